@@ -1,0 +1,156 @@
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use attnscope::engine::{self, TraceOptions};
+use attnscope::report::{Report, ReportOptions};
+use attnscope::{Error, Mask, MaskKind, Model};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "attnscope",
+    version,
+    about = "See how a transformer encoder attends"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BackendArg {
+    Cpu,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MaskArg {
+    Padding,
+    Causal,
+    None,
+}
+
+impl From<MaskArg> for MaskKind {
+    fn from(m: MaskArg) -> Self {
+        match m {
+            MaskArg::Padding => MaskKind::Padding,
+            MaskArg::Causal => MaskKind::Causal,
+            MaskArg::None => MaskKind::None,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the encoder on TEXTs (one right-padded batch) and print every layer's and head's attention as JSON.
+    Attention {
+        /// Checkpoint folder with config.json, model.safetensors and tokenizer.json.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// padding: hide [PAD] keys; causal: padding + no-peek; none: hide nothing.
+        #[arg(long, value_enum, default_value = "padding")]
+        mask: MaskArg,
+        /// Second sentence: each TEXT and TEXT_B form one sentence pair.
+        #[arg(long, value_name = "TEXT_B")]
+        pair: Option<String>,
+        /// Include the final hidden states [T][D].
+        #[arg(long)]
+        hidden: bool,
+        /// Include the scaled scores QKᵀ/√d_k [L][H][T][T] (before the mask).
+        #[arg(long)]
+        scores: bool,
+        #[arg(required = true, num_args = 1..)]
+        texts: Vec<String>,
+    },
+    /// Time the forward pass at several sequence lengths.
+    Bench {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        #[arg(long, value_delimiter = ',', default_value = "16,128,512")]
+        lengths: Vec<usize>,
+        #[arg(long, default_value_t = 5)]
+        iters: usize,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Attention {
+            model,
+            backend,
+            mask,
+            pair,
+            hidden,
+            scores,
+            texts,
+        } => attention(
+            &model,
+            backend,
+            mask.into(),
+            pair.as_deref(),
+            hidden,
+            scores,
+            &texts,
+        ),
+        Command::Bench {
+            model,
+            backend,
+            lengths,
+            iters,
+        } => crate::bench::run(&model, backend, &lengths, iters),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn attention(
+    dir: &std::path::Path,
+    _backend: BackendArg,
+    mask_kind: MaskKind,
+    pair: Option<&str>,
+    hidden: bool,
+    scores: bool,
+    texts: &[String],
+) -> Result<(), Error> {
+    let model = Model::from_dir(dir)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let input = model.tokenizer.encode(&refs, pair)?;
+    for (text, cut) in texts.iter().zip(&input.truncated) {
+        if *cut {
+            eprintln!(
+                "warning: {text:.40?}… was truncated to the model's {} tokens",
+                model.tokenizer.max_len()
+            );
+        }
+    }
+    let mask = Mask::from_kind(mask_kind, input.valid.view());
+    let trace = engine::cpu::forward(&model, &input, &mask, TraceOptions { scores })?;
+    let report = Report::new(
+        model.short_name(),
+        "cpu",
+        mask_kind,
+        texts,
+        pair,
+        &input,
+        &trace,
+        ReportOptions { hidden, scores },
+    );
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer(&mut out, &report).map_err(|e| Error::Input(e.to_string()))?;
+    writeln!(out)
+        .and_then(|_| out.flush())
+        .map_err(|source| Error::Io {
+            path: "<stdout>".into(),
+            source,
+        })
+}

@@ -1,0 +1,160 @@
+//! Scaled dot-product attention and multi-head attention on the CPU.
+
+use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, Axis};
+
+use super::ops::{linear, softmax_in_place};
+use crate::error::{Error, Result};
+use crate::model::weights::AttentionWeights;
+
+/// Every step of `softmax(QKᵀ/√d_k + mask)·V`, kept for the visualiser.
+///
+/// # Shapes
+/// * `scores`: `(n_q, n_k)`, `QKᵀ/√d_k` before the mask
+/// * `probs`: `(n_q, n_k)`, after `masked_fill(-inf)` and `softmax`; rows sum to 1, masked cells are 0
+/// * `output`: `(n_q, d_v)`
+#[derive(Debug, Clone)]
+pub struct Attention {
+    pub scores: Array2<f32>,
+    pub probs: Array2<f32>,
+    pub output: Array2<f32>,
+}
+
+/// Scaled dot-product attention. `d_k` may differ from `d_v` and `n_q` from `n_k`
+/// (encoder–decoder cross-attention).
+///
+/// # Shapes
+/// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`
+/// * `mask`: `(n_q, n_k)`, `true` where attending is allowed
+pub fn scaled_dot_product_attention(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+) -> Result<Attention> {
+    let (n_q, d_k) = q.dim();
+    let (n_k, d_v) = v.dim();
+    if k.dim() != (n_k, d_k) {
+        return Err(Error::Shape {
+            what: "attention keys (n_k, d_k)".into(),
+            expected: vec![n_k, d_k],
+            found: k.shape().to_vec(),
+        });
+    }
+    if let Some(m) = &mask {
+        if m.dim() != (n_q, n_k) {
+            return Err(Error::Shape {
+                what: "attention mask (n_q, n_k)".into(),
+                expected: vec![n_q, n_k],
+                found: m.shape().to_vec(),
+            });
+        }
+    }
+    // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
+    // does not saturate into a one-hot row with vanishing gradients.
+    let scale = 1.0 / (d_k as f32).sqrt();
+    let scores = q.dot(&k.t()) * scale; // (n_q, n_k)
+    let mut probs = scores.clone();
+    if let Some(m) = mask {
+        probs.zip_mut_with(&m, |p, &allowed| {
+            if !allowed {
+                *p = f32::NEG_INFINITY; // masked_fill(mask == 0, -inf)
+            }
+        });
+    }
+    for row in probs.axis_iter_mut(Axis(0)) {
+        softmax_in_place(row);
+    }
+    let output = probs.dot(&v); // (n_q, d_v)
+    debug_assert_eq!(output.dim(), (n_q, d_v));
+    Ok(Attention {
+        scores,
+        probs,
+        output,
+    })
+}
+
+/// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`.
+///
+/// # Shapes
+/// * `x`: `(T, H·d)` → `(H, T, d)`
+pub fn split_heads(x: ArrayView2<f32>, heads: usize) -> Result<Array3<f32>> {
+    let (t, d_model) = x.dim();
+    if heads == 0 || d_model % heads != 0 {
+        return Err(Error::Shape {
+            what: format!("split into {heads} heads"),
+            expected: vec![t, heads.max(1) * (d_model / heads.max(1))],
+            found: vec![t, d_model],
+        });
+    }
+    let d = d_model / heads;
+    let x = x
+        .as_standard_layout()
+        .into_owned()
+        .into_shape_with_order((t, heads, d)) // (T, H, d)
+        .map_err(|e| Error::Input(e.to_string()))?;
+    Ok(x.permuted_axes([1, 0, 2]).as_standard_layout().into_owned()) // (H, T, d)
+}
+
+/// Concatenates heads back: `x.transpose(0, 1).reshape(T, H·d)`.
+///
+/// # Shapes
+/// * `x`: `(H, T, d)` → `(T, H·d)`
+pub fn merge_heads(x: ArrayView3<f32>) -> Array2<f32> {
+    let (h, t, d) = x.dim();
+    let x = x.permuted_axes([1, 0, 2]).as_standard_layout().into_owned(); // (T, H, d)
+    x.into_shape_with_order((t, h * d))
+        .expect("a standard-layout array reshapes") // (T, H·d)
+}
+
+/// The output of multi-head attention with its per-head weights.
+///
+/// # Shapes
+/// * `output`: `(n_q, D)`
+/// * `probs`, `scores`: `(H, n_q, n_k)`
+#[derive(Debug, Clone)]
+pub struct MultiHeadOutput {
+    pub output: Array2<f32>,
+    pub probs: Array3<f32>,
+    pub scores: Array3<f32>,
+}
+
+/// Multi-head attention: project Q from `x_q` and K, V from `x_kv`, split into heads,
+/// attend per head, concatenate, project out. `x_q == x_kv` is self-attention; otherwise
+/// it is encoder–decoder (cross) attention with `n_q ≠ n_k`.
+///
+/// # Shapes
+/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`
+pub fn multi_head_attention(
+    w: &AttentionWeights,
+    heads: usize,
+    x_q: ArrayView2<f32>,
+    x_kv: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+) -> Result<MultiHeadOutput> {
+    let q = split_heads(linear(x_q, &w.query).view(), heads)?; // (H, n_q, d_k)
+    let k = split_heads(linear(x_kv, &w.key).view(), heads)?; // (H, n_k, d_k)
+    let v = split_heads(linear(x_kv, &w.value).view(), heads)?; // (H, n_k, d_v)
+    let (n_q, n_k) = (q.dim().1, k.dim().1);
+    let d_v = v.dim().2;
+    let mut probs = Array3::zeros((heads, n_q, n_k));
+    let mut scores = Array3::zeros((heads, n_q, n_k));
+    let mut context = Array3::zeros((heads, n_q, d_v));
+    for h in 0..heads {
+        let a = scaled_dot_product_attention(
+            q.index_axis(Axis(0), h),
+            k.index_axis(Axis(0), h),
+            v.index_axis(Axis(0), h),
+            mask,
+        )?;
+        probs.slice_mut(s![h, .., ..]).assign(&a.probs);
+        scores.slice_mut(s![h, .., ..]).assign(&a.scores);
+        context.slice_mut(s![h, .., ..]).assign(&a.output);
+    }
+    let concat = merge_heads(context.view()); // (n_q, H·d_v)
+    let output = linear(concat.view(), &w.output); // (n_q, D)
+    Ok(MultiHeadOutput {
+        output,
+        probs,
+        scores,
+    })
+}

@@ -1,0 +1,10 @@
+//! The CPU engine on `ndarray`: the fallback and the reference for the GPU engine.
+
+pub mod attention;
+pub mod encoder;
+pub mod ops;
+
+pub use attention::{
+    multi_head_attention, scaled_dot_product_attention, Attention, MultiHeadOutput,
+};
+pub use encoder::forward;

@@ -1,0 +1,55 @@
+//! The engines that run the encoder: the CPU reference (`cpu`) and, later, the GPU.
+
+pub mod cpu;
+mod trace;
+
+pub use trace::{Trace, TraceOptions};
+
+use crate::error::{Error, Result};
+use crate::masks::Mask;
+use crate::model::{Config, Encoded};
+
+/// Checks a batch against the model before any engine runs it.
+pub fn check_input(c: &Config, input: &Encoded, mask: &Mask) -> Result<()> {
+    let (b, t) = input.ids.dim();
+    if b == 0 || t == 0 {
+        return Err(Error::Input("empty batch".into()));
+    }
+    if input.type_ids.dim() != (b, t) {
+        return Err(Error::Shape {
+            what: "token type ids (B, T)".into(),
+            expected: vec![b, t],
+            found: input.type_ids.shape().to_vec(),
+        });
+    }
+    if t > c.max_position_embeddings {
+        return Err(Error::Input(format!(
+            "{t} tokens exceed the model's max_position_embeddings {}",
+            c.max_position_embeddings
+        )));
+    }
+    if let Some(&id) = input.ids.iter().find(|&&id| id as usize >= c.vocab_size) {
+        return Err(Error::Input(format!(
+            "token id {id} is outside the model's vocabulary (vocab_size {}): is tokenizer.json from the same checkpoint?",
+            c.vocab_size
+        )));
+    }
+    if let Some(&ty) = input
+        .type_ids
+        .iter()
+        .find(|&&ty| ty as usize >= c.type_vocab_size)
+    {
+        return Err(Error::Input(format!(
+            "token type id {ty} is outside type_vocab_size {}",
+            c.type_vocab_size
+        )));
+    }
+    if mask.dim() != (b, t, t) {
+        return Err(Error::Shape {
+            what: "attention mask (B, T, T)".into(),
+            expected: vec![b, t, t],
+            found: mask.0.shape().to_vec(),
+        });
+    }
+    Ok(())
+}

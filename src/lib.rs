@@ -1,0 +1,17 @@
+//! attnscope: see how transformer attention works.
+//!
+//! * [`model`]: a BERT-family checkpoint (config, weights, tokenizer), from a folder or from bytes.
+//! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
+//! * [`engine`]: the encoder, traced layer by layer and head by head, on the CPU (reference).
+//! * [`report`]: the JSON the CLI prints and the browser reads.
+
+pub mod engine;
+pub mod error;
+pub mod masks;
+pub mod model;
+pub mod report;
+
+pub use engine::{Trace, TraceOptions};
+pub use error::{Error, Result};
+pub use masks::{Mask, MaskKind};
+pub use model::Model;

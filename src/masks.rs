@@ -1,0 +1,111 @@
+//! Attention masks as explicit values the caller composes.
+//!
+//! A mask is boolean: `true` where query `i` may attend to key `j`. The engines apply it as
+//! the seeds' `scores.masked_fill(mask == 0, -inf)` before `softmax`, so a masked key gets
+//! probability exactly 0.
+
+use ndarray::{Array2, Array3, ArrayView2, Axis};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Which mask a view uses; see [`Mask::from_kind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MaskKind {
+    /// Keys that are `[PAD]` are hidden (`ids != pad_id`).
+    #[default]
+    Padding,
+    /// Padding plus the no-peek (causal) mask: query `i` sees keys `j <= i` only.
+    Causal,
+    /// Nothing is hidden, not even padding (to show what leaks).
+    None,
+}
+
+impl std::str::FromStr for MaskKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "padding" => Ok(Self::Padding),
+            "causal" => Ok(Self::Causal),
+            "none" => Ok(Self::None),
+            _ => Err(Error::Input(format!(
+                "unknown mask {s:?} (expected padding, causal or none)"
+            ))),
+        }
+    }
+}
+
+/// A batch of boolean attention masks.
+///
+/// # Shapes
+/// * `(B, n_q, n_k)`
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mask(pub Array3<bool>);
+
+impl Mask {
+    /// No cell masked.
+    pub fn none(batch: usize, n_q: usize, n_k: usize) -> Self {
+        Self(Array3::from_elem((batch, n_q, n_k), true))
+    }
+
+    /// Padding mask from the valid-token flags `(B, T)`: every query may see the real keys only.
+    pub fn padding(valid: ArrayView2<bool>) -> Self {
+        let (b, t) = valid.dim();
+        Self(Array3::from_shape_fn((b, t, t), |(b, _, j)| valid[[b, j]]))
+    }
+
+    /// The no-peek mask `tril(ones(T, T))`, the same for every item of the batch.
+    pub fn causal(batch: usize, t: usize) -> Self {
+        Self(Array3::from_shape_fn((batch, t, t), |(_, i, j)| j <= i))
+    }
+
+    /// An explicit mask for every item of a batch.
+    pub fn explicit(mask: Array3<bool>) -> Self {
+        Self(mask)
+    }
+
+    /// The cell-wise AND of two masks of the same shape (e.g. padding ∧ causal).
+    pub fn and(&self, other: &Mask) -> Result<Self> {
+        if self.0.dim() != other.0.dim() {
+            let (a, b) = (self.0.shape().to_vec(), other.0.shape().to_vec());
+            return Err(Error::Shape {
+                what: "mask combination".into(),
+                expected: a,
+                found: b,
+            });
+        }
+        let mut out = self.0.clone();
+        out.zip_mut_with(&other.0, |a, b| *a = *a && *b);
+        Ok(Self(out))
+    }
+
+    /// The mask a [`MaskKind`] names, for a batch with valid-token flags `(B, T)`.
+    pub fn from_kind(kind: MaskKind, valid: ArrayView2<bool>) -> Self {
+        let (b, t) = valid.dim();
+        match kind {
+            MaskKind::None => Self::none(b, t, t),
+            MaskKind::Padding => Self::padding(valid),
+            MaskKind::Causal => {
+                let mut m = Self::padding(valid);
+                m.0.zip_mut_with(&Self::causal(b, t).0, |a, c| *a = *a && *c);
+                m
+            }
+        }
+    }
+
+    /// `(B, n_q, n_k)`
+    pub fn dim(&self) -> (usize, usize, usize) {
+        self.0.dim()
+    }
+
+    /// The mask of batch item `b`, `(n_q, n_k)`.
+    pub fn item(&self, b: usize) -> ArrayView2<'_, bool> {
+        self.0.index_axis(Axis(0), b)
+    }
+
+    /// The mask of item `b` as a 0/1 matrix, as drawn by the visualiser.
+    pub fn item_as_f32(&self, b: usize) -> Array2<f32> {
+        self.item(b).mapv(|m| if m { 1.0 } else { 0.0 })
+    }
+}

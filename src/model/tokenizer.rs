@@ -1,0 +1,166 @@
+//! Tokenisation with HF's `tokenizers` crate, from the checkpoint's `tokenizer.json`.
+
+use ndarray::Array2;
+use tokenizers::{
+    EncodeInput, PaddingDirection, Tokenizer, TruncationDirection, TruncationParams,
+    TruncationStrategy,
+};
+
+use crate::error::{Error, Result};
+
+/// A tokenizer set up for visualisation: no fixed padding, truncation at the model's
+/// `max_position_embeddings` (reported), batches right-padded to the longest text.
+pub struct TextTokenizer {
+    inner: Tokenizer,
+    file: String,
+    pad_id: u32,
+    pad_token: String,
+    max_len: usize,
+}
+
+/// A tokenised, right-padded batch.
+///
+/// # Shapes
+/// * `ids`, `type_ids`: `(B, T)`
+/// * `valid`: `(B, T)`, `true` on real tokens, `false` on `[PAD]`
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    pub tokens: Vec<Vec<String>>,
+    pub ids: Array2<u32>,
+    pub type_ids: Array2<u32>,
+    pub valid: Array2<bool>,
+    /// Whether each text (or pair) was cut at the model's maximum length.
+    pub truncated: Vec<bool>,
+}
+
+impl Encoded {
+    pub fn batch(&self) -> usize {
+        self.ids.nrows()
+    }
+    pub fn len(&self) -> usize {
+        self.ids.ncols()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+    /// Number of real (non-pad) tokens of item `b`.
+    pub fn real_len(&self, b: usize) -> usize {
+        self.valid.row(b).iter().filter(|v| **v).count()
+    }
+}
+
+impl TextTokenizer {
+    /// Loads `tokenizer.json`. `pad_token_id` comes from the model config when the tokenizer has no padding.
+    pub fn from_bytes(
+        bytes: &[u8],
+        file: &str,
+        max_len: usize,
+        pad_token_id: Option<u32>,
+    ) -> Result<Self> {
+        let err = |msg: String| Error::Tokenizer {
+            file: file.into(),
+            msg,
+        };
+        let mut inner = Tokenizer::from_bytes(bytes).map_err(|e| err(e.to_string()))?;
+        // The pad token: the tokenizer's own padding settings, else `[PAD]` in its vocabulary,
+        // else the config's `pad_token_id`.
+        let (pad_id, pad_token) = match inner.get_padding() {
+            Some(p) => (p.pad_id, p.pad_token.clone()),
+            None => match (inner.token_to_id("[PAD]"), pad_token_id) {
+                (Some(id), _) => (id, "[PAD]".to_owned()),
+                (None, Some(id)) => (
+                    id,
+                    inner.id_to_token(id).unwrap_or_else(|| "[PAD]".to_owned()),
+                ),
+                (None, None) => return Err(err("no pad token (no padding settings, no [PAD] in the vocabulary, no pad_token_id)".into())),
+            },
+        };
+        // Checkpoints often ship fixed padding (to 128 here) and truncation at 128: switch
+        // both off; we truncate at the model's maximum length instead.
+        inner.with_padding(None);
+        inner
+            .with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length: max_len,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Self {
+            inner,
+            file: file.into(),
+            pad_id,
+            pad_token,
+            max_len,
+        })
+    }
+
+    pub fn pad_id(&self) -> u32 {
+        self.pad_id
+    }
+    pub fn pad_token(&self) -> &str {
+        &self.pad_token
+    }
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Tokenises `texts` (each paired with `pair` when given) into one batch right-padded to the longest.
+    pub fn encode(&self, texts: &[&str], pair: Option<&str>) -> Result<Encoded> {
+        if texts.is_empty() {
+            return Err(Error::Input("no text given".into()));
+        }
+        for (i, t) in texts.iter().enumerate() {
+            if t.trim().is_empty() {
+                return Err(Error::EmptyText { index: i });
+            }
+        }
+        if let Some(p) = pair {
+            if p.trim().is_empty() {
+                return Err(Error::EmptyText { index: texts.len() });
+            }
+        }
+        let inputs: Vec<EncodeInput> = texts
+            .iter()
+            .map(|t| match pair {
+                Some(p) => (*t, p).into(),
+                None => (*t).into(),
+            })
+            .collect();
+        let mut encodings =
+            self.inner
+                .encode_batch(inputs, true)
+                .map_err(|e| Error::Tokenizer {
+                    file: self.file.clone(),
+                    msg: e.to_string(),
+                })?;
+        let truncated: Vec<bool> = encodings
+            .iter()
+            .map(|e| !e.get_overflowing().is_empty())
+            .collect();
+        let t = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
+        for e in &mut encodings {
+            e.pad(t, self.pad_id, 0, &self.pad_token, PaddingDirection::Right);
+        }
+        let b = encodings.len();
+        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> Vec<u32>| -> Vec<u32> {
+            encodings.iter().flat_map(f).collect()
+        };
+        let shape = (b, t);
+        let ids = Array2::from_shape_vec(shape, flat(&|e| e.get_ids().to_vec()))
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let type_ids = Array2::from_shape_vec(shape, flat(&|e| e.get_type_ids().to_vec()))
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let valid = Array2::from_shape_vec(shape, flat(&|e| e.get_attention_mask().to_vec()))
+            .map_err(|e| Error::Input(e.to_string()))?
+            .mapv(|m| m != 0);
+        let tokens = encodings.iter().map(|e| e.get_tokens().to_vec()).collect();
+        Ok(Encoded {
+            tokens,
+            ids,
+            type_ids,
+            valid,
+            truncated,
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! Shared test helpers: checkpoints, golden fixtures and comparisons.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use attnscope::model::Encoded;
+use attnscope::{Mask, MaskKind, Model, Trace};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use serde::Deserialize;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where a named test checkpoint lives: `minilm` is the default model fetched by
+/// `scripts/setup.sh` (or `$ATTNSCOPE_MODEL`); the tiny ones are committed.
+pub fn model_dir(name: &str) -> PathBuf {
+    match name {
+        "minilm" => std::env::var_os("ATTNSCOPE_MODEL")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join("assets/models/all-MiniLM-L6-v2")),
+        other => root().join("tests/fixtures/models").join(other),
+    }
+}
+
+/// A loaded checkpoint, shared by all tests of one test binary.
+pub fn model(name: &str) -> &'static Model {
+    static CACHE: OnceLock<Mutex<HashMap<String, &'static Model>>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap();
+    cache.entry(name.to_owned()).or_insert_with(|| {
+        let dir = model_dir(name);
+        let m = Model::from_dir(&dir).unwrap_or_else(|e| {
+            panic!(
+                "cannot load test model {name} from {}: {e} (run scripts/setup.sh)",
+                dir.display()
+            )
+        });
+        Box::leak(Box::new(m))
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Meta {
+    pub model: String,
+    pub texts: Vec<String>,
+    pub pair: Option<String>,
+    pub mask: MaskKind,
+    pub tokens: Vec<Vec<String>>,
+    pub token_ids: Vec<Vec<u32>>,
+    pub type_ids: Vec<Vec<u32>>,
+}
+
+/// One golden case written by `tools/make_fixtures.py` from HF transformers.
+pub struct Golden {
+    pub name: String,
+    pub meta: Meta,
+    pub tensors: HashMap<String, ArrayD<f32>>,
+}
+
+pub fn golden(name: &str) -> Golden {
+    let dir = root().join("tests/fixtures/golden");
+    let meta: Meta =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap();
+    let bytes = std::fs::read(dir.join(format!("{name}.safetensors"))).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let tensors = st
+        .tensors()
+        .into_iter()
+        .map(|(k, v)| {
+            let vals: Vec<f32> = v
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            (k, ArrayD::from_shape_vec(IxDyn(v.shape()), vals).unwrap())
+        })
+        .collect();
+    Golden {
+        name: name.to_owned(),
+        meta,
+        tensors,
+    }
+}
+
+pub fn max_abs_diff(a: ArrayViewD<f32>, b: ArrayViewD<f32>) -> f32 {
+    assert_eq!(a.shape(), b.shape(), "shapes differ");
+    a.iter()
+        .zip(b.iter())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// A forward pass by some engine (CPU, GPU, ...).
+pub type Forward<'a> = &'a dyn Fn(&Model, &Encoded, &Mask) -> attnscope::Result<Trace>;
+
+pub const ATTENTION_TOL: f32 = 1e-4;
+pub const HIDDEN_TOL: f32 = 1e-3;
+
+/// Tokenises a golden case with our tokenizer, checks tokens and ids against HF's, runs `forward`
+/// and checks attention (≤ 1e-4), hidden states (≤ 1e-3) and logits against HF.
+pub fn check_golden(name: &str, forward: Forward) -> (f32, f32) {
+    let g = golden(name);
+    let m = model(&g.meta.model);
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, g.meta.pair.as_deref()).unwrap();
+    assert_eq!(
+        input.tokens, g.meta.tokens,
+        "{name}: tokens differ from HF's"
+    );
+    let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
+    let types: Vec<Vec<u32>> = input.type_ids.outer_iter().map(|r| r.to_vec()).collect();
+    assert_eq!(ids, g.meta.token_ids, "{name}: token ids differ");
+    assert_eq!(types, g.meta.type_ids, "{name}: token type ids differ");
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    let trace = forward(m, &input, &mask).unwrap();
+    let da = max_abs_diff(
+        trace.attention.view().into_dyn(),
+        g.tensors["attention"].view(),
+    );
+    let dh = max_abs_diff(trace.hidden.view().into_dyn(), g.tensors["hidden"].view());
+    eprintln!("{name}: max |Δ| attention {da:.2e}, hidden {dh:.2e}");
+    assert!(
+        da <= ATTENTION_TOL,
+        "{name}: attention max |Δ| {da} > {ATTENTION_TOL}"
+    );
+    assert!(
+        dh <= HIDDEN_TOL,
+        "{name}: hidden max |Δ| {dh} > {HIDDEN_TOL}"
+    );
+    match (g.tensors.get("logits"), &trace.logits) {
+        (Some(want), Some(got)) => {
+            let dl = max_abs_diff(got.view().into_dyn(), want.view());
+            assert!(dl <= HIDDEN_TOL, "{name}: logits max |Δ| {dl}");
+        }
+        (None, None) => {}
+        (w, g) => panic!(
+            "{name}: logits present in fixture: {}, in trace: {}",
+            w.is_some(),
+            g.is_some()
+        ),
+    }
+    (da, dh)
+}
+
+pub const GOLDEN_CASES: &[&str] = &[
+    "minilm_arrow",
+    "minilm_unicode",
+    "minilm_long",
+    "minilm_pair",
+    "minilm_batch",
+    "minilm_causal",
+    "minilm_nomask",
+    "tiny_bert_pair",
+    "tiny_preln_causal",
+];

@@ -1,0 +1,54 @@
+//! The CPU engine against HF transformers (fixtures by `tools/make_fixtures.py`).
+
+mod common;
+
+use attnscope::engine::{cpu, TraceOptions};
+use common::*;
+
+fn cpu_forward(
+    m: &attnscope::Model,
+    input: &attnscope::model::Encoded,
+    mask: &attnscope::Mask,
+) -> attnscope::Result<attnscope::Trace> {
+    cpu::forward(m, input, mask, TraceOptions::default())
+}
+
+macro_rules! golden_tests {
+    ($($name:ident),*) => {$(
+        #[test]
+        fn $name() {
+            check_golden(stringify!($name), &cpu_forward);
+        }
+    )*};
+}
+
+golden_tests!(
+    minilm_arrow,
+    minilm_unicode,
+    minilm_long,
+    minilm_pair,
+    minilm_batch,
+    minilm_causal,
+    minilm_nomask,
+    tiny_bert_pair,
+    tiny_preln_causal
+);
+
+#[test]
+fn every_fixture_has_a_test() {
+    let dir = root().join("tests/fixtures/golden");
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")
+                .map(str::to_owned)
+        })
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = GOLDEN_CASES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Writes the golden fixtures the Rust tests compare against (run once; outputs are committed).
+
+    pip install torch transformers safetensors
+    python3 tools/make_fixtures.py [--model assets/models/all-MiniLM-L6-v2]
+
+For each case it writes tests/fixtures/golden/<case>.json (inputs, tokens, ids) and
+<case>.safetensors (attention (B, L, H, T, T), hidden (B, T, D), logits (B, labels) if any),
+computed by HF transformers with attn_implementation="eager" and output_attentions=True.
+
+It also (re)creates two tiny checkpoints under tests/fixtures/models/, with a trimmed vocabulary:
+  * tiny-bert: BertForSequenceClassification, f16 weights under the `bert.` prefix, 3 labels;
+  * tiny-bert-preln: pre-LN encoder layers (the seeds' TransformerEncoderLayer), bf16 weights,
+    gelu_new; HF has no pre-LN BERT, so its reference is the explicit PyTorch code below.
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import shutil
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "tests", "fixtures", "golden")
+MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+
+MINILM_CASES = {
+    "arrow": dict(texts=["time flies like an arrow"], mask="padding"),
+    "unicode": dict(texts=["Café naïve — 東京 😀 résumé, ok?"], mask="padding"),
+    "long": dict(
+        texts=[
+            "The encoder reads the whole sentence at once, and every head decides for every "
+            "token which other tokens matter, layer after layer, until the meaning settles."
+        ],
+        mask="padding",
+    ),
+    "pair": dict(texts=["The cat sat on the mat."], pair="It was very comfortable.", mask="padding"),
+    "batch": dict(
+        texts=["time flies like an arrow", "The quick brown fox jumps over the lazy dog by the river.", "hi"],
+        mask="padding",
+    ),
+    "causal": dict(texts=["time flies like an arrow", "fruit flies like a banana, they say"], mask="causal"),
+    "nomask": dict(texts=["time flies like an arrow", "hi"], mask="none"),
+}
+
+
+def load_tokenizer(path, max_len):
+    tok = Tokenizer.from_file(path)
+    pad = tok.padding
+    pad_id, pad_token = (pad["pad_id"], pad["pad_token"]) if pad else (tok.token_to_id("[PAD]"), "[PAD]")
+    tok.no_padding()
+    tok.enable_truncation(max_len)
+    tok.enable_padding(pad_id=pad_id, pad_token=pad_token)  # right, to the longest
+    return tok
+
+
+def encode(tok, texts, pair):
+    encs = tok.encode_batch([(t, pair) if pair else t for t in texts])
+    ids = torch.tensor([e.ids for e in encs])
+    types = torch.tensor([e.type_ids for e in encs])
+    valid = torch.tensor([e.attention_mask for e in encs])
+    return encs, ids, types, valid
+
+
+def hf_mask(kind, valid):
+    """The attention_mask argument for HF: (B, T) padding, or all ones for 'none'."""
+    return torch.ones_like(valid) if kind == "none" else valid
+
+
+def write_case(name, model_name, spec, encs, ids, types, tensors):
+    os.makedirs(GOLDEN, exist_ok=True)
+    meta = dict(
+        model=model_name,
+        texts=spec["texts"],
+        pair=spec.get("pair"),
+        mask=spec["mask"],
+        tokens=[e.tokens for e in encs],
+        token_ids=ids.tolist(),
+        type_ids=types.tolist(),
+    )
+    with open(os.path.join(GOLDEN, name + ".json"), "w") as f:
+        json.dump(meta, f, ensure_ascii=False, indent=1)
+    save_file({k: v.contiguous().float() for k, v in tensors.items()}, os.path.join(GOLDEN, name + ".safetensors"))
+    print(f"{name}: {list(ids.shape)} -> " + ", ".join(f"{k} {list(v.shape)}" for k, v in tensors.items()))
+
+
+def check_causal(att, valid):
+    t = att.shape[-1]
+    upper = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+    assert att[..., upper].abs().max() == 0, "HF did not apply the causal mask"
+    pad_keys = (valid == 0)[:, None, None, None, :].expand_as(att)
+    assert att[pad_keys].abs().max() == 0 if pad_keys.any() else True
+
+
+@torch.no_grad()
+def minilm(model_dir):
+    tok = load_tokenizer(os.path.join(model_dir, "tokenizer.json"), 512)
+    base = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    causal_cfg = copy.deepcopy(base.config)
+    causal_cfg.is_decoder = True  # HF applies tril(ones) ∧ padding for decoders
+    causal = BertModel.from_pretrained(model_dir, config=causal_cfg, attn_implementation="eager").eval()
+    for name, spec in MINILM_CASES.items():
+        encs, ids, types, valid = encode(tok, spec["texts"], spec.get("pair"))
+        model = causal if spec["mask"] == "causal" else base
+        out = model(input_ids=ids, token_type_ids=types, attention_mask=hf_mask(spec["mask"], valid),
+                    output_attentions=True, use_cache=False)
+        att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
+        if spec["mask"] == "causal":
+            check_causal(att, valid)
+        write_case("minilm_" + name, "minilm", spec, encs, ids, types,
+                   dict(attention=att, hidden=out.last_hidden_state))
+
+
+def tiny_tokenizer(src_path, dst_path, texts):
+    """bert-base-uncased's tokenizer.json with its vocabulary cut down to what the texts need."""
+    full = Tokenizer.from_file(src_path)
+    full.no_padding()
+    full.no_truncation()
+    spec = json.load(open(src_path))
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces = set()
+    for t in texts:
+        pieces.update(full.encode(t).tokens)
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    words = sorted(pieces - set(specials)) + letters + ["##" + c for c in letters] + list(".,!?'-")
+    vocab = {}
+    for w in specials + words:
+        vocab.setdefault(w, len(vocab))
+    spec["model"]["vocab"] = vocab
+    for added in spec["added_tokens"]:
+        added["id"] = vocab[added["content"]]
+    for name, st in spec["post_processor"]["special_tokens"].items():
+        st["ids"] = [vocab[name]]
+    spec["padding"] = None  # exercise the no-padding-settings path: [PAD] is looked up
+    spec["truncation"] = None
+    with open(dst_path, "w") as f:
+        json.dump(spec, f, ensure_ascii=False)
+    return len(vocab)
+
+
+def tiny_config(vocab_size, **kw):
+    return BertConfig(vocab_size=vocab_size, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                      intermediate_size=40, max_position_embeddings=64, type_vocab_size=2,
+                      initializer_range=0.25, pad_token_id=0, **kw)
+
+
+def round_to(model, dtype):
+    for p in model.parameters():
+        p.data = p.data.to(dtype).float()
+
+
+@torch.no_grad()
+def tiny_bert(src_tok):
+    d = os.path.join(MODELS, "tiny-bert")
+    os.makedirs(d, exist_ok=True)
+    spec = dict(texts=["the cat sat on the mat", "a dog!"], pair="it was happy", mask="padding")
+    n = tiny_tokenizer(src_tok, os.path.join(d, "tokenizer.json"), spec["texts"] + [spec["pair"], "time flies like an arrow"])
+    torch.manual_seed(0)
+    cfg = tiny_config(n, hidden_act="gelu", num_labels=3, id2label={0: "negative", 1: "neutral", 2: "positive"})
+    model = BertForSequenceClassification(cfg).eval()
+    round_to(model, torch.float16)
+    state = {k: v.half().contiguous() for k, v in model.state_dict().items() if "position_ids" not in k}
+    assert any(k.startswith("bert.") for k in state)
+    save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    cfg.to_json_file(os.path.join(d, "config.json"))
+    model.config._attn_implementation = "eager"
+    tok = load_tokenizer(os.path.join(d, "tokenizer.json"), cfg.max_position_embeddings)
+    encs, ids, types, valid = encode(tok, spec["texts"], spec["pair"])
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=valid, output_attentions=True,
+                output_hidden_states=True)
+    att = torch.stack(out.attentions, dim=1)
+    write_case("tiny_bert_pair", "tiny-bert", spec, encs, ids, types,
+               dict(attention=att, hidden=out.hidden_states[-1], logits=out.logits))
+
+
+def preln_forward(model, ids, types, allowed, act):
+    """The seeds' pre-LN encoder: x = x + MHA(LN1(x)); x = x + FFN(LN2(x)). allowed: (B, T, T) bool."""
+    x = model.embeddings(input_ids=ids, token_type_ids=types)
+    cfg = model.config
+    h, dk = cfg.num_attention_heads, cfg.hidden_size // cfg.num_attention_heads
+    b, t, _ = x.shape
+    atts = []
+    for layer in model.encoder.layer:
+        a = layer.attention
+        n1 = a.output.LayerNorm(x)
+        split = lambda y: y.view(b, t, h, dk).transpose(1, 2)  # (B, H, T, d_k)
+        q, k, v = split(a.self.query(n1)), split(a.self.key(n1)), split(a.self.value(n1))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dk)
+        scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+        p = F.softmax(scores, dim=-1)
+        atts.append(p)
+        ctx = (p @ v).transpose(1, 2).reshape(b, t, h * dk)  # (B, T, D)
+        x = x + a.output.dense(ctx)
+        n2 = layer.output.LayerNorm(x)
+        x = x + layer.output.dense(act(layer.intermediate.dense(n2)))
+    return torch.stack(atts, dim=1), x
+
+
+@torch.no_grad()
+def tiny_preln(src_tok):
+    d = os.path.join(MODELS, "tiny-bert-preln")
+    os.makedirs(d, exist_ok=True)
+    spec = dict(texts=["the cat sat on the mat", "a dog!"], mask="causal")
+    shutil.copy(os.path.join(MODELS, "tiny-bert", "tokenizer.json"), os.path.join(d, "tokenizer.json"))
+    n = len(json.load(open(os.path.join(d, "tokenizer.json")))["model"]["vocab"])
+    torch.manual_seed(1)
+    cfg = tiny_config(n, hidden_act="gelu_new")
+    model = BertModel(cfg, add_pooling_layer=False).eval()
+    round_to(model, torch.bfloat16)
+    state = {k: v.bfloat16().contiguous() for k, v in model.state_dict().items() if "position_ids" not in k}
+    save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    cfg_json = cfg.to_dict()
+    cfg_json["layer_norm_order"] = "pre"
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg_json, f, indent=2)
+    tok = load_tokenizer(os.path.join(d, "tokenizer.json"), cfg.max_position_embeddings)
+    encs, ids, types, valid = encode(tok, spec["texts"], None)
+    t = ids.shape[1]
+    allowed = valid.bool()[:, None, :] & torch.tril(torch.ones(t, t, dtype=torch.bool))
+    att, hidden = preln_forward(model, ids, types, allowed, lambda y: F.gelu(y, approximate="tanh"))
+    write_case("tiny_preln_causal", "tiny-bert-preln", spec, encs, ids, types, dict(attention=att, hidden=hidden))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    minilm(args.model)
+    tok = os.path.join(args.model, "tokenizer.json")
+    tiny_bert(tok)
+    tiny_preln(tok)
+
+
+if __name__ == "__main__":
+    main()
