@@ -66,6 +66,9 @@ pub struct ItemReport<'a> {
 pub struct Report<'a> {
     pub model: &'a str,
     pub backend: &'a str,
+    /// Why the CPU ran although the GPU was wanted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'a str>,
     pub mask: MaskKind,
     pub results: Vec<ItemReport<'a>>,
 }
@@ -112,6 +115,7 @@ impl<'a> Report<'a> {
         Self {
             model,
             backend,
+            fallback: None,
             mask,
             results,
         }

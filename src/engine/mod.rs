@@ -1,8 +1,12 @@
-//! The engines that run the encoder: the CPU reference (`cpu`) and, later, the GPU.
+//! The engines that run the encoder: the CPU reference (`cpu`), the GPU (`gpu`), and the
+//! choice between them (`backend`).
 
+mod backend;
 pub mod cpu;
+pub mod gpu;
 mod trace;
 
+pub use backend::{BackendChoice, Run, Runner};
 pub use trace::{Trace, TraceOptions};
 
 use crate::error::{Error, Result};

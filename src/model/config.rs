@@ -103,7 +103,7 @@ impl Config {
                 return bad(format!("`{name}` must be positive"));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return bad(format!(
                 "`hidden_size` {} is not divisible by `num_attention_heads` {}",
                 self.hidden_size, self.num_attention_heads
@@ -115,7 +115,7 @@ impl Config {
                 self.position_embedding_type
             ));
         }
-        if !(self.layer_norm_eps > 0.0) {
+        if self.layer_norm_eps.is_nan() || self.layer_norm_eps <= 0.0 {
             return bad("`layer_norm_eps` must be positive".into());
         }
         Ok(())

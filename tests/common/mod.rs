@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
+use attnscope::engine::gpu::{GpuDevice, GpuEngine};
+use attnscope::engine::TraceOptions;
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model, Trace};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
@@ -155,3 +157,23 @@ pub const GOLDEN_CASES: &[&str] = &[
     "tiny_bert_pair",
     "tiny_preln_causal",
 ];
+
+/// One GPU device for the whole test binary (lavapipe where there is no GPU); one engine per model.
+pub fn gpu_engine(m: &Model) -> &'static GpuEngine {
+    static DEV: OnceLock<GpuDevice> = OnceLock::new();
+    static ENGINES: OnceLock<Mutex<HashMap<usize, &'static GpuEngine>>> = OnceLock::new();
+    let dev = DEV.get_or_init(|| {
+        pollster::block_on(GpuDevice::acquire())
+            .expect("a GPU adapter (scripts/setup.sh installs mesa-vulkan-drivers for lavapipe)")
+    });
+    let mut engines = ENGINES.get_or_init(Default::default).lock().unwrap();
+    engines
+        .entry(m as *const Model as usize)
+        .or_insert_with(|| Box::leak(Box::new(GpuEngine::new(dev.clone(), m).unwrap())))
+}
+
+/// The GPU forward pass, keeping scores.
+pub fn gpu_forward(m: &Model, input: &Encoded, mask: &Mask) -> attnscope::Result<Trace> {
+    pollster::block_on(gpu_engine(m).forward(m, input, mask, TraceOptions { scores: true }, false))
+        .map(|(t, _)| t)
+}

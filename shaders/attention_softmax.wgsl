@@ -1,0 +1,83 @@
+// P = softmax(masked_fill(S, mask == 0, -inf)) row by row: masked keys get exactly 0, and a
+// row with every key masked is all zeros. These are the probabilities the heatmaps draw.
+//
+// # Shapes
+// * scores, probs: (B, H, T, T)
+// * mask: (B, T, T), 1 where query i may attend to key j
+//
+// One workgroup per row (b, h, i); dispatch (min(B·H·T, 65535), ceil(B·H·T / 65535), 1).
+
+override WG: u32 = 64u;
+
+struct Params {
+    seq: u32,
+    heads: u32,
+    rows: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> scores: array<f32>;
+@group(0) @binding(2) var<storage, read> mask: array<u32>;
+@group(0) @binding(3) var<storage, read_write> probs: array<f32>;
+
+var<workgroup> partial: array<f32, WG>;
+
+const NEG_INF: f32 = -3.4028235e38; // below every finite score; masked cells never reach exp()
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {
+    let row = wid.x + wid.y * 65535u;
+    let lid = lid3.x;
+    let live = row < p.rows;
+    let r = min(row, p.rows - 1u);
+    let i = r % p.seq;
+    let b = r / (p.seq * p.heads);
+    let base = r * p.seq;
+    let mbase = (b * p.seq + i) * p.seq;
+
+    // max over the allowed keys
+    var m = NEG_INF;
+    for (var j = lid; j < p.seq; j += WG) {
+        if (mask[mbase + j] != 0u) {
+            m = max(m, scores[base + j]);
+        }
+    }
+    partial[lid] = m;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (lid < stride) {
+            partial[lid] = max(partial[lid], partial[lid + stride]);
+        }
+        workgroupBarrier();
+    }
+    let row_max = partial[0];
+    workgroupBarrier();
+
+    // sum of exp over the allowed keys
+    var s = 0.0;
+    for (var j = lid; j < p.seq; j += WG) {
+        if (mask[mbase + j] != 0u) {
+            s += exp(scores[base + j] - row_max);
+        }
+    }
+    partial[lid] = s;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (lid < stride) {
+            partial[lid] += partial[lid + stride];
+        }
+        workgroupBarrier();
+    }
+    let total = partial[0];
+
+    if (live) {
+        for (var j = lid; j < p.seq; j += WG) {
+            var v = 0.0;
+            if (mask[mbase + j] != 0u && total > 0.0) {
+                v = exp(scores[base + j] - row_max) / total;
+            }
+            probs[base + j] = v;
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Choosing an engine, with an honest fallback: the GPU when asked for and available, the CPU
+//! otherwise, and every result names what really ran.
+
+use web_time::Instant;
+
+use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
+use super::{cpu, Trace, TraceOptions};
+use crate::error::{Error, Result};
+use crate::masks::Mask;
+use crate::model::{Encoded, Model};
+
+/// What the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    Cpu,
+    /// The GPU or an error: never a silent CPU run.
+    Gpu,
+    /// The GPU when an adapter exists, else the CPU (saying why).
+    Auto,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            "auto" => Ok(Self::Auto),
+            _ => Err(Error::Input(format!(
+                "unknown backend {s:?} (expected cpu, gpu or auto)"
+            ))),
+        }
+    }
+}
+
+/// One forward pass and what ran it.
+pub struct Run {
+    pub trace: Trace,
+    /// `"cpu"` or `"gpu: <adapter> (<API>)"`.
+    pub backend: String,
+    /// Why the CPU ran although the GPU was wanted.
+    pub fallback: Option<String>,
+    pub elapsed_ms: f64,
+    pub gpu_timing: Option<GpuTiming>,
+}
+
+/// The engine for one model.
+pub struct Runner {
+    choice: BackendChoice,
+    gpu: Option<GpuEngine>,
+    /// Why there is no GPU engine, when one was wanted.
+    unavailable: Option<String>,
+}
+
+impl Runner {
+    /// Sets up the chosen backend for `model`, acquiring a GPU device when needed.
+    pub async fn new(model: &Model, choice: BackendChoice) -> Result<Self> {
+        if choice == BackendChoice::Cpu {
+            return Ok(Self {
+                choice,
+                gpu: None,
+                unavailable: None,
+            });
+        }
+        let gpu = match GpuDevice::acquire().await {
+            Ok(dev) => GpuEngine::new(dev, model),
+            Err(e) => Err(e),
+        };
+        match (gpu, choice) {
+            (Ok(g), _) => Ok(Self {
+                choice,
+                gpu: Some(g),
+                unavailable: None,
+            }),
+            (Err(e), BackendChoice::Gpu) => Err(e),
+            (Err(e), _) => Ok(Self {
+                choice,
+                gpu: None,
+                unavailable: Some(e.to_string()),
+            }),
+        }
+    }
+
+    /// Uses a GPU engine the caller built (tests pass their own device).
+    pub fn with_gpu(gpu: GpuEngine, choice: BackendChoice) -> Self {
+        Self {
+            choice,
+            gpu: Some(gpu),
+            unavailable: None,
+        }
+    }
+
+    pub fn gpu(&self) -> Option<&GpuEngine> {
+        self.gpu.as_ref()
+    }
+
+    /// What will run: `"cpu"` or the GPU's description.
+    pub fn describe(&self) -> String {
+        self.gpu
+            .as_ref()
+            .map_or_else(|| "cpu".to_owned(), GpuEngine::describe)
+    }
+
+    /// Why the GPU is not used although it was wanted.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
+    }
+
+    /// Runs the encoder. With `auto`, a GPU failure (device lost, say) is answered by the CPU
+    /// engine and the run says so; with `gpu` it is an error.
+    pub async fn forward(
+        &self,
+        model: &Model,
+        input: &Encoded,
+        mask: &Mask,
+        opts: TraceOptions,
+    ) -> Result<Run> {
+        let start = Instant::now();
+        let mut fallback = self.unavailable.clone();
+        if let Some(g) = &self.gpu {
+            match g.forward(model, input, mask, opts, false).await {
+                Ok((trace, timing)) => {
+                    return Ok(Run {
+                        trace,
+                        backend: g.describe(),
+                        fallback: None,
+                        elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+                        gpu_timing: Some(timing),
+                    })
+                }
+                Err(e @ Error::Gpu(_)) if self.choice == BackendChoice::Auto => {
+                    fallback = Some(format!("the GPU failed, the CPU answered: {e}"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let trace = cpu::forward(model, input, mask, opts)?;
+        Ok(Run {
+            trace,
+            backend: "cpu".into(),
+            fallback,
+            elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+            gpu_timing: None,
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! Acquiring a GPU device, kept apart from running on one so that tests can pass their own.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+
+/// A device and queue with what we watch on them: loss and uncaptured (validation) errors.
+#[derive(Clone)]
+pub struct GpuDevice {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    lost: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl GpuDevice {
+    /// Wraps a device the caller acquired, installing the loss and error watchers.
+    pub fn from_parts(device: wgpu::Device, queue: wgpu::Queue, info: wgpu::AdapterInfo) -> Self {
+        let lost = Arc::new(AtomicBool::new(false));
+        let error = Arc::new(Mutex::new(None));
+        let l = lost.clone();
+        device.set_device_lost_callback(move |_, _| l.store(true, Ordering::SeqCst));
+        let e = error.clone();
+        device.on_uncaptured_error(Arc::new(move |err: wgpu::Error| {
+            if let Ok(mut slot) = e.lock() {
+                slot.get_or_insert_with(|| err.to_string());
+            }
+        }));
+        Self {
+            device,
+            queue,
+            info,
+            lost,
+            error,
+        }
+    }
+
+    /// Requests the default adapter and a device with the adapter's real limits (a model's
+    /// embedding table can exceed WebGPU's default binding sizes).
+    pub async fn acquire() -> Result<Self> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("no GPU adapter: {e}")))?;
+        let info = adapter.get_info();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("attnscope"),
+                required_limits: adapter.limits(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("{}: cannot open the device: {e}", info.name)))?;
+        Ok(Self::from_parts(device, queue, info))
+    }
+
+    /// What ran, e.g. `gpu: llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)`.
+    pub fn describe(&self) -> String {
+        let api = match self.info.backend {
+            wgpu::Backend::BrowserWebGpu => "WebGPU".to_owned(),
+            other => format!("{other:?}"),
+        };
+        let name = if self.info.name.is_empty() {
+            "adapter"
+        } else {
+            &self.info.name
+        };
+        format!("gpu: {name} ({api})")
+    }
+
+    /// An error if the device was lost or reported an uncaptured error since the last check.
+    pub fn check(&self) -> Result<()> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(Error::Gpu(format!("{}: device lost", self.info.name)));
+        }
+        if let Some(e) = self.error.lock().ok().and_then(|mut s| s.take()) {
+            return Err(Error::Gpu(e));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,9 @@
+//! The GPU engine: the same encoder as WGSL compute shaders through `wgpu` (Vulkan, Metal or
+//! DX12 natively, WebGPU in the browser), checked against the CPU engine.
+
+mod device;
+mod forward;
+mod kernels;
+
+pub use device::GpuDevice;
+pub use forward::{GpuEngine, GpuTiming};

@@ -1,0 +1,295 @@
+//! The CLI contract: `attnscope attention ...` prints one JSON object; errors go to stderr.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+fn attnscope(args: &[&str]) -> (i32, Value, String) {
+    attnscope_env(args, &[])
+}
+
+fn attnscope_env(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_attnscope"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "the CLI panicked: {stderr}");
+    let json = if out.status.success() {
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+    } else {
+        assert!(out.stdout.is_empty());
+        Value::Null
+    };
+    (out.status.code().unwrap_or(-1), json, stderr)
+}
+
+fn minilm() -> String {
+    model_dir("minilm").display().to_string()
+}
+
+fn dims(v: &Value) -> Vec<usize> {
+    let mut d = vec![];
+    let mut cur = v;
+    while let Some(a) = cur.as_array() {
+        d.push(a.len());
+        cur = &a[0];
+    }
+    d
+}
+
+fn cell(att: &Value, l: usize, h: usize, q: usize, k: usize) -> f64 {
+    att[l][h][q][k].as_f64().unwrap()
+}
+
+#[test]
+fn attention_prints_the_contract() {
+    let (code, json, _) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--",
+        "time flies like an arrow",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json["model"], "all-MiniLM-L6-v2");
+    assert_eq!(json["backend"], "cpu");
+    let r = &json["results"][0];
+    assert_eq!(r["text"], "time flies like an arrow");
+    let tokens: Vec<&str> = r["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tokens,
+        ["[CLS]", "time", "flies", "like", "an", "arrow", "[SEP]"]
+    );
+    assert_eq!(r["token_ids"][0], 101);
+    assert_eq!(dims(&r["attention"]), [6, 12, 7, 7]);
+    assert!(r.get("hidden").is_none());
+}
+
+#[test]
+fn several_texts_are_one_padded_batch_equal_to_hf() {
+    let g = golden("minilm_batch");
+    let mut args = vec!["attention", "--model"];
+    let dir = minilm();
+    args.push(&dir);
+    args.push("--hidden");
+    args.push("--");
+    args.extend(g.meta.texts.iter().map(String::as_str));
+    let (code, json, _) = attnscope(&args);
+    assert_eq!(code, 0);
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    let t = g.meta.tokens[0].len();
+    let want = &g.tensors["attention"];
+    let want_h = &g.tensors["hidden"];
+    let mut max = 0.0f64;
+    let mut max_h = 0.0f64;
+    for (b, r) in results.iter().enumerate() {
+        assert_eq!(r["tokens"], serde_json::json!(g.meta.tokens[b]));
+        assert_eq!(dims(&r["attention"]), [6, 12, t, t]);
+        assert_eq!(dims(&r["hidden"]), [t, 384]);
+        for l in 0..6 {
+            for h in 0..12 {
+                for q in 0..t {
+                    for k in 0..t {
+                        max = max.max(
+                            (cell(&r["attention"], l, h, q, k) - want[[b, l, h, q, k]] as f64)
+                                .abs(),
+                        );
+                    }
+                }
+            }
+        }
+        for q in 0..t {
+            for d in 0..384 {
+                max_h = max_h
+                    .max((r["hidden"][q][d].as_f64().unwrap() - want_h[[b, q, d]] as f64).abs());
+            }
+        }
+    }
+    assert!(max <= 1e-4, "CLI attention differs from HF by {max}");
+    assert!(max_h <= 1e-3, "CLI hidden differs from HF by {max_h}");
+    assert!(results[2]["tokens"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("[PAD]")));
+}
+
+#[test]
+fn causal_empties_the_upper_triangle_and_none_leaks_padding() {
+    let dir = minilm();
+    let (_, causal, _) = attnscope(&[
+        "attention",
+        "--model",
+        &dir,
+        "--mask",
+        "causal",
+        "time flies like an arrow",
+        "hi",
+    ]);
+    let (_, none, _) = attnscope(&[
+        "attention",
+        "--model",
+        &dir,
+        "--mask",
+        "none",
+        "time flies like an arrow",
+        "hi",
+    ]);
+    let (_, pad, _) = attnscope(&[
+        "attention",
+        "--model",
+        &dir,
+        "time flies like an arrow",
+        "hi",
+    ]);
+    let c = &causal["results"][0]["attention"];
+    for q in 0..7 {
+        for k in q + 1..7 {
+            assert_eq!(cell(c, 3, 5, q, k), 0.0);
+        }
+    }
+    // "hi" is [CLS] hi [SEP] + 4 × [PAD]
+    assert_eq!(cell(&pad["results"][1]["attention"], 0, 0, 1, 5), 0.0);
+    assert!(cell(&none["results"][1]["attention"], 0, 0, 1, 5) > 0.0);
+    assert_eq!(causal["mask"], "causal");
+}
+
+#[test]
+fn pair_makes_one_sentence_pair() {
+    let (code, json, _) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--pair",
+        "it was very comfortable.",
+        "The cat sat on the mat.",
+    ]);
+    assert_eq!(code, 0);
+    let g = golden("minilm_pair");
+    assert_eq!(
+        json["results"][0]["tokens"],
+        serde_json::json!(g.meta.tokens[0])
+    );
+    assert_eq!(json["results"][0]["pair"], "it was very comfortable.");
+}
+
+#[test]
+fn classification_checkpoints_report_logits() {
+    let dir = model_dir("tiny-bert").display().to_string();
+    let (code, json, _) = attnscope(&[
+        "attention",
+        "--model",
+        &dir,
+        "--scores",
+        "the cat sat on the mat",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(dims(&json["results"][0]["logits"]), [3]);
+    assert_eq!(dims(&json["results"][0]["scores"]), [2, 3, 8, 8]);
+}
+
+#[test]
+fn errors_go_to_stderr_with_a_nonzero_exit() {
+    let (code, _, err) = attnscope(&["attention", "--model", "/no/such/model", "hello"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("/no/such/model/config.json"), "{err}");
+    let (code, _, err) = attnscope(&["attention", "--model", &minilm(), "   "]);
+    assert_ne!(code, 0);
+    assert!(err.contains("empty"), "{err}");
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--mask",
+        "sideways",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("sideways"), "{err}");
+}
+
+#[test]
+fn truncation_is_reported() {
+    let long = "word ".repeat(600);
+    let (code, json, err) = attnscope(&["attention", "--model", &minilm(), &long]);
+    assert_eq!(code, 0);
+    assert_eq!(json["results"][0]["truncated"], true);
+    assert_eq!(json["results"][0]["tokens"].as_array().unwrap().len(), 512);
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn the_gpu_backend_names_its_adapter_and_equals_the_cpu() {
+    let dir = minilm();
+    let args = |b: &'static str| {
+        vec![
+            "attention",
+            "--model",
+            Box::leak(dir.clone().into_boxed_str()),
+            "--backend",
+            b,
+            "--mask",
+            "causal",
+            "time flies like an arrow",
+            "hi",
+        ]
+    };
+    let (code, gpu, _) = attnscope(&args("gpu"));
+    assert_eq!(code, 0);
+    let name = gpu["backend"].as_str().unwrap();
+    assert!(name.starts_with("gpu: ") && name.ends_with(')'), "{name}");
+    let (_, cpu, _) = attnscope(&args("cpu"));
+    let (g, c) = (
+        &gpu["results"][1]["attention"],
+        &cpu["results"][1]["attention"],
+    );
+    let mut max = 0.0f64;
+    for l in 0..6 {
+        for h in 0..12 {
+            for q in 0..7 {
+                for k in 0..7 {
+                    max = max.max((cell(g, l, h, q, k) - cell(c, l, h, q, k)).abs());
+                }
+            }
+        }
+    }
+    assert!(max <= 1e-4, "gpu and cpu differ by {max}");
+}
+
+#[test]
+fn without_an_adapter_gpu_is_an_error_and_auto_says_it_fell_back() {
+    // Vulkan only, with no Vulkan driver: no adapter at all.
+    let none = [
+        ("WGPU_BACKEND", "vulkan"),
+        ("VK_ICD_FILENAMES", "/dev/null"),
+        ("VK_DRIVER_FILES", "/dev/null"),
+    ];
+    let dir = minilm();
+    let (code, _, err) = attnscope_env(
+        &["attention", "--model", &dir, "--backend", "gpu", "hi"],
+        &none,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("no GPU adapter"), "{err}");
+    let (code, json, err) = attnscope_env(
+        &["attention", "--model", &dir, "--backend", "auto", "hi"],
+        &none,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(json["backend"], "cpu");
+    assert!(json["fallback"]
+        .as_str()
+        .unwrap()
+        .contains("no GPU adapter"));
+    assert!(err.contains("running on the CPU"), "{err}");
+}

@@ -1,0 +1,46 @@
+//! The GPU engine (WGSL through wgpu; on lavapipe where there is no GPU) against HF
+//! transformers and against the CPU engine.
+
+mod common;
+
+use attnscope::engine::{cpu, TraceOptions};
+use attnscope::Mask;
+use common::*;
+
+macro_rules! golden_tests {
+    ($($name:ident),*) => {$(
+        #[test]
+        fn $name() {
+            check_golden(stringify!($name), &gpu_forward);
+        }
+    )*};
+}
+
+golden_tests!(
+    minilm_arrow,
+    minilm_unicode,
+    minilm_long,
+    minilm_pair,
+    minilm_batch,
+    minilm_causal,
+    minilm_nomask,
+    tiny_bert_pair,
+    tiny_preln_causal
+);
+
+#[test]
+fn gpu_scores_equal_cpu_scores() {
+    let m = model("minilm");
+    let input = m
+        .tokenizer
+        .encode(&["time flies like an arrow", "hi"], None)
+        .unwrap();
+    let mask = Mask::from_kind(attnscope::MaskKind::Causal, input.valid.view());
+    let gpu = gpu_forward(m, &input, &mask).unwrap();
+    let cpu = cpu::forward(m, &input, &mask, TraceOptions { scores: true }).unwrap();
+    let d = max_abs_diff(
+        gpu.scores.unwrap().view().into_dyn(),
+        cpu.scores.unwrap().view().into_dyn(),
+    );
+    assert!(d < 1e-4, "scores differ by {d}");
+}

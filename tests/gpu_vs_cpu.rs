@@ -1,0 +1,167 @@
+//! The GPU kernels against the CPU engine at awkward sizes: sequence lengths 1, 7, 33 and 512,
+//! a hidden size (24) that is not a multiple of the 16-wide matmul tile, padded batches,
+//! causal and explicit masks, pre-LN layers and the tanh GELU.
+
+mod common;
+
+use attnscope::engine::{cpu, TraceOptions};
+use attnscope::model::Encoded;
+use attnscope::{Mask, MaskKind, Model};
+use common::*;
+use ndarray::{Array2, Array3};
+
+/// A batch of `b` sequences of length `t` with `real[i]` real tokens each (the rest padding),
+/// ids drawn deterministically from the vocabulary.
+fn synthetic(m: &Model, t: usize, real: &[usize]) -> Encoded {
+    let b = real.len();
+    let vocab = m.config.vocab_size as u64;
+    let ids = Array2::from_shape_fn((b, t), |(i, j)| {
+        if j >= real[i] {
+            0
+        } else {
+            ((i as u64 * 7919 + j as u64 * 104_729 + 13) % vocab) as u32
+        }
+    });
+    let type_ids = Array2::from_shape_fn((b, t), |(_, j)| (j >= t / 2) as u32);
+    let valid = Array2::from_shape_fn((b, t), |(i, j)| j < real[i]);
+    Encoded {
+        tokens: vec![vec![]; b],
+        ids,
+        type_ids,
+        valid,
+        truncated: vec![false; b],
+    }
+}
+
+fn compare(name: &str, m: &Model, input: &Encoded, mask: &Mask) {
+    let g = gpu_forward(m, input, mask).unwrap();
+    let c = cpu::forward(m, input, mask, TraceOptions { scores: true }).unwrap();
+    let da = max_abs_diff(g.attention.view().into_dyn(), c.attention.view().into_dyn());
+    let ds = max_abs_diff(
+        g.scores.unwrap().view().into_dyn(),
+        c.scores.unwrap().view().into_dyn(),
+    );
+    let dh = max_abs_diff(g.hidden.view().into_dyn(), c.hidden.view().into_dyn());
+    eprintln!("{name}: max |Δ| attention {da:.2e}, scores {ds:.2e}, hidden {dh:.2e}");
+    assert!(da <= ATTENTION_TOL, "{name}: attention differs by {da}");
+    assert!(ds <= 1e-3, "{name}: scores differ by {ds}");
+    assert!(dh <= HIDDEN_TOL, "{name}: hidden differs by {dh}");
+    // masked cells are exactly 0 on the GPU too
+    for ((bi, _, _, q, k), p) in g.attention.indexed_iter() {
+        if !mask.0[[bi, q, k]] {
+            assert_eq!(*p, 0.0, "{name}: masked cell ({q},{k}) is {p}");
+        }
+    }
+    match (&g.logits, &c.logits) {
+        (Some(gl), Some(cl)) => {
+            assert!(max_abs_diff(gl.view().into_dyn(), cl.view().into_dyn()) <= HIDDEN_TOL)
+        }
+        (None, None) => {}
+        _ => panic!("{name}: logits on one engine only"),
+    }
+}
+
+#[test]
+fn odd_sequence_lengths_on_a_hidden_size_off_the_tile() {
+    for name in ["tiny-bert", "tiny-bert-preln"] {
+        let m = model(name);
+        for t in [1, 7, 33] {
+            let input = synthetic(m, t, &[t]);
+            for kind in [MaskKind::Padding, MaskKind::Causal] {
+                compare(
+                    &format!("{name} T={t} {kind:?}"),
+                    m,
+                    &input,
+                    &Mask::from_kind(kind, input.valid.view()),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn padded_batches_and_every_mask() {
+    for name in ["tiny-bert", "minilm"] {
+        let m = model(name);
+        let input = synthetic(m, 33, &[33, 7, 1]);
+        for kind in [MaskKind::Padding, MaskKind::Causal, MaskKind::None] {
+            compare(
+                &format!("{name} batch {kind:?}"),
+                m,
+                &input,
+                &Mask::from_kind(kind, input.valid.view()),
+            );
+        }
+    }
+}
+
+#[test]
+fn explicit_masks_and_fully_masked_rows() {
+    let m = model("tiny-bert");
+    let input = synthetic(m, 9, &[9, 9]);
+    // a striped pattern; row 4 of item 1 sees nothing at all and must be all zeros
+    let mask = Mask::explicit(Array3::from_shape_fn((2, 9, 9), |(b, q, k)| {
+        (q + k + b) % 3 != 0 && !(b == 1 && q == 4)
+    }));
+    compare("explicit", m, &input, &mask);
+    let g = gpu_forward(m, &input, &mask).unwrap();
+    assert!(g
+        .attention
+        .slice(ndarray::s![1, .., .., 4, ..])
+        .iter()
+        .all(|&p| p == 0.0));
+}
+
+#[test]
+fn minilm_at_7_and_512_tokens() {
+    let m = model("minilm");
+    for t in [7, 512] {
+        let input = synthetic(m, t, &[t]);
+        compare(
+            &format!("minilm T={t}"),
+            m,
+            &input,
+            &Mask::from_kind(MaskKind::Padding, input.valid.view()),
+        );
+    }
+}
+
+#[test]
+fn buffers_are_reused_and_rebuilt_when_the_shape_changes() {
+    let m = model("tiny-bert");
+    for t in [5, 5, 12, 5] {
+        let input = synthetic(m, t, &[t, t - 1]);
+        compare(
+            &format!("reuse T={t}"),
+            m,
+            &input,
+            &Mask::from_kind(MaskKind::Padding, input.valid.view()),
+        );
+    }
+}
+
+#[test]
+fn a_lost_device_is_an_error_and_auto_falls_back_to_the_cpu() {
+    use attnscope::engine::gpu::{GpuDevice, GpuEngine};
+    use attnscope::engine::{BackendChoice, Runner};
+    let m = model("tiny-bert");
+    let dev = pollster::block_on(GpuDevice::acquire()).unwrap();
+    let input = synthetic(m, 6, &[6]);
+    let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+    let auto = Runner::with_gpu(GpuEngine::new(dev.clone(), m).unwrap(), BackendChoice::Auto);
+    let strict = Runner::with_gpu(GpuEngine::new(dev.clone(), m).unwrap(), BackendChoice::Gpu);
+    let ok = pollster::block_on(auto.forward(m, &input, &mask, TraceOptions::default())).unwrap();
+    assert!(ok.backend.starts_with("gpu: "), "{}", ok.backend);
+    dev.device.destroy();
+    let run = pollster::block_on(auto.forward(m, &input, &mask, TraceOptions::default())).unwrap();
+    assert_eq!(run.backend, "cpu");
+    assert!(
+        run.fallback.as_deref().unwrap_or("").contains("GPU"),
+        "{:?}",
+        run.fallback
+    );
+    let e = pollster::block_on(strict.forward(m, &input, &mask, TraceOptions::default())).err();
+    assert!(matches!(e, Some(attnscope::Error::Gpu(_))), "{e:?}");
+    // a new engine on a lost device is an error, not a panic
+    assert!(GpuEngine::new(dev, m).is_err());
+}

@@ -1,0 +1,307 @@
+//! Properties every attention computation must have, on random inputs and on the real model.
+
+mod common;
+
+use attnscope::engine::cpu::{self, attention::scaled_dot_product_attention};
+use attnscope::engine::TraceOptions;
+use attnscope::{Mask, MaskKind};
+use common::*;
+use ndarray::{s, Array2, Array3, Axis};
+use proptest::prelude::*;
+
+fn matrix(rows: usize, cols: usize) -> impl Strategy<Value = Array2<f32>> {
+    prop::collection::vec(-4.0f32..4.0, rows * cols)
+        .prop_map(move |v| Array2::from_shape_vec((rows, cols), v).unwrap())
+}
+
+/// Random attention problems with d_k ≠ d_v and n_q ≠ n_k allowed, and a mask that leaves
+/// at least the first key of each row visible.
+fn problem() -> impl Strategy<Value = (Array2<f32>, Array2<f32>, Array2<f32>, Array2<bool>)> {
+    (1usize..9, 1usize..9, 1usize..7, 1usize..7).prop_flat_map(|(n_q, n_k, d_k, d_v)| {
+        (
+            matrix(n_q, d_k),
+            matrix(n_k, d_k),
+            matrix(n_k, d_v),
+            prop::collection::vec(any::<bool>(), n_q * n_k).prop_map(move |v| {
+                let mut m = Array2::from_shape_vec((n_q, n_k), v).unwrap();
+                m.column_mut(0).fill(true);
+                m
+            }),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn sdpa_rows_sum_to_one_and_masked_cells_are_zero((q, k, v, mask) in problem()) {
+        let a = scaled_dot_product_attention(q.view(), k.view(), v.view(), Some(mask.view())).unwrap();
+        prop_assert_eq!(a.probs.dim(), (q.nrows(), k.nrows()));
+        prop_assert_eq!(a.output.dim(), (q.nrows(), v.ncols()));
+        for (row, mrow) in a.probs.outer_iter().zip(mask.outer_iter()) {
+            prop_assert!((row.sum() - 1.0).abs() < 1e-5, "row sums to {}", row.sum());
+            for (p, m) in row.iter().zip(mrow.iter()) {
+                if !m { prop_assert_eq!(*p, 0.0) } else { prop_assert!(*p >= 0.0) }
+            }
+        }
+        // the steps: scores are QKᵀ/√d_k, the output is P·V
+        let want = q.dot(&k.t()) / (q.ncols() as f32).sqrt();
+        prop_assert!(a.scores.iter().zip(want.iter()).all(|(x, y)| (x - y).abs() < 1e-5));
+        let pv = a.probs.dot(&v);
+        prop_assert!(a.output.iter().zip(pv.iter()).all(|(x, y)| (x - y).abs() < 1e-5));
+    }
+
+    #[test]
+    fn sdpa_with_a_full_mask_equals_no_mask((q, k, v, _m) in problem()) {
+        let all = Array2::from_elem((q.nrows(), k.nrows()), true);
+        let a = scaled_dot_product_attention(q.view(), k.view(), v.view(), Some(all.view())).unwrap();
+        let b = scaled_dot_product_attention(q.view(), k.view(), v.view(), None).unwrap();
+        prop_assert_eq!(a.probs, b.probs);
+    }
+}
+
+#[test]
+fn a_fully_masked_row_is_zero_not_nan() {
+    let q = Array2::<f32>::ones((2, 3));
+    let mut mask = Array2::from_elem((2, 4), true);
+    mask.row_mut(1).fill(false);
+    let a = scaled_dot_product_attention(
+        q.view(),
+        Array2::ones((4, 3)).view(),
+        Array2::ones((4, 5)).view(),
+        Some(mask.view()),
+    )
+    .unwrap();
+    assert!(a.probs.row(1).iter().all(|&p| p == 0.0));
+    assert!((a.probs.row(0).sum() - 1.0).abs() < 1e-6);
+}
+
+#[test]
+fn sdpa_rejects_mismatched_shapes() {
+    let q = Array2::<f32>::ones((2, 3));
+    let err = scaled_dot_product_attention(
+        q.view(),
+        Array2::ones((4, 2)).view(),
+        Array2::ones((4, 5)).view(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("[4, 3]") && err.contains("[4, 2]"), "{err}");
+    let bad_mask = Array2::from_elem((3, 3), true);
+    let err = scaled_dot_product_attention(
+        q.view(),
+        Array2::ones((4, 3)).view(),
+        Array2::ones((4, 5)).view(),
+        Some(bad_mask.view()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("mask"), "{err}");
+}
+
+#[test]
+fn cross_attention_has_n_q_by_n_k_weights() {
+    let m = model("tiny-bert");
+    let d = m.config.hidden_size;
+    let x_dec = Array2::from_shape_fn((3, d), |(i, j)| ((i * 7 + j) as f32 * 0.37).sin()); // (n_q, D)
+    let x_enc = Array2::from_shape_fn((5, d), |(i, j)| ((i * 3 + j) as f32 * 0.11).cos()); // (n_k, D)
+    let w = &m.weights.layers[0].attention;
+    let out = cpu::multi_head_attention(
+        w,
+        m.config.num_attention_heads,
+        x_dec.view(),
+        x_enc.view(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(out.output.dim(), (3, d));
+    assert_eq!(out.probs.dim(), (m.config.num_attention_heads, 3, 5));
+    for row in out.probs.lanes(Axis(2)) {
+        assert!((row.sum() - 1.0).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn split_then_merge_heads_is_identity() {
+    let x = Array2::from_shape_fn((5, 12), |(i, j)| (i * 12 + j) as f32);
+    let heads = cpu::attention::split_heads(x.view(), 3).unwrap(); // (3, 5, 4)
+    assert_eq!(heads.dim(), (3, 5, 4));
+    assert_eq!(heads[[1, 2, 3]], x[[2, 4 + 3]]); // head 1 holds columns 4..8
+    assert_eq!(cpu::attention::merge_heads(heads.view()), x);
+    assert!(cpu::attention::split_heads(x.view(), 5).is_err());
+}
+
+fn run(texts: &[&str], kind: MaskKind) -> (attnscope::model::Encoded, attnscope::Trace) {
+    let m = model("minilm");
+    let input = m.tokenizer.encode(texts, None).unwrap();
+    let mask = Mask::from_kind(kind, input.valid.view());
+    let trace = cpu::forward(m, &input, &mask, TraceOptions { scores: true }).unwrap();
+    (input, trace)
+}
+
+#[test]
+fn model_rows_sum_to_one_and_masked_cells_are_exactly_zero() {
+    for kind in [MaskKind::Padding, MaskKind::Causal, MaskKind::None] {
+        let (input, trace) = run(
+            &[
+                "time flies like an arrow",
+                "hi",
+                "a much longer sentence than the others",
+            ],
+            kind,
+        );
+        let (b, l, h, t, _) = trace.attention.dim();
+        for bi in 0..b {
+            let mask = trace.mask.item(bi);
+            for li in 0..l {
+                for hi in 0..h {
+                    let p = trace.attention.slice(s![bi, li, hi, .., ..]);
+                    for q in 0..t {
+                        assert!(
+                            (p.row(q).sum() - 1.0).abs() < 1e-5,
+                            "{kind:?}: row sum {}",
+                            p.row(q).sum()
+                        );
+                        for k in 0..t {
+                            if !mask[[q, k]] {
+                                assert_eq!(p[[q, k]], 0.0, "{kind:?}: masked cell ({q},{k}) not 0");
+                            }
+                            if kind == MaskKind::None && !input.valid[[bi, k]] {
+                                assert!(p[[q, k]] > 0.0, "without a mask [PAD] keys leak");
+                            }
+                        }
+                    }
+                    // masked scores are what softmax saw: -inf exactly where masked
+                    let ms = trace.masked_scores(bi, li, hi).unwrap();
+                    assert!(ms
+                        .indexed_iter()
+                        .all(|((q, k), v)| mask[[q, k]] != (*v == f32::NEG_INFINITY)));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn causal_mask_is_padding_and_no_peek() {
+    let m = model("minilm");
+    let input = m
+        .tokenizer
+        .encode(&["time flies like an arrow", "hi"], None)
+        .unwrap();
+    let (b, t) = input.ids.dim();
+    let combined = Mask::padding(input.valid.view())
+        .and(&Mask::causal(b, t))
+        .unwrap();
+    assert_eq!(
+        Mask::from_kind(MaskKind::Causal, input.valid.view()),
+        combined
+    );
+    assert!(!combined.0[[1, 0, 3]]); // "hi" has 3 real tokens; key 3 is [PAD]
+    assert!(!combined.0[[0, 1, 2]]); // no peeking ahead
+    assert!(combined.0[[0, 2, 1]]);
+    assert!(Mask::padding(input.valid.view())
+        .and(&Mask::causal(b, t + 1))
+        .is_err());
+}
+
+#[test]
+fn a_sentence_attends_the_same_alone_and_in_a_padded_batch() {
+    for kind in [MaskKind::Padding, MaskKind::Causal] {
+        let (alone_in, alone) = run(&["time flies like an arrow"], kind);
+        let (batch_in, batch) = run(
+            &[
+                "the quick brown fox jumps over the lazy dog again",
+                "time flies like an arrow",
+            ],
+            kind,
+        );
+        let n = alone_in.len();
+        assert!(
+            batch_in.len() > n,
+            "the sentence must be padded in the batch"
+        );
+        assert_eq!(batch_in.ids.slice(s![1, ..n]), alone_in.ids.row(0));
+        let a = alone.attention.slice(s![0, .., .., .., ..]);
+        let b = batch.attention.slice(s![1, .., .., ..n, ..n]);
+        let d = max_abs_diff(a.into_dyn(), b.into_dyn());
+        assert!(
+            d < 1e-5,
+            "{kind:?}: attention differs by {d} on the real tokens"
+        );
+        // and the padded keys get nothing
+        assert!(batch
+            .attention
+            .slice(s![1, .., .., .., n..])
+            .iter()
+            .all(|&p| p == 0.0));
+        let dh = max_abs_diff(
+            alone.hidden.slice(s![0, .., ..]).into_dyn(),
+            batch.hidden.slice(s![1, ..n, ..]).into_dyn(),
+        );
+        assert!(dh < 1e-4, "{kind:?}: hidden differs by {dh}");
+    }
+}
+
+#[test]
+fn with_the_causal_mask_earlier_positions_ignore_later_tokens() {
+    let (a_in, a) = run(&["time flies like an arrow"], MaskKind::Causal);
+    let (b_in, b) = run(&["time flies like a big yellow banana"], MaskKind::Causal);
+    let shared = 4; // [CLS] time flies like
+    assert_eq!(
+        a_in.ids.slice(s![0, ..shared]),
+        b_in.ids.slice(s![0, ..shared])
+    );
+    assert_ne!(a_in.ids[[0, shared]], b_in.ids[[0, shared]]);
+    let da = max_abs_diff(
+        a.attention
+            .slice(s![0, .., .., ..shared, ..shared])
+            .into_dyn(),
+        b.attention
+            .slice(s![0, .., .., ..shared, ..shared])
+            .into_dyn(),
+    );
+    let dh = max_abs_diff(
+        a.hidden.slice(s![0, ..shared, ..]).into_dyn(),
+        b.hidden.slice(s![0, ..shared, ..]).into_dyn(),
+    );
+    assert!(
+        da < 1e-6 && dh < 1e-5,
+        "causal outputs changed: attention {da}, hidden {dh}"
+    );
+    // without the mask they do change: the test can fail
+    let (_, a2) = run(&["time flies like an arrow"], MaskKind::Padding);
+    let (_, b2) = run(&["time flies like a big yellow banana"], MaskKind::Padding);
+    let dh2 = max_abs_diff(
+        a2.hidden.slice(s![0, ..shared, ..]).into_dyn(),
+        b2.hidden.slice(s![0, ..shared, ..]).into_dyn(),
+    );
+    assert!(
+        dh2 > 1e-3,
+        "bidirectional attention should see later tokens ({dh2})"
+    );
+}
+
+#[test]
+fn explicit_masks_are_applied_as_given() {
+    let m = model("tiny-bert");
+    let input = m
+        .tokenizer
+        .encode(&["the cat sat on the mat"], None)
+        .unwrap();
+    let t = input.len();
+    // each token may attend only to itself and [CLS]
+    let mask = Mask::explicit(Array3::from_shape_fn((1, t, t), |(_, q, k)| {
+        k == q || k == 0
+    }));
+    let trace = cpu::forward(m, &input, &mask, TraceOptions::default()).unwrap();
+    for ((_, _, _, q, k), p) in trace.attention.indexed_iter() {
+        if !(k == q || k == 0) {
+            assert_eq!(*p, 0.0);
+        }
+    }
+    let wrong = Mask::none(1, t, t + 1);
+    assert!(cpu::forward(m, &input, &wrong, TraceOptions::default()).is_err());
+}
