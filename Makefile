@@ -14,14 +14,17 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
+# Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
+# runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
 test: setup lint
 	cargo build --lib --target wasm32-unknown-unknown
 	cargo test
+	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
 
 serve: setup
 	cargo build --release
 	cargo build --lib --release --target wasm32-unknown-unknown
-	./target/release/attnscope attention --model $(MODEL) -- "time flies like an arrow" | head -c 400; echo
+	./target/release/attnscope attention --model $(MODEL) --backend auto -- "time flies like an arrow" | head -c 400; echo
 	@echo "Built the CLI (target/release/attnscope) and the wasm library; the browser app is not built yet."
 
 bench: setup

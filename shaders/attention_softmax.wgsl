@@ -23,7 +23,9 @@ struct Params {
 
 var<workgroup> partial: array<f32, WG>;
 
-const NEG_INF: f32 = -3.4028235e38; // below every finite score; masked cells never reach exp()
+// The lowest finite f32, written exactly (Tint rejects a rounded literal that overflows f32).
+// It starts the running max; masked cells never reach exp().
+const NEG_INF: f32 = -340282346638528859811704183484516925440.0;
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {

@@ -1,4 +1,5 @@
 //! The CLI contract: `attnscope attention ...` prints one JSON object; errors go to stderr.
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 mod common;
 

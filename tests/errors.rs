@@ -1,4 +1,5 @@
 //! Bad input gets a clear error naming what is at fault, never a panic.
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The CPU engine against HF transformers (fixtures by `tools/make_fixtures.py`).
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 mod common;
 

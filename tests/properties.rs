@@ -1,4 +1,5 @@
 //! Properties every attention computation must have, on random inputs and on the real model.
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 mod common;
 

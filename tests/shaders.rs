@@ -1,5 +1,6 @@
 //! Every `shaders/*.wgsl` parses and validates with naga, so a shader error fails fast with its
 //! file and line.
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 #[test]
 fn every_shader_parses_and_validates() {

@@ -1,0 +1,117 @@
+//! In a real browser (`wasm-pack test --headless --chrome`): the GPU engine on WebGPU against
+//! the CPU engine in the same page, and both against HF transformers, on the committed tiny
+//! checkpoint (hidden 24, 3 heads: every kernel, sizes off the matmul tile).
+#![cfg(target_arch = "wasm32")]
+
+use attnscope::engine::gpu::{GpuDevice, GpuEngine};
+use attnscope::engine::{cpu, TraceOptions};
+use attnscope::{Mask, MaskKind, Model};
+use ndarray::{ArrayD, IxDyn};
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn tiny() -> Model {
+    Model::from_bytes(
+        "tiny-bert",
+        include_bytes!("fixtures/models/tiny-bert/config.json"),
+        include_bytes!("fixtures/models/tiny-bert/model.safetensors"),
+        include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
+    )
+    .expect("the tiny checkpoint loads from bytes")
+}
+
+fn golden(name: &str) -> ArrayD<f32> {
+    let bytes = include_bytes!("fixtures/golden/tiny_bert_pair.safetensors");
+    let st = safetensors::SafeTensors::deserialize(bytes).unwrap();
+    let v = st.tensor(name).unwrap();
+    let vals: Vec<f32> = v
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    ArrayD::from_shape_vec(IxDyn(v.shape()), vals).unwrap()
+}
+
+fn max_abs_diff(a: &ArrayD<f32>, b: &ArrayD<f32>) -> f32 {
+    assert_eq!(a.shape(), b.shape());
+    a.iter()
+        .zip(b.iter())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[wasm_bindgen_test]
+async fn webgpu_engine_equals_cpu_engine_and_hf() {
+    let m = tiny();
+    let dev = GpuDevice::acquire()
+        .await
+        .expect("WebGPU adapter (--enable-unsafe-webgpu)");
+    let name = dev.describe();
+    assert!(name.contains("WebGPU"), "{name}");
+    web_sys::console::log_1(&format!("GPU engine on {name}").into());
+    let gpu = GpuEngine::new(dev, &m).unwrap();
+
+    // the golden sentence pair (padded batch of 2) against HF, on both engines
+    let input = m
+        .tokenizer
+        .encode(&["the cat sat on the mat", "a dog!"], Some("it was happy"))
+        .unwrap();
+    let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+    let (g, timing) = gpu
+        .forward(&m, &input, &mask, TraceOptions { scores: true }, false)
+        .await
+        .unwrap();
+    let c = cpu::forward(&m, &input, &mask, TraceOptions { scores: true }).unwrap();
+    let hf_att = golden("attention");
+    let d_gpu_hf = max_abs_diff(&g.attention.clone().into_dyn(), &hf_att);
+    let d_cpu_hf = max_abs_diff(&c.attention.clone().into_dyn(), &hf_att);
+    let d_gpu_cpu = max_abs_diff(
+        &g.attention.clone().into_dyn(),
+        &c.attention.clone().into_dyn(),
+    );
+    let d_hidden = max_abs_diff(&g.hidden.clone().into_dyn(), &golden("hidden"));
+    let d_logits = max_abs_diff(&g.logits.clone().unwrap().into_dyn(), &golden("logits"));
+    web_sys::console::log_1(
+        &format!("max |Δ| gpu-hf {d_gpu_hf:.2e}, cpu-hf {d_cpu_hf:.2e}, gpu-cpu {d_gpu_cpu:.2e}, hidden {d_hidden:.2e}; {timing:?}").into(),
+    );
+    assert!(d_gpu_hf <= 1e-4 && d_cpu_hf <= 1e-4 && d_gpu_cpu <= 1e-4);
+    assert!(d_hidden <= 1e-3 && d_logits <= 1e-3);
+
+    // causal mask and odd lengths, reusing and rebuilding the pooled buffers
+    for text in [
+        "a",
+        "the cat sat on the mat, the cat sat on the mat, the cat sat on the mat",
+    ] {
+        let input = m.tokenizer.encode(&[text], None).unwrap();
+        let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+        let (g, _) = gpu
+            .forward(&m, &input, &mask, TraceOptions::default(), false)
+            .await
+            .unwrap();
+        let c = cpu::forward(&m, &input, &mask, TraceOptions::default()).unwrap();
+        let d = max_abs_diff(&g.attention.clone().into_dyn(), &c.attention.into_dyn());
+        assert!(d <= 1e-4, "{text}: gpu and cpu differ by {d}");
+        let t = input.len();
+        for q in 0..t {
+            for k in q + 1..t {
+                assert_eq!(g.attention[[0, 1, 2, q, k]], 0.0);
+            }
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn bad_bytes_are_errors_not_panics() {
+    let e = Model::from_bytes("upload", b"{}", b"", b"").err().unwrap();
+    assert!(e.to_string().contains("upload/config.json"));
+    let e = Model::from_bytes(
+        "upload",
+        include_bytes!("fixtures/models/tiny-bert/config.json"),
+        b"garbage",
+        include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("model.safetensors"), "{e}");
+}
