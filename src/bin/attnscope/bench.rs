@@ -56,7 +56,7 @@ pub fn run(dir: &Path, backend: BackendArg, lengths: &[usize], iters: usize) -> 
         model.short_name()
     );
     if let Some(g) = &gpu {
-        println!("gpu: {}", g.describe());
+        println!("{}", g.describe());
     }
     println!(
         "{:>7} {:>10} | {:>10} {:>10} {:>10} {:>10}",
