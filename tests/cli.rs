@@ -232,24 +232,24 @@ fn truncation_is_reported() {
 #[test]
 fn the_gpu_backend_names_its_adapter_and_equals_the_cpu() {
     let dir = minilm();
-    let args = |b: &'static str| {
-        vec![
+    let run = |b: &str| {
+        attnscope(&[
             "attention",
             "--model",
-            Box::leak(dir.clone().into_boxed_str()),
+            &dir,
             "--backend",
             b,
             "--mask",
             "causal",
             "time flies like an arrow",
             "hi",
-        ]
+        ])
     };
-    let (code, gpu, _) = attnscope(&args("gpu"));
+    let (code, gpu, _) = run("gpu");
     assert_eq!(code, 0);
     let name = gpu["backend"].as_str().unwrap();
     assert!(name.starts_with("gpu: ") && name.ends_with(')'), "{name}");
-    let (_, cpu, _) = attnscope(&args("cpu"));
+    let (_, cpu, _) = run("cpu");
     let (g, c) = (
         &gpu["results"][1]["attention"],
         &cpu["results"][1]["attention"],

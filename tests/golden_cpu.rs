@@ -14,16 +14,8 @@ fn cpu_forward(
     cpu::forward(m, input, mask, TraceOptions::default())
 }
 
-macro_rules! golden_tests {
-    ($($name:ident),*) => {$(
-        #[test]
-        fn $name() {
-            check_golden(stringify!($name), &cpu_forward);
-        }
-    )*};
-}
-
 golden_tests!(
+    cpu_forward;
     minilm_arrow,
     minilm_unicode,
     minilm_long,

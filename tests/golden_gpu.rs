@@ -8,16 +8,8 @@ use attnscope::engine::{cpu, TraceOptions};
 use attnscope::Mask;
 use common::*;
 
-macro_rules! golden_tests {
-    ($($name:ident),*) => {$(
-        #[test]
-        fn $name() {
-            check_golden(stringify!($name), &gpu_forward);
-        }
-    )*};
-}
-
 golden_tests!(
+    gpu_forward;
     minilm_arrow,
     minilm_unicode,
     minilm_long,

@@ -177,3 +177,14 @@ pub fn gpu_forward(m: &Model, input: &Encoded, mask: &Mask) -> attnscope::Result
     pollster::block_on(gpu_engine(m).forward(m, input, mask, TraceOptions { scores: true }, false))
         .map(|(t, _)| t)
 }
+
+/// One `#[test]` per golden case, each checking `$forward` against HF with [`check_golden`].
+#[macro_export]
+macro_rules! golden_tests {
+    ($forward:expr; $($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            $crate::common::check_golden(stringify!($name), &$forward);
+        }
+    )*};
+}
