@@ -40,8 +40,10 @@ impl GpuDevice {
     /// Requests the default adapter and a device with the adapter's real limits (a model's
     /// embedding table can exceed WebGPU's default binding sizes).
     pub async fn acquire() -> Result<Self> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        // Compute needs Vulkan, Metal, DX12 or WebGPU; probing GL only adds noise. WGPU_BACKEND overrides.
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+        let instance = wgpu::Instance::new(desc);
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
