@@ -2,18 +2,18 @@
 // row with every key masked is all zeros. These are the probabilities the heatmaps draw.
 //
 // # Shapes
-// * scores, probs: (B, H, T, T)
-// * mask: (B, T, T), 1 where query i may attend to key j
+// * scores, probs: (B, H, n_q, n_k)
+// * mask: (B, n_q, n_k), 1 where query i may attend to key j
 //
-// One workgroup per row (b, h, i); dispatch (min(B·H·T, 65535), ceil(B·H·T / 65535), 1).
+// One workgroup per row (b, h, i); dispatch (min(B·H·n_q, 65535), ceil(B·H·n_q / 65535), 1).
 
 override WG: u32 = 64u;
 
 struct Params {
-    seq: u32,
+    n_q: u32,
+    n_k: u32,
     heads: u32,
     rows: u32,
-    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -33,14 +33,14 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     let lid = lid3.x;
     let live = row < p.rows;
     let r = min(row, p.rows - 1u);
-    let i = r % p.seq;
-    let b = r / (p.seq * p.heads);
-    let base = r * p.seq;
-    let mbase = (b * p.seq + i) * p.seq;
+    let i = r % p.n_q;
+    let b = r / (p.n_q * p.heads);
+    let base = r * p.n_k;
+    let mbase = (b * p.n_q + i) * p.n_k;
 
     // max over the allowed keys
     var m = NEG_INF;
-    for (var j = lid; j < p.seq; j += WG) {
+    for (var j = lid; j < p.n_k; j += WG) {
         if (mask[mbase + j] != 0u) {
             m = max(m, scores[base + j]);
         }
@@ -58,7 +58,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
 
     // sum of exp over the allowed keys
     var s = 0.0;
-    for (var j = lid; j < p.seq; j += WG) {
+    for (var j = lid; j < p.n_k; j += WG) {
         if (mask[mbase + j] != 0u) {
             s += exp(scores[base + j] - row_max);
         }
@@ -74,7 +74,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     let total = partial[0];
 
     if (live) {
-        for (var j = lid; j < p.seq; j += WG) {
+        for (var j = lid; j < p.n_k; j += WG) {
             var v = 0.0;
             if (mask[mbase + j] != 0u && total > 0.0) {
                 v = exp(scores[base + j] - row_max) / total;

@@ -159,13 +159,17 @@ pub const GOLDEN_CASES: &[&str] = &[
 ];
 
 /// One GPU device for the whole test binary (lavapipe where there is no GPU); one engine per model.
-pub fn gpu_engine(m: &Model) -> &'static GpuEngine {
+pub fn gpu_device() -> &'static GpuDevice {
     static DEV: OnceLock<GpuDevice> = OnceLock::new();
-    static ENGINES: OnceLock<Mutex<HashMap<usize, &'static GpuEngine>>> = OnceLock::new();
-    let dev = DEV.get_or_init(|| {
+    DEV.get_or_init(|| {
         pollster::block_on(GpuDevice::acquire())
             .expect("a GPU adapter (scripts/setup.sh installs mesa-vulkan-drivers for lavapipe)")
-    });
+    })
+}
+
+pub fn gpu_engine(m: &Model) -> &'static GpuEngine {
+    static ENGINES: OnceLock<Mutex<HashMap<usize, &'static GpuEngine>>> = OnceLock::new();
+    let dev = gpu_device();
     let mut engines = ENGINES.get_or_init(Default::default).lock().unwrap();
     engines
         .entry(m as *const Model as usize)

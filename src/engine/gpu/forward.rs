@@ -6,7 +6,8 @@ use ndarray::{Array2, Array3, Array5, Axis};
 use web_time::Instant;
 
 use super::device::GpuDevice;
-use super::kernels::{filled, GpuLayerNorm, GpuLinear, GpuWeights, Pipelines, TILE, WG};
+use super::kernels::{GpuWeights, WG};
+use super::plan::{grid, AttentionLayout, GpuKernels, Kernel, Plan, Step};
 use crate::engine::cpu::encoder::classify;
 use crate::engine::{check_input, Trace, TraceOptions};
 use crate::error::{Error, Result};
@@ -33,28 +34,10 @@ impl GpuTiming {
 /// The GPU engine for one model: pipelines compiled and weights uploaded once, intermediate
 /// buffers kept for the last batch shape and reused while it does not change.
 pub struct GpuEngine {
-    dev: GpuDevice,
-    pipelines: Pipelines,
+    kernels: GpuKernels,
     weights: GpuWeights,
     config: Config,
     workspace: Mutex<Option<Workspace>>,
-}
-
-#[derive(Clone, Copy)]
-enum Kernel {
-    Embed,
-    Matmul,
-    Gelu,
-    AddNorm,
-    Scores,
-    Softmax,
-    Context,
-}
-
-struct Step {
-    kernel: Kernel,
-    bind: wgpu::BindGroup,
-    groups: (u32, u32, u32),
 }
 
 /// Buffers, bind groups and the dispatch list for one `(B, T, keep_scores)`.
@@ -74,20 +57,14 @@ struct Workspace {
     _keep: Vec<wgpu::Buffer>,
 }
 
-/// `(rows)` as a 2-D grid within the 65535-per-dimension dispatch limit.
-fn grid(rows: u32) -> (u32, u32, u32) {
-    (rows.clamp(1, 65535), rows.div_ceil(65535).max(1), 1)
-}
-
 impl GpuEngine {
     /// Compiles the pipelines and uploads the weights of `model` to `dev`.
     pub fn new(dev: GpuDevice, model: &Model) -> Result<Self> {
-        let pipelines = Pipelines::new(&dev);
-        let weights = GpuWeights::upload(&dev, &model.weights, &model.config);
-        dev.check()?;
+        let kernels = GpuKernels::new(dev);
+        let weights = GpuWeights::upload(&kernels.dev, &model.weights, &model.config);
+        kernels.dev.check()?;
         Ok(Self {
-            dev,
-            pipelines,
+            kernels,
             weights,
             config: model.config.clone(),
             workspace: Mutex::new(None),
@@ -95,25 +72,17 @@ impl GpuEngine {
     }
 
     pub fn device(&self) -> &GpuDevice {
-        &self.dev
+        &self.kernels.dev
+    }
+
+    /// The compiled kernels, to run one at a time.
+    pub fn kernels(&self) -> &GpuKernels {
+        &self.kernels
     }
 
     /// `gpu: <adapter> (<API>)`
     pub fn describe(&self) -> String {
-        self.dev.describe()
-    }
-
-    fn pipeline(&self, k: Kernel) -> &wgpu::ComputePipeline {
-        let p = &self.pipelines;
-        match k {
-            Kernel::Embed => &p.embed_layernorm,
-            Kernel::Matmul => &p.matmul_bias,
-            Kernel::Gelu => &p.gelu,
-            Kernel::AddNorm => &p.add_layernorm,
-            Kernel::Scores => &p.attention_scores,
-            Kernel::Softmax => &p.attention_softmax,
-            Kernel::Context => &p.attention_context,
-        }
+        self.kernels.dev.describe()
     }
 
     /// Runs the encoder; `split` submits upload, compute and read-back separately so the
@@ -128,7 +97,7 @@ impl GpuEngine {
     ) -> Result<(Trace, GpuTiming)> {
         let c = &self.config;
         check_input(c, input, mask)?;
-        self.dev.check()?;
+        self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
         let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
         let mut timing = GpuTiming::default();
@@ -147,7 +116,7 @@ impl GpuEngine {
             Some(ws) => ws,
             None => self.build_workspace(b, t, opts.scores),
         };
-        let q = &self.dev.queue;
+        let q = &self.kernels.dev.queue;
         q.write_buffer(
             &ws.ids,
             0,
@@ -162,28 +131,21 @@ impl GpuEngine {
         q.write_buffer(&ws.mask, 0, bytemuck::cast_slice(&mask_u32));
         if split {
             q.submit([]);
-            self.wait()?;
+            self.kernels.wait()?;
         }
         timing.upload_ms = start.elapsed().as_secs_f64() * 1e3;
 
         let t1 = Instant::now();
-        let mut enc = self.dev.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("encoder"),
-                timestamp_writes: None,
-            });
-            for s in &ws.steps {
-                pass.set_pipeline(self.pipeline(s.kernel));
-                pass.set_bind_group(0, &s.bind, &[]);
-                pass.dispatch_workgroups(s.groups.0, s.groups.1, s.groups.2);
-            }
-        }
+        let mut enc = self.kernels.encode(&ws.steps);
         if split {
             q.submit([enc.finish()]);
-            self.wait()?;
+            self.kernels.wait()?;
             timing.compute_ms = t1.elapsed().as_secs_f64() * 1e3;
-            enc = self.dev.device.create_command_encoder(&Default::default());
+            enc = self
+                .kernels
+                .dev
+                .device
+                .create_command_encoder(&Default::default());
         }
         let t2 = Instant::now();
         // Read back only what was asked for: probabilities and hidden states, scores on request.
@@ -203,7 +165,7 @@ impl GpuEngine {
             }
         }
         q.submit([enc.finish()]);
-        let data = self.read(&ws.staging, offset).await?;
+        let data = self.kernels.read(&ws.staging, offset).await?;
         // back to the pool only after a clean pass (a failed one may leave staging mapped)
         if let Ok(mut slot) = self.workspace.lock() {
             *slot = Some(ws);
@@ -253,81 +215,6 @@ impl GpuEngine {
         ))
     }
 
-    fn wait(&self) -> Result<()> {
-        self.dev
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
-        self.dev.check()
-    }
-
-    /// Maps `len` bytes of a staging buffer and copies them out. On the web the map callback
-    /// arrives through the event loop: we await it through a channel (`poll` is a no-op there).
-    async fn read(&self, staging: &wgpu::Buffer, len: u64) -> Result<Vec<f32>> {
-        let slice = staging.slice(..len);
-        let (tx, rx) = futures_channel::oneshot::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        #[cfg(not(target_arch = "wasm32"))]
-        self.wait()?;
-        rx.await
-            .map_err(|_| Error::Gpu("read-back was cancelled (device lost?)".into()))?
-            .map_err(|e| Error::Gpu(format!("read-back failed: {e}")))?;
-        let out = {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| Error::Gpu(format!("read-back failed: {e}")))?;
-            bytemuck::cast_slice::<u8, f32>(&view).to_vec()
-        };
-        staging.unmap();
-        self.dev.check()?;
-        Ok(out)
-    }
-
-    fn buffer(&self, label: &str, floats: usize, usage: wgpu::BufferUsages) -> wgpu::Buffer {
-        self.dev.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: (floats.max(1) * 4) as u64,
-            usage,
-            mapped_at_creation: false,
-        })
-    }
-
-    fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
-        filled(
-            &self.dev,
-            "params",
-            bytemuck::cast_slice(words),
-            wgpu::BufferUsages::UNIFORM,
-        )
-    }
-
-    fn step(&self, kernel: Kernel, buffers: &[&wgpu::Buffer], groups: (u32, u32, u32)) -> Step {
-        let layout = self.pipeline(kernel).get_bind_group_layout(0);
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
-            .collect();
-        let bind = self
-            .dev
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &layout,
-                entries: &entries,
-            });
-        Step {
-            kernel,
-            bind,
-            groups,
-        }
-    }
-
     /// Allocates the buffers for a `(B, T)` batch and records every dispatch of the forward pass.
     fn build_workspace(&self, b: usize, t: usize, keep_scores: bool) -> Workspace {
         use wgpu::BufferUsages as U;
@@ -341,34 +228,33 @@ impl GpuEngine {
         let m = b * t;
         let rw = U::STORAGE | U::COPY_SRC;
         let input = U::STORAGE | U::COPY_DST;
-        let ids = self.buffer("ids", m, input);
-        let type_ids = self.buffer("type_ids", m, input);
-        let mask = self.buffer("mask", b * t * t, input);
-        let x = [self.buffer("x0", m * d, rw), self.buffer("x1", m * d, rw)]; // (B·T, D) ping-pong
-        let qkv = self.buffer("qkv", m * 3 * d, rw); // (B·T, 3·D)
-        let ctx = self.buffer("ctx", m * d, rw);
-        let attn_out = self.buffer("attn_out", m * d, rw);
-        let hbuf = self.buffer("h", m * d, rw);
-        let normed = self.buffer("normed", m * d, rw);
-        let scratch = self.buffer("scratch", m * d, rw);
-        let ffn_in = self.buffer("intermediate", m * inter, rw); // (B·T, I)
-        let ffn = self.buffer("ffn", m * d, rw);
+        let ids = self.kernels.buffer("ids", m, input);
+        let type_ids = self.kernels.buffer("type_ids", m, input);
+        let mask = self.kernels.buffer("mask", b * t * t, input);
+        let x = [
+            self.kernels.buffer("x0", m * d, rw),
+            self.kernels.buffer("x1", m * d, rw),
+        ]; // (B·T, D) ping-pong
+        let qkv = self.kernels.buffer("qkv", m * 3 * d, rw); // (B·T, 3·D)
+        let ctx = self.kernels.buffer("ctx", m * d, rw);
+        let attn_out = self.kernels.buffer("attn_out", m * d, rw);
+        let hbuf = self.kernels.buffer("h", m * d, rw);
+        let normed = self.kernels.buffer("normed", m * d, rw);
+        let scratch = self.kernels.buffer("scratch", m * d, rw);
+        let ffn_in = self.kernels.buffer("intermediate", m * inter, rw); // (B·T, I)
+        let ffn = self.kernels.buffer("ffn", m * d, rw);
         let p_floats = b * h * t * t; // (B, H, T, T)
         let probs: Vec<_> = (0..l)
-            .map(|i| self.buffer(&format!("probs{i}"), p_floats, rw))
+            .map(|i| self.kernels.buffer(&format!("probs{i}"), p_floats, rw))
             .collect();
         let scores: Vec<_> = (0..if keep_scores { l } else { 1 })
-            .map(|i| self.buffer(&format!("scores{i}"), p_floats, rw))
+            .map(|i| self.kernels.buffer(&format!("scores{i}"), p_floats, rw))
             .collect();
 
         let e = &self.weights;
         let (m32, d32, t32, h32) = (m as u32, d as u32, t as u32, h as u32);
         let dk = (d / h) as u32;
-        let mut plan = Plan {
-            engine: self,
-            params: vec![],
-            ops: vec![],
-        };
+        let mut plan = Plan::new(&self.kernels);
         plan.push(
             Kernel::Embed,
             &[m32, d32, t32, e.embed_norm.eps.to_bits()],
@@ -389,7 +275,6 @@ impl GpuEngine {
             Activation::GeluTanh => 1,
             Activation::Relu => 2,
         };
-        let scale = (1.0 / (dk as f32).sqrt()).to_bits();
         let mut cur = 0;
         for (li, layer) in e.layers.iter().enumerate() {
             let (xin, xout) = (&x[cur], &x[1 - cur]);
@@ -412,25 +297,18 @@ impl GpuEngine {
                 }
             };
             plan.matmul(m32, attn_input, &layer.qkv, &qkv);
-            plan.push(
-                Kernel::Scores,
-                &[t32, h32, dk, d32, scale, 0, 0, 0],
-                vec![&qkv, sc],
-                (t32.div_ceil(16), t32.div_ceil(16), (b * h) as u32),
-            );
-            let rows = (b * h * t) as u32;
-            plan.push(
-                Kernel::Softmax,
-                &[t32, h32, rows, 0],
-                vec![sc, &mask, pr],
-                grid(rows),
-            );
-            plan.push(
-                Kernel::Context,
-                &[t32, h32, dk, d32],
-                vec![pr, &qkv, &ctx],
-                ((t32 * dk).div_ceil(64), (b * h) as u32, 1),
-            );
+            let layout = AttentionLayout {
+                batch: b as u32,
+                heads: h32,
+                n_q: t32,
+                n_k: t32,
+                d_k: dk,
+                d_v: dk,
+                q: (3 * d32, 0),
+                k: (3 * d32, d32),
+                v: (3 * d32, 2 * d32),
+            };
+            plan.attention(&layout, [&qkv, &qkv, &qkv], &mask, sc, pr, &ctx);
             plan.matmul(m32, &ctx, &layer.attn_out, &attn_out);
             let ffn_input = match c.layer_norm_order {
                 LayerNormOrder::Post => {
@@ -482,7 +360,9 @@ impl GpuEngine {
         let (steps, mut keep) = plan.finish();
         let hidden = x[cur].clone();
         let staging_floats = l * p_floats * if keep_scores { 2 } else { 1 } + m * d;
-        let staging = self.buffer("staging", staging_floats, U::MAP_READ | U::COPY_DST);
+        let staging = self
+            .kernels
+            .buffer("staging", staging_floats, U::MAP_READ | U::COPY_DST);
         keep.extend([qkv, ctx, attn_out, hbuf, normed, scratch, ffn_in, ffn]);
         keep.extend(x);
         Workspace {
@@ -497,74 +377,5 @@ impl GpuEngine {
             steps,
             _keep: keep,
         }
-    }
-}
-
-/// The dispatches of a forward pass being recorded: kernel, parameters, buffers, grid.
-struct Plan<'a> {
-    engine: &'a GpuEngine,
-    params: Vec<wgpu::Buffer>,
-    ops: Vec<Op<'a>>,
-}
-
-/// A recorded dispatch: kernel, index of its parameter buffer, its buffers, its grid.
-type Op<'a> = (Kernel, usize, Vec<&'a wgpu::Buffer>, (u32, u32, u32));
-
-impl<'a> Plan<'a> {
-    fn push(
-        &mut self,
-        kernel: Kernel,
-        params: &[u32],
-        buffers: Vec<&'a wgpu::Buffer>,
-        groups: (u32, u32, u32),
-    ) {
-        self.params.push(self.engine.uniform(params));
-        self.ops
-            .push((kernel, self.params.len() - 1, buffers, groups));
-    }
-
-    /// `out = a · Wᵀ + bias`, `a`: (M, K), `out`: (M, N)
-    fn matmul(&mut self, m: u32, a: &'a wgpu::Buffer, w: &'a GpuLinear, out: &'a wgpu::Buffer) {
-        let groups = (w.n.div_ceil(TILE), m.div_ceil(TILE), 1);
-        self.push(
-            Kernel::Matmul,
-            &[m, w.n, w.k, 0],
-            vec![a, &w.weight, &w.bias, out],
-            groups,
-        );
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn add_norm(
-        &mut self,
-        rows: u32,
-        d: u32,
-        mode: u32,
-        a: &'a wgpu::Buffer,
-        b: &'a wgpu::Buffer,
-        ln: &'a GpuLayerNorm,
-        sum: &'a wgpu::Buffer,
-        norm: &'a wgpu::Buffer,
-    ) {
-        self.push(
-            Kernel::AddNorm,
-            &[rows, d, mode, ln.eps.to_bits()],
-            vec![a, b, &ln.gamma, &ln.beta, sum, norm],
-            grid(rows),
-        );
-    }
-
-    /// Bind groups for every recorded dispatch; the parameter buffers are returned to be kept.
-    fn finish(self) -> (Vec<Step>, Vec<wgpu::Buffer>) {
-        let steps = self
-            .ops
-            .into_iter()
-            .map(|(kernel, p, buffers, groups)| {
-                let mut all = vec![&self.params[p]];
-                all.extend(buffers);
-                self.engine.step(kernel, &all, groups)
-            })
-            .collect();
-        (steps, self.params)
     }
 }

@@ -122,7 +122,7 @@ pub struct GpuLinear {
 }
 
 impl GpuLinear {
-    fn upload(dev: &GpuDevice, label: &str, l: &Linear) -> Self {
+    pub(super) fn upload(dev: &GpuDevice, label: &str, l: &Linear) -> Self {
         Self::from_parts(
             dev,
             label,
@@ -149,7 +149,7 @@ pub struct GpuLayerNorm {
 }
 
 impl GpuLayerNorm {
-    fn upload(dev: &GpuDevice, label: &str, ln: &LayerNorm) -> Self {
+    pub(super) fn upload(dev: &GpuDevice, label: &str, ln: &LayerNorm) -> Self {
         Self {
             gamma: storage(dev, &format!("{label}.gamma"), &slice(&ln.weight)),
             beta: storage(dev, &format!("{label}.beta"), &slice(&ln.bias)),

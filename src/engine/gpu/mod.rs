@@ -4,6 +4,10 @@
 mod device;
 mod forward;
 mod kernels;
+mod ops;
+mod plan;
 
 pub use device::GpuDevice;
 pub use forward::{GpuEngine, GpuTiming};
+pub use ops::AttentionOutput;
+pub use plan::GpuKernels;

@@ -1,0 +1,207 @@
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
+//! Each WGSL kernel on its own against its CPU reference, at awkward sizes: 1, 7, 33 and 512
+//! rows, widths off the 16-wide tile and the 64-wide workgroup, n_q ≠ n_k, d_k ≠ d_v.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use attnscope::engine::cpu::attention::{merge_heads, scaled_dot_product_attention, split_heads};
+use attnscope::engine::cpu::ops;
+use attnscope::engine::gpu::GpuKernels;
+use attnscope::model::weights::{LayerNorm, Linear};
+use attnscope::model::Activation;
+use attnscope::Mask;
+use common::*;
+use ndarray::{s, Array1, Array2, Array3, Axis};
+use pollster::block_on;
+
+fn kernels() -> &'static GpuKernels {
+    static K: OnceLock<GpuKernels> = OnceLock::new();
+    K.get_or_init(|| GpuKernels::new(gpu_device().clone()))
+}
+
+/// Deterministic values in [-2, 2) from a seed (a small LCG: no randomness between runs).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn matrix(r: usize, c: usize, seed: u64) -> Array2<f32> {
+    Array2::from_shape_vec((r, c), values(r * c, seed)).unwrap()
+}
+
+fn diff<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>, b: &ndarray::Array<f32, D>) -> f32 {
+    max_abs_diff(a.view().into_dyn(), b.view().into_dyn())
+}
+
+#[test]
+fn matmul_bias_at_odd_sizes() {
+    for (m, k, n) in [
+        (1, 24, 40),
+        (7, 24, 72),
+        (33, 384, 1152),
+        (512, 40, 24),
+        (5, 1, 3),
+        (17, 17, 17),
+    ] {
+        let l = Linear {
+            weight: matrix(n, k, 1),
+            bias: Array1::from(values(n, 2)),
+        };
+        let x = matrix(m, k, 3);
+        let gpu = block_on(kernels().linear(x.view(), &l)).unwrap();
+        let d = diff(&gpu, &ops::linear(x.view(), &l));
+        assert!(
+            d < 1e-4 * (k as f32).sqrt(),
+            "({m}×{k})·({n}×{k})ᵀ differs by {d}"
+        );
+    }
+    let l = Linear {
+        weight: matrix(4, 3, 1),
+        bias: Array1::zeros(4),
+    };
+    assert!(block_on(kernels().linear(matrix(2, 5, 1).view(), &l)).is_err());
+}
+
+#[test]
+fn activations_match_the_cpu() {
+    for (act, f) in [
+        (Activation::Gelu, ops::gelu as fn(f32) -> f32),
+        (Activation::GeluTanh, ops::gelu_tanh),
+        (Activation::Relu, |v: f32| v.max(0.0)),
+    ] {
+        for (r, c) in [(1, 1), (7, 33), (33, 1536)] {
+            let x = matrix(r, c, 7) * 3.0;
+            let gpu = block_on(kernels().activation(x.view(), act)).unwrap();
+            let d = diff(&gpu, &x.mapv(f));
+            assert!(d < 1e-6, "{act:?} {r}×{c} differs by {d}");
+        }
+    }
+}
+
+#[test]
+fn add_layernorm_in_both_forms() {
+    for (rows, d) in [(1, 24), (7, 7), (33, 384), (512, 100)] {
+        let ln = LayerNorm {
+            weight: Array1::from(values(d, 4)),
+            bias: Array1::from(values(d, 5)),
+            eps: 1e-12,
+        };
+        let (a, b) = (matrix(rows, d, 8), matrix(rows, d, 9));
+        let (sum, norm) = block_on(kernels().add_layernorm(a.view(), Some(b.view()), &ln)).unwrap();
+        let want_sum = &a + &b;
+        assert!(diff(&sum, &want_sum) < 1e-6);
+        let dn = diff(&norm, &ops::layer_norm(want_sum.view(), &ln));
+        assert!(dn < 1e-4, "LN(a + b) {rows}×{d} differs by {dn}");
+        let (_, norm_a) = block_on(kernels().add_layernorm(a.view(), None, &ln)).unwrap();
+        let da = diff(&norm_a, &ops::layer_norm(a.view(), &ln));
+        assert!(da < 1e-4, "LN(a) {rows}×{d} differs by {da}");
+    }
+}
+
+/// The CPU reference: per item and head, SDPA on the split heads, then the merge.
+fn cpu_attention(
+    q: &Array3<f32>,
+    k: &Array3<f32>,
+    v: &Array3<f32>,
+    heads: usize,
+    mask: &Mask,
+) -> (Array3<f32>, Array3<f32>) {
+    let (b, n_q, _) = q.dim();
+    let n_k = k.dim().1;
+    let mut probs = Array3::zeros((b * heads, n_q, n_k));
+    let mut ctx = Array3::zeros((b, n_q, v.dim().2));
+    for bi in 0..b {
+        let (qh, kh, vh) = (
+            split_heads(q.index_axis(Axis(0), bi), heads).unwrap(), // (H, n_q, d_k)
+            split_heads(k.index_axis(Axis(0), bi), heads).unwrap(),
+            split_heads(v.index_axis(Axis(0), bi), heads).unwrap(), // (H, n_k, d_v)
+        );
+        let mut out = Array3::zeros((heads, n_q, vh.dim().2));
+        for h in 0..heads {
+            let a = scaled_dot_product_attention(
+                qh.index_axis(Axis(0), h),
+                kh.index_axis(Axis(0), h),
+                vh.index_axis(Axis(0), h),
+                Some(mask.item(bi)),
+            )
+            .unwrap();
+            probs
+                .index_axis_mut(Axis(0), bi * heads + h)
+                .assign(&a.probs);
+            out.index_axis_mut(Axis(0), h).assign(&a.output);
+        }
+        ctx.index_axis_mut(Axis(0), bi)
+            .assign(&merge_heads(out.view()));
+    }
+    (probs, ctx)
+}
+
+#[test]
+fn attention_with_n_q_not_n_k_and_d_k_not_d_v() {
+    // (B, n_q, n_k, H, d_k, d_v)
+    for (b, n_q, n_k, h, d_k, d_v) in [
+        (2, 3, 5, 2, 4, 6),
+        (1, 1, 33, 3, 8, 8),
+        (3, 7, 1, 1, 5, 3),
+        (1, 512, 512, 2, 16, 8),
+        (2, 33, 7, 4, 3, 7),
+    ] {
+        let q = Array3::from_shape_vec((b, n_q, h * d_k), values(b * n_q * h * d_k, 11)).unwrap();
+        let k = Array3::from_shape_vec((b, n_k, h * d_k), values(b * n_k * h * d_k, 12)).unwrap();
+        let v = Array3::from_shape_vec((b, n_k, h * d_v), values(b * n_k * h * d_v, 13)).unwrap();
+        // a scattered pattern that differs per item and row, every row keeping key 0
+        let mask = Mask::explicit(Array3::from_shape_fn((b, n_q, n_k), |(bi, i, j)| {
+            j == 0 || (3 * j + i + bi) % 4 != 0
+        }));
+        let gpu = block_on(kernels().attention(q.view(), k.view(), v.view(), h, &mask)).unwrap();
+        let (probs, ctx) = cpu_attention(&q, &k, &v, h, &mask);
+        let gp = gpu
+            .probs
+            .clone()
+            .into_shape_with_order((b * h, n_q, n_k))
+            .unwrap();
+        let (dp, dc) = (diff(&gp, &probs), diff(&gpu.context, &ctx));
+        eprintln!(
+            "B={b} n_q={n_q} n_k={n_k} H={h} d_k={d_k} d_v={d_v}: probs {dp:.2e}, context {dc:.2e}"
+        );
+        assert!(
+            dp <= ATTENTION_TOL && dc <= 1e-4,
+            "probs {dp}, context {dc}"
+        );
+        for ((bi, _, i, j), p) in gpu.probs.indexed_iter() {
+            if !mask.0[[bi, i, j]] {
+                assert_eq!(*p, 0.0);
+            }
+        }
+        // the scores are QKᵀ/√d_k before the mask
+        let s00: f32 = q
+            .slice(s![0, 0, ..d_k])
+            .iter()
+            .zip(k.slice(s![0, 0, ..d_k]))
+            .map(|(a, b)| a * b)
+            .sum::<f32>()
+            / (d_k as f32).sqrt();
+        assert!((gpu.scores[[0, 0, 0, 0]] - s00).abs() < 1e-4);
+    }
+    let q = Array3::<f32>::zeros((1, 2, 4));
+    let bad_mask = Mask::none(1, 2, 2);
+    assert!(block_on(kernels().attention(
+        q.view(),
+        Array3::zeros((1, 3, 4)).view(),
+        Array3::zeros((1, 3, 4)).view(),
+        2,
+        &bad_mask
+    ))
+    .is_err());
+}
