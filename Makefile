@@ -5,7 +5,7 @@ MODEL ?= assets/models/all-MiniLM-L6-v2
 PORT ?= 8080
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup test serve bench lint fixtures
+.PHONY: setup test serve bench lint fixtures web
 
 setup:
 	@bash scripts/setup.sh
@@ -13,22 +13,27 @@ setup:
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
+	cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
 
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
-test: setup lint
+test: setup lint web
 	cargo build --lib --target wasm32-unknown-unknown
 	cargo test
 	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
+	cd tests/e2e && npm test
 
-serve: setup
-	cargo build --release
-	cargo build --lib --release --target wasm32-unknown-unknown
-	./target/release/attnscope attention --model $(MODEL) --backend auto -- "time flies like an arrow" | head -c 400; echo
-	@echo "Built the CLI (target/release/attnscope) and the wasm library; the browser app is not built yet."
+# The wasm core for the page (web/pkg, git-ignored).
+web:
+	wasm-pack build --target web --out-dir web/pkg --release --no-typescript --no-pack
 
-bench: setup
+serve: setup web
+	PORT=$(PORT) python3 scripts/serve.py
+
+# ms per forward pass (CPU and GPU engines), then keystroke → heatmaps in headless Chromium.
+bench: setup web
 	cargo run --release -- bench --model $(MODEL)
+	cd tests/e2e && npm run bench
 
 # Needs `pip install torch transformers safetensors`; the outputs are committed.
 fixtures: setup

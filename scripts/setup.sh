@@ -70,4 +70,9 @@ PY
     say "model.safetensors does not match sha256 $MODEL_SHA256"; exit 1
   fi
 fi
+# 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser).
+if [ ! -d tests/e2e/node_modules/playwright-core ]; then
+  say "installing playwright-core for the end-to-end tests"
+  (cd tests/e2e && npm ci --no-audit --no-fund)
+fi
 say "ready"

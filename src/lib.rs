@@ -3,13 +3,16 @@
 //! * [`model`]: a BERT-family checkpoint (config, weights, tokenizer), from a folder or from bytes.
 //! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
 //! * [`engine`]: the encoder, traced layer by layer and head by head, on the CPU (reference).
-//! * [`report`]: the JSON the CLI prints and the browser reads.
+//! * [`report`]: the JSON the CLI prints.
+//! * `wasm`: the browser API (`#[wasm_bindgen]`), compiled for wasm32 only.
 
 pub mod engine;
 pub mod error;
 pub mod masks;
 pub mod model;
 pub mod report;
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
 
 pub use engine::{Trace, TraceOptions};
 pub use error::{Error, Result};

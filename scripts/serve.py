@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, web/ and the
+model files under assets/models/. Static files only; nothing else in the repository is served."""
+import http.server
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALLOWED = ("/index.html", "/web/", "/assets/models/")
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".wasm": "application/wasm",
+        ".js": "text/javascript",
+        ".mjs": "text/javascript",
+        ".json": "application/json",
+        ".safetensors": "application/octet-stream",
+    }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, directory=ROOT, **kwargs)
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if path == "/":
+            self.path = "/index.html"
+        elif not path.startswith(ALLOWED) or ".." in path:
+            self.send_error(404, "not part of the app")
+            return
+        super().do_GET()
+
+    def end_headers(self):
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
+
+    def log_message(self, fmt, *args):
+        if os.environ.get("ATTNSCOPE_QUIET") != "1":
+            super().log_message(fmt, *args)
+
+
+def main():
+    port = int(os.environ.get("PORT", "8080"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    print(f"attnscope: serving http://127.0.0.1:{port}/", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+// Shared set-up for the end-to-end tests and the latency benchmark: the app served as
+// `make serve` serves it, and Debian's Chromium driven by playwright-core.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const ARTIFACTS = path.join(ROOT, 'test-artifacts');
+export const MODEL_DIR = path.join(ROOT, 'assets/models/all-MiniLM-L6-v2');
+mkdirSync(ARTIFACTS, { recursive: true });
+
+const BASE_ARGS = ['--no-sandbox', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+
+/** Starts scripts/serve.py on a free local port; resolves to {url, stop}. */
+export async function startServer() {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const proc = spawn('python3', [path.join(ROOT, 'scripts/serve.py')], {
+    env: { ...process.env, PORT: String(port), ATTNSCOPE_QUIET: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}/`;
+  for (let i = 0; i < 100; i++) {
+    try { if ((await fetch(url)).ok) return { url, stop: () => proc.kill() }; } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  proc.kill();
+  throw new Error(`the app server did not start on ${url}`);
+}
+
+/** Debian's Chromium; with WebGPU on SwiftShader unless `webgpu` is false. */
+export function launch({ webgpu = true } = {}) {
+  const args = [...BASE_ARGS, ...(webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-blink-features=WebGPU'])];
+  return chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args });
+}
+
+/** A page that records console errors, uncaught exceptions and every request. */
+export async function openPage(browser, url) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1300 } });
+  const problems = [];
+  const requests = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`uncaught: ${e.message}`));
+  page.on('request', (r) => requests.push(r.url()));
+  page.on('worker', (w) => w.on('console', (m) => { if (m.type() === 'error') problems.push(`worker console: ${m.text()}`); }));
+  if (url) await page.goto(url);
+  return { page, problems, requests };
+}
+
+/** What the CLI prints for the same input (the contract the page must match). */
+export function cli(args) {
+  const out = execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', MODEL_DIR, ...args], {
+    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  return JSON.parse(out);
+}
