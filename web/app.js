@@ -10,8 +10,9 @@ const DEBOUNCE_MS = 15;
 // ---------- state, and the URL hash that reproduces it ----------
 const state = {
   sentences: ['time flies like an arrow'], pair: '', mask: 'padding', batch: false,
-  layer: 0, head: 0, item: 0, engine: 'auto',
+  layer: 0, head: 0, item: 0, engine: 'auto', view: 'both',
 };
+const VIEWS = ['both', 'heatmap', 'lines'];
 
 function readHash() {
   const h = new URLSearchParams(location.hash.slice(1));
@@ -21,6 +22,7 @@ function readHash() {
   state.batch = h.get('batch') === '1' || state.sentences.length > 1;
   for (const k of ['layer', 'head', 'item']) if (h.has(k[0])) state[k] = Math.max(0, parseInt(h.get(k[0]), 10) || 0);
   if (['auto', 'cpu'].includes(h.get('e'))) state.engine = h.get('e');
+  if (VIEWS.includes(h.get('v'))) state.view = h.get('v');
 }
 
 function writeHash() {
@@ -32,6 +34,7 @@ function writeHash() {
   h.set('l', state.layer); h.set('h', state.head);
   if (state.item) h.set('i', state.item);
   if (state.engine !== 'auto') h.set('e', state.engine);
+  if (state.view !== 'both') h.set('v', state.view);
   history.replaceState(null, '', '#' + h.toString());
 }
 
@@ -44,6 +47,13 @@ function syncInputs() {
   $('batch').hidden = !state.batch;
   $('sentence').disabled = state.batch;
   $('engine').value = state.engine;
+  $('view').value = state.view;
+  applyView();
+}
+
+function applyView() {
+  $('head-canvas').closest('.stack').hidden = state.view === 'lines';
+  $('lines').hidden = state.view === 'heatmap';
 }
 
 // ---------- the worker ----------
@@ -419,6 +429,7 @@ $('batch').addEventListener('input', (e) => {
   schedule();
 });
 $('item').addEventListener('change', (e) => { state.item = +e.target.value; render(); });
+$('view').addEventListener('change', (e) => { state.view = e.target.value; applyView(); writeHash(); });
 $('engine').addEventListener('change', (e) => { state.engine = e.target.value; writeHash(); loadModel({ base: DEFAULT_MODEL }, 'all-MiniLM-L6-v2'); });
 
 $('head-canvas').addEventListener('mousemove', (e) => {

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startServer, launch, openPage, cli, ARTIFACTS } from './harness.mjs';
+import { startServer, launch, openPage, cli, ARTIFACTS, ROOT } from './harness.mjs';
 
 let server, browser;
 before(async () => { server = await startServer(); browser = await launch(); });
@@ -128,10 +128,13 @@ test('switching to the causal mask empties the upper triangle; none lets padding
   await page.close();
 });
 
-test('a link restores the sentence, pair, mask, layer and head', async () => {
-  const p = await openPage(browser, server.url + '#s=the%20cat%20sat&p=it%20purred&m=causal&l=4&h=7');
+test('a link restores the sentence, pair, mask, layer, head and view', async () => {
+  const p = await openPage(browser, server.url + '#s=the%20cat%20sat&p=it%20purred&m=causal&l=4&h=7&v=lines');
   const { page } = p;
   await ready(page);
+  assert.equal(await page.inputValue('#view'), 'lines');
+  assert.equal(await page.isVisible('#head-canvas'), false);
+  assert.equal(await page.isVisible('#lines'), true);
   assert.equal(await page.inputValue('#sentence'), 'the cat sat');
   assert.equal(await page.inputValue('#pair'), 'it purred');
   assert.equal(await page.inputValue('#mask'), 'causal');
@@ -187,6 +190,30 @@ test('text past 512 tokens is truncated with a notice', async () => {
   await page.fill('#sentence', 'word '.repeat(600));
   await page.waitForFunction(() => window.attnscope.result.tokens.length === 512, null, { timeout: 120000 });
   assert.match(await page.textContent('#note'), /truncated/);
+  assertClean(p);
+  await page.close();
+});
+
+test('another checkpoint loads from three local files, and from a base URL', async () => {
+  const p = await openPage(browser, server.url + '#e=cpu');
+  const { page } = p;
+  await ready(page);
+  const tiny = path.join(ROOT, 'tests/fixtures/models/tiny-bert');
+  await page.setInputFiles('#files', ['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(tiny, f)));
+  await page.waitForFunction(() => window.attnscope.info && window.attnscope.info.layers === 2);
+  assert.match(await page.textContent('#model-name'), /2 layers × 3 heads · hidden 24/);
+  await page.fill('#sentence', 'the cat sat on the mat');
+  await page.waitForFunction(() => window.attnscope.result.attention.length === 2 && window.attnscope.result.tokens.join(' ') === '[CLS] the cat sat on the mat [SEP]');
+  assert.equal(await page.locator('#model-view canvas').count(), 6);
+  // a missing file is named
+  await page.setInputFiles('#files', [path.join(tiny, 'config.json')]);
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.textContent('#error'), /model\.safetensors, tokenizer\.json/);
+  // back to the default model, from its base URL
+  await page.fill('#model-url', server.url + 'assets/models/all-MiniLM-L6-v2/');
+  await page.click('#load-url');
+  await page.waitForFunction(() => window.attnscope.info.layers === 6 && window.attnscope.result.attention.length === 6, null, { timeout: 120000 });
+  assert.equal(await page.isVisible('#error'), false);
   assertClean(p);
   await page.close();
 });
