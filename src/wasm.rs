@@ -10,7 +10,7 @@ use web_time::Instant;
 
 use crate::engine::{cpu, BackendChoice, Runner, TraceOptions};
 use crate::masks::{Mask, MaskKind};
-use crate::model::Model;
+use crate::model::{Encoded, Model};
 
 fn js_err(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
@@ -52,6 +52,27 @@ pub async fn load_session(
     Ok(Session { model, runner })
 }
 
+impl Session {
+    /// Tokenises a batch (each text paired with `pair` when it is not blank) and builds its mask.
+    fn prepare(
+        &self,
+        texts: &[String],
+        pair: Option<String>,
+        mask: &str,
+    ) -> Result<(Encoded, Mask), JsError> {
+        let kind: MaskKind = mask.parse().map_err(js_err)?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let pair = pair.filter(|p| !p.trim().is_empty());
+        let input = self
+            .model
+            .tokenizer
+            .encode(&refs, pair.as_deref())
+            .map_err(js_err)?;
+        let mask = Mask::from_kind(kind, input.valid.view());
+        Ok((input, mask))
+    }
+}
+
 #[wasm_bindgen]
 impl Session {
     /// What runs: `cpu` or `gpu: <adapter> (WebGPU)`.
@@ -87,15 +108,7 @@ impl Session {
         pair: Option<String>,
         mask: String,
     ) -> Result<JsValue, JsError> {
-        let kind: MaskKind = mask.parse().map_err(js_err)?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let pair = pair.filter(|p| !p.trim().is_empty());
-        let input = self
-            .model
-            .tokenizer
-            .encode(&refs, pair.as_deref())
-            .map_err(js_err)?;
-        let mask = Mask::from_kind(kind, input.valid.view());
+        let (input, mask) = self.prepare(&texts, pair, &mask)?;
         let run = self
             .runner
             .forward(&self.model, &input, &mask, TraceOptions { scores: true })
@@ -171,15 +184,7 @@ impl Session {
         pair: Option<String>,
         mask: String,
     ) -> Result<JsValue, JsError> {
-        let kind: MaskKind = mask.parse().map_err(js_err)?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let pair = pair.filter(|p| !p.trim().is_empty());
-        let input = self
-            .model
-            .tokenizer
-            .encode(&refs, pair.as_deref())
-            .map_err(js_err)?;
-        let mask = Mask::from_kind(kind, input.valid.view());
+        let (input, mask) = self.prepare(&texts, pair, &mask)?;
         let start = Instant::now();
         let c =
             cpu::forward(&self.model, &input, &mask, TraceOptions::default()).map_err(js_err)?;

@@ -14,18 +14,7 @@ fn cpu_forward(
     cpu::forward(m, input, mask, TraceOptions::default())
 }
 
-golden_tests!(
-    cpu_forward;
-    minilm_arrow,
-    minilm_unicode,
-    minilm_long,
-    minilm_pair,
-    minilm_batch,
-    minilm_causal,
-    minilm_nomask,
-    tiny_bert_pair,
-    tiny_preln_causal
-);
+golden_tests!(cpu_forward);
 
 #[test]
 fn every_fixture_has_a_test() {

@@ -8,18 +8,7 @@ use attnscope::engine::{cpu, TraceOptions};
 use attnscope::Mask;
 use common::*;
 
-golden_tests!(
-    gpu_forward;
-    minilm_arrow,
-    minilm_unicode,
-    minilm_long,
-    minilm_pair,
-    minilm_batch,
-    minilm_causal,
-    minilm_nomask,
-    tiny_bert_pair,
-    tiny_preln_causal
-);
+golden_tests!(gpu_forward);
 
 #[test]
 fn gpu_scores_equal_cpu_scores() {

@@ -146,18 +146,6 @@ pub fn check_golden(name: &str, forward: Forward) -> (f32, f32) {
     (da, dh)
 }
 
-pub const GOLDEN_CASES: &[&str] = &[
-    "minilm_arrow",
-    "minilm_unicode",
-    "minilm_long",
-    "minilm_pair",
-    "minilm_batch",
-    "minilm_causal",
-    "minilm_nomask",
-    "tiny_bert_pair",
-    "tiny_preln_causal",
-];
-
 /// One GPU device for the whole test binary (lavapipe where there is no GPU); one engine per model.
 pub fn gpu_device() -> &'static GpuDevice {
     static DEV: OnceLock<GpuDevice> = OnceLock::new();
@@ -182,13 +170,32 @@ pub fn gpu_forward(m: &Model, input: &Encoded, mask: &Mask) -> attnscope::Result
         .map(|(t, _)| t)
 }
 
-/// One `#[test]` per golden case, each checking `$forward` against HF with [`check_golden`].
+/// One `#[test]` per golden case, each checking `$forward`
+/// against HF with [`check_golden`].
 #[macro_export]
 macro_rules! golden_tests {
-    ($forward:expr; $($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            $crate::common::check_golden(stringify!($name), &$forward);
-        }
-    )*};
+    ($forward:expr) => {
+        $crate::golden_tests!($forward;
+    minilm_arrow,
+    minilm_unicode,
+    minilm_long,
+    minilm_pair,
+    minilm_batch,
+    minilm_causal,
+    minilm_nomask,
+    tiny_bert_pair,
+    tiny_preln_causal
+        );
+    };
+    ($forward:expr; $($name:ident),* $(,)?) => {
+        /// The cases this file tests, checked against the fixture folder.
+        #[allow(dead_code)]
+        const GOLDEN_CASES: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[test]
+            fn $name() {
+                $crate::common::check_golden(stringify!($name), &$forward);
+            }
+        )*
+    };
 }
