@@ -104,6 +104,11 @@ impl Mask {
         self.0.index_axis(Axis(0), b)
     }
 
+    /// Every cell as 0/1 `u32`, row-major `(B, n_q, n_k)`: the layout the GPU kernels read.
+    pub fn to_u32(&self) -> Vec<u32> {
+        self.0.iter().map(|&m| m as u32).collect()
+    }
+
     /// The mask of item `b` as a 0/1 matrix, as drawn by the visualiser.
     pub fn item_as_f32(&self, b: usize) -> Array2<f32> {
         self.item(b).mapv(|m| if m { 1.0 } else { 0.0 })

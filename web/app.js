@@ -113,9 +113,7 @@ async function loadModel(source, name) {
     api.info = info;
     $('model-name').textContent = `${info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`;
     $('progress-wrap').hidden = true;
-    noteFromLoad = '';
-    if (r.unavailable) noteFromLoad = `WebGPU is not available here, so the CPU engine runs (${r.unavailable}).`;
-    else if (state.engine === 'cpu') noteFromLoad = '';
+    noteFromLoad = r.unavailable ? `WebGPU is not available here, so the CPU engine runs (${r.unavailable}).` : '';
     showNote(noteFromLoad);
     $('backend').textContent = r.backend;
     state.layer = Math.min(state.layer, info.layers - 1);

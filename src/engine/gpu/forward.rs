@@ -6,13 +6,13 @@ use ndarray::{Array2, Array3, Array5, Axis};
 use web_time::Instant;
 
 use super::device::GpuDevice;
-use super::kernels::{GpuWeights, WG};
+use super::kernels::GpuWeights;
 use super::plan::{grid, AttentionLayout, GpuKernels, Kernel, Plan, Step};
 use crate::engine::cpu::encoder::classify;
 use crate::engine::{check_input, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::{Activation, Config, Encoded, LayerNormOrder, Model};
+use crate::model::{Config, Encoded, LayerNormOrder, Model};
 
 /// Where a GPU forward pass spent its time, in milliseconds.
 #[derive(Debug, Clone, Copy, Default)]
@@ -75,11 +75,6 @@ impl GpuEngine {
         &self.kernels.dev
     }
 
-    /// The compiled kernels, to run one at a time.
-    pub fn kernels(&self) -> &GpuKernels {
-        &self.kernels
-    }
-
     /// `gpu: <adapter> (<API>)`
     pub fn describe(&self) -> String {
         self.kernels.dev.describe()
@@ -127,8 +122,7 @@ impl GpuEngine {
             0,
             bytemuck::cast_slice(&input.type_ids.iter().copied().collect::<Vec<u32>>()),
         );
-        let mask_u32: Vec<u32> = mask.0.iter().map(|&m| m as u32).collect();
-        q.write_buffer(&ws.mask, 0, bytemuck::cast_slice(&mask_u32));
+        q.write_buffer(&ws.mask, 0, bytemuck::cast_slice(&mask.to_u32()));
         if split {
             q.submit([]);
             self.kernels.wait()?;
@@ -177,21 +171,22 @@ impl GpuEngine {
             timing.compute_ms = t1.elapsed().as_secs_f64() * 1e3;
         }
 
-        let per_layer = b * h * t * t;
-        let layers = |from: usize| -> Result<Array5<f32>> {
-            let a =
-                Array5::from_shape_vec((l, b, h, t, t), data[from..from + l * per_layer].to_vec())
-                    .map_err(|e| Error::Gpu(e.to_string()))?; // (L, B, H, T, T)
+        // staging = [probs of every layer | hidden | scores of every layer (if kept)]
+        let mut probs = data;
+        let mut hidden = probs.split_off(l * b * h * t * t);
+        let scores = hidden.split_off(b * t * d);
+        let layers = |v: Vec<f32>| -> Result<Array5<f32>> {
+            let a = Array5::from_shape_vec((l, b, h, t, t), v)
+                .map_err(|e| Error::Gpu(e.to_string()))?; // (L, B, H, T, T)
             Ok(a.permuted_axes([1, 0, 2, 3, 4])
                 .as_standard_layout()
                 .into_owned()) // (B, L, H, T, T)
         };
-        let attention = layers(0)?;
-        let hs = l * per_layer;
-        let hidden = Array3::from_shape_vec((b, t, d), data[hs..hs + b * t * d].to_vec())
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+        let attention = layers(probs)?;
+        let hidden =
+            Array3::from_shape_vec((b, t, d), hidden).map_err(|e| Error::Gpu(e.to_string()))?;
         let scores = if opts.scores {
-            Some(layers(hs + b * t * d)?)
+            Some(layers(scores)?)
         } else {
             None
         };
@@ -270,11 +265,6 @@ impl GpuEngine {
             ],
             grid(m32),
         );
-        let act = match c.hidden_act {
-            Activation::Gelu => 0,
-            Activation::GeluTanh => 1,
-            Activation::Relu => 2,
-        };
         let mut cur = 0;
         for (li, layer) in e.layers.iter().enumerate() {
             let (xin, xout) = (&x[cur], &x[1 - cur]);
@@ -340,12 +330,7 @@ impl GpuEngine {
             };
             plan.matmul(m32, ffn_input, &layer.intermediate, &ffn_in);
             let n_inter = (m * inter) as u32;
-            plan.push(
-                Kernel::Gelu,
-                &[n_inter, act, 0, 0],
-                vec![&ffn_in],
-                grid(n_inter.div_ceil(WG)),
-            );
+            plan.activation(n_inter, c.hidden_act, &ffn_in);
             plan.matmul(m32, &ffn_in, &layer.output, &ffn);
             match c.layer_norm_order {
                 LayerNormOrder::Post => {

@@ -3,8 +3,8 @@
 
 use ndarray::{Array2, Array3, Array4, ArrayView2, ArrayView3};
 
-use super::kernels::{storage, GpuLayerNorm, GpuLinear, WG};
-use super::plan::{grid, AttentionLayout, GpuKernels, Kernel, Plan};
+use super::kernels::{storage, GpuLayerNorm, GpuLinear};
+use super::plan::{AttentionLayout, GpuKernels, Plan};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::{LayerNorm, Linear};
@@ -109,18 +109,8 @@ impl GpuKernels {
         self.dev
             .queue
             .write_buffer(&buf, 0, bytemuck::cast_slice(&flat(&x)));
-        let code = match act {
-            Activation::Gelu => 0,
-            Activation::GeluTanh => 1,
-            Activation::Relu => 2,
-        };
         let mut plan = Plan::new(self);
-        plan.push(
-            Kernel::Gelu,
-            &[n as u32, code, 0, 0],
-            vec![&buf],
-            grid((n as u32).div_ceil(WG)),
-        );
+        plan.activation(n as u32, act, &buf);
         let out = self.run(plan, &[(&buf, n)]).await?;
         Array2::from_shape_vec(x.dim(), out.concat()).map_err(|e| Error::Gpu(e.to_string()))
     }
@@ -229,11 +219,10 @@ impl GpuKernels {
         let qb = storage(&self.dev, "q", &flat(&q));
         let kb = storage(&self.dev, "k", &flat(&k));
         let vb = storage(&self.dev, "v", &flat(&v));
-        let mask_u32: Vec<u32> = mask.0.iter().map(|&m| m as u32).collect();
         let mb = super::kernels::filled(
             &self.dev,
             "mask",
-            bytemuck::cast_slice(&mask_u32),
+            bytemuck::cast_slice(&mask.to_u32()),
             wgpu::BufferUsages::STORAGE,
         );
         let p_floats = b * heads * n_q * n_k;

@@ -2,8 +2,9 @@
 //! (kernel, parameters, buffers, grid) that the encoder and the single-kernel ops share.
 
 use super::device::GpuDevice;
-use super::kernels::{filled, GpuLayerNorm, GpuLinear, Pipelines, TILE};
+use super::kernels::{filled, GpuLayerNorm, GpuLinear, Pipelines, TILE, WG};
 use crate::error::{Error, Result};
+use crate::model::Activation;
 
 #[derive(Clone, Copy)]
 pub enum Kernel {
@@ -199,6 +200,21 @@ impl<'a> Plan<'a> {
             &[m, w.n, w.k, 0],
             vec![a, &w.weight, &w.bias, out],
             groups,
+        );
+    }
+
+    /// The feed-forward activation in place over `n` floats of `x` (`gelu.wgsl`).
+    pub fn activation(&mut self, n: u32, act: Activation, x: &'a wgpu::Buffer) {
+        let code = match act {
+            Activation::Gelu => 0,
+            Activation::GeluTanh => 1,
+            Activation::Relu => 2,
+        };
+        self.push(
+            Kernel::Gelu,
+            &[n, code, 0, 0],
+            vec![x],
+            grid(n.div_ceil(WG)),
         );
     }
 
