@@ -1,15 +1,18 @@
-//! The JSON contract shared by the CLI (`attnscope attention`) and the browser
-//! (`window.attnscope.result`):
+//! The one result contract, shared by the CLI (`attnscope attention`, through `serde_json`) and
+//! the browser (`src/wasm.rs`, through `serde-wasm-bindgen`, tensors as typed arrays):
 //!
 //! `{"model", "backend", "mask", "results": [{"text", "pair"?, "tokens", "token_ids", "truncated",
 //!   "attention": [L][H][T][T], "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?}]}`
+//!
+//! The page's `window.attnscope.result` is one item of `results` with the same field names and
+//! shapes, plus the run's `model`, `backend`, `fallback` and `elapsed_ms`.
 
 use ndarray::{s, ArrayViewD, Axis};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
 use crate::engine::Trace;
 use crate::masks::MaskKind;
-use crate::model::Encoded;
+use crate::model::{Activation, Encoded, LayerNormOrder, Model};
 
 /// Serialises an n-dimensional array as nested JSON arrays, without copying it.
 pub struct Nested<'a, T>(pub ArrayViewD<'a, T>);
@@ -38,15 +41,41 @@ pub struct ReportOptions {
     pub scores: bool,
 }
 
-/// The report for one text of a batch.
+/// One text of a batch as the tokenizer saw it: the part of an item that is not a tensor.
 #[derive(serde::Serialize)]
-pub struct ItemReport<'a> {
+pub struct ItemInput<'a> {
     pub text: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pair: Option<&'a str>,
+    /// `[T]`, with `[PAD]` where the batch padded this text.
     pub tokens: &'a [String],
     pub token_ids: Vec<u32>,
+    /// Whether the text was cut at the model's `max_position_embeddings`.
     pub truncated: bool,
+}
+
+impl<'a> ItemInput<'a> {
+    /// The inputs of every text of a batch.
+    pub fn all(texts: &'a [String], pair: Option<&'a str>, input: &'a Encoded) -> Vec<Self> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(b, text)| Self {
+                text,
+                pair,
+                tokens: &input.tokens[b],
+                token_ids: input.ids.row(b).to_vec(),
+                truncated: input.truncated[b],
+            })
+            .collect()
+    }
+}
+
+/// The report for one text of a batch.
+#[derive(serde::Serialize)]
+pub struct ItemReport<'a> {
+    #[serde(flatten)]
+    pub input: ItemInput<'a>,
     /// `[L][H][T][T]`
     pub attention: Nested<'a, f32>,
     /// `[T][T]`, 1 where attending is allowed.
@@ -85,15 +114,11 @@ impl<'a> Report<'a> {
         trace: &'a Trace,
         opts: ReportOptions,
     ) -> Self {
-        let results = texts
-            .iter()
+        let results = ItemInput::all(texts, pair, input)
+            .into_iter()
             .enumerate()
-            .map(|(b, text)| ItemReport {
-                text,
-                pair,
-                tokens: &input.tokens[b],
-                token_ids: input.ids.row(b).to_vec(),
-                truncated: input.truncated[b],
+            .map(|(b, item)| ItemReport {
+                input: item,
                 attention: Nested(trace.attention.slice(s![b, .., .., .., ..]).into_dyn()),
                 mask: trace
                     .mask
@@ -118,6 +143,77 @@ impl<'a> Report<'a> {
             fallback: None,
             mask,
             results,
+        }
+    }
+}
+
+/// A browser run: everything but the tensors, which travel beside it as typed arrays
+/// (`attention` and `scores` `(B, L, H, T, T)` as `Float32Array`, `mask` `(B, T, T)` as
+/// `Uint8Array`, `logits` `(B, num_labels)`). The page turns it into `results` items of the
+/// same shape as the CLI's.
+#[derive(serde::Serialize)]
+pub struct RunInfo<'a> {
+    pub model: &'a str,
+    pub backend: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'a str>,
+    pub mask: MaskKind,
+    /// The forward pass alone, in milliseconds.
+    pub elapsed_ms: f64,
+    /// `[B, L, H, T, T]`
+    pub shape: [usize; 5],
+    pub items: Vec<ItemInput<'a>>,
+}
+
+/// What the page shows about a loaded checkpoint, from its config.
+#[derive(serde::Serialize)]
+pub struct ModelInfo<'a> {
+    pub name: &'a str,
+    pub layers: usize,
+    pub heads: usize,
+    pub hidden: usize,
+    pub head_dim: usize,
+    pub intermediate: usize,
+    pub max_length: usize,
+    pub vocab_size: usize,
+    pub hidden_act: String,
+    pub layer_norm_order: String,
+    /// `id2label` names when the checkpoint has a [CLS] classification head.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+}
+
+impl<'a> ModelInfo<'a> {
+    pub fn new(model: &'a Model) -> Self {
+        let c = &model.config;
+        let mut labels: Vec<(usize, String)> = c
+            .id2label
+            .iter()
+            .flatten()
+            .filter_map(|(id, name)| Some((id.parse().ok()?, name.clone())))
+            .collect();
+        labels.sort();
+        Self {
+            name: model.short_name(),
+            layers: c.num_hidden_layers,
+            heads: c.num_attention_heads,
+            hidden: c.hidden_size,
+            head_dim: c.head_dim(),
+            intermediate: c.intermediate_size,
+            max_length: c.max_position_embeddings,
+            vocab_size: c.vocab_size,
+            hidden_act: match c.hidden_act {
+                Activation::Gelu => "gelu",
+                Activation::GeluTanh => "gelu_tanh",
+                Activation::Relu => "relu",
+            }
+            .into(),
+            layer_norm_order: match c.layer_norm_order {
+                LayerNormOrder::Post => "post",
+                LayerNormOrder::Pre => "pre",
+            }
+            .into(),
+            labels: labels.into_iter().map(|(_, name)| name).collect(),
         }
     }
 }

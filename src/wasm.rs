@@ -1,19 +1,28 @@
 //! The browser API (`#[wasm_bindgen]`): the only place errors become `JsError`.
 //!
-//! The page's worker loads a checkpoint from three byte buffers, then runs texts; results come
-//! back as flat `Float32Array`s with their shapes, which the page views as
-//! `[layer][head][query][key]` without copying.
+//! The page's worker loads a checkpoint from three byte buffers, then runs texts. A run comes
+//! back as the contract of [`crate::report`]: a [`RunInfo`] through `serde-wasm-bindgen`, with the
+//! tensors beside it as flat typed arrays (transferred to the page, never copied into nested JS
+//! arrays here).
 
-use js_sys::{Array, Float32Array, Object, Reflect};
+use js_sys::{Float32Array, Object, Reflect, Uint8Array};
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use web_time::Instant;
 
-use crate::engine::{cpu, BackendChoice, Runner, TraceOptions};
+use crate::engine::{cpu, BackendChoice, Run, Runner, TraceOptions};
 use crate::masks::{Mask, MaskKind};
 use crate::model::{Encoded, Model};
+use crate::report::{ItemInput, ModelInfo, RunInfo};
 
 fn js_err(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
+}
+
+fn to_js(value: &impl Serialize) -> Result<JsValue, JsError> {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| JsError::new(&format!("cannot hand the result to the page: {e}")))
 }
 
 fn set(obj: &Object, key: &str, value: impl Into<JsValue>) -> Result<(), JsError> {
@@ -22,11 +31,33 @@ fn set(obj: &Object, key: &str, value: impl Into<JsValue>) -> Result<(), JsError
         .map_err(|_| JsError::new(&format!("cannot set {key}")))
 }
 
-fn strings(items: impl IntoIterator<Item = impl AsRef<str>>) -> Array {
-    items
-        .into_iter()
-        .map(|s| JsValue::from_str(s.as_ref()))
-        .collect()
+fn flat<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>) -> Float32Array {
+    match a.as_slice() {
+        Some(s) => Float32Array::from(s),
+        None => Float32Array::from(a.as_standard_layout().as_slice().unwrap_or(&[])),
+    }
+}
+
+/// Which engine answers one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    /// The ndarray reference engine.
+    Cpu,
+    /// The session's runner: WebGPU when it has a device (with the CPU as its fallback).
+    Gpu,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = JsError;
+    fn from_str(s: &str) -> Result<Self, JsError> {
+        match s {
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            _ => Err(JsError::new(&format!(
+                "unknown engine {s:?} (expected cpu or gpu)"
+            ))),
+        }
+    }
 }
 
 /// A loaded model and the engine that runs it.
@@ -57,27 +88,50 @@ impl Session {
     fn prepare(
         &self,
         texts: &[String],
-        pair: Option<String>,
+        pair: Option<&str>,
         mask: &str,
-    ) -> Result<(Encoded, Mask), JsError> {
+    ) -> Result<(Encoded, Mask, MaskKind), JsError> {
         let kind: MaskKind = mask.parse().map_err(js_err)?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let pair = pair.filter(|p| !p.trim().is_empty());
-        let input = self
-            .model
-            .tokenizer
-            .encode(&refs, pair.as_deref())
-            .map_err(js_err)?;
+        let input = self.model.tokenizer.encode(&refs, pair).map_err(js_err)?;
         let mask = Mask::from_kind(kind, input.valid.view());
-        Ok((input, mask))
+        Ok((input, mask, kind))
+    }
+
+    async fn forward(
+        &self,
+        engine: Engine,
+        input: &Encoded,
+        mask: &Mask,
+        opts: TraceOptions,
+    ) -> Result<Run, JsError> {
+        match engine {
+            Engine::Gpu => self
+                .runner
+                .forward(&self.model, input, mask, opts)
+                .await
+                .map_err(js_err),
+            Engine::Cpu => {
+                let start = Instant::now();
+                let trace = cpu::forward(&self.model, input, mask, opts).map_err(js_err)?;
+                Ok(Run {
+                    trace,
+                    backend: "cpu".into(),
+                    fallback: None,
+                    elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+                    gpu_timing: None,
+                })
+            }
+        }
     }
 }
 
 #[wasm_bindgen]
 impl Session {
-    /// What runs: `cpu` or `gpu: <adapter> (WebGPU)`.
-    pub fn backend(&self) -> String {
-        self.runner.describe()
+    /// The GPU this session runs on (`gpu: <adapter> (WebGPU)`), if it has one.
+    pub fn gpu(&self) -> Option<String> {
+        let d = self.runner.describe();
+        (d != "cpu").then_some(d)
     }
 
     /// Why the GPU is not used although it was wanted, if so.
@@ -85,116 +139,68 @@ impl Session {
         self.runner.unavailable().map(str::to_owned)
     }
 
-    /// `{name, layers, heads, hidden, maxLength, headDim}`
+    /// The checkpoint's shapes: a [`ModelInfo`].
     pub fn info(&self) -> Result<JsValue, JsError> {
-        let c = &self.model.config;
-        let o = Object::new();
-        set(&o, "name", self.model.short_name())?;
-        set(&o, "layers", c.num_hidden_layers as u32)?;
-        set(&o, "heads", c.num_attention_heads as u32)?;
-        set(&o, "hidden", c.hidden_size as u32)?;
-        set(&o, "headDim", c.head_dim() as u32)?;
-        set(&o, "maxLength", c.max_position_embeddings as u32)?;
-        Ok(o.into())
+        to_js(&ModelInfo::new(&self.model))
     }
 
-    /// Runs `texts` (one right-padded batch; each paired with `pair` when given) under `mask`
-    /// (`padding`, `causal` or `none`). Returns `{tokens: string[][], tokenIds, truncated,
-    /// backend, fallback, elapsedMs, shape: [B, L, H, T, T], attention: Float32Array,
-    /// scores: Float32Array, mask: Uint8Array (B, T, T)}`.
+    /// Runs `texts` (one right-padded batch; each paired with `pair` when it is not blank) under
+    /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`). Returns `{info:
+    /// RunInfo, attention: Float32Array, scores: Float32Array, mask: Uint8Array, logits?:
+    /// Float32Array}` (shapes in [`RunInfo`]).
     pub async fn run(
         &self,
         texts: Vec<String>,
         pair: Option<String>,
         mask: String,
+        engine: String,
     ) -> Result<JsValue, JsError> {
-        let (input, mask) = self.prepare(&texts, pair, &mask)?;
+        let engine: Engine = engine.parse()?;
+        let pair = pair.filter(|p| !p.trim().is_empty());
+        let (input, mask, kind) = self.prepare(&texts, pair.as_deref(), &mask)?;
         let run = self
-            .runner
-            .forward(&self.model, &input, &mask, TraceOptions { scores: true })
-            .await
-            .map_err(js_err)?;
+            .forward(engine, &input, &mask, TraceOptions { scores: true })
+            .await?;
         let t = &run.trace;
-        let o = Object::new();
-        set(
-            &o,
-            "tokens",
-            input
-                .tokens
-                .iter()
-                .map(|ts| JsValue::from(strings(ts)))
-                .collect::<Array>(),
-        )?;
-        let ids: Array = input
-            .ids
-            .outer_iter()
-            .map(|r| JsValue::from(r.iter().map(|&i| JsValue::from(i)).collect::<Array>()))
-            .collect();
-        set(&o, "tokenIds", ids)?;
-        set(
-            &o,
-            "truncated",
-            input
-                .truncated
-                .iter()
-                .map(|&b| JsValue::from(b))
-                .collect::<Array>(),
-        )?;
-        set(&o, "backend", run.backend.as_str())?;
-        set(
-            &o,
-            "fallback",
-            run.fallback
-                .as_deref()
-                .map_or(JsValue::NULL, JsValue::from_str),
-        )?;
-        set(&o, "elapsedMs", run.elapsed_ms)?;
-        set(
-            &o,
-            "shape",
-            t.attention
-                .shape()
-                .iter()
-                .map(|&d| JsValue::from(d as u32))
-                .collect::<Array>(),
-        )?;
-        let flat = |a: &ndarray::Array5<f32>| {
-            Float32Array::from(a.as_standard_layout().as_slice().unwrap_or(&[]))
+        let shape = t.attention.shape();
+        let info = RunInfo {
+            model: self.model.short_name(),
+            backend: &run.backend,
+            fallback: run.fallback.as_deref(),
+            mask: kind,
+            elapsed_ms: run.elapsed_ms,
+            shape: [shape[0], shape[1], shape[2], shape[3], shape[4]],
+            items: ItemInput::all(&texts, pair.as_deref(), &input),
         };
+        let o = Object::new();
+        set(&o, "info", to_js(&info)?)?;
         set(&o, "attention", flat(&t.attention))?;
         if let Some(s) = &t.scores {
             set(&o, "scores", flat(s))?;
         }
         let m: Vec<u8> = t.mask.0.iter().map(|&b| b as u8).collect();
-        set(&o, "mask", js_sys::Uint8Array::from(m.as_slice()))?;
+        set(&o, "mask", Uint8Array::from(m.as_slice()))?;
         if let Some(l) = &t.logits {
-            set(
-                &o,
-                "logits",
-                Float32Array::from(l.as_standard_layout().as_slice().unwrap_or(&[])),
-            )?;
+            set(&o, "logits", flat(l))?;
         }
         Ok(o.into())
     }
 
-    /// Runs the same input on both engines: `{maxAbsDiff, cpuMs, otherMs, other}`.
+    /// Runs the same input on the CPU engine and on the session's runner: `{maxAbsDiff, cpuMs,
+    /// otherMs, other}`; `other` is `cpu` when the session has no GPU.
     pub async fn check(
         &self,
         texts: Vec<String>,
         pair: Option<String>,
         mask: String,
     ) -> Result<JsValue, JsError> {
-        let (input, mask) = self.prepare(&texts, pair, &mask)?;
-        let start = Instant::now();
-        let c =
-            cpu::forward(&self.model, &input, &mask, TraceOptions::default()).map_err(js_err)?;
-        let cpu_ms = start.elapsed().as_secs_f64() * 1e3;
-        let other = self
-            .runner
-            .forward(&self.model, &input, &mask, TraceOptions::default())
-            .await
-            .map_err(js_err)?;
+        let pair = pair.filter(|p| !p.trim().is_empty());
+        let (input, mask, _) = self.prepare(&texts, pair.as_deref(), &mask)?;
+        let opts = TraceOptions::default();
+        let c = self.forward(Engine::Cpu, &input, &mask, opts).await?;
+        let other = self.forward(Engine::Gpu, &input, &mask, opts).await?;
         let diff = c
+            .trace
             .attention
             .iter()
             .zip(other.trace.attention.iter())
@@ -202,7 +208,7 @@ impl Session {
             .fold(0.0f32, f32::max);
         let o = Object::new();
         set(&o, "maxAbsDiff", diff)?;
-        set(&o, "cpuMs", cpu_ms)?;
+        set(&o, "cpuMs", c.elapsed_ms)?;
         set(&o, "otherMs", other.elapsed_ms)?;
         set(&o, "other", other.backend.as_str())?;
         Ok(o.into())
