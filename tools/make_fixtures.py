@@ -8,6 +8,9 @@ For each case it writes tests/fixtures/golden/<case>.json (inputs, tokens, ids) 
 <case>.safetensors (attention (B, L, H, T, T), hidden (B, T, D), logits (B, labels) if any),
 computed by HF transformers with attn_implementation="eager" and output_attentions=True.
 
+It writes web/reference/minilm.json too: HF's attention for the page's worked examples, which
+the page's "check" button compares its engine with.
+
 It also (re)creates two tiny checkpoints under tests/fixtures/models/, with a trimmed vocabulary:
   * tiny-bert: BertForSequenceClassification, f16 weights under the `bert.` prefix, 3 labels;
   * tiny-bert-preln: pre-LN encoder layers (the seeds' TransformerEncoderLayer), bf16 weights,
@@ -21,6 +24,7 @@ import os
 import shutil
 
 import torch
+import transformers
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
@@ -28,10 +32,12 @@ from transformers import BertConfig, BertForSequenceClassification, BertModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "fixtures", "golden")
+WEB_REFERENCE = os.path.join(ROOT, "web", "reference", "minilm.json")
 MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
 
 MINILM_CASES = {
     "arrow": dict(texts=["time flies like an arrow"], mask="padding"),
+    "it": dict(texts=["The animal didn't cross the street because it was too tired."], mask="padding"),
     "unicode": dict(texts=["Café naïve — 東京 😀 résumé, ok?"], mask="padding"),
     "long": dict(
         texts=[
@@ -48,6 +54,8 @@ MINILM_CASES = {
     "causal": dict(texts=["time flies like an arrow", "fruit flies like a banana, they say"], mask="causal"),
     "nomask": dict(texts=["time flies like an arrow", "hi"], mask="none"),
 }
+# The page's worked examples (web/examples.js), with HF's numbers shipped beside the app.
+WEB_CASES = ["it", "arrow", "batch", "causal", "pair"]
 
 
 def load_tokenizer(path, max_len):
@@ -105,6 +113,7 @@ def minilm(model_dir):
     causal_cfg = copy.deepcopy(base.config)
     causal_cfg.is_decoder = True  # HF applies tril(ones) ∧ padding for decoders
     causal = BertModel.from_pretrained(model_dir, config=causal_cfg, attn_implementation="eager").eval()
+    web = []
     for name, spec in MINILM_CASES.items():
         encs, ids, types, valid = encode(tok, spec["texts"], spec.get("pair"))
         model = causal if spec["mask"] == "causal" else base
@@ -115,6 +124,16 @@ def minilm(model_dir):
             check_causal(att, valid)
         write_case("minilm_" + name, "minilm", spec, encs, ids, types,
                    dict(attention=att, hidden=out.last_hidden_state))
+        if name in WEB_CASES:
+            web.append(dict(name=name, texts=spec["texts"], pair=spec.get("pair"), mask=spec["mask"],
+                            tokens=[e.tokens for e in encs],
+                            attention=[[[[[float(f"{v:.7g}") for v in row] for row in head] for head in layer]
+                                        for layer in item] for item in att.tolist()]))
+    os.makedirs(os.path.dirname(WEB_REFERENCE), exist_ok=True)
+    with open(WEB_REFERENCE, "w") as f:
+        json.dump(dict(source=f"HF transformers {transformers.__version__}, torch {torch.__version__.split('+')[0]}",
+                       model="all-MiniLM-L6-v2", cases=web), f, ensure_ascii=False, separators=(",", ":"))
+    print(f"{WEB_REFERENCE}: {len(web)} cases")
 
 
 def tiny_tokenizer(src_path, dst_path, texts):

@@ -177,6 +177,7 @@ macro_rules! golden_tests {
     ($forward:expr) => {
         $crate::golden_tests!($forward;
     minilm_arrow,
+    minilm_it,
     minilm_unicode,
     minilm_long,
     minilm_pair,
