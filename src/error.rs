@@ -41,6 +41,11 @@ pub enum Error {
     #[error("text {index} is empty (or only whitespace): there is nothing to attend to")]
     EmptyText { index: usize },
 
+    #[error(
+        "text {index} has no tokens: the tokenizer drops every character of it (control or zero-width characters)"
+    )]
+    NoTokens { index: usize },
+
     #[error("invalid input: {0}")]
     Input(String),
 

@@ -1,6 +1,7 @@
 //! A BERT-family checkpoint: `config.json`, `model.safetensors` and `tokenizer.json`.
 
 pub mod config;
+pub mod limits;
 pub mod tokenizer;
 pub mod weights;
 
@@ -25,7 +26,8 @@ pub struct Model {
 
 impl Model {
     /// Loads a checkpoint from the bytes of its three files (the browser hands us bytes).
-    /// `name` prefixes the file names in errors.
+    /// `name` prefixes the file names in errors. Every size is checked against its limit
+    /// ([`limits`]) before anything is allocated from it.
     pub fn from_bytes(
         name: &str,
         config_json: &[u8],
@@ -65,20 +67,39 @@ impl Model {
     }
 
     /// Loads a checkpoint folder holding `config.json`, `model.safetensors` and `tokenizer.json`.
+    /// A file over its limit ([`limits`]) is refused by its size, before it is read.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_dir(dir: impl AsRef<std::path::Path>) -> Result<Self> {
+        use std::io::Read;
         let dir = dir.as_ref();
-        let read = |f: &str| {
+        let read = |f: &str, limit: usize| {
             let path = dir.join(f);
-            std::fs::read(&path).map_err(|source| Error::Io {
+            let io = |source| Error::Io {
                 path: path.display().to_string(),
                 source,
-            })
+            };
+            let file = std::fs::File::open(&path).map_err(io)?;
+            let len = file.metadata().map_err(io)?.len();
+            if len > limit as u64 {
+                let (file, msg) = (path.display().to_string(), limits::file_too_big(len, limit));
+                return Err(match f {
+                    CONFIG_FILE => Error::Config { file, msg },
+                    WEIGHTS_FILE => Error::Safetensors { file, msg },
+                    _ => Error::Tokenizer { file, msg },
+                });
+            }
+            // Never more than the limit and one byte, even from a file that grows or is not
+            // a regular file; `from_bytes` refuses what is over.
+            let mut bytes = Vec::with_capacity(len as usize);
+            file.take(limit as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
+            Ok(bytes)
         };
         let (c, w, t) = (
-            read(CONFIG_FILE)?,
-            read(WEIGHTS_FILE)?,
-            read(TOKENIZER_FILE)?,
+            read(CONFIG_FILE, limits::MAX_CONFIG_BYTES)?,
+            read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?,
+            read(TOKENIZER_FILE, limits::MAX_TOKENIZER_BYTES)?,
         );
         let name = dir.display().to_string();
         Self::from_bytes(&name, &c, &w, &t)

@@ -6,6 +6,7 @@ use tokenizers::{
     TruncationStrategy,
 };
 
+use super::limits::{file_too_big, MAX_BATCH, MAX_TEXT_BYTES, MAX_TOKENIZER_BYTES};
 use crate::error::{Error, Result};
 
 /// A tokenizer set up for visualisation: no fixed padding, truncation at the model's
@@ -50,7 +51,8 @@ impl Encoded {
 }
 
 impl TextTokenizer {
-    /// Loads `tokenizer.json`. `pad_token_id` comes from the model config when the tokenizer has no padding.
+    /// Loads `tokenizer.json`; a file over [`MAX_TOKENIZER_BYTES`] is refused unparsed.
+    /// `pad_token_id` comes from the model config when the tokenizer has no padding.
     pub fn from_bytes(
         bytes: &[u8],
         file: &str,
@@ -61,6 +63,9 @@ impl TextTokenizer {
             file: file.into(),
             msg,
         };
+        if bytes.len() > MAX_TOKENIZER_BYTES {
+            return Err(err(file_too_big(bytes.len() as u64, MAX_TOKENIZER_BYTES)));
+        }
         let mut inner = Tokenizer::from_bytes(bytes).map_err(|e| err(e.to_string()))?;
         // The pad token: the tokenizer's own padding settings, else `[PAD]` in its vocabulary,
         // else the config's `pad_token_id`.
@@ -106,9 +111,19 @@ impl TextTokenizer {
     }
 
     /// Tokenises `texts` (each paired with `pair` when given) into one batch right-padded to the longest.
+    ///
+    /// At most [`MAX_BATCH`] texts; each must hold something besides whitespace and characters
+    /// the tokenizer drops. Text over [`MAX_TEXT_BYTES`] is cut there before tokenising, and
+    /// text over the model's length is truncated; both are reported in [`Encoded::truncated`].
     pub fn encode(&self, texts: &[&str], pair: Option<&str>) -> Result<Encoded> {
         if texts.is_empty() {
             return Err(Error::Input("no text given".into()));
+        }
+        if texts.len() > MAX_BATCH {
+            return Err(Error::Input(format!(
+                "a batch of {} texts is over the limit of {MAX_BATCH}",
+                texts.len()
+            )));
         }
         for (i, t) in texts.iter().enumerate() {
             if t.trim().is_empty() {
@@ -120,11 +135,13 @@ impl TextTokenizer {
                 return Err(Error::EmptyText { index: texts.len() });
             }
         }
-        let inputs: Vec<EncodeInput> = texts
+        let cut_texts: Vec<(&str, bool)> = texts.iter().map(|t| cut(t)).collect();
+        let cut_pair = pair.map(cut);
+        let inputs: Vec<EncodeInput> = cut_texts
             .iter()
-            .map(|t| match pair {
-                Some(p) => (*t, p).into(),
-                None => (*t).into(),
+            .map(|&(t, _)| match cut_pair {
+                Some((p, _)) => (t, p).into(),
+                None => t.into(),
             })
             .collect();
         let mut encodings =
@@ -134,9 +151,20 @@ impl TextTokenizer {
                     file: self.file.clone(),
                     msg: e.to_string(),
                 })?;
+        for (i, e) in encodings.iter().enumerate() {
+            let ids = e.get_sequence_ids();
+            if !ids.contains(&Some(0)) {
+                return Err(Error::NoTokens { index: i });
+            }
+            if pair.is_some() && !ids.contains(&Some(1)) {
+                return Err(Error::NoTokens { index: texts.len() });
+            }
+        }
+        let was_cut = |i: usize| cut_texts[i].1 || cut_pair.is_some_and(|(_, c)| c);
         let truncated: Vec<bool> = encodings
             .iter()
-            .map(|e| !e.get_overflowing().is_empty())
+            .enumerate()
+            .map(|(i, e)| was_cut(i) || !e.get_overflowing().is_empty())
             .collect();
         let t = encodings.iter().map(|e| e.len()).max().unwrap_or(0);
         for e in &mut encodings {
@@ -163,4 +191,18 @@ impl TextTokenizer {
             truncated,
         })
     }
+}
+
+/// `text` without its leading whitespace and cut to at most [`MAX_TEXT_BYTES`] at a character
+/// boundary when it is longer, and whether it was cut. Text under the limit is left as it is.
+fn cut(text: &str) -> (&str, bool) {
+    if text.len() <= MAX_TEXT_BYTES {
+        return (text, false);
+    }
+    let text = text.trim_start();
+    let mut end = MAX_TEXT_BYTES.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], end < text.len())
 }

@@ -5,9 +5,10 @@
 
 use half::{bf16, f16};
 use ndarray::{Array1, Array2, ArrayD, IxDyn};
-use safetensors::{Dtype, SafeTensors};
+use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use super::config::Config;
+use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTES};
 use crate::error::{Error, Result};
 
 /// The tensors of one safetensors file, and the prefix (`""`, `"bert."`, ...) of its encoder keys.
@@ -20,11 +21,46 @@ pub struct Tensors<'a> {
 const ANCHOR: &str = "embeddings.word_embeddings.weight";
 
 impl<'a> Tensors<'a> {
-    /// Parses a safetensors buffer; `file` names it in errors.
+    /// Parses a safetensors buffer; `file` names it in errors. Its size and its header's are
+    /// checked against [`MAX_WEIGHTS_BYTES`] and [`MAX_SAFETENSORS_HEADER_BYTES`] first, and
+    /// the header must describe the file exactly: no bytes missing, none trailing.
     pub fn new(bytes: &'a [u8], file: &str) -> Result<Self> {
-        let st = SafeTensors::deserialize(bytes).map_err(|e| Error::Safetensors {
+        let bad = |msg: String| Error::Safetensors {
             file: file.into(),
-            msg: e.to_string(),
+            msg,
+        };
+        if bytes.len() > MAX_WEIGHTS_BYTES {
+            return Err(bad(file_too_big(bytes.len() as u64, MAX_WEIGHTS_BYTES)));
+        }
+        let Some(len) = bytes.first_chunk::<8>() else {
+            return Err(bad(format!(
+                "the file is {} bytes, too short for the 8-byte header length",
+                bytes.len()
+            )));
+        };
+        let header_len = u64::from_le_bytes(*len);
+        if header_len > MAX_SAFETENSORS_HEADER_BYTES as u64 {
+            return Err(bad(format!(
+                "the header claims {header_len} bytes, over the limit of {MAX_SAFETENSORS_HEADER_BYTES}"
+            )));
+        }
+        let after = bytes.len() as u64 - 8;
+        if header_len > after {
+            return Err(bad(format!(
+                "the header claims {header_len} bytes but only {after} follow its length (the file is truncated)"
+            )));
+        }
+        let st = SafeTensors::deserialize(bytes).map_err(|e| match e {
+            SafeTensorError::MetadataIncompleteBuffer => {
+                bad(size_mismatch(bytes, header_len as usize))
+            }
+            SafeTensorError::TensorInvalidInfo
+            | SafeTensorError::ValidationOverflow
+            | SafeTensorError::MisalignedSlice => {
+                bad(misdescribed_tensor(&bytes[8..8 + header_len as usize])
+                    .unwrap_or_else(|| e.to_string()))
+            }
+            e => bad(e.to_string()),
         })?;
         // The encoder may sit under a model prefix (`bert.` in BertForSequenceClassification).
         let prefix = st
@@ -42,6 +78,15 @@ impl<'a> Tensors<'a> {
             file: file.into(),
             prefix,
         })
+    }
+
+    /// The number of values all tensors of the file hold, whatever their names.
+    fn value_count(&self) -> u128 {
+        self.st
+            .tensors()
+            .iter()
+            .map(|(_, v)| v.shape().iter().map(|&n| n as u128).product::<u128>())
+            .sum()
     }
 
     /// The model prefix found in the file, e.g. `"bert."` or `""`.
@@ -109,6 +154,62 @@ impl<'a> Tensors<'a> {
             .read(key, &[rows, cols])?
             .into_dimensionality()
             .expect("shape checked"))
+    }
+}
+
+/// The header of a safetensors file, parsed loosely to explain what the safetensors crate refused.
+type RawHeader = serde_json::Map<String, serde_json::Value>;
+
+/// The first tensor whose shape and dtype do not make the byte span its `data_offsets` give,
+/// e.g. a header claiming a huge shape over a few bytes, described with its key and shape.
+fn misdescribed_tensor(header: &[u8]) -> Option<String> {
+    let header: RawHeader = serde_json::from_slice(header).ok()?;
+    header.iter().find_map(|(key, info)| {
+        let dtype: Dtype = serde_json::from_value(info.get("dtype")?.clone()).ok()?;
+        let shape: Vec<u128> = serde_json::from_value(info.get("shape")?.clone()).ok()?;
+        let offsets: [u128; 2] = serde_json::from_value(info.get("data_offsets")?.clone()).ok()?;
+        let bits = shape
+            .iter()
+            .try_fold(dtype.bitsize() as u128, |a, &n| a.checked_mul(n));
+        let span = offsets[1].checked_sub(offsets[0]);
+        (bits.map(|b| b.div_ceil(8)) != span).then(|| {
+            let bytes = bits.map_or("more than 2^128 bits".into(), |b| {
+                format!("{} bytes", b.div_ceil(8))
+            });
+            format!(
+                "tensor `{key}` has shape {shape:?} of {dtype:?} ({bytes}) but its data_offsets \
+                 {offsets:?} span {}",
+                span.map_or("a negative range".into(), |n| format!("{n} bytes"))
+            )
+        })
+    })
+}
+
+/// Why a safetensors file whose header parsed does not match its length: how many bytes of
+/// tensor data the header describes and how many the file holds after it.
+fn size_mismatch(bytes: &[u8], header_len: usize) -> String {
+    let data = bytes.len() - 8 - header_len;
+    // The header parsed before the check failed, so it is JSON with valid offsets.
+    let described = serde_json::from_slice::<RawHeader>(&bytes[8..8 + header_len])
+        .ok()
+        .and_then(|header| {
+            header
+                .values()
+                .filter_map(|info| info.get("data_offsets")?.get(1)?.as_u64())
+                .max()
+        })
+        .unwrap_or(0) as usize;
+    if data > described {
+        format!(
+            "the header describes {described} bytes of tensor data but {data} follow it \
+             ({} trailing bytes)",
+            data - described
+        )
+    } else {
+        format!(
+            "the header describes {described} bytes of tensor data but only {data} follow it \
+             (the file is truncated)"
+        )
     }
 }
 
@@ -259,7 +360,20 @@ pub struct BertWeights {
 
 impl BertWeights {
     /// Loads every tensor the encoder needs; each missing or misshapen one is an error naming its key.
+    /// A file holding fewer values than the config's [`Config::parameter_count`] is refused
+    /// before any tensor is read.
     pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
+        let (needed, held) = (c.parameter_count(), t.value_count());
+        if held < needed {
+            return Err(Error::Safetensors {
+                file: t.file.clone(),
+                msg: format!(
+                    "the config implies {needed} parameters (vocab_size {}, hidden_size {}, \
+                     num_hidden_layers {}, intermediate_size {}) but the file's tensors hold {held} values",
+                    c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size
+                ),
+            });
+        }
         let p = t.prefix().to_owned();
         let embeddings = Embeddings::load(t, &format!("{p}embeddings"), c)?;
         let layers = (0..c.num_hidden_layers)

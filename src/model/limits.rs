@@ -1,0 +1,68 @@
+//! Every size limit on what a checkpoint or a user may hand us, in one place.
+//!
+//! The page loads model files a visitor picks or a URL anyone can put in a link, so a file's
+//! header must never decide how much memory we allocate. Each limit is checked before the
+//! allocation it guards; going over one is an error naming the file, key or shape at fault and
+//! the limit. The limits are generous for BERT-family encoders (BERT-large, 24 layers × 16 heads,
+//! hidden 1024, 335M parameters, fits) and far below what would exhaust a browser tab's 4 GiB
+//! wasm32 address space.
+
+/// Largest `config.json` accepted, in bytes. Real ones are under 2 KiB; `id2label` of a
+/// classifier with thousands of labels stays far below this.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// Largest `tokenizer.json` accepted, in bytes. BERT's is 0.7 MB, multilingual vocabularies
+/// (250k tokens) about 17 MB; parsing one takes several times its size in memory.
+pub const MAX_TOKENIZER_BYTES: usize = 32 << 20;
+
+/// Largest `model.safetensors` accepted, in bytes: [`MAX_PARAMETERS`] at 4 bytes (F32) plus a
+/// header of at most [`MAX_SAFETENSORS_HEADER_BYTES`].
+pub const MAX_WEIGHTS_BYTES: usize = 4 * MAX_PARAMETERS + MAX_SAFETENSORS_HEADER_BYTES;
+
+/// Largest JSON header of a safetensors file, in bytes (the safetensors crate allows 100 MB).
+/// BERT-large's header, 390 tensors, is about 40 KiB.
+pub const MAX_SAFETENSORS_HEADER_BYTES: usize = 1 << 20;
+
+/// Most parameters a config may imply (embeddings, every layer, pooler), counted before any
+/// tensor is read. Every parameter becomes an `f32`, so this bounds the weights' memory at 1.6 GB.
+pub const MAX_PARAMETERS: usize = 400_000_000;
+
+/// Largest `vocab_size` (multilingual BERT-family models reach 250k).
+pub const MAX_VOCAB_SIZE: usize = 1 << 20;
+
+/// Largest `hidden_size` (BERT-large: 1024).
+pub const MAX_HIDDEN_SIZE: usize = 8192;
+
+/// Largest `intermediate_size`, the feed-forward width (BERT-large: 4096).
+pub const MAX_INTERMEDIATE_SIZE: usize = 32768;
+
+/// Most encoder layers, `num_hidden_layers` (BERT-large: 24).
+pub const MAX_LAYERS: usize = 128;
+
+/// Most attention heads per layer, `num_attention_heads` (BERT-large: 16).
+pub const MAX_HEADS: usize = 256;
+
+/// Largest `max_position_embeddings`, hence the longest text in tokens (BERT: 512).
+pub const MAX_POSITIONS: usize = 8192;
+
+/// Largest `type_vocab_size`, the number of segment types (BERT: 2).
+pub const MAX_TYPE_VOCAB_SIZE: usize = 1024;
+
+/// Most attention probabilities one text at the model's full length may produce,
+/// `num_hidden_layers × num_attention_heads × max_position_embeddings²`: every one is kept (and
+/// its score too, when asked for). BERT-large at 512 tokens makes 100M (400 MB of `f32`).
+pub const MAX_ATTENTION_VALUES: usize = 1 << 27;
+
+/// Most texts in one batch: what the page's batch mode takes. With [`MAX_ATTENTION_VALUES`]
+/// it bounds the attention kept by one forward pass.
+pub const MAX_BATCH: usize = 4;
+
+/// Longest text given to the tokenizer, in bytes. Longer text is cut (at a character boundary)
+/// before tokenising and reported as truncated. Ordinary text reaches 512 tokens within about
+/// 3 KB, so the cut changes the tokens only of text that is mostly whitespace or very long words.
+pub const MAX_TEXT_BYTES: usize = 256 << 10;
+
+/// The message for a file over its size limit, the same for every file and every path to it.
+pub(crate) fn file_too_big(len: u64, limit: usize) -> String {
+    format!("the file is {len} bytes, over the limit of {limit}")
+}
