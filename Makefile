@@ -5,7 +5,7 @@ MODEL ?= assets/models/all-MiniLM-L6-v2
 PORT ?= 8080
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup test serve bench lint fixtures web
+.PHONY: setup test serve bench lint fixtures web dist
 
 setup:
 	@bash scripts/setup.sh
@@ -21,11 +21,17 @@ test: setup lint web
 	cargo build --lib --target wasm32-unknown-unknown
 	cargo test
 	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
+	bash scripts/dist.sh
 	cd tests/e2e && npm test
 
 # The wasm core for the page (web/pkg, git-ignored).
 web:
 	wasm-pack build --target web --out-dir web/pkg --release --no-typescript --no-pack
+
+# The static build: the page, <attn-scope>, the wasm, the worker and the default model, with
+# relative URLs, for any static host under any path (README: "Publishing").
+dist: setup web
+	bash scripts/dist.sh
 
 serve: setup web
 	PORT=$(PORT) python3 scripts/serve.py

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, web/ and the
-model files under assets/models/. Static files only; nothing else in the repository is served."""
+"""Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, attn-scope.js,
+web/, examples/ and the model files under assets/models/. Static files only; nothing else in the
+repository is served."""
 import http.server
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALLOWED = ("/index.html", "/web/", "/assets/models/")
+ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/", "/examples/")
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):

@@ -1,509 +1,323 @@
-// attnscope's page: inputs, the model grid, the focused head, the masking steps, and the
-// window.attnscope API for tests. The math runs in web/worker.js (Rust → wasm); user text is
-// only ever drawn on canvases or set as textContent, never parsed as HTML.
+// The page: its controls and the store, wired to the shared views (scope.js). User text is only
+// ever drawn on canvases or set as textContent/value, never parsed as HTML.
+
+import { createStore, INTENT_DEFAULTS, MAX_BATCH } from './store.js';
+import { parseHash, writeHash } from './hash.js';
+import { connect, textsOf, urlSource } from './scope.js';
+import { engine } from './engine.js';
+import { published } from './result.js';
+import { EXAMPLES } from './examples.js';
+import { exportView } from './export.js';
 
 const $ = (id) => document.getElementById(id);
-const DEFAULT_MODEL = 'assets/models/all-MiniLM-L6-v2/';
-const MAX_BATCH = 4;
-const DEBOUNCE_MS = 15;
 
-// ---------- state, and the URL hash that reproduces it ----------
-const state = {
-  sentences: ['time flies like an arrow'], pair: '', mask: 'padding', batch: false,
-  layer: 0, head: 0, item: 0, engine: 'auto', view: 'both',
-};
-const VIEWS = ['both', 'heatmap', 'lines'];
+// ---------- the store: the intent (from the hash) and what the page learned since ----------
+const store = createStore({
+  ...parseHash(location.hash),
+  modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
+  loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '',
+});
 
-function readHash() {
-  const h = new URLSearchParams(location.hash.slice(1));
-  if (h.has('s')) state.sentences = h.getAll('s').slice(0, MAX_BATCH);
-  if (h.has('p')) state.pair = h.get('p');
-  if (['padding', 'causal', 'none'].includes(h.get('m'))) state.mask = h.get('m');
-  state.batch = h.get('batch') === '1' || state.sentences.length > 1;
-  for (const k of ['layer', 'head', 'item']) if (h.has(k[0])) state[k] = Math.max(0, parseInt(h.get(k[0]), 10) || 0);
-  if (['auto', 'cpu'].includes(h.get('e'))) state.engine = h.get('e');
-  if (VIEWS.includes(h.get('v'))) state.view = h.get('v');
-}
+const embed = store.get().embed;
+if (embed) document.body.classList.add('embed', `embed-${embed}`);
 
-function writeHash() {
-  const h = new URLSearchParams();
-  for (const s of state.sentences) h.append('s', s);
-  if (state.pair) h.set('p', state.pair);
-  h.set('m', state.mask);
-  if (state.batch) h.set('batch', '1');
-  h.set('l', state.layer); h.set('h', state.head);
-  if (state.item) h.set('i', state.item);
-  if (state.engine !== 'auto') h.set('e', state.engine);
-  if (state.view !== 'both') h.set('v', state.view);
-  history.replaceState(null, '', '#' + h.toString());
-}
-
-function syncInputs() {
-  $('sentence').value = state.sentences[0] || '';
-  $('batch').value = state.sentences.join('\n');
-  $('pair').value = state.pair;
-  $('mask').value = state.mask;
-  $('batch-mode').checked = state.batch;
-  $('batch').hidden = !state.batch;
-  $('sentence').disabled = state.batch;
-  $('engine').value = state.engine;
-  $('view').value = state.view;
-  applyView();
-}
-
-function applyView() {
-  $('head-canvas').closest('.stack').hidden = state.view === 'lines';
-  $('lines').hidden = state.view === 'heatmap';
-}
-
-// ---------- the worker ----------
-const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-let nextId = 1;
-const pending = new Map();
-function call(msg, transfer = []) {
-  return new Promise((resolve, reject) => {
-    const id = nextId++;
-    pending.set(id, { resolve, reject });
-    worker.postMessage({ ...msg, id }, transfer);
-  });
-}
-worker.onmessage = (e) => {
-  const m = e.data;
-  if (m.type === 'progress') { showProgress(m.loaded, m.total, m.file); return; }
-  const p = pending.get(m.id);
-  if (!p) return;
-  pending.delete(m.id);
-  if (m.ok) p.resolve(m); else p.reject(new Error(m.error));
-};
-worker.onerror = (e) => { e.preventDefault(); showError(`The engine stopped: ${e.message || 'unknown error'}`); };
-
-// ---------- messages ----------
-function showError(text) { const el = $('error'); el.textContent = text; el.hidden = !text; }
-function showNote(text) { const el = $('note'); el.textContent = text || ''; el.hidden = !text; }
-function showProgress(loaded, total, file) {
-  $('progress-wrap').hidden = false;
-  $('progress').max = total || 1;
-  $('progress').value = loaded;
-  const mb = (n) => (n / 1048576).toFixed(1);
-  $('progress-text').textContent = `${file}: ${mb(loaded)} of ${total ? mb(total) : '?'} MB`;
-}
-
-// ---------- the API tests and power users read ----------
+// ---------- the API tests and scripts read ----------
 let resolveReady, rejectReady;
 const api = {
   ready: new Promise((res, rej) => { resolveReady = res; rejectReady = rej; }),
-  result: null, renders: 0, lastRenderAt: 0, info: null, error: null,
+  get result() { const s = store.get(); return s.run ? published(s.run, Math.min(s.item, s.run.B - 1)) : null; },
+  get info() { return store.get().modelInfo; },
+  get engine() { return store.get().engineStatus; },
+  error: null, renders: 0, lastRenderAt: 0,
+  store,
 };
 api.ready.catch(() => {});
 window.attnscope = api;
 
-// ---------- loading a model ----------
-let info = null;
-let noteFromLoad = '';
-async function loadModel(source, name) {
-  showError('');
-  $('model-name').textContent = `loading ${name}…`;
-  try {
-    // the worker lives in web/: resolve a relative base against the page, not the worker
-    const src = source.base ? { base: new URL(source.base, location.href).href } : source;
-    const msg = { type: 'load', name, backend: state.engine, ...src };
-    const transfer = source.files ? Object.values(source.files) : [];
-    const r = await call(msg, transfer);
-    info = r.info;
-    api.info = info;
-    $('model-name').textContent = `${info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`;
-    $('progress-wrap').hidden = true;
-    noteFromLoad = r.unavailable ? `WebGPU is not available here, so the CPU engine runs (${r.unavailable}).` : '';
-    showNote(noteFromLoad);
-    $('backend').textContent = r.backend;
-    state.layer = Math.min(state.layer, info.layers - 1);
-    state.head = Math.min(state.head, info.heads - 1);
-    buildGrid();
-    await run();
-    resolveReady(info);
-  } catch (err) {
-    $('model-name').textContent = 'no model loaded';
-    $('progress-wrap').hidden = true;
-    api.error = String(err.message || err);
-    showError(`Could not load the model: ${err.message || err}`);
-    rejectReady(err);
-  }
-}
-
-// ---------- running ----------
-let running = false, again = false, debounce = 0;
-function schedule() {
-  clearTimeout(debounce);
-  debounce = setTimeout(run, DEBOUNCE_MS);
-}
-
-function texts() {
-  return (state.batch ? state.sentences : state.sentences.slice(0, 1)).filter((s) => s.trim()).slice(0, MAX_BATCH);
-}
-
-async function run() {
-  if (!info) return;
-  if (running) { again = true; return; }
-  const t = texts();
-  if (!t.length) { showError('Type a sentence: there is nothing to attend to.'); return; }
-  running = true;
-  try {
-    const r = await call({ type: 'run', texts: t, pair: state.pair, mask: state.mask });
-    showError('');
-    const res = r.result;
-    current = { ...res, texts: t };
-    state.item = Math.min(state.item, t.length - 1);
-    const cut = res.truncated.map((c, i) => (c ? i + 1 : 0)).filter(Boolean);
-    const notes = [noteFromLoad];
-    if (res.fallback) notes.push(`The CPU engine answered: ${res.fallback}`);
-    if (cut.length) notes.push(`Sentence ${cut.join(', ')} was longer than the model's ${info.maxLength} tokens and was truncated.`);
-    showNote(notes.filter(Boolean).join(' '));
-    render();
-  } catch (err) {
-    showError(String(err.message || err));
-  } finally {
-    running = false;
-    if (again) { again = false; run(); }
-  }
-}
-
-let current = null; // {tokens, attention, scores, mask, shape: [B, L, H, T, T], ...}
-
-function dims() { const [B, L, H, T] = current.shape; return { B, L, H, T }; }
-function att(b, l, h) { // a (T, T) view of one head
-  const { L, H, T } = dims();
-  const off = (((b * L + l) * H + h) * T) * T;
-  return current.attention.subarray(off, off + T * T);
-}
-function sc(b, l, h) {
-  const { L, H, T } = dims();
-  const off = (((b * L + l) * H + h) * T) * T;
-  return current.scores.subarray(off, off + T * T);
-}
-function maskOf(b) { const { T } = dims(); return current.mask.subarray(b * T * T, (b + 1) * T * T); }
-
-function publish() {
-  const { L, H, T } = dims();
-  const b = state.item;
-  const nested = (flatFor) => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => {
-    const m = flatFor(b, l, h);
-    return Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
-  }));
-  api.result = {
-    tokens: current.tokens[b],
-    attention: nested(att),
-    scores: nested(sc),
-    mask: Array.from({ length: T }, (_, q) => Array.from(maskOf(b).subarray(q * T, (q + 1) * T))),
-    backend: current.backend,
-    elapsedMs: current.elapsedMs,
-    batch: current.tokens.map((tokens, i) => ({ text: current.texts[i], tokens })),
-    item: b,
+// ---------- views ----------
+const presenterFont = (s) => (s.presenter ? 18 : 12);
+function layout(s) {
+  const wide = window.innerWidth >= 1100;
+  const headPanel = $('head-panel');
+  const avail = headPanel.clientWidth || 600;
+  const showHeat = s.view !== 'lines' || s.embed === 'head';
+  const showLines = (s.view !== 'heatmap' && !s.embed) || s.embed === 'lines';
+  const linesW = showLines && showHeat ? Math.min(380, Math.max(220, avail * 0.34)) : avail;
+  const top = $('head-view').getBoundingClientRect().top + window.scrollY;
+  const maxHeight = s.embed ? window.innerHeight - 70 : Math.max(280, wide ? window.innerHeight - Math.min(top, 260) - 70 : avail);
+  const headW = showHeat ? (wide && showLines ? avail - linesW - 16 : avail) : 0;
+  const size = Math.min(headW, maxHeight);
+  return {
+    model: !s.embed || s.embed === 'model' ? {} : null,
+    head: showHeat ? { maxHeight, fontPx: presenterFont(s) } : null,
+    lines: showLines ? { height: showHeat ? size : Math.min(maxHeight, 720), fontPx: presenterFont(s) } : null,
+    steps: !s.embed || s.embed === 'steps' ? { panelPx: Math.min(s.presenter ? 360 : 260, Math.floor(($('steps-view').clientWidth || 1000) / (window.innerWidth < 700 ? 1 : 4)) - 16), fontPx: s.presenter ? 15 : 11 } : null,
   };
 }
 
-// ---------- drawing ----------
-function blue(x) { // 0 → white, 1 → deep blue
-  const t = Math.max(0, Math.min(1, x));
-  return [Math.round(255 - 225 * t), Math.round(255 - 175 * t), Math.round(255 - 75 * t)];
-}
-function diverging(x) { // -1 → red, 0 → white, 1 → blue
-  const t = Math.max(-1, Math.min(1, x));
-  return t >= 0 ? blue(t) : [Math.round(255 - 20 * -t), Math.round(255 - 200 * -t), Math.round(255 - 200 * -t)];
+const targets = { model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view') };
+const scope = connect(store, { targets, layout });
+
+// ---------- controls ← state ----------
+function syncInputs(s) {
+  $('sentence').value = s.sentences[0] || '';
+  $('batch').value = s.sentences.join('\n');
+  $('pair').value = s.pair;
+  $('mask').value = s.mask;
+  $('batch-mode').checked = s.batch;
+  $('batch-wrap').hidden = !s.batch;
+  $('sentence').closest('label').hidden = s.batch;
+  $('engine').value = s.engine;
+  $('view').value = s.view;
+  $('scale').value = s.scale;
+  $('presenter').checked = s.presenter;
+  $('model-url').value = s.model;
 }
 
-function drawMatrix(canvas, T, value, { colour = blue, masked = null } = {}) {
-  const ctx = canvas.getContext('2d');
-  const img = ctx.createImageData(T, T);
-  for (let i = 0; i < T * T; i++) {
-    const isMasked = masked && masked(i);
-    const [r, g, b] = isMasked ? [150, 150, 150] : colour(value(i));
-    img.data[4 * i] = r; img.data[4 * i + 1] = g; img.data[4 * i + 2] = b; img.data[4 * i + 3] = 255;
+for (const ex of EXAMPLES) {
+  const o = document.createElement('option');
+  o.value = ex.id;
+  o.textContent = ex.title;
+  $('example').append(o);
+}
+
+function status(el, msg) { // one short line, details on request
+  el.textContent = msg?.line ?? '';
+  el.hidden = !msg;
+}
+
+function renderChrome(s, changed) {
+  document.body.classList.toggle('presenter', s.presenter);
+  $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap';
+  $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
+  const info = s.modelInfo;
+  $('model-name').textContent = info
+    ? `${info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
+    : s.loading ? `loading ${s.loading.name}…` : 'no model loaded';
+  if (info) $('grid-caption').textContent = `${info.layers} layers × ${info.heads} heads (rows = layers)`;
+  $('progress-wrap').hidden = !s.loading;
+  if (s.loading) {
+    const mb = (n) => (n / 1048576).toFixed(1);
+    $('progress').max = s.loading.total || 1;
+    $('progress').value = s.loading.loaded || 0;
+    $('progress-text').textContent = s.loading.file ? `${s.loading.name} · ${s.loading.file}: ${mb(s.loading.loaded)} of ${s.loading.total ? mb(s.loading.total) : '?'} MB` : `${s.loading.name}…`;
   }
-  const tmp = new OffscreenCanvas(T, T);
-  tmp.getContext('2d').putImageData(img, 0, 0);
-  ctx.imageSmoothingEnabled = false;
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  ctx.drawImage(tmp, 0, 0, canvas.width, canvas.height);
-}
-
-function buildGrid() {
-  const grid = $('model-view');
-  grid.replaceChildren();
-  grid.style.gridTemplateColumns = `28px repeat(${info.heads}, 52px)`;
-  for (let l = 0; l < info.layers; l++) {
-    const label = document.createElement('span');
-    label.className = 'rowlabel';
-    label.textContent = `L${l}`;
-    grid.append(label);
-    for (let h = 0; h < info.heads; h++) {
-      const c = document.createElement('canvas');
-      c.width = 48; c.height = 48;
-      c.dataset.layer = l; c.dataset.head = h;
-      c.title = `layer ${l}, head ${h}`;
-      c.addEventListener('click', () => focusHead(l, h));
-      grid.append(c);
+  status($('error'), s.modelError && { line: s.modelError.line + (info ? ` (still showing ${info.name})` : '') });
+  const es = s.engineStatus;
+  $('engine-status').textContent = es?.line ?? '';
+  $('engine-details').hidden = !es?.details;
+  $('engine-why').textContent = es?.details ?? '';
+  const r = s.run;
+  $('backend').textContent = r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…');
+  document.body.classList.toggle('busy', s.busy);
+  $('busy').hidden = !s.busy;
+  // the input's own line: why nothing runs, what was cut, what answered instead
+  const notes = [];
+  if (s.runError) notes.push(s.runError.line);
+  if (r) {
+    const cut = r.results.map((x, i) => (x.truncated ? i + 1 : 0)).filter(Boolean);
+    if (cut.length) notes.push(`${r.B > 1 ? `Sentence ${cut.join(', ')} was` : 'The text was'} longer than the model's ${info?.max_length} positions and was truncated.`);
+    if (r.fallback) notes.push(`The CPU answered: ${r.fallback}`);
+  }
+  if (s.batch && s.sentences.filter((x) => x.trim()).length > MAX_BATCH) notes.push(`Batch mode takes up to ${MAX_BATCH} sentences; the rest are ignored.`);
+  status($('input-status'), notes.length ? { line: notes.join(' ') } : null);
+  $('input-status').classList.toggle('error', !!s.runError);
+  if (changed.has('run') || changed.has('item')) {
+    const items = r ? r.results : [];
+    $('item-wrap').hidden = items.length < 2;
+    if ($('item').options.length !== items.length || changed.has('run')) {
+      $('item').replaceChildren(...items.map((x, i) => { const o = document.createElement('option'); o.value = i; o.textContent = `${i + 1}: ${x.text.slice(0, 40)}`; return o; }));
     }
+    $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
-  $('grid-caption').textContent = `${info.layers} layers × ${info.heads} heads (rows = layers)`;
+  $('steps-caption').textContent = r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}` : '';
 }
 
-function focusHead(l, h) {
-  state.layer = Math.max(0, Math.min(info.layers - 1, l));
-  state.head = Math.max(0, Math.min(info.heads - 1, h));
-  writeHash();
-  if (current) render();
+// the link follows the intent, written in a task of its own after typing pauses
+const HASH_KEYS = Object.keys(INTENT_DEFAULTS);
+let hashTimer = 0;
+function syncHash() {
+  clearTimeout(hashTimer);
+  const h = writeHash(store.get());
+  if (h !== location.hash) history.replaceState(null, '', h);
 }
-
-function renderGrid() {
-  const { T } = dims();
-  for (const c of $('model-view').querySelectorAll('canvas')) {
-    const l = +c.dataset.layer, h = +c.dataset.head;
-    if (c.width !== T) { c.width = T; c.height = T; }
-    const m = att(state.item, l, h);
-    drawMatrix(c, T, (i) => m[i]);
-    c.classList.toggle('focused', l === state.layer && h === state.head);
+store.subscribe((s, changed) => {
+  if (HASH_KEYS.some((k) => changed.has(k))) {
+    clearTimeout(hashTimer);
+    hashTimer = setTimeout(syncHash, 120);
   }
-}
-
-const LABEL = 92;
-let hover = null; // {q, k}
-function headGeometry() {
-  const { T } = dims();
-  const canvas = $('head-canvas');
-  const cell = Math.max(2, Math.min(36, Math.floor((canvas.width - LABEL - 4) / T)));
-  return { T, cell, x0: LABEL, y0: LABEL };
-}
-
-function renderHead() {
-  const { T, cell, x0, y0 } = headGeometry();
-  const canvas = $('head-canvas');
-  const ctx = canvas.getContext('2d');
-  const m = att(state.item, state.layer, state.head);
-  const tokens = current.tokens[state.item];
-  let max = 0;
-  for (const v of m) max = Math.max(max, v);
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  for (let q = 0; q < T; q++) {
-    for (let k = 0; k < T; k++) {
-      const [r, g, b] = blue(max > 0 ? m[q * T + k] / max : 0);
-      ctx.fillStyle = `rgb(${r},${g},${b})`;
-      ctx.fillRect(x0 + k * cell, y0 + q * cell, cell, cell);
-    }
-  }
-  if (hover) { // highlight the hovered row and column
-    ctx.strokeStyle = '#f59e0b'; ctx.lineWidth = 2;
-    ctx.strokeRect(x0, y0 + hover.q * cell, T * cell, cell);
-    ctx.strokeRect(x0 + hover.k * cell, y0, cell, T * cell);
-  }
-  ctx.fillStyle = '#1d2330';
-  ctx.font = `${Math.min(13, Math.max(8, cell - 2))}px system-ui`;
-  ctx.textBaseline = 'middle';
-  if (cell >= 7) {
-    ctx.textAlign = 'right';
-    tokens.forEach((t, q) => ctx.fillText(t, x0 - 4, y0 + q * cell + cell / 2, LABEL - 6));
-    ctx.save();
-    ctx.textAlign = 'left';
-    tokens.forEach((t, k) => {
-      ctx.save();
-      ctx.translate(x0 + k * cell + cell / 2, y0 - 4);
-      ctx.rotate(-Math.PI / 2);
-      ctx.fillText(t, 0, 0, LABEL - 6);
-      ctx.restore();
-    });
-    ctx.restore();
-  }
-  ctx.fillStyle = '#6b7280'; ctx.textAlign = 'left'; ctx.font = '11px system-ui';
-  ctx.fillText('keys →', x0, 10);
-  ctx.save(); ctx.translate(10, y0); ctx.rotate(Math.PI / 2); ctx.fillText('queries →', 0, 0); ctx.restore();
-  $('legend-max').textContent = max.toFixed(3);
-  const lg = $('legend-canvas').getContext('2d');
-  for (let x = 0; x < 200; x++) { const [r, g, b] = blue(x / 199); lg.fillStyle = `rgb(${r},${g},${b})`; lg.fillRect(x, 0, 1, 12); }
-  $('focus-label').textContent = `layer ${state.layer}, head ${state.head}` + (current.tokens.length > 1 ? `, sentence ${state.item + 1}` : '');
-}
-
-let lineHover = -1;
-function renderLines() {
-  const { T } = dims();
-  const canvas = $('lines');
-  const ctx = canvas.getContext('2d');
-  const m = att(state.item, state.layer, state.head);
-  const tokens = current.tokens[state.item];
-  const step = Math.min(24, (canvas.height - 10) / T);
-  ctx.clearRect(0, 0, canvas.width, canvas.height);
-  const xl = 100, xr = canvas.width - 100;
-  for (let q = 0; q < T; q++) {
-    if (lineHover >= 0 && lineHover !== q) continue;
-    for (let k = 0; k < T; k++) {
-      const w = m[q * T + k];
-      if (w < 0.01) continue;
-      ctx.strokeStyle = `rgba(36, 86, 198, ${Math.min(1, w)})`;
-      ctx.lineWidth = 2;
-      ctx.beginPath();
-      ctx.moveTo(xl, 8 + q * step + step / 2);
-      ctx.lineTo(xr, 8 + k * step + step / 2);
-      ctx.stroke();
-    }
-  }
-  ctx.fillStyle = '#1d2330'; ctx.font = `${Math.min(13, step - 2)}px system-ui`; ctx.textBaseline = 'middle';
-  tokens.forEach((t, i) => {
-    ctx.textAlign = 'right'; ctx.fillText(t, xl - 6, 8 + i * step + step / 2, 92);
-    ctx.textAlign = 'left'; ctx.fillText(t, xr + 6, 8 + i * step + step / 2, 92);
-  });
-}
-
-function renderSteps() {
-  const { T } = dims();
-  const b = state.item;
-  const s = sc(b, state.layer, state.head);
-  const mk = maskOf(b);
-  const p = att(b, state.layer, state.head);
-  let smax = 0;
-  for (let i = 0; i < T * T; i++) smax = Math.max(smax, Math.abs(s[i]));
-  const norm = (i) => (smax > 0 ? s[i] / smax : 0);
-  drawMatrix($('scores-before'), T, norm, { colour: diverging });
-  // allowed cells light, masked cells dark: the (T, T) pattern that masked_fill applies
-  drawMatrix($('mask-canvas'), T, (i) => (mk[i] ? 0 : 1), { colour: (x) => (x > 0.5 ? [40, 40, 40] : [214, 226, 248]) });
-  drawMatrix($('scores-after'), T, norm, { colour: diverging, masked: (i) => !mk[i] });
-  const after = $('scores-after');
-  const cell = after.width / T;
-  if (cell >= 14) { // write −∞ into masked cells when they are big enough to read
-    const ctx = after.getContext('2d');
-    ctx.fillStyle = '#fff'; ctx.font = `${Math.floor(cell * 0.45)}px system-ui`; ctx.textAlign = 'center'; ctx.textBaseline = 'middle';
-    for (let i = 0; i < T * T; i++) if (!mk[i]) ctx.fillText('−∞', (i % T + 0.5) * cell, (Math.floor(i / T) + 0.5) * cell);
-  }
-  let pmax = 0;
-  for (const v of p) pmax = Math.max(pmax, v);
-  drawMatrix($('probs-after'), T, (i) => (pmax > 0 ? p[i] / pmax : 0));
-  const dk = info.headDim;
-  $('shape-scores').textContent = `(${T}, ${dk})·(${dk}, ${T}) → (${T}, ${T})`;
-  $('shape-mask').textContent = `(${T}, ${T})`;
-  $('shape-out').textContent = `(${T}, ${T})·(${T}, ${dk}) → (${T}, ${dk})`;
-  $('steps-caption').textContent = `layer ${state.layer}, head ${state.head}, mask: ${state.mask}`;
-}
-
-function renderItems() {
-  const sel = $('item');
-  const n = current.tokens.length;
-  $('item-wrap').hidden = n < 2;
-  if (sel.options.length !== n) {
-    sel.replaceChildren(...current.texts.map((t, i) => {
-      const o = document.createElement('option');
-      o.value = i; o.textContent = `${i + 1}: ${t.slice(0, 40)}`;
-      return o;
-    }));
-  }
-  sel.value = state.item;
-}
-
-function render() {
-  if (!current) return;
-  renderItems();
-  renderGrid();
-  renderHead();
-  renderLines();
-  renderSteps();
-  $('backend').textContent = `${current.backend} · ${current.elapsedMs.toFixed(1)} ms`;
-  publish();
-  api.renders += 1;
-  api.lastRenderAt = performance.now();
-  writeHash();
-}
-
-// ---------- interaction ----------
-$('sentence').addEventListener('input', (e) => { state.sentences[0] = e.target.value; if (!state.batch) state.sentences = [e.target.value]; schedule(); });
-$('pair').addEventListener('input', (e) => { state.pair = e.target.value; schedule(); });
-$('mask').addEventListener('change', (e) => { state.mask = e.target.value; run(); });
-$('batch-mode').addEventListener('change', (e) => {
-  state.batch = e.target.checked;
-  state.sentences = state.batch ? $('batch').value.split('\n').filter((s) => s.trim()).slice(0, MAX_BATCH) : [$('sentence').value];
-  state.item = 0;
-  syncInputs();
-  run();
+  renderChrome(s, changed);
+  if (changed.has('rendered') && s.run) { api.renders++; api.lastRenderAt = performance.now(); }
+  if (changed.has('engine') && s.modelSource) scope.loadModel(s.modelSource);
 });
-$('batch').addEventListener('input', (e) => {
-  const lines = e.target.value.split('\n').filter((s) => s.trim());
-  if (lines.length > MAX_BATCH) showNote(`Batch mode takes up to ${MAX_BATCH} sentences; the rest are ignored.`);
-  state.sentences = lines.slice(0, MAX_BATCH);
-  schedule();
-});
-$('item').addEventListener('change', (e) => { state.item = +e.target.value; render(); });
-$('view').addEventListener('change', (e) => { state.view = e.target.value; applyView(); writeHash(); });
-$('engine').addEventListener('change', (e) => { state.engine = e.target.value; writeHash(); loadModel({ base: DEFAULT_MODEL }, 'all-MiniLM-L6-v2'); });
 
-$('head-canvas').addEventListener('mousemove', (e) => {
-  if (!current) return;
-  const { T, cell, x0, y0 } = headGeometry();
-  const r = e.target.getBoundingClientRect();
-  const x = (e.clientX - r.left) * (e.target.width / r.width), y = (e.clientY - r.top) * (e.target.height / r.height);
-  const k = Math.floor((x - x0) / cell), q = Math.floor((y - y0) / cell);
-  const tip = $('tooltip');
-  if (q < 0 || k < 0 || q >= T || k >= T) { hover = null; tip.hidden = true; renderHead(); return; }
-  hover = { q, k };
-  const tokens = current.tokens[state.item];
-  const p = att(state.item, state.layer, state.head)[q * T + k];
-  tip.textContent = `${tokens[q]} → ${tokens[k]}: ${p.toFixed(4)}`;
-  tip.style.left = `${e.clientX + 12}px`; tip.style.top = `${e.clientY + 12}px`;
-  tip.hidden = false;
-  renderHead();
+// ---------- controls → state ----------
+const on = (id, ev, f) => $(id).addEventListener(ev, f);
+on('sentence', 'input', (e) => store.update({ sentences: [e.target.value, ...store.get().sentences.slice(1)] }));
+on('pair', 'input', (e) => store.update({ pair: e.target.value }));
+on('mask', 'change', (e) => store.update({ mask: e.target.value }));
+on('batch-mode', 'change', (e) => {
+  const s = store.get();
+  const batch = e.target.checked;
+  // keep what was typed: the sentence becomes the batch's first line, and the batch's lines
+  // are kept when going back (the first one shows in the sentence box)
+  let sentences = s.sentences;
+  if (batch && sentences.length < 2) sentences = [sentences[0] || '', ...EXAMPLES.find((x) => x.id === 'batch').state.sentences.slice(1)].filter((x) => x.trim());
+  store.update({ batch, sentences, item: 0 });
+  syncInputs(store.get());
 });
-$('head-canvas').addEventListener('mouseleave', () => { hover = null; $('tooltip').hidden = true; if (current) renderHead(); });
-$('lines').addEventListener('mousemove', (e) => {
-  if (!current) return;
-  const { T } = dims();
-  const r = e.target.getBoundingClientRect();
-  const y = (e.clientY - r.top) * (e.target.height / r.height);
-  const step = Math.min(24, (e.target.height - 10) / T);
-  const i = Math.floor((y - 8) / step);
-  const next = i >= 0 && i < T ? i : -1;
-  if (next !== lineHover) { lineHover = next; renderLines(); }
+on('batch', 'input', (e) => store.update({ sentences: e.target.value.split('\n') }));
+on('item', 'change', (e) => store.update({ item: +e.target.value }));
+on('view', 'change', (e) => store.update({ view: e.target.value }));
+on('scale', 'change', (e) => store.update({ scale: e.target.value }));
+on('presenter', 'change', (e) => store.update({ presenter: e.target.checked }));
+on('engine', 'change', (e) => store.update({ engine: e.target.value }));
+on('example', 'change', (e) => {
+  const ex = EXAMPLES.find((x) => x.id === e.target.value);
+  if (!ex) return;
+  store.update({ item: 0, win: null, ...ex.state });
+  syncInputs(store.get());
 });
-$('lines').addEventListener('mouseleave', () => { lineHover = -1; if (current) renderLines(); });
 
 document.addEventListener('keydown', (e) => {
-  if (!info || ['INPUT', 'TEXTAREA', 'SELECT'].includes(document.activeElement?.tagName)) return;
-  const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
-  const mv = moves[e.key];
+  const s = store.get();
+  if (!s.modelInfo || e.defaultPrevented) return;
+  if (e.target.closest?.('input, textarea, select, .overlay, dialog')) return;
+  const mv = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
   if (!mv) return;
   e.preventDefault();
-  focusHead(state.layer + mv[0], state.head + mv[1]);
+  store.update({
+    layer: Math.max(0, Math.min(s.modelInfo.layers - 1, s.layer + mv[0])),
+    head: Math.max(0, Math.min(s.modelInfo.heads - 1, s.head + mv[1])),
+  });
 });
 
-$('check').addEventListener('click', async () => {
-  $('check-result').textContent = 'checking…';
+// check: this engine against the other, and against PyTorch on the worked examples
+on('check', 'click', async () => {
+  const out = $('check-result');
+  const s = store.get();
+  out.textContent = 'checking…';
   try {
-    const r = await call({ type: 'check', texts: texts(), pair: state.pair, mask: state.mask });
-    const res = r.result;
-    $('check-result').textContent = `CPU vs ${res.other}: max |Δ| = ${res.maxAbsDiff.toExponential(2)} (CPU ${res.cpuMs.toFixed(1)} ms, ${res.otherMs.toFixed(1)} ms)`;
+    const parts = [];
+    if (s.engineStatus && !/WebGPU is not available|CPU engine \(chosen\)/.test(s.engineStatus.line)) {
+      const texts = textsOf(s);
+      if (texts.length) {
+        const c = await engine().check(s.modelKey, { texts, pair: s.pair, mask: s.mask });
+        if (c.other !== 'cpu') parts.push(`CPU vs WebGPU: max |Δ| = ${c.maxAbsDiff.toExponential(2)}`);
+      }
+    }
+    const ref = await compareWithReference(s);
+    parts.push(ref);
+    out.textContent = parts.join(' · ');
   } catch (err) {
-    $('check-result').textContent = '';
-    showError(String(err.message || err));
+    out.textContent = `check failed: ${err.message || err}`;
   }
 });
 
-// three local files, picked or dropped
+/** Runs the worked examples that have PyTorch reference numbers and reports the largest gap. */
+async function compareWithReference(s) {
+  if (s.modelInfo?.name !== 'all-MiniLM-L6-v2') return 'PyTorch reference numbers ship for all-MiniLM-L6-v2 only';
+  const resp = await fetch(new URL('./reference/minilm.json', import.meta.url));
+  if (!resp.ok) throw new Error(`reference numbers: HTTP ${resp.status}`);
+  const ref = await resp.json();
+  let worst = 0;
+  for (const c of ref.cases) {
+    const r = await engine().run(s.modelKey, { texts: c.texts, pair: c.pair ?? '', mask: c.mask });
+    c.attention.forEach((want, b) => {
+      const got = r.results[b].attention;
+      want.forEach((heads, l) => heads.forEach((rows, h) => rows.forEach((row, q) => row.forEach((v, k) => { worst = Math.max(worst, Math.abs(v - got[l][h][q][k])); }))));
+    });
+  }
+  return `${store.get().run?.backend ?? 'engine'} vs PyTorch (${ref.source}) on ${ref.cases.length} worked examples: max |Δ| = ${worst.toExponential(2)}`;
+}
+
+// ---------- share ----------
+function shareSnippets(s) {
+  const page = new URL(location.href);
+  page.hash = writeHash(s);
+  const view = s.view === 'lines' ? 'lines' : 'head';
+  const embedUrl = new URL(page.href);
+  embedUrl.hash = writeHash({ ...s, embed: view });
+  const attr = (k, v) => ` ${k}="${String(v).replace(/&/g, '&amp;').replace(/"/g, '&quot;')}"`;
+  const script = new URL('../attn-scope.js', import.meta.url).href;
+  const modelAttr = s.model ? attr('model', s.model) : '';
+  return {
+    link: page.href,
+    iframe: `<iframe src="${embedUrl.href.replace(/"/g, '%22')}" width="640" height="560" style="border:0" title="attnscope: layer ${s.layer}, head ${s.head}"></iframe>`,
+    element: `<script type="module" src="${script}"></script>\n<attn-scope${attr('sentence', textsOf(s)[0] ?? '')}${s.pair ? attr('pair', s.pair) : ''}${attr('mask', s.mask)}${attr('view', view)}${attr('layer', s.layer)}${attr('head', s.head)}${modelAttr}></attn-scope>`,
+  };
+}
+on('share', 'click', () => {
+  const sn = shareSnippets(store.get());
+  $('share-link').value = sn.link;
+  $('share-iframe').value = sn.iframe;
+  $('share-element').value = sn.element;
+  $('share-dialog').showModal();
+});
+
+// ---------- export ----------
+for (const span of document.querySelectorAll('.exports')) {
+  const view = span.dataset.view;
+  const formats = view === 'head' ? ['svg', 'png', 'json', 'csv'] : ['svg', 'png', 'json'];
+  for (const f of formats) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'export';
+    b.dataset.format = f;
+    b.textContent = f.toUpperCase();
+    b.title = `export the ${view === 'model' ? 'model view' : view === 'head' ? 'focused head' : 'steps'} as ${f.toUpperCase()}`;
+    b.addEventListener('click', () => {
+      const s = store.get();
+      if (!s.run) return;
+      const v = view === 'head' && s.view === 'lines' ? 'lines' : view;
+      exportView(s.run, v, f, { item: Math.min(s.item, s.run.B - 1), layer: s.layer, head: s.head, scale: s.scale });
+    });
+    span.append(b);
+  }
+}
+
+// ---------- loading a model ----------
 async function loadFiles(fileList) {
   const files = {};
   for (const f of fileList) files[f.name] = f;
   const need = ['config.json', 'model.safetensors', 'tokenizer.json'];
   const missing = need.filter((n) => !files[n]);
-  if (missing.length) { showError(`Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json.`); return; }
+  if (missing.length) {
+    store.update({ modelError: { line: `Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json.` } });
+    return;
+  }
   const bufs = {};
   for (const n of need) bufs[n] = await files[n].arrayBuffer();
-  await loadModel({ files: bufs }, 'local files');
+  const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
+  if (await scope.loadModel({ key, name: 'local files', files: bufs })) store.update({ model: '' });
 }
-$('files').addEventListener('change', (e) => loadFiles(e.target.files));
-document.addEventListener('dragover', (e) => { e.preventDefault(); document.body.classList.add('dragging'); });
-document.addEventListener('dragleave', () => document.body.classList.remove('dragging'));
-document.addEventListener('drop', (e) => { e.preventDefault(); document.body.classList.remove('dragging'); loadFiles(e.dataTransfer.files); });
-$('load-url').addEventListener('click', () => {
+on('files', 'change', (e) => loadFiles(e.target.files));
+document.addEventListener('dragover', (e) => { e.preventDefault(); $('drop-hint').hidden = false; });
+document.addEventListener('dragleave', () => { $('drop-hint').hidden = true; });
+document.addEventListener('drop', (e) => { e.preventDefault(); $('drop-hint').hidden = true; loadFiles(e.dataTransfer.files); });
+on('load-url', 'click', async () => {
   const url = $('model-url').value.trim();
-  if (!url) { showError('Give the base URL of a folder with config.json, model.safetensors and tokenizer.json.'); return; }
-  loadModel({ base: url }, url);
+  if (!url) { store.update({ modelError: { line: 'Give the base URL of a folder with config.json, model.safetensors and tokenizer.json.' } }); return; }
+  if (await scope.loadModel(urlSource(url), { refresh: true })) store.update({ model: url });
 });
-window.addEventListener('hashchange', () => { readHash(); syncInputs(); if (info) { state.layer = Math.min(state.layer, info.layers - 1); state.head = Math.min(state.head, info.heads - 1); run(); } });
+on('cancel-load', 'click', () => scope.cancel());
+
+window.addEventListener('hashchange', () => {
+  const next = parseHash(location.hash);
+  store.update(next);
+  syncInputs(store.get());
+});
+let resizeFrame = 0;
+window.addEventListener('resize', () => {
+  cancelAnimationFrame(resizeFrame);
+  resizeFrame = requestAnimationFrame(() => store.update({ size: `${window.innerWidth}x${window.innerHeight}` }));
+});
 
 // ---------- start ----------
-readHash();
-syncInputs();
-const params = new URLSearchParams(location.search);
-loadModel({ base: params.get('model') || DEFAULT_MODEL }, params.get('model') || 'all-MiniLM-L6-v2');
+syncHash(); // the link shows the whole state from the start
+syncInputs(store.get());
+renderChrome(store.get(), new Set(['run']));
+scope.loadModel(urlSource(store.get().model)).then((ok) => {
+  if (ok) resolveReady(store.get().modelInfo);
+  else { api.error = store.get().modelError.line; rejectReady(new Error(api.error)); }
+});

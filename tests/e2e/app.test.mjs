@@ -1,28 +1,22 @@
-// The page, end to end, in headless Chromium: typing, tokens, values equal to the CLI's,
-// drawn heatmaps, hover, masks, links, the CPU fallback, a corrupt model, screenshots.
+// The page, end to end, in headless Chromium: typing, tokens, values equal to the CLI's, drawn
+// heatmaps, hover, masks, links, engines, models, and one test for each problem issue 7 listed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startServer, launch, openPage, cli, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, cli, ready, maxDiff, INK, ARTIFACTS, ROOT } from './harness.mjs';
 
-let server, browser;
-before(async () => { server = await startServer(); browser = await launch(); });
-after(async () => { await browser?.close(); server?.stop(); });
+let server, browser, noGpu;
+before(async () => { server = await startServer(); browser = await launch(); noGpu = await launch({ webgpu: false }); });
+after(async () => { await browser?.close(); await noGpu?.close(); server?.stop(); });
 
-async function ready(page) {
-  await page.waitForFunction(() => window.attnscope && ((window.attnscope.result && window.attnscope.info) || window.attnscope.error), null, { timeout: 120000 });
-  const error = await page.evaluate(() => window.attnscope.error);
-  assert.equal(error, null, `the model did not load: ${error}`);
+async function open(hash = '', opts = {}, b = browser) {
+  const p = await openPage(b, server.url + hash, opts);
+  const err = await ready(p.page);
+  assert.equal(err, null, `the model did not load: ${err}`);
+  return p;
 }
 const resultFor = (page, tokensJoined) => page.waitForFunction((t) => window.attnscope.result && window.attnscope.result.tokens.join(' ') === t, tokensJoined, { timeout: 60000 });
-
-function maxDiff(pageAtt, cliAtt) {
-  let max = 0;
-  for (let l = 0; l < cliAtt.length; l++) for (let h = 0; h < cliAtt[l].length; h++)
-    for (let q = 0; q < cliAtt[l][h].length; q++) for (let k = 0; k < cliAtt[l][h][q].length; k++)
-      max = Math.max(max, Math.abs(pageAtt[l][h][q][k] - cliAtt[l][h][q][k]));
-  return max;
-}
+const nested = (page, l, h) => page.evaluate(([l, h]) => window.attnscope.result.attention[l][h].map((r) => Array.from(r)), [l, h]);
 
 function assertClean({ problems, requests }) {
   assert.deepEqual(problems, [], 'no uncaught error or console error');
@@ -30,10 +24,17 @@ function assertClean({ problems, requests }) {
   assert.deepEqual(foreign, [], 'the page makes no request off the app server');
 }
 
-test('typing a sentence shows the tokenizer\'s tokens and the CLI\'s attention', async () => {
-  const p = await openPage(browser, server.url);
+/** The head view's geometry (CSS pixels) and where a cell's centre is on the screen. */
+async function headCell(page, q, k) {
+  const box = await page.locator('#head-view .overlay').boundingBox();
+  const g = await page.evaluate(() => ({ ...document.querySelector('#head-view .heat').dataset }));
+  const x0 = +g.x0, y0 = +g.y0, cell = +g.cell;
+  return { g, x: box.x + x0 + (k - +g.k0 + 0.5) * cell, y: box.y + y0 + (q - +g.q0 + 0.5) * cell };
+}
+
+test('typing a sentence shows the tokenizer\'s tokens and the CLI\'s attention (WebGPU)', async () => {
+  const p = await open('#e=gpu');
   const { page } = p;
-  await ready(page);
   const text = 'The quick brown fox jumps over the lazy dog';
   await page.fill('#sentence', '');
   await page.type('#sentence', text, { delay: 5 });
@@ -44,15 +45,15 @@ test('typing a sentence shows the tokenizer\'s tokens and the CLI\'s attention',
     attention: window.attnscope.result.attention.map((l) => l.map((h) => h.map((r) => Array.from(r)))),
     backend: window.attnscope.result.backend,
     elapsedMs: window.attnscope.result.elapsedMs,
+    fields: Object.keys(window.attnscope.result),
   }));
   assert.deepEqual(got.tokens, want.tokens);
+  for (const k of ['text', 'tokens', 'token_ids', 'truncated', 'attention', 'mask', 'backend', 'elapsed_ms']) assert.ok(got.fields.includes(k), `result has ${k}`);
   const d = maxDiff(got.attention, want.attention);
   console.log(`page (${got.backend}) vs CLI: max |Δ| = ${d.toExponential(2)}, forward ${got.elapsedMs.toFixed(1)} ms`);
   assert.ok(d <= 1e-4, `attention differs from the CLI by ${d}`);
-  assert.equal(got.attention.length, 6);
-  assert.equal(got.attention[0].length, 12);
-  assert.match(await page.textContent('#backend'), /^gpu: .*\(WebGPU\)|^cpu/);
-  // the two views the README shows
+  assert.match(got.backend, /^gpu: .*\(WebGPU\)$/, 'engine=gpu runs on WebGPU');
+  assert.match(await page.textContent('#backend'), /^WebGPU: /);
   await page.locator('#model-panel').screenshot({ path: path.join(ARTIFACTS, 'model-view.png') });
   await page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'head-view.png') });
   await page.screenshot({ path: path.join(ARTIFACTS, 'app.png'), fullPage: true });
@@ -60,50 +61,52 @@ test('typing a sentence shows the tokenizer\'s tokens and the CLI\'s attention',
   await page.close();
 });
 
-test('heatmaps are drawn, hovering a cell shows its value, arrows move the focus', async () => {
-  const p = await openPage(browser, server.url + '#s=time%20flies%20like%20an%20arrow&l=1&h=2');
+test('heatmaps are drawn, hover shows the value, arrows move the focus, the grid shows its focus', async () => {
+  const p = await open('#e=cpu&s=time%20flies%20like%20an%20arrow&l=1&h=2');
   const { page } = p;
-  await ready(page);
-  const inked = await page.evaluate(() => {
-    const ink = (c) => {
-      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-      let n = 0;
-      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 240 || d[i + 1] < 240)) n++;
-      return n / (d.length / 4);
-    };
-    return { head: ink(document.getElementById('head-canvas')), grid: [...document.querySelectorAll('#model-view canvas')].map(ink) };
-  });
+  await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]'));
+  const inked = await page.evaluate((ink) => {
+    const f = eval(ink);
+    return { head: f(document.querySelector('#head-view .heat')), grid: [...document.querySelectorAll('#model-view canvas')].map(f) };
+  }, INK);
   assert.ok(inked.head > 0.05, `head view is blank (${inked.head})`);
   assert.equal(inked.grid.length, 72);
   assert.ok(inked.grid.every((x) => x > 0.05), 'every grid heatmap is drawn');
-  // hover the cell (query 2, key 4) of the focused head
-  const box = await page.locator('#head-canvas').boundingBox();
-  const geo = await page.evaluate(() => {
-    const c = document.getElementById('head-canvas');
-    const T = window.attnscope.result.tokens.length;
-    return { w: c.width, cell: Math.max(2, Math.min(36, Math.floor((c.width - 92 - 4) / T))) };
-  });
-  const scale = box.width / geo.w;
-  await page.mouse.move(box.x + (92 + 4.5 * geo.cell) * scale, box.y + (92 + 2.5 * geo.cell) * scale);
-  await page.waitForSelector('#tooltip:not([hidden])');
-  const tip = await page.textContent('#tooltip');
+  const c = await headCell(page, 2, 4);
+  await page.mouse.move(c.x, c.y);
+  await page.waitForSelector('#head-view .tooltip:not([hidden])');
   const want = await page.evaluate(() => window.attnscope.result.attention[1][2][2][4]);
-  assert.equal(tip, `flies → an: ${want.toFixed(4)}`);
-  assert.match(await page.textContent('#focus-label'), /layer 1, head 2/);
-  await page.mouse.move(5, 5);
-  await page.locator('#model-view').focus();
+  assert.equal(await page.textContent('#head-view .tooltip'), `flies → an: ${want.toFixed(4)}`);
+  assert.match(await page.textContent('#head-view .focus-label'), /layer 1, head 2/);
+  await page.mouse.move(2, 2);
+  // keyboard: Tab reaches the grid, whose focus ring is visible; arrows move the focused head
+  await page.focus('#example');
+  let focused = '';
+  for (let i = 0; i < 40 && focused !== 'grid'; i++) {
+    await page.keyboard.press('Tab');
+    focused = await page.evaluate(() => document.activeElement?.className ?? '');
+  }
+  assert.equal(focused, 'grid', 'the model grid is reachable with Tab');
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  assert.notEqual(outline, 'none', 'the focused grid shows a focus outline');
   await page.keyboard.press('ArrowDown');
   await page.keyboard.press('ArrowRight');
-  assert.match(await page.textContent('#focus-label'), /layer 2, head 3/);
-  assert.match(page.url(), /l=2&h=3/);
+  await page.waitForFunction(() => /l=2&h=3/.test(location.hash));
+  assert.match(await page.textContent('#head-view .focus-label'), /layer 2, head 3/);
+  // text alternatives: every canvas has a label; the keyboard cursor is announced
+  const unlabelled = await page.evaluate(() => [...document.querySelectorAll('#views canvas, #steps canvas')].filter((c) => !c.getAttribute('aria-label') && c.getAttribute('aria-hidden') !== 'true').length);
+  assert.equal(unlabelled, 0, 'every canvas has a text alternative');
+  await page.focus('#head-view .overlay');
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('ArrowDown');
+  assert.match(await page.textContent('#head-view .readout'), /^time → time: 0\.\d{4}$/);
   assertClean(p);
   await page.close();
 });
 
-test('switching to the causal mask empties the upper triangle; none lets padding leak', async () => {
-  const p = await openPage(browser, server.url + '#s=time%20flies%20like%20an%20arrow');
+test('the causal mask empties the upper triangle; none lets padding leak; masked cells are hatched', async () => {
+  const p = await open('#e=cpu&s=time%20flies%20like%20an%20arrow');
   const { page } = p;
-  await ready(page);
   await page.selectOption('#mask', 'causal');
   await page.waitForFunction(() => location.hash.includes('m=causal') && window.attnscope.result.attention[0][0][0][1] === 0);
   const upper = await page.evaluate(() => {
@@ -113,14 +116,31 @@ test('switching to the causal mask empties the upper triangle; none lets padding
     return max;
   });
   assert.equal(upper, 0, 'the causal mask leaves the upper triangle exactly 0');
+  // a masked cell (0 → 6) and an allowed near-zero cell look different: hatched grey vs white
+  await page.waitForFunction(() => document.querySelector('#head-view .heat').dataset.n === '7');
+  const px = await page.evaluate(() => {
+    const c = document.querySelector('#head-view .heat');
+    const d = c.dataset, r = c.width / parseFloat(c.style.width);
+    const at = (q, k) => Array.from(c.getContext('2d').getImageData(Math.round((+d.x0 + (k + 0.5) * +d.cell) * r), Math.round((+d.y0 + (q + 0.5) * +d.cell) * r), 1, 1).data);
+    return { masked: at(0, 6) };
+  });
+  assert.ok(px.masked[0] < 240 && Math.abs(px.masked[0] - px.masked[2]) < 30, `a masked cell is grey, not a weight colour (${px.masked})`);
+  // −∞ in the masked_fill panel's tooltip, at any size
+  const box = await page.locator('#steps-view [data-step=filled] canvas').boundingBox();
+  const sg = await page.evaluate(() => ({ ...document.querySelector('#steps-view [data-step=filled] canvas').dataset }));
+  await page.mouse.move(box.x + +sg.x0 + 6.5 * +sg.cell, box.y + +sg.y0 + 0.5 * +sg.cell);
+  await page.waitForSelector('#steps-view .tooltip:not([hidden])');
+  assert.equal(await page.textContent('#steps-view .tooltip'), '[CLS] → [SEP]: −∞');
+  assert.equal(sg.labels, 'true', 'the step panels carry token labels');
+  assert.equal(await page.locator('#steps-view .legend').count(), 2, 'the step panels have value scales');
   // batch mode: the short sentence is padded; with "none" its [PAD] keys get weight
   await page.check('#batch-mode');
   await page.fill('#batch', 'time flies like an arrow\nhi');
   await page.selectOption('#mask', 'none');
+  await page.waitForFunction(() => document.querySelectorAll('#item option').length === 2);
   await page.selectOption('#item', '1');
   await page.waitForFunction(() => window.attnscope.result.item === 1 && window.attnscope.result.tokens.includes('[PAD]') && window.attnscope.result.attention[0][0][1][5] > 0);
-  const tokens = await page.evaluate(() => window.attnscope.result.tokens);
-  assert.deepEqual(tokens, ['[CLS]', 'hi', '[SEP]', '[PAD]', '[PAD]', '[PAD]', '[PAD]']);
+  assert.deepEqual(await page.evaluate(() => window.attnscope.result.tokens), ['[CLS]', 'hi', '[SEP]', '[PAD]', '[PAD]', '[PAD]', '[PAD]']);
   await page.selectOption('#mask', 'padding');
   await page.waitForFunction(() => window.attnscope.result.attention[0][0][1][5] === 0);
   await page.locator('#steps').screenshot({ path: path.join(ARTIFACTS, 'mask-steps.png') });
@@ -128,76 +148,219 @@ test('switching to the causal mask empties the upper triangle; none lets padding
   await page.close();
 });
 
-test('a link restores the sentence, pair, mask, layer, head and view', async () => {
-  const p = await openPage(browser, server.url + '#s=the%20cat%20sat&p=it%20purred&m=causal&l=4&h=7&v=lines');
+test('ticking "batch" keeps the typed sentence and shows [PAD] from the built-in example', async () => {
+  const p = await open('#e=cpu');
   const { page } = p;
-  await ready(page);
-  assert.equal(await page.inputValue('#view'), 'lines');
-  assert.equal(await page.isVisible('#head-canvas'), false);
-  assert.equal(await page.isVisible('#lines'), true);
-  assert.equal(await page.inputValue('#sentence'), 'the cat sat');
-  assert.equal(await page.inputValue('#pair'), 'it purred');
-  assert.equal(await page.inputValue('#mask'), 'causal');
-  assert.match(await page.textContent('#focus-label'), /layer 4, head 7/);
-  const want = cli(['--mask', 'causal', '--pair', 'it purred', '--', 'the cat sat']).results[0];
-  await resultFor(page, want.tokens.join(' '));
-  const d = await page.evaluate((w) => {
-    let max = 0;
-    window.attnscope.result.attention[4][7].forEach((row, q) => row.forEach((v, k) => { max = Math.max(max, Math.abs(v - w[q][k])); }));
-    return max;
-  }, want.attention[4][7]);
-  assert.ok(d <= 1e-4, `restored view differs from the CLI by ${d}`);
+  await page.fill('#sentence', 'my own words here');
+  await resultFor(page, '[CLS] my own words here [SEP]');
+  await page.check('#batch-mode');
+  await page.waitForFunction(() => window.attnscope.result.batch.length === 3);
+  const batch = await page.evaluate(() => window.attnscope.result.batch);
+  assert.equal(batch[0].text, 'my own words here', 'the typed sentence is the batch\'s first line');
+  assert.ok(batch.some((b) => b.tokens.includes('[PAD]')), 'the batch pads its shorter sentences');
+  assert.match(await page.inputValue('#batch'), /^my own words here\n/);
+  await page.uncheck('#batch-mode');
+  await resultFor(page, '[CLS] my own words here [SEP]');
+  assert.equal(await page.inputValue('#sentence'), 'my own words here');
   assertClean(p);
   await page.close();
 });
 
-test('without WebGPU the CPU engine runs and the page says so', async () => {
-  const noGpu = await launch({ webgpu: false });
-  try {
-    const p = await openPage(noGpu, server.url);
-    const { page } = p;
-    await ready(page);
-    assert.match(await page.textContent('#backend'), /^cpu/);
-    assert.equal(await page.evaluate(() => window.attnscope.result.backend), 'cpu');
-    assert.ok(await page.isVisible('#note'));
-    assert.match(await page.textContent('#note'), /WebGPU is not available.*CPU engine/);
-    await page.click('#check');
-    await page.waitForFunction(() => /max \|Δ\|/.test(document.getElementById('check-result').textContent));
-    assertClean(p);
-  } finally {
-    await noGpu.close();
-  }
+test('a link restores the sentence, pair, mask, layer, head, view and model URL', async () => {
+  const model = `${server.url}assets/models/all-MiniLM-L6-v2/`;
+  const p = await open(`#s=the%20cat%20sat&p=it%20purred&m=causal&l=4&h=7&v=lines&e=cpu&model=${encodeURIComponent(model)}`);
+  const { page } = p;
+  assert.equal(await page.inputValue('#view'), 'lines');
+  assert.equal(await page.isVisible('#head-view'), false);
+  assert.equal(await page.isVisible('#lines-view canvas'), true);
+  assert.equal(await page.inputValue('#sentence'), 'the cat sat');
+  assert.equal(await page.inputValue('#pair'), 'it purred');
+  assert.equal(await page.inputValue('#mask'), 'causal');
+  assert.equal(await page.inputValue('#model-url'), model);
+  const want = cli(['--mask', 'causal', '--pair', 'it purred', '--', 'the cat sat']).results[0];
+  await resultFor(page, want.tokens.join(' '));
+  const got = await nested(page, 4, 7);
+  assert.ok(maxDiff([[got]], [[want.attention[4][7]]]) <= 1e-4);
+  assertClean(p);
+  await page.close();
 });
 
-test('a corrupt model file produces a visible error, not a blank page', async () => {
+test('without WebGPU: one short engine line, and "check" compares with PyTorch\'s numbers', async () => {
+  const p = await open('', {}, noGpu);
+  const { page } = p;
+  assert.equal(await page.evaluate(() => window.attnscope.result.backend), 'cpu');
+  const line = await page.textContent('#engine-status');
+  assert.match(line, /^CPU engine: WebGPU is not available in this browser$/);
+  const body = await page.evaluate(() => document.body.innerText);
+  assert.equal(body.split('WebGPU is not available').length - 1, 1, 'said once');
+  assert.equal(await page.isVisible('#engine-why'), false, 'the driver diagnostics wait behind "details"');
+  await page.click('#check');
+  await page.waitForFunction(() => /PyTorch/.test(document.getElementById('check-result').textContent), null, { timeout: 60000 });
+  const text = await page.textContent('#check-result');
+  const m = text.match(/vs PyTorch \(HF transformers [\d.]+, torch [\d.]+\) on 5 worked examples: max \|Δ\| = ([\d.e+-]+)/);
+  assert.ok(m, `check reports the gap to PyTorch: ${text}`);
+  assert.ok(Number(m[1]) <= 1e-4, `the CPU engine is within 1e-4 of PyTorch (${m[1]})`);
+  assert.doesNotMatch(text, /CPU vs/, 'no CPU-vs-CPU comparison');
+  assertClean(p);
+  await page.close();
+});
+
+test('auto keeps the faster engine and says why in one line; a run greys the stale views', async () => {
+  const p = await open('');
+  const { page } = p;
+  const s = await page.evaluate(() => window.attnscope.engine);
+  assert.match(s.line, /^auto: (CPU engine|WebGPU), [\d.]+ m?s a pass/);
+  assert.ok(!s.line.includes('\n'));
+  const [cpuMs, gpuMs] = [s.details.match(/CPU ([\d.]+) (m?s)/), s.details.match(/WebGPU \(.*\) ([\d.]+) (m?s)/)].map((m) => Number(m[1]) * (m[2] === 's' ? 1000 : 1));
+  const chose = (await page.evaluate(() => window.attnscope.result.backend)) === 'cpu' ? 'cpu' : 'gpu';
+  assert.equal(chose, cpuMs <= gpuMs ? 'cpu' : 'gpu', `auto kept the faster engine (CPU ${cpuMs} ms, WebGPU ${gpuMs} ms)`);
+  await page.evaluate(() => {
+    window.__busy = false;
+    new MutationObserver(() => { if (document.body.classList.contains('busy')) window.__busy = true; }).observe(document.body, { attributes: true });
+  });
+  await page.fill('#sentence', 'a new sentence to run');
+  await resultFor(page, '[CLS] a new sentence to run [SEP]');
+  assert.equal(await page.evaluate(() => window.__busy), true, 'the page was marked busy while the run was under way');
+  assert.equal(await page.evaluate(() => document.body.classList.contains('busy')), false);
+  assertClean(p);
+  await page.close();
+});
+
+test('a corrupt model file is an error next to the model controls, not a blank page', async () => {
   const p = await openPage(browser);
   const { page } = p;
   await page.route('**/model.safetensors', (route) => route.fulfill({ status: 200, contentType: 'application/octet-stream', body: Buffer.from('this is not a safetensors file') }));
-  await page.goto(server.url);
+  await page.goto(server.url + '#e=cpu');
   await page.waitForSelector('#error:not([hidden])', { timeout: 60000 });
-  const err = await page.textContent('#error');
-  assert.match(err, /model\.safetensors/);
+  assert.match(await page.textContent('#error'), /model\.safetensors/);
   assert.match(await page.textContent('#model-name'), /no model loaded/);
   await page.screenshot({ path: path.join(ARTIFACTS, 'corrupt-model.png') });
   assertClean(p);
   await page.close();
 });
 
-test('text past 512 tokens is truncated with a notice', async () => {
-  const p = await openPage(browser, server.url + '#e=cpu');
+test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinned lines', async () => {
+  const p = await open('#e=cpu');
   const { page } = p;
-  await ready(page);
+  await page.evaluate(() => {
+    window.__long = [];
+    new PerformanceObserver((l) => window.__long.push(...l.getEntries().map((e) => e.duration))).observe({ type: 'longtask' });
+  });
   await page.fill('#sentence', 'word '.repeat(600));
   await page.waitForFunction(() => window.attnscope.result.tokens.length === 512, null, { timeout: 120000 });
-  assert.match(await page.textContent('#note'), /truncated/);
+  await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]') && document.querySelector('#head-view .heat').dataset.t === '512', null, { timeout: 60000 });
+  await page.waitForTimeout(300);
+  const long = await page.evaluate(() => window.__long);
+  assert.deepEqual(long.filter((d) => d > 50), [], `no main-thread task over 50 ms (long tasks: ${long.map((d) => d.toFixed(0)).join(', ')})`);
+  assert.match(await page.textContent('#input-status'), /truncated/);
+  // every one of the 512 rows has ink in the head view (one backing pixel a row at least)
+  const rows = await page.evaluate(() => {
+    const c = document.querySelector('#head-view .heat');
+    const d = c.dataset, r = c.width / parseFloat(c.style.width);
+    const x = Math.round((+d.x0 + 0.5 * +d.cell) * r); // the [CLS] key column: every row attends to it
+    const img = c.getContext('2d').getImageData(x, 0, 1, c.height).data;
+    let drawn = 0;
+    for (let q = 0; q < 512; q++) {
+      const y = Math.floor((+d.y0 + (q + 0.5) * +d.cell) * r);
+      if (img[4 * y + 3] > 0) drawn++;
+    }
+    return { drawn, px: (+d.cell) * r };
+  });
+  assert.equal(rows.drawn, 512, 'every row is drawn');
+  assert.ok(rows.px >= 1, `a row has at least one device pixel (${rows.px})`);
+  const inkLines = await page.evaluate((ink) => eval(ink)(document.querySelector('#lines-view canvas')), INK);
+  assert.ok(inkLines < 0.5, `the line view is thinned, not a solid block (${inkLines})`);
+  // zoom: labels become legible
+  for (let i = 0; i < 4; i++) await page.click('#head-view .zoom-in');
+  const z = await page.evaluate(() => ({ ...document.querySelector('#head-view .heat').dataset }));
+  assert.equal(z.labels, 'true', 'zoomed in, the token labels are drawn');
+  assert.ok(+z.n <= 64 && +z.cell >= 7, `zoomed to a readable window (${z.n} tokens, ${z.cell} px cells)`);
+  // hover redraws only the overlay
+  const hoverMs = await page.evaluate(() => {
+    const o = document.querySelector('#head-view .overlay');
+    const r = o.getBoundingClientRect();
+    const times = [];
+    for (let i = 0; i < 20; i++) {
+      const t = performance.now();
+      o.dispatchEvent(new MouseEvent('pointermove', { clientX: r.left + r.width * (0.4 + i / 100), clientY: r.top + r.height * 0.6, bubbles: true }));
+      times.push(performance.now() - t);
+    }
+    return times.sort((a, b) => a - b)[10];
+  });
+  assert.ok(hoverMs <= 4, `hover handling takes ${hoverMs.toFixed(2)} ms (≤ 4)`);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'long-512.png') });
   assertClean(p);
   await page.close();
 });
 
-test('another checkpoint loads from three local files, and from a base URL', async () => {
-  const p = await openPage(browser, server.url + '#e=cpu');
+test('sharp on HiDPI, fits a phone, the head view beside the grid on a laptop, large type for presenting', async () => {
+  const phone = await open('#e=cpu', { width: 390, height: 844, scale: 2 });
+  let page = phone.page;
+  const fitPhone = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    head: document.querySelector('#head-view .heat').getBoundingClientRect().right,
+    ratio: document.querySelector('#head-view .heat').width / parseFloat(document.querySelector('#head-view .heat').style.width),
+  }));
+  assert.ok(fitPhone.scroll <= 390, `no horizontal scrolling on a phone (${fitPhone.scroll} px wide)`);
+  assert.ok(fitPhone.head <= 390, `the head view fits (${fitPhone.head})`);
+  assert.ok(fitPhone.ratio >= 2, `the backing store follows devicePixelRatio (${fitPhone.ratio})`);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'app-390.png'), fullPage: true });
+  assertClean(phone);
+  await page.close();
+  const laptop = await open('#e=cpu', { width: 1280, height: 800, scale: 2 });
+  page = laptop.page;
+  const boxes = await page.evaluate(() => {
+    const b = (s) => document.querySelector(s).getBoundingClientRect();
+    return { grid: b('#model-view'), head: b('#head-view .heat') };
+  });
+  assert.ok(boxes.head.bottom <= 800, `the head view is above the fold (bottom ${boxes.head.bottom})`);
+  assert.ok(boxes.head.left > boxes.grid.right - 1 && Math.abs(boxes.head.top - boxes.grid.top) < 80, 'the head view is beside the grid');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'app-1280.png') });
+  await page.check('#presenter');
+  await page.waitForFunction(() => location.hash.includes('present=1'));
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).fontSize), '20px');
+  assertClean(laptop);
+  await page.close();
+  const projector = await open('#e=cpu&present=1', { width: 1920, height: 1080, scale: 2 });
+  await projector.page.screenshot({ path: path.join(ARTIFACTS, 'app-1920-presenter.png') });
+  assertClean(projector);
+  await projector.page.close();
+});
+
+test('clearing the sentence empties the views; worked examples; share', async () => {
+  const p = await open('#e=cpu');
   const { page } = p;
-  await ready(page);
+  await page.fill('#sentence', '');
+  await page.waitForFunction(() => document.querySelector('#head-view').classList.contains('empty'));
+  assert.equal(await page.evaluate(() => window.attnscope.result), null, 'no stale result');
+  assert.match(await page.textContent('#input-status'), /Type a sentence/);
+  await page.selectOption('#example', 'pair');
+  await resultFor(page, '[CLS] the cat sat on the mat . [SEP] it was very comfortable . [SEP]');
+  assert.equal(await page.inputValue('#pair'), 'It was very comfortable.');
+  await page.selectOption('#example', 'batch');
+  await page.waitForFunction(() => window.attnscope.result.batch.length === 3 && window.attnscope.result.tokens.includes('[PAD]'));
+  await page.click('#share');
+  const sn = await page.evaluate(() => ({ link: document.getElementById('share-link').value, iframe: document.getElementById('share-iframe').value, el: document.getElementById('share-element').value }));
+  assert.ok(sn.link.startsWith(server.url) && sn.link.includes('batch=1'), sn.link);
+  assert.match(sn.iframe, /^<iframe src="[^"]*embed=head[^"]*"/);
+  assert.match(sn.el, /<attn-scope sentence="time flies like an arrow" mask="padding" view="head" layer="0" head="0"><\/attn-scope>/);
+  assertClean(p);
+  await page.close();
+});
+
+test('text past 512 tokens is truncated with a notice', async () => {
+  const p = await open('#e=cpu');
+  const { page } = p;
+  await page.fill('#sentence', 'word '.repeat(600));
+  await page.waitForFunction(() => window.attnscope.result.tokens.length === 512, null, { timeout: 120000 });
+  assert.match(await page.textContent('#input-status'), /longer than the model's 512 positions and was truncated/);
+  assertClean(p);
+  await page.close();
+});
+
+test('another checkpoint loads from files and from a URL; switching the engine keeps it; a failed URL keeps the old one', async () => {
+  const p = await open('#e=cpu');
+  const { page, requests } = p;
   const tiny = path.join(ROOT, 'tests/fixtures/models/tiny-bert');
   await page.setInputFiles('#files', ['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => path.join(tiny, f)));
   await page.waitForFunction(() => window.attnscope.info && window.attnscope.info.layers === 2);
@@ -205,15 +368,47 @@ test('another checkpoint loads from three local files, and from a base URL', asy
   await page.fill('#sentence', 'the cat sat on the mat');
   await page.waitForFunction(() => window.attnscope.result.attention.length === 2 && window.attnscope.result.tokens.join(' ') === '[CLS] the cat sat on the mat [SEP]');
   assert.equal(await page.locator('#model-view canvas').count(), 6);
+  // switching the engine keeps the loaded checkpoint and downloads nothing
+  const before = requests.filter((u) => /model\.safetensors/.test(u)).length;
+  await page.selectOption('#engine', 'auto');
+  await page.waitForFunction(() => window.attnscope.engine && /^auto|WebGPU is not/.test(window.attnscope.engine.line) && window.attnscope.result.attention.length === 2, null, { timeout: 60000 });
+  assert.equal(requests.filter((u) => /model\.safetensors/.test(u)).length, before, 'no download when switching the engine');
+  assert.equal(await page.evaluate(() => window.attnscope.info.layers), 2, 'still the checkpoint from files');
   // a missing file is named
   await page.setInputFiles('#files', [path.join(tiny, 'config.json')]);
   await page.waitForSelector('#error:not([hidden])');
   assert.match(await page.textContent('#error'), /model\.safetensors, tokenizer\.json/);
-  // back to the default model, from its base URL
-  await page.fill('#model-url', server.url + 'assets/models/all-MiniLM-L6-v2/');
+  // a URL that fails: an error that says the old model stays, and it does
+  await page.fill('#model-url', server.url + 'assets/models/nothing-here/');
+  await page.click('#load-url');
+  await page.waitForFunction(() => /HTTP 404/.test(document.getElementById('error').textContent));
+  assert.match(await page.textContent('#error'), /still showing local files/);
+  assert.equal(await page.evaluate(() => window.attnscope.info.layers), 2);
+  await page.fill('#sentence', 'the dog sat');
+  await page.waitForFunction(() => window.attnscope.result.tokens.join(' ') === '[CLS] the dog sat [SEP]');
+  // back to the default model from its base URL; the URL goes into the link
+  const url = server.url + 'assets/models/all-MiniLM-L6-v2/';
+  await page.fill('#model-url', url);
   await page.click('#load-url');
   await page.waitForFunction(() => window.attnscope.info.layers === 6 && window.attnscope.result.attention.length === 6, null, { timeout: 120000 });
   assert.equal(await page.isVisible('#error'), false);
+  assert.equal(new URLSearchParams(new URL(page.url()).hash.slice(1)).get('model'), url);
   assertClean(p);
   await page.close();
+});
+
+test('a second visit starts without downloading the model again', async () => {
+  const ctx = await noGpu.newContext();
+  const first = await ctx.newPage();
+  const seen = [];
+  ctx.on('request', (r) => seen.push(r.url()));
+  await first.goto(server.url + '#e=cpu');
+  assert.equal(await ready(first), null);
+  await first.close();
+  const n = seen.filter((u) => u.endsWith('model.safetensors')).length;
+  const second = await ctx.newPage();
+  await second.goto(server.url + '#e=cpu');
+  assert.equal(await ready(second), null);
+  assert.equal(seen.filter((u) => u.endsWith('model.safetensors')).length, n, 'the model came from the browser\'s cache');
+  await ctx.close();
 });

@@ -36,8 +36,8 @@ export function launch({ webgpu = true } = {}) {
 }
 
 /** A page that records console errors, uncaught exceptions and every request. */
-export async function openPage(browser, url) {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1300 } });
+export async function openPage(browser, url, { width = 1400, height = 1300, scale = 1 } = {}) {
+  const page = await browser.newPage({ viewport: { width, height }, deviceScaleFactor: scale });
   const problems = [];
   const requests = [];
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
@@ -47,6 +47,29 @@ export async function openPage(browser, url) {
   if (url) await page.goto(url);
   return { page, problems, requests };
 }
+
+/** Waits until the page has a model and a result (or failed to load one). */
+export async function ready(page) {
+  await page.waitForFunction(() => window.attnscope && ((window.attnscope.result && window.attnscope.info) || window.attnscope.error), null, { timeout: 120000 });
+  return page.evaluate(() => window.attnscope.error);
+}
+
+/** Largest |a − b| over two [L][H][T][T] arrays. */
+export function maxDiff(a, b) {
+  let max = 0;
+  for (let l = 0; l < b.length; l++) for (let h = 0; h < b[l].length; h++)
+    for (let q = 0; q < b[l][h].length; q++) for (let k = 0; k < b[l][h][q].length; k++)
+      max = Math.max(max, Math.abs(a[l][h][q][k] - b[l][h][q][k]));
+  return max;
+}
+
+/** Fraction of a canvas's pixels that are not (near) white or transparent. */
+export const INK = `(c) => {
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 240 || d[i + 1] < 240)) n++;
+  return n / (d.length / 4);
+}`;
 
 /** What the CLI prints for the same input (the contract the page must match). */
 export function cli(args) {

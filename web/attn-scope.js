@@ -1,0 +1,124 @@
+// <attn-scope>: one attention view of a real encoder, for blog posts and slides.
+//
+//   <script type="module" src="attnscope/attn-scope.js"></script>
+//   <attn-scope sentence="The animal didn't cross the street because it was too tired."
+//               view="head" layer="2" head="5"></attn-scope>
+//
+// Attributes: sentence (required), pair, mask (padding | causal | none), view (model | head |
+// lines | steps), layer, head, model (a checkpoint folder's base URL; default: the model beside
+// the script), engine (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
+// Elements on a page share one worker and load a model once; each renders when first scrolled
+// into view, sized by its container. `result` and the `attnscope-render` event carry the same
+// contract as the page's window.attnscope.result.
+
+import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS } from './store.js';
+import { connect, urlSource } from './scope.js';
+import { published } from './result.js';
+
+const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'model', 'engine', 'editable'];
+const STYLES = new URL('./views.css', import.meta.url).href;
+const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
+
+class AttnScope extends HTMLElement {
+  static observedAttributes = ATTRS;
+
+  constructor() {
+    super();
+    const root = this.attachShadow({ mode: 'open' });
+    root.innerHTML = `
+      <link rel="stylesheet" href="${STYLES}"><link rel="stylesheet" href="${ELEMENT_STYLES}">
+      <div class="frame">
+        <label class="edit" hidden>Sentence <input type="text" spellcheck="false" autocomplete="off"></label>
+        <div class="loading" hidden><progress max="1" value="0"></progress> <span></span></div>
+        <p class="message" role="alert" hidden></p>
+        <div class="view" part="view"></div>
+        <p class="caption muted"></p>
+      </div>`;
+    this.$ = (sel) => root.querySelector(sel);
+    this.$('.edit input').addEventListener('input', (e) => this.store?.update({ sentences: [e.target.value] }));
+    this.result = null;
+  }
+
+  /** The intent the attributes describe. */
+  intent() {
+    const a = (k) => this.getAttribute(k);
+    const int = (k) => Math.max(0, parseInt(a(k), 10) || 0);
+    const view = EMBEDS.includes(a('view')) ? a('view') : 'head';
+    return {
+      sentences: [a('sentence') ?? ''], pair: a('pair') ?? '',
+      mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
+      layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
+      engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '',
+    };
+  }
+
+  connectedCallback() {
+    if (this.seen) return;
+    this.seen = new IntersectionObserver((entries) => {
+      if (entries.some((e) => e.isIntersecting)) { this.seen.disconnect(); this.start(); }
+    }, { rootMargin: '200px' });
+    this.seen.observe(this);
+  }
+
+  disconnectedCallback() { this.resize?.disconnect(); }
+
+  attributeChangedCallback(name) {
+    this.$('.edit').hidden = !this.hasAttribute('editable');
+    if (!this.store) return;
+    const next = this.intent();
+    const modelChanged = next.model !== this.store.get().model || next.engine !== this.store.get().engine;
+    this.store.update({ ...next, win: null });
+    if (name === 'sentence') this.$('.edit input').value = next.sentences[0];
+    if (modelChanged) this.scope.loadModel(urlSource(next.model));
+  }
+
+  start() {
+    const intent = this.intent();
+    this.$('.edit input').value = intent.sentences[0];
+    this.store = createStore({
+      ...INTENT_DEFAULTS, ...intent,
+      modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null,
+      runError: null, busy: false, hover: null, win: null, rendered: '', size: '',
+    });
+    const view = this.$('.view');
+    const name = intent.embed;
+    const targets = { [name]: view };
+    this.scope = connect(this.store, {
+      targets, dropOld: false,
+      layout: (s) => {
+        const width = Math.max(160, view.clientWidth || this.clientWidth || 480);
+        const height = this.clientHeight > 120 ? this.clientHeight - 40 : width;
+        return {
+          model: {}, head: { maxHeight: Math.min(width, height), fontPx: 12 },
+          lines: { height: Math.min(height, 640), fontPx: 12 },
+          steps: { panelPx: Math.floor(width / (width >= 720 ? 4 : 2)) - 14, fontPx: 10 },
+        };
+      },
+    });
+    this.store.subscribe((s, changed) => this.show(s, changed));
+    this.resize = new ResizeObserver(() => this.store.update({ size: `${this.clientWidth}x${this.clientHeight}` }));
+    this.resize.observe(this);
+    this.scope.loadModel(urlSource(intent.model));
+  }
+
+  show(s, changed) {
+    this.$('.loading').hidden = !s.loading;
+    if (s.loading) {
+      const p = this.$('.loading progress');
+      p.max = s.loading.total || 1;
+      p.value = s.loading.loaded || 0;
+      this.$('.loading span').textContent = `loading ${s.loading.name}${s.loading.file ? ` · ${s.loading.file}` : ''}…`;
+    }
+    const err = s.modelError?.line ?? s.runError?.line ?? '';
+    this.$('.message').textContent = err;
+    this.$('.message').hidden = !err;
+    this.$('.view').classList.toggle('busy', s.busy);
+    if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
+    if (changed.has('rendered') && s.run) {
+      this.result = published(s.run, Math.min(s.item, s.run.B - 1));
+      this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));
+    }
+  }
+}
+
+if (!customElements.get('attn-scope')) customElements.define('attn-scope', AttnScope);

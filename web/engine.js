@@ -1,0 +1,90 @@
+// The page's side of the engine: one worker per page, shared by the page and every
+// <attn-scope> element on it. A checkpoint is loaded once per key (its base URL, or the files
+// it came from); loading it again with another engine reuses the bytes the worker kept.
+
+import { fromWorker } from './result.js';
+
+/** The default checkpoint: beside the scripts, as `make serve` and `dist/` lay it out. */
+export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', import.meta.url).href;
+
+class Engine {
+  constructor() {
+    this.worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    this.nextId = 1;
+    this.pending = new Map();
+    this.loads = new Map(); // `${key} ${backend}` → Promise of {info, engine, status}
+    this.progress = new Map(); // key → Set of callbacks
+    this.worker.onmessage = (e) => this.receive(e.data);
+    this.worker.onerror = (e) => {
+      e.preventDefault();
+      const err = new Error(`the engine stopped: ${e.message || 'unknown error'}`);
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+  }
+
+  receive(m) {
+    if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (m.ok) p.resolve(m); else p.reject(new Error(m.error));
+  }
+
+  call(msg, transfer = []) {
+    return new Promise((resolve, reject) => {
+      const id = this.nextId++;
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ ...msg, id }, transfer);
+    });
+  }
+
+  /**
+   * Loads a checkpoint: `source` is `{key, name, base}` (a folder's URL) or `{key, name, files}`
+   * (three ArrayBuffers, transferred). Concurrent and repeated loads of one key and backend share
+   * one request; `refresh` downloads again.
+   */
+  load(source, backend, onProgress = null, { refresh = false } = {}) {
+    const id = `${source.key} ${backend}`;
+    if (onProgress) {
+      if (!this.progress.has(source.key)) this.progress.set(source.key, new Set());
+      this.progress.get(source.key).add(onProgress);
+    }
+    // the worker keeps one session a checkpoint: another backend replaces it
+    for (const other of [...this.loads.keys()]) if (other.startsWith(`${source.key} `) && other !== id) this.loads.delete(other);
+    if (!this.loads.has(id) || refresh || source.files) {
+      const transfer = source.files ? Object.values(source.files) : [];
+      const p = this.call({ type: 'load', backend, refresh, ...source }, transfer).finally(() => {
+        if (onProgress) this.progress.get(source.key)?.delete(onProgress);
+      });
+      p.catch(() => this.loads.get(id) === p && this.loads.delete(id));
+      this.loads.set(id, p);
+    }
+    return this.loads.get(id);
+  }
+
+  /** Runs texts on a loaded checkpoint; resolves to the result contract (see result.js). */
+  async run(key, { texts, pair, mask }) {
+    const m = await this.call({ type: 'run', key, texts, pair, mask });
+    return fromWorker(m.result);
+  }
+
+  async check(key, { texts, pair, mask }) {
+    return (await this.call({ type: 'check', key, texts, pair, mask })).result;
+  }
+
+  cancel(key) { this.worker.postMessage({ type: 'cancel', key }); }
+
+  /** Forgets a checkpoint the page no longer shows (its memory returns to the worker). */
+  drop(key) {
+    for (const id of [...this.loads.keys()]) if (id.startsWith(`${key} `)) this.loads.delete(id);
+    this.worker.postMessage({ type: 'drop', key });
+  }
+}
+
+let shared = null;
+/** The page's one engine. */
+export function engine() {
+  if (!shared) shared = new Engine();
+  return shared;
+}

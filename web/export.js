@@ -1,0 +1,158 @@
+// Exports of what a view shows: SVG (cells as rects with their exact colours, token labels as
+// text, the legend), PNG (the SVG at 2× pixels), JSON ({tokens, attention: [L][H][T][T]}) and
+// the focused head as CSV. Everything is built from the result contract, not from the screen.
+
+import { scale, hex, MASKED, STEPS } from './colour.js';
+
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+const FONT = 'font-family="system-ui, sans-serif"';
+const HATCH = `<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#e5e7eb"/><line x1="0" y1="0" x2="0" y2="6" stroke="${hex(MASKED)}" stroke-width="2"/></pattern></defs>`;
+
+/** One T × T matrix as rects at (x, y), `cell` units a cell, with labels when `tokens`. */
+function matrix(values, T, sc, mask, { x, y, cell, tokens = null, fontPx = 11 }) {
+  const out = [];
+  for (let q = 0; q < T; q++) {
+    for (let k = 0; k < T; k++) {
+      const i = q * T + k;
+      const fill = mask && !mask[i] ? 'url(#hatch)' : hex(sc.table[sc.index(values[i])]);
+      out.push(`<rect x="${x + k * cell}" y="${y + q * cell}" width="${cell}" height="${cell}" fill="${fill}" data-q="${q}" data-k="${k}"/>`);
+    }
+  }
+  if (tokens) {
+    tokens.forEach((t, q) => out.push(`<text class="qlabel" x="${x - 4}" y="${y + (q + 0.5) * cell}" text-anchor="end" dominant-baseline="middle" font-size="${fontPx}" ${FONT}>${esc(t)}</text>`));
+    tokens.forEach((t, k) => out.push(`<text class="klabel" transform="translate(${x + (k + 0.5) * cell} ${y - 4}) rotate(-90)" dominant-baseline="middle" font-size="${fontPx}" ${FONT}>${esc(t)}</text>`));
+  }
+  return out.join('');
+}
+
+function legendSVG(sc, x, y, w = 200) {
+  const stops = [];
+  for (let i = 0; i < STEPS; i += 4) stops.push(`<rect x="${x + (i / STEPS) * w}" y="${y}" width="${(4 / STEPS) * w + 0.3}" height="10" fill="${hex(sc.table[i])}"/>`);
+  const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
+  return `<g class="legend">${stops.join('')}<text x="${x}" y="${y + 24}" font-size="11" ${FONT}>${fmt(sc.min)}</text><text x="${x + w}" y="${y + 24}" font-size="11" text-anchor="end" ${FONT}>${fmt(sc.max)}</text><text x="${x + w + 10}" y="${y + 9}" font-size="11" ${FONT}>${esc(sc.label)}</text><rect x="${x + w + 10}" y="${y + 14}" width="10" height="10" fill="url(#hatch)"/><text x="${x + w + 24}" y="${y + 23}" font-size="11" ${FONT}>masked</text></g>`;
+}
+
+const svg = (w, h, body, title) => `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><title>${esc(title)}</title>${HATCH}<rect width="${w}" height="${h}" fill="#ffffff"/>${body}</svg>`;
+
+function headMax(run, item, l, h) {
+  let max = 0;
+  for (const v of run.head(item, l, h)) if (v > max) max = v;
+  return max;
+}
+
+/** The focused head (`view` 'head'), the model grid ('model'), the lines ('lines') or the steps ('steps'). */
+export function toSVG(run, view, { item, layer, head, scale: per }) {
+  const T = run.T;
+  const tokens = run.results[item].tokens;
+  const mask = run.maskOf(item);
+  const probScale = (l, h) => scale('probability', { max: per === 'head' ? headMax(run, item, l, h) : 1 });
+  const title = `attnscope: ${run.model}, layer ${layer}, head ${head}: ${run.results[item].text}`;
+  const longest = Math.max(...tokens.map((t) => t.length));
+  const pad = Math.min(160, 16 + longest * 7);
+  if (view === 'head' || view === 'both') {
+    const cell = Math.max(4, Math.min(28, Math.floor(720 / T)));
+    const sc = probScale(layer, head);
+    const w = pad + T * cell + 20, h = pad + T * cell + 60;
+    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`layer ${layer}, head ${head} (queries are rows, keys columns)`)}</text>`
+      + matrix(run.head(item, layer, head), T, sc, mask, { x: pad, y: pad, cell, tokens, fontPx: Math.min(12, Math.max(6, cell - 2)) })
+      + legendSVG(sc, pad, pad + T * cell + 16);
+    return svg(w, h, body, title);
+  }
+  if (view === 'model') {
+    const side = 96, gap = 8, cell = side / T, x0 = 40, y0 = 28;
+    const parts = [];
+    for (let l = 0; l < run.L; l++) {
+      parts.push(`<text x="4" y="${y0 + l * (side + gap) + side / 2}" font-size="12" dominant-baseline="middle" ${FONT}>L${l}</text>`);
+      for (let h2 = 0; h2 < run.H; h2++) {
+        const x = x0 + h2 * (side + gap), y = y0 + l * (side + gap);
+        parts.push(`<g class="head" data-layer="${l}" data-head="${h2}">${matrix(run.head(item, l, h2), T, probScale(l, h2), mask, { x, y, cell })}</g>`);
+      }
+    }
+    for (let h2 = 0; h2 < run.H; h2++) parts.push(`<text x="${x0 + h2 * (side + gap) + side / 2}" y="18" font-size="12" text-anchor="middle" ${FONT}>${h2}</text>`);
+    const w = x0 + run.H * (side + gap) + 20, h = y0 + run.L * (side + gap) + 50;
+    parts.push(legendSVG(scale('probability'), x0, y0 + run.L * (side + gap) + 8));
+    return svg(w, h, parts.join(''), `attnscope: ${run.model}, every layer and head: ${run.results[item].text}`);
+  }
+  if (view === 'lines') {
+    const step = 22, w = 2 * pad + 260, h = T * step + 40;
+    const v = run.head(item, layer, head);
+    const parts = [];
+    for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) {
+      const p = v[q * T + k];
+      if (p >= 0.01) parts.push(`<line x1="${pad}" y1="${20 + (q + 0.5) * step}" x2="${pad + 260}" y2="${20 + (k + 0.5) * step}" stroke="#08519c" stroke-opacity="${Math.min(1, 0.08 + p).toFixed(3)}" stroke-width="2"/>`);
+    }
+    tokens.forEach((t, i) => parts.push(`<text x="${pad - 6}" y="${20 + (i + 0.5) * step}" text-anchor="end" dominant-baseline="middle" font-size="12" ${FONT}>${esc(t)}</text><text x="${pad + 266}" y="${20 + (i + 0.5) * step}" dominant-baseline="middle" font-size="12" ${FONT}>${esc(t)}</text>`));
+    return svg(w, h, parts.join(''), title);
+  }
+  // steps
+  const cell = Math.max(3, Math.min(20, Math.floor(300 / T)));
+  const s = run.scoresOf(item, layer, head);
+  let smax = 0;
+  for (const x of s) smax = Math.max(smax, Math.abs(x));
+  const sSc = scale('score', { max: smax });
+  const side = pad + T * cell + 24;
+  const maskVals = Float32Array.from(mask, (a) => (a ? 0 : 1));
+  const panels = [
+    ['QKᵀ / √d_k', matrix(s, T, sSc, null, { x: pad, y: pad + 20, cell, tokens })],
+    ['mask (1 = masked)', matrix(maskVals, T, scale('probability'), null, { x: side + pad, y: pad + 20, cell, tokens })],
+    ['masked_fill(−∞)', matrix(s, T, sSc, mask, { x: 2 * side + pad, y: pad + 20, cell, tokens })],
+    ['softmax', matrix(run.head(item, layer, head), T, probScale(layer, head), mask, { x: 3 * side + pad, y: pad + 20, cell, tokens })],
+  ].map(([t, m], i) => `<text x="${i * side + pad}" y="16" font-size="13" ${FONT}>${esc(t)}</text>${m}`);
+  const h = pad + 20 + T * cell + 70;
+  return svg(4 * side, h, panels.join('') + legendSVG(sSc, pad, h - 50) + legendSVG(probScale(layer, head), 3 * side + pad - 200, h - 50), title);
+}
+
+/** The SVG rasterised at 2× its size. */
+export async function toPNG(svgText) {
+  const url = URL.createObjectURL(new Blob([svgText], { type: 'image/svg+xml' }));
+  try {
+    const img = new Image();
+    img.src = url;
+    await img.decode();
+    const c = document.createElement('canvas');
+    c.width = img.naturalWidth * 2;
+    c.height = img.naturalHeight * 2;
+    const ctx = c.getContext('2d');
+    ctx.scale(2, 2);
+    ctx.drawImage(img, 0, 0);
+    return await new Promise((res) => c.toBlob(res, 'image/png'));
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+}
+
+/** `{tokens, attention: [L][H][T][T]}` of one item. */
+export function toJSON(run, item) {
+  const r = run.results[item];
+  return JSON.stringify({ tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) });
+}
+
+/** The focused head as CSV: a header of keys, one row a query. */
+export function toCSV(run, { item, layer, head }) {
+  const tokens = run.results[item].tokens;
+  const q = (s) => `"${String(s).replace(/"/g, '""')}"`;
+  const v = run.head(item, layer, head);
+  const T = run.T;
+  const lines = [['query \\ key', ...tokens].map(q).join(',')];
+  for (let i = 0; i < T; i++) lines.push([q(tokens[i]), ...Array.from(v.subarray(i * T, (i + 1) * T), (x) => x.toPrecision(7))].join(','));
+  return lines.join('\n') + '\n';
+}
+
+export function download(name, data, type) {
+  const blob = data instanceof Blob ? data : new Blob([data], { type });
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+
+/** Exports `view` of `run` as `format` ('svg' | 'png' | 'json' | 'csv') and downloads it. */
+export async function exportView(run, view, format, opts) {
+  const base = `attnscope-${view}-L${opts.layer}H${opts.head}`;
+  if (format === 'json') return download(`attnscope-${run.model}.json`, toJSON(run, opts.item), 'application/json');
+  if (format === 'csv') return download(`${base}.csv`, toCSV(run, opts), 'text/csv');
+  const text = toSVG(run, view, opts);
+  if (format === 'svg') return download(`${base}.svg`, text, 'image/svg+xml');
+  return download(`${base}.png`, await toPNG(text), 'image/png');
+}

@@ -1,0 +1,52 @@
+// The result contract on the JS side: what the worker hands over (the RunInfo of src/report.rs
+// plus flat typed arrays) turned into `results` items with the CLI's field names and shapes.
+// Nested arrays are views into the flat buffers (no copies), built on first access.
+
+function lazy(obj, key, make) {
+  Object.defineProperty(obj, key, {
+    enumerable: true, configurable: true,
+    get() { const v = make(); Object.defineProperty(obj, key, { value: v, enumerable: true }); return v; },
+  });
+}
+
+/**
+ * `raw`: `{info: RunInfo, attention, scores, mask, logits?}` from the worker; `texts` as asked.
+ * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
+ * scoresOf(b, l, h), maskOf(b)}`; each `results[b]` is the CLI's item for text b.
+ */
+let runs = 0;
+
+export function fromWorker(raw) {
+  const { info, attention, scores, mask, logits } = raw;
+  const [B, L, H, T] = info.shape;
+  const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
+  const head = (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T);
+  const scoresOf = (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T);
+  const maskOf = (b) => mask.subarray(b * T * T, (b + 1) * T * T);
+  const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
+  const nested = (get, b) => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(get(b, l, h))));
+  const labels = logits ? logits.length / B : 0;
+  const results = info.items.map((item, b) => {
+    const r = { ...item };
+    lazy(r, 'attention', () => nested(head, b));
+    lazy(r, 'scores', () => nested(scoresOf, b));
+    lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
+    if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
+    return r;
+  });
+  return {
+    id: ++runs, model: info.model, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask,
+    elapsed_ms: info.elapsed_ms, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
+  };
+}
+
+/** `window.attnscope.result`: item `b` with the run's fields beside it. */
+export function published(run, b) {
+  const item = run.results[b];
+  const out = {
+    model: run.model, backend: run.backend, fallback: run.fallback, elapsed_ms: run.elapsed_ms, elapsedMs: run.elapsed_ms,
+    item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
+  };
+  for (const k of Object.keys(item)) Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });
+  return out;
+}

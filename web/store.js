@@ -1,0 +1,31 @@
+// One store for the page or an <attn-scope> element: the intent (what the URL or the attributes
+// say), the model and its source, the latest result, hover and selection. One `update(patch)`;
+// subscribers learn which keys changed and decide what to do (run, write the hash, render).
+
+export function createStore(initial) {
+  let state = { ...initial };
+  const subs = new Set();
+  return {
+    get: () => state,
+    update(patch) {
+      const changed = new Set();
+      for (const [k, v] of Object.entries(patch)) if (state[k] !== v) changed.add(k);
+      if (!changed.size) return;
+      state = { ...state, ...patch };
+      for (const f of subs) f(state, changed);
+    },
+    subscribe(f) { subs.add(f); return () => subs.delete(f); },
+  };
+}
+
+/** The intent: what a link or an element's attributes fully describe. */
+export const INTENT_DEFAULTS = {
+  sentences: ['The animal didn\'t cross the street because it was too tired.'],
+  pair: '', mask: 'padding', batch: false, layer: 0, head: 0, item: 0,
+  engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
+};
+export const MASKS = ['padding', 'causal', 'none'];
+export const ENGINES = ['auto', 'cpu', 'gpu'];
+export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];
+export const EMBEDS = ['model', 'head', 'lines', 'steps'];
+export const MAX_BATCH = 4;
