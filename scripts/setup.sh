@@ -75,4 +75,14 @@ if [ ! -d tests/e2e/node_modules/playwright-core ]; then
   say "installing playwright-core for the end-to-end tests"
   (cd tests/e2e && npm ci --no-audit --no-fund)
 fi
+# 6. The nightly toolchain and cargo-fuzz, for the fuzz targets in fuzz/ (`make fuzz-quick`, part
+#    of `make test`). Stable stays the default toolchain; only `cargo +nightly fuzz` uses nightly.
+if ! rustup toolchain list | grep -q '^nightly-'; then
+  say "installing the nightly toolchain (for cargo fuzz)"
+  rustup toolchain install nightly --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  say "installing cargo-fuzz"
+  cargo install cargo-fuzz --locked
+fi
 say "ready"

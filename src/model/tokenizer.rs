@@ -1,6 +1,7 @@
 //! Tokenisation with HF's `tokenizers` crate, from the checkpoint's `tokenizer.json`.
 
 use ndarray::Array2;
+use serde_json::Value;
 use tokenizers::{
     EncodeInput, PaddingDirection, Tokenizer, TruncationDirection, TruncationParams,
     TruncationStrategy,
@@ -66,7 +67,11 @@ impl TextTokenizer {
         if bytes.len() > MAX_TOKENIZER_BYTES {
             return Err(err(file_too_big(bytes.len() as u64, MAX_TOKENIZER_BYTES)));
         }
-        let mut inner = Tokenizer::from_bytes(bytes).map_err(|e| err(e.to_string()))?;
+        // Parsed as JSON first: the tokenizers crate panics on some malformed or inconsistent
+        // files instead of returning an error (see `check_components`).
+        let json: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        check_components(&json).map_err(err)?;
+        let mut inner: Tokenizer = serde_json::from_value(json).map_err(|e| err(e.to_string()))?;
         // The pad token: the tokenizer's own padding settings, else `[PAD]` in its vocabulary,
         // else the config's `pad_token_id`.
         let (pad_id, pad_token) = match inner.get_padding() {
@@ -205,4 +210,70 @@ fn cut(text: &str) -> (&str, bool) {
         end -= 1;
     }
     (&text[..end], end < text.len())
+}
+
+/// Refuses what the tokenizers crate (0.22) would panic on rather than report, found by
+/// fuzzing (`fuzz/`, kept in `tests/fixtures/fuzz-regressions/`): a `TemplateProcessing`
+/// post-processor naming a special token it does not define, whose ids and tokens differ in
+/// number, or whose single-sequence template uses sequence B; and a `Precompiled` normaliser
+/// whose character map does not parse. Looks at every component, nested ones included.
+fn check_components(json: &Value) -> std::result::Result<(), String> {
+    match json {
+        Value::Array(items) => items.iter().try_for_each(check_components),
+        Value::Object(map) => {
+            match map.get("type").and_then(Value::as_str) {
+                Some("TemplateProcessing") => check_template(map)?,
+                Some("Precompiled") => {
+                    serde_json::from_value::<tokenizers::normalizers::precompiled::Precompiled>(
+                        json.clone(),
+                    )
+                    .map_err(|e| format!("normalizer Precompiled: {e}"))?;
+                }
+                _ => {}
+            }
+            map.values().try_for_each(check_components)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// See [`check_components`].
+fn check_template(map: &serde_json::Map<String, Value>) -> std::result::Result<(), String> {
+    let empty = serde_json::Map::new();
+    let special = map
+        .get("special_tokens")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    for (id, token) in special {
+        let count = |key: &str| token.get(key).and_then(Value::as_array).map(Vec::len);
+        if count("ids") != count("tokens") {
+            return Err(format!(
+                "post_processor TemplateProcessing: special token {id:?} has {} ids but {} tokens",
+                count("ids").unwrap_or(0),
+                count("tokens").unwrap_or(0)
+            ));
+        }
+    }
+    for template in ["single", "pair"] {
+        let pieces = map
+            .get(template)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        for piece in pieces {
+            if let Some(id) = piece.pointer("/SpecialToken/id").and_then(Value::as_str) {
+                if !special.contains_key(id) {
+                    return Err(format!(
+                        "post_processor TemplateProcessing: the {template} template uses special token {id:?}, which special_tokens does not define"
+                    ));
+                }
+            }
+            if template == "single" && piece.pointer("/Sequence/id") == Some(&Value::from("B")) {
+                return Err(
+                    "post_processor TemplateProcessing: the single template uses sequence B".into(),
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,8 @@
+//! The `forward` fuzz target: see `harness::forward`.
+#![no_main]
+
+#[allow(dead_code)] // every target uses one of the harness's functions
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::forward(data));

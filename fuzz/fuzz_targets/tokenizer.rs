@@ -1,0 +1,8 @@
+//! The `tokenizer` fuzz target: see `harness::tokenizer`.
+#![no_main]
+
+#[allow(dead_code)] // every target uses one of the harness's functions
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::tokenizer(data));

@@ -1,0 +1,115 @@
+//! What each fuzz target does with its input, shared by the targets in `fuzz_targets/` (nightly,
+//! libFuzzer) and by `tests/fuzz_regressions.rs` (stable), which replays every input a run
+//! ever crashed on. Each function must return, never panic, whatever the bytes.
+
+use std::sync::OnceLock;
+
+use attnscope::engine::{check_input, cpu, TraceOptions};
+use attnscope::model::TextTokenizer;
+use attnscope::{Mask, MaskKind, Model};
+
+const CONFIG: &[u8] = include_bytes!("../tests/fixtures/models/tiny-bert/config.json");
+const WEIGHTS: &[u8] = include_bytes!("../tests/fixtures/models/tiny-bert/model.safetensors");
+const TOKENIZER: &[u8] = include_bytes!("../tests/fixtures/models/tiny-bert/tokenizer.json");
+
+/// The committed tiny checkpoint (2 layers × 3 heads, hidden 24, 64 positions), loaded once.
+fn tiny() -> &'static Model {
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        Model::from_bytes("tiny-bert", CONFIG, WEIGHTS, TOKENIZER).expect("tiny-bert loads")
+    })
+}
+
+/// `model.safetensors` bytes → a model, with the tiny checkpoint's valid config and tokenizer.
+pub fn weights(safetensors: &[u8]) {
+    let _ = Model::from_bytes("fuzz", CONFIG, safetensors, TOKENIZER);
+}
+
+/// `config.json` bytes → a model, with the tiny checkpoint's weights and tokenizer: the config
+/// decides every shape read from the weights, so an absurd one must be refused first.
+pub fn config(config_json: &[u8]) {
+    let _ = Model::from_bytes("fuzz", config_json, WEIGHTS, TOKENIZER);
+}
+
+/// `tokenizer.json` bytes → a tokenizer, then a few texts through it and, when they pass the
+/// model's input check, the tiny checkpoint's forward pass (which must then succeed).
+pub fn tokenizer(tokenizer_json: &[u8]) {
+    let m = tiny();
+    let Ok(tokenizer) = TextTokenizer::from_bytes(
+        tokenizer_json,
+        "tokenizer.json",
+        m.config.max_position_embeddings,
+        m.config.pad_token_id,
+    ) else {
+        return;
+    };
+    for (texts, pair) in [
+        (&["time flies like an arrow"][..], None),
+        (
+            &["a cat", "the dog sat on the mat"][..],
+            Some("it was happy"),
+        ),
+        (&["\u{200B}x\u{202E}😀 ok"][..], None),
+    ] {
+        let Ok(input) = tokenizer.encode(texts, pair) else {
+            continue;
+        };
+        let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+        if check_input(&m.config, &input, &mask).is_ok() {
+            cpu::forward(m, &input, &mask, TraceOptions::default()).expect("checked input runs");
+        }
+    }
+}
+
+/// The three files together → a model, then a padded batch through it under the causal mask.
+/// The input is `[config length: u32 LE][tokenizer length: u32 LE][config.json][tokenizer.json]
+/// [model.safetensors]`, lengths past the end cut to what is there (`fuzz/seeds.py` writes seeds
+/// in this form).
+pub fn model(data: &[u8]) {
+    let Some((lens, rest)) = data.split_first_chunk::<8>() else {
+        return;
+    };
+    let len = |i: usize| u32::from_le_bytes([lens[i], lens[i + 1], lens[i + 2], lens[i + 3]]);
+    let (config, rest) = rest.split_at((len(0) as usize).min(rest.len()));
+    let (tokenizer, safetensors) = rest.split_at((len(4) as usize).min(rest.len()));
+    let Ok(m) = Model::from_bytes("fuzz", config, safetensors, tokenizer) else {
+        return;
+    };
+    let Ok(input) = m
+        .tokenizer
+        .encode(&["time flies like an arrow", "hi"], None)
+    else {
+        return;
+    };
+    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let _ = cpu::forward(&m, &input, &mask, TraceOptions { scores: true });
+}
+
+/// Text → tokens → mask → forward pass on the CPU engine with the tiny checkpoint. The first
+/// byte picks the mask (padding, causal, none) and whether the last line is the pair; the
+/// rest, as (lossy) UTF-8, is the texts, one per line. Whatever tokenises must run, and every
+/// probability must be a number in [0, 1].
+pub fn forward(data: &[u8]) {
+    let Some((&flags, text)) = data.split_first() else {
+        return;
+    };
+    let kind = [MaskKind::Padding, MaskKind::Causal, MaskKind::None][flags as usize % 3];
+    let text = String::from_utf8_lossy(text);
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let pair = if flags & 4 != 0 && lines.len() > 1 {
+        lines.pop()
+    } else {
+        None
+    };
+    let m = tiny();
+    let Ok(input) = m.tokenizer.encode(&lines, pair) else {
+        return;
+    };
+    let mask = Mask::from_kind(kind, input.valid.view());
+    let trace = cpu::forward(m, &input, &mask, TraceOptions { scores: true })
+        .expect("what the tokenizer made runs");
+    assert!(
+        trace.attention.iter().all(|p| (0.0..=1.0).contains(p)),
+        "a probability outside [0, 1]"
+    );
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Writes the seed inputs of every fuzz target into fuzz/corpus/<target>/seed-* from the committed
+tiny checkpoints (tests/fixtures/models/tiny-bert*) and a few generated cases. Idempotent."""
+import json
+import os
+import struct
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = [os.path.join(ROOT, "tests/fixtures/models", m) for m in ("tiny-bert", "tiny-bert-preln")]
+CORPUS = os.path.join(ROOT, "fuzz/corpus")
+
+
+def read(model, f):
+    with open(os.path.join(model, f), "rb") as h:
+        return h.read()
+
+
+def safetensors(header, data=b""):
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def seeds():
+    configs, weights, tokenizers = [], [], []
+    for m in MODELS:
+        configs.append(read(m, "config.json"))
+        weights.append(read(m, "model.safetensors"))
+        tokenizers.append(read(m, "tokenizer.json"))
+    base = json.loads(configs[0])
+    for edit in ({"hidden_act": "gelu_new"}, {"layer_norm_order": "pre"},
+                 {"hidden_size": 1000000000}, {"num_attention_heads": 0},
+                 {"max_position_embeddings": 3}, {"pad_token_id": 99}):
+        configs.append(json.dumps({**base, **edit}).encode())
+    weights.append(safetensors({"embeddings.word_embeddings.weight":
+                                {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16)))
+    weights.append(safetensors({"__metadata__": {"format": "pt"}}))
+    tok = json.loads(tokenizers[0])
+    tok["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None,
+                      "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}
+    tokenizers.append(json.dumps(tok).encode())
+    texts = [b"time flies like an arrow", b"the cat sat on the mat\na dog!\nit was happy",
+             b"\xf0\x9f\x98\x80 \xe4\xb8\xad ok\n\xe2\x80\x8b", b"time flies " * 40,
+             b"a\nb\nc\nd\ne", b"   \n\t"]
+    return {
+        "weights": weights,
+        "config": configs,
+        "tokenizer": tokenizers,
+        "model": [struct.pack("<II", len(c), len(t)) + c + t + w
+                  for c, t, w in zip(configs[:2], tokenizers[:2], weights[:2])],
+        "forward": [bytes([flags]) + t for flags in range(8) for t in texts],
+    }
+
+
+def main():
+    targets = sys.argv[1:]
+    for target, inputs in seeds().items():
+        if targets and target not in targets:
+            continue
+        d = os.path.join(CORPUS, target)
+        os.makedirs(d, exist_ok=True)
+        for i, data in enumerate(inputs):
+            with open(os.path.join(d, f"seed-{i:02}"), "wb") as h:
+                h.write(data)
+
+
+if __name__ == "__main__":
+    main()
