@@ -23,6 +23,15 @@ test: setup lint web
 	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
 	bash scripts/dist.sh
 	cd tests/e2e && npm test
+	$(MAKE) --no-print-directory fuzz-quick
+
+# Fuzzing (cargo-fuzz on nightly, both installed by setup): every fuzz target for 30 s, as part of
+# `make test`, or for 20 minutes each. Figures and crashes: README, "Fuzzing and limits".
+.PHONY: fuzz-quick fuzz
+fuzz-quick: setup
+	bash fuzz/run.sh 30
+fuzz: setup
+	bash fuzz/run.sh 1200
 
 # The wasm core for the page (web/pkg, git-ignored).
 web:
