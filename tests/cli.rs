@@ -220,6 +220,40 @@ fn errors_go_to_stderr_with_a_nonzero_exit() {
 }
 
 #[test]
+fn the_input_and_checkpoint_limits_are_errors_on_stderr() {
+    let tiny = model_dir("tiny-bert").display().to_string();
+    let five = ["time flies", "a cat", "the dog", "it was happy", "an arrow"];
+    let (code, _, err) = attnscope(&[&["attention", "--model", &tiny, "--"][..], &five].concat());
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("a batch of 5 texts is over the limit of 4"),
+        "{err}"
+    );
+    let (code, _, err) = attnscope(&["attention", "--model", &tiny, "\u{200B}\u{FEFF}"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("text 0 has no tokens"), "{err}");
+    // a checkpoint whose config claims a billion-wide hidden layer
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["model.safetensors", "tokenizer.json"] {
+        std::fs::copy(model_dir("tiny-bert").join(f), dir.path().join(f)).unwrap();
+    }
+    let config = std::fs::read_to_string(model_dir("tiny-bert").join("config.json")).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        config.replace("\"hidden_size\": 24", "\"hidden_size\": 1000000000"),
+    )
+    .unwrap();
+    let path = dir.path().display().to_string();
+    let (code, _, err) = attnscope(&["attention", "--model", &path, "hello"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("{path}/config.json"))
+            && err.contains("`hidden_size` 1000000000 is over the limit of 8192"),
+        "{err}"
+    );
+}
+
+#[test]
 fn truncation_is_reported() {
     let long = "word ".repeat(600);
     let (code, json, err) = attnscope(&["attention", "--model", &minilm(), &long]);
