@@ -31,7 +31,7 @@ class AttnScope extends HTMLElement {
         <label class="edit" hidden>Sentence <input type="text" spellcheck="false" autocomplete="off"></label>
         <div class="loading" hidden><progress max="1" value="0"></progress> <span></span></div>
         <p class="message" role="alert" hidden></p>
-        <div class="view" part="view"></div>
+        <div class="view pending" part="view"></div>
         <p class="caption muted"></p>
       </div>`;
     this.$ = (sel) => root.querySelector(sel);
@@ -56,7 +56,7 @@ class AttnScope extends HTMLElement {
     if (this.seen) return;
     this.seen = new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) { this.seen.disconnect(); this.start(); }
-    }, { rootMargin: '200px' });
+    }, { rootMargin: '100px' }); // start just before it scrolls into view
     this.seen.observe(this);
   }
 
@@ -64,6 +64,10 @@ class AttnScope extends HTMLElement {
 
   attributeChangedCallback(name) {
     this.$('.edit').hidden = !this.hasAttribute('editable');
+    // the space the view will take, until its first render: no layout shift, and an element
+    // below the fold stays below it (this style is inline: the shadow's stylesheet loads later)
+    const view = this.$('.view');
+    if (view.classList.contains('pending')) view.style.aspectRatio = { model: '2 / 1', steps: '3 / 1', lines: '1 / 1' }[this.intent().embed] ?? '1 / 1.15';
     if (!this.store) return;
     const next = this.intent();
     const modelChanged = next.model !== this.store.get().model || next.engine !== this.store.get().engine;
@@ -115,6 +119,8 @@ class AttnScope extends HTMLElement {
     this.$('.view').classList.toggle('busy', s.busy);
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     if (changed.has('rendered') && s.run) {
+      this.$('.view').classList.remove('pending');
+      this.$('.view').style.aspectRatio = '';
       this.result = published(s.run, Math.min(s.item, s.run.B - 1));
       this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));
     }
