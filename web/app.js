@@ -42,7 +42,7 @@ function layout(s) {
   const avail = headPanel.clientWidth || 600;
   const showHeat = s.view !== 'lines' || s.embed === 'head';
   const showLines = (s.view !== 'heatmap' && !s.embed) || s.embed === 'lines';
-  const linesW = showLines && showHeat ? Math.min(380, Math.max(220, avail * 0.34)) : avail;
+  const linesW = showLines && showHeat ? Math.min(320, Math.max(220, avail * 0.3)) : avail;
   const top = $('head-view').getBoundingClientRect().top + window.scrollY;
   const maxHeight = s.embed ? window.innerHeight - 70 : Math.max(280, wide ? window.innerHeight - Math.min(top, 260) - 70 : avail);
   const headW = showHeat ? (wide && showLines ? avail - linesW - 16 : avail) : 0;
@@ -94,6 +94,8 @@ function renderChrome(s, changed) {
   $('model-name').textContent = info
     ? `${info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
     : s.loading ? `loading ${s.loading.name}…` : 'no model loaded';
+  $('model-name').classList.toggle('error-text', !info && !s.loading && !!s.modelError);
+  if (!info && !s.loading && s.modelError) $('model-name').textContent = 'no model loaded: see "Model and engine" below';
   if (info) $('grid-caption').textContent = `${info.layers} layers × ${info.heads} heads (rows = layers)`;
   $('progress-wrap').hidden = !s.loading;
   if (s.loading) {

@@ -233,7 +233,7 @@ test('a corrupt model file is an error next to the model controls, not a blank p
   await page.goto(server.url + '#e=cpu');
   await page.waitForSelector('#error:not([hidden])', { timeout: 60000 });
   assert.match(await page.textContent('#error'), /model\.safetensors/);
-  assert.match(await page.textContent('#model-name'), /no model loaded/);
+  assert.match(await page.textContent('#model-name'), /no model loaded: see "Model and engine" below/);
   await page.screenshot({ path: path.join(ARTIFACTS, 'corrupt-model.png') });
   assertClean(p);
   await page.close();
@@ -249,6 +249,12 @@ test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinn
   await page.fill('#sentence', 'word '.repeat(600));
   await page.waitForFunction(() => window.attnscope.result.tokens.length === 512, null, { timeout: 120000 });
   await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]') && document.querySelector('#head-view .heat').dataset.t === '512', null, { timeout: 60000 });
+  // arrow keys at 512 tokens: the next head, drawn without blocking
+  await page.locator('#model-view .grid').focus();
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction(() => /head 1/.test(document.querySelector('#head-view .focus-label').textContent));
+  await page.keyboard.press('ArrowDown');
+  await page.waitForFunction(() => /layer 1, head 1/.test(document.querySelector('#head-view .focus-label').textContent));
   await page.waitForTimeout(300);
   const long = await page.evaluate(() => window.__long);
   assert.deepEqual(long.filter((d) => d > 50), [], `no main-thread task over 50 ms (long tasks: ${long.map((d) => d.toFixed(0)).join(', ')})`);
