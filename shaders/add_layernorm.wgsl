@@ -1,14 +1,13 @@
-// Residual add and LayerNorm over rows, in the three forms the encoder layers need:
-// * mode 0: norm = LN(a)               (pre-LN: before a sub-layer)
-// * mode 1: sum = a + b; norm = LN(sum) (post-LN: LN(x + Sublayer(x)); pre-LN: residual, then LN₂)
-// * mode 2: sum = a + b                 (pre-LN: the last residual of a layer)
+// Residual add and LayerNorm over rows, in the three forms the encoder layers need (the
+// `AddNorm` modes in src/engine/gpu/plan.rs):
+// * 0, norm:        norm = LN(a)                 (pre-LN: before a sub-layer)
+// * 1, add + norm:  sum = a + b; norm = LN(sum)  (post-LN: LN(x + Sublayer(x)); pre-LN: LN₂)
+// * 2, add:         sum = a + b                  (pre-LN: the last residual of a layer)
 //
 // # Shapes
 // * a, b, sum, norm: (rows, D); gamma, beta: (D,)
 //
-// One workgroup per row; dispatch (min(rows, 65535), ceil(rows / 65535), 1).
-
-override WG: u32 = 64u;
+// One workgroup of WG per row; dispatch (min(rows, 65535), ceil(rows / 65535), 1).
 
 struct Params {
     rows: u32,
@@ -25,22 +24,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> sum: array<f32>;
 @group(0) @binding(6) var<storage, read_write> norm: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
-
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    partial[lid] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (lid < stride) {
-            partial[lid] += partial[lid + stride];
-        }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier();
-    return total;
-}
-
 fn input(i: u32) -> f32 {
     if (p.mode == 0u) {
         return a[i];
@@ -50,10 +33,10 @@ fn input(i: u32) -> f32 {
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {
-    let row = wid.x + wid.y * 65535u;
+    let row = grid_row(wid);
     let lid = lid3.x;
     let live = row < p.rows;
-    let base = min(row, p.rows - 1u) * p.dim;
+    let base = min(row, p.rows - 1u) * p.dim; // keep barriers in uniform control flow
     var s = 0.0;
     for (var c = lid; c < p.dim; c += WG) {
         let x = input(base + c);

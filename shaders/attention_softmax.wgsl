@@ -1,13 +1,12 @@
-// P = softmax(masked_fill(S, mask == 0, -inf)) row by row: masked keys get exactly 0, and a
-// row with every key masked is all zeros. These are the probabilities the heatmaps draw.
+// P = softmax(masked_fill(S, mask == 0, -inf)) row by row, S the scaled scores Q·Kᵀ/√d_k that
+// matmul.wgsl wrote: masked keys get exactly 0, and a row with every key masked is all zeros.
+// These are the probabilities the heatmaps draw.
 //
 // # Shapes
 // * scores, probs: (B, H, n_q, n_k)
 // * mask: (B, n_q, n_k), 1 where query i may attend to key j
 //
-// One workgroup per row (b, h, i); dispatch (min(B·H·n_q, 65535), ceil(B·H·n_q / 65535), 1).
-
-override WG: u32 = 64u;
+// One workgroup of WG per row (b, h, i); dispatch (min(B·H·n_q, 65535), ceil(B·H·n_q / 65535), 1).
 
 struct Params {
     n_q: u32,
@@ -21,40 +20,25 @@ struct Params {
 @group(0) @binding(2) var<storage, read> mask: array<u32>;
 @group(0) @binding(3) var<storage, read_write> probs: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
-
-// The lowest finite f32, written exactly (Tint rejects a rounded literal that overflows f32).
-// It starts the running max; masked cells never reach exp().
-const NEG_INF: f32 = -340282346638528859811704183484516925440.0;
-
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {
-    let row = wid.x + wid.y * 65535u;
+    let row = grid_row(wid);
     let lid = lid3.x;
     let live = row < p.rows;
-    let r = min(row, p.rows - 1u);
+    let r = min(row, p.rows - 1u); // keep barriers in uniform control flow
     let i = r % p.n_q;
     let b = r / (p.n_q * p.heads);
     let base = r * p.n_k;
     let mbase = (b * p.n_q + i) * p.n_k;
 
-    // max over the allowed keys
+    // max over the allowed keys (masked cells never reach exp())
     var m = NEG_INF;
     for (var j = lid; j < p.n_k; j += WG) {
         if (mask[mbase + j] != 0u) {
             m = max(m, scores[base + j]);
         }
     }
-    partial[lid] = m;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (lid < stride) {
-            partial[lid] = max(partial[lid], partial[lid + stride]);
-        }
-        workgroupBarrier();
-    }
-    let row_max = partial[0];
-    workgroupBarrier();
+    let row_max = workgroup_max(m, lid);
 
     // sum of exp over the allowed keys
     var s = 0.0;
@@ -63,15 +47,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
             s += exp(scores[base + j] - row_max);
         }
     }
-    partial[lid] = s;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (lid < stride) {
-            partial[lid] += partial[lid + stride];
-        }
-        workgroupBarrier();
-    }
-    let total = partial[0];
+    let total = workgroup_sum(s, lid);
 
     if (live) {
         for (var j = lid; j < p.n_k; j += WG) {

@@ -6,9 +6,7 @@
 // * gamma, beta: (D,)
 // * out: (B·T, D)
 //
-// Dispatch (min(B·T, 65535), ceil(B·T / 65535), 1).
-
-override WG: u32 = 64u;
+// One workgroup of WG per token; dispatch (min(B·T, 65535), ceil(B·T / 65535), 1).
 
 struct Params {
     rows: u32,
@@ -27,25 +25,9 @@ struct Params {
 @group(0) @binding(7) var<storage, read> beta: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
-
-fn workgroup_sum(v: f32, lid: u32) -> f32 {
-    partial[lid] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (lid < stride) {
-            partial[lid] += partial[lid + stride];
-        }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier();
-    return total;
-}
-
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {
-    let row = wid.x + wid.y * 65535u;
+    let row = grid_row(wid);
     let lid = lid3.x;
     let live = row < p.rows;
     let r = min(row, p.rows - 1u); // keep barriers in uniform control flow

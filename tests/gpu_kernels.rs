@@ -59,7 +59,7 @@ fn matmul_bias_at_odd_sizes() {
             bias: Array1::from(values(n, 2)),
         };
         let x = matrix(m, k, 3);
-        let gpu = block_on(kernels().linear(x.view(), &l)).unwrap();
+        let gpu = block_on(kernels().linear(x.view(), &l, None)).unwrap();
         let d = diff(&gpu, &ops::linear(x.view(), &l));
         assert!(
             d < 1e-4 * (k as f32).sqrt(),
@@ -70,9 +70,11 @@ fn matmul_bias_at_odd_sizes() {
         weight: matrix(4, 3, 1),
         bias: Array1::zeros(4),
     };
-    assert!(block_on(kernels().linear(matrix(2, 5, 1).view(), &l)).is_err());
+    assert!(block_on(kernels().linear(matrix(2, 5, 1).view(), &l, None)).is_err());
 }
 
+/// The activations run fused into the matmul's epilogue: through an identity layer (`x·Iᵀ + 0`
+/// is exact) they are compared alone.
 #[test]
 fn activations_match_the_cpu() {
     for (act, f) in [
@@ -82,7 +84,11 @@ fn activations_match_the_cpu() {
     ] {
         for (r, c) in [(1, 1), (7, 33), (33, 1536)] {
             let x = matrix(r, c, 7) * 3.0;
-            let gpu = block_on(kernels().activation(x.view(), act)).unwrap();
+            let identity = Linear {
+                weight: Array2::eye(c),
+                bias: Array1::zeros(c),
+            };
+            let gpu = block_on(kernels().linear(x.view(), &identity, Some(act))).unwrap();
             let d = diff(&gpu, &x.mapv(f));
             assert!(d < 1e-6, "{act:?} {r}×{c} differs by {d}");
         }

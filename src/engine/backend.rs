@@ -118,7 +118,7 @@ impl Runner {
         let start = Instant::now();
         let mut fallback = self.unavailable.clone();
         if let Some(g) = &self.gpu {
-            match g.forward(model, input, mask, opts, false).await {
+            match g.forward(input, mask, opts).await {
                 Ok((trace, timing)) => {
                     return Ok(Run {
                         trace,

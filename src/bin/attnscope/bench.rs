@@ -81,10 +81,8 @@ pub fn run(dir: &Path, backend: BackendArg, lengths: &[usize], iters: usize) -> 
         );
         let mut line = format!("{t:>7} {cpu_ms:>10.2} |");
         if let Some(g) = &gpu {
-            let run = || {
-                pollster::block_on(g.forward(&model, &input, &mask, opts, true))
-                    .map(|(_, timing)| timing)
-            };
+            let run =
+                || pollster::block_on(g.forward(&input, &mask, opts)).map(|(_, timing)| timing);
             run()?; // warm-up: builds this shape's buffers
             let timings: Vec<GpuTiming> = (0..iters).map(|_| run()).collect::<Result<_, _>>()?;
             let pick = |f: fn(&GpuTiming) -> f64| median(timings.iter().map(f).collect());

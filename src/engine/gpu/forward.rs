@@ -6,22 +6,25 @@ use ndarray::{Array2, Array3, Array5, Axis};
 use web_time::Instant;
 
 use super::device::GpuDevice;
-use super::kernels::GpuWeights;
-use super::plan::{grid, AttentionLayout, GpuKernels, Kernel, Plan, Step};
+use super::kernels::{GpuLayer, GpuWeights};
+use super::plan::{AddNorm, AttentionLayout, Dispatch, GpuKernels, Plan};
 use crate::engine::cpu::encoder::classify;
 use crate::engine::{check_input, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::{Config, Encoded, LayerNormOrder, Model};
+use crate::model::weights::ClassifierWeights;
+use crate::model::{Activation, Config, Encoded, LayerNormOrder, Model};
 
-/// Where a GPU forward pass spent its time, in milliseconds.
+/// Where a GPU forward pass spent its time, in milliseconds (one submission: the phases are
+/// measured on the host around it).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GpuTiming {
     /// Writing ids, token types and the mask (and building buffers for a new shape).
     pub upload_ms: f64,
-    /// The dispatches of every layer, submitted and finished.
+    /// From the submission until the results are mapped: every layer's dispatches and the copy
+    /// of what is read back.
     pub compute_ms: f64,
-    /// Copying the probabilities (and hidden states, scores) out and mapping them.
+    /// Copying the mapped probabilities (and hidden states, scores) out into the trace.
     pub readback_ms: f64,
 }
 
@@ -37,10 +40,12 @@ pub struct GpuEngine {
     kernels: GpuKernels,
     weights: GpuWeights,
     config: Config,
+    /// The [CLS] head runs on the CPU from the read-back hidden states.
+    classifier: Option<ClassifierWeights>,
     workspace: Mutex<Option<Workspace>>,
 }
 
-/// Buffers, bind groups and the dispatch list for one `(B, T, keep_scores)`.
+/// Buffers, bind groups and the dispatches for one `(B, T, keep_scores)`.
 struct Workspace {
     key: (usize, usize, bool),
     ids: wgpu::Buffer,
@@ -53,7 +58,8 @@ struct Workspace {
     /// `(B·T, D)`
     hidden: wgpu::Buffer,
     staging: wgpu::Buffer,
-    steps: Vec<Step>,
+    dispatches: Vec<Dispatch>,
+    /// The intermediate activations and the dispatches' parameters, bound by `dispatches`.
     _keep: Vec<wgpu::Buffer>,
 }
 
@@ -67,12 +73,9 @@ impl GpuEngine {
             kernels,
             weights,
             config: model.config.clone(),
+            classifier: model.weights.classifier.clone(),
             workspace: Mutex::new(None),
         })
-    }
-
-    pub fn device(&self) -> &GpuDevice {
-        &self.kernels.dev
     }
 
     /// `gpu: <adapter> (<API>)`
@@ -80,15 +83,14 @@ impl GpuEngine {
         self.kernels.dev.describe()
     }
 
-    /// Runs the encoder; `split` submits upload, compute and read-back separately so the
-    /// benchmark can time each (otherwise the whole pass is one submission).
+    /// Runs the encoder over a padded batch: one submission for the whole pass, then only what
+    /// the trace keeps is read back (every layer's probabilities and the last hidden states;
+    /// the scores when asked).
     pub async fn forward(
         &self,
-        model: &Model,
         input: &Encoded,
         mask: &Mask,
         opts: TraceOptions,
-        split: bool,
     ) -> Result<(Trace, GpuTiming)> {
         let c = &self.config;
         check_input(c, input, mask)?;
@@ -123,25 +125,10 @@ impl GpuEngine {
             bytemuck::cast_slice(&input.type_ids.iter().copied().collect::<Vec<u32>>()),
         );
         q.write_buffer(&ws.mask, 0, bytemuck::cast_slice(&mask.to_u32()));
-        if split {
-            q.submit([]);
-            self.kernels.wait()?;
-        }
         timing.upload_ms = start.elapsed().as_secs_f64() * 1e3;
 
-        let t1 = Instant::now();
-        let mut enc = self.kernels.encode(&ws.steps);
-        if split {
-            q.submit([enc.finish()]);
-            self.kernels.wait()?;
-            timing.compute_ms = t1.elapsed().as_secs_f64() * 1e3;
-            enc = self
-                .kernels
-                .dev
-                .device
-                .create_command_encoder(&Default::default());
-        }
-        let t2 = Instant::now();
+        let computing = Instant::now();
+        let mut enc = self.kernels.encode(&ws.dispatches);
         // Read back only what was asked for: probabilities and hidden states, scores on request.
         let p_bytes = (b * h * t * t * 4) as u64;
         let mut offset = 0u64;
@@ -164,12 +151,8 @@ impl GpuEngine {
         if let Ok(mut slot) = self.workspace.lock() {
             *slot = Some(ws);
         }
-        let elapsed = t2.elapsed().as_secs_f64() * 1e3;
-        if split {
-            timing.readback_ms = elapsed;
-        } else {
-            timing.compute_ms = t1.elapsed().as_secs_f64() * 1e3;
-        }
+        let reading = Instant::now();
+        timing.compute_ms = (reading - computing).as_secs_f64() * 1e3;
 
         // staging = [probs of every layer | hidden | scores of every layer (if kept)]
         let mut probs = data;
@@ -191,13 +174,14 @@ impl GpuEngine {
             None
         };
         // The [CLS] head is a few hundred multiply-adds: done on the CPU from the read-back states.
-        let logits = model.weights.classifier.as_ref().map(|w| {
+        let logits = self.classifier.as_ref().map(|w| {
             let rows: Vec<_> = (0..b)
                 .map(|i| classify(w, hidden.index_axis(Axis(0), i).row(0)))
                 .collect();
             let n = rows.first().map_or(0, |r| r.len());
             Array2::from_shape_fn((b, n), |(i, j)| rows[i][j])
         });
+        timing.readback_ms = reading.elapsed().as_secs_f64() * 1e3;
         Ok((
             Trace {
                 attention,
@@ -214,141 +198,70 @@ impl GpuEngine {
     fn build_workspace(&self, b: usize, t: usize, keep_scores: bool) -> Workspace {
         use wgpu::BufferUsages as U;
         let c = &self.config;
-        let (l, h, d, inter) = (
-            c.num_hidden_layers,
-            c.num_attention_heads,
-            c.hidden_size,
-            c.intermediate_size,
-        );
+        let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
         let m = b * t;
-        let rw = U::STORAGE | U::COPY_SRC;
+        let k = &self.kernels;
         let input = U::STORAGE | U::COPY_DST;
-        let ids = self.kernels.buffer("ids", m, input);
-        let type_ids = self.kernels.buffer("type_ids", m, input);
-        let mask = self.kernels.buffer("mask", b * t * t, input);
-        let x = [
-            self.kernels.buffer("x0", m * d, rw),
-            self.kernels.buffer("x1", m * d, rw),
-        ]; // (B·T, D) ping-pong
-        let qkv = self.kernels.buffer("qkv", m * 3 * d, rw); // (B·T, 3·D)
-        let ctx = self.kernels.buffer("ctx", m * d, rw);
-        let attn_out = self.kernels.buffer("attn_out", m * d, rw);
-        let hbuf = self.kernels.buffer("h", m * d, rw);
-        let normed = self.kernels.buffer("normed", m * d, rw);
-        let scratch = self.kernels.buffer("scratch", m * d, rw);
-        let ffn_in = self.kernels.buffer("intermediate", m * inter, rw); // (B·T, I)
-        let ffn = self.kernels.buffer("ffn", m * d, rw);
+        let ids = k.buffer("ids", m, input);
+        let type_ids = k.buffer("type_ids", m, input);
+        let mask = k.buffer("mask", b * t * t, input);
+        let rw = U::STORAGE | U::COPY_SRC;
+        let x = [k.buffer("x0", m * d, rw), k.buffer("x1", m * d, rw)]; // (B·T, D) ping-pong
+        let act = Activations {
+            qkv: k.buffer("qkv", m * 3 * d, rw),
+            ctx: k.buffer("ctx", m * d, rw),
+            attn: k.buffer("attn", m * d, rw),
+            h: k.buffer("h", m * d, rw),
+            normed: k.buffer("normed", m * d, rw),
+            ffn_hidden: k.buffer("ffn_hidden", m * c.intermediate_size, rw),
+            ffn: k.buffer("ffn", m * d, rw),
+        };
         let p_floats = b * h * t * t; // (B, H, T, T)
         let probs: Vec<_> = (0..l)
-            .map(|i| self.kernels.buffer(&format!("probs{i}"), p_floats, rw))
+            .map(|i| k.buffer(&format!("probs{i}"), p_floats, rw))
             .collect();
         let scores: Vec<_> = (0..if keep_scores { l } else { 1 })
-            .map(|i| self.kernels.buffer(&format!("scores{i}"), p_floats, rw))
+            .map(|i| k.buffer(&format!("scores{i}"), p_floats, rw))
             .collect();
 
-        let e = &self.weights;
-        let (m32, d32, t32, h32) = (m as u32, d as u32, t as u32, h as u32);
-        let dk = (d / h) as u32;
-        let mut plan = Plan::new(&self.kernels);
-        plan.push(
-            Kernel::Embed,
-            &[m32, d32, t32, e.embed_norm.eps.to_bits()],
-            vec![
-                &ids,
-                &type_ids,
-                &e.word,
-                &e.position,
-                &e.token_type,
-                &e.embed_norm.gamma,
-                &e.embed_norm.beta,
-                &x[0],
-            ],
-            grid(m32),
+        let shape = Shape {
+            batch: b as u32,
+            seq: t as u32,
+            heads: h as u32,
+            dim: d as u32,
+            act: c.hidden_act,
+        };
+        let mut plan = Plan::new(k);
+        plan.embed(
+            shape.rows(),
+            shape.seq,
+            [&ids, &type_ids],
+            &self.weights.embeddings,
+            &x[0],
         );
-        let mut cur = 0;
-        for (li, layer) in e.layers.iter().enumerate() {
-            let (xin, xout) = (&x[cur], &x[1 - cur]);
-            let sc = &scores[if keep_scores { li } else { 0 }];
-            let pr = &probs[li];
-            let attn_input = match c.layer_norm_order {
-                LayerNormOrder::Post => xin,
-                LayerNormOrder::Pre => {
-                    plan.add_norm(
-                        m32,
-                        d32,
-                        0,
-                        xin,
-                        &e.dummy,
-                        &layer.attention_norm,
-                        &scratch,
-                        &normed,
-                    );
-                    &normed
-                }
+        for (i, layer) in self.weights.layers.iter().enumerate() {
+            let trace = AttentionTrace {
+                mask: &mask,
+                scores: &scores[if keep_scores { i } else { 0 }],
+                probs: &probs[i],
             };
-            plan.matmul(m32, attn_input, &layer.qkv, &qkv);
-            let layout = AttentionLayout {
-                batch: b as u32,
-                heads: h32,
-                n_q: t32,
-                n_k: t32,
-                d_k: dk,
-                d_v: dk,
-                q: (3 * d32, 0),
-                k: (3 * d32, d32),
-                v: (3 * d32, 2 * d32),
-            };
-            plan.attention(&layout, [&qkv, &qkv, &qkv], &mask, sc, pr, &ctx);
-            plan.matmul(m32, &ctx, &layer.attn_out, &attn_out);
-            let ffn_input = match c.layer_norm_order {
-                LayerNormOrder::Post => {
-                    plan.add_norm(
-                        m32,
-                        d32,
-                        1,
-                        &attn_out,
-                        xin,
-                        &layer.attention_norm,
-                        &scratch,
-                        &hbuf,
-                    );
-                    &hbuf
-                }
-                LayerNormOrder::Pre => {
-                    plan.add_norm(
-                        m32,
-                        d32,
-                        1,
-                        xin,
-                        &attn_out,
-                        &layer.output_norm,
-                        &hbuf,
-                        &normed,
-                    );
-                    &normed
-                }
-            };
-            plan.matmul(m32, ffn_input, &layer.intermediate, &ffn_in);
-            let n_inter = (m * inter) as u32;
-            plan.activation(n_inter, c.hidden_act, &ffn_in);
-            plan.matmul(m32, &ffn_in, &layer.output, &ffn);
-            match c.layer_norm_order {
-                LayerNormOrder::Post => {
-                    plan.add_norm(m32, d32, 1, &ffn, &hbuf, &layer.output_norm, &scratch, xout)
-                }
-                LayerNormOrder::Pre => {
-                    plan.add_norm(m32, d32, 2, &hbuf, &ffn, &layer.output_norm, xout, &scratch)
-                }
-            }
-            cur = 1 - cur;
+            let (x_in, x_out) = (&x[i % 2], &x[1 - i % 2]);
+            encoder_layer(
+                &mut plan,
+                c.layer_norm_order,
+                &shape,
+                layer,
+                &act,
+                &trace,
+                x_in,
+                x_out,
+            );
         }
-        let (steps, mut keep) = plan.finish();
-        let hidden = x[cur].clone();
+        let (dispatches, mut keep) = plan.finish();
+        let hidden = x[l % 2].clone();
         let staging_floats = l * p_floats * if keep_scores { 2 } else { 1 } + m * d;
-        let staging = self
-            .kernels
-            .buffer("staging", staging_floats, U::MAP_READ | U::COPY_DST);
-        keep.extend([qkv, ctx, attn_out, hbuf, normed, scratch, ffn_in, ffn]);
+        let staging = k.buffer("staging", staging_floats, U::MAP_READ | U::COPY_DST);
+        keep.extend(act.into_buffers());
         keep.extend(x);
         Workspace {
             key: (b, t, keep_scores),
@@ -359,8 +272,175 @@ impl GpuEngine {
             scores,
             hidden,
             staging,
-            steps,
+            dispatches,
             _keep: keep,
         }
     }
+}
+
+/// The sizes one forward pass records its dispatches for.
+struct Shape {
+    batch: u32,
+    seq: u32,
+    heads: u32,
+    dim: u32,
+    act: Activation,
+}
+
+impl Shape {
+    /// `B·T`: the rows of every activation.
+    fn rows(&self) -> u32 {
+        self.batch * self.seq
+    }
+}
+
+/// The intermediate activations of one layer, reused by every layer.
+///
+/// # Shapes
+/// * `qkv`: `(B·T, 3·D)`, `ffn_hidden`: `(B·T, intermediate)`, the others `(B·T, D)`
+struct Activations {
+    qkv: wgpu::Buffer,
+    ctx: wgpu::Buffer,
+    attn: wgpu::Buffer,
+    h: wgpu::Buffer,
+    normed: wgpu::Buffer,
+    ffn_hidden: wgpu::Buffer,
+    ffn: wgpu::Buffer,
+}
+
+impl Activations {
+    fn into_buffers(self) -> [wgpu::Buffer; 7] {
+        [
+            self.qkv,
+            self.ctx,
+            self.attn,
+            self.h,
+            self.normed,
+            self.ffn_hidden,
+            self.ffn,
+        ]
+    }
+}
+
+/// What one layer's attention leaves for the trace: the mask it applies, its scores (before
+/// the mask) and its probabilities.
+struct AttentionTrace<'a> {
+    mask: &'a wgpu::Buffer,
+    scores: &'a wgpu::Buffer,
+    probs: &'a wgpu::Buffer,
+}
+
+/// One encoder layer from `x` into `out`, as `cpu::encoder::encoder_layer` computes it:
+///
+/// * post-LN (BERT): `h = LN₁(x + MHA(x)); out = LN₂(h + FFN(h))`
+/// * pre-LN (the seeds): `h = x + MHA(LN₁(x)); out = h + FFN(LN₂(h))`
+#[allow(clippy::too_many_arguments)]
+fn encoder_layer<'a>(
+    plan: &mut Plan<'a>,
+    order: LayerNormOrder,
+    s: &Shape,
+    w: &'a GpuLayer,
+    act: &'a Activations,
+    trace: &AttentionTrace<'a>,
+    x: &'a wgpu::Buffer,
+    out: &'a wgpu::Buffer,
+) {
+    let rows = s.rows();
+    match order {
+        LayerNormOrder::Post => {
+            self_attention(plan, s, w, act, trace, x); // act.attn = MHA(x)
+            plan.add_norm(
+                AddNorm::AddThenNorm,
+                rows,
+                [&act.attn, x],
+                &w.attention_norm,
+                Some(&act.normed),
+                Some(&act.h),
+            );
+            feed_forward(plan, s, w, act, &act.h); // act.ffn = FFN(h)
+            plan.add_norm(
+                AddNorm::AddThenNorm,
+                rows,
+                [&act.ffn, &act.h],
+                &w.output_norm,
+                Some(&act.normed),
+                Some(out),
+            );
+        }
+        LayerNormOrder::Pre => {
+            plan.add_norm(
+                AddNorm::Norm,
+                rows,
+                [x, x],
+                &w.attention_norm,
+                None,
+                Some(&act.normed),
+            );
+            self_attention(plan, s, w, act, trace, &act.normed); // act.attn = MHA(LN₁(x))
+            plan.add_norm(
+                AddNorm::AddThenNorm,
+                rows,
+                [x, &act.attn],
+                &w.output_norm,
+                Some(&act.h),
+                Some(&act.normed),
+            );
+            feed_forward(plan, s, w, act, &act.normed); // act.ffn = FFN(LN₂(h))
+            plan.add_norm(
+                AddNorm::Add,
+                rows,
+                [&act.h, &act.ffn],
+                &w.output_norm,
+                Some(out),
+                None,
+            );
+        }
+    }
+}
+
+/// `act.attn = MHA(x)`: the fused Q/K/V projection, attention per head (its scores and
+/// probabilities kept in `trace`), the output projection.
+fn self_attention<'a>(
+    plan: &mut Plan<'a>,
+    s: &Shape,
+    w: &'a GpuLayer,
+    act: &'a Activations,
+    trace: &AttentionTrace<'a>,
+    x: &'a wgpu::Buffer,
+) {
+    plan.linear(s.rows(), x, &w.qkv, None, &act.qkv); // (B·T, 3·D) = [Q | K | V]
+    let d = s.dim;
+    let layout = AttentionLayout {
+        batch: s.batch,
+        heads: s.heads,
+        n_q: s.seq,
+        n_k: s.seq,
+        d_k: d / s.heads,
+        d_v: d / s.heads,
+        q: (3 * d, 0),
+        k: (3 * d, d),
+        v: (3 * d, 2 * d),
+    };
+    let qkv = [&act.qkv; 3];
+    plan.attention(
+        &layout,
+        qkv,
+        trace.mask,
+        trace.scores,
+        trace.probs,
+        &act.ctx,
+    );
+    plan.linear(s.rows(), &act.ctx, &w.attn_out, None, &act.attn);
+}
+
+/// `act.ffn = dense₂(act(dense₁(x)))`, the activation fused into the first matmul.
+fn feed_forward<'a>(
+    plan: &mut Plan<'a>,
+    s: &Shape,
+    w: &'a GpuLayer,
+    act: &'a Activations,
+    x: &'a wgpu::Buffer,
+) {
+    plan.linear(s.rows(), x, &w.intermediate, Some(s.act), &act.ffn_hidden);
+    plan.linear(s.rows(), &act.ffn_hidden, &w.output, None, &act.ffn);
 }

@@ -1,82 +1,194 @@
-//! The compiled WGSL pipelines and the model's weights on the GPU, built once per model.
+//! The WGSL kernels and the model's weights on the GPU.
+//!
+//! Each kernel is `shaders/common.wgsl` (workgroup reductions, `erf`, the activations) followed by
+//! its own `shaders/<kernel>.wgsl`, composed at build time. Its buffers are declared once, here,
+//! as an explicit bind-group layout (binding 0 is always its parameters); its workgroup size is
+//! set from the constants below through the shader's `override`s, and the dispatches in
+//! `plan.rs` read the same constants. Pipelines are compiled once per device.
 
 use super::device::GpuDevice;
 use crate::model::weights::{LayerNorm, Linear};
 use crate::model::{BertWeights, Config};
 
-/// One compute pipeline per `shaders/*.wgsl` kernel.
-pub struct Pipelines {
-    pub embed_layernorm: wgpu::ComputePipeline,
-    pub matmul_bias: wgpu::ComputePipeline,
-    pub gelu: wgpu::ComputePipeline,
-    pub add_layernorm: wgpu::ComputePipeline,
-    pub attention_scores: wgpu::ComputePipeline,
-    pub attention_softmax: wgpu::ComputePipeline,
-    pub attention_context: wgpu::ComputePipeline,
+/// Threads per workgroup of the row kernels (embedding, LayerNorm, softmax): one workgroup per
+/// row, reducing across its threads (the `WG` override of `common.wgsl`).
+pub const ROW_WG: u32 = 64;
+/// Each matmul invocation computes a `MATMUL_BLOCK × MATMUL_BLOCK` block of its output in
+/// registers (fixed by `matmul.wgsl`'s code).
+pub const MATMUL_BLOCK: u32 = 8;
+/// A matmul workgroup is `MATMUL_SIDE × MATMUL_SIDE` invocations (the `SIDE` override of
+/// `matmul.wgsl`), so it covers a `MATMUL_TILE × MATMUL_TILE` tile of the output.
+pub const MATMUL_SIDE: u32 = 8;
+pub const MATMUL_TILE: u32 = MATMUL_BLOCK * MATMUL_SIDE;
+
+/// `shaders/common.wgsl` followed by `shaders/<name>.wgsl`, as one source at build time.
+macro_rules! composed {
+    ($name:literal) => {
+        concat!(
+            include_str!("../../../shaders/common.wgsl"),
+            "\n",
+            include_str!(concat!("../../../shaders/", $name, ".wgsl"))
+        )
+    };
 }
 
-/// Workgroup sizes, set through the shaders' `override` constants.
-pub const TILE: u32 = 16;
-pub const WG: u32 = 64;
-
-fn pipeline(
-    dev: &GpuDevice,
-    desc: wgpu::ShaderModuleDescriptor,
-    constants: &[(&str, f64)],
-) -> wgpu::ComputePipeline {
-    let label = desc.label;
-    let module = dev.device.create_shader_module(desc);
-    dev.device
-        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label,
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants,
-                ..Default::default()
-            },
-            cache: None,
-        })
+/// The kernels: one per `shaders/*.wgsl` besides `common.wgsl`, and `matmul.wgsl` in three
+/// specialisations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    EmbedLayerNorm,
+    /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ`, `Q·Kᵀ` (offsets, strides and K
+    /// multiples of 4).
+    Matmul,
+    /// `matmul.wgsl` reading vec4s, A along k and B along n: `P·V`.
+    MatmulBAlongN,
+    /// `matmul.wgsl` reading scalars: any offsets, strides and sizes.
+    MatmulScalar,
+    AddLayerNorm,
+    AttentionSoftmax,
 }
+
+/// How a kernel binds one buffer.
+#[derive(Clone, Copy)]
+enum Binding {
+    Uniform,
+    Read,
+    ReadWrite,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 6] = [
+        Kernel::EmbedLayerNorm,
+        Kernel::Matmul,
+        Kernel::MatmulBAlongN,
+        Kernel::MatmulScalar,
+        Kernel::AddLayerNorm,
+        Kernel::AttentionSoftmax,
+    ];
+
+    /// The file under `shaders/`.
+    pub fn file(self) -> &'static str {
+        match self {
+            Kernel::EmbedLayerNorm => "embed_layernorm.wgsl",
+            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => "matmul.wgsl",
+            Kernel::AddLayerNorm => "add_layernorm.wgsl",
+            Kernel::AttentionSoftmax => "attention_softmax.wgsl",
+        }
+    }
+
+    /// The composed module: `common.wgsl` + the kernel's file.
+    pub fn source(self) -> &'static str {
+        match self {
+            Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
+            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
+            Kernel::AddLayerNorm => composed!("add_layernorm"),
+            Kernel::AttentionSoftmax => composed!("attention_softmax"),
+        }
+    }
+
+    /// The kernel's buffers in binding order, as its `@binding(i)` declarations list them.
+    fn bindings(self) -> &'static [Binding] {
+        use Binding::*;
+        match self {
+            // params, ids, type_ids, word, position, token_type, gamma, beta → out
+            Kernel::EmbedLayerNorm => {
+                &[Uniform, Read, Read, Read, Read, Read, Read, Read, ReadWrite]
+            }
+            // params, a, a as vec4s, b, b as vec4s, bias → c
+            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
+                &[Uniform, Read, Read, Read, Read, Read, ReadWrite]
+            }
+            // params, a, b, gamma, beta → sum, norm
+            Kernel::AddLayerNorm => &[Uniform, Read, Read, Read, Read, ReadWrite, ReadWrite],
+            // params, scores, mask → probs
+            Kernel::AttentionSoftmax => &[Uniform, Read, Read, ReadWrite],
+        }
+    }
+
+    /// The `override` constants that size its workgroups (and specialise the matmul).
+    fn constants(self) -> &'static [(&'static str, f64)] {
+        const SIDE: f64 = MATMUL_SIDE as f64;
+        match self {
+            Kernel::Matmul => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 0.0)],
+            Kernel::MatmulBAlongN => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 1.0)],
+            Kernel::MatmulScalar => &[("SIDE", SIDE), ("VEC4", 0.0), ("B_ALONG_N", 0.0)],
+            _ => &[("WG", ROW_WG as f64)],
+        }
+    }
+}
+
+/// A kernel compiled for one device, with its bind-group layout.
+pub struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+/// Every kernel compiled for one device, indexed by [`Kernel`].
+pub struct Pipelines([Pipeline; 6]);
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {
-        let wg = [("WG", WG as f64)];
-        Self {
-            embed_layernorm: pipeline(
-                dev,
-                wgpu::include_wgsl!("../../../shaders/embed_layernorm.wgsl"),
-                &wg,
-            ),
-            matmul_bias: pipeline(
-                dev,
-                wgpu::include_wgsl!("../../../shaders/matmul_bias.wgsl"),
-                &[("TILE", TILE as f64)],
-            ),
-            gelu: pipeline(dev, wgpu::include_wgsl!("../../../shaders/gelu.wgsl"), &wg),
-            add_layernorm: pipeline(
-                dev,
-                wgpu::include_wgsl!("../../../shaders/add_layernorm.wgsl"),
-                &wg,
-            ),
-            attention_scores: pipeline(
-                dev,
-                wgpu::include_wgsl!("../../../shaders/attention_scores.wgsl"),
-                &[],
-            ),
-            attention_softmax: pipeline(
-                dev,
-                wgpu::include_wgsl!("../../../shaders/attention_softmax.wgsl"),
-                &wg,
-            ),
-            attention_context: pipeline(
-                dev,
-                wgpu::include_wgsl!("../../../shaders/attention_context.wgsl"),
-                &[],
-            ),
-        }
+        Self(Kernel::ALL.map(|k| compile(dev, k)))
     }
+
+    pub fn get(&self, k: Kernel) -> &Pipeline {
+        &self.0[k as usize]
+    }
+}
+
+fn compile(dev: &GpuDevice, kernel: Kernel) -> Pipeline {
+    let d = &dev.device;
+    let name = format!("{kernel:?}");
+    let label = Some(name.as_str());
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
+        .bindings()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: match b {
+                    Binding::Uniform => wgpu::BufferBindingType::Uniform,
+                    Binding::Read => wgpu::BufferBindingType::Storage { read_only: true },
+                    Binding::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    let layout = d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label,
+        entries: &entries,
+    });
+    let pipeline_layout = d.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label,
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label,
+        source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+    });
+    let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label,
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: kernel.constants(),
+            ..Default::default()
+        },
+        cache: None,
+    });
+    Pipeline { pipeline, layout }
+}
+
+/// A buffer size in bytes, rounded up to whole vec4s (the matmul may read any buffer as vec4s).
+pub fn padded(bytes: usize) -> u64 {
+    (bytes.max(16) as u64).next_multiple_of(16)
 }
 
 /// A buffer filled through the queue (not mapped at creation, which panics on a lost device).
@@ -88,7 +200,7 @@ pub fn filled(
 ) -> wgpu::Buffer {
     let buf = dev.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
-        size: (bytes.len().max(4) as u64).next_multiple_of(4),
+        size: padded(bytes.len()),
         usage: usage | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
@@ -114,6 +226,7 @@ fn slice<'a>(
     }
 }
 
+/// A dense layer: `weight` `(N, K)` as nn.Linear stores it, `bias` `(N,)`.
 pub struct GpuLinear {
     pub weight: wgpu::Buffer,
     pub bias: wgpu::Buffer,
@@ -142,9 +255,11 @@ impl GpuLinear {
     }
 }
 
+/// LayerNorm's `γ` and `β`, each `(D,)`.
 pub struct GpuLayerNorm {
     pub gamma: wgpu::Buffer,
     pub beta: wgpu::Buffer,
+    pub dim: u32,
     pub eps: f32,
 }
 
@@ -153,11 +268,13 @@ impl GpuLayerNorm {
         Self {
             gamma: storage(dev, &format!("{label}.gamma"), &slice(&ln.weight)),
             beta: storage(dev, &format!("{label}.beta"), &slice(&ln.bias)),
+            dim: ln.weight.len() as u32,
             eps: ln.eps,
         }
     }
 }
 
+/// One encoder layer's weights.
 pub struct GpuLayer {
     /// Q, K and V fused into one `(3·D, D)` dense layer: one matmul instead of three.
     pub qkv: GpuLinear,
@@ -168,14 +285,22 @@ pub struct GpuLayer {
     pub output_norm: GpuLayerNorm,
 }
 
-pub struct GpuWeights {
+/// The embedding tables and their LayerNorm.
+///
+/// # Shapes
+/// * `word`: `(vocab, D)`, `position`: `(max_pos, D)`, `token_type`: `(type_vocab, D)`
+pub struct GpuEmbeddings {
     pub word: wgpu::Buffer,
     pub position: wgpu::Buffer,
     pub token_type: wgpu::Buffer,
-    pub embed_norm: GpuLayerNorm,
+    pub norm: GpuLayerNorm,
+    pub dim: u32,
+}
+
+/// A model's weights on one device.
+pub struct GpuWeights {
+    pub embeddings: GpuEmbeddings,
     pub layers: Vec<GpuLayer>,
-    /// A one-float placeholder for bindings a kernel mode does not read.
-    pub dummy: wgpu::Buffer,
 }
 
 impl GpuWeights {
@@ -230,12 +355,14 @@ impl GpuWeights {
             })
             .collect();
         Self {
-            word: storage(dev, "word_embeddings", &slice(&e.word)),
-            position: storage(dev, "position_embeddings", &slice(&e.position)),
-            token_type: storage(dev, "token_type_embeddings", &slice(&e.token_type)),
-            embed_norm: GpuLayerNorm::upload(dev, "embeddings.LayerNorm", &e.layer_norm),
+            embeddings: GpuEmbeddings {
+                word: storage(dev, "word_embeddings", &slice(&e.word)),
+                position: storage(dev, "position_embeddings", &slice(&e.position)),
+                token_type: storage(dev, "token_type_embeddings", &slice(&e.token_type)),
+                norm: GpuLayerNorm::upload(dev, "embeddings.LayerNorm", &e.layer_norm),
+                dim: c.hidden_size as u32,
+            },
             layers,
-            dummy: storage(dev, "dummy", &[0.0]),
         }
     }
 }

@@ -9,5 +9,6 @@ mod plan;
 
 pub use device::GpuDevice;
 pub use forward::{GpuEngine, GpuTiming};
+pub use kernels::{Kernel, MATMUL_TILE, ROW_WG};
 pub use ops::AttentionOutput;
 pub use plan::GpuKernels;

@@ -4,7 +4,7 @@
 use ndarray::{Array2, Array3, Array4, ArrayView2, ArrayView3};
 
 use super::kernels::{storage, GpuLayerNorm, GpuLinear};
-use super::plan::{AttentionLayout, GpuKernels, Plan};
+use super::plan::{AddNorm, AttentionLayout, GpuKernels, Plan};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::{LayerNorm, Linear};
@@ -49,8 +49,8 @@ impl GpuKernels {
         plan: Plan<'_>,
         outputs: &[(&wgpu::Buffer, usize)],
     ) -> Result<Vec<Vec<f32>>> {
-        let (steps, _params) = plan.finish();
-        let mut enc = self.encode(&steps);
+        let (dispatches, _params) = plan.finish();
+        let mut enc = self.encode(&dispatches);
         let total: usize = outputs.iter().map(|o| o.1).sum();
         let staging = self.buffer(
             "staging",
@@ -73,11 +73,16 @@ impl GpuKernels {
         Ok(out)
     }
 
-    /// `matmul_bias.wgsl`: `x·Wᵀ + b`.
+    /// `matmul.wgsl` as a dense layer: `act(x·Wᵀ + b)`.
     ///
     /// # Shapes
     /// * `x`: `(M, K)` → `(M, N)`
-    pub async fn linear(&self, x: ArrayView2<'_, f32>, l: &Linear) -> Result<Array2<f32>> {
+    pub async fn linear(
+        &self,
+        x: ArrayView2<'_, f32>,
+        l: &Linear,
+        act: Option<Activation>,
+    ) -> Result<Array2<f32>> {
         let (m, k) = x.dim();
         if l.weight.ncols() != k {
             return Err(shape_err(
@@ -91,28 +96,9 @@ impl GpuKernels {
         let n = w.n as usize;
         let c = self.output("y", m * n);
         let mut plan = Plan::new(self);
-        plan.matmul(m as u32, &a, &w, &c);
+        plan.linear(m as u32, &a, &w, act, &c);
         let out = self.run(plan, &[(&c, m * n)]).await?;
         Array2::from_shape_vec((m, n), out.concat()).map_err(|e| Error::Gpu(e.to_string()))
-    }
-
-    /// `gelu.wgsl`: the feed-forward activation, element-wise.
-    pub async fn activation(&self, x: ArrayView2<'_, f32>, act: Activation) -> Result<Array2<f32>> {
-        let n = x.len();
-        let buf = self.buffer(
-            "x",
-            n,
-            wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-        );
-        self.dev
-            .queue
-            .write_buffer(&buf, 0, bytemuck::cast_slice(&flat(&x)));
-        let mut plan = Plan::new(self);
-        plan.activation(n as u32, act, &buf);
-        let out = self.run(plan, &[(&buf, n)]).await?;
-        Array2::from_shape_vec(x.dim(), out.concat()).map_err(|e| Error::Gpu(e.to_string()))
     }
 
     /// `add_layernorm.wgsl`: `LN(a + b)` (and the sum), or `LN(a)` when `b` is `None`.
@@ -147,15 +133,17 @@ impl GpuKernels {
         let bbuf = storage(&self.dev, "b", &b.as_ref().map_or_else(|| vec![0.0], flat));
         let (sum, norm) = (self.output("sum", rows * d), self.output("norm", rows * d));
         let mut plan = Plan::new(self);
+        let mode = match b {
+            Some(_) => AddNorm::AddThenNorm,
+            None => AddNorm::Norm,
+        };
         plan.add_norm(
+            mode,
             rows as u32,
-            d as u32,
-            if b.is_some() { 1 } else { 0 },
-            &abuf,
-            &bbuf,
+            [&abuf, &bbuf],
             &gln,
-            &sum,
-            &norm,
+            Some(&sum),
+            Some(&norm),
         );
         let out = self
             .run(plan, &[(&sum, rows * d), (&norm, rows * d)])
@@ -171,7 +159,8 @@ impl GpuKernels {
         Ok((to2(sum)?, to2(out[1].clone())?))
     }
 
-    /// The three attention kernels: scores, mask + softmax, `P·V` with the head merge.
+    /// Attention as the encoder runs it: scores (a batched matmul), mask + softmax, `P·V` (a
+    /// batched matmul) with the head merge.
     /// `n_q ≠ n_k` (cross-attention) and `d_k ≠ d_v` are allowed.
     ///
     /// # Shapes

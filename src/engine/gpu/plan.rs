@@ -1,74 +1,71 @@
-//! Recording and running dispatches: the kernels on one device, and a plan of dispatches
-//! (kernel, parameters, buffers, grid) that the encoder and the single-kernel ops share.
+//! Recording dispatches: the compiled kernels on one device, and a [`Plan`] of dispatches (kernel,
+//! parameters, buffers, grid) that the encoder (`forward.rs`) and the single-kernel ops (`ops.rs`)
+//! share.
+
+use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
-use super::kernels::{filled, GpuLayerNorm, GpuLinear, Pipelines, TILE, WG};
+use super::kernels::{
+    filled, padded, GpuEmbeddings, GpuLayerNorm, GpuLinear, Kernel, Pipelines, MATMUL_TILE,
+};
 use crate::error::{Error, Result};
 use crate::model::Activation;
 
-#[derive(Clone, Copy)]
-pub enum Kernel {
-    Embed,
-    Matmul,
-    Gelu,
-    AddNorm,
-    Scores,
-    Softmax,
-    Context,
-}
-
-pub struct Step {
+/// One dispatch ready to record: its kernel, its buffers bound, its grid of workgroups.
+pub struct Dispatch {
     pub kernel: Kernel,
-    pub bind: wgpu::BindGroup,
-    pub groups: (u32, u32, u32),
+    pub bind_group: wgpu::BindGroup,
+    pub workgroups: [u32; 3],
 }
 
-/// `(rows)` as a 2-D grid within the 65535-per-dimension dispatch limit.
-pub fn grid(rows: u32) -> (u32, u32, u32) {
-    (rows.clamp(1, 65535), rows.div_ceil(65535).max(1), 1)
+/// One workgroup per row, as a 2-D grid within the 65535-per-dimension limit (`grid_row` in
+/// `common.wgsl` undoes it).
+fn row_grid(rows: u32) -> [u32; 3] {
+    [rows.clamp(1, 65535), rows.div_ceil(65535).max(1), 1]
 }
 
-/// The compiled pipelines on one device.
+/// One workgroup per `MATMUL_TILE × MATMUL_TILE` block of an `(m, n)` output, for each of `z`
+/// batched products.
+fn matmul_grid(m: u32, n: u32, z: u32) -> [u32; 3] {
+    [n.div_ceil(MATMUL_TILE), m.div_ceil(MATMUL_TILE), z]
+}
+
+/// The compiled kernels on one device.
 pub struct GpuKernels {
     pub dev: GpuDevice,
     pipelines: Pipelines,
+    /// Four bytes bound where a kernel's mode leaves a binding unused (no bias, no sum).
+    unused: wgpu::Buffer,
 }
 
 impl GpuKernels {
     /// Compiles every kernel for `dev`.
     pub fn new(dev: GpuDevice) -> Self {
         let pipelines = Pipelines::new(&dev);
-        Self { dev, pipelines }
+        let unused = filled(&dev, "unused", &[0; 4], wgpu::BufferUsages::STORAGE);
+        Self {
+            dev,
+            pipelines,
+            unused,
+        }
     }
 
-    /// A command encoder with `steps` recorded in one compute pass.
-    pub fn encode(&self, steps: &[Step]) -> wgpu::CommandEncoder {
+    /// A command encoder with `dispatches` recorded in one compute pass.
+    pub fn encode(&self, dispatches: &[Dispatch]) -> wgpu::CommandEncoder {
         let mut enc = self.dev.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("attnscope"),
                 timestamp_writes: None,
             });
-            for s in steps {
-                pass.set_pipeline(self.pipeline(s.kernel));
-                pass.set_bind_group(0, &s.bind, &[]);
-                pass.dispatch_workgroups(s.groups.0, s.groups.1, s.groups.2);
+            for d in dispatches {
+                pass.set_pipeline(&self.pipelines.get(d.kernel).pipeline);
+                pass.set_bind_group(0, &d.bind_group, &[]);
+                let [x, y, z] = d.workgroups;
+                pass.dispatch_workgroups(x, y, z);
             }
         }
         enc
-    }
-
-    pub fn pipeline(&self, k: Kernel) -> &wgpu::ComputePipeline {
-        let p = &self.pipelines;
-        match k {
-            Kernel::Embed => &p.embed_layernorm,
-            Kernel::Matmul => &p.matmul_bias,
-            Kernel::Gelu => &p.gelu,
-            Kernel::AddNorm => &p.add_layernorm,
-            Kernel::Scores => &p.attention_scores,
-            Kernel::Softmax => &p.attention_softmax,
-            Kernel::Context => &p.attention_context,
-        }
     }
 
     pub fn wait(&self) -> Result<()> {
@@ -106,23 +103,14 @@ impl GpuKernels {
     pub fn buffer(&self, label: &str, floats: usize, usage: wgpu::BufferUsages) -> wgpu::Buffer {
         self.dev.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: (floats.max(1) * 4) as u64,
+            size: padded(floats * 4),
             usage,
             mapped_at_creation: false,
         })
     }
 
-    pub fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
-        filled(
-            &self.dev,
-            "params",
-            bytemuck::cast_slice(words),
-            wgpu::BufferUsages::UNIFORM,
-        )
-    }
-
-    pub fn step(&self, kernel: Kernel, buffers: &[&wgpu::Buffer], groups: (u32, u32, u32)) -> Step {
-        let layout = self.pipeline(kernel).get_bind_group_layout(0);
+    /// Binds `buffers` in the order of the kernel's layout (`Kernel::bindings`).
+    fn bind(&self, kernel: Kernel, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .enumerate()
@@ -131,20 +119,105 @@ impl GpuKernels {
                 resource: b.as_entire_binding(),
             })
             .collect();
-        let bind = self
-            .dev
+        self.dev
             .device
             .create_bind_group(&wgpu::BindGroupDescriptor {
                 label: None,
-                layout: &layout,
+                layout: &self.pipelines.get(kernel).layout,
                 entries: &entries,
-            });
-        Step {
-            kernel,
-            bind,
-            groups,
+            })
+    }
+}
+
+/// What `add_layernorm.wgsl` computes over each row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddNorm {
+    /// `norm = LN(a)`: pre-LN, before a sub-layer.
+    Norm = 0,
+    /// `sum = a + b; norm = LN(sum)`: post-LN's `LN(x + Sublayer(x))`; pre-LN's second norm,
+    /// keeping the residual sum.
+    AddThenNorm = 1,
+    /// `sum = a + b`: pre-LN's last residual.
+    Add = 2,
+}
+
+/// The code of `activate` in `common.wgsl`.
+fn activation_code(act: Option<Activation>) -> u32 {
+    match act {
+        None => 0,
+        Some(Activation::Gelu) => 1,
+        Some(Activation::GeluTanh) => 2,
+        Some(Activation::Relu) => 3,
+    }
+}
+
+/// The parameters of `embed_layernorm.wgsl` (its `Params`).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct EmbedParams {
+    rows: u32,
+    dim: u32,
+    seq: u32,
+    eps: f32,
+}
+
+/// The parameters of `add_layernorm.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct AddNormParams {
+    rows: u32,
+    dim: u32,
+    mode: u32,
+    eps: f32,
+}
+
+/// The parameters of `attention_softmax.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SoftmaxParams {
+    n_q: u32,
+    n_k: u32,
+    heads: u32,
+    rows: u32,
+}
+
+/// Where one matmul operand's elements are (`Operand` in `matmul.wgsl`), in floats: the start of
+/// batch item `b`, head `h` is `base + b·item + h·head`, and rows are `row` apart.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+struct Operand {
+    base: u32,
+    item: u32,
+    head: u32,
+    row: u32,
+}
+
+impl Operand {
+    /// A plain row-major matrix with `cols` columns.
+    fn matrix(cols: u32) -> Self {
+        Self {
+            row: cols,
+            ..Default::default()
         }
     }
+}
+
+/// The parameters of `matmul.wgsl`: `C = act(alpha · A·Bᵀ + bias)` over `items × heads`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct MatmulParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    heads: u32,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    /// The stride of B along k.
+    b_col: u32,
+    act: u32,
+    alpha: f32,
+    has_bias: u32,
 }
 
 /// Where Q, K and V sit in their row-major buffers: `(row stride, column offset)` in floats.
@@ -161,88 +234,181 @@ pub struct AttentionLayout {
     pub v: (u32, u32),
 }
 
-/// A recorded dispatch: kernel, index of its parameter buffer, its buffers, its grid.
-type Op<'a> = (Kernel, usize, Vec<&'a wgpu::Buffer>, (u32, u32, u32));
+/// A dispatch being recorded.
+struct Pending<'a> {
+    kernel: Kernel,
+    params: Vec<u8>,
+    buffers: Vec<&'a wgpu::Buffer>,
+    workgroups: [u32; 3],
+}
 
-/// Dispatches being recorded: kernel, parameters, buffers, grid.
+/// Dispatches being recorded, in order.
 pub struct Plan<'a> {
     kernels: &'a GpuKernels,
-    params: Vec<wgpu::Buffer>,
-    ops: Vec<Op<'a>>,
+    pending: Vec<Pending<'a>>,
 }
 
 impl<'a> Plan<'a> {
     pub fn new(kernels: &'a GpuKernels) -> Self {
         Self {
             kernels,
-            params: vec![],
-            ops: vec![],
+            pending: vec![],
         }
     }
 
-    pub fn push(
+    fn push(
         &mut self,
         kernel: Kernel,
-        params: &[u32],
+        params: &impl Pod,
         buffers: Vec<&'a wgpu::Buffer>,
-        groups: (u32, u32, u32),
+        workgroups: [u32; 3],
     ) {
-        self.params.push(self.kernels.uniform(params));
-        self.ops
-            .push((kernel, self.params.len() - 1, buffers, groups));
+        self.pending.push(Pending {
+            kernel,
+            params: bytemuck::bytes_of(params).to_vec(),
+            buffers,
+            workgroups,
+        });
     }
 
-    /// `out = a · Wᵀ + bias`, `a`: (M, K), `out`: (M, N)
-    pub fn matmul(&mut self, m: u32, a: &'a wgpu::Buffer, w: &'a GpuLinear, out: &'a wgpu::Buffer) {
-        let groups = (w.n.div_ceil(TILE), m.div_ceil(TILE), 1);
-        self.push(
-            Kernel::Matmul,
-            &[m, w.n, w.k, 0],
-            vec![a, &w.weight, &w.bias, out],
-            groups,
-        );
-    }
-
-    /// The feed-forward activation in place over `n` floats of `x` (`gelu.wgsl`).
-    pub fn activation(&mut self, n: u32, act: Activation, x: &'a wgpu::Buffer) {
-        let code = match act {
-            Activation::Gelu => 0,
-            Activation::GeluTanh => 1,
-            Activation::Relu => 2,
-        };
-        self.push(
-            Kernel::Gelu,
-            &[n, code, 0, 0],
-            vec![x],
-            grid(n.div_ceil(WG)),
-        );
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn add_norm(
-        &mut self,
-        rows: u32,
-        d: u32,
-        mode: u32,
-        a: &'a wgpu::Buffer,
-        b: &'a wgpu::Buffer,
-        ln: &'a GpuLayerNorm,
-        sum: &'a wgpu::Buffer,
-        norm: &'a wgpu::Buffer,
-    ) {
-        self.push(
-            Kernel::AddNorm,
-            &[rows, d, mode, ln.eps.to_bits()],
-            vec![a, b, &ln.gamma, &ln.beta, sum, norm],
-            grid(rows),
-        );
-    }
-
-    /// Scaled dot-product attention in three dispatches: scores `QKᵀ/√d_k` (kept, before the
-    /// mask), mask + softmax into `probs`, and `P·V` into `ctx` in the merged-heads layout.
+    /// Token + position + token-type embeddings, then LayerNorm.
     ///
     /// # Shapes
-    /// * `mask`: `(B, n_q, n_k)`; `scores`, `probs`: `(B, H, n_q, n_k)`; `ctx`: `(B·n_q, H·d_v)`
+    /// * `ids`, `type_ids`: `(B·T,)` → `out`: `(B·T, D)`
+    pub fn embed(
+        &mut self,
+        rows: u32,
+        seq: u32,
+        [ids, type_ids]: [&'a wgpu::Buffer; 2],
+        e: &'a GpuEmbeddings,
+        out: &'a wgpu::Buffer,
+    ) {
+        let params = EmbedParams {
+            rows,
+            dim: e.dim,
+            seq,
+            eps: e.norm.eps,
+        };
+        let buffers = vec![
+            ids,
+            type_ids,
+            &e.word,
+            &e.position,
+            &e.token_type,
+            &e.norm.gamma,
+            &e.norm.beta,
+            out,
+        ];
+        self.push(Kernel::EmbedLayerNorm, &params, buffers, row_grid(rows));
+    }
+
+    /// `out = act(x·Wᵀ + bias)`, the activation fused into the matmul.
+    ///
+    /// # Shapes
+    /// * `x`: `(M, K)`, `w`: `(N, K)` → `out`: `(M, N)`
+    pub fn linear(
+        &mut self,
+        m: u32,
+        x: &'a wgpu::Buffer,
+        w: &'a GpuLinear,
+        act: Option<Activation>,
+        out: &'a wgpu::Buffer,
+    ) {
+        let params = MatmulParams {
+            m,
+            n: w.n,
+            k: w.k,
+            heads: 1,
+            a: Operand::matrix(w.k),
+            b: Operand::matrix(w.k),
+            c: Operand::matrix(w.n),
+            b_col: 1,
+            act: activation_code(act),
+            alpha: 1.0,
+            has_bias: 1,
+        };
+        self.matmul(params, [x, &w.weight, &w.bias, out], false, 1);
+    }
+
+    /// `matmul.wgsl` over `[a, b, bias, c]` for `z` = items × heads products, in its vec4 form
+    /// when the layout allows it. `b_along_n`: B's elements are contiguous along n (V), not
+    /// along k (W, K).
+    fn matmul(
+        &mut self,
+        p: MatmulParams,
+        [a, b, bias, c]: [&'a wgpu::Buffer; 4],
+        b_along_n: bool,
+        z: u32,
+    ) {
+        let four = |v: &u32| v.is_multiple_of(4);
+        let whole_vec4s = |buf: &wgpu::Buffer| buf.size().is_multiple_of(16);
+        let a_vec4 = [p.a.base, p.a.item, p.a.head, p.a.row, p.k]
+            .iter()
+            .all(four);
+        let b_vec4 = if b_along_n {
+            p.b.row == 1
+                && p.n >= 4
+                && [p.b.base, p.b.item, p.b.head, p.b_col, p.n]
+                    .iter()
+                    .all(four)
+        } else {
+            p.b_col == 1
+                && [p.b.base, p.b.item, p.b.head, p.b.row, p.k]
+                    .iter()
+                    .all(four)
+        };
+        let kernel = match (
+            a_vec4 && b_vec4 && whole_vec4s(a) && whole_vec4s(b),
+            b_along_n,
+        ) {
+            (true, false) => Kernel::Matmul,
+            (true, true) => Kernel::MatmulBAlongN,
+            (false, _) => Kernel::MatmulScalar,
+        };
+        let grid = matmul_grid(p.m, p.n, z);
+        self.push(kernel, &p, vec![a, a, b, b, bias, c], grid);
+    }
+
+    /// Residual add and/or LayerNorm over `rows` rows (see [`AddNorm`]); `b` is ignored by
+    /// [`AddNorm::Norm`], `sum` written by all but [`AddNorm::Norm`], `norm` by all but
+    /// [`AddNorm::Add`] (pass [`None`] for what is not written).
+    ///
+    /// # Shapes
+    /// * `a`, `b`, `sum`, `norm`: `(rows, D)`
+    pub fn add_norm(
+        &mut self,
+        mode: AddNorm,
+        rows: u32,
+        [a, b]: [&'a wgpu::Buffer; 2],
+        ln: &'a GpuLayerNorm,
+        sum: Option<&'a wgpu::Buffer>,
+        norm: Option<&'a wgpu::Buffer>,
+    ) {
+        let unused = &self.kernels.unused;
+        let params = AddNormParams {
+            rows,
+            dim: ln.dim,
+            mode: mode as u32,
+            eps: ln.eps,
+        };
+        let buffers = vec![
+            a,
+            b,
+            &ln.gamma,
+            &ln.beta,
+            sum.unwrap_or(unused),
+            norm.unwrap_or(unused),
+        ];
+        self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
+    }
+
+    /// Scaled dot-product attention in three dispatches: the scores `QKᵀ/√d_k` (a batched
+    /// matmul, kept before the mask), mask + softmax into `probs`, and `P·V` (a batched matmul)
+    /// written straight into `ctx` in the merged-heads layout.
+    ///
+    /// # Shapes
+    /// * `q`, `k`, `v`: see [`AttentionLayout`]; `mask`: `(B, n_q, n_k)`
+    /// * `scores`, `probs`: `(B, H, n_q, n_k)`; `ctx`: `(B·n_q, H·d_v)`
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &mut self,
@@ -253,42 +419,101 @@ impl<'a> Plan<'a> {
         probs: &'a wgpu::Buffer,
         ctx: &'a wgpu::Buffer,
     ) {
-        let bh = l.batch * l.heads;
-        let scale = (1.0 / (l.d_k as f32).sqrt()).to_bits();
-        self.push(
-            Kernel::Scores,
-            &[
-                l.n_q, l.n_k, l.heads, l.d_k, l.q.0, l.q.1, l.k.0, l.k.1, scale, 0, 0, 0,
-            ],
-            vec![q, k, scores],
-            (l.n_k.div_ceil(16), l.n_q.div_ceil(16), bh),
-        );
-        let rows = bh * l.n_q;
-        self.push(
-            Kernel::Softmax,
-            &[l.n_q, l.n_k, l.heads, rows],
-            vec![scores, mask, probs],
-            grid(rows),
-        );
-        self.push(
-            Kernel::Context,
-            &[l.n_q, l.n_k, l.heads, l.d_v, l.v.0, l.v.1, 0, 0],
-            vec![probs, v, ctx],
-            ((l.n_q * l.d_v).div_ceil(64), bh, 1),
-        );
+        let unused = &self.kernels.unused;
+        let per_head = l.n_q * l.n_k;
+        // (B, H, n_q, n_k), as scores and probabilities are laid out
+        let square = Operand {
+            base: 0,
+            item: l.heads * per_head,
+            head: per_head,
+            row: l.n_k,
+        };
+        // S = Q·Kᵀ / √d_k
+        let params = MatmulParams {
+            m: l.n_q,
+            n: l.n_k,
+            k: l.d_k,
+            heads: l.heads,
+            a: Operand {
+                base: l.q.1,
+                item: l.n_q * l.q.0,
+                head: l.d_k,
+                row: l.q.0,
+            },
+            b: Operand {
+                base: l.k.1,
+                item: l.n_k * l.k.0,
+                head: l.d_k,
+                row: l.k.0,
+            },
+            c: square,
+            b_col: 1,
+            act: 0,
+            alpha: 1.0 / (l.d_k as f32).sqrt(),
+            has_bias: 0,
+        };
+        self.matmul(params, [q, k, unused, scores], false, l.batch * l.heads);
+        // P = softmax(masked_fill(S, mask == 0, -inf))
+        let rows = l.batch * l.heads * l.n_q;
+        let params = SoftmaxParams {
+            n_q: l.n_q,
+            n_k: l.n_k,
+            heads: l.heads,
+            rows,
+        };
+        let buffers = vec![scores, mask, probs];
+        self.push(Kernel::AttentionSoftmax, &params, buffers, row_grid(rows));
+        // context = P·V, V read as (d_v, n_k): its rows are columns of V
+        let params = MatmulParams {
+            m: l.n_q,
+            n: l.d_v,
+            k: l.n_k,
+            heads: l.heads,
+            a: square,
+            b: Operand {
+                base: l.v.1,
+                item: l.n_k * l.v.0,
+                head: l.d_v,
+                row: 1,
+            },
+            c: Operand {
+                base: 0,
+                item: l.n_q * l.heads * l.d_v,
+                head: l.d_v,
+                row: l.heads * l.d_v,
+            },
+            b_col: l.v.0,
+            act: 0,
+            alpha: 1.0,
+            has_bias: 0,
+        };
+        self.matmul(params, [probs, v, unused, ctx], true, l.batch * l.heads);
     }
 
-    /// Bind groups for every recorded dispatch; the parameter buffers are returned to be kept.
-    pub fn finish(self) -> (Vec<Step>, Vec<wgpu::Buffer>) {
-        let steps = self
-            .ops
+    /// Bind groups for every recorded dispatch, and the parameter buffers they bind.
+    pub fn finish(self) -> (Vec<Dispatch>, Vec<wgpu::Buffer>) {
+        let mut params = Vec::with_capacity(self.pending.len());
+        let dispatches = self
+            .pending
             .into_iter()
-            .map(|(kernel, p, buffers, groups)| {
-                let mut all = vec![&self.params[p]];
-                all.extend(buffers);
-                self.kernels.step(kernel, &all, groups)
+            .map(|p| {
+                let uniform = filled(
+                    &self.kernels.dev,
+                    "params",
+                    &p.params,
+                    wgpu::BufferUsages::UNIFORM,
+                );
+                let mut buffers = vec![&uniform];
+                buffers.extend(p.buffers);
+                let bind_group = self.kernels.bind(p.kernel, &buffers);
+                params.push(uniform);
+                Dispatch {
+                    kernel: p.kernel,
+                    bind_group,
+                    workgroups: p.workgroups,
+                }
             })
             .collect();
-        (steps, self.params)
+        (dispatches, params)
     }
 }

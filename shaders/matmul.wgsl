@@ -1,0 +1,201 @@
+// C = act(alpha · A·Bᵀ + bias), batched over z = item · heads + head and strided, so that one
+// kernel computes the dense layers (x·Wᵀ + b, the feed-forward activation fused), the attention
+// scores (Q·Kᵀ/√d_k per head, heads split by indexing) and the attention context (P·V per head,
+// written straight into the merged-heads layout).
+//
+// Element (m, k) of A is a[a.base + item·a.item + head·a.head + m·a.row + k],
+// element (n, k) of B is b[b.base + item·b.item + head·b.head + n·b.row + k·b_col],
+// element (m, n) of C is c[c.base + item·c.item + head·c.head + m·c.row + n].
+//
+// # Shapes
+// * dense:   a (M, K), b = W (N, K) as nn.Linear stores it, bias (N,), c (M, N)
+// * scores:  a = Q, b = K: rows of (B·n, stride), head h at columns offset + h·d_k;
+//            c (B, H, n_q, n_k)
+// * context: a = P (B, H, n_q, n_k), b = V read as (d_v, n_k) (b.row = 1, b_col = its stride);
+//            c (B·n_q, H·d_v)
+//
+// Register-tiled: each invocation computes an 8 × 8 block of C in registers, reading A and B
+// four k at a time; a workgroup of SIDE × SIDE invocations covers an (8·SIDE)² tile. There is
+// no workgroup memory: neighbouring invocations read the same rows, which the caches serve
+// (on a CPU Vulkan driver such as lavapipe this is also what runs fastest).
+// Dispatch (ceil(N / (8·SIDE)), ceil(M / (8·SIDE)), items · heads).
+//
+// Three pipelines of this file: VEC4 reads vec4s through a4/b4 (every offset, stride and K a
+// multiple of 4; B along k, or along n when B_ALONG_N); without VEC4 it reads scalars through
+// a/b, any strides and sizes.
+
+override SIDE: u32 = 8u;
+override VEC4: bool = true;
+override B_ALONG_N: bool = false;
+
+struct Operand {
+    base: u32,
+    item: u32,
+    head: u32,
+    row: u32,
+}
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    heads: u32,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    // the stride of B along k (1 for W and K; the row stride for V)
+    b_col: u32,
+    // 0 = none, 1 = GELU, 2 = tanh GELU, 3 = ReLU (`activate` in common.wgsl)
+    act: u32,
+    alpha: f32,
+    has_bias: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> a4: array<vec4<f32>>; // the same buffer as a
+@group(0) @binding(3) var<storage, read> b: array<f32>;
+@group(0) @binding(4) var<storage, read> b4: array<vec4<f32>>; // the same buffer as b
+@group(0) @binding(5) var<storage, read> bias: array<f32>;
+@group(0) @binding(6) var<storage, read_write> c: array<f32>;
+
+// Eight consecutive columns of one row of C.
+struct Row8 {
+    lo: vec4f,
+    hi: vec4f,
+}
+
+// B at four consecutive k (k0..k3), eight consecutive columns each.
+struct Block {
+    k0: Row8,
+    k1: Row8,
+    k2: Row8,
+    k3: Row8,
+}
+
+// acc + Σ_t a[t] · B[k_t]
+fn mac(acc: Row8, av: vec4f, bk: Block) -> Row8 {
+    let lo = acc.lo + av.x * bk.k0.lo + av.y * bk.k1.lo + av.z * bk.k2.lo + av.w * bk.k3.lo;
+    let hi = acc.hi + av.x * bk.k0.hi + av.y * bk.k1.hi + av.z * bk.k2.hi + av.w * bk.k3.hi;
+    return Row8(lo, hi);
+}
+
+// A[m][k .. k + 4] (zeros past K); `a0` is this item and head's offset, m is clamped to M.
+fn load_a(a0: u32, m: u32, k: u32) -> vec4f {
+    let i = a0 + min(m, p.m - 1u) * p.a.row + k;
+    if (VEC4) {
+        return a4[i / 4u];
+    }
+    var v = vec4f(0.0);
+    for (var t = 0u; t < 4u; t++) {
+        v[t] = select(0.0, a[i + t], k + t < p.k);
+    }
+    return v;
+}
+
+// B[n][k] (zero past K), n clamped to N
+fn b_at(b0: u32, n: u32, k: u32) -> f32 {
+    return select(0.0, b[b0 + min(n, p.n - 1u) * p.b.row + k * p.b_col], k < p.k);
+}
+
+// B[n0 .. n0 + 8][k .. k + 4] as a Block
+fn load_b(b0: u32, n0: u32, k: u32) -> Block {
+    if (VEC4 && B_ALONG_N) {
+        // four columns of B per vec4: n0 + 8 ≤ N rounded up to 4, clamped to the last four
+        let last = p.n - 4u;
+        let lo = b0 + min(n0, last);
+        let hi = b0 + min(n0 + 4u, last);
+        let s = p.b_col;
+        return Block(
+            Row8(b4[(lo + k * s) / 4u], b4[(hi + k * s) / 4u]),
+            Row8(b4[(lo + (k + 1u) * s) / 4u], b4[(hi + (k + 1u) * s) / 4u]),
+            Row8(b4[(lo + (k + 2u) * s) / 4u], b4[(hi + (k + 2u) * s) / 4u]),
+            Row8(b4[(lo + (k + 3u) * s) / 4u], b4[(hi + (k + 3u) * s) / 4u]),
+        );
+    }
+    // eight rows of B, four k each, transposed into the Block
+    var r: array<vec4f, 8>;
+    if (VEC4) {
+        r[0] = b4[(b0 + min(n0, p.n - 1u) * p.b.row + k) / 4u];
+        r[1] = b4[(b0 + min(n0 + 1u, p.n - 1u) * p.b.row + k) / 4u];
+        r[2] = b4[(b0 + min(n0 + 2u, p.n - 1u) * p.b.row + k) / 4u];
+        r[3] = b4[(b0 + min(n0 + 3u, p.n - 1u) * p.b.row + k) / 4u];
+        r[4] = b4[(b0 + min(n0 + 4u, p.n - 1u) * p.b.row + k) / 4u];
+        r[5] = b4[(b0 + min(n0 + 5u, p.n - 1u) * p.b.row + k) / 4u];
+        r[6] = b4[(b0 + min(n0 + 6u, p.n - 1u) * p.b.row + k) / 4u];
+        r[7] = b4[(b0 + min(n0 + 7u, p.n - 1u) * p.b.row + k) / 4u];
+    } else {
+        for (var j = 0u; j < 8u; j++) {
+            r[j] = vec4f(
+                b_at(b0, n0 + j, k),
+                b_at(b0, n0 + j, k + 1u),
+                b_at(b0, n0 + j, k + 2u),
+                b_at(b0, n0 + j, k + 3u),
+            );
+        }
+    }
+    return Block(
+        Row8(vec4f(r[0].x, r[1].x, r[2].x, r[3].x), vec4f(r[4].x, r[5].x, r[6].x, r[7].x)),
+        Row8(vec4f(r[0].y, r[1].y, r[2].y, r[3].y), vec4f(r[4].y, r[5].y, r[6].y, r[7].y)),
+        Row8(vec4f(r[0].z, r[1].z, r[2].z, r[3].z), vec4f(r[4].z, r[5].z, r[6].z, r[7].z)),
+        Row8(vec4f(r[0].w, r[1].w, r[2].w, r[3].w), vec4f(r[4].w, r[5].w, r[6].w, r[7].w)),
+    );
+}
+
+// C[m][n0 .. n0 + 8] = act(alpha · acc + bias), within (M, N)
+fn store(c0: u32, m: u32, n0: u32, acc: Row8) {
+    if (m >= p.m) {
+        return;
+    }
+    for (var j = 0u; j < 8u; j++) {
+        let n = n0 + j;
+        if (n < p.n) {
+            var v = p.alpha * select(acc.hi, acc.lo, j < 4u)[j % 4u];
+            if (p.has_bias != 0u) {
+                v += bias[n];
+            }
+            c[c0 + m * p.c.row + n] = activate(v, p.act);
+        }
+    }
+}
+
+@compute @workgroup_size(SIDE, SIDE, 1)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+    let m0 = gid.y * 8u;
+    let n0 = gid.x * 8u;
+    if (m0 >= p.m || n0 >= p.n) {
+        return;
+    }
+    let item = gid.z / p.heads;
+    let head = gid.z % p.heads;
+    let a0 = p.a.base + item * p.a.item + head * p.a.head;
+    let b0 = p.b.base + item * p.b.item + head * p.b.head;
+    var acc0 = Row8();
+    var acc1 = Row8();
+    var acc2 = Row8();
+    var acc3 = Row8();
+    var acc4 = Row8();
+    var acc5 = Row8();
+    var acc6 = Row8();
+    var acc7 = Row8();
+    for (var k = 0u; k < p.k; k += 4u) {
+        let bk = load_b(b0, n0, k);
+        acc0 = mac(acc0, load_a(a0, m0, k), bk);
+        acc1 = mac(acc1, load_a(a0, m0 + 1u, k), bk);
+        acc2 = mac(acc2, load_a(a0, m0 + 2u, k), bk);
+        acc3 = mac(acc3, load_a(a0, m0 + 3u, k), bk);
+        acc4 = mac(acc4, load_a(a0, m0 + 4u, k), bk);
+        acc5 = mac(acc5, load_a(a0, m0 + 5u, k), bk);
+        acc6 = mac(acc6, load_a(a0, m0 + 6u, k), bk);
+        acc7 = mac(acc7, load_a(a0, m0 + 7u, k), bk);
+    }
+    let c0 = p.c.base + item * p.c.item + head * p.c.head;
+    store(c0, m0, n0, acc0);
+    store(c0, m0 + 1u, n0, acc1);
+    store(c0, m0 + 2u, n0, acc2);
+    store(c0, m0 + 3u, n0, acc3);
+    store(c0, m0 + 4u, n0, acc4);
+    store(c0, m0 + 5u, n0, acc5);
+    store(c0, m0 + 6u, n0, acc6);
+    store(c0, m0 + 7u, n0, acc7);
+}
