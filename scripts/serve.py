@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, attn-scope.js,
-web/, examples/ and the model files under assets/models/. Static files only; nothing else in the
-repository is served."""
+web/ and the model files under assets/models/, with the page's Content Security Policy as an HTTP
+header. Static files only; nothing else in the repository is served."""
 import http.server
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/", "/examples/")
+CSP = next(
+    line.split(":", 1)[1].strip()
+    for line in open(os.path.join(ROOT, "scripts", "headers.txt"), encoding="utf-8")
+    if line.strip().startswith("Content-Security-Policy:")
+)
+ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/")
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
@@ -34,6 +39,9 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def end_headers(self):
         self.send_header("Cache-Control", "no-cache")
+        # the page's Content Security Policy, as an HTTP header too (dist/_headers says the same)
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
         super().end_headers()
 
     def log_message(self, fmt, *args):

@@ -2,7 +2,7 @@
 //
 //   <script type="module" src="attnscope/attn-scope.js"></script>
 //   <attn-scope sentence="The animal didn't cross the street because it was too tired."
-//               view="head" layer="2" head="5"></attn-scope>
+//               view="head" layer="3" head="1"></attn-scope>
 //
 // Attributes: sentence (required), pair, mask (padding | causal | none), view (model | head |
 // lines | steps), layer, head, model (a checkpoint folder's base URL; default: the model beside

@@ -3,7 +3,7 @@
 export const EXAMPLES = [
   {
     id: 'it', title: 'coreference: what does "it" attend to?',
-    state: { sentences: ['The animal didn\'t cross the street because it was too tired.'], pair: '', mask: 'padding', batch: false, layer: 2, head: 5 },
+    state: { sentences: ['The animal didn\'t cross the street because it was too tired.'], pair: '', mask: 'padding', batch: false, layer: 3, head: 1 },
   },
   {
     id: 'arrow', title: 'ambiguity: "time flies like an arrow"',

@@ -12,8 +12,8 @@ export function parseHash(hash) {
   if (h.has('p')) s.pair = h.get('p');
   if (MASKS.includes(h.get('m'))) s.mask = h.get('m');
   s.batch = h.get('batch') === '1' || s.sentences.length > 1;
-  s.layer = int(h.get('l'), 0);
-  s.head = int(h.get('h'), 0);
+  s.layer = int(h.get('l'), s.layer);
+  s.head = int(h.get('h'), s.head);
   s.item = int(h.get('i'), 0);
   if (ENGINES.includes(h.get('e'))) s.engine = h.get('e');
   if (HEAD_VIEWS.includes(h.get('v'))) s.view = h.get('v');

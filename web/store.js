@@ -21,7 +21,7 @@ export function createStore(initial) {
 /** The intent: what a link or an element's attributes fully describe. */
 export const INTENT_DEFAULTS = {
   sentences: ['The animal didn\'t cross the street because it was too tired.'],
-  pair: '', mask: 'padding', batch: false, layer: 0, head: 0, item: 0,
+  pair: '', mask: 'padding', batch: false, layer: 3, head: 1, item: 0, // L3H1: "it" → "animal"
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
 };
 export const MASKS = ['padding', 'causal', 'none'];

@@ -240,7 +240,7 @@ test('a corrupt model file is an error next to the model controls, not a blank p
 });
 
 test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinned lines', async () => {
-  const p = await open('#e=cpu');
+  const p = await open('#e=cpu&l=0&h=0');
   const { page } = p;
   await page.evaluate(() => {
     window.__long = [];

@@ -1,0 +1,40 @@
+// The README's pictures: the page on a laptop (the "it" example, hovering it → animal) and the
+// blog example. `node docshots.mjs` after `make dist`; writes docs/screenshot.png and docs/blog.png.
+import { spawn } from 'node:child_process';
+import { cpSync, copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+
+const server = await startServer();
+const browser = await launch({ webgpu: false });
+try {
+  const { page } = await openPage(browser, server.url + '#e=cpu', { width: 1280, height: 860 });
+  await ready(page);
+  await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]'));
+  const box = await page.locator('#head-view .overlay').boundingBox();
+  const g = await page.evaluate(() => ({ ...document.querySelector('#head-view .heat').dataset }));
+  const tokens = await page.evaluate(() => window.attnscope.result.tokens);
+  const q = tokens.indexOf('it'), k = tokens.indexOf('animal');
+  await page.mouse.move(box.x + +g.x0 + (k + 0.5) * +g.cell, box.y + +g.y0 + (q + 0.5) * +g.cell);
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(ROOT, 'docs/screenshot.png') });
+  await page.close();
+  const dir = mkdtempSync(path.join(tmpdir(), 'attnscope-docs-'));
+  cpSync(path.join(ROOT, 'dist'), path.join(dir, 'attnscope'), { recursive: true });
+  copyFileSync(path.join(ROOT, 'examples/blog.html'), path.join(dir, 'blog.html'));
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const proc = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dir], { stdio: 'ignore' });
+  await new Promise((r) => setTimeout(r, 800));
+  const blog = await openPage(browser, null, { width: 900, height: 1500 });
+  await blog.page.goto(`http://127.0.0.1:${port}/blog.html`);
+  for (const id of ['#coref', '#grid']) await blog.page.locator(id).scrollIntoViewIfNeeded();
+  await blog.page.waitForFunction(() => document.querySelector('#coref').result && document.querySelector('#grid').result, null, { timeout: 120000 });
+  await blog.page.evaluate(() => window.scrollTo(0, 0));
+  await blog.page.waitForTimeout(300);
+  await blog.page.screenshot({ path: path.join(ROOT, 'docs/blog.png') });
+  proc.kill();
+} finally {
+  await browser.close();
+  server.stop();
+}
