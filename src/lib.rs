@@ -2,7 +2,8 @@
 //!
 //! * [`model`]: a BERT-family checkpoint (config, weights, tokenizer), from a folder or from bytes.
 //! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
-//! * [`engine`]: the encoder, traced layer by layer and head by head, on the CPU (reference).
+//! * [`engine`]: the encoder, traced layer by layer and head by head: on the CPU (`ndarray`, the
+//!   reference) or the GPU (WGSL compute shaders through `wgpu`), chosen by a `Runner`.
 //! * [`report`]: the JSON the CLI prints.
 //! * `wasm`: the browser API (`#[wasm_bindgen]`), compiled for wasm32 only.
 

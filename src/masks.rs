@@ -4,7 +4,7 @@
 //! the seeds' `scores.masked_fill(mask == 0, -inf)` before `softmax`, so a masked key gets
 //! probability exactly 0.
 
-use ndarray::{Array2, Array3, ArrayView2, Axis};
+use ndarray::{Array3, ArrayView2, Axis};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -107,10 +107,5 @@ impl Mask {
     /// Every cell as 0/1 `u32`, row-major `(B, n_q, n_k)`: the layout the GPU kernels read.
     pub fn to_u32(&self) -> Vec<u32> {
         self.0.iter().map(|&m| m as u32).collect()
-    }
-
-    /// The mask of item `b` as a 0/1 matrix, as drawn by the visualiser.
-    pub fn item_as_f32(&self, b: usize) -> Array2<f32> {
-        self.item(b).mapv(|m| if m { 1.0 } else { 0.0 })
     }
 }

@@ -45,10 +45,6 @@ impl Encoded {
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
-    /// Number of real (non-pad) tokens of item `b`.
-    pub fn real_len(&self, b: usize) -> usize {
-        self.valid.row(b).iter().filter(|v| **v).count()
-    }
 }
 
 impl TextTokenizer {

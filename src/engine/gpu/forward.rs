@@ -53,7 +53,7 @@ struct Workspace {
     mask: wgpu::Buffer,
     /// `(B, H, T, T)` per layer
     probs: Vec<wgpu::Buffer>,
-    /// `(B, H, T, T)` per layer when scores are kept, else one reused buffer
+    /// `(B, H, T, T)` per layer when scores are kept, else none
     scores: Vec<wgpu::Buffer>,
     /// `(B·T, D)`
     hidden: wgpu::Buffer,
@@ -220,7 +220,7 @@ impl GpuEngine {
         let probs: Vec<_> = (0..l)
             .map(|i| k.buffer(&format!("probs{i}"), p_floats, rw))
             .collect();
-        let scores: Vec<_> = (0..if keep_scores { l } else { 1 })
+        let scores: Vec<_> = (0..if keep_scores { l } else { 0 })
             .map(|i| k.buffer(&format!("scores{i}"), p_floats, rw))
             .collect();
 
@@ -242,7 +242,7 @@ impl GpuEngine {
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let trace = AttentionTrace {
                 mask: &mask,
-                scores: &scores[if keep_scores { i } else { 0 }],
+                scores: scores.get(i),
                 probs: &probs[i],
             };
             let (x_in, x_out) = (&x[i % 2], &x[1 - i % 2]);
@@ -323,10 +323,10 @@ impl Activations {
 }
 
 /// What one layer's attention leaves for the trace: the mask it applies, its scores (before
-/// the mask) and its probabilities.
+/// the mask, when kept) and its probabilities.
 struct AttentionTrace<'a> {
     mask: &'a wgpu::Buffer,
-    scores: &'a wgpu::Buffer,
+    scores: Option<&'a wgpu::Buffer>,
     probs: &'a wgpu::Buffer,
 }
 

@@ -10,7 +10,7 @@ use super::device::GpuDevice;
 use crate::model::weights::{LayerNorm, Linear};
 use crate::model::{BertWeights, Config};
 
-/// Threads per workgroup of the row kernels (embedding, LayerNorm, softmax): one workgroup per
+/// Threads per workgroup of the row kernels (embedding, LayerNorm): one workgroup per
 /// row, reducing across its threads (the `WG` override of `common.wgsl`).
 pub const ROW_WG: u32 = 64;
 /// Each matmul invocation computes a `MATMUL_BLOCK × MATMUL_BLOCK` block of its output in
@@ -20,6 +20,10 @@ pub const MATMUL_BLOCK: u32 = 8;
 /// `matmul.wgsl`), so it covers a `MATMUL_TILE × MATMUL_TILE` tile of the output.
 pub const MATMUL_SIDE: u32 = 8;
 pub const MATMUL_TILE: u32 = MATMUL_BLOCK * MATMUL_SIDE;
+/// Invocations per workgroup of `attention_probs.wgsl` (its `QUERIES_WG` override), each
+/// owning `ATTENTION_ROWS` query rows (fixed by its code).
+pub const QUERIES_WG: u32 = 16;
+pub const ATTENTION_ROWS: u32 = 4;
 
 /// `shaders/common.wgsl` followed by `shaders/<name>.wgsl`, as one source at build time.
 macro_rules! composed {
@@ -45,7 +49,10 @@ pub enum Kernel {
     /// `matmul.wgsl` reading scalars: any offsets, strides and sizes.
     MatmulScalar,
     AddLayerNorm,
-    AttentionSoftmax,
+    /// `attention_probs.wgsl` reading vec4s (d_k, strides and offsets multiples of 4).
+    AttentionProbs,
+    /// `attention_probs.wgsl` reading scalars.
+    AttentionProbsScalar,
 }
 
 /// How a kernel binds one buffer.
@@ -57,13 +64,14 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 6] = [
+    pub const ALL: [Kernel; 7] = [
         Kernel::EmbedLayerNorm,
         Kernel::Matmul,
         Kernel::MatmulBAlongN,
         Kernel::MatmulScalar,
         Kernel::AddLayerNorm,
-        Kernel::AttentionSoftmax,
+        Kernel::AttentionProbs,
+        Kernel::AttentionProbsScalar,
     ];
 
     /// The file under `shaders/`.
@@ -72,7 +80,7 @@ impl Kernel {
             Kernel::EmbedLayerNorm => "embed_layernorm.wgsl",
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => "matmul.wgsl",
             Kernel::AddLayerNorm => "add_layernorm.wgsl",
-            Kernel::AttentionSoftmax => "attention_softmax.wgsl",
+            Kernel::AttentionProbs | Kernel::AttentionProbsScalar => "attention_probs.wgsl",
         }
     }
 
@@ -82,7 +90,9 @@ impl Kernel {
             Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
             Kernel::AddLayerNorm => composed!("add_layernorm"),
-            Kernel::AttentionSoftmax => composed!("attention_softmax"),
+            Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
+                composed!("attention_probs")
+            }
         }
     }
 
@@ -100,8 +110,10 @@ impl Kernel {
             }
             // params, a, b, gamma, beta → sum, norm
             Kernel::AddLayerNorm => &[Uniform, Read, Read, Read, Read, ReadWrite, ReadWrite],
-            // params, scores, mask → probs
-            Kernel::AttentionSoftmax => &[Uniform, Read, Read, ReadWrite],
+            // params, q, q as vec4s, k, k as vec4s, mask → scores, probs
+            Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
+                &[Uniform, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
+            }
         }
     }
 
@@ -112,6 +124,8 @@ impl Kernel {
             Kernel::Matmul => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 0.0)],
             Kernel::MatmulBAlongN => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 1.0)],
             Kernel::MatmulScalar => &[("SIDE", SIDE), ("VEC4", 0.0), ("B_ALONG_N", 0.0)],
+            Kernel::AttentionProbs => &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 1.0)],
+            Kernel::AttentionProbsScalar => &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 0.0)],
             _ => &[("WG", ROW_WG as f64)],
         }
     }
@@ -124,7 +138,7 @@ pub struct Pipeline {
 }
 
 /// Every kernel compiled for one device, indexed by [`Kernel`].
-pub struct Pipelines([Pipeline; 6]);
+pub struct Pipelines([Pipeline; 7]);
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {

@@ -159,8 +159,8 @@ impl GpuKernels {
         Ok((to2(sum)?, to2(out[1].clone())?))
     }
 
-    /// Attention as the encoder runs it: scores (a batched matmul), mask + softmax, `P·V` (a
-    /// batched matmul) with the head merge.
+    /// Attention as the encoder runs it: the probabilities (scores, mask and softmax in one
+    /// kernel), then `P·V` (a batched matmul) with the head merge.
     /// `n_q ≠ n_k` (cross-attention) and `d_k ≠ d_v` are allowed.
     ///
     /// # Shapes
@@ -232,7 +232,7 @@ impl GpuKernels {
             v: (vd as u32, 0),
         };
         let mut plan = Plan::new(self);
-        plan.attention(&layout, [&qb, &kb, &vb], &mb, &scores, &probs, &ctx);
+        plan.attention(&layout, [&qb, &kb, &vb], &mb, Some(&scores), &probs, &ctx);
         let out = self
             .run(
                 plan,

@@ -6,7 +6,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
 use super::kernels::{
-    filled, padded, GpuEmbeddings, GpuLayerNorm, GpuLinear, Kernel, Pipelines, MATMUL_TILE,
+    filled, padded, GpuEmbeddings, GpuLayerNorm, GpuLinear, Kernel, Pipelines, ATTENTION_ROWS,
+    MATMUL_TILE, QUERIES_WG,
 };
 use crate::error::{Error, Result};
 use crate::model::Activation;
@@ -171,14 +172,21 @@ struct AddNormParams {
     eps: f32,
 }
 
-/// The parameters of `attention_softmax.wgsl`.
+/// The parameters of `attention_probs.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct SoftmaxParams {
+struct AttentionParams {
     n_q: u32,
     n_k: u32,
     heads: u32,
-    rows: u32,
+    d_k: u32,
+    q_stride: u32,
+    q_offset: u32,
+    k_stride: u32,
+    k_offset: u32,
+    scale: f32,
+    keep_scores: u32,
+    _pad: [u32; 2],
 }
 
 /// Where one matmul operand's elements are (`Operand` in `matmul.wgsl`), in floats: the start of
@@ -402,9 +410,9 @@ impl<'a> Plan<'a> {
         self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
     }
 
-    /// Scaled dot-product attention in three dispatches: the scores `QKᵀ/√d_k` (a batched
-    /// matmul, kept before the mask), mask + softmax into `probs`, and `P·V` (a batched matmul)
-    /// written straight into `ctx` in the merged-heads layout.
+    /// Scaled dot-product attention in two dispatches: the probabilities (scores `QKᵀ/√d_k`,
+    /// mask and softmax fused; the scores kept before the mask when `scores` is given), then
+    /// `P·V` (a batched matmul) written straight into `ctx` in the merged-heads layout.
     ///
     /// # Shapes
     /// * `q`, `k`, `v`: see [`AttentionLayout`]; `mask`: `(B, n_q, n_k)`
@@ -415,54 +423,46 @@ impl<'a> Plan<'a> {
         l: &AttentionLayout,
         [q, k, v]: [&'a wgpu::Buffer; 3],
         mask: &'a wgpu::Buffer,
-        scores: &'a wgpu::Buffer,
+        scores: Option<&'a wgpu::Buffer>,
         probs: &'a wgpu::Buffer,
         ctx: &'a wgpu::Buffer,
     ) {
         let unused = &self.kernels.unused;
+        // P = softmax(masked_fill(Q·Kᵀ/√d_k, mask == 0, -inf))
+        let params = AttentionParams {
+            n_q: l.n_q,
+            n_k: l.n_k,
+            heads: l.heads,
+            d_k: l.d_k,
+            q_stride: l.q.0,
+            q_offset: l.q.1,
+            k_stride: l.k.0,
+            k_offset: l.k.1,
+            scale: 1.0 / (l.d_k as f32).sqrt(),
+            keep_scores: scores.is_some() as u32,
+            _pad: [0; 2],
+        };
+        let vec4 = [l.d_k, l.q.0, l.q.1, l.k.0, l.k.1]
+            .iter()
+            .all(|v| v.is_multiple_of(4))
+            && [q, k].iter().all(|b| b.size().is_multiple_of(16));
+        let kernel = if vec4 {
+            Kernel::AttentionProbs
+        } else {
+            Kernel::AttentionProbsScalar
+        };
+        let buffers = vec![q, q, k, k, mask, scores.unwrap_or(unused), probs];
+        let rows_per_group = QUERIES_WG * ATTENTION_ROWS;
+        let grid = [l.n_q.div_ceil(rows_per_group), l.batch * l.heads, 1];
+        self.push(kernel, &params, buffers, grid);
+        // (B, H, n_q, n_k), as the probabilities are laid out
         let per_head = l.n_q * l.n_k;
-        // (B, H, n_q, n_k), as scores and probabilities are laid out
         let square = Operand {
             base: 0,
             item: l.heads * per_head,
             head: per_head,
             row: l.n_k,
         };
-        // S = Q·Kᵀ / √d_k
-        let params = MatmulParams {
-            m: l.n_q,
-            n: l.n_k,
-            k: l.d_k,
-            heads: l.heads,
-            a: Operand {
-                base: l.q.1,
-                item: l.n_q * l.q.0,
-                head: l.d_k,
-                row: l.q.0,
-            },
-            b: Operand {
-                base: l.k.1,
-                item: l.n_k * l.k.0,
-                head: l.d_k,
-                row: l.k.0,
-            },
-            c: square,
-            b_col: 1,
-            act: 0,
-            alpha: 1.0 / (l.d_k as f32).sqrt(),
-            has_bias: 0,
-        };
-        self.matmul(params, [q, k, unused, scores], false, l.batch * l.heads);
-        // P = softmax(masked_fill(S, mask == 0, -inf))
-        let rows = l.batch * l.heads * l.n_q;
-        let params = SoftmaxParams {
-            n_q: l.n_q,
-            n_k: l.n_k,
-            heads: l.heads,
-            rows,
-        };
-        let buffers = vec![scores, mask, probs];
-        self.push(Kernel::AttentionSoftmax, &params, buffers, row_grid(rows));
         // context = P·V, V read as (d_v, n_k): its rows are columns of V
         let params = MatmulParams {
             m: l.n_q,
