@@ -59,7 +59,7 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         .unwrap();
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
     let (g, timing) = gpu
-        .forward(&m, &input, &mask, TraceOptions { scores: true }, false)
+        .forward(&input, &mask, TraceOptions { scores: true })
         .await
         .unwrap();
     let c = cpu::forward(&m, &input, &mask, TraceOptions { scores: true }).unwrap();
@@ -86,7 +86,7 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         let input = m.tokenizer.encode(&[text], None).unwrap();
         let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
         let (g, _) = gpu
-            .forward(&m, &input, &mask, TraceOptions::default(), false)
+            .forward(&input, &mask, TraceOptions::default())
             .await
             .unwrap();
         let c = cpu::forward(&m, &input, &mask, TraceOptions::default()).unwrap();
