@@ -86,6 +86,10 @@ impl GpuEngine {
     /// Runs the encoder over a padded batch: one submission for the whole pass, then only what
     /// the trace keeps is read back (every layer's probabilities and the last hidden states;
     /// the scores when asked).
+    ///
+    /// # Shapes
+    /// * `input.ids`, `input.type_ids`: `(B, T)`; `mask`: `(B, T, T)`
+    /// * the trace: see [`Trace`]
     pub async fn forward(
         &self,
         input: &Encoded,

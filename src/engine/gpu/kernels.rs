@@ -289,6 +289,10 @@ impl GpuLayerNorm {
 }
 
 /// One encoder layer's weights.
+///
+/// # Shapes
+/// * `qkv`: `(3·D, D)`, `attn_out`: `(D, D)`, `intermediate`: `(I, D)`, `output`: `(D, I)`
+/// * `attention_norm`, `output_norm`: `(D,)`
 pub struct GpuLayer {
     /// Q, K and V fused into one `(3·D, D)` dense layer: one matmul instead of three.
     pub qkv: GpuLinear,
