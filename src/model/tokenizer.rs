@@ -210,22 +210,27 @@ fn cut(text: &str) -> (&str, bool) {
 
 /// Refuses what the tokenizers crate (0.22) would panic on rather than report, found by
 /// fuzzing (`fuzz/`, kept in `tests/fixtures/fuzz-regressions/`): a `TemplateProcessing`
-/// post-processor naming a special token it does not define, whose ids and tokens differ in
-/// number, or whose single-sequence template uses sequence B; and a `Precompiled` normaliser
-/// whose character map does not parse. Looks at every component, nested ones included.
+/// post-processor (by its `type`, or any object with `special_tokens`) naming a special token it
+/// does not define, whose ids and tokens differ in number, or whose single-sequence template uses
+/// sequence B; and a `Precompiled` normaliser whose character map does not parse. Looks at every
+/// component, nested ones included.
 fn check_components(json: &Value) -> std::result::Result<(), String> {
     match json {
         Value::Array(items) => items.iter().try_for_each(check_components),
         Value::Object(map) => {
-            match map.get("type").and_then(Value::as_str) {
-                Some("TemplateProcessing") => check_template(map)?,
-                Some("Precompiled") => {
-                    serde_json::from_value::<tokenizers::normalizers::precompiled::Precompiled>(
-                        json.clone(),
-                    )
-                    .map_err(|e| format!("normalizer Precompiled: {e}"))?;
-                }
-                _ => {}
+            // Recognised by type or by shape: the crate also reads an object with a misspelt
+            // `type` as a `TemplateProcessing` when its fields fit.
+            let is = |ty: &str, key: &str| {
+                map.get("type").and_then(Value::as_str) == Some(ty) || map.contains_key(key)
+            };
+            if is("TemplateProcessing", "special_tokens") {
+                check_template(map)?;
+            }
+            if is("Precompiled", "precompiled_charsmap") {
+                serde_json::from_value::<tokenizers::normalizers::precompiled::Precompiled>(
+                    json.clone(),
+                )
+                .map_err(|e| format!("normalizer Precompiled: {e}"))?;
             }
             map.values().try_for_each(check_components)
         }
