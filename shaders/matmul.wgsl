@@ -1,7 +1,6 @@
 // C = act(alpha · A·Bᵀ + bias), batched over z = item · heads + head and strided, so that one
-// kernel computes the dense layers (x·Wᵀ + b, the feed-forward activation fused), the attention
-// scores (Q·Kᵀ/√d_k per head, heads split by indexing) and the attention context (P·V per head,
-// written straight into the merged-heads layout).
+// kernel computes the dense layers (x·Wᵀ + b, the feed-forward activation fused) and the
+// attention context (P·V per head, written straight into the merged-heads layout).
 //
 // Element (m, k) of A is a[a.base + item·a.item + head·a.head + m·a.row + k],
 // element (n, k) of B is b[b.base + item·b.item + head·b.head + n·b.row + k·b_col],
@@ -9,10 +8,8 @@
 //
 // # Shapes
 // * dense:   a (M, K), b = W (N, K) as nn.Linear stores it, bias (N,), c (M, N)
-// * scores:  a = Q, b = K: rows of (B·n, stride), head h at columns offset + h·d_k;
-//            c (B, H, n_q, n_k)
-// * context: a = P (B, H, n_q, n_k), b = V read as (d_v, n_k) (b.row = 1, b_col = its stride);
-//            c (B·n_q, H·d_v)
+// * context: a = P (B, H, n_q, n_k), b = V (B·n_k, stride) with head h at columns offset + h·d_v,
+//            read as (d_v, n_k) (b.row = 1, b_col = the stride); c (B·n_q, H·d_v)
 //
 // Register-tiled: each invocation computes an 8 × 8 block of C in registers, reading A and B
 // four k at a time; a workgroup of SIDE × SIDE invocations covers an (8·SIDE)² tile. There is

@@ -63,7 +63,6 @@ impl std::str::FromStr for Engine {
 /// A loaded model and the engine that runs it.
 #[wasm_bindgen]
 pub struct Session {
-    model: Model,
     runner: Runner,
 }
 
@@ -79,8 +78,8 @@ pub async fn load_session(
     let choice: BackendChoice = backend.parse().map_err(js_err)?;
     let model =
         Model::from_bytes(&name, &config_json, &safetensors, &tokenizer_json).map_err(js_err)?;
-    let runner = Runner::new(&model, choice).await.map_err(js_err)?;
-    Ok(Session { model, runner })
+    let runner = Runner::new(model, choice).await.map_err(js_err)?;
+    Ok(Session { runner })
 }
 
 impl Session {
@@ -93,7 +92,12 @@ impl Session {
     ) -> Result<(Encoded, Mask, MaskKind), JsError> {
         let kind: MaskKind = mask.parse().map_err(js_err)?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let input = self.model.tokenizer.encode(&refs, pair).map_err(js_err)?;
+        let input = self
+            .runner
+            .model()
+            .tokenizer
+            .encode(&refs, pair)
+            .map_err(js_err)?;
         let mask = Mask::from_kind(kind, input.valid.view());
         Ok((input, mask, kind))
     }
@@ -106,14 +110,10 @@ impl Session {
         opts: TraceOptions,
     ) -> Result<Run, JsError> {
         match engine {
-            Engine::Gpu => self
-                .runner
-                .forward(&self.model, input, mask, opts)
-                .await
-                .map_err(js_err),
+            Engine::Gpu => self.runner.forward(input, mask, opts).await.map_err(js_err),
             Engine::Cpu => {
                 let start = Instant::now();
-                let trace = cpu::forward(&self.model, input, mask, opts).map_err(js_err)?;
+                let trace = cpu::forward(self.runner.model(), input, mask, opts).map_err(js_err)?;
                 Ok(Run {
                     trace,
                     backend: "cpu".into(),
@@ -141,7 +141,7 @@ impl Session {
 
     /// The checkpoint's shapes: a [`ModelInfo`].
     pub fn info(&self) -> Result<JsValue, JsError> {
-        to_js(&ModelInfo::new(&self.model))
+        to_js(&ModelInfo::new(self.runner.model()))
     }
 
     /// Runs `texts` (one right-padded batch; each paired with `pair` when it is not blank) under
@@ -164,7 +164,7 @@ impl Session {
         let t = &run.trace;
         let shape = t.attention.shape();
         let info = RunInfo {
-            model: self.model.short_name(),
+            model: self.runner.model().short_name(),
             backend: &run.backend,
             fallback: run.fallback.as_deref(),
             mask: kind,

@@ -328,3 +328,30 @@ fn without_an_adapter_gpu_is_an_error_and_auto_says_it_fell_back() {
         .contains("no GPU adapter"));
     assert!(err.contains("running on the CPU"), "{err}");
 }
+
+/// `attnscope bench --backend cpu` prints one row per length, the length first and the CPU
+/// engine's ms second: scripts read it.
+#[test]
+fn bench_on_the_cpu_prints_one_row_per_length() {
+    let out = Command::new(env!("CARGO_BIN_EXE_attnscope"))
+        .args(["bench", "--model", &minilm(), "--backend", "cpu"])
+        .args(["--lengths", "8,12", "--iters", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.first().is_some_and(|w| w.parse::<usize>().is_ok()))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, t) in rows.iter().zip(["8", "12"]) {
+        assert_eq!(row[0], t, "{stdout}");
+        assert!(row[1].parse::<f64>().unwrap() > 0.0, "{stdout}");
+    }
+}

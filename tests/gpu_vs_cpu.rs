@@ -145,24 +145,26 @@ fn buffers_are_reused_and_rebuilt_when_the_shape_changes() {
 fn a_lost_device_is_an_error_and_auto_falls_back_to_the_cpu() {
     use attnscope::engine::gpu::{GpuDevice, GpuEngine};
     use attnscope::engine::{BackendChoice, Runner};
-    let m = model("tiny-bert");
+    // a runner owns its model: this test's own copy of tiny-bert
+    let m = std::sync::Arc::new(Model::from_dir(model_dir("tiny-bert")).unwrap());
     let dev = pollster::block_on(GpuDevice::acquire()).unwrap();
-    let input = synthetic(m, 6, &[6]);
+    let input = synthetic(&m, 6, &[6]);
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    let auto = Runner::with_gpu(GpuEngine::new(dev.clone(), m).unwrap(), BackendChoice::Auto);
-    let strict = Runner::with_gpu(GpuEngine::new(dev.clone(), m).unwrap(), BackendChoice::Gpu);
-    let ok = pollster::block_on(auto.forward(m, &input, &mask, TraceOptions::default())).unwrap();
+    let engine = || GpuEngine::new(dev.clone(), &m).unwrap();
+    let auto = Runner::with_gpu(m.clone(), engine(), BackendChoice::Auto);
+    let strict = Runner::with_gpu(m.clone(), engine(), BackendChoice::Gpu);
+    let ok = pollster::block_on(auto.forward(&input, &mask, TraceOptions::default())).unwrap();
     assert!(ok.backend.starts_with("gpu: "), "{}", ok.backend);
     dev.device.destroy();
-    let run = pollster::block_on(auto.forward(m, &input, &mask, TraceOptions::default())).unwrap();
+    let run = pollster::block_on(auto.forward(&input, &mask, TraceOptions::default())).unwrap();
     assert_eq!(run.backend, "cpu");
     assert!(
         run.fallback.as_deref().unwrap_or("").contains("GPU"),
         "{:?}",
         run.fallback
     );
-    let e = pollster::block_on(strict.forward(m, &input, &mask, TraceOptions::default())).err();
+    let e = pollster::block_on(strict.forward(&input, &mask, TraceOptions::default())).err();
     assert!(matches!(e, Some(attnscope::Error::Gpu(_))), "{e:?}");
     // a new engine on a lost device is an error, not a panic
-    assert!(GpuEngine::new(dev, m).is_err());
+    assert!(GpuEngine::new(dev, &m).is_err());
 }

@@ -1,6 +1,8 @@
 //! Choosing an engine, with an honest fallback: the GPU when asked for and available, the CPU
 //! otherwise, and every result names what really ran.
 
+use std::sync::Arc;
+
 use web_time::Instant;
 
 use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
@@ -44,8 +46,9 @@ pub struct Run {
     pub gpu_timing: Option<GpuTiming>,
 }
 
-/// The engine for one model.
+/// A model and the engine that runs it.
 pub struct Runner {
+    model: Arc<Model>,
     choice: BackendChoice,
     gpu: Option<GpuEngine>,
     /// Why there is no GPU engine, when one was wanted.
@@ -54,44 +57,42 @@ pub struct Runner {
 
 impl Runner {
     /// Sets up the chosen backend for `model`, acquiring a GPU device when needed.
-    pub async fn new(model: &Model, choice: BackendChoice) -> Result<Self> {
+    pub async fn new(model: impl Into<Arc<Model>>, choice: BackendChoice) -> Result<Self> {
+        let model = model.into();
+        let mut runner = Self {
+            model,
+            choice,
+            gpu: None,
+            unavailable: None,
+        };
         if choice == BackendChoice::Cpu {
-            return Ok(Self {
-                choice,
-                gpu: None,
-                unavailable: None,
-            });
+            return Ok(runner);
         }
         let gpu = match GpuDevice::acquire().await {
-            Ok(dev) => GpuEngine::new(dev, model),
+            Ok(dev) => GpuEngine::new(dev, &runner.model),
             Err(e) => Err(e),
         };
         match (gpu, choice) {
-            (Ok(g), _) => Ok(Self {
-                choice,
-                gpu: Some(g),
-                unavailable: None,
-            }),
-            (Err(e), BackendChoice::Gpu) => Err(e),
-            (Err(e), _) => Ok(Self {
-                choice,
-                gpu: None,
-                unavailable: Some(e.to_string()),
-            }),
+            (Ok(g), _) => runner.gpu = Some(g),
+            (Err(e), BackendChoice::Gpu) => return Err(e),
+            (Err(e), _) => runner.unavailable = Some(e.to_string()),
         }
+        Ok(runner)
     }
 
-    /// Uses a GPU engine the caller built (tests pass their own device).
-    pub fn with_gpu(gpu: GpuEngine, choice: BackendChoice) -> Self {
+    /// Runs `model` on a GPU engine the caller built for it (tests pass their own device).
+    pub fn with_gpu(model: impl Into<Arc<Model>>, gpu: GpuEngine, choice: BackendChoice) -> Self {
         Self {
+            model: model.into(),
             choice,
             gpu: Some(gpu),
             unavailable: None,
         }
     }
 
-    pub fn gpu(&self) -> Option<&GpuEngine> {
-        self.gpu.as_ref()
+    /// The model this runner runs.
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     /// What will run: `"cpu"` or the GPU's description.
@@ -108,13 +109,7 @@ impl Runner {
 
     /// Runs the encoder. With `auto`, a GPU failure (device lost, say) is answered by the CPU
     /// engine and the run says so; with `gpu` it is an error.
-    pub async fn forward(
-        &self,
-        model: &Model,
-        input: &Encoded,
-        mask: &Mask,
-        opts: TraceOptions,
-    ) -> Result<Run> {
+    pub async fn forward(&self, input: &Encoded, mask: &Mask, opts: TraceOptions) -> Result<Run> {
         let start = Instant::now();
         let mut fallback = self.unavailable.clone();
         if let Some(g) = &self.gpu {
@@ -134,7 +129,7 @@ impl Runner {
                 Err(e) => return Err(e),
             }
         }
-        let trace = cpu::forward(model, input, mask, opts)?;
+        let trace = cpu::forward(&self.model, input, mask, opts)?;
         Ok(Run {
             trace,
             backend: "cpu".into(),

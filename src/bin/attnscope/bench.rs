@@ -1,16 +1,15 @@
-//! `attnscope bench`: ms per forward pass at several sequence lengths, on the CPU engine and
-//! the GPU engine (its time split into upload, compute and read-back).
+//! `attnscope bench`: ms per forward pass at several sequence lengths, on the CPU engine and,
+//! unless `--backend cpu`, the GPU engine (its time split into upload, compute and read-back),
+//! each timed through a [`Runner`] as `attention` runs it.
 
 use std::path::Path;
-use std::time::Instant;
+use std::sync::Arc;
 
-use attnscope::engine::gpu::{GpuDevice, GpuEngine, GpuTiming};
-use attnscope::engine::{cpu, TraceOptions};
+use attnscope::engine::gpu::GpuTiming;
+use attnscope::engine::{BackendChoice, Runner, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Error, Mask, MaskKind, Model};
 use ndarray::s;
-
-use crate::run::BackendArg;
 
 const TEXT: &str =
     "Attention lets every token look at every other token and decide how much of it to take. ";
@@ -31,25 +30,33 @@ fn input_of_len(full: &Encoded, t: usize) -> Encoded {
     input
 }
 
-pub fn run(dir: &Path, backend: BackendArg, lengths: &[usize], iters: usize) -> Result<(), Error> {
-    let model = Model::from_dir(dir)?;
+/// One row per length: the length, the CPU engine's ms, then (with a GPU) the GPU engine's ms
+/// and its upload, compute and read-back.
+pub fn run(
+    dir: &Path,
+    backend: BackendChoice,
+    lengths: &[usize],
+    iters: usize,
+) -> Result<(), Error> {
+    let model = Arc::new(Model::from_dir(dir)?);
     let max = model.tokenizer.max_len();
     let long = TEXT.repeat(64);
     let full = model.tokenizer.encode(&[long.as_str()], None)?;
     let iters = iters.max(1);
+    let cpu = pollster::block_on(Runner::new(model.clone(), BackendChoice::Cpu))?;
+    // `gpu`: an error without an adapter; `auto`: the CPU column alone, saying why
     let gpu = match backend {
-        BackendArg::Cpu => None,
-        BackendArg::Gpu => Some(GpuEngine::new(
-            pollster::block_on(GpuDevice::acquire())?,
-            &model,
-        )?),
-        BackendArg::Auto => match pollster::block_on(GpuDevice::acquire()) {
-            Ok(dev) => Some(GpuEngine::new(dev, &model)?),
-            Err(e) => {
-                println!("no GPU: {e}");
-                None
+        BackendChoice::Cpu => None,
+        choice => {
+            let runner = pollster::block_on(Runner::new(model.clone(), choice))?;
+            match runner.unavailable() {
+                Some(why) => {
+                    println!("no GPU: {why}");
+                    None
+                }
+                None => Some(runner),
             }
-        },
+        }
     };
     println!(
         "model: {}, batch 1, median of {iters} runs after a warm-up",
@@ -69,22 +76,23 @@ pub fn run(dir: &Path, backend: BackendArg, lengths: &[usize], iters: usize) -> 
         let input = input_of_len(&full, t);
         let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
         let opts = TraceOptions::default();
-        cpu::forward(&model, &input, &mask, opts)?; // warm-up
-        let cpu_ms = median(
+        let time = |runner: &Runner| -> Result<Vec<_>, Error> {
+            pollster::block_on(runner.forward(&input, &mask, opts))?; // warm-up (and buffers)
             (0..iters)
-                .map(|_| {
-                    let start = Instant::now();
-                    cpu::forward(&model, &input, &mask, opts)
-                        .map(|_| start.elapsed().as_secs_f64() * 1e3)
-                })
-                .collect::<Result<_, _>>()?,
-        );
+                .map(|_| pollster::block_on(runner.forward(&input, &mask, opts)))
+                .collect()
+        };
+        let cpu_ms = median(time(&cpu)?.iter().map(|r| r.elapsed_ms).collect());
         let mut line = format!("{t:>7} {cpu_ms:>10.2} |");
         if let Some(g) = &gpu {
-            let run =
-                || pollster::block_on(g.forward(&input, &mask, opts)).map(|(_, timing)| timing);
-            run()?; // warm-up: builds this shape's buffers
-            let timings: Vec<GpuTiming> = (0..iters).map(|_| run()).collect::<Result<_, _>>()?;
+            let timings: Vec<GpuTiming> = time(g)?
+                .into_iter()
+                .map(|r| {
+                    r.gpu_timing.ok_or_else(|| {
+                        Error::Gpu(r.fallback.unwrap_or_else(|| "the GPU did not run".into()))
+                    })
+                })
+                .collect::<Result<_, _>>()?;
             let pick = |f: fn(&GpuTiming) -> f64| median(timings.iter().map(f).collect());
             line += &format!(
                 " {:>10.2} {:>10.2} {:>10.2} {:>10.2}",

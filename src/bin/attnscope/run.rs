@@ -19,7 +19,7 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum BackendArg {
+enum BackendArg {
     Cpu,
     Gpu,
     Auto,
@@ -116,7 +116,7 @@ pub fn main() -> ExitCode {
             backend,
             lengths,
             iters,
-        } => crate::bench::run(&model, backend, &lengths, iters),
+        } => crate::bench::run(&model, backend.into(), &lengths, iters),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -152,8 +152,9 @@ fn attention(
         }
     }
     let mask = Mask::from_kind(mask_kind, input.valid.view());
-    let runner = pollster::block_on(Runner::new(&model, backend.into()))?;
-    let run = pollster::block_on(runner.forward(&model, &input, &mask, TraceOptions { scores }))?;
+    let runner = pollster::block_on(Runner::new(model, backend.into()))?;
+    let run = pollster::block_on(runner.forward(&input, &mask, TraceOptions { scores }))?;
+    let model = runner.model();
     if let Some(why) = &run.fallback {
         eprintln!("note: running on the CPU: {why}");
     }

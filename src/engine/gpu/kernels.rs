@@ -41,8 +41,8 @@ macro_rules! composed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
     EmbedLayerNorm,
-    /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ`, `Q·Kᵀ` (offsets, strides and K
-    /// multiples of 4).
+    /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
+    /// of 4).
     Matmul,
     /// `matmul.wgsl` reading vec4s, A along k and B along n: `P·V`.
     MatmulBAlongN,
