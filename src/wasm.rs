@@ -12,7 +12,7 @@ use web_time::Instant;
 
 use crate::engine::{cpu, BackendChoice, Run, Runner, TraceOptions};
 use crate::masks::{Mask, MaskKind};
-use crate::model::{Encoded, Model};
+use crate::model::{limits, Encoded, Model, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
 use crate::report::{ItemInput, ModelInfo, RunInfo};
 
 fn js_err(e: crate::Error) -> JsError {
@@ -58,6 +58,23 @@ impl std::str::FromStr for Engine {
             ))),
         }
     }
+}
+
+/// The largest file the worker may download for each of a checkpoint's three files, in bytes
+/// (`{"config.json": n, "model.safetensors": n, "tokenizer.json": n}`, from [`limits`]): a
+/// download over its limit is stopped before the bytes pile up.
+#[wasm_bindgen(js_name = fileLimits)]
+pub fn file_limits() -> Result<JsValue, JsError> {
+    let o = Object::new();
+    set(&o, CONFIG_FILE, limits::MAX_CONFIG_BYTES as f64)?;
+    set(&o, WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES as f64)?;
+    set(&o, TOKENIZER_FILE, limits::MAX_TOKENIZER_BYTES as f64)?;
+    set(
+        &o,
+        "safetensorsHeader",
+        limits::MAX_SAFETENSORS_HEADER_BYTES as f64,
+    )?;
+    Ok(o.into())
 }
 
 /// A loaded model and the engine that runs it.

@@ -30,6 +30,10 @@ const api = {
   get engine() { return store.get().engineStatus; },
   error: null, renders: 0, lastRenderAt: 0,
   store,
+  /** The worker's wasm memory and what it holds (for long-session checks). */
+  stats: () => engine().stats(),
+  /** With `?testhooks=1`: destroys the worker's WebGPU devices, as a GPU crash would. */
+  loseDevice: () => engine().loseDevice(),
 };
 api.ready.catch(() => {});
 window.attnscope = api;
@@ -43,7 +47,8 @@ function layout(s) {
   const showHeat = s.view !== 'lines' || s.embed === 'head';
   const showLines = (s.view !== 'heatmap' && !s.embed) || s.embed === 'lines';
   const linesW = showLines && showHeat ? Math.min(320, Math.max(220, avail * 0.3)) : avail;
-  const top = $('head-view').getBoundingClientRect().top + window.scrollY;
+  let top = 0; // the head view's offset in the page (no DOMRect a render)
+  for (let el = $('head-view'); el; el = el.offsetParent) top += el.offsetTop;
   const maxHeight = s.embed ? window.innerHeight - 70 : Math.max(280, wide ? window.innerHeight - Math.min(top, 260) - 70 : avail);
   const headW = showHeat ? (wide && showLines ? avail - linesW - 16 : avail) : 0;
   const size = Math.min(headW, maxHeight);
@@ -112,7 +117,7 @@ function renderChrome(s, changed) {
   const r = s.run;
   $('backend').textContent = r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…');
   document.body.classList.toggle('busy', s.busy);
-  $('busy').hidden = !s.busy;
+  $('busy').style.visibility = s.busy ? 'visible' : 'hidden'; // keeps its box: no layout shift a keystroke
   // the input's own line: why nothing runs, what was cut, what answered instead
   const notes = [];
   if (s.runError) notes.push(s.runError.line);
@@ -293,7 +298,7 @@ async function loadFiles(fileList) {
   const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
   if (await scope.loadModel({ key, name: 'local files', files: bufs })) store.update({ model: '' });
 }
-on('files', 'change', (e) => loadFiles(e.target.files));
+on('files', 'change', (e) => { loadFiles([...e.target.files]); e.target.value = ''; }); // picking the same files again loads them again
 document.addEventListener('dragover', (e) => { e.preventDefault(); $('drop-hint').hidden = false; });
 document.addEventListener('dragleave', () => { $('drop-hint').hidden = true; });
 document.addEventListener('drop', (e) => { e.preventDefault(); $('drop-hint').hidden = true; loadFiles(e.dataTransfer.files); });

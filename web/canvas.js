@@ -159,8 +159,14 @@ export function inTasks(owner, steps, name) {
     if (owner._tasks !== token) return;
     const t0 = performance.now();
     steps[i++]();
-    performance.measure(name, { start: t0 });
+    measure(name, t0);
     if (i < steps.length) setTimeout(next, 0);
   };
   next();
+}
+
+/** A User Timing measure of the last `name` only (a long session must not pile them up). */
+export function measure(name, start) {
+  performance.clearMeasures(name);
+  performance.measure(name, { start });
 }

@@ -9,7 +9,9 @@ export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', impor
 
 class Engine {
   constructor() {
-    this.worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    const url = new URL('./worker.js', import.meta.url);
+    if (new URLSearchParams(location.search).get('testhooks') === '1') url.searchParams.set('testhooks', '1');
+    this.worker = new Worker(url, { type: 'module' });
     this.nextId = 1;
     this.pending = new Map();
     this.loads = new Map(); // `${key} ${backend}` → Promise of {info, engine, status}
@@ -44,7 +46,7 @@ class Engine {
    * (three ArrayBuffers, transferred). Concurrent and repeated loads of one key and backend share
    * one request; `refresh` downloads again.
    */
-  load(source, backend, onProgress = null, { refresh = false } = {}) {
+  load(source, backend, onProgress = null, { refresh = false, exclusive = false } = {}) {
     const id = `${source.key} ${backend}`;
     if (onProgress) {
       if (!this.progress.has(source.key)) this.progress.set(source.key, new Set());
@@ -54,7 +56,7 @@ class Engine {
     for (const other of [...this.loads.keys()]) if (other.startsWith(`${source.key} `) && other !== id) this.loads.delete(other);
     if (!this.loads.has(id) || refresh || source.files) {
       const transfer = source.files ? Object.values(source.files) : [];
-      const p = this.call({ type: 'load', backend, refresh, ...source }, transfer).finally(() => {
+      const p = this.call({ type: 'load', backend, refresh, exclusive, ...source }, transfer).finally(() => {
         if (onProgress) this.progress.get(source.key)?.delete(onProgress);
       });
       p.catch(() => this.loads.get(id) === p && this.loads.delete(id));
@@ -66,8 +68,16 @@ class Engine {
   /** Runs texts on a loaded checkpoint; resolves to the result contract (see result.js). */
   async run(key, { texts, pair, mask }) {
     const m = await this.call({ type: 'run', key, texts, pair, mask });
-    return fromWorker(m.result);
+    const r = fromWorker(m.result);
+    r.status = m.status ?? null; // the engine line, when this run changed it (WebGPU lost)
+    return r;
   }
+
+  /** The worker's wasm memory and what it holds: `{wasmBytes, sessions, checkpoints}`. */
+  async stats() { return this.call({ type: 'stats' }); }
+
+  /** Test hook (`?testhooks=1`): destroys the worker's WebGPU devices, as a GPU crash would. */
+  loseDevice() { this.worker.postMessage({ type: 'lose-device' }); }
 
   async check(key, { texts, pair, mask }) {
     return (await this.call({ type: 'check', key, texts, pair, mask })).result;

@@ -4,6 +4,7 @@
 
 import { engine, DEFAULT_MODEL } from './engine.js';
 import { MAX_BATCH } from './store.js';
+import { measure } from './canvas.js';
 import * as grid from './views/grid.js';
 import * as head from './views/head.js';
 import * as lines from './views/lines.js';
@@ -47,7 +48,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     try {
       const r = await eng.run(s.modelKey, { texts, pair: s.pair, mask: s.mask });
       const latest = store.get();
-      store.update({ run: r, item: Math.min(latest.item, r.B - 1), runError: null, busy: again });
+      store.update({ run: r, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
     } catch (err) {
       store.update({ busy: again, runError: { line: String(err.message || err) } });
     } finally {
@@ -61,7 +62,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     const s = store.get();
     store.update({ loading: { key: source.key, name: source.name, loaded: 0, total: 0, file: '' }, modelError: null });
     try {
-      const r = await eng.load(source, s.engine, (p) => store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }), { refresh });
+      const r = await eng.load(source, s.engine, (p) => store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }), { refresh, exclusive: dropOld });
       const old = store.get().modelKey;
       if (dropOld && old && old !== source.key) eng.drop(old);
       const info = r.info;
@@ -105,7 +106,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
         onZoom: (win) => store.update({ win: win ? { ...win, T: r.T } : null }),
         onHover: (cell) => store.update({ hover: cell }),
       });
-      performance.measure(`attnscope:${name}`, { start: t0 }); // per-view cost, for the benchmark
+      measure(`attnscope:${name}`, t0); // per-view cost, for the benchmark and DevTools
     }
     store.update({ rendered: r.id + ':' + token });
   }

@@ -2,29 +2,62 @@
 // page never stalls on the math. Shared by every view and <attn-scope> element of a page.
 //
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?}
-//      {id, type: 'run' | 'check', key, backend, texts, pair, mask}
-//      {type: 'drop', key}  {type: 'cancel', key}
-// Out: {id, ok: true, ...} | {id, ok: false, error, details?}
+//      {id, type: 'run' | 'check', key, texts, pair, mask}
+//      {id, type: 'stats'}  {type: 'drop', key}  {type: 'cancel', key}
+//      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would)
+// Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
-import init, { loadSession } from './pkg/attnscope.js';
+import init, { loadSession, fileLimits } from './pkg/attnscope.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
 const wasmReady = init();
+let limits = null;
 
 const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer]}
 const sessions = new Map();    // key → {backend, session, engine: 'cpu' | 'gpu', status}
 const aborts = new Map();      // key → AbortController of a download under way
 
-// ---------- downloading, once per origin ----------
+// ---------- test hooks: WebGPU devices the tests may destroy ----------
+const devices = [];
+if (new URL(self.location.href).searchParams.get('testhooks') === '1' && self.navigator.gpu) {
+  const requestAdapter = GPU.prototype.requestAdapter;
+  GPU.prototype.requestAdapter = async function (...args) {
+    const adapter = await requestAdapter.apply(this, args);
+    if (adapter) {
+      const requestDevice = adapter.requestDevice;
+      adapter.requestDevice = async (...a) => { const d = await requestDevice.apply(adapter, a); devices.push(d); return d; };
+    }
+    return adapter;
+  };
+}
+
+// ---------- downloading, once per origin, within the limits ----------
 async function openCache() {
   try { return self.caches ? await caches.open(CACHE) : null; } catch { return null; }
+}
+
+const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
+
+/** Watches a safetensors stream: once its header is in, the file's exact size is known, so a
+ *  body longer (or a Content-Length other) than the header says is stopped at once. */
+function safetensorsSize(head, file) {
+  if (head.length < 8) return null;
+  const n = Number(new DataView(head.buffer, head.byteOffset, 8).getBigUint64(0, true));
+  if (n > limits.safetensorsHeader) throw new Error(`${file}: the header claims ${n} bytes, over the limit of ${limits.safetensorsHeader}`);
+  if (head.length < 8 + n) return null;
+  let header;
+  try { header = JSON.parse(new TextDecoder().decode(head.subarray(8, 8 + n))); } catch { throw new Error(`${file}: the header is not JSON: is this a safetensors file?`); }
+  let end = 0;
+  for (const [k, t] of Object.entries(header)) if (k !== '__metadata__') end = Math.max(end, Number(t?.data_offsets?.[1] ?? 0));
+  return 8 + n + end;
 }
 
 /** One file of a checkpoint, from Cache Storage or the network; a lock per URL makes a second
  *  document (an iframe) wait for the first download and then read it from the cache. */
 async function fetchFile(url, file, onBytes, signal, refresh) {
+  const limit = limits[file];
   const work = async () => {
     const cache = await openCache();
     if (cache && !refresh) {
@@ -43,28 +76,49 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
       throw new Error(`${file}: the request to ${url} failed (${e.message || e})`);
     }
     if (!resp.ok) throw new Error(`${file}: HTTP ${resp.status}${resp.statusText ? ' ' + resp.statusText : ''} from ${url}`);
+    if (/^text\/html/i.test(resp.headers.get('content-type') ?? '')) throw new Error(`${file}: ${url} answered with an HTML page, not the file: is the base URL a checkpoint folder?`);
     const total = Number(resp.headers.get('content-length')) || 0;
+    if (total > limit) throw new Error(`${file}: the server announces ${mb(total)}, over the limit of ${mb(limit)}`);
     const chunks = [];
     let loaded = 0;
+    let expected = null; // model.safetensors: the size its header gives
+    let head = new Uint8Array(0);
     const reader = resp.body.getReader();
-    for (;;) {
-      let step;
-      try { step = await reader.read(); } catch (e) {
-        throw new Error(signal.aborted ? 'cancelled' : `${file}: the download broke off after ${loaded} bytes (${e.message || e})`);
+    try {
+      for (;;) {
+        let step;
+        try { step = await reader.read(); } catch (e) {
+          throw new Error(signal.aborted ? 'cancelled' : `${file}: the download broke off after ${loaded} bytes (${e.message || e})`);
+        }
+        if (step.done) break;
+        chunks.push(step.value);
+        loaded += step.value.length;
+        if (loaded > limit) throw new Error(`${file}: over the limit of ${mb(limit)}; stopped`);
+        if (file === 'model.safetensors' && expected === null && head.length < limits.safetensorsHeader + 8) {
+          head = concat([head, step.value]);
+          expected = safetensorsSize(head, file);
+          if (expected !== null && total && total !== expected) throw new Error(`${file}: the server announces ${total} bytes, the header describes ${expected}`);
+        }
+        if (expected !== null && loaded > expected) throw new Error(`${file}: the body is longer than the ${expected} bytes its header describes; stopped`);
+        onBytes(loaded, total || expected || 0);
       }
-      if (step.done) break;
-      chunks.push(step.value);
-      loaded += step.value.length;
-      onBytes(loaded, total);
+    } catch (e) {
+      reader.cancel().catch(() => {});
+      throw e;
     }
     if (total && loaded !== total) throw new Error(`${file}: got ${loaded} bytes, the server announced ${total}`);
-    const bytes = new Uint8Array(loaded);
-    let at = 0;
-    for (const c of chunks) { bytes.set(c, at); at += c.length; }
+    const bytes = concat(chunks, loaded);
     if (cache) await cache.put(url, new Response(bytes)).catch(() => {});
     return bytes;
   };
   return self.navigator.locks ? navigator.locks.request(`attnscope:${url}`, work) : work();
+}
+
+function concat(chunks, n = chunks.reduce((a, c) => a + c.length, 0)) {
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) { out.set(c, at); at += c.length; }
+  return out;
 }
 
 async function download(key, base, refresh) {
@@ -119,17 +173,31 @@ function drop(key) {
   checkpoints.delete(key);
 }
 
+/** Loads a checkpoint. The sessions it replaces (the same key's, and with `exclusive` every
+ *  other) are freed first, so wasm memory holds one model at a time; when the new one fails to
+ *  load, they are rebuilt from the bytes kept here. */
 async function load(msg) {
   const known = checkpoints.get(msg.key);
   const current = sessions.get(msg.key);
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
   const cp = reuse ? known : { name: msg.name, bytes: msg.files ? FILES.map((f) => new Uint8Array(msg.files[f])) : await download(msg.key, msg.base, msg.refresh) };
-  const next = await makeSession(cp, msg.backend); // a bad checkpoint throws here: the old one stays
-  if (current) current.session.free();
-  checkpoints.set(msg.key, cp);
-  sessions.set(msg.key, next);
-  return next;
+  const over = FILES.findIndex((f, i) => cp.bytes[i].length > limits[f]);
+  if (over >= 0) throw new Error(`${FILES[over]}: the file is ${cp.bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+  const replaced = [...sessions.entries()].filter(([k]) => k === msg.key || msg.exclusive);
+  for (const [k, s] of replaced) { s.session.free(); sessions.delete(k); }
+  try {
+    const next = await makeSession(cp, msg.backend);
+    for (const [k] of replaced) if (k !== msg.key) checkpoints.delete(k);
+    checkpoints.set(msg.key, cp);
+    sessions.set(msg.key, next);
+    return next;
+  } catch (e) {
+    for (const [k, s] of replaced) {
+      try { sessions.set(k, await makeSession(checkpoints.get(k), s.backend)); } catch { checkpoints.delete(k); }
+    }
+    throw e;
+  }
 }
 
 function sessionFor(key) {
@@ -138,25 +206,50 @@ function sessionFor(key) {
   return s;
 }
 
+/** A run; when WebGPU fails (the device was lost), the CPU engine answers from then on. */
+async function run(s, msg) {
+  try {
+    const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, s.engine);
+    if (s.engine === 'gpu' && r.info.fallback) lostGpu(s, r.info.fallback);
+    return r;
+  } catch (err) {
+    if (s.engine !== 'gpu' || !/GPU|device|WebGPU|read-back/i.test(String(err.message || err))) throw err;
+    lostGpu(s, String(err.message || err));
+    const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, 'cpu');
+    r.info.fallback = `WebGPU stopped (${String(err.message || err)}); the CPU engine answered and runs from now on`;
+    return r;
+  }
+}
+
+function lostGpu(s, why) {
+  s.engine = 'cpu';
+  s.status = { line: 'CPU engine: WebGPU stopped working', details: why };
+}
+
 self.onmessage = async (e) => {
   const msg = e.data;
   if (msg.type === 'drop') { drop(msg.key); return; }
   if (msg.type === 'cancel') { aborts.get(msg.key)?.abort(); return; }
+  if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
   try {
-    await wasmReady;
+    const wasm = await wasmReady;
+    limits ??= fileLimits();
     if (msg.type === 'load') {
       const s = await load(msg);
       self.postMessage({ id: msg.id, ok: true, info: s.session.info(), engine: s.engine, status: s.status });
     } else if (msg.type === 'run') {
       const s = sessionFor(msg.key);
-      const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, s.engine);
+      const before = s.status;
+      const r = await run(s, msg);
       const transfer = [r.attention.buffer, r.mask.buffer];
       if (r.scores) transfer.push(r.scores.buffer);
       if (r.logits) transfer.push(r.logits.buffer);
-      self.postMessage({ id: msg.id, ok: true, result: r }, transfer);
+      self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);
       self.postMessage({ id: msg.id, ok: true, result: r });
+    } else if (msg.type === 'stats') {
+      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, sessions: sessions.size, checkpoints: checkpoints.size });
     }
   } catch (err) {
     self.postMessage({ id: msg.id, ok: false, error: String((err && err.message) || err) });

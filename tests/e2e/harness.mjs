@@ -30,8 +30,8 @@ export async function startServer() {
 }
 
 /** Debian's Chromium; with WebGPU on SwiftShader unless `webgpu` is false. */
-export function launch({ webgpu = true } = {}) {
-  const args = [...BASE_ARGS, ...(webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-blink-features=WebGPU'])];
+export function launch({ webgpu = true, extraArgs = [] } = {}) {
+  const args = [...BASE_ARGS, ...(webgpu ? ['--enable-unsafe-webgpu'] : ['--disable-blink-features=WebGPU']), ...extraArgs];
   return chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args });
 }
 

@@ -3,7 +3,7 @@
 // frame, so no task blocks the page.
 
 import { scale, pixels } from '../colour.js';
-import { dpr } from '../canvas.js';
+import { dpr, measure } from '../canvas.js';
 
 const BUDGET_MS = 8;
 
@@ -89,7 +89,7 @@ export function render(target, run, opts) {
   if (target._drawn === key) return;
   target._drawn = key;
   const token = (target._token = {});
-  const side = canvases[0].getBoundingClientRect().width || 48;
+  const side = canvases[0].clientWidth || 48;
   const R = Math.max(16, Math.ceil(side * dpr()));
   const mask = run.maskOf(opts.item);
   const tokens = run.results[opts.item].tokens;
@@ -107,7 +107,7 @@ export function render(target, run, opts) {
       c.getContext('2d').putImageData(img, 0, 0);
       c.setAttribute('aria-label', `layer ${l}, head ${h}: strongest ${tokens[Math.floor(arg / T)]} → ${tokens[arg % T]} (${max.toFixed(2)})`);
     }
-    performance.measure('attnscope:model:chunk', { start });
+    measure('attnscope:model:chunk', start);
     if (i < canvases.length) requestAnimationFrame(step);
     else target.dataset.drawn = key;
   };
