@@ -1,6 +1,8 @@
 #![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 //! Each WGSL kernel on its own against its CPU reference, at awkward sizes: 1, 7, 33 and 512
-//! rows, widths off the 16-wide tile and the 64-wide workgroup, n_q ≠ n_k, d_k ≠ d_v.
+//! rows, widths off the 64-wide matmul tile and the 64-wide row workgroup, sizes and strides
+//! that are not multiples of 4 (the matmul's and attention's scalar forms), n_q ≠ n_k,
+//! d_k ≠ d_v.
 
 mod common;
 

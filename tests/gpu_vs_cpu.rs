@@ -1,5 +1,5 @@
 //! The GPU kernels against the CPU engine at awkward sizes: sequence lengths 1, 7, 33 and 512,
-//! a hidden size (24) that is not a multiple of the 16-wide matmul tile, padded batches,
+//! a hidden size (24) that is not a multiple of the 64-wide matmul tile, padded batches,
 //! causal and explicit masks, pre-LN layers and the tanh GELU.
 #![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
