@@ -77,9 +77,10 @@ export function cellAt(g, x, y) {
  * Draws a T × T matrix: `img` (one pixel a cell) through the window of `g`, masked cells hatched
  * when large enough, `cellText(q, k)` (e.g. "−∞") where it fits, and the token labels.
  */
-export function drawMatrix(ctx, g, { img, tokens, mask = null, cellText = null, colours }) {
+export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, tokens, mask = null, cellText = null, colours }) {
   ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
-  ctx.drawImage(img, g.k0, g.q0, g.n, g.n, g.x0, g.y0, g.size, g.size);
+  // `img` holds the matrix from `imgOrigin` on (the whole matrix, or just a window of it)
+  ctx.drawImage(img, g.k0 - imgOrigin.k, g.q0 - imgOrigin.q, g.n, g.n, g.x0, g.y0, g.size, g.size);
   if (mask && g.cell >= 5) {
     ctx.fillStyle = hatchPattern(ctx);
     ctx.beginPath();
@@ -169,4 +170,11 @@ export function inTasks(owner, steps, name) {
 export function measure(name, start) {
   performance.clearMeasures(name);
   performance.measure(name, { start });
+}
+
+/** The n × n window of a T × T matrix from (q0, k0), as a new array. */
+export function windowOf(values, T, { q0, k0, n }) {
+  const out = new values.constructor(n * n);
+  for (let q = 0; q < n; q++) out.set(values.subarray((q0 + q) * T + k0, (q0 + q) * T + k0 + n), q * n);
+  return out;
 }

@@ -17,7 +17,7 @@ function lazy(obj, key, make) {
 let runs = 0;
 
 export function fromWorker(raw) {
-  const { info, attention, scores, mask, logits } = raw;
+  const { info, attention, scores, mask, logits, summary } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
   const head = (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T);
@@ -37,6 +37,15 @@ export function fromWorker(raw) {
   return {
     id: ++runs, model: info.model, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask,
     elapsed_ms: info.elapsed_ms, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
+    /** The largest probability of a head, and the largest |score| (from the worker's summary). */
+    probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
+    scoreMax: (b, l, h) => summary.scoreMax[(b * L + l) * H + h],
+    /** A long input's head, max-pooled to R × R by the worker (null for short inputs). */
+    thumb(b, l, h) {
+      if (!summary.R) return null;
+      const { R } = summary, i = (b * L + l) * H + h;
+      return { values: summary.thumbs.subarray(i * R * R, (i + 1) * R * R), mask: summary.thumbMask.subarray(b * R * R, (b + 1) * R * R), n: R, max: summary.probMax[i], arg: summary.probArg[i] };
+    },
   };
 }
 

@@ -103,6 +103,10 @@ export function connect(store, { targets, layout, dropOld = true }) {
       VIEWS[name].render(el, r, {
         ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim,
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
+        onMove: (dl, dh) => {
+          const now = store.get();
+          store.update({ layer: Math.max(0, Math.min(r.L - 1, now.layer + dl)), head: Math.max(0, Math.min(r.H - 1, now.head + dh)) });
+        },
         onZoom: (win) => store.update({ win: win ? { ...win, T: r.T } : null }),
         onHover: (cell) => store.update({ hover: cell }),
       });

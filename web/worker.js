@@ -8,6 +8,7 @@
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
 import init, { loadSession, fileLimits } from './pkg/attnscope.js';
+import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const CACHE = 'attnscope-models-v1';
@@ -241,7 +242,9 @@ self.onmessage = async (e) => {
       const s = sessionFor(msg.key);
       const before = s.status;
       const r = await run(s, msg);
-      const transfer = [r.attention.buffer, r.mask.buffer];
+      r.summary = summarise(r.attention, r.scores, r.mask, r.info.shape);
+      const transfer = [r.attention.buffer, r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
+      if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
       if (r.logits) transfer.push(r.logits.buffer);
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);

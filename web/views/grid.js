@@ -4,8 +4,9 @@
 
 import { scale, pixels } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
+import { pooled } from '../summary.js';
 
-const BUDGET_MS = 8;
+const BUDGET_MS = 5;
 
 function build(target, L, H, opts) {
   target.replaceChildren();
@@ -46,38 +47,15 @@ function build(target, L, H, opts) {
     const mv = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
     if (!mv) return;
     e.preventDefault();
-    const o = target._opts;
-    o.onFocus?.(Math.max(0, Math.min(L - 1, o.layer + mv[0])), Math.max(0, Math.min(H - 1, o.head + mv[1])));
+    target._opts.onMove?.(mv[0], mv[1]); // relative: a second key before the next render still counts
   });
   target.append(grid);
   target._shape = `${L}x${H}`;
 }
 
-/** Max-pools a T × T head to R × R (R ≥ T: unchanged), with the head's maximum and its cell. */
-function pooled(values, mask, T, R) {
-  let max = 0, arg = 0;
-  if (R >= T) {
-    for (let i = 0; i < values.length; i++) if (values[i] > max) { max = values[i]; arg = i; }
-    return { values, mask, n: T, max, arg };
-  }
-  const col = new Int32Array(T);
-  for (let k = 0; k < T; k++) col[k] = Math.floor((k * R) / T);
-  const out = new Float32Array(R * R);
-  const outMask = mask ? new Uint8Array(R * R) : null;
-  for (let q = 0; q < T; q++) {
-    const r = Math.floor((q * R) / T) * R, row = q * T;
-    for (let k = 0; k < T; k++) {
-      const v = values[row + k], i = r + col[k];
-      if (v > out[i]) out[i] = v;
-      if (v > max) { max = v; arg = row + k; }
-      if (outMask !== null && mask[row + k] === 1) outMask[i] = 1;
-    }
-  }
-  return { values: out, mask: outMask, n: R, max, arg };
-}
-
 /**
- * `run`: the result contract; `opts`: {item, layer, head, scale: 'absolute' | 'head', onFocus}.
+ * `run`: the result contract; `opts`: {item, layer, head, scale: 'absolute' | 'head', onFocus(layer,
+ * head), onMove(dLayer, dHead)}.
  */
 export function render(target, run, opts) {
   target._opts = opts;
@@ -100,7 +78,8 @@ export function render(target, run, opts) {
     while (i < canvases.length && performance.now() - start < BUDGET_MS) {
       const c = canvases[i++];
       const l = +c.dataset.layer, h = +c.dataset.head;
-      const p = pooled(run.head(opts.item, l, h), mask, T, R);
+      // long inputs come pooled from the worker; short ones are pooled here (cheaply)
+      const p = run.thumb(opts.item, l, h) ?? pooled(run.head(opts.item, l, h), mask, T, R);
       const { max, arg } = p;
       const img = pixels(p.values, p.n, scale('probability', { max: opts.scale === 'head' ? max : 1 }), p.mask);
       if (c.width !== p.n) { c.width = p.n; c.height = p.n; }

@@ -121,9 +121,7 @@ export function render(target, run, opts) {
   const values = run.head(item, layer, head);
   const mask = run.maskOf(item);
   const tokens = run.results[item].tokens;
-  let max = 1;
-  if (opts.scale === 'head') { max = 0; for (let i = 0; i < values.length; i++) if (values[i] > max) max = values[i]; }
-  const sc = scale('probability', { max });
+  const sc = scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
   const imgKey = [run.id, item, layer, head, opts.scale].join('|');
   const prev = target._view;
   const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask));
@@ -141,7 +139,7 @@ export function render(target, run, opts) {
     heat.setAttribute('aria-label', `layer ${layer}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)`);
     legend.render(target.querySelector('.legend'), sc, { masked: true });
   }
-  const overlayCtx = fit(overlay, size, size, minPx);
+  const overlayCtx = fit(overlay, size, size); // outlines only: the screen's pixels are enough
   target.querySelector('.stage').style.height = `${size}px`;
   target.querySelector('.focus-label').textContent = `layer ${layer}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);

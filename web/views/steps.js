@@ -3,10 +3,12 @@
 // The panels show the head view's token window.
 
 import { scale, pixels, twoColour } from '../colour.js';
-import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, inTasks } from '../canvas.js';
+import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, inTasks, windowOf } from '../canvas.js';
 import * as legend from './legend.js';
 
 const ALLOWED = [214, 226, 248], BLOCKED = [55, 65, 81];
+
+const MAX_ROWS = 64;
 
 const PANELS = [
   { id: 'scores', title: 'QKᵀ / √d_k', what: 'scores' },
@@ -23,6 +25,7 @@ function build(target) {
       <canvas role="img"></canvas>
     </figure>`).join('')}</div>
     <div class="step-legends"><div class="legend legend-scores"></div><div class="legend-mask"><span class="swatch allowed"></span> may attend <span class="swatch blocked"></span> masked</div><div class="legend legend-probs"></div></div>
+    <p class="step-window muted"></p>
     <p class="step-out"></p>
     <div class="tooltip" role="tooltip" hidden></div>`;
   for (const fig of target.querySelectorAll('figure')) {
@@ -51,43 +54,37 @@ export function render(target, run, opts) {
   const m = run.maskOf(item);
   const p = run.head(item, layer, head);
   const tokens = run.results[item].tokens;
-  const key = [run.id, item, layer, head, opts.scale].join('|');
-  const prev = target._view;
-  const fresh = prev?.key !== key;
-  const imgs = fresh ? {} : prev.imgs;
+
   const size = Math.max(150, Math.min(opts.panelPx ?? 260, 520));
-  const g = matrixGeometry({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 11 });
+  // the head view's window, at most MAX_ROWS tokens: four panels stay legible (and light to draw)
+  const win = opts.win ?? { q0: 0, k0: 0, n: T };
+  const g = matrixGeometry({ width: size, height: size, T, win: { ...win, n: Math.min(win.n, MAX_ROWS) }, labels: true, fontPx: opts.fontPx ?? 11 });
   const minPx = Math.ceil((g.n * size) / g.size) + 1;
+  const key = [run.id, item, layer, head, opts.scale, g.q0, g.k0, g.n].join('|');
+  const prev = target._view;
+  const imgs = prev?.key === key ? prev.imgs : {};
   const dk = opts.headDim;
   const shapes = { scores: `(${T}, ${dk})·(${dk}, ${T}) → (${T}, ${T})`, mask: `(${T}, ${T})`, filled: `(${T}, ${T})`, probs: `(${T}, ${T})` };
-  let sScale = prev?.sScale, pScale = prev?.pScale;
-  const ranges = () => { // the colour scales: ± the largest |score|, and 0–1 (or this head's max)
-    if (!fresh) return;
-    let smax = 0, pmax = 0;
-    for (let i = 0; i < s.length; i++) {
-      const v = s[i];
-      if (v > smax) smax = v; else if (-v > smax) smax = -v;
-      if (p[i] > pmax) pmax = p[i];
-    }
-    sScale = scale('score', { max: smax });
-    pScale = scale('probability', { max: opts.scale === 'head' ? pmax : 1 });
-    target._view.sScale = sScale;
-    target._view.pScale = pScale;
-    legend.render(target.querySelector('.legend-scores'), sScale, { masked: false });
-    legend.render(target.querySelector('.legend-probs'), pScale, { masked: true });
-  };
+  // the colour scales: ± the largest |score|, and 0–1 (or this head's max)
+  const sScale = scale('score', { max: run.scoreMax(item, layer, head) });
+  const pScale = scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
+  legend.render(target.querySelector('.legend-scores'), sScale, { masked: false });
+  legend.render(target.querySelector('.legend-probs'), pScale, { masked: true });
+  // each panel's picture holds just the window it shows (64 × 64 at most, not 512 × 512)
+  const w = { q0: g.q0, k0: g.k0, n: g.n };
+  const sw = windowOf(s, T, w), mw = windowOf(m, T, w), pw = windowOf(p, T, w);
   const make = {
-    scores: () => bitmap(pixels(s, T, sScale)),
-    mask: () => bitmap(pixels(m, T, twoColour(ALLOWED, BLOCKED))),
-    filled: () => bitmap(pixels(s, T, sScale, m)),
-    probs: () => bitmap(pixels(p, T, pScale, m)),
+    scores: () => bitmap(pixels(sw, g.n, sScale)),
+    mask: () => bitmap(pixels(mw, g.n, twoColour(ALLOWED, BLOCKED))),
+    filled: () => bitmap(pixels(sw, g.n, sScale, mw)),
+    probs: () => bitmap(pixels(pw, g.n, pScale, mw)),
   };
   const draw = (fig) => {
     const id = fig.dataset.step;
     imgs[id] ??= make[id]();
     const ctx = fit(fig.querySelector('canvas'), size, size, minPx);
     drawMatrix(ctx, g, {
-      img: imgs[id], tokens,
+      img: imgs[id], imgOrigin: { q: g.q0, k: g.k0 }, tokens,
       mask: id === 'filled' || id === 'probs' ? m : null,
       cellText: id === 'filled' ? (q, k) => (m[q * T + k] ? null : '−∞') : null,
     });
@@ -95,10 +92,11 @@ export function render(target, run, opts) {
     fig.querySelector('.shape').textContent = shapes[id];
     fig.querySelector('canvas').setAttribute('aria-label', `${PANELS.find((x) => x.id === id).title} for layer ${layer}, head ${head}, ${T} × ${T}`);
   };
+  target.querySelector('.step-window').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}: zoom or drag the head view to move the window` : '';
   target.querySelector('.step-out').textContent = `then weights · V: (${T}, ${T})·(${T}, ${dk}) → (${T}, ${dk}), this head's context, concatenated with the other heads' before the output projection.`;
   const fmt = (v) => v.toFixed(4);
   target._view = {
-    key, imgs, g, sScale, pScale,
+    key, imgs, g,
     describe(step, { q, k }) {
       const i = q * T + k, pair = `${tokens[q]} → ${tokens[k]}`;
       if (step === 'scores') return `${pair}: score ${fmt(s[i])}`;
@@ -107,6 +105,6 @@ export function render(target, run, opts) {
       return `${pair}: ${fmt(p[i])}${m[i] ? '' : ' (masked: −∞ before softmax)'}`;
     },
   };
-  // the ranges, then one panel a task: four 512 × 512 panels in one would block the page
-  inTasks(target, [ranges, ...[...target.querySelectorAll('figure')].map((fig) => () => draw(fig))], 'attnscope:steps:task');
+  // one panel a task: four 512 × 512 panels in one would block the page
+  inTasks(target, [...target.querySelectorAll('figure')].map((fig) => () => draw(fig)), 'attnscope:steps:task');
 }
