@@ -77,7 +77,7 @@ export function cellAt(g, x, y) {
  * Draws a T × T matrix: `img` (one pixel a cell) through the window of `g`, masked cells hatched
  * when large enough, `cellText(q, k)` (e.g. "−∞") where it fits, and the token labels.
  */
-export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, tokens, mask = null, cellText = null, colours }) {
+export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, tokens, mask = null, cellText = null }) {
   ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
   // `img` holds the matrix from `imgOrigin` on (the whole matrix, or just a window of it)
   ctx.drawImage(img, g.k0 - imgOrigin.k, g.q0 - imgOrigin.q, g.n, g.n, g.x0, g.y0, g.size, g.size);
@@ -99,7 +99,7 @@ export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, tokens, ma
       for (let k = g.k0; k < g.k0 + g.n; k++) {
         const t = cellText(q, k);
         if (!t) continue;
-        ctx.fillStyle = colours?.cellText ?? '#111827';
+        ctx.fillStyle = '#111827';
         ctx.fillText(t, g.x0 + (k - g.k0 + 0.5) * g.cell, g.y0 + (q - g.q0 + 0.5) * g.cell);
       }
     }

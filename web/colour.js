@@ -38,11 +38,8 @@ export function scale(kind, { max = 1 } = {}) {
   const add = kind === 'score' ? top / 2 + 0.5 : 0.5;
   const index = (v) => Math.max(0, Math.min(top, Math.floor(v * mul + add)));
   return {
-    kind, max: m, table: table.rgb, words: table.words, index,
+    kind, max: m, table: table.rgb, words: table.words, index, mul, add,
     min: kind === 'score' ? -m : 0,
-    /** The value at the centre of step `i` (for reading a colour back). */
-    valueAt: kind === 'score' ? (i) => ((2 * i) / (STEPS - 1) - 1) * m : (i) => (i / (STEPS - 1)) * m,
-    css: (v) => css(table.rgb[index(v)]),
     label: kind === 'score' ? 'score QKᵀ/√d_k' : (max === 1 ? 'attention probability' : 'attention probability (scaled to this head\'s max)'),
   };
 }
@@ -73,10 +70,8 @@ export function stepOf(kind, [r, g, b]) {
  */
 export function pixels(values, n, sc, mask = null) {
   const out = new Uint32Array(n * n);
-  const words = sc.words, top = STEPS - 1;
-  // the same arithmetic as sc.index, inlined: this loop runs over 262,144 cells at 512 tokens
-  const mul = sc.kind === 'score' ? top / (2 * sc.max) : top / sc.max;
-  const add = sc.kind === 'score' ? top / 2 + 0.5 : 0.5;
+  const { words, mul, add } = sc, top = STEPS - 1;
+  // sc.index, inlined: this loop runs over 262,144 cells at 512 tokens
   for (let i = 0; i < out.length; i++) {
     if (mask !== null && mask[i] === 0) { out[i] = MASKED_WORD; continue; }
     let j = Math.floor(values[i] * mul + add);
@@ -90,5 +85,5 @@ export function pixels(values, n, sc, mask = null) {
 export function twoColour(on, off) {
   const words = new Uint32Array(STEPS).fill(packed([off])[0]);
   words[STEPS - 1] = packed([on])[0];
-  return { kind: 'mask', max: 1, words };
+  return { kind: 'mask', max: 1, words, mul: STEPS - 1, add: 0.5 };
 }
