@@ -34,18 +34,12 @@ function legendSVG(sc, x, y, w = 200) {
 
 const svg = (w, h, body, title) => `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><title>${esc(title)}</title>${HATCH}<rect width="${w}" height="${h}" fill="#ffffff"/>${body}</svg>`;
 
-function headMax(run, item, l, h) {
-  let max = 0;
-  for (const v of run.head(item, l, h)) if (v > max) max = v;
-  return max;
-}
-
 /** The focused head (`view` 'head'), the model grid ('model'), the lines ('lines') or the steps ('steps'). */
 export function toSVG(run, view, { item, layer, head, scale: per }) {
   const T = run.T;
   const tokens = run.results[item].tokens;
   const mask = run.maskOf(item);
-  const probScale = (l, h) => scale('probability', { max: per === 'head' ? headMax(run, item, l, h) : 1 });
+  const probScale = (l, h) => scale('probability', { max: per === 'head' ? run.probMax(item, l, h) : 1 });
   const title = `attnscope: ${run.model}, layer ${layer}, head ${head}: ${run.results[item].text}`;
   const longest = Math.max(...tokens.map((t) => t.length));
   const pad = Math.min(160, 16 + longest * 7);
@@ -87,9 +81,7 @@ export function toSVG(run, view, { item, layer, head, scale: per }) {
   // steps
   const cell = Math.max(3, Math.min(20, Math.floor(300 / T)));
   const s = run.scoresOf(item, layer, head);
-  let smax = 0;
-  for (const x of s) smax = Math.max(smax, Math.abs(x));
-  const sSc = scale('score', { max: smax });
+  const sSc = scale('score', { max: run.scoreMax(item, layer, head) });
   const side = pad + T * cell + 24;
   const maskVals = Float32Array.from(mask, (a) => (a ? 0 : 1));
   const panels = [
