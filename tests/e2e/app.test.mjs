@@ -278,6 +278,7 @@ test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinn
   assert.ok(inkLines < 0.5, `the line view is thinned, not a solid block (${inkLines})`);
   // zoom: labels become legible
   for (let i = 0; i < 4; i++) await page.click('#head-view .zoom-in');
+  await page.waitForFunction(() => +document.querySelector('#head-view .heat').dataset.n === 32); // 512 → 256 → 128 → 64 → 32, drawn in a later task
   const z = await page.evaluate(() => ({ ...document.querySelector('#head-view .heat').dataset }));
   assert.equal(z.labels, 'true', 'zoomed in, the token labels are drawn');
   assert.ok(+z.n <= 64 && +z.cell >= 7, `zoomed to a readable window (${z.n} tokens, ${z.cell} px cells)`);

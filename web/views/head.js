@@ -31,16 +31,21 @@ function build(target) {
   const overlay = target.querySelector('.overlay');
   const v = () => target._view; // the latest {run, opts, g, tokens, values, mask}
   const local = (e) => { const r = overlay.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
+  // The window asked for and not yet drawn: clicks faster than a render compound on it, not on the stale one.
+  const want = () => target._want ?? v().g;
   const zoomTo = (n, centre) => {
-    const { run, opts, g } = v();
+    const { run, opts } = v();
+    const g = want();
     const T = run.T;
     n = Math.max(Math.min(MIN_N, T), Math.min(T, Math.round(n)));
     const c = centre ?? { q: g.q0 + g.n / 2, k: g.k0 + g.n / 2 };
     const clamp = (x) => Math.max(0, Math.min(T - n, Math.round(x - n / 2)));
-    opts.onZoom?.(n >= T ? null : { q0: clamp(c.q), k0: clamp(c.k), n });
+    const win = n >= T ? null : { q0: clamp(c.q), k0: clamp(c.k), n };
+    target._want = win ?? { q0: 0, k0: 0, n: T };
+    opts.onZoom?.(win);
   };
-  target.querySelector('.zoom-in').onclick = () => zoomTo(v().g.n / 2, v().cursor);
-  target.querySelector('.zoom-out').onclick = () => zoomTo(v().g.n * 2, v().cursor);
+  target.querySelector('.zoom-in').onclick = () => zoomTo(want().n / 2, v().cursor);
+  target.querySelector('.zoom-out').onclick = () => zoomTo(want().n * 2, v().cursor);
   target.querySelector('.zoom-fit').onclick = () => zoomTo(Infinity);
   let drag = null;
   overlay.addEventListener('pointerdown', (e) => {
@@ -65,7 +70,7 @@ function build(target) {
     if (!e.ctrlKey) return;
     e.preventDefault();
     const { g } = v();
-    zoomTo(g.n * (e.deltaY > 0 ? 1.5 : 1 / 1.5), cellAt(g, ...local(e)) ?? undefined);
+    zoomTo(want().n * (e.deltaY > 0 ? 1.5 : 1 / 1.5), cellAt(g, ...local(e)) ?? undefined);
   }, { passive: false });
   overlay.addEventListener('keydown', (e) => {
     const { run, g } = v();
@@ -78,8 +83,8 @@ function build(target) {
       if (next.q < g.q0 || next.q >= g.q0 + g.n || next.k < g.k0 || next.k >= g.k0 + g.n) zoomTo(g.n, next);
       hover(target, next);
       target.querySelector('.readout').textContent = describe(v(), next);
-    } else if (e.key === '+' || e.key === '=') { e.preventDefault(); zoomTo(g.n / 2, v().cursor); }
-    else if (e.key === '-') { e.preventDefault(); zoomTo(g.n * 2, v().cursor); }
+    } else if (e.key === '+' || e.key === '=') { e.preventDefault(); zoomTo(want().n / 2, v().cursor); }
+    else if (e.key === '-') { e.preventDefault(); zoomTo(want().n * 2, v().cursor); }
     else if (e.key === '0') { e.preventDefault(); zoomTo(Infinity); }
   });
 }
@@ -116,6 +121,7 @@ function hover(target, cell, clientX, clientY) {
  */
 export function render(target, run, opts) {
   if (!target.querySelector('.stage')) build(target);
+  target._want = null; // what was asked for is drawn now
   const { item, layer, head } = opts;
   const T = run.T;
   const values = run.head(item, layer, head);
