@@ -55,8 +55,8 @@ pub fn tokenizer(tokenizer_json: &[u8]) {
             continue;
         };
         let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-        if check_input(&m.config, &input, &mask).is_ok() {
-            cpu::forward(m, &input, &mask, TraceOptions::default()).expect("checked input runs");
+        if check_input(&m.config, &input, &mask, &TraceOptions::default()).is_ok() {
+            cpu::forward(m, &input, &mask, &TraceOptions::default()).expect("checked input runs");
         }
     }
 }
@@ -82,7 +82,7 @@ pub fn model(data: &[u8]) {
         return;
     };
     let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
-    let _ = cpu::forward(&m, &input, &mask, TraceOptions { scores: true });
+    let _ = cpu::forward(&m, &input, &mask, &TraceOptions::with_scores());
 }
 
 /// Text → tokens → mask → forward pass on the CPU engine with the tiny checkpoint. The first
@@ -106,7 +106,7 @@ pub fn forward(data: &[u8]) {
         return;
     };
     let mask = Mask::from_kind(kind, input.valid.view());
-    let trace = cpu::forward(m, &input, &mask, TraceOptions { scores: true })
+    let trace = cpu::forward(m, &input, &mask, &TraceOptions::with_scores())
         .expect("what the tokenizer made runs");
     assert!(
         trace.attention.iter().all(|p| (0.0..=1.0).contains(p)),

@@ -4,9 +4,11 @@
 //! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
 //! * [`engine`]: the encoder, traced layer by layer and head by head: on the CPU (`ndarray`, the
 //!   reference) or the GPU (WGSL compute shaders through `wgpu`), chosen by a `Runner`.
-//! * [`report`]: the JSON the CLI prints.
+//! * [`analysis`]: reading the heads: per-head summaries and attention rollout.
+//! * [`report`]: the one result contract: the JSON the CLI prints, the page's run.
 //! * `wasm`: the browser API (`#[wasm_bindgen]`), compiled for wasm32 only.
 
+pub mod analysis;
 pub mod engine;
 pub mod error;
 pub mod masks;

@@ -1,15 +1,18 @@
 //! The one result contract, shared by the CLI (`attnscope attention`, through `serde_json`) and
 //! the browser (`src/wasm.rs`, through `serde-wasm-bindgen`, tensors as typed arrays):
 //!
-//! `{"model", "backend", "mask", "results": [{"text", "pair"?, "tokens", "token_ids", "truncated",
-//!   "attention": [L][H][T][T], "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?}]}`
+//! `{"model", "backend", "mask", "head_mask"?: [[layer, head]…], "results": [{"text", "pair"?,
+//!   "tokens", "token_ids", "truncated", "attention": [L][H][T][T], "hidden"?: [T][D],
+//!   "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?: {name: [L][H]},
+//!   "rollout"?: [T][T], "sentence_embedding"?: [D]}]}`
 //!
 //! The page's `window.attnscope.result` is one item of `results` with the same field names and
 //! shapes, plus the run's `model`, `backend`, `fallback` and `elapsed_ms`.
 
-use ndarray::{s, ArrayViewD, Axis};
-use serde::ser::{Serialize, SerializeSeq, Serializer};
+use ndarray::{s, Array2, ArrayViewD, Axis};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
+use crate::analysis::{rollout, sentence_embedding, HeadMetrics, ItemAttention, SpecialIds};
 use crate::engine::Trace;
 use crate::masks::MaskKind;
 use crate::model::{Activation, Encoded, LayerNormOrder, Model};
@@ -34,11 +37,52 @@ impl<T: Serialize + Copy> Serialize for Nested<'_, T> {
     }
 }
 
+/// An owned array as nested JSON arrays (the `Some` of a skipped-when-`None` field).
+fn nested_owned<S: Serializer>(a: &Option<Array2<f32>>, s: S) -> Result<S::Ok, S::Error> {
+    match a {
+        Some(a) => Nested(a.view().into_dyn()).serialize(s),
+        None => s.serialize_none(),
+    }
+}
+
+impl Serialize for HeadMetrics {
+    /// `{"entropy": [L][H], "to_cls": [L][H], …}`
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let all = self.all();
+        let mut map = s.serialize_map(Some(all.len()))?;
+        for (name, values) in all {
+            map.serialize_entry(name, &Nested(values.view().into_dyn()))?;
+        }
+        map.end()
+    }
+}
+
 /// What to include beyond tokens and attention.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReportOptions {
     pub hidden: bool,
     pub scores: bool,
+    /// Per-head summaries ([`HeadMetrics`]).
+    pub head_metrics: bool,
+    /// Attention rollout ([`rollout`]).
+    pub rollout: bool,
+    /// The mean-pooled, L2-normalised sentence embedding ([`sentence_embedding`]).
+    pub sentence_embedding: bool,
+}
+
+/// One text of a traced batch, as the analyses read it.
+pub fn item_attention<'a>(
+    trace: &'a Trace,
+    input: &'a Encoded,
+    b: usize,
+    special: SpecialIds,
+) -> ItemAttention<'a> {
+    ItemAttention {
+        attention: trace.attention.slice(s![b, .., .., .., ..]),
+        ids: input.ids.row(b),
+        valid: input.valid.row(b),
+        special,
+    }
 }
 
 /// One text of a batch as the tokenizer saw it: the part of an item that is not a tensor.
@@ -88,6 +132,17 @@ pub struct ItemReport<'a> {
     pub scores: Option<Nested<'a, f32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logits: Option<Vec<f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head_metrics: Option<HeadMetrics>,
+    /// `[T][T]`
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "nested_owned"
+    )]
+    pub rollout: Option<Array2<f32>>,
+    /// `[D]`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sentence_embedding: Option<Vec<f32>>,
 }
 
 /// The whole report.
@@ -99,13 +154,16 @@ pub struct Report<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<&'a str>,
     pub mask: MaskKind,
+    /// The heads knocked out of the forward pass, `[layer, head]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub head_mask: Vec<[usize; 2]>,
     pub results: Vec<ItemReport<'a>>,
 }
 
 impl<'a> Report<'a> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        model: &'a str,
+        model: &'a Model,
         backend: &'a str,
         mask: MaskKind,
         texts: &'a [String],
@@ -114,10 +172,21 @@ impl<'a> Report<'a> {
         trace: &'a Trace,
         opts: ReportOptions,
     ) -> Self {
+        let special = model.tokenizer.special_ids();
         let results = ItemInput::all(texts, pair, input)
             .into_iter()
             .enumerate()
             .map(|(b, item)| ItemReport {
+                head_metrics: opts
+                    .head_metrics
+                    .then(|| HeadMetrics::of(&item_attention(trace, input, b, special))),
+                rollout: opts
+                    .rollout
+                    .then(|| rollout(&item_attention(trace, input, b, special))),
+                sentence_embedding: opts.sentence_embedding.then(|| {
+                    sentence_embedding(trace.hidden.slice(s![b, .., ..]), input.valid.row(b))
+                        .to_vec()
+                }),
                 input: item,
                 attention: Nested(trace.attention.slice(s![b, .., .., .., ..]).into_dyn()),
                 mask: trace
@@ -138,10 +207,11 @@ impl<'a> Report<'a> {
             })
             .collect();
         Self {
-            model,
+            model: model.short_name(),
             backend,
             fallback: None,
             mask,
+            head_mask: vec![],
             results,
         }
     }
@@ -163,6 +233,11 @@ pub struct RunInfo<'a> {
     /// `[B, L, H, T, T]`
     pub shape: [usize; 5],
     pub items: Vec<ItemInput<'a>>,
+    /// The heads knocked out of the forward pass, `[layer, head]`.
+    pub head_mask: Vec<[usize; 2]>,
+    /// The names of the head metrics beside the run (`headMetrics`, `(B, metric, L, H)`), in
+    /// that order; empty when none were asked for.
+    pub head_metrics: &'static [&'static str],
 }
 
 /// What the page shows about a loaded checkpoint, from its config.

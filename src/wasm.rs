@@ -10,10 +10,11 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use web_time::Instant;
 
-use crate::engine::{cpu, BackendChoice, Run, Runner, TraceOptions};
+use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
+use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, TraceOptions};
 use crate::masks::{Mask, MaskKind};
 use crate::model::{limits, Encoded, Model, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
-use crate::report::{ItemInput, ModelInfo, RunInfo};
+use crate::report::{item_attention, ItemInput, ModelInfo, RunInfo};
 
 fn js_err(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
@@ -58,6 +59,18 @@ impl std::str::FromStr for Engine {
             ))),
         }
     }
+}
+
+/// What a run changes and computes beyond the attention (`run`'s last argument; every field
+/// optional): `{headMask: "L:H,…", headMetrics: bool, rollout: bool, sentenceEmbedding: bool}`.
+/// The analyses cost time at long inputs, so the page asks only for what it shows.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct RunOptions {
+    head_mask: String,
+    head_metrics: bool,
+    rollout: bool,
+    sentence_embedding: bool,
 }
 
 /// The largest file the worker may download for each of a checkpoint's three files, in bytes
@@ -124,7 +137,7 @@ impl Session {
         engine: Engine,
         input: &Encoded,
         mask: &Mask,
-        opts: TraceOptions,
+        opts: &TraceOptions,
     ) -> Result<Run, JsError> {
         match engine {
             Engine::Gpu => self.runner.forward(input, mask, opts).await.map_err(js_err),
@@ -162,24 +175,37 @@ impl Session {
     }
 
     /// Runs `texts` (one right-padded batch; each paired with `pair` when it is not blank) under
-    /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`). Returns `{info:
-    /// RunInfo, attention: Float32Array, scores: Float32Array, mask: Uint8Array, logits?:
-    /// Float32Array}` (shapes in [`RunInfo`]).
+    /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
+    /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
+    /// scores: Float32Array, mask: Uint8Array, logits?: Float32Array, headMetrics?:
+    /// Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array}` (shapes in
+    /// [`RunInfo`]).
     pub async fn run(
         &self,
         texts: Vec<String>,
         pair: Option<String>,
         mask: String,
         engine: String,
+        options: JsValue,
     ) -> Result<JsValue, JsError> {
         let engine: Engine = engine.parse()?;
+        let options: RunOptions = if options.is_undefined() || options.is_null() {
+            RunOptions::default()
+        } else {
+            serde_wasm_bindgen::from_value(options)
+                .map_err(|e| JsError::new(&format!("run options: {e}")))?
+        };
         let pair = pair.filter(|p| !p.trim().is_empty());
         let (input, mask, kind) = self.prepare(&texts, pair.as_deref(), &mask)?;
-        let run = self
-            .forward(engine, &input, &mask, TraceOptions { scores: true })
-            .await?;
+        let opts = TraceOptions {
+            scores: true,
+            head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
+        };
+        let run = self.forward(engine, &input, &mask, &opts).await?;
         let t = &run.trace;
         let shape = t.attention.shape();
+        let (b, l, h, tt) = (shape[0], shape[1], shape[2], shape[3]);
+        let special = self.runner.model().tokenizer.special_ids();
         let info = RunInfo {
             model: self.runner.model().short_name(),
             backend: &run.backend,
@@ -188,6 +214,8 @@ impl Session {
             elapsed_ms: run.elapsed_ms,
             shape: [shape[0], shape[1], shape[2], shape[3], shape[4]],
             items: ItemInput::all(&texts, pair.as_deref(), &input),
+            head_mask: opts.head_mask.pairs().map(|(l, h)| [l, h]).collect(),
+            head_metrics: if options.head_metrics { &METRICS } else { &[] },
         };
         let o = Object::new();
         set(&o, "info", to_js(&info)?)?;
@@ -199,6 +227,34 @@ impl Session {
         set(&o, "mask", Uint8Array::from(m.as_slice()))?;
         if let Some(l) = &t.logits {
             set(&o, "logits", flat(l))?;
+        }
+        if options.head_metrics {
+            // (B, metric, L, H), metrics in `info.head_metrics` order
+            let mut all = Vec::with_capacity(b * METRICS.len() * l * h);
+            for i in 0..b {
+                let m = HeadMetrics::of(&item_attention(t, &input, i, special));
+                for (_, values) in m.all() {
+                    all.extend(values.iter());
+                }
+            }
+            set(&o, "headMetrics", Float32Array::from(all.as_slice()))?;
+        }
+        if options.rollout {
+            let mut all = Vec::with_capacity(b * tt * tt); // (B, T, T)
+            for i in 0..b {
+                all.extend(rollout(&item_attention(t, &input, i, special)).iter());
+            }
+            set(&o, "rollout", Float32Array::from(all.as_slice()))?;
+        }
+        if options.sentence_embedding {
+            let mut all = vec![]; // (B, D)
+            for i in 0..b {
+                all.extend(sentence_embedding(
+                    t.hidden.index_axis(ndarray::Axis(0), i),
+                    input.valid.row(i),
+                ));
+            }
+            set(&o, "sentenceEmbedding", Float32Array::from(all.as_slice()))?;
         }
         Ok(o.into())
     }
@@ -214,8 +270,8 @@ impl Session {
         let pair = pair.filter(|p| !p.trim().is_empty());
         let (input, mask, _) = self.prepare(&texts, pair.as_deref(), &mask)?;
         let opts = TraceOptions::default();
-        let c = self.forward(Engine::Cpu, &input, &mask, opts).await?;
-        let other = self.forward(Engine::Gpu, &input, &mask, opts).await?;
+        let c = self.forward(Engine::Cpu, &input, &mask, &opts).await?;
+        let other = self.forward(Engine::Gpu, &input, &mask, &opts).await?;
         let diff = c
             .trace
             .attention

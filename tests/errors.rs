@@ -71,7 +71,7 @@ fn text_beyond_512_tokens_is_truncated_and_reported() {
     assert_eq!(input.truncated, vec![true, false]);
     assert_eq!(input.tokens[0].last().unwrap(), "[SEP]");
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    let trace = cpu::forward(m, &input, &mask, TraceOptions::default()).unwrap();
+    let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
     assert_eq!(trace.attention.dim(), (2, 6, 12, 512, 512));
     // just under the limit: nothing is cut
     let fits = "attention ".repeat(510);
@@ -94,7 +94,7 @@ fn unknown_characters_become_unk_and_still_run() {
         input.tokens
     );
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    assert!(cpu::forward(m, &input, &mask, TraceOptions::default()).is_ok());
+    assert!(cpu::forward(m, &input, &mask, &TraceOptions::default()).is_ok());
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn a_tokenizer_from_another_model_is_caught_before_running() {
         .encode(&["time flies like an arrow"], None)
         .unwrap();
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    let e = cpu::forward(tiny, &input, &mask, TraceOptions::default()).unwrap_err();
+    let e = cpu::forward(tiny, &input, &mask, &TraceOptions::default()).unwrap_err();
     assert!(e.to_string().contains("vocab_size 77"), "{e}");
 }
 

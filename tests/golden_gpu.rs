@@ -19,7 +19,7 @@ fn gpu_scores_equal_cpu_scores() {
         .unwrap();
     let mask = Mask::from_kind(attnscope::MaskKind::Causal, input.valid.view());
     let gpu = gpu_forward(m, &input, &mask).unwrap();
-    let cpu = cpu::forward(m, &input, &mask, TraceOptions { scores: true }).unwrap();
+    let cpu = cpu::forward(m, &input, &mask, &TraceOptions::with_scores()).unwrap();
     let d = max_abs_diff(
         gpu.scores.unwrap().view().into_dyn(),
         cpu.scores.unwrap().view().into_dyn(),

@@ -36,7 +36,7 @@ fn synthetic(m: &Model, t: usize, real: &[usize]) -> Encoded {
 
 fn compare(name: &str, m: &Model, input: &Encoded, mask: &Mask) {
     let g = gpu_forward(m, input, mask).unwrap();
-    let c = cpu::forward(m, input, mask, TraceOptions { scores: true }).unwrap();
+    let c = cpu::forward(m, input, mask, &TraceOptions::with_scores()).unwrap();
     let da = max_abs_diff(g.attention.view().into_dyn(), c.attention.view().into_dyn());
     let ds = max_abs_diff(
         g.scores.unwrap().view().into_dyn(),
@@ -153,17 +153,17 @@ fn a_lost_device_is_an_error_and_auto_falls_back_to_the_cpu() {
     let engine = || GpuEngine::new(dev.clone(), &m).unwrap();
     let auto = Runner::with_gpu(m.clone(), engine(), BackendChoice::Auto);
     let strict = Runner::with_gpu(m.clone(), engine(), BackendChoice::Gpu);
-    let ok = pollster::block_on(auto.forward(&input, &mask, TraceOptions::default())).unwrap();
+    let ok = pollster::block_on(auto.forward(&input, &mask, &TraceOptions::default())).unwrap();
     assert!(ok.backend.starts_with("gpu: "), "{}", ok.backend);
     dev.device.destroy();
-    let run = pollster::block_on(auto.forward(&input, &mask, TraceOptions::default())).unwrap();
+    let run = pollster::block_on(auto.forward(&input, &mask, &TraceOptions::default())).unwrap();
     assert_eq!(run.backend, "cpu");
     assert!(
         run.fallback.as_deref().unwrap_or("").contains("GPU"),
         "{:?}",
         run.fallback
     );
-    let e = pollster::block_on(strict.forward(&input, &mask, TraceOptions::default())).err();
+    let e = pollster::block_on(strict.forward(&input, &mask, &TraceOptions::default())).err();
     assert!(matches!(e, Some(attnscope::Error::Gpu(_))), "{e:?}");
     // a new engine on a lost device is an error, not a panic
     assert!(GpuEngine::new(dev, &m).is_err());

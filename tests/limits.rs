@@ -356,7 +356,7 @@ fn hostile_tokenizers_are_errors_or_caught_before_running() {
     let hostile = load(&serde_json::to_vec(&t).unwrap()).unwrap();
     let input = hostile.encode(&["time flies"], None).unwrap();
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    let e = check_input(&tiny.config, &input, &mask)
+    let e = check_input(&tiny.config, &input, &mask, &TraceOptions::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -380,7 +380,7 @@ fn a_batch_over_the_limit_is_an_error_and_the_limit_runs() {
         .unwrap();
     assert_eq!(input.batch(), MAX_BATCH);
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    cpu::forward(m, &input, &mask, TraceOptions::default()).unwrap();
+    cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
 }
 
 #[test]
@@ -414,7 +414,7 @@ fn text_of_only_unknown_characters_runs_as_unk() {
         ["[CLS]", "[UNK]", "[UNK]", "[UNK]", "[SEP]"]
     );
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-    let trace = cpu::forward(m, &input, &mask, TraceOptions::default()).unwrap();
+    let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
     assert_eq!(trace.attention.dim(), (1, 2, 3, 5, 5));
 }
 

@@ -115,6 +115,7 @@ fn cross_attention_has_n_q_by_n_k_weights() {
         x_dec.view(),
         x_enc.view(),
         None,
+        &[],
     )
     .unwrap();
     assert_eq!(out.output.dim(), (3, d));
@@ -138,7 +139,7 @@ fn run(texts: &[&str], kind: MaskKind) -> (attnscope::model::Encoded, attnscope:
     let m = model("minilm");
     let input = m.tokenizer.encode(texts, None).unwrap();
     let mask = Mask::from_kind(kind, input.valid.view());
-    let trace = cpu::forward(m, &input, &mask, TraceOptions { scores: true }).unwrap();
+    let trace = cpu::forward(m, &input, &mask, &TraceOptions::with_scores()).unwrap();
     (input, trace)
 }
 
@@ -297,12 +298,12 @@ fn explicit_masks_are_applied_as_given() {
     let mask = Mask::explicit(Array3::from_shape_fn((1, t, t), |(_, q, k)| {
         k == q || k == 0
     }));
-    let trace = cpu::forward(m, &input, &mask, TraceOptions::default()).unwrap();
+    let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
     for ((_, _, _, q, k), p) in trace.attention.indexed_iter() {
         if !(k == q || k == 0) {
             assert_eq!(*p, 0.0);
         }
     }
     let wrong = Mask::none(1, t, t + 1);
-    assert!(cpu::forward(m, &input, &wrong, TraceOptions::default()).is_err());
+    assert!(cpu::forward(m, &input, &wrong, &TraceOptions::default()).is_err());
 }

@@ -59,10 +59,10 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         .unwrap();
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
     let (g, timing) = gpu
-        .forward(&input, &mask, TraceOptions { scores: true })
+        .forward(&input, &mask, &TraceOptions::with_scores())
         .await
         .unwrap();
-    let c = cpu::forward(&m, &input, &mask, TraceOptions { scores: true }).unwrap();
+    let c = cpu::forward(&m, &input, &mask, &TraceOptions::with_scores()).unwrap();
     let hf_att = golden("attention");
     let d_gpu_hf = max_abs_diff(&g.attention.clone().into_dyn(), &hf_att);
     let d_cpu_hf = max_abs_diff(&c.attention.clone().into_dyn(), &hf_att);
@@ -86,10 +86,10 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         let input = m.tokenizer.encode(&[text], None).unwrap();
         let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
         let (g, _) = gpu
-            .forward(&input, &mask, TraceOptions::default())
+            .forward(&input, &mask, &TraceOptions::default())
             .await
             .unwrap();
-        let c = cpu::forward(&m, &input, &mask, TraceOptions::default()).unwrap();
+        let c = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap();
         let d = max_abs_diff(&g.attention.clone().into_dyn(), &c.attention.into_dyn());
         assert!(d <= 1e-4, "{text}: gpu and cpu differ by {d}");
         let t = input.len();

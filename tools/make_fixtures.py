@@ -136,6 +136,109 @@ def minilm(model_dir):
     print(f"{WEB_REFERENCE}: {len(web)} cases")
 
 
+# Reading the heads (issue 9): head summaries and rollout from HF's attentions, and a forward pass
+# with heads knocked out by a hook that zeroes their context before the output projection.
+HEAD_CASES = {
+    "heads_batch": dict(
+        texts=["The trophy didn't fit in the suitcase because it was too big.", "time flies like an arrow", "hi"],
+        mask="padding"),
+    "heads_pair": dict(texts=["The cat sat on the mat."], pair="It was very comfortable.", mask="padding"),
+    "heads_causal": dict(texts=["time flies like an arrow", "fruit flies like a banana"], mask="causal"),
+    "heads_knockout": dict(texts=["The animal didn't cross the street because it was too tired.", "hi there"],
+                           mask="padding", head_mask=[[0, 1], [2, 3], [2, 4], [5, 11]]),
+}
+METRICS = ["entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance"]
+
+
+def head_metrics(att, ids, valid, cls_id, sep_id):
+    """(B, L, H, T, T) attention -> (B, 7, L, H): Clark et al.'s summaries over each text's real queries."""
+    att = att.double()
+    b_, l_, h_, t, _ = att.shape
+    out = torch.zeros(b_, len(METRICS), l_, h_, dtype=torch.float64)
+    pos = torch.arange(t, dtype=torch.float64)
+    for b in range(b_):
+        real = valid[b].bool()
+        n = int(real.sum())
+        a = att[b][:, :, :n, :]  # right-padded: the real queries are the first n
+        plogp = torch.where(a > 0, a * torch.log(a.clamp_min(1e-300)), torch.zeros_like(a))
+        out[b, 0] = (-plogp.sum(-1)).mean(-1)
+        cls_keys = (ids[b] == cls_id) & real
+        sep_keys = (ids[b] == sep_id) & real
+        out[b, 1] = a[..., cls_keys].sum(-1).mean(-1)
+        out[b, 2] = a[..., sep_keys].sum(-1).mean(-1)
+        q = torch.arange(n)
+        out[b, 3] = a[:, :, q, q].mean(-1)
+        out[b, 4] = a[:, :, q[1:], q[1:] - 1].mean(-1) if n > 1 else 0
+        out[b, 5] = a[:, :, q[:-1], q[:-1] + 1].mean(-1) if n > 1 else 0
+        dist = (pos[None, :] - pos[:n, None]).abs()  # (n, T): |q - k|
+        out[b, 6] = (a * dist).sum(-1).mean(-1)
+    return out.float()
+
+
+def rollout(att, valid):
+    """(B, L, H, T, T) -> (B, T, T): R = Â_L … Â_1, Â = 0.5·mean_h(A) + 0.5·I, rows renormalised, real tokens only."""
+    att = att.double()
+    b_, l_, _, t, _ = att.shape
+    out = torch.zeros(b_, t, t, dtype=torch.float64)
+    for b in range(b_):
+        n = int(valid[b].sum())
+        r = torch.eye(n, dtype=torch.float64)
+        for layer in range(l_):
+            a = 0.5 * att[b, layer, :, :n, :n].mean(0) + 0.5 * torch.eye(n, dtype=torch.float64)
+            a = a / a.sum(-1, keepdim=True)
+            r = a @ r
+        out[b, :n, :n] = r
+    return out.float()
+
+
+def sentence_embedding(hidden, valid):
+    """sentence-transformers' mean pooling over the real tokens, then Normalize()."""
+    m = valid[..., None].to(hidden.dtype)
+    pooled = (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9)
+    return F.normalize(pooled, p=2, dim=1)
+
+
+@torch.no_grad()
+def heads(model_dir):
+    tok = load_tokenizer(os.path.join(model_dir, "tokenizer.json"), 512)
+    empty = tok.encode("")
+    marks = [i for i, m in zip(empty.ids, empty.special_tokens_mask) if m]
+    cls_id, sep_id = marks[0], marks[-1]
+    base = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    causal_cfg = copy.deepcopy(base.config)
+    causal_cfg.is_decoder = True
+    causal = BertModel.from_pretrained(model_dir, config=causal_cfg, attn_implementation="eager").eval()
+    d_head = base.config.hidden_size // base.config.num_attention_heads
+    for name, spec in HEAD_CASES.items():
+        encs, ids, types, valid = encode(tok, spec["texts"], spec.get("pair"))
+        model = causal if spec["mask"] == "causal" else base
+        hooks = []
+        for layer, head in spec.get("head_mask", []):
+            # the concatenated context enters attention.output.dense: zero this head's slice
+            def zero(_mod, args, head=head):
+                ctx = args[0].clone()
+                ctx[..., head * d_head:(head + 1) * d_head] = 0
+                return (ctx,)
+            hooks.append(model.encoder.layer[layer].attention.output.dense.register_forward_pre_hook(zero))
+        out = model(input_ids=ids, token_type_ids=types, attention_mask=hf_mask(spec["mask"], valid),
+                    output_attentions=True, use_cache=False)
+        for hk in hooks:
+            hk.remove()
+        att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
+        if spec["mask"] == "causal":
+            check_causal(att, valid)
+        tensors = dict(attention=att, hidden=out.last_hidden_state,
+                       head_metrics=head_metrics(att, ids, valid, cls_id, sep_id), rollout=rollout(att, valid),
+                       sentence_embedding=sentence_embedding(out.last_hidden_state, valid))
+        write_case(name, "minilm", spec, encs, ids, types, tensors)
+        if spec.get("head_mask"):
+            meta_path = os.path.join(GOLDEN, name + ".json")
+            meta = json.load(open(meta_path))
+            meta["head_mask"] = spec["head_mask"]
+            with open(meta_path, "w") as f:
+                json.dump(meta, f, ensure_ascii=False, indent=1)
+
+
 def tiny_tokenizer(src_path, dst_path, texts):
     """bert-base-uncased's tokenizer.json with its vocabulary cut down to what the texts need."""
     full = Tokenizer.from_file(src_path)
@@ -249,12 +352,19 @@ def tiny_preln(src_tok):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
+    ap.add_argument("--only", choices=["minilm", "heads", "tiny"], action="append",
+                    help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
+    only = set(args.only or ["minilm", "heads", "tiny"])
     torch.set_num_threads(1)
-    minilm(args.model)
-    tok = os.path.join(args.model, "tokenizer.json")
-    tiny_bert(tok)
-    tiny_preln(tok)
+    if "minilm" in only:
+        minilm(args.model)
+    if "heads" in only:
+        heads(args.model)
+    if "tiny" in only:
+        tok = os.path.join(args.model, "tokenizer.json")
+        tiny_bert(tok)
+        tiny_preln(tok)
 
 
 if __name__ == "__main__":

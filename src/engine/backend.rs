@@ -109,7 +109,7 @@ impl Runner {
 
     /// Runs the encoder. With `auto`, a GPU failure (device lost, say) is answered by the CPU
     /// engine and the run says so; with `gpu` it is an error.
-    pub async fn forward(&self, input: &Encoded, mask: &Mask, opts: TraceOptions) -> Result<Run> {
+    pub async fn forward(&self, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Run> {
         let start = Instant::now();
         let mut fallback = self.unavailable.clone();
         if let Some(g) = &self.gpu {

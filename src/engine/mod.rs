@@ -7,14 +7,16 @@ pub mod gpu;
 mod trace;
 
 pub use backend::{BackendChoice, Run, Runner};
-pub use trace::{Trace, TraceOptions};
+pub use trace::{HeadMask, Trace, TraceOptions};
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::{Config, Encoded};
 
-/// Checks a batch against the model before any engine runs it.
-pub fn check_input(c: &Config, input: &Encoded, mask: &Mask) -> Result<()> {
+/// Checks a batch and the options against the model before any engine runs it.
+pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<()> {
+    opts.head_mask
+        .check(c.num_hidden_layers, c.num_attention_heads)?;
     let (b, t) = input.ids.dim();
     if b == 0 || t == 0 {
         return Err(Error::Input("empty batch".into()));

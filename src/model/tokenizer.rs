@@ -8,6 +8,7 @@ use tokenizers::{
 };
 
 use super::limits::{file_too_big, MAX_BATCH, MAX_TEXT_BYTES, MAX_TOKENIZER_BYTES};
+use crate::analysis::SpecialIds;
 use crate::error::{Error, Result};
 
 /// A tokenizer set up for visualisation: no fixed padding, truncation at the model's
@@ -18,6 +19,7 @@ pub struct TextTokenizer {
     pad_id: u32,
     pad_token: String,
     max_len: usize,
+    special: SpecialIds,
 }
 
 /// A tokenised, right-padded batch.
@@ -92,13 +94,37 @@ impl TextTokenizer {
                 stride: 0,
             }))
             .map_err(|e| err(e.to_string()))?;
+        // [CLS] and [SEP] as the post-processor adds them: the first and last special token of
+        // an empty text (none when it adds none).
+        let special = inner
+            .encode("", true)
+            .map(|e| {
+                let marks: Vec<u32> = e
+                    .get_ids()
+                    .iter()
+                    .zip(e.get_special_tokens_mask())
+                    .filter(|&(_, &m)| m == 1)
+                    .map(|(&id, _)| id)
+                    .collect();
+                SpecialIds {
+                    cls: marks.first().copied(),
+                    sep: marks.last().copied().filter(|_| marks.len() > 1),
+                }
+            })
+            .unwrap_or_default();
         Ok(Self {
             inner,
             file: file.into(),
             pad_id,
             pad_token,
             max_len,
+            special,
         })
+    }
+
+    /// The sentence markers the tokenizer adds ([`SpecialIds`]).
+    pub fn special_ids(&self) -> SpecialIds {
+        self.special
     }
 
     pub fn pad_id(&self) -> u32 {

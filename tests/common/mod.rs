@@ -52,6 +52,9 @@ pub struct Meta {
     pub tokens: Vec<Vec<String>>,
     pub token_ids: Vec<Vec<u32>>,
     pub type_ids: Vec<Vec<u32>>,
+    /// The heads the reference knocked out, `[layer, head]`.
+    #[serde(default)]
+    pub head_mask: Vec<[usize; 2]>,
 }
 
 /// One golden case written by `tools/make_fixtures.py` from HF transformers.
@@ -166,7 +169,7 @@ pub fn gpu_engine(m: &Model) -> &'static GpuEngine {
 
 /// The GPU forward pass, keeping scores.
 pub fn gpu_forward(m: &Model, input: &Encoded, mask: &Mask) -> attnscope::Result<Trace> {
-    pollster::block_on(gpu_engine(m).forward(input, mask, TraceOptions { scores: true }))
+    pollster::block_on(gpu_engine(m).forward(input, mask, &TraceOptions::with_scores()))
         .map(|(t, _)| t)
 }
 

@@ -77,9 +77,9 @@ pub fn run(
         let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
         let opts = TraceOptions::default();
         let time = |runner: &Runner| -> Result<Vec<_>, Error> {
-            pollster::block_on(runner.forward(&input, &mask, opts))?; // warm-up (and buffers)
+            pollster::block_on(runner.forward(&input, &mask, &opts))?; // warm-up (and buffers)
             (0..iters)
-                .map(|_| pollster::block_on(runner.forward(&input, &mask, opts)))
+                .map(|_| pollster::block_on(runner.forward(&input, &mask, &opts)))
                 .collect()
         };
         let cpu_ms = median(time(&cpu)?.iter().map(|r| r.elapsed_ms).collect());

@@ -2,7 +2,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use attnscope::engine::{BackendChoice, Runner, TraceOptions};
+use attnscope::engine::{BackendChoice, HeadMask, Runner, TraceOptions};
 use attnscope::report::{Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -74,6 +74,21 @@ enum Command {
         /// Include the scaled scores QKᵀ/√d_k [L][H][T][T] (before the mask).
         #[arg(long)]
         scores: bool,
+        /// Include each head's summaries ("head_metrics": entropy, to_cls, to_sep, to_self,
+        /// to_prev, to_next, distance, each [L][H]; README: "Reading the heads").
+        #[arg(long)]
+        head_metrics: bool,
+        /// Include the attention rollout [T][T] through the whole stack.
+        #[arg(long)]
+        rollout: bool,
+        /// Include the sentence embedding [D]: the last hidden states mean-pooled over the real
+        /// tokens (padding excluded), then L2-normalised (sentence-transformers' pooling).
+        #[arg(long)]
+        sentence_embedding: bool,
+        /// Knock out heads: their context is zero before the output projection, so every later
+        /// layer feels it; their own attention is still reported. 0-based LAYER:HEAD pairs.
+        #[arg(long, value_name = "L:H[,L:H…]", value_parser = parse_head_mask)]
+        head_mask: Option<HeadMask>,
         #[arg(required = true, num_args = 1..)]
         texts: Vec<String>,
     },
@@ -101,14 +116,27 @@ pub fn main() -> ExitCode {
             pair,
             hidden,
             scores,
+            head_metrics,
+            rollout,
+            sentence_embedding,
+            head_mask,
             texts,
         } => attention(
             &model,
             backend,
             mask.into(),
             pair.as_deref(),
-            hidden,
-            scores,
+            &TraceOptions {
+                scores,
+                head_mask: head_mask.unwrap_or_default(),
+            },
+            ReportOptions {
+                hidden,
+                scores,
+                head_metrics,
+                rollout,
+                sentence_embedding,
+            },
             &texts,
         ),
         Command::Bench {
@@ -131,13 +159,17 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn parse_head_mask(s: &str) -> Result<HeadMask, String> {
+    HeadMask::parse(s).map_err(|e| e.to_string())
+}
+
 fn attention(
     dir: &std::path::Path,
     backend: BackendArg,
     mask_kind: MaskKind,
     pair: Option<&str>,
-    hidden: bool,
-    scores: bool,
+    opts: &TraceOptions,
+    report_opts: ReportOptions,
     texts: &[String],
 ) -> Result<(), Error> {
     let model = Model::from_dir(dir)?;
@@ -153,22 +185,23 @@ fn attention(
     }
     let mask = Mask::from_kind(mask_kind, input.valid.view());
     let runner = pollster::block_on(Runner::new(model, backend.into()))?;
-    let run = pollster::block_on(runner.forward(&input, &mask, TraceOptions { scores }))?;
+    let run = pollster::block_on(runner.forward(&input, &mask, opts))?;
     let model = runner.model();
     if let Some(why) = &run.fallback {
         eprintln!("note: running on the CPU: {why}");
     }
     let mut report = Report::new(
-        model.short_name(),
+        model,
         &run.backend,
         mask_kind,
         texts,
         pair,
         &input,
         &run.trace,
-        ReportOptions { hidden, scores },
+        report_opts,
     );
     report.fallback = run.fallback.as_deref();
+    report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     serde_json::to_writer(&mut out, &report).map_err(|e| Error::Input(e.to_string()))?;
     writeln!(out)

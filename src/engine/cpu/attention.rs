@@ -120,16 +120,18 @@ pub struct MultiHeadOutput {
 
 /// Multi-head attention: project Q from `x_q` and K, V from `x_kv`, split into heads,
 /// attend per head, concatenate, project out. `x_q == x_kv` is self-attention; otherwise
-/// it is encoder–decoder (cross) attention with `n_q ≠ n_k`.
+/// it is encoder–decoder (cross) attention with `n_q ≠ n_k`. Heads marked in `off` are knocked
+/// out: their context is zero in the concatenation (their probabilities are still returned).
 ///
 /// # Shapes
-/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`
+/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
 pub fn multi_head_attention(
     w: &AttentionWeights,
     heads: usize,
     x_q: ArrayView2<f32>,
     x_kv: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
+    off: &[bool],
 ) -> Result<MultiHeadOutput> {
     let q = split_heads(linear(x_q, &w.query).view(), heads)?; // (H, n_q, d_k)
     let k = split_heads(linear(x_kv, &w.key).view(), heads)?; // (H, n_k, d_k)
@@ -148,7 +150,9 @@ pub fn multi_head_attention(
         )?;
         probs.slice_mut(s![h, .., ..]).assign(&a.probs);
         scores.slice_mut(s![h, .., ..]).assign(&a.scores);
-        context.slice_mut(s![h, .., ..]).assign(&a.output);
+        if !off.get(h).copied().unwrap_or(false) {
+            context.slice_mut(s![h, .., ..]).assign(&a.output);
+        }
     }
     let concat = merge_heads(context.view()); // (n_q, H·d_v)
     let output = linear(concat.view(), &w.output); // (n_q, D)

@@ -37,23 +37,25 @@ pub fn feed_forward(w: &LayerWeights, config: &Config, x: ArrayView2<f32>) -> Ar
     linear(h.view(), &w.output) // (T, D)
 }
 
-/// One encoder layer, returning its output and its attention.
+/// One encoder layer, returning its output and its attention. `off`: the heads knocked out
+/// (see [`multi_head_attention`]).
 ///
 /// * post-LN (BERT): `x = LN₁(x + MHA(x)); x = LN₂(x + FFN(x))`
 /// * pre-LN (the seeds): `x = x + MHA(LN₁(x)); x = x + FFN(LN₂(x))`
 ///
 /// # Shapes
-/// * `x`: `(T, D)`, `mask`: `(T, T)` → `(T, D)`
+/// * `x`: `(T, D)`, `mask`: `(T, T)`, `off`: `(H,)` or empty → `(T, D)`
 pub fn encoder_layer(
     w: &LayerWeights,
     config: &Config,
     x: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
+    off: &[bool],
 ) -> Result<(Array2<f32>, MultiHeadOutput)> {
     let heads = config.num_attention_heads;
     match config.layer_norm_order {
         LayerNormOrder::Post => {
-            let attn = multi_head_attention(&w.attention, heads, x, x, mask)?;
+            let attn = multi_head_attention(&w.attention, heads, x, x, mask, off)?;
             let h = layer_norm((&attn.output + &x).view(), &w.attention_norm);
             let out = layer_norm(
                 (feed_forward(w, config, h.view()) + &h).view(),
@@ -64,7 +66,7 @@ pub fn encoder_layer(
         LayerNormOrder::Pre => {
             let normed = layer_norm(x, &w.attention_norm);
             let attn =
-                multi_head_attention(&w.attention, heads, normed.view(), normed.view(), mask)?;
+                multi_head_attention(&w.attention, heads, normed.view(), normed.view(), mask, off)?;
             let h = &attn.output + &x;
             let ff = feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
             Ok((ff + &h, attn))
@@ -83,9 +85,9 @@ pub fn classify(w: &ClassifierWeights, h_cls: ArrayView1<f32>) -> Array1<f32> {
 }
 
 /// The whole encoder stack over a padded batch, keeping every layer's and head's attention.
-pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: TraceOptions) -> Result<Trace> {
+pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Trace> {
     let c = &model.config;
-    check_input(c, input, mask)?;
+    check_input(c, input, mask, opts)?;
     let (b, t) = input.ids.dim();
     let (l, h) = (c.num_hidden_layers, c.num_attention_heads);
     let mut attention = Array5::zeros((b, l, h, t, t));
@@ -103,7 +105,8 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: TraceOptions) 
             input.type_ids.row(i),
         ); // (T, D)
         for (layer, w) in model.weights.layers.iter().enumerate() {
-            let (out, attn) = encoder_layer(w, c, x.view(), Some(mask.item(i)))?;
+            let off = opts.head_mask.layer(layer, h);
+            let (out, attn) = encoder_layer(w, c, x.view(), Some(mask.item(i)), &off)?;
             attention
                 .slice_mut(s![i, layer, .., .., ..])
                 .assign(&attn.probs);

@@ -47,7 +47,8 @@ pub struct GpuEngine {
 
 /// Buffers, bind groups and the dispatches for one `(B, T, keep_scores)`.
 struct Workspace {
-    key: (usize, usize, bool),
+    /// The batch shape and the options the dispatches were recorded for.
+    key: (usize, usize, TraceOptions),
     ids: wgpu::Buffer,
     type_ids: wgpu::Buffer,
     mask: wgpu::Buffer,
@@ -94,10 +95,10 @@ impl GpuEngine {
         &self,
         input: &Encoded,
         mask: &Mask,
-        opts: TraceOptions,
+        opts: &TraceOptions,
     ) -> Result<(Trace, GpuTiming)> {
         let c = &self.config;
-        check_input(c, input, mask)?;
+        check_input(c, input, mask, opts)?;
         self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
         let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
@@ -106,7 +107,7 @@ impl GpuEngine {
 
         // Take the pooled workspace out while we use it (no lock is held across an await): a
         // concurrent call finds none and builds its own rather than waiting.
-        let key = (b, t, opts.scores);
+        let key = (b, t, opts.clone());
         let pooled = self
             .workspace
             .lock()
@@ -115,7 +116,7 @@ impl GpuEngine {
             .filter(|w| w.key == key);
         let ws = match pooled {
             Some(ws) => ws,
-            None => self.build_workspace(b, t, opts.scores),
+            None => self.build_workspace(b, t, opts),
         };
         let q = &self.kernels.dev.queue;
         q.write_buffer(
@@ -199,7 +200,8 @@ impl GpuEngine {
     }
 
     /// Allocates the buffers for a `(B, T)` batch and records every dispatch of the forward pass.
-    fn build_workspace(&self, b: usize, t: usize, keep_scores: bool) -> Workspace {
+    fn build_workspace(&self, b: usize, t: usize, opts: &TraceOptions) -> Workspace {
+        let keep_scores = opts.scores;
         use wgpu::BufferUsages as U;
         let c = &self.config;
         let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
@@ -248,6 +250,7 @@ impl GpuEngine {
                 mask: &mask,
                 scores: scores.get(i),
                 probs: &probs[i],
+                off: opts.head_mask.layer(i, h),
             };
             let (x_in, x_out) = (&x[i % 2], &x[1 - i % 2]);
             encoder_layer(
@@ -268,7 +271,7 @@ impl GpuEngine {
         keep.extend(act.into_buffers());
         keep.extend(x);
         Workspace {
-            key: (b, t, keep_scores),
+            key: (b, t, opts.clone()),
             ids,
             type_ids,
             mask,
@@ -332,6 +335,8 @@ struct AttentionTrace<'a> {
     mask: &'a wgpu::Buffer,
     scores: Option<&'a wgpu::Buffer>,
     probs: &'a wgpu::Buffer,
+    /// `(H,)`: the heads knocked out, whose context is zero.
+    off: Vec<bool>,
 }
 
 /// One encoder layer from `x` into `out`, as `cpu::encoder::encoder_layer` computes it:
@@ -433,6 +438,7 @@ fn self_attention<'a>(
         trace.scores,
         trace.probs,
         &act.ctx,
+        &trace.off,
     );
     plan.linear(s.rows(), &act.ctx, &w.attn_out, None, &act.attn);
 }

@@ -232,7 +232,15 @@ impl GpuKernels {
             v: (vd as u32, 0),
         };
         let mut plan = Plan::new(self);
-        plan.attention(&layout, [&qb, &kb, &vb], &mb, Some(&scores), &probs, &ctx);
+        plan.attention(
+            &layout,
+            [&qb, &kb, &vb],
+            &mb,
+            Some(&scores),
+            &probs,
+            &ctx,
+            &[],
+        );
         let out = self
             .run(
                 plan,

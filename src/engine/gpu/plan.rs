@@ -412,10 +412,11 @@ impl<'a> Plan<'a> {
 
     /// Scaled dot-product attention in two dispatches: the probabilities (scores `QKᵀ/√d_k`,
     /// mask and softmax fused; the scores kept before the mask when `scores` is given), then
-    /// `P·V` (a batched matmul) written straight into `ctx` in the merged-heads layout.
+    /// `P·V` (a batched matmul) written straight into `ctx` in the merged-heads layout, zero
+    /// for the heads knocked out in `off` (one more dispatch per run of such heads).
     ///
     /// # Shapes
-    /// * `q`, `k`, `v`: see [`AttentionLayout`]; `mask`: `(B, n_q, n_k)`
+    /// * `q`, `k`, `v`: see [`AttentionLayout`]; `mask`: `(B, n_q, n_k)`; `off`: `(H,)` or empty
     /// * `scores`, `probs`: `(B, H, n_q, n_k)`; `ctx`: `(B·n_q, H·d_v)`
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
@@ -426,6 +427,7 @@ impl<'a> Plan<'a> {
         scores: Option<&'a wgpu::Buffer>,
         probs: &'a wgpu::Buffer,
         ctx: &'a wgpu::Buffer,
+        off: &[bool],
     ) {
         let unused = &self.kernels.unused;
         // P = softmax(masked_fill(Q·Kᵀ/√d_k, mask == 0, -inf))
@@ -457,37 +459,47 @@ impl<'a> Plan<'a> {
         self.push(kernel, &params, buffers, grid);
         // (B, H, n_q, n_k), as the probabilities are laid out
         let per_head = l.n_q * l.n_k;
-        let square = Operand {
-            base: 0,
-            item: l.heads * per_head,
-            head: per_head,
-            row: l.n_k,
-        };
-        // context = P·V, V read as (d_v, n_k): its rows are columns of V
-        let params = MatmulParams {
-            m: l.n_q,
-            n: l.d_v,
-            k: l.n_k,
-            heads: l.heads,
-            a: square,
-            b: Operand {
-                base: l.v.1,
-                item: l.n_k * l.v.0,
-                head: l.d_v,
-                row: 1,
-            },
-            c: Operand {
-                base: 0,
-                item: l.n_q * l.heads * l.d_v,
-                head: l.d_v,
-                row: l.heads * l.d_v,
-            },
-            b_col: l.v.0,
-            act: 0,
-            alpha: 1.0,
-            has_bias: 0,
-        };
-        self.matmul(params, [probs, v, unused, ctx], true, l.batch * l.heads);
+        // context = P·V, V read as (d_v, n_k): its rows are columns of V. One matmul per run of
+        // heads that are all kept or all knocked out; a knocked-out run is written as zeros
+        // (alpha 0), so the concatenation holds no trace of it.
+        let mut h0 = 0;
+        while h0 < l.heads {
+            let is_off = |h: u32| off.get(h as usize).copied().unwrap_or(false);
+            let mut h1 = h0 + 1;
+            while h1 < l.heads && is_off(h1) == is_off(h0) {
+                h1 += 1;
+            }
+            let params = MatmulParams {
+                m: l.n_q,
+                n: l.d_v,
+                k: l.n_k,
+                heads: h1 - h0,
+                a: Operand {
+                    base: h0 * per_head,
+                    item: l.heads * per_head,
+                    head: per_head,
+                    row: l.n_k,
+                },
+                b: Operand {
+                    base: l.v.1 + h0 * l.d_v,
+                    item: l.n_k * l.v.0,
+                    head: l.d_v,
+                    row: 1,
+                },
+                c: Operand {
+                    base: h0 * l.d_v,
+                    item: l.n_q * l.heads * l.d_v,
+                    head: l.d_v,
+                    row: l.heads * l.d_v,
+                },
+                b_col: l.v.0,
+                act: 0,
+                alpha: if is_off(h0) { 0.0 } else { 1.0 },
+                has_bias: 0,
+            };
+            self.matmul(params, [probs, v, unused, ctx], true, l.batch * (h1 - h0));
+            h0 = h1;
+        }
     }
 
     /// Bind groups for every recorded dispatch, and the parameter buffers they bind.

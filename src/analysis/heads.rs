@@ -1,0 +1,111 @@
+//! Per-head summaries (Clark et al. 2019): what each head attends to, averaged over the real
+//! query tokens of one text. With `Q` the real positions, `p(q, k)` a head's attention:
+//!
+//! * `entropy` = mean over q ∈ Q of −Σ_k p(q,k)·ln p(q,k) (nats; 0·ln 0 = 0)
+//! * `to_cls` = mean over q ∈ Q of Σ_{k: id_k = [CLS]} p(q,k); `to_sep` likewise for [SEP]
+//! * `to_self` = mean over q ∈ Q of p(q,q)
+//! * `to_prev` = mean over q ∈ Q with q−1 ∈ Q of p(q,q−1); `to_next` = mean over q ∈ Q with
+//!   q+1 ∈ Q of p(q,q+1) (0 when no query has such a neighbour)
+//! * `distance` = mean over q ∈ Q of Σ_k p(q,k)·|q−k| (in tokens)
+
+use ndarray::{Array2, Axis};
+
+use super::ItemAttention;
+
+/// Every head's summaries for one text.
+///
+/// # Shapes
+/// * every field: `(L, H)`
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadMetrics {
+    pub entropy: Array2<f32>,
+    pub to_cls: Array2<f32>,
+    pub to_sep: Array2<f32>,
+    pub to_self: Array2<f32>,
+    pub to_prev: Array2<f32>,
+    pub to_next: Array2<f32>,
+    pub distance: Array2<f32>,
+}
+
+/// The names of [`HeadMetrics`]' fields, in the order [`HeadMetrics::all`] gives them.
+pub const METRICS: [&str; 7] = [
+    "entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance",
+];
+
+impl HeadMetrics {
+    /// Summarises every head of one text.
+    pub fn of(item: &ItemAttention) -> Self {
+        let (l, h, _, _) = item.attention.dim();
+        let real = item.real();
+        let is_real = |i: usize| i < item.valid.len() && item.valid[i];
+        let marks = |id: Option<u32>| -> Vec<usize> {
+            real.iter()
+                .copied()
+                .filter(|&k| id == Some(item.ids[k]))
+                .collect()
+        };
+        let (cls, sep) = (marks(item.special.cls), marks(item.special.sep));
+        let mut out = [(); 7].map(|_| Array2::<f32>::zeros((l, h)));
+        for (li, layer) in item.attention.outer_iter().enumerate() {
+            for (hi, head) in layer.outer_iter().enumerate() {
+                // sums over queries, and how many queries each sum has
+                let mut sum = [0f64; 7];
+                let (mut n_prev, mut n_next) = (0usize, 0usize);
+                for &q in &real {
+                    let row = head.index_axis(Axis(0), q);
+                    let mut entropy = 0f64;
+                    let mut distance = 0f64;
+                    for (k, &p) in row.iter().enumerate() {
+                        let p = p as f64;
+                        if p > 0.0 {
+                            entropy -= p * p.ln();
+                        }
+                        distance += p * q.abs_diff(k) as f64;
+                    }
+                    sum[0] += entropy;
+                    sum[1] += cls.iter().map(|&k| row[k] as f64).sum::<f64>();
+                    sum[2] += sep.iter().map(|&k| row[k] as f64).sum::<f64>();
+                    sum[3] += row[q] as f64;
+                    if q > 0 && is_real(q - 1) {
+                        sum[4] += row[q - 1] as f64;
+                        n_prev += 1;
+                    }
+                    if is_real(q + 1) {
+                        sum[5] += row[q + 1] as f64;
+                        n_next += 1;
+                    }
+                    sum[6] += distance;
+                }
+                let n = real.len();
+                let counts = [n, n, n, n, n_prev, n_next, n];
+                for (m, (s, c)) in sum.iter().zip(counts).enumerate() {
+                    out[m][[li, hi]] = if c == 0 { 0.0 } else { (s / c as f64) as f32 };
+                }
+            }
+        }
+        let [entropy, to_cls, to_sep, to_self, to_prev, to_next, distance] = out;
+        Self {
+            entropy,
+            to_cls,
+            to_sep,
+            to_self,
+            to_prev,
+            to_next,
+            distance,
+        }
+    }
+
+    /// `(name, values)` for every metric, in [`METRICS`] order.
+    pub fn all(&self) -> [(&'static str, &Array2<f32>); 7] {
+        let [e, c, s, me, p, n, d] = METRICS;
+        [
+            (e, &self.entropy),
+            (c, &self.to_cls),
+            (s, &self.to_sep),
+            (me, &self.to_self),
+            (p, &self.to_prev),
+            (n, &self.to_next),
+            (d, &self.distance),
+        ]
+    }
+}

@@ -1,0 +1,46 @@
+//! Attention rollout (Abnar & Zuidema 2020): how much each token's final state draws on each
+//! input token through the whole stack, counting the residual path.
+//!
+//! Per layer `Â_l = 0.5·mean_h(A_l) + 0.5·I`, each row renormalised to sum to 1, and
+//! `R = Â_L · … · Â_1` (the last layer on the left). Computed over the real tokens only.
+
+use ndarray::{Array2, Axis};
+
+use super::ItemAttention;
+
+/// The rollout of one text.
+///
+/// # Shapes
+/// * `(T, T)`, `[query][key]`; rows and columns of padding are 0, real rows sum to 1.
+pub fn rollout(item: &ItemAttention) -> Array2<f32> {
+    let t = item.valid.len();
+    let real = item.real();
+    let n = real.len();
+    let mut r: Option<Array2<f64>> = None;
+    for layer in item.attention.outer_iter() {
+        // Â = 0.5·mean_h(A) + 0.5·I over the real tokens, rows renormalised
+        let mean = layer.mean_axis(Axis(0)).expect("a layer has heads"); // (T, T)
+        let mut a = Array2::<f64>::from_shape_fn((n, n), |(i, j)| {
+            0.5 * mean[[real[i], real[j]]] as f64 + if i == j { 0.5 } else { 0.0 }
+        });
+        for mut row in a.outer_iter_mut() {
+            let sum = row.sum();
+            if sum > 0.0 {
+                row /= sum;
+            }
+        }
+        r = Some(match r {
+            None => a,
+            Some(prev) => a.dot(&prev), // Â_l · (Â_{l-1} · … · Â_1)
+        });
+    }
+    let mut out = Array2::zeros((t, t));
+    if let Some(r) = r {
+        for (i, &qi) in real.iter().enumerate() {
+            for (j, &kj) in real.iter().enumerate() {
+                out[[qi, kj]] = r[[i, j]] as f32;
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,229 @@
+//! Reading the heads against HF transformers (fixtures `heads_*` by `tools/make_fixtures.py`):
+//! head summaries, rollout and the pooled sentence embedding from HF's outputs, and heads
+//! knocked out by a hooked PyTorch forward, on the CPU and the GPU engines.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use attnscope::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
+use attnscope::engine::{cpu, HeadMask, TraceOptions};
+use attnscope::report::item_attention;
+use attnscope::{Mask, Model, Trace};
+use common::*;
+use ndarray::{s, Array3, Array4};
+
+const CASES: &[&str] = &[
+    "heads_batch",
+    "heads_pair",
+    "heads_causal",
+    "heads_knockout",
+];
+
+#[derive(Clone, Copy, Debug)]
+enum Engine {
+    Cpu,
+    Gpu,
+}
+
+fn run(engine: Engine, m: &Model, g: &Golden) -> (attnscope::model::Encoded, Trace) {
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, g.meta.pair.as_deref()).unwrap();
+    assert_eq!(
+        input.tokens, g.meta.tokens,
+        "{}: tokens differ from HF's",
+        g.name
+    );
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    let opts = TraceOptions {
+        scores: false,
+        head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
+    };
+    let trace = match engine {
+        Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
+        Engine::Gpu => {
+            pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts))
+                .unwrap()
+                .0
+        }
+    };
+    (input, trace)
+}
+
+/// Attention, hidden states, head summaries and rollout of one case against HF.
+fn check(engine: Engine, name: &str) {
+    let g = golden(name);
+    let m = model(&g.meta.model);
+    let (input, trace) = run(engine, m, &g);
+    let da = max_abs_diff(
+        trace.attention.view().into_dyn(),
+        g.tensors["attention"].view(),
+    );
+    let dh = max_abs_diff(trace.hidden.view().into_dyn(), g.tensors["hidden"].view());
+    assert!(
+        da <= ATTENTION_TOL,
+        "{name} {engine:?}: attention max |Δ| {da}"
+    );
+    assert!(dh <= HIDDEN_TOL, "{name} {engine:?}: hidden max |Δ| {dh}");
+    let (b, l, h) = (
+        input.batch(),
+        trace.attention.dim().1,
+        trace.attention.dim().2,
+    );
+    let t = input.len();
+    let mut metrics = Array4::<f32>::zeros((b, METRICS.len(), l, h));
+    let mut rolled = Array3::<f32>::zeros((b, t, t));
+    let mut pooled = ndarray::Array2::<f32>::zeros((b, trace.hidden.dim().2));
+    for i in 0..b {
+        let item = item_attention(&trace, &input, i, m.tokenizer.special_ids());
+        for (j, (_, values)) in HeadMetrics::of(&item).all().into_iter().enumerate() {
+            metrics.slice_mut(s![i, j, .., ..]).assign(values);
+        }
+        rolled.slice_mut(s![i, .., ..]).assign(&rollout(&item));
+        pooled.row_mut(i).assign(&sentence_embedding(
+            trace.hidden.slice(s![i, .., ..]),
+            input.valid.row(i),
+        ));
+    }
+    let de = max_abs_diff(
+        pooled.view().into_dyn(),
+        g.tensors["sentence_embedding"].view(),
+    );
+    assert!(
+        de <= HIDDEN_TOL,
+        "{name} {engine:?}: sentence embedding max |Δ| {de}"
+    );
+    let want = &g.tensors["head_metrics"];
+    for (j, metric) in METRICS.iter().enumerate() {
+        let d = max_abs_diff(
+            metrics.slice(s![.., j, .., ..]).into_dyn(),
+            want.slice(s![.., j, .., ..]).into_dyn(),
+        );
+        assert!(
+            d <= ATTENTION_TOL,
+            "{name} {engine:?}: {metric} max |Δ| {d}"
+        );
+    }
+    let dr = max_abs_diff(rolled.view().into_dyn(), g.tensors["rollout"].view());
+    eprintln!("{name} {engine:?}: max |Δ| attention {da:.1e}, hidden {dh:.1e}, rollout {dr:.1e}");
+    assert!(
+        dr <= ATTENTION_TOL,
+        "{name} {engine:?}: rollout max |Δ| {dr}"
+    );
+}
+
+#[test]
+fn cpu_head_metrics_rollout_and_knockout_equal_hf() {
+    for name in CASES {
+        check(Engine::Cpu, name);
+    }
+}
+
+#[test]
+fn gpu_head_metrics_rollout_and_knockout_equal_hf() {
+    for name in CASES {
+        check(Engine::Gpu, name);
+    }
+}
+
+/// The knock-out fixture is not the plain forward pass: a head mask that did nothing would fail.
+#[test]
+fn knocking_out_heads_changes_later_layers_but_not_their_own_attention() {
+    let g = golden("heads_knockout");
+    let m = model("minilm");
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, None).unwrap();
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    let plain = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
+    let want = &g.tensors["attention"];
+    // layer 0 is computed before any knocked-out context enters the residual stream
+    let d0 = max_abs_diff(
+        plain.attention.slice(s![.., 0, .., .., ..]).into_dyn(),
+        want.slice(s![.., 0, .., .., ..]).into_dyn(),
+    );
+    assert!(d0 <= ATTENTION_TOL, "layer 0 attention moved by {d0}");
+    let later = max_abs_diff(
+        plain.attention.slice(s![.., 1.., .., .., ..]).into_dyn(),
+        want.slice(s![.., 1.., .., .., ..]).into_dyn(),
+    );
+    assert!(
+        later > 1e-3,
+        "knocking out 4 heads moved later attention by only {later}"
+    );
+}
+
+/// Padding is excluded from every mean: each text of a padded batch gets its numbers alone.
+#[test]
+fn a_padded_batch_gives_each_text_its_numbers_alone() {
+    let m = model("minilm");
+    let texts = [
+        "The trophy didn't fit in the suitcase because it was too big.",
+        "hi",
+    ];
+    let special = m.tokenizer.special_ids();
+    let analyse = |texts: &[&str], i: usize| {
+        let input = m.tokenizer.encode(texts, None).unwrap();
+        let mask = Mask::from_kind(attnscope::MaskKind::Padding, input.valid.view());
+        let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
+        let item = item_attention(&trace, &input, i, special);
+        let n = input.valid.row(i).iter().filter(|&&v| v).count();
+        let r = rollout(&item).slice(s![..n, ..n]).to_owned();
+        (HeadMetrics::of(&item), r)
+    };
+    for (i, text) in texts.iter().enumerate() {
+        let (batched, r_batched) = analyse(&texts, i);
+        let (alone, r_alone) = analyse(&[text], 0);
+        for ((name, a), (_, b)) in batched.all().into_iter().zip(alone.all()) {
+            let d = max_abs_diff(a.view().into_dyn(), b.view().into_dyn());
+            assert!(d <= 1e-5, "{text:?}: {name} differs in a batch by {d}");
+        }
+        let d = max_abs_diff(r_batched.view().into_dyn(), r_alone.view().into_dyn());
+        assert!(d <= 1e-5, "{text:?}: rollout differs in a batch by {d}");
+    }
+}
+
+#[test]
+fn special_ids_are_the_tokenizers_cls_and_sep() {
+    let m = model("minilm");
+    let s = m.tokenizer.special_ids();
+    let input = m.tokenizer.encode(&["hi"], None).unwrap();
+    assert_eq!(input.tokens[0], ["[CLS]", "hi", "[SEP]"]);
+    assert_eq!(s.cls, Some(input.ids[[0, 0]]));
+    assert_eq!(s.sep, Some(input.ids[[0, 2]]));
+}
+
+#[test]
+fn head_masks_parse_and_name_what_is_wrong() {
+    let m = HeadMask::parse("0:1, 5:11,0:1").unwrap();
+    assert_eq!(m.pairs().collect::<Vec<_>>(), [(0, 1), (5, 11)]);
+    assert_eq!(m.to_string(), "0:1,5:11");
+    assert!(HeadMask::parse("").unwrap().is_empty());
+    for bad in ["1", "a:b", "1:2:3", "-1:0"] {
+        let e = HeadMask::parse(bad).unwrap_err().to_string();
+        assert!(e.contains(bad), "{bad}: {e}");
+    }
+    let e = m.check(6, 11).unwrap_err().to_string();
+    assert!(
+        e.contains("5:11") && e.contains("6 layers of 11 heads"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_heads_fixture_has_a_case() {
+    let mut found: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/golden"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e
+                .ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")?
+                .to_owned();
+            name.starts_with("heads_").then_some(name)
+        })
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = CASES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}
