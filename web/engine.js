@@ -65,9 +65,12 @@ class Engine {
     return this.loads.get(id);
   }
 
-  /** Runs texts on a loaded checkpoint; resolves to the result contract (see result.js). */
-  async run(key, { texts, pair, mask }) {
-    const m = await this.call({ type: 'run', key, texts, pair, mask });
+  /**
+   * Runs texts on a loaded checkpoint; resolves to the result contract (see result.js).
+   * `options`: {headMask: 'L:H,…', headMetrics, rollout, sentenceEmbedding} (src/wasm.rs).
+   */
+  async run(key, { texts, pair, mask, options }) {
+    const m = await this.call({ type: 'run', key, texts, pair, mask, options });
     const r = fromWorker(m.result);
     r.status = m.status ?? null; // the engine line, when this run changed it (WebGPU lost)
     return r;

@@ -10,14 +10,15 @@ function lazy(obj, key, make) {
 }
 
 /**
- * `raw`: `{info: RunInfo, attention, scores, mask, logits?}` from the worker; `texts` as asked.
+ * `raw`: `{info: RunInfo, attention, scores, mask, logits?, headMetrics?, rollout?,
+ * sentenceEmbedding?, baselineEmbedding?}` from the worker.
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
  * scoresOf(b, l, h), maskOf(b)}`; each `results[b]` is the CLI's item for text b.
  */
 let runs = 0;
 
 export function fromWorker(raw) {
-  const { info, attention, scores, mask, logits, summary } = raw;
+  const { info, attention, scores, mask, logits, summary, headMetrics, rollout, sentenceEmbedding, baselineEmbedding } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
   const head = (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T);
@@ -26,17 +27,35 @@ export function fromWorker(raw) {
   const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
   const nested = (get, b) => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(get(b, l, h))));
   const labels = logits ? logits.length / B : 0;
+  const M = info.head_metrics.length;
+  // (B, metric, L, H) → one metric of item b as (L, H) rows
+  const metricOf = (b, m) => headMetrics.subarray(((b * M + m) * L) * H, ((b * M + m + 1) * L) * H);
+  const metricGrid = (b, m) => Array.from({ length: L }, (_, l) => Array.from(metricOf(b, m).subarray(l * H, (l + 1) * H)));
+  const rolloutOf = (b) => rollout.subarray(b * T * T, (b + 1) * T * T);
+  const D = sentenceEmbedding ? sentenceEmbedding.length / B : 0;
+  const embeddingOf = (e, b) => e.subarray(b * D, (b + 1) * D);
   const results = info.items.map((item, b) => {
     const r = { ...item };
     lazy(r, 'attention', () => nested(head, b));
     lazy(r, 'scores', () => nested(scoresOf, b));
     lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
+    if (headMetrics) lazy(r, 'head_metrics', () => Object.fromEntries(info.head_metrics.map((name, m) => [name, metricGrid(b, m)])));
+    if (rollout) lazy(r, 'rollout', () => rows(rolloutOf(b)));
+    if (sentenceEmbedding) lazy(r, 'sentence_embedding', () => Array.from(embeddingOf(sentenceEmbedding, b)));
     return r;
   });
   return {
     id: ++runs, model: info.model, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask,
     elapsed_ms: info.elapsed_ms, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
+    head_mask: info.head_mask, metricNames: info.head_metrics,
+    /** One head metric of item b, (L·H) flat (null when the run has none). */
+    metric: (b, name) => (headMetrics && info.head_metrics.includes(name) ? metricOf(b, info.head_metrics.indexOf(name)) : null),
+    /** Attention rollout of item b, (T·T) flat (null when the run has none). */
+    rolloutOf: rollout ? rolloutOf : () => null,
+    /** The sentence embedding of item b, and the same without the knocked-out heads. */
+    embedding: (b) => (sentenceEmbedding ? embeddingOf(sentenceEmbedding, b) : null),
+    baseline: (b) => (baselineEmbedding ? embeddingOf(baselineEmbedding, b) : null),
     /** The largest probability of a head, and the largest |score| (from the worker's summary). */
     probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
     scoreMax: (b, l, h) => summary.scoreMax[(b * L + l) * H + h],

@@ -207,16 +207,28 @@ function sessionFor(key) {
   return s;
 }
 
-/** A run; when WebGPU fails (the device was lost), the CPU engine answers from then on. */
+/**
+ * A run with `msg.options` (src/wasm.rs `RunOptions`); when heads are knocked out and the
+ * sentence embedding is asked for, also the embedding without them (`baselineEmbedding`).
+ */
 async function run(s, msg) {
+  const r = await runOn(s, msg, msg.options);
+  if (msg.options?.headMask && msg.options.sentenceEmbedding) {
+    r.baselineEmbedding = (await runOn(s, msg, { sentenceEmbedding: true })).sentenceEmbedding;
+  }
+  return r;
+}
+
+/** One forward pass; when WebGPU fails (the device was lost), the CPU engine answers from then on. */
+async function runOn(s, msg, options) {
   try {
-    const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, s.engine);
+    const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, s.engine, options);
     if (s.engine === 'gpu' && r.info.fallback) lostGpu(s, r.info.fallback);
     return r;
   } catch (err) {
     if (s.engine !== 'gpu' || !/GPU|device|WebGPU|read-back/i.test(String(err.message || err))) throw err;
     lostGpu(s, String(err.message || err));
-    const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, 'cpu');
+    const r = await s.session.run(msg.texts, msg.pair || undefined, msg.mask, 'cpu', options);
     r.info.fallback = `WebGPU stopped (${String(err.message || err)}); the CPU engine answered and runs from now on`;
     return r;
   }
@@ -246,7 +258,7 @@ self.onmessage = async (e) => {
       const transfer = [r.attention.buffer, r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
-      if (r.logits) transfer.push(r.logits.buffer);
+      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding']) if (r[k]) transfer.push(r[k].buffer);
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);

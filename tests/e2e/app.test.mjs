@@ -16,6 +16,18 @@ async function open(hash = '', opts = {}, b = browser) {
   return p;
 }
 const resultFor = (page, tokensJoined) => page.waitForFunction((t) => window.attnscope.result && window.attnscope.result.tokens.join(' ') === t, tokensJoined, { timeout: 60000 });
+/**
+ * Waits until every view has drawn the page's first result: `ready` only means the result is in
+ * the store; the views draw it in later tasks (scope.js `render`), the grid a few canvases a frame
+ * and the step panels one a task (a step canvas has a `data-n` once drawn).
+ */
+const allDrawn = (page) => page.waitForFunction(() => {
+  const s = window.attnscope.store.get(), id = String(s.run?.id);
+  return s.rendered.split(':')[0] === id && document.getElementById('model-view').dataset.drawn?.split('|')[0] === id
+    && [...document.querySelectorAll('#steps-view figure canvas')].every((c) => c.dataset.n);
+}, null, { timeout: 60000 });
+/** Waits until the model grid has drawn the current result (its `data-drawn` is `runId|item|scale`). */
+const gridDrawn = (page) => page.waitForFunction(() => document.getElementById('model-view').dataset.drawn?.split('|')[0] === String(window.attnscope.store.get().run?.id), null, { timeout: 60000 });
 const nested = (page, l, h) => page.evaluate(([l, h]) => window.attnscope.result.attention[l][h].map((r) => Array.from(r)), [l, h]);
 
 function assertClean({ problems, requests }) {
@@ -93,7 +105,12 @@ test('heatmaps are drawn, hover shows the value, arrows move the focus, the grid
   await page.keyboard.press('ArrowRight');
   await page.waitForFunction(() => /l=2&h=3/.test(location.hash));
   assert.match(await page.textContent('#head-view .focus-label'), /layer 2, head 3/);
-  // text alternatives: every canvas has a label; the keyboard cursor is announced
+  // text alternatives: every canvas has a label; the keyboard cursor is announced. The step panels
+  // draw (and label) one a task after the head view: wait for all four at the new focus
+  await page.waitForFunction(() => {
+    const c = [...document.querySelectorAll('#steps-view figure canvas')];
+    return c.length === 4 && c.every((x) => / for layer 2, head 3, /.test(x.getAttribute('aria-label') ?? ''));
+  });
   const unlabelled = await page.evaluate(() => [...document.querySelectorAll('#views canvas, #steps canvas')].filter((c) => !c.getAttribute('aria-label') && c.getAttribute('aria-hidden') !== 'true').length);
   assert.equal(unlabelled, 0, 'every canvas has a text alternative');
   await page.focus('#head-view .overlay');
@@ -117,7 +134,13 @@ test('the causal mask empties the upper triangle; none lets padding leak; masked
   });
   assert.equal(upper, 0, 'the causal mask leaves the upper triangle exactly 0');
   // a masked cell (0 → 6) and an allowed near-zero cell look different: hatched grey vs white
-  await page.waitForFunction(() => document.querySelector('#head-view .heat').dataset.n === '7');
+  // T is 7 under either mask, so wait for the render pass of the causal run itself (the views draw
+  // a task or more after the result lands) and for the masked_fill panel to have been drawn
+  await page.waitForFunction(() => {
+    const s = window.attnscope.store.get();
+    return s.rendered.split(':')[0] === String(s.run.id) && document.querySelector('#head-view .heat').dataset.n === '7'
+      && document.querySelector('#steps-view [data-step=filled] canvas').dataset.n === '7';
+  });
   const px = await page.evaluate(() => {
     const c = document.querySelector('#head-view .heat');
     const d = c.dataset, r = c.width / parseFloat(c.style.width);
@@ -171,6 +194,8 @@ test('a link restores the sentence, pair, mask, layer, head, view and model URL'
   const p = await open(`#s=the%20cat%20sat&p=it%20purred&m=causal&l=4&h=7&v=lines&e=cpu&model=${encodeURIComponent(model)}`);
   const { page } = p;
   assert.equal(await page.inputValue('#view'), 'lines');
+  // the line view (and its canvas) is drawn a task after the result lands
+  await page.waitForFunction(() => document.querySelector('#lines-view canvas')?.getAttribute('aria-label')?.startsWith('line view of layer 4, head 7:'));
   assert.equal(await page.isVisible('#head-view'), false);
   assert.equal(await page.isVisible('#lines-view canvas'), true);
   assert.equal(await page.inputValue('#sentence'), 'the cat sat');
@@ -248,13 +273,14 @@ test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinn
   });
   await page.fill('#sentence', 'word '.repeat(600));
   await page.waitForFunction(() => window.attnscope.result.tokens.length === 512, null, { timeout: 120000 });
-  await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]') && document.querySelector('#head-view .heat').dataset.t === '512', null, { timeout: 60000 });
+  await page.waitForFunction(() => document.querySelector('#model-view').dataset.drawn?.split('|')[0] === String(window.attnscope.store.get().run.id) && document.querySelector('#head-view .heat').dataset.t === '512', null, { timeout: 60000 });
   // arrow keys at 512 tokens: the next head, drawn without blocking
   await page.locator('#model-view .grid').focus();
   await page.keyboard.press('ArrowRight');
   await page.waitForFunction(() => /head 1/.test(document.querySelector('#head-view .focus-label').textContent));
   await page.keyboard.press('ArrowDown');
-  await page.waitForFunction(() => /layer 1, head 1/.test(document.querySelector('#head-view .focus-label').textContent));
+  // the line view draws a task after the head view
+  await page.waitForFunction(() => /layer 1, head 1/.test(document.querySelector('#head-view .focus-label').textContent) && /^line view of layer 1, head 1:/.test(document.querySelector('#lines-view canvas').getAttribute('aria-label')));
   await page.waitForTimeout(300);
   const long = await page.evaluate(() => window.__long);
   assert.deepEqual(long.filter((d) => d > 50), [], `no main-thread task over 50 ms (long tasks: ${long.map((d) => d.toFixed(0)).join(', ')})`);
@@ -303,6 +329,7 @@ test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinn
 test('sharp on HiDPI, fits a phone, the head view beside the grid on a laptop, large type for presenting', async () => {
   const phone = await open('#e=cpu', { width: 390, height: 844, scale: 2 });
   let page = phone.page;
+  await allDrawn(page);
   const fitPhone = await page.evaluate(() => ({
     scroll: document.documentElement.scrollWidth,
     head: document.querySelector('#head-view .heat').getBoundingClientRect().right,
@@ -316,6 +343,7 @@ test('sharp on HiDPI, fits a phone, the head view beside the grid on a laptop, l
   await page.close();
   const laptop = await open('#e=cpu', { width: 1280, height: 800, scale: 2 });
   page = laptop.page;
+  await allDrawn(page);
   const boxes = await page.evaluate(() => {
     const b = (s) => document.querySelector(s).getBoundingClientRect();
     return { grid: b('#model-view'), head: b('#head-view .heat') };
@@ -374,6 +402,7 @@ test('another checkpoint loads from files and from a URL; switching the engine k
   assert.match(await page.textContent('#model-name'), /2 layers × 3 heads · hidden 24/);
   await page.fill('#sentence', 'the cat sat on the mat');
   await page.waitForFunction(() => window.attnscope.result.attention.length === 2 && window.attnscope.result.tokens.join(' ') === '[CLS] the cat sat on the mat [SEP]');
+  await gridDrawn(page); // the grid is rebuilt for 2 × 3 heads tasks after the result lands
   assert.equal(await page.locator('#model-view canvas').count(), 6);
   // switching the engine keeps the loaded checkpoint and downloads nothing
   const before = requests.filter((u) => /model\.safetensors/.test(u)).length;

@@ -63,7 +63,9 @@ test('the blog page: two elements and an iframe render the CLI\'s numbers, the m
   const causal = cli(['--mask', 'causal', '--', 'time flies like an arrow']).results[0];
   const inFrame = await frame.evaluate(() => window.attnscope.result.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))));
   assert.ok(maxDiff(inFrame, causal.attention) <= 1e-4, 'the iframe shows the causal run');
-  // the embed mode shows its view and no chrome
+  // the embed mode shows its view and no chrome; the steps view is empty (0 px high) until its
+  // four panels are drawn, one a task after the result lands
+  await frame.waitForFunction(() => document.querySelectorAll('#steps-view figure canvas[data-n]').length === 4);
   assert.equal(await frame.isVisible('#steps-view'), true);
   assert.equal(await frame.isVisible('#inputs'), false);
   assert.equal(await frame.isVisible('#model-panel'), false);
