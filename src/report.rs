@@ -2,7 +2,7 @@
 //! the browser (`src/wasm.rs`, through `serde-wasm-bindgen`, tensors as typed arrays):
 //!
 //! `{"model", "backend", "mask", "head_mask"?: [[layer, head]…], "results": [{"text", "pair"?,
-//!   "tokens", "token_ids", "truncated", "attention": [L][H][T][T], "hidden"?: [T][D],
+//!   "tokens", "token_ids", "length", "truncated", "attention": [L][H][T][T], "hidden"?: [T][D],
 //!   "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?: {name: [L][H]},
 //!   "rollout"?: [T][T], "sentence_embedding"?: [D]}]}`
 //!
@@ -79,6 +79,10 @@ pub fn item_attention<'a>(
 ) -> ItemAttention<'a> {
     ItemAttention {
         attention: trace.attention.slice(s![b, .., .., .., ..]),
+        scores: trace
+            .scores
+            .as_ref()
+            .map(|sc| sc.slice(s![b, .., .., .., ..])),
         ids: input.ids.row(b),
         valid: input.valid.row(b),
         special,
@@ -94,6 +98,8 @@ pub struct ItemInput<'a> {
     /// `[T]`, with `[PAD]` where the batch padded this text.
     pub tokens: &'a [String],
     pub token_ids: Vec<u32>,
+    /// How many of `tokens` are real: the rest is padding.
+    pub length: usize,
     /// Whether the text was cut at the model's `max_position_embeddings`.
     pub truncated: bool,
 }
@@ -109,6 +115,7 @@ impl<'a> ItemInput<'a> {
                 pair,
                 tokens: &input.tokens[b],
                 token_ids: input.ids.row(b).to_vec(),
+                length: input.valid.row(b).iter().filter(|&&v| v).count(),
                 truncated: input.truncated[b],
             })
             .collect()

@@ -35,7 +35,9 @@ fn run(engine: Engine, m: &Model, g: &Golden) -> (attnscope::model::Encoded, Tra
     );
     let mask = Mask::from_kind(g.meta.mask, input.valid.view());
     let opts = TraceOptions {
-        scores: false,
+        // with the scores, a row's entropy comes from them (one ln a row); without, from the
+        // probabilities (one ln a cell): the GPU pass checks the first way, the CPU pass the second
+        scores: matches!(engine, Engine::Gpu),
         head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
     };
     let trace = match engine {

@@ -1,9 +1,12 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST } from './store.js';
+import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, textsOf, urlSource } from './scope.js';
+import { connect, textsOf, urlSource, shownOf } from './scope.js';
+import { combine } from './select.js';
+import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
 import { published } from './result.js';
 import { EXAMPLES } from './examples.js';
@@ -28,6 +31,21 @@ const api = {
   get result() { const s = store.get(); return s.run ? published(s.run, Math.min(s.item, s.run.B - 1)) : null; },
   get info() { return store.get().modelInfo; },
   get engine() { return store.get().engineStatus; },
+  /** The selected query rows of the focused head and item (in words with "words" on): `{rows, combined: [T]}`, or null. */
+  get selection() {
+    const s = store.get(), run = shownOf(s);
+    if (!run || !s.sel.length) return null;
+    const b = Math.min(s.item, run.B - 1), l = Math.min(s.layer, run.L - 1), h = Math.min(s.head, run.H - 1);
+    const c = combine(run.head(b, l, h), run.maskOf(b), run.T, s.sel);
+    return c && { rows: c.rows, combined: Array.from(c.combined) };
+  },
+  /** With "words" on, the focused item at word level: `{tokens, pieces: [[piece index]], attention: [L][H][T'][T']}`; else null. */
+  get words() {
+    const s = store.get();
+    if (!s.run || !s.words) return null;
+    const w = wordsOf(s.run), b = Math.min(s.item, w.B - 1), item = w.results[b];
+    return { tokens: item.tokens, pieces: w.words(b).pieces, attention: item.attention };
+  },
   error: null, renders: 0, lastRenderAt: 0,
   store,
   /** The worker's wasm memory and what it holds (for long-session checks). */
@@ -45,22 +63,31 @@ function layout(s) {
   const headPanel = $('head-panel');
   const avail = headPanel.clientWidth || 600;
   const showHeat = s.view !== 'lines' || s.embed === 'head';
-  const showLines = (s.view !== 'heatmap' && !s.embed) || s.embed === 'lines';
+  const sideBySide = isSideBySide(s);
+  const showLines = ((s.view !== 'heatmap' && !s.embed) || s.embed === 'lines') && !sideBySide;
   const linesW = showLines && showHeat ? Math.min(320, Math.max(220, avail * 0.3)) : avail;
   let top = 0; // the head view's offset in the page (no DOMRect a render)
   for (let el = $('head-view'); el; el = el.offsetParent) top += el.offsetTop;
   const maxHeight = s.embed ? window.innerHeight - 70 : Math.max(280, wide ? window.innerHeight - Math.min(top, 260) - 70 : avail);
-  const headW = showHeat ? (wide && showLines ? avail - linesW - 16 : avail) : 0;
+  const headW = showHeat ? (wide && showLines ? avail - linesW - 16 : sideBySide && wide ? (avail - 16) / 2 : avail) : 0;
   const size = Math.min(headW, maxHeight);
   return {
     model: !s.embed || s.embed === 'model' ? {} : null,
     head: showHeat ? { maxHeight, fontPx: presenterFont(s) } : null,
     lines: showLines ? { height: showHeat ? size : Math.min(maxHeight, 720), fontPx: presenterFont(s) } : null,
+    heads: !s.embed && s.table ? {} : null,
+    rollout: !s.embed && s.rollout ? { fontPx: presenterFont(s), panelPx: Math.min(420, Math.floor(($('rollout-view').clientWidth || 800) / (window.innerWidth < 700 ? 1 : 2)) - 24) } : null,
+    headB: showHeat && sideBySide ? { maxHeight, fontPx: presenterFont(s) } : null,
     steps: !s.embed || s.embed === 'steps' ? { panelPx: Math.min(s.presenter ? 360 : 260, Math.floor(($('steps-view').clientWidth || 1000) / (window.innerWidth < 700 ? 1 : 4)) - 16), fontPx: s.presenter ? 15 : 11 } : null,
   };
 }
 
-const targets = { model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view') };
+/** Compare mode with two sentences of different lengths: their head views side by side. */
+function isSideBySide(s) {
+  return s.compare && s.run?.B === 2 && s.run.results[0].length !== s.run.results[1].length;
+}
+
+const targets = { model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), headB: $('head-view-b') };
 const scope = connect(store, { targets, layout });
 
 // ---------- controls ← state ----------
@@ -76,7 +103,22 @@ function syncInputs(s) {
   $('view').value = s.view;
   $('scale').value = s.scale;
   $('presenter').checked = s.presenter;
+  $('words').checked = s.words;
   $('model-url').value = s.model;
+  $('metric').value = s.metric;
+  $('compare-mode').checked = s.compare;
+  $('compare-wrap').hidden = !s.compare;
+  $('compare-text').value = s.compareText;
+  $('batch-mode').disabled = s.compare;
+  $('table-details').open = s.table;
+  $('rollout-details').open = s.rollout;
+}
+
+for (const [name, label] of Object.entries(METRICS)) {
+  const o = document.createElement('option');
+  o.value = name;
+  o.textContent = label;
+  $('metric').append(o);
 }
 
 for (const ex of EXAMPLES) {
@@ -93,7 +135,7 @@ function status(el, msg) { // one short line, details on request
 
 function renderChrome(s, changed) {
   document.body.classList.toggle('presenter', s.presenter);
-  $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap';
+  $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || isSideBySide(s);
   $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
   const info = s.modelInfo;
   $('model-name').textContent = info
@@ -137,7 +179,48 @@ function renderChrome(s, changed) {
     }
     $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
-  $('steps-caption').textContent = r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}` : '';
+  $('steps-caption').textContent = r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '';
+  knockStatus(s);
+  compareStatus(s);
+}
+
+const sim = (x) => x.toFixed(4);
+/** The knocked-out heads and what they change: the sentence embedding with vs without them. */
+function knockStatus(s) {
+  const r = s.run;
+  $('knock-reset').hidden = !s.off.length;
+  if (!s.off.length) {
+    $('knock-line').textContent = 'Alt-click a head to knock it out: its context is zeroed before the output projection, and every later layer feels it.';
+    return;
+  }
+  const names = s.off.map((k) => k.replace(/^(\d+):(\d+)$/, 'L$1 H$2')).join(', ');
+  let line = `Knocked out: ${names}.`;
+  if (r && r.baseline(0)) {
+    const item = Math.min(s.item, r.B - 1);
+    line += ` Sentence embedding, cosine with vs without them: ${sim(cosine(r.embedding(item), r.baseline(item)))}.`;
+    if (r.B > 1) {
+      const pairs = [];
+      for (let i = 0; i < r.B; i++) for (let j = i + 1; j < r.B; j++) pairs.push(`${i + 1}↔${j + 1}: ${sim(cosine(r.baseline(i), r.baseline(j)))} → ${sim(cosine(r.embedding(i), r.embedding(j)))}`);
+      line += ` Similarity between sentences (all heads → knocked out): ${pairs.join(', ')}.`;
+    }
+  }
+  $('knock-line').textContent = line;
+}
+
+/** Compare mode's one line: what ΔA shows, or why the two are side by side. */
+function compareStatus(s) {
+  const c = s.compare && s.run?.B === 2 ? s.run : null;
+  $('compare-status').hidden = !c;
+  const sideBySide = isSideBySide(s);
+  $('head-view-b').hidden = !sideBySide;
+  document.body.classList.toggle('side-by-side', sideBySide);
+  if (!c) return;
+  const [a, b] = c.results.map((x) => x.length);
+  if (a === b) {
+    $('compare-status').textContent = `Both sentences are ${a} tokens: the grid shows each head's largest |ΔA|, the head view ΔA = second − first (blue: the second attends more, red: less).`;
+  } else {
+    $('compare-status').textContent = `The sentences tokenise to ${a} and ${b} tokens, so there is no cell-by-cell ΔA: they are shown side by side (first, then second).`;
+  }
 }
 
 // the link follows the intent, written in a task of its own after typing pauses
@@ -178,7 +261,25 @@ on('item', 'change', (e) => store.update({ item: +e.target.value }));
 on('view', 'change', (e) => store.update({ view: e.target.value }));
 on('scale', 'change', (e) => store.update({ scale: e.target.value }));
 on('presenter', 'change', (e) => store.update({ presenter: e.target.checked }));
+on('words', 'change', (e) => { // the selection follows: a piece's word, or a word's pieces
+  const s = store.get(), words = e.target.checked;
+  const sel = s.run && s.sel.length ? carrySel(s.run, Math.min(s.item, s.run.B - 1), s.sel, words) : [];
+  store.update({ words, sel, win: null, hover: null });
+});
 on('engine', 'change', (e) => store.update({ engine: e.target.value }));
+on('metric', 'change', (e) => store.update({ metric: e.target.value }));
+on('knock-reset', 'click', () => store.update({ off: [] }));
+on('compare-mode', 'change', (e) => {
+  const s = store.get();
+  const compare = e.target.checked;
+  // a minimal pair to start from when the sentence box holds the default example
+  const sentences = compare && s.sentences[0] === INTENT_DEFAULTS.sentences[0] ? [COMPARE_FIRST] : s.sentences;
+  store.update({ compare, sentences, item: 0, batch: compare ? false : s.batch });
+  syncInputs(store.get());
+});
+on('compare-text', 'input', (e) => store.update({ compareText: e.target.value }));
+on('table-details', 'toggle', (e) => store.update({ table: e.target.open }));
+on('rollout-details', 'toggle', (e) => store.update({ rollout: e.target.open }));
 on('example', 'change', (e) => {
   const ex = EXAMPLES.find((x) => x.id === e.target.value);
   if (!ex) return;
@@ -189,6 +290,7 @@ on('example', 'change', (e) => {
 document.addEventListener('keydown', (e) => {
   const s = store.get();
   if (!s.modelInfo || e.defaultPrevented) return;
+  if (e.key === 'Escape' && s.sel.length && !e.target.closest?.('input:not([type=checkbox]), textarea, select, dialog')) { store.update({ sel: [] }); return; }
   if (e.target.closest?.('input, textarea, select, .overlay, dialog')) return;
   const mv = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
   if (!mv) return;
@@ -277,7 +379,7 @@ for (const span of document.querySelectorAll('.exports')) {
       const s = store.get();
       if (!s.run) return;
       const v = view === 'head' && s.view === 'lines' ? 'lines' : view;
-      exportView(s.run, v, f, { item: Math.min(s.item, s.run.B - 1), layer: s.layer, head: s.head, scale: s.scale });
+      exportView(v === 'steps' ? s.run : shownOf(s), v, f, { item: Math.min(s.item, s.run.B - 1), layer: s.layer, head: s.head, scale: s.scale });
     });
     span.append(b);
   }

@@ -3,9 +3,12 @@
 //
 //   probability: sequential "Blues", white (0) → dark blue (1)
 //   score:       diverging "RdBu" reversed, red (−max) → white (0) → blue (+max)
+//   metric:      sequential "Oranges", a head metric from its lowest to its highest value
+//   difference:  the score scale's RdBu, for ΔA between two sentences (−max → 0 → +max)
 //   masked:      a neutral grey (and hatched wherever a cell is large enough)
 
 const BLUES = ['#f7fbff', '#deebf7', '#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c', '#08306b'];
+const ORANGES = ['#fff5eb', '#fee6ce', '#fdd0a2', '#fdae6b', '#fd8d3c', '#f16913', '#d94801', '#a63603', '#7f2704'];
 const RDBU = ['#b2182b', '#d6604d', '#f4a582', '#fddbc7', '#f7f7f7', '#d1e5f0', '#92c5de', '#4393c3', '#2166ac'];
 export const STEPS = 256;
 export const MASKED = [176, 180, 188]; // #b0b4bc
@@ -29,8 +32,18 @@ function packed(table) { // little-endian RGBA words for Uint32Array pixel write
   return Uint32Array.from(table, ([r, g, b]) => (255 << 24) | (b << 16) | (g << 8) | r);
 }
 
-/** A scale maps a value to one of STEPS colours. `kind`: 'probability' | 'score'. */
+/** A head metric's scale: `lo` → `hi` in "Oranges", labelled `label`. */
+export function metricScale(lo, hi, label) {
+  const top = STEPS - 1;
+  const span = hi > lo ? hi - lo : 1;
+  const mul = top / span, add = 0.5 - lo * mul;
+  const index = (v) => Math.max(0, Math.min(top, Math.floor(v * mul + add)));
+  return { kind: 'metric', max: hi, min: lo, table: METRIC.rgb, words: METRIC.words, index, mul, add, label };
+}
+
+/** A scale maps a value to one of STEPS colours. `kind`: 'probability' | 'score' | 'difference'. */
 export function scale(kind, { max = 1 } = {}) {
+  if (kind === 'difference') return { ...scale('score', { max }), kind, label: 'ΔA: second sentence − first' };
   const table = kind === 'score' ? DIVERGING : SEQUENTIAL;
   const m = max > 0 ? max : 1;
   const top = STEPS - 1;
@@ -51,11 +64,13 @@ const SEQ = lut(BLUES);
 const DIV = lut(RDBU);
 const SEQUENTIAL = { rgb: SEQ, words: packed(SEQ) };
 const DIVERGING = { rgb: DIV, words: packed(DIV) };
+const MET = lut(ORANGES);
+const METRIC = { rgb: MET, words: packed(MET) };
 const MASKED_WORD = packed([MASKED])[0];
 
 /** Nearest step of `table` to an [r, g, b] colour: how tests read a colour back. */
 export function stepOf(kind, [r, g, b]) {
-  const table = (kind === 'score' ? DIVERGING : SEQUENTIAL).rgb;
+  const table = ({ score: DIVERGING, difference: DIVERGING, metric: METRIC }[kind] ?? SEQUENTIAL).rgb;
   let best = 0, bestD = Infinity;
   table.forEach(([tr, tg, tb], i) => {
     const d = (tr - r) ** 2 + (tg - g) ** 2 + (tb - b) ** 2;

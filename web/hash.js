@@ -1,9 +1,22 @@
 // The URL hash ↔ the intent. Everything a link needs to reproduce a view; nothing else.
 // Values are only ever read as text (URLSearchParams), never as markup.
 
-import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH } from './store.js';
+import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH, METRICS } from './store.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
+
+/** `"0:1,2:3"` → `["0:1", "2:3"]`: well-formed, distinct, sorted (the engine checks the ranges). */
+export function parseHeads(text) {
+  const heads = text.split(',').map((x) => x.trim()).filter((x) => /^\d{1,3}:\d{1,3}$/.test(x)).map((x) => x.split(':').map(Number));
+  heads.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  return [...new Set(heads.map(([l, h]) => `${l}:${h}`))].slice(0, 1000);
+}
+
+/** `"5,3,x,3"` → `[3, 5]`: the selected query tokens, distinct and sorted (clamped to T once a run is in). */
+export function parseSel(text) {
+  const qs = text.split(',').filter((x) => /^\d{1,4}$/.test(x.trim())).map(Number);
+  return [...new Set(qs)].sort((a, b) => a - b);
+}
 
 export function parseHash(hash) {
   const h = new URLSearchParams(hash.replace(/^#/, ''));
@@ -21,6 +34,13 @@ export function parseHash(hash) {
   if (h.has('model')) s.model = h.get('model');
   s.presenter = h.get('present') === '1';
   if (EMBEDS.includes(h.get('embed'))) s.embed = h.get('embed');
+  if (Object.hasOwn(METRICS, h.get('metric') ?? '')) s.metric = h.get('metric');
+  s.table = h.get('table') === '1';
+  s.rollout = h.get('rollout') === '1';
+  s.off = parseHeads(h.get('off') ?? '');
+  if (h.has('cmp')) { s.compare = true; s.compareText = h.get('cmp'); }
+  s.sel = parseSel(h.get('q') ?? '');
+  s.words = h.get('words') === '1';
   return s;
 }
 
@@ -40,5 +60,12 @@ export function writeHash(s) {
   if (s.model) h.set('model', s.model);
   if (s.presenter) h.set('present', '1');
   if (s.embed) h.set('embed', s.embed);
-  return '#' + h.toString();
+  if (s.metric) h.set('metric', s.metric);
+  if (s.table) h.set('table', '1');
+  if (s.rollout) h.set('rollout', '1');
+  if (s.off.length) h.set('off', s.off.join(','));
+  if (s.compare) h.set('cmp', s.compareText);
+  if (s.sel?.length) h.set('q', s.sel.join(','));
+  if (s.words) h.set('words', '1');
+  return '#' + h.toString().replace(/(^|&)q=[\d%C]+/, (q) => q.replace(/%2C/g, ',')); // q=3,5 reads better than q=3%2C5
 }

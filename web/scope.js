@@ -9,14 +9,38 @@ import * as grid from './views/grid.js';
 import * as head from './views/head.js';
 import * as lines from './views/lines.js';
 import * as steps from './views/steps.js';
+import * as heads from './views/heads.js';
+import * as rolloutView from './views/rollout.js';
+import { compareOf } from './compare.js';
+import { wordsOf } from './words.js';
+import { clampSel } from './select.js';
 
-export const VIEWS = { model: grid, head, lines, steps };
+export const VIEWS = { model: grid, head, lines, steps, heads, rollout: rolloutView, headB: head };
 
 /** The texts a state asks to run: the sentence, or up to MAX_BATCH non-blank lines. */
 export function textsOf(s) {
+  if (s.compare) return [s.sentences[0] ?? '', s.compareText].filter((x) => x.trim());
   const t = s.batch ? s.sentences.filter((x) => x.trim()).slice(0, MAX_BATCH) : s.sentences.slice(0, 1).filter((x) => x.trim());
   return t;
 }
+
+/** What a state asks the engine to compute beyond attention (src/wasm.rs `RunOptions`). */
+export function runOptions(s) {
+  return { headMask: s.off.join(','), headMetrics: Boolean(s.metric) || s.table, rollout: s.rollout, sentenceEmbedding: true };
+}
+
+/** Whether a run already holds what `runOptions(s)` asks for (so showing it needs no new run). */
+function runHas(r, s) {
+  return r && (!(s.metric || s.table) || r.metricNames.length > 0) && (!s.rollout || r.rolloutOf(0) !== null);
+}
+
+/** The run the attention views show: the word-piece run, or its words (web/words.js) with "words" on. */
+export function shownOf(s) {
+  return s.run && s.words ? wordsOf(s.run) : s.run;
+}
+
+/** Whether two runs hold the same tokens (a selection of query indices still means the same). */
+const sameTokens = (a, b) => a.B === b.B && a.results.every((x, i) => x.tokens.join('\n') === b.results[i].tokens.join('\n'));
 
 /** A model source for a state: `{key, name, base}` of its URL, or the default. */
 export function urlSource(url) {
@@ -42,13 +66,15 @@ export function connect(store, { targets, layout, dropOld = true }) {
     if (!s.modelKey) return;
     if (running) { again = true; return; }
     const texts = textsOf(s);
-    if (!texts.length) { store.update({ run: null, busy: false, runError: { line: 'Type a sentence: there is nothing to attend to yet.' } }); return; }
+    if (!texts.length) { store.update({ run: null, sel: [], busy: false, runError: { line: 'Type a sentence: there is nothing to attend to yet.' } }); return; }
     running = true;
     store.update({ busy: true });
     try {
-      const r = await eng.run(s.modelKey, { texts, pair: s.pair, mask: s.mask });
+      const r = await eng.run(s.modelKey, { texts, pair: s.pair, mask: s.mask, options: runOptions(s) });
       const latest = store.get();
-      store.update({ run: r, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
+      // the selection survives a run over the same tokens (clamped to them), not new tokens
+      const sel = latest.run && !sameTokens(latest.run, r) ? [] : clampSel(latest.sel, shownOf({ ...latest, run: r }).T);
+      store.update({ run: r, sel, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
     } catch (err) {
       store.update({ busy: again, runError: { line: String(err.message || err) } });
     } finally {
@@ -89,36 +115,54 @@ export function connect(store, { targets, layout, dropOld = true }) {
     for (const el of Object.values(targets)) el?.classList.toggle('empty', !r);
     if (!r) return;
     const opts = layout(s);
-    const base = { item: Math.min(s.item, r.B - 1), layer: Math.min(s.layer, r.L - 1), head: Math.min(s.head, r.H - 1), scale: s.scale, win: s.win?.T === r.T ? s.win : null };
+    // the attention views show words with "words" on; the steps keep the pieces (scores are per piece)
+    const shown = shownOf(s), samePieces = shown.id === r.id;
+    const base = {
+      item: Math.min(s.item, r.B - 1), layer: Math.min(s.layer, r.L - 1), head: Math.min(s.head, r.H - 1), scale: s.scale,
+      win: s.win?.T === shown.T && s.win.words === s.words ? s.win : null,
+      metric: s.metric, off: new Set(s.off), compare: s.compare ? compareOf(shown) : null,
+      sel: clampSel(s.sel, shown.T),
+    };
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
-    const order = onlyHover ? ['lines'] : ['head', 'lines', 'model', 'steps'];
+    const onlySel = changed && [...changed].every((k) => k === 'hover' || k === 'sel'); // dims rows, draws the strip and lines
+    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout'];
+    // compare mode, two lengths: the second sentence's head view beside the first's
+    const sideBySide = base.compare && !base.compare.same;
     for (const name of order) {
       const el = targets[name];
-      if (!el || el.hidden || !opts[name]) continue;
+      if (!el || !opts[name] || (name === 'headB' ? !sideBySide : el.hidden)) continue;
       if (!onlyHover) { // each view in a task of its own, apart from the one that brought the result
         await nextTask();
         if (token !== renderToken) return;
       }
       const t0 = performance.now();
-      VIEWS[name].render(el, r, {
-        ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim,
+      const pieces = name === 'steps'; // QKᵀ and the mask are per piece: the steps view keeps the piece run
+      VIEWS[name].render(el, pieces ? r : shown, {
+        ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(name === 'headB' ? { item: 1, win: null } : {}),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
         onMove: (dl, dh) => {
           const now = store.get();
           store.update({ layer: Math.max(0, Math.min(r.L - 1, now.layer + dl)), head: Math.max(0, Math.min(r.H - 1, now.head + dh)) });
         },
-        onZoom: (win) => store.update({ win: win ? { ...win, T: r.T } : null }),
+        ...(pieces && !samePieces ? { win: null, sel: [] } : {}),
+        onZoom: (win) => store.update({ win: win ? { ...win, T: shown.T, words: s.words } : null }),
+        onSelect: (sel) => store.update({ sel }),
         onHover: (cell) => store.update({ hover: cell }),
+        onKnock: (layer, headIdx) => {
+          const key = `${layer}:${headIdx}`, off = store.get().off;
+          store.update({ off: off.includes(key) ? off.filter((k) => k !== key) : [...off, key].sort((a, b) => a.split(':')[0] - b.split(':')[0] || a.split(':')[1] - b.split(':')[1]) });
+        },
       });
       measure(`attnscope:${name}`, t0); // per-view cost, for the benchmark and DevTools
     }
     store.update({ rendered: r.id + ':' + token });
   }
 
-  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed'];
-  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion'];
+  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words'];
+  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText'];
+  const SHOW_KEYS = ['metric', 'table', 'rollout']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
-    if (RUN_KEYS.some((k) => changed.has(k))) run();
+    if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !runHas(s.run, s))) run();
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
   });
 

@@ -23,7 +23,21 @@ export const INTENT_DEFAULTS = {
   sentences: ['The animal didn\'t cross the street because it was too tired.'],
   pair: '', mask: 'padding', batch: false, layer: 3, head: 1, item: 0, // L3H1: "it" → "animal"
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
+  // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
+  // knocked-out heads ("layer:head", sorted), a second sentence to compare with
+  metric: '', table: false, rollout: false, off: [], compare: false,
+  compareText: 'The trophy didn\'t fit in the suitcase because it was too small.',
+  // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
+  // views merge WordPiece pieces into words (web/words.js)
+  sel: [], words: false,
 };
+/** The head metrics (src/analysis/heads.rs), with what the page calls them. */
+export const METRICS = {
+  entropy: 'entropy (nats)', to_cls: 'attention to [CLS]', to_sep: 'attention to [SEP]', to_self: 'attention to itself',
+  to_prev: 'attention to the previous token', to_next: 'attention to the next token', distance: 'mean distance (tokens)',
+};
+/** The first sentence of compare mode, when the sentence box holds no minimal pair of its own. */
+export const COMPARE_FIRST = 'The trophy didn\'t fit in the suitcase because it was too big.';
 export const MASKS = ['padding', 'causal', 'none'];
 export const ENGINES = ['auto', 'cpu', 'gpu'];
 export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];

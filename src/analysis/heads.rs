@@ -7,8 +7,12 @@
 //! * `to_prev` = mean over q ∈ Q with q−1 ∈ Q of p(q,q−1); `to_next` = mean over q ∈ Q with
 //!   q+1 ∈ Q of p(q,q+1) (0 when no query has such a neighbour)
 //! * `distance` = mean over q ∈ Q of Σ_k p(q,k)·|q−k| (in tokens)
+//!
+//! With the scores `s` that softmax turned into `p`, `ln p(q,k) = s(q,k) − lse(q)` and
+//! `lse(q) = s(q,m) − ln p(q,m)` for the row's largest `p(q,m)`, so a row's entropy is
+//! `s(q,m) − ln p(q,m) − Σ_k p(q,k)·s(q,k)`: one logarithm a row instead of one a cell.
 
-use ndarray::{Array2, Axis};
+use ndarray::{s, Array2};
 
 use super::ItemAttention;
 
@@ -46,23 +50,45 @@ impl HeadMetrics {
         };
         let (cls, sep) = (marks(item.special.cls), marks(item.special.sep));
         let mut out = [(); 7].map(|_| Array2::<f32>::zeros((l, h)));
+        let t = item.valid.len();
         for (li, layer) in item.attention.outer_iter().enumerate() {
             for (hi, head) in layer.outer_iter().enumerate() {
+                let head = head.as_standard_layout(); // (T, T), contiguous rows
+                let p = head.as_slice().expect("standard layout");
+                let s_head = item.scores.map(|sc| sc.slice_move(s![li, hi, .., ..]));
+                let s_head = s_head.as_ref().map(|v| v.as_standard_layout());
+                let scores = s_head
+                    .as_ref()
+                    .map(|v| v.as_slice().expect("standard layout"));
                 // sums over queries, and how many queries each sum has
                 let mut sum = [0f64; 7];
                 let (mut n_prev, mut n_next) = (0usize, 0usize);
                 for &q in &real {
-                    let row = head.index_axis(Axis(0), q);
-                    let mut entropy = 0f64;
-                    let mut distance = 0f64;
-                    for (k, &p) in row.iter().enumerate() {
-                        let p = p as f64;
-                        if p > 0.0 {
-                            entropy -= p * p.ln();
-                        }
-                        distance += p * q.abs_diff(k) as f64;
+                    let row = &p[q * t..(q + 1) * t];
+                    // per row in f32, summed over rows in f64
+                    let mut distance = 0f32;
+                    for (k, &pk) in row.iter().enumerate() {
+                        distance += pk * q.abs_diff(k) as f32;
                     }
-                    sum[0] += entropy;
+                    let entropy = match scores {
+                        Some(sc) => {
+                            let s_row = &sc[q * t..(q + 1) * t];
+                            let (m, &pm) = row
+                                .iter()
+                                .enumerate()
+                                .max_by(|a, b| a.1.total_cmp(b.1))
+                                .expect("a row has keys");
+                            // masked keys have p = 0 and a finite score: they add nothing
+                            let ps: f32 = row.iter().zip(s_row).map(|(&pk, &sk)| pk * sk).sum();
+                            s_row[m] - pm.ln() - ps
+                        }
+                        None => row
+                            .iter()
+                            .filter(|&&pk| pk > 0.0)
+                            .map(|&pk| -pk * pk.ln())
+                            .sum(),
+                    };
+                    sum[0] += entropy as f64;
                     sum[1] += cls.iter().map(|&k| row[k] as f64).sum::<f64>();
                     sum[2] += sep.iter().map(|&k| row[k] as f64).sum::<f64>();
                     sum[3] += row[q] as f64;
@@ -74,7 +100,7 @@ impl HeadMetrics {
                         sum[5] += row[q + 1] as f64;
                         n_next += 1;
                     }
-                    sum[6] += distance;
+                    sum[6] += distance as f64;
                 }
                 let n = real.len();
                 let counts = [n, n, n, n, n_prev, n_next, n];

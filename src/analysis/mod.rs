@@ -13,7 +13,7 @@ pub mod pooling;
 pub mod rollout;
 
 pub use heads::HeadMetrics;
-pub use pooling::{cosine, sentence_embedding};
+pub use pooling::sentence_embedding;
 pub use rollout::rollout;
 
 /// The ids of the tokenizer's sentence markers (`[CLS]` and `[SEP]` for BERT), as its
@@ -30,6 +30,9 @@ pub struct SpecialIds {
 /// * `attention`: `(L, H, T, T)`; `ids`, `valid`: `(T,)`
 pub struct ItemAttention<'a> {
     pub attention: ndarray::ArrayView4<'a, f32>,
+    /// `(L, H, T, T)`, the scores `QKᵀ/√d_k` softmax turned into `attention`, when kept: with
+    /// them a row's entropy needs one logarithm, not one a cell (see [`heads`]).
+    pub scores: Option<ndarray::ArrayView4<'a, f32>>,
     pub ids: ndarray::ArrayView1<'a, u32>,
     pub valid: ndarray::ArrayView1<'a, bool>,
     pub special: SpecialIds,

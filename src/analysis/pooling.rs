@@ -22,15 +22,3 @@ pub fn sentence_embedding(hidden: ArrayView2<f32>, valid: ArrayView1<bool>) -> A
     let norm = sum.dot(&sum).sqrt().max(1e-12);
     sum.mapv(|x| (x / norm) as f32)
 }
-
-/// Cosine similarity of two vectors (0 when either is zero).
-pub fn cosine(a: ArrayView1<f32>, b: ArrayView1<f32>) -> f32 {
-    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
-    let na: f64 = a.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        (dot / (na * nb)) as f32
-    }
-}

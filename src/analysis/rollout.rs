@@ -19,11 +19,21 @@ pub fn rollout(item: &ItemAttention) -> Array2<f32> {
     let mut r: Option<Array2<f64>> = None;
     for layer in item.attention.outer_iter() {
         // Â = 0.5·mean_h(A) + 0.5·I over the real tokens, rows renormalised
-        let mean = layer.mean_axis(Axis(0)).expect("a layer has heads"); // (T, T)
-        let mut a = Array2::<f64>::from_shape_fn((n, n), |(i, j)| {
-            0.5 * mean[[real[i], real[j]]] as f64 + if i == j { 0.5 } else { 0.0 }
-        });
-        for mut row in a.outer_iter_mut() {
+        let heads = layer.len_of(Axis(0)) as f64;
+        let mut a = Array2::<f64>::zeros((n, n));
+        for head in layer.outer_iter() {
+            let head = head.as_standard_layout(); // (T, T)
+            let p = head.as_slice().expect("standard layout");
+            for (i, &qi) in real.iter().enumerate() {
+                let row = &p[qi * t..(qi + 1) * t];
+                for (aij, &kj) in a.row_mut(i).iter_mut().zip(&real) {
+                    *aij += row[kj] as f64;
+                }
+            }
+        }
+        a.mapv_inplace(|x| 0.5 * x / heads);
+        for (i, mut row) in a.outer_iter_mut().enumerate() {
+            row[i] += 0.5;
             let sum = row.sum();
             if sum > 0.0 {
                 row /= sum;

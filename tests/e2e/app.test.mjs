@@ -448,3 +448,224 @@ test('a second visit starts without downloading the model again', async () => {
   assert.equal(seen.filter((u) => u.endsWith('model.safetensors')).length, n, 'the model came from the browser\'s cache');
   await ctx.close();
 });
+
+/** The head view's heatmap colour at the centre of every visible cell: [q][k] → [r, g, b]. */
+const heatPixels = (page) => page.evaluate(() => {
+  const c = document.querySelector('#head-view .heat');
+  const d = c.dataset, r = c.width / parseFloat(c.style.width), ctx = c.getContext('2d');
+  return Array.from({ length: +d.n }, (_, q) => Array.from({ length: +d.n }, (_, k) => Array.from(ctx.getImageData(Math.round((+d.x0 + (k + 0.5) * +d.cell) * r), Math.round((+d.y0 + (q + 0.5) * +d.cell) * r), 1, 1).data).slice(0, 3)));
+});
+/** Waits until the head view has drawn `names` as its selected rows (none: no selection). */
+const selDrawn = (page, names) => page.waitForFunction((n) => {
+  const label = document.querySelector('#head-view .heat')?.getAttribute('aria-label') ?? '';
+  return n ? label.endsWith(`; selected rows: ${n}`) : !label.includes('selected rows');
+}, names, { timeout: 60000 });
+/** Where query token q's label is in the head view (the row labels left of the cells). */
+async function rowLabel(page, q) {
+  const { g, y } = await headCell(page, q, 0);
+  const box = await page.locator('#head-view .overlay').boundingBox();
+  return { x: box.x + +g.x0 / 2, y };
+}
+const meanRows = (rows) => rows[0].map((_, k) => rows.reduce((a, r) => a + r[k], 0) / rows.length);
+const maxAbs = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+
+test('selecting query tokens: only their rows at full colour, their mean as a strip, in the link; Esc clears', async () => {
+  const text = 'the cat sat on the mat';
+  const p = await open(`#e=cpu&s=${encodeURIComponent(text)}&l=2&h=5`, { width: 1280, height: 800, scale: 2 });
+  const { page } = p;
+  const want = cli(['--', text]).results[0];
+  await resultFor(page, want.tokens.join(' '));
+  await allDrawn(page);
+  const before = await heatPixels(page);
+  // a click on a query token's label keeps only its row
+  let at = await rowLabel(page, 2);
+  await page.mouse.click(at.x, at.y);
+  await selDrawn(page, 'cat');
+  let sel = await page.evaluate(() => window.attnscope.selection);
+  assert.deepEqual(sel.rows, [2]);
+  assert.ok(maxAbs(sel.combined, Array.from(want.attention[2][5][2])) <= 1e-4, 'the strip is the CLI\'s row');
+  const after = await heatPixels(page);
+  for (let q = 0; q < before.length; q++) {
+    for (let k = 0; k < before.length; k++) {
+      const [b, a] = [before[q][k], after[q][k]];
+      if (q === 2) assert.ok(b.every((v, c) => Math.abs(v - a[c]) <= 2), `the selected row keeps its colour (${q}, ${k}: ${b} → ${a})`);
+      else assert.ok(a.every((v, c) => v >= b[c] - 2 && v >= 190), `an unselected row is faded (${q}, ${k}: ${b} → ${a})`);
+    }
+  }
+  // shift-click adds a token: the mean of the two rows
+  at = await rowLabel(page, 4);
+  await page.keyboard.down('Shift');
+  await page.mouse.click(at.x, at.y);
+  await page.keyboard.up('Shift');
+  await selDrawn(page, 'cat, on');
+  sel = await page.evaluate(() => window.attnscope.selection);
+  assert.deepEqual(sel.rows, [2, 4]);
+  assert.ok(maxAbs(sel.combined, meanRows([2, 4].map((q) => Array.from(want.attention[2][5][q])))) <= 1e-4, 'the strip is the mean of the CLI\'s rows');
+  assert.ok(Math.abs(sel.combined.reduce((a, b) => a + b, 0) - 1) <= 1e-5, 'the strip sums to 1');
+  await page.waitForFunction(() => location.hash.includes('q=2,4'));
+  // the strip: under the heatmap's columns, labelled with its strongest keys, values on hover
+  const strip = await page.evaluate(() => {
+    const b = (s) => document.querySelector(s).getBoundingClientRect();
+    const st = document.querySelector('#head-view .sel-strip');
+    return { strip: b('#head-view .sel-strip'), heat: b('#head-view .heat'), label: st.getAttribute('aria-label'), hidden: st.hidden, tools: document.querySelector('#head-view .sel-label').textContent };
+  });
+  assert.equal(strip.hidden, false);
+  assert.ok(Math.abs(strip.strip.left - strip.heat.left) < 0.5 && Math.abs(strip.strip.width - strip.heat.width) < 0.5, 'the strip spans the heatmap\'s columns');
+  assert.ok(strip.strip.top >= strip.heat.bottom && strip.strip.top - strip.heat.bottom < 12, 'the strip sits right under the heatmap');
+  assert.match(strip.label, /^selected cat \+ on \(mean of 2 rows\): strongest keys [^,]+ 0\.\d\d, [^,]+ 0\.\d\d, [^,]+ 0\.\d\d$/);
+  assert.equal(strip.tools, 'selected: cat + on');
+  const g = await page.evaluate(() => ({ ...document.querySelector('#head-view .heat').dataset }));
+  await page.mouse.move(strip.strip.x + +g.x0 + 3.5 * +g.cell, strip.strip.y + strip.strip.height / 2);
+  await page.waitForSelector('#head-view .tooltip:not([hidden])');
+  assert.equal(await page.textContent('#head-view .tooltip'), `cat + on → sat: ${sel.combined[3].toFixed(4)}`);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'selection-1280.png') });
+  await page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'selection-head.png') });
+  // shift-click on a selected token removes it (the element screenshot may have scrolled the page)
+  at = await rowLabel(page, 4);
+  await page.keyboard.down('Shift');
+  await page.mouse.click(at.x, at.y);
+  await page.keyboard.up('Shift');
+  await selDrawn(page, 'cat');
+  // the link restores the selection
+  await page.keyboard.down('Shift');
+  await page.mouse.click(at.x, at.y);
+  await page.keyboard.up('Shift');
+  await page.waitForFunction(() => location.hash.includes('q=2,4'));
+  const link = await page.evaluate(() => location.hash.replace('q=2,4', 'q=2,4,99')); // 99: past T, clamped away
+  const again = await open(link, { width: 390, height: 844, scale: 2 });
+  await resultFor(again.page, want.tokens.join(' '));
+  await selDrawn(again.page, 'cat, on');
+  assert.deepEqual(await again.page.evaluate(() => window.attnscope.selection.rows), [2, 4]);
+  await again.page.waitForFunction(() => location.hash.includes('q=2,4&') || location.hash.endsWith('q=2,4'));
+  const fits = await again.page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, strip: document.querySelector('#head-view .sel-strip').getBoundingClientRect().right }));
+  assert.ok(fits.scroll <= 390 && fits.strip <= 390, `the strip fits a phone (${JSON.stringify(fits)})`);
+  await again.page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'selection-390.png') });
+  assertClean(again);
+  await again.page.close();
+  // Escape clears; so does the button
+  await page.mouse.move(2, 2);
+  await page.keyboard.press('Escape');
+  await selDrawn(page, null);
+  assert.equal(await page.evaluate(() => window.attnscope.selection), null);
+  await page.waitForFunction(() => !location.hash.includes('q='));
+  assert.equal(await page.isVisible('#head-view .sel-strip'), false);
+  // from the keyboard: Enter selects the cursor's row
+  await page.focus('#head-view .overlay');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Enter');
+  await selDrawn(page, 'the');
+  await page.click('#head-view .sel-clear');
+  await selDrawn(page, null);
+  // a query token in the line view selects it; its lines only
+  const box = await page.locator('#lines-view canvas').boundingBox();
+  const step = (box.height - 12) / want.tokens.length;
+  await page.mouse.click(box.x + 12, box.y + 6 + 3.5 * step);
+  await selDrawn(page, 'sat');
+  assert.deepEqual(await page.evaluate(() => window.attnscope.selection.rows), [3]);
+  await page.mouse.move(2, 2);
+  await page.waitForFunction(() => /lines of the selected "sat"/.test(document.querySelector('#lines-view .lines-note').textContent));
+  await page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'selection-lines.png') });
+  // new tokens drop the selection
+  await page.fill('#sentence', 'a different sentence');
+  await resultFor(page, '[CLS] a different sentence [SEP]');
+  assert.equal(await page.evaluate(() => window.attnscope.store.get().sel.length), 0);
+  await page.waitForFunction(() => !location.hash.includes('q='));
+  assertClean(p);
+  await page.close();
+});
+
+/** Word groups of WordPiece tokens, written independently of web/words.js: `##x` joins the token before. */
+function wordGroups(tokens) {
+  const words = [];
+  tokens.forEach((t, i) => {
+    if (t.startsWith('##') && words.length) { words[words.length - 1].label += t.slice(2); words[words.length - 1].pieces.push(i); }
+    else words.push({ label: t, pieces: [i] });
+  });
+  return words;
+}
+/** A piece-level head as words: to a word the sum over its pieces, from a word the mean. */
+const wordHead = (A, words) => words.map((wq) => words.map((wk) => wq.pieces.reduce((a, q) => a + wk.pieces.reduce((b, k) => b + A[q][k], 0), 0) / wq.pieces.length));
+
+test('"words" merges WordPiece pieces in the attention views: sum to a word, mean from a word; off restores the pieces', async () => {
+  const text = 'The tokenizer splits unbelievably long words';
+  const p = await open(`#e=cpu&s=${encodeURIComponent(text)}&l=1&h=3`, { width: 1280, height: 800, scale: 2 });
+  const { page } = p;
+  const want = cli(['--', text]).results[0];
+  assert.ok(want.tokens.includes('##izer') && want.tokens.includes('##bly'), `the sentence has word pieces: ${want.tokens.join(' ')}`);
+  await resultFor(page, want.tokens.join(' '));
+  await allDrawn(page);
+  const words = wordGroups(want.tokens);
+  await page.check('#words');
+  await page.waitForFunction((n) => window.attnscope.words?.tokens.length === n && document.querySelector('#head-view .heat').dataset.t === String(n), words.length);
+  await page.waitForFunction(() => location.hash.includes('words=1'));
+  const got = await page.evaluate(() => {
+    const w = window.attnscope.words;
+    return { tokens: w.tokens, pieces: w.pieces, attention: w.attention.map((l) => l.map((h) => h.map((r) => Array.from(r)))), result: window.attnscope.result.tokens };
+  });
+  assert.deepEqual(got.tokens, ['[CLS]', 'the', 'tokenizer', 'splits', 'unbelievably', 'long', 'words', '[SEP]']);
+  assert.deepEqual(got.pieces, words.map((w) => w.pieces));
+  assert.deepEqual(got.result, want.tokens, 'window.attnscope.result keeps the word pieces');
+  let worst = 0, worstSum = 0;
+  want.attention.forEach((heads, l) => heads.forEach((A, h) => {
+    const W = wordHead(A, words);
+    W.forEach((row, q) => {
+      worst = Math.max(worst, maxAbs(got.attention[l][h][q], row));
+      worstSum = Math.max(worstSum, Math.abs(got.attention[l][h][q].reduce((a, b) => a + b, 0) - 1));
+    });
+  }));
+  console.log(`words vs the CLI's pieces merged: max |Δ| = ${worst.toExponential(2)}, rows sum to 1 within ${worstSum.toExponential(2)}`);
+  assert.ok(worst <= 1e-4, `a word cell differs from the sum/mean of the CLI's pieces by ${worst}`);
+  assert.ok(worstSum <= 1e-5, `a word row sums to 1 within ${worstSum}`);
+  // the grid, head and line views show words; the steps keep the pieces
+  await page.waitForFunction(() => {
+    const s = window.attnscope.store.get();
+    return document.getElementById('model-view').dataset.drawn?.split('|')[0] === `${s.run.id}w`
+      && [...document.querySelectorAll('#steps-view figure canvas')].every((c) => c.dataset.n === String(s.run.T));
+  });
+  const grid = await page.evaluate(() => document.querySelector('#model-view canvas[data-layer="1"][data-head="3"]').getAttribute('aria-label'));
+  assert.doesNotMatch(grid, /##/, 'the grid names words');
+  assert.match(await page.textContent('#steps-caption'), /per word piece/);
+  // a word selection is over words
+  const at = await rowLabel(page, 4);
+  await page.mouse.click(at.x, at.y);
+  await selDrawn(page, 'unbelievably');
+  const sel = await page.evaluate(() => window.attnscope.selection);
+  assert.ok(maxAbs(sel.combined, wordHead(want.attention[1][3], words)[4]) <= 1e-4);
+  await page.mouse.move(2, 2);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'words-1280.png') });
+  await page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'words-head.png') });
+  const phone = await open(await page.evaluate(() => location.hash), { width: 390, height: 844, scale: 2 });
+  await phone.page.waitForFunction((n) => document.querySelector('#head-view .heat')?.dataset.t === String(n), words.length);
+  await selDrawn(phone.page, 'unbelievably');
+  assert.ok(await phone.page.evaluate(() => document.documentElement.scrollWidth) <= 390);
+  await phone.page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'words-390.png') });
+  await phone.page.locator('#model-panel').screenshot({ path: path.join(ARTIFACTS, 'words-390-grid.png') });
+  assertClean(phone);
+  await phone.page.close();
+  // off: the pieces again (the selected word becomes its pieces)
+  await page.uncheck('#words');
+  await page.waitForFunction((n) => window.attnscope.words === null && document.querySelector('#head-view .heat').dataset.t === String(n), want.tokens.length);
+  await page.waitForFunction(() => !location.hash.includes('words='));
+  assert.deepEqual(await page.evaluate(() => window.attnscope.selection.rows), [5, 6, 7, 8, 9]);
+  // a padded batch: each sentence merges its own pieces
+  const texts = ['unbelievably long', 'The tokenizer splits words'];
+  const batch = cli(['--', ...texts]).results;
+  await page.keyboard.press('Escape');
+  await page.check('#words');
+  await page.check('#batch-mode');
+  await page.fill('#batch', texts.join('\n'));
+  await page.waitForFunction(() => window.attnscope.result.batch.length === 2 && window.attnscope.words?.tokens[1] === 'unbelievably');
+  for (const b of [0, 1]) {
+    if (b) { await page.selectOption('#item', '1'); await page.waitForFunction(() => window.attnscope.words.tokens[2] === 'tokenizer'); }
+    const w = wordGroups(batch[b].tokens);
+    const g2 = await page.evaluate(() => ({ tokens: window.attnscope.words.tokens, A: Array.from(window.attnscope.words.attention[0][0].flatMap((r) => Array.from(r))), T: window.attnscope.words.tokens.length }));
+    assert.deepEqual(g2.tokens.slice(0, w.length), w.map((x) => x.label));
+    assert.ok(g2.tokens.slice(w.length).every((t) => t === '[PAD]'));
+    const exp = wordHead(batch[b].attention[0][0], w);
+    let d = 0;
+    exp.forEach((row, q) => row.forEach((v, k) => { d = Math.max(d, Math.abs(v - g2.A[q * g2.T + k])); }));
+    assert.ok(d <= 1e-4, `batch item ${b}: words differ from the CLI's merged pieces by ${d}`);
+  }
+  assertClean(p);
+  await page.close();
+});

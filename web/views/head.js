@@ -1,11 +1,14 @@
 // The head view: one head's T × T attention, large, with token labels on both axes (queries are
 // rows, keys columns). Zoom (buttons, + − 0 keys, ctrl+wheel) and pan (drag) keep any length up
 // to 512 readable. The heatmap is a pixel buffer drawn once per input; hover and the keyboard
-// cursor redraw only the overlay canvas above it.
+// cursor redraw only the overlay canvas above it. Clicking a query token (a row label; shift-click
+// adds or removes one, Enter on the keyboard cursor's row) keeps only the selected rows at full
+// colour and shows their mean as a 1 × T strip under the columns.
 
-import { scale, pixels } from '../colour.js';
-import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, drawCrosshair } from '../canvas.js';
+import { scale, pixels, MASKED } from '../colour.js';
+import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, drawCrosshair, hatchPattern } from '../canvas.js';
 import * as legend from './legend.js';
+import { pick, combine, topKeys } from '../select.js';
 
 const MIN_N = 4;
 
@@ -20,11 +23,13 @@ function build(target) {
         <button type="button" class="zoom-fit">fit</button>
         <span class="zoom-label muted"></span>
       </span>
+      <span class="sel-tools" hidden><span class="sel-label"></span> <button type="button" class="sel-clear" title="show every row again (Esc)">clear selection</button></span>
     </div>
     <div class="stage">
       <canvas class="heat" role="img"></canvas>
-      <canvas class="overlay" tabindex="0" aria-label="focused head; arrow keys move a cursor over the cells, + and − zoom, 0 fits"></canvas>
+      <canvas class="overlay" tabindex="0" aria-label="focused head; arrow keys move a cursor over the cells, + and − zoom, 0 fits, Enter selects the cursor's row (shift+Enter adds it), Escape clears the selection"></canvas>
     </div>
+    <canvas class="sel-strip" role="img" aria-label="the selected query rows' mean (nothing selected)" hidden></canvas>
     <div class="legend"></div>
     <div class="tooltip" role="tooltip" hidden></div>
     <div class="readout sr-only" aria-live="polite"></div>`;
@@ -47,6 +52,37 @@ function build(target) {
   target.querySelector('.zoom-in').onclick = () => zoomTo(want().n / 2, v().cursor);
   target.querySelector('.zoom-out').onclick = () => zoomTo(want().n * 2, v().cursor);
   target.querySelector('.zoom-fit').onclick = () => zoomTo(Infinity);
+  // selecting query rows: the latest selection asked for, until the next render draws it
+  const select = (q, add) => {
+    const next = q === null ? [] : pick(target._sel ?? v().opts.sel ?? [], q, add);
+    target._sel = next;
+    v().opts.onSelect?.(next);
+  };
+  target.querySelector('.sel-clear').onclick = () => select(null);
+  /** The query row whose label is under a point (CSS pixels), or null. */
+  const labelRow = (g, x, y) => {
+    const q = Math.floor((y - g.y0) / g.cell) + g.q0;
+    return x >= 0 && x < g.x0 && y >= g.y0 && q < g.q0 + g.n ? q : null;
+  };
+  let down = null;
+  overlay.addEventListener('pointerdown', (e) => { down = { x: e.clientX, y: e.clientY }; });
+  overlay.addEventListener('click', (e) => {
+    const moved = down && Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4; // a drag, not a click
+    const q = labelRow(v().g, ...local(e));
+    if (q !== null && !moved) select(q, e.shiftKey);
+  });
+  const strip = target.querySelector('.sel-strip');
+  strip.addEventListener('mousemove', (e) => {
+    const { g, strip: st, tokens } = v();
+    const tip = target.querySelector('.tooltip');
+    const k = Math.floor((e.clientX - strip.getBoundingClientRect().left - g.x0) / g.cell) + g.k0;
+    if (!st || k < g.k0 || k >= g.k0 + g.n) { tip.hidden = true; return; }
+    tip.textContent = `${st.name} → ${tokens[k]}: ${fmtP(st.combined[k])}${st.mask && !st.mask[k] ? ' (masked)' : ''}`;
+    tip.style.left = `${e.clientX + 12}px`;
+    tip.style.top = `${e.clientY + 12}px`;
+    tip.hidden = false;
+  });
+  strip.addEventListener('mouseleave', () => { target.querySelector('.tooltip').hidden = true; });
   let drag = null;
   overlay.addEventListener('pointerdown', (e) => {
     if (v().g.n >= v().run.T) return;
@@ -63,7 +99,11 @@ function build(target) {
       if (next.q0 !== g.q0 || next.k0 !== g.k0) opts.onZoom?.(next);
       return;
     }
-    hover(target, cellAt(g, ...local(e)), e.clientX, e.clientY);
+    const [x, y] = local(e);
+    const q = labelRow(g, x, y);
+    overlay.style.cursor = q !== null ? 'pointer' : '';
+    if (q !== null) labelTip(target, q, e.clientX, e.clientY);
+    else hover(target, cellAt(g, x, y), e.clientX, e.clientY);
   });
   overlay.addEventListener('mouseleave', () => hover(target, null));
   overlay.addEventListener('wheel', (e) => {
@@ -86,14 +126,17 @@ function build(target) {
     } else if (e.key === '+' || e.key === '=') { e.preventDefault(); zoomTo(want().n / 2, v().cursor); }
     else if (e.key === '-') { e.preventDefault(); zoomTo(want().n * 2, v().cursor); }
     else if (e.key === '0') { e.preventDefault(); zoomTo(Infinity); }
+    else if (e.key === 'Enter' && v().cursor) { e.preventDefault(); select(v().cursor.q, e.shiftKey); }
+    else if (e.key === 'Escape' && (v().opts.sel ?? []).length) { e.preventDefault(); select(null); }
   });
 }
 
 const fmtP = (p) => p.toFixed(4);
 
 /** "query → key: p", and what the mask did to the cell. */
-export function describe({ tokens, values, mask, run }, { q, k }) {
+export function describe({ tokens, values, mask, run, diff }, { q, k }) {
   const p = values[q * run.T + k];
+  if (diff) return `${tokens[q]} → ${tokens[k]}: ΔA ${p >= 0 ? '+' : ''}${fmtP(p)} (second sentence − first)`;
   return mask && !mask[q * run.T + k]
     ? `${tokens[q]} → ${tokens[k]}: ${fmtP(p)} (masked: −∞ before softmax)`
     : `${tokens[q]} → ${tokens[k]}: ${fmtP(p)}`;
@@ -115,20 +158,117 @@ function hover(target, cell, clientX, clientY) {
   v.opts.onHover?.(cell);
 }
 
+/** Over a row label: what a click does. */
+function labelTip(target, q, clientX, clientY) {
+  const v = target._view;
+  v.hoverCell = null;
+  drawCrosshair(v.overlayCtx, v.g, v.cursor);
+  const tip = target.querySelector('.tooltip');
+  const on = (v.opts.sel ?? []).includes(q);
+  tip.textContent = `${v.tokens[q]}: click to keep only its row, shift-click to ${on ? 'remove it from' : 'add it to'} the selection`;
+  tip.style.left = `${clientX + 12}px`;
+  tip.style.top = `${clientY + 12}px`;
+  tip.hidden = false;
+  v.opts.onHover?.(null);
+}
+
+/** The selected tokens in a few words: "it", "it + was", "it + was + … (5 rows)". */
+function selName(tokens, rows) {
+  const names = rows.slice(0, 3).map((q) => tokens[q]);
+  return rows.length > 3 ? `${names.join(' + ')} + … (${rows.length} rows)` : names.join(' + ');
+}
+
+/** The rows outside `sel` faded (the selected ones stay at full colour), their labels marked. */
+function dimRows(ctx, g, sel, tokens) {
+  const on = new Set(sel);
+  ctx.fillStyle = 'rgba(255, 255, 255, 0.78)';
+  for (let i = 0; i < g.n;) { // one rect a run of unselected rows: no seams between them
+    if (on.has(g.q0 + i)) { i++; continue; }
+    let j = i;
+    while (j < g.n && !on.has(g.q0 + j)) j++;
+    ctx.fillRect(g.x0, g.y0 + i * g.cell, g.size, (j - i) * g.cell);
+    i = j;
+  }
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  ctx.font = `600 ${g.fontPx}px system-ui, sans-serif`;
+  for (const q of sel) {
+    if (q < g.q0 || q >= g.q0 + g.n) continue;
+    const y = g.y0 + (q - g.q0) * g.cell;
+    ctx.clearRect(0, y, g.x0 - 1, g.cell);
+    ctx.fillStyle = '#fde68a';
+    ctx.fillRect(0, y, g.x0 - 1, Math.max(g.cell, 1));
+    if (g.showLabels) {
+      ctx.fillStyle = '#111827';
+      ctx.fillText(tokens[q], g.x0 - 4, y + g.cell / 2, g.x0 - 6);
+    }
+  }
+}
+
+/**
+ * The selected rows' mean as a 1 × n strip under the heatmap's columns (same x0, cell and
+ * window), masked keys hatched, values written when a cell is wide enough.
+ */
+function drawStrip(canvas, g, st, sc, size, tokens) {
+  const h = Math.round(Math.max(18, Math.min(30, g.cell)));
+  const ctx = fit(canvas, size, h + 2);
+  ctx.clearRect(0, 0, size, h + 2);
+  const img = new ImageData(g.n, 1);
+  for (let j = 0; j < g.n; j++) {
+    const k = g.k0 + j;
+    const rgb = st.mask && !st.mask[k] ? MASKED : sc.table[sc.index(st.combined[k])];
+    img.data.set([...rgb, 255], 4 * j);
+  }
+  ctx.drawImage(bitmap(img), 0, 0, g.n, 1, g.x0, 1, g.size, h);
+  if (st.mask && g.cell >= 5) {
+    ctx.fillStyle = hatchPattern(ctx);
+    for (let j = 0; j < g.n; j++) if (!st.mask[g.k0 + j]) ctx.fillRect(g.x0 + j * g.cell, 1, g.cell, h);
+  }
+  ctx.strokeStyle = '#9ca3af';
+  ctx.lineWidth = 1;
+  ctx.strokeRect(g.x0 - 0.5, 0.5, g.size + 1, h + 1);
+  ctx.textBaseline = 'middle';
+  if (g.cell >= 28) {
+    ctx.font = '10px system-ui, sans-serif';
+    ctx.textAlign = 'center';
+    for (let j = 0; j < g.n; j++) {
+      const p = st.combined[g.k0 + j];
+      if (st.mask && !st.mask[g.k0 + j]) continue;
+      const [r, gr, b] = sc.table[sc.index(p)];
+      ctx.fillStyle = r * 0.3 + gr * 0.59 + b * 0.11 > 140 ? '#111827' : '#fff';
+      ctx.fillText(p.toFixed(2).replace(/^0/, ''), g.x0 + (j + 0.5) * g.cell, 1 + h / 2);
+    }
+  }
+  if (g.x0 >= 30) {
+    ctx.font = `600 ${Math.min(g.fontPx, 12)}px system-ui, sans-serif`;
+    ctx.textAlign = 'right';
+    ctx.fillStyle = '#111827';
+    ctx.fillText(st.rows.length > 1 ? `mean of ${st.rows.length}` : tokens[st.rows[0]], g.x0 - 4, 1 + h / 2, g.x0 - 6);
+  }
+  const top = topKeys(st.combined, 3, st.mask).map(({ k, p }) => `${tokens[k]} ${p.toFixed(2)}`).join(', ');
+  canvas.setAttribute('aria-label', `selected ${st.name}${st.rows.length > 1 ? ` (mean of ${st.rows.length} rows)` : ''}: strongest keys ${top}`);
+}
+
 /**
  * `run`: the result contract. `opts`: {item, layer, head, scale: 'absolute' | 'head', win:
- * {q0, k0, n} | null, fontPx, maxHeight, onZoom(win), onHover(cell)}.
+ * {q0, k0, n} | null, fontPx, maxHeight, sel: number[] (selected query rows, sorted), onZoom(win),
+ * onHover(cell), onSelect(sel)}.
  */
 export function render(target, run, opts) {
   if (!target.querySelector('.stage')) build(target);
   target._want = null; // what was asked for is drawn now
+  target._sel = null;
   const { item, layer, head } = opts;
+  const sel = (opts.sel ?? []).filter((q) => q < run.T);
   const T = run.T;
-  const values = run.head(item, layer, head);
+  // comparing two sentences of one length: ΔA = second − first, on a diverging scale
+  const diff = opts.compare?.same ? opts.compare : null;
+  const values = diff ? diff.delta(layer, head) : run.head(item, layer, head);
   const mask = run.maskOf(item);
   const tokens = run.results[item].tokens;
-  const sc = scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
-  const imgKey = [run.id, item, layer, head, opts.scale].join('|');
+  const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
+    : scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
+  const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');
   const prev = target._view;
   const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask));
   const width = Math.max(120, target.clientWidth || 480);
@@ -136,20 +276,30 @@ export function render(target, run, opts) {
   const g = matrixGeometry({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
-  const drawKey = [imgKey, size, g.q0, g.k0, g.n, g.fontPx, g.showLabels].join('|');
+  const drawKey = [imgKey, size, g.q0, g.k0, g.n, g.fontPx, g.showLabels, sel.join(',')].join('|');
   const minPx = Math.ceil((g.n * size) / g.size) + 1; // at least one device pixel per row
   if (prev?.drawKey !== drawKey) {
     const ctx = fit(heat, size, size, minPx);
     drawMatrix(ctx, g, { img, tokens, mask });
+    if (sel.length) dimRows(ctx, g, sel, tokens);
     Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, t: T, labels: g.showLabels });
-    heat.setAttribute('aria-label', `layer ${layer}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)`);
+    heat.setAttribute('aria-label', `layer ${layer}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
     legend.render(target.querySelector('.legend'), sc, { masked: true });
   }
   const overlayCtx = fit(overlay, size, size); // outlines only: the screen's pixels are enough
   target.querySelector('.stage').style.height = `${size}px`;
   target.querySelector('.focus-label').textContent = `layer ${layer}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);
+  // the selected rows, summed and renormalised: a strip under the columns
+  const comb = sel.length ? combine(values, mask, T, sel) : null;
+  const st = comb && { ...comb, name: selName(tokens, comb.rows) };
+  const strip = target.querySelector('.sel-strip');
+  strip.hidden = !st;
+  if (st && (prev?.drawKey !== drawKey || strip.dataset.key !== drawKey)) drawStrip(strip, g, st, sc, size, tokens);
+  strip.dataset.key = st ? drawKey : '';
+  target.querySelector('.sel-tools').hidden = !st;
+  target.querySelector('.sel-label').textContent = st ? `selected: ${st.name}` : '';
   const cursor = prev && prev.run.T === T ? prev.cursor : null;
-  target._view = { run, opts, g, img, imgKey, drawKey, tokens, values, mask, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
+  target._view = { run, opts, g, img, imgKey, drawKey, tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
   drawCrosshair(overlayCtx, g, target._view.hoverCell ?? cursor);
 }

@@ -1,8 +1,10 @@
 // The line view: queries on the left, keys on the right, a line per weight (opacity = weight).
 // It shows the head view's token window; long windows are thinned to their strongest lines,
-// and hovering a token (here or in the head view) shows only that token's lines.
+// and hovering a token (here or in the head view) shows only that token's lines. Clicking a
+// query token (shift-click adds or removes one) selects it: only the selected tokens' lines.
 
 import { fit } from '../canvas.js';
+import { pick } from '../select.js';
 
 const MAX_ROWS = 64;     // more rows than this: the view follows the head view's zoom window
 const MAX_LINES = 1500;  // the strongest lines of a long window
@@ -16,16 +18,27 @@ function build(target) {
     const r = c.getBoundingClientRect();
     const i = Math.floor((e.clientY - r.top - v.top) / v.step);
     const q = i >= 0 && i < v.n ? v.q0 + i : -1;
+    c.style.cursor = q >= 0 && e.clientX - r.left <= v.xl + 8 ? 'pointer' : '';
     if (q !== v.hoverRow) { v.hoverRow = q; v.opts.onHover?.(q >= 0 ? { q, k: null } : null); }
+  });
+  c.addEventListener('click', (e) => { // a query token (the left column) selects its row
+    const v = target._view;
+    const r = c.getBoundingClientRect();
+    const i = Math.floor((e.clientY - r.top - v.top) / v.step);
+    if (i < 0 || i >= v.n || e.clientX - r.left > v.xl + 8) return;
+    target._sel = pick(target._sel ?? v.opts.sel ?? [], v.q0 + i, e.shiftKey);
+    v.opts.onSelect?.(target._sel);
   });
   c.addEventListener('mouseleave', () => { target._view.hoverRow = -1; target._view.opts.onHover?.(null); });
 }
 
 /**
- * `opts`: {item, layer, head, win: {q0, k0, n} | null, hover: {q} | null, height, fontPx, onHover}.
+ * `opts`: {item, layer, head, win: {q0, k0, n} | null, hover: {q} | null, sel: number[] (selected
+ * query rows, sorted), height, fontPx, onHover(cell), onSelect(sel)}.
  */
 export function render(target, run, opts) {
   if (!target.querySelector('canvas')) build(target);
+  target._sel = null; // what was asked for is drawn now
   const T = run.T;
   const values = run.head(opts.item, opts.layer, opts.head);
   const tokens = run.results[opts.item].tokens;
@@ -43,15 +56,17 @@ export function render(target, run, opts) {
   const xl = labelW, xr = width - labelW;
   const hoverQ = opts.hover?.q ?? null;
   const only = hoverQ !== null && hoverQ >= q0 && hoverQ < q0 + n ? hoverQ : null;
+  const sel = new Set((opts.sel ?? []).filter((q) => q < T)); // hovering a token shows its lines; else the selection's
+  const picked = only !== null ? new Set([only]) : sel.size ? sel : null;
   // the lines to draw: every weight ≥ 1% of a short window, the strongest of a long one
   const cand = [];
   const floor = n <= 24 ? 0.01 : 0.05;
   for (let i = 0; i < n; i++) {
     const q = q0 + i;
-    if (only !== null && q !== only) continue;
+    if (picked && !picked.has(q)) continue;
     for (let j = 0; j < n; j++) {
       const w = values[q * T + k0 + j];
-      if (w >= (only !== null ? 0.005 : floor)) cand.push([w, i, j]);
+      if (w >= (picked ? 0.005 : floor)) cand.push([w, i, j]);
     }
   }
   let drawn = cand;
@@ -68,8 +83,12 @@ export function render(target, run, opts) {
     ctx.font = `${font}px system-ui, sans-serif`;
     ctx.textBaseline = 'middle';
     for (let i = 0; i < n; i++) {
-      ctx.fillStyle = only === q0 + i ? '#b45309' : '#1f2937';
-      ctx.textAlign = 'right'; ctx.fillText(tokens[q0 + i], xl - 6, top + (i + 0.5) * step, labelW - 8);
+      const q = q0 + i, chosen = sel.has(q);
+      if (chosen) { ctx.fillStyle = '#fde68a'; ctx.fillRect(0, top + i * step, xl - 2, step); }
+      ctx.font = `${chosen ? '600 ' : ''}${font}px system-ui, sans-serif`;
+      ctx.fillStyle = only === q ? '#b45309' : sel.size && !chosen ? '#8b919c' : '#1f2937';
+      ctx.textAlign = 'right'; ctx.fillText(tokens[q], xl - 6, top + (i + 0.5) * step, labelW - 8);
+      ctx.font = `${font}px system-ui, sans-serif`;
       ctx.fillStyle = '#1f2937';
       ctx.textAlign = 'left'; ctx.fillText(tokens[k0 + i], xr + 6, top + (i + 0.5) * step, labelW - 8);
     }
@@ -77,8 +96,9 @@ export function render(target, run, opts) {
   const notes = [];
   if (n < T) notes.push(`tokens ${q0}–${q0 + n - 1} of ${T} (zoom or drag the head view to move)`);
   if (drawn.length < cand.length) notes.push(`the ${MAX_LINES} strongest lines`);
-  notes.push(only !== null ? `lines of "${tokens[only]}"` : `weights ≥ ${floor}`);
+  const selIn = [...sel].filter((q) => q >= q0 && q < q0 + n);
+  notes.push(only !== null ? `lines of "${tokens[only]}"` : sel.size ? `lines of the selected ${selIn.map((q) => `"${tokens[q]}"`).join(', ') || 'tokens (outside this window)'} (Esc clears)` : `weights ≥ ${floor}`);
   target.querySelector('.lines-note').textContent = notes.join(' · ');
   target.querySelector('canvas').setAttribute('aria-label', `line view of layer ${opts.layer}, head ${opts.head}: queries on the left, keys on the right`);
-  target._view = { opts, q0, n, step, top, hoverRow: target._view?.hoverRow ?? -1 };
+  target._view = { opts, q0, n, step, top, xl, hoverRow: target._view?.hoverRow ?? -1 };
 }

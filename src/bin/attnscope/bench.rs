@@ -1,13 +1,18 @@
 //! `attnscope bench`: ms per forward pass at several sequence lengths, on the CPU engine and,
 //! unless `--backend cpu`, the GPU engine (its time split into upload, compute and read-back),
-//! each timed through a [`Runner`] as `attention` runs it.
+//! each timed through a [`Runner`] as `attention` runs it; and what reading the heads (head
+//! summaries and rollout, `--head-metrics --rollout`) adds to a CPU pass.
+
+use web_time::Instant;
 
 use std::path::Path;
 use std::sync::Arc;
 
+use attnscope::analysis::{rollout, HeadMetrics};
 use attnscope::engine::gpu::GpuTiming;
 use attnscope::engine::{BackendChoice, Runner, TraceOptions};
 use attnscope::model::Encoded;
+use attnscope::report::item_attention;
 use attnscope::{Error, Mask, MaskKind, Model};
 use ndarray::s;
 
@@ -66,8 +71,8 @@ pub fn run(
         println!("{}", g.describe());
     }
     println!(
-        "{:>7} {:>10} | {:>10} {:>10} {:>10} {:>10}",
-        "tokens", "cpu ms", "gpu ms", "upload", "compute", "read-back"
+        "{:>7} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10} {:>10}",
+        "tokens", "cpu ms", "+metrics", "+rollout", "gpu ms", "upload", "compute", "read-back"
     );
     for &t in lengths {
         if t < 2 || t > max.min(full.len()) {
@@ -83,7 +88,33 @@ pub fn run(
                 .collect()
         };
         let cpu_ms = median(time(&cpu)?.iter().map(|r| r.elapsed_ms).collect());
-        let mut line = format!("{t:>7} {cpu_ms:>10.2} |");
+        // the passes the analyses read keep the scores, as the page's runs and `--head-metrics` do
+        let cpu_runs = (0..iters)
+            .map(|_| pollster::block_on(cpu.forward(&input, &mask, &TraceOptions::with_scores())))
+            .collect::<Result<Vec<_>, _>>()?;
+        // head summaries and rollout of the pass, as `--head-metrics --rollout` add them
+        let special = model.tokenizer.special_ids();
+        let timed = |f: &dyn Fn(&attnscope::engine::Run)| {
+            median(
+                cpu_runs
+                    .iter()
+                    .map(|r| {
+                        let start = Instant::now();
+                        f(r);
+                        start.elapsed().as_secs_f64() * 1e3
+                    })
+                    .collect(),
+            )
+        };
+        let metrics_ms = timed(&|r| {
+            std::hint::black_box(HeadMetrics::of(&item_attention(
+                &r.trace, &input, 0, special,
+            )));
+        });
+        let rollout_ms = timed(&|r| {
+            std::hint::black_box(rollout(&item_attention(&r.trace, &input, 0, special)));
+        });
+        let mut line = format!("{t:>7} {cpu_ms:>10.2} {metrics_ms:>10.2} {rollout_ms:>10.2} |");
         if let Some(g) = &gpu {
             let timings: Vec<GpuTiming> = time(g)?
                 .into_iter()

@@ -127,7 +127,8 @@ pub fn main() -> ExitCode {
             mask.into(),
             pair.as_deref(),
             &TraceOptions {
-                scores,
+                // the head summaries read the scores too (one logarithm a row, not a cell)
+                scores: scores || head_metrics,
                 head_mask: head_mask.unwrap_or_default(),
             },
             ReportOptions {

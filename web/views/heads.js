@@ -1,0 +1,109 @@
+// The heads table: every head's summaries (src/analysis/heads.rs: entropy, attention to [CLS],
+// [SEP], itself, the previous and next token, mean distance), sortable by any column, each cell
+// tinted on its column's scale. Click a row to focus the head; alt-click knocks it out.
+
+import { metricScale, css } from '../colour.js';
+import { METRICS } from '../store.js';
+
+const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_self: '→self', to_prev: '→prev', to_next: '→next', distance: 'distance' };
+
+function build(target) {
+  target.replaceChildren();
+  target.classList.add('heads-view');
+  const note = document.createElement('p');
+  note.className = 'muted heads-note';
+  const wrap = document.createElement('div');
+  wrap.className = 'table-wrap';
+  const table = document.createElement('table');
+  table.className = 'heads-table';
+  const thead = table.createTHead().insertRow();
+  for (const [key, label] of [['layer', 'layer'], ['head', 'head'], ...Object.keys(METRICS).map((m) => [m, SHORT[m]])]) {
+    const th = document.createElement('th');
+    th.scope = 'col';
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.dataset.sort = key;
+    b.textContent = label;
+    b.title = METRICS[key] ? `sort by ${METRICS[key]}` : `sort by ${key}`;
+    th.append(b);
+    thead.append(th);
+  }
+  table.createTBody();
+  wrap.append(table);
+  target.append(note, wrap);
+  target._sort = { key: 'layer', desc: false };
+  table.tHead.addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-sort]');
+    if (!b) return;
+    const s = target._sort;
+    target._sort = { key: b.dataset.sort, desc: s.key === b.dataset.sort ? !s.desc : b.dataset.sort !== 'layer' && b.dataset.sort !== 'head' };
+    target._drawn = null;
+    render(target, target._run, target._opts);
+  });
+  table.tBodies[0].addEventListener('click', (e) => {
+    const tr = e.target.closest('tr[data-layer]');
+    if (!tr) return;
+    if (e.altKey) target._opts.onKnock?.(+tr.dataset.layer, +tr.dataset.head);
+    else target._opts.onFocus?.(+tr.dataset.layer, +tr.dataset.head);
+  });
+}
+
+/**
+ * `run`: the result contract (with head metrics); `opts`: {item, layer, head, off: Set of
+ * "layer:head", onFocus(layer, head), onKnock(layer, head)}.
+ */
+export function render(target, run, opts) {
+  if (!target.querySelector('.heads-table')) build(target);
+  target._run = run;
+  target._opts = opts;
+  const names = Object.keys(METRICS);
+  const note = target.querySelector('.heads-note');
+  const body = target.querySelector('tbody');
+  if (!run.metric(opts.item, names[0])) {
+    note.textContent = 'Computing the head summaries…';
+    return;
+  }
+  const { key: sortKey, desc } = target._sort;
+  const key = [run.id, opts.item, sortKey, desc, [...opts.off].join(',')].join('|');
+  if (target._drawn !== key) {
+    target._drawn = key;
+    const cols = names.map((m) => {
+      const v = run.metric(opts.item, m);
+      let lo = Infinity, hi = -Infinity;
+      for (const x of v) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+      return { m, v, sc: metricScale(lo, hi, METRICS[m]) };
+    });
+    const rows = [];
+    for (let l = 0; l < run.L; l++) for (let h = 0; h < run.H; h++) rows.push({ l, h, i: l * run.H + h });
+    const val = (r) => (sortKey === 'layer' ? r.l * 1e4 + r.h : sortKey === 'head' ? r.h * 1e4 + r.l : run.metric(opts.item, sortKey)[r.i]);
+    rows.sort((a, b) => (desc ? val(b) - val(a) : val(a) - val(b)));
+    const trs = rows.map(({ l, h, i }) => {
+      const tr = document.createElement('tr');
+      tr.dataset.layer = l;
+      tr.dataset.head = h;
+      const th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = l;
+      const td = document.createElement('td');
+      td.textContent = h;
+      tr.append(th, td);
+      for (const { m, v, sc } of cols) {
+        const c = document.createElement('td');
+        const rgb = sc.table[sc.index(v[i])];
+        c.textContent = v[i].toFixed(3);
+        c.dataset.metric = m;
+        c.style.background = css(rgb);
+        c.style.color = rgb[0] * 0.3 + rgb[1] * 0.59 + rgb[2] * 0.11 > 140 ? '#111' : '#fff';
+        tr.append(c);
+      }
+      if (opts.off.has(`${l}:${h}`)) { tr.classList.add('off'); tr.title = 'knocked out'; }
+      return tr;
+    });
+    body.replaceChildren(...trs);
+    for (const b of target.querySelectorAll('th button')) {
+      b.parentElement.setAttribute('aria-sort', b.dataset.sort === sortKey ? (desc ? 'descending' : 'ascending') : 'none');
+    }
+    note.textContent = `${run.L * run.H} heads of sentence ${opts.item + 1}, means over its ${run.results[opts.item].length} real tokens. Click a column to sort, a row to focus the head, alt-click to knock it out.`;
+  }
+  for (const tr of body.rows) tr.classList.toggle('focused', +tr.dataset.layer === opts.layer && +tr.dataset.head === opts.head);
+}
