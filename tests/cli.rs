@@ -355,3 +355,81 @@ fn bench_on_the_cpu_prints_one_row_per_length() {
         assert!(row[1].parse::<f64>().unwrap() > 0.0, "{stdout}");
     }
 }
+
+#[test]
+fn reading_the_heads_adds_its_fields_and_leaves_the_rest() {
+    let (code, json, _) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--head-metrics",
+        "--rollout",
+        "--sentence-embedding",
+        "--head-mask",
+        "0:1,5:11",
+        "--",
+        "time flies like an arrow",
+        "hi",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json["head_mask"], serde_json::json!([[0, 1], [5, 11]]));
+    let r = &json["results"][1];
+    assert_eq!(r["length"], 3, "hi: [CLS] hi [SEP], then padding");
+    assert_eq!(dims(&r["attention"]), [6, 12, 7, 7]);
+    let metrics = r["head_metrics"].as_object().unwrap();
+    let names: Vec<&str> = metrics.keys().map(String::as_str).collect();
+    for name in [
+        "entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+        assert_eq!(dims(&metrics[name]), [6, 12], "{name}");
+    }
+    assert_eq!(dims(&r["rollout"]), [7, 7]);
+    assert_eq!(
+        r["rollout"][5][5], 0.0,
+        "padding rows and columns of the rollout are 0"
+    );
+    assert_eq!(dims(&r["sentence_embedding"]), [384]);
+    let norm: f64 = r["sentence_embedding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap().powi(2))
+        .sum();
+    assert!((norm - 1.0).abs() < 1e-5, "L2-normalised: {norm}");
+    // without the flags, none of it
+    let (_, plain, _) = attnscope(&["attention", "--model", &minilm(), "--", "hi"]);
+    for key in ["head_metrics", "rollout", "sentence_embedding"] {
+        assert!(plain["results"][0].get(key).is_none(), "{key}");
+    }
+    assert!(plain.get("head_mask").is_none());
+}
+
+#[test]
+fn a_head_mask_naming_a_missing_head_is_an_error() {
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--head-mask",
+        "6:0",
+        "--",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("head 6:0 does not exist") && err.contains("6 layers of 12 heads"),
+        "{err}"
+    );
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--head-mask",
+        "zero",
+        "--",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("expected LAYER:HEAD"), "{err}");
+}

@@ -18,8 +18,8 @@ function build(target) {
     <div class="rollout-bars">
       <label>query token <select class="rollout-query"></select></label>
       <span class="bar-key"><span class="swatch rollout"></span> rollout <span class="swatch last"></span> last layer</span>
-      <canvas class="bars" role="img"></canvas>
     </div>
+    <canvas class="bars" role="img"></canvas>
     <p class="rollout-note muted"></p>`;
   target._q = 0;
   target.querySelector('.rollout-query').addEventListener('change', (e) => {
