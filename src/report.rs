@@ -1,10 +1,13 @@
 //! The one result contract, shared by the CLI (`attnscope attention`, through `serde_json`) and
 //! the browser (`src/wasm.rs`, through `serde-wasm-bindgen`, tensors as typed arrays):
 //!
-//! `{"model", "backend", "mask", "head_mask"?: [[layer, head]…], "results": [{"text", "pair"?,
-//!   "tokens", "token_ids", "length", "truncated", "attention": [L][H][T][T], "hidden"?: [T][D],
-//!   "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?: {name: [L][H]},
-//!   "rollout"?: [T][T], "sentence_embedding"?: [D]}]}`
+//! `{"model", "backend", "mask", "head_mask"?: [[layer, head]…], "scale"?: "none", "results":
+//!   [{"text", "pair"?, "tokens", "token_ids", "length", "truncated", "attention": [L][H][T][T],
+//!   "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?:
+//!   {name: [L][H]}, "rollout"?: [T][T], "sentence_embedding"?: [D], "hidden_states"?:
+//!   [L+1][T][D], "layer_trace"?: {"layer", "embeddings"?: {"word", "position", "token_type",
+//!   "sum", "normed"}, "input", "q", "k", "v", "context", "attention_output", "intermediate",
+//!   "output"}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]}}]}`
 //!
 //! The page's `window.attnscope.result` is one item of `results` with the same field names and
 //! shapes, plus the run's `model`, `backend`, `fallback` and `elapsed_ms`.
@@ -13,7 +16,8 @@ use ndarray::{s, Array2, ArrayViewD, Axis};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use crate::analysis::{rollout, sentence_embedding, HeadMetrics, ItemAttention, SpecialIds};
-use crate::engine::Trace;
+use crate::engine::cpu::CrossAttention;
+use crate::engine::{EmbeddingTrace, LayerTrace, ScoreScale, Trace};
 use crate::masks::MaskKind;
 use crate::model::{Activation, Encoded, LayerNormOrder, Model};
 
@@ -54,6 +58,82 @@ impl Serialize for HeadMetrics {
             map.serialize_entry(name, &Nested(values.view().into_dyn()))?;
         }
         map.end()
+    }
+}
+
+impl Serialize for CrossAttention {
+    /// `{"layer", "queries": [n_q], "keys": [n_k], "attention": [H][n_q][n_k]}`
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(4))?;
+        map.serialize_entry("layer", &self.layer)?;
+        map.serialize_entry("queries", &self.queries)?;
+        map.serialize_entry("keys", &self.keys)?;
+        map.serialize_entry("attention", &Nested(self.attention.view().into_dyn()))?;
+        map.end()
+    }
+}
+
+/// One text's embeddings, step by step (item `b` of an [`EmbeddingTrace`]).
+///
+/// # Shapes
+/// * every field `[T][D]`
+#[derive(serde::Serialize)]
+pub struct ItemEmbeddings<'a> {
+    pub word: Nested<'a, f32>,
+    pub position: Nested<'a, f32>,
+    pub token_type: Nested<'a, f32>,
+    pub sum: Nested<'a, f32>,
+    pub normed: Nested<'a, f32>,
+}
+
+impl<'a> ItemEmbeddings<'a> {
+    pub fn new(e: &'a EmbeddingTrace, b: usize) -> Self {
+        let item = |a: &'a ndarray::Array3<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
+        Self {
+            word: item(&e.word),
+            position: item(&e.position),
+            token_type: item(&e.token_type),
+            sum: item(&e.sum),
+            normed: item(&e.normed),
+        }
+    }
+}
+
+/// One text's layer trace (item `b` of a [`LayerTrace`], which says what each value is).
+///
+/// # Shapes
+/// * `input`, `q`, `k`, `v`, `attention_output`, `output`: `[T][D]`
+/// * `context`: `[T][H·d_v]`; `intermediate`: `[T][intermediate_size]`
+#[derive(serde::Serialize)]
+pub struct ItemLayerTrace<'a> {
+    pub layer: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<ItemEmbeddings<'a>>,
+    pub input: Nested<'a, f32>,
+    pub q: Nested<'a, f32>,
+    pub k: Nested<'a, f32>,
+    pub v: Nested<'a, f32>,
+    pub context: Nested<'a, f32>,
+    pub attention_output: Nested<'a, f32>,
+    pub intermediate: Nested<'a, f32>,
+    pub output: Nested<'a, f32>,
+}
+
+impl<'a> ItemLayerTrace<'a> {
+    pub fn new(t: &'a LayerTrace, b: usize) -> Self {
+        let item = |a: &'a ndarray::Array3<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
+        Self {
+            layer: t.layer,
+            embeddings: t.embeddings.as_ref().map(|e| ItemEmbeddings::new(e, b)),
+            input: item(&t.input),
+            q: item(&t.q),
+            k: item(&t.k),
+            v: item(&t.v),
+            context: item(&t.context),
+            attention_output: item(&t.attention_output),
+            intermediate: item(&t.intermediate),
+            output: item(&t.output),
+        }
     }
 }
 
@@ -134,7 +214,7 @@ pub struct ItemReport<'a> {
     /// `[T][D]`
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden: Option<Nested<'a, f32>>,
-    /// `[L][H][T][T]`, `QKᵀ/√d_k` before the mask.
+    /// `[L][H][T][T]`, `QKᵀ/√d_k` (`QKᵀ` under `"scale": "none"`) before the mask.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scores: Option<Nested<'a, f32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +230,15 @@ pub struct ItemReport<'a> {
     /// `[D]`
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sentence_embedding: Option<Vec<f32>>,
+    /// `[L+1][T][D]`: the embeddings' output, then every layer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden_states: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer_trace: Option<ItemLayerTrace<'a>>,
+    /// From the pair's second sentence to its first, each encoded alone
+    /// ([`crate::engine::cpu::cross_attention`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_attention: Option<CrossAttention>,
 }
 
 /// The whole report.
@@ -164,7 +253,15 @@ pub struct Report<'a> {
     /// The heads knocked out of the forward pass, `[layer, head]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub head_mask: Vec<[usize; 2]>,
+    /// What the scores were divided by: absent for `√d_k` (the default), `"none"` for the
+    /// unscaled ablation.
+    #[serde(skip_serializing_if = "is_sqrt_dk")]
+    pub scale: ScoreScale,
     pub results: Vec<ItemReport<'a>>,
+}
+
+fn is_sqrt_dk(s: &ScoreScale) -> bool {
+    *s == ScoreScale::SqrtDk
 }
 
 impl<'a> Report<'a> {
@@ -211,6 +308,15 @@ impl<'a> Report<'a> {
                     .filter(|_| opts.scores)
                     .map(|sc| Nested(sc.slice(s![b, .., .., .., ..]).into_dyn())),
                 logits: trace.logits.as_ref().map(|l| l.row(b).to_vec()),
+                hidden_states: trace
+                    .hidden_states
+                    .as_ref()
+                    .map(|hs| Nested(hs.index_axis(Axis(0), b).into_dyn())),
+                layer_trace: trace
+                    .layer_trace
+                    .as_ref()
+                    .map(|lt| ItemLayerTrace::new(lt, b)),
+                cross_attention: None,
             })
             .collect();
         Self {
@@ -219,6 +325,7 @@ impl<'a> Report<'a> {
             fallback: None,
             mask,
             head_mask: vec![],
+            scale: ScoreScale::SqrtDk,
             results,
         }
     }
@@ -242,6 +349,8 @@ pub struct RunInfo<'a> {
     pub items: Vec<ItemInput<'a>>,
     /// The heads knocked out of the forward pass, `[layer, head]`.
     pub head_mask: Vec<[usize; 2]>,
+    /// What the scores were divided by: `"sqrt_dk"` or `"none"`.
+    pub scale: ScoreScale,
     /// The names of the head metrics beside the run (`headMetrics`, `(B, metric, L, H)`), in
     /// that order; empty when none were asked for.
     pub head_metrics: &'static [&'static str],

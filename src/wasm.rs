@@ -11,7 +11,7 @@ use wasm_bindgen::prelude::*;
 use web_time::Instant;
 
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
-use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, TraceOptions};
+use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, ScoreScale, TraceOptions};
 use crate::masks::{Mask, MaskKind};
 use crate::model::{limits, Encoded, Model, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
 use crate::report::{item_attention, ItemInput, ModelInfo, RunInfo};
@@ -62,12 +62,15 @@ impl std::str::FromStr for Engine {
 }
 
 /// What a run changes and computes beyond the attention (`run`'s last argument; every field
-/// optional): `{headMask: "L:H,…", headMetrics: bool, rollout: bool, sentenceEmbedding: bool}`.
-/// The analyses cost time at long inputs, so the page asks only for what it shows.
+/// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", headMetrics: bool, rollout:
+/// bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every layer's scores undivided by
+/// √d_k (the ablation; default `"sqrt_dk"`). The analyses cost time at long inputs, so the page
+/// asks only for what it shows.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 struct RunOptions {
     head_mask: String,
+    scale: ScoreScale,
     head_metrics: bool,
     rollout: bool,
     sentence_embedding: bool,
@@ -200,6 +203,8 @@ impl Session {
         let opts = TraceOptions {
             scores: true,
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
+            scale: options.scale,
+            ..TraceOptions::default()
         };
         let run = self.forward(engine, &input, &mask, &opts).await?;
         let t = &run.trace;
@@ -215,6 +220,7 @@ impl Session {
             shape: [shape[0], shape[1], shape[2], shape[3], shape[4]],
             items: ItemInput::all(&texts, pair.as_deref(), &input),
             head_mask: opts.head_mask.pairs().map(|(l, h)| [l, h]).collect(),
+            scale: opts.scale,
             head_metrics: if options.head_metrics { &METRICS } else { &[] },
         };
         let o = Object::new();

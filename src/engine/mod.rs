@@ -7,7 +7,7 @@ pub mod gpu;
 mod trace;
 
 pub use backend::{BackendChoice, Run, Runner};
-pub use trace::{HeadMask, Trace, TraceOptions};
+pub use trace::{EmbeddingTrace, HeadMask, LayerTrace, ScoreScale, Trace, TraceOptions};
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;
@@ -17,6 +17,9 @@ use crate::model::{Config, Encoded};
 pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<()> {
     opts.head_mask
         .check(c.num_hidden_layers, c.num_attention_heads)?;
+    if let Some(layer) = opts.layer_trace {
+        check_layer("layer trace", layer, c)?;
+    }
     let (b, t) = input.ids.dim();
     if b == 0 || t == 0 {
         return Err(Error::Input("empty batch".into()));
@@ -58,4 +61,16 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
         });
     }
     Ok(())
+}
+
+/// Refuses a layer the model does not have; `what` names the option that asked for it.
+pub fn check_layer(what: &str, layer: usize, c: &Config) -> Result<()> {
+    if layer < c.num_hidden_layers {
+        return Ok(());
+    }
+    Err(Error::Input(format!(
+        "{what}: layer {layer} does not exist: the model has {} layers (0-based: 0 to {})",
+        c.num_hidden_layers,
+        c.num_hidden_layers - 1
+    )))
 }

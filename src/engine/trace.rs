@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ndarray::{s, Array2, Array3, Array5};
+use ndarray::{s, Array2, Array3, Array4, Array5};
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;
@@ -85,14 +85,44 @@ impl std::fmt::Display for HeadMask {
     }
 }
 
+/// What the attention scores are divided by before softmax.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoreScale {
+    /// `QKᵀ/√d_k`: the transformer's scaled dot product.
+    #[default]
+    SqrtDk,
+    /// `QKᵀ` unscaled: the ablation that shows softmax saturate into near one-hot rows.
+    None,
+}
+
+impl ScoreScale {
+    /// The factor the dot products are multiplied by for keys of width `d_k`.
+    pub fn factor(self, d_k: usize) -> f32 {
+        match self {
+            Self::SqrtDk => 1.0 / (d_k as f32).sqrt(),
+            Self::None => 1.0,
+        }
+    }
+}
+
 /// What to change in the forward pass and what to keep beyond the attention probabilities and
 /// final hidden states.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct TraceOptions {
-    /// Keep the scaled scores `QKᵀ/√d_k` of every layer and head (before the mask).
+    /// Keep the scores (`QKᵀ` times the [`ScoreScale`] factor) of every layer and head (before
+    /// the mask).
     pub scores: bool,
     /// Heads knocked out (see [`HeadMask`]).
     pub head_mask: HeadMask,
+    /// What every layer divides its scores by.
+    pub scale: ScoreScale,
+    /// Keep every layer's output and the embeddings ([`Trace::hidden_states`]).
+    pub hidden_states: bool,
+    /// Keep the intermediate values of this layer (0-based; [`LayerTrace`]).
+    pub layer_trace: Option<usize>,
 }
 
 impl TraceOptions {
@@ -105,12 +135,60 @@ impl TraceOptions {
     }
 }
 
+/// The embeddings' steps over a padded batch: `normed = LayerNorm(word + position + token_type)`.
+///
+/// # Shapes
+/// * every field `(B, T, D)`; `position` is row `t` of the position table at token `t`
+#[derive(Debug, Clone)]
+pub struct EmbeddingTrace {
+    pub word: Array3<f32>,
+    pub position: Array3<f32>,
+    pub token_type: Array3<f32>,
+    pub sum: Array3<f32>,
+    /// The embeddings' output: what enters layer 0.
+    pub normed: Array3<f32>,
+}
+
+/// One encoder layer's intermediate values over a padded batch, named as HF's `BertLayer` names
+/// its modules.
+///
+/// * post-LN (BERT): `attention_output = LN₁(input + W_o·context)` (what `BertAttention`
+///   returns), `output = LN₂(attention_output + dense₂(intermediate))`
+/// * pre-LN: `attention_output = input + W_o·context` (no norm: the residual stream),
+///   `output = attention_output + dense₂(intermediate)`; `q`, `k`, `v` project `LN₁(input)` and
+///   `intermediate` is `act(dense₁(LN₂(attention_output)))`
+///
+/// # Shapes
+/// * `input`, `q`, `k`, `v`, `attention_output`, `output`: `(B, T, D)`; `q`, `k`, `v` are the
+///   linear projections before the split into heads
+/// * `context`: `(B, T, H·d_v)`, the heads' outputs concatenated before `W_o` (a knocked-out
+///   head's slice is zero)
+/// * `intermediate`: `(B, T, intermediate_size)`, after the activation
+/// * `embeddings`: for layer 0 only, see [`EmbeddingTrace`]
+#[derive(Debug, Clone)]
+pub struct LayerTrace {
+    /// 0-based.
+    pub layer: usize,
+    pub embeddings: Option<EmbeddingTrace>,
+    pub input: Array3<f32>,
+    pub q: Array3<f32>,
+    pub k: Array3<f32>,
+    pub v: Array3<f32>,
+    pub context: Array3<f32>,
+    pub attention_output: Array3<f32>,
+    pub intermediate: Array3<f32>,
+    pub output: Array3<f32>,
+}
+
 /// A traced forward pass over a padded batch.
 ///
 /// # Shapes
 /// * `attention`: `(B, L, H, T, T)`, `[batch][layer][head][query][key]`
-/// * `scores`: `(B, L, H, T, T)` when requested, before the mask
+/// * `scores`: `(B, L, H, T, T)` when requested, before the mask (scaled as [`TraceOptions::scale`] says)
 /// * `hidden`: `(B, T, D)`, the last layer's output
+/// * `hidden_states`: `(B, L+1, T, D)` when requested: the embeddings' output, then every
+///   layer's (HF's `output_hidden_states`)
+/// * `layer_trace`: one layer's intermediate values when requested, see [`LayerTrace`]
 /// * `logits`: `(B, num_labels)` when the checkpoint has a [CLS] classification head
 /// * `mask`: `(B, T, T)`, the mask that was applied
 #[derive(Debug, Clone)]
@@ -118,6 +196,8 @@ pub struct Trace {
     pub attention: Array5<f32>,
     pub scores: Option<Array5<f32>>,
     pub hidden: Array3<f32>,
+    pub hidden_states: Option<Array4<f32>>,
+    pub layer_trace: Option<LayerTrace>,
     pub logits: Option<Array2<f32>>,
     pub mask: Mask,
 }

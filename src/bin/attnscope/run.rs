@@ -2,7 +2,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use attnscope::engine::{BackendChoice, HeadMask, Runner, TraceOptions};
+use attnscope::engine::{cpu, BackendChoice, HeadMask, Runner, ScoreScale, TraceOptions};
 use attnscope::report::{Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -71,7 +71,7 @@ enum Command {
         /// Include the final hidden states [T][D].
         #[arg(long)]
         hidden: bool,
-        /// Include the scaled scores QKᵀ/√d_k [L][H][T][T] (before the mask).
+        /// Include the scaled scores QKᵀ/√d_k [L][H][T][T] (before the mask; QKᵀ with --no-scale).
         #[arg(long)]
         scores: bool,
         /// Include each head's summaries ("head_metrics": entropy, to_cls, to_sep, to_self,
@@ -89,6 +89,23 @@ enum Command {
         /// layer feels it; their own attention is still reported. 0-based LAYER:HEAD pairs.
         #[arg(long, value_name = "L:H[,L:H…]", value_parser = parse_head_mask)]
         head_mask: Option<HeadMask>,
+        /// Do not divide the scores by √d_k in any layer (the ablation that shows softmax
+        /// saturate); the JSON says "scale": "none".
+        #[arg(long)]
+        no_scale: bool,
+        /// Include every layer's output [L+1][T][D], the embeddings' first (HF's
+        /// output_hidden_states). On the GPU backend, computed by the CPU engine.
+        #[arg(long)]
+        hidden_states: bool,
+        /// Include one layer's intermediate values ("layer_trace": input, q, k, v, context,
+        /// attention_output, intermediate, output; the embeddings' steps for layer 0), 0-based.
+        /// On the GPU backend, computed by the CPU engine.
+        #[arg(long, value_name = "LAYER")]
+        layer_trace: Option<usize>,
+        /// Include the attention [H][n_q][n_k] of LAYER (0-based) from the pair's second sentence
+        /// (queries) to the first (keys), each encoded alone; computed by the CPU engine.
+        #[arg(long, value_name = "LAYER", requires = "pair")]
+        cross_attention: Option<usize>,
         #[arg(required = true, num_args = 1..)]
         texts: Vec<String>,
     },
@@ -120,6 +137,10 @@ pub fn main() -> ExitCode {
             rollout,
             sentence_embedding,
             head_mask,
+            no_scale,
+            hidden_states,
+            layer_trace,
+            cross_attention,
             texts,
         } => attention(
             &model,
@@ -130,7 +151,15 @@ pub fn main() -> ExitCode {
                 // the head summaries read the scores too (one logarithm a row, not a cell)
                 scores: scores || head_metrics,
                 head_mask: head_mask.unwrap_or_default(),
+                scale: if no_scale {
+                    ScoreScale::None
+                } else {
+                    ScoreScale::SqrtDk
+                },
+                hidden_states,
+                layer_trace,
             },
+            cross_attention,
             ReportOptions {
                 hidden,
                 scores,
@@ -164,12 +193,14 @@ fn parse_head_mask(s: &str) -> Result<HeadMask, String> {
     HeadMask::parse(s).map_err(|e| e.to_string())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn attention(
     dir: &std::path::Path,
     backend: BackendArg,
     mask_kind: MaskKind,
     pair: Option<&str>,
     opts: &TraceOptions,
+    cross_attention: Option<usize>,
     report_opts: ReportOptions,
     texts: &[String],
 ) -> Result<(), Error> {
@@ -203,6 +234,12 @@ fn attention(
     );
     report.fallback = run.fallback.as_deref();
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
+    report.scale = opts.scale;
+    if let (Some(layer), Some(second)) = (cross_attention, pair) {
+        for (item, first) in report.results.iter_mut().zip(texts) {
+            item.cross_attention = Some(cpu::cross_attention(model, first, second, layer, opts)?);
+        }
+    }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     serde_json::to_writer(&mut out, &report).map_err(|e| Error::Input(e.to_string()))?;
     writeln!(out)

@@ -3,13 +3,15 @@
 use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, Axis};
 
 use super::ops::{linear, softmax_in_place};
+use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::model::weights::AttentionWeights;
 
-/// Every step of `softmax(QKᵀ/√d_k + mask)·V`, kept for the visualiser.
+/// Every step of `softmax(QKᵀ/√d_k + mask)·V` (or of `softmax(QKᵀ + mask)·V`, unscaled), kept
+/// for the visualiser.
 ///
 /// # Shapes
-/// * `scores`: `(n_q, n_k)`, `QKᵀ/√d_k` before the mask
+/// * `scores`: `(n_q, n_k)`, `QKᵀ/√d_k` (or `QKᵀ`) before the mask
 /// * `probs`: `(n_q, n_k)`, after `masked_fill(-inf)` and `softmax`; rows sum to 1, masked cells are 0
 /// * `output`: `(n_q, d_v)`
 #[derive(Debug, Clone)]
@@ -19,8 +21,8 @@ pub struct Attention {
     pub output: Array2<f32>,
 }
 
-/// Scaled dot-product attention. `d_k` may differ from `d_v` and `n_q` from `n_k`
-/// (encoder–decoder cross-attention).
+/// Scaled dot-product attention, `softmax(QKᵀ/√d_k + mask)·V`. `d_k` may differ from `d_v`
+/// and `n_q` from `n_k` (encoder–decoder cross-attention).
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`
@@ -30,6 +32,22 @@ pub fn scaled_dot_product_attention(
     k: ArrayView2<f32>,
     v: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
+) -> Result<Attention> {
+    dot_product_attention(q, k, v, mask, ScoreScale::SqrtDk)
+}
+
+/// Dot-product attention with the scores scaled as `scale` says: `QKᵀ/√d_k` (the transformer's)
+/// or `QKᵀ` (the ablation).
+///
+/// # Shapes
+/// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`
+/// * `mask`: `(n_q, n_k)`, `true` where attending is allowed
+pub fn dot_product_attention(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+    scale: ScoreScale,
 ) -> Result<Attention> {
     let (n_q, d_k) = q.dim();
     let (n_k, d_v) = v.dim();
@@ -50,9 +68,8 @@ pub fn scaled_dot_product_attention(
         }
     }
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
-    // does not saturate into a one-hot row with vanishing gradients.
-    let scale = 1.0 / (d_k as f32).sqrt();
-    let scores = q.dot(&k.t()) * scale; // (n_q, n_k)
+    // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
+    let scores = q.dot(&k.t()) * scale.factor(d_k); // (n_q, n_k)
     let mut probs = scores.clone();
     if let Some(m) = mask {
         probs.zip_mut_with(&m, |p, &allowed| {
@@ -106,22 +123,30 @@ pub fn merge_heads(x: ArrayView3<f32>) -> Array2<f32> {
         .expect("a standard-layout array reshapes") // (T, H·d)
 }
 
-/// The output of multi-head attention with its per-head weights.
+/// The output of multi-head attention with its per-head weights and the steps between.
 ///
 /// # Shapes
-/// * `output`: `(n_q, D)`
+/// * `output`: `(n_q, D)`, `W_o·context + b_o`
 /// * `probs`, `scores`: `(H, n_q, n_k)`
+/// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H·d_k)`, `v`: `(n_k, H·d_v)`: the projections before the
+///   split into heads
+/// * `context`: `(n_q, H·d_v)`, the heads' outputs concatenated (knocked-out heads zero)
 #[derive(Debug, Clone)]
 pub struct MultiHeadOutput {
     pub output: Array2<f32>,
     pub probs: Array3<f32>,
     pub scores: Array3<f32>,
+    pub q: Array2<f32>,
+    pub k: Array2<f32>,
+    pub v: Array2<f32>,
+    pub context: Array2<f32>,
 }
 
 /// Multi-head attention: project Q from `x_q` and K, V from `x_kv`, split into heads,
-/// attend per head, concatenate, project out. `x_q == x_kv` is self-attention; otherwise
-/// it is encoder–decoder (cross) attention with `n_q ≠ n_k`. Heads marked in `off` are knocked
-/// out: their context is zero in the concatenation (their probabilities are still returned).
+/// attend per head (`QKᵀ/√d_k`), concatenate, project out. `x_q == x_kv` is self-attention;
+/// otherwise it is encoder–decoder (cross) attention with `n_q ≠ n_k`. Heads marked in `off`
+/// are knocked out: their context is zero in the concatenation (their probabilities are still
+/// returned).
 ///
 /// # Shapes
 /// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
@@ -133,20 +158,42 @@ pub fn multi_head_attention(
     mask: Option<ArrayView2<bool>>,
     off: &[bool],
 ) -> Result<MultiHeadOutput> {
-    let q = split_heads(linear(x_q, &w.query).view(), heads)?; // (H, n_q, d_k)
-    let k = split_heads(linear(x_kv, &w.key).view(), heads)?; // (H, n_k, d_k)
-    let v = split_heads(linear(x_kv, &w.value).view(), heads)?; // (H, n_k, d_v)
+    multi_head_attention_with_scale(w, heads, x_q, x_kv, mask, off, ScoreScale::SqrtDk)
+}
+
+/// [`multi_head_attention`] with every head's scores scaled as `scale` says.
+///
+/// # Shapes
+/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
+pub fn multi_head_attention_with_scale(
+    w: &AttentionWeights,
+    heads: usize,
+    x_q: ArrayView2<f32>,
+    x_kv: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+    off: &[bool],
+    scale: ScoreScale,
+) -> Result<MultiHeadOutput> {
+    let (q_proj, k_proj, v_proj) = (
+        linear(x_q, &w.query),  // (n_q, H·d_k)
+        linear(x_kv, &w.key),   // (n_k, H·d_k)
+        linear(x_kv, &w.value), // (n_k, H·d_v)
+    );
+    let q = split_heads(q_proj.view(), heads)?; // (H, n_q, d_k)
+    let k = split_heads(k_proj.view(), heads)?; // (H, n_k, d_k)
+    let v = split_heads(v_proj.view(), heads)?; // (H, n_k, d_v)
     let (n_q, n_k) = (q.dim().1, k.dim().1);
     let d_v = v.dim().2;
     let mut probs = Array3::zeros((heads, n_q, n_k));
     let mut scores = Array3::zeros((heads, n_q, n_k));
     let mut context = Array3::zeros((heads, n_q, d_v));
     for h in 0..heads {
-        let a = scaled_dot_product_attention(
+        let a = dot_product_attention(
             q.index_axis(Axis(0), h),
             k.index_axis(Axis(0), h),
             v.index_axis(Axis(0), h),
             mask,
+            scale,
         )?;
         probs.slice_mut(s![h, .., ..]).assign(&a.probs);
         scores.slice_mut(s![h, .., ..]).assign(&a.scores);
@@ -154,11 +201,15 @@ pub fn multi_head_attention(
             context.slice_mut(s![h, .., ..]).assign(&a.output);
         }
     }
-    let concat = merge_heads(context.view()); // (n_q, H·d_v)
-    let output = linear(concat.view(), &w.output); // (n_q, D)
+    let context = merge_heads(context.view()); // (n_q, H·d_v)
+    let output = linear(context.view(), &w.output); // (n_q, D)
     Ok(MultiHeadOutput {
         output,
         probs,
         scores,
+        q: q_proj,
+        k: k_proj,
+        v: v_proj,
+        context,
     })
 }

@@ -1,75 +1,129 @@
-//! The encoder on the CPU: embeddings, encoder layers (post-LN or pre-LN), the stack and the
-//! [CLS] classification head.
+//! The encoder on the CPU: embeddings, encoder layers (post-LN or pre-LN), the stack, the
+//! [CLS] classification head, and cross-attention between two sentences encoded alone.
 
-use ndarray::{s, Array1, Array2, Array3, Array5, ArrayView1, ArrayView2};
+use ndarray::{s, Array1, Array2, Array3, Array4, Array5, ArrayView1, ArrayView2, Axis};
 
-use super::attention::{multi_head_attention, MultiHeadOutput};
+use super::attention::{multi_head_attention_with_scale, MultiHeadOutput};
 use super::ops::{activate, layer_norm, linear};
-use crate::engine::{check_input, Trace, TraceOptions};
+use crate::engine::{
+    check_input, check_layer, EmbeddingTrace, LayerTrace, ScoreScale, Trace, TraceOptions,
+};
 use crate::error::Result;
-use crate::masks::Mask;
+use crate::masks::{Mask, MaskKind};
 use crate::model::weights::{ClassifierWeights, Embeddings, LayerWeights};
 use crate::model::{Config, Encoded, LayerNormOrder, Model};
+
+/// The embeddings of one text, step by step: `normed = LayerNorm(word + position + token_type)`.
+///
+/// # Shapes
+/// * every field `(T, D)`
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    pub word: Array2<f32>,
+    pub position: Array2<f32>,
+    pub token_type: Array2<f32>,
+    pub sum: Array2<f32>,
+    /// What enters layer 0.
+    pub normed: Array2<f32>,
+}
 
 /// Token + position + token-type embeddings, then LayerNorm.
 ///
 /// # Shapes
-/// * `ids`, `type_ids`: `(T,)` → `(T, D)`
-pub fn embed(w: &Embeddings, ids: ArrayView1<u32>, type_ids: ArrayView1<u32>) -> Array2<f32> {
+/// * `ids`, `type_ids`: `(T,)` → every field `(T, D)`
+pub fn embed(w: &Embeddings, ids: ArrayView1<u32>, type_ids: ArrayView1<u32>) -> Embedded {
     let t = ids.len();
-    let d = w.word.ncols();
-    let mut x = Array2::zeros((t, d));
-    for (i, mut row) in x.outer_iter_mut().enumerate() {
-        row.assign(&w.word.row(ids[i] as usize));
-        row += &w.position.row(i);
-        row += &w.token_type.row(type_ids[i] as usize);
+    let word = w.word.select(Axis(0), &ids.mapv(|i| i as usize).to_vec()); // (T, D)
+    let position = w.position.slice(s![..t, ..]).to_owned(); // (T, D)
+    let token_type = w
+        .token_type
+        .select(Axis(0), &type_ids.mapv(|i| i as usize).to_vec()); // (T, D)
+    let sum = &word + &position + &token_type;
+    let normed = layer_norm(sum.view(), &w.layer_norm);
+    Embedded {
+        word,
+        position,
+        token_type,
+        sum,
+        normed,
     }
-    layer_norm(x.view(), &w.layer_norm)
 }
 
-/// Position-wise feed-forward: `dense₂(act(dense₁(x)))`.
+/// Position-wise feed-forward, returning `(act(dense₁(x)), dense₂(act(dense₁(x))))`.
 ///
 /// # Shapes
-/// * `x`: `(T, D)` → `(T, D)`, through `(T, intermediate)`
-pub fn feed_forward(w: &LayerWeights, config: &Config, x: ArrayView2<f32>) -> Array2<f32> {
+/// * `x`: `(T, D)` → `((T, intermediate), (T, D))`
+pub fn feed_forward(
+    w: &LayerWeights,
+    config: &Config,
+    x: ArrayView2<f32>,
+) -> (Array2<f32>, Array2<f32>) {
     let mut h = linear(x, &w.intermediate); // (T, intermediate)
     activate(&mut h, config.hidden_act);
-    linear(h.view(), &w.output) // (T, D)
+    let out = linear(h.view(), &w.output); // (T, D)
+    (h, out)
 }
 
-/// One encoder layer, returning its output and its attention. `off`: the heads knocked out
-/// (see [`multi_head_attention`]).
-///
-/// * post-LN (BERT): `x = LN₁(x + MHA(x)); x = LN₂(x + FFN(x))`
-/// * pre-LN (the seeds): `x = x + MHA(LN₁(x)); x = x + FFN(LN₂(x))`
+/// One encoder layer's output and what it computed on the way (see [`LayerTrace`] for the
+/// meaning of each in post-LN and pre-LN layers).
 ///
 /// # Shapes
-/// * `x`: `(T, D)`, `mask`: `(T, T)`, `off`: `(H,)` or empty → `(T, D)`
+/// * `output`, `attention_output`: `(T, D)`; `intermediate`: `(T, intermediate)`
+/// * `attention`: see [`MultiHeadOutput`]
+#[derive(Debug, Clone)]
+pub struct LayerOutput {
+    pub output: Array2<f32>,
+    pub attention: MultiHeadOutput,
+    pub attention_output: Array2<f32>,
+    pub intermediate: Array2<f32>,
+}
+
+/// One encoder layer. `off`: the heads knocked out (see
+/// [`super::multi_head_attention`]); `scale`: what the scores are divided by.
+///
+/// * post-LN (BERT): `h = LN₁(x + MHA(x)); out = LN₂(h + FFN(h))`
+/// * pre-LN (the seeds): `h = x + MHA(LN₁(x)); out = h + FFN(LN₂(h))`
+///
+/// `attention_output` is `h`.
+///
+/// # Shapes
+/// * `x`: `(T, D)`, `mask`: `(T, T)`, `off`: `(H,)` or empty → see [`LayerOutput`]
 pub fn encoder_layer(
     w: &LayerWeights,
     config: &Config,
     x: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
     off: &[bool],
-) -> Result<(Array2<f32>, MultiHeadOutput)> {
+    scale: ScoreScale,
+) -> Result<LayerOutput> {
     let heads = config.num_attention_heads;
     match config.layer_norm_order {
         LayerNormOrder::Post => {
-            let attn = multi_head_attention(&w.attention, heads, x, x, mask, off)?;
+            let attn =
+                multi_head_attention_with_scale(&w.attention, heads, x, x, mask, off, scale)?;
             let h = layer_norm((&attn.output + &x).view(), &w.attention_norm);
-            let out = layer_norm(
-                (feed_forward(w, config, h.view()) + &h).view(),
-                &w.output_norm,
-            );
-            Ok((out, attn))
+            let (intermediate, ff) = feed_forward(w, config, h.view());
+            Ok(LayerOutput {
+                output: layer_norm((ff + &h).view(), &w.output_norm),
+                attention: attn,
+                attention_output: h,
+                intermediate,
+            })
         }
         LayerNormOrder::Pre => {
             let normed = layer_norm(x, &w.attention_norm);
+            let n = normed.view();
             let attn =
-                multi_head_attention(&w.attention, heads, normed.view(), normed.view(), mask, off)?;
+                multi_head_attention_with_scale(&w.attention, heads, n, n, mask, off, scale)?;
             let h = &attn.output + &x;
-            let ff = feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
-            Ok((ff + &h, attn))
+            let (intermediate, ff) =
+                feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
+            Ok(LayerOutput {
+                output: ff + &h,
+                attention: attn,
+                attention_output: h,
+                intermediate,
+            })
         }
     }
 }
@@ -84,36 +138,79 @@ pub fn classify(w: &ClassifierWeights, h_cls: ArrayView1<f32>) -> Array1<f32> {
     linear(pooled.view(), &w.classifier).row(0).to_owned()
 }
 
-/// The whole encoder stack over a padded batch, keeping every layer's and head's attention.
+/// The whole encoder stack over a padded batch, keeping every layer's and head's attention and
+/// what `opts` asks for besides (scores, every layer's hidden states, one layer's trace).
+///
+/// # Shapes
+/// * `input.ids`, `input.type_ids`: `(B, T)`; `mask`: `(B, T, T)`
+/// * the trace: see [`Trace`]
 pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Trace> {
     let c = &model.config;
     check_input(c, input, mask, opts)?;
     let (b, t) = input.ids.dim();
-    let (l, h) = (c.num_hidden_layers, c.num_attention_heads);
+    let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
     let mut attention = Array5::zeros((b, l, h, t, t));
     let mut scores = opts.scores.then(|| Array5::zeros((b, l, h, t, t)));
-    let mut hidden = Array3::zeros((b, t, c.hidden_size));
+    let mut hidden = Array3::zeros((b, t, d));
+    let mut hidden_states = opts.hidden_states.then(|| Array4::zeros((b, l + 1, t, d)));
+    let mut layer_trace = opts
+        .layer_trace
+        .map(|layer| empty_layer_trace(layer, b, t, c));
     let mut logits = model
         .weights
         .classifier
         .as_ref()
         .map(|w| Array2::zeros((b, w.classifier.bias.len())));
     for i in 0..b {
-        let mut x = embed(
+        let e = embed(
             &model.weights.embeddings,
             input.ids.row(i),
             input.type_ids.row(i),
-        ); // (T, D)
+        );
+        if let Some(emb) = layer_trace.as_mut().and_then(|lt| lt.embeddings.as_mut()) {
+            for (all, one) in [
+                (&mut emb.word, &e.word),
+                (&mut emb.position, &e.position),
+                (&mut emb.token_type, &e.token_type),
+                (&mut emb.sum, &e.sum),
+                (&mut emb.normed, &e.normed),
+            ] {
+                all.index_axis_mut(Axis(0), i).assign(one);
+            }
+        }
+        let mut x = e.normed; // (T, D)
+        if let Some(hs) = hidden_states.as_mut() {
+            hs.slice_mut(s![i, 0, .., ..]).assign(&x);
+        }
         for (layer, w) in model.weights.layers.iter().enumerate() {
             let off = opts.head_mask.layer(layer, h);
-            let (out, attn) = encoder_layer(w, c, x.view(), Some(mask.item(i)), &off)?;
+            let out = encoder_layer(w, c, x.view(), Some(mask.item(i)), &off, opts.scale)?;
             attention
                 .slice_mut(s![i, layer, .., .., ..])
-                .assign(&attn.probs);
+                .assign(&out.attention.probs);
             if let Some(sc) = scores.as_mut() {
-                sc.slice_mut(s![i, layer, .., .., ..]).assign(&attn.scores);
+                sc.slice_mut(s![i, layer, .., .., ..])
+                    .assign(&out.attention.scores);
             }
-            x = out;
+            if let Some(lt) = layer_trace.as_mut().filter(|lt| lt.layer == layer) {
+                let a = &out.attention;
+                for (all, one) in [
+                    (&mut lt.input, &x),
+                    (&mut lt.q, &a.q),
+                    (&mut lt.k, &a.k),
+                    (&mut lt.v, &a.v),
+                    (&mut lt.context, &a.context),
+                    (&mut lt.attention_output, &out.attention_output),
+                    (&mut lt.intermediate, &out.intermediate),
+                    (&mut lt.output, &out.output),
+                ] {
+                    all.index_axis_mut(Axis(0), i).assign(one);
+                }
+            }
+            x = out.output;
+            if let Some(hs) = hidden_states.as_mut() {
+                hs.slice_mut(s![i, layer + 1, .., ..]).assign(&x);
+            }
         }
         if let (Some(lg), Some(w)) = (logits.as_mut(), model.weights.classifier.as_ref()) {
             lg.row_mut(i).assign(&classify(w, x.row(0)));
@@ -124,7 +221,108 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
         attention,
         scores,
         hidden,
+        hidden_states,
+        layer_trace,
         logits,
         mask: mask.clone(),
+    })
+}
+
+/// A layer trace of zeros for a `(B, T)` batch, filled item by item.
+fn empty_layer_trace(layer: usize, b: usize, t: usize, c: &Config) -> LayerTrace {
+    let d = c.hidden_size;
+    let z = || Array3::zeros((b, t, d));
+    LayerTrace {
+        layer,
+        embeddings: (layer == 0).then(|| EmbeddingTrace {
+            word: z(),
+            position: z(),
+            token_type: z(),
+            sum: z(),
+            normed: z(),
+        }),
+        input: z(),
+        q: z(),
+        k: z(),
+        v: z(),
+        context: z(),
+        attention_output: z(),
+        intermediate: Array3::zeros((b, t, c.intermediate_size)),
+        output: z(),
+    }
+}
+
+/// One layer's attention from a second sentence to a first, each encoded alone.
+///
+/// # Shapes
+/// * `queries`: `(n_q,)`, the second sentence's tokens; `keys`: `(n_k,)`, the first's
+/// * `attention`: `(H, n_q, n_k)`, rows sum to 1
+#[derive(Debug, Clone)]
+pub struct CrossAttention {
+    /// 0-based.
+    pub layer: usize,
+    pub queries: Vec<String>,
+    pub keys: Vec<String>,
+    pub attention: Array3<f32>,
+}
+
+/// Cross-attention between two sentences through one layer's own projections: `first` and
+/// `second` are each encoded alone (a single text with its own [CLS] and [SEP], under the
+/// padding mask, with `opts`' scale and head mask); the queries come from the second's hidden
+/// states entering `layer`, the keys and values from the first's (post-LN: those states;
+/// pre-LN: their `LN₁`, as the layer's attention sees its input). Nothing is masked: a single
+/// text has no padding.
+///
+/// # Shapes
+/// * see [`CrossAttention`]
+pub fn cross_attention(
+    model: &Model,
+    first: &str,
+    second: &str,
+    layer: usize,
+    opts: &TraceOptions,
+) -> Result<CrossAttention> {
+    let c = &model.config;
+    check_layer("cross-attention", layer, c)?;
+    let states = TraceOptions {
+        scores: false,
+        hidden_states: true,
+        layer_trace: None,
+        ..opts.clone()
+    };
+    // (tokens, the hidden states entering `layer`: (T, D)) of one text encoded alone
+    let entering = |text: &str| -> Result<(Vec<String>, Array2<f32>)> {
+        let mut input = model.tokenizer.encode(&[text], None)?;
+        let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+        let trace = forward(model, &input, &mask, &states)?;
+        let hs = trace
+            .hidden_states
+            .expect("hidden states were asked for")
+            .slice(s![0, layer, .., ..])
+            .to_owned();
+        let x = match c.layer_norm_order {
+            LayerNormOrder::Post => hs,
+            LayerNormOrder::Pre => {
+                layer_norm(hs.view(), &model.weights.layers[layer].attention_norm)
+            }
+        };
+        Ok((input.tokens.swap_remove(0), x))
+    };
+    let (keys, x_kv) = entering(first)?;
+    let (queries, x_q) = entering(second)?;
+    let attn = multi_head_attention_with_scale(
+        &model.weights.layers[layer].attention,
+        c.num_attention_heads,
+        x_q.view(),
+        x_kv.view(),
+        None,
+        &opts.head_mask.layer(layer, c.num_attention_heads),
+        opts.scale,
+    )?;
+    Ok(CrossAttention {
+        layer,
+        queries,
+        keys,
+        attention: attn.probs,
     })
 }

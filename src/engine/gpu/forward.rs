@@ -9,7 +9,7 @@ use super::device::GpuDevice;
 use super::kernels::{GpuLayer, GpuWeights};
 use super::plan::{AddNorm, AttentionLayout, Dispatch, GpuKernels, Plan};
 use crate::engine::cpu::encoder::classify;
-use crate::engine::{check_input, Trace, TraceOptions};
+use crate::engine::{check_input, ScoreScale, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::ClassifierWeights;
@@ -45,7 +45,7 @@ pub struct GpuEngine {
     workspace: Mutex<Option<Workspace>>,
 }
 
-/// Buffers, bind groups and the dispatches for one `(B, T, keep_scores)`.
+/// Buffers, bind groups and the dispatches for one `(B, T, options)`.
 struct Workspace {
     /// The batch shape and the options the dispatches were recorded for.
     key: (usize, usize, TraceOptions),
@@ -86,7 +86,9 @@ impl GpuEngine {
 
     /// Runs the encoder over a padded batch: one submission for the whole pass, then only what
     /// the trace keeps is read back (every layer's probabilities and the last hidden states;
-    /// the scores when asked).
+    /// the scores when asked). Every layer's hidden states and a layer's trace are not computed
+    /// here: the trace leaves them `None` whatever `opts` asks (the [`crate::engine::Runner`]
+    /// fills them from the CPU engine).
     ///
     /// # Shapes
     /// * `input.ids`, `input.type_ids`: `(B, T)`; `mask`: `(B, T, T)`
@@ -99,6 +101,12 @@ impl GpuEngine {
     ) -> Result<(Trace, GpuTiming)> {
         let c = &self.config;
         check_input(c, input, mask, opts)?;
+        // what the GPU pass computes, and what its workspace is recorded for
+        let opts = &TraceOptions {
+            hidden_states: false,
+            layer_trace: None,
+            ..opts.clone()
+        };
         self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
         let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
@@ -192,6 +200,8 @@ impl GpuEngine {
                 attention,
                 scores,
                 hidden,
+                hidden_states: None,
+                layer_trace: None,
                 logits,
                 mask: mask.clone(),
             },
@@ -236,6 +246,7 @@ impl GpuEngine {
             heads: h as u32,
             dim: d as u32,
             act: c.hidden_act,
+            scale: opts.scale,
         };
         let mut plan = Plan::new(k);
         plan.embed(
@@ -292,6 +303,7 @@ struct Shape {
     heads: u32,
     dim: u32,
     act: Activation,
+    scale: ScoreScale,
 }
 
 impl Shape {
@@ -429,6 +441,7 @@ fn self_attention<'a>(
         q: (3 * d, 0),
         k: (3 * d, d),
         v: (3 * d, 2 * d),
+        scale: s.scale,
     };
     let qkv = [&act.qkv; 3];
     plan.attention(

@@ -5,6 +5,7 @@ use ndarray::{Array2, Array3, Array4, ArrayView2, ArrayView3};
 
 use super::kernels::{storage, GpuLayerNorm, GpuLinear};
 use super::plan::{AddNorm, AttentionLayout, GpuKernels, Plan};
+use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::{LayerNorm, Linear};
@@ -230,6 +231,7 @@ impl GpuKernels {
             q: (qd as u32, 0),
             k: (qd as u32, 0),
             v: (vd as u32, 0),
+            scale: ScoreScale::SqrtDk,
         };
         let mut plan = Plan::new(self);
         plan.attention(

@@ -9,6 +9,7 @@ use super::kernels::{
     filled, padded, GpuEmbeddings, GpuLayerNorm, GpuLinear, Kernel, Pipelines, ATTENTION_ROWS,
     MATMUL_TILE, QUERIES_WG,
 };
+use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::model::Activation;
 
@@ -240,6 +241,8 @@ pub struct AttentionLayout {
     pub q: (u32, u32),
     pub k: (u32, u32),
     pub v: (u32, u32),
+    /// What the scores are divided by.
+    pub scale: ScoreScale,
 }
 
 /// A dispatch being recorded.
@@ -430,7 +433,7 @@ impl<'a> Plan<'a> {
         off: &[bool],
     ) {
         let unused = &self.kernels.unused;
-        // P = softmax(masked_fill(Q·Kᵀ/√d_k, mask == 0, -inf))
+        // P = softmax(masked_fill(Q·Kᵀ/√d_k, mask == 0, -inf)), or Q·Kᵀ unscaled
         let params = AttentionParams {
             n_q: l.n_q,
             n_k: l.n_k,
@@ -440,7 +443,7 @@ impl<'a> Plan<'a> {
             q_offset: l.q.1,
             k_stride: l.k.0,
             k_offset: l.k.1,
-            scale: 1.0 / (l.d_k as f32).sqrt(),
+            scale: l.scale.factor(l.d_k as usize),
             keep_scores: scores.is_some() as u32,
             _pad: [0; 2],
         };
