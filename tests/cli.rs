@@ -433,3 +433,169 @@ fn a_head_mask_naming_a_missing_head_is_an_error() {
     assert_ne!(code, 0);
     assert!(err.contains("expected LAYER:HEAD"), "{err}");
 }
+
+#[test]
+fn inside_the_encoder_adds_its_fields_and_leaves_the_rest() {
+    let (code, json, _) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--hidden-states",
+        "--layer-trace",
+        "0",
+        "--",
+        "time flies like an arrow",
+        "hi",
+    ]);
+    assert_eq!(code, 0);
+    assert!(json.get("scale").is_none(), "√d_k is the default, unnamed");
+    let r = &json["results"][1];
+    assert_eq!(dims(&r["attention"]), [6, 12, 7, 7]);
+    assert_eq!(dims(&r["hidden_states"]), [7, 7, 384]);
+    let lt = &r["layer_trace"];
+    assert_eq!(lt["layer"], 0);
+    for key in ["word", "position", "token_type", "sum", "normed"] {
+        assert_eq!(dims(&lt["embeddings"][key]), [7, 384], "embeddings.{key}");
+    }
+    for key in [
+        "input",
+        "q",
+        "k",
+        "v",
+        "context",
+        "attention_output",
+        "output",
+    ] {
+        assert_eq!(dims(&lt[key]), [7, 384], "{key}");
+    }
+    assert_eq!(dims(&lt["intermediate"]), [7, 1536]);
+    // the embeddings' output enters layer 0, and layer 0's output is hidden state 1
+    assert_eq!(lt["embeddings"]["normed"], lt["input"]);
+    assert_eq!(lt["input"], r["hidden_states"][0]);
+    assert_eq!(lt["output"], r["hidden_states"][1]);
+    // a later layer has no embeddings
+    let (_, later, _) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--layer-trace",
+        "5",
+        "--",
+        "hi",
+    ]);
+    let lt = &later["results"][0]["layer_trace"];
+    assert_eq!(lt["layer"], 5);
+    assert!(lt.get("embeddings").is_none());
+    // without the flags, none of it
+    let (_, plain, _) = attnscope(&["attention", "--model", &minilm(), "--", "hi"]);
+    for key in ["hidden_states", "layer_trace", "cross_attention"] {
+        assert!(plain["results"][0].get(key).is_none(), "{key}");
+    }
+}
+
+#[test]
+fn no_scale_saturates_softmax_and_says_so() {
+    let dir = minilm();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["attention", "--model", &dir, "--scores"];
+        args.extend_from_slice(extra);
+        args.extend([
+            "--",
+            "The animal didn't cross the street because it was too tired.",
+        ]);
+        attnscope(&args)
+    };
+    let (code, unscaled, _) = run(&["--no-scale"]);
+    assert_eq!(code, 0);
+    assert_eq!(unscaled["scale"], "none");
+    let (_, scaled, _) = run(&[]);
+    // QKᵀ vs QKᵀ/√d_k: layer 0 sees the same input, so its scores differ by √32 exactly
+    let (u, s) = (
+        cell(&unscaled["results"][0]["scores"], 0, 0, 1, 2),
+        cell(&scaled["results"][0]["scores"], 0, 0, 1, 2),
+    );
+    assert!((u / 32f64.sqrt() - s).abs() < 1e-4, "{u} vs {s}");
+    // the largest probability of each row is closer to 1 without the scale
+    let peak = |json: &Value| {
+        let att = json["results"][0]["attention"][0].as_array().unwrap();
+        let rows: Vec<f64> = att
+            .iter()
+            .flat_map(|head| head.as_array().unwrap())
+            .map(|row| {
+                row.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_f64().unwrap())
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        rows.iter().sum::<f64>() / rows.len() as f64
+    };
+    assert!(
+        peak(&unscaled) > peak(&scaled) + 0.1,
+        "{} vs {}",
+        peak(&unscaled),
+        peak(&scaled)
+    );
+}
+
+#[test]
+fn cross_attention_runs_the_pair_alone_and_needs_a_pair() {
+    let (code, json, _) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--pair",
+        "It was very comfortable.",
+        "--cross-attention",
+        "2",
+        "--",
+        "The cat sat on the mat.",
+    ]);
+    assert_eq!(code, 0);
+    let ca = &json["results"][0]["cross_attention"];
+    assert_eq!(ca["layer"], 2);
+    assert_eq!(
+        ca["queries"],
+        serde_json::json!(["[CLS]", "it", "was", "very", "comfortable", ".", "[SEP]"])
+    );
+    assert_eq!(ca["keys"].as_array().unwrap().len(), 9);
+    assert_eq!(dims(&ca["attention"]), [12, 7, 9]);
+    let row: f64 = ca["attention"][4][3]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_f64().unwrap())
+        .sum();
+    assert!((row - 1.0).abs() < 1e-5, "rows sum to 1: {row}");
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--cross-attention",
+        "2",
+        "--",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--pair"), "{err}");
+}
+
+#[test]
+fn layers_out_of_range_are_errors_naming_the_layer_count() {
+    let dir = minilm();
+    for flags in [
+        &["--layer-trace", "6"][..],
+        &["--pair", "there", "--cross-attention", "6"][..],
+    ] {
+        let mut args = vec!["attention", "--model", &dir];
+        args.extend_from_slice(flags);
+        args.extend(["--", "hi"]);
+        let (code, _, err) = attnscope(&args);
+        assert_ne!(code, 0, "{flags:?}");
+        assert!(
+            err.contains("layer 6 does not exist") && err.contains("6 layers"),
+            "{flags:?}: {err}"
+        );
+    }
+}

@@ -39,6 +39,7 @@ fn run(engine: Engine, m: &Model, g: &Golden) -> (attnscope::model::Encoded, Tra
         // probabilities (one ln a cell): the GPU pass checks the first way, the CPU pass the second
         scores: matches!(engine, Engine::Gpu),
         head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
+        ..TraceOptions::default()
     };
     let trace = match engine {
         Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),

@@ -81,7 +81,8 @@ def hf_mask(kind, valid):
     return torch.ones_like(valid) if kind == "none" else valid
 
 
-def write_case(name, model_name, spec, encs, ids, types, tensors):
+def write_case(name, model_name, spec, encs, ids, types, tensors, extra=None):
+    """extra: more meta fields (what the reference changed or computed beyond the plain pass)."""
     os.makedirs(GOLDEN, exist_ok=True)
     meta = dict(
         model=model_name,
@@ -91,6 +92,7 @@ def write_case(name, model_name, spec, encs, ids, types, tensors):
         tokens=[e.tokens for e in encs],
         token_ids=ids.tolist(),
         type_ids=types.tolist(),
+        **(extra or {}),
     )
     with open(os.path.join(GOLDEN, name + ".json"), "w") as f:
         json.dump(meta, f, ensure_ascii=False, indent=1)
@@ -239,6 +241,117 @@ def heads(model_dir):
                 json.dump(meta, f, ensure_ascii=False, indent=1)
 
 
+# Inside the encoder (issue 8): every layer's scores left undivided by √d_k (HF's
+# attention.self.scaling set to 1), one layer's intermediate values through forward hooks, every
+# layer's hidden states (output_hidden_states), and cross-attention from a pair's second sentence to
+# its first, each encoded alone, through one layer's own query/key/value modules.
+INSIDE_CASES = {
+    "inside_noscale": dict(
+        texts=["The animal didn't cross the street because it was too tired.", "time flies like an arrow"],
+        mask="padding", scale="none"),
+    "inside_trace": dict(
+        texts=["The trophy didn't fit in the suitcase because it was too big.", "hi there"],
+        mask="padding", layer_trace=[0, 3]),
+    "inside_cross": dict(texts=["The cat sat on the mat."], pair="It was very comfortable.", mask="padding",
+                         cross_attention=2),
+}
+
+
+def trace_layers(model, layers):
+    """Hooks that record the embeddings' steps and each of `layers`' intermediate values: returns
+    (the dict they fill, the hooks to remove)."""
+    got, hooks = {}, []
+
+    def out(key, pick=lambda o: o):
+        def hook(_mod, _args, output):
+            got[key] = pick(output)
+        return hook
+
+    def arg(key):
+        def hook(_mod, args, kwargs):
+            got[key] = args[0] if args else kwargs["hidden_states"]
+        return hook
+
+    first = lambda o: o[0] if isinstance(o, tuple) else o
+    emb = model.embeddings
+    hooks += [emb.word_embeddings.register_forward_hook(out("embeddings_word")),
+              emb.position_embeddings.register_forward_hook(out("embeddings_position")),
+              emb.token_type_embeddings.register_forward_hook(out("embeddings_token_type")),
+              emb.LayerNorm.register_forward_pre_hook(lambda _m, args: got.__setitem__("embeddings_sum", args[0])),
+              emb.LayerNorm.register_forward_hook(out("embeddings_normed"))]
+    for n in layers:
+        layer, p = model.encoder.layer[n], f"layer{n}_"
+        hooks += [layer.register_forward_pre_hook(arg(p + "input"), with_kwargs=True),
+                  layer.attention.self.query.register_forward_hook(out(p + "q")),
+                  layer.attention.self.key.register_forward_hook(out(p + "k")),
+                  layer.attention.self.value.register_forward_hook(out(p + "v")),
+                  layer.attention.output.dense.register_forward_pre_hook(
+                      lambda _m, args, key=p + "context": got.__setitem__(key, args[0])),
+                  layer.attention.register_forward_hook(out(p + "attention_output", first)),
+                  layer.intermediate.register_forward_hook(out(p + "intermediate")),
+                  layer.register_forward_hook(out(p + "output", first))]
+    return got, hooks
+
+
+@torch.no_grad()
+def cross_attention(model, tok, first, second, layer):
+    """softmax(QKᵀ/√d_k) with Q from `second`'s hidden states entering `layer`, K from `first`'s,
+    each encoded alone, through the layer's own query/key modules: (H, n_q, n_k)."""
+    def entering(text):
+        enc = tok.encode(text)
+        ids = torch.tensor([enc.ids])
+        out = model(input_ids=ids, token_type_ids=torch.tensor([enc.type_ids]), output_hidden_states=True)
+        return enc.tokens, out.hidden_states[layer][0]  # (T, D)
+    keys, x_kv = entering(first)
+    queries, x_q = entering(second)
+    a = model.encoder.layer[layer].attention.self
+    h, dk = a.num_attention_heads, a.attention_head_size
+    split = lambda y: y.view(y.shape[0], h, dk).transpose(0, 1)  # (H, T, d_k)
+    q, k = split(a.query(x_q)), split(a.key(x_kv))
+    probs = F.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk), dim=-1)
+    return queries, keys, probs
+
+
+@torch.no_grad()
+def inside(model_dir):
+    tok = load_tokenizer(os.path.join(model_dir, "tokenizer.json"), 512)
+    base = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    unscaled = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    for layer in unscaled.encoder.layer:
+        assert hasattr(layer.attention.self, "scaling"), "BertSelfAttention has no `scaling` to ablate"
+        layer.attention.self.scaling = 1.0
+    for name, spec in INSIDE_CASES.items():
+        encs, ids, types, valid = encode(tok, spec["texts"], spec.get("pair"))
+        args = dict(input_ids=ids, token_type_ids=types, attention_mask=hf_mask(spec["mask"], valid),
+                    output_attentions=True, output_hidden_states=True)
+        if name == "inside_noscale":
+            out = unscaled(**args)
+            att = torch.stack(out.attentions, dim=1)
+            scaled = torch.stack(base(**args).attentions, dim=1)
+            assert (att - scaled).abs().max() > 1e-2, "scaling = 1 changed nothing"
+            write_case(name, "minilm", spec, encs, ids, types, dict(attention=att, hidden=out.last_hidden_state),
+                       extra=dict(scale="none"))
+        elif name == "inside_trace":
+            got, hooks = trace_layers(base, spec["layer_trace"])
+            out = base(**args)
+            for hk in hooks:
+                hk.remove()
+            got["embeddings_position"] = got["embeddings_position"].expand_as(got["embeddings_word"])
+            hs = torch.stack(out.hidden_states, dim=1)  # (B, L+1, T, D)
+            assert (got["embeddings_normed"] - hs[:, 0]).abs().max() == 0
+            for n in spec["layer_trace"]:
+                assert (got[f"layer{n}_output"] - hs[:, n + 1]).abs().max() == 0
+            write_case(name, "minilm", spec, encs, ids, types,
+                       dict(attention=torch.stack(out.attentions, dim=1), hidden=out.last_hidden_state,
+                            hidden_states=hs, **{k: v.clone() for k, v in got.items()}),
+                       extra=dict(layer_trace=spec["layer_trace"]))
+        else:
+            layer = spec["cross_attention"]
+            queries, keys, probs = cross_attention(base, tok, spec["texts"][0], spec["pair"], layer)
+            write_case(name, "minilm", spec, encs, ids, types, dict(cross_attention=probs),
+                       extra=dict(cross_attention=dict(layer=layer, queries=queries, keys=keys)))
+
+
 def tiny_tokenizer(src_path, dst_path, texts):
     """bert-base-uncased's tokenizer.json with its vocabulary cut down to what the texts need."""
     full = Tokenizer.from_file(src_path)
@@ -352,15 +465,18 @@ def tiny_preln(src_tok):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    ap.add_argument("--only", choices=["minilm", "heads", "tiny"], action="append",
+    groups = ["minilm", "heads", "inside", "tiny"]
+    ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
-    only = set(args.only or ["minilm", "heads", "tiny"])
+    only = set(args.only or groups)
     torch.set_num_threads(1)
     if "minilm" in only:
         minilm(args.model)
     if "heads" in only:
         heads(args.model)
+    if "inside" in only:
+        inside(args.model)
     if "tiny" in only:
         tok = os.path.join(args.model, "tokenizer.json")
         tiny_bert(tok)

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
-use attnscope::engine::TraceOptions;
+use attnscope::engine::{ScoreScale, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model, Trace};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
@@ -55,6 +55,22 @@ pub struct Meta {
     /// The heads the reference knocked out, `[layer, head]`.
     #[serde(default)]
     pub head_mask: Vec<[usize; 2]>,
+    /// What the reference divided its scores by (`attention.self.scaling = 1` for `none`).
+    #[serde(default)]
+    pub scale: ScoreScale,
+    /// The layers whose intermediate values the reference recorded.
+    #[serde(default)]
+    pub layer_trace: Vec<usize>,
+    /// The reference's cross-attention from the pair's second sentence to its first.
+    pub cross_attention: Option<CrossMeta>,
+}
+
+/// Which layer a cross-attention fixture is of, and the tokens of each sentence encoded alone.
+#[derive(Debug, Deserialize)]
+pub struct CrossMeta {
+    pub layer: usize,
+    pub queries: Vec<String>,
+    pub keys: Vec<String>,
 }
 
 /// One golden case written by `tools/make_fixtures.py` from HF transformers.

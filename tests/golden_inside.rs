@@ -1,0 +1,289 @@
+//! Inside the encoder against HF transformers (fixtures `inside_*` by `tools/make_fixtures.py`):
+//! the unscaled-scores ablation (HF's `attention.self.scaling = 1`) on the CPU and the GPU
+//! engines; one layer's intermediate values (forward hooks) and every layer's hidden states
+//! (`output_hidden_states`) on the CPU engine, and through the runner on the GPU backend; and
+//! cross-attention between two sentences encoded alone on the CPU engine.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use attnscope::engine::gpu::GpuEngine;
+use attnscope::engine::{cpu, BackendChoice, Runner, ScoreScale, Trace, TraceOptions};
+use attnscope::model::Encoded;
+use attnscope::{Mask, Model};
+use common::*;
+use ndarray::{s, ArrayViewD};
+
+const CASES: &[&str] = &["inside_noscale", "inside_trace", "inside_cross"];
+
+/// Tokenises a case as HF did (tokens checked) and builds its mask.
+fn input(m: &Model, g: &Golden) -> (Encoded, Mask) {
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, g.meta.pair.as_deref()).unwrap();
+    assert_eq!(
+        input.tokens, g.meta.tokens,
+        "{}: tokens differ from HF's",
+        g.name
+    );
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    (input, mask)
+}
+
+/// `max |Δ|` of one value against the fixture's tensor `key`, asserted `≤ tol`.
+fn close(g: &Golden, key: &str, got: ArrayViewD<f32>, tol: f32) -> f32 {
+    let want = g
+        .tensors
+        .get(key)
+        .unwrap_or_else(|| panic!("{}: no tensor {key}", g.name));
+    let d = max_abs_diff(got, want.view());
+    assert!(d <= tol, "{}: {key} max |Δ| {d} > {tol}", g.name);
+    d
+}
+
+fn gpu_run(m: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Trace {
+    pollster::block_on(gpu_engine(m).forward(input, mask, opts))
+        .unwrap()
+        .0
+}
+
+fn check_no_scale(engine: &str, run: &dyn Fn(&Model, &Encoded, &Mask, &TraceOptions) -> Trace) {
+    let g = golden("inside_noscale");
+    assert_eq!(g.meta.scale, ScoreScale::None);
+    let m = model(&g.meta.model);
+    let (input, mask) = input(m, &g);
+    let opts = TraceOptions {
+        scale: ScoreScale::None,
+        scores: true,
+        ..TraceOptions::default()
+    };
+    let trace = run(m, &input, &mask, &opts);
+    let da = close(
+        &g,
+        "attention",
+        trace.attention.view().into_dyn(),
+        ATTENTION_TOL,
+    );
+    let dh = close(&g, "hidden", trace.hidden.view().into_dyn(), HIDDEN_TOL);
+    // the ablation is not the plain pass: an engine that ignored the option would fail above
+    let plain = run(m, &input, &mask, &TraceOptions::with_scores());
+    let moved = max_abs_diff(
+        plain.attention.view().into_dyn(),
+        g.tensors["attention"].view(),
+    );
+    assert!(
+        moved > 1e-2,
+        "{engine}: the unscaled attention differs from the scaled one by only {moved}"
+    );
+    // the reported scores are QKᵀ itself: layer 0 sees the same input either way, so its
+    // scaled scores are the unscaled ones divided by √d_k
+    let root_dk = (m.config.head_dim() as f32).sqrt();
+    let unscaled = trace.scores.as_ref().unwrap().slice(s![.., 0, .., .., ..]);
+    let scaled = plain.scores.as_ref().unwrap().slice(s![.., 0, .., .., ..]);
+    let ds = max_abs_diff((&unscaled / root_dk).view().into_dyn(), scaled.into_dyn());
+    assert!(ds <= 1e-4, "{engine}: layer 0 scores QKᵀ/√d_k vs QKᵀ: {ds}");
+    eprintln!(
+        "inside_noscale {engine}: max |Δ| attention {da:.1e}, hidden {dh:.1e} (scaled vs unscaled attention {moved:.2})"
+    );
+}
+
+#[test]
+fn cpu_no_scale_equals_hf() {
+    check_no_scale("cpu", &|m, i, k, o| cpu::forward(m, i, k, o).unwrap());
+}
+
+#[test]
+fn gpu_no_scale_equals_hf() {
+    check_no_scale("gpu", &gpu_run);
+}
+
+/// Compares one layer's trace (and the embeddings' steps for layer 0) and every layer's hidden
+/// states with the hooked HF forward pass; returns the largest `|Δ|`.
+fn check_layer_trace(g: &Golden, trace: &Trace, layer: usize) -> f32 {
+    let lt = trace.layer_trace.as_ref().expect("a layer trace");
+    assert_eq!(lt.layer, layer);
+    let hs = trace.hidden_states.as_ref().expect("hidden states");
+    let mut worst = close(g, "hidden_states", hs.view().into_dyn(), HIDDEN_TOL);
+    let p = format!("layer{layer}_");
+    for (name, got) in [
+        ("input", &lt.input),
+        ("q", &lt.q),
+        ("k", &lt.k),
+        ("v", &lt.v),
+        ("context", &lt.context),
+        ("attention_output", &lt.attention_output),
+        ("intermediate", &lt.intermediate),
+        ("output", &lt.output),
+    ] {
+        worst = worst.max(close(
+            g,
+            &format!("{p}{name}"),
+            got.view().into_dyn(),
+            HIDDEN_TOL,
+        ));
+    }
+    match (&lt.embeddings, layer) {
+        (Some(e), 0) => {
+            for (name, got) in [
+                ("word", &e.word),
+                ("position", &e.position),
+                ("token_type", &e.token_type),
+                ("sum", &e.sum),
+                ("normed", &e.normed),
+            ] {
+                worst = worst.max(close(
+                    g,
+                    &format!("embeddings_{name}"),
+                    got.view().into_dyn(),
+                    HIDDEN_TOL,
+                ));
+            }
+        }
+        (None, l) if l > 0 => {}
+        (e, l) => panic!("layer {l}: embeddings present: {}", e.is_some()),
+    }
+    worst
+}
+
+#[test]
+fn cpu_layer_trace_and_hidden_states_equal_hf() {
+    let g = golden("inside_trace");
+    let m = model(&g.meta.model);
+    let (input, mask) = input(m, &g);
+    assert_eq!(g.meta.layer_trace, [0, 3]);
+    // the fixture's layers are not alike: a trace of the wrong layer fails
+    let apart = max_abs_diff(g.tensors["layer0_q"].view(), g.tensors["layer3_q"].view());
+    assert!(apart > 1e-2, "layers 0 and 3 have the same q ({apart})");
+    for &layer in &g.meta.layer_trace {
+        let opts = TraceOptions {
+            hidden_states: true,
+            layer_trace: Some(layer),
+            ..TraceOptions::default()
+        };
+        let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
+        let d = check_layer_trace(&g, &trace, layer);
+        let da = close(
+            &g,
+            "attention",
+            trace.attention.view().into_dyn(),
+            ATTENTION_TOL,
+        );
+        eprintln!("inside_trace cpu layer {layer}: max |Δ| values {d:.1e}, attention {da:.1e}");
+    }
+}
+
+/// On the GPU backend the runner fills the layer trace and hidden states from the CPU engine,
+/// beside the GPU's own attention.
+#[test]
+fn gpu_runner_reports_the_layer_trace_and_hidden_states() {
+    let g = golden("inside_trace");
+    let m = model(&g.meta.model);
+    let (input, mask) = input(m, &g);
+    let engine = GpuEngine::new(gpu_device().clone(), m).unwrap();
+    let own = Model::from_dir(model_dir(&g.meta.model)).unwrap(); // the runner owns its model
+    let runner = Runner::with_gpu(own, engine, BackendChoice::Gpu);
+    let opts = TraceOptions {
+        hidden_states: true,
+        layer_trace: Some(3),
+        ..TraceOptions::default()
+    };
+    let run = pollster::block_on(runner.forward(&input, &mask, &opts)).unwrap();
+    assert!(run.backend.starts_with("gpu"), "{}", run.backend);
+    let d = check_layer_trace(&g, &run.trace, 3);
+    let da = close(
+        &g,
+        "attention",
+        run.trace.attention.view().into_dyn(),
+        ATTENTION_TOL,
+    );
+    eprintln!("inside_trace gpu runner layer 3: max |Δ| values {d:.1e}, attention {da:.1e}");
+    // the GPU engine alone computes neither
+    let alone = gpu_run(m, &input, &mask, &opts);
+    assert!(alone.layer_trace.is_none() && alone.hidden_states.is_none());
+}
+
+#[test]
+fn cpu_cross_attention_equals_hf() {
+    let g = golden("inside_cross");
+    let m = model(&g.meta.model);
+    let want = g.meta.cross_attention.as_ref().unwrap();
+    let pair = g.meta.pair.as_deref().unwrap();
+    let got = cpu::cross_attention(
+        m,
+        &g.meta.texts[0],
+        pair,
+        want.layer,
+        &TraceOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(got.layer, want.layer);
+    assert_eq!(got.queries, want.queries);
+    assert_eq!(got.keys, want.keys);
+    let d = close(
+        &g,
+        "cross_attention",
+        got.attention.view().into_dyn(),
+        ATTENTION_TOL,
+    );
+    // not a uniform (or all-zero) answer that any wrong wiring of the right shape could give
+    let n_k = want.keys.len() as f32;
+    let spread = got
+        .attention
+        .iter()
+        .map(|p| (p - 1.0 / n_k).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        spread > 1e-2,
+        "cross-attention is nearly uniform ({spread})"
+    );
+    eprintln!(
+        "inside_cross cpu layer {}: max |Δ| attention {d:.1e}",
+        want.layer
+    );
+}
+
+#[test]
+fn layers_the_model_does_not_have_are_errors_naming_its_layer_count() {
+    let m = model("minilm");
+    let input = m.tokenizer.encode(&["hi"], None).unwrap();
+    let mask = Mask::from_kind(attnscope::MaskKind::Padding, input.valid.view());
+    let opts = TraceOptions {
+        layer_trace: Some(6),
+        ..TraceOptions::default()
+    };
+    let e = cpu::forward(m, &input, &mask, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("layer 6") && e.contains("6 layers"), "{e}");
+    let e = pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("layer 6") && e.contains("6 layers"), "{e}");
+    let e = cpu::cross_attention(m, "a", "b", 9, &TraceOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cross-attention") && e.contains("6 layers"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_inside_fixture_has_a_case() {
+    let mut found: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/golden"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e
+                .ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")?
+                .to_owned();
+            name.starts_with("inside_").then_some(name)
+        })
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = CASES.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}
