@@ -10,6 +10,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use web_time::Instant;
 
+use crate::analysis::scaling::variance_experiment;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, ScoreScale, TraceOptions};
 use crate::masks::{Mask, MaskKind};
@@ -74,6 +75,24 @@ struct RunOptions {
     head_metrics: bool,
     rollout: bool,
     sentence_embedding: bool,
+    /// Every layer's output and the embeddings' (`hiddenStates`, `(B, L+1, T, D)`).
+    hidden_states: bool,
+    /// One layer's intermediate values (`layerTrace`, see [`crate::engine::LayerTrace`]).
+    layer_trace: Option<usize>,
+    /// The embeddings' steps in `layerTrace` whatever its layer.
+    embeddings: bool,
+    /// Cross-attention through this layer from the pair's second sentence to each text
+    /// (`crossAttention`, one `{layer, queries, keys, attention: (H, n_q, n_k)}` a text).
+    cross_attention: Option<usize>,
+}
+
+/// The experiment behind `÷√d_k` (src/analysis/scaling.rs): for d_k = 1, 2, 4, … 512, the
+/// variance of `q·k` and of `q·k/√d_k` over `samples` random pairs of unit-variance vectors:
+/// `[{d_k, raw, scaled}]`.
+#[wasm_bindgen(js_name = scalingExperiment)]
+pub fn scaling_experiment(samples: usize) -> Result<JsValue, JsError> {
+    let d_ks: Vec<usize> = (0..10).map(|i| 1 << i).collect();
+    to_js(&variance_experiment(&d_ks, samples.clamp(10, 20_000), 1))
 }
 
 /// The largest file the worker may download for each of a checkpoint's three files, in bytes
@@ -181,8 +200,11 @@ impl Session {
     /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
     /// scores: Float32Array, mask: Uint8Array, logits?: Float32Array, headMetrics?:
-    /// Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array}` (shapes in
-    /// [`RunInfo`]).
+    /// Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array, hiddenStates?:
+    /// Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
+    /// intermediate, output, embeddings?: {word, position, tokenType, sum, normed}} (each
+    /// `(B, T, ·)`), crossAttention?: [{layer, queries, keys, attention}]}` (shapes in
+    /// [`RunInfo`] and [`RunOptions`]).
     pub async fn run(
         &self,
         texts: Vec<String>,
@@ -204,7 +226,22 @@ impl Session {
             scores: true,
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
             scale: options.scale,
-            ..TraceOptions::default()
+            hidden_states: options.hidden_states,
+            layer_trace: options.layer_trace,
+            embeddings: options.embeddings,
+        };
+        let cross = match (options.cross_attention, pair.as_deref()) {
+            (None, _) => vec![],
+            (Some(_), None) => {
+                return Err(JsError::new(
+                    "cross-attention needs a second sentence (the pair): its queries come from it",
+                ))
+            }
+            (Some(layer), Some(second)) => texts
+                .iter()
+                .map(|first| cpu::cross_attention(self.runner.model(), first, second, layer, &opts))
+                .collect::<crate::Result<Vec<_>>>()
+                .map_err(js_err)?,
         };
         let run = self.forward(engine, &input, &mask, &opts).await?;
         let t = &run.trace;
@@ -261,6 +298,51 @@ impl Session {
                 ));
             }
             set(&o, "sentenceEmbedding", Float32Array::from(all.as_slice()))?;
+        }
+        if let Some(hs) = &t.hidden_states {
+            set(&o, "hiddenStates", flat(hs))?;
+        }
+        if let Some(lt) = &t.layer_trace {
+            let x = Object::new();
+            set(&x, "layer", lt.layer as f64)?;
+            for (name, a) in [
+                ("input", &lt.input),
+                ("q", &lt.q),
+                ("k", &lt.k),
+                ("v", &lt.v),
+                ("context", &lt.context),
+                ("attentionOutput", &lt.attention_output),
+                ("intermediate", &lt.intermediate),
+                ("output", &lt.output),
+            ] {
+                set(&x, name, flat(a))?;
+            }
+            if let Some(e) = &lt.embeddings {
+                let y = Object::new();
+                for (name, a) in [
+                    ("word", &e.word),
+                    ("position", &e.position),
+                    ("tokenType", &e.token_type),
+                    ("sum", &e.sum),
+                    ("normed", &e.normed),
+                ] {
+                    set(&y, name, flat(a))?;
+                }
+                set(&x, "embeddings", y)?;
+            }
+            set(&o, "layerTrace", x)?;
+        }
+        if !cross.is_empty() {
+            let all = js_sys::Array::new();
+            for c in &cross {
+                let x = Object::new();
+                set(&x, "layer", c.layer as f64)?;
+                set(&x, "queries", to_js(&c.queries)?)?;
+                set(&x, "keys", to_js(&c.keys)?)?;
+                set(&x, "attention", flat(&c.attention))?;
+                all.push(&x);
+            }
+            set(&o, "crossAttention", all)?;
         }
         Ok(o.into())
     }

@@ -1,7 +1,7 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
 import { connect, textsOf, urlSource, shownOf } from './scope.js';
@@ -18,7 +18,7 @@ const $ = (id) => document.getElementById(id);
 const store = createStore({
   ...parseHash(location.hash),
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
-  loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '',
+  loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null,
 });
 
 const embed = store.get().embed;
@@ -76,6 +76,7 @@ function layout(s) {
     head: showHeat ? { maxHeight, fontPx: presenterFont(s) } : null,
     lines: showLines ? { height: showHeat ? size : Math.min(maxHeight, 720), fontPx: presenterFont(s) } : null,
     heads: !s.embed && s.table ? {} : null,
+    ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, !s.embed && s.inside.includes(id) ? { fontPx: presenterFont(s), width: $(`inside-${id}`).clientWidth || 900 } : null])),
     rollout: !s.embed && s.rollout ? { fontPx: presenterFont(s), panelPx: Math.min(420, Math.floor(($('rollout-view').clientWidth || 800) / (window.innerWidth < 700 ? 1 : 2)) - 24) } : null,
     headB: showHeat && sideBySide ? { maxHeight, fontPx: presenterFont(s) } : null,
     steps: !s.embed || s.embed === 'steps' ? { panelPx: Math.min(s.presenter ? 360 : 260, Math.floor(($('steps-view').clientWidth || 1000) / (window.innerWidth < 700 ? 1 : 4)) - 16), fontPx: s.presenter ? 15 : 11 } : null,
@@ -87,7 +88,10 @@ function isSideBySide(s) {
   return s.compare && s.run?.B === 2 && s.run.results[0].length !== s.run.results[1].length;
 }
 
-const targets = { model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), headB: $('head-view-b') };
+const targets = {
+  model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), headB: $('head-view-b'),
+  ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, $(`inside-${id}`)])),
+};
 const scope = connect(store, { targets, layout });
 
 // ---------- controls ← state ----------
@@ -111,6 +115,7 @@ function syncInputs(s) {
   $('compare-text').value = s.compareText;
   $('batch-mode').disabled = s.compare;
   $('table-details').open = s.table;
+  for (const d of document.querySelectorAll('#inside details[data-panel]')) d.open = s.inside.includes(d.dataset.panel);
   $('rollout-details').open = s.rollout;
 }
 
@@ -279,6 +284,13 @@ on('compare-mode', 'change', (e) => {
 });
 on('compare-text', 'input', (e) => store.update({ compareText: e.target.value }));
 on('table-details', 'toggle', (e) => store.update({ table: e.target.open }));
+for (const d of document.querySelectorAll('#inside details[data-panel]')) {
+  d.addEventListener('toggle', () => {
+    const open = new Set(store.get().inside);
+    if (d.open) open.add(d.dataset.panel); else open.delete(d.dataset.panel);
+    store.update({ inside: INSIDE.filter((id) => open.has(id)) });
+  });
+}
 on('rollout-details', 'toggle', (e) => store.update({ rollout: e.target.open }));
 on('example', 'change', (e) => {
   const ex = EXAMPLES.find((x) => x.id === e.target.value);

@@ -67,7 +67,8 @@ class Engine {
 
   /**
    * Runs texts on a loaded checkpoint; resolves to the result contract (see result.js).
-   * `options`: {headMask: 'L:H,…', headMetrics, rollout, sentenceEmbedding} (src/wasm.rs).
+   * `options`: {headMask: 'L:H,…', scale: 'sqrt_dk' | 'none', headMetrics, rollout, sentenceEmbedding,
+   * hiddenStates, layerTrace: layer, crossAttention: layer} (src/wasm.rs `RunOptions`).
    */
   async run(key, { texts, pair, mask, options }) {
     const m = await this.call({ type: 'run', key, texts, pair, mask, options });
@@ -75,6 +76,9 @@ class Engine {
     r.status = m.status ?? null; // the engine line, when this run changed it (WebGPU lost)
     return r;
   }
+
+  /** The √d_k experiment, computed by the engine: `[{d_k, raw, scaled}]` (src/analysis/scaling.rs). */
+  async scaling(samples = 2000) { return (await this.call({ type: 'scaling', samples })).result; }
 
   /** The worker's wasm memory and what it holds: `{wasmBytes, sessions, checkpoints}`. */
   async stats() { return this.call({ type: 'stats' }); }

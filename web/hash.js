@@ -1,7 +1,7 @@
 // The URL hash ↔ the intent. Everything a link needs to reproduce a view; nothing else.
 // Values are only ever read as text (URLSearchParams), never as markup.
 
-import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH, METRICS } from './store.js';
+import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH, METRICS, INSIDE } from './store.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
 
@@ -39,6 +39,8 @@ export function parseHash(hash) {
   s.rollout = h.get('rollout') === '1';
   s.off = parseHeads(h.get('off') ?? '');
   if (h.has('cmp')) { s.compare = true; s.compareText = h.get('cmp'); }
+  s.inside = INSIDE.filter((id) => (h.get('inside') ?? '').split(',').includes(id));
+  s.noScale = h.get('noscale') === '1';
   s.sel = parseSel(h.get('q') ?? '');
   s.words = h.get('words') === '1';
   return s;
@@ -65,6 +67,8 @@ export function writeHash(s) {
   if (s.rollout) h.set('rollout', '1');
   if (s.off.length) h.set('off', s.off.join(','));
   if (s.compare) h.set('cmp', s.compareText);
+  if (s.inside.length) h.set('inside', s.inside.join(','));
+  if (s.noScale) h.set('noscale', '1');
   if (s.sel?.length) h.set('q', s.sel.join(','));
   if (s.words) h.set('words', '1');
   return '#' + h.toString().replace(/(^|&)q=[\d%C]+/, (q) => q.replace(/%2C/g, ',')); // q=3,5 reads better than q=3%2C5

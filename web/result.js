@@ -18,7 +18,7 @@ function lazy(obj, key, make) {
 let runs = 0;
 
 export function fromWorker(raw) {
-  const { info, attention, scores, mask, logits, summary, headMetrics, rollout, sentenceEmbedding, baselineEmbedding } = raw;
+  const { info, attention, scores, mask, logits, summary, headMetrics, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
   const head = (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T);
@@ -56,6 +56,29 @@ export function fromWorker(raw) {
     /** The sentence embedding of item b, and the same without the knocked-out heads. */
     embedding: (b) => (sentenceEmbedding ? embeddingOf(sentenceEmbedding, b) : null),
     baseline: (b) => (baselineEmbedding ? embeddingOf(baselineEmbedding, b) : null),
+    scale: info.scale,
+    /** One head metric of item b under the other score scale (÷√d_k or not), (L·H) flat, or null. */
+    otherScaleMetrics: raw.otherScaleMetrics ?? null,
+    otherMetric: (b, name) => (raw.otherScaleMetrics && info.head_metrics.includes(name) ? raw.otherScaleMetrics.subarray(((b * M + info.head_metrics.indexOf(name)) * L) * H, ((b * M + info.head_metrics.indexOf(name) + 1) * L) * H) : null),
+    /** Every layer's hidden states of item b: `(L+1)·T·D` flat, `D` (null when the run has none). */
+    hiddenStatesOf: (b) => {
+      if (!hiddenStates) return null;
+      const n = hiddenStates.length / B;
+      return { values: hiddenStates.subarray(b * n, (b + 1) * n), D: n / ((L + 1) * T) };
+    },
+    /**
+     * One layer's values for item b (null when the run has none): `{layer, dims: {name: width},
+     * get(name) → T·width flat}` for input, q, k, v, context, attentionOutput, intermediate,
+     * output, and (layer 0) embeddings.word, position, tokenType, sum, normed.
+     */
+    traceOf: (b) => {
+      if (!layerTrace) return null;
+      const of = (a) => { const n = a.length / B; return { values: a.subarray(b * n, (b + 1) * n), width: n / T }; };
+      const fields = { ...Object.fromEntries(Object.entries(layerTrace).filter(([, v]) => ArrayBuffer.isView(v))), ...Object.fromEntries(Object.entries(layerTrace.embeddings ?? {}).map(([k, v]) => [`embeddings.${k}`, v])) };
+      return { layer: layerTrace.layer, names: Object.keys(fields), get: (name) => of(fields[name]) };
+    },
+    /** Cross-attention to item b's text from the pair: `{layer, queries, keys, attention: H·n_q·n_k}` or null. */
+    crossOf: (b) => crossAttention?.[b] ?? null,
     /** The largest probability of a head, and the largest |score| (from the worker's summary). */
     probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
     scoreMax: (b, l, h) => summary.scoreMax[(b * L + l) * H + h],

@@ -12,10 +12,24 @@ import * as steps from './views/steps.js';
 import * as heads from './views/heads.js';
 import * as rolloutView from './views/rollout.js';
 import { compareOf } from './compare.js';
+import { INSIDE } from './store.js';
+import * as embeddingsView from './views/inside/embeddings.js';
+import * as qkvView from './views/inside/qkv.js';
+import * as contextView from './views/inside/context.js';
+import * as scaleView from './views/inside/scale.js';
+import * as residualView from './views/inside/residual.js';
+import * as ffnView from './views/inside/ffn.js';
+import * as stackView from './views/inside/stack.js';
+import * as crossView from './views/inside/cross.js';
+
+const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView]; // INSIDE's order
 import { wordsOf } from './words.js';
 import { clampSel } from './select.js';
 
-export const VIEWS = { model: grid, head, lines, steps, heads, rollout: rolloutView, headB: head };
+export const VIEWS = {
+  model: grid, head, lines, steps, heads, rollout: rolloutView, headB: head,
+  ...Object.fromEntries(INSIDE.map((id, i) => [`inside:${id}`, INSIDE_VIEWS[i]])),
+};
 
 /** The texts a state asks to run: the sentence, or up to MAX_BATCH non-blank lines. */
 export function textsOf(s) {
@@ -26,12 +40,26 @@ export function textsOf(s) {
 
 /** What a state asks the engine to compute beyond attention (src/wasm.rs `RunOptions`). */
 export function runOptions(s) {
-  return { headMask: s.off.join(','), headMetrics: Boolean(s.metric) || s.table, rollout: s.rollout, sentenceEmbedding: true };
+  const open = (id) => s.inside.includes(id);
+  const traced = ['embeddings', 'qkv', 'context', 'residual', 'ffn'].some(open);
+  return {
+    headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',
+    headMetrics: Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
+    // inside the encoder: what the open panels draw, and nothing else
+    layerTrace: traced ? s.layer : undefined, embeddings: open('embeddings'), hiddenStates: open('stack'),
+    crossAttention: open('cross') && s.pair.trim() ? s.layer : undefined,
+    bothScales: open('scale'), // the worker adds the other scale's head metrics (entropy with and without ÷√d_k)
+  };
 }
 
 /** Whether a run already holds what `runOptions(s)` asks for (so showing it needs no new run). */
 function runHas(r, s) {
-  return r && (!(s.metric || s.table) || r.metricNames.length > 0) && (!s.rollout || r.rolloutOf(0) !== null);
+  if (!r) return false;
+  const o = runOptions(s), trace = r.traceOf(0);
+  return (!o.headMetrics || r.metricNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null)
+    && (o.layerTrace === undefined || (trace?.layer === o.layerTrace && (!o.embeddings || trace.names.includes('embeddings.word'))))
+    && (!o.hiddenStates || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention)
+    && (!o.bothScales || r.otherScaleMetrics !== null);
 }
 
 /** The run the attention views show: the word-piece run, or its words (web/words.js) with "words" on. */
@@ -125,7 +153,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     };
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
     const onlySel = changed && [...changed].every((k) => k === 'hover' || k === 'sel'); // dims rows, draws the strip and lines
-    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout'];
+    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', ...INSIDE.map((id) => `inside:${id}`)];
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
     for (const name of order) {
@@ -136,9 +164,12 @@ export function connect(store, { targets, layout, dropOld = true }) {
         if (token !== renderToken) return;
       }
       const t0 = performance.now();
-      const pieces = name === 'steps'; // QKᵀ and the mask are per piece: the steps view keeps the piece run
+      // QKᵀ, the mask and the layer's insides are per piece: those views keep the piece run
+      const pieces = name === 'steps' || name.startsWith('inside:');
       VIEWS[name].render(el, pieces ? r : shown, {
         ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(name === 'headB' ? { item: 1, win: null } : {}),
+        modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: s.pair,
+        onNoScale: (noScale) => store.update({ noScale }),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
         onMove: (dl, dh) => {
           const now = store.get();
@@ -158,12 +189,14 @@ export function connect(store, { targets, layout, dropOld = true }) {
     store.update({ rendered: r.id + ':' + token });
   }
 
-  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words'];
-  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText'];
-  const SHOW_KEYS = ['metric', 'table', 'rollout']; // a new run only when the last one lacks what they show
+  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling'];
+  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale'];
+  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !runHas(s.run, s))) run();
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
+    // the √d_k experiment: computed by the engine once, when its panel first opens
+    if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng.scaling(2000).then((scaling) => store.update({ scaling }), () => {});
   });
 
   return { loadModel, run, render, cancel: () => store.get().loading && eng.cancel(store.get().loading.key) };

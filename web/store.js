@@ -26,6 +26,8 @@ export const INTENT_DEFAULTS = {
   // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
   // knocked-out heads ("layer:head", sorted), a second sentence to compare with
   metric: '', table: false, rollout: false, off: [], compare: false,
+  // inside the encoder: the open panels (INSIDE ids) and the √d_k ablation
+  inside: [], noScale: false,
   compareText: 'The trophy didn\'t fit in the suitcase because it was too small.',
   // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
   // views merge WordPiece pieces into words (web/words.js)
@@ -43,3 +45,6 @@ export const ENGINES = ['auto', 'cpu', 'gpu'];
 export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];
 export const EMBEDS = ['model', 'head', 'lines', 'steps'];
 export const MAX_BATCH = 4;
+
+/** The "inside the encoder" panels, in the order a layer computes them. */
+export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross'];

@@ -7,7 +7,7 @@
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would)
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
-import init, { loadSession, fileLimits } from './pkg/attnscope.js';
+import init, { loadSession, fileLimits, scalingExperiment } from './pkg/attnscope.js';
 import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -209,12 +209,18 @@ function sessionFor(key) {
 
 /**
  * A run with `msg.options` (src/wasm.rs `RunOptions`); when heads are knocked out and the
- * sentence embedding is asked for, also the embedding without them (`baselineEmbedding`).
+ * sentence embedding is asked for, also the embedding without them (`baselineEmbedding`); with
+ * `bothScales`, the head metrics under the other score scale too (`otherScaleMetrics`).
  */
 async function run(s, msg) {
-  const r = await runOn(s, msg, msg.options);
-  if (msg.options?.headMask && msg.options.sentenceEmbedding) {
+  const { bothScales, ...options } = msg.options ?? {};
+  const r = await runOn(s, msg, options);
+  if (options.headMask && options.sentenceEmbedding) {
     r.baselineEmbedding = (await runOn(s, msg, { sentenceEmbedding: true })).sentenceEmbedding;
+  }
+  if (bothScales) { // the head metrics under the other scale: entropy with and without ÷√d_k
+    const other = options.scale === 'none' ? 'sqrt_dk' : 'none';
+    r.otherScaleMetrics = (await runOn(s, msg, { headMask: options.headMask, scale: other, headMetrics: true })).headMetrics;
   }
   return r;
 }
@@ -258,11 +264,15 @@ self.onmessage = async (e) => {
       const transfer = [r.attention.buffer, r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
-      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding']) if (r[k]) transfer.push(r[k].buffer);
+      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'otherScaleMetrics']) if (r[k]) transfer.push(r[k].buffer);
+      const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
+      transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);
       self.postMessage({ id: msg.id, ok: true, result: r });
+    } else if (msg.type === 'scaling') {
+      self.postMessage({ id: msg.id, ok: true, result: scalingExperiment(msg.samples) });
     } else if (msg.type === 'stats') {
       self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, sessions: sessions.size, checkpoints: checkpoints.size });
     }

@@ -3,7 +3,8 @@
 //! * [`heads`]: per-head summaries (Clark et al. 2019, "What does BERT look at?"): entropy,
 //!   attention to [CLS], [SEP], the token itself, the previous and next token, and distance;
 //! * [`rollout`]: attention rollout (Abnar & Zuidema 2020) through the whole stack;
-//! * [`pooling`]: the mean-pooled, L2-normalised sentence embedding (sentence-transformers).
+//! * [`pooling`]: the mean-pooled, L2-normalised sentence embedding (sentence-transformers);
+//! * [`scaling`]: the experiment behind dividing scores by √d_k.
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
@@ -11,6 +12,7 @@
 pub mod heads;
 pub mod pooling;
 pub mod rollout;
+pub mod scaling;
 
 pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;

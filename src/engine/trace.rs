@@ -123,6 +123,9 @@ pub struct TraceOptions {
     pub hidden_states: bool,
     /// Keep the intermediate values of this layer (0-based; [`LayerTrace`]).
     pub layer_trace: Option<usize>,
+    /// Keep the embeddings' steps in the layer trace whatever its layer (they are always kept
+    /// when it traces layer 0, the layer they feed).
+    pub embeddings: bool,
 }
 
 impl TraceOptions {
@@ -164,7 +167,7 @@ pub struct EmbeddingTrace {
 /// * `context`: `(B, T, H·d_v)`, the heads' outputs concatenated before `W_o` (a knocked-out
 ///   head's slice is zero)
 /// * `intermediate`: `(B, T, intermediate_size)`, after the activation
-/// * `embeddings`: for layer 0 only, see [`EmbeddingTrace`]
+/// * `embeddings`: for layer 0 (or with [`TraceOptions::embeddings`]), see [`EmbeddingTrace`]
 #[derive(Debug, Clone)]
 pub struct LayerTrace {
     /// 0-based.

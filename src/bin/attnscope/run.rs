@@ -158,6 +158,7 @@ pub fn main() -> ExitCode {
                 },
                 hidden_states,
                 layer_trace,
+                embeddings: false, // the layer trace has them for layer 0
             },
             cross_attention,
             ReportOptions {

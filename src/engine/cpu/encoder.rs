@@ -155,7 +155,7 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
     let mut hidden_states = opts.hidden_states.then(|| Array4::zeros((b, l + 1, t, d)));
     let mut layer_trace = opts
         .layer_trace
-        .map(|layer| empty_layer_trace(layer, b, t, c));
+        .map(|layer| empty_layer_trace(layer, opts.embeddings, b, t, c));
     let mut logits = model
         .weights
         .classifier
@@ -229,12 +229,12 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
 }
 
 /// A layer trace of zeros for a `(B, T)` batch, filled item by item.
-fn empty_layer_trace(layer: usize, b: usize, t: usize, c: &Config) -> LayerTrace {
+fn empty_layer_trace(layer: usize, embeddings: bool, b: usize, t: usize, c: &Config) -> LayerTrace {
     let d = c.hidden_size;
     let z = || Array3::zeros((b, t, d));
     LayerTrace {
         layer,
-        embeddings: (layer == 0).then(|| EmbeddingTrace {
+        embeddings: (layer == 0 || embeddings).then(|| EmbeddingTrace {
             word: z(),
             position: z(),
             token_type: z(),
