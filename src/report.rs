@@ -6,8 +6,8 @@
 //!   "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?:
 //!   {name: [L][H]}, "rollout"?: [T][T], "sentence_embedding"?: [D], "hidden_states"?:
 //!   [L+1][T][D], "layer_trace"?: {"layer", "embeddings"?: {"word", "position", "token_type",
-//!   "sum", "normed"}, "input", "q", "k", "v", "context", "attention_output", "intermediate",
-//!   "output"}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]}}]}`
+//!   "sum", "normed"}, "input", "q", "k", "v", "context", "attention_output", "pre_activation",
+//!   "intermediate", "output"}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]}}]}`
 //!
 //! The page's `window.attnscope.result` is one item of `results` with the same field names and
 //! shapes, plus the run's `model`, `backend`, `fallback` and `elapsed_ms`.
@@ -103,7 +103,7 @@ impl<'a> ItemEmbeddings<'a> {
 ///
 /// # Shapes
 /// * `input`, `q`, `k`, `v`, `attention_output`, `output`: `[T][D]`
-/// * `context`: `[T][H·d_v]`; `intermediate`: `[T][intermediate_size]`
+/// * `context`: `[T][H·d_v]`; `pre_activation`, `intermediate`: `[T][intermediate_size]`
 #[derive(serde::Serialize)]
 pub struct ItemLayerTrace<'a> {
     pub layer: usize,
@@ -115,6 +115,7 @@ pub struct ItemLayerTrace<'a> {
     pub v: Nested<'a, f32>,
     pub context: Nested<'a, f32>,
     pub attention_output: Nested<'a, f32>,
+    pub pre_activation: Nested<'a, f32>,
     pub intermediate: Nested<'a, f32>,
     pub output: Nested<'a, f32>,
 }
@@ -131,6 +132,7 @@ impl<'a> ItemLayerTrace<'a> {
             v: item(&t.v),
             context: item(&t.context),
             attention_output: item(&t.attention_output),
+            pre_activation: item(&t.pre_activation),
             intermediate: item(&t.intermediate),
             output: item(&t.output),
         }

@@ -10,6 +10,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use web_time::Instant;
 
+use crate::analysis::positions::{learned_position_similarity, sinusoidal_similarity};
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, ScoreScale, TraceOptions};
@@ -196,15 +197,33 @@ impl Session {
         to_js(&ModelInfo::new(self.runner.model()))
     }
 
+    /// How alike the first `n` positions are (src/analysis/positions.rs): `{learned:
+    /// Float32Array, sinusoidal: Float32Array, n, dim}`, each `(n, n)` cosine similarities, of the
+    /// checkpoint's learned position embeddings and of sinusoidal encodings of the same width
+    /// `dim`; `n` is cut to the position table's length.
+    #[wasm_bindgen(js_name = positionSimilarity)]
+    pub fn position_similarity(&self, n: usize) -> Result<JsValue, JsError> {
+        let model = self.runner.model();
+        let learned = learned_position_similarity(model, n.max(1));
+        let n = learned.nrows();
+        let dim = model.config.hidden_size;
+        let o = Object::new();
+        set(&o, "learned", flat(&learned))?;
+        set(&o, "sinusoidal", flat(&sinusoidal_similarity(n, dim)))?;
+        set(&o, "n", n as f64)?;
+        set(&o, "dim", dim as f64)?;
+        Ok(o.into())
+    }
+
     /// Runs `texts` (one right-padded batch; each paired with `pair` when it is not blank) under
     /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
     /// scores: Float32Array, mask: Uint8Array, logits?: Float32Array, headMetrics?:
     /// Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array, hiddenStates?:
     /// Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
-    /// intermediate, output, embeddings?: {word, position, tokenType, sum, normed}} (each
-    /// `(B, T, ·)`), crossAttention?: [{layer, queries, keys, attention}]}` (shapes in
-    /// [`RunInfo`] and [`RunOptions`]).
+    /// preActivation, intermediate, output, embeddings?: {word, position, tokenType, sum,
+    /// normed}} (each `(B, T, ·)`), crossAttention?: [{layer, queries, keys, attention}]}`
+    /// (shapes in [`RunInfo`] and [`RunOptions`]).
     pub async fn run(
         &self,
         texts: Vec<String>,
@@ -312,6 +331,7 @@ impl Session {
                 ("v", &lt.v),
                 ("context", &lt.context),
                 ("attentionOutput", &lt.attention_output),
+                ("preActivation", &lt.pre_activation),
                 ("intermediate", &lt.intermediate),
                 ("output", &lt.output),
             ] {

@@ -111,6 +111,7 @@ fn check_layer_trace(g: &Golden, trace: &Trace, layer: usize) -> f32 {
         ("v", &lt.v),
         ("context", &lt.context),
         ("attention_output", &lt.attention_output),
+        ("pre_activation", &lt.pre_activation),
         ("intermediate", &lt.intermediate),
         ("output", &lt.output),
     ] {
@@ -286,4 +287,50 @@ fn every_inside_fixture_has_a_case() {
     let mut listed: Vec<String> = CASES.iter().map(|s| s.to_string()).collect();
     listed.sort();
     assert_eq!(found, listed);
+}
+
+/// The learned position similarity (src/analysis/positions.rs) is the cosine of the rows of the
+/// checkpoint's own position table, read here straight from model.safetensors.
+#[test]
+fn learned_position_similarity_is_the_cosine_of_the_safetensors_position_rows() {
+    use attnscope::analysis::positions::learned_position_similarity;
+    let m = model("minilm");
+    let bytes = std::fs::read(model_dir("minilm").join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let name = st
+        .names()
+        .into_iter()
+        .find(|n| n.ends_with("embeddings.position_embeddings.weight"))
+        .expect("a position table")
+        .to_string();
+    let t = st.tensor(&name).unwrap();
+    assert_eq!(t.dtype(), safetensors::Dtype::F32);
+    let d = t.shape()[1];
+    let table: Vec<f32> = t
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let n = 70;
+    let got = learned_position_similarity(m, n);
+    assert_eq!(got.dim(), (n, n));
+    let row = |i: usize| &table[i * d..(i + 1) * d];
+    let mut worst = 0f32;
+    for i in 0..n {
+        for j in 0..n {
+            let (a, b) = (row(i), row(j));
+            let dot: f64 = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                .sum();
+            let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+            let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+            worst = worst.max((got[[i, j]] - (dot / (na * nb)) as f32).abs());
+        }
+    }
+    assert!(worst < 1e-5, "max |Δ| {worst}");
+    // the table is cut at its length
+    let all = learned_position_similarity(m, 100_000);
+    assert_eq!(all.nrows(), m.config.max_position_embeddings);
 }

@@ -288,6 +288,7 @@ def trace_layers(model, layers):
                   layer.attention.output.dense.register_forward_pre_hook(
                       lambda _m, args, key=p + "context": got.__setitem__(key, args[0])),
                   layer.attention.register_forward_hook(out(p + "attention_output", first)),
+                  layer.intermediate.dense.register_forward_hook(out(p + "pre_activation")),
                   layer.intermediate.register_forward_hook(out(p + "intermediate")),
                   layer.register_forward_hook(out(p + "output", first))]
     return got, hooks

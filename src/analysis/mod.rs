@@ -4,13 +4,15 @@
 //!   attention to [CLS], [SEP], the token itself, the previous and next token, and distance;
 //! * [`rollout`]: attention rollout (Abnar & Zuidema 2020) through the whole stack;
 //! * [`pooling`]: the mean-pooled, L2-normalised sentence embedding (sentence-transformers);
-//! * [`scaling`]: the experiment behind dividing scores by √d_k.
+//! * [`scaling`]: the experiment behind dividing scores by √d_k;
+//! * [`positions`]: how alike positions are, learned position embeddings beside sinusoidal ones.
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
 
 pub mod heads;
 pub mod pooling;
+pub mod positions;
 pub mod rollout;
 pub mod scaling;
 

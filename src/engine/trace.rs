@@ -166,6 +166,7 @@ pub struct EmbeddingTrace {
 ///   linear projections before the split into heads
 /// * `context`: `(B, T, H·d_v)`, the heads' outputs concatenated before `W_o` (a knocked-out
 ///   head's slice is zero)
+/// * `pre_activation`: `(B, T, intermediate_size)`, `dense₁(·)` before the activation
 /// * `intermediate`: `(B, T, intermediate_size)`, after the activation
 /// * `embeddings`: for layer 0 (or with [`TraceOptions::embeddings`]), see [`EmbeddingTrace`]
 #[derive(Debug, Clone)]
@@ -179,6 +180,7 @@ pub struct LayerTrace {
     pub v: Array3<f32>,
     pub context: Array3<f32>,
     pub attention_output: Array3<f32>,
+    pub pre_activation: Array3<f32>,
     pub intermediate: Array3<f32>,
     pub output: Array3<f32>,
 }

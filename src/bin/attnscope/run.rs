@@ -98,8 +98,8 @@ enum Command {
         #[arg(long)]
         hidden_states: bool,
         /// Include one layer's intermediate values ("layer_trace": input, q, k, v, context,
-        /// attention_output, intermediate, output; the embeddings' steps for layer 0), 0-based.
-        /// On the GPU backend, computed by the CPU engine.
+        /// attention_output, pre_activation, intermediate, output; the embeddings' steps for
+        /// layer 0), 0-based. On the GPU backend, computed by the CPU engine.
         #[arg(long, value_name = "LAYER")]
         layer_trace: Option<usize>,
         /// Include the attention [H][n_q][n_k] of LAYER (0-based) from the pair's second sentence

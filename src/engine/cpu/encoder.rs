@@ -49,32 +49,35 @@ pub fn embed(w: &Embeddings, ids: ArrayView1<u32>, type_ids: ArrayView1<u32>) ->
     }
 }
 
-/// Position-wise feed-forward, returning `(act(dense₁(x)), dense₂(act(dense₁(x))))`.
+/// Position-wise feed-forward, returning `(dense₁(x), act(dense₁(x)), dense₂(act(dense₁(x))))`.
 ///
 /// # Shapes
-/// * `x`: `(T, D)` → `((T, intermediate), (T, D))`
+/// * `x`: `(T, D)` → `((T, intermediate), (T, intermediate), (T, D))`
 pub fn feed_forward(
     w: &LayerWeights,
     config: &Config,
     x: ArrayView2<f32>,
-) -> (Array2<f32>, Array2<f32>) {
-    let mut h = linear(x, &w.intermediate); // (T, intermediate)
+) -> (Array2<f32>, Array2<f32>, Array2<f32>) {
+    let pre = linear(x, &w.intermediate); // (T, intermediate)
+    let mut h = pre.clone();
     activate(&mut h, config.hidden_act);
     let out = linear(h.view(), &w.output); // (T, D)
-    (h, out)
+    (pre, h, out)
 }
 
 /// One encoder layer's output and what it computed on the way (see [`LayerTrace`] for the
 /// meaning of each in post-LN and pre-LN layers).
 ///
 /// # Shapes
-/// * `output`, `attention_output`: `(T, D)`; `intermediate`: `(T, intermediate)`
+/// * `output`, `attention_output`: `(T, D)`; `pre_activation`, `intermediate`: `(T, intermediate)`
 /// * `attention`: see [`MultiHeadOutput`]
 #[derive(Debug, Clone)]
 pub struct LayerOutput {
     pub output: Array2<f32>,
     pub attention: MultiHeadOutput,
     pub attention_output: Array2<f32>,
+    /// `dense₁(·)` before the activation.
+    pub pre_activation: Array2<f32>,
     pub intermediate: Array2<f32>,
 }
 
@@ -102,11 +105,12 @@ pub fn encoder_layer(
             let attn =
                 multi_head_attention_with_scale(&w.attention, heads, x, x, mask, off, scale)?;
             let h = layer_norm((&attn.output + &x).view(), &w.attention_norm);
-            let (intermediate, ff) = feed_forward(w, config, h.view());
+            let (pre_activation, intermediate, ff) = feed_forward(w, config, h.view());
             Ok(LayerOutput {
                 output: layer_norm((ff + &h).view(), &w.output_norm),
                 attention: attn,
                 attention_output: h,
+                pre_activation,
                 intermediate,
             })
         }
@@ -116,12 +120,13 @@ pub fn encoder_layer(
             let attn =
                 multi_head_attention_with_scale(&w.attention, heads, n, n, mask, off, scale)?;
             let h = &attn.output + &x;
-            let (intermediate, ff) =
+            let (pre_activation, intermediate, ff) =
                 feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
             Ok(LayerOutput {
                 output: ff + &h,
                 attention: attn,
                 attention_output: h,
+                pre_activation,
                 intermediate,
             })
         }
@@ -201,6 +206,7 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
                     (&mut lt.v, &a.v),
                     (&mut lt.context, &a.context),
                     (&mut lt.attention_output, &out.attention_output),
+                    (&mut lt.pre_activation, &out.pre_activation),
                     (&mut lt.intermediate, &out.intermediate),
                     (&mut lt.output, &out.output),
                 ] {
@@ -247,6 +253,7 @@ fn empty_layer_trace(layer: usize, embeddings: bool, b: usize, t: usize, c: &Con
         v: z(),
         context: z(),
         attention_output: z(),
+        pre_activation: Array3::zeros((b, t, c.intermediate_size)),
         intermediate: Array3::zeros((b, t, c.intermediate_size)),
         output: z(),
     }
