@@ -80,6 +80,9 @@ class Engine {
   /** The √d_k experiment, computed by the engine: `[{d_k, raw, scaled}]` (src/analysis/scaling.rs). */
   async scaling(samples = 2000) { return (await this.call({ type: 'scaling', samples })).result; }
 
+  /** How alike the first n positions are, learned and sinusoidal: `{learned, sinusoidal: Float32Array n·n, n, dim}` (src/analysis/positions.rs). */
+  async positions(key, n) { return (await this.call({ type: 'positions', key, n })).result; }
+
   /** The worker's wasm memory and what it holds: `{wasmBytes, sessions, checkpoints}`. */
   async stats() { return this.call({ type: 'stats' }); }
 

@@ -88,6 +88,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
   const eng = engine();
   let loads = 0;
   let running = false, again = false;
+  let positionsPending = false;
 
   async function run() {
     const s = store.get();
@@ -153,7 +154,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     };
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
     const onlySel = changed && [...changed].every((k) => k === 'hover' || k === 'sel'); // dims rows, draws the strip and lines
-    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', ...INSIDE.map((id) => `inside:${id}`)];
+    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', ...INSIDE.map((id) => `inside:${id}`)];
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
     for (const name of order) {
@@ -169,6 +170,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
       VIEWS[name].render(el, pieces ? r : shown, {
         ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(name === 'headB' ? { item: 1, win: null } : {}),
         modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: s.pair,
+        positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
         onMove: (dl, dh) => {
@@ -189,7 +191,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     store.update({ rendered: r.id + ':' + token });
   }
 
-  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling'];
+  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
@@ -197,6 +199,14 @@ export function connect(store, { targets, layout, dropOld = true }) {
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
     if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng.scaling(2000).then((scaling) => store.update({ scaling }), () => {});
+    // learned vs sinusoidal position similarity: from the engine once a model (again for a longer input)
+    const posN = Math.max(64, s.run?.T ?? 0);
+    if (s.inside.includes('embeddings') && s.modelKey && !positionsPending && (s.positions?.key !== s.modelKey || (s.positions.want ?? 0) < posN)) {
+      positionsPending = true;
+      const key = s.modelKey;
+      eng.positions(key, posN).then((p) => ({ ...p, key, want: posN }), (err) => ({ key, want: posN, error: String(err.message || err) }))
+        .then((positions) => { positionsPending = false; store.update({ positions }); });
+    }
   });
 
   return { loadModel, run, render, cancel: () => store.get().loading && eng.cancel(store.get().loading.key) };

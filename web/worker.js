@@ -273,6 +273,9 @@ self.onmessage = async (e) => {
       self.postMessage({ id: msg.id, ok: true, result: r });
     } else if (msg.type === 'scaling') {
       self.postMessage({ id: msg.id, ok: true, result: scalingExperiment(msg.samples) });
+    } else if (msg.type === 'positions') {
+      const r = sessionFor(msg.key).session.positionSimilarity(msg.n);
+      self.postMessage({ id: msg.id, ok: true, result: r }, [r.learned.buffer, r.sinusoidal.buffer]);
     } else if (msg.type === 'stats') {
       self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, sessions: sessions.size, checkpoints: checkpoints.size });
     }

@@ -1,6 +1,74 @@
-// Inside the encoder, panel "embeddings" (being built: see issue 8).
+// Inside the encoder, panel "embeddings": token + position + token-type embeddings of each
+// token, their sum and the LayerNorm after it, each (T, D) with per-token L2 norms; and the
+// learned position embeddings' cosine similarity beside that of sinusoidal encodings (both from
+// the engine: src/analysis/positions.rs).
 
-/** `run`: the result contract; `opts`: the focused {item, layer, head}, {modelInfo, fontPx, noScale, onNoScale, scaling}. */
+import { fit, bitmap, cellAt } from '../../canvas.js';
+import { pixels } from '../../colour.js';
+import { heatmap, figure, part, tooltip, rowNorms, robustMax, legendFor, diverging } from './draw.js';
+
+const STEPS = [
+  { name: 'embeddings.word', title: 'token (word) embedding', what: 'E_tok[id]' },
+  { name: 'embeddings.position', title: '+ position embedding', what: 'P[t]' },
+  { name: 'embeddings.tokenType', title: '+ token-type embedding', what: 'S[type]' },
+  { name: 'embeddings.sum', title: '= sum', what: 'sum' },
+  { name: 'embeddings.normed', title: '→ LayerNorm (enters layer 0)', what: 'LN(sum)' },
+];
+
+/** `run`: the result contract; `opts`: {item, layer, width, fontPx, modelInfo, positions}. */
 export function render(target, run, opts) {
-  target.textContent = `layer ${opts.layer}, head ${opts.head}`;
+  const trace = run.traceOf(opts.item);
+  const has = trace && trace.names.includes('embeddings.word');
+  const pos = opts.positions;
+  const key = [run.id, opts.item, opts.width, has, pos?.n ?? 0, pos?.error ?? ''].join('|');
+  if (target._key === key) return;
+  target._key = key;
+  target.classList.add('inside-panel');
+  tooltip(target);
+  const intro = part(target, 'inside-intro', 'p');
+  const D = opts.modelInfo?.hidden ?? (has ? trace.get('embeddings.word').width : 0);
+  intro.textContent = `Each token's vector entering the encoder is the sum of three learned vectors of width D = ${D}: its token's row of the vocabulary table, its position's row, and its segment's (token type) row; LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t] + S[type]). Rows are tokens, columns the ${D} dimensions; the bars on the right are each token's L2 norm.`;
+  const grid = part(target, 'inside-row');
+  if (!has) { grid.textContent = 'The embeddings\' steps are not in this run yet.'; return; }
+  const tokens = run.results[opts.item].tokens, rows = run.results[opts.item].length;
+  const width = Math.max(280, opts.width || 900);
+  const figW = width >= 900 ? Math.floor((width - 24) / 3) : width >= 600 ? Math.floor((width - 12) / 2) : width - 4;
+  for (const s of STEPS) {
+    const f = figure(grid, s.name, { legendBox: true });
+    const { values, width: W } = trace.get(s.name);
+    const max = robustMax(values.subarray(0, rows * W));
+    const norms = rowNorms(values, W, rows);
+    const { sc } = heatmap(f.canvas, { values, rows, W, tokens, max, width: figW, fontPx: opts.fontPx, norms, label: `${s.what}, ±99th pct |value|`, what: s.what, maxRowPx: 16 });
+    f.set(s.title, `(${rows}, ${W})`);
+    legendFor(f.legend, sc);
+    f.canvas.setAttribute('aria-label', `${s.title}: ${rows} tokens × ${W} dimensions, colour ±${max.toFixed(3)}; L2 norms ${norms[0].toFixed(2)} (token 0) to ${norms[rows - 1].toFixed(2)} (token ${rows - 1})`);
+  }
+  // the position similarity: learned (this checkpoint) beside sinusoidal at the same width
+  const simRow = part(target, 'inside-sim');
+  const note = part(target, 'inside-note', 'p');
+  if (!pos) { note.textContent = 'Position similarity: computing…'; return; }
+  if (pos.error) { note.textContent = `Position similarity: ${pos.error}`; return; }
+  const n = pos.n;
+  const size = Math.max(220, Math.min(330, Math.floor((width - 40) / 2)));
+  const sc = diverging(1, 'cosine similarity');
+  for (const [id, title, values] of [['learned', 'learned position embeddings', pos.learned], ['sinusoidal', 'sinusoidal PE', pos.sinusoidal]]) {
+    const f = figure(simRow, `sim-${id}`, { legendBox: id === 'sinusoidal' });
+    const pad = 16, cell = (size - pad - 2) / n;
+    const g = { T: n, n, q0: 0, k0: 0, cell, x0: pad, y0: pad, size: cell * n };
+    const ctx = fit(f.canvas, size, size, n + 1);
+    ctx.clearRect(0, 0, size, size);
+    ctx.drawImage(bitmap(pixels(values, n, sc)), 0, 0, n, n, g.x0, g.y0, g.size, g.size);
+    ctx.fillStyle = '#374151';
+    ctx.font = '10px system-ui, sans-serif';
+    ctx.textBaseline = 'middle';
+    ctx.textAlign = 'left';
+    ctx.fillText(`position j: 0–${n - 1} →`, g.x0, g.y0 / 2);
+    ctx.save(); ctx.translate(g.x0 / 2, g.y0); ctx.rotate(Math.PI / 2); ctx.fillText(`position i: 0–${n - 1} →`, 0, 0); ctx.restore();
+    f.canvas._describe = (x, y) => { const c = cellAt(g, x, y); return c ? `positions ${c.q} and ${c.k}: cos ${values[c.q * n + c.k].toFixed(4)}` : null; };
+    f.set(title, `cos(P[i], P[j]), (${n}, ${n})`, id === 'learned' ? `rows 0–${n - 1} of this checkpoint's position table (D = ${pos.dim})` : `PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(pos / 10000^(2i/D)), D = ${pos.dim}`);
+    f.canvas.setAttribute('aria-label', `cosine similarity of the ${title} of positions 0 to ${n - 1}, ${n} × ${n}; positions 0 and 1: ${values[1].toFixed(3)}`);
+    if (id === 'sinusoidal') legendFor(f.legend, sc);
+  }
+  note.textContent = `BERT learns a vector per position (one row for each of its ${opts.modelInfo?.max_length ?? 'first'} positions) instead of the fixed sinusoids of the original transformer. Both put nearby positions close (a bright band along the diagonal); the learned one is what this model actually adds at positions 0–${n - 1}.`;
+  target.dataset.drawn = String(run.id);
 }

@@ -1,6 +1,108 @@
-// Inside the encoder, panel "ffn" (being built: see issue 8).
+// Inside the encoder, panel "ffn": Linear(D → I) → act → Linear(I → D), the activation's curve
+// with the focused token's real pre-activations (engine: preActivation) plotted at their
+// activated values (engine: intermediate), and the share of units the activation nearly zeroes.
 
-/** `run`: the result contract; `opts`: the focused {item, layer, head}, {modelInfo, fontPx, noScale, onNoScale, scaling}. */
-export function render(target, run, opts) {
-  target.textContent = `layer ${opts.layer}, head ${opts.head}`;
+import { fit } from '../../canvas.js';
+import { part, tooltip, focusToken, tokenPicker } from './draw.js';
+
+// erf, Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): enough to draw the curve
+function erf(x) {
+  const s = Math.sign(x), a = Math.abs(x), t = 1 / (1 + 0.3275911 * a);
+  const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-a * a);
+  return s * y;
 }
+
+const ACTS = {
+  gelu: { name: 'GELU (exact)', formula: 'GELU(x) = x·Φ(x) = x·½(1 + erf(x/√2))', f: (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)) },
+  gelu_tanh: { name: 'GELU (tanh approximation)', formula: 'GELU(x) ≈ ½x(1 + tanh(√(2/π)(x + 0.044715x³)))', f: (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3))) },
+  relu: { name: 'ReLU', formula: 'ReLU(x) = max(0, x)', f: (x) => Math.max(0, x) },
+};
+
+/** The "nearly zeroed" threshold: |act(z)| below 1% of the token's largest |act(z)|. */
+export const NEAR_ZERO = 0.01;
+
+/** `run`: the result contract; `opts`: {item, layer, sel, width, fontPx, modelInfo}. */
+export function render(target, run, opts) {
+  const trace = run.traceOf(opts.item);
+  const rows = run.results[opts.item].length;
+  const tok = focusToken(target, opts, rows);
+  const key = [run.id, opts.item, opts.layer, opts.width, trace?.layer, tok, opts.sel?.[0]].join('|');
+  if (target._key === key) return;
+  target._key = key;
+  target.classList.add('inside-panel');
+  tooltip(target);
+  const intro = part(target, 'inside-intro', 'p');
+  if (!trace || trace.layer !== opts.layer || !trace.names.includes('preActivation')) { intro.textContent = `Layer ${opts.layer}'s feed-forward values are not in this run yet.`; return; }
+  const { layer, item } = opts;
+  const tokens = run.results[item].tokens;
+  const mi = opts.modelInfo ?? {};
+  const pre = trace.get('preActivation'), post = trace.get('intermediate');
+  const I = pre.width, D = trace.get('output').width;
+  const act = ACTS[mi.hidden_act] ?? ACTS.gelu;
+  intro.textContent = `Each token goes through the same two-layer network on its own: FFN(x) = W₂·act(W₁·x + b₁) + b₂, Linear(D → I) → ${act.name} → Linear(I → D), (T, ${D}) → (T, ${I}) → (T, ${D}). ${act.formula}. The dots are one token's ${I} units: z = W₁·x + b₁ (before the activation) against act(z) (after it), both from the engine.`;
+  tokenPicker(target, target, tokens.slice(0, rows), tok, Number.isInteger(opts.sel?.[0]), () => render(target, run, opts));
+  const xs = pre.values.subarray(tok * I, (tok + 1) * I), ys = post.values.subarray(tok * I, (tok + 1) * I);
+  let lo = -4, hi = 4, yMax = 0;
+  for (let j = 0; j < I; j++) { lo = Math.min(lo, xs[j]); hi = Math.max(hi, xs[j]); yMax = Math.max(yMax, Math.abs(ys[j])); }
+  const near = ys.reduce((n, v) => n + (Math.abs(v) < NEAR_ZERO * yMax ? 1 : 0), 0);
+  const negative = xs.reduce((n, v) => n + (v < 0 ? 1 : 0), 0);
+  const canvas = part(target, 'inside-plot', 'canvas');
+  canvas.setAttribute('role', 'img');
+  const width = Math.max(280, Math.min(900, opts.width || 900)), h = Math.round(Math.min(360, width * 0.5));
+  const padL = 40, padB = 28, top = 10, padR = 10;
+  const ctx = fit(canvas, width, h, 0);
+  ctx.clearRect(0, 0, width, h);
+  const yLo = Math.min(-0.5, act.f(lo), ...[-0.2]), yHi = Math.max(act.f(hi), yMax, 1);
+  const X = (v) => padL + ((v - lo) / (hi - lo)) * (width - padL - padR);
+  const Y = (v) => top + (1 - (v - yLo) / (yHi - yLo)) * (h - top - padB);
+  // axes and grid
+  ctx.strokeStyle = '#e5e7eb';
+  ctx.fillStyle = '#6b7280';
+  ctx.font = '10px system-ui, sans-serif';
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  const stepX = niceStep(hi - lo), stepY = niceStep(yHi - yLo);
+  for (let v = Math.ceil(lo / stepX) * stepX; v <= hi; v += stepX) { ctx.beginPath(); ctx.moveTo(X(v), top); ctx.lineTo(X(v), h - padB); ctx.stroke(); ctx.fillText(fmtTick(v), X(v), h - padB + 4); }
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  for (let v = Math.ceil(yLo / stepY) * stepY; v <= yHi; v += stepY) { ctx.beginPath(); ctx.moveTo(padL, Y(v)); ctx.lineTo(width - padR, Y(v)); ctx.stroke(); ctx.fillText(fmtTick(v), padL - 4, Y(v)); }
+  ctx.strokeStyle = '#9ca3af';
+  ctx.beginPath(); ctx.moveTo(X(0), top); ctx.lineTo(X(0), h - padB); ctx.moveTo(padL, Y(0)); ctx.lineTo(width - padR, Y(0)); ctx.stroke();
+  // the near-zero band
+  ctx.fillStyle = 'rgba(245, 158, 11, 0.15)';
+  ctx.fillRect(padL, Y(NEAR_ZERO * yMax), width - padL - padR, Math.max(1, Y(-NEAR_ZERO * yMax) - Y(NEAR_ZERO * yMax)));
+  // the curve
+  ctx.strokeStyle = '#111827';
+  ctx.lineWidth = 1.5;
+  ctx.beginPath();
+  for (let i = 0; i <= 300; i++) { const v = lo + ((hi - lo) * i) / 300; i ? ctx.lineTo(X(v), Y(act.f(v))) : ctx.moveTo(X(v), Y(act.f(v))); }
+  ctx.stroke();
+  // the token's units
+  ctx.fillStyle = 'rgba(37, 99, 235, 0.45)';
+  for (let j = 0; j < I; j++) { ctx.beginPath(); ctx.arc(X(xs[j]), Y(ys[j]), 2, 0, 2 * Math.PI); ctx.fill(); }
+  ctx.fillStyle = '#374151';
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.textAlign = 'left';
+  ctx.textBaseline = 'top';
+  ctx.fillText(`act(z), ${mi.hidden_act ?? 'gelu'}`, padL + 4, top + 2);
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'bottom';
+  ctx.fillText('z = W₁·x + b₁', width - padR, h - padB - 2);
+  canvas._describe = (x, y) => {
+    let best = -1, bd = 36;
+    for (let j = 0; j < I; j++) { const d = (X(xs[j]) - x) ** 2 + (Y(ys[j]) - y) ** 2; if (d < bd) { bd = d; best = j; } }
+    return best < 0 ? null : `unit ${best}: z = ${xs[best].toFixed(4)}, act(z) = ${ys[best].toFixed(4)}`;
+  };
+  canvas.setAttribute('aria-label', `${act.name} curve with the ${I} pre-activations of token ${tok} (${tokens[tok]}) in layer ${layer}; ${near} of ${I} nearly zero`);
+  const stats = part(target, 'inside-stats', 'p');
+  stats.textContent = `Token ${tok} (${tokens[tok]}): ${negative} of ${I} units (${((100 * negative) / I).toFixed(1)}%) have z < 0; the activation nearly zeroes ${near} of ${I} (${((100 * near) / I).toFixed(1)}%), i.e. |act(z)| < ${NEAR_ZERO} × the token's largest |act(z)| (${yMax.toFixed(3)}), the shaded band. Those units add almost nothing through W₂: the layer uses a sparse subset of its ${I} units for each token.`;
+  target.dataset.drawn = String(run.id);
+  target.dataset.token = String(tok);
+  target.dataset.nearZero = String(near);
+}
+
+function niceStep(span) {
+  const raw = span / 6, p = 10 ** Math.floor(Math.log10(raw)), m = raw / p;
+  return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+const fmtTick = (v) => (Math.abs(v) < 1e-9 ? '0' : Math.abs(v) >= 1 ? String(Math.round(v * 10) / 10) : v.toFixed(2));

@@ -1,6 +1,105 @@
-// Inside the encoder, panel "residual" (being built: see issue 8).
+// Inside the encoder, panel "residual": the loaded model's order of residual connections and
+// LayerNorms (post-LN for BERT, pre-LN otherwise), and each token's hidden-state norm at the
+// layer's input, after its attention sub-layer and at its output.
 
-/** `run`: the result contract; `opts`: the focused {item, layer, head}, {modelInfo, fontPx, noScale, onNoScale, scaling}. */
+import { fit } from '../../canvas.js';
+import { part, tooltip, rowNorms } from './draw.js';
+
+const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
+
+/** `run`: the result contract; `opts`: {item, layer, width, fontPx, modelInfo}. */
 export function render(target, run, opts) {
-  target.textContent = `layer ${opts.layer}, head ${opts.head}`;
+  const trace = run.traceOf(opts.item);
+  const key = [run.id, opts.item, opts.layer, opts.width, trace?.layer].join('|');
+  if (target._key === key) return;
+  target._key = key;
+  target.classList.add('inside-panel');
+  tooltip(target);
+  const intro = part(target, 'inside-intro', 'p');
+  if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
+  const { layer, item } = opts;
+  const post = (opts.modelInfo?.layer_norm_order ?? 'post') === 'post';
+  const tokens = run.results[item].tokens, rows = run.results[item].length;
+  const D = trace.get('input').width;
+  intro.textContent = post
+    ? `This model is post-LN (as BERT): each sub-layer's output is added to its input (the residual connection), then normalised: h = LN₁(x + MultiHeadAttention(x)), out = LN₂(h + FFN(h)). LayerNorm rescales every token's vector to mean 0 and variance 1 over its D = ${D} dimensions (then a learned γ, β), so the norms after each LN are similar whatever went in.`
+    : `This model is pre-LN: each sub-layer sees a normalised copy and its output is added to the unnormalised stream: h = x + MultiHeadAttention(LN₁(x)), out = h + FFN(LN₂(h)). Nothing renormalises the stream, so the norms can grow layer by layer.`;
+  // the order, as boxes
+  const flow = part(target, 'inside-flow');
+  const steps = post
+    ? ['x', 'MultiHeadAttention', '+ x', 'LayerNorm₁', 'h', 'FFN', '+ h', 'LayerNorm₂', 'out']
+    : ['x', 'LayerNorm₁', 'MultiHeadAttention', '+ x', 'h', 'LayerNorm₂', 'FFN', '+ h', 'out'];
+  flow.replaceChildren(...steps.flatMap((s, i) => {
+    const b = document.createElement('span');
+    b.className = `flow-box${s.startsWith('+') ? ' flow-add' : s.startsWith('LayerNorm') ? ' flow-ln' : s.length <= 3 ? ' flow-value' : ''}`;
+    b.textContent = s;
+    if (i === 0) return [b];
+    const a = document.createElement('span');
+    a.className = 'flow-arrow';
+    a.textContent = '→';
+    return [a, b];
+  }));
+  flow.setAttribute('aria-label', `layer order: ${steps.join(' → ')}`);
+  // grouped bars: ‖x‖, ‖h‖, ‖out‖ per token
+  const series = [
+    ['input', `‖x‖ (layer ${layer} input)`],
+    ['attentionOutput', post ? '‖h‖ = ‖LN₁(x + MHA(x))‖' : '‖h‖ = ‖x + MHA(LN₁(x))‖'],
+    ['output', post ? '‖out‖ = ‖LN₂(h + FFN(h))‖' : '‖out‖ = ‖h + FFN(LN₂(h))‖'],
+  ].map(([name, label]) => ({ name, label, norms: rowNorms(trace.get(name).values, D, rows) }));
+  const keyBox = part(target, 'inside-keys');
+  keyBox.replaceChildren(...series.map((s, i) => {
+    const k = document.createElement('span');
+    k.className = 'inside-key';
+    const sw = document.createElement('i');
+    sw.style.background = COLOURS[i];
+    k.append(sw, ` ${s.label}`);
+    return k;
+  }));
+  const canvas = part(target, 'inside-bars', 'canvas');
+  canvas.setAttribute('role', 'img');
+  const width = Math.max(280, opts.width || 900);
+  const h = 220, padL = 40, padB = 64, top = 10;
+  const plotW = width - padL - 8;
+  const groupW = plotW / rows, barW = Math.max(1, Math.min(14, (groupW - 3) / 3));
+  const ctx = fit(canvas, width, h, 0);
+  ctx.clearRect(0, 0, width, h);
+  const max = Math.max(...series.flatMap((s) => [...s.norms])) || 1;
+  const y = (v) => top + (h - top - padB) * (1 - v / max);
+  ctx.strokeStyle = '#e5e7eb';
+  ctx.fillStyle = '#6b7280';
+  ctx.font = '10px system-ui, sans-serif';
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  for (let i = 0; i <= 4; i++) {
+    const v = (max * i) / 4;
+    ctx.beginPath(); ctx.moveTo(padL, y(v)); ctx.lineTo(width - 8, y(v)); ctx.stroke();
+    ctx.fillText(v.toFixed(v >= 10 ? 0 : 1), padL - 4, y(v));
+  }
+  for (let t = 0; t < rows; t++) {
+    const x0 = padL + t * groupW + (groupW - 3 * barW) / 2;
+    series.forEach((s, i) => {
+      ctx.fillStyle = COLOURS[i];
+      ctx.fillRect(x0 + i * barW, y(s.norms[t]), Math.max(1, barW - (barW > 3 ? 1 : 0)), y(0) - y(s.norms[t]));
+    });
+  }
+  if (groupW >= 9) {
+    ctx.fillStyle = '#374151';
+    ctx.font = `${Math.min(11, opts.fontPx ?? 11)}px system-ui, sans-serif`;
+    for (let t = 0; t < rows; t++) {
+      ctx.save();
+      ctx.translate(padL + (t + 0.5) * groupW, y(0) + 4);
+      ctx.rotate(-Math.PI / 3);
+      ctx.textAlign = 'right';
+      ctx.fillText(tokens[t], 0, 0, padB);
+      ctx.restore();
+    }
+  }
+  canvas._describe = (x) => {
+    const t = Math.floor((x - padL) / groupW);
+    if (t < 0 || t >= rows) return null;
+    return `${tokens[t]} (token ${t}): ${series.map((s) => `${s.label.split(' ')[0]} ${s.norms[t].toFixed(3)}`).join(', ')}`;
+  };
+  const mean = (a) => a.reduce((x, v) => x + v, 0) / a.length;
+  canvas.setAttribute('aria-label', `L2 norm of each of ${rows} tokens' hidden state in layer ${layer}: mean ${series.map((s) => `${s.name} ${mean(s.norms).toFixed(2)}`).join(', ')}`);
+  target.dataset.drawn = String(run.id);
 }
