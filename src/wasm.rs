@@ -12,6 +12,7 @@ use web_time::Instant;
 
 use crate::analysis::positions::{learned_position_similarity, sinusoidal_similarity};
 use crate::analysis::scaling::variance_experiment;
+use crate::analysis::stack::layer_similarity;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, ScoreScale, TraceOptions};
 use crate::masks::{Mask, MaskKind};
@@ -76,7 +77,8 @@ struct RunOptions {
     head_metrics: bool,
     rollout: bool,
     sentence_embedding: bool,
-    /// Every layer's output and the embeddings' (`hiddenStates`, `(B, L+1, T, D)`).
+    /// Every layer's output and the embeddings' (`hiddenStates`, `(B, L+1, T, D)`), and each
+    /// token's cosine to its state one layer before (`layerSimilarity`, `(B, L, T)`).
     hidden_states: bool,
     /// One layer's intermediate values (`layerTrace`, see [`crate::engine::LayerTrace`]).
     layer_trace: Option<usize>,
@@ -320,6 +322,11 @@ impl Session {
         }
         if let Some(hs) = &t.hidden_states {
             set(&o, "hiddenStates", flat(hs))?;
+            let mut all = Vec::with_capacity(b * l * tt); // (B, L, T)
+            for i in 0..b {
+                all.extend(layer_similarity(hs.index_axis(ndarray::Axis(0), i)).iter());
+            }
+            set(&o, "layerSimilarity", Float32Array::from(all.as_slice()))?;
         }
         if let Some(lt) = &t.layer_trace {
             let x = Object::new();

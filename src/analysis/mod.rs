@@ -5,7 +5,8 @@
 //! * [`rollout`]: attention rollout (Abnar & Zuidema 2020) through the whole stack;
 //! * [`pooling`]: the mean-pooled, L2-normalised sentence embedding (sentence-transformers);
 //! * [`scaling`]: the experiment behind dividing scores by √d_k;
-//! * [`positions`]: how alike positions are, learned position embeddings beside sinusoidal ones.
+//! * [`positions`]: how alike positions are, learned position embeddings beside sinusoidal ones;
+//! * [`stack`]: how much each layer turns each token's hidden state (cosine to the layer before).
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
@@ -15,6 +16,7 @@ pub mod pooling;
 pub mod positions;
 pub mod rollout;
 pub mod scaling;
+pub mod stack;
 
 pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;
