@@ -184,6 +184,7 @@ function renderChrome(s, changed) {
     }
     $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
+  $('noscale-note').hidden = r?.scale !== 'none'; // the √d_k ablation: the head view shows unscaled attention
   $('steps-caption').textContent = r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '';
   knockStatus(s);
   compareStatus(s);

@@ -66,6 +66,8 @@ export function fromWorker(raw) {
       const n = hiddenStates.length / B;
       return { values: hiddenStates.subarray(b * n, (b + 1) * n), D: n / ((L + 1) * T) };
     },
+    /** Each token's cosine to its state one layer before, item b: `{values: L·T flat, L, T}` (null when the run has none). */
+    layerSimilarityOf: (b) => (raw.layerSimilarity ? { values: raw.layerSimilarity.subarray(b * L * T, (b + 1) * L * T), L, T } : null),
     /**
      * One layer's values for item b (null when the run has none): `{layer, dims: {name: width},
      * get(name) → T·width flat}` for input, q, k, v, context, attentionOutput, intermediate,

@@ -172,6 +172,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
         modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: s.pair,
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
+        onPair: (pair) => store.update({ pair }),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
         onMove: (dl, dh) => {
           const now = store.get();

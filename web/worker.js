@@ -264,7 +264,7 @@ self.onmessage = async (e) => {
       const transfer = [r.attention.buffer, r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
-      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'otherScaleMetrics']) if (r[k]) transfer.push(r[k].buffer);
+      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'otherScaleMetrics']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
