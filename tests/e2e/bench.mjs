@@ -32,6 +32,62 @@ try {
   forward.sort((a, b) => a - b);
   const backend = await page.evaluate(() => window.attnscope.result.backend);
   console.log(`keystroke → heatmaps, ${tokens} tokens, backend ${backend}, ${N} keystrokes: median ${times[N >> 1].toFixed(1)} ms, worst ${times[N - 1].toFixed(1)} ms (forward pass in wasm: median ${forward[N >> 1].toFixed(1)} ms)`);
+
+  // Inside the encoder: toggling the √d_k ablation, and opening each panel (a fresh run each time,
+  // so the engine computes what the panel needs), from the action to the end of the render pass
+  // that draws it. Median of R repetitions.
+  const R = Number(process.env.R || 5);
+  const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+  const settle = () => page.waitForFunction(() => { const s = window.attnscope.store.get(); return !s.busy && s.run && s.rendered.startsWith(s.run.id + ':'); });
+  const sentences = ['the cat sat on the mat and looked at door', 'the cat sat on the mat and looked at doors'];
+  await page.evaluate(() => window.attnscope.store.update({ sentences: ['the cat sat on the mat and looked at door'] }));
+  await settle();
+  /** ms from `act` (run in the page) until a render pass ends with a run for which `done(state)` holds. */
+  const timed = (act, done) => page.evaluate(([act, done]) => new Promise((resolve) => {
+    const store = window.attnscope.store, ok = new Function('s', `return (${done})(s)`);
+    const t0 = performance.now();
+    const off = store.subscribe((s, changed) => {
+      if (changed.has('rendered') && ok(s)) { off?.(); clearInterval(poll); resolve(performance.now() - t0); }
+    });
+    const poll = setInterval(() => { const s = store.get(); if (ok(s) && !s.busy && s.rendered.startsWith(s.run.id + ':')) { clearInterval(poll); resolve(performance.now() - t0); } }, 1000);
+    new Function('store', act)(store);
+  }), [act, done]);
+  const toggles = { on: [], off: [] };
+  for (let i = 0; i < R; i++) {
+    toggles.on.push(await timed('store.update({ noScale: true })', "(s) => s.run?.scale === 'none'"));
+    await settle();
+    toggles.off.push(await timed('store.update({ noScale: false })', "(s) => s.run?.scale === 'sqrt_dk'"));
+    await settle();
+  }
+  console.log(`√d_k ablation on → page redrawn, ${tokens} tokens, panels closed, ${R} times: median ${median(toggles.on).toFixed(1)} ms; off: median ${median(toggles.off).toFixed(1)} ms`);
+  const panels = await page.evaluate(() => [...document.querySelectorAll('#inside details[data-panel]')].map((d) => d.dataset.panel));
+  for (const id of panels) {
+    const times = [];
+    for (let i = 0; i < R; i++) {
+      // a fresh run without the panel's data (same 12 tokens), then open it by its summary
+      await page.evaluate((t) => window.attnscope.store.update({ sentences: [t] }), sentences[i % 2]);
+      await settle();
+      await page.evaluate((id) => {
+        window.__clickAt = 0;
+        document.querySelector(`#inside details[data-panel="${id}"] > summary`).addEventListener('click', () => { window.__clickAt = performance.now(); }, { capture: true, once: true });
+        const el = document.getElementById(`inside-${id}`);
+        window.__drawnAt = 0;
+        window.__obs?.disconnect();
+        window.__obs = new MutationObserver(() => { window.__drawnAt = performance.now(); });
+        window.__obs.observe(el, { attributes: true, attributeFilter: ['data-drawn'] });
+        delete el.dataset.drawn;
+      }, id);
+      await page.click(`#inside details[data-panel="${id}"] > summary`);
+      await page.waitForFunction((id) => {
+        const s = window.attnscope.store.get(), el = document.getElementById(`inside-${id}`);
+        return s.inside.includes(id) && !s.busy && s.run && el.dataset.drawn === String(s.run.id) && s.rendered.startsWith(s.run.id + ':') && (id !== 'scale' || s.scaling);
+      }, id, { timeout: 60000 });
+      times.push(await page.evaluate(() => window.__drawnAt - window.__clickAt));
+      await page.click(`#inside details[data-panel="${id}"] > summary`); // close it again
+      await settle();
+    }
+    console.log(`open inside panel ${id.padEnd(10)} → drawn, ${tokens} tokens, ${R} times: median ${median(times).toFixed(1)} ms, worst ${Math.max(...times).toFixed(1)} ms`);
+  }
 } finally {
   await browser.close();
   server.stop();
