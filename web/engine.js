@@ -77,6 +77,11 @@ class Engine {
     return r;
   }
 
+  /** The head metrics (B, metric, L, H) of the same input under the other score scale than `options.scale`. */
+  async otherScale(key, { texts, pair, mask, options }) {
+    return (await this.call({ type: 'other-scale', key, texts, pair, mask, options })).result;
+  }
+
   /** The √d_k experiment, computed by the engine: `[{d_k, raw, scaled}]` (src/analysis/scaling.rs). */
   async scaling(samples = 2000) { return (await this.call({ type: 'scaling', samples })).result; }
 

@@ -58,8 +58,12 @@ export function fromWorker(raw) {
     baseline: (b) => (baselineEmbedding ? embeddingOf(baselineEmbedding, b) : null),
     scale: info.scale,
     /** One head metric of item b under the other score scale (÷√d_k or not), (L·H) flat, or null. */
-    otherScaleMetrics: raw.otherScaleMetrics ?? null,
-    otherMetric: (b, name) => (raw.otherScaleMetrics && info.head_metrics.includes(name) ? raw.otherScaleMetrics.subarray(((b * M + info.head_metrics.indexOf(name)) * L) * H, ((b * M + info.head_metrics.indexOf(name) + 1) * L) * H) : null),
+    /** The head metrics under the other score scale, (B, metric, L, H), once the √d_k panel has asked for them. */
+    otherScaleMetrics: null,
+    otherMetric(b, name) {
+      const m = this.otherScaleMetrics, i = info.head_metrics.indexOf(name);
+      return m && i >= 0 ? m.subarray(((b * M + i) * L) * H, ((b * M + i + 1) * L) * H) : null;
+    },
     /** Every layer's hidden states of item b: `(L+1)·T·D` flat, `D` (null when the run has none). */
     hiddenStatesOf: (b) => {
       if (!hiddenStates) return null;

@@ -39,28 +39,37 @@ export function textsOf(s) {
 }
 
 /** What a state asks the engine to compute beyond attention (src/wasm.rs `RunOptions`). */
+/**
+ * Inputs this short also bring the head metrics, the focused layer's trace and every layer's
+ * states, panels open or not (a few hundred kB at 64 tokens): opening a panel then draws at once.
+ */
+const EAGER_TOKENS = 64;
+
 export function runOptions(s) {
   const open = (id) => s.inside.includes(id);
-  const traced = ['embeddings', 'qkv', 'context', 'residual', 'ffn'].some(open);
+  const eager = !s.run || s.run.T <= EAGER_TOKENS;
+  const traced = eager || TRACED.some(open);
   return {
     headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',
-    headMetrics: Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
+    headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // inside the encoder: what the open panels draw, and nothing else
-    layerTrace: traced ? s.layer : undefined, embeddings: open('embeddings'), hiddenStates: open('stack'),
+    layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
     crossAttention: open('cross') && s.pair.trim() ? s.layer : undefined,
-    bothScales: open('scale'), // the worker adds the other scale's head metrics (entropy with and without ÷√d_k)
   };
 }
 
 /** Whether a run already holds what `runOptions(s)` asks for (so showing it needs no new run). */
 function runHas(r, s) {
   if (!r) return false;
-  const o = runOptions(s), trace = r.traceOf(0);
+  const o = runOptions(s), trace = r.traceOf(0), open = (id) => s.inside.includes(id);
+  // what the open panels draw must be there (what a short input brings eagerly need not)
   return (!o.headMetrics || r.metricNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null)
-    && (o.layerTrace === undefined || (trace?.layer === o.layerTrace && (!o.embeddings || trace.names.includes('embeddings.word'))))
-    && (!o.hiddenStates || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention)
-    && (!o.bothScales || r.otherScaleMetrics !== null);
+    && (!TRACED.some(open) || (trace?.layer === s.layer && (!open('embeddings') || trace.names.includes('embeddings.word'))))
+    && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
+
+/** The panels that draw the focused layer's trace. */
+const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn'];
 
 /** The run the attention views show: the word-piece run, or its words (web/words.js) with "words" on. */
 export function shownOf(s) {
@@ -77,7 +86,12 @@ export function urlSource(url) {
   return { key: base, name, base };
 }
 
-const nextTask = () => new Promise((r) => setTimeout(r, 0));
+// A new task without setTimeout's clamping (4 ms a call once timers nest five deep, as a render
+// pass's chain of views does): a message to ourselves.
+const channel = new MessageChannel();
+const waiting = [];
+channel.port1.onmessage = () => waiting.shift()?.();
+const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postMessage(null); });
 
 /**
  * Connects a store to the engine and to view containers.
@@ -192,7 +206,18 @@ export function connect(store, { targets, layout, dropOld = true }) {
     store.update({ rendered: r.id + ':' + token });
   }
 
-  const RENDER_KEYS = ['run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
+  let otherFor = null; // the run whose other-scale metrics are being computed
+  function otherScale(s) {
+    const r = s.run;
+    if (!r || r.otherScaleMetrics || otherFor === r) return;
+    otherFor = r;
+    eng.otherScale(s.modelKey, { texts: textsOf(s), pair: s.pair, mask: s.mask, options: runOptions(s) }).then((m) => {
+      r.otherScaleMetrics = m;
+      if (store.get().run === r) store.update({ extras: `${r.id}:scale` });
+    }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
+  }
+
+  const RENDER_KEYS = ['extras', 'run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
@@ -200,6 +225,8 @@ export function connect(store, { targets, layout, dropOld = true }) {
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
     if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng.scaling(2000).then((scaling) => store.update({ scaling }), () => {});
+    // the √d_k panel's other scale: one more pass for the run on screen, not a whole new run
+    if ((changed.has('inside') || changed.has('run')) && s.inside.includes('scale')) otherScale(s);
     // learned vs sinusoidal position similarity: from the engine once a model (again for a longer input)
     const posN = Math.max(64, s.run?.T ?? 0);
     if (s.inside.includes('embeddings') && s.modelKey && !positionsPending && (s.positions?.key !== s.modelKey || (s.positions.want ?? 0) < posN)) {

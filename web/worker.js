@@ -209,20 +209,21 @@ function sessionFor(key) {
 
 /**
  * A run with `msg.options` (src/wasm.rs `RunOptions`); when heads are knocked out and the
- * sentence embedding is asked for, also the embedding without them (`baselineEmbedding`); with
- * `bothScales`, the head metrics under the other score scale too (`otherScaleMetrics`).
+ * sentence embedding is asked for, also the embedding without them (`baselineEmbedding`).
  */
 async function run(s, msg) {
-  const { bothScales, ...options } = msg.options ?? {};
+  const options = msg.options ?? {};
   const r = await runOn(s, msg, options);
   if (options.headMask && options.sentenceEmbedding) {
     r.baselineEmbedding = (await runOn(s, msg, { sentenceEmbedding: true })).sentenceEmbedding;
   }
-  if (bothScales) { // the head metrics under the other scale: entropy with and without ÷√d_k
-    const other = options.scale === 'none' ? 'sqrt_dk' : 'none';
-    r.otherScaleMetrics = (await runOn(s, msg, { headMask: options.headMask, scale: other, headMetrics: true })).headMetrics;
-  }
   return r;
+}
+
+/** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
+async function otherScale(s, msg, options) {
+  const other = options.scale === 'none' ? 'sqrt_dk' : 'none';
+  return (await runOn(s, msg, { headMask: options.headMask, scale: other, headMetrics: true })).headMetrics;
 }
 
 /** One forward pass; when WebGPU fails (the device was lost), the CPU engine answers from then on. */
@@ -264,13 +265,16 @@ self.onmessage = async (e) => {
       const transfer = [r.attention.buffer, r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
-      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'otherScaleMetrics']) if (r[k]) transfer.push(r[k].buffer);
+      for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);
       self.postMessage({ id: msg.id, ok: true, result: r });
+    } else if (msg.type === 'other-scale') { // what the √d_k panel adds to the run on screen
+      const m = await otherScale(sessionFor(msg.key), msg, msg.options ?? {});
+      self.postMessage({ id: msg.id, ok: true, result: m }, [m.buffer]);
     } else if (msg.type === 'scaling') {
       self.postMessage({ id: msg.id, ok: true, result: scalingExperiment(msg.samples) });
     } else if (msg.type === 'positions') {

@@ -1,5 +1,7 @@
-// The README's pictures: the page on a laptop (the "it" example, hovering it → animal) and the
-// blog example. `node docshots.mjs` after `make dist`; writes docs/screenshot.png and docs/blog.png.
+// The README's pictures: the page on a laptop (the "it" example, hovering it → animal), reading
+// the heads (the grid by a metric, the heads table), inside the encoder (Q, K, V and the heads),
+// and the blog example. `node docshots.mjs` after `make dist`; writes docs/screenshot.png,
+// docs/heads.png, docs/inside.png and docs/blog.png.
 import { spawn } from 'node:child_process';
 import { cpSync, copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +22,19 @@ try {
   await page.waitForTimeout(300);
   await page.screenshot({ path: path.join(ROOT, 'docs/screenshot.png') });
   await page.close();
+  // reading the heads: the grid by "attention to the previous token", the table sorted by it
+  const heads = await openPage(browser, server.url + '#e=cpu&metric=to_prev&table=1&l=0&h=2', { width: 1280, height: 860 });
+  await ready(heads.page);
+  await heads.page.waitForFunction(() => document.querySelectorAll('#heads-view tbody tr').length > 0 && /previous/.test(document.getElementById('model-view').dataset.drawn ?? ''), null, { timeout: 60000 });
+  await heads.page.click('#heads-view th button[data-sort=to_prev]');
+  await heads.page.locator('#model-panel').screenshot({ path: path.join(ROOT, 'docs/heads.png') });
+  await heads.page.close();
+  // inside the encoder: layer 3's Q, K, V split into heads, head 1 in front
+  const inside = await openPage(browser, server.url + '#e=cpu&inside=qkv&l=3&h=1', { width: 1280, height: 1000 });
+  await ready(inside.page);
+  await inside.page.waitForFunction(() => document.getElementById('inside-qkv').dataset.drawn, null, { timeout: 60000 });
+  await inside.page.locator('#inside details[data-panel=qkv]').screenshot({ path: path.join(ROOT, 'docs/inside.png') });
+  await inside.page.close();
   const dir = mkdtempSync(path.join(tmpdir(), 'attnscope-docs-'));
   cpSync(path.join(ROOT, 'dist'), path.join(dir, 'attnscope'), { recursive: true });
   copyFileSync(path.join(ROOT, 'examples/blog.html'), path.join(dir, 'blog.html'));

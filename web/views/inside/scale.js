@@ -100,7 +100,9 @@ export function render(target, run, opts) {
   } else p.means.textContent = 'The head entropies under the other scale are on their way from the engine…';
 
   drawVariance(p, opts.scaling, dk, opts.fontPx ?? 11, Math.min(width, 620));
-  target.dataset.drawn = String(run.id);
+  // drawn once both halves and the experiment are in (the other scale comes in a pass of its own)
+  if (target._numbers && opts.scaling) target.dataset.drawn = String(run.id);
+  else delete target.dataset.drawn;
 }
 
 /** Var(q·k) and Var(q·k/√d_k) against d_k on log–log axes, the model's d_k marked. */
