@@ -90,7 +90,10 @@ export function render(target, run, opts) {
     });
     Object.assign(fig.querySelector('canvas').dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, labels: g.showLabels });
     fig.querySelector('.shape').textContent = shapes[id];
-    fig.querySelector('canvas').setAttribute('aria-label', `${PANELS.find((x) => x.id === id).title} for layer ${layer}, head ${head}, ${T} × ${T}`);
+    // under the √d_k ablation the scores are QKᵀ itself
+    const title = id === 'scores' && run.scale === 'none' ? 'QKᵀ (ablation: not ÷ √d_k)' : PANELS.find((x) => x.id === id).title;
+    fig.querySelector('figcaption b').textContent = title;
+    fig.querySelector('canvas').setAttribute('aria-label', `${title} for layer ${layer}, head ${head}, ${T} × ${T}`);
   };
   target.querySelector('.step-window').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}: zoom or drag the head view to move the window` : '';
   target.querySelector('.step-out').textContent = `then weights · V: (${T}, ${T})·(${T}, ${dk}) → (${T}, ${dk}), this head's context, concatenated with the other heads' before the output projection.`;
