@@ -213,20 +213,5 @@ fn head_masks_parse_and_name_what_is_wrong() {
 
 #[test]
 fn every_heads_fixture_has_a_case() {
-    let mut found: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/golden"))
-        .unwrap()
-        .filter_map(|e| {
-            let name = e
-                .ok()?
-                .file_name()
-                .to_str()?
-                .strip_suffix(".json")?
-                .to_owned();
-            name.starts_with("heads_").then_some(name)
-        })
-        .collect();
-    found.sort();
-    let mut listed: Vec<String> = CASES.iter().map(|s| s.to_string()).collect();
-    listed.sort();
-    assert_eq!(found, listed);
+    assert_cases_cover_fixtures(CASES, |n| n.starts_with("heads_"));
 }

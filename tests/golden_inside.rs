@@ -271,22 +271,7 @@ fn layers_the_model_does_not_have_are_errors_naming_its_layer_count() {
 
 #[test]
 fn every_inside_fixture_has_a_case() {
-    let mut found: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/golden"))
-        .unwrap()
-        .filter_map(|e| {
-            let name = e
-                .ok()?
-                .file_name()
-                .to_str()?
-                .strip_suffix(".json")?
-                .to_owned();
-            name.starts_with("inside_").then_some(name)
-        })
-        .collect();
-    found.sort();
-    let mut listed: Vec<String> = CASES.iter().map(|s| s.to_string()).collect();
-    listed.sort();
-    assert_eq!(found, listed);
+    assert_cases_cover_fixtures(CASES, |n| n.starts_with("inside_"));
 }
 
 /// The learned position similarity (src/analysis/positions.rs) is the cosine of the rows of the

@@ -105,6 +105,33 @@ pub fn golden(name: &str) -> Golden {
     }
 }
 
+/// The golden cases in `tests/fixtures/golden` (the names of their `.json` files), sorted.
+pub fn golden_case_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/golden"))
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")
+                .map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Asserts the fixtures whose names `belong` are exactly `cases`: none without a test.
+pub fn assert_cases_cover_fixtures(cases: &[&str], belong: impl Fn(&str) -> bool) {
+    let found: Vec<String> = golden_case_names()
+        .into_iter()
+        .filter(|n| belong(n))
+        .collect();
+    let mut listed: Vec<String> = cases.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}
+
 pub fn max_abs_diff(a: ArrayViewD<f32>, b: ArrayViewD<f32>) -> f32 {
     assert_eq!(a.shape(), b.shape(), "shapes differ");
     a.iter()
