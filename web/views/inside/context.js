@@ -3,17 +3,14 @@
 
 import { fit, bitmap, matrixGeometry, drawMatrix, cellAt } from '../../canvas.js';
 import { scale, pixels } from '../../colour.js';
-import { heatmap, figure, part, tooltip, robustMax, legendFor, columns } from './draw.js';
+import { heatmap, figure, part, robustMax, legendFor, columns, begin } from './draw.js';
 
 /** `run`: the result contract; `opts`: {item, layer, head, width, fontPx, modelInfo}. */
 export function render(target, run, opts) {
   const trace = run.traceOf(opts.item);
   const key = [run.id, opts.item, opts.layer, opts.head, opts.width, trace?.layer].join('|');
-  if (target._key === key) return;
-  target._key = key;
-  target.classList.add('inside-panel');
-  tooltip(target);
-  const intro = part(target, 'inside-intro', 'p');
+  const intro = begin(target, key);
+  if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { head: h, layer, item } = opts;
   const tokens = run.results[item].tokens, rows = run.results[item].length, T = run.T;

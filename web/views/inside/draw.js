@@ -86,6 +86,18 @@ export function figure(parent, id, { legendBox = false } = {}) {
 }
 
 /** An element `tag.cls` under `parent`, made once. */
+/**
+ * A panel's redraw, once per distinct `key` (the run and what the panel shows): its intro
+ * paragraph to write into, or null when nothing changed since the last draw.
+ */
+export function begin(target, key) {
+  if (target._key === key) return null;
+  target._key = key;
+  target.classList.add('inside-panel');
+  tooltip(target);
+  return part(target, 'inside-intro', 'p');
+}
+
 export function part(parent, cls, tag = 'div') {
   let el = parent.querySelector(`:scope > ${tag}.${cls}`);
   if (!el) { el = document.createElement(tag); el.className = cls; parent.append(el); }

@@ -5,7 +5,7 @@
 
 import { fit, bitmap, cellAt } from '../../canvas.js';
 import { pixels } from '../../colour.js';
-import { heatmap, figure, part, tooltip, rowNorms, robustMax, legendFor, diverging } from './draw.js';
+import { heatmap, figure, part, rowNorms, robustMax, legendFor, diverging, begin } from './draw.js';
 
 const STEPS = [
   { name: 'embeddings.word', title: 'token (word) embedding', what: 'E_tok[id]' },
@@ -21,11 +21,8 @@ export function render(target, run, opts) {
   const has = trace && trace.names.includes('embeddings.word');
   const pos = opts.positions;
   const key = [run.id, opts.item, opts.width, has, pos?.n ?? 0, pos?.error ?? ''].join('|');
-  if (target._key === key) return;
-  target._key = key;
-  target.classList.add('inside-panel');
-  tooltip(target);
-  const intro = part(target, 'inside-intro', 'p');
+  const intro = begin(target, key);
+  if (!intro) return;
   const D = opts.modelInfo?.hidden ?? (has ? trace.get('embeddings.word').width : 0);
   intro.textContent = `Each token's vector entering the encoder is the sum of three learned vectors of width D = ${D}: its token's row of the vocabulary table, its position's row, and its segment's (token type) row; LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t] + S[type]). Rows are tokens, columns the ${D} dimensions; the bars on the right are each token's L2 norm.`;
   const grid = part(target, 'inside-row');

@@ -3,7 +3,7 @@
 // activated values (engine: intermediate), and the share of units the activation nearly zeroes.
 
 import { fit } from '../../canvas.js';
-import { part, tooltip, focusToken, tokenPicker } from './draw.js';
+import { part, focusToken, tokenPicker, begin } from './draw.js';
 
 // erf, Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): enough to draw the curve
 function erf(x) {
@@ -27,11 +27,8 @@ export function render(target, run, opts) {
   const rows = run.results[opts.item].length;
   const tok = focusToken(target, opts, rows);
   const key = [run.id, opts.item, opts.layer, opts.width, trace?.layer, tok, opts.sel?.[0]].join('|');
-  if (target._key === key) return;
-  target._key = key;
-  target.classList.add('inside-panel');
-  tooltip(target);
-  const intro = part(target, 'inside-intro', 'p');
+  const intro = begin(target, key);
+  if (!intro) return;
   if (!trace || trace.layer !== opts.layer || !trace.names.includes('preActivation')) { intro.textContent = `Layer ${opts.layer}'s feed-forward values are not in this run yet.`; return; }
   const { layer, item } = opts;
   const tokens = run.results[item].tokens;

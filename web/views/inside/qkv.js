@@ -4,17 +4,14 @@
 // residual and LayerNorm of a post-LN layer: what the engine reports as attentionOutput).
 
 import { fit, bitmap } from '../../canvas.js';
-import { heatmap, figure, part, tooltip, robustMax, legendFor, columns, rectPixels } from './draw.js';
+import { heatmap, figure, part, robustMax, legendFor, columns, rectPixels, begin } from './draw.js';
 
 /** `run`: the result contract; `opts`: {item, layer, head, width, fontPx, modelInfo}. */
 export function render(target, run, opts) {
   const trace = run.traceOf(opts.item);
   const key = [run.id, opts.item, opts.layer, opts.head, opts.width, trace?.layer].join('|');
-  if (target._key === key) return;
-  target._key = key;
-  target.classList.add('inside-panel');
-  tooltip(target);
-  const intro = part(target, 'inside-intro', 'p');
+  const intro = begin(target, key);
+  if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { head: h, layer } = opts;
   const tokens = run.results[opts.item].tokens, rows = run.results[opts.item].length;

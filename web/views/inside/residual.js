@@ -3,7 +3,7 @@
 // layer's input, after its attention sub-layer and at its output.
 
 import { fit } from '../../canvas.js';
-import { part, tooltip, rowNorms } from './draw.js';
+import { part, rowNorms, begin } from './draw.js';
 
 const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
 
@@ -11,11 +11,8 @@ const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
 export function render(target, run, opts) {
   const trace = run.traceOf(opts.item);
   const key = [run.id, opts.item, opts.layer, opts.width, trace?.layer].join('|');
-  if (target._key === key) return;
-  target._key = key;
-  target.classList.add('inside-panel');
-  tooltip(target);
-  const intro = part(target, 'inside-intro', 'p');
+  const intro = begin(target, key);
+  if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { layer, item } = opts;
   const post = (opts.modelInfo?.layer_norm_order ?? 'post') === 'post';
