@@ -99,7 +99,7 @@ export function render(target, run, opts) {
     p.means.textContent = `Mean over all ${L * H} heads: ${num(m(withS))} nats with ÷√d_k, ${num(m(without))} without. Layer ${opts.layer}, head ${opts.head} (outlined; click a cell to focus another): ${num(withS[i])} → ${num(without[i])}. Lower entropy = rows closer to one-hot: the saturation the division prevents.`;
   } else p.means.textContent = 'The head entropies under the other scale are on their way from the engine…';
 
-  drawVariance(p, opts.scaling, dk, opts.fontPx ?? 11, Math.min(width, 620));
+  drawVariance(p, opts.scaling, dk, opts.fontPx ?? 11, Math.min(width, 34 * (opts.fontPx ?? 11) + 240));
   // drawn once both halves and the experiment are in (the other scale comes in a pass of its own)
   if (target._numbers && opts.scaling) target.dataset.drawn = String(run.id);
   else delete target.dataset.drawn;
@@ -111,7 +111,8 @@ function drawVariance(p, points, dk, fontPx, width) {
   const c = p.varCanvas;
   if (!points?.length) { c.hidden = true; p.varNote.textContent = 'The experiment is running in the engine…'; return; }
   c.hidden = false;
-  const w = width, h = 260, m = { l: 54, r: 150, t: 12, b: 40 };
+  // margins grow with the type (presenter mode): tick labels, the axis titles and the line labels
+  const w = width, h = Math.max(260, 22 * fontPx), m = { l: 4.5 * fontPx + 8, r: 13.5 * fontPx, t: fontPx + 10, b: 3.2 * fontPx + 6 };
   const ctx = fit(c, w, h);
   ctx.clearRect(0, 0, w, h);
   const xs = points.map((q) => q.d_k), ys = points.flatMap((q) => [q.raw, q.scaled]);
@@ -144,7 +145,7 @@ function drawVariance(p, points, dk, fontPx, width) {
   ctx.beginPath(); ctx.moveTo(X(dk), m.t); ctx.lineTo(X(dk), h - m.b); ctx.stroke();
   ctx.setLineDash([]);
   ctx.textAlign = 'left';
-  ctx.fillText(`this model: d_k = ${dk}`, Math.min(X(dk) + 4, w - m.r - 90), m.t);
+  ctx.fillText(`this model: d_k = ${dk}`, Math.min(X(dk) + 4, w - m.r - 9 * fontPx), 2); // above the plot
   for (const [key, colour] of [['raw', RAW], ['scaled', SCALED]]) {
     ctx.strokeStyle = colour;
     ctx.fillStyle = colour;
