@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startServer, launch, openPage, cli, ready, maxDiff, INK, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
 
 let server, browser, noGpu;
 before(async () => { server = await startServer(); browser = await launch(); noGpu = await launch({ webgpu: false }); });
@@ -77,13 +77,15 @@ test('heatmaps are drawn, hover shows the value, arrows move the focus, the grid
   const p = await open('#e=cpu&s=time%20flies%20like%20an%20arrow&l=1&h=2');
   const { page } = p;
   await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]'));
-  const inked = await page.evaluate((ink) => {
-    const f = eval(ink);
-    return { head: f(document.querySelector('#head-view .heat')), grid: [...document.querySelectorAll('#model-view canvas')].map(f) };
-  }, INK);
+  const inked = {
+    head: await page.evaluate((ink) => eval(ink)(document.querySelector('#head-view .heat')), INK),
+    grid: (await page.evaluate(gridCells, '#model-view')).map((c) => c.ink),
+  };
   assert.ok(inked.head > 0.05, `head view is blank (${inked.head})`);
   assert.equal(inked.grid.length, 72);
   assert.ok(inked.grid.every((x) => x > 0.05), 'every grid heatmap is drawn');
+  const framed = (await page.evaluate(gridCells, '#model-view')).filter((c) => c.frame.includes('1d4ed8'));
+  assert.deepEqual(framed.map((c) => [c.layer, c.head, c.classes.join(' ')]), [[1, 2, 'cell focused']], 'only the focused head is framed in blue');
   const c = await headCell(page, 2, 4);
   await page.mouse.move(c.x, c.y);
   await page.waitForSelector('#head-view .tooltip:not([hidden])');
@@ -105,6 +107,8 @@ test('heatmaps are drawn, hover shows the value, arrows move the focus, the grid
   await page.keyboard.press('ArrowRight');
   await page.waitForFunction(() => /l=2&h=3/.test(location.hash));
   assert.match(await page.textContent('#head-view .focus-label'), /layer 2, head 3/);
+  const reframed = (await page.evaluate(gridCells, '#model-view')).filter((c) => c.frame.includes('1d4ed8'));
+  assert.deepEqual(reframed.map((c) => [c.layer, c.head]), [[2, 3]], 'the blue frame follows the focus');
   // text alternatives: every canvas has a label; the keyboard cursor is announced. The step panels
   // draw (and label) one a task after the head view: wait for all four at the new focus
   await page.waitForFunction(() => {
@@ -403,7 +407,7 @@ test('another checkpoint loads from files and from a URL; switching the engine k
   await page.fill('#sentence', 'the cat sat on the mat');
   await page.waitForFunction(() => window.attnscope.result.attention.length === 2 && window.attnscope.result.tokens.join(' ') === '[CLS] the cat sat on the mat [SEP]');
   await gridDrawn(page); // the grid is rebuilt for 2 × 3 heads tasks after the result lands
-  assert.equal(await page.locator('#model-view canvas').count(), 6);
+  assert.equal(await page.locator('#model-view .cell').count(), 6);
   // switching the engine keeps the loaded checkpoint and downloads nothing
   const before = requests.filter((u) => /model\.safetensors/.test(u)).length;
   await page.selectOption('#engine', 'auto');
@@ -622,7 +626,7 @@ test('"words" merges WordPiece pieces in the attention views: sum to a word, mea
     return document.getElementById('model-view').dataset.drawn?.split('|')[0] === `${s.run.id}w`
       && [...document.querySelectorAll('#steps-view figure canvas')].every((c) => c.dataset.n === String(s.run.T));
   });
-  const grid = await page.evaluate(() => document.querySelector('#model-view canvas[data-layer="1"][data-head="3"]').getAttribute('aria-label'));
+  const grid = await page.evaluate(() => document.querySelector('#model-view .cell[data-layer="1"][data-head="3"]').getAttribute('aria-label'));
   assert.doesNotMatch(grid, /##/, 'the grid names words');
   assert.match(await page.textContent('#steps-caption'), /per word piece/);
   // a word selection is over words

@@ -71,7 +71,7 @@ test('the blog page: two elements and an iframe render the CLI\'s numbers, the m
   assert.equal(await frame.isVisible('#model-panel'), false);
   // what each element shows: its canvases are drawn inside the shadow root
   assert.ok(await page.evaluate(() => document.querySelector('#coref').shadowRoot.querySelector('.heat').width > 0));
-  assert.equal(await page.evaluate(() => document.querySelector('#grid').shadowRoot.querySelectorAll('.grid canvas').length), 72);
+  assert.equal(await page.evaluate(() => document.querySelector('#grid').shadowRoot.querySelectorAll('.grid .cell').length), 72);
   const weights = requests.filter((u) => u.endsWith('model.safetensors'));
   assert.equal(weights.length, 1, `the model is fetched once (${weights.length} requests)`);
   clean(p, site.url);

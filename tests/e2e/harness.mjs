@@ -71,6 +71,28 @@ export const INK = `(c) => {
   return n / (d.length / 4);
 }`;
 
+/**
+ * The model grid in the element \`selector\`, read back from its one canvas (run it with
+ * \`page.evaluate(gridCells, selector)\`): each head's cell with its layer, head, classes, text
+ * alternative, the share of its pixels with ink (as INK counts it), the colour two device pixels
+ * below its top edge, in the middle, and the colours (hex) of the frame line just above it.
+ */
+export function gridCells(selector) {
+  const grid = document.querySelector(selector).querySelector('.grid'), c = grid.querySelector('canvas.thumbs');
+  const r = c.width / c.clientWidth, ctx = c.getContext('2d');
+  return [...grid.querySelectorAll('.cell')].map((cell) => {
+    const x = Math.round(cell.offsetLeft * r), y = Math.round(cell.offsetTop * r);
+    const s = Math.round((cell.offsetLeft + cell.offsetWidth) * r) - x;
+    const d = ctx.getImageData(x, y, s, s).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 240 || d[i + 1] < 240)) n++;
+    const top = [...ctx.getImageData(x + (s >> 1), y + 2, 1, 1).data.slice(0, 3)];
+    const line = ctx.getImageData(x, y - 1, s, 1).data, frame = new Set();
+    for (let i = 0; i < line.length; i += 4) if (line[i + 3] === 255) frame.add([0, 1, 2].map((j) => line[i + j].toString(16).padStart(2, '0')).join(''));
+    return { layer: +cell.dataset.layer, head: +cell.dataset.head, classes: [...cell.classList], label: cell.getAttribute('aria-label'), ink: n / (s * s), top, frame: [...frame] };
+  });
+}
+
 /** What the CLI prints for the same input (the contract the page must match). */
 export function cli(args) {
   const out = execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', MODEL_DIR, ...args], {

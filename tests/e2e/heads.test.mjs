@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startServer, launch, openPage, cli, ready, maxDiff, ARTIFACTS } from './harness.mjs';
+import { startServer, launch, openPage, cli, ready, maxDiff, gridCells, ARTIFACTS } from './harness.mjs';
 
 let server, browser;
 before(async () => { server = await startServer(); browser = await launch({ webgpu: false }); });
@@ -32,15 +32,12 @@ const gridDrawn = (page, what = '') => page.waitForFunction((w) => {
 }, what, { timeout: 60000 });
 
 /** The colour step (metric scale) of the centre pixel of every grid head, `[L][H]`. */
-const gridSteps = (page) => page.evaluate(async () => {
+const gridSteps = async (page) => page.evaluate(async (cells) => {
   const { stepOf } = await import('/web/colour.js');
   const out = [];
-  for (const c of document.querySelectorAll('#model-view .grid canvas')) {
-    const [r, g, b] = c.getContext('2d').getImageData(Math.floor(c.width / 2), 2, 1, 1).data;
-    (out[+c.dataset.layer] ??= [])[+c.dataset.head] = stepOf('metric', [r, g, b]);
-  }
+  for (const c of cells) (out[c.layer] ??= [])[c.head] = stepOf('metric', c.top);
   return out;
-});
+}, await page.evaluate(gridCells, '#model-view'));
 
 test('the grid is coloured by a head metric, and the heads table lists and sorts the CLI\'s numbers', async () => {
   const p = await open(`#e=cpu&s=${enc(SENTENCE)}&metric=to_prev`);
@@ -117,7 +114,7 @@ test('alt-click knocks a head out: the CLI\'s --head-mask numbers, marked, in th
   const p = await open(`#e=cpu&s=${enc(SENTENCE)}`);
   const { page } = p;
   await gridDrawn(page);
-  await page.click('#model-view .grid canvas[data-layer="0"][data-head="1"]', { modifiers: ['Alt'] });
+  await page.click('#model-view .grid .cell[data-layer="0"][data-head="1"]', { modifiers: ['Alt'] });
   await page.waitForFunction(() => /off=0%3A1|off=0:1/.test(location.hash));
   await page.waitForFunction(() => window.attnscope.store.get().run?.head_mask?.length === 1, null, { timeout: 60000 });
   const knocked = cli(['--head-mask', '0:1', '--sentence-embedding', '--', SENTENCE]);
@@ -135,8 +132,10 @@ test('alt-click knocks a head out: the CLI\'s --head-mask numbers, marked, in th
   assert.match(line, /Knocked out: L0 H1\./);
   assert.equal(+line.match(/cosine with vs without them: (\d\.\d+)/)[1], +cos.toFixed(4), line);
   await gridDrawn(page, '0:1');
-  assert.equal(await page.getAttribute('#model-view .grid canvas[data-layer="0"][data-head="1"]', 'class'), 'off');
-  assert.match(await page.getAttribute('#model-view .grid canvas[data-layer="0"][data-head="1"]', 'aria-label'), /knocked out/);
+  const knockedCell = (await page.evaluate(gridCells, '#model-view')).find((c) => c.layer === 0 && c.head === 1);
+  assert.deepEqual(knockedCell.classes, ['cell', 'off']);
+  assert.match(knockedCell.label, /knocked out/);
+  assert.ok(knockedCell.frame.includes('c0392b'), `the knocked-out head is framed in red (${knockedCell.frame})`);
   await page.screenshot({ path: path.join(ARTIFACTS, 'heads-knockout.png') });
   // the link brings the knocked-out head back; alt-click again puts it back in
   const link = await page.evaluate(() => location.href);
@@ -147,7 +146,7 @@ test('alt-click knocks a head out: the CLI\'s --head-mask numbers, marked, in th
   const restored = await again.page.evaluate(() => window.attnscope.result.attention.map((l) => l.map((h) => h.map((r) => Array.from(r)))));
   assert.ok(maxDiff(restored, knocked.results[0].attention) <= 1e-4, 'the link restores the knock-out');
   await gridDrawn(again.page, '0:1');
-  await again.page.click('#model-view .grid canvas[data-layer="0"][data-head="1"]', { modifiers: ['Alt'] });
+  await again.page.click('#model-view .grid .cell[data-layer="0"][data-head="1"]', { modifiers: ['Alt'] });
   await again.page.waitForFunction(() => window.attnscope.store.get().run?.head_mask?.length === 0, null, { timeout: 60000 });
   await again.page.waitForFunction(() => !/off=/.test(location.hash)); // the link follows a moment later
   assertClean(p);
@@ -176,7 +175,7 @@ test('compare mode: a minimal pair colours the grid by max |ΔA| and shows ΔA; 
   await gridDrawn(page, 'ΔA');
   const [a, b] = cli(['--', BIG, SMALL]).results;
   assert.equal(a.tokens.length, b.tokens.length);
-  const labels = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#model-view .grid canvas')].map((c) => [`${c.dataset.layer}:${c.dataset.head}`, c.getAttribute('aria-label')])));
+  const labels = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#model-view .grid .cell')].map((c) => [`${c.dataset.layer}:${c.dataset.head}`, c.getAttribute('aria-label')])));
   for (let l = 0; l < 6; l++) for (let h = 0; h < 12; h++) {
     let max = 0;
     a.attention[l][h].forEach((row, q) => row.forEach((x, k) => { max = Math.max(max, Math.abs(b.attention[l][h][q][k] - x)); }));

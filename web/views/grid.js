@@ -2,6 +2,11 @@
 // focus a head; alt-click knocks it out (or back in). Large inputs are pooled (max) to the
 // thumbnail's pixels and drawn a few heads a frame, so no task blocks the page. Coloured by a
 // head metric (or, comparing two sentences, by max |ΔA|), each head is one flat colour with its value.
+//
+// All heads are drawn into ONE canvas laid over the grid's cells: a canvas is a composited layer
+// of its own, and 72 of them (plus the layers the browser adds for what overlaps them) made every
+// frame's commit cost 20–30 ms in software. The cells under it are empty elements that carry
+// the layer/head, the click, the `focused`/`off` classes and each head's text alternative.
 
 import { scale, pixels, metricScale, css } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
@@ -12,6 +17,7 @@ import * as legend from './legend.js';
 const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
 
 const BUDGET_MS = 5;
+const FOCUS = '#1d4ed8', OFF = '#c0392b';
 
 function build(target, L, H, opts) {
   target.replaceChildren();
@@ -36,7 +42,8 @@ function build(target, L, H, opts) {
     label.textContent = `L${l}`;
     grid.append(label);
     for (let h = 0; h < H; h++) {
-      const c = document.createElement('canvas');
+      const c = document.createElement('div');
+      c.className = 'cell';
       c.dataset.layer = l;
       c.dataset.head = h;
       c.setAttribute('role', 'img');
@@ -44,8 +51,12 @@ function build(target, L, H, opts) {
       grid.append(c);
     }
   }
+  const canvas = document.createElement('canvas');
+  canvas.className = 'thumbs';
+  canvas.setAttribute('aria-hidden', 'true'); // the cells carry the text
+  grid.append(canvas);
   grid.addEventListener('click', (e) => {
-    const c = e.target.closest('canvas');
+    const c = e.target.closest('.cell');
     if (!c) return;
     if (e.altKey) target._opts.onKnock?.(+c.dataset.layer, +c.dataset.head);
     else target._opts.onFocus?.(+c.dataset.layer, +c.dataset.head);
@@ -58,6 +69,84 @@ function build(target, L, H, opts) {
   });
   target.append(grid);
   target._shape = `${L}x${H}`;
+  target._sheet = null;
+  // a new size re-lays the canvas over the cells and redraws what is there
+  new ResizeObserver(() => { if (target._sheet) { layout(target); paint(target, null); } }).observe(grid);
+}
+
+/**
+ * The canvas sized to the grid, and each cell's rectangle in its device pixels:
+ * `target._geo = {ratio, rects: [L·H] of {x, y, s}, side}` (side: a cell's CSS width).
+ */
+function layout(target) {
+  const grid = target.querySelector('.grid'), canvas = grid.querySelector('canvas.thumbs');
+  const ratio = dpr();
+  const w = grid.clientWidth, h = grid.clientHeight;
+  const bw = Math.round(w * ratio), bh = Math.round(h * ratio);
+  if (canvas.width !== bw || canvas.height !== bh) { canvas.width = bw; canvas.height = bh; }
+  canvas.style.width = `${w}px`;
+  canvas.style.height = `${h}px`;
+  const cells = [...grid.querySelectorAll('.cell')];
+  const rects = cells.map((c) => {
+    const x = Math.round(c.offsetLeft * ratio), y = Math.round(c.offsetTop * ratio);
+    return { x, y, s: Math.round((c.offsetLeft + c.offsetWidth) * ratio) - x };
+  });
+  target._geo = { ratio, rects, side: cells[0]?.offsetWidth || 48 };
+}
+
+/**
+ * Draws heads from the sheet (`indices`, or all when null) onto the canvas at their cells, then the
+ * focus frame and the knocked-out marks. `target._sheet`: {canvas: one slot a head, slot: its
+ * side, n: [L·H] pixels used (0: not drawn yet)} or {coloured: {fill(i), ink(i), text(i)}}.
+ */
+function paint(target, indices) {
+  const canvas = target.querySelector('.grid canvas.thumbs');
+  const { rects, ratio } = target._geo, sheet = target._sheet, H = target._H;
+  const { focused, off } = target._marks;
+  const ctx = canvas.getContext('2d');
+  ctx.imageSmoothingEnabled = false;
+  if (indices === null) ctx.clearRect(0, 0, canvas.width, canvas.height);
+  for (const i of indices ?? rects.keys()) {
+    const r = rects[i];
+    if (!r) continue;
+    if (sheet.coloured) {
+      ctx.fillStyle = sheet.coloured.fill(i);
+      ctx.fillRect(r.x, r.y, r.s, r.s);
+      ctx.fillStyle = sheet.coloured.ink(i);
+      ctx.font = `${Math.round(r.s / 3.6)}px system-ui, sans-serif`;
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      ctx.fillText(sheet.coloured.text(i), r.x + r.s / 2, r.y + r.s / 2);
+    } else if (sheet.n[i] > 0) {
+      const sx = (i % H) * sheet.slot, sy = Math.floor(i / H) * sheet.slot;
+      ctx.drawImage(sheet.canvas, sx, sy, sheet.n[i], sheet.n[i], r.x, r.y, r.s, r.s);
+    } else {
+      ctx.fillStyle = '#fff';
+      ctx.fillRect(r.x, r.y, r.s, r.s);
+    }
+    if (off.has(i)) { // a knocked-out head: a red cross over it
+      ctx.strokeStyle = OFF;
+      ctx.lineWidth = Math.max(1.5, r.s / 14);
+      ctx.beginPath();
+      ctx.moveTo(r.x + r.s * 0.15, r.y + r.s * 0.15); ctx.lineTo(r.x + r.s * 0.85, r.y + r.s * 0.85);
+      ctx.moveTo(r.x + r.s * 0.85, r.y + r.s * 0.15); ctx.lineTo(r.x + r.s * 0.15, r.y + r.s * 0.85);
+      ctx.stroke();
+    }
+  }
+  // the frames sit in the grid's gap: solid blue around the focused head, red dashes around a
+  // knocked-out one (over the blue when it is both)
+  const w = Math.max(2, Math.round(2 * ratio));
+  const frame = (i, colour, dash) => {
+    const r = rects[i];
+    if (!r) return;
+    ctx.strokeStyle = colour;
+    ctx.lineWidth = w;
+    ctx.setLineDash(dash);
+    ctx.strokeRect(r.x - w / 2, r.y - w / 2, r.s + w, r.s + w);
+  };
+  frame(focused, FOCUS, []);
+  for (const i of off) frame(i, OFF, [3 * w, 2 * w]);
+  ctx.setLineDash([]);
 }
 
 /**
@@ -76,36 +165,6 @@ function colouring(run, opts) {
   return { values: (l, h) => flat[l * run.H + h], sc: metricScale(lo, hi, METRICS[opts.metric]), what: METRICS[opts.metric] };
 }
 
-/** A knocked-out head: a red cross over its cell (`w` × `h` pixels). */
-function cross(ctx, w, h) {
-  ctx.strokeStyle = '#c0392b';
-  ctx.lineWidth = Math.max(1.5, w / 14);
-  ctx.beginPath();
-  ctx.moveTo(w * 0.15, h * 0.15); ctx.lineTo(w * 0.85, h * 0.85);
-  ctx.moveTo(w * 0.85, h * 0.15); ctx.lineTo(w * 0.15, h * 0.85);
-  ctx.stroke();
-}
-
-/** Every head as one flat colour of `by.sc` with its value printed on it. */
-function drawColoured(canvases, by, off) {
-  const side = Math.max(16, Math.round((canvases[0].clientWidth || 48) * dpr()));
-  for (const c of canvases) {
-    const l = +c.dataset.layer, h = +c.dataset.head, v = by.values(l, h), isOff = off.has(`${l}:${h}`);
-    if (c.width !== side) { c.width = side; c.height = side; }
-    const ctx = c.getContext('2d');
-    const rgb = by.sc.table[by.sc.index(v)];
-    ctx.fillStyle = css(rgb);
-    ctx.fillRect(0, 0, side, side);
-    ctx.fillStyle = rgb[0] * 0.3 + rgb[1] * 0.59 + rgb[2] * 0.11 > 140 ? '#111' : '#fff';
-    ctx.font = `${Math.round(side / 3.6)}px system-ui, sans-serif`;
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'middle';
-    ctx.fillText(fmt(v), side / 2, side / 2);
-    if (isOff) cross(ctx, side, side);
-    c.setAttribute('aria-label', `layer ${l}, head ${h}: ${by.what} ${fmt(v)}${isOff ? ' (knocked out)' : ''}`);
-  }
-}
-
 /**
  * `run`: the result contract; `opts`: {item, layer, head, scale: 'absolute' | 'head', metric: a
  * METRICS name or '', off: Set of "layer:head" knocked out, compare: compareOf(run) or null,
@@ -116,15 +175,29 @@ export function render(target, run, opts) {
   const { L, H, T } = run;
   const off = opts.off ?? new Set();
   if (target._shape !== `${L}x${H}`) build(target, L, H, opts);
-  const canvases = [...target.querySelectorAll('.grid canvas')];
-  for (const c of canvases) {
+  target._H = H;
+  const cells = [...target.querySelectorAll('.grid .cell')];
+  for (const c of cells) {
     c.classList.toggle('focused', +c.dataset.layer === opts.layer && +c.dataset.head === opts.head);
     c.classList.toggle('off', off.has(`${c.dataset.layer}:${c.dataset.head}`));
   }
+  const marks = { focused: opts.layer * H + opts.head, off: new Set([...off].map((k) => { const [l, h] = k.split(':'); return +l * H + +h; })) };
+  const marksKey = `${marks.focused}|${[...marks.off].join(',')}`;
   const by = colouring(run, opts);
   const key = [run.id, opts.item, opts.scale, by ? by.what : '', [...off].join(',')].join('|');
-  if (target._drawn === key) return;
+  if (target._drawn === key) {
+    // the same heads: only the focus frame may have moved
+    if (target._marksKey !== marksKey && target._sheet) {
+      target._marks = marks;
+      target._marksKey = marksKey;
+      paint(target, null);
+    }
+    return;
+  }
   target._drawn = key;
+  const marksMoved = target._marksKey !== marksKey;
+  target._marks = marks;
+  target._marksKey = marksKey;
   // the colour key, only while the heads are coloured by a value
   let keyEl = target.querySelector('.grid-legend');
   if (by && !keyEl) {
@@ -136,35 +209,59 @@ export function render(target, run, opts) {
   else keyEl?.remove();
   target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : ''}; arrow keys move the focused head, alt-click knocks a head out`);
   const token = (target._token = {});
+  layout(target);
+  const label = (i, text) => cells[i].setAttribute('aria-label', `layer ${Math.floor(i / H)}, head ${i % H}: ${text}${marks.off.has(i) ? ' (knocked out)' : ''}`);
   if (by) {
-    drawColoured(canvases, by, off);
+    const value = (i) => by.values(Math.floor(i / H), i % H);
+    target._sheet = {
+      coloured: {
+        fill: (i) => css(by.sc.table[by.sc.index(value(i))]),
+        ink: (i) => { const [r, g, b] = by.sc.table[by.sc.index(value(i))]; return r * 0.3 + g * 0.59 + b * 0.11 > 140 ? '#111' : '#fff'; },
+        text: (i) => fmt(value(i)),
+      },
+    };
+    cells.forEach((_, i) => label(i, `${by.what} ${fmt(value(i))}`));
+    paint(target, null);
     target.dataset.drawn = key;
     return;
   }
-  const side = canvases[0].clientWidth || 48;
-  const R = Math.max(16, Math.ceil(side * dpr()));
+  const R = Math.max(16, Math.ceil(target._geo.side * dpr()));
   const mask = run.maskOf(opts.item);
   const tokens = run.results[opts.item].tokens;
+  // the sheet keeps each head's pixels, so a resize or a focus move redraws without recomputing
+  // (a slot of R pixels a head, kept while R is: short inputs use a corner of theirs)
+  let sheet = target._sheet;
+  if (!sheet?.canvas || sheet.slot !== R) {
+    const fresh = { canvas: new OffscreenCanvas(H * R, L * R), slot: R, n: new Int32Array(L * H) };
+    if (sheet?.canvas) { // until the new heads arrive, the old ones, rescaled
+      const c = fresh.canvas.getContext('2d');
+      c.imageSmoothingEnabled = false;
+      sheet.n.forEach((n, i) => {
+        if (n > 0) c.drawImage(sheet.canvas, (i % H) * sheet.slot, Math.floor(i / H) * sheet.slot, n, n, (i % H) * R, Math.floor(i / H) * R, R, R);
+        fresh.n[i] = n > 0 ? R : 0;
+      });
+    }
+    sheet = target._sheet = fresh;
+  }
+  if (marksMoved) paint(target, null); // the frames moved: start from a clean canvas
+  const sctx = sheet.canvas.getContext('2d');
   let i = 0;
   const step = () => {
     if (target._token !== token) return; // a newer render took over
-    const start = performance.now();
-    while (i < canvases.length && performance.now() - start < BUDGET_MS) {
-      const c = canvases[i++];
-      const l = +c.dataset.layer, h = +c.dataset.head;
+    const start = performance.now(), drawn = [];
+    while (i < cells.length && performance.now() - start < BUDGET_MS) {
+      const l = Math.floor(i / H), h = i % H;
       // long inputs come pooled from the worker; short ones are pooled here (cheaply)
       const p = run.thumb(opts.item, l, h) ?? pooled(run.head(opts.item, l, h), mask, T, R);
       const { max, arg } = p;
-      const img = pixels(p.values, p.n, scale('probability', { max: opts.scale === 'head' ? max : 1 }), p.mask);
-      if (c.width !== p.n) { c.width = p.n; c.height = p.n; }
-      const ctx = c.getContext('2d');
-      ctx.putImageData(img, 0, 0);
-      const isOff = off.has(`${l}:${h}`);
-      if (isOff) cross(ctx, p.n, p.n);
-      c.setAttribute('aria-label', `layer ${l}, head ${h}: strongest ${tokens[Math.floor(arg / T)]} → ${tokens[arg % T]} (${max.toFixed(2)})${isOff ? ' (knocked out)' : ''}`);
+      sctx.putImageData(pixels(p.values, p.n, scale('probability', { max: opts.scale === 'head' ? max : 1 }), p.mask), h * sheet.slot, l * sheet.slot);
+      sheet.n[i] = p.n;
+      label(i, `strongest ${tokens[Math.floor(arg / T)]} → ${tokens[arg % T]} (${max.toFixed(2)})`);
+      drawn.push(i++);
     }
+    paint(target, drawn);
     measure('attnscope:model:chunk', start);
-    if (i < canvases.length) requestAnimationFrame(step);
+    if (i < cells.length) requestAnimationFrame(step);
     else target.dataset.drawn = key;
   };
   step();
