@@ -1,8 +1,8 @@
 //! Inside the encoder against HF transformers (fixtures `inside_*` by `tools/make_fixtures.py`):
-//! the unscaled-scores ablation (HF's `attention.self.scaling = 1`) on the CPU and the GPU
-//! engines; one layer's intermediate values (forward hooks) and every layer's hidden states
-//! (`output_hidden_states`) on the CPU engine, and through the runner on the GPU backend; and
-//! cross-attention between two sentences encoded alone on the CPU engine.
+//! the unscaled-scores ablation (HF's `attention.self.scaling = 1`), one layer's intermediate
+//! values (forward hooks) and every layer's hidden states (`output_hidden_states`) on the CPU
+//! and the GPU engines; and cross-attention between two sentences encoded alone on the CPU
+//! engine.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -172,13 +172,30 @@ fn cpu_layer_trace_and_hidden_states_equal_hf() {
     }
 }
 
-/// On the GPU backend the runner fills the layer trace and hidden states from the CPU engine,
-/// beside the GPU's own attention.
+/// The GPU engine computes the layer trace (the embeddings' parts with their own kernel, the
+/// pre-activation beside the fused matmul) and every layer's hidden states itself; the runner
+/// on the GPU backend hands them on.
 #[test]
-fn gpu_runner_reports_the_layer_trace_and_hidden_states() {
+fn gpu_layer_trace_and_hidden_states_equal_hf() {
     let g = golden("inside_trace");
     let m = model(&g.meta.model);
     let (input, mask) = input(m, &g);
+    for &layer in &g.meta.layer_trace {
+        let opts = TraceOptions {
+            hidden_states: true,
+            layer_trace: Some(layer),
+            ..TraceOptions::default()
+        };
+        let trace = gpu_run(m, &input, &mask, &opts);
+        let d = check_layer_trace(&g, &trace, layer);
+        let da = close(
+            &g,
+            "attention",
+            trace.attention.view().into_dyn(),
+            ATTENTION_TOL,
+        );
+        eprintln!("inside_trace gpu layer {layer}: max |Δ| values {d:.1e}, attention {da:.1e}");
+    }
     let engine = GpuEngine::new(gpu_device().clone(), m).unwrap();
     let own = Model::from_dir(model_dir(&g.meta.model)).unwrap(); // the runner owns its model
     let runner = Runner::with_gpu(own, engine, BackendChoice::Gpu);
@@ -189,17 +206,7 @@ fn gpu_runner_reports_the_layer_trace_and_hidden_states() {
     };
     let run = pollster::block_on(runner.forward(&input, &mask, &opts)).unwrap();
     assert!(run.backend.starts_with("gpu"), "{}", run.backend);
-    let d = check_layer_trace(&g, &run.trace, 3);
-    let da = close(
-        &g,
-        "attention",
-        run.trace.attention.view().into_dyn(),
-        ATTENTION_TOL,
-    );
-    eprintln!("inside_trace gpu runner layer 3: max |Δ| values {d:.1e}, attention {da:.1e}");
-    // the GPU engine alone computes neither
-    let alone = gpu_run(m, &input, &mask, &opts);
-    assert!(alone.layer_trace.is_none() && alone.hidden_states.is_none());
+    check_layer_trace(&g, &run.trace, 3);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use attnscope::engine::{cpu, TraceOptions};
+use attnscope::engine::{cpu, HeadMask, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model};
 use common::*;
@@ -167,4 +167,79 @@ fn a_lost_device_is_an_error_and_auto_falls_back_to_the_cpu() {
     assert!(matches!(e, Some(attnscope::Error::Gpu(_))), "{e:?}");
     // a new engine on a lost device is an error, not a panic
     assert!(GpuEngine::new(dev, &m).is_err());
+}
+
+/// Every layer's trace (with the embeddings' steps) and every layer's hidden states, post-LN and
+/// pre-LN, over a padded batch with a head knocked out in the traced layer: the GPU engine's own
+/// values equal the CPU engine's.
+#[test]
+fn every_layer_trace_and_the_hidden_states_post_ln_and_pre_ln() {
+    for name in ["tiny-bert", "tiny-bert-preln"] {
+        let m = model(name);
+        let input = synthetic(m, 33, &[33, 7, 1]);
+        let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+        for layer in 0..m.config.num_hidden_layers {
+            let opts = TraceOptions {
+                hidden_states: true,
+                layer_trace: Some(layer),
+                embeddings: true,
+                head_mask: HeadMask::from_pairs([(layer, 1)]),
+                ..TraceOptions::default()
+            };
+            let (g, _) = pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts)).unwrap();
+            let c = cpu::forward(m, &input, &mask, &opts).unwrap();
+            let what = format!("{name} layer {layer}");
+            let diff = |field: &str, a: &Array3<f32>, b: &Array3<f32>| {
+                assert_eq!(a.dim(), b.dim(), "{what}: {field} shape");
+                let d = max_abs_diff(a.view().into_dyn(), b.view().into_dyn());
+                assert!(d <= HIDDEN_TOL, "{what}: {field} differs by {d}");
+                d
+            };
+            let (gt, ct) = (g.layer_trace.unwrap(), c.layer_trace.unwrap());
+            assert_eq!(gt.layer, layer);
+            let mut worst = max_abs_diff(
+                g.hidden_states.unwrap().view().into_dyn(),
+                c.hidden_states.unwrap().view().into_dyn(),
+            );
+            assert!(
+                worst <= HIDDEN_TOL,
+                "{what}: hidden states differ by {worst}"
+            );
+            for (field, a, b) in [
+                ("input", &gt.input, &ct.input),
+                ("q", &gt.q, &ct.q),
+                ("k", &gt.k, &ct.k),
+                ("v", &gt.v, &ct.v),
+                ("context", &gt.context, &ct.context),
+                (
+                    "attention_output",
+                    &gt.attention_output,
+                    &ct.attention_output,
+                ),
+                ("pre_activation", &gt.pre_activation, &ct.pre_activation),
+                ("intermediate", &gt.intermediate, &ct.intermediate),
+                ("output", &gt.output, &ct.output),
+            ] {
+                worst = worst.max(diff(field, a, b));
+            }
+            let (ge, ce) = (gt.embeddings.unwrap(), ct.embeddings.unwrap());
+            for (field, a, b) in [
+                ("word", &ge.word, &ce.word),
+                ("position", &ge.position, &ce.position),
+                ("token_type", &ge.token_type, &ce.token_type),
+                ("sum", &ge.sum, &ce.sum),
+                ("normed", &ge.normed, &ce.normed),
+            ] {
+                worst = worst.max(diff(field, a, b));
+            }
+            // the knocked-out head's slice of the context is zero on the GPU as well
+            let d_v = m.config.head_dim();
+            assert!(gt
+                .context
+                .slice(ndarray::s![.., .., d_v..2 * d_v])
+                .iter()
+                .all(|&x| x == 0.0));
+            eprintln!("{what}: max |Δ| {worst:.2e}");
+        }
+    }
 }

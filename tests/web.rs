@@ -78,6 +78,48 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
     assert!(d_gpu_hf <= 1e-4 && d_cpu_hf <= 1e-4 && d_gpu_cpu <= 1e-4);
     assert!(d_hidden <= 1e-3 && d_logits <= 1e-3);
 
+    // what the inside-the-encoder panels read: every layer's hidden states and one layer's
+    // trace with the embeddings' steps, computed on WebGPU, equal the CPU engine's
+    let opts = TraceOptions {
+        hidden_states: true,
+        layer_trace: Some(1),
+        embeddings: true,
+        ..TraceOptions::default()
+    };
+    let (g, _) = gpu.forward(&input, &mask, &opts).await.unwrap();
+    let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
+    let (gt, ct) = (g.layer_trace.unwrap(), c.layer_trace.unwrap());
+    let (ge, ce) = (
+        gt.embeddings.as_ref().unwrap(),
+        ct.embeddings.as_ref().unwrap(),
+    );
+    let mut worst = max_abs_diff(
+        &g.hidden_states.unwrap().into_dyn(),
+        &c.hidden_states.unwrap().into_dyn(),
+    );
+    for (a, b) in [
+        (&gt.input, &ct.input),
+        (&gt.q, &ct.q),
+        (&gt.k, &ct.k),
+        (&gt.v, &ct.v),
+        (&gt.context, &ct.context),
+        (&gt.attention_output, &ct.attention_output),
+        (&gt.pre_activation, &ct.pre_activation),
+        (&gt.intermediate, &ct.intermediate),
+        (&gt.output, &ct.output),
+        (&ge.word, &ce.word),
+        (&ge.position, &ce.position),
+        (&ge.token_type, &ce.token_type),
+        (&ge.sum, &ce.sum),
+        (&ge.normed, &ce.normed),
+    ] {
+        worst = worst.max(max_abs_diff(&a.clone().into_dyn(), &b.clone().into_dyn()));
+    }
+    web_sys::console::log_1(
+        &format!("layer trace and hidden states: gpu-cpu max |Δ| {worst:.2e}").into(),
+    );
+    assert!(worst <= 1e-3, "the layer trace differs by {worst}");
+
     // causal mask and odd lengths, reusing and rebuilding the pooled buffers
     for text in [
         "a",

@@ -109,26 +109,12 @@ impl Runner {
 
     /// Runs the encoder. With `auto`, a GPU failure (device lost, say) is answered by the CPU
     /// engine and the run says so; with `gpu` it is an error.
-    ///
-    /// On the GPU, every layer's hidden states and a layer's trace (when `opts` asks) come from
-    /// a second pass of the CPU engine over the same input and options: the GPU computes the
-    /// attention, scores, last hidden states and logits, and reads back nothing else (the run's
-    /// `elapsed_ms` includes the CPU pass).
     pub async fn forward(&self, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Run> {
         let start = Instant::now();
         let mut fallback = self.unavailable.clone();
         if let Some(g) = &self.gpu {
             match g.forward(input, mask, opts).await {
-                Ok((mut trace, timing)) => {
-                    if opts.hidden_states || opts.layer_trace.is_some() {
-                        let states = TraceOptions {
-                            scores: false,
-                            ..opts.clone()
-                        };
-                        let cpu = cpu::forward(&self.model, input, mask, &states)?;
-                        trace.hidden_states = cpu.hidden_states;
-                        trace.layer_trace = cpu.layer_trace;
-                    }
+                Ok((trace, timing)) => {
                     return Ok(Run {
                         trace,
                         backend: g.describe(),

@@ -94,12 +94,12 @@ enum Command {
         #[arg(long)]
         no_scale: bool,
         /// Include every layer's output [L+1][T][D], the embeddings' first (HF's
-        /// output_hidden_states). On the GPU backend, computed by the CPU engine.
+        /// output_hidden_states).
         #[arg(long)]
         hidden_states: bool,
         /// Include one layer's intermediate values ("layer_trace": input, q, k, v, context,
         /// attention_output, pre_activation, intermediate, output; the embeddings' steps for
-        /// layer 0), 0-based. On the GPU backend, computed by the CPU engine.
+        /// layer 0), 0-based.
         #[arg(long, value_name = "LAYER")]
         layer_trace: Option<usize>,
         /// Include the attention [H][n_q][n_k] of LAYER (0-based) from the pair's second sentence

@@ -2,14 +2,14 @@
 
 use std::sync::Mutex;
 
-use ndarray::{Array2, Array3, Array5, Axis};
+use ndarray::{s, Array2, Array3, Array4, Array5, Axis};
 use web_time::Instant;
 
 use super::device::GpuDevice;
 use super::kernels::{GpuLayer, GpuWeights};
 use super::plan::{AddNorm, AttentionLayout, Dispatch, GpuKernels, Plan};
 use crate::engine::cpu::encoder::classify;
-use crate::engine::{check_input, ScoreScale, Trace, TraceOptions};
+use crate::engine::{check_input, EmbeddingTrace, LayerTrace, ScoreScale, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::ClassifierWeights;
@@ -24,7 +24,8 @@ pub struct GpuTiming {
     /// From the submission until the results are mapped: every layer's dispatches and the copy
     /// of what is read back.
     pub compute_ms: f64,
-    /// Copying the mapped probabilities (and hidden states, scores) out into the trace.
+    /// Copying the mapped probabilities (and hidden states, scores, a layer's trace) out into
+    /// the trace.
     pub readback_ms: f64,
 }
 
@@ -52,16 +53,45 @@ struct Workspace {
     ids: wgpu::Buffer,
     type_ids: wgpu::Buffer,
     mask: wgpu::Buffer,
-    /// `(B, H, T, T)` per layer
-    probs: Vec<wgpu::Buffer>,
-    /// `(B, H, T, T)` per layer when scores are kept, else none
-    scores: Vec<wgpu::Buffer>,
-    /// `(B·T, D)`
-    hidden: wgpu::Buffer,
+    /// What the pass reads back, in the staging buffer's order (see [`Readback`]), each with
+    /// its length in floats.
+    reads: Vec<(wgpu::Buffer, usize)>,
     staging: wgpu::Buffer,
     dispatches: Vec<Dispatch>,
     /// The intermediate activations and the dispatches' parameters, bound by `dispatches`.
     _keep: Vec<wgpu::Buffer>,
+}
+
+/// The order of the staging buffer, written by `build_workspace` and read by `forward`:
+///
+/// 1. every layer's probabilities, `L × (B, H, T, T)`
+/// 2. the last hidden states, `(B·T, D)`
+/// 3. every layer's scores, `L × (B, H, T, T)`, when kept
+/// 4. the hidden states, `(L+1) × (B·T, D)`, when kept
+/// 5. the traced layer, when asked: its input `(B·T, D)`, `[Q | K | V]` `(B·T, 3·D)`, context,
+///    attention output `(B·T, D)`, pre-activation and intermediate `(B·T, I)`, output
+///    `(B·T, D)`; then, with the embeddings' steps, their parts `(4, B·T, D)` and their output
+struct Readback {
+    data: Vec<f32>,
+    at: usize,
+}
+
+impl Readback {
+    /// The next `n` floats.
+    fn take(&mut self, n: usize) -> Vec<f32> {
+        let out = self.data[self.at..self.at + n].to_vec();
+        self.at += n;
+        out
+    }
+
+    /// The next `(B·T, cols)` block as `(B, T, cols)`.
+    fn rows(&mut self, b: usize, t: usize, cols: usize) -> Result<Array3<f32>> {
+        Array3::from_shape_vec((b, t, cols), self.take(b * t * cols)).map_err(gpu_shape)
+    }
+}
+
+fn gpu_shape(e: ndarray::ShapeError) -> Error {
+    Error::Gpu(e.to_string())
 }
 
 impl GpuEngine {
@@ -86,9 +116,7 @@ impl GpuEngine {
 
     /// Runs the encoder over a padded batch: one submission for the whole pass, then only what
     /// the trace keeps is read back (every layer's probabilities and the last hidden states;
-    /// the scores when asked). Every layer's hidden states and a layer's trace are not computed
-    /// here: the trace leaves them `None` whatever `opts` asks (the [`crate::engine::Runner`]
-    /// fills them from the CPU engine).
+    /// the scores, every layer's hidden states and one layer's intermediate values when asked).
     ///
     /// # Shapes
     /// * `input.ids`, `input.type_ids`: `(B, T)`; `mask`: `(B, T, T)`
@@ -101,12 +129,6 @@ impl GpuEngine {
     ) -> Result<(Trace, GpuTiming)> {
         let c = &self.config;
         check_input(c, input, mask, opts)?;
-        // what the GPU pass computes, and what its workspace is recorded for
-        let opts = &TraceOptions {
-            hidden_states: false,
-            layer_trace: None,
-            ..opts.clone()
-        };
         self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
         let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
@@ -142,21 +164,11 @@ impl GpuEngine {
 
         let computing = Instant::now();
         let mut enc = self.kernels.encode(&ws.dispatches);
-        // Read back only what was asked for: probabilities and hidden states, scores on request.
-        let p_bytes = (b * h * t * t * 4) as u64;
         let mut offset = 0u64;
-        for buf in &ws.probs {
-            enc.copy_buffer_to_buffer(buf, 0, &ws.staging, offset, p_bytes);
-            offset += p_bytes;
-        }
-        let h_bytes = (b * t * d * 4) as u64;
-        enc.copy_buffer_to_buffer(&ws.hidden, 0, &ws.staging, offset, h_bytes);
-        offset += h_bytes;
-        if opts.scores {
-            for buf in &ws.scores {
-                enc.copy_buffer_to_buffer(buf, 0, &ws.staging, offset, p_bytes);
-                offset += p_bytes;
-            }
+        for (buf, floats) in &ws.reads {
+            let bytes = (floats * 4) as u64;
+            enc.copy_buffer_to_buffer(buf, 0, &ws.staging, offset, bytes);
+            offset += bytes;
         }
         q.submit([enc.finish()]);
         let data = self.kernels.read(&ws.staging, offset).await?;
@@ -167,24 +179,35 @@ impl GpuEngine {
         let reading = Instant::now();
         timing.compute_ms = (reading - computing).as_secs_f64() * 1e3;
 
-        // staging = [probs of every layer | hidden | scores of every layer (if kept)]
-        let mut probs = data;
-        let mut hidden = probs.split_off(l * b * h * t * t);
-        let scores = hidden.split_off(b * t * d);
+        let mut rb = Readback { data, at: 0 }; // in the order `Readback` documents
+        let p_floats = b * h * t * t;
         let layers = |v: Vec<f32>| -> Result<Array5<f32>> {
-            let a = Array5::from_shape_vec((l, b, h, t, t), v)
-                .map_err(|e| Error::Gpu(e.to_string()))?; // (L, B, H, T, T)
+            let a = Array5::from_shape_vec((l, b, h, t, t), v).map_err(gpu_shape)?; // (L, B, H, T, T)
             Ok(a.permuted_axes([1, 0, 2, 3, 4])
                 .as_standard_layout()
                 .into_owned()) // (B, L, H, T, T)
         };
-        let attention = layers(probs)?;
-        let hidden =
-            Array3::from_shape_vec((b, t, d), hidden).map_err(|e| Error::Gpu(e.to_string()))?;
+        let attention = layers(rb.take(l * p_floats))?;
+        let hidden = rb.rows(b, t, d)?;
         let scores = if opts.scores {
-            Some(layers(scores)?)
+            Some(layers(rb.take(l * p_floats))?)
         } else {
             None
+        };
+        let hidden_states = if opts.hidden_states {
+            let a = Array4::from_shape_vec((l + 1, b, t, d), rb.take((l + 1) * b * t * d))
+                .map_err(gpu_shape)?; // (L+1, B, T, D)
+            Some(
+                a.permuted_axes([1, 0, 2, 3])
+                    .as_standard_layout()
+                    .into_owned(),
+            ) // (B, L+1, T, D)
+        } else {
+            None
+        };
+        let layer_trace = match opts.layer_trace {
+            Some(layer) => Some(read_layer_trace(&mut rb, layer, opts, c, b, t)?),
+            None => None,
         };
         // The [CLS] head is a few hundred multiply-adds: done on the CPU from the read-back states.
         let logits = self.classifier.as_ref().map(|w| {
@@ -200,8 +223,8 @@ impl GpuEngine {
                 attention,
                 scores,
                 hidden,
-                hidden_states: None,
-                layer_trace: None,
+                hidden_states,
+                layer_trace,
                 logits,
                 mask: mask.clone(),
             },
@@ -211,7 +234,6 @@ impl GpuEngine {
 
     /// Allocates the buffers for a `(B, T)` batch and records every dispatch of the forward pass.
     fn build_workspace(&self, b: usize, t: usize, opts: &TraceOptions) -> Workspace {
-        let keep_scores = opts.scores;
         use wgpu::BufferUsages as U;
         let c = &self.config;
         let (l, h, d) = (c.num_hidden_layers, c.num_attention_heads, c.hidden_size);
@@ -222,21 +244,25 @@ impl GpuEngine {
         let type_ids = k.buffer("type_ids", m, input);
         let mask = k.buffer("mask", b * t * t, input);
         let rw = U::STORAGE | U::COPY_SRC;
-        let x = [k.buffer("x0", m * d, rw), k.buffer("x1", m * d, rw)]; // (B·T, D) ping-pong
-        let act = Activations {
-            qkv: k.buffer("qkv", m * 3 * d, rw),
-            ctx: k.buffer("ctx", m * d, rw),
-            attn: k.buffer("attn", m * d, rw),
-            h: k.buffer("h", m * d, rw),
-            normed: k.buffer("normed", m * d, rw),
-            ffn_hidden: k.buffer("ffn_hidden", m * c.intermediate_size, rw),
-            ffn: k.buffer("ffn", m * d, rw),
-        };
+        // The hidden states between layers, (B·T, D) each: two in turn, or all L+1 when they,
+        // or a traced layer's input and output, are read back.
+        let keep_states = opts.hidden_states || opts.layer_trace.is_some();
+        let x: Vec<_> = (0..if keep_states { l + 1 } else { 2 })
+            .map(|i| k.buffer(&format!("x{i}"), m * d, rw))
+            .collect();
+        let state = |i: usize| &x[if keep_states { i } else { i % 2 }];
+        // Every layer reuses one set of activations; a traced layer has its own, so the layers
+        // after it leave its values to be read back.
+        let act = Activations::new(k, m, d, c.intermediate_size, false);
+        let traced = opts
+            .layer_trace
+            .map(|_| Activations::new(k, m, d, c.intermediate_size, true));
+        let parts = traced_embeddings(opts).then(|| k.buffer("embedding_parts", 4 * m * d, rw));
         let p_floats = b * h * t * t; // (B, H, T, T)
         let probs: Vec<_> = (0..l)
             .map(|i| k.buffer(&format!("probs{i}"), p_floats, rw))
             .collect();
-        let scores: Vec<_> = (0..if keep_scores { l } else { 0 })
+        let scores: Vec<_> = (0..if opts.scores { l } else { 0 })
             .map(|i| k.buffer(&format!("scores{i}"), p_floats, rw))
             .collect();
 
@@ -249,12 +275,22 @@ impl GpuEngine {
             scale: opts.scale,
         };
         let mut plan = Plan::new(k);
+        let tokens = [&ids, &type_ids];
+        if let Some(parts) = &parts {
+            plan.embed_parts(
+                shape.rows(),
+                shape.seq,
+                tokens,
+                &self.weights.embeddings,
+                parts,
+            );
+        }
         plan.embed(
             shape.rows(),
             shape.seq,
-            [&ids, &type_ids],
+            tokens,
             &self.weights.embeddings,
-            &x[0],
+            state(0),
         );
         for (i, layer) in self.weights.layers.iter().enumerate() {
             let trace = AttentionTrace {
@@ -263,37 +299,125 @@ impl GpuEngine {
                 probs: &probs[i],
                 off: opts.head_mask.layer(i, h),
             };
-            let (x_in, x_out) = (&x[i % 2], &x[1 - i % 2]);
+            let act = match (&traced, opts.layer_trace) {
+                (Some(own), Some(traced_layer)) if traced_layer == i => own,
+                _ => &act,
+            };
             encoder_layer(
                 &mut plan,
                 c.layer_norm_order,
                 &shape,
                 layer,
-                &act,
+                act,
                 &trace,
-                x_in,
-                x_out,
+                state(i),
+                state(i + 1),
             );
         }
         let (dispatches, mut keep) = plan.finish();
-        let hidden = x[l % 2].clone();
-        let staging_floats = l * p_floats * if keep_scores { 2 } else { 1 } + m * d;
+
+        // what is read back, in the order `Readback` documents
+        let mut reads: Vec<(wgpu::Buffer, usize)> = Vec::new();
+        reads.extend(probs.iter().map(|p| (p.clone(), p_floats)));
+        reads.push((state(l).clone(), m * d));
+        reads.extend(scores.iter().map(|s| (s.clone(), p_floats)));
+        if opts.hidden_states {
+            reads.extend((0..=l).map(|i| (state(i).clone(), m * d)));
+        }
+        if let (Some(layer), Some(a)) = (opts.layer_trace, &traced) {
+            let i = c.intermediate_size;
+            reads.push((state(layer).clone(), m * d));
+            reads.push((a.qkv.clone(), m * 3 * d));
+            reads.push((a.ctx.clone(), m * d));
+            reads.push((a.h.clone(), m * d)); // the attention block's output (see encoder_layer)
+            if let Some(pre) = &a.pre_activation {
+                reads.push((pre.clone(), m * i));
+            }
+            reads.push((a.ffn_hidden.clone(), m * i));
+            reads.push((state(layer + 1).clone(), m * d));
+            if let Some(parts) = &parts {
+                reads.push((parts.clone(), 4 * m * d));
+                reads.push((state(0).clone(), m * d));
+            }
+        }
+        let staging_floats = reads.iter().map(|(_, n)| n).sum();
         let staging = k.buffer("staging", staging_floats, U::MAP_READ | U::COPY_DST);
         keep.extend(act.into_buffers());
+        keep.extend(traced.into_iter().flat_map(Activations::into_buffers));
+        keep.extend(parts);
         keep.extend(x);
+        keep.extend(probs);
+        keep.extend(scores);
         Workspace {
             key: (b, t, opts.clone()),
             ids,
             type_ids,
             mask,
-            probs,
-            scores,
-            hidden,
+            reads,
             staging,
             dispatches,
             _keep: keep,
         }
     }
+}
+
+/// Whether a layer trace keeps the embeddings' steps: always for layer 0, the layer they
+/// feed, and for any layer when asked.
+fn traced_embeddings(opts: &TraceOptions) -> bool {
+    opts.layer_trace
+        .is_some_and(|layer| layer == 0 || opts.embeddings)
+}
+
+/// The traced layer's values from the read-back (after the hidden states), as the CPU engine
+/// reports them.
+///
+/// # Shapes
+/// * see [`LayerTrace`]; `[Q | K | V]` comes back as one `(B·T, 3·D)` block and is split here
+fn read_layer_trace(
+    rb: &mut Readback,
+    layer: usize,
+    opts: &TraceOptions,
+    c: &Config,
+    b: usize,
+    t: usize,
+) -> Result<LayerTrace> {
+    let (d, i) = (c.hidden_size, c.intermediate_size);
+    let input = rb.rows(b, t, d)?;
+    let qkv = rb.rows(b, t, 3 * d)?; // (B, T, 3·D) = [Q | K | V]
+    let part = |j: usize| qkv.slice(s![.., .., j * d..(j + 1) * d]).to_owned();
+    let (q, k, v) = (part(0), part(1), part(2));
+    let context = rb.rows(b, t, d)?;
+    let attention_output = rb.rows(b, t, d)?;
+    let pre_activation = rb.rows(b, t, i)?;
+    let intermediate = rb.rows(b, t, i)?;
+    let output = rb.rows(b, t, d)?;
+    let embeddings = if traced_embeddings(opts) {
+        let parts =
+            Array4::from_shape_vec((4, b, t, d), rb.take(4 * b * t * d)).map_err(gpu_shape)?; // (4, B, T, D)
+        let part = |j: usize| parts.index_axis(Axis(0), j).to_owned();
+        Some(EmbeddingTrace {
+            word: part(0),
+            position: part(1),
+            token_type: part(2),
+            sum: part(3),
+            normed: rb.rows(b, t, d)?,
+        })
+    } else {
+        None
+    };
+    Ok(LayerTrace {
+        layer,
+        embeddings,
+        input,
+        q,
+        k,
+        v,
+        context,
+        attention_output,
+        pre_activation,
+        intermediate,
+        output,
+    })
 }
 
 /// The sizes one forward pass records its dispatches for.
@@ -313,10 +437,12 @@ impl Shape {
     }
 }
 
-/// The intermediate activations of one layer, reused by every layer.
+/// The intermediate activations of one layer: one set reused by every layer, and a traced
+/// layer's own.
 ///
 /// # Shapes
-/// * `qkv`: `(B·T, 3·D)`, `ffn_hidden`: `(B·T, intermediate)`, the others `(B·T, D)`
+/// * `qkv`: `(B·T, 3·D)`, `ffn_hidden` and `pre_activation`: `(B·T, intermediate)`, the others
+///   `(B·T, D)`
 struct Activations {
     qkv: wgpu::Buffer,
     ctx: wgpu::Buffer,
@@ -325,11 +451,28 @@ struct Activations {
     normed: wgpu::Buffer,
     ffn_hidden: wgpu::Buffer,
     ffn: wgpu::Buffer,
+    /// The feed-forward's first projection before its activation, kept for a traced layer (the
+    /// pass itself fuses the activation into that matmul).
+    pre_activation: Option<wgpu::Buffer>,
 }
 
 impl Activations {
-    fn into_buffers(self) -> [wgpu::Buffer; 7] {
-        [
+    fn new(k: &GpuKernels, m: usize, d: usize, inter: usize, pre_activation: bool) -> Self {
+        let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        Self {
+            qkv: k.buffer("qkv", m * 3 * d, rw),
+            ctx: k.buffer("ctx", m * d, rw),
+            attn: k.buffer("attn", m * d, rw),
+            h: k.buffer("h", m * d, rw),
+            normed: k.buffer("normed", m * d, rw),
+            ffn_hidden: k.buffer("ffn_hidden", m * inter, rw),
+            ffn: k.buffer("ffn", m * d, rw),
+            pre_activation: pre_activation.then(|| k.buffer("pre_activation", m * inter, rw)),
+        }
+    }
+
+    fn into_buffers(self) -> Vec<wgpu::Buffer> {
+        let mut out = vec![
             self.qkv,
             self.ctx,
             self.attn,
@@ -337,7 +480,9 @@ impl Activations {
             self.normed,
             self.ffn_hidden,
             self.ffn,
-        ]
+        ];
+        out.extend(self.pre_activation);
+        out
     }
 }
 
@@ -456,7 +601,8 @@ fn self_attention<'a>(
     plan.linear(s.rows(), &act.ctx, &w.attn_out, None, &act.attn);
 }
 
-/// `act.ffn = dense₂(act(dense₁(x)))`, the activation fused into the first matmul.
+/// `act.ffn = dense₂(act(dense₁(x)))`, the activation fused into the first matmul (for a traced
+/// layer, `dense₁(x)` is also written without it, to `act.pre_activation`).
 fn feed_forward<'a>(
     plan: &mut Plan<'a>,
     s: &Shape,
@@ -464,6 +610,9 @@ fn feed_forward<'a>(
     act: &'a Activations,
     x: &'a wgpu::Buffer,
 ) {
+    if let Some(pre) = &act.pre_activation {
+        plan.linear(s.rows(), x, &w.intermediate, None, pre);
+    }
     plan.linear(s.rows(), x, &w.intermediate, Some(s.act), &act.ffn_hidden);
     plan.linear(s.rows(), &act.ffn_hidden, &w.output, None, &act.ffn);
 }

@@ -41,6 +41,8 @@ macro_rules! composed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
     EmbedLayerNorm,
+    /// The embeddings' rows and their sum, kept for a layer trace.
+    EmbedParts,
     /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
     /// of 4).
     Matmul,
@@ -64,8 +66,9 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::EmbedLayerNorm,
+        Kernel::EmbedParts,
         Kernel::Matmul,
         Kernel::MatmulBAlongN,
         Kernel::MatmulScalar,
@@ -78,6 +81,7 @@ impl Kernel {
     pub fn file(self) -> &'static str {
         match self {
             Kernel::EmbedLayerNorm => "embed_layernorm.wgsl",
+            Kernel::EmbedParts => "embed_parts.wgsl",
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => "matmul.wgsl",
             Kernel::AddLayerNorm => "add_layernorm.wgsl",
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => "attention_probs.wgsl",
@@ -88,6 +92,7 @@ impl Kernel {
     pub fn source(self) -> &'static str {
         match self {
             Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
+            Kernel::EmbedParts => composed!("embed_parts"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
             Kernel::AddLayerNorm => composed!("add_layernorm"),
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
@@ -104,6 +109,8 @@ impl Kernel {
             Kernel::EmbedLayerNorm => {
                 &[Uniform, Read, Read, Read, Read, Read, Read, Read, ReadWrite]
             }
+            // params, ids, type_ids, word, position, token_type → out
+            Kernel::EmbedParts => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
             // params, a, a as vec4s, b, b as vec4s, bias → c
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
                 &[Uniform, Read, Read, Read, Read, Read, ReadWrite]
@@ -138,7 +145,7 @@ pub struct Pipeline {
 }
 
 /// Every kernel compiled for one device, indexed by [`Kernel`].
-pub struct Pipelines([Pipeline; 7]);
+pub struct Pipelines([Pipeline; 8]);
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {

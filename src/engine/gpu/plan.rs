@@ -313,6 +313,28 @@ impl<'a> Plan<'a> {
         self.push(Kernel::EmbedLayerNorm, &params, buffers, row_grid(rows));
     }
 
+    /// The embeddings' parts before their LayerNorm, for a layer trace.
+    ///
+    /// # Shapes
+    /// * `ids`, `type_ids`: `(B·T,)` → `out`: `(4, B·T, D)`, `[word | position | token_type | sum]`
+    pub fn embed_parts(
+        &mut self,
+        rows: u32,
+        seq: u32,
+        [ids, type_ids]: [&'a wgpu::Buffer; 2],
+        e: &'a GpuEmbeddings,
+        out: &'a wgpu::Buffer,
+    ) {
+        let params = EmbedParams {
+            rows,
+            dim: e.dim,
+            seq,
+            eps: e.norm.eps,
+        };
+        let buffers = vec![ids, type_ids, &e.word, &e.position, &e.token_type, out];
+        self.push(Kernel::EmbedParts, &params, buffers, row_grid(rows));
+    }
+
     /// `out = act(x·Wᵀ + bias)`, the activation fused into the matmul.
     ///
     /// # Shapes
