@@ -114,10 +114,15 @@ impl<'a> Tensors<'a> {
         }
         let data = view.data();
         let values: Vec<f32> = match view.dtype() {
-            Dtype::F32 => data
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
+            Dtype::F32 => {
+                // one copy of the little-endian bytes (a memcpy; the file can be 100 MB)
+                let mut v = vec![0f32; data.len() / 4];
+                bytemuck::cast_slice_mut::<f32, u8>(&mut v).copy_from_slice(data);
+                if cfg!(target_endian = "big") {
+                    v.iter_mut().for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
+                }
+                v
+            }
             Dtype::F16 => data
                 .chunks_exact(2)
                 .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())

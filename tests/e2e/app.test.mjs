@@ -3,6 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
 
 let server, browser, noGpu;
@@ -43,6 +44,23 @@ async function headCell(page, q, k) {
   const x0 = +g.x0, y0 = +g.y0, cell = +g.cell;
   return { g, x: box.x + x0 + (k - +g.k0 + 0.5) * cell, y: box.y + y0 + (q - +g.q0 + 0.5) * cell };
 }
+
+test('index.html preloads exactly the modules web/app.js imports, so they load at once, not level by level', () => {
+  const seen = new Set();
+  const walk = (file) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const src = readFileSync(path.join(ROOT, file), 'utf8');
+    for (const m of src.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]|^\s*import\s+['"](\.[^'"]+)['"]/gm)) {
+      walk(path.posix.normalize(path.posix.join(path.posix.dirname(file), m[1] || m[2])));
+    }
+  };
+  walk('web/app.js');
+  seen.delete('web/app.js');
+  const preloaded = [...readFileSync(path.join(ROOT, 'index.html'), 'utf8').matchAll(/<link rel="modulepreload" href="([^"]+)">/g)].map((m) => m[1]);
+  assert.ok(seen.size > 20, `the import walk found ${seen.size} modules`);
+  assert.deepEqual([...preloaded].sort(), [...seen].sort());
+});
 
 test('typing a sentence shows the tokenizer\'s tokens and the CLI\'s attention (WebGPU)', async () => {
   const p = await open('#e=gpu');
