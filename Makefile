@@ -45,9 +45,15 @@ dist: setup web
 serve: setup web
 	PORT=$(PORT) python3 scripts/serve.py
 
-# ms per forward pass (CPU and GPU engines), then keystroke → heatmaps in headless Chromium.
+# ms per forward pass (CPU and GPU engines); attnscope beside PyTorch (native) and ONNX Runtime
+# Web (headless Chromium) in one table (bench/peers.mjs: a peer whose prerequisites are missing,
+# torch for PyTorch and for the ONNX export, is skipped with a note); then the page: first
+# heatmap, memory, keystroke → heatmaps, the inside-the-encoder panels.
 bench: setup web
 	cargo run --release -- bench --model $(MODEL)
+	cd bench && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
+	[ -f $(MODEL)/onnx/model.onnx ] || python3 bench/export_onnx.py --model $(MODEL) || echo "bench: no ONNX export (it needs torch): ONNX Runtime Web will be skipped"
+	cd bench && MODEL=$(abspath $(MODEL)) node peers.mjs
 	cd tests/e2e && npm run bench
 
 # Needs `pip install torch transformers safetensors`; the outputs are committed.

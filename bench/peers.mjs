@@ -1,0 +1,162 @@
+// `make bench`'s table: attnscope beside the engines a person would pick instead, on this
+// machine, the same checkpoint, batch 1, every attention probability returned by every engine.
+//
+// * native: `attnscope bench --backend cpu` (one thread) against PyTorch eager
+//   (bench/torch_bench.py) at 1 and 2 threads; skipped with a note when torch is not installed.
+// * headless Chromium: attnscope's wasm engine (`Session.run`, as the page's worker calls it)
+//   against ONNX Runtime Web (`onnxruntime-web`, wasm backend) at 1 thread and, the page being
+//   cross-origin isolated, 2 threads, on the checkpoint exported by bench/export_onnx.py;
+//   skipped with a note when that export is missing.
+//
+// Env: MODEL (a checkpoint folder), LENGTHS (16,128,512), ITERS (7).
+import { spawnSync } from 'node:child_process';
+import { createReadStream, existsSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { launch } from '../tests/e2e/harness.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const MODEL = path.resolve(ROOT, process.env.MODEL ?? 'assets/models/all-MiniLM-L6-v2');
+const LENGTHS = (process.env.LENGTHS ?? '16,128,512').split(',').map(Number);
+const ITERS = Number(process.env.ITERS ?? 7);
+const ONNX = path.join(MODEL, 'onnx', 'model.onnx');
+const notes = [];
+const rows = []; // {where, engine, ms: {T: ms}}
+
+// ---------- native ----------
+{
+  const r = spawnSync('cargo', ['run', '--quiet', '--release', '--', 'bench', '--model', MODEL, '--backend', 'cpu', '--lengths', LENGTHS.join(','), '--iters', String(ITERS)], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`attnscope bench failed: ${r.stderr}`);
+  const ms = {};
+  for (const line of r.stdout.split('\n')) {
+    const m = line.match(/^\s*(\d+)\s+([\d.]+)/); // the length, then the CPU engine's ms
+    if (m) ms[m[1]] = Number(m[2]);
+  }
+  rows.push({ where: 'native, 1 thread', engine: 'attnscope CPU engine', ms });
+}
+{
+  const r = spawnSync('python3', [path.join(ROOT, 'bench/torch_bench.py'), '--model', MODEL, '--lengths', LENGTHS.join(','), '--iters', String(ITERS), '--threads', '1,2'], { encoding: 'utf8' });
+  if (r.status === 0) {
+    const { torch, ms } = JSON.parse(r.stdout.trim().split('\n').pop());
+    const v = torch.split('+')[0];
+    rows.push({ where: 'native, 1 thread', engine: `PyTorch ${v} eager`, ms: ms['1'] });
+    rows.push({ where: 'native, 2 threads', engine: `PyTorch ${v} eager`, ms: ms['2'] });
+  } else {
+    notes.push(`PyTorch skipped: ${/No module named/.test(r.stderr) ? 'torch or transformers is not installed (pip install torch transformers)' : r.stderr.trim().split('\n').pop()}`);
+  }
+}
+
+// ---------- headless Chromium ----------
+// A local server, cross-origin isolated (COOP + COEP) so ONNX Runtime Web may use threads:
+// / (an empty page), /pkg/ (attnscope's wasm build), /ort/ (onnxruntime-web), /model/ (the
+// checkpoint and its ONNX export).
+const ORT_DIR = path.join(ROOT, 'bench/node_modules/onnxruntime-web/dist');
+const MOUNTS = { '/pkg/': path.join(ROOT, 'web/pkg'), '/ort/': ORT_DIR, '/model/': MODEL };
+const TYPES = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
+const server = http.createServer((req, res) => {
+  const url = new URL(req.url, 'http://localhost');
+  const headers = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin' };
+  if (url.pathname === '/') { res.writeHead(200, { ...headers, 'Content-Type': 'text/html' }); res.end('<!doctype html><title>bench</title>'); return; }
+  const mount = Object.keys(MOUNTS).find((m) => url.pathname.startsWith(m));
+  const file = mount && path.join(MOUNTS[mount], path.normalize(decodeURIComponent(url.pathname.slice(mount.length))));
+  if (!file || !file.startsWith(MOUNTS[mount]) || !existsSync(file)) { res.writeHead(404, headers); res.end('not found'); return; }
+  res.writeHead(200, { ...headers, 'Content-Type': TYPES[path.extname(file)] ?? 'application/octet-stream' });
+  createReadStream(file).pipe(res);
+});
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const ORIGIN = `http://127.0.0.1:${server.address().port}`;
+
+async function benchPage(browser) {
+  const page = await browser.newPage();
+  await page.goto(`${ORIGIN}/`);
+  return page;
+}
+
+/** The median of `iters` runs after two warm-ups, in ms, for each length (run in the page). */
+const TIMING = `async (run, lengths, iters) => {
+  const out = {};
+  for (const t of lengths) {
+    const times = [];
+    for (let i = 0; i < iters + 2; i++) {
+      const start = performance.now();
+      await run(t);
+      if (i >= 2) times.push(performance.now() - start);
+    }
+    times.sort((a, b) => a - b);
+    out[t] = times[times.length >> 1];
+  }
+  return out;
+}`;
+
+const browser = await launch({ webgpu: false });
+try {
+  {
+    const page = await benchPage(browser);
+    const ms = await page.evaluate(async ([timing, lengths, iters]) => {
+      const { default: init, loadSession } = await import('/pkg/attnscope.js');
+      await init();
+      const get = async (f) => new Uint8Array(await (await fetch('/model/' + f)).arrayBuffer());
+      const s = await loadSession('bench', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
+      // "the" is one word piece: T − 2 of them between [CLS] and [SEP] are T tokens
+      const run = async (t) => {
+        const r = await s.run([Array(t - 2).fill('the').join(' ')], undefined, 'padding', 'cpu', {});
+        if (r.info.shape[3] !== t) throw new Error(`${r.info.shape[3]} tokens, not ${t}`);
+      };
+      return (0, eval)(timing)(run, lengths, iters);
+    }, [TIMING, LENGTHS, ITERS]);
+    rows.push({ where: 'Chromium, 1 thread', engine: 'attnscope wasm (SIMD128)', ms });
+    await page.close();
+  }
+  if (!existsSync(ONNX)) {
+    notes.push(`ONNX Runtime Web skipped: no ${path.relative(ROOT, ONNX)} (python3 bench/export_onnx.py writes it; it needs torch)`);
+  } else if (!existsSync(ORT_DIR)) {
+    notes.push('ONNX Runtime Web skipped: not installed (cd bench && npm ci)');
+  } else {
+    const version = JSON.parse(readFileSync(path.join(ORT_DIR, '../package.json'), 'utf8')).version;
+    for (const threads of [1, 2]) {
+      const page = await benchPage(browser);
+      const { ms, isolated, outputs } = await page.evaluate(async ([timing, lengths, iters, threads]) => {
+        const ort = await import('/ort/ort.wasm.min.mjs');
+        ort.env.wasm.wasmPaths = '/ort/';
+        ort.env.wasm.numThreads = threads;
+        const session = await ort.InferenceSession.create('/model/onnx/model.onnx', { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+        let outputs = [];
+        const run = async (t) => {
+          const ids = new BigInt64Array(t).fill(1996n); // "the"
+          ids[0] = 101n; ids[t - 1] = 102n;
+          const feeds = {
+            input_ids: new ort.Tensor('int64', ids, [1, t]),
+            attention_mask: new ort.Tensor('int64', new BigInt64Array(t).fill(1n), [1, t]),
+            token_type_ids: new ort.Tensor('int64', new BigInt64Array(t), [1, t]),
+          };
+          const r = await session.run(feeds);
+          outputs = Object.entries(r).map(([k, v]) => `${k} ${v.dims.join('×')}`);
+        };
+        return { ms: await (0, eval)(timing)(run, lengths, iters), isolated: crossOriginIsolated, outputs };
+      }, [TIMING, LENGTHS, ITERS, threads]);
+      if (threads > 1 && !isolated) { notes.push('ONNX Runtime Web, 2 threads: skipped, the page is not cross-origin isolated'); continue; }
+      rows.push({ where: `Chromium, ${threads} thread${threads > 1 ? 's' : ''}`, engine: `ONNX Runtime Web ${version} (wasm)`, ms });
+      if (threads === 1) notes.push(`ONNX Runtime Web returns ${outputs.join(', ')} at T = ${LENGTHS[LENGTHS.length - 1]}`);
+      await page.close();
+    }
+  }
+} finally {
+  await browser.close();
+  server.close();
+}
+
+// ---------- the table ----------
+const cell = (x) => (x === undefined ? '—' : x.toFixed(x < 100 ? 1 : 0));
+const head = `| where | engine | ${LENGTHS.map((t) => `T = ${t}`).join(' | ')} |`;
+console.log(`${path.basename(MODEL)}, batch 1, ms per forward pass, median of ${ITERS} after 2 warm-ups, every attention probability returned`);
+console.log(head);
+console.log(`|---|---|${LENGTHS.map(() => '---:').join('|')}|`);
+for (const r of rows) console.log(`| ${r.where} | ${r.engine} | ${LENGTHS.map((t) => cell(r.ms[t])).join(' | ')} |`);
+const ours = (where) => rows.find((r) => r.where === where && r.engine.startsWith('attnscope'));
+console.log('\nattnscope ÷ peer (below 1: attnscope is faster)');
+for (const r of rows.filter((x) => !x.engine.startsWith('attnscope'))) {
+  const a = ours(r.where.startsWith('native') ? 'native, 1 thread' : 'Chromium, 1 thread');
+  console.log(`  vs ${r.engine}, ${r.where}: ${LENGTHS.map((t) => `T = ${t}: ${(a.ms[t] / r.ms[t]).toFixed(2)}`).join(', ')}`);
+}
+for (const n of notes) console.log(`note: ${n}`);
