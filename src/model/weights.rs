@@ -119,7 +119,8 @@ impl<'a> Tensors<'a> {
                 let mut v = vec![0f32; data.len() / 4];
                 bytemuck::cast_slice_mut::<f32, u8>(&mut v).copy_from_slice(data);
                 if cfg!(target_endian = "big") {
-                    v.iter_mut().for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
+                    v.iter_mut()
+                        .for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
                 }
                 v
             }

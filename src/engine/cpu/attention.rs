@@ -1,6 +1,7 @@
 //! Scaled dot-product attention and multi-head attention on the CPU.
 
-use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, Axis};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 
 use super::ops::{linear, softmax_in_place};
 use crate::engine::ScoreScale;
@@ -67,10 +68,50 @@ pub fn dot_product_attention(
             });
         }
     }
+    let mut scores = Array2::zeros((n_q, n_k));
+    let mut probs = Array2::zeros((n_q, n_k));
+    let mut output = Array2::zeros((n_q, d_v));
+    attend_into(
+        q,
+        k,
+        v,
+        mask,
+        scale,
+        scores.view_mut(),
+        probs.view_mut(),
+        Some(output.view_mut()),
+    );
+    Ok(Attention {
+        scores,
+        probs,
+        output,
+    })
+}
+
+/// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
+/// writes each head straight into its slice, with no array of its own per head). `output`:
+/// `None` skips `·V` (a knocked-out head, whose context stays as it is).
+///
+/// # Shapes
+/// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
+///   the caller
+/// * `scores`, `probs`: `(n_q, n_k)`; `output`: `(n_q, d_v)`
+#[allow(clippy::too_many_arguments)]
+fn attend_into(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+    scale: ScoreScale,
+    mut scores: ArrayViewMut2<f32>,
+    mut probs: ArrayViewMut2<f32>,
+    output: Option<ArrayViewMut2<f32>>,
+) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
-    let scores = q.dot(&k.t()) * scale.factor(d_k); // (n_q, n_k)
-    let mut probs = scores.clone();
+    let factor = scale.factor(q.dim().1);
+    general_mat_mul(factor, &q, &k.t(), 0.0, &mut scores); // QKᵀ·factor, (n_q, n_k)
+    probs.assign(&scores);
     if let Some(m) = mask {
         probs.zip_mut_with(&m, |p, &allowed| {
             if !allowed {
@@ -81,13 +122,9 @@ pub fn dot_product_attention(
     for row in probs.axis_iter_mut(Axis(0)) {
         softmax_in_place(row);
     }
-    let output = probs.dot(&v); // (n_q, d_v)
-    debug_assert_eq!(output.dim(), (n_q, d_v));
-    Ok(Attention {
-        scores,
-        probs,
-        output,
-    })
+    if let Some(mut out) = output {
+        general_mat_mul(1.0, &probs, &v, 0.0, &mut out); // (n_q, d_v)
+    }
 }
 
 /// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`.
@@ -187,19 +224,27 @@ pub fn multi_head_attention_with_scale(
     let mut probs = Array3::zeros((heads, n_q, n_k));
     let mut scores = Array3::zeros((heads, n_q, n_k));
     let mut context = Array3::zeros((heads, n_q, d_v));
+    if let Some(m) = &mask {
+        if m.dim() != (n_q, n_k) {
+            return Err(Error::Shape {
+                what: "attention mask (n_q, n_k)".into(),
+                expected: vec![n_q, n_k],
+                found: m.shape().to_vec(),
+            });
+        }
+    }
     for h in 0..heads {
-        let a = dot_product_attention(
+        let knocked_out = off.get(h).copied().unwrap_or(false);
+        attend_into(
             q.index_axis(Axis(0), h),
             k.index_axis(Axis(0), h),
             v.index_axis(Axis(0), h),
             mask,
             scale,
-        )?;
-        probs.slice_mut(s![h, .., ..]).assign(&a.probs);
-        scores.slice_mut(s![h, .., ..]).assign(&a.scores);
-        if !off.get(h).copied().unwrap_or(false) {
-            context.slice_mut(s![h, .., ..]).assign(&a.output);
-        }
+            scores.slice_mut(s![h, .., ..]),
+            probs.slice_mut(s![h, .., ..]),
+            (!knocked_out).then(|| context.slice_mut(s![h, .., ..])), // zero when knocked out
+        );
     }
     let context = merge_heads(context.view()); // (n_q, H·d_v)
     let output = linear(context.view(), &w.output); // (n_q, D)
