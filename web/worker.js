@@ -214,16 +214,45 @@ function sessionFor(key) {
 async function run(s, msg) {
   const options = msg.options ?? {};
   const r = await runOn(s, msg, options);
+  remember(s, msg, options, r);
   if (options.headMask && options.sentenceEmbedding) {
-    r.baselineEmbedding = (await runOn(s, msg, { sentenceEmbedding: true })).sentenceEmbedding;
+    const plain = { scale: options.scale, sentenceEmbedding: true };
+    r.baselineEmbedding = recall(s, msg, plain)?.sentenceEmbedding?.slice()
+      ?? (await runOn(s, msg, plain)).sentenceEmbedding;
   }
   return r;
 }
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
 async function otherScale(s, msg, options) {
-  const other = options.scale === 'none' ? 'sqrt_dk' : 'none';
-  return (await runOn(s, msg, { headMask: options.headMask, scale: other, headMetrics: true })).headMetrics;
+  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', headMetrics: true };
+  const known = recall(s, msg, other)?.headMetrics;
+  if (known) return known.slice();
+  const r = await runOn(s, msg, other);
+  remember(s, msg, other, r);
+  return r.headMetrics.slice(); // the remembered copy stays here
+}
+
+// ---------- what recent runs gave, so a knock-out or the √d_k panel need not rerun them ----------
+// The sentence embedding and head metrics (a few hundred floats each) of the last few runs of a
+// session, by what decides them: the input, the heads knocked out and the score scale.
+const RECENT = 8;
+const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk']);
+
+function remember(s, msg, options, r) {
+  const memo = (s.memo ??= new Map());
+  const key = recentKey(msg, options);
+  const had = memo.get(key) ?? {};
+  memo.delete(key);
+  memo.set(key, {
+    sentenceEmbedding: r.sentenceEmbedding?.slice() ?? had.sentenceEmbedding, // copies: r's arrays go to the page
+    headMetrics: r.headMetrics?.slice() ?? had.headMetrics,
+  });
+  if (memo.size > RECENT) memo.delete(memo.keys().next().value);
+}
+
+function recall(s, msg, options) {
+  return s.memo?.get(recentKey(msg, options));
 }
 
 /** One forward pass; when WebGPU fails (the device was lost), the CPU engine answers from then on. */
