@@ -170,8 +170,9 @@ fn a_lost_device_is_an_error_and_auto_falls_back_to_the_cpu() {
 }
 
 /// Every layer's trace (with the embeddings' steps) and every layer's hidden states, post-LN and
-/// pre-LN, over a padded batch with a head knocked out in the traced layer: the GPU engine's own
-/// values equal the CPU engine's.
+/// pre-LN, over a padded batch with a head knocked out in the traced layer and the scores kept
+/// (as the page asks: every part of the read-back at once): the GPU engine's own values equal
+/// the CPU engine's.
 #[test]
 fn every_layer_trace_and_the_hidden_states_post_ln_and_pre_ln() {
     for name in ["tiny-bert", "tiny-bert-preln"] {
@@ -184,6 +185,7 @@ fn every_layer_trace_and_the_hidden_states_post_ln_and_pre_ln() {
                 layer_trace: Some(layer),
                 embeddings: true,
                 head_mask: HeadMask::from_pairs([(layer, 1)]),
+                scores: true,
                 ..TraceOptions::default()
             };
             let (g, _) = pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts)).unwrap();
