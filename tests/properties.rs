@@ -4,7 +4,7 @@
 mod common;
 
 use attnscope::engine::cpu::{self, attention::scaled_dot_product_attention};
-use attnscope::engine::TraceOptions;
+use attnscope::engine::{ScoreScale, TraceOptions};
 use attnscope::{Mask, MaskKind};
 use common::*;
 use ndarray::{s, Array2, Array3, Axis};
@@ -116,6 +116,7 @@ fn cross_attention_has_n_q_by_n_k_weights() {
         x_enc.view(),
         None,
         &[],
+        ScoreScale::SqrtDk,
     )
     .unwrap();
     assert_eq!(out.output.dim(), (3, d));

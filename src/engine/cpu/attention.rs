@@ -180,29 +180,14 @@ pub struct MultiHeadOutput {
 }
 
 /// Multi-head attention: project Q from `x_q` and K, V from `x_kv`, split into heads,
-/// attend per head (`QKᵀ/√d_k`), concatenate, project out. `x_q == x_kv` is self-attention;
-/// otherwise it is encoder–decoder (cross) attention with `n_q ≠ n_k`. Heads marked in `off`
-/// are knocked out: their context is zero in the concatenation (their probabilities are still
-/// returned).
+/// attend per head (`QKᵀ/√d_k`, or `QKᵀ` with [`ScoreScale::None`]), concatenate, project out.
+/// `x_q == x_kv` is self-attention; otherwise it is encoder–decoder (cross) attention with
+/// `n_q ≠ n_k`. Heads marked in `off` are knocked out: their context is zero in the
+/// concatenation (their probabilities are still returned).
 ///
 /// # Shapes
 /// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
 pub fn multi_head_attention(
-    w: &AttentionWeights,
-    heads: usize,
-    x_q: ArrayView2<f32>,
-    x_kv: ArrayView2<f32>,
-    mask: Option<ArrayView2<bool>>,
-    off: &[bool],
-) -> Result<MultiHeadOutput> {
-    multi_head_attention_with_scale(w, heads, x_q, x_kv, mask, off, ScoreScale::SqrtDk)
-}
-
-/// [`multi_head_attention`] with every head's scores scaled as `scale` says.
-///
-/// # Shapes
-/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
-pub fn multi_head_attention_with_scale(
     w: &AttentionWeights,
     heads: usize,
     x_q: ArrayView2<f32>,

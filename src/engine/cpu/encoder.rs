@@ -3,7 +3,7 @@
 
 use ndarray::{s, Array1, Array2, Array3, Array4, Array5, ArrayView1, ArrayView2, Axis};
 
-use super::attention::{multi_head_attention_with_scale, MultiHeadOutput};
+use super::attention::{multi_head_attention, MultiHeadOutput};
 use super::ops::{activate, layer_norm, linear};
 use crate::engine::{
     check_input, check_layer, EmbeddingTrace, LayerTrace, ScoreScale, Trace, TraceOptions,
@@ -102,8 +102,7 @@ pub fn encoder_layer(
     let heads = config.num_attention_heads;
     match config.layer_norm_order {
         LayerNormOrder::Post => {
-            let attn =
-                multi_head_attention_with_scale(&w.attention, heads, x, x, mask, off, scale)?;
+            let attn = multi_head_attention(&w.attention, heads, x, x, mask, off, scale)?;
             let h = layer_norm((&attn.output + &x).view(), &w.attention_norm);
             let (pre_activation, intermediate, ff) = feed_forward(w, config, h.view());
             Ok(LayerOutput {
@@ -117,8 +116,7 @@ pub fn encoder_layer(
         LayerNormOrder::Pre => {
             let normed = layer_norm(x, &w.attention_norm);
             let n = normed.view();
-            let attn =
-                multi_head_attention_with_scale(&w.attention, heads, n, n, mask, off, scale)?;
+            let attn = multi_head_attention(&w.attention, heads, n, n, mask, off, scale)?;
             let h = &attn.output + &x;
             let (pre_activation, intermediate, ff) =
                 feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
@@ -317,7 +315,7 @@ pub fn cross_attention(
     };
     let (keys, x_kv) = entering(first)?;
     let (queries, x_q) = entering(second)?;
-    let attn = multi_head_attention_with_scale(
+    let attn = multi_head_attention(
         &model.weights.layers[layer].attention,
         c.num_attention_heads,
         x_q.view(),

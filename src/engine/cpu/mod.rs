@@ -5,7 +5,7 @@ pub mod encoder;
 pub mod ops;
 
 pub use attention::{
-    dot_product_attention, multi_head_attention, multi_head_attention_with_scale,
-    scaled_dot_product_attention, Attention, MultiHeadOutput,
+    dot_product_attention, multi_head_attention, scaled_dot_product_attention, Attention,
+    MultiHeadOutput,
 };
 pub use encoder::{cross_attention, forward, CrossAttention};
