@@ -59,15 +59,7 @@ pub fn dot_product_attention(
             found: k.shape().to_vec(),
         });
     }
-    if let Some(m) = &mask {
-        if m.dim() != (n_q, n_k) {
-            return Err(Error::Shape {
-                what: "attention mask (n_q, n_k)".into(),
-                expected: vec![n_q, n_k],
-                found: m.shape().to_vec(),
-            });
-        }
-    }
+    check_mask(mask, n_q, n_k)?;
     let mut scores = Array2::zeros((n_q, n_k));
     let mut probs = Array2::zeros((n_q, n_k));
     let mut output = Array2::zeros((n_q, d_v));
@@ -86,6 +78,18 @@ pub fn dot_product_attention(
         probs,
         output,
     })
+}
+
+/// A mask of `(n_q, n_k)`, or none; otherwise an error naming both shapes.
+fn check_mask(mask: Option<ArrayView2<bool>>, n_q: usize, n_k: usize) -> Result<()> {
+    match mask {
+        Some(m) if m.dim() != (n_q, n_k) => Err(Error::Shape {
+            what: "attention mask (n_q, n_k)".into(),
+            expected: vec![n_q, n_k],
+            found: m.shape().to_vec(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
@@ -209,15 +213,7 @@ pub fn multi_head_attention(
     let mut probs = Array3::zeros((heads, n_q, n_k));
     let mut scores = Array3::zeros((heads, n_q, n_k));
     let mut context = Array3::zeros((heads, n_q, d_v));
-    if let Some(m) = &mask {
-        if m.dim() != (n_q, n_k) {
-            return Err(Error::Shape {
-                what: "attention mask (n_q, n_k)".into(),
-                expected: vec![n_q, n_k],
-                found: m.shape().to_vec(),
-            });
-        }
-    }
+    check_mask(mask, n_q, n_k)?;
     for h in 0..heads {
         let knocked_out = off.get(h).copied().unwrap_or(false);
         attend_into(

@@ -153,7 +153,7 @@ fn activation_code(act: Option<Activation>) -> u32 {
     }
 }
 
-/// The parameters of `embed_layernorm.wgsl` (its `Params`).
+/// The parameters of `embed_layernorm.wgsl` and `embed_parts.wgsl` (their `Params`).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct EmbedParams {
@@ -161,6 +161,18 @@ struct EmbedParams {
     dim: u32,
     seq: u32,
     eps: f32,
+}
+
+impl EmbedParams {
+    /// What `embed_layernorm.wgsl` and `embed_parts.wgsl` read (the second ignores `eps`).
+    fn new(rows: u32, seq: u32, e: &GpuEmbeddings) -> Self {
+        Self {
+            rows,
+            dim: e.dim,
+            seq,
+            eps: e.norm.eps,
+        }
+    }
 }
 
 /// The parameters of `add_layernorm.wgsl`.
@@ -294,12 +306,7 @@ impl<'a> Plan<'a> {
         e: &'a GpuEmbeddings,
         out: &'a wgpu::Buffer,
     ) {
-        let params = EmbedParams {
-            rows,
-            dim: e.dim,
-            seq,
-            eps: e.norm.eps,
-        };
+        let params = EmbedParams::new(rows, seq, e);
         let buffers = vec![
             ids,
             type_ids,
@@ -325,12 +332,7 @@ impl<'a> Plan<'a> {
         e: &'a GpuEmbeddings,
         out: &'a wgpu::Buffer,
     ) {
-        let params = EmbedParams {
-            rows,
-            dim: e.dim,
-            seq,
-            eps: e.norm.eps,
-        };
+        let params = EmbedParams::new(rows, seq, e);
         let buffers = vec![ids, type_ids, &e.word, &e.position, &e.token_type, out];
         self.push(Kernel::EmbedParts, &params, buffers, row_grid(rows));
     }
