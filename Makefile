@@ -33,9 +33,14 @@ fuzz-quick: setup
 fuzz: setup
 	bash fuzz/run.sh 1200
 
-# The wasm core for the page (web/pkg, git-ignored).
+# The wasm core for the page, in two builds (git-ignored): web/pkg with SIMD128, and
+# web/pkg-relaxed with relaxed SIMD too (fused multiply-adds), which the worker picks where the
+# browser has it. The second build has its own target folder, so neither rebuilds the other.
+RELAXED_SIMD_FLAGS := -C target-feature=+simd128,+relaxed-simd
 web:
 	wasm-pack build --target web --out-dir web/pkg --release --no-typescript --no-pack
+	CARGO_TARGET_DIR=target/relaxed-simd CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(RELAXED_SIMD_FLAGS)" \
+		wasm-pack build --target web --out-dir web/pkg-relaxed --release --no-typescript --no-pack
 
 # The static build: the page, <attn-scope>, the wasm, the worker and the default model, with
 # relative URLs, for any static host under any path (README: "Publishing").

@@ -1,7 +1,7 @@
 // `make bench`'s table: attnscope beside the engines a person would pick instead, on this
 // machine, the same checkpoint, batch 1, every attention probability returned by every engine.
 //
-// * native: `attnscope bench --backend cpu` (one thread) against PyTorch eager
+// * native: `attnscope bench --backend cpu --threads 1|2` against PyTorch eager
 //   (bench/torch_bench.py) at 1 and 2 threads; skipped with a note when torch is not installed.
 // * headless Chromium: attnscope's wasm engine (`Session.run`, as the page's worker calls it)
 //   against ONNX Runtime Web (`onnxruntime-web`, wasm backend) at 1 thread and, the page being
@@ -25,15 +25,15 @@ const notes = [];
 const rows = []; // {where, engine, ms: {T: ms}}
 
 // ---------- native ----------
-{
-  const r = spawnSync('cargo', ['run', '--quiet', '--release', '--', 'bench', '--model', MODEL, '--backend', 'cpu', '--lengths', LENGTHS.join(','), '--iters', String(ITERS)], { cwd: ROOT, encoding: 'utf8' });
+for (const threads of [1, 2]) {
+  const r = spawnSync('cargo', ['run', '--quiet', '--release', '--', 'bench', '--model', MODEL, '--backend', 'cpu', '--lengths', LENGTHS.join(','), '--iters', String(ITERS), '--threads', String(threads)], { cwd: ROOT, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`attnscope bench failed: ${r.stderr}`);
   const ms = {};
   for (const line of r.stdout.split('\n')) {
     const m = line.match(/^\s*(\d+)\s+([\d.]+)/); // the length, then the CPU engine's ms
     if (m) ms[m[1]] = Number(m[2]);
   }
-  rows.push({ where: 'native, 1 thread', engine: 'attnscope CPU engine', ms });
+  rows.push({ where: `native, ${threads} thread${threads > 1 ? 's' : ''}`, engine: 'attnscope CPU engine', ms });
 }
 {
   const r = spawnSync('python3', [path.join(ROOT, 'bench/torch_bench.py'), '--model', MODEL, '--lengths', LENGTHS.join(','), '--iters', String(ITERS), '--threads', '1,2'], { encoding: 'utf8' });
@@ -153,10 +153,16 @@ console.log(`${path.basename(MODEL)}, batch 1, ms per forward pass, median of ${
 console.log(head);
 console.log(`|---|---|${LENGTHS.map(() => '---:').join('|')}|`);
 for (const r of rows) console.log(`| ${r.where} | ${r.engine} | ${LENGTHS.map((t) => cell(r.ms[t])).join(' | ')} |`);
-const ours = (where) => rows.find((r) => r.where === where && r.engine.startsWith('attnscope'));
+// each peer against attnscope in the same place at the same thread count, else at the most
+// threads attnscope has there (the browser build is single-threaded)
+const ours = (where) => {
+  const same = rows.filter((r) => r.engine.startsWith('attnscope') && r.where.split(',')[0] === where.split(',')[0]);
+  return same.find((r) => r.where === where) ?? same[same.length - 1];
+};
 console.log('\nattnscope ÷ peer (below 1: attnscope is faster)');
 for (const r of rows.filter((x) => !x.engine.startsWith('attnscope'))) {
-  const a = ours(r.where.startsWith('native') ? 'native, 1 thread' : 'Chromium, 1 thread');
-  console.log(`  vs ${r.engine}, ${r.where}: ${LENGTHS.map((t) => `T = ${t}: ${(a.ms[t] / r.ms[t]).toFixed(2)}`).join(', ')}`);
+  const a = ours(r.where);
+  if (!a) continue;
+  console.log(`  ${a.where} attnscope vs ${r.engine}, ${r.where}: ${LENGTHS.map((t) => `T = ${t}: ${(a.ms[t] / r.ms[t]).toFixed(2)}`).join(', ')}`);
 }
 for (const n of notes) console.log(`note: ${n}`);

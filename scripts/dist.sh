@@ -4,7 +4,9 @@
 # static host, under any path. Needs `make web` first (the Makefile's dist target does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f web/pkg/attnscope_bg.wasm ] || { echo "dist: web/pkg is missing: run make web" >&2; exit 1; }
+for pkg in web/pkg web/pkg-relaxed; do
+  [ -f $pkg/attnscope_bg.wasm ] || { echo "dist: $pkg is missing: run make web" >&2; exit 1; }
+done
 rm -rf dist
 mkdir -p dist/assets/models/all-MiniLM-L6-v2
 cp index.html attn-scope.js dist/

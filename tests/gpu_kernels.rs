@@ -56,10 +56,7 @@ fn matmul_bias_at_odd_sizes() {
         (5, 1, 3),
         (17, 17, 17),
     ] {
-        let l = Linear {
-            weight: matrix(n, k, 1),
-            bias: Array1::from(values(n, 2)),
-        };
+        let l = Linear::new(matrix(n, k, 1), Array1::from(values(n, 2)));
         let x = matrix(m, k, 3);
         let gpu = block_on(kernels().linear(x.view(), &l, None)).unwrap();
         let d = diff(&gpu, &ops::linear(x.view(), &l));
@@ -68,10 +65,7 @@ fn matmul_bias_at_odd_sizes() {
             "({m}×{k})·({n}×{k})ᵀ differs by {d}"
         );
     }
-    let l = Linear {
-        weight: matrix(4, 3, 1),
-        bias: Array1::zeros(4),
-    };
+    let l = Linear::new(matrix(4, 3, 1), Array1::zeros(4));
     assert!(block_on(kernels().linear(matrix(2, 5, 1).view(), &l, None)).is_err());
 }
 
@@ -86,10 +80,7 @@ fn activations_match_the_cpu() {
     ] {
         for (r, c) in [(1, 1), (7, 33), (33, 1536)] {
             let x = matrix(r, c, 7) * 3.0;
-            let identity = Linear {
-                weight: Array2::eye(c),
-                bias: Array1::zeros(c),
-            };
+            let identity = Linear::new(Array2::eye(c), Array1::zeros(c));
             let gpu = block_on(kernels().linear(x.view(), &identity, Some(act))).unwrap();
             let d = diff(&gpu, &x.mapv(f));
             assert!(d < 1e-6, "{act:?} {r}×{c} differs by {d}");

@@ -10,7 +10,9 @@ export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', impor
 class Engine {
   constructor() {
     const url = new URL('./worker.js', import.meta.url);
-    if (new URLSearchParams(location.search).get('testhooks') === '1') url.searchParams.set('testhooks', '1');
+    const params = new URLSearchParams(location.search);
+    if (params.get('testhooks') === '1') url.searchParams.set('testhooks', '1');
+    if (params.get('wasm') === 'simd128') url.searchParams.set('wasm', 'simd128'); // the plain build
     this.worker = new Worker(url, { type: 'module' });
     this.nextId = 1;
     this.pending = new Map();

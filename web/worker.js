@@ -3,17 +3,27 @@
 //
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?}
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
-//      {id, type: 'stats'}  {type: 'drop', key}  {type: 'cancel', key}
+//      {id, type: 'stats'} (→ wasmBytes, wasmBuild, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would)
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
-import init, { loadSession, fileLimits, scalingExperiment } from './pkg/attnscope.js';
 import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
-const wasmReady = init();
+
+// ---------- the wasm core: two builds, the faster where the browser can run it ----------
+// `make web` builds web/pkg-relaxed (relaxed SIMD: the matmul's multiply-adds fused where the CPU
+// has FMA, 15 % faster) and web/pkg (plain SIMD128, for browsers without relaxed SIMD). The probe
+// is wasm-feature-detect's relaxedSimd module (one i8x16.relaxed_swizzle); `?wasm=simd128` on the
+// page forces the plain build.
+const RELAXED_SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11]);
+const WASM_BUILD = new URL(self.location.href).searchParams.get('wasm') !== 'simd128' && WebAssembly.validate(RELAXED_SIMD_PROBE)
+  ? 'relaxed-simd' : 'simd128';
+const core = import(WASM_BUILD === 'relaxed-simd' ? './pkg-relaxed/attnscope.js' : './pkg/attnscope.js');
+const wasmReady = core.then((m) => m.default());
+let loadSession, fileLimits, scalingExperiment; // bound once `core` has loaded
 let limits = null;
 
 const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer]}
@@ -282,6 +292,7 @@ self.onmessage = async (e) => {
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
   try {
     const wasm = await wasmReady;
+    ({ loadSession, fileLimits, scalingExperiment } = await core);
     limits ??= fileLimits();
     if (msg.type === 'load') {
       const s = await load(msg);
@@ -310,7 +321,7 @@ self.onmessage = async (e) => {
       const r = sessionFor(msg.key).session.positionSimilarity(msg.n);
       self.postMessage({ id: msg.id, ok: true, result: r }, [r.learned.buffer, r.sinusoidal.buffer]);
     } else if (msg.type === 'stats') {
-      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, sessions: sessions.size, checkpoints: checkpoints.size });
+      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, sessions: sessions.size, checkpoints: checkpoints.size });
     }
   } catch (err) {
     self.postMessage({ id: msg.id, ok: false, error: String((err && err.message) || err) });

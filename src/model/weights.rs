@@ -9,6 +9,7 @@ use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use super::config::Config;
 use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTES};
+use crate::engine::cpu::gemm::PackedB;
 use crate::error::{Error, Result};
 
 /// The tensors of one safetensors file, and the prefix (`""`, `"bert."`, ...) of its encoder keys.
@@ -221,6 +222,10 @@ fn size_mismatch(bytes: &[u8], header_len: usize) -> String {
 
 /// A dense layer `y = x·Wᵀ + b`.
 ///
+/// The CPU engine multiplies by `Wᵀ` packed once, here, into the column panels of its matrix
+/// product ([`PackedB`]); `weight` stays as PyTorch stores it, for the GPU upload and the
+/// views. Build one with [`Linear::new`] (or [`Linear::load`]) so the two agree.
+///
 /// # Shapes
 /// * `weight`: `(out, in)` as stored by PyTorch's `nn.Linear`
 /// * `bias`: `(out,)`
@@ -228,14 +233,31 @@ fn size_mismatch(bytes: &[u8], header_len: usize) -> String {
 pub struct Linear {
     pub weight: Array2<f32>,
     pub bias: Array1<f32>,
+    packed: PackedB,
 }
 
 impl Linear {
+    /// # Shapes
+    /// * `weight`: `(out, in)`, `bias`: `(out,)`
+    pub fn new(weight: Array2<f32>, bias: Array1<f32>) -> Self {
+        let packed = PackedB::from_transposed(weight.view());
+        Self {
+            weight,
+            bias,
+            packed,
+        }
+    }
+
     pub fn load(t: &Tensors, prefix: &str, input: usize, output: usize) -> Result<Self> {
-        Ok(Self {
-            weight: t.read2(&format!("{prefix}.weight"), output, input)?,
-            bias: t.read1(&format!("{prefix}.bias"), output)?,
-        })
+        Ok(Self::new(
+            t.read2(&format!("{prefix}.weight"), output, input)?,
+            t.read1(&format!("{prefix}.bias"), output)?,
+        ))
+    }
+
+    /// `Wᵀ`, packed for the CPU engine's matrix product.
+    pub fn packed(&self) -> &PackedB {
+        &self.packed
     }
 }
 

@@ -252,6 +252,25 @@ test('without WebGPU: one short engine line, and "check" compares with PyTorch\'
   await page.close();
 });
 
+test('two wasm builds: relaxed SIMD where the browser has it, SIMD128 with ?wasm=simd128; both equal the CLI', async () => {
+  for (const [query, build] of [['', 'relaxed-simd'], ['?wasm=simd128', 'simd128']]) {
+    const p = await open(`${query}#e=cpu`, {}, noGpu);
+    const { page } = p;
+    const { wasmBuild } = await page.evaluate(() => window.attnscope.stats());
+    assert.equal(wasmBuild, build, `the worker runs the ${build} build`);
+    const got = await page.evaluate(() => ({
+      text: window.attnscope.result.text,
+      attention: window.attnscope.result.attention.map((l) => l.map((h) => h.map((r) => Array.from(r)))),
+    }));
+    const want = cli(['--backend', 'cpu', '--', got.text]).results[0];
+    const d = maxDiff(got.attention, want.attention);
+    console.log(`${build} build vs CLI: max |Δ| = ${d.toExponential(2)}`);
+    assert.ok(d <= 1e-4, `the ${build} build differs from the CLI by ${d}`);
+    assertClean(p);
+    await page.close();
+  }
+});
+
 test('auto keeps the faster engine and says why in one line; a run greys the stale views', async () => {
   const p = await open('');
   const { page } = p;

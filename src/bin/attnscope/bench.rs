@@ -42,7 +42,14 @@ pub fn run(
     backend: BackendChoice,
     lengths: &[usize],
     iters: usize,
+    threads: Option<usize>,
 ) -> Result<(), Error> {
+    if let Some(n) = threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .map_err(|e| Error::Input(format!("--threads {n}: {e}")))?;
+    }
     let model = Arc::new(Model::from_dir(dir)?);
     let max = model.tokenizer.max_len();
     let long = TEXT.repeat(64);
@@ -64,8 +71,9 @@ pub fn run(
         }
     };
     println!(
-        "model: {}, batch 1, median of {iters} runs after a warm-up",
-        model.short_name()
+        "model: {}, batch 1, median of {iters} runs after a warm-up, CPU engine on {} thread(s)",
+        model.short_name(),
+        rayon::current_num_threads()
     );
     if let Some(g) = &gpu {
         println!("{}", g.describe());

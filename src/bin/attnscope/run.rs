@@ -120,6 +120,9 @@ enum Command {
         lengths: Vec<usize>,
         #[arg(long, default_value_t = 5)]
         iters: usize,
+        /// Threads for the CPU engine (default: one per core).
+        #[arg(long)]
+        threads: Option<usize>,
     },
 }
 
@@ -175,7 +178,8 @@ pub fn main() -> ExitCode {
             backend,
             lengths,
             iters,
-        } => crate::bench::run(&model, backend.into(), &lengths, iters),
+            threads,
+        } => crate::bench::run(&model, backend.into(), &lengths, iters, threads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,8 +1,10 @@
 //! Scaled dot-product attention and multi-head attention on the CPU.
 
-use ndarray::linalg::general_mat_mul;
-use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
+use ndarray::{Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
 
+use rayon::prelude::*;
+
+use super::gemm::{matmul, PackedB};
 use super::ops::{linear, softmax_in_place};
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
@@ -114,7 +116,8 @@ fn attend_into(
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
     let factor = scale.factor(q.dim().1);
-    general_mat_mul(factor, &q, &k.t(), 0.0, &mut scores); // QKᵀ·factor, (n_q, n_k)
+    let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
+    matmul(q, &keys, factor, None, scores.view_mut()); // QKᵀ·factor, (n_q, n_k)
     probs.assign(&scores);
     if let Some(m) = mask {
         probs.zip_mut_with(&m, |p, &allowed| {
@@ -126,16 +129,17 @@ fn attend_into(
     for row in probs.axis_iter_mut(Axis(0)) {
         softmax_in_place(row);
     }
-    if let Some(mut out) = output {
-        general_mat_mul(1.0, &probs, &v, 0.0, &mut out); // (n_q, d_v)
+    if let Some(out) = output {
+        matmul(probs.view(), &PackedB::from_matrix(v), 1.0, None, out); // (n_q, d_v)
     }
 }
 
-/// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`.
+/// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`, a view (no copy):
+/// head `h` is columns `h·d..(h+1)·d` of `x`.
 ///
 /// # Shapes
-/// * `x`: `(T, H·d)` → `(H, T, d)`
-pub fn split_heads(x: ArrayView2<f32>, heads: usize) -> Result<Array3<f32>> {
+/// * `x`: `(T, H·d)`, rows contiguous → `(H, T, d)`
+pub fn split_heads(x: ArrayView2<f32>, heads: usize) -> Result<ArrayView3<f32>> {
     let (t, d_model) = x.dim();
     if heads == 0 || !d_model.is_multiple_of(heads) {
         return Err(Error::Shape {
@@ -146,11 +150,9 @@ pub fn split_heads(x: ArrayView2<f32>, heads: usize) -> Result<Array3<f32>> {
     }
     let d = d_model / heads;
     let x = x
-        .as_standard_layout()
-        .into_owned()
         .into_shape_with_order((t, heads, d)) // (T, H, d)
-        .map_err(|e| Error::Input(e.to_string()))?;
-    Ok(x.permuted_axes([1, 0, 2]).as_standard_layout().into_owned()) // (H, T, d)
+        .map_err(|e| Error::Input(format!("split into {heads} heads: {e}")))?;
+    Ok(x.permuted_axes([1, 0, 2])) // (H, T, d)
 }
 
 /// Concatenates heads back: `x.transpose(0, 1).reshape(T, H·d)`.
@@ -212,22 +214,33 @@ pub fn multi_head_attention(
     let d_v = v.dim().2;
     let mut probs = Array3::zeros((heads, n_q, n_k));
     let mut scores = Array3::zeros((heads, n_q, n_k));
-    let mut context = Array3::zeros((heads, n_q, d_v));
+    // (n_q, H, d_v): each head writes its output into its own columns of the concatenation
+    let mut context = Array3::zeros((n_q, heads, d_v));
     check_mask(mask, n_q, n_k)?;
-    for h in 0..heads {
-        let knocked_out = off.get(h).copied().unwrap_or(false);
-        attend_into(
-            q.index_axis(Axis(0), h),
-            k.index_axis(Axis(0), h),
-            v.index_axis(Axis(0), h),
-            mask,
-            scale,
-            scores.slice_mut(s![h, .., ..]),
-            probs.slice_mut(s![h, .., ..]),
-            (!knocked_out).then(|| context.slice_mut(s![h, .., ..])), // zero when knocked out
-        );
-    }
-    let context = merge_heads(context.view()); // (n_q, H·d_v)
+    // the heads attend independently: in parallel where there are threads
+    scores
+        .axis_iter_mut(Axis(0))
+        .into_par_iter()
+        .zip(probs.axis_iter_mut(Axis(0)))
+        .zip(context.axis_iter_mut(Axis(1)))
+        .enumerate()
+        .for_each(|(h, ((scores, probs), context))| {
+            let knocked_out = off.get(h).copied().unwrap_or(false);
+            attend_into(
+                q.index_axis(Axis(0), h),
+                k.index_axis(Axis(0), h),
+                v.index_axis(Axis(0), h),
+                mask,
+                scale,
+                scores,
+                probs,
+                (!knocked_out).then_some(context), // zero when knocked out
+            );
+        });
+    // concat(head₁ … head_H): (n_q, H, d_v) → (n_q, H·d_v), a reshape
+    let context = context
+        .into_shape_with_order((n_q, heads * d_v))
+        .expect("a standard-layout array reshapes");
     let output = linear(context.view(), &w.output); // (n_q, D)
     Ok(MultiHeadOutput {
         output,

@@ -2,6 +2,7 @@
 
 pub mod attention;
 pub mod encoder;
+pub mod gemm;
 pub mod ops;
 
 pub use attention::{

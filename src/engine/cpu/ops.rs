@@ -2,6 +2,7 @@
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
 
+use super::gemm::matmul;
 use crate::model::weights::{LayerNorm, Linear};
 use crate::model::Activation;
 
@@ -10,8 +11,8 @@ use crate::model::Activation;
 /// # Shapes
 /// * `x`: `(T, in)` → `(T, out)`
 pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
-    let mut y = x.dot(&l.weight.t());
-    y += &l.bias;
+    let mut y = Array2::zeros((x.nrows(), l.bias.len()));
+    matmul(x, l.packed(), 1.0, Some(l.bias.view()), y.view_mut());
     y
 }
 
@@ -45,12 +46,12 @@ pub fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
 }
 
-/// Applies the feed-forward activation in place.
+/// Applies the feed-forward activation in place (in parallel where there are threads).
 pub fn activate(x: &mut Array2<f32>, act: Activation) {
     match act {
-        Activation::Gelu => x.mapv_inplace(gelu),
-        Activation::GeluTanh => x.mapv_inplace(gelu_tanh),
-        Activation::Relu => x.mapv_inplace(|v| v.max(0.0)),
+        Activation::Gelu => x.par_mapv_inplace(gelu),
+        Activation::GeluTanh => x.par_mapv_inplace(gelu_tanh),
+        Activation::Relu => x.par_mapv_inplace(|v| v.max(0.0)),
     }
 }
 

@@ -1,0 +1,506 @@
+//! The CPU engine's matrix product, `C = α·A·B + bias`, with `B` packed once into column
+//! panels: the weights at load, an attention head's keys and values per head.
+//!
+//! The layout is the one BLIS and ONNX Runtime's MLAS use. `B` is cut into panels of
+//! [`NR`] columns, each stored row after row (`k` outer, the `NR` columns inner), so the
+//! micro-kernel reads it as one contiguous stream. The micro-kernel keeps an `MR × NR` block
+//! of `C` in registers: for each `k` it broadcasts `MR` values of `A` and multiplies them by
+//! the panel's row, and `C` is written once, with `α` and the bias applied then. `A` is read
+//! in place (its rows may be strided, like one head's columns of `Q`), in blocks of
+//! [`KC`] × [`MC`] that stay in cache while every panel passes over them.
+//!
+//! Natively, a large product's panels are shared among rayon's threads; each output is computed
+//! by one thread in the same order whatever their number, so the result is the same bits.
+//!
+//! The kernel is plain Rust over fixed-size arrays, which LLVM turns into SIMD: WebAssembly's
+//! `f32x4` (the build enables `simd128`), and natively AVX-512 or AVX2 + FMA when the CPU has
+//! them (detected at run time), else SSE2.
+
+use std::ops::Range;
+
+use ndarray::{ArrayView1, ArrayView2, ArrayViewMut2};
+use rayon::prelude::*;
+
+/// Columns of `B` in a panel: the micro-kernel's width (two `f32x4` in wasm; one AVX-512
+/// vector, or two AVX2 vectors, natively).
+#[cfg(target_arch = "wasm32")]
+pub const NR: usize = 8;
+#[cfg(not(target_arch = "wasm32"))]
+pub const NR: usize = 16;
+
+/// Rows of `A` (and `C`) the micro-kernel holds at once: `MR × NR / lanes` accumulators.
+#[cfg(target_arch = "wasm32")]
+const MR: usize = 4;
+#[cfg(not(target_arch = "wasm32"))]
+const MR: usize = 4;
+
+/// The depth of one pass of the micro-kernel: an `NR × KC` panel slice stays in L1.
+const KC: usize = 256;
+/// Rows of `A` per block: an `MC × KC` block of `A` stays in L2 while the panels stream by.
+const MC: usize = 72;
+
+/// `B` (`k × n`) packed into panels of [`NR`] columns, the last one padded with zeros.
+///
+/// # Shapes
+/// * `data`: `(⌈n / NR⌉, k, NR)`
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+}
+
+impl PackedB {
+    /// Packs `B = Wᵀ` from `W` as a linear layer stores it, one output per row (also the
+    /// keys of `QKᵀ`, one key per row).
+    ///
+    /// # Shapes
+    /// * `w`: `(n, k)`, giving `B`: `(k, n)`
+    pub fn from_transposed(w: ArrayView2<f32>) -> Self {
+        let (n, k) = w.dim();
+        let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
+        for (panel, out) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
+            for j in 0..NR.min(n - panel * NR) {
+                let row = w.row(panel * NR + j);
+                for (p, &v) in row.iter().enumerate() {
+                    out[p * NR + j] = v;
+                }
+            }
+        }
+        Self { k, n, data }
+    }
+
+    /// Packs `B` as it is (the values of `P·V`, one key per row).
+    ///
+    /// # Shapes
+    /// * `b`: `(k, n)`
+    pub fn from_matrix(b: ArrayView2<f32>) -> Self {
+        let (k, n) = b.dim();
+        let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
+        for (panel, out) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
+            let cols = panel * NR..(panel * NR + NR).min(n);
+            for (p, row) in b.rows().into_iter().enumerate() {
+                for (o, &v) in out[p * NR..]
+                    .iter_mut()
+                    .zip(row.slice(ndarray::s![cols.clone()]))
+                {
+                    *o = v;
+                }
+            }
+        }
+        Self { k, n, data }
+    }
+
+    /// `(k, n)`, the shape of `B`.
+    pub fn dim(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+
+    fn panel(&self, j: usize) -> &[f32] {
+        &self.data[j * self.k * NR..(j + 1) * self.k * NR]
+    }
+}
+
+/// `C = α·A·B + bias`, overwriting `C`.
+///
+/// # Shapes
+/// * `a`: `(m, k)`, `b`: `(k, n)`, `bias`: `(n,)`, `c`: `(m, n)`
+///
+/// # Panics
+/// If the shapes disagree (the callers' shapes are checked where the model is loaded).
+pub fn matmul(
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    alpha: f32,
+    bias: Option<ArrayView1<f32>>,
+    mut c: ArrayViewMut2<f32>,
+) {
+    let (m, k) = a.dim();
+    let n = b.n;
+    assert_eq!(b.k, k, "matmul: A is {m}×{k} but B has {} rows", b.k);
+    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        match bias {
+            Some(bias) => c.rows_mut().into_iter().for_each(|mut r| r.assign(&bias)),
+            None => c.fill(0.0),
+        }
+        return;
+    }
+    // the kernel reads rows of A and writes rows of C with unit column stride
+    let a_owned;
+    let a = if a.strides()[1] == 1 && a.strides()[0] >= 0 {
+        a
+    } else {
+        a_owned = a.as_standard_layout().into_owned();
+        a_owned.view()
+    };
+    let bias_owned: Option<Vec<f32>> = bias.map(|b| b.to_vec());
+    let c_contiguous = c.strides()[1] == 1 && c.strides()[0] >= 0;
+    let mut c_owned = (!c_contiguous).then(|| ndarray::Array2::<f32>::zeros((m, n)));
+    {
+        let (c_ptr, ldc) = match c_owned.as_mut() {
+            Some(o) => (o.as_mut_ptr(), n),
+            None => (c.as_mut_ptr(), c.strides()[0] as usize),
+        };
+        let job = Job {
+            a: a.as_ptr(),
+            lda: a.strides()[0] as usize,
+            m,
+            k,
+            n,
+            b,
+            alpha,
+            bias: bias_owned.as_deref(),
+            c: c_ptr,
+            ldc,
+        };
+        let panels = n.div_ceil(NR);
+        // the panels shared out among the threads, where there is enough work to share
+        let parts = if m * n * k >= PARALLEL_MIN_WORK {
+            rayon::current_num_threads().min(panels)
+        } else {
+            1
+        };
+        let run_part = |part: usize| {
+            let range = panels * part / parts..panels * (part + 1) / parts;
+            // SAFETY: `job` describes `a` (m × k, row stride lda, unit column stride), `b`
+            // (k × n, packed) and `c` (m × n, row stride ldc, unit column stride) as checked
+            // above; `c` is borrowed mutably for the call, and each part writes only the
+            // columns of its own panels.
+            unsafe { run(&job, range) }
+        };
+        if parts == 1 {
+            run_part(0);
+        } else {
+            (0..parts).into_par_iter().for_each(run_part);
+        }
+    }
+    if let Some(o) = c_owned {
+        c.assign(&o);
+    }
+}
+
+/// `m·n·k` from which a product is shared among threads (below it, the hand-over costs more
+/// than it saves).
+const PARALLEL_MIN_WORK: usize = 1 << 18;
+
+/// One product, as raw parts for the micro-kernels.
+struct Job<'a> {
+    a: *const f32,
+    lda: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+    b: &'a PackedB,
+    alpha: f32,
+    bias: Option<&'a [f32]>,
+    c: *mut f32,
+    ldc: usize,
+}
+
+// SAFETY: the pointers are only read (`a`) or written in disjoint column ranges (`c`, one
+// range of panels per thread), for the duration of one `matmul` call that borrows them.
+unsafe impl Sync for Job<'_> {}
+
+/// Picks the widest instruction set the CPU has, for the panels in `panels`.
+///
+/// # Safety
+/// `job` must describe valid matrices (see [`matmul`]).
+unsafe fn run(job: &Job, panels: Range<usize>) {
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return blocks_avx512(job, panels);
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return blocks_avx2(job, panels);
+        }
+    }
+    blocks::<false>(job, panels)
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn blocks_avx512(job: &Job, panels: Range<usize>) {
+    blocks::<true>(job, panels)
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn blocks_avx2(job: &Job, panels: Range<usize>) {
+    blocks::<true>(job, panels)
+}
+
+/// The loops around the micro-kernel: `k` in blocks of [`KC`], rows in blocks of [`MC`], then
+/// every panel over the block, `MR` rows at a time. `FMA`: fused multiply-adds (only where
+/// the instruction exists; elsewhere `mul_add` would be a library call).
+#[inline(always)]
+unsafe fn blocks<const FMA: bool>(job: &Job, panels: Range<usize>) {
+    let mut pc = 0;
+    while pc < job.k {
+        let kc = KC.min(job.k - pc);
+        let stage = Stage {
+            first: pc == 0,
+            last: pc + kc == job.k,
+        };
+        let mut ic = 0;
+        while ic < job.m {
+            let mc = MC.min(job.m - ic);
+            for jp in panels.clone() {
+                let panel = job.b.panel(jp).as_ptr().add(pc * NR);
+                let mut ir = 0;
+                while ir < mc {
+                    let rows = MR.min(mc - ir);
+                    let tile = Tile {
+                        row: ic + ir,
+                        col: jp * NR,
+                        depth: pc,
+                        kc,
+                        panel,
+                    };
+                    // the last rows of a block, when fewer than MR remain
+                    match rows {
+                        1 => tile_kernel::<1, FMA>(job, &tile, stage),
+                        2 => tile_kernel::<2, FMA>(job, &tile, stage),
+                        3 => tile_kernel::<3, FMA>(job, &tile, stage),
+                        #[cfg(not(target_arch = "wasm32"))]
+                        4 => tile_kernel::<4, FMA>(job, &tile, stage),
+                        #[cfg(not(target_arch = "wasm32"))]
+                        5 => tile_kernel::<5, FMA>(job, &tile, stage),
+                        _ => tile_kernel::<MR, FMA>(job, &tile, stage),
+                    }
+                    ir += rows;
+                }
+            }
+            ic += mc;
+        }
+        pc += kc;
+    }
+}
+
+/// Where a pass over `k` stands: the first one overwrites `C`, the last applies `α` and the
+/// bias.
+#[derive(Clone, Copy)]
+struct Stage {
+    first: bool,
+    last: bool,
+}
+
+/// An `R × NR` block of `C` at (`row`, `col`), over `kc` values of `k` from `depth`.
+struct Tile {
+    row: usize,
+    col: usize,
+    depth: usize,
+    kc: usize,
+    panel: *const f32,
+}
+
+/// The micro-kernel: `R × NR` accumulators, then one write of the block.
+#[inline(always)]
+unsafe fn tile_kernel<const R: usize, const FMA: bool>(job: &Job, t: &Tile, stage: Stage) {
+    let acc = accumulate::<R, FMA>(job, t);
+    let cols = NR.min(job.n - t.col);
+    for (r, acc_r) in acc.iter().enumerate() {
+        let c = job.c.add((t.row + r) * job.ldc + t.col);
+        for j in 0..cols {
+            let c = c.add(j);
+            let mut v = acc_r[j];
+            if !stage.first {
+                v += *c;
+            }
+            if stage.last {
+                v *= job.alpha;
+                if let Some(bias) = job.bias {
+                    v += bias[t.col + j];
+                }
+            }
+            *c = v;
+        }
+    }
+}
+
+/// `Σₚ A[row + r, p]·B[p, col + j]` over the tile's `kc` values of `p`, in registers: plain
+/// Rust that LLVM vectorises (AVX-512 or AVX2 + FMA where `blocks` was compiled for them).
+#[cfg(not(target_arch = "wasm32"))]
+#[inline(always)]
+unsafe fn accumulate<const R: usize, const FMA: bool>(job: &Job, t: &Tile) -> [[f32; NR]; R] {
+    let mut acc = [[0f32; NR]; R];
+    let a = job.a.add(t.row * job.lda + t.depth);
+    for p in 0..t.kc {
+        let b: [f32; NR] = *(t.panel.add(p * NR) as *const [f32; NR]);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let x = *a.add(r * job.lda + p);
+            for j in 0..NR {
+                acc_r[j] = if FMA {
+                    x.mul_add(b[j], acc_r[j])
+                } else {
+                    acc_r[j] + x * b[j]
+                };
+            }
+        }
+    }
+    acc
+}
+
+/// The same in WebAssembly SIMD, written with its intrinsics: two `f32x4` accumulators a row,
+/// each value of `A` loaded once as a splat. With `relaxed-simd` (a build that enables it)
+/// the multiply-add is one fused instruction where the CPU has it.
+#[cfg(target_arch = "wasm32")]
+#[inline(always)]
+unsafe fn accumulate<const R: usize, const FMA: bool>(job: &Job, t: &Tile) -> [[f32; NR]; R] {
+    use core::arch::wasm32::*;
+    #[inline(always)]
+    fn madd(x: v128, b: v128, acc: v128) -> v128 {
+        #[cfg(target_feature = "relaxed-simd")]
+        {
+            f32x4_relaxed_madd(x, b, acc)
+        }
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        {
+            f32x4_add(f32x4_mul(x, b), acc)
+        }
+    }
+    let mut acc = [[f32x4_splat(0.0); 2]; R];
+    let a = job.a.add(t.row * job.lda + t.depth);
+    for p in 0..t.kc {
+        let b0 = v128_load(t.panel.add(p * NR) as *const v128);
+        let b1 = v128_load(t.panel.add(p * NR + 4) as *const v128);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let x = v128_load32_splat(a.add(r * job.lda + p) as *const u32);
+            acc_r[0] = madd(x, b0, acc_r[0]);
+            acc_r[1] = madd(x, b1, acc_r[1]);
+        }
+    }
+    // SAFETY: two v128 are eight f32 (NR = 8 in wasm)
+    std::mem::transmute_copy::<[[v128; 2]; R], [[f32; NR]; R]>(&acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{s, Array1, Array2};
+
+    /// A plain triple loop in f64: the reference.
+    fn reference(
+        a: &Array2<f32>,
+        b: &Array2<f32>,
+        alpha: f32,
+        bias: Option<&Array1<f32>>,
+    ) -> Array2<f32> {
+        let (m, k) = a.dim();
+        let n = b.ncols();
+        Array2::from_shape_fn((m, n), |(i, j)| {
+            let dot: f64 = (0..k).map(|p| a[[i, p]] as f64 * b[[p, j]] as f64).sum();
+            (dot * alpha as f64) as f32 + bias.map_or(0.0, |b| b[j])
+        })
+    }
+
+    fn filled(rows: usize, cols: usize, seed: u32) -> Array2<f32> {
+        Array2::from_shape_fn((rows, cols), |(i, j)| {
+            let h = (i as u32).wrapping_mul(2_654_435_761) ^ (j as u32).wrapping_mul(40_503) ^ seed;
+            (h % 2001) as f32 / 1000.0 - 1.0
+        })
+    }
+
+    #[test]
+    fn equals_the_reference_at_every_edge_of_the_blocking() {
+        // sizes below, at and past MR, NR, KC and MC, with and without bias and scale
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (3, 7, 5),
+            (MR, KC, NR),
+            (MR + 1, KC + 1, NR + 1),
+            (MC + 5, 2 * KC + 3, 3 * NR - 1),
+            (16, 384, 384),
+            (2, 1536, 20),
+        ] {
+            let a = filled(m, k, 1);
+            let b = filled(k, n, 2);
+            let bias = Array1::from_shape_fn(n, |j| j as f32 * 0.01);
+            for (alpha, bias) in [(1.0, Some(&bias)), (0.125, None)] {
+                let want = reference(&a, &b, alpha, bias);
+                let mut got = Array2::from_elem((m, n), f32::NAN);
+                matmul(
+                    a.view(),
+                    &PackedB::from_matrix(b.view()),
+                    alpha,
+                    bias.map(|b| b.view()),
+                    got.view_mut(),
+                );
+                let worst = (&got - &want).iter().fold(0f32, |w, d| w.max(d.abs()));
+                assert!(worst <= 1e-4 * k as f32, "{m}×{k}×{n}: |Δ| {worst}");
+                let bt = b.t().to_owned();
+                let mut again = Array2::zeros((m, n));
+                matmul(
+                    a.view(),
+                    &PackedB::from_transposed(bt.view()),
+                    alpha,
+                    bias.map(|b| b.view()),
+                    again.view_mut(),
+                );
+                assert_eq!(again, got, "from_transposed packs the same B");
+            }
+        }
+    }
+
+    #[test]
+    fn reads_strided_rows_and_writes_strided_outputs() {
+        // one head's columns of Q (row stride H·d) into one head's slice of a 3-D array
+        let q = filled(9, 4 * 32, 3);
+        let k = filled(11, 32, 4);
+        let head = q.slice(s![.., 64..96]);
+        let want = reference(&head.to_owned(), &k.t().to_owned(), 0.5, None);
+        let mut out = ndarray::Array3::zeros((2, 9, 11));
+        matmul(
+            head,
+            &PackedB::from_transposed(k.view()),
+            0.5,
+            None,
+            out.slice_mut(s![1, .., ..]),
+        );
+        let worst = (&out.slice(s![1, .., ..]) - &want)
+            .iter()
+            .fold(0f32, |w, d| w.max(d.abs()));
+        assert!(worst < 1e-5, "|Δ| {worst}");
+        // a transposed (column-strided) output
+        let mut t = Array2::zeros((11, 9));
+        matmul(
+            head,
+            &PackedB::from_transposed(k.view()),
+            0.5,
+            None,
+            t.view_mut().reversed_axes(),
+        );
+        assert_eq!(t.t(), out.slice(s![1, .., ..]));
+    }
+
+    #[test]
+    fn the_same_bits_on_one_thread_or_two() {
+        let (a, b) = (filled(100, 384, 5), filled(384, 1536, 6));
+        let packed = PackedB::from_matrix(b.view());
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut c = Array2::zeros((100, 1536));
+            pool.install(|| matmul(a.view(), &packed, 1.0, None, c.view_mut()));
+            c
+        };
+        assert_eq!(on(1), on(2));
+    }
+
+    #[test]
+    fn empty_depth_gives_the_bias() {
+        let a = Array2::<f32>::zeros((3, 0));
+        let b = PackedB::from_matrix(Array2::<f32>::zeros((0, 4)).view());
+        let bias = Array1::from(vec![1.0, 2.0, 3.0, 4.0]);
+        let mut c = Array2::from_elem((3, 4), f32::NAN);
+        matmul(a.view(), &b, 1.0, Some(bias.view()), c.view_mut());
+        assert!(c.rows().into_iter().all(|r| r == bias));
+    }
+}
