@@ -33,14 +33,24 @@ fuzz-quick: setup
 fuzz: setup
 	bash fuzz/run.sh 1200
 
-# The wasm core for the page, in two builds (git-ignored): web/pkg with SIMD128, and
-# web/pkg-relaxed with relaxed SIMD too (fused multiply-adds), which the worker picks where the
-# browser has it. The second build has its own target folder, so neither rebuilds the other.
+# The wasm core for the page, in three builds (git-ignored), each in its own target folder so none
+# rebuilds another; the worker (web/worker.js) picks the fastest the browser can run:
+# * web/pkg-threads: rayon's threads on Web Workers (nightly, -Z build-std, atomics and shared
+#   memory; the `threads` feature), with relaxed SIMD, where the page is cross-origin isolated;
+# * web/pkg-relaxed: one thread, relaxed SIMD (fused multiply-adds) where the browser has it;
+# * web/pkg: one thread, SIMD128 (stable, .cargo/config.toml's flags): every other browser.
 RELAXED_SIMD_FLAGS := -C target-feature=+simd128,+relaxed-simd
+THREADS_FLAGS := -C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory \
+	-C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
+	-C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size \
+	-C link-arg=--export=__tls_align -C link-arg=--export=__tls_base
+WASM_PACK := wasm-pack build --target web --release --no-typescript --no-pack
 web:
-	wasm-pack build --target web --out-dir web/pkg --release --no-typescript --no-pack
+	$(WASM_PACK) --out-dir web/pkg
 	CARGO_TARGET_DIR=target/relaxed-simd CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(RELAXED_SIMD_FLAGS)" \
-		wasm-pack build --target web --out-dir web/pkg-relaxed --release --no-typescript --no-pack
+		$(WASM_PACK) --out-dir web/pkg-relaxed
+	CARGO_TARGET_DIR=target/threads CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(THREADS_FLAGS)" \
+		rustup run nightly $(WASM_PACK) --out-dir web/pkg-threads -- --features threads -Z build-std=panic_abort,std
 
 # The static build: the page, <attn-scope>, the wasm, the worker and the default model, with
 # relative URLs, for any static host under any path (README: "Publishing").

@@ -4,7 +4,7 @@
 # static host, under any path. Needs `make web` first (the Makefile's dist target does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for pkg in web/pkg web/pkg-relaxed; do
+for pkg in web/pkg web/pkg-relaxed web/pkg-threads; do
   [ -f $pkg/attnscope_bg.wasm ] || { echo "dist: $pkg is missing: run make web" >&2; exit 1; }
 done
 rm -rf dist

@@ -1,17 +1,31 @@
 #!/usr/bin/env python3
 """Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, attn-scope.js,
 web/ and the model files under assets/models/, with the page's Content Security Policy as an HTTP
-header. Static files only; nothing else in the repository is served."""
+header and the rest of scripts/headers.txt's headers for every file (cross-origin isolation
+included, so the engine runs on threads). Static files only; nothing else in the repository is
+served."""
 import http.server
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CSP = next(
-    line.split(":", 1)[1].strip()
-    for line in open(os.path.join(ROOT, "scripts", "headers.txt"), encoding="utf-8")
-    if line.strip().startswith("Content-Security-Policy:")
-)
+
+
+def every_file_headers():
+    """The `Name: value` lines under `/*` in scripts/headers.txt (dist/_headers)."""
+    headers, block = [], None
+    for line in open(os.path.join(ROOT, "scripts", "headers.txt"), encoding="utf-8"):
+        if line.startswith("#") or not line.strip():
+            continue
+        if not line[0].isspace():
+            block = line.strip()
+        elif block == "/*":
+            name, value = line.strip().split(":", 1)
+            headers.append((name.strip(), value.strip()))
+    return headers
+
+
+HEADERS = every_file_headers()
 ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/")
 
 
@@ -39,9 +53,10 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def end_headers(self):
         self.send_header("Cache-Control", "no-cache")
-        # the page's Content Security Policy, as an HTTP header too (dist/_headers says the same)
-        self.send_header("Content-Security-Policy", CSP)
-        self.send_header("X-Content-Type-Options", "nosniff")
+        # the page's Content Security Policy as an HTTP header too, and cross-origin isolation
+        # (dist/_headers says the same)
+        for name, value in HEADERS:
+            self.send_header(name, value)
         super().end_headers()
 
     def log_message(self, fmt, *args):

@@ -75,11 +75,19 @@ if [ ! -d tests/e2e/node_modules/playwright-core ]; then
   say "installing playwright-core for the end-to-end tests"
   (cd tests/e2e && npm ci --no-audit --no-fund)
 fi
-# 6. The nightly toolchain and cargo-fuzz, for the fuzz targets in fuzz/ (`make fuzz-quick`, part
-#    of `make test`). Stable stays the default toolchain; only `cargo +nightly fuzz` uses nightly.
+# 6. The nightly toolchain, for cargo-fuzz and the fuzz targets in fuzz/ (`make fuzz-quick`, part
+#    of `make test`), and, with rust-src and the wasm target, for the threaded wasm build
+#    (`make web`: -Z build-std). Stable stays the default toolchain; only those two use nightly.
 if ! rustup toolchain list | grep -q '^nightly-'; then
-  say "installing the nightly toolchain (for cargo fuzz)"
+  say "installing the nightly toolchain (for cargo fuzz and the threaded wasm build)"
   rustup toolchain install nightly --profile minimal
+fi
+if ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
+  say "adding rust-src to nightly (the threaded wasm build rebuilds std with atomics)"
+  rustup component add rust-src --toolchain nightly
+fi
+if ! rustup target list --toolchain nightly --installed | grep -q '^wasm32-unknown-unknown$'; then
+  rustup target add wasm32-unknown-unknown --toolchain nightly
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   say "installing cargo-fuzz"

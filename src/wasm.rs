@@ -19,6 +19,12 @@ use crate::masks::{Mask, MaskKind};
 use crate::model::{limits, Encoded, Model, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
 use crate::report::{item_attention, ItemInput, ModelInfo, RunInfo};
 
+/// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
+/// this module's memory (the worker calls it once, after `init`, where the page is
+/// cross-origin isolated).
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
 fn js_err(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
 }

@@ -12,7 +12,7 @@ class Engine {
     const url = new URL('./worker.js', import.meta.url);
     const params = new URLSearchParams(location.search);
     if (params.get('testhooks') === '1') url.searchParams.set('testhooks', '1');
-    if (params.get('wasm') === 'simd128') url.searchParams.set('wasm', 'simd128'); // the plain build
+    if (params.get('wasm')) url.searchParams.set('wasm', params.get('wasm')); // one of the wasm builds (worker.js)
     this.worker = new Worker(url, { type: 'module' });
     this.nextId = 1;
     this.pending = new Map();

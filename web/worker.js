@@ -3,7 +3,7 @@
 //
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?}
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
-//      {id, type: 'stats'} (→ wasmBytes, wasmBuild, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
+//      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would)
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
@@ -13,16 +13,31 @@ const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
 
-// ---------- the wasm core: two builds, the faster where the browser can run it ----------
-// `make web` builds web/pkg-relaxed (relaxed SIMD: the matmul's multiply-adds fused where the CPU
-// has FMA, 15 % faster) and web/pkg (plain SIMD128, for browsers without relaxed SIMD). The probe
-// is wasm-feature-detect's relaxedSimd module (one i8x16.relaxed_swizzle); `?wasm=simd128` on the
-// page forces the plain build.
+// ---------- the wasm core: three builds, the fastest the browser can run ----------
+// `make web` builds them (Makefile, "web"):
+// * pkg-threads: rayon's threads on Web Workers sharing the memory, with relaxed SIMD; it needs
+//   SharedArrayBuffer, so only where the page is cross-origin isolated (COOP + COEP headers);
+// * pkg-relaxed: one thread, relaxed SIMD (the matmul's multiply-adds fused where the CPU has FMA);
+// * pkg: one thread, plain SIMD128, for browsers without relaxed SIMD.
+// The relaxed-SIMD probe is wasm-feature-detect's module (one i8x16.relaxed_swizzle). The page's
+// `?wasm=threads|relaxed-simd|simd128` asks for one build (a build the browser cannot run falls
+// back as above).
 const RELAXED_SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11]);
-const WASM_BUILD = new URL(self.location.href).searchParams.get('wasm') !== 'simd128' && WebAssembly.validate(RELAXED_SIMD_PROBE)
-  ? 'relaxed-simd' : 'simd128';
-const core = import(WASM_BUILD === 'relaxed-simd' ? './pkg-relaxed/attnscope.js' : './pkg/attnscope.js');
-const wasmReady = core.then((m) => m.default());
+const BUILDS = ['threads', 'relaxed-simd', 'simd128'];
+const THREADS = Math.min(navigator.hardwareConcurrency || 1, 8);
+function chooseBuild(asked) {
+  const relaxed = WebAssembly.validate(RELAXED_SIMD_PROBE);
+  const can = { threads: relaxed && self.crossOriginIsolated === true && THREADS > 1, 'relaxed-simd': relaxed, simd128: true };
+  return BUILDS.slice(Math.max(0, BUILDS.indexOf(asked))).find((b) => can[b]);
+}
+const WASM_BUILD = chooseBuild(new URL(self.location.href).searchParams.get('wasm'));
+const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
+const core = import(PKG[WASM_BUILD]);
+const wasmReady = core.then(async (m) => {
+  const wasm = await m.default();
+  if (WASM_BUILD === 'threads') await m.initThreadPool(THREADS);
+  return wasm;
+});
 let loadSession, fileLimits, scalingExperiment; // bound once `core` has loaded
 let limits = null;
 
@@ -321,7 +336,7 @@ self.onmessage = async (e) => {
       const r = sessionFor(msg.key).session.positionSimilarity(msg.n);
       self.postMessage({ id: msg.id, ok: true, result: r }, [r.learned.buffer, r.sinusoidal.buffer]);
     } else if (msg.type === 'stats') {
-      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, sessions: sessions.size, checkpoints: checkpoints.size });
+      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, threads: WASM_BUILD === 'threads' ? THREADS : 1, sessions: sessions.size, checkpoints: checkpoints.size });
     }
   } catch (err) {
     self.postMessage({ id: msg.id, ok: false, error: String((err && err.message) || err) });

@@ -2,6 +2,7 @@
 // heatmaps, hover, masks, links, engines, models, and one test for each problem issue 7 listed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import os from 'node:os';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
@@ -252,12 +253,16 @@ test('without WebGPU: one short engine line, and "check" compares with PyTorch\'
   await page.close();
 });
 
-test('two wasm builds: relaxed SIMD where the browser has it, SIMD128 with ?wasm=simd128; both equal the CLI', async () => {
-  for (const [query, build] of [['', 'relaxed-simd'], ['?wasm=simd128', 'simd128']]) {
+test('three wasm builds: threads where the page is cross-origin isolated, else relaxed SIMD, else SIMD128; each equals the CLI', async () => {
+  const cores = os.availableParallelism(); // what the browser reports as hardwareConcurrency
+  const threaded = cores > 1 ? ['threads', Math.min(cores, 8)] : ['relaxed-simd', 1]; // one core: no threads
+  for (const [query, build, threads] of [['', ...threaded], ['?wasm=relaxed-simd', 'relaxed-simd', 1], ['?wasm=simd128', 'simd128', 1]]) {
     const p = await open(`${query}#e=cpu`, {}, noGpu);
     const { page } = p;
-    const { wasmBuild } = await page.evaluate(() => window.attnscope.stats());
-    assert.equal(wasmBuild, build, `the worker runs the ${build} build`);
+    assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'scripts/serve.py isolates the page (COOP + COEP)');
+    const stats = await page.evaluate(() => window.attnscope.stats());
+    assert.equal(stats.wasmBuild, build, `the worker runs the ${build} build`);
+    assert.equal(stats.threads, threads, 'on as many threads as cores (up to 8)');
     const got = await page.evaluate(() => ({
       text: window.attnscope.result.text,
       attention: window.attnscope.result.attention.map((l) => l.map((h) => h.map((r) => Array.from(r)))),

@@ -23,15 +23,16 @@ fn main() -> std::process::ExitCode {
 }
 
 /// A forward pass allocates tens of MB of attention arrays and frees them: glibc would hand
-/// each back to the kernel (`mmap`/`munmap`, or trimming the heap) and the next pass would pay
-/// for fresh zeroed pages, a sixth of a pass at 512 tokens. Keep freed memory for reuse
-/// instead, as the browser's wasm memory does.
+/// each back to the kernel (`mmap`/`munmap` above its threshold, or trimming the heap) and the
+/// next pass would pay for fresh zeroed pages, a sixth of a pass at 512 tokens. Serve every
+/// allocation from the heap and keep freed memory for reuse instead, as the browser's wasm
+/// memory does.
 #[cfg(not(target_arch = "wasm32"))]
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+        libc::mallopt(libc::M_MMAP_MAX, 0); // no mmap for large blocks
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX); // never trim the heap's top
     }
 }
