@@ -3,7 +3,8 @@
 //
 // * native: `attnscope bench --backend cpu --threads 1|2` against PyTorch eager
 //   (bench/torch_bench.py) at 1 and 2 threads; skipped with a note when torch is not installed.
-// * headless Chromium: attnscope's wasm engine (`Session.run`, as the page's worker calls it)
+// * headless Chromium: attnscope's wasm engine (`Session.run` in a module worker, as the page's
+//   worker calls it; its threaded build at 2 threads, its relaxed-SIMD and SIMD128 builds at 1)
 //   against ONNX Runtime Web (`onnxruntime-web`, wasm backend) at 1 thread and, the page being
 //   cross-origin isolated, 2 threads, on the checkpoint exported by bench/export_onnx.py;
 //   skipped with a note when that export is missing.
@@ -52,7 +53,7 @@ for (const threads of [1, 2]) {
 // / (an empty page), /pkg/ (attnscope's wasm build), /ort/ (onnxruntime-web), /model/ (the
 // checkpoint and its ONNX export).
 const ORT_DIR = path.join(ROOT, 'bench/node_modules/onnxruntime-web/dist');
-const MOUNTS = { '/pkg/': path.join(ROOT, 'web/pkg'), '/pkg-relaxed/': path.join(ROOT, 'web/pkg-relaxed'), '/ort/': ORT_DIR, '/model/': MODEL };
+const MOUNTS = { '/pkg/': path.join(ROOT, 'web/pkg'), '/pkg-relaxed/': path.join(ROOT, 'web/pkg-relaxed'), '/pkg-threads/': path.join(ROOT, 'web/pkg-threads'), '/ort/': ORT_DIR, '/model/': MODEL };
 const TYPES = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
 const server = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://localhost');
@@ -91,22 +92,34 @@ const TIMING = `async (run, lengths, iters) => {
 
 const browser = await launch({ webgpu: false });
 try {
-  // both builds of the wasm core: relaxed SIMD (what the page runs where the browser has it) and SIMD128
-  for (const [pkg, label] of [['pkg-relaxed', 'relaxed SIMD'], ['pkg', 'SIMD128']]) {
+  // the wasm core's three builds (Makefile, "web"), each in a module worker as the page runs it:
+  // threads (the page's choice where it is cross-origin isolated, as here), relaxed SIMD (its
+  // choice elsewhere) and plain SIMD128 (browsers without relaxed SIMD)
+  for (const [pkg, label, threads] of [['pkg-threads', 'threads, relaxed SIMD', 2], ['pkg-relaxed', 'relaxed SIMD', 1], ['pkg', 'SIMD128', 1]]) {
     const page = await benchPage(browser);
-    const ms = await page.evaluate(async ([timing, lengths, iters, pkg]) => {
-      const { default: init, loadSession } = await import(`/${pkg}/attnscope.js`);
-      await init();
-      const get = async (f) => new Uint8Array(await (await fetch('/model/' + f)).arrayBuffer());
-      const s = await loadSession('bench', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
-      // "the" is one word piece: T − 2 of them between [CLS] and [SEP] are T tokens
-      const run = async (t) => {
-        const r = await s.run([Array(t - 2).fill('the').join(' ')], undefined, 'padding', 'cpu', {});
-        if (r.info.shape[3] !== t) throw new Error(`${r.info.shape[3]} tokens, not ${t}`);
-      };
-      return (0, eval)(timing)(run, lengths, iters);
-    }, [TIMING, LENGTHS, ITERS, pkg]);
-    rows.push({ where: 'Chromium, 1 thread', engine: `attnscope wasm (${label})`, ms });
+    const ms = await page.evaluate(async ([timing, lengths, iters, pkg, threads]) => {
+      const src = `self.onmessage = async ({ data: [timing, lengths, iters, pkg, threads] }) => {
+        try {
+          const m = await import(location.origin + '/' + pkg + '/attnscope.js');
+          await m.default();
+          if (threads > 1) await m.initThreadPool(threads);
+          const get = async (f) => new Uint8Array(await (await fetch(location.origin + '/model/' + f)).arrayBuffer());
+          const s = await m.loadSession('bench', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
+          // "the" is one word piece: T − 2 of them between [CLS] and [SEP] are T tokens
+          const run = async (t) => {
+            const r = await s.run([Array(t - 2).fill('the').join(' ')], undefined, 'padding', 'cpu', {});
+            if (r.info.shape[3] !== t) throw new Error(r.info.shape[3] + ' tokens, not ' + t);
+          };
+          self.postMessage({ ms: await (0, eval)(timing)(run, lengths, iters) });
+        } catch (e) { self.postMessage({ error: String(e && e.stack || e) }); }
+      };`;
+      const worker = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
+      const out = await new Promise((resolve) => { worker.onmessage = (e) => resolve(e.data); worker.postMessage([timing, lengths, iters, pkg, threads]); });
+      worker.terminate();
+      if (out.error) throw new Error(out.error);
+      return out.ms;
+    }, [TIMING, LENGTHS, ITERS, pkg, threads]);
+    rows.push({ where: `Chromium, ${threads} thread${threads > 1 ? 's' : ''}`, engine: `attnscope wasm (${label})`, ms });
     await page.close();
   }
   if (!existsSync(ONNX)) {
@@ -154,12 +167,11 @@ console.log(`${path.basename(MODEL)}, batch 1, ms per forward pass, median of ${
 console.log(head);
 console.log(`|---|---|${LENGTHS.map(() => '---:').join('|')}|`);
 for (const r of rows) console.log(`| ${r.where} | ${r.engine} | ${LENGTHS.map((t) => cell(r.ms[t])).join(' | ')} |`);
-// each peer against attnscope in the same place at the same thread count, else at the most
-// threads attnscope has there (the browser build is single-threaded); in the browser, the build
-// the page runs (relaxed SIMD), the first of its rows
+// each peer against attnscope in the same place at the same thread count (at one thread in the
+// browser, the build the page runs there: relaxed SIMD, the first one-thread row)
 const ours = (where) => {
   const same = rows.filter((r) => r.engine.startsWith('attnscope') && r.where.split(',')[0] === where.split(',')[0]);
-  return same.find((r) => r.where === where) ?? same.find((r) => r.where.endsWith('1 thread'));
+  return same.find((r) => r.where === where);
 };
 console.log('\nattnscope ÷ peer (below 1: attnscope is faster)');
 for (const r of rows.filter((x) => !x.engine.startsWith('attnscope'))) {

@@ -56,7 +56,7 @@ pub fn erf(x: f32) -> f32 {
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
                         + t * (0.278_868_07
-                            + t * (-1.135_203_9
+                            + t * (-1.135_204
                                 + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     // the exponent is at most 3·10⁻⁸ (at z = 0), where `exp_nonpositive` is still exact
     let erfc = t * exp_nonpositive(poly - z * z);
