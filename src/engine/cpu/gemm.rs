@@ -12,9 +12,10 @@
 //! Natively, a large product's panels are shared among rayon's threads; each output is computed
 //! by one thread in the same order whatever their number, so the result is the same bits.
 //!
-//! The kernel is plain Rust over fixed-size arrays, which LLVM turns into SIMD: WebAssembly's
-//! `f32x4` (the build enables `simd128`), and natively AVX-512 or AVX2 + FMA when the CPU has
-//! them (detected at run time), else SSE2.
+//! Natively the kernel is plain Rust over fixed-size arrays, which LLVM turns into AVX-512 or
+//! AVX2 + FMA when the CPU has them (detected at run time), else SSE2. In wasm it is written
+//! with the `f32x4` intrinsics (the build enables `simd128`), with relaxed SIMD's fused
+//! multiply-add in the build that enables `relaxed-simd`.
 
 use std::ops::Range;
 
@@ -28,11 +29,19 @@ pub const NR: usize = 8;
 #[cfg(not(target_arch = "wasm32"))]
 pub const NR: usize = 16;
 
-/// Rows of `A` (and `C`) the micro-kernel holds at once: `MR × NR / lanes` accumulators.
+/// Rows of `A` (and `C`) the micro-kernel holds at once, by instruction set: `MR × NR / lanes`
+/// accumulators, as many as the registers hold beside a panel row and a broadcast. AVX-512:
+/// 8 of 32 `zmm` (8 rows measured 104–109 GFLOP/s on one core here, 6 rows 93–108, 4 rows
+/// 81–101); AVX2: 12 of 16 `ymm`; wasm: 8 of V8's 16 `xmm` (5 or 6 rows measured 1.5–1.9×
+/// slower, from spilling).
 #[cfg(target_arch = "wasm32")]
-const MR: usize = 4;
+const MR_WASM: usize = 4;
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+const MR_AVX512: usize = 8;
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+const MR_AVX2: usize = 6;
 #[cfg(not(target_arch = "wasm32"))]
-const MR: usize = 4;
+const MR_OTHER: usize = 4;
 
 /// The depth of one pass of the micro-kernel: an `NR × KC` panel slice stays in L1.
 const KC: usize = 256;
@@ -113,6 +122,19 @@ pub fn matmul(
     b: &PackedB,
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
+    c: ArrayViewMut2<f32>,
+) {
+    matmul_on(Isa::best(), a, b, alpha, bias, c)
+}
+
+/// [`matmul`] with the micro-kernel compiled for `isa`, which the CPU must run (the tests
+/// check every one the CPU has).
+fn matmul_on(
+    isa: Isa,
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    alpha: f32,
+    bias: Option<ArrayView1<f32>>,
     mut c: ArrayViewMut2<f32>,
 ) {
     let (m, k) = a.dim();
@@ -137,7 +159,13 @@ pub fn matmul(
         a_owned = a.as_standard_layout().into_owned();
         a_owned.view()
     };
-    let bias_owned: Option<Vec<f32>> = bias.map(|b| b.to_vec());
+    let bias_owned: Option<Vec<f32>> = bias
+        .as_ref()
+        .filter(|b| b.as_slice().is_none())
+        .map(|b| b.to_vec());
+    let bias = bias_owned
+        .as_deref()
+        .or(bias.as_ref().and_then(|b| b.as_slice()));
     let c_contiguous = c.strides()[1] == 1 && c.strides()[0] >= 0;
     let mut c_owned = (!c_contiguous).then(|| ndarray::Array2::<f32>::zeros((m, n)));
     {
@@ -153,7 +181,7 @@ pub fn matmul(
             n,
             b,
             alpha,
-            bias: bias_owned.as_deref(),
+            bias,
             c: c_ptr,
             ldc,
         };
@@ -170,7 +198,7 @@ pub fn matmul(
             // (k × n, packed) and `c` (m × n, row stride ldc, unit column stride) as checked
             // above; `c` is borrowed mutably for the call, and each part writes only the
             // columns of its own panels.
-            unsafe { run(&job, range) }
+            unsafe { run(&job, range, isa) }
         };
         if parts == 1 {
             run_part(0);
@@ -205,41 +233,77 @@ struct Job<'a> {
 // range of panels per thread), for the duration of one `matmul` call that borrows them.
 unsafe impl Sync for Job<'_> {}
 
-/// Picks the widest instruction set the CPU has, for the panels in `panels`.
+/// The instruction sets the micro-kernel is compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    Avx512,
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    Avx2Fma,
+    /// WebAssembly SIMD, or the target's baseline (SSE2 on x86-64).
+    Baseline,
+}
+
+impl Isa {
+    /// Every instruction set this CPU runs, the widest first.
+    fn available() -> Vec<Isa> {
+        #[allow(unused_mut)] // only x86 adds to it
+        let mut isas = vec![Isa::Baseline];
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                isas.insert(0, Isa::Avx2Fma);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                isas.insert(0, Isa::Avx512);
+            }
+        }
+        isas
+    }
+
+    /// The widest instruction set this CPU runs (detected once).
+    fn best() -> Isa {
+        static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| Isa::available()[0])
+    }
+}
+
+/// The micro-kernel compiled for `isa`, over the panels in `panels`.
 ///
 /// # Safety
-/// `job` must describe valid matrices (see [`matmul`]).
-unsafe fn run(job: &Job, panels: Range<usize>) {
-    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return blocks_avx512(job, panels);
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            return blocks_avx2(job, panels);
-        }
+/// `job` must describe valid matrices (see [`matmul`]), and the CPU must run `isa`.
+unsafe fn run(job: &Job, panels: Range<usize>, isa: Isa) {
+    match isa {
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        Isa::Avx512 => blocks_avx512(job, panels),
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        Isa::Avx2Fma => blocks_avx2(job, panels),
+        #[cfg(target_arch = "wasm32")]
+        Isa::Baseline => blocks::<false, MR_WASM>(job, panels),
+        #[cfg(not(target_arch = "wasm32"))]
+        Isa::Baseline => blocks::<false, MR_OTHER>(job, panels),
     }
-    blocks::<false>(job, panels)
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn blocks_avx512(job: &Job, panels: Range<usize>) {
-    blocks::<true>(job, panels)
+    blocks::<true, MR_AVX512>(job, panels)
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn blocks_avx2(job: &Job, panels: Range<usize>) {
-    blocks::<true>(job, panels)
+    blocks::<true, MR_AVX2>(job, panels)
 }
 
 /// The loops around the micro-kernel: `k` in blocks of [`KC`], rows in blocks of [`MC`], then
-/// every panel over the block, `MR` rows at a time. `FMA`: fused multiply-adds (only where
-/// the instruction exists; elsewhere `mul_add` would be a library call).
+/// every panel over the block, `MR` rows at a time (at most 8). `FMA`: fused multiply-adds
+/// (only where the instruction exists; elsewhere `mul_add` would be a library call).
 #[inline(always)]
-unsafe fn blocks<const FMA: bool>(job: &Job, panels: Range<usize>) {
+unsafe fn blocks<const FMA: bool, const MR: usize>(job: &Job, panels: Range<usize>) {
     let mut pc = 0;
     while pc < job.k {
         let kc = KC.min(job.k - pc);
@@ -262,16 +326,20 @@ unsafe fn blocks<const FMA: bool>(job: &Job, panels: Range<usize>) {
                         kc,
                         panel,
                     };
-                    // the last rows of a block, when fewer than MR remain
-                    match rows {
-                        1 => tile_kernel::<1, FMA>(job, &tile, stage),
-                        2 => tile_kernel::<2, FMA>(job, &tile, stage),
-                        3 => tile_kernel::<3, FMA>(job, &tile, stage),
-                        #[cfg(not(target_arch = "wasm32"))]
-                        4 => tile_kernel::<4, FMA>(job, &tile, stage),
-                        #[cfg(not(target_arch = "wasm32"))]
-                        5 => tile_kernel::<5, FMA>(job, &tile, stage),
-                        _ => tile_kernel::<MR, FMA>(job, &tile, stage),
+                    if rows == MR {
+                        tile_kernel::<MR, FMA>(job, &tile, stage);
+                    } else {
+                        // the last rows of a block, when fewer than MR remain
+                        match rows {
+                            1 => tile_kernel::<1, FMA>(job, &tile, stage),
+                            2 => tile_kernel::<2, FMA>(job, &tile, stage),
+                            3 => tile_kernel::<3, FMA>(job, &tile, stage),
+                            4 => tile_kernel::<4, FMA>(job, &tile, stage),
+                            5 => tile_kernel::<5, FMA>(job, &tile, stage),
+                            6 => tile_kernel::<6, FMA>(job, &tile, stage),
+                            7 => tile_kernel::<7, FMA>(job, &tile, stage),
+                            _ => unreachable!("MR is at most 8"),
+                        }
                     }
                     ir += rows;
                 }
@@ -408,12 +476,16 @@ mod tests {
 
     #[test]
     fn equals_the_reference_at_every_edge_of_the_blocking() {
-        // sizes below, at and past MR, NR, KC and MC, with and without bias and scale
+        // sizes below, at and past every MR (4, 6, 8), NR, KC and MC, with and without bias
+        // and scale
         for &(m, k, n) in &[
             (1, 1, 1),
             (3, 7, 5),
-            (MR, KC, NR),
-            (MR + 1, KC + 1, NR + 1),
+            (4, KC, NR),
+            (6, KC - 1, NR - 1),
+            (7, 9, 2 * NR),
+            (8, KC, NR),
+            (9, KC + 1, NR + 1),
             (MC + 5, 2 * KC + 3, 3 * NR - 1),
             (16, 384, 384),
             (2, 1536, 20),
@@ -421,10 +493,19 @@ mod tests {
             let a = filled(m, k, 1);
             let b = filled(k, n, 2);
             let bias = Array1::from_shape_fn(n, |j| j as f32 * 0.01);
-            for (alpha, bias) in [(1.0, Some(&bias)), (0.125, None)] {
+            for (alpha, bias, isa) in
+                [(1.0, Some(&bias)), (0.125, None)]
+                    .into_iter()
+                    .flat_map(|(alpha, bias)| {
+                        Isa::available()
+                            .into_iter()
+                            .map(move |isa| (alpha, bias, isa))
+                    })
+            {
                 let want = reference(&a, &b, alpha, bias);
                 let mut got = Array2::from_elem((m, n), f32::NAN);
-                matmul(
+                matmul_on(
+                    isa,
                     a.view(),
                     &PackedB::from_matrix(b.view()),
                     alpha,
@@ -432,10 +513,11 @@ mod tests {
                     got.view_mut(),
                 );
                 let worst = (&got - &want).iter().fold(0f32, |w, d| w.max(d.abs()));
-                assert!(worst <= 1e-4 * k as f32, "{m}×{k}×{n}: |Δ| {worst}");
+                assert!(worst <= 1e-4 * k as f32, "{isa:?} {m}×{k}×{n}: |Δ| {worst}");
                 let bt = b.t().to_owned();
                 let mut again = Array2::zeros((m, n));
-                matmul(
+                matmul_on(
+                    isa,
                     a.view(),
                     &PackedB::from_transposed(bt.view()),
                     alpha,
