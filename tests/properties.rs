@@ -308,3 +308,20 @@ fn explicit_masks_are_applied_as_given() {
     let wrong = Mask::none(1, t, t + 1);
     assert!(cpu::forward(m, &input, &wrong, &TraceOptions::default()).is_err());
 }
+
+/// Without scores kept, each head computes `QKᵀ` in its probabilities' slice and turns it into
+/// probabilities there: the same bits as through a scores array.
+#[test]
+fn probabilities_are_the_same_with_or_without_the_scores_kept() {
+    let m = model("minilm");
+    let input = m
+        .tokenizer
+        .encode(&["time flies like an arrow", "hi"], None)
+        .unwrap();
+    let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+    let with = cpu::forward(m, &input, &mask, &TraceOptions::with_scores()).unwrap();
+    let without = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
+    assert!(without.scores.is_none());
+    assert_eq!(with.attention, without.attention);
+    assert_eq!(with.hidden, without.hidden);
+}

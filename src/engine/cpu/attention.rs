@@ -1,6 +1,6 @@
 //! Scaled dot-product attention and multi-head attention on the CPU.
 
-use ndarray::{Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, Axis};
+use ndarray::{Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMut3, Axis};
 
 use rayon::prelude::*;
 
@@ -71,7 +71,7 @@ pub fn dot_product_attention(
         v,
         mask,
         scale,
-        scores.view_mut(),
+        Some(scores.view_mut()),
         probs.view_mut(),
         Some(output.view_mut()),
     );
@@ -95,8 +95,10 @@ fn check_mask(mask: Option<ArrayView2<bool>>, n_q: usize, n_k: usize) -> Result<
 }
 
 /// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
-/// writes each head straight into its slice, with no array of its own per head). `output`:
-/// `None` skips `·V` (a knocked-out head, whose context stays as it is).
+/// writes each head straight into its slice of the trace, with no array of its own per head).
+/// `scores`: `None` when they are not kept (`QKᵀ` is then computed in `probs` and turned into
+/// probabilities there). `output`: `None` skips `·V` (a knocked-out head, whose context stays
+/// as it is).
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
@@ -109,7 +111,7 @@ fn attend_into(
     v: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
     scale: ScoreScale,
-    mut scores: ArrayViewMut2<f32>,
+    scores: Option<ArrayViewMut2<f32>>,
     mut probs: ArrayViewMut2<f32>,
     output: Option<ArrayViewMut2<f32>>,
 ) {
@@ -117,8 +119,13 @@ fn attend_into(
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
     let factor = scale.factor(q.dim().1);
     let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
-    matmul(q, &keys, factor, None, scores.view_mut()); // QKᵀ·factor, (n_q, n_k)
-    probs.assign(&scores);
+    match scores {
+        Some(mut scores) => {
+            matmul(q, &keys, factor, None, scores.view_mut()); // QKᵀ·factor, (n_q, n_k)
+            probs.assign(&scores);
+        }
+        None => matmul(q, &keys, factor, None, probs.view_mut()),
+    }
     if let Some(m) = mask {
         probs.zip_mut_with(&m, |p, &allowed| {
             if !allowed {
@@ -185,6 +192,29 @@ pub struct MultiHeadOutput {
     pub context: Array2<f32>,
 }
 
+/// Where [`multi_head_attention_into`] writes each head's probabilities and, if kept, scores:
+/// the caller's arrays (a layer's slice of the trace), so nothing is filled and then copied.
+///
+/// # Shapes
+/// * `probs`, `scores`: `(H, n_q, n_k)`
+pub struct HeadArrays<'a> {
+    pub probs: ArrayViewMut3<'a, f32>,
+    pub scores: Option<ArrayViewMut3<'a, f32>>,
+}
+
+/// What multi-head attention computes besides the per-head arrays.
+///
+/// # Shapes
+/// * as in [`MultiHeadOutput`]
+#[derive(Debug, Clone)]
+pub struct Projections {
+    pub output: Array2<f32>,
+    pub q: Array2<f32>,
+    pub k: Array2<f32>,
+    pub v: Array2<f32>,
+    pub context: Array2<f32>,
+}
+
 /// Multi-head attention: project Q from `x_q` and K, V from `x_kv`, split into heads,
 /// attend per head (`QKᵀ/√d_k`, or `QKᵀ` with [`ScoreScale::None`]), concatenate, project out.
 /// `x_q == x_kv` is self-attention; otherwise it is encoder–decoder (cross) attention with
@@ -202,6 +232,42 @@ pub fn multi_head_attention(
     off: &[bool],
     scale: ScoreScale,
 ) -> Result<MultiHeadOutput> {
+    let (n_q, n_k) = (x_q.nrows(), x_kv.nrows());
+    let mut probs = Array3::zeros((heads, n_q, n_k));
+    let mut scores = Array3::zeros((heads, n_q, n_k));
+    let arrays = HeadArrays {
+        probs: probs.view_mut(),
+        scores: Some(scores.view_mut()),
+    };
+    let p = multi_head_attention_into(w, heads, x_q, x_kv, mask, off, scale, arrays)?;
+    Ok(MultiHeadOutput {
+        output: p.output,
+        probs,
+        scores,
+        q: p.q,
+        k: p.k,
+        v: p.v,
+        context: p.context,
+    })
+}
+
+/// [`multi_head_attention`] writing each head's probabilities (and scores, if asked for) into
+/// the caller's arrays.
+///
+/// # Shapes
+/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
+/// * `arrays`: see [`HeadArrays`] → see [`Projections`]
+#[allow(clippy::too_many_arguments)]
+pub fn multi_head_attention_into(
+    w: &AttentionWeights,
+    heads: usize,
+    x_q: ArrayView2<f32>,
+    x_kv: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+    off: &[bool],
+    scale: ScoreScale,
+    arrays: HeadArrays,
+) -> Result<Projections> {
     let (q_proj, k_proj, v_proj) = (
         linear(x_q, &w.query),  // (n_q, H·d_k)
         linear(x_kv, &w.key),   // (n_k, H·d_k)
@@ -212,19 +278,35 @@ pub fn multi_head_attention(
     let v = split_heads(v_proj.view(), heads)?; // (H, n_k, d_v)
     let (n_q, n_k) = (q.dim().1, k.dim().1);
     let d_v = v.dim().2;
-    let mut probs = Array3::zeros((heads, n_q, n_k));
-    let mut scores = Array3::zeros((heads, n_q, n_k));
+    check_mask(mask, n_q, n_k)?;
+    let HeadArrays {
+        mut probs,
+        mut scores,
+    } = arrays;
+    for a in std::iter::once(&probs).chain(scores.as_ref()) {
+        if a.dim() != (heads, n_q, n_k) {
+            return Err(Error::Shape {
+                what: "per-head attention arrays (H, n_q, n_k)".into(),
+                expected: vec![heads, n_q, n_k],
+                found: a.shape().to_vec(),
+            });
+        }
+    }
+    // each head's scores, or none when they are not kept
+    let scores: Vec<Option<ArrayViewMut2<f32>>> = match scores.as_mut() {
+        Some(s) => s.axis_iter_mut(Axis(0)).map(Some).collect(),
+        None => (0..heads).map(|_| None).collect(),
+    };
     // (n_q, H, d_v): each head writes its output into its own columns of the concatenation
     let mut context = Array3::zeros((n_q, heads, d_v));
-    check_mask(mask, n_q, n_k)?;
     // the heads attend independently: in parallel where there are threads
-    scores
+    probs
         .axis_iter_mut(Axis(0))
         .into_par_iter()
-        .zip(probs.axis_iter_mut(Axis(0)))
+        .zip(scores)
         .zip(context.axis_iter_mut(Axis(1)))
         .enumerate()
-        .for_each(|(h, ((scores, probs), context))| {
+        .for_each(|(h, ((probs, scores), context))| {
             let knocked_out = off.get(h).copied().unwrap_or(false);
             attend_into(
                 q.index_axis(Axis(0), h),
@@ -242,10 +324,8 @@ pub fn multi_head_attention(
         .into_shape_with_order((n_q, heads * d_v))
         .expect("a standard-layout array reshapes");
     let output = linear(context.view(), &w.output); // (n_q, D)
-    Ok(MultiHeadOutput {
+    Ok(Projections {
         output,
-        probs,
-        scores,
         q: q_proj,
         k: k_proj,
         v: v_proj,

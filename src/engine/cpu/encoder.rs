@@ -3,7 +3,7 @@
 
 use ndarray::{s, Array1, Array2, Array3, Array4, Array5, ArrayView1, ArrayView2, Axis};
 
-use super::attention::{multi_head_attention, MultiHeadOutput};
+use super::attention::{multi_head_attention, multi_head_attention_into, HeadArrays, Projections};
 use super::ops::{activate, layer_norm, linear};
 use crate::engine::{
     check_input, check_layer, EmbeddingTrace, LayerTrace, ScoreScale, Trace, TraceOptions,
@@ -66,15 +66,16 @@ pub fn feed_forward(
 }
 
 /// One encoder layer's output and what it computed on the way (see [`LayerTrace`] for the
-/// meaning of each in post-LN and pre-LN layers).
+/// meaning of each in post-LN and pre-LN layers); the heads' probabilities and scores went to
+/// the [`HeadArrays`] the caller gave.
 ///
 /// # Shapes
 /// * `output`, `attention_output`: `(T, D)`; `pre_activation`, `intermediate`: `(T, intermediate)`
-/// * `attention`: see [`MultiHeadOutput`]
+/// * `attention`: see [`Projections`]
 #[derive(Debug, Clone)]
 pub struct LayerOutput {
     pub output: Array2<f32>,
-    pub attention: MultiHeadOutput,
+    pub attention: Projections,
     pub attention_output: Array2<f32>,
     /// `dense₁(·)` before the activation.
     pub pre_activation: Array2<f32>,
@@ -82,7 +83,8 @@ pub struct LayerOutput {
 }
 
 /// One encoder layer. `off`: the heads knocked out (see
-/// [`super::multi_head_attention`]); `scale`: what the scores are divided by.
+/// [`super::multi_head_attention`]); `scale`: what the scores are divided by; `heads`: where
+/// each head's probabilities (and scores) go.
 ///
 /// * post-LN (BERT): `h = LN₁(x + MHA(x)); out = LN₂(h + FFN(h))`
 /// * pre-LN (the seeds): `h = x + MHA(LN₁(x)); out = h + FFN(LN₂(h))`
@@ -90,7 +92,8 @@ pub struct LayerOutput {
 /// `attention_output` is `h`.
 ///
 /// # Shapes
-/// * `x`: `(T, D)`, `mask`: `(T, T)`, `off`: `(H,)` or empty → see [`LayerOutput`]
+/// * `x`: `(T, D)`, `mask`: `(T, T)`, `off`: `(H,)` or empty, `arrays`: `(H, T, T)` each → see
+///   [`LayerOutput`]
 pub fn encoder_layer(
     w: &LayerWeights,
     config: &Config,
@@ -98,11 +101,15 @@ pub fn encoder_layer(
     mask: Option<ArrayView2<bool>>,
     off: &[bool],
     scale: ScoreScale,
+    arrays: HeadArrays,
 ) -> Result<LayerOutput> {
     let heads = config.num_attention_heads;
+    let mha = |x: ArrayView2<f32>, arrays: HeadArrays| {
+        multi_head_attention_into(&w.attention, heads, x, x, mask, off, scale, arrays)
+    };
     match config.layer_norm_order {
         LayerNormOrder::Post => {
-            let attn = multi_head_attention(&w.attention, heads, x, x, mask, off, scale)?;
+            let attn = mha(x, arrays)?;
             let h = layer_norm((&attn.output + &x).view(), &w.attention_norm);
             let (pre_activation, intermediate, ff) = feed_forward(w, config, h.view());
             Ok(LayerOutput {
@@ -116,7 +123,7 @@ pub fn encoder_layer(
         LayerNormOrder::Pre => {
             let normed = layer_norm(x, &w.attention_norm);
             let n = normed.view();
-            let attn = multi_head_attention(&w.attention, heads, n, n, mask, off, scale)?;
+            let attn = mha(n, arrays)?;
             let h = &attn.output + &x;
             let (pre_activation, intermediate, ff) =
                 feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
@@ -187,14 +194,14 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
         }
         for (layer, w) in model.weights.layers.iter().enumerate() {
             let off = opts.head_mask.layer(layer, h);
-            let out = encoder_layer(w, c, x.view(), Some(mask.item(i)), &off, opts.scale)?;
-            attention
-                .slice_mut(s![i, layer, .., .., ..])
-                .assign(&out.attention.probs);
-            if let Some(sc) = scores.as_mut() {
-                sc.slice_mut(s![i, layer, .., .., ..])
-                    .assign(&out.attention.scores);
-            }
+            // the heads write their probabilities and scores straight into the trace
+            let arrays = HeadArrays {
+                probs: attention.slice_mut(s![i, layer, .., .., ..]),
+                scores: scores
+                    .as_mut()
+                    .map(|sc| sc.slice_mut(s![i, layer, .., .., ..])),
+            };
+            let out = encoder_layer(w, c, x.view(), Some(mask.item(i)), &off, opts.scale, arrays)?;
             if let Some(lt) = layer_trace.as_mut().filter(|lt| lt.layer == layer) {
                 let a = &out.attention;
                 for (all, one) in [
