@@ -119,7 +119,7 @@ fn cross_attention_has_n_q_by_n_k_weights() {
         ScoreScale::SqrtDk,
     )
     .unwrap();
-    assert_eq!(out.output.dim(), (3, d));
+    assert_eq!(out.projections.output.dim(), (3, d));
     assert_eq!(out.probs.dim(), (m.config.num_attention_heads, 3, 5));
     for row in out.probs.lanes(Axis(2)) {
         assert!((row.sum() - 1.0).abs() < 1e-5);

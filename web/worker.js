@@ -32,13 +32,13 @@ function chooseBuild(asked) {
 }
 const WASM_BUILD = chooseBuild(new URL(self.location.href).searchParams.get('wasm'));
 const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
-const core = import(PKG[WASM_BUILD]);
-const wasmReady = core.then(async (m) => {
+let loadSession, fileLimits, scalingExperiment; // bound once the build has loaded
+const wasmReady = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
   if (WASM_BUILD === 'threads') await m.initThreadPool(THREADS);
+  ({ loadSession, fileLimits, scalingExperiment } = m);
   return wasm;
 });
-let loadSession, fileLimits, scalingExperiment; // bound once `core` has loaded
 let limits = null;
 
 const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer]}
@@ -307,7 +307,6 @@ self.onmessage = async (e) => {
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
   try {
     const wasm = await wasmReady;
-    ({ loadSession, fileLimits, scalingExperiment } = await core);
     limits ??= fileLimits();
     if (msg.type === 'load') {
       const s = await load(msg);

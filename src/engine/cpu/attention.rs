@@ -173,23 +173,16 @@ pub fn merge_heads(x: ArrayView3<f32>) -> Array2<f32> {
         .expect("a standard-layout array reshapes") // (T, H·d)
 }
 
-/// The output of multi-head attention with its per-head weights and the steps between.
+/// The output of multi-head attention: its per-head weights, and the projections and output
+/// of [`multi_head_attention_into`].
 ///
 /// # Shapes
-/// * `output`: `(n_q, D)`, `W_o·context + b_o`
 /// * `probs`, `scores`: `(H, n_q, n_k)`
-/// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H·d_k)`, `v`: `(n_k, H·d_v)`: the projections before the
-///   split into heads
-/// * `context`: `(n_q, H·d_v)`, the heads' outputs concatenated (knocked-out heads zero)
 #[derive(Debug, Clone)]
 pub struct MultiHeadOutput {
-    pub output: Array2<f32>,
     pub probs: Array3<f32>,
     pub scores: Array3<f32>,
-    pub q: Array2<f32>,
-    pub k: Array2<f32>,
-    pub v: Array2<f32>,
-    pub context: Array2<f32>,
+    pub projections: Projections,
 }
 
 /// Where [`multi_head_attention_into`] writes each head's probabilities and, if kept, scores:
@@ -205,7 +198,10 @@ pub struct HeadArrays<'a> {
 /// What multi-head attention computes besides the per-head arrays.
 ///
 /// # Shapes
-/// * as in [`MultiHeadOutput`]
+/// * `output`: `(n_q, D)`, `W_o·context + b_o`
+/// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H·d_k)`, `v`: `(n_k, H·d_v)`: the projections before the
+///   split into heads
+/// * `context`: `(n_q, H·d_v)`, the heads' outputs concatenated (knocked-out heads zero)
 #[derive(Debug, Clone)]
 pub struct Projections {
     pub output: Array2<f32>,
@@ -239,15 +235,11 @@ pub fn multi_head_attention(
         probs: probs.view_mut(),
         scores: Some(scores.view_mut()),
     };
-    let p = multi_head_attention_into(w, heads, x_q, x_kv, mask, off, scale, arrays)?;
+    let projections = multi_head_attention_into(w, heads, x_q, x_kv, mask, off, scale, arrays)?;
     Ok(MultiHeadOutput {
-        output: p.output,
         probs,
         scores,
-        q: p.q,
-        k: p.k,
-        v: p.v,
-        context: p.context,
+        projections,
     })
 }
 

@@ -503,27 +503,26 @@ mod tests {
                     })
             {
                 let want = reference(&a, &b, alpha, bias);
-                let mut got = Array2::from_elem((m, n), f32::NAN);
-                matmul_on(
-                    isa,
-                    a.view(),
-                    &PackedB::from_matrix(b.view()),
-                    alpha,
-                    bias.map(|b| b.view()),
-                    got.view_mut(),
-                );
+                // B packed as it is, and from Bᵀ as a linear layer stores it: the same panels
+                let bt = b.t().to_owned();
+                let [got, again] = [
+                    PackedB::from_matrix(b.view()),
+                    PackedB::from_transposed(bt.view()),
+                ]
+                .map(|packed| {
+                    let mut c = Array2::from_elem((m, n), f32::NAN);
+                    matmul_on(
+                        isa,
+                        a.view(),
+                        &packed,
+                        alpha,
+                        bias.map(|b| b.view()),
+                        c.view_mut(),
+                    );
+                    c
+                });
                 let worst = (&got - &want).iter().fold(0f32, |w, d| w.max(d.abs()));
                 assert!(worst <= 1e-4 * k as f32, "{isa:?} {m}×{k}×{n}: |Δ| {worst}");
-                let bt = b.t().to_owned();
-                let mut again = Array2::zeros((m, n));
-                matmul_on(
-                    isa,
-                    a.view(),
-                    &PackedB::from_transposed(bt.view()),
-                    alpha,
-                    bias.map(|b| b.view()),
-                    again.view_mut(),
-                );
                 assert_eq!(again, got, "from_transposed packs the same B");
             }
         }
