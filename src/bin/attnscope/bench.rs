@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use attnscope::analysis::{rollout, HeadMetrics};
 use attnscope::engine::gpu::GpuTiming;
-use attnscope::engine::{BackendChoice, Runner, TraceOptions};
+use attnscope::engine::{BackendChoice, Run, Runner, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::report::item_attention;
 use attnscope::{Error, Mask, MaskKind, Model};
@@ -33,6 +33,22 @@ fn input_of_len(full: &Encoded, t: usize) -> Encoded {
     input.valid = full.valid.slice(s![.., ..t]).to_owned();
     input.tokens = vec![full.tokens[0][..t].to_vec()];
     input
+}
+
+/// `iters` timed passes after a warm-up. Each pass's result is dropped before the next starts, as
+/// the page drops the result it drew last: only what `keep` takes of a pass outlives it.
+fn time<X>(
+    runner: &Runner,
+    input: &Encoded,
+    mask: &Mask,
+    iters: usize,
+    keep: impl Fn(Run) -> Result<X, Error>,
+) -> Result<Vec<X>, Error> {
+    let opts = TraceOptions::default();
+    pollster::block_on(runner.forward(input, mask, &opts))?; // warm-up (and buffers)
+    (0..iters)
+        .map(|_| keep(pollster::block_on(runner.forward(input, mask, &opts))?))
+        .collect()
 }
 
 /// One row per length: the length, the CPU engine's ms, then (with a GPU) the GPU engine's ms
@@ -88,21 +104,14 @@ pub fn run(
         }
         let input = input_of_len(&full, t);
         let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-        let opts = TraceOptions::default();
-        let time = |runner: &Runner| -> Result<Vec<_>, Error> {
-            pollster::block_on(runner.forward(&input, &mask, &opts))?; // warm-up (and buffers)
-            (0..iters)
-                .map(|_| pollster::block_on(runner.forward(&input, &mask, &opts)))
-                .collect()
-        };
-        let cpu_ms = median(time(&cpu)?.iter().map(|r| r.elapsed_ms).collect());
+        let cpu_ms = median(time(&cpu, &input, &mask, iters, |r| Ok(r.elapsed_ms))?);
         // the passes the analyses read keep the scores, as the page's runs and `--head-metrics` do
         let cpu_runs = (0..iters)
             .map(|_| pollster::block_on(cpu.forward(&input, &mask, &TraceOptions::with_scores())))
             .collect::<Result<Vec<_>, _>>()?;
         // head summaries and rollout of the pass, as `--head-metrics --rollout` add them
         let special = model.tokenizer.special_ids();
-        let timed = |f: &dyn Fn(&attnscope::engine::Run)| {
+        let timed = |f: &dyn Fn(&Run)| {
             median(
                 cpu_runs
                     .iter()
@@ -124,14 +133,11 @@ pub fn run(
         });
         let mut line = format!("{t:>7} {cpu_ms:>10.2} {metrics_ms:>10.2} {rollout_ms:>10.2} |");
         if let Some(g) = &gpu {
-            let timings: Vec<GpuTiming> = time(g)?
-                .into_iter()
-                .map(|r| {
-                    r.gpu_timing.ok_or_else(|| {
-                        Error::Gpu(r.fallback.unwrap_or_else(|| "the GPU did not run".into()))
-                    })
+            let timings = time(g, &input, &mask, iters, |r| {
+                r.gpu_timing.ok_or_else(|| {
+                    Error::Gpu(r.fallback.unwrap_or_else(|| "the GPU did not run".into()))
                 })
-                .collect::<Result<_, _>>()?;
+            })?;
             let pick = |f: fn(&GpuTiming) -> f64| median(timings.iter().map(f).collect());
             line += &format!(
                 " {:>10.2} {:>10.2} {:>10.2} {:>10.2}",

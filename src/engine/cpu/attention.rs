@@ -1,11 +1,12 @@
 //! Scaled dot-product attention and multi-head attention on the CPU.
 
-use ndarray::{Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMut3, Axis};
+use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMut3, Axis};
 
 use rayon::prelude::*;
 
 use super::gemm::{matmul, PackedB};
-use super::ops::{linear, softmax_in_place};
+use super::isa;
+use super::ops::{linear, masked_softmax_in_place};
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::model::weights::AttentionWeights;
@@ -94,11 +95,17 @@ fn check_mask(mask: Option<ArrayView2<bool>>, n_q: usize, n_k: usize) -> Result<
     }
 }
 
+/// Query rows [`attend_into`] takes at a time: one block's probabilities (64 × 512 × 4 bytes
+/// at 512 keys) stay in the core's cache from `QKᵀ` through softmax to `·V`, instead of a
+/// whole head's going out to memory and back between the steps.
+const QUERY_BLOCK: usize = 64;
+
 /// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
 /// writes each head straight into its slice of the trace, with no array of its own per head).
 /// `scores`: `None` when they are not kept (`QKᵀ` is then computed in `probs` and turned into
 /// probabilities there). `output`: `None` skips `·V` (a knocked-out head, whose context stays
-/// as it is).
+/// as it is). Every query row is independent of the others, so the steps run over blocks of
+/// [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
@@ -111,34 +118,60 @@ fn attend_into(
     v: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
     scale: ScoreScale,
-    scores: Option<ArrayViewMut2<f32>>,
+    mut scores: Option<ArrayViewMut2<f32>>,
     mut probs: ArrayViewMut2<f32>,
-    output: Option<ArrayViewMut2<f32>>,
+    mut output: Option<ArrayViewMut2<f32>>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
     let factor = scale.factor(q.dim().1);
     let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
-    match scores {
-        Some(mut scores) => {
-            matmul(q, &keys, factor, None, scores.view_mut()); // QKᵀ·factor, (n_q, n_k)
-            probs.assign(&scores);
-        }
-        None => matmul(q, &keys, factor, None, probs.view_mut()),
-    }
-    if let Some(m) = mask {
-        probs.zip_mut_with(&m, |p, &allowed| {
-            if !allowed {
-                *p = f32::NEG_INFINITY; // masked_fill(mask == 0, -inf)
+    let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
+    let n_q = q.nrows();
+    for start in (0..n_q).step_by(QUERY_BLOCK) {
+        let rows = s![start..(start + QUERY_BLOCK).min(n_q), ..];
+        let mut probs = probs.slice_mut(rows); // (block, n_k)
+        match scores.as_mut() {
+            Some(scores) => {
+                let mut scores = scores.slice_mut(rows);
+                matmul(q.slice(rows), &keys, factor, None, scores.view_mut()); // QKᵀ·factor
+                probs.assign(&scores);
             }
-        });
+            None => matmul(q.slice(rows), &keys, factor, None, probs.view_mut()),
+        }
+        softmax_rows(probs.view_mut(), mask.map(|m| m.slice_move(rows)));
+        if let (Some(out), Some(values)) = (output.as_mut(), &values) {
+            matmul(probs.view(), values, 1.0, None, out.slice_mut(rows)); // (block, d_v)
+        }
     }
-    for row in probs.axis_iter_mut(Axis(0)) {
-        softmax_in_place(row);
-    }
-    if let Some(out) = output {
-        matmul(probs.view(), &PackedB::from_matrix(v), 1.0, None, out); // (n_q, d_v)
-    }
+}
+
+/// `masked_fill(mask == 0, -inf)` and softmax, row by row, vectorised for the widest
+/// instruction set the CPU has.
+///
+/// # Shapes
+/// * `probs`: `(n, n_k)`, scores in, probabilities out; `mask`: `(n, n_k)`
+fn softmax_rows(mut probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
+    isa::vectorised(
+        #[inline(always)]
+        || {
+            for (i, mut row) in probs.rows_mut().into_iter().enumerate() {
+                let allowed = mask.as_ref().map(|m| m.row(i));
+                let allowed_slice = allowed.as_ref().map(|a| a.as_slice());
+                match (row.as_slice_mut(), allowed_slice) {
+                    (Some(row), None) => masked_softmax_in_place(row, None),
+                    (Some(row), Some(Some(allowed))) => masked_softmax_in_place(row, Some(allowed)),
+                    // strided views (never the engine's own arrays): contiguous copies
+                    _ => {
+                        let mut copy = row.to_vec();
+                        let allowed = allowed.map(|a| a.to_vec());
+                        masked_softmax_in_place(&mut copy, allowed.as_deref());
+                        row.assign(&ndarray::ArrayView1::from(&copy));
+                    }
+                }
+            }
+        },
+    );
 }
 
 /// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`, a view (no copy):

@@ -22,6 +22,8 @@ use std::ops::Range;
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
+use super::isa::Isa;
+
 /// Columns of `B` in a panel: the micro-kernel's width (two `f32x4` in wasm; one AVX-512
 /// vector, or two AVX2 vectors, natively).
 #[cfg(target_arch = "wasm32")]
@@ -232,43 +234,6 @@ struct Job<'a> {
 // SAFETY: the pointers are only read (`a`) or written in disjoint column ranges (`c`, one
 // range of panels per thread), for the duration of one `matmul` call that borrows them.
 unsafe impl Sync for Job<'_> {}
-
-/// The instruction sets the micro-kernel is compiled for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Isa {
-    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-    Avx512,
-    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-    Avx2Fma,
-    /// WebAssembly SIMD, or the target's baseline (SSE2 on x86-64).
-    Baseline,
-}
-
-impl Isa {
-    /// Every instruction set this CPU runs, the widest first.
-    fn available() -> Vec<Isa> {
-        #[allow(unused_mut)] // only x86 adds to it
-        let mut isas = vec![Isa::Baseline];
-        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-        {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                isas.insert(0, Isa::Avx2Fma);
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                isas.insert(0, Isa::Avx512);
-            }
-        }
-        isas
-    }
-
-    /// The widest instruction set this CPU runs (detected once).
-    fn best() -> Isa {
-        static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| Isa::available()[0])
-    }
-}
 
 /// The micro-kernel compiled for `isa`, over the panels in `panels`.
 ///

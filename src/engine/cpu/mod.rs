@@ -3,6 +3,7 @@
 pub mod attention;
 pub mod encoder;
 pub mod gemm;
+pub(crate) mod isa;
 pub mod ops;
 
 pub use attention::{

@@ -1,10 +1,11 @@
 //! Plain CPU kernels on `ndarray`: the reference every GPU shader is checked against.
 
-use ndarray::{Array2, ArrayView2, ArrayViewMut1, Axis, Zip};
+use ndarray::{Array2, ArrayView2, Axis, Zip};
 
 use rayon::prelude::*;
 
 use super::gemm::matmul;
+use super::isa;
 use crate::model::weights::{LayerNorm, Linear};
 use crate::model::Activation;
 
@@ -38,7 +39,7 @@ pub fn layer_norm(x: ArrayView2<f32>, ln: &LayerNorm) -> Array2<f32> {
 }
 
 /// Exact GELU, `x·Φ(x) = x/2·(1 + erf(x/√2))` (PyTorch's `nn.GELU()` default).
-#[inline]
+#[inline(always)]
 pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
@@ -46,7 +47,7 @@ pub fn gelu(x: f32) -> f32 {
 /// `erf(x)` within 3·10⁻⁷ (absolute, what `1 + erf` in GELU needs) of libm's (tested): Numerical Recipes' `erfc` by Chebyshev fitting,
 /// the formula the GPU engine's shaders use (`shaders/common.wgsl`), written without branches
 /// or calls so a loop over it vectorises (`libm::erff` was a tenth of a native pass).
-#[inline]
+#[inline(always)]
 pub fn erf(x: f32) -> f32 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
@@ -64,20 +65,23 @@ pub fn erf(x: f32) -> f32 {
 }
 
 /// The tanh approximation of GELU (HF's `gelu_new`).
+#[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     const C: f32 = 0.797_884_6; // √(2/π)
     0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
 }
 
 /// Applies the feed-forward activation in place, in chunks shared among the threads (a loop
-/// over each chunk that the compiler vectorises).
+/// over each chunk that the compiler vectorises, for the widest instruction set the CPU has).
 pub fn activate(x: &mut Array2<f32>, act: Activation) {
     fn each(x: &mut Array2<f32>, f: impl Fn(f32) -> f32 + Sync) {
         match x.as_slice_mut() {
             Some(values) => values.par_chunks_mut(4096).for_each(|chunk| {
-                for v in chunk {
-                    *v = f(*v);
-                }
+                isa::vectorised(|| {
+                    for v in chunk {
+                        *v = f(*v);
+                    }
+                })
             }),
             None => x.mapv_inplace(f),
         }
@@ -89,18 +93,56 @@ pub fn activate(x: &mut Array2<f32>, act: Activation) {
     }
 }
 
-/// Softmax of one row in place, where `-inf` cells (masked) become exactly 0.
-/// A row with every cell masked becomes all zeros rather than NaN.
-pub fn softmax_in_place(mut row: ArrayViewMut1<f32>) {
-    let max = row.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+/// Softmax of one row in place after `masked_fill(!allowed, -inf)`: masked cells become
+/// exactly 0, and a row with every cell masked becomes all zeros rather than NaN.
+///
+/// # Shapes
+/// * `row`: `(n_k,)`; `allowed`: `(n_k,)`, `true` where attending is allowed
+#[inline(always)]
+pub fn masked_softmax_in_place(row: &mut [f32], allowed: Option<&[bool]>) {
+    if let Some(allowed) = allowed {
+        assert_eq!(
+            row.len(),
+            allowed.len(),
+            "softmax: the mask's row is not the row's length"
+        );
+        for (v, &ok) in row.iter_mut().zip(allowed) {
+            if !ok {
+                *v = f32::NEG_INFINITY; // masked_fill(mask == 0, -inf)
+            }
+        }
+    }
+    let max = fold_lanes(row, f32::NEG_INFINITY, f32::max);
     if max == f32::NEG_INFINITY {
         row.fill(0.0);
         return;
     }
-    // the exponentials first (a loop the compiler vectorises), then their sum
-    row.mapv_inplace(|v| exp_nonpositive(v - max));
-    let sum = row.sum();
-    row.mapv_inplace(|v| v / sum);
+    for v in row.iter_mut() {
+        *v = exp_nonpositive(*v - max);
+    }
+    let sum = fold_lanes(row, 0.0, |a, b| a + b);
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
+/// Lanes a reduction keeps apart (one AVX-512 vector): written out, so that the loop
+/// vectorises without reassociating anything, and the result is the same bits on every
+/// instruction set.
+const LANES: usize = 16;
+
+/// `xs` folded by `f` in [`LANES`] interleaved lanes, then the lanes and the tail in order.
+#[inline(always)]
+fn fold_lanes(xs: &[f32], init: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = [init; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a = f(*a, x);
+        }
+    }
+    let lanes = acc.into_iter().fold(init, &f);
+    chunks.remainder().iter().fold(lanes, |a, &x| f(a, x))
 }
 
 /// `eˣ` for `x ≤ 0` (what softmax exponentiates after subtracting the row's max), `-inf` → 0,
@@ -109,7 +151,7 @@ pub fn softmax_in_place(mut row: ArrayViewMut1<f32>) {
 ///
 /// `eˣ = 2ⁿ·eʳ` with `n = round(x·log₂e)` and `r = x − n·ln 2` in `[−ln2/2, ln2/2]`, where `eʳ`
 /// is Cephes' `expf` polynomial.
-#[inline]
+#[inline(always)]
 pub fn exp_nonpositive(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4; // ln 2 split in two for an exact n·LN2_HI
@@ -137,7 +179,109 @@ pub fn exp_nonpositive(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{erf, exp_nonpositive};
+    use super::{erf, exp_nonpositive, gelu, masked_softmax_in_place};
+    use crate::engine::cpu::isa::{self, Isa};
+
+    /// Values in about [-8, 8), from a fixed sequence.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 16_000) as f32 / 1000.0 - 8.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn masked_softmax_equals_f64_and_is_the_same_bits_on_every_instruction_set() {
+        for n in [1, 5, 16, 17, 37, 512] {
+            let scores = values(n, n as u32);
+            let allowed: Vec<bool> = (0..n).map(|i| i % 3 != 1 || n == 1).collect();
+            for mask in [None, Some(allowed.as_slice())] {
+                // f64 reference: masked cells are 0, the others softmax over the allowed ones
+                let ok = |i: usize| mask.is_none_or(|m| m[i]);
+                let max = (0..n)
+                    .filter(|&i| ok(i))
+                    .map(|i| scores[i] as f64)
+                    .fold(f64::MIN, f64::max);
+                let sum: f64 = (0..n)
+                    .filter(|&i| ok(i))
+                    .map(|i| (scores[i] as f64 - max).exp())
+                    .sum();
+                let want: Vec<f64> = (0..n)
+                    .map(|i| {
+                        if ok(i) {
+                            (scores[i] as f64 - max).exp() / sum
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let runs: Vec<Vec<f32>> = Isa::available()
+                    .into_iter()
+                    .map(|i| {
+                        let mut row = scores.clone();
+                        isa::on(
+                            i,
+                            #[inline(always)]
+                            || masked_softmax_in_place(&mut row, mask),
+                        );
+                        row
+                    })
+                    .collect();
+                for (got, isa) in runs.iter().zip(Isa::available()) {
+                    assert_eq!(
+                        got,
+                        &runs[0],
+                        "n = {n}: {isa:?} differs from {:?}",
+                        Isa::available()[0]
+                    );
+                    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g as f64 - w).abs() <= 1e-6,
+                            "n = {n}, cell {i}: {g} vs {w}"
+                        );
+                        if !ok(i) {
+                            assert_eq!(g, 0.0, "n = {n}: masked cell {i} is {g}");
+                        }
+                    }
+                }
+            }
+        }
+        // every cell masked: zeros, not NaN
+        let mut row = vec![1.0, 2.0, 3.0];
+        masked_softmax_in_place(&mut row, Some(&[false, false, false]));
+        assert_eq!(row, [0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn gelu_is_the_same_bits_on_every_instruction_set() {
+        let xs = values(4099, 7);
+        let runs: Vec<Vec<f32>> = Isa::available()
+            .into_iter()
+            .map(|i| {
+                isa::on(
+                    i,
+                    #[inline(always)]
+                    || xs.iter().map(|&x| gelu(x)).collect(),
+                )
+            })
+            .collect();
+        for (got, isa) in runs.iter().zip(Isa::available()) {
+            assert_eq!(got, &runs[0], "{isa:?}");
+        }
+        // and near the exact formula: x·Φ(x)
+        for (&x, &g) in xs.iter().zip(&runs[0]) {
+            let want = 0.5 * x as f64 * (1.0 + libm::erf(x as f64 / std::f64::consts::SQRT_2));
+            assert!(
+                (g as f64 - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                "gelu({x}): {g} vs {want}"
+            );
+        }
+    }
 
     #[test]
     fn erf_is_within_3e_7_of_libm() {
