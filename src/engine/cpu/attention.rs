@@ -4,7 +4,7 @@ use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayVie
 
 use rayon::prelude::*;
 
-use super::gemm::{matmul, PackedB};
+use super::gemm::{matmul_in_one_thread, PackedB};
 use super::isa;
 use super::ops::{linear, masked_softmax_in_place};
 use crate::engine::ScoreScale;
@@ -134,14 +134,15 @@ fn attend_into(
         match scores.as_mut() {
             Some(scores) => {
                 let mut scores = scores.slice_mut(rows);
-                matmul(q.slice(rows), &keys, factor, None, scores.view_mut()); // QKᵀ·factor
+                matmul_in_one_thread(q.slice(rows), &keys, factor, None, scores.view_mut()); // QKᵀ·factor
                 probs.assign(&scores);
             }
-            None => matmul(q.slice(rows), &keys, factor, None, probs.view_mut()),
+            None => matmul_in_one_thread(q.slice(rows), &keys, factor, None, probs.view_mut()),
         }
         softmax_rows(probs.view_mut(), mask.map(|m| m.slice_move(rows)));
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
-            matmul(probs.view(), values, 1.0, None, out.slice_mut(rows)); // (block, d_v)
+            matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
+            // (block, d_v)
         }
     }
 }

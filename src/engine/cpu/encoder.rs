@@ -155,6 +155,26 @@ pub fn classify(w: &ClassifierWeights, h_cls: ArrayView1<f32>) -> Array1<f32> {
 /// * `input.ids`, `input.type_ids`: `(B, T)`; `mask`: `(B, T, T)`
 /// * the trace: see [`Trace`]
 pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Trace> {
+    on_the_pool(|| forward_here(model, input, mask, opts))
+}
+
+/// Runs `f` on one of rayon's threads. Every parallel step of a pass (the heads, a product's
+/// panels, GELU's chunks) is then a job on the pool's own queues, which its other threads
+/// steal; from outside the pool each one would be handed over and waited for, fifty times a
+/// pass. In the browser that hand-over is a message through shared memory and a wake-up, and it
+/// cost more than a 16-token pass gained from the second thread. The caller waits once, for the
+/// whole pass.
+fn on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    // the single-threaded wasm build has no pool: `f` runs where it is
+    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
+    if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
+        return rayon::join(f, || ()).0;
+    }
+    f()
+}
+
+/// [`forward`], on the calling thread.
+fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Trace> {
     let c = &model.config;
     check_input(c, input, mask, opts)?;
     let (b, t) = input.ids.dim();

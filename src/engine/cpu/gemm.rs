@@ -126,13 +126,35 @@ pub fn matmul(
     bias: Option<ArrayView1<f32>>,
     c: ArrayViewMut2<f32>,
 ) {
-    matmul_on(Isa::best(), a, b, alpha, bias, c)
+    matmul_on(Isa::best(), Sharing::Threads, a, b, alpha, bias, c)
+}
+
+/// [`matmul`] on the calling thread alone: for a caller that already shares its work among the
+/// threads (the attention heads), where splitting each of its products again would only add
+/// hand-overs.
+pub fn matmul_in_one_thread(
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    alpha: f32,
+    bias: Option<ArrayView1<f32>>,
+    c: ArrayViewMut2<f32>,
+) {
+    matmul_on(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c)
+}
+
+/// Whether a product may share its panels among rayon's threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// Among every thread of the pool, when the product is large enough to gain from it.
+    Threads,
+    OneThread,
 }
 
 /// [`matmul`] with the micro-kernel compiled for `isa`, which the CPU must run (the tests
 /// check every one the CPU has).
 fn matmul_on(
     isa: Isa,
+    sharing: Sharing,
     a: ArrayView2<f32>,
     b: &PackedB,
     alpha: f32,
@@ -189,7 +211,7 @@ fn matmul_on(
         };
         let panels = n.div_ceil(NR);
         // the panels shared out among the threads, where there is enough work to share
-        let parts = if m * n * k >= PARALLEL_MIN_WORK {
+        let parts = if sharing == Sharing::Threads && m * n * k >= PARALLEL_MIN_WORK {
             rayon::current_num_threads().min(panels)
         } else {
             1
@@ -478,6 +500,7 @@ mod tests {
                     let mut c = Array2::from_elem((m, n), f32::NAN);
                     matmul_on(
                         isa,
+                        Sharing::Threads,
                         a.view(),
                         &packed,
                         alpha,
@@ -525,19 +548,28 @@ mod tests {
     }
 
     #[test]
-    fn the_same_bits_on_one_thread_or_two() {
+    fn the_same_bits_on_one_thread_or_two_or_in_one_thread_of_two() {
         let (a, b) = (filled(100, 384, 5), filled(384, 1536, 6));
         let packed = PackedB::from_matrix(b.view());
-        let on = |threads: usize| {
+        type Product = for<'c> fn(
+            ArrayView2<f32>,
+            &PackedB,
+            f32,
+            Option<ArrayView1<f32>>,
+            ArrayViewMut2<'c, f32>,
+        );
+        let on = |threads: usize, product: Product| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
             let mut c = Array2::zeros((100, 1536));
-            pool.install(|| matmul(a.view(), &packed, 1.0, None, c.view_mut()));
+            pool.install(|| product(a.view(), &packed, 1.0, None, c.view_mut()));
             c
         };
-        assert_eq!(on(1), on(2));
+        let one = on(1, matmul);
+        assert_eq!(one, on(2, matmul));
+        assert_eq!(one, on(2, matmul_in_one_thread));
     }
 
     #[test]
