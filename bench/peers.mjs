@@ -4,7 +4,9 @@
 // * native: `attnscope bench --backend cpu --threads 1|2` against PyTorch eager
 //   (bench/torch_bench.py) at 1 and 2 threads; skipped with a note when torch is not installed.
 // * headless Chromium: attnscope's wasm engine (`Session.run` in a module worker, as the page's
-//   worker calls it; its threaded build at 2 threads, its relaxed-SIMD and SIMD128 builds at 1)
+//   worker calls it; its threaded build at 2 threads, its relaxed-SIMD and SIMD128 builds at 1,
+//   returning the probabilities alone as ONNX Runtime does, then the threaded build with every
+//   score as well, as the page runs it)
 //   against ONNX Runtime Web (`onnxruntime-web`, wasm backend) at 1 thread and, the page being
 //   cross-origin isolated, 2 threads, on the checkpoint exported by bench/export_onnx.py;
 //   skipped with a note when that export is missing.
@@ -95,10 +97,18 @@ try {
   // the wasm core's three builds (Makefile, "web"), each in a module worker as the page runs it:
   // threads (the page's choice where it is cross-origin isolated, as here), relaxed SIMD (its
   // choice elsewhere) and plain SIMD128 (browsers without relaxed SIMD)
-  for (const [pkg, label, threads] of [['pkg-threads', 'threads, relaxed SIMD', 2], ['pkg-relaxed', 'relaxed SIMD', 1], ['pkg', 'SIMD128', 1]]) {
+  // (the probabilities alone, as ONNX Runtime returns them; then the threaded build as the page
+  // runs it, with every layer's scores too)
+  const builds = [
+    ['pkg-threads', 'threads, relaxed SIMD', 2, { scores: false }],
+    ['pkg-relaxed', 'relaxed SIMD', 1, { scores: false }],
+    ['pkg', 'SIMD128', 1, { scores: false }],
+    ['pkg-threads', 'threads, relaxed SIMD; every score too, as the page runs', 2, {}],
+  ];
+  for (const [pkg, label, threads, options] of builds) {
     const page = await benchPage(browser);
-    const ms = await page.evaluate(async ([timing, lengths, iters, pkg, threads]) => {
-      const src = `self.onmessage = async ({ data: [timing, lengths, iters, pkg, threads] }) => {
+    const ms = await page.evaluate(async ([timing, lengths, iters, pkg, threads, options]) => {
+      const src = `self.onmessage = async ({ data: [timing, lengths, iters, pkg, threads, options] }) => {
         try {
           const m = await import(location.origin + '/' + pkg + '/attnscope.js');
           await m.default();
@@ -107,18 +117,18 @@ try {
           const s = await m.loadSession('bench', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
           // "the" is one word piece: T − 2 of them between [CLS] and [SEP] are T tokens
           const run = async (t) => {
-            const r = await s.run([Array(t - 2).fill('the').join(' ')], undefined, 'padding', 'cpu', {});
+            const r = await s.run([Array(t - 2).fill('the').join(' ')], undefined, 'padding', 'cpu', options);
             if (r.info.shape[3] !== t) throw new Error(r.info.shape[3] + ' tokens, not ' + t);
           };
           self.postMessage({ ms: await (0, eval)(timing)(run, lengths, iters) });
         } catch (e) { self.postMessage({ error: String(e && e.stack || e) }); }
       };`;
       const worker = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
-      const out = await new Promise((resolve) => { worker.onmessage = (e) => resolve(e.data); worker.postMessage([timing, lengths, iters, pkg, threads]); });
+      const out = await new Promise((resolve) => { worker.onmessage = (e) => resolve(e.data); worker.postMessage([timing, lengths, iters, pkg, threads, options]); });
       worker.terminate();
       if (out.error) throw new Error(out.error);
       return out.ms;
-    }, [TIMING, LENGTHS, ITERS, pkg, threads]);
+    }, [TIMING, LENGTHS, ITERS, pkg, threads, options]);
     rows.push({ where: `Chromium, ${threads} thread${threads > 1 ? 's' : ''}`, engine: `attnscope wasm (${label})`, ms });
     await page.close();
   }

@@ -71,15 +71,19 @@ impl std::str::FromStr for Engine {
 }
 
 /// What a run changes and computes beyond the attention (`run`'s last argument; every field
-/// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", headMetrics: bool, rollout:
-/// bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every layer's scores undivided by
-/// √d_k (the ablation; default `"sqrt_dk"`). The analyses cost time at long inputs, so the page
-/// asks only for what it shows.
+/// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", scores: bool, headMetrics: bool,
+/// rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every layer's scores
+/// undivided by √d_k (the ablation; default `"sqrt_dk"`). The analyses cost time at long
+/// inputs, so the page asks only for what it shows.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 struct RunOptions {
     head_mask: String,
     scale: ScoreScale,
+    /// Every layer's scores, `QKᵀ/√d_k` before the mask (`scores`, `(B, L, H, T, T)`); unless
+    /// `false`, as the page's steps and summaries read them. `false` returns the probabilities
+    /// alone, as ONNX Runtime returns a BERT's attentions (`make bench` compares them so).
+    scores: Option<bool>,
     head_metrics: bool,
     rollout: bool,
     sentence_embedding: bool,
@@ -226,9 +230,9 @@ impl Session {
     /// Runs `texts` (one right-padded batch; each paired with `pair` when it is not blank) under
     /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
-    /// scores: Float32Array, mask: Uint8Array, logits?: Float32Array, headMetrics?:
-    /// Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array, hiddenStates?:
-    /// Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
+    /// scores?: Float32Array (unless `scores: false`), mask: Uint8Array, logits?: Float32Array,
+    /// headMetrics?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
+    /// hiddenStates?: Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
     /// preActivation, intermediate, output, embeddings?: {word, position, tokenType, sum,
     /// normed}} (each `(B, T, ·)`), crossAttention?: [{layer, queries, keys, attention}]}`
     /// (shapes in [`RunInfo`] and [`RunOptions`]).
@@ -250,7 +254,7 @@ impl Session {
         let pair = pair.filter(|p| !p.trim().is_empty());
         let (input, mask, kind) = self.prepare(&texts, pair.as_deref(), &mask)?;
         let opts = TraceOptions {
-            scores: true,
+            scores: options.scores.unwrap_or(true),
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
             scale: options.scale,
             hidden_states: options.hidden_states,

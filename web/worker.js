@@ -33,10 +33,16 @@ function chooseBuild(asked) {
 const WASM_BUILD = chooseBuild(new URL(self.location.href).searchParams.get('wasm'));
 const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
 let loadSession, fileLimits, scalingExperiment; // bound once the build has loaded
-const wasmReady = import(PKG[WASM_BUILD]).then(async (m) => {
+// The module compiled and instantiated: enough to check and download a checkpoint's files,
+// which a first load does while the threads start.
+const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
-  if (WASM_BUILD === 'threads') await m.initThreadPool(THREADS);
   ({ loadSession, fileLimits, scalingExperiment } = m);
+  return { m, wasm };
+});
+// ... and its threads started (the threaded build): enough to build a session and run it.
+const wasmReady = wasmCore.then(async ({ m, wasm }) => {
+  if (WASM_BUILD === 'threads') await m.initThreadPool(THREADS);
   return wasm;
 });
 let limits = null;
@@ -210,6 +216,7 @@ async function load(msg) {
   const cp = reuse ? known : { name: msg.name, bytes: msg.files ? FILES.map((f) => new Uint8Array(msg.files[f])) : await download(msg.key, msg.base, msg.refresh) };
   const over = FILES.findIndex((f, i) => cp.bytes[i].length > limits[f]);
   if (over >= 0) throw new Error(`${FILES[over]}: the file is ${cp.bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+  await wasmReady;
   const replaced = [...sessions.entries()].filter(([k]) => k === msg.key || msg.exclusive);
   for (const [k, s] of replaced) { s.session.free(); sessions.delete(k); }
   try {
@@ -306,8 +313,9 @@ self.onmessage = async (e) => {
   if (msg.type === 'cancel') { aborts.get(msg.key)?.abort(); return; }
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
   try {
-    const wasm = await wasmReady;
+    const { wasm } = await wasmCore;
     limits ??= fileLimits();
+    if (msg.type !== 'load') await wasmReady; // a load downloads first, then waits (`load`)
     if (msg.type === 'load') {
       const s = await load(msg);
       self.postMessage({ id: msg.id, ok: true, info: s.session.info(), engine: s.engine, status: s.status });

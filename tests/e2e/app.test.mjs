@@ -276,6 +276,37 @@ test('three wasm builds: threads where the page is cross-origin isolated, else r
   }
 });
 
+test('run option scores: false returns the probabilities alone, the same as with the scores', async () => {
+  const p = await open('#e=cpu', {}, noGpu);
+  const got = await p.page.evaluate(async () => {
+    // the wasm core as the worker runs it (the SIMD128 build), on the page's default model
+    const src = `self.onmessage = async ({ data: [pkg, base] }) => {
+      try {
+        const m = await import(pkg);
+        await m.default();
+        const get = async (f) => new Uint8Array(await (await fetch(new URL(f, base + '/'))).arrayBuffer());
+        const s = await m.loadSession('t', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
+        const text = ['the scores are kept unless asked not to'];
+        const [kept, alone] = [await s.run(text, undefined, 'padding', 'cpu', {}), await s.run(text, undefined, 'padding', 'cpu', { scores: false })];
+        const same = kept.attention.length === alone.attention.length && kept.attention.every((v, i) => v === alone.attention[i]);
+        self.postMessage({ scoresKept: kept.scores?.length ?? 0, scoresAlone: alone.scores === undefined, size: alone.attention.length, same });
+      } catch (e) { self.postMessage({ error: String(e.stack || e) }); }
+    };`;
+    const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
+    const base = new URL(window.attnscope.store.get().modelSource.base, location.href).href.replace(/\/$/, '');
+    const pkg = new URL('web/pkg/attnscope.js', location.href).href;
+    const out = await new Promise((r) => { w.onmessage = (e) => r(e.data); w.postMessage([pkg, base]); });
+    w.terminate();
+    return out;
+  });
+  assert.equal(got.error, undefined, got.error);
+  assert.ok(got.size > 0);
+  assert.equal(got.scoresKept, got.size, 'by default every score comes back, one per probability');
+  assert.equal(got.scoresAlone, true, 'with scores: false there are none');
+  assert.equal(got.same, true, 'and the probabilities are the same bits');
+  await p.page.close();
+});
+
 test('auto keeps the faster engine and says why in one line; a run greys the stale views', async () => {
   const p = await open('');
   const { page } = p;
