@@ -134,7 +134,8 @@ fn attend_into(
         match scores.as_mut() {
             Some(scores) => {
                 let mut scores = scores.slice_mut(rows);
-                matmul_in_one_thread(q.slice(rows), &keys, factor, None, scores.view_mut()); // QKᵀ·factor
+                // QKᵀ·factor
+                matmul_in_one_thread(q.slice(rows), &keys, factor, None, scores.view_mut());
                 probs.assign(&scores);
             }
             None => matmul_in_one_thread(q.slice(rows), &keys, factor, None, probs.view_mut()),

@@ -44,9 +44,10 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// `erf(x)` within 3·10⁻⁷ (absolute, what `1 + erf` in GELU needs) of libm's (tested): Numerical Recipes' `erfc` by Chebyshev fitting,
-/// the formula the GPU engine's shaders use (`shaders/common.wgsl`), written without branches
-/// or calls so a loop over it vectorises (`libm::erff` was a tenth of a native pass).
+/// `erf(x)` within 3·10⁻⁷ (absolute, what `1 + erf` in GELU needs) of libm's (tested):
+/// Numerical Recipes' `erfc` by Chebyshev fitting, the formula the GPU engine's shaders use
+/// (`shaders/common.wgsl`), written without branches or calls so a loop over it vectorises
+/// (`libm::erff` was a tenth of a native pass).
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
     let z = x.abs();
