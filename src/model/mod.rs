@@ -51,13 +51,20 @@ impl Model {
             }
         }
         let tensors = weights::Tensors::new(safetensors, &file(WEIGHTS_FILE))?;
-        let weights = BertWeights::load(&tensors, &config)?;
-        let tokenizer = TextTokenizer::from_bytes(
-            tokenizer_json,
-            &file(TOKENIZER_FILE),
-            config.max_position_embeddings,
-            config.pad_token_id,
-        )?;
+        // the weights and the tokenizer are read side by side where there are threads; a
+        // weights error comes first, as when they were read one after the other
+        let (weights, tokenizer) = rayon::join(
+            || BertWeights::load(&tensors, &config),
+            || {
+                TextTokenizer::from_bytes(
+                    tokenizer_json,
+                    &file(TOKENIZER_FILE),
+                    config.max_position_embeddings,
+                    config.pad_token_id,
+                )
+            },
+        );
+        let (weights, tokenizer) = (weights?, tokenizer?);
         Ok(Self {
             name: name.to_owned(),
             config,

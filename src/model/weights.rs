@@ -5,6 +5,7 @@
 
 use half::{bf16, f16};
 use ndarray::{Array1, Array2, ArrayD, IxDyn};
+use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use super::config::Config;
@@ -404,8 +405,13 @@ impl BertWeights {
         }
         let p = t.prefix().to_owned();
         let embeddings = Embeddings::load(t, &format!("{p}embeddings"), c)?;
+        // the layers copied and packed on every thread; the first missing or misshapen tensor
+        // in layer order is the error, whatever the threads' order
         let layers = (0..c.num_hidden_layers)
+            .into_par_iter()
             .map(|i| LayerWeights::load(t, &format!("{p}encoder.layer.{i}"), c))
+            .collect::<Vec<_>>()
+            .into_iter()
             .collect::<Result<Vec<_>>>()?;
         let classifier = if t.has("classifier.weight") {
             let labels =
