@@ -142,8 +142,8 @@ fn attend_into(
         }
         softmax_rows(probs.view_mut(), mask.map(|m| m.slice_move(rows)));
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
-            matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
             // (block, d_v)
+            matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
         }
     }
 }
@@ -154,20 +154,23 @@ fn attend_into(
 /// # Shapes
 /// * `probs`: `(n, n_k)`, scores in, probabilities out; `mask`: `(n, n_k)`
 fn softmax_rows(mut probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
+    // rows of `mask` as slices: the engine's masks are already laid out so (no copy)
+    let mask = mask.as_ref().map(|m| m.as_standard_layout());
     isa::vectorised(
         #[inline(always)]
         || {
             for (i, mut row) in probs.rows_mut().into_iter().enumerate() {
-                let allowed = mask.as_ref().map(|m| m.row(i));
-                let allowed_slice = allowed.as_ref().map(|a| a.as_slice());
-                match (row.as_slice_mut(), allowed_slice) {
-                    (Some(row), None) => masked_softmax_in_place(row, None),
-                    (Some(row), Some(Some(allowed))) => masked_softmax_in_place(row, Some(allowed)),
-                    // strided views (never the engine's own arrays): contiguous copies
-                    _ => {
+                let allowed = mask.as_ref().map(|m| {
+                    let row = m.row(i);
+                    row.to_slice()
+                        .expect("a standard-layout array's row is contiguous")
+                });
+                match row.as_slice_mut() {
+                    Some(row) => masked_softmax_in_place(row, allowed),
+                    // a strided view (never the engine's own arrays): a contiguous copy
+                    None => {
                         let mut copy = row.to_vec();
-                        let allowed = allowed.map(|a| a.to_vec());
-                        masked_softmax_in_place(&mut copy, allowed.as_deref());
+                        masked_softmax_in_place(&mut copy, allowed);
                         row.assign(&ndarray::ArrayView1::from(&copy));
                     }
                 }
