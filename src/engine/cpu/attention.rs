@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul_in_one_thread, PackedB};
 use super::isa;
-use super::ops::{linear, masked_softmax_in_place};
+use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::model::weights::AttentionWeights;
@@ -131,16 +131,19 @@ fn attend_into(
     for start in (0..n_q).step_by(QUERY_BLOCK) {
         let rows = s![start..(start + QUERY_BLOCK).min(n_q), ..];
         let mut probs = probs.slice_mut(rows); // (block, n_k)
+        let mask = mask.map(|m| m.slice_move(rows));
         match scores.as_mut() {
             Some(scores) => {
                 let mut scores = scores.slice_mut(rows);
                 // QKᵀ·factor
                 matmul_in_one_thread(q.slice(rows), &keys, factor, None, scores.view_mut());
-                probs.assign(&scores);
+                softmax_rows(Some(scores.view()), probs.view_mut(), mask);
             }
-            None => matmul_in_one_thread(q.slice(rows), &keys, factor, None, probs.view_mut()),
+            None => {
+                matmul_in_one_thread(q.slice(rows), &keys, factor, None, probs.view_mut());
+                softmax_rows(None, probs.view_mut(), mask);
+            }
         }
-        softmax_rows(probs.view_mut(), mask.map(|m| m.slice_move(rows)));
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
             // (block, d_v)
             matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
@@ -148,12 +151,17 @@ fn attend_into(
     }
 }
 
-/// `masked_fill(mask == 0, -inf)` and softmax, row by row, vectorised for the widest
-/// instruction set the CPU has.
+/// `probs = softmax(masked_fill(scores, mask == 0, -inf))`, row by row, vectorised for the
+/// widest instruction set the CPU has. `scores`: `None` when the scores are in `probs` already
+/// (turned into probabilities in place).
 ///
 /// # Shapes
-/// * `probs`: `(n, n_k)`, scores in, probabilities out; `mask`: `(n, n_k)`
-fn softmax_rows(mut probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
+/// * `scores`, `probs`, `mask`: `(n, n_k)`
+fn softmax_rows(
+    scores: Option<ArrayView2<f32>>,
+    mut probs: ArrayViewMut2<f32>,
+    mask: Option<ArrayView2<bool>>,
+) {
     // rows of `mask` as slices: the engine's masks are already laid out so (no copy)
     let mask = mask.as_ref().map(|m| m.as_standard_layout());
     isa::vectorised(
@@ -165,11 +173,13 @@ fn softmax_rows(mut probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
                     row.to_slice()
                         .expect("a standard-layout array's row is contiguous")
                 });
-                match row.as_slice_mut() {
-                    Some(row) => masked_softmax_in_place(row, allowed),
+                let from = scores.as_ref().map(|s| s.row(i));
+                match (row.as_slice_mut(), from.as_ref().map(|f| f.as_slice())) {
+                    (Some(row), None) => masked_softmax_in_place(row, allowed),
+                    (Some(row), Some(Some(from))) => masked_softmax(from, row, allowed),
                     // a strided view (never the engine's own arrays): a contiguous copy
-                    None => {
-                        let mut copy = row.to_vec();
+                    _ => {
+                        let mut copy = from.map_or_else(|| row.to_vec(), |f| f.to_vec());
                         masked_softmax_in_place(&mut copy, allowed);
                         row.assign(&ndarray::ArrayView1::from(&copy));
                     }

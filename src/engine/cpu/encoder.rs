@@ -49,20 +49,40 @@ pub fn embed(w: &Embeddings, ids: ArrayView1<u32>, type_ids: ArrayView1<u32>) ->
     }
 }
 
-/// Position-wise feed-forward, returning `(dense₁(x), act(dense₁(x)), dense₂(act(dense₁(x))))`.
+/// The position-wise feed-forward's steps: `output = dense₂(act(dense₁(x)))`.
 ///
 /// # Shapes
-/// * `x`: `(T, D)` → `((T, intermediate), (T, intermediate), (T, D))`
+/// * `pre_activation`, `intermediate`: `(T, intermediate)`; `output`: `(T, D)`
+#[derive(Debug, Clone)]
+pub struct FeedForward {
+    /// `dense₁(x)` before the activation, when it was asked for (a traced layer): otherwise
+    /// the activation is applied in place, with no copy of it.
+    pub pre_activation: Option<Array2<f32>>,
+    /// `act(dense₁(x))`.
+    pub intermediate: Array2<f32>,
+    pub output: Array2<f32>,
+}
+
+/// Position-wise feed-forward; `keep_pre_activation` keeps `dense₁(x)` apart from its
+/// activation.
+///
+/// # Shapes
+/// * `x`: `(T, D)` → see [`FeedForward`]
 pub fn feed_forward(
     w: &LayerWeights,
     config: &Config,
     x: ArrayView2<f32>,
-) -> (Array2<f32>, Array2<f32>, Array2<f32>) {
-    let pre = linear(x, &w.intermediate); // (T, intermediate)
-    let mut h = pre.clone();
-    activate(&mut h, config.hidden_act);
-    let out = linear(h.view(), &w.output); // (T, D)
-    (pre, h, out)
+    keep_pre_activation: bool,
+) -> FeedForward {
+    let mut intermediate = linear(x, &w.intermediate); // (T, intermediate)
+    let pre_activation = keep_pre_activation.then(|| intermediate.clone());
+    activate(&mut intermediate, config.hidden_act);
+    let output = linear(intermediate.view(), &w.output); // (T, D)
+    FeedForward {
+        pre_activation,
+        intermediate,
+        output,
+    }
 }
 
 /// One encoder layer's output and what it computed on the way (see [`LayerTrace`] for the
@@ -77,14 +97,15 @@ pub struct LayerOutput {
     pub output: Array2<f32>,
     pub attention: Projections,
     pub attention_output: Array2<f32>,
-    /// `dense₁(·)` before the activation.
-    pub pre_activation: Array2<f32>,
+    /// `dense₁(·)` before the activation, kept when the layer is traced.
+    pub pre_activation: Option<Array2<f32>>,
     pub intermediate: Array2<f32>,
 }
 
 /// One encoder layer. `off`: the heads knocked out (see
 /// [`super::multi_head_attention`]); `scale`: what the scores are divided by; `heads`: where
-/// each head's probabilities (and scores) go.
+/// each head's probabilities (and scores) go; `traced`: whether the caller keeps what the
+/// layer computed on the way (the pre-activation is only kept then).
 ///
 /// * post-LN (BERT): `h = LN₁(x + MHA(x)); out = LN₂(h + FFN(h))`
 /// * pre-LN (the seeds): `h = x + MHA(LN₁(x)); out = h + FFN(LN₂(h))`
@@ -94,6 +115,7 @@ pub struct LayerOutput {
 /// # Shapes
 /// * `x`: `(T, D)`, `mask`: `(T, T)`, `off`: `(H,)` or empty, `arrays`: `(H, T, T)` each → see
 ///   [`LayerOutput`]
+#[allow(clippy::too_many_arguments)]
 pub fn encoder_layer(
     w: &LayerWeights,
     config: &Config,
@@ -102,6 +124,7 @@ pub fn encoder_layer(
     off: &[bool],
     scale: ScoreScale,
     arrays: HeadArrays,
+    traced: bool,
 ) -> Result<LayerOutput> {
     let heads = config.num_attention_heads;
     let mha = |x: ArrayView2<f32>, arrays: HeadArrays| {
@@ -111,13 +134,13 @@ pub fn encoder_layer(
         LayerNormOrder::Post => {
             let attn = mha(x, arrays)?;
             let h = layer_norm((&attn.output + &x).view(), &w.attention_norm);
-            let (pre_activation, intermediate, ff) = feed_forward(w, config, h.view());
+            let ff = feed_forward(w, config, h.view(), traced);
             Ok(LayerOutput {
-                output: layer_norm((ff + &h).view(), &w.output_norm),
+                output: layer_norm((ff.output + &h).view(), &w.output_norm),
                 attention: attn,
                 attention_output: h,
-                pre_activation,
-                intermediate,
+                pre_activation: ff.pre_activation,
+                intermediate: ff.intermediate,
             })
         }
         LayerNormOrder::Pre => {
@@ -125,14 +148,18 @@ pub fn encoder_layer(
             let n = normed.view();
             let attn = mha(n, arrays)?;
             let h = &attn.output + &x;
-            let (pre_activation, intermediate, ff) =
-                feed_forward(w, config, layer_norm(h.view(), &w.output_norm).view());
+            let ff = feed_forward(
+                w,
+                config,
+                layer_norm(h.view(), &w.output_norm).view(),
+                traced,
+            );
             Ok(LayerOutput {
-                output: ff + &h,
+                output: ff.output + &h,
                 attention: attn,
                 attention_output: h,
-                pre_activation,
-                intermediate,
+                pre_activation: ff.pre_activation,
+                intermediate: ff.intermediate,
             })
         }
     }
@@ -221,9 +248,23 @@ fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions
                     .as_mut()
                     .map(|sc| sc.slice_mut(s![i, layer, .., .., ..])),
             };
-            let out = encoder_layer(w, c, x.view(), Some(mask.item(i)), &off, opts.scale, arrays)?;
+            let traced = layer_trace.as_ref().is_some_and(|lt| lt.layer == layer);
+            let out = encoder_layer(
+                w,
+                c,
+                x.view(),
+                Some(mask.item(i)),
+                &off,
+                opts.scale,
+                arrays,
+                traced,
+            )?;
             if let Some(lt) = layer_trace.as_mut().filter(|lt| lt.layer == layer) {
                 let a = &out.attention;
+                let pre = out
+                    .pre_activation
+                    .as_ref()
+                    .expect("a traced layer keeps its pre-activation");
                 for (all, one) in [
                     (&mut lt.input, &x),
                     (&mut lt.q, &a.q),
@@ -231,7 +272,7 @@ fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions
                     (&mut lt.v, &a.v),
                     (&mut lt.context, &a.context),
                     (&mut lt.attention_output, &out.attention_output),
-                    (&mut lt.pre_activation, &out.pre_activation),
+                    (&mut lt.pre_activation, pre),
                     (&mut lt.intermediate, &out.intermediate),
                     (&mut lt.output, &out.output),
                 ] {

@@ -4,7 +4,7 @@ use ndarray::{Array2, ArrayView2, Axis, Zip};
 
 use rayon::prelude::*;
 
-use super::gemm::matmul;
+use super::gemm::matmul_new;
 use super::isa;
 use crate::model::weights::{LayerNorm, Linear};
 use crate::model::Activation;
@@ -14,9 +14,7 @@ use crate::model::Activation;
 /// # Shapes
 /// * `x`: `(T, in)` → `(T, out)`
 pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
-    let mut y = Array2::zeros((x.nrows(), l.bias.len()));
-    matmul(x, l.packed(), 1.0, Some(l.bias.view()), y.view_mut());
-    y
+    matmul_new(x, l.packed(), 1.0, Some(l.bias.view()))
 }
 
 /// LayerNorm over each row (biased variance, as PyTorch).
@@ -113,6 +111,41 @@ pub fn masked_softmax_in_place(row: &mut [f32], allowed: Option<&[bool]>) {
             }
         }
     }
+    softmax_in_place(row);
+}
+
+/// [`masked_softmax_in_place`] of `scores` written into `probs`, `scores` left as they are:
+/// `masked_fill` is the copy, so a kept row of scores costs no pass of its own. The same bits
+/// as copying `scores` into `probs` and calling [`masked_softmax_in_place`] on it.
+///
+/// # Shapes
+/// * `scores`, `probs`, `allowed`: `(n_k,)`
+#[inline(always)]
+pub fn masked_softmax(scores: &[f32], probs: &mut [f32], allowed: Option<&[bool]>) {
+    assert_eq!(
+        scores.len(),
+        probs.len(),
+        "softmax: the probabilities' row is not the scores' length"
+    );
+    match allowed {
+        Some(allowed) => {
+            assert_eq!(
+                scores.len(),
+                allowed.len(),
+                "softmax: the mask's row is not the row's length"
+            );
+            for ((p, &s), &ok) in probs.iter_mut().zip(scores).zip(allowed) {
+                *p = if ok { s } else { f32::NEG_INFINITY }; // masked_fill(mask == 0, -inf)
+            }
+        }
+        None => probs.copy_from_slice(scores),
+    }
+    softmax_in_place(probs);
+}
+
+/// Softmax of one row in place, `-inf` cells giving 0 (all zeros when every cell is `-inf`).
+#[inline(always)]
+fn softmax_in_place(row: &mut [f32]) {
     let max = fold_lanes(row, f32::NEG_INFINITY, f32::max);
     if max == f32::NEG_INFINITY {
         row.fill(0.0);
@@ -180,7 +213,7 @@ pub fn exp_nonpositive(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{erf, exp_nonpositive, gelu, masked_softmax_in_place};
+    use super::{erf, exp_nonpositive, gelu, masked_softmax, masked_softmax_in_place};
     use crate::engine::cpu::isa::{self, Isa};
 
     /// Values in about [-8, 8), from a fixed sequence.
@@ -256,6 +289,33 @@ mod tests {
         let mut row = vec![1.0, 2.0, 3.0];
         masked_softmax_in_place(&mut row, Some(&[false, false, false]));
         assert_eq!(row, [0.0, 0.0, 0.0]);
+        let mut probs = vec![7.0; 3];
+        masked_softmax(&[1.0, 2.0, 3.0], &mut probs, Some(&[false, false, false]));
+        assert_eq!(probs, [0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn masked_softmax_into_probs_is_the_same_bits_as_in_place_and_keeps_the_scores() {
+        for n in [1, 7, 16, 33, 512] {
+            let scores = values(n, 3 * n as u32);
+            let allowed: Vec<bool> = (0..n).map(|i| i % 4 != 2 || n == 1).collect();
+            for mask in [None, Some(allowed.as_slice())] {
+                for isa in Isa::available() {
+                    let mut in_place = scores.clone();
+                    let mut probs = vec![f32::NAN; n];
+                    isa::on(
+                        isa,
+                        #[inline(always)]
+                        || {
+                            masked_softmax_in_place(&mut in_place, mask);
+                            masked_softmax(&scores, &mut probs, mask);
+                        },
+                    );
+                    assert_eq!(probs, in_place, "n = {n}, {isa:?}, mask {}", mask.is_some());
+                    assert_eq!(scores, values(n, 3 * n as u32), "the scores were changed");
+                }
+            }
+        }
     }
 
     #[test]
