@@ -4,7 +4,7 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, textsOf, urlSource, shownOf } from './scope.js';
+import { connect, textsOf, urlSource, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
@@ -133,38 +133,48 @@ for (const ex of EXAMPLES) {
   $('example').append(o);
 }
 
+// Writes a text only where it differs: the same textContent set again still replaces the node,
+// and the browser restyles and lays it out again, at every keystroke.
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
 function status(el, msg) { // one short line, details on request
-  el.textContent = msg?.line ?? '';
+  setText(el, msg?.line ?? '');
   el.hidden = !msg;
 }
 
+// the stale views greyed while a run takes long (scope.js, BUSY_DELAY_MS); "computing…" keeps its box: no layout shift
+const showBusy = delayedBusy((busy) => {
+  document.body.classList.toggle('busy', busy);
+  $('busy').style.visibility = busy ? 'visible' : 'hidden';
+});
 function renderChrome(s, changed) {
   document.body.classList.toggle('presenter', s.presenter);
   $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || isSideBySide(s);
   $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
   const info = s.modelInfo;
-  $('model-name').textContent = info
+  setText($('model-name'), info
     ? `${info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
-    : s.loading ? `loading ${s.loading.name}…` : 'no model loaded';
+    : s.loading ? `loading ${s.loading.name}…` : 'no model loaded');
   $('model-name').classList.toggle('error-text', !info && !s.loading && !!s.modelError);
-  if (!info && !s.loading && s.modelError) $('model-name').textContent = 'no model loaded: see "Model and engine" below';
-  if (info) $('grid-caption').textContent = `${info.layers} layers × ${info.heads} heads (rows = layers)`;
+  if (!info && !s.loading && s.modelError) setText($('model-name'), 'no model loaded: see "Model and engine" below');
+  if (info) setText($('grid-caption'), `${info.layers} layers × ${info.heads} heads (rows = layers)`);
   $('progress-wrap').hidden = !s.loading;
   if (s.loading) {
     const mb = (n) => (n / 1048576).toFixed(1);
     $('progress').max = s.loading.total || 1;
     $('progress').value = s.loading.loaded || 0;
-    $('progress-text').textContent = s.loading.file ? `${s.loading.name} · ${s.loading.file}: ${mb(s.loading.loaded)} of ${s.loading.total ? mb(s.loading.total) : '?'} MB` : `${s.loading.name}…`;
+    setText($('progress-text'), s.loading.file ? `${s.loading.name} · ${s.loading.file}: ${mb(s.loading.loaded)} of ${s.loading.total ? mb(s.loading.total) : '?'} MB` : `${s.loading.name}…`);
   }
   status($('error'), s.modelError && { line: s.modelError.line + (info ? ` (still showing ${info.name})` : '') });
   const es = s.engineStatus;
-  $('engine-status').textContent = es?.line ?? '';
+  setText($('engine-status'), es?.line ?? '');
   $('engine-details').hidden = !es?.details;
-  $('engine-why').textContent = es?.details ?? '';
+  setText($('engine-why'), es?.details ?? '');
   const r = s.run;
-  $('backend').textContent = r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…');
-  document.body.classList.toggle('busy', s.busy);
-  $('busy').style.visibility = s.busy ? 'visible' : 'hidden'; // keeps its box: no layout shift a keystroke
+  setText($('backend'), r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…'));
+  showBusy(s.busy);
   // the input's own line: why nothing runs, what was cut, what answered instead
   const notes = [];
   if (s.runError) notes.push(s.runError.line);
@@ -185,7 +195,7 @@ function renderChrome(s, changed) {
     $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
   $('noscale-note').hidden = r?.scale !== 'none'; // the √d_k ablation: the head view shows unscaled attention
-  $('steps-caption').textContent = r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '';
+  setText($('steps-caption'), r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
   knockStatus(s);
   compareStatus(s);
 }
@@ -196,7 +206,7 @@ function knockStatus(s) {
   const r = s.run;
   $('knock-reset').hidden = !s.off.length;
   if (!s.off.length) {
-    $('knock-line').textContent = 'Alt-click a head to knock it out: its context is zeroed before the output projection, and every later layer feels it.';
+    setText($('knock-line'), 'Alt-click a head to knock it out: its context is zeroed before the output projection, and every later layer feels it.');
     return;
   }
   const names = s.off.map((k) => k.replace(/^(\d+):(\d+)$/, 'L$1 H$2')).join(', ');
@@ -210,7 +220,7 @@ function knockStatus(s) {
       line += ` Similarity between sentences (all heads → knocked out): ${pairs.join(', ')}.`;
     }
   }
-  $('knock-line').textContent = line;
+  setText($('knock-line'), line);
 }
 
 /** Compare mode's one line: what ΔA shows, or why the two are side by side. */
@@ -223,9 +233,9 @@ function compareStatus(s) {
   if (!c) return;
   const [a, b] = c.results.map((x) => x.length);
   if (a === b) {
-    $('compare-status').textContent = `Both sentences are ${a} tokens: the grid shows each head's largest |ΔA|, the head view ΔA = second − first (blue: the second attends more, red: less).`;
+    setText($('compare-status'), `Both sentences are ${a} tokens: the grid shows each head's largest |ΔA|, the head view ΔA = second − first (blue: the second attends more, red: less).`);
   } else {
-    $('compare-status').textContent = `The sentences tokenise to ${a} and ${b} tokens, so there is no cell-by-cell ΔA: they are shown side by side (first, then second).`;
+    setText($('compare-status'), `The sentences tokenise to ${a} and ${b} tokens, so there is no cell-by-cell ΔA: they are shown side by side (first, then second).`);
   }
 }
 

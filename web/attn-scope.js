@@ -12,7 +12,7 @@
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS } from './store.js';
-import { connect, urlSource } from './scope.js';
+import { connect, urlSource, delayedBusy } from './scope.js';
 import { published } from './result.js';
 
 const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'model', 'engine', 'editable'];
@@ -79,6 +79,7 @@ class AttnScope extends HTMLElement {
   start() {
     const intent = this.intent();
     this.$('.edit input').value = intent.sentences[0];
+    this.showBusy = delayedBusy((busy) => this.$('.view').classList.toggle('busy', busy)); // greyed while a run takes long
     this.store = createStore({
       ...INTENT_DEFAULTS, ...intent,
       modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null,
@@ -116,7 +117,7 @@ class AttnScope extends HTMLElement {
     const err = s.modelError?.line ?? s.runError?.line ?? '';
     this.$('.message').textContent = err;
     this.$('.message').hidden = !err;
-    this.$('.view').classList.toggle('busy', s.busy);
+    this.showBusy(s.busy);
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     if (changed.has('rendered') && s.run) {
       this.$('.view').classList.remove('pending');

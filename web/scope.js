@@ -1,6 +1,6 @@
 // What the page and every <attn-scope> element share: loading a checkpoint, running the engine
 // whenever the input changes (at once when it is idle, the latest input when it frees up), and
-// rendering the views that are shown, each in its own task so none blocks the page.
+// rendering the views that are shown, in slices of a few milliseconds so none blocks the page.
 
 import { engine, DEFAULT_MODEL } from './engine.js';
 import { MAX_BATCH } from './store.js';
@@ -30,6 +30,25 @@ export const VIEWS = {
   model: grid, head, lines, steps, heads, rollout: rolloutView, headB: head,
   ...Object.fromEntries(INSIDE.map((id, i) => [`inside:${id}`, INSIDE_VIEWS[i]])),
 };
+
+/**
+ * A run that answers within this long (a keystroke's, usually) changes nothing on screen but its
+ * result: greying the views and back for a few milliseconds would only flicker, and restyle the
+ * page while the engine works. A longer run greys the stale views.
+ */
+export const BUSY_DELAY_MS = 150;
+
+/** A setter for the busy veil: `apply(true)` once a run has been busy for BUSY_DELAY_MS, `apply(false)` at once. */
+export function delayedBusy(apply) {
+  let timer = 0, shown = false, busy = false;
+  return (now) => {
+    if (now === busy) return;
+    busy = now;
+    clearTimeout(timer);
+    if (busy) timer = setTimeout(() => { shown = true; apply(true); }, BUSY_DELAY_MS);
+    else if (shown) { shown = false; apply(false); }
+  };
+}
 
 /** The texts a state asks to run: the sentence, or up to MAX_BATCH non-blank lines. */
 export function textsOf(s) {
@@ -92,6 +111,8 @@ const channel = new MessageChannel();
 const waiting = [];
 channel.port1.onmessage = () => waiting.shift()?.();
 const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postMessage(null); });
+/** How long a render pass draws views in one task before it lets the page in (half a frame). */
+const SLICE_MS = 8;
 
 /**
  * Connects a store to the engine and to view containers.
@@ -149,7 +170,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     }
   }
 
-  // ---------- rendering: the views that are shown, each in its own task ----------
+  // ---------- rendering: the views that are shown, in tasks of at most SLICE_MS ----------
   let renderToken = 0;
   async function render(changed) {
     const s = store.get();
@@ -171,12 +192,16 @@ export function connect(store, { targets, layout, dropOld = true }) {
     const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', ...INSIDE.map((id) => `inside:${id}`)];
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
+    let slice = performance.now();
     for (const name of order) {
       const el = targets[name];
       if (!el || !opts[name] || (name === 'headB' ? !sideBySide : el.hidden)) continue;
-      if (!onlyHover) { // each view in a task of its own, apart from the one that brought the result
+      // views in one task while they are quick (one frame paints them all); past SLICE_MS the
+      // rest wait for a task of their own, so a long input's views never hold up the page
+      if (!onlyHover && performance.now() - slice > SLICE_MS) {
         await nextTask();
         if (token !== renderToken) return;
+        slice = performance.now();
       }
       const t0 = performance.now();
       // QKᵀ, the mask and the layer's insides are per piece: those views keep the piece run

@@ -307,7 +307,7 @@ test('run option scores: false returns the probabilities alone, the same as with
   await p.page.close();
 });
 
-test('auto keeps the faster engine and says why in one line; a run greys the stale views', async () => {
+test('auto keeps the faster engine and says why in one line; a long run greys the stale views', async () => {
   const p = await open('');
   const { page } = p;
   const s = await page.evaluate(() => window.attnscope.engine);
@@ -320,8 +320,9 @@ test('auto keeps the faster engine and says why in one line; a run greys the sta
     window.__busy = false;
     new MutationObserver(() => { if (document.body.classList.contains('busy')) window.__busy = true; }).observe(document.body, { attributes: true });
   });
-  await page.fill('#sentence', 'a new sentence to run');
-  await resultFor(page, '[CLS] a new sentence to run [SEP]');
+  // 400 tokens: a run far longer than the veil's delay (BUSY_DELAY_MS), which a keystroke's is not
+  await page.fill('#sentence', 'a new sentence to run '.repeat(80).trim());
+  await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.run?.T > 300 && !s.busy && s.rendered.startsWith(s.run.id + ':'); }, null, { timeout: 60000 });
   assert.equal(await page.evaluate(() => window.__busy), true, 'the page was marked busy while the run was under way');
   assert.equal(await page.evaluate(() => document.body.classList.contains('busy')), false);
   assertClean(p);
