@@ -112,6 +112,31 @@ impl PackedB {
     }
 }
 
+/// `α·A·B + bias` into a new `(m, n)` array, a large product's panels shared among the
+/// threads.
+///
+/// # Shapes
+/// * `a`: `(m, k)`, `b`: `(k, n)`, `bias`: `(n,)` → `(m, n)`
+pub fn matmul_new(
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    alpha: f32,
+    bias: Option<ArrayView1<f32>>,
+) -> Array2<f32> {
+    // zeros from fresh pages cost nothing more for a large array (calloc), little for a small one
+    let mut c = Array2::zeros((a.nrows(), b.n));
+    matmul_on(
+        Isa::best(),
+        Sharing::Threads,
+        a,
+        b,
+        alpha,
+        bias,
+        c.view_mut(),
+    );
+    c
+}
+
 /// `C = α·A·B + bias`, overwriting `C`, on the calling thread alone: for a caller that already
 /// shares its work among the threads (the attention heads), where splitting each of its
 /// products again would only add hand-overs.
@@ -139,37 +164,6 @@ enum Sharing {
     OneThread,
 }
 
-/// `α·A·B + bias` into a new `(m, n)` array, a large product's panels shared among the
-/// threads. The array is not zero-filled first: the product's first pass over `k` writes every
-/// element before any is read.
-///
-/// # Shapes
-/// * `a`: `(m, k)`, `b`: `(k, n)`, `bias`: `(n,)` → `(m, n)`
-pub fn matmul_new(
-    a: ArrayView2<f32>,
-    b: &PackedB,
-    alpha: f32,
-    bias: Option<ArrayView1<f32>>,
-) -> Array2<f32> {
-    let mut c = Array2::<f32>::uninit((a.nrows(), b.n));
-    let ldc = b.n;
-    // SAFETY: `c` is a new standard-layout (m, n) array with row stride n, which `product`
-    // writes in full (and reads nothing of before writing it).
-    unsafe {
-        product(
-            Isa::best(),
-            Sharing::Threads,
-            a,
-            b,
-            alpha,
-            bias,
-            c.as_mut_ptr().cast::<f32>(),
-            ldc,
-        );
-        c.assume_init()
-    }
-}
-
 /// `C = α·A·B + bias`, overwriting `C`, with the micro-kernel compiled for `isa`, which the
 /// CPU must run (the tests check every one the CPU has).
 fn matmul_on(
@@ -181,56 +175,21 @@ fn matmul_on(
     bias: Option<ArrayView1<f32>>,
     mut c: ArrayViewMut2<f32>,
 ) {
-    let (m, n) = (a.nrows(), b.n);
-    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
-    // the kernel writes rows of C with unit column stride
-    if c.strides()[1] == 1 && c.strides()[0] >= 0 {
-        let ldc = c.strides()[0] as usize;
-        // SAFETY: `c` is (m, n) with row stride ldc and unit column stride, borrowed mutably
-        unsafe { product(isa, sharing, a, b, alpha, bias, c.as_mut_ptr(), ldc) }
-    } else {
-        let mut o = Array2::<f32>::zeros((m, n));
-        // SAFETY: as above, for the standard-layout `o`
-        unsafe { product(isa, sharing, a, b, alpha, bias, o.as_mut_ptr(), n) }
-        c.assign(&o);
-    }
-}
-
-/// `C = α·A·B + bias` into `c`, which is written in full and read only where already written.
-///
-/// # Safety
-/// `c` must point to `m × n` writable `f32`s (`m` rows of `a`, `n` columns of `b`), row `i` at
-/// `c + i·ldc` with unit column stride, that nothing else reads or writes during the call. They
-/// may be uninitialised.
-#[allow(clippy::too_many_arguments)]
-unsafe fn product(
-    isa: Isa,
-    sharing: Sharing,
-    a: ArrayView2<f32>,
-    b: &PackedB,
-    alpha: f32,
-    bias: Option<ArrayView1<f32>>,
-    c: *mut f32,
-    ldc: usize,
-) {
     let (m, k) = a.dim();
     let n = b.n;
     assert_eq!(b.k, k, "matmul: A is {m}×{k} but B has {} rows", b.k);
-    if let Some(bias) = &bias {
-        assert_eq!(bias.len(), n, "matmul: the bias must have {n} values");
-    }
+    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        for i in 0..m {
-            for j in 0..n {
-                *c.add(i * ldc + j) = bias.as_ref().map_or(0.0, |b| b[j]);
-            }
+        match bias {
+            Some(bias) => c.rows_mut().into_iter().for_each(|mut r| r.assign(&bias)),
+            None => c.fill(0.0),
         }
         return;
     }
-    // the kernel reads rows of A with unit column stride
+    // the kernel reads rows of A and writes rows of C with unit column stride
     let a_owned;
     let a = if a.strides()[1] == 1 && a.strides()[0] >= 0 {
         a
@@ -245,37 +204,48 @@ unsafe fn product(
     let bias = bias_owned
         .as_deref()
         .or(bias.as_ref().and_then(|b| b.as_slice()));
-    let job = Job {
-        a: a.as_ptr(),
-        lda: a.strides()[0] as usize,
-        m,
-        k,
-        n,
-        b,
-        alpha,
-        bias,
-        c,
-        ldc,
-    };
-    let panels = n.div_ceil(NR);
-    // the panels shared out among the threads, where there is enough work to share
-    let parts = if sharing == Sharing::Threads && m * n * k >= PARALLEL_MIN_WORK {
-        rayon::current_num_threads().min(panels)
-    } else {
-        1
-    };
-    let run_part = |part: usize| {
-        let range = panels * part / parts..panels * (part + 1) / parts;
-        // SAFETY: `job` describes `a` (m × k, row stride lda, unit column stride), `b` (k × n,
-        // packed) and `c` (m × n, row stride ldc, unit column stride, the caller's to write);
-        // each part writes only the columns of its own panels, the first pass over k
-        // overwriting them.
-        unsafe { run(&job, range, isa) }
-    };
-    if parts == 1 {
-        run_part(0);
-    } else {
-        (0..parts).into_par_iter().for_each(run_part);
+    let c_contiguous = c.strides()[1] == 1 && c.strides()[0] >= 0;
+    let mut c_owned = (!c_contiguous).then(|| Array2::<f32>::zeros((m, n)));
+    {
+        let (c_ptr, ldc) = match c_owned.as_mut() {
+            Some(o) => (o.as_mut_ptr(), n),
+            None => (c.as_mut_ptr(), c.strides()[0] as usize),
+        };
+        let job = Job {
+            a: a.as_ptr(),
+            lda: a.strides()[0] as usize,
+            m,
+            k,
+            n,
+            b,
+            alpha,
+            bias,
+            c: c_ptr,
+            ldc,
+        };
+        let panels = n.div_ceil(NR);
+        // the panels shared out among the threads, where there is enough work to share
+        let parts = if sharing == Sharing::Threads && m * n * k >= PARALLEL_MIN_WORK {
+            rayon::current_num_threads().min(panels)
+        } else {
+            1
+        };
+        let run_part = |part: usize| {
+            let range = panels * part / parts..panels * (part + 1) / parts;
+            // SAFETY: `job` describes `a` (m × k, row stride lda, unit column stride), `b`
+            // (k × n, packed) and `c` (m × n, row stride ldc, unit column stride) as checked
+            // above; `c` is borrowed mutably for the call, and each part writes only the
+            // columns of its own panels.
+            unsafe { run(&job, range, isa) }
+        };
+        if parts == 1 {
+            run_part(0);
+        } else {
+            (0..parts).into_par_iter().for_each(run_part);
+        }
+    }
+    if let Some(o) = c_owned {
+        c.assign(&o);
     }
 }
 
@@ -304,7 +274,7 @@ unsafe impl Sync for Job<'_> {}
 /// The micro-kernel compiled for `isa`, over the panels in `panels`.
 ///
 /// # Safety
-/// `job` must describe valid matrices (see [`product`]), and the CPU must run `isa`.
+/// `job` must describe valid matrices (see [`matmul_on`]), and the CPU must run `isa`.
 unsafe fn run(job: &Job, panels: Range<usize>, isa: Isa) {
     match isa {
         #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
@@ -628,8 +598,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_array_is_the_same_bits_as_one_filled_first() {
-        // k = 600 spans three passes over k (KC = 256): the later ones add to what the first wrote
+    fn a_new_array_is_the_same_bits_as_a_product_into_a_view() {
         for (m, k, n) in [(1, 5, 3), (13, 600, 37), (100, 384, 1536)] {
             let (a, b) = (filled(m, k, 7), filled(k, n, 8));
             let bias = filled(1, n, 9).row(0).to_owned();
