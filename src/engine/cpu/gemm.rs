@@ -451,6 +451,7 @@ unsafe fn accumulate<const R: usize, const FMA: bool>(job: &Job, t: &Tile) -> [[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray::{s, Array1, Array2};
 
     /// The product into a view, its panels shared among the threads.
     fn matmul(
@@ -462,7 +463,6 @@ mod tests {
     ) {
         matmul_on(Isa::best(), Sharing::Threads, a, b, alpha, bias, c)
     }
-    use ndarray::{s, Array1, Array2};
 
     /// A plain triple loop in f64: the reference.
     fn reference(
