@@ -144,11 +144,8 @@ function status(el, msg) { // one short line, details on request
   el.hidden = !msg;
 }
 
-// the stale views greyed while a run takes long (scope.js, BUSY_DELAY_MS); "computing…" keeps its box: no layout shift
-const showBusy = delayedBusy((busy) => {
-  document.body.classList.toggle('busy', busy);
-  $('busy').style.visibility = busy ? 'visible' : 'hidden';
-});
+// the stale views greyed and "computing…" shown (style.css) while a run takes long (scope.js, BUSY_DELAY_MS)
+const showBusy = delayedBusy((busy) => document.body.classList.toggle('busy', busy));
 function renderChrome(s, changed) {
   document.body.classList.toggle('presenter', s.presenter);
   $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || isSideBySide(s);

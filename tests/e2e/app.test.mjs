@@ -316,15 +316,28 @@ test('auto keeps the faster engine and says why in one line; a long run greys th
   const [cpuMs, gpuMs] = [s.details.match(/CPU ([\d.]+) (m?s)/), s.details.match(/WebGPU \(.*\) ([\d.]+) (m?s)/)].map((m) => Number(m[1]) * (m[2] === 's' ? 1000 : 1));
   const chose = (await page.evaluate(() => window.attnscope.result.backend)) === 'cpu' ? 'cpu' : 'gpu';
   assert.equal(chose, cpuMs <= gpuMs ? 'cpu' : 'gpu', `auto kept the faster engine (CPU ${cpuMs} ms, WebGPU ${gpuMs} ms)`);
+  // a quick run (the first, and a few words typed) shows no "computing…" once it is done
+  const noteShown = () => page.evaluate(() => getComputedStyle(document.getElementById('busy')).visibility === 'visible');
+  assert.equal(await noteShown(), false, '"computing…" is hidden after the first run');
+  await page.fill('#sentence', 'a short one');
+  await resultFor(page, '[CLS] a short one [SEP]');
+  assert.equal(await noteShown(), false, '"computing…" is hidden after a quick run');
   await page.evaluate(() => {
     window.__busy = false;
-    new MutationObserver(() => { if (document.body.classList.contains('busy')) window.__busy = true; }).observe(document.body, { attributes: true });
+    window.__note = false;
+    new MutationObserver(() => {
+      if (!document.body.classList.contains('busy')) return;
+      window.__busy = true;
+      window.__note ||= getComputedStyle(document.getElementById('busy')).visibility === 'visible';
+    }).observe(document.body, { attributes: true });
   });
   // 400 tokens: a run far longer than the veil's delay (BUSY_DELAY_MS), which a keystroke's is not
   await page.fill('#sentence', 'a new sentence to run '.repeat(80).trim());
   await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.run?.T > 300 && !s.busy && s.rendered.startsWith(s.run.id + ':'); }, null, { timeout: 60000 });
   assert.equal(await page.evaluate(() => window.__busy), true, 'the page was marked busy while the run was under way');
+  assert.equal(await page.evaluate(() => window.__note), true, '"computing…" was shown while the run was under way');
   assert.equal(await page.evaluate(() => document.body.classList.contains('busy')), false);
+  assert.equal(await noteShown(), false, '"computing…" is hidden once the run is done');
   assertClean(p);
   await page.close();
 });
