@@ -149,8 +149,8 @@ export function drawCrosshair(ctx, g, cell, colour = '#f59e0b') {
   ctx.strokeRect(g.x0 + (k - g.k0) * g.cell, g.y0, g.cell, g.size);
 }
 
-/** How long `inTasks` runs steps in one task before it lets the page in (half a frame). */
-const SLICE_MS = 8;
+/** How long a render pass, or `inTasks`, works in one task before it lets the page in (half a frame). */
+export const SLICE_MS = 8;
 
 /**
  * Runs `steps` in tasks of at most about SLICE_MS (a newer call for the same `owner` cancels the

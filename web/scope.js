@@ -4,7 +4,7 @@
 
 import { engine, DEFAULT_MODEL } from './engine.js';
 import { MAX_BATCH } from './store.js';
-import { measure } from './canvas.js';
+import { measure, SLICE_MS } from './canvas.js';
 import * as grid from './views/grid.js';
 import * as head from './views/head.js';
 import * as lines from './views/lines.js';
@@ -40,13 +40,13 @@ export const BUSY_DELAY_MS = 150;
 
 /** A setter for the busy veil: `apply(true)` once a run has been busy for BUSY_DELAY_MS, `apply(false)` at once. */
 export function delayedBusy(apply) {
-  let timer = 0, shown = false, busy = false;
+  let timer = 0, busy = false;
   return (now) => {
     if (now === busy) return;
     busy = now;
     clearTimeout(timer);
-    if (busy) timer = setTimeout(() => { shown = true; apply(true); }, BUSY_DELAY_MS);
-    else if (shown) { shown = false; apply(false); }
+    if (busy) timer = setTimeout(() => apply(true), BUSY_DELAY_MS);
+    else apply(false); // a class toggled off that was never on: no restyle
   };
 }
 
@@ -111,8 +111,6 @@ const channel = new MessageChannel();
 const waiting = [];
 channel.port1.onmessage = () => waiting.shift()?.();
 const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postMessage(null); });
-/** How long a render pass draws views in one task before it lets the page in (half a frame). */
-const SLICE_MS = 8;
 
 /**
  * Connects a store to the engine and to view containers.
