@@ -118,7 +118,7 @@ try {
           await m.default();
           if (threads > 1) await m.initThreadPool(threads);
           const get = async (f) => new Uint8Array(await (await fetch(location.origin + '/model/' + f)).arrayBuffer());
-          const s = await m.loadSession('bench', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
+          const s = await m.loadSession('bench', await get('config.json'), m.WeightsFile.fromBytes('model.safetensors', await get('model.safetensors')), await get('tokenizer.json'), 'cpu');
           // "the" is one word piece: T − 2 of them between [CLS] and [SEP] are T tokens
           const run = async (t) => {
             const r = await s.run([Array(t - 2).fill('the').join(' ')], undefined, 'padding', 'cpu', options);

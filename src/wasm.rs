@@ -16,7 +16,9 @@ use crate::analysis::stack::layer_similarity;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, ScoreScale, TraceOptions};
 use crate::masks::{Mask, MaskKind};
-use crate::model::{limits, Encoded, Model, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
+use crate::model::{
+    limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
+};
 use crate::report::{item_attention, ItemInput, ModelInfo, RunInfo};
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
@@ -131,20 +133,79 @@ pub struct Session {
     runner: Runner,
 }
 
-/// Loads a checkpoint from its three files; `backend` is `cpu`, `gpu` or `auto`.
-#[wasm_bindgen(js_name = loadSession)]
-pub async fn load_session(
+/// A checkpoint's `model.safetensors` in wasm memory (`new WeightsFile(name, length)`), which
+/// the worker fills chunk by chunk as it reads the file (`write`), so that the file is never
+/// whole in JavaScript and then copied in; the sessions loaded from it share its f32 matrices
+/// ([`WeightsFile`]). `free()` it when no new session will be loaded from it.
+#[wasm_bindgen(js_name = WeightsFile)]
+pub struct WeightsBuffer {
+    file: WeightsFile,
+    /// The file as errors name it.
     name: String,
-    config_json: Vec<u8>,
-    safetensors: Vec<u8>,
-    tokenizer_json: Vec<u8>,
+}
+
+#[wasm_bindgen(js_class = WeightsFile)]
+impl WeightsBuffer {
+    /// `length` zero bytes; an error naming `name` when `length` is over the limit for the
+    /// weights (nothing is allocated then).
+    #[wasm_bindgen(constructor)]
+    pub fn new(name: String, length: usize) -> Result<WeightsBuffer, JsError> {
+        let file = WeightsFile::zeroed(length, &name).map_err(js_err)?;
+        Ok(Self { file, name })
+    }
+
+    /// A copy of `bytes` (the file as the page holds it, e.g. one a user dropped).
+    #[wasm_bindgen(js_name = fromBytes)]
+    pub fn from_bytes(name: String, bytes: &Uint8Array) -> Result<WeightsBuffer, JsError> {
+        let mut w = Self::new(name, bytes.length() as usize)?;
+        bytes.copy_to(w.file.bytes_mut());
+        Ok(w)
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn length(&self) -> usize {
+        self.file.len()
+    }
+
+    /// Copies `chunk` into the file at byte `offset`.
+    pub fn write(&mut self, offset: usize, chunk: &Uint8Array) -> Result<(), JsError> {
+        let end = offset.checked_add(chunk.length() as usize);
+        match end.and_then(|end| self.file.bytes_mut().get_mut(offset..end)) {
+            Some(dst) => {
+                chunk.copy_to(dst);
+                Ok(())
+            }
+            None => Err(JsError::new(&format!(
+                "{}: {} bytes at offset {offset} go past the file's {} bytes",
+                self.name,
+                chunk.length(),
+                self.file.len()
+            ))),
+        }
+    }
+}
+
+/// Loads a checkpoint from its three files; `backend` is `cpu`, `gpu` or `auto`. The model is
+/// read before this returns (its errors are thrown here); the promise resolves to the
+/// [`Session`] once the backend is up. The session shares the weights file's matrices; the file
+/// stays the caller's, to `free()` whenever it likes.
+#[wasm_bindgen(js_name = loadSession)]
+pub fn load_session(
+    name: String,
+    config_json: &[u8],
+    safetensors: &WeightsBuffer,
+    tokenizer_json: &[u8],
     backend: String,
-) -> Result<Session, JsError> {
+) -> Result<js_sys::Promise, JsError> {
     let choice: BackendChoice = backend.parse().map_err(js_err)?;
     let model =
-        Model::from_bytes(&name, &config_json, &safetensors, &tokenizer_json).map_err(js_err)?;
-    let runner = Runner::new(model, choice).await.map_err(js_err)?;
-    Ok(Session { runner })
+        Model::load(&name, config_json, &safetensors.file, tokenizer_json).map_err(js_err)?;
+    Ok(wasm_bindgen_futures::future_to_promise(async move {
+        let runner = Runner::new(model, choice)
+            .await
+            .map_err(|e| JsValue::from(js_err(e)))?;
+        Ok(Session { runner }.into())
+    }))
 }
 
 impl Session {

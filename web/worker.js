@@ -10,6 +10,7 @@
 import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
+const WEIGHTS = 'model.safetensors'; // kept in wasm memory as a WeightsFile, the others as bytes
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
 
@@ -32,12 +33,12 @@ function chooseBuild(asked) {
 }
 const WASM_BUILD = chooseBuild(new URL(self.location.href).searchParams.get('wasm'));
 const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
-let loadSession, fileLimits, scalingExperiment; // bound once the build has loaded
+let loadSession, fileLimits, scalingExperiment, WeightsFile; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
-  ({ loadSession, fileLimits, scalingExperiment } = m);
+  ({ loadSession, fileLimits, scalingExperiment, WeightsFile } = m);
   return { m, wasm };
 });
 // ... and its threads started (the threaded build): enough to build a session and run it.
@@ -86,8 +87,9 @@ function safetensorsSize(head, file) {
   return 8 + n + end;
 }
 
-/** One file of a checkpoint, from Cache Storage or the network; a lock per URL makes a second
- *  document (an iframe) wait for the first download and then read it from the cache. */
+/** One file of a checkpoint, from Cache Storage or the network: its bytes, or for the weights a
+ *  WeightsFile in wasm memory (the caller frees it). A lock per URL makes a second document (an
+ *  iframe) wait for the first download and then read it from the cache. */
 async function fetchFile(url, file, onBytes, signal, refresh) {
   const limit = limits[file];
   const work = async () => {
@@ -95,6 +97,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (cache && !refresh) {
       const hit = await cache.match(url);
       if (hit) {
+        if (file === WEIGHTS) return readWeights(await hit.blob(), file, onBytes);
         const bytes = new Uint8Array(await hit.arrayBuffer());
         onBytes(bytes.length, bytes.length);
         return bytes;
@@ -141,9 +144,33 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (total && loaded !== total) throw new Error(`${file}: got ${loaded} bytes, the server announced ${total}`);
     const bytes = concat(chunks, loaded);
     if (cache) await cache.put(url, new Response(bytes)).catch(() => {});
-    return bytes;
+    return file === WEIGHTS ? WeightsFile.fromBytes(file, bytes) : bytes;
   };
   return self.navigator.locks ? navigator.locks.request(`attnscope:${url}`, work) : work();
+}
+
+/** A cached model.safetensors read into wasm memory chunk by chunk as Cache Storage hands it
+ *  over, so the 90 MB are never whole in JavaScript and then copied in (and the model's
+ *  matrices are then read in place: `WeightsFile` in src/model/weights.rs). */
+async function readWeights(blob, file, onBytes) {
+  if (blob.size > limits[file]) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the limit of ${mb(limits[file])}`);
+  const weights = new WeightsFile(file, blob.size);
+  try {
+    const reader = blob.stream().getReader();
+    let at = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      weights.write(at, value); // an error past the end
+      at += value.length;
+    }
+    if (at !== blob.size) throw new Error(`${file}: the cache gave ${at} bytes of ${blob.size}`);
+    onBytes(at, at);
+    return weights;
+  } catch (e) {
+    weights.free();
+    throw e;
+  }
 }
 
 function concat(chunks, n = chunks.reduce((a, c) => a + c.length, 0)) {
@@ -157,12 +184,15 @@ async function download(key, base, refresh) {
   const root = base.endsWith('/') ? base : base + '/';
   const ctl = new AbortController();
   aborts.set(key, ctl);
+  const out = [];
   try {
-    const out = [];
     for (const f of FILES) {
       out.push(await fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), ctl.signal, refresh));
     }
     return out;
+  } catch (e) {
+    out[1]?.free();
+    throw e;
   } finally {
     aborts.delete(key);
   }
@@ -202,7 +232,23 @@ async function makeSession({ name, bytes: [config, weights, tokenizer] }, backen
 function drop(key) {
   const s = sessions.get(key);
   if (s) { s.session.free(); sessions.delete(key); }
+  forget(key);
+}
+
+/** Lets a checkpoint's files go (its weights file is wasm memory; a session of it keeps the
+ *  matrices it shares). */
+function forget(key) {
+  checkpoints.get(key)?.bytes[1].free();
   checkpoints.delete(key);
+}
+
+/** A checkpoint's files as the page handed them over (ArrayBuffers), the weights into wasm memory. */
+function fromFiles(files) {
+  const bytes = FILES.map((f) => new Uint8Array(files[f]));
+  const over = FILES.findIndex((f, i) => bytes[i].length > limits[f]);
+  if (over >= 0) throw new Error(`${FILES[over]}: the file is ${bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+  bytes[1] = WeightsFile.fromBytes(WEIGHTS, bytes[1]);
+  return bytes;
 }
 
 /** Loads a checkpoint. The sessions it replaces (the same key's, and with `exclusive` every
@@ -213,22 +259,27 @@ async function load(msg) {
   const current = sessions.get(msg.key);
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
-  const cp = reuse ? known : { name: msg.name, bytes: msg.files ? FILES.map((f) => new Uint8Array(msg.files[f])) : await download(msg.key, msg.base, msg.refresh) };
+  const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh) };
   const over = FILES.findIndex((f, i) => cp.bytes[i].length > limits[f]);
-  if (over >= 0) throw new Error(`${FILES[over]}: the file is ${cp.bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+  if (over >= 0) {
+    if (cp !== known) cp.bytes[1].free();
+    throw new Error(`${FILES[over]}: the file is ${cp.bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+  }
   await wasmReady;
   const replaced = [...sessions.entries()].filter(([k]) => k === msg.key || msg.exclusive);
   for (const [k, s] of replaced) { s.session.free(); sessions.delete(k); }
   try {
     const next = await makeSession(cp, msg.backend);
-    for (const [k] of replaced) if (k !== msg.key) checkpoints.delete(k);
+    for (const [k] of replaced) if (k !== msg.key) forget(k);
+    if (known && known !== cp) forget(msg.key);
     checkpoints.set(msg.key, cp);
     sessions.set(msg.key, next);
     return next;
   } catch (e) {
     for (const [k, s] of replaced) {
-      try { sessions.set(k, await makeSession(checkpoints.get(k), s.backend)); } catch { checkpoints.delete(k); }
+      try { sessions.set(k, await makeSession(checkpoints.get(k), s.backend)); } catch { forget(k); }
     }
+    if (cp !== known) cp.bytes[1].free();
     throw e;
   }
 }

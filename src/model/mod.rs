@@ -7,7 +7,7 @@ pub mod weights;
 
 pub use config::{Activation, Config, LayerNormOrder};
 pub use tokenizer::{Encoded, TextTokenizer};
-pub use weights::BertWeights;
+pub use weights::{BertWeights, WeightsFile};
 
 use crate::error::{Error, Result};
 
@@ -25,22 +25,30 @@ pub struct Model {
 }
 
 impl Model {
-    /// Loads a checkpoint from the bytes of its three files (the browser hands us bytes).
-    /// `name` prefixes the file names in errors. Every size is checked against its limit
-    /// ([`limits`]) before anything is allocated from it.
+    /// Loads a checkpoint from the bytes of its three files. `name` prefixes the file names in
+    /// errors. Every size is checked against its limit ([`limits`]) before anything is
+    /// allocated from it. The weights are copied once, into a [`WeightsFile`]; [`Model::load`]
+    /// takes one already filled.
     pub fn from_bytes(
         name: &str,
         config_json: &[u8],
         safetensors: &[u8],
         tokenizer_json: &[u8],
     ) -> Result<Self> {
-        let file = |f: &str| {
-            if name.is_empty() {
-                f.to_owned()
-            } else {
-                format!("{name}/{f}")
-            }
-        };
+        let weights = WeightsFile::from_bytes(safetensors, &file_name(name, WEIGHTS_FILE))?;
+        Self::load(name, config_json, &weights, tokenizer_json)
+    }
+
+    /// Loads a checkpoint from its config and tokenizer bytes and its weights file, whose f32
+    /// matrices the model then shares rather than copies (the browser's worker writes the file
+    /// into a [`WeightsFile`] as it reads it). `name` prefixes the file names in errors.
+    pub fn load(
+        name: &str,
+        config_json: &[u8],
+        safetensors: &WeightsFile,
+        tokenizer_json: &[u8],
+    ) -> Result<Self> {
+        let file = |f: &str| file_name(name, f);
         let config = Config::from_json(config_json, &file(CONFIG_FILE))?;
         if let Some(t) = &config.model_type {
             if t.contains("roberta") || t.contains("distilbert") {
@@ -96,20 +104,44 @@ impl Model {
                 });
             }
             // Never more than the limit and one byte, even from a file that grows or is not
-            // a regular file; `from_bytes` refuses what is over.
+            // a regular file; `load` refuses what is over.
             let mut bytes = Vec::with_capacity(len as usize);
             file.take(limit as u64 + 1)
                 .read_to_end(&mut bytes)
                 .map_err(io)?;
             Ok(bytes)
         };
-        let (c, w, t) = (
+        let (c, t) = (
             read(CONFIG_FILE, limits::MAX_CONFIG_BYTES)?,
-            read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?,
             read(TOKENIZER_FILE, limits::MAX_TOKENIZER_BYTES)?,
         );
         let name = dir.display().to_string();
-        Self::from_bytes(&name, &c, &w, &t)
+        let path = dir.join(WEIGHTS_FILE);
+        let w = match std::fs::metadata(&path) {
+            // a regular file is read straight into the weights' storage
+            Ok(meta) if meta.is_file() && meta.len() <= limits::MAX_WEIGHTS_BYTES as u64 => {
+                let io = |source| Error::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
+                let mut file = std::fs::File::open(&path).map_err(io)?;
+                let mut w = WeightsFile::zeroed(meta.len() as usize, &path.display().to_string())?;
+                file.read_exact(w.bytes_mut()).map_err(io)?;
+                match file.read(&mut [0u8]).map_err(io)? {
+                    0 => w,
+                    // it grew while we read it: read it as any other stream
+                    _ => WeightsFile::from_bytes(
+                        &read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?,
+                        &path.display().to_string(),
+                    )?,
+                }
+            }
+            _ => WeightsFile::from_bytes(
+                &read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?,
+                &path.display().to_string(),
+            )?,
+        };
+        Self::load(&name, &c, &w, &t)
     }
 
     /// Name shown to users: the folder's last component.
@@ -119,5 +151,14 @@ impl Model {
             .rsplit('/')
             .next()
             .unwrap_or(&self.name)
+    }
+}
+
+/// `name/file`, or `file` alone for a nameless checkpoint: how errors name a checkpoint's files.
+fn file_name(name: &str, file: &str) -> String {
+    if name.is_empty() {
+        file.to_owned()
+    } else {
+        format!("{name}/{file}")
     }
 }

@@ -4,7 +4,7 @@
 //! the checkpoint's own names; the math (`engine`) never sees the file format.
 
 use half::{bf16, f16};
-use ndarray::{Array1, Array2, ArrayD, IxDyn};
+use ndarray::{s, ArcArray1, ArcArray2, ArcArrayD, Array1, ArrayD, IxDyn};
 use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
@@ -13,9 +13,77 @@ use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTE
 use crate::engine::cpu::gemm::PackedB;
 use crate::error::{Error, Result};
 
+/// The bytes of a `model.safetensors` file, kept in 4-byte-aligned storage so that its
+/// little-endian f32 tensors are read in place: a model's matrices are views into this one
+/// buffer (shared and reference-counted, like candle's memory-mapped safetensors), not copies
+/// of it. A 90 MB checkpoint then takes 90 MB once loaded, not twice that while it loads, and
+/// nothing is copied or zero-filled twice; in the browser the worker writes the file into it
+/// straight from Cache Storage or the network.
+#[derive(Clone)]
+pub struct WeightsFile {
+    /// The file's bytes, padded to whole words with zeros.
+    words: ArcArray1<f32>,
+    len: usize,
+}
+
+impl WeightsFile {
+    /// A file of `len` zero bytes, to be filled through [`WeightsFile::bytes_mut`]; `file`
+    /// names it in the error when `len` is over [`MAX_WEIGHTS_BYTES`] (nothing is allocated then).
+    pub fn zeroed(len: usize, file: &str) -> Result<Self> {
+        if len > MAX_WEIGHTS_BYTES {
+            return Err(Error::Safetensors {
+                file: file.into(),
+                msg: file_too_big(len as u64, MAX_WEIGHTS_BYTES),
+            });
+        }
+        Ok(Self {
+            words: ArcArray1::zeros(len.div_ceil(4)),
+            len,
+        })
+    }
+
+    /// A copy of `bytes` (the size checked as by [`WeightsFile::zeroed`]).
+    pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Self> {
+        let mut w = Self::zeroed(bytes.len(), file)?;
+        w.bytes_mut().copy_from_slice(bytes);
+        Ok(w)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        let words = self.words.as_slice().expect("one contiguous buffer");
+        &bytemuck::cast_slice(words)[..self.len]
+    }
+
+    /// The bytes to write the file into. A model loaded from this file shares its storage, so
+    /// this copies the storage first if one does (it never should: fill, then load).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let words = self.words.as_slice_mut().expect("one contiguous buffer");
+        &mut bytemuck::cast_slice_mut(words)[..self.len]
+    }
+
+    /// `count` f32 values starting `offset` bytes into the file, shared with it, when the
+    /// offset is word-aligned and the machine little-endian (as safetensors stores them).
+    fn f32_view(&self, offset: usize, count: usize) -> Option<ArcArray1<f32>> {
+        let aligned = offset.is_multiple_of(4) && offset + 4 * count <= self.len;
+        (aligned && cfg!(target_endian = "little")).then(|| {
+            let first = offset / 4;
+            self.words.clone().slice_move(s![first..first + count])
+        })
+    }
+}
+
 /// The tensors of one safetensors file, and the prefix (`""`, `"bert."`, ...) of its encoder keys.
 pub struct Tensors<'a> {
     st: SafeTensors<'a>,
+    source: &'a WeightsFile,
     file: String,
     prefix: String,
 }
@@ -23,10 +91,11 @@ pub struct Tensors<'a> {
 const ANCHOR: &str = "embeddings.word_embeddings.weight";
 
 impl<'a> Tensors<'a> {
-    /// Parses a safetensors buffer; `file` names it in errors. Its size and its header's are
+    /// Parses a safetensors file; `file` names it in errors. Its size and its header's are
     /// checked against [`MAX_WEIGHTS_BYTES`] and [`MAX_SAFETENSORS_HEADER_BYTES`] first, and
     /// the header must describe the file exactly: no bytes missing, none trailing.
-    pub fn new(bytes: &'a [u8], file: &str) -> Result<Self> {
+    pub fn new(source: &'a WeightsFile, file: &str) -> Result<Self> {
+        let bytes = source.bytes();
         let bad = |msg: String| Error::Safetensors {
             file: file.into(),
             msg,
@@ -77,6 +146,7 @@ impl<'a> Tensors<'a> {
             })?;
         Ok(Self {
             st,
+            source,
             file: file.into(),
             prefix,
         })
@@ -100,8 +170,9 @@ impl<'a> Tensors<'a> {
         self.st.tensor(key).is_ok()
     }
 
-    /// Reads `key` (a full key, without the model prefix added) as f32 with the expected shape.
-    fn read(&self, key: &str, expected: &[usize]) -> Result<ArrayD<f32>> {
+    /// Reads `key` (a full key, without the model prefix added) as f32 with the expected shape:
+    /// a view into the file where it holds aligned f32 values, else converted into a new array.
+    fn read(&self, key: &str, expected: &[usize]) -> Result<ArcArrayD<f32>> {
         let view = self.st.tensor(key).map_err(|_| Error::MissingTensor {
             file: self.file.clone(),
             key: key.into(),
@@ -115,17 +186,20 @@ impl<'a> Tensors<'a> {
             });
         }
         let data = view.data();
+        let offset = data.as_ptr() as usize - self.source.bytes().as_ptr() as usize;
         let values: Vec<f32> = match view.dtype() {
-            Dtype::F32 => {
-                // one copy of the little-endian bytes (a memcpy; the file can be 100 MB)
-                let mut v = vec![0f32; data.len() / 4];
-                bytemuck::cast_slice_mut::<f32, u8>(&mut v).copy_from_slice(data);
-                if cfg!(target_endian = "big") {
-                    v.iter_mut()
-                        .for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
+            Dtype::F32 => match self.source.f32_view(offset, data.len() / 4) {
+                Some(shared) => {
+                    return Ok(shared
+                        .into_shape_with_order(IxDyn(expected))
+                        .expect("the safetensors crate checked the shape against the bytes"))
                 }
-                v
-            }
+                // an unaligned tensor (or a big-endian machine): one copy of its bytes
+                None => data
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            },
             Dtype::F16 => data
                 .chunks_exact(2)
                 .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
@@ -142,22 +216,27 @@ impl<'a> Tensors<'a> {
                 })
             }
         };
-        ArrayD::from_shape_vec(IxDyn(expected), values).map_err(|_| Error::TensorShape {
-            file: self.file.clone(),
-            key: key.into(),
-            expected: expected.to_vec(),
-            found: vec![data.len()],
-        })
+        ArrayD::from_shape_vec(IxDyn(expected), values)
+            .map(ArrayD::into_shared)
+            .map_err(|_| Error::TensorShape {
+                file: self.file.clone(),
+                key: key.into(),
+                expected: expected.to_vec(),
+                found: vec![data.len()],
+            })
     }
 
+    /// A vector (a bias, a LayerNorm's scale or shift): a copy of its own, a few hundred values.
     fn read1(&self, key: &str, n: usize) -> Result<Array1<f32>> {
         Ok(self
             .read(key, &[n])?
+            .into_owned()
             .into_dimensionality()
             .expect("shape checked"))
     }
 
-    fn read2(&self, key: &str, rows: usize, cols: usize) -> Result<Array2<f32>> {
+    /// A matrix, shared with the file where it can be.
+    fn read2(&self, key: &str, rows: usize, cols: usize) -> Result<ArcArray2<f32>> {
         Ok(self
             .read(key, &[rows, cols])?
             .into_dimensionality()
@@ -228,11 +307,12 @@ fn size_mismatch(bytes: &[u8], header_len: usize) -> String {
 /// views. Build one with [`Linear::new`] (or [`Linear::load`]) so the two agree.
 ///
 /// # Shapes
-/// * `weight`: `(out, in)` as stored by PyTorch's `nn.Linear`
+/// * `weight`: `(out, in)` as stored by PyTorch's `nn.Linear` (a view into the checkpoint's
+///   [`WeightsFile`] where it was read from one)
 /// * `bias`: `(out,)`
 #[derive(Debug, Clone)]
 pub struct Linear {
-    pub weight: Array2<f32>,
+    pub weight: ArcArray2<f32>,
     pub bias: Array1<f32>,
     packed: PackedB,
 }
@@ -240,7 +320,8 @@ pub struct Linear {
 impl Linear {
     /// # Shapes
     /// * `weight`: `(out, in)`, `bias`: `(out,)`
-    pub fn new(weight: Array2<f32>, bias: Array1<f32>) -> Self {
+    pub fn new(weight: impl Into<ArcArray2<f32>>, bias: Array1<f32>) -> Self {
+        let weight = weight.into();
         let packed = PackedB::from_transposed(weight.view());
         Self {
             weight,
@@ -293,12 +374,12 @@ impl LayerNorm {
 ///
 /// # Shapes
 /// * `word`: `(vocab_size, hidden)`, `position`: `(max_position_embeddings, hidden)`,
-///   `token_type`: `(type_vocab_size, hidden)`
+///   `token_type`: `(type_vocab_size, hidden)` (views into the checkpoint's [`WeightsFile`])
 #[derive(Debug, Clone)]
 pub struct Embeddings {
-    pub word: Array2<f32>,
-    pub position: Array2<f32>,
-    pub token_type: Array2<f32>,
+    pub word: ArcArray2<f32>,
+    pub position: ArcArray2<f32>,
+    pub token_type: ArcArray2<f32>,
     pub layer_norm: LayerNorm,
 }
 

@@ -285,7 +285,7 @@ test('run option scores: false returns the probabilities alone, the same as with
         const m = await import(pkg);
         await m.default();
         const get = async (f) => new Uint8Array(await (await fetch(new URL(f, base + '/'))).arrayBuffer());
-        const s = await m.loadSession('t', await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), 'cpu');
+        const s = await m.loadSession('t', await get('config.json'), m.WeightsFile.fromBytes('model.safetensors', await get('model.safetensors')), await get('tokenizer.json'), 'cpu');
         const text = ['the scores are kept unless asked not to'];
         const [kept, alone] = [await s.run(text, undefined, 'padding', 'cpu', {}), await s.run(text, undefined, 'padding', 'cpu', { scores: false })];
         const same = kept.attention.length === alone.attention.length && kept.attention.every((v, i) => v === alone.attention[i]);
