@@ -180,22 +180,22 @@ function concat(chunks, n = chunks.reduce((a, c) => a + c.length, 0)) {
   return out;
 }
 
+/** A checkpoint's three files, read side by side (from the cache, or downloaded); the first to
+ *  fail stops the others, and its error (the first in FILES' order) is the download's. */
 async function download(key, base, refresh) {
   const root = base.endsWith('/') ? base : base + '/';
   const ctl = new AbortController();
   aborts.set(key, ctl);
-  const out = [];
-  try {
-    for (const f of FILES) {
-      out.push(await fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), ctl.signal, refresh));
-    }
-    return out;
-  } catch (e) {
-    out[1]?.free();
-    throw e;
-  } finally {
-    aborts.delete(key);
+  const reads = FILES.map((f) =>
+    fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), ctl.signal, refresh)
+      .catch((e) => { ctl.abort(); throw e; }));
+  const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
+  const failed = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
+  if (failed.length) {
+    if (got[1].status === 'fulfilled') got[1].value.free();
+    throw failed.find((e) => e.message !== 'cancelled') ?? failed[0];
   }
+  return got.map((r) => r.value);
 }
 
 // ---------- engines ----------
