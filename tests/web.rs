@@ -157,3 +157,54 @@ fn bad_bytes_are_errors_not_panics() {
     .unwrap();
     assert!(e.to_string().contains("model.safetensors"), "{e}");
 }
+
+/// The worker's way in: the weights written into a `WeightsFile` chunk by chunk, then a session
+/// loaded from it; a chunk past the end, or a file over the limit, is an error naming the file.
+#[wasm_bindgen_test]
+async fn weights_written_in_chunks_load_a_session() {
+    use attnscope::wasm::{load_session, WeightsBuffer};
+    use wasm_bindgen::{JsCast, JsValue};
+    let message = |e: wasm_bindgen::JsError| {
+        JsValue::from(e)
+            .dyn_into::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .unwrap_or_default()
+    };
+    let bytes: &[u8] = include_bytes!("fixtures/models/tiny-bert/model.safetensors");
+    let mut file = WeightsBuffer::new("tiny/model.safetensors".into(), bytes.len()).unwrap();
+    assert_eq!(file.length(), bytes.len());
+    for (i, chunk) in bytes.chunks(1000).enumerate() {
+        file.write(i * 1000, &js_sys::Uint8Array::from(chunk))
+            .unwrap();
+    }
+    let e = message(
+        file.write(bytes.len() - 2, &js_sys::Uint8Array::from(&[1u8, 2, 3][..]))
+            .unwrap_err(),
+    );
+    assert!(
+        e.starts_with("tiny/model.safetensors: 3 bytes at offset"),
+        "{e}"
+    );
+    let session = load_session(
+        "tiny".into(),
+        include_bytes!("fixtures/models/tiny-bert/config.json"),
+        &file,
+        include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
+        "cpu".into(),
+    )
+    .unwrap();
+    let session = wasm_bindgen_futures::JsFuture::from(session).await.unwrap();
+    assert!(session.is_object());
+    let over = attnscope::model::limits::MAX_WEIGHTS_BYTES + 1;
+    let e = message(
+        WeightsBuffer::new("up/model.safetensors".into(), over)
+            .err()
+            .unwrap(),
+    );
+    assert!(
+        e.contains(&format!(
+            "up/model.safetensors: not a valid safetensors file: the file is {over} bytes"
+        )),
+        "{e}"
+    );
+}
