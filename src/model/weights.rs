@@ -194,11 +194,16 @@ impl<'a> Tensors<'a> {
                         .into_shape_with_order(IxDyn(expected))
                         .expect("the safetensors crate checked the shape against the bytes"))
                 }
-                // an unaligned tensor (or a big-endian machine): one copy of its bytes
-                None => data
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
+                // an unaligned tensor (or a big-endian machine): one copy of its bytes (a memcpy)
+                None => {
+                    let mut v = vec![0f32; data.len() / 4];
+                    bytemuck::cast_slice_mut::<f32, u8>(&mut v).copy_from_slice(data);
+                    if cfg!(target_endian = "big") {
+                        v.iter_mut()
+                            .for_each(|x| *x = f32::from_bits(x.to_bits().swap_bytes()));
+                    }
+                    v
+                }
             },
             Dtype::F16 => data
                 .chunks_exact(2)
