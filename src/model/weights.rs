@@ -491,8 +491,8 @@ impl BertWeights {
         }
         let p = t.prefix().to_owned();
         let embeddings = Embeddings::load(t, &format!("{p}embeddings"), c)?;
-        // the layers copied and packed on every thread; the first missing or misshapen tensor
-        // in layer order is the error, whatever the threads' order
+        // the layers read (in place, or converted) and packed on every thread; the first missing
+        // or misshapen tensor in layer order is the error, whatever the threads' order
         let layers = (0..c.num_hidden_layers)
             .into_par_iter()
             .map(|i| LayerWeights::load(t, &format!("{p}encoder.layer.{i}"), c))
