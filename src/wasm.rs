@@ -134,9 +134,10 @@ pub struct Session {
 }
 
 /// A checkpoint's `model.safetensors` in wasm memory (`new WeightsFile(name, length)`), which
-/// the worker fills chunk by chunk as it reads the file (`write`), so that the file is never
-/// whole in JavaScript and then copied in; the sessions loaded from it share its f32 matrices
-/// ([`WeightsFile`]). `free()` it when no new session will be loaded from it.
+/// the worker fills chunk by chunk as it reads a cached file (`write`), so that the file is never
+/// whole in JavaScript and then copied in (a download or a dropped file comes in whole:
+/// `fromBytes`); the sessions loaded from it share its aligned f32 matrices ([`WeightsFile`]).
+/// `free()` it when no new session will be loaded from it.
 #[wasm_bindgen(js_name = WeightsFile)]
 pub struct WeightsBuffer {
     file: WeightsFile,
@@ -165,6 +166,12 @@ impl WeightsBuffer {
     #[wasm_bindgen(getter)]
     pub fn length(&self) -> usize {
         self.file.len()
+    }
+
+    /// A copy of the file's bytes (the worker parks a checkpoint in JavaScript with it while
+    /// another model loads).
+    pub fn bytes(&self) -> Uint8Array {
+        Uint8Array::from(self.file.bytes())
     }
 
     /// Copies `chunk` into the file at byte `offset`.

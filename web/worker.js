@@ -97,7 +97,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (cache && !refresh) {
       const hit = await cache.match(url);
       if (hit) {
-        if (file === WEIGHTS) return readWeights(await hit.blob(), file, onBytes);
+        if (file === WEIGHTS) return readWeights(await hit.blob(), file, onBytes, signal);
         const bytes = new Uint8Array(await hit.arrayBuffer());
         onBytes(bytes.length, bytes.length);
         return bytes;
@@ -152,8 +152,9 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
 /** A cached model.safetensors read into wasm memory chunk by chunk as Cache Storage hands it
  *  over, so the 90 MB are never whole in JavaScript and then copied in (and the model's
  *  matrices are then read in place: `WeightsFile` in src/model/weights.rs). */
-async function readWeights(blob, file, onBytes) {
+async function readWeights(blob, file, onBytes, signal) {
   if (blob.size > limits[file]) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the limit of ${mb(limits[file])}`);
+  if (signal.aborted) throw new Error('cancelled');
   const weights = new WeightsFile(file, blob.size);
   try {
     const reader = blob.stream().getReader();
@@ -161,6 +162,10 @@ async function readWeights(blob, file, onBytes) {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
+      if (signal.aborted) {
+        reader.cancel().catch(() => {});
+        throw new Error('cancelled');
+      }
       weights.write(at, value); // an error past the end
       at += value.length;
     }
@@ -212,8 +217,11 @@ async function probe(session) {
 
 const ms = (x) => (x >= 1000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 1 : 0)} ms`);
 
-async function makeSession({ name, bytes: [config, weights, tokenizer] }, backend) {
-  const session = await loadSession(name, config, weights, tokenizer, backend);
+async function makeSession(cp, backend) {
+  if (cp.freed) throw new Error('the model was let go while it loaded');
+  if (!(cp.bytes[1] instanceof WeightsFile)) cp.bytes[1] = WeightsFile.fromBytes(WEIGHTS, cp.bytes[1]); // parked
+  const [config, weights, tokenizer] = cp.bytes;
+  const session = await loadSession(cp.name, config, weights, tokenizer, backend);
   const gpu = session.gpu();
   const why = session.unavailable();
   if (backend === 'cpu') return { backend, session, engine: 'cpu', status: { line: 'CPU engine (chosen)' } };
@@ -235,11 +243,31 @@ function drop(key) {
   forget(key);
 }
 
-/** Lets a checkpoint's files go (its weights file is wasm memory; a session of it keeps the
- *  matrices it shares). */
+// ---------- a checkpoint's files: [config, weights, tokenizer] ----------
+// The weights are a WeightsFile in wasm memory, which the checkpoint's sessions share, or, while
+// the checkpoint is parked, its bytes in JavaScript (`park`).
+
+/** Lets a checkpoint's files go. */
 function forget(key) {
-  checkpoints.get(key)?.bytes[1].free();
+  release(checkpoints.get(key));
   checkpoints.delete(key);
+}
+
+/** Frees a checkpoint's wasm memory, once (a session of it keeps the matrices it shares). */
+function release(cp) {
+  if (!cp || cp.freed) return;
+  cp.freed = true;
+  if (cp.bytes[1] instanceof WeightsFile) cp.bytes[1].free();
+}
+
+/** Moves the weights of a checkpoint whose sessions were freed for another load out of wasm
+ *  memory (a copy into JavaScript), so that wasm memory holds one model while the other loads;
+ *  `makeSession` moves them back if the other fails. */
+function park(cp) {
+  if (!cp || cp.freed || !(cp.bytes[1] instanceof WeightsFile)) return;
+  const file = cp.bytes[1];
+  cp.bytes[1] = file.bytes();
+  file.free();
 }
 
 /** A checkpoint's files as the page handed them over (ArrayBuffers), the weights into wasm memory. */
@@ -252,8 +280,8 @@ function fromFiles(files) {
 }
 
 /** Loads a checkpoint. The sessions it replaces (the same key's, and with `exclusive` every
- *  other) are freed first, so wasm memory holds one model at a time; when the new one fails to
- *  load, they are rebuilt from the bytes kept here. */
+ *  other) are freed first and their weights parked in JavaScript, so wasm memory holds one model
+ *  at a time; when the new one fails to load, they are rebuilt from the files kept here. */
 async function load(msg) {
   const known = checkpoints.get(msg.key);
   const current = sessions.get(msg.key);
@@ -262,16 +290,18 @@ async function load(msg) {
   const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh) };
   const over = FILES.findIndex((f, i) => cp.bytes[i].length > limits[f]);
   if (over >= 0) {
-    if (cp !== known) cp.bytes[1].free();
+    if (cp !== known) release(cp);
     throw new Error(`${FILES[over]}: the file is ${cp.bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
   }
-  await wasmReady;
+  try { await wasmReady; } catch (e) { if (cp !== known) release(cp); throw e; }
   const replaced = [...sessions.entries()].filter(([k]) => k === msg.key || msg.exclusive);
   for (const [k, s] of replaced) { s.session.free(); sessions.delete(k); }
+  for (const [k] of replaced) if (checkpoints.get(k) !== cp) park(checkpoints.get(k));
   try {
     const next = await makeSession(cp, msg.backend);
+    if (cp.freed) { next.session.free(); throw new Error('the model was let go while it loaded'); }
     for (const [k] of replaced) if (k !== msg.key) forget(k);
-    if (known && known !== cp) forget(msg.key);
+    if (checkpoints.get(msg.key) !== cp) forget(msg.key);
     checkpoints.set(msg.key, cp);
     sessions.set(msg.key, next);
     return next;
@@ -279,9 +309,21 @@ async function load(msg) {
     for (const [k, s] of replaced) {
       try { sessions.set(k, await makeSession(checkpoints.get(k), s.backend)); } catch { forget(k); }
     }
-    if (cp !== known) cp.bytes[1].free();
+    if (cp !== known) release(cp);
     throw e;
   }
+}
+
+// ---------- one load or drop of a key at a time ----------
+const turns = new Map(); // key → its last load or drop, settled
+/** Runs `f` once every load and drop of `key` sent before it has ended, so that two never
+ *  interleave (each reads and replaces the key's checkpoint and session across awaits). */
+function inTurn(key, f) {
+  const run = (turns.get(key) ?? Promise.resolve()).then(() => f());
+  const settled = run.catch(() => {});
+  turns.set(key, settled);
+  settled.then(() => { if (turns.get(key) === settled) turns.delete(key); });
+  return run;
 }
 
 function sessionFor(key) {
@@ -360,7 +402,7 @@ function lostGpu(s, why) {
 
 self.onmessage = async (e) => {
   const msg = e.data;
-  if (msg.type === 'drop') { drop(msg.key); return; }
+  if (msg.type === 'drop') { inTurn(msg.key, () => drop(msg.key)).catch(() => {}); return; }
   if (msg.type === 'cancel') { aborts.get(msg.key)?.abort(); return; }
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
   try {
@@ -368,7 +410,7 @@ self.onmessage = async (e) => {
     limits ??= fileLimits();
     if (msg.type !== 'load') await wasmReady; // a load downloads first, then waits (`load`)
     if (msg.type === 'load') {
-      const s = await load(msg);
+      const s = await inTurn(msg.key, () => load(msg));
       self.postMessage({ id: msg.id, ok: true, info: s.session.info(), engine: s.engine, status: s.status });
     } else if (msg.type === 'run') {
       const s = sessionFor(msg.key);

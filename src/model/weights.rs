@@ -16,9 +16,9 @@ use crate::error::{Error, Result};
 /// The bytes of a `model.safetensors` file, kept in 4-byte-aligned storage so that its
 /// little-endian f32 tensors are read in place: a model's matrices are views into this one
 /// buffer (shared and reference-counted, like candle's memory-mapped safetensors), not copies
-/// of it. A 90 MB checkpoint then takes 90 MB once loaded, not twice that while it loads, and
-/// nothing is copied or zero-filled twice; in the browser the worker writes the file into it
-/// straight from Cache Storage or the network.
+/// of it (f16, bf16 and unaligned tensors are converted into arrays of their own). The CLI reads
+/// the file straight into it, and the browser's worker writes a cached file into it chunk by
+/// chunk as Cache Storage hands it over.
 #[derive(Clone)]
 pub struct WeightsFile {
     /// The file's bytes, padded to whole words with zeros.
@@ -36,8 +36,13 @@ impl WeightsFile {
                 msg: file_too_big(len as u64, MAX_WEIGHTS_BYTES),
             });
         }
+        // an allocation that fails (wasm memory has a ceiling) is an error, not an abort
+        let words = try_zeros(len.div_ceil(4)).ok_or_else(|| Error::Safetensors {
+            file: file.into(),
+            msg: format!("cannot allocate {len} bytes to hold the file"),
+        })?;
         Ok(Self {
-            words: ArcArray1::zeros(len.div_ceil(4)),
+            words: ArcArray1::from_vec(words),
             len,
         })
     }
@@ -77,6 +82,22 @@ impl WeightsFile {
             let first = offset / 4;
             self.words.clone().slice_move(s![first..first + count])
         })
+    }
+}
+
+/// `n` zeros, or `None` when the allocator has no room for them. Zeroed by the allocator, which
+/// takes fresh pages from the system already zeroed rather than writing them.
+fn try_zeros(n: usize) -> Option<Vec<f32>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f32>(n).ok()?;
+    // SAFETY: the layout has a non-zero size; a non-null pointer `alloc_zeroed` returns for it
+    // holds `n` initialised f32s (all-zero bits are 0.0) that a `Vec` of capacity `n` may own
+    // and free with the global allocator.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout).cast::<f32>();
+        (!p.is_null()).then(|| Vec::from_raw_parts(p, n, n))
     }
 }
 
@@ -235,7 +256,7 @@ impl<'a> Tensors<'a> {
     fn read1(&self, key: &str, n: usize) -> Result<Array1<f32>> {
         Ok(self
             .read(key, &[n])?
-            .into_owned()
+            .to_owned()
             .into_dimensionality()
             .expect("shape checked"))
     }
