@@ -229,7 +229,8 @@ async function makeSession(cp, backend) {
     return { backend, session, engine: 'cpu', status: { line: 'CPU engine: WebGPU is not available in this browser', details: why || '' } };
   }
   if (backend === 'gpu') return { backend, session, engine: 'gpu', status: { line: `WebGPU (chosen): ${gpu.replace(/^gpu: /, '')}` } };
-  const t = await probe(session);
+  let t;
+  try { t = await probe(session); } catch (e) { session.free(); throw e; }
   const adapter = gpu.replace(/^gpu: /, '');
   const details = `timed on a ${PROBE.split(' ').length}-word sentence: WebGPU (${adapter}) ${ms(t.gpu)}, CPU ${ms(t.cpu)} a pass`;
   return t.gpu < t.cpu
