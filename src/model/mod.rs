@@ -116,30 +116,32 @@ impl Model {
             read(TOKENIZER_FILE, limits::MAX_TOKENIZER_BYTES)?,
         );
         let name = dir.display().to_string();
+        // a regular file is read straight into the weights' storage; one that is not, or that
+        // changes size while it is read, is read as any other stream
         let path = dir.join(WEIGHTS_FILE);
-        let w = match std::fs::metadata(&path) {
-            // a regular file is read straight into the weights' storage
-            Ok(meta) if meta.is_file() && meta.len() <= limits::MAX_WEIGHTS_BYTES as u64 => {
-                let io = |source| Error::Io {
-                    path: path.display().to_string(),
-                    source,
-                };
-                let mut file = std::fs::File::open(&path).map_err(io)?;
-                let mut w = WeightsFile::zeroed(meta.len() as usize, &path.display().to_string())?;
-                file.read_exact(w.bytes_mut()).map_err(io)?;
-                match file.read(&mut [0u8]).map_err(io)? {
-                    0 => w,
-                    // it grew while we read it: read it as any other stream
-                    _ => WeightsFile::from_bytes(
-                        &read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?,
-                        &path.display().to_string(),
-                    )?,
-                }
+        let shown = path.display().to_string();
+        let in_place = || -> Result<Option<WeightsFile>> {
+            let io = |source| Error::Io {
+                path: shown.clone(),
+                source,
+            };
+            let len = match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() && m.len() <= limits::MAX_WEIGHTS_BYTES as u64 => m.len(),
+                _ => return Ok(None),
+            };
+            let mut file = std::fs::File::open(&path).map_err(io)?;
+            let mut w = WeightsFile::zeroed(len as usize, &shown)?;
+            match file.read_exact(w.bytes_mut()) {
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+                r => r.map_err(io)?,
             }
-            _ => WeightsFile::from_bytes(
-                &read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?,
-                &path.display().to_string(),
-            )?,
+            Ok((file.read(&mut [0u8]).map_err(io)? == 0).then_some(w))
+        };
+        let w = match in_place()? {
+            Some(w) => w,
+            None => {
+                WeightsFile::from_bytes(&read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?, &shown)?
+            }
         };
         Self::load(&name, &c, &w, &t)
     }
