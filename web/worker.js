@@ -11,6 +11,7 @@ import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const WEIGHTS = 'model.safetensors'; // kept in wasm memory as a WeightsFile, the others as bytes
+const AT_WEIGHTS = FILES.indexOf(WEIGHTS); // its place in a checkpoint's files
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
 
@@ -197,7 +198,7 @@ async function download(key, base, refresh) {
   const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
   const failed = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
   if (failed.length) {
-    if (got[1].status === 'fulfilled') got[1].value.free();
+    if (got[AT_WEIGHTS].status === 'fulfilled') got[AT_WEIGHTS].value.free();
     throw failed.find((e) => e.message !== 'cancelled') ?? failed[0];
   }
   return got.map((r) => r.value);
@@ -218,8 +219,8 @@ async function probe(session) {
 const ms = (x) => (x >= 1000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 1 : 0)} ms`);
 
 async function makeSession(cp, backend) {
-  if (cp.freed) throw new Error('the model was let go while it loaded');
-  if (!(cp.bytes[1] instanceof WeightsFile)) cp.bytes[1] = WeightsFile.fromBytes(WEIGHTS, cp.bytes[1]); // parked
+  if (cp.freed) throw letGo();
+  if (!(cp.bytes[AT_WEIGHTS] instanceof WeightsFile)) cp.bytes[AT_WEIGHTS] = WeightsFile.fromBytes(WEIGHTS, cp.bytes[AT_WEIGHTS]); // parked
   const [config, weights, tokenizer] = cp.bytes;
   const session = await loadSession(cp.name, config, weights, tokenizer, backend);
   const gpu = session.gpu();
@@ -258,27 +259,34 @@ function forget(key) {
 function release(cp) {
   if (!cp || cp.freed) return;
   cp.freed = true;
-  if (cp.bytes[1] instanceof WeightsFile) cp.bytes[1].free();
+  if (cp.bytes[AT_WEIGHTS] instanceof WeightsFile) cp.bytes[AT_WEIGHTS].free();
 }
 
 /** Moves the weights of a checkpoint whose sessions were freed for another load out of wasm
  *  memory (a copy into JavaScript), so that wasm memory holds one model while the other loads;
  *  `makeSession` moves them back if the other fails. */
 function park(cp) {
-  if (!cp || cp.freed || !(cp.bytes[1] instanceof WeightsFile)) return;
-  const file = cp.bytes[1];
-  cp.bytes[1] = file.bytes();
+  if (!cp || cp.freed || !(cp.bytes[AT_WEIGHTS] instanceof WeightsFile)) return;
+  const file = cp.bytes[AT_WEIGHTS];
+  cp.bytes[AT_WEIGHTS] = file.bytes();
   file.free();
+}
+
+/** Throws when one of a checkpoint's files (bytes or a WeightsFile) is over its limit. */
+function checkSizes(files) {
+  const over = FILES.findIndex((f, i) => files[i].length > limits[f]);
+  if (over >= 0) throw new Error(`${FILES[over]}: the file is ${files[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
 }
 
 /** A checkpoint's files as the page handed them over (ArrayBuffers), the weights into wasm memory. */
 function fromFiles(files) {
   const bytes = FILES.map((f) => new Uint8Array(files[f]));
-  const over = FILES.findIndex((f, i) => bytes[i].length > limits[f]);
-  if (over >= 0) throw new Error(`${FILES[over]}: the file is ${bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
-  bytes[1] = WeightsFile.fromBytes(WEIGHTS, bytes[1]);
+  checkSizes(bytes);
+  bytes[AT_WEIGHTS] = WeightsFile.fromBytes(WEIGHTS, bytes[AT_WEIGHTS]);
   return bytes;
 }
+
+const letGo = () => new Error('the model was let go while it loaded');
 
 /** Loads a checkpoint. The sessions it replaces (the same key's, and with `exclusive` every
  *  other) are freed first and their weights parked in JavaScript, so wasm memory holds one model
@@ -289,18 +297,19 @@ async function load(msg) {
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
   const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh) };
-  const over = FILES.findIndex((f, i) => cp.bytes[i].length > limits[f]);
-  if (over >= 0) {
+  try {
+    checkSizes(cp.bytes);
+    await wasmReady;
+  } catch (e) {
     if (cp !== known) release(cp);
-    throw new Error(`${FILES[over]}: the file is ${cp.bytes[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+    throw e;
   }
-  try { await wasmReady; } catch (e) { if (cp !== known) release(cp); throw e; }
   const replaced = [...sessions.entries()].filter(([k]) => k === msg.key || msg.exclusive);
   for (const [k, s] of replaced) { s.session.free(); sessions.delete(k); }
   for (const [k] of replaced) if (checkpoints.get(k) !== cp) park(checkpoints.get(k));
   try {
     const next = await makeSession(cp, msg.backend);
-    if (cp.freed) { next.session.free(); throw new Error('the model was let go while it loaded'); }
+    if (cp.freed) { next.session.free(); throw letGo(); }
     for (const [k] of replaced) if (k !== msg.key) forget(k);
     if (checkpoints.get(msg.key) !== cp) forget(msg.key);
     checkpoints.set(msg.key, cp);
