@@ -3,7 +3,7 @@
 // and the blog example. `node docshots.mjs` after `make dist`; writes docs/screenshot.png,
 // docs/heads.png, docs/inside.png and docs/blog.png.
 import { spawn } from 'node:child_process';
-import { cpSync, copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { cpSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
@@ -49,6 +49,7 @@ try {
   await blog.page.waitForTimeout(300);
   await blog.page.screenshot({ path: path.join(ROOT, 'docs/blog.png') });
   proc.kill();
+  rmSync(dir, { recursive: true, force: true });
 } finally {
   await browser.close();
   server.stop();

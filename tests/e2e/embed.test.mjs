@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
+import { cpSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServer, launch, openPage, cli, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
@@ -24,7 +24,8 @@ before(async () => {
     try { if ((await fetch(url + 'sub/blog.html')).ok) break; } catch { /* not yet */ }
     await new Promise((r) => setTimeout(r, 100));
   }
-  site = { url, stop: () => proc.kill() };
+  // the copy (100 MB with the model) is removed with the server
+  site = { url, stop: () => { proc.kill(); rmSync(dir, { recursive: true, force: true }); } };
   app = await startServer();
   browser = await launch();
 });
