@@ -30,11 +30,12 @@ export function bitmap(image) {
   return c;
 }
 
-let hatch = null;
-/** A diagonal grey hatch: masked cells, distinct from small weights at any size. */
+let hatchFill = null;
+/** A diagonal grey hatch: masked cells, distinct from small weights at any size (one pattern,
+ *  made once: a pattern belongs to no canvas). */
 export function hatchPattern(ctx) {
-  if (!hatch) {
-    hatch = new OffscreenCanvas(6, 6);
+  if (!hatchFill) {
+    const hatch = new OffscreenCanvas(6, 6);
     const h = hatch.getContext('2d');
     h.fillStyle = '#e5e7eb';
     h.fillRect(0, 0, 6, 6);
@@ -45,8 +46,9 @@ export function hatchPattern(ctx) {
     h.moveTo(-1, 1); h.lineTo(1, -1);
     h.moveTo(5, 7); h.lineTo(7, 5);
     h.stroke();
+    hatchFill = ctx.createPattern(hatch, 'repeat');
   }
-  return ctx.createPattern(hatch, 'repeat');
+  return hatchFill;
 }
 
 /**

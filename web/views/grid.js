@@ -70,6 +70,7 @@ function build(target, L, H, opts) {
   target.append(grid);
   target._shape = `${L}x${H}`;
   target._sheet = null;
+  target._geo = null;
   // a new size re-lays the canvas over the cells and redraws what is there
   new ResizeObserver(() => { if (target._sheet) { layout(target); paint(target, null); } }).observe(grid);
 }
@@ -209,7 +210,9 @@ export function render(target, run, opts) {
   else keyEl?.remove();
   target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : ''}; arrow keys move the focused head, alt-click knocks a head out`);
   const token = (target._token = {});
-  layout(target);
+  // the cells move only when the grid is resized (the ResizeObserver lays them out again then)
+  // or rebuilt: reading their places at every keystroke forced a layout of the page
+  if (!target._geo || target._geo.ratio !== dpr()) layout(target);
   const label = (i, text) => cells[i].setAttribute('aria-label', `layer ${Math.floor(i / H)}, head ${i % H}: ${text}${marks.off.has(i) ? ' (knocked out)' : ''}`);
   if (by) {
     const value = (i) => by.values(Math.floor(i / H), i % H);
