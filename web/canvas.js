@@ -23,9 +23,12 @@ export function fit(canvas, w, h, minPx = 0) {
   return ctx;
 }
 
-/** An ImageData as something drawImage can scale (one pixel a cell). */
-export function bitmap(image) {
-  const c = new OffscreenCanvas(image.width, image.height);
+/** An ImageData as something drawImage can scale (one pixel a cell). `reuse`: the canvas an
+ *  earlier call gave for a picture no longer shown, written over when its size fits (a new
+ *  canvas and its context cost more than the pixels: a view redrawn at every keystroke passes
+ *  its last one). */
+export function bitmap(image, reuse = null) {
+  const c = reuse && reuse.width === image.width && reuse.height === image.height ? reuse : new OffscreenCanvas(image.width, image.height);
   c.getContext('2d').putImageData(image, 0, 0);
   return c;
 }

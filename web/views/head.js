@@ -270,7 +270,7 @@ export function render(target, run, opts) {
     : scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
   const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');
   const prev = target._view;
-  const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask));
+  const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask), prev?.img);
   const width = Math.max(120, target.clientWidth || 480);
   const size = Math.floor(Math.min(width, opts.maxHeight ?? width));
   const g = matrixGeometry({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });

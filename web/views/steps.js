@@ -63,6 +63,7 @@ export function render(target, run, opts) {
   const key = [run.id, item, layer, head, opts.scale, g.q0, g.k0, g.n].join('|');
   const prev = target._view;
   const imgs = prev?.key === key ? prev.imgs : {};
+  const spare = prev?.key === key ? {} : prev?.imgs ?? {}; // the last run's pictures, written over
   const dk = opts.headDim;
   const shapes = { scores: `(${T}, ${dk})·(${dk}, ${T}) → (${T}, ${T})`, mask: `(${T}, ${T})`, filled: `(${T}, ${T})`, probs: `(${T}, ${T})` };
   // the colour scales: ± the largest |score|, and 0–1 (or this head's max)
@@ -74,10 +75,10 @@ export function render(target, run, opts) {
   const w = { q0: g.q0, k0: g.k0, n: g.n };
   const sw = windowOf(s, T, w), mw = windowOf(m, T, w), pw = windowOf(p, T, w);
   const make = {
-    scores: () => bitmap(pixels(sw, g.n, sScale)),
-    mask: () => bitmap(pixels(mw, g.n, twoColour(ALLOWED, BLOCKED))),
-    filled: () => bitmap(pixels(sw, g.n, sScale, mw)),
-    probs: () => bitmap(pixels(pw, g.n, pScale, mw)),
+    scores: () => bitmap(pixels(sw, g.n, sScale), spare.scores),
+    mask: () => bitmap(pixels(mw, g.n, twoColour(ALLOWED, BLOCKED)), spare.mask),
+    filled: () => bitmap(pixels(sw, g.n, sScale, mw), spare.filled),
+    probs: () => bitmap(pixels(pw, g.n, pScale, mw), spare.probs),
   };
   const draw = (fig) => {
     const id = fig.dataset.step;
