@@ -7,7 +7,7 @@ const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.to
 
 /** What a legend's canvases and texts show, so a render that changes nothing redraws nothing
  *  (a keystroke re-renders every legend: its bar of STEPS rectangles cost 1–1.5 ms a keystroke). */
-const shown = new WeakMap(); // target → {bar, swatch, texts}
+const shown = new WeakMap(); // target → {texts, table, bar, swatch}
 
 /** `sc`: a scale from colour.js; `masked`: show the masked swatch. */
 export function render(target, sc, { masked = true } = {}) {
