@@ -5,17 +5,20 @@
 //! [`NR`] columns, each stored row after row (`k` outer, the `NR` columns inner), so the
 //! micro-kernel reads it as one contiguous stream. The micro-kernel keeps an `MR × NR` block
 //! of `C` in registers: for each `k` it broadcasts `MR` values of `A` and multiplies them by
-//! the panel's row, and `C` is written once, with `α` and the bias applied then. `A` is read
-//! in place (its rows may be strided, like one head's columns of `Q`), in blocks of
-//! [`KC`] × [`MC`] that stay in cache while every panel passes over them.
+//! the panel's row, and `C` is written once, with `α` and the bias applied then. `A` (whose
+//! rows may be strided, like one head's columns of `Q`) is packed in blocks of [`MC`] × [`KC`]
+//! into micro-panels of `MR` rows, `k` outer, so that the kernel finds its `MR` values of a `k`
+//! side by side at fixed offsets; a block stays in cache while every panel passes over it.
 //!
 //! Natively, a large product's panels are shared among rayon's threads; each output is computed
 //! by one thread in the same order whatever their number, so the result is the same bits.
 //!
-//! Natively the kernel is plain Rust over fixed-size arrays, which LLVM turns into AVX-512 or
-//! AVX2 + FMA when the CPU has them (detected at run time), else SSE2. In wasm it is written
-//! with the `f32x4` intrinsics (the build enables `simd128`), with relaxed SIMD's fused
-//! multiply-add in the build that enables `relaxed-simd`.
+//! The micro-kernel is written with each instruction set's intrinsics: AVX-512 or AVX2 + FMA
+//! natively when the CPU has them (detected at run time), else plain Rust (SSE2); in wasm the
+//! `f32x4` intrinsics (the build enables `simd128`), with relaxed SIMD's fused multiply-add in
+//! the build that enables `relaxed-simd`. (Plain Rust that LLVM vectorised measured 108–114
+//! GFLOP/s on one core with AVX-512 and 8 rows; with `A` packed LLVM vectorised it across the
+//! rows instead, with gathers, 15× slower.)
 
 use std::ops::Range;
 
@@ -33,13 +36,15 @@ pub const NR: usize = 16;
 
 /// Rows of `A` (and `C`) the micro-kernel holds at once, by instruction set: `MR × NR / lanes`
 /// accumulators, as many as the registers hold beside a panel row and a broadcast. AVX-512:
-/// 8 of 32 `zmm` (8 rows measured 104–109 GFLOP/s on one core here, 6 rows 93–108, 4 rows
-/// 81–101); AVX2: 12 of 16 `ymm`; wasm: 8 of V8's 16 `xmm` (5 or 6 rows measured 1.5–1.9×
-/// slower, from spilling).
+/// 12 rows of two panels, 24 of 32 `zmm` (the best of 16 products of `(128, 384) × (384,
+/// 1152 or 1536)`, `(128, 1536) × (1536, 384)` and `(512, 384) × (384, 1536)` on one core
+/// here: 140–151 GFLOP/s; one panel at a time 124–137; 14 rows of one panel 91–134, 8 rows
+/// 72–128; before `A` was packed, 8 rows of one panel 109–115); AVX2: 12 of 16 `ymm`; wasm: 8
+/// of V8's 16 `xmm` (5 or 6 rows measured 1.5–1.9× slower, from spilling).
 #[cfg(target_arch = "wasm32")]
 const MR_WASM: usize = 4;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-const MR_AVX512: usize = 8;
+const MR_AVX512: usize = 12;
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 const MR_AVX2: usize = 6;
 #[cfg(not(target_arch = "wasm32"))]
@@ -51,7 +56,8 @@ const MR_OTHER: usize = 4;
 /// took 12.1 ms instead of 13.5 in Chromium (relaxed SIMD, one thread) and 6.9–7.4 ms instead
 /// of 8.0–8.7 natively; 512 and 768 measured the same as 384.
 const KC: usize = 384;
-/// Rows of `A` per block: an `MC × KC` block of `A` stays in L2 while the panels stream by.
+/// Rows of `A` per block: an `MC × KC` block of `A` (packed, 108 KB) stays in L2 while the
+/// panels stream by. A multiple of every `MR`.
 const MC: usize = 72;
 
 /// `B` (`k × n`) packed into panels of [`NR`] columns, the last one padded with zeros.
@@ -286,29 +292,37 @@ unsafe fn run(job: &Job, panels: Range<usize>, isa: Isa) {
         #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
         Isa::Avx2Fma => blocks_avx2(job, panels),
         #[cfg(target_arch = "wasm32")]
-        Isa::Baseline => blocks::<false, MR_WASM>(job, panels),
+        Isa::Baseline => blocks::<Simd128, MR_WASM>(job, panels),
         #[cfg(not(target_arch = "wasm32"))]
-        Isa::Baseline => blocks::<false, MR_OTHER>(job, panels),
+        Isa::Baseline => blocks::<Portable, MR_OTHER>(job, panels),
     }
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn blocks_avx512(job: &Job, panels: Range<usize>) {
-    blocks::<true, MR_AVX512>(job, panels)
+    blocks::<Avx512, MR_AVX512>(job, panels)
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn blocks_avx2(job: &Job, panels: Range<usize>) {
-    blocks::<true, MR_AVX2>(job, panels)
+    blocks::<Avx2, MR_AVX2>(job, panels)
 }
 
-/// The loops around the micro-kernel: `k` in blocks of [`KC`], rows in blocks of [`MC`], then
-/// every panel over the block, `MR` rows at a time (at most 8). `FMA`: fused multiply-adds
-/// (only where the instruction exists; elsewhere `mul_add` would be a library call).
+/// The loops around the micro-kernel: `k` in blocks of [`KC`], rows in blocks of [`MC`] (each
+/// block of `A` packed, see [`pack_a`]), then every panel over the block, `MR` rows at a time
+/// (at most 14), by the micro-kernel `K`.
 #[inline(always)]
-unsafe fn blocks<const FMA: bool, const MR: usize>(job: &Job, panels: Range<usize>) {
+unsafe fn blocks<K: MicroKernel, const MR: usize>(job: &Job, panels: Range<usize>) {
+    // A is packed where enough panels read it (not P of P·V, whose n is one head's d_v)
+    let pack = PACK_A && panels.len() >= PACK_MIN_PANELS;
+    let size = if pack {
+        MC.min(job.m) * KC.min(job.k)
+    } else {
+        0
+    };
+    let mut packed = vec![0f32; size];
     let mut pc = 0;
     while pc < job.k {
         let kc = KC.min(job.k - pc);
@@ -319,7 +333,13 @@ unsafe fn blocks<const FMA: bool, const MR: usize>(job: &Job, panels: Range<usiz
         let mut ic = 0;
         while ic < job.m {
             let mc = MC.min(job.m - ic);
-            for jp in panels.clone() {
+            if pack {
+                pack_a(job, ic..ic + mc, pc..pc + kc, MR, &mut packed);
+            }
+            let mut jp = panels.start;
+            while jp < panels.end {
+                // two panels at once where the kernel holds both in registers
+                let pair = K::PAIRS && jp + 1 < panels.end;
                 let panel = job.b.panel(jp).as_ptr().add(pc * NR);
                 let mut ir = 0;
                 while ir < mc {
@@ -327,31 +347,58 @@ unsafe fn blocks<const FMA: bool, const MR: usize>(job: &Job, panels: Range<usiz
                     let tile = Tile {
                         row: ic + ir,
                         col: jp * NR,
-                        depth: pc,
                         kc,
+                        a: if pack {
+                            packed.as_ptr().add(ir * kc)
+                        } else {
+                            job.a.add((ic + ir) * job.lda + pc)
+                        },
                         panel,
+                        pair,
                     };
-                    if rows == MR {
-                        tile_kernel::<MR, FMA>(job, &tile, stage);
+                    if pack {
+                        tile_of::<K, MR, true>(job, &tile, stage, rows);
                     } else {
-                        // the last rows of a block, when fewer than MR remain
-                        match rows {
-                            1 => tile_kernel::<1, FMA>(job, &tile, stage),
-                            2 => tile_kernel::<2, FMA>(job, &tile, stage),
-                            3 => tile_kernel::<3, FMA>(job, &tile, stage),
-                            4 => tile_kernel::<4, FMA>(job, &tile, stage),
-                            5 => tile_kernel::<5, FMA>(job, &tile, stage),
-                            6 => tile_kernel::<6, FMA>(job, &tile, stage),
-                            7 => tile_kernel::<7, FMA>(job, &tile, stage),
-                            _ => unreachable!("MR is at most 8"),
-                        }
+                        tile_of::<K, MR, false>(job, &tile, stage, rows);
                     }
                     ir += rows;
                 }
+                jp += if pair { 2 } else { 1 };
             }
             ic += mc;
         }
         pc += kc;
+    }
+}
+
+/// The tile at `t`, of `rows` ≤ `MR` rows: `A` packed or in place as `PACKED` says.
+#[inline(always)]
+unsafe fn tile_of<K: MicroKernel, const MR: usize, const PACKED: bool>(
+    job: &Job,
+    t: &Tile,
+    stage: Stage,
+    rows: usize,
+) {
+    if rows == MR {
+        tile_kernel::<K, MR, PACKED>(job, t, stage);
+    } else {
+        // the last rows of a block, when fewer than MR remain
+        match rows {
+            1 => tile_kernel::<K, 1, PACKED>(job, t, stage),
+            2 => tile_kernel::<K, 2, PACKED>(job, t, stage),
+            3 => tile_kernel::<K, 3, PACKED>(job, t, stage),
+            4 => tile_kernel::<K, 4, PACKED>(job, t, stage),
+            5 => tile_kernel::<K, 5, PACKED>(job, t, stage),
+            6 => tile_kernel::<K, 6, PACKED>(job, t, stage),
+            7 => tile_kernel::<K, 7, PACKED>(job, t, stage),
+            8 => tile_kernel::<K, 8, PACKED>(job, t, stage),
+            9 => tile_kernel::<K, 9, PACKED>(job, t, stage),
+            10 => tile_kernel::<K, 10, PACKED>(job, t, stage),
+            11 => tile_kernel::<K, 11, PACKED>(job, t, stage),
+            12 => tile_kernel::<K, 12, PACKED>(job, t, stage),
+            13 => tile_kernel::<K, 13, PACKED>(job, t, stage),
+            _ => unreachable!("MR is at most 14"),
+        }
     }
 }
 
@@ -363,22 +410,84 @@ struct Stage {
     last: bool,
 }
 
-/// An `R × NR` block of `C` at (`row`, `col`), over `kc` values of `k` from `depth`.
+/// Packs the block `A[rows, depth]` into micro-panels of `mr` rows, each stored `k` after `k`
+/// (the `mr` values of one `k` side by side; the last micro-panel has the rows that remain),
+/// so the micro-kernel reads its `A` as one stream at fixed offsets, as BLIS packs `A`. The
+/// block is read once here and then by every panel of `B` from `L2`.
+///
+/// # Shapes
+/// * `out`: at least `rows.len() × depth.len()`; micro-panel `i` starts at `i · mr · depth.len()`
+unsafe fn pack_a(job: &Job, rows: Range<usize>, depth: Range<usize>, mr: usize, out: &mut [f32]) {
+    let kc = depth.len();
+    let mut i = 0;
+    while i < rows.len() {
+        let r_n = mr.min(rows.len() - i);
+        let panel = &mut out[i * kc..(i + r_n) * kc];
+        let first = job.a.add((rows.start + i) * job.lda + depth.start);
+        // written in order, read from r_n rows at once (each read sequentially)
+        for (p, at_p) in panel.chunks_exact_mut(r_n).enumerate() {
+            for (r, v) in at_p.iter_mut().enumerate() {
+                *v = *first.add(r * job.lda + p);
+            }
+        }
+        i += r_n;
+    }
+}
+
+/// The panels a part of a product must have for its `A` to be packed: below, each value of `A`
+/// is read too few times to pay for its copy (`P·V` of one head at 512 tokens spent 9 % of the
+/// pass packing `P` for its two panels).
+const PACK_MIN_PANELS: usize = 4;
+
+/// Whether `A` is ever packed. In wasm, no: with four rows a tile, packing measured no faster in
+/// Chromium (16, 128 and 512 tokens: 15.0–15.2, 101–114 and 535–549 ms a pass against
+/// 14.9–15.3, 98–100 and 524–549 reading `A` in place).
+const PACK_A: bool = cfg!(not(target_arch = "wasm32"));
+
+/// An `R × NR` block of `C` at (`row`, `col`), or `R × 2·NR` with `pair`, over `kc` values of
+/// `k`: `a` its first value of `A` (packed, `A[r, p]` is at `a + p·R + r`, see [`pack_a`]; in
+/// place, at `a + r·lda + p`), `panel` its slice of `B` (`kc × NR`; with `pair`, the next
+/// panel's slice follows `k × NR` values further).
 struct Tile {
     row: usize,
     col: usize,
-    depth: usize,
     kc: usize,
+    a: *const f32,
     panel: *const f32,
+    pair: bool,
 }
 
 /// The micro-kernel: `R × NR` accumulators, then one write of the block.
 #[inline(always)]
-unsafe fn tile_kernel<const R: usize, const FMA: bool>(job: &Job, t: &Tile, stage: Stage) {
-    let acc = accumulate::<R, FMA>(job, t);
-    let cols = NR.min(job.n - t.col);
+unsafe fn tile_kernel<K: MicroKernel, const R: usize, const PACKED: bool>(
+    job: &Job,
+    t: &Tile,
+    stage: Stage,
+) {
+    let (row, k) = if PACKED { (1, R) } else { (job.lda, 1) };
+    if t.pair {
+        let second = t.panel.add(job.k * NR);
+        let (left, right) = K::accumulate_pair::<R>(t, second, row, k);
+        store(job, t.row, t.col, stage, &left);
+        store(job, t.row, t.col + NR, stage, &right);
+    } else {
+        store(job, t.row, t.col, stage, &K::accumulate::<R>(t, row, k));
+    }
+}
+
+/// Writes `R × NR` accumulators into `C` at (`row`, `col`): the first pass over `k` overwrites,
+/// the last applies `α` and the bias.
+#[inline(always)]
+unsafe fn store<const R: usize>(
+    job: &Job,
+    row: usize,
+    col: usize,
+    stage: Stage,
+    acc: &[[f32; NR]; R],
+) {
+    let cols = NR.min(job.n - col);
     for (r, acc_r) in acc.iter().enumerate() {
-        let c = job.c.add((t.row + r) * job.ldc + t.col);
+        let c = job.c.add((row + r) * job.ldc + col);
         for j in 0..cols {
             let c = c.add(j);
             let mut v = acc_r[j];
@@ -388,7 +497,7 @@ unsafe fn tile_kernel<const R: usize, const FMA: bool>(job: &Job, t: &Tile, stag
             if stage.last {
                 v *= job.alpha;
                 if let Some(bias) = job.bias {
-                    v += bias[t.col + j];
+                    v += bias[col + j];
                 }
             }
             *c = v;
@@ -396,60 +505,215 @@ unsafe fn tile_kernel<const R: usize, const FMA: bool>(job: &Job, t: &Tile, stag
     }
 }
 
-/// `Σₚ A[row + r, p]·B[p, col + j]` over the tile's `kc` values of `p`, in registers: plain
-/// Rust that LLVM vectorises (AVX-512 or AVX2 + FMA where `blocks` was compiled for them).
-#[cfg(not(target_arch = "wasm32"))]
-#[inline(always)]
-unsafe fn accumulate<const R: usize, const FMA: bool>(job: &Job, t: &Tile) -> [[f32; NR]; R] {
-    let mut acc = [[0f32; NR]; R];
-    let a = job.a.add(t.row * job.lda + t.depth);
-    for p in 0..t.kc {
-        let b: [f32; NR] = *(t.panel.add(p * NR) as *const [f32; NR]);
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let x = *a.add(r * job.lda + p);
-            for j in 0..NR {
-                acc_r[j] = if FMA {
-                    x.mul_add(b[j], acc_r[j])
-                } else {
-                    acc_r[j] + x * b[j]
-                };
-            }
-        }
+/// `Σₚ A[row + r, p]·B[p, col + j]` over a tile's `kc` values of `p`, in registers: the
+/// micro-kernel, one per instruction set. Each keeps `R × NR` accumulators and, for each `p`,
+/// loads the panel's row once and multiplies it by the `R` values of `A` (at fixed offsets in
+/// packed `A`), each broadcast. Every kernel with fused multiply-adds does the same IEEE
+/// operations in the same order, so they give the same bits.
+trait MicroKernel {
+    /// # Safety
+    /// `A[r, p]` is at `t.a + r·row + p·k` for `r < R`, `p < t.kc`; `t.panel` holds
+    /// `t.kc × NR` values; the CPU runs the kernel's instruction set.
+    unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R];
+
+    /// Whether [`MicroKernel::accumulate_pair`] holds two panels' accumulators at once.
+    const PAIRS: bool = false;
+
+    /// The tile over `t.panel` and, beside it, over `second`: by default two passes.
+    ///
+    /// # Safety
+    /// As [`MicroKernel::accumulate`], `second` holding `t.kc × NR` values too.
+    #[inline(always)]
+    unsafe fn accumulate_pair<const R: usize>(
+        t: &Tile,
+        second: *const f32,
+        row: usize,
+        k: usize,
+    ) -> ([[f32; NR]; R], [[f32; NR]; R]) {
+        let right = Tile {
+            panel: second,
+            ..*t
+        };
+        (
+            Self::accumulate::<R>(t, row, k),
+            Self::accumulate::<R>(&right, row, k),
+        )
     }
-    acc
 }
 
-/// The same in WebAssembly SIMD, written with its intrinsics: two `f32x4` accumulators a row,
-/// each value of `A` loaded once as a splat. With `relaxed-simd` (a build that enables it)
-/// the multiply-add is one fused instruction where the CPU has it.
-#[cfg(target_arch = "wasm32")]
-#[inline(always)]
-unsafe fn accumulate<const R: usize, const FMA: bool>(job: &Job, t: &Tile) -> [[f32; NR]; R] {
-    use core::arch::wasm32::*;
+/// AVX-512: a row of the tile is one `zmm` (`NR` = 16).
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+struct Avx512;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+impl MicroKernel for Avx512 {
     #[inline(always)]
-    fn madd(x: v128, b: v128, acc: v128) -> v128 {
-        #[cfg(target_feature = "relaxed-simd")]
-        {
-            f32x4_relaxed_madd(x, b, acc)
-        }
-        #[cfg(not(target_feature = "relaxed-simd"))]
-        {
-            f32x4_add(f32x4_mul(x, b), acc)
-        }
+    unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
+        avx512_accumulate::<R>(t, row, k)
     }
-    let mut acc = [[f32x4_splat(0.0); 2]; R];
-    let a = job.a.add(t.row * job.lda + t.depth);
+
+    /// `2·R` of the 32 `zmm` (24 for 12 rows): two panel rows loaded a `k`, each broadcast of `A`
+    /// used twice, so that the multiply-adds, not the loads, set the pace.
+    const PAIRS: bool = true;
+
+    #[inline(always)]
+    unsafe fn accumulate_pair<const R: usize>(
+        t: &Tile,
+        second: *const f32,
+        row: usize,
+        k: usize,
+    ) -> ([[f32; NR]; R], [[f32; NR]; R]) {
+        avx512_accumulate_pair::<R>(t, second, row, k)
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn avx512_accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
+    #[cfg(target_arch = "x86")]
+    use std::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_setzero_ps(); R];
     for p in 0..t.kc {
-        let b0 = v128_load(t.panel.add(p * NR) as *const v128);
-        let b1 = v128_load(t.panel.add(p * NR + 4) as *const v128);
+        let b = _mm512_loadu_ps(t.panel.add(p * NR));
+        let a = t.a.add(p * k);
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let x = v128_load32_splat(a.add(r * job.lda + p) as *const u32);
-            acc_r[0] = madd(x, b0, acc_r[0]);
-            acc_r[1] = madd(x, b1, acc_r[1]);
+            *acc_r = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r * row)), b, *acc_r);
         }
     }
-    // SAFETY: two v128 are eight f32 (NR = 8 in wasm)
-    std::mem::transmute_copy::<[[v128; 2]; R], [[f32; NR]; R]>(&acc)
+    // SAFETY: one __m512 is sixteen f32 (NR = 16 natively)
+    std::mem::transmute_copy::<[__m512; R], [[f32; NR]; R]>(&acc)
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[inline]
+unsafe fn avx512_accumulate_pair<const R: usize>(
+    t: &Tile,
+    second: *const f32,
+    row: usize,
+    k: usize,
+) -> ([[f32; NR]; R], [[f32; NR]; R]) {
+    #[cfg(target_arch = "x86")]
+    use std::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+    let mut left = [_mm512_setzero_ps(); R];
+    let mut right = [_mm512_setzero_ps(); R];
+    for p in 0..t.kc {
+        let b0 = _mm512_loadu_ps(t.panel.add(p * NR));
+        let b1 = _mm512_loadu_ps(second.add(p * NR));
+        let a = t.a.add(p * k);
+        for r in 0..R {
+            let x = _mm512_set1_ps(*a.add(r * row));
+            left[r] = _mm512_fmadd_ps(x, b0, left[r]);
+            right[r] = _mm512_fmadd_ps(x, b1, right[r]);
+        }
+    }
+    // SAFETY: one __m512 is sixteen f32 (NR = 16 natively)
+    (
+        std::mem::transmute_copy::<[__m512; R], [[f32; NR]; R]>(&left),
+        std::mem::transmute_copy::<[__m512; R], [[f32; NR]; R]>(&right),
+    )
+}
+
+/// AVX2 + FMA: a row of the tile is two `ymm`.
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+struct Avx2;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+impl MicroKernel for Avx2 {
+    #[inline(always)]
+    unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
+        avx2_accumulate::<R>(t, row, k)
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn avx2_accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
+    #[cfg(target_arch = "x86")]
+    use std::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    for p in 0..t.kc {
+        let b0 = _mm256_loadu_ps(t.panel.add(p * NR));
+        let b1 = _mm256_loadu_ps(t.panel.add(p * NR + 8));
+        let a = t.a.add(p * k);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let x = _mm256_set1_ps(*a.add(r * row));
+            acc_r[0] = _mm256_fmadd_ps(x, b0, acc_r[0]);
+            acc_r[1] = _mm256_fmadd_ps(x, b1, acc_r[1]);
+        }
+    }
+    // SAFETY: two __m256 are sixteen f32 (NR = 16 natively)
+    std::mem::transmute_copy::<[[__m256; 2]; R], [[f32; NR]; R]>(&acc)
+}
+
+/// The target's baseline (SSE2 on x86-64, or any other CPU): plain Rust, a multiply then an
+/// add (`mul_add` would be a library call without the FMA instruction).
+#[cfg(not(target_arch = "wasm32"))]
+struct Portable;
+
+#[cfg(not(target_arch = "wasm32"))]
+impl MicroKernel for Portable {
+    #[inline(always)]
+    unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
+        let mut acc = [[0f32; NR]; R];
+        for p in 0..t.kc {
+            let b: [f32; NR] = *(t.panel.add(p * NR) as *const [f32; NR]);
+            let a = t.a.add(p * k);
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let x = *a.add(r * row);
+                for (c, &b) in acc_r.iter_mut().zip(&b) {
+                    *c += x * b;
+                }
+            }
+        }
+        acc
+    }
+}
+
+/// WebAssembly SIMD, two `f32x4` accumulators a row, each value of `A` loaded once as a
+/// splat. With `relaxed-simd` (a build that enables it) the multiply-add is one fused
+/// instruction where the CPU has it.
+#[cfg(target_arch = "wasm32")]
+struct Simd128;
+
+#[cfg(target_arch = "wasm32")]
+impl MicroKernel for Simd128 {
+    #[inline(always)]
+    unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
+        use core::arch::wasm32::*;
+        #[inline(always)]
+        fn madd(x: v128, b: v128, acc: v128) -> v128 {
+            #[cfg(target_feature = "relaxed-simd")]
+            {
+                f32x4_relaxed_madd(x, b, acc)
+            }
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            {
+                f32x4_add(f32x4_mul(x, b), acc)
+            }
+        }
+        let mut acc = [[f32x4_splat(0.0); 2]; R];
+        for p in 0..t.kc {
+            let b0 = v128_load(t.panel.add(p * NR) as *const v128);
+            let b1 = v128_load(t.panel.add(p * NR + 4) as *const v128);
+            let a = t.a.add(p * k);
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let x = v128_load32_splat(a.add(r * row) as *const u32);
+                acc_r[0] = madd(x, b0, acc_r[0]);
+                acc_r[1] = madd(x, b1, acc_r[1]);
+            }
+        }
+        // SAFETY: two v128 are eight f32 (NR = 8 in wasm)
+        std::mem::transmute_copy::<[[v128; 2]; R], [[f32; NR]; R]>(&acc)
+    }
 }
 
 #[cfg(test)]
@@ -492,8 +756,8 @@ mod tests {
 
     #[test]
     fn equals_the_reference_at_every_edge_of_the_blocking() {
-        // sizes below, at and past every MR (4, 6, 8), NR, KC and MC, with and without bias
-        // and scale
+        // sizes below, at and past every MR (4, 6, 12), NR, KC and MC, A read in place and
+        // packed, with and without bias and scale
         for &(m, k, n) in &[
             (1, 1, 1),
             (3, 7, 5),
@@ -502,6 +766,11 @@ mod tests {
             (7, 9, 2 * NR),
             (8, KC, NR),
             (9, KC + 1, NR + 1),
+            (12, KC, NR + 3),
+            (25, 5, 2 * NR + 1),
+            // A packed (at least PACK_MIN_PANELS panels): panels in pairs, one left over
+            (25, 5, 7 * NR + 1),
+            (MC + 5, 2 * KC + 3, 5 * NR - 3),
             (MC + 5, 2 * KC + 3, 3 * NR - 1),
             (16, 384, 384),
             (2, 1536, 20),
