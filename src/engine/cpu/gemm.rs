@@ -5,10 +5,11 @@
 //! [`NR`] columns, each stored row after row (`k` outer, the `NR` columns inner), so the
 //! micro-kernel reads it as one contiguous stream. The micro-kernel keeps an `MR × NR` block
 //! of `C` in registers: for each `k` it broadcasts `MR` values of `A` and multiplies them by
-//! the panel's row, and `C` is written once, with `α` and the bias applied then. `A` (whose
-//! rows may be strided, like one head's columns of `Q`) is packed in blocks of [`MC`] × [`KC`]
-//! into micro-panels of `MR` rows, `k` outer, so that the kernel finds its `MR` values of a `k`
-//! side by side at fixed offsets; a block stays in cache while every panel passes over it.
+//! the panel's row (AVX-512: the rows of two panels), and `C` is written once, with `α` and the
+//! bias applied then. `A` (whose rows may be strided, like one head's columns of `Q`) is taken in
+//! blocks of [`MC`] × [`KC`] that stay in cache while every panel passes over them; natively,
+//! where enough panels read a block, it is first packed into micro-panels of `MR` rows, `k`
+//! outer, so that the kernel finds its `MR` values of a `k` side by side at fixed offsets.
 //!
 //! Natively, a large product's panels are shared among rayon's threads; each output is computed
 //! by one thread in the same order whatever their number, so the result is the same bits.
@@ -311,8 +312,9 @@ unsafe fn blocks_avx2(job: &Job, panels: Range<usize>) {
 }
 
 /// The loops around the micro-kernel: `k` in blocks of [`KC`], rows in blocks of [`MC`] (each
-/// block of `A` packed, see [`pack_a`]), then every panel over the block, `MR` rows at a time
-/// (at most 14), by the micro-kernel `K`.
+/// block of `A` packed where [`PACK_A`] and [`PACK_MIN_PANELS`] say, see [`pack_a`]), then every
+/// panel (or pair of panels, where `K` takes pairs) over the block, `MR` rows at a time (at most
+/// 14), by the micro-kernel `K`.
 #[inline(always)]
 unsafe fn blocks<K: MicroKernel, const MR: usize>(job: &Job, panels: Range<usize>) {
     // A is packed where enough panels read it (not P of P·V, whose n is one head's d_v)
@@ -457,7 +459,8 @@ struct Tile {
     pair: bool,
 }
 
-/// The micro-kernel: `R × NR` accumulators, then one write of the block.
+/// The micro-kernel: `R × NR` accumulators (`R × 2·NR` for a pair of panels), then one write of
+/// the block.
 #[inline(always)]
 unsafe fn tile_kernel<K: MicroKernel, const R: usize, const PACKED: bool>(
     job: &Job,
@@ -549,7 +552,8 @@ struct Avx512;
 impl MicroKernel for Avx512 {
     #[inline(always)]
     unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
-        avx512_accumulate::<R>(t, row, k)
+        let [acc] = avx512_accumulate::<R, 1>(t, [t.panel], row, k);
+        acc
     }
 
     /// `2·R` of the 32 `zmm` (24 for 12 rows): two panel rows loaded a `k`, each broadcast of `A`
@@ -563,60 +567,39 @@ impl MicroKernel for Avx512 {
         row: usize,
         k: usize,
     ) -> ([[f32; NR]; R], [[f32; NR]; R]) {
-        avx512_accumulate_pair::<R>(t, second, row, k)
+        let [left, right] = avx512_accumulate::<R, 2>(t, [t.panel, second], row, k);
+        (left, right)
     }
 }
 
+/// The AVX-512 kernel over `P` panels side by side (`P · R` accumulators): each broadcast of
+/// `A` is used by every panel.
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[inline]
-unsafe fn avx512_accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
-    #[cfg(target_arch = "x86")]
-    use std::arch::x86::*;
-    #[cfg(target_arch = "x86_64")]
-    use std::arch::x86_64::*;
-    let mut acc = [_mm512_setzero_ps(); R];
-    for p in 0..t.kc {
-        let b = _mm512_loadu_ps(t.panel.add(p * NR));
-        let a = t.a.add(p * k);
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            *acc_r = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r * row)), b, *acc_r);
-        }
-    }
-    // SAFETY: one __m512 is sixteen f32 (NR = 16 natively)
-    std::mem::transmute_copy::<[__m512; R], [[f32; NR]; R]>(&acc)
-}
-
-#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[inline]
-unsafe fn avx512_accumulate_pair<const R: usize>(
+unsafe fn avx512_accumulate<const R: usize, const P: usize>(
     t: &Tile,
-    second: *const f32,
+    panels: [*const f32; P],
     row: usize,
     k: usize,
-) -> ([[f32; NR]; R], [[f32; NR]; R]) {
+) -> [[[f32; NR]; R]; P] {
     #[cfg(target_arch = "x86")]
     use std::arch::x86::*;
     #[cfg(target_arch = "x86_64")]
     use std::arch::x86_64::*;
-    let mut left = [_mm512_setzero_ps(); R];
-    let mut right = [_mm512_setzero_ps(); R];
+    let mut acc = [[_mm512_setzero_ps(); R]; P];
     for p in 0..t.kc {
-        let b0 = _mm512_loadu_ps(t.panel.add(p * NR));
-        let b1 = _mm512_loadu_ps(second.add(p * NR));
+        let b: [__m512; P] = std::array::from_fn(|i| _mm512_loadu_ps(panels[i].add(p * NR)));
         let a = t.a.add(p * k);
         for r in 0..R {
             let x = _mm512_set1_ps(*a.add(r * row));
-            left[r] = _mm512_fmadd_ps(x, b0, left[r]);
-            right[r] = _mm512_fmadd_ps(x, b1, right[r]);
+            for (acc_i, b_i) in acc.iter_mut().zip(&b) {
+                acc_i[r] = _mm512_fmadd_ps(x, *b_i, acc_i[r]);
+            }
         }
     }
     // SAFETY: one __m512 is sixteen f32 (NR = 16 natively)
-    (
-        std::mem::transmute_copy::<[__m512; R], [[f32; NR]; R]>(&left),
-        std::mem::transmute_copy::<[__m512; R], [[f32; NR]; R]>(&right),
-    )
+    std::mem::transmute_copy::<[[__m512; R]; P], [[[f32; NR]; R]; P]>(&acc)
 }
 
 /// AVX2 + FMA: a row of the tile is two `ymm`.
