@@ -1,6 +1,10 @@
 //! Scaled dot-product attention and multi-head attention on the CPU.
 
-use ndarray::{s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMut3, Axis};
+use std::mem::MaybeUninit;
+
+use ndarray::{
+    s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMut3, Axis, CowArray, Ix2,
+};
 
 use rayon::prelude::*;
 
@@ -63,9 +67,9 @@ pub fn dot_product_attention(
         });
     }
     check_mask(mask, n_q, n_k)?;
-    let mut scores = Array2::zeros((n_q, n_k));
-    let mut probs = Array2::zeros((n_q, n_k));
-    let mut output = Array2::zeros((n_q, d_v));
+    let mut scores = Array2::uninit((n_q, n_k));
+    let mut probs = Array2::uninit((n_q, n_k));
+    let mut output = Array2::uninit((n_q, d_v));
     attend_into(
         q,
         k,
@@ -76,11 +80,14 @@ pub fn dot_product_attention(
         probs.view_mut(),
         Some(output.view_mut()),
     );
-    Ok(Attention {
-        scores,
-        probs,
-        output,
-    })
+    // SAFETY: `attend_into` writes every value of the three
+    unsafe {
+        Ok(Attention {
+            scores: scores.assume_init(),
+            probs: probs.assume_init(),
+            output: output.assume_init(),
+        })
+    }
 }
 
 /// A mask of `(n_q, n_k)`, or none; otherwise an error naming both shapes.
@@ -101,11 +108,12 @@ fn check_mask(mask: Option<ArrayView2<bool>>, n_q: usize, n_k: usize) -> Result<
 const QUERY_BLOCK: usize = 64;
 
 /// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
-/// writes each head straight into its slice of the trace, with no array of its own per head).
-/// `scores`: `None` when they are not kept (`QKᵀ` is then computed in `probs` and turned into
-/// probabilities there). `output`: `None` skips `·V` (a knocked-out head, whose context stays
-/// as it is). Every query row is independent of the others, so the steps run over blocks of
-/// [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
+/// writes each head straight into its slice of the trace, with no array of its own per head),
+/// which may be uninitialised: every value of each is written. `scores`: `None` when they are
+/// not kept (`QKᵀ` is then computed in `probs` and turned into probabilities there).
+/// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). Every query row
+/// is independent of the others, so the steps run over blocks of [`QUERY_BLOCK`] rows; each
+/// row is computed as it would be alone.
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
@@ -118,9 +126,9 @@ fn attend_into(
     v: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
     scale: ScoreScale,
-    mut scores: Option<ArrayViewMut2<f32>>,
-    mut probs: ArrayViewMut2<f32>,
-    mut output: Option<ArrayViewMut2<f32>>,
+    mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    mut probs: ArrayViewMut2<MaybeUninit<f32>>,
+    mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
@@ -130,20 +138,26 @@ fn attend_into(
     let n_q = q.nrows();
     for start in (0..n_q).step_by(QUERY_BLOCK) {
         let rows = s![start..(start + QUERY_BLOCK).min(n_q), ..];
-        let mut probs = probs.slice_mut(rows); // (block, n_k)
+        let block = probs.slice_mut(rows); // (block, n_k)
         let mask = mask.map(|m| m.slice_move(rows));
-        match scores.as_mut() {
+        let probs = match scores.as_mut() {
             Some(scores) => {
-                let mut scores = scores.slice_mut(rows);
                 // QKᵀ·factor
-                matmul_in_one_thread(q.slice(rows), &keys, factor, None, scores.view_mut());
-                softmax_rows(Some(scores.view()), probs.view_mut(), mask);
+                let scores = matmul_in_one_thread(
+                    q.slice(rows),
+                    &keys,
+                    factor,
+                    None,
+                    scores.slice_mut(rows),
+                );
+                softmax_rows(scores.view(), block, mask)
             }
             None => {
-                matmul_in_one_thread(q.slice(rows), &keys, factor, None, probs.view_mut());
-                softmax_rows(None, probs.view_mut(), mask);
+                let mut probs = matmul_in_one_thread(q.slice(rows), &keys, factor, None, block);
+                softmax_rows_in_place(probs.view_mut(), mask);
+                probs
             }
-        }
+        };
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
             // (block, d_v)
             matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
@@ -152,34 +166,59 @@ fn attend_into(
 }
 
 /// `probs = softmax(masked_fill(scores, mask == 0, -inf))`, row by row, vectorised for the
-/// widest instruction set the CPU has. `scores`: `None` when the scores are in `probs` already
-/// (turned into probabilities in place).
+/// widest instruction set the CPU has; `probs` may be uninitialised, and is returned written.
 ///
 /// # Shapes
 /// * `scores`, `probs`, `mask`: `(n, n_k)`
-fn softmax_rows(
-    scores: Option<ArrayView2<f32>>,
-    mut probs: ArrayViewMut2<f32>,
+fn softmax_rows<'p>(
+    scores: ArrayView2<f32>,
+    mut probs: ArrayViewMut2<'p, MaybeUninit<f32>>,
     mask: Option<ArrayView2<bool>>,
-) {
+) -> ArrayViewMut2<'p, f32> {
     // rows of `mask` as slices: the engine's masks are already laid out so (no copy)
     let mask = mask.as_ref().map(|m| m.as_standard_layout());
     isa::vectorised(
         #[inline(always)]
         || {
             for (i, mut row) in probs.rows_mut().into_iter().enumerate() {
-                let allowed = mask.as_ref().map(|m| {
-                    let row = m.row(i);
-                    row.to_slice()
-                        .expect("a standard-layout array's row is contiguous")
-                });
-                let from = scores.as_ref().map(|s| s.row(i));
-                match (row.as_slice_mut(), from.as_ref().map(|f| f.as_slice())) {
-                    (Some(row), None) => masked_softmax_in_place(row, allowed),
-                    (Some(row), Some(Some(from))) => masked_softmax(from, row, allowed),
+                let allowed = mask.as_ref().map(|m| mask_row(m, i));
+                let from = scores.row(i);
+                match (row.as_slice_mut(), from.as_slice()) {
+                    (Some(row), Some(from)) => {
+                        masked_softmax(from, row, allowed);
+                    }
                     // a strided view (never the engine's own arrays): a contiguous copy
                     _ => {
-                        let mut copy = from.map_or_else(|| row.to_vec(), |f| f.to_vec());
+                        let mut copy = from.to_vec();
+                        masked_softmax_in_place(&mut copy, allowed);
+                        for (p, v) in row.iter_mut().zip(copy) {
+                            p.write(v);
+                        }
+                    }
+                }
+            }
+        },
+    );
+    // SAFETY: every row of `probs` was written above
+    unsafe { probs.assume_init() }
+}
+
+/// [`softmax_rows`] of scores that are in `probs` already, turned into probabilities in place.
+///
+/// # Shapes
+/// * `probs`, `mask`: `(n, n_k)`
+fn softmax_rows_in_place(mut probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
+    let mask = mask.as_ref().map(|m| m.as_standard_layout());
+    isa::vectorised(
+        #[inline(always)]
+        || {
+            for (i, mut row) in probs.rows_mut().into_iter().enumerate() {
+                let allowed = mask.as_ref().map(|m| mask_row(m, i));
+                match row.as_slice_mut() {
+                    Some(row) => masked_softmax_in_place(row, allowed),
+                    // a strided view (never the engine's own arrays): a contiguous copy
+                    None => {
+                        let mut copy = row.to_vec();
                         masked_softmax_in_place(&mut copy, allowed);
                         row.assign(&ndarray::ArrayView1::from(&copy));
                     }
@@ -187,6 +226,14 @@ fn softmax_rows(
             }
         },
     );
+}
+
+/// Row `i` of a standard-layout mask, as a slice.
+#[inline(always)]
+fn mask_row<'m>(mask: &'m CowArray<bool, Ix2>, i: usize) -> &'m [bool] {
+    let row = mask.row(i);
+    row.to_slice()
+        .expect("a standard-layout array's row is contiguous")
 }
 
 /// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`, a view (no copy):
@@ -235,12 +282,14 @@ pub struct MultiHeadOutput {
 
 /// Where [`multi_head_attention_into`] writes each head's probabilities and, if kept, scores:
 /// the caller's arrays (a layer's slice of the trace), so nothing is filled and then copied.
+/// They may be uninitialised: when it returns `Ok`, every value of each has been written (a
+/// knocked-out head's too), and nothing is read before it is written.
 ///
 /// # Shapes
 /// * `probs`, `scores`: `(H, n_q, n_k)`
 pub struct HeadArrays<'a> {
-    pub probs: ArrayViewMut3<'a, f32>,
-    pub scores: Option<ArrayViewMut3<'a, f32>>,
+    pub probs: ArrayViewMut3<'a, MaybeUninit<f32>>,
+    pub scores: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
 }
 
 /// What multi-head attention computes besides the per-head arrays.
@@ -277,13 +326,15 @@ pub fn multi_head_attention(
     scale: ScoreScale,
 ) -> Result<MultiHeadOutput> {
     let (n_q, n_k) = (x_q.nrows(), x_kv.nrows());
-    let mut probs = Array3::zeros((heads, n_q, n_k));
-    let mut scores = Array3::zeros((heads, n_q, n_k));
+    let mut probs = Array3::uninit((heads, n_q, n_k));
+    let mut scores = Array3::uninit((heads, n_q, n_k));
     let arrays = HeadArrays {
         probs: probs.view_mut(),
         scores: Some(scores.view_mut()),
     };
     let projections = multi_head_attention_into(w, heads, x_q, x_kv, mask, off, scale, arrays)?;
+    // SAFETY: `multi_head_attention_into` returned Ok, so it wrote every value of both
+    let (probs, scores) = unsafe { (probs.assume_init(), scores.assume_init()) };
     Ok(MultiHeadOutput {
         probs,
         scores,
@@ -333,12 +384,12 @@ pub fn multi_head_attention_into(
         }
     }
     // each head's scores, or none when they are not kept
-    let scores: Vec<Option<ArrayViewMut2<f32>>> = match scores.as_mut() {
+    let scores: Vec<Option<ArrayViewMut2<MaybeUninit<f32>>>> = match scores.as_mut() {
         Some(s) => s.axis_iter_mut(Axis(0)).map(Some).collect(),
         None => (0..heads).map(|_| None).collect(),
     };
     // (n_q, H, d_v): each head writes its output into its own columns of the concatenation
-    let mut context = Array3::zeros((n_q, heads, d_v));
+    let mut context = Array3::uninit((n_q, heads, d_v));
     // the heads attend independently: in parallel where there are threads
     probs
         .axis_iter_mut(Axis(0))
@@ -346,8 +397,11 @@ pub fn multi_head_attention_into(
         .zip(scores)
         .zip(context.axis_iter_mut(Axis(1)))
         .enumerate()
-        .for_each(|(h, ((probs, scores), context))| {
+        .for_each(|(h, ((probs, scores), mut context))| {
             let knocked_out = off.get(h).copied().unwrap_or(false);
+            if knocked_out {
+                context.fill(MaybeUninit::new(0.0)); // its context is zero
+            }
             attend_into(
                 q.index_axis(Axis(0), h),
                 k.index_axis(Axis(0), h),
@@ -356,9 +410,11 @@ pub fn multi_head_attention_into(
                 scale,
                 scores,
                 probs,
-                (!knocked_out).then_some(context), // zero when knocked out
+                (!knocked_out).then_some(context),
             );
         });
+    // SAFETY: each head wrote its columns of the context (zeros where knocked out)
+    let context = unsafe { context.assume_init() };
     // concat(head₁ … head_H): (n_q, H, d_v) → (n_q, H·d_v), a reshape
     let context = context
         .into_shape_with_order((n_q, heads * d_v))

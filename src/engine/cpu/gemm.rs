@@ -21,9 +21,10 @@
 //! GFLOP/s on one core with AVX-512 and 8 rows; with `A` packed LLVM vectorised it across the
 //! rows instead, with gathers, 15× slower.)
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2};
+use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
 use rayon::prelude::*;
 
 use super::isa::Isa;
@@ -81,14 +82,27 @@ impl PackedB {
     pub fn from_transposed(w: ArrayView2<f32>) -> Self {
         let (n, k) = w.dim();
         let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
+        // rows read as slices: in place where each is contiguous (a head's columns of K are)
+        let owned;
+        let w = if w.strides()[1] == 1 || k <= 1 {
+            w
+        } else {
+            owned = w.as_standard_layout().into_owned();
+            owned.view()
+        };
         for (panel, out) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
-            for j in 0..NR.min(n - panel * NR) {
-                // column j of the panel, k values NR apart
-                with_row(w, panel * NR + j, |row| {
-                    for (o, &v) in out[j..].iter_mut().step_by(NR).zip(row) {
-                        *o = v;
-                    }
-                });
+            // the panel's rows of W, its columns of B
+            let rows: Vec<&[f32]> = (panel * NR..n.min(panel * NR + NR))
+                .map(|i| {
+                    w.index_axis_move(Axis(0), i)
+                        .to_slice()
+                        .expect("a row with unit stride is contiguous")
+                })
+                .collect();
+            for (p, out) in out.chunks_exact_mut(NR).enumerate() {
+                for (o, row) in out.iter_mut().zip(&rows) {
+                    *o = row[p];
+                }
             }
         }
         Self { k, n, data }
@@ -150,23 +164,44 @@ pub fn matmul_new(
     matmul_new_on(Isa::best(), Sharing::Threads, a, b, alpha, bias)
 }
 
-/// `C = α·A·B + bias`, overwriting `C`, on the calling thread alone: for a caller that already
-/// shares its work among the threads (the attention heads), where splitting each of its
-/// products again would only add hand-overs.
+/// `C = α·A·B + bias` written into `C`, which may be uninitialised (every value is written), on
+/// the calling thread alone: for a caller that already shares its work among the threads (the
+/// attention heads), where splitting each of its products again would only add hand-overs.
+/// Returns `C`, initialised.
 ///
 /// # Shapes
 /// * `a`: `(m, k)`, `b`: `(k, n)`, `bias`: `(n,)`, `c`: `(m, n)`
 ///
 /// # Panics
 /// If the shapes disagree (the callers' shapes are checked where the model is loaded).
-pub fn matmul_in_one_thread(
+pub fn matmul_in_one_thread<'c>(
     a: ArrayView2<f32>,
     b: &PackedB,
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
-    c: ArrayViewMut2<f32>,
-) {
-    matmul_on(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c)
+    mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
+) -> ArrayViewMut2<'c, f32> {
+    let (isa, sharing) = (Isa::best(), Sharing::OneThread);
+    let (m, n) = (a.nrows(), b.n);
+    check(a, b);
+    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
+    if c.strides()[1] == 1 && c.strides()[0] >= 0 {
+        let out = Out {
+            c: c.as_mut_ptr().cast(),
+            ldc: c.strides()[0] as usize,
+        };
+        // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
+        // mutably for the call; `product` writes each of its values.
+        unsafe { product(isa, sharing, a, b, alpha, bias, out) }
+    } else {
+        // the kernel writes rows of C with unit column stride: into a copy
+        let product = matmul_new_on(isa, sharing, a, b, alpha, bias);
+        Zip::from(&mut c).and(&product).for_each(|c, &v| {
+            c.write(v);
+        });
+    }
+    // SAFETY: every value of `c` was written above
+    unsafe { c.assume_init() }
 }
 
 /// Whether a product may share its panels among rayon's threads.
@@ -175,34 +210,6 @@ enum Sharing {
     /// Among every thread of the pool, when the product is large enough to gain from it.
     Threads,
     OneThread,
-}
-
-/// `C = α·A·B + bias`, overwriting `C`, with the micro-kernel compiled for `isa`, which the
-/// CPU must run (the tests check every one the CPU has).
-fn matmul_on(
-    isa: Isa,
-    sharing: Sharing,
-    a: ArrayView2<f32>,
-    b: &PackedB,
-    alpha: f32,
-    bias: Option<ArrayView1<f32>>,
-    mut c: ArrayViewMut2<f32>,
-) {
-    let (m, n) = (a.nrows(), b.n);
-    check(a, b);
-    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
-    // the kernel writes rows of C with unit column stride: otherwise into a copy
-    if c.strides()[1] == 1 && c.strides()[0] >= 0 {
-        let out = Out {
-            c: c.as_mut_ptr(),
-            ldc: c.strides()[0] as usize,
-        };
-        // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
-        // mutably for the call.
-        unsafe { product(isa, sharing, a, b, alpha, bias, out) }
-    } else {
-        c.assign(&matmul_new_on(isa, sharing, a, b, alpha, bias));
-    }
 }
 
 /// [`matmul_new`] with the micro-kernel compiled for `isa`.
@@ -778,15 +785,17 @@ mod tests {
     use super::*;
     use ndarray::{s, Array1, Array2};
 
-    /// The product into a view, its panels shared among the threads.
-    fn matmul(
+    /// [`matmul_in_one_thread`] into a new array, uninitialised.
+    fn in_one_thread(
         a: ArrayView2<f32>,
         b: &PackedB,
         alpha: f32,
         bias: Option<ArrayView1<f32>>,
-        c: ArrayViewMut2<f32>,
-    ) {
-        matmul_on(Isa::best(), Sharing::Threads, a, b, alpha, bias, c)
+    ) -> Array2<f32> {
+        let mut c = Array2::uninit((a.nrows(), b.dim().1));
+        matmul_in_one_thread(a, b, alpha, bias, c.view_mut());
+        // SAFETY: matmul_in_one_thread wrote every value
+        unsafe { c.assume_init() }
     }
 
     /// A plain triple loop in f64: the reference.
@@ -852,17 +861,14 @@ mod tests {
                     PackedB::from_transposed(bt.view()),
                 ]
                 .map(|packed| {
-                    let mut c = Array2::from_elem((m, n), f32::NAN);
-                    matmul_on(
+                    matmul_new_on(
                         isa,
                         Sharing::Threads,
                         a.view(),
                         &packed,
                         alpha,
                         bias.map(|b| b.view()),
-                        c.view_mut(),
-                    );
-                    c
+                    )
                 });
                 let worst = (&got - &want).iter().fold(0f32, |w, d| w.max(d.abs()));
                 assert!(worst <= 1e-4 * k as f32, "{isa:?} {m}×{k}×{n}: |Δ| {worst}");
@@ -909,54 +915,35 @@ mod tests {
         let q = filled(9, 4 * 32, 3);
         let k = filled(11, 32, 4);
         let head = q.slice(s![.., 64..96]);
+        let keys = PackedB::from_transposed(k.view());
         let want = reference(&head.to_owned(), &k.t().to_owned(), 0.5, None);
-        let mut out = ndarray::Array3::zeros((2, 9, 11));
-        matmul(
-            head,
-            &PackedB::from_transposed(k.view()),
-            0.5,
-            None,
-            out.slice_mut(s![1, .., ..]),
-        );
-        let worst = (&out.slice(s![1, .., ..]) - &want)
-            .iter()
-            .fold(0f32, |w, d| w.max(d.abs()));
+        let mut out = ndarray::Array3::uninit((2, 9, 11));
+        let got = matmul_in_one_thread(head, &keys, 0.5, None, out.slice_mut(s![1, .., ..]));
+        let worst = (&got - &want).iter().fold(0f32, |w, d| w.max(d.abs()));
         assert!(worst < 1e-5, "|Δ| {worst}");
         // a transposed (column-strided) output
-        let mut t = Array2::zeros((11, 9));
-        matmul(
-            head,
-            &PackedB::from_transposed(k.view()),
-            0.5,
-            None,
-            t.view_mut().reversed_axes(),
-        );
-        assert_eq!(t.t(), out.slice(s![1, .., ..]));
+        let mut t = Array2::uninit((11, 9));
+        let into_t = matmul_in_one_thread(head, &keys, 0.5, None, t.view_mut().reversed_axes());
+        assert_eq!(into_t, got);
+        // SAFETY: the product wrote every value
+        let t = unsafe { t.assume_init() };
+        assert_eq!(t.t(), got);
     }
 
     #[test]
     fn the_same_bits_on_one_thread_or_two_or_in_one_thread_of_two() {
         let (a, b) = (filled(100, 384, 5), filled(384, 1536, 6));
         let packed = PackedB::from_matrix(b.view());
-        type Product = for<'c> fn(
-            ArrayView2<f32>,
-            &PackedB,
-            f32,
-            Option<ArrayView1<f32>>,
-            ArrayViewMut2<'c, f32>,
-        );
-        let on = |threads: usize, product: Product| {
+        let on = |threads: usize, product: fn(ArrayView2<f32>, &PackedB) -> Array2<f32>| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
-            let mut c = Array2::zeros((100, 1536));
-            pool.install(|| product(a.view(), &packed, 1.0, None, c.view_mut()));
-            c
+            pool.install(|| product(a.view(), &packed))
         };
-        let one = on(1, matmul);
-        assert_eq!(one, on(2, matmul));
-        assert_eq!(one, on(2, matmul_in_one_thread));
+        let one = on(1, |a, b| matmul_new(a, b, 1.0, None));
+        assert_eq!(one, on(2, |a, b| matmul_new(a, b, 1.0, None)));
+        assert_eq!(one, on(2, |a, b| in_one_thread(a, b, 1.0, None)));
     }
 
     #[test]
@@ -970,8 +957,8 @@ mod tests {
                     .num_threads(threads)
                     .build()
                     .unwrap();
-                let mut want = Array2::from_elem((m, n), f32::NAN);
-                pool.install(|| matmul(a.view(), &packed, 0.5, Some(bias.view()), want.view_mut()));
+                let want =
+                    pool.install(|| in_one_thread(a.view(), &packed, 0.5, Some(bias.view())));
                 let got = pool.install(|| matmul_new(a.view(), &packed, 0.5, Some(bias.view())));
                 assert_eq!(got, want, "{m}×{k}×{n} on {threads} thread(s)");
             }
@@ -983,8 +970,7 @@ mod tests {
         let a = Array2::<f32>::zeros((3, 0));
         let b = PackedB::from_matrix(Array2::<f32>::zeros((0, 4)).view());
         let bias = Array1::from(vec![1.0, 2.0, 3.0, 4.0]);
-        let mut c = Array2::from_elem((3, 4), f32::NAN);
-        matmul(a.view(), &b, 1.0, Some(bias.view()), c.view_mut());
+        let c = in_one_thread(a.view(), &b, 1.0, Some(bias.view()));
         assert!(c.rows().into_iter().all(|r| r == bias));
         let new = matmul_new(a.view(), &b, 1.0, Some(bias.view()));
         assert!(new.rows().into_iter().all(|r| r == bias));

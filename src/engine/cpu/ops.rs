@@ -1,5 +1,7 @@
 //! Plain CPU kernels on `ndarray`: the reference every GPU shader is checked against.
 
+use std::mem::MaybeUninit;
+
 use ndarray::{Array2, ArrayView2};
 
 use rayon::prelude::*;
@@ -141,13 +143,18 @@ pub fn masked_softmax_in_place(row: &mut [f32], allowed: Option<&[bool]>) {
 }
 
 /// [`masked_softmax_in_place`] of `scores` written into `probs`, `scores` left as they are:
-/// `masked_fill` is the copy, so a kept row of scores costs no pass of its own. The same bits
+/// `masked_fill` is the copy, so a kept row of scores costs no pass of its own. `probs` may be
+/// uninitialised: every value is written, and the row is returned initialised. The same bits
 /// as copying `scores` into `probs` and calling [`masked_softmax_in_place`] on it.
 ///
 /// # Shapes
 /// * `scores`, `probs`, `allowed`: `(n_k,)`
 #[inline(always)]
-pub fn masked_softmax(scores: &[f32], probs: &mut [f32], allowed: Option<&[bool]>) {
+pub fn masked_softmax<'p>(
+    scores: &[f32],
+    probs: &'p mut [MaybeUninit<f32>],
+    allowed: Option<&[bool]>,
+) -> &'p mut [f32] {
     assert_eq!(
         scores.len(),
         probs.len(),
@@ -161,12 +168,19 @@ pub fn masked_softmax(scores: &[f32], probs: &mut [f32], allowed: Option<&[bool]
                 "softmax: the mask's row is not the row's length"
             );
             for ((p, &s), &ok) in probs.iter_mut().zip(scores).zip(allowed) {
-                *p = if ok { s } else { f32::NEG_INFINITY }; // masked_fill(mask == 0, -inf)
+                p.write(if ok { s } else { f32::NEG_INFINITY }); // masked_fill(mask == 0, -inf)
             }
         }
-        None => probs.copy_from_slice(scores),
+        None => {
+            for (p, &s) in probs.iter_mut().zip(scores) {
+                p.write(s);
+            }
+        }
     }
+    // SAFETY: every value of `probs` was written above; `MaybeUninit<f32>` has `f32`'s layout
+    let probs = unsafe { &mut *(probs as *mut [MaybeUninit<f32>] as *mut [f32]) };
     softmax_in_place(probs);
+    probs
 }
 
 /// Softmax of one row in place, `-inf` cells giving 0 (all zeros when every cell is `-inf`).
@@ -280,6 +294,7 @@ mod tests {
     use super::{erf, exp_nonpositive, gelu, layer_norm, masked_softmax, masked_softmax_in_place};
     use crate::engine::cpu::isa::{self, Isa};
     use crate::model::weights::LayerNorm;
+    use std::mem::MaybeUninit;
 
     /// Values in about [-8, 8), from a fixed sequence.
     fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -354,8 +369,8 @@ mod tests {
         let mut row = vec![1.0, 2.0, 3.0];
         masked_softmax_in_place(&mut row, Some(&[false, false, false]));
         assert_eq!(row, [0.0, 0.0, 0.0]);
-        let mut probs = vec![7.0; 3];
-        masked_softmax(&[1.0, 2.0, 3.0], &mut probs, Some(&[false, false, false]));
+        let mut probs = [MaybeUninit::uninit(); 3];
+        let probs = masked_softmax(&[1.0, 2.0, 3.0], &mut probs, Some(&[false, false, false]));
         assert_eq!(probs, [0.0, 0.0, 0.0]);
     }
 
@@ -367,13 +382,13 @@ mod tests {
             for mask in [None, Some(allowed.as_slice())] {
                 for isa in Isa::available() {
                     let mut in_place = scores.clone();
-                    let mut probs = vec![f32::NAN; n];
-                    isa::on(
+                    let mut probs = vec![MaybeUninit::uninit(); n];
+                    let probs = isa::on(
                         isa,
                         #[inline(always)]
                         || {
                             masked_softmax_in_place(&mut in_place, mask);
-                            masked_softmax(&scores, &mut probs, mask);
+                            masked_softmax(&scores, &mut probs, mask).to_vec()
                         },
                     );
                     assert_eq!(probs, in_place, "n = {n}, {isa:?}, mask {}", mask.is_some());
