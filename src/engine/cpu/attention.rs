@@ -3,7 +3,7 @@
 use std::mem::MaybeUninit;
 
 use ndarray::{
-    s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut2, ArrayViewMut3, Axis, CowArray, Ix2,
+    s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut1, ArrayViewMut2, ArrayViewMut3, Axis,
 };
 
 use rayon::prelude::*;
@@ -175,25 +175,22 @@ fn softmax_rows<'p>(
     mut probs: ArrayViewMut2<'p, MaybeUninit<f32>>,
     mask: Option<ArrayView2<bool>>,
 ) -> ArrayViewMut2<'p, f32> {
-    // rows of `mask` as slices: the engine's masks are already laid out so (no copy)
-    let mask = mask.as_ref().map(|m| m.as_standard_layout());
-    isa::vectorised(
+    for_each_row(
+        probs.view_mut(),
+        mask,
         #[inline(always)]
-        || {
-            for (i, mut row) in probs.rows_mut().into_iter().enumerate() {
-                let allowed = mask.as_ref().map(|m| mask_row(m, i));
-                let from = scores.row(i);
-                match (row.as_slice_mut(), from.as_slice()) {
-                    (Some(row), Some(from)) => {
-                        masked_softmax(from, row, allowed);
-                    }
-                    // a strided view (never the engine's own arrays): a contiguous copy
-                    _ => {
-                        let mut copy = from.to_vec();
-                        masked_softmax_in_place(&mut copy, allowed);
-                        for (p, v) in row.iter_mut().zip(copy) {
-                            p.write(v);
-                        }
+        |i, mut row, allowed| {
+            let from = scores.row(i);
+            match (row.as_slice_mut(), from.as_slice()) {
+                (Some(row), Some(from)) => {
+                    masked_softmax(from, row, allowed);
+                }
+                // a strided view (never the engine's own arrays): a contiguous copy
+                _ => {
+                    let mut copy = from.to_vec();
+                    masked_softmax_in_place(&mut copy, allowed);
+                    for (p, v) in row.iter_mut().zip(copy) {
+                        p.write(v);
                     }
                 }
             }
@@ -207,33 +204,49 @@ fn softmax_rows<'p>(
 ///
 /// # Shapes
 /// * `probs`, `mask`: `(n, n_k)`
-fn softmax_rows_in_place(mut probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
-    let mask = mask.as_ref().map(|m| m.as_standard_layout());
-    isa::vectorised(
+fn softmax_rows_in_place(probs: ArrayViewMut2<f32>, mask: Option<ArrayView2<bool>>) {
+    for_each_row(
+        probs,
+        mask,
         #[inline(always)]
-        || {
-            for (i, mut row) in probs.rows_mut().into_iter().enumerate() {
-                let allowed = mask.as_ref().map(|m| mask_row(m, i));
-                match row.as_slice_mut() {
-                    Some(row) => masked_softmax_in_place(row, allowed),
-                    // a strided view (never the engine's own arrays): a contiguous copy
-                    None => {
-                        let mut copy = row.to_vec();
-                        masked_softmax_in_place(&mut copy, allowed);
-                        row.assign(&ndarray::ArrayView1::from(&copy));
-                    }
-                }
+        |_, mut row, allowed| match row.as_slice_mut() {
+            Some(row) => masked_softmax_in_place(row, allowed),
+            // a strided view (never the engine's own arrays): a contiguous copy
+            None => {
+                let mut copy = row.to_vec();
+                masked_softmax_in_place(&mut copy, allowed);
+                row.assign(&ndarray::ArrayView1::from(&copy));
             }
         },
     );
 }
 
-/// Row `i` of a standard-layout mask, as a slice.
+/// `f(i, row i, row i of the mask)` for each row of `rows`, compiled for the widest instruction
+/// set the CPU has (`f` is inlined into it).
+///
+/// # Shapes
+/// * `rows`, `mask`: `(n, n_k)`
 #[inline(always)]
-fn mask_row<'m>(mask: &'m CowArray<bool, Ix2>, i: usize) -> &'m [bool] {
-    let row = mask.row(i);
-    row.to_slice()
-        .expect("a standard-layout array's row is contiguous")
+fn for_each_row<T>(
+    mut rows: ArrayViewMut2<T>,
+    mask: Option<ArrayView2<bool>>,
+    f: impl Fn(usize, ArrayViewMut1<T>, Option<&[bool]>),
+) {
+    // rows of `mask` as slices: the engine's masks are already laid out so (no copy)
+    let mask = mask.as_ref().map(|m| m.as_standard_layout());
+    isa::vectorised(
+        #[inline(always)]
+        || {
+            for (i, row) in rows.rows_mut().into_iter().enumerate() {
+                let allowed = mask.as_ref().map(|m| {
+                    let row = m.row(i);
+                    row.to_slice()
+                        .expect("a standard-layout array's row is contiguous")
+                });
+                f(i, row, allowed);
+            }
+        },
+    );
 }
 
 /// Splits the last axis into heads: `x.view(T, H, d).transpose(0, 1)`, a view (no copy):

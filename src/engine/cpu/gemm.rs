@@ -179,29 +179,9 @@ pub fn matmul_in_one_thread<'c>(
     b: &PackedB,
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
-    mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
+    c: ArrayViewMut2<'c, MaybeUninit<f32>>,
 ) -> ArrayViewMut2<'c, f32> {
-    let (isa, sharing) = (Isa::best(), Sharing::OneThread);
-    let (m, n) = (a.nrows(), b.n);
-    check(a, b);
-    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
-    if c.strides()[1] == 1 && c.strides()[0] >= 0 {
-        let out = Out {
-            c: c.as_mut_ptr().cast(),
-            ldc: c.strides()[0] as usize,
-        };
-        // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
-        // mutably for the call; `product` writes each of its values.
-        unsafe { product(isa, sharing, a, b, alpha, bias, out) }
-    } else {
-        // the kernel writes rows of C with unit column stride: into a copy
-        let product = matmul_new_on(isa, sharing, a, b, alpha, bias);
-        Zip::from(&mut c).and(&product).for_each(|c, &v| {
-            c.write(v);
-        });
-    }
-    // SAFETY: every value of `c` was written above
-    unsafe { c.assume_init() }
+    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c)
 }
 
 /// Whether a product may share its panels among rayon's threads.
@@ -221,19 +201,44 @@ fn matmul_new_on(
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
 ) -> Array2<f32> {
+    let mut c = Array2::uninit((a.nrows(), b.n));
+    matmul_into(isa, sharing, a, b, alpha, bias, c.view_mut());
+    // SAFETY: `matmul_into` wrote every value
+    unsafe { c.assume_init() }
+}
+
+/// `C = α·A·B + bias` written into `C`, which may be uninitialised, with the micro-kernel
+/// compiled for `isa`, which the CPU must run (the tests check every one the CPU has). Returns
+/// `C`, every value written.
+fn matmul_into<'c>(
+    isa: Isa,
+    sharing: Sharing,
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    alpha: f32,
+    bias: Option<ArrayView1<f32>>,
+    mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
+) -> ArrayViewMut2<'c, f32> {
     let (m, n) = (a.nrows(), b.n);
     check(a, b);
-    let mut c = Array2::<f32>::uninit((m, n));
-    let out = Out {
-        c: c.as_mut_ptr().cast(),
-        ldc: n,
-    };
-    // SAFETY: `out` is the new `(m, n)` array, rows `n` apart, which `product` writes whole
-    // (every value, before it reads any) and nothing else touches meanwhile.
-    unsafe {
-        product(isa, sharing, a, b, alpha, bias, out);
-        c.assume_init()
+    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
+    if c.strides()[1] == 1 && c.strides()[0] >= 0 {
+        let out = Out {
+            c: c.as_mut_ptr().cast(),
+            ldc: c.strides()[0] as usize,
+        };
+        // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
+        // mutably for the call; `product` writes each of its values.
+        unsafe { product(isa, sharing, a, b, alpha, bias, out) }
+    } else {
+        // the kernel writes rows of C with unit column stride: into a new array, then copied
+        let product = matmul_new_on(isa, sharing, a, b, alpha, bias);
+        Zip::from(&mut c).and(&product).for_each(|c, &v| {
+            c.write(v);
+        });
     }
+    // SAFETY: every value of `c` was written above
+    unsafe { c.assume_init() }
 }
 
 /// Panics if `A`'s columns are not `B`'s rows (the callers' shapes are checked where the model
