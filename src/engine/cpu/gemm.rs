@@ -24,7 +24,7 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, CowArray, Ix2, Zip};
 use rayon::prelude::*;
 
 use super::isa::Isa;
@@ -82,22 +82,11 @@ impl PackedB {
     pub fn from_transposed(w: ArrayView2<f32>) -> Self {
         let (n, k) = w.dim();
         let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
-        // rows read as slices: in place where each is contiguous (a head's columns of K are)
-        let owned;
-        let w = if w.strides()[1] == 1 || k <= 1 {
-            w
-        } else {
-            owned = w.as_standard_layout().into_owned();
-            owned.view()
-        };
+        let w = with_contiguous_rows(w);
         for (panel, out) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
             // the panel's rows of W, its columns of B
             let rows: Vec<&[f32]> = (panel * NR..n.min(panel * NR + NR))
-                .map(|i| {
-                    w.index_axis_move(Axis(0), i)
-                        .to_slice()
-                        .expect("a row with unit stride is contiguous")
-                })
+                .map(|i| row_of(&w, i))
                 .collect();
             for (p, out) in out.chunks_exact_mut(NR).enumerate() {
                 for (o, row) in out.iter_mut().zip(&rows) {
@@ -116,14 +105,13 @@ impl PackedB {
     pub fn from_matrix(b: ArrayView2<f32>) -> Self {
         let (k, n) = b.dim();
         let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
+        let b = with_contiguous_rows(b);
         for p in 0..k {
-            with_row(b, p, |row| {
-                // row p of B: NR values at row p of each panel
-                for (panel, cols) in row.chunks(NR).enumerate() {
-                    let at = (panel * k + p) * NR;
-                    data[at..at + cols.len()].copy_from_slice(cols);
-                }
-            });
+            // row p of B: NR values at row p of each panel
+            for (panel, cols) in row_of(&b, p).chunks(NR).enumerate() {
+                let at = (panel * k + p) * NR;
+                data[at..at + cols.len()].copy_from_slice(cols);
+            }
         }
         Self { k, n, data }
     }
@@ -138,15 +126,21 @@ impl PackedB {
     }
 }
 
-/// Calls `f` with row `i` of `x` as a slice: in place where its values are contiguous (a
-/// head's columns of a projection are), else copied.
-#[inline]
-fn with_row(x: ArrayView2<f32>, i: usize, f: impl FnOnce(&[f32])) {
-    let row = x.row(i);
-    match row.as_slice() {
-        Some(values) => f(values),
-        None => f(&row.to_vec()),
+/// `x` with each row contiguous: `x` itself where its columns are adjacent (a head's columns
+/// of a projection are, their rows strided), else a standard-layout copy.
+fn with_contiguous_rows(x: ArrayView2<f32>) -> CowArray<f32, Ix2> {
+    if x.strides()[1] == 1 {
+        x.into()
+    } else {
+        x.as_standard_layout().into_owned().into()
     }
+}
+
+/// Row `i` of an array from [`with_contiguous_rows`], as a slice.
+fn row_of<'x>(x: &'x CowArray<f32, Ix2>, i: usize) -> &'x [f32] {
+    x.row(i)
+        .to_slice()
+        .expect("with_contiguous_rows: each row is contiguous")
 }
 
 /// `α·A·B + bias` into a new `(m, n)` array, a large product's panels shared among the

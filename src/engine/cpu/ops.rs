@@ -27,13 +27,19 @@ pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
 pub fn layer_norm(x: ArrayView2<f32>, ln: &LayerNorm) -> Array2<f32> {
     let mut y = x.as_standard_layout().into_owned();
     let d = y.ncols();
-    let (weight, bias) = (ln.weight.to_vec(), ln.bias.to_vec());
+    // the parameters as slices: in place (a checkpoint's are contiguous), else copied
+    let (weight, bias) = (ln.weight.as_standard_layout(), ln.bias.as_standard_layout());
+    let contiguous = "a standard-layout array is contiguous";
+    let (weight, bias) = (
+        weight.as_slice().expect(contiguous),
+        bias.as_slice().expect(contiguous),
+    );
     let norm = |rows: &mut [f32]| {
         isa::vectorised(
             #[inline(always)]
             || {
                 for row in rows.chunks_exact_mut(d) {
-                    normalize(row, &weight, &bias, ln.eps);
+                    normalize(row, weight, bias, ln.eps);
                 }
             },
         )
@@ -192,7 +198,8 @@ fn softmax_in_place(row: &mut [f32]) {
     // `>` rather than `f32::max`: the same result (the running max is never NaN, and a NaN
     // score is passed over as `f32::max` passes it), but one instruction a vector (`vmaxps`,
     // wasm's `f32x4.pmax`) instead of a max, a NaN check and a blend
-    let max = fold_lanes(row, f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
+    let max_of = |a: f32, b: f32| if b > a { b } else { a };
+    let max = fold_lanes(row, f32::NEG_INFINITY, max_of, max_of);
     if max == f32::NEG_INFINITY {
         row.fill(0.0);
         return;
@@ -209,37 +216,34 @@ fn softmax_in_place(row: &mut [f32]) {
 /// instruction set.
 const LANES: usize = 16;
 
-/// `xs` folded by `f` in [`LANES`] interleaved lanes, then the lanes and the tail in order.
+/// `xs` folded by `step` in [`LANES`] interleaved lanes, the lanes then joined by `combine` in
+/// order, then the tail folded by `step`.
 #[inline(always)]
-fn fold_lanes(xs: &[f32], init: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
+fn fold_lanes(
+    xs: &[f32],
+    init: f32,
+    step: impl Fn(f32, f32) -> f32,
+    combine: impl Fn(f32, f32) -> f32,
+) -> f32 {
     let mut acc = [init; LANES];
     let mut chunks = xs.chunks_exact(LANES);
     for chunk in &mut chunks {
         for (a, &x) in acc.iter_mut().zip(chunk) {
-            *a = f(*a, x);
+            *a = step(*a, x);
         }
     }
-    let lanes = acc.into_iter().fold(init, &f);
-    chunks.remainder().iter().fold(lanes, |a, &x| f(a, x))
+    let lanes = acc.into_iter().fold(init, combine);
+    chunks.remainder().iter().fold(lanes, |a, &x| step(a, x))
 }
 
-/// `Σ f(x)` over `xs`, added in [`LANES`] interleaved lanes, then the lanes and the tail in
-/// order.
+/// `Σ f(x)` over `xs`, added in [`LANES`] interleaved lanes (see [`fold_lanes`]).
 #[inline(always)]
 fn sum_lanes(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut acc = [0.0; LANES];
-    let mut chunks = xs.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        for (a, &x) in acc.iter_mut().zip(chunk) {
-            *a += f(x);
-        }
-    }
-    let lanes = acc.into_iter().fold(0.0, |a, b| a + b);
-    chunks.remainder().iter().fold(lanes, |a, &x| a + f(x))
+    fold_lanes(xs, 0.0, |a, x| a + f(x), |a, b| a + b)
 }
 
 /// Replaces each value `x` of `xs` by `f(x)` and returns their sum, added in [`LANES`]
-/// interleaved lanes as [`fold_lanes`] adds them (the same bits as mapping, then folding).
+/// interleaved lanes as [`sum_lanes`] adds them (the same bits as mapping, then summing).
 #[inline(always)]
 fn map_and_sum_lanes(xs: &mut [f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [0.0; LANES];
