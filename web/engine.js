@@ -11,7 +11,7 @@ class Engine {
   constructor() {
     const url = new URL('./worker.js', import.meta.url);
     const params = new URLSearchParams(location.search);
-    if (params.get('testhooks') === '1') url.searchParams.set('testhooks', '1');
+    if (['1', 'lose-at-probe'].includes(params.get('testhooks'))) url.searchParams.set('testhooks', params.get('testhooks')); // worker.js
     if (params.get('wasm')) url.searchParams.set('wasm', params.get('wasm')); // one of the wasm builds (worker.js)
     this.worker = new Worker(url, { type: 'module' });
     this.nextId = 1;

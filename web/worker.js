@@ -4,7 +4,8 @@
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?}
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
-//      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would)
+//      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would;
+//      ?testhooks=lose-at-probe destroys them when `auto` first runs WebGPU)
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
 import { summarise } from './summary.js';
@@ -55,7 +56,10 @@ const aborts = new Map();      // key → AbortController of a download under wa
 
 // ---------- test hooks: WebGPU devices the tests may destroy ----------
 const devices = [];
-if (new URL(self.location.href).searchParams.get('testhooks') === '1' && self.navigator.gpu) {
+const HOOKS = new URL(self.location.href).searchParams.get('testhooks');
+// `?testhooks=lose-at-probe`: as `1`, and `auto`'s probe destroys the devices before WebGPU's turn
+const LOSE_AT_PROBE = HOOKS === 'lose-at-probe';
+if ((HOOKS === '1' || LOSE_AT_PROBE) && self.navigator.gpu) {
   const requestAdapter = GPU.prototype.requestAdapter;
   GPU.prototype.requestAdapter = async function (...args) {
     const adapter = await requestAdapter.apply(this, args);
@@ -207,13 +211,23 @@ async function download(key, base, refresh) {
 // ---------- engines ----------
 const now = () => performance.now();
 
-/** For `auto` with a GPU: time both engines on a short sentence, keep the faster. */
+/** For `auto` with a GPU: time both engines on a short sentence, keep the faster. A WebGPU pass
+ *  that throws, or that the CPU had to answer, is `{cpu, failed}`: why WebGPU is not used. */
 async function probe(session) {
-  const run = async (engine) => { const t = now(); await session.run([PROBE], undefined, 'padding', engine); return now() - t; };
-  const cpu = Math.min(await run('cpu'), await run('cpu'));
-  let gpu = await run('gpu'); // includes compiling the pipelines
-  if (gpu > cpu) gpu = Math.min(gpu, await run('gpu'));
-  return { cpu, gpu };
+  const run = async (engine) => {
+    const t = now();
+    const r = await session.run([PROBE], undefined, 'padding', engine);
+    return { ms: now() - t, fallback: r.info.fallback };
+  };
+  const cpu = Math.min((await run('cpu')).ms, (await run('cpu')).ms);
+  if (LOSE_AT_PROBE) for (const d of devices) d.destroy();
+  try {
+    let gpu = await run('gpu'); // includes compiling the pipelines
+    if (!gpu.fallback && gpu.ms > cpu) gpu = await run('gpu');
+    return gpu.fallback ? { cpu, failed: gpu.fallback } : { cpu, gpu: gpu.ms };
+  } catch (e) {
+    return { cpu, failed: String(e?.message || e) };
+  }
 }
 
 const ms = (x) => (x >= 1000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 1 : 0)} ms`);
@@ -233,6 +247,7 @@ async function makeSession(cp, backend) {
   let t;
   try { t = await probe(session); } catch (e) { session.free(); throw e; }
   const adapter = gpu.replace(/^gpu: /, '');
+  if (t.failed) return { backend, session, engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU failed on a test pass`, details: `WebGPU (${adapter}): ${t.failed}` } };
   const details = `timed on a ${PROBE.split(' ').length}-word sentence: WebGPU (${adapter}) ${ms(t.gpu)}, CPU ${ms(t.cpu)} a pass`;
   return t.gpu < t.cpu
     ? { backend, session, engine: 'gpu', status: { line: `auto: WebGPU, ${ms(t.gpu)} a pass vs ${ms(t.cpu)} on the CPU`, details } }

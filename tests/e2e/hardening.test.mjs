@@ -203,6 +203,19 @@ test('a lost WebGPU device: the CPU engine takes over with a note, and the next 
   await page.close();
 });
 
+test('auto, when WebGPU fails on its test pass: the CPU engine is chosen, saying why, and runs', async () => {
+  const p = await open('#e=auto', '?testhooks=lose-at-probe');
+  const { page } = p;
+  assert.equal(await page.evaluate(() => window.attnscope.result.backend), 'cpu');
+  assert.match(await page.textContent('#engine-status'), /auto: CPU engine, [\d.]+ m?s a pass; WebGPU failed on a test pass/);
+  await page.fill('#sentence', 'the probe failed');
+  await resultFor(page, '[CLS] the probe failed [SEP]');
+  assert.equal(await page.evaluate(() => window.attnscope.result.backend), 'cpu');
+  p.problems.splice(0, p.problems.length, ...p.problems.filter((m) => !/destroy|lost|Device/i.test(m))); // WebGPU's own console messages about the destroyed device
+  assert.deepEqual(p.problems, []);
+  await page.close();
+});
+
 test('input limits: over 4 sentences, empty, only spaces, only unknown or dropped characters', async () => {
   const p = await open();
   const { page } = p;

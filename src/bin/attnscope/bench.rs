@@ -105,32 +105,27 @@ pub fn run(
         let input = input_of_len(&full, t);
         let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
         let cpu_ms = median(time(&cpu, &input, &mask, iters, |r| Ok(r.elapsed_ms))?);
-        // the passes the analyses read keep the scores, as the page's runs and `--head-metrics` do
-        let cpu_runs = (0..iters)
-            .map(|_| pollster::block_on(cpu.forward(&input, &mask, &TraceOptions::with_scores())))
-            .collect::<Result<Vec<_>, _>>()?;
-        // head summaries and rollout of the pass, as `--head-metrics --rollout` add them
+        // head summaries and rollout of a pass that keeps the scores (as the page's runs and
+        // `--head-metrics --rollout` do), each pass dropped before the next, as in `time`
         let special = model.tokenizer.special_ids();
-        let timed = |f: &dyn Fn(&Run)| {
-            median(
-                cpu_runs
-                    .iter()
-                    .map(|r| {
-                        let start = Instant::now();
-                        f(r);
-                        start.elapsed().as_secs_f64() * 1e3
-                    })
-                    .collect(),
-            )
+        let ms_of = |f: &dyn Fn()| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e3
         };
-        let metrics_ms = timed(&|r| {
-            std::hint::black_box(HeadMetrics::of(&item_attention(
-                &r.trace, &input, 0, special,
-            )));
-        });
-        let rollout_ms = timed(&|r| {
-            std::hint::black_box(rollout(&item_attention(&r.trace, &input, 0, special)));
-        });
+        let (mut metrics, mut rollouts) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+        for _ in 0..iters {
+            let r = pollster::block_on(cpu.forward(&input, &mask, &TraceOptions::with_scores()))?;
+            metrics.push(ms_of(&|| {
+                std::hint::black_box(HeadMetrics::of(&item_attention(
+                    &r.trace, &input, 0, special,
+                )));
+            }));
+            rollouts.push(ms_of(&|| {
+                std::hint::black_box(rollout(&item_attention(&r.trace, &input, 0, special)));
+            }));
+        }
+        let (metrics_ms, rollout_ms) = (median(metrics), median(rollouts));
         let mut line = format!("{t:>7} {cpu_ms:>10.2} {metrics_ms:>10.2} {rollout_ms:>10.2} |");
         if let Some(g) = &gpu {
             let timings = time(g, &input, &mask, iters, |r| {
