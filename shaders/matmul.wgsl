@@ -131,6 +131,11 @@ fn load_b(b0: u32, n0: u32, k: u32) -> Block {
             );
         }
     }
+    return transposed(r);
+}
+
+// Eight rows of B (n0 + j), four k each, as the Block of four k, eight columns each.
+fn transposed(r: array<vec4f, 8>) -> Block {
     return Block(
         Row8(vec4f(r[0].x, r[1].x, r[2].x, r[3].x), vec4f(r[4].x, r[5].x, r[6].x, r[7].x)),
         Row8(vec4f(r[0].y, r[1].y, r[2].y, r[3].y), vec4f(r[4].y, r[5].y, r[6].y, r[7].y)),

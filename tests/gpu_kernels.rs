@@ -23,6 +23,12 @@ fn kernels() -> &'static GpuKernels {
     K.get_or_init(|| GpuKernels::new(gpu_device().clone()))
 }
 
+/// The dense layers on `matmul.wgsl`'s `main`, where [`kernels`] runs `matmul_shared.wgsl`.
+fn plain_kernels() -> &'static GpuKernels {
+    static K: OnceLock<GpuKernels> = OnceLock::new();
+    K.get_or_init(|| GpuKernels::new(gpu_device().clone()).without_shared_rows())
+}
+
 /// Deterministic values in [-2, 2) from a seed (a small LCG: no randomness between runs).
 fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut x = seed
@@ -46,8 +52,23 @@ fn diff<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>, b: &ndarray::Array<f3
     max_abs_diff(a.view().into_dyn(), b.view().into_dyn())
 }
 
+/// A device with subgroups of 8 or more lanes (lavapipe has 8) runs the dense layers on
+/// `matmul_shared.wgsl`: its check at compile time must pass there, not quietly fall back.
+#[test]
+fn the_shared_rows_kernel_is_used_where_the_device_has_subgroups_of_eight() {
+    assert_eq!(kernels().shares_rows(), gpu_device().shares_rows());
+    assert!(!plain_kernels().shares_rows());
+}
+
 #[test]
 fn matmul_bias_at_odd_sizes() {
+    for kernels in [kernels(), plain_kernels()] {
+        matmul_bias_at_odd_sizes_on(kernels);
+    }
+}
+
+fn matmul_bias_at_odd_sizes_on(kernels: &GpuKernels) {
+    let shared = kernels.shares_rows();
     for (m, k, n) in [
         (1, 24, 40),
         (7, 24, 72),
@@ -58,15 +79,15 @@ fn matmul_bias_at_odd_sizes() {
     ] {
         let l = Linear::new(matrix(n, k, 1), Array1::from(values(n, 2)));
         let x = matrix(m, k, 3);
-        let gpu = block_on(kernels().linear(x.view(), &l, None)).unwrap();
+        let gpu = block_on(kernels.linear(x.view(), &l, None)).unwrap();
         let d = diff(&gpu, &ops::linear(x.view(), &l));
         assert!(
             d < 1e-4 * (k as f32).sqrt(),
-            "({m}×{k})·({n}×{k})ᵀ differs by {d}"
+            "({m}×{k})·({n}×{k})ᵀ differs by {d} (shared rows: {shared})"
         );
     }
     let l = Linear::new(matrix(4, 3, 1), Array1::zeros(4));
-    assert!(block_on(kernels().linear(matrix(2, 5, 1).view(), &l, None)).is_err());
+    assert!(block_on(kernels.linear(matrix(2, 5, 1).view(), &l, None)).is_err());
 }
 
 /// The activations run fused into the matmul's epilogue: through an identity layer (`x·Iᵀ + 0`

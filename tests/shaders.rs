@@ -7,15 +7,18 @@ use std::path::Path;
 
 use attnscope::engine::gpu::Kernel;
 
-/// `file:line` of a line of a kernel's composed module.
-fn origin(kernel: Kernel, common: &str, line: u32) -> String {
-    // composed = common + "\n" + kernel
-    let common_lines = common.matches('\n').count() as u32 + 1;
-    if line <= common_lines {
-        format!("shaders/common.wgsl:{line}")
-    } else {
-        format!("shaders/{}:{}", kernel.file(), line - common_lines)
+/// `file:line` of a line of a composed module, from its parts (`(file, text)`, in order).
+fn origin(parts: &[(&str, String)], line: u32) -> String {
+    // composed = part + "\n" + part + ...: each part takes its newlines + 1 lines
+    let mut first = 1;
+    for (file, text) in parts {
+        let lines = text.matches('\n').count() as u32 + 1;
+        if line < first + lines {
+            return format!("shaders/{file}:{}", line - first + 1);
+        }
+        first += lines;
     }
+    format!("line {line}")
 }
 
 #[test]
@@ -23,19 +26,26 @@ fn every_composed_kernel_parses_and_validates() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
     let common = std::fs::read_to_string(dir.join("common.wgsl")).unwrap();
     for kernel in Kernel::ALL {
-        let own = std::fs::read_to_string(dir.join(kernel.file())).unwrap();
+        let mut parts = vec![("common.wgsl", common.clone())];
+        for file in kernel.files() {
+            parts.push((file, std::fs::read_to_string(dir.join(file)).unwrap()));
+        }
         let src = kernel.source();
+        let texts: Vec<&str> = parts.iter().map(|(_, t)| t.as_str()).collect();
+        let name = parts
+            .iter()
+            .map(|(f, _)| *f)
+            .collect::<Vec<_>>()
+            .join(" + ");
         assert_eq!(
             src,
-            format!("{common}\n{own}"),
-            "{}: not composed as common.wgsl + the file",
+            texts.join("\n"),
+            "{}: not composed as {name}",
             kernel.file()
         );
-        let name = format!("common.wgsl + {}", kernel.file());
+        assert_eq!(kernel.files().last(), Some(&kernel.file()));
         let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| {
-            let at = e
-                .location(src)
-                .map(|l| origin(kernel, &common, l.line_number));
+            let at = e.location(src).map(|l| origin(&parts, l.line_number));
             panic!(
                 "{}: {}",
                 at.unwrap_or(name.clone()),
@@ -48,9 +58,7 @@ fn every_composed_kernel_parses_and_validates() {
         )
         .validate(&module)
         .unwrap_or_else(|e| {
-            let at = e
-                .location(src)
-                .map(|l| origin(kernel, &common, l.line_number));
+            let at = e.location(src).map(|l| origin(&parts, l.line_number));
             panic!(
                 "{}: {}",
                 at.unwrap_or(name.clone()),
@@ -58,8 +66,9 @@ fn every_composed_kernel_parses_and_validates() {
             )
         });
         assert!(
-            module.entry_points.iter().any(|e| e.name == "main"),
-            "{name}: no `main` entry point"
+            module.entry_points.iter().any(|e| e.name == kernel.entry()),
+            "{name}: no `{}` entry point",
+            kernel.entry()
         );
     }
 }

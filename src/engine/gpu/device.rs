@@ -38,7 +38,8 @@ impl GpuDevice {
     }
 
     /// Requests the default adapter and a device with the adapter's real limits (a model's
-    /// embedding table can exceed WebGPU's default binding sizes).
+    /// embedding table can exceed WebGPU's default binding sizes) and its subgroups, where it
+    /// has them (natively: wgpu does not offer them on WebGPU yet).
     pub async fn acquire() -> Result<Self> {
         // Compute needs Vulkan, Metal, DX12 or WebGPU; probing GL only adds noise. WGPU_BACKEND overrides.
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
@@ -55,12 +56,21 @@ impl GpuDevice {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("attnscope"),
+                required_features: adapter.features() & wgpu::Features::SUBGROUP,
                 required_limits: adapter.limits(),
                 ..Default::default()
             })
             .await
             .map_err(|e| Error::Gpu(format!("{}: cannot open the device: {e}", info.name)))?;
         Ok(Self::from_parts(device, queue, info))
+    }
+
+    /// Whether the device has subgroups whose sizes are all multiples of 8, which
+    /// `matmul_shared.wgsl` divides into groups of eight lanes.
+    pub fn shares_rows(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SUBGROUP)
+            && self.info.subgroup_min_size >= 8
+            && self.info.subgroup_min_size.is_power_of_two()
     }
 
     /// What ran, e.g. `gpu: llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)`.

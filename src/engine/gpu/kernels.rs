@@ -25,13 +25,13 @@ pub const MATMUL_TILE: u32 = MATMUL_BLOCK * MATMUL_SIDE;
 pub const QUERIES_WG: u32 = 16;
 pub const ATTENTION_ROWS: u32 = 4;
 
-/// `shaders/common.wgsl` followed by `shaders/<name>.wgsl`, as one source at build time.
+/// `shaders/common.wgsl` followed by `shaders/<name>.wgsl` for each name, as one source at build
+/// time.
 macro_rules! composed {
-    ($name:literal) => {
+    ($($name:literal),+) => {
         concat!(
             include_str!("../../../shaders/common.wgsl"),
-            "\n",
-            include_str!(concat!("../../../shaders/", $name, ".wgsl"))
+            $("\n", include_str!(concat!("../../../shaders/", $name, ".wgsl"))),+
         )
     };
 }
@@ -46,6 +46,9 @@ pub enum Kernel {
     /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
     /// of 4).
     Matmul,
+    /// `matmul_shared.wgsl` (after `matmul.wgsl`): [`Kernel::Matmul`] with each row read once per
+    /// eight lanes, shared through subgroup shuffles; only where [`GpuDevice::shares_rows`].
+    MatmulShared,
     /// `matmul.wgsl` reading vec4s, A along k and B along n: `P·V`.
     MatmulBAlongN,
     /// `matmul.wgsl` reading scalars: any offsets, strides and sizes.
@@ -66,10 +69,11 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 9] = [
         Kernel::EmbedLayerNorm,
         Kernel::EmbedParts,
         Kernel::Matmul,
+        Kernel::MatmulShared,
         Kernel::MatmulBAlongN,
         Kernel::MatmulScalar,
         Kernel::AddLayerNorm,
@@ -77,28 +81,49 @@ impl Kernel {
         Kernel::AttentionProbsScalar,
     ];
 
-    /// The file under `shaders/`.
-    pub fn file(self) -> &'static str {
+    /// The files under `shaders/` composed after `common.wgsl`, the kernel's own file last.
+    pub fn files(self) -> &'static [&'static str] {
         match self {
-            Kernel::EmbedLayerNorm => "embed_layernorm.wgsl",
-            Kernel::EmbedParts => "embed_parts.wgsl",
-            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => "matmul.wgsl",
-            Kernel::AddLayerNorm => "add_layernorm.wgsl",
-            Kernel::AttentionProbs | Kernel::AttentionProbsScalar => "attention_probs.wgsl",
+            Kernel::EmbedLayerNorm => &["embed_layernorm.wgsl"],
+            Kernel::EmbedParts => &["embed_parts.wgsl"],
+            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
+            Kernel::MatmulShared => &["matmul.wgsl", "matmul_shared.wgsl"],
+            Kernel::AddLayerNorm => &["add_layernorm.wgsl"],
+            Kernel::AttentionProbs | Kernel::AttentionProbsScalar => &["attention_probs.wgsl"],
         }
     }
 
-    /// The composed module: `common.wgsl` + the kernel's file.
+    /// The kernel's own file under `shaders/`.
+    pub fn file(self) -> &'static str {
+        let files = self.files();
+        files[files.len() - 1]
+    }
+
+    /// The composed module: `common.wgsl` + the kernel's [`files`](Kernel::files).
     pub fn source(self) -> &'static str {
         match self {
             Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
             Kernel::EmbedParts => composed!("embed_parts"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
+            Kernel::MatmulShared => composed!("matmul", "matmul_shared"),
             Kernel::AddLayerNorm => composed!("add_layernorm"),
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
                 composed!("attention_probs")
             }
         }
+    }
+
+    /// The entry point: `main`, or `main_shared` of `matmul_shared.wgsl`.
+    pub fn entry(self) -> &'static str {
+        match self {
+            Kernel::MatmulShared => "main_shared",
+            _ => "main",
+        }
+    }
+
+    /// Whether it runs only where [`GpuDevice::shares_rows`] (it shuffles among subgroup lanes).
+    pub fn needs_subgroups(self) -> bool {
+        self == Kernel::MatmulShared
     }
 
     /// The kernel's buffers in binding order, as its `@binding(i)` declarations list them.
@@ -112,9 +137,10 @@ impl Kernel {
             // params, ids, type_ids, word, position, token_type → out
             Kernel::EmbedParts => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
             // params, a, a as vec4s, b, b as vec4s, bias → c
-            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
-                &[Uniform, Read, Read, Read, Read, Read, ReadWrite]
-            }
+            Kernel::Matmul
+            | Kernel::MatmulShared
+            | Kernel::MatmulBAlongN
+            | Kernel::MatmulScalar => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
             // params, a, b, gamma, beta → sum, norm
             Kernel::AddLayerNorm => &[Uniform, Read, Read, Read, Read, ReadWrite, ReadWrite],
             // params, q, q as vec4s, k, k as vec4s, mask → scores, probs
@@ -128,7 +154,9 @@ impl Kernel {
     fn constants(self) -> &'static [(&'static str, f64)] {
         const SIDE: f64 = MATMUL_SIDE as f64;
         match self {
-            Kernel::Matmul => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 0.0)],
+            Kernel::Matmul | Kernel::MatmulShared => {
+                &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 0.0)]
+            }
             Kernel::MatmulBAlongN => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 1.0)],
             Kernel::MatmulScalar => &[("SIDE", SIDE), ("VEC4", 0.0), ("B_ALONG_N", 0.0)],
             Kernel::AttentionProbs => &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 1.0)],
@@ -144,16 +172,33 @@ pub struct Pipeline {
     pub layout: wgpu::BindGroupLayout,
 }
 
-/// Every kernel compiled for one device, indexed by [`Kernel`].
-pub struct Pipelines([Pipeline; 8]);
+/// Every kernel the device can run, compiled for it, indexed by [`Kernel`].
+pub struct Pipelines([Option<Pipeline>; 9]);
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {
-        Self(Kernel::ALL.map(|k| compile(dev, k)))
+        Self(
+            Kernel::ALL
+                .map(|k| (!k.needs_subgroups() || dev.shares_rows()).then(|| compile(dev, k))),
+        )
     }
 
+    /// Whether `k` was compiled (see [`Kernel::needs_subgroups`]).
+    pub fn has(&self, k: Kernel) -> bool {
+        self.0[k as usize].is_some()
+    }
+
+    /// Drops `k`, so that [`Pipelines::has`] says no.
+    pub fn drop_kernel(&mut self, k: Kernel) {
+        self.0[k as usize] = None;
+    }
+
+    /// # Panics
+    /// When `k` was not compiled: ask [`Pipelines::has`] first.
     pub fn get(&self, k: Kernel) -> &Pipeline {
-        &self.0[k as usize]
+        self.0[k as usize]
+            .as_ref()
+            .unwrap_or_else(|| panic!("{k:?} was not compiled for this device"))
     }
 }
 
@@ -197,7 +242,7 @@ fn compile(dev: &GpuDevice, kernel: Kernel) -> Pipeline {
         label,
         layout: Some(&pipeline_layout),
         module: &module,
-        entry_point: Some("main"),
+        entry_point: Some(kernel.entry()),
         compilation_options: wgpu::PipelineCompilationOptions {
             constants: kernel.constants(),
             ..Default::default()

@@ -41,15 +41,54 @@ pub struct GpuKernels {
 }
 
 impl GpuKernels {
-    /// Compiles every kernel for `dev`.
+    /// Compiles every kernel `dev` can run. `matmul_shared.wgsl` is kept only when a product
+    /// through it equals the CPU's (it assumes how subgroups lie in a workgroup).
     pub fn new(dev: GpuDevice) -> Self {
         let pipelines = Pipelines::new(&dev);
         let unused = filled(&dev, "unused", &[0; 4], wgpu::BufferUsages::STORAGE);
-        Self {
+        let mut kernels = Self {
             dev,
             pipelines,
             unused,
+        };
+        if kernels.shares_rows() && !kernels.shared_rows_agree() {
+            kernels.pipelines.drop_kernel(Kernel::MatmulShared);
         }
+        kernels
+    }
+
+    /// Whether the dense layers run `matmul_shared.wgsl` (see [`GpuDevice::shares_rows`]).
+    pub fn shares_rows(&self) -> bool {
+        self.pipelines.has(Kernel::MatmulShared)
+    }
+
+    /// The same kernels with the dense layers on `matmul.wgsl`'s `main` (for tests of both).
+    pub fn without_shared_rows(mut self) -> Self {
+        self.pipelines.drop_kernel(Kernel::MatmulShared);
+        self
+    }
+
+    /// `(70, 12)·(72, 12)ᵀ + b`, over 2 × 2 workgroups with partial tiles, through
+    /// `matmul_shared.wgsl` against the CPU's product. Natively only: wgpu offers subgroups
+    /// nowhere else, so the kernel is never compiled on the web.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn shared_rows_agree(&self) -> bool {
+        use crate::model::weights::Linear;
+        use ndarray::{Array1, Array2};
+        let value = |i: usize| ((i * 37 % 23) as f32 - 11.0) / 8.0;
+        let x = Array2::from_shape_fn((70, 12), |(i, j)| value(i * 12 + j));
+        let w = Array2::from_shape_fn((72, 12), |(i, j)| value(i * 5 + j + 3));
+        let l = Linear::new(w, Array1::from_shape_fn(72, value));
+        let want = crate::engine::cpu::ops::linear(x.view(), &l);
+        match pollster::block_on(self.linear(x.view(), &l, None)) {
+            Ok(got) => got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-4),
+            Err(_) => false,
+        }
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn shared_rows_agree(&self) -> bool {
+        false
     }
 
     /// A command encoder with `dispatches` recorded in one compute pass.
@@ -396,6 +435,7 @@ impl<'a> Plan<'a> {
             a_vec4 && b_vec4 && whole_vec4s(a) && whole_vec4s(b),
             b_along_n,
         ) {
+            (true, false) if self.kernels.shares_rows() => Kernel::MatmulShared,
             (true, false) => Kernel::Matmul,
             (true, true) => Kernel::MatmulBAlongN,
             (false, _) => Kernel::MatmulScalar,
