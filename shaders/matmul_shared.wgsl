@@ -1,15 +1,16 @@
-// `main` of matmul.wgsl in its VEC4 form with B along k (x·Wᵀ), each row of A and of B read once
-// per group of eight lanes instead of once per invocation: composed after matmul.wgsl, whose
-// parameters, reads and epilogue it uses. It needs subgroups (the engine compiles it only on a
+// `main` of matmul.wgsl in its VEC4 forms, B along k (x·Wᵀ) or along n (P·V, with B_ALONG_N),
+// each row of A and of B read once per group of eight lanes instead of once per invocation:
+// composed after matmul.wgsl, whose parameters, overrides, reads and epilogue it uses. It needs subgroups (the engine compiles it only on a
 // device whose subgroup sizes are multiples of 8) laid out along the workgroup's invocations in
 // order, as every implementation does (the engine checks it against `main` when it compiles it).
 //
 // A workgroup of 64 invocations covers a 64 × 64 tile of C, as `main`'s 8 × 8 do: eight groups of
 // eight lanes, each group a 16 × 32 tile (groups 4 down, 2 across), each lane an 8 × 8 block of
 // its group's tile (lanes 2 down, 4 across). Four k at a time a lane reads two rows of A and four
-// of B, the group's 16 + 32 rows read once among its eight lanes, and takes the eight rows of A
-// and of B its block multiplies from the lanes that read them (`subgroupShuffle`): 6 vec4 reads a
-// lane where `main` makes 16. Reads are what a CPU Vulkan driver (lavapipe) spends its time on,
+// vec4s of B (four of its rows along k, or one group of four of its columns at four k along n),
+// so the group's 16 rows of A and 32 columns of B are read once among its eight lanes, and takes
+// what its block multiplies from the lanes that read it (`subgroupShuffle`): 6 vec4 reads a lane
+// where `main` makes 16. Reads are what a CPU Vulkan driver (lavapipe) spends its time on,
 // one lane at a time; on a GPU they are the loads a register-tiled kernel shares through
 // workgroup memory, here without a barrier.
 // Dispatch (ceil(N / 64), ceil(M / 64), items · heads), as `main`.
@@ -27,8 +28,9 @@ fn main_shared(
     let gn = wid.x * 64u + (group % 2u) * 32u; // columns gn .. gn + 32
     let m0 = gm + (r / 4u) * 8u; // the lane's block: rows m0 .. m0 + 8,
     let n0 = gn + (r % 4u) * 8u; // columns n0 .. n0 + 8
-    // the lanes holding the block's rows: A's row m0 + i at src_a + i / 2 (even i in `a_even`),
-    // B's row n0 + j at src_b + j / 4 (`b_{j % 4}`)
+    // the lanes holding the block's rows: A's row m0 + i at src_a + i / 2 (even i in `a_even`);
+    // B's column n0 + j at src_b + j / 4: along k its row (`b_{j % 4}`), along n its four k
+    // (element j % 4 of `b_0` .. `b_3`, one for each k)
     let src_a = first + (r / 4u) * 4u;
     let src_b = first + (r % 4u) * 2u;
     let item = wid.z / p.heads;
@@ -51,20 +53,37 @@ fn main_shared(
     for (var k = 0u; k < p.k; k += 4u) {
         let a_even = load_a(a0, gm + 2u * r, k);
         let a_odd = load_a(a0, gm + 2u * r + 1u, k);
-        let b_0 = b4[(b0 + min(gn + 4u * r, p.n - 1u) * p.b.row + k) / 4u];
-        let b_1 = b4[(b0 + min(gn + 4u * r + 1u, p.n - 1u) * p.b.row + k) / 4u];
-        let b_2 = b4[(b0 + min(gn + 4u * r + 2u, p.n - 1u) * p.b.row + k) / 4u];
-        let b_3 = b4[(b0 + min(gn + 4u * r + 3u, p.n - 1u) * p.b.row + k) / 4u];
-        let bk = transposed(array<vec4f, 8>(
-            subgroupShuffle(b_0, src_b),
-            subgroupShuffle(b_1, src_b),
-            subgroupShuffle(b_2, src_b),
-            subgroupShuffle(b_3, src_b),
-            subgroupShuffle(b_0, src_b + 1u),
-            subgroupShuffle(b_1, src_b + 1u),
-            subgroupShuffle(b_2, src_b + 1u),
-            subgroupShuffle(b_3, src_b + 1u),
-        ));
+        var bk: Block;
+        if (B_ALONG_N) {
+            // columns gn + 4r .. gn + 4r + 4 (clamped to the last four, as `load_b`) at k .. k + 4
+            let at = b0 + min(gn + 4u * r, p.n - 4u) + k * p.b_col;
+            let b_0 = b4[at / 4u];
+            let b_1 = b4[(at + p.b_col) / 4u];
+            let b_2 = b4[(at + 2u * p.b_col) / 4u];
+            let b_3 = b4[(at + 3u * p.b_col) / 4u];
+            bk = Block(
+                Row8(subgroupShuffle(b_0, src_b), subgroupShuffle(b_0, src_b + 1u)),
+                Row8(subgroupShuffle(b_1, src_b), subgroupShuffle(b_1, src_b + 1u)),
+                Row8(subgroupShuffle(b_2, src_b), subgroupShuffle(b_2, src_b + 1u)),
+                Row8(subgroupShuffle(b_3, src_b), subgroupShuffle(b_3, src_b + 1u)),
+            );
+        } else {
+            // rows gn + 4r .. gn + 4r + 4 (clamped to N) at k .. k + 4
+            let b_0 = b4[(b0 + min(gn + 4u * r, p.n - 1u) * p.b.row + k) / 4u];
+            let b_1 = b4[(b0 + min(gn + 4u * r + 1u, p.n - 1u) * p.b.row + k) / 4u];
+            let b_2 = b4[(b0 + min(gn + 4u * r + 2u, p.n - 1u) * p.b.row + k) / 4u];
+            let b_3 = b4[(b0 + min(gn + 4u * r + 3u, p.n - 1u) * p.b.row + k) / 4u];
+            bk = transposed(array<vec4f, 8>(
+                subgroupShuffle(b_0, src_b),
+                subgroupShuffle(b_1, src_b),
+                subgroupShuffle(b_2, src_b),
+                subgroupShuffle(b_3, src_b),
+                subgroupShuffle(b_0, src_b + 1u),
+                subgroupShuffle(b_1, src_b + 1u),
+                subgroupShuffle(b_2, src_b + 1u),
+                subgroupShuffle(b_3, src_b + 1u),
+            ));
+        }
         acc0 = mac(acc0, subgroupShuffle(a_even, src_a), bk);
         acc1 = mac(acc1, subgroupShuffle(a_odd, src_a), bk);
         acc2 = mac(acc2, subgroupShuffle(a_even, src_a + 1u), bk);

@@ -169,13 +169,22 @@ fn cpu_attention(
 
 #[test]
 fn attention_with_n_q_not_n_k_and_d_k_not_d_v() {
-    // (B, n_q, n_k, H, d_k, d_v)
+    for kernels in [kernels(), plain_kernels()] {
+        attention_on(kernels);
+    }
+}
+
+fn attention_on(kernels: &GpuKernels) {
+    let shared = kernels.shares_rows();
+    // (B, n_q, n_k, H, d_k, d_v); n_k and d_v multiples of 4 read V as vec4s along n
     for (b, n_q, n_k, h, d_k, d_v) in [
         (2, 3, 5, 2, 4, 6),
         (1, 1, 33, 3, 8, 8),
         (3, 7, 1, 1, 5, 3),
         (1, 512, 512, 2, 16, 8),
         (2, 33, 7, 4, 3, 7),
+        (2, 70, 36, 3, 8, 12),
+        (1, 20, 68, 2, 32, 32),
     ] {
         let q = Array3::from_shape_vec((b, n_q, h * d_k), values(b * n_q * h * d_k, 11)).unwrap();
         let k = Array3::from_shape_vec((b, n_k, h * d_k), values(b * n_k * h * d_k, 12)).unwrap();
@@ -184,7 +193,7 @@ fn attention_with_n_q_not_n_k_and_d_k_not_d_v() {
         let mask = Mask::explicit(Array3::from_shape_fn((b, n_q, n_k), |(bi, i, j)| {
             j == 0 || (3 * j + i + bi) % 4 != 0
         }));
-        let gpu = block_on(kernels().attention(q.view(), k.view(), v.view(), h, &mask)).unwrap();
+        let gpu = block_on(kernels.attention(q.view(), k.view(), v.view(), h, &mask)).unwrap();
         let (probs, ctx) = cpu_attention(&q, &k, &v, h, &mask);
         let gp = gpu
             .probs
@@ -193,7 +202,7 @@ fn attention_with_n_q_not_n_k_and_d_k_not_d_v() {
             .unwrap();
         let (dp, dc) = (diff(&gp, &probs), diff(&gpu.context, &ctx));
         eprintln!(
-            "B={b} n_q={n_q} n_k={n_k} H={h} d_k={d_k} d_v={d_v}: probs {dp:.2e}, context {dc:.2e}"
+            "B={b} n_q={n_q} n_k={n_k} H={h} d_k={d_k} d_v={d_v} (shared rows: {shared}): probs {dp:.2e}, context {dc:.2e}"
         );
         assert!(
             dp <= ATTENTION_TOL && dc <= 1e-4,
@@ -216,7 +225,7 @@ fn attention_with_n_q_not_n_k_and_d_k_not_d_v() {
     }
     let q = Array3::<f32>::zeros((1, 2, 4));
     let bad_mask = Mask::none(1, 2, 2);
-    assert!(block_on(kernels().attention(
+    assert!(block_on(kernels.attention(
         q.view(),
         Array3::zeros((1, 3, 4)).view(),
         Array3::zeros((1, 3, 4)).view(),

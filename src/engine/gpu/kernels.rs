@@ -49,6 +49,8 @@ pub enum Kernel {
     /// `matmul_shared.wgsl` (after `matmul.wgsl`): [`Kernel::Matmul`] with each row read once per
     /// eight lanes, shared through subgroup shuffles; only where [`GpuDevice::shares_rows`].
     MatmulShared,
+    /// `matmul_shared.wgsl` as [`Kernel::MatmulBAlongN`]: `P·V`.
+    MatmulSharedBAlongN,
     /// `matmul.wgsl` reading vec4s, A along k and B along n: `P·V`.
     MatmulBAlongN,
     /// `matmul.wgsl` reading scalars: any offsets, strides and sizes.
@@ -56,6 +58,9 @@ pub enum Kernel {
     AddLayerNorm,
     /// `attention_probs.wgsl` reading vec4s (d_k, strides and offsets multiples of 4).
     AttentionProbs,
+    /// `attention_probs_shared.wgsl` (after `attention_probs.wgsl`): [`Kernel::AttentionProbs`]
+    /// with each row of K read once per eight lanes; only where [`GpuDevice::shares_rows`].
+    AttentionProbsShared,
     /// `attention_probs.wgsl` reading scalars.
     AttentionProbsScalar,
 }
@@ -69,15 +74,17 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 11] = [
         Kernel::EmbedLayerNorm,
         Kernel::EmbedParts,
         Kernel::Matmul,
         Kernel::MatmulShared,
+        Kernel::MatmulSharedBAlongN,
         Kernel::MatmulBAlongN,
         Kernel::MatmulScalar,
         Kernel::AddLayerNorm,
         Kernel::AttentionProbs,
+        Kernel::AttentionProbsShared,
         Kernel::AttentionProbsScalar,
     ];
 
@@ -87,9 +94,14 @@ impl Kernel {
             Kernel::EmbedLayerNorm => &["embed_layernorm.wgsl"],
             Kernel::EmbedParts => &["embed_parts.wgsl"],
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
-            Kernel::MatmulShared => &["matmul.wgsl", "matmul_shared.wgsl"],
+            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN => {
+                &["matmul.wgsl", "matmul_shared.wgsl"]
+            }
             Kernel::AddLayerNorm => &["add_layernorm.wgsl"],
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => &["attention_probs.wgsl"],
+            Kernel::AttentionProbsShared => {
+                &["attention_probs.wgsl", "attention_probs_shared.wgsl"]
+            }
         }
     }
 
@@ -105,25 +117,34 @@ impl Kernel {
             Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
             Kernel::EmbedParts => composed!("embed_parts"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
-            Kernel::MatmulShared => composed!("matmul", "matmul_shared"),
+            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN => {
+                composed!("matmul", "matmul_shared")
+            }
             Kernel::AddLayerNorm => composed!("add_layernorm"),
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
                 composed!("attention_probs")
             }
+            Kernel::AttentionProbsShared => composed!("attention_probs", "attention_probs_shared"),
         }
     }
 
     /// The entry point: `main`, or `main_shared` of `matmul_shared.wgsl`.
     pub fn entry(self) -> &'static str {
         match self {
-            Kernel::MatmulShared => "main_shared",
+            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN | Kernel::AttentionProbsShared => {
+                "main_shared"
+            }
             _ => "main",
         }
     }
 
     /// Whether it runs only where [`GpuDevice::shares_rows`] (it shuffles among subgroup lanes).
+    /// These kernels are compiled, checked and dropped together (`GpuKernels::new`).
     pub fn needs_subgroups(self) -> bool {
-        self == Kernel::MatmulShared
+        matches!(
+            self,
+            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN | Kernel::AttentionProbsShared
+        )
     }
 
     /// The kernel's buffers in binding order, as its `@binding(i)` declarations list them.
@@ -139,12 +160,15 @@ impl Kernel {
             // params, a, a as vec4s, b, b as vec4s, bias → c
             Kernel::Matmul
             | Kernel::MatmulShared
+            | Kernel::MatmulSharedBAlongN
             | Kernel::MatmulBAlongN
             | Kernel::MatmulScalar => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
             // params, a, b, gamma, beta → sum, norm
             Kernel::AddLayerNorm => &[Uniform, Read, Read, Read, Read, ReadWrite, ReadWrite],
             // params, q, q as vec4s, k, k as vec4s, mask → scores, probs
-            Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
+            Kernel::AttentionProbs
+            | Kernel::AttentionProbsShared
+            | Kernel::AttentionProbsScalar => {
                 &[Uniform, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
             }
         }
@@ -157,9 +181,13 @@ impl Kernel {
             Kernel::Matmul | Kernel::MatmulShared => {
                 &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 0.0)]
             }
-            Kernel::MatmulBAlongN => &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 1.0)],
+            Kernel::MatmulBAlongN | Kernel::MatmulSharedBAlongN => {
+                &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 1.0)]
+            }
             Kernel::MatmulScalar => &[("SIDE", SIDE), ("VEC4", 0.0), ("B_ALONG_N", 0.0)],
-            Kernel::AttentionProbs => &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 1.0)],
+            Kernel::AttentionProbs | Kernel::AttentionProbsShared => {
+                &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 1.0)]
+            }
             Kernel::AttentionProbsScalar => &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 0.0)],
             _ => &[("WG", ROW_WG as f64)],
         }
@@ -173,7 +201,7 @@ pub struct Pipeline {
 }
 
 /// Every kernel the device can run, compiled for it, indexed by [`Kernel`].
-pub struct Pipelines([Option<Pipeline>; 9]);
+pub struct Pipelines([Option<Pipeline>; 11]);
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {

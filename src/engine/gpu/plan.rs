@@ -41,8 +41,9 @@ pub struct GpuKernels {
 }
 
 impl GpuKernels {
-    /// Compiles every kernel `dev` can run. `matmul_shared.wgsl` is kept only when a product
-    /// through it equals the CPU's (it assumes how subgroups lie in a workgroup).
+    /// Compiles every kernel `dev` can run. The `*_shared.wgsl` kernels are kept only when a
+    /// dense product through `matmul_shared.wgsl` equals the CPU's (they assume how subgroups
+    /// lie in a workgroup).
     pub fn new(dev: GpuDevice) -> Self {
         let pipelines = Pipelines::new(&dev);
         let unused = filled(&dev, "unused", &[0; 4], wgpu::BufferUsages::STORAGE);
@@ -52,19 +53,22 @@ impl GpuKernels {
             unused,
         };
         if kernels.shares_rows() && !kernels.shared_rows_agree() {
-            kernels.pipelines.drop_kernel(Kernel::MatmulShared);
+            kernels = kernels.without_shared_rows();
         }
         kernels
     }
 
-    /// Whether the dense layers run `matmul_shared.wgsl` (see [`GpuDevice::shares_rows`]).
+    /// Whether the products and the scores run the `*_shared.wgsl` kernels, which read each row
+    /// once per eight lanes (see [`GpuDevice::shares_rows`]).
     pub fn shares_rows(&self) -> bool {
         self.pipelines.has(Kernel::MatmulShared)
     }
 
-    /// The same kernels with the dense layers on `matmul.wgsl`'s `main` (for tests of both).
+    /// The same kernels without the `*_shared.wgsl` ones (for tests of both).
     pub fn without_shared_rows(mut self) -> Self {
-        self.pipelines.drop_kernel(Kernel::MatmulShared);
+        for k in Kernel::ALL.into_iter().filter(|k| k.needs_subgroups()) {
+            self.pipelines.drop_kernel(k);
+        }
         self
     }
 
@@ -437,6 +441,7 @@ impl<'a> Plan<'a> {
         ) {
             (true, false) if self.kernels.shares_rows() => Kernel::MatmulShared,
             (true, false) => Kernel::Matmul,
+            (true, true) if self.kernels.shares_rows() => Kernel::MatmulSharedBAlongN,
             (true, true) => Kernel::MatmulBAlongN,
             (false, _) => Kernel::MatmulScalar,
         };
@@ -515,7 +520,9 @@ impl<'a> Plan<'a> {
             .iter()
             .all(|v| v.is_multiple_of(4))
             && [q, k].iter().all(|b| b.size().is_multiple_of(16));
-        let kernel = if vec4 {
+        let kernel = if vec4 && self.kernels.shares_rows() {
+            Kernel::AttentionProbsShared
+        } else if vec4 {
             Kernel::AttentionProbs
         } else {
             Kernel::AttentionProbsScalar
