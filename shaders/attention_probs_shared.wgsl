@@ -19,24 +19,9 @@ fn main_shared(
     let first = lane - r; // the group's first lane in the subgroup
     let i0 = gid.x * 4u;
     // a lane past the last query row still reads its share of K for its group; it writes nothing
-    let live0 = i0 < p.n_q;
-    let bh = gid.y;
-    let item = bh / p.heads;
-    let head = bh % p.heads;
-    let q0 = item * p.n_q * p.q_stride + p.q_offset + head * p.d_k;
-    let k0 = item * p.n_k * p.k_stride + p.k_offset + head * p.d_k;
-    // where rows i0 .. i0 + 4 start in probs (and scores) and in the mask
-    let r0 = (bh * p.n_q + i0) * p.n_k;
-    let r1 = r0 + p.n_k;
-    let r2 = r1 + p.n_k;
-    let r3 = r2 + p.n_k;
-    let m0 = (item * p.n_q + i0) * p.n_k;
-    let m1 = m0 + p.n_k;
-    let m2 = m1 + p.n_k;
-    let m3 = m2 + p.n_k;
-    let live1 = i0 + 1u < p.n_q;
-    let live2 = i0 + 2u < p.n_q;
-    let live3 = i0 + 3u < p.n_q;
+    let w = rows_of(i0, gid.y);
+    let q0 = w.q0;
+    let k0 = w.k0;
     // (running max, running sum of exp) of each row
     var run0 = vec2f(NEG_INF, 0.0);
     var run1 = vec2f(NEG_INF, 0.0);
@@ -76,17 +61,17 @@ fn main_shared(
             t3 += vec4f(dot(qd, ke), dot(qd, kf), dot(qd, kg), dot(qd, kh));
         }
         // `visit` skips keys past n_k
-        run0 = visit(r0, m0, live0, j0, s0 * p.scale, run0);
-        run0 = visit(r0, m0, live0, j0 + 4u, t0 * p.scale, run0);
-        run1 = visit(r1, m1, live1, j0, s1 * p.scale, run1);
-        run1 = visit(r1, m1, live1, j0 + 4u, t1 * p.scale, run1);
-        run2 = visit(r2, m2, live2, j0, s2 * p.scale, run2);
-        run2 = visit(r2, m2, live2, j0 + 4u, t2 * p.scale, run2);
-        run3 = visit(r3, m3, live3, j0, s3 * p.scale, run3);
-        run3 = visit(r3, m3, live3, j0 + 4u, t3 * p.scale, run3);
+        run0 = visit(w.probs.x, w.mask.x, w.live.x, j0, s0 * p.scale, run0);
+        run0 = visit(w.probs.x, w.mask.x, w.live.x, j0 + 4u, t0 * p.scale, run0);
+        run1 = visit(w.probs.y, w.mask.y, w.live.y, j0, s1 * p.scale, run1);
+        run1 = visit(w.probs.y, w.mask.y, w.live.y, j0 + 4u, t1 * p.scale, run1);
+        run2 = visit(w.probs.z, w.mask.z, w.live.z, j0, s2 * p.scale, run2);
+        run2 = visit(w.probs.z, w.mask.z, w.live.z, j0 + 4u, t2 * p.scale, run2);
+        run3 = visit(w.probs.w, w.mask.w, w.live.w, j0, s3 * p.scale, run3);
+        run3 = visit(w.probs.w, w.mask.w, w.live.w, j0 + 4u, t3 * p.scale, run3);
     }
-    normalize(r0, m0, live0, run0);
-    normalize(r1, m1, live1, run1);
-    normalize(r2, m2, live2, run2);
-    normalize(r3, m3, live3, run3);
+    normalize(w.probs.x, w.mask.x, w.live.x, run0);
+    normalize(w.probs.y, w.mask.y, w.live.y, run1);
+    normalize(w.probs.z, w.mask.z, w.live.z, run2);
+    normalize(w.probs.w, w.mask.w, w.live.w, run3);
 }

@@ -144,6 +144,30 @@ fn transposed(r: array<vec4f, 8>) -> Block {
     );
 }
 
+// An invocation's 8 × 8 block of C: rows m0 .. m0 + 8, eight columns each.
+struct Block8 {
+    r0: Row8,
+    r1: Row8,
+    r2: Row8,
+    r3: Row8,
+    r4: Row8,
+    r5: Row8,
+    r6: Row8,
+    r7: Row8,
+}
+
+// C[m0 .. m0 + 8][n0 .. n0 + 8] = act(alpha · acc + bias), within (M, N)
+fn store_block(c0: u32, m0: u32, n0: u32, acc: Block8) {
+    store(c0, m0, n0, acc.r0);
+    store(c0, m0 + 1u, n0, acc.r1);
+    store(c0, m0 + 2u, n0, acc.r2);
+    store(c0, m0 + 3u, n0, acc.r3);
+    store(c0, m0 + 4u, n0, acc.r4);
+    store(c0, m0 + 5u, n0, acc.r5);
+    store(c0, m0 + 6u, n0, acc.r6);
+    store(c0, m0 + 7u, n0, acc.r7);
+}
+
 // C[m][n0 .. n0 + 8] = act(alpha · acc + bias), within (M, N)
 fn store(c0: u32, m: u32, n0: u32, acc: Row8) {
     if (m >= p.m) {
@@ -172,32 +196,18 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let head = gid.z % p.heads;
     let a0 = p.a.base + item * p.a.item + head * p.a.head;
     let b0 = p.b.base + item * p.b.item + head * p.b.head;
-    var acc0 = Row8();
-    var acc1 = Row8();
-    var acc2 = Row8();
-    var acc3 = Row8();
-    var acc4 = Row8();
-    var acc5 = Row8();
-    var acc6 = Row8();
-    var acc7 = Row8();
+    var acc = Block8();
     for (var k = 0u; k < p.k; k += 4u) {
         let bk = load_b(b0, n0, k);
-        acc0 = mac(acc0, load_a(a0, m0, k), bk);
-        acc1 = mac(acc1, load_a(a0, m0 + 1u, k), bk);
-        acc2 = mac(acc2, load_a(a0, m0 + 2u, k), bk);
-        acc3 = mac(acc3, load_a(a0, m0 + 3u, k), bk);
-        acc4 = mac(acc4, load_a(a0, m0 + 4u, k), bk);
-        acc5 = mac(acc5, load_a(a0, m0 + 5u, k), bk);
-        acc6 = mac(acc6, load_a(a0, m0 + 6u, k), bk);
-        acc7 = mac(acc7, load_a(a0, m0 + 7u, k), bk);
+        acc.r0 = mac(acc.r0, load_a(a0, m0, k), bk);
+        acc.r1 = mac(acc.r1, load_a(a0, m0 + 1u, k), bk);
+        acc.r2 = mac(acc.r2, load_a(a0, m0 + 2u, k), bk);
+        acc.r3 = mac(acc.r3, load_a(a0, m0 + 3u, k), bk);
+        acc.r4 = mac(acc.r4, load_a(a0, m0 + 4u, k), bk);
+        acc.r5 = mac(acc.r5, load_a(a0, m0 + 5u, k), bk);
+        acc.r6 = mac(acc.r6, load_a(a0, m0 + 6u, k), bk);
+        acc.r7 = mac(acc.r7, load_a(a0, m0 + 7u, k), bk);
     }
     let c0 = p.c.base + item * p.c.item + head * p.c.head;
-    store(c0, m0, n0, acc0);
-    store(c0, m0 + 1u, n0, acc1);
-    store(c0, m0 + 2u, n0, acc2);
-    store(c0, m0 + 3u, n0, acc3);
-    store(c0, m0 + 4u, n0, acc4);
-    store(c0, m0 + 5u, n0, acc5);
-    store(c0, m0 + 6u, n0, acc6);
-    store(c0, m0 + 7u, n0, acc7);
+    store_block(c0, m0, n0, acc);
 }

@@ -41,14 +41,7 @@ fn main_shared(
     if (gm >= p.m || gn >= p.n) {
         return;
     }
-    var acc0 = Row8();
-    var acc1 = Row8();
-    var acc2 = Row8();
-    var acc3 = Row8();
-    var acc4 = Row8();
-    var acc5 = Row8();
-    var acc6 = Row8();
-    var acc7 = Row8();
+    var acc = Block8();
     // no lane leaves alone: each reads its share for its group and takes part in every shuffle
     for (var k = 0u; k < p.k; k += 4u) {
         let a_even = load_a(a0, gm + 2u * r, k);
@@ -84,22 +77,15 @@ fn main_shared(
                 subgroupShuffle(b_3, src_b + 1u),
             ));
         }
-        acc0 = mac(acc0, subgroupShuffle(a_even, src_a), bk);
-        acc1 = mac(acc1, subgroupShuffle(a_odd, src_a), bk);
-        acc2 = mac(acc2, subgroupShuffle(a_even, src_a + 1u), bk);
-        acc3 = mac(acc3, subgroupShuffle(a_odd, src_a + 1u), bk);
-        acc4 = mac(acc4, subgroupShuffle(a_even, src_a + 2u), bk);
-        acc5 = mac(acc5, subgroupShuffle(a_odd, src_a + 2u), bk);
-        acc6 = mac(acc6, subgroupShuffle(a_even, src_a + 3u), bk);
-        acc7 = mac(acc7, subgroupShuffle(a_odd, src_a + 3u), bk);
+        acc.r0 = mac(acc.r0, subgroupShuffle(a_even, src_a), bk);
+        acc.r1 = mac(acc.r1, subgroupShuffle(a_odd, src_a), bk);
+        acc.r2 = mac(acc.r2, subgroupShuffle(a_even, src_a + 1u), bk);
+        acc.r3 = mac(acc.r3, subgroupShuffle(a_odd, src_a + 1u), bk);
+        acc.r4 = mac(acc.r4, subgroupShuffle(a_even, src_a + 2u), bk);
+        acc.r5 = mac(acc.r5, subgroupShuffle(a_odd, src_a + 2u), bk);
+        acc.r6 = mac(acc.r6, subgroupShuffle(a_even, src_a + 3u), bk);
+        acc.r7 = mac(acc.r7, subgroupShuffle(a_odd, src_a + 3u), bk);
     }
     let c0 = p.c.base + item * p.c.item + head * p.c.head;
-    store(c0, m0, n0, acc0);
-    store(c0, m0 + 1u, n0, acc1);
-    store(c0, m0 + 2u, n0, acc2);
-    store(c0, m0 + 3u, n0, acc3);
-    store(c0, m0 + 4u, n0, acc4);
-    store(c0, m0 + 5u, n0, acc5);
-    store(c0, m0 + 6u, n0, acc6);
-    store(c0, m0 + 7u, n0, acc7);
+    store_block(c0, m0, n0, acc);
 }
