@@ -1,7 +1,8 @@
 //! The WGSL kernels and the model's weights on the GPU.
 //!
 //! Each kernel is `shaders/common.wgsl` (workgroup reductions, `erf`, the activations) followed by
-//! its own `shaders/<kernel>.wgsl`, composed at build time. Its buffers are declared once, here,
+//! its own `shaders/<kernel>.wgsl` (a `*_shared.wgsl` kernel after the file it builds on), composed
+//! at build time. Its buffers are declared once, here,
 //! as an explicit bind-group layout (binding 0 is always its parameters); its workgroup size is
 //! set from the constants below through the shader's `override`s, and the dispatches in
 //! `plan.rs` read the same constants. Pipelines are compiled once per device.
