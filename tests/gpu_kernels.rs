@@ -23,7 +23,7 @@ fn kernels() -> &'static GpuKernels {
     K.get_or_init(|| GpuKernels::new(gpu_device().clone()))
 }
 
-/// The dense layers on `matmul.wgsl`'s `main`, where [`kernels`] runs `matmul_shared.wgsl`.
+/// The kernels without the `*_shared.wgsl` ones, which [`kernels`] runs where it can.
 fn plain_kernels() -> &'static GpuKernels {
     static K: OnceLock<GpuKernels> = OnceLock::new();
     K.get_or_init(|| GpuKernels::new(gpu_device().clone()).without_shared_rows())
@@ -52,8 +52,8 @@ fn diff<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>, b: &ndarray::Array<f3
     max_abs_diff(a.view().into_dyn(), b.view().into_dyn())
 }
 
-/// A device with subgroups of 8 or more lanes (lavapipe has 8) runs the dense layers on
-/// `matmul_shared.wgsl`: its check at compile time must pass there, not quietly fall back.
+/// A device with subgroups of 8 or more lanes (lavapipe has 8) runs the `*_shared.wgsl` kernels:
+/// their check at compile time must pass there, not quietly fall back.
 #[test]
 fn the_shared_rows_kernel_is_used_where_the_device_has_subgroups_of_eight() {
     assert_eq!(kernels().shares_rows(), gpu_device().shares_rows());

@@ -223,7 +223,10 @@ async function probe(session) {
   if (LOSE_AT_PROBE) for (const d of devices) d.destroy();
   try {
     let gpu = await run('gpu'); // includes compiling the pipelines
-    if (!gpu.fallback && gpu.ms > cpu) gpu = await run('gpu');
+    if (!gpu.fallback && gpu.ms > cpu) {
+      const again = await run('gpu');
+      gpu = { ms: Math.min(gpu.ms, again.ms), fallback: again.fallback };
+    }
     return gpu.fallback ? { cpu, failed: gpu.fallback } : { cpu, gpu: gpu.ms };
   } catch (e) {
     return { cpu, failed: String(e?.message || e) };

@@ -65,8 +65,8 @@ impl GpuDevice {
         Ok(Self::from_parts(device, queue, info))
     }
 
-    /// Whether the device has subgroups whose sizes are all multiples of 8, which
-    /// `matmul_shared.wgsl` divides into groups of eight lanes.
+    /// Whether the device has subgroups whose sizes are all multiples of 8, which the
+    /// `*_shared.wgsl` kernels divide into groups of eight lanes.
     pub fn shares_rows(&self) -> bool {
         self.device.features().contains(wgpu::Features::SUBGROUP)
             && self.info.subgroup_min_size >= 8

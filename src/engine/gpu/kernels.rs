@@ -1,11 +1,11 @@
 //! The WGSL kernels and the model's weights on the GPU.
 //!
 //! Each kernel is `shaders/common.wgsl` (workgroup reductions, `erf`, the activations) followed by
-//! its own `shaders/<kernel>.wgsl` (a `*_shared.wgsl` kernel after the file it builds on), composed
-//! at build time. Its buffers are declared once, here,
-//! as an explicit bind-group layout (binding 0 is always its parameters); its workgroup size is
-//! set from the constants below through the shader's `override`s, and the dispatches in
-//! `plan.rs` read the same constants. Pipelines are compiled once per device.
+//! its own `shaders/<kernel>.wgsl` (a `*_shared.wgsl` kernel after the file it builds on),
+//! composed at build time. Its buffers are declared once, here, as an explicit bind-group layout
+//! (binding 0 is always its parameters); its workgroup size is set from the constants below
+//! through the shader's `override`s, and the dispatches in `plan.rs` read the same constants.
+//! Pipelines are compiled once per device.
 
 use super::device::GpuDevice;
 use crate::model::weights::{LayerNorm, Linear};
@@ -129,7 +129,7 @@ impl Kernel {
         }
     }
 
-    /// The entry point: `main`, or `main_shared` of `matmul_shared.wgsl`.
+    /// The entry point: `main`, or a `*_shared.wgsl` file's `main_shared`.
     pub fn entry(self) -> &'static str {
         match self {
             Kernel::MatmulShared | Kernel::MatmulSharedBAlongN | Kernel::AttentionProbsShared => {
