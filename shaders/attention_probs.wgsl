@@ -11,7 +11,8 @@
 //
 // # Shapes
 // * q: (B·n_q, q_stride), k: (B·n_k, k_stride)
-// * mask: (B, n_q, n_k), 1 where query i may attend to key j
+// * mask: (B, n_q, ceil(n_k / 32)) u32 words, bit j % 32 of word j / 32 set where query i may
+//   attend to key j (`Mask::to_bits`)
 // * scores, probs: (B, H, n_q, n_k)
 //
 // Each invocation owns four query rows of one (item, head), with no workgroup memory and no
@@ -76,19 +77,29 @@ fn load_k(k0: u32, j: u32, d: u32) -> vec4f {
     return v;
 }
 
-// One query row's scaled scores `s` against keys j0 .. j0 + 4: written (unmasked) to probs and
-// scores, folded into the row's running (max, sum of exp) over the keys the mask allows.
+// The mask's words a row of keys takes.
+fn mask_words() -> u32 {
+    return (p.n_k + 31u) / 32u;
+}
+
+// One query row's scaled scores `s` against keys j0 .. j0 + 4 (j0 a multiple of 4, so one mask
+// word holds them): written (unmasked) to probs and scores, folded into the row's running
+// (max, sum of exp) over the keys the mask allows.
 fn visit(row: u32, mask_row: u32, live: bool, j0: u32, s: vec4f, run: vec2f) -> vec2f {
     var allowed = vec4f(0.0);
     var m = run.x;
+    if (!live || j0 >= p.n_k) {
+        return run;
+    }
+    let bits = mask[mask_row + j0 / 32u] >> (j0 % 32u);
     for (var t = 0u; t < 4u; t++) {
         let j = j0 + t;
-        if (live && j < p.n_k) {
+        if (j < p.n_k) {
             probs[row + j] = s[t];
             if (p.keep_scores != 0u) {
                 scores[row + j] = s[t];
             }
-            if (mask[mask_row + j] != 0u) {
+            if ((bits & (1u << t)) != 0u) {
                 allowed[t] = 1.0;
                 m = max(m, s[t]);
             }
@@ -108,12 +119,15 @@ fn normalize(row: u32, mask_row: u32, live: bool, run: vec2f) {
     if (!live) {
         return;
     }
-    for (var j = 0u; j < p.n_k; j++) {
-        var v = 0.0;
-        if (mask[mask_row + j] != 0u && run.y > 0.0) {
-            v = exp(probs[row + j] - run.x) / run.y;
+    for (var w = 0u; w < mask_words(); w++) {
+        let bits = mask[mask_row + w];
+        for (var j = w * 32u; j < min(w * 32u + 32u, p.n_k); j++) {
+            var v = 0.0;
+            if ((bits & (1u << (j % 32u))) != 0u && run.y > 0.0) {
+                v = exp(probs[row + j] - run.x) / run.y;
+            }
+            probs[row + j] = v;
         }
-        probs[row + j] = v;
     }
 }
 
@@ -135,7 +149,7 @@ fn rows_of(i0: u32, bh: u32) -> Rows {
         item * p.n_q * p.q_stride + p.q_offset + head * p.d_k,
         item * p.n_k * p.k_stride + p.k_offset + head * p.d_k,
         (bh * p.n_q + i0) * p.n_k + next * p.n_k,
-        (item * p.n_q + i0) * p.n_k + next * p.n_k,
+        ((item * p.n_q + i0) + next) * mask_words(),
         vec4u(i0) + next < vec4u(p.n_q),
     );
 }

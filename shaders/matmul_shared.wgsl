@@ -5,18 +5,42 @@
 // laid out along the workgroup's invocations in order, as every implementation does (the engine
 // checks a product through it against the CPU's when it compiles it).
 //
-// A workgroup of 64 invocations covers a 64 × 64 tile of C, as `main`'s 8 × 8 do: eight groups of
-// eight lanes, each group a 16 × 32 tile (groups 4 down, 2 across), each lane an 8 × 8 block of
-// its group's tile (lanes 2 down, 4 across). Four k at a time a lane reads two rows of A and four
-// vec4s of B (four of its rows along k, or one group of four of its columns at four k along n),
-// so the group's 16 rows of A and 32 columns of B are read once among its eight lanes, and takes
-// what its block multiplies from the lanes that read it (`subgroupShuffle`): 6 vec4 reads a lane
-// where `main` makes 16. Reads are what a CPU Vulkan driver (lavapipe) spends its time on,
-// one lane at a time; on a GPU they are the loads a register-tiled kernel shares through
-// workgroup memory, here without a barrier.
+// A workgroup of 32 invocations covers a 64 × 64 tile of C, as `main`'s 8 × 8 do: four groups of
+// eight lanes, each group a 32 × 32 tile (groups 2 down, 2 across), each lane an 8 × 16 block of
+// its group's tile (lanes 4 down, 2 across), as two 8 × 8 halves. Four k at a time a lane reads
+// four rows of A and four vec4s of B (four of its rows along k, or one group of four of its
+// columns at four k along n), so the group's 32 rows of A and 32 columns of B are read once
+// among its eight lanes, and takes what its block multiplies from the lanes that read it
+// (`subgroupShuffle`): 8 vec4 reads a lane for 512 multiply-adds, where `main` makes 16 for 256.
+// Reads are what a CPU Vulkan driver (lavapipe) spends its time on, one lane at a time; on a GPU
+// they are the loads a register-tiled kernel shares through workgroup memory, here without a
+// barrier.
 // Dispatch (ceil(N / 64), ceil(M / 64), items · heads), as `main`.
 
-@compute @workgroup_size(64, 1, 1)
+// B's columns n0 .. n0 + 8 at k .. k + 4 from the four vec4s `b_t` each lane read (its rows
+// gn + 4r + t along k, or its four columns at k + t along n), held by lanes `src` and `src + 1`.
+fn shared_block(b_0: vec4f, b_1: vec4f, b_2: vec4f, b_3: vec4f, src: u32) -> Block {
+    if (B_ALONG_N) {
+        return Block(
+            Row8(subgroupShuffle(b_0, src), subgroupShuffle(b_0, src + 1u)),
+            Row8(subgroupShuffle(b_1, src), subgroupShuffle(b_1, src + 1u)),
+            Row8(subgroupShuffle(b_2, src), subgroupShuffle(b_2, src + 1u)),
+            Row8(subgroupShuffle(b_3, src), subgroupShuffle(b_3, src + 1u)),
+        );
+    }
+    return transposed(array<vec4f, 8>(
+        subgroupShuffle(b_0, src),
+        subgroupShuffle(b_1, src),
+        subgroupShuffle(b_2, src),
+        subgroupShuffle(b_3, src),
+        subgroupShuffle(b_0, src + 1u),
+        subgroupShuffle(b_1, src + 1u),
+        subgroupShuffle(b_2, src + 1u),
+        subgroupShuffle(b_3, src + 1u),
+    ));
+}
+
+@compute @workgroup_size(32, 1, 1)
 fn main_shared(
     @builtin(workgroup_id) wid: vec3u,
     @builtin(local_invocation_index) li: u32,
@@ -25,15 +49,15 @@ fn main_shared(
     let r = li % 8u; // the lane's place in its group
     let first = lane - lane % 8u; // the group's first lane in the subgroup
     let group = li / 8u;
-    let gm = wid.y * 64u + (group / 2u) * 16u; // the group's tile: rows gm .. gm + 16,
+    let gm = wid.y * 64u + (group / 2u) * 32u; // the group's tile: rows gm .. gm + 32,
     let gn = wid.x * 64u + (group % 2u) * 32u; // columns gn .. gn + 32
-    let m0 = gm + (r / 4u) * 8u; // the lane's block: rows m0 .. m0 + 8,
-    let n0 = gn + (r % 4u) * 8u; // columns n0 .. n0 + 8
-    // the lanes holding the block's rows: A's row m0 + i at src_a + i / 2 (even i in `a_even`);
+    let m0 = gm + (r / 2u) * 8u; // the lane's block: rows m0 .. m0 + 8,
+    let n0 = gn + (r % 2u) * 16u; // columns n0 .. n0 + 16
+    // the lanes holding the block's rows: A's row m0 + i at src_a + i / 4 (in `a_{i % 4}`);
     // B's column n0 + j at src_b + j / 4: along k its row (`b_{j % 4}`), along n its four k
     // (element j % 4 of `b_0` .. `b_3`, one for each k)
-    let src_a = first + (r / 4u) * 4u;
-    let src_b = first + (r % 4u) * 2u;
+    let src_a = first + (r / 2u) * 2u;
+    let src_b = first + (r % 2u) * 4u;
     let item = wid.z / p.heads;
     let head = wid.z % p.heads;
     let a0 = p.a.base + item * p.a.item + head * p.a.head;
@@ -42,51 +66,61 @@ fn main_shared(
     if (gm >= p.m || gn >= p.n) {
         return;
     }
-    var acc = Block8();
+    var left = Block8(); // columns n0 .. n0 + 8
+    var right = Block8(); // columns n0 + 8 .. n0 + 16
     // no lane leaves alone: each reads its share for its group and takes part in every shuffle
     for (var k = 0u; k < p.k; k += 4u) {
-        let a_even = load_a(a0, gm + 2u * r, k);
-        let a_odd = load_a(a0, gm + 2u * r + 1u, k);
-        var bk: Block;
+        // rows gm + 4r .. gm + 4r + 4 (clamped to M by `load_a`)
+        let a_0 = load_a(a0, gm + 4u * r, k);
+        let a_1 = load_a(a0, gm + 4u * r + 1u, k);
+        let a_2 = load_a(a0, gm + 4u * r + 2u, k);
+        let a_3 = load_a(a0, gm + 4u * r + 3u, k);
+        var b_0: vec4f;
+        var b_1: vec4f;
+        var b_2: vec4f;
+        var b_3: vec4f;
         if (B_ALONG_N) {
             // columns gn + 4r .. gn + 4r + 4 (clamped to the last four, as `load_b`) at k .. k + 4
             let at = b0 + min(gn + 4u * r, p.n - 4u) + k * p.b_col;
-            let b_0 = b4[at / 4u];
-            let b_1 = b4[(at + p.b_col) / 4u];
-            let b_2 = b4[(at + 2u * p.b_col) / 4u];
-            let b_3 = b4[(at + 3u * p.b_col) / 4u];
-            bk = Block(
-                Row8(subgroupShuffle(b_0, src_b), subgroupShuffle(b_0, src_b + 1u)),
-                Row8(subgroupShuffle(b_1, src_b), subgroupShuffle(b_1, src_b + 1u)),
-                Row8(subgroupShuffle(b_2, src_b), subgroupShuffle(b_2, src_b + 1u)),
-                Row8(subgroupShuffle(b_3, src_b), subgroupShuffle(b_3, src_b + 1u)),
-            );
+            b_0 = b4[at / 4u];
+            b_1 = b4[(at + p.b_col) / 4u];
+            b_2 = b4[(at + 2u * p.b_col) / 4u];
+            b_3 = b4[(at + 3u * p.b_col) / 4u];
         } else {
             // rows gn + 4r .. gn + 4r + 4 (clamped to N) at k .. k + 4
-            let b_0 = b4[(b0 + min(gn + 4u * r, p.n - 1u) * p.b.row + k) / 4u];
-            let b_1 = b4[(b0 + min(gn + 4u * r + 1u, p.n - 1u) * p.b.row + k) / 4u];
-            let b_2 = b4[(b0 + min(gn + 4u * r + 2u, p.n - 1u) * p.b.row + k) / 4u];
-            let b_3 = b4[(b0 + min(gn + 4u * r + 3u, p.n - 1u) * p.b.row + k) / 4u];
-            bk = transposed(array<vec4f, 8>(
-                subgroupShuffle(b_0, src_b),
-                subgroupShuffle(b_1, src_b),
-                subgroupShuffle(b_2, src_b),
-                subgroupShuffle(b_3, src_b),
-                subgroupShuffle(b_0, src_b + 1u),
-                subgroupShuffle(b_1, src_b + 1u),
-                subgroupShuffle(b_2, src_b + 1u),
-                subgroupShuffle(b_3, src_b + 1u),
-            ));
+            b_0 = b4[(b0 + min(gn + 4u * r, p.n - 1u) * p.b.row + k) / 4u];
+            b_1 = b4[(b0 + min(gn + 4u * r + 1u, p.n - 1u) * p.b.row + k) / 4u];
+            b_2 = b4[(b0 + min(gn + 4u * r + 2u, p.n - 1u) * p.b.row + k) / 4u];
+            b_3 = b4[(b0 + min(gn + 4u * r + 3u, p.n - 1u) * p.b.row + k) / 4u];
         }
-        acc.r0 = mac(acc.r0, subgroupShuffle(a_even, src_a), bk);
-        acc.r1 = mac(acc.r1, subgroupShuffle(a_odd, src_a), bk);
-        acc.r2 = mac(acc.r2, subgroupShuffle(a_even, src_a + 1u), bk);
-        acc.r3 = mac(acc.r3, subgroupShuffle(a_odd, src_a + 1u), bk);
-        acc.r4 = mac(acc.r4, subgroupShuffle(a_even, src_a + 2u), bk);
-        acc.r5 = mac(acc.r5, subgroupShuffle(a_odd, src_a + 2u), bk);
-        acc.r6 = mac(acc.r6, subgroupShuffle(a_even, src_a + 3u), bk);
-        acc.r7 = mac(acc.r7, subgroupShuffle(a_odd, src_a + 3u), bk);
+        let bl = shared_block(b_0, b_1, b_2, b_3, src_b);
+        let br = shared_block(b_0, b_1, b_2, b_3, src_b + 2u);
+        let r0 = subgroupShuffle(a_0, src_a);
+        left.r0 = mac(left.r0, r0, bl);
+        right.r0 = mac(right.r0, r0, br);
+        let r1 = subgroupShuffle(a_1, src_a);
+        left.r1 = mac(left.r1, r1, bl);
+        right.r1 = mac(right.r1, r1, br);
+        let r2 = subgroupShuffle(a_2, src_a);
+        left.r2 = mac(left.r2, r2, bl);
+        right.r2 = mac(right.r2, r2, br);
+        let r3 = subgroupShuffle(a_3, src_a);
+        left.r3 = mac(left.r3, r3, bl);
+        right.r3 = mac(right.r3, r3, br);
+        let r4 = subgroupShuffle(a_0, src_a + 1u);
+        left.r4 = mac(left.r4, r4, bl);
+        right.r4 = mac(right.r4, r4, br);
+        let r5 = subgroupShuffle(a_1, src_a + 1u);
+        left.r5 = mac(left.r5, r5, bl);
+        right.r5 = mac(right.r5, r5, br);
+        let r6 = subgroupShuffle(a_2, src_a + 1u);
+        left.r6 = mac(left.r6, r6, bl);
+        right.r6 = mac(right.r6, r6, br);
+        let r7 = subgroupShuffle(a_3, src_a + 1u);
+        left.r7 = mac(left.r7, r7, bl);
+        right.r7 = mac(right.r7, r7, br);
     }
     let c0 = p.c.base + item * p.c.item + head * p.c.head;
-    store_block(c0, m0, n0, acc);
+    store_block(c0, m0, n0, left);
+    store_block(c0, m0, n0 + 8u, right);
 }

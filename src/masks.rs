@@ -104,8 +104,63 @@ impl Mask {
         self.0.index_axis(Axis(0), b)
     }
 
-    /// Every cell as 0/1 `u32`, row-major `(B, n_q, n_k)`: the layout the GPU kernels read.
-    pub fn to_u32(&self) -> Vec<u32> {
-        self.0.iter().map(|&m| m as u32).collect()
+    /// `u32` words a row of keys takes as bits: `ceil(n_k / 32)`.
+    pub fn words_per_row(n_k: usize) -> usize {
+        n_k.div_ceil(32)
+    }
+
+    /// Every row of keys as bits, the layout the GPU kernels read: key `j` of row `(b, i)` is
+    /// bit `j % 32` of word `(b·n_q + i)·words + j / 32`, 1 where the query may attend to it
+    /// (`words` = [`Mask::words_per_row`]; the bits past `n_k` are 0).
+    ///
+    /// # Shapes
+    /// * `(B, n_q, n_k)` → `(B, n_q, words)`
+    pub fn to_bits(&self) -> Vec<u32> {
+        let words = Self::words_per_row(self.0.dim().2);
+        let mut out = Vec::with_capacity(self.0.len() / self.0.dim().2.max(1) * words);
+        for row in self.0.rows() {
+            let mut packed = vec![0u32; words];
+            for (j, _) in row.iter().enumerate().filter(|(_, &m)| m) {
+                packed[j / 32] |= 1 << (j % 32);
+            }
+            out.extend(packed);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array3;
+
+    #[test]
+    fn to_bits_packs_each_row_of_keys_into_words_bit_j_mod_32_of_word_j_div_32() {
+        // 2 items × 3 queries × 70 keys: three words a row, the last one holding 6 keys
+        let allowed = |b: usize, i: usize, j: usize| (b * 7 + i * 3 + j * j) % 5 < 2;
+        let mask = Mask::explicit(Array3::from_shape_fn((2, 3, 70), |(b, i, j)| {
+            allowed(b, i, j)
+        }));
+        let bits = mask.to_bits();
+        assert_eq!(Mask::words_per_row(70), 3);
+        assert_eq!(bits.len(), 2 * 3 * 3);
+        for b in 0..2 {
+            for i in 0..3 {
+                let row = &bits[(b * 3 + i) * 3..][..3];
+                for j in 0..96 {
+                    let bit = row[j / 32] >> (j % 32) & 1 == 1;
+                    assert_eq!(
+                        bit,
+                        j < 70 && allowed(b, i, j),
+                        "item {b}, query {i}, key {j}"
+                    );
+                }
+            }
+        }
+        assert_eq!(Mask::none(1, 1, 32).to_bits(), vec![u32::MAX]);
+        assert_eq!(
+            Mask::none(1, 2, 33).to_bits(),
+            vec![u32::MAX, 1, u32::MAX, 1]
+        );
     }
 }

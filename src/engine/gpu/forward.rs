@@ -159,7 +159,7 @@ impl GpuEngine {
             0,
             bytemuck::cast_slice(&input.type_ids.iter().copied().collect::<Vec<u32>>()),
         );
-        q.write_buffer(&ws.mask, 0, bytemuck::cast_slice(&mask.to_u32()));
+        q.write_buffer(&ws.mask, 0, bytemuck::cast_slice(&mask.to_bits()));
         timing.upload_ms = start.elapsed().as_secs_f64() * 1e3;
 
         let computing = Instant::now();
@@ -242,7 +242,7 @@ impl GpuEngine {
         let input = U::STORAGE | U::COPY_DST;
         let ids = k.buffer("ids", m, input);
         let type_ids = k.buffer("type_ids", m, input);
-        let mask = k.buffer("mask", b * t * t, input);
+        let mask = k.buffer("mask", b * t * Mask::words_per_row(t), input);
         let rw = U::STORAGE | U::COPY_SRC;
         // The hidden states between layers, (B·T, D) each: two in turn, or all L+1 when they,
         // or a traced layer's input and output, are read back.

@@ -212,7 +212,7 @@ impl GpuKernels {
         let mb = super::kernels::filled(
             &self.dev,
             "mask",
-            bytemuck::cast_slice(&mask.to_u32()),
+            bytemuck::cast_slice(&mask.to_bits()),
             wgpu::BufferUsages::STORAGE,
         );
         let p_floats = b * heads * n_q * n_k;
