@@ -4,11 +4,38 @@
 // matmul_shared.wgsl it needs subgroups of 8 lanes or more laid out along the workgroup's
 // invocations in order (the engine compiles both, or neither).
 //
-// A workgroup's invocations all work on one (item, head) and walk its keys together. Eight keys
-// at a time, lane r of a group of eight reads key j0 + r, a vec4 of d_k at a time, and every lane
-// takes all eight from the group (`subgroupShuffle`) to score its four query rows against them:
-// one vec4 of K read a lane where `main` reads eight. Q is read as in `main`.
+// A workgroup's invocations all work on one (item, head) and walk its keys together. Sixteen
+// keys at a time, lane r of a group of eight reads keys j0 + r and j0 + 8 + r, a vec4 of d_k at
+// a time, and every lane takes all sixteen from the group (`subgroupShuffle`) to score its four
+// query rows against them: two vec4s of K read a lane where `main` reads sixteen, and each vec4
+// of Q read once per sixteen keys where `main` reads it once per four.
 // Dispatch (ceil(n_q / (4·QUERIES_WG)), B·H, 1), as `main`.
+
+// Sixteen keys of one query row: a = keys j0 .. j0 + 4, b, c, d the next fours.
+struct Scores16 {
+    a: vec4f,
+    b: vec4f,
+    c: vec4f,
+    d: vec4f,
+}
+
+// `s` + the dot products of `q` with sixteen keys' vec4s `k`
+fn dots16(s: Scores16, q: vec4f, k: array<vec4f, 16>) -> Scores16 {
+    return Scores16(
+        s.a + vec4f(dot(q, k[0]), dot(q, k[1]), dot(q, k[2]), dot(q, k[3])),
+        s.b + vec4f(dot(q, k[4]), dot(q, k[5]), dot(q, k[6]), dot(q, k[7])),
+        s.c + vec4f(dot(q, k[8]), dot(q, k[9]), dot(q, k[10]), dot(q, k[11])),
+        s.d + vec4f(dot(q, k[12]), dot(q, k[13]), dot(q, k[14]), dot(q, k[15])),
+    );
+}
+
+// `visit` (attention_probs.wgsl) of one row's sixteen scores, scaled; it skips keys past n_k
+fn visit16(row: u32, mask_row: u32, live: bool, j0: u32, s: Scores16, run: vec2f) -> vec2f {
+    var out = visit(row, mask_row, live, j0, s.a * p.scale, run);
+    out = visit(row, mask_row, live, j0 + 4u, s.b * p.scale, out);
+    out = visit(row, mask_row, live, j0 + 8u, s.c * p.scale, out);
+    return visit(row, mask_row, live, j0 + 12u, s.d * p.scale, out);
+}
 
 @compute @workgroup_size(QUERIES_WG, 1, 1)
 fn main_shared(
@@ -27,48 +54,43 @@ fn main_shared(
     var run1 = vec2f(NEG_INF, 0.0);
     var run2 = vec2f(NEG_INF, 0.0);
     var run3 = vec2f(NEG_INF, 0.0);
-    for (var j0 = 0u; j0 < p.n_k; j0 += 8u) {
-        // s_r (keys j0 .. j0 + 4) and t_r (j0 + 4 .. j0 + 8) of row i0 + r
-        var s0 = vec4f(0.0);
-        var s1 = vec4f(0.0);
-        var s2 = vec4f(0.0);
-        var s3 = vec4f(0.0);
-        var t0 = vec4f(0.0);
-        var t1 = vec4f(0.0);
-        var t2 = vec4f(0.0);
-        var t3 = vec4f(0.0);
+    for (var j0 = 0u; j0 < p.n_k; j0 += 16u) {
+        // the scores of rows i0 .. i0 + 4 against keys j0 .. j0 + 16
+        var s0 = Scores16();
+        var s1 = Scores16();
+        var s2 = Scores16();
+        var s3 = Scores16();
         for (var d = 0u; d < p.d_k; d += 4u) {
-            let mine = load_k(k0, j0 + r, d); // clamped to the last key past n_k
-            let ka = subgroupShuffle(mine, first);
-            let kb = subgroupShuffle(mine, first + 1u);
-            let kc = subgroupShuffle(mine, first + 2u);
-            let kd = subgroupShuffle(mine, first + 3u);
-            let ke = subgroupShuffle(mine, first + 4u);
-            let kf = subgroupShuffle(mine, first + 5u);
-            let kg = subgroupShuffle(mine, first + 6u);
-            let kh = subgroupShuffle(mine, first + 7u);
-            let qa = load_q(q0, i0, d);
-            s0 += vec4f(dot(qa, ka), dot(qa, kb), dot(qa, kc), dot(qa, kd));
-            t0 += vec4f(dot(qa, ke), dot(qa, kf), dot(qa, kg), dot(qa, kh));
-            let qb = load_q(q0, i0 + 1u, d);
-            s1 += vec4f(dot(qb, ka), dot(qb, kb), dot(qb, kc), dot(qb, kd));
-            t1 += vec4f(dot(qb, ke), dot(qb, kf), dot(qb, kg), dot(qb, kh));
-            let qc = load_q(q0, i0 + 2u, d);
-            s2 += vec4f(dot(qc, ka), dot(qc, kb), dot(qc, kc), dot(qc, kd));
-            t2 += vec4f(dot(qc, ke), dot(qc, kf), dot(qc, kg), dot(qc, kh));
-            let qd = load_q(q0, i0 + 3u, d);
-            s3 += vec4f(dot(qd, ka), dot(qd, kb), dot(qd, kc), dot(qd, kd));
-            t3 += vec4f(dot(qd, ke), dot(qd, kf), dot(qd, kg), dot(qd, kh));
+            // keys j0 + r and j0 + 8 + r, clamped to the last key past n_k
+            let lo = load_k(k0, j0 + r, d);
+            let hi = load_k(k0, j0 + 8u + r, d);
+            let k = array<vec4f, 16>(
+                subgroupShuffle(lo, first),
+                subgroupShuffle(lo, first + 1u),
+                subgroupShuffle(lo, first + 2u),
+                subgroupShuffle(lo, first + 3u),
+                subgroupShuffle(lo, first + 4u),
+                subgroupShuffle(lo, first + 5u),
+                subgroupShuffle(lo, first + 6u),
+                subgroupShuffle(lo, first + 7u),
+                subgroupShuffle(hi, first),
+                subgroupShuffle(hi, first + 1u),
+                subgroupShuffle(hi, first + 2u),
+                subgroupShuffle(hi, first + 3u),
+                subgroupShuffle(hi, first + 4u),
+                subgroupShuffle(hi, first + 5u),
+                subgroupShuffle(hi, first + 6u),
+                subgroupShuffle(hi, first + 7u),
+            );
+            s0 = dots16(s0, load_q(q0, i0, d), k);
+            s1 = dots16(s1, load_q(q0, i0 + 1u, d), k);
+            s2 = dots16(s2, load_q(q0, i0 + 2u, d), k);
+            s3 = dots16(s3, load_q(q0, i0 + 3u, d), k);
         }
-        // `visit` skips keys past n_k
-        run0 = visit(w.probs.x, w.mask.x, w.live.x, j0, s0 * p.scale, run0);
-        run0 = visit(w.probs.x, w.mask.x, w.live.x, j0 + 4u, t0 * p.scale, run0);
-        run1 = visit(w.probs.y, w.mask.y, w.live.y, j0, s1 * p.scale, run1);
-        run1 = visit(w.probs.y, w.mask.y, w.live.y, j0 + 4u, t1 * p.scale, run1);
-        run2 = visit(w.probs.z, w.mask.z, w.live.z, j0, s2 * p.scale, run2);
-        run2 = visit(w.probs.z, w.mask.z, w.live.z, j0 + 4u, t2 * p.scale, run2);
-        run3 = visit(w.probs.w, w.mask.w, w.live.w, j0, s3 * p.scale, run3);
-        run3 = visit(w.probs.w, w.mask.w, w.live.w, j0 + 4u, t3 * p.scale, run3);
+        run0 = visit16(w.probs.x, w.mask.x, w.live.x, j0, s0, run0);
+        run1 = visit16(w.probs.y, w.mask.y, w.live.y, j0, s1, run1);
+        run2 = visit16(w.probs.z, w.mask.z, w.live.z, j0, s2, run2);
+        run3 = visit16(w.probs.w, w.mask.w, w.live.w, j0, s3, run3);
     }
     normalize(w.probs.x, w.mask.x, w.live.x, run0);
     normalize(w.probs.y, w.mask.y, w.live.y, run1);
