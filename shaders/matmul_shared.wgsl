@@ -124,3 +124,84 @@ fn main_shared(
     store_block(c0, m0, n0, left);
     store_block(c0, m0, n0 + 8u, right);
 }
+
+// Lane `src`'s Block: B's eight columns that lane read, at four k.
+fn from_lane(b: Block, src: u32) -> Block {
+    return Block(
+        Row8(subgroupShuffle(b.k0.lo, src), subgroupShuffle(b.k0.hi, src)),
+        Row8(subgroupShuffle(b.k1.lo, src), subgroupShuffle(b.k1.hi, src)),
+        Row8(subgroupShuffle(b.k2.lo, src), subgroupShuffle(b.k2.hi, src)),
+        Row8(subgroupShuffle(b.k3.lo, src), subgroupShuffle(b.k3.hi, src)),
+    );
+}
+
+// `main_shared` for C of at most 16 rows (`SHORT_ROWS` in src/engine/gpu/kernels.rs: a sentence
+// of up to 16 tokens, where `main_shared`'s 32-row groups would multiply rows that do not
+// exist): the same 8 × 16 block a lane, its group a 16 × 64 tile (lanes 2 down, 4 across), the
+// workgroup's four groups 4 down. Four k at a time a lane reads two rows of A and eight vec4s of
+// B (`load_b`: eight of its rows along k, or two groups of four of its columns at four k along
+// n), and takes each half of its block's columns from one lane.
+// Dispatch (ceil(N / 64), ceil(M / 64), items · heads), as `main`.
+@compute @workgroup_size(32, 1, 1)
+fn main_shared_short(
+    @builtin(workgroup_id) wid: vec3u,
+    @builtin(local_invocation_index) li: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let r = li % 8u; // the lane's place in its group
+    let first = lane - lane % 8u; // the group's first lane in the subgroup
+    let gm = wid.y * 64u + (li / 8u) * 16u; // the group's tile: rows gm .. gm + 16,
+    let gn = wid.x * 64u; // columns gn .. gn + 64
+    let m0 = gm + (r / 4u) * 8u; // the lane's block: rows m0 .. m0 + 8,
+    let n0 = gn + (r % 4u) * 16u; // columns n0 .. n0 + 16
+    // A's row m0 + i at src_a + i / 2 (in `a_{i % 2}`); B's columns n0 .. n0 + 8 at src_b, the
+    // next eight at src_b + 1
+    let src_a = first + (r / 4u) * 4u;
+    let src_b = first + (r % 4u) * 2u;
+    let item = wid.z / p.heads;
+    let head = wid.z % p.heads;
+    let a0 = p.a.base + item * p.a.item + head * p.a.head;
+    let b0 = p.b.base + item * p.b.item + head * p.b.head;
+    // a group whose tile lies past C leaves (its lanes together: no other group reads them)
+    if (gm >= p.m || gn >= p.n) {
+        return;
+    }
+    var left = Block8(); // columns n0 .. n0 + 8
+    var right = Block8(); // columns n0 + 8 .. n0 + 16
+    for (var k = 0u; k < p.k; k += 4u) {
+        // rows gm + 2r, gm + 2r + 1 (clamped to M by `load_a`)
+        let a_0 = load_a(a0, gm + 2u * r, k);
+        let a_1 = load_a(a0, gm + 2u * r + 1u, k);
+        // B's columns gn + 8r .. gn + 8r + 8 at k .. k + 4 (clamped as `load_b` clamps)
+        let mine = load_b(b0, gn + 8u * r, k);
+        let bl = from_lane(mine, src_b);
+        let br = from_lane(mine, src_b + 1u);
+        let r0 = subgroupShuffle(a_0, src_a);
+        left.r0 = mac(left.r0, r0, bl);
+        right.r0 = mac(right.r0, r0, br);
+        let r1 = subgroupShuffle(a_1, src_a);
+        left.r1 = mac(left.r1, r1, bl);
+        right.r1 = mac(right.r1, r1, br);
+        let r2 = subgroupShuffle(a_0, src_a + 1u);
+        left.r2 = mac(left.r2, r2, bl);
+        right.r2 = mac(right.r2, r2, br);
+        let r3 = subgroupShuffle(a_1, src_a + 1u);
+        left.r3 = mac(left.r3, r3, bl);
+        right.r3 = mac(right.r3, r3, br);
+        let r4 = subgroupShuffle(a_0, src_a + 2u);
+        left.r4 = mac(left.r4, r4, bl);
+        right.r4 = mac(right.r4, r4, br);
+        let r5 = subgroupShuffle(a_1, src_a + 2u);
+        left.r5 = mac(left.r5, r5, bl);
+        right.r5 = mac(right.r5, r5, br);
+        let r6 = subgroupShuffle(a_0, src_a + 3u);
+        left.r6 = mac(left.r6, r6, bl);
+        right.r6 = mac(right.r6, r6, br);
+        let r7 = subgroupShuffle(a_1, src_a + 3u);
+        left.r7 = mac(left.r7, r7, bl);
+        right.r7 = mac(right.r7, r7, br);
+    }
+    let c0 = p.c.base + item * p.c.item + head * p.c.head;
+    store_block(c0, m0, n0, left);
+    store_block(c0, m0, n0 + 8u, right);
+}

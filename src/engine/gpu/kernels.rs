@@ -25,6 +25,9 @@ pub const MATMUL_TILE: u32 = MATMUL_BLOCK * MATMUL_SIDE;
 /// owning `ATTENTION_ROWS` query rows (fixed by its code).
 pub const QUERIES_WG: u32 = 16;
 pub const ATTENTION_ROWS: u32 = 4;
+/// Products of at most this many rows run `matmul_shared.wgsl`'s `main_shared_short` (groups of
+/// 16 rows), longer ones its `main_shared` (groups of 32).
+pub const SHORT_ROWS: u32 = 16;
 
 /// `shaders/common.wgsl` followed by `shaders/<name>.wgsl` for each name, as one source at build
 /// time.
@@ -52,6 +55,11 @@ pub enum Kernel {
     MatmulShared,
     /// `matmul_shared.wgsl` as [`Kernel::MatmulBAlongN`]: `P·V`.
     MatmulSharedBAlongN,
+    /// [`Kernel::MatmulShared`] for products of at most [`SHORT_ROWS`] rows (`main_shared_short`:
+    /// groups of 16 rows instead of 32).
+    MatmulSharedShort,
+    /// [`Kernel::MatmulSharedBAlongN`] for products of at most [`SHORT_ROWS`] rows.
+    MatmulSharedShortBAlongN,
     /// `matmul.wgsl` reading vec4s, A along k and B along n: `P·V`.
     MatmulBAlongN,
     /// `matmul.wgsl` reading scalars: any offsets, strides and sizes.
@@ -75,12 +83,14 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 11] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::EmbedLayerNorm,
         Kernel::EmbedParts,
         Kernel::Matmul,
         Kernel::MatmulShared,
         Kernel::MatmulSharedBAlongN,
+        Kernel::MatmulSharedShort,
+        Kernel::MatmulSharedShortBAlongN,
         Kernel::MatmulBAlongN,
         Kernel::MatmulScalar,
         Kernel::AddLayerNorm,
@@ -95,9 +105,10 @@ impl Kernel {
             Kernel::EmbedLayerNorm => &["embed_layernorm.wgsl"],
             Kernel::EmbedParts => &["embed_parts.wgsl"],
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
-            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN => {
-                &["matmul.wgsl", "matmul_shared.wgsl"]
-            }
+            Kernel::MatmulShared
+            | Kernel::MatmulSharedBAlongN
+            | Kernel::MatmulSharedShort
+            | Kernel::MatmulSharedShortBAlongN => &["matmul.wgsl", "matmul_shared.wgsl"],
             Kernel::AddLayerNorm => &["add_layernorm.wgsl"],
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => &["attention_probs.wgsl"],
             Kernel::AttentionProbsShared => {
@@ -118,9 +129,10 @@ impl Kernel {
             Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
             Kernel::EmbedParts => composed!("embed_parts"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
-            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN => {
-                composed!("matmul", "matmul_shared")
-            }
+            Kernel::MatmulShared
+            | Kernel::MatmulSharedBAlongN
+            | Kernel::MatmulSharedShort
+            | Kernel::MatmulSharedShortBAlongN => composed!("matmul", "matmul_shared"),
             Kernel::AddLayerNorm => composed!("add_layernorm"),
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
                 composed!("attention_probs")
@@ -129,12 +141,13 @@ impl Kernel {
         }
     }
 
-    /// The entry point: `main`, or a `*_shared.wgsl` file's `main_shared`.
+    /// The entry point: `main`, or a `*_shared.wgsl` file's `main_shared` (`main_shared_short`).
     pub fn entry(self) -> &'static str {
         match self {
             Kernel::MatmulShared | Kernel::MatmulSharedBAlongN | Kernel::AttentionProbsShared => {
                 "main_shared"
             }
+            Kernel::MatmulSharedShort | Kernel::MatmulSharedShortBAlongN => "main_shared_short",
             _ => "main",
         }
     }
@@ -144,7 +157,11 @@ impl Kernel {
     pub fn needs_subgroups(self) -> bool {
         matches!(
             self,
-            Kernel::MatmulShared | Kernel::MatmulSharedBAlongN | Kernel::AttentionProbsShared
+            Kernel::MatmulShared
+                | Kernel::MatmulSharedBAlongN
+                | Kernel::MatmulSharedShort
+                | Kernel::MatmulSharedShortBAlongN
+                | Kernel::AttentionProbsShared
         )
     }
 
@@ -162,6 +179,8 @@ impl Kernel {
             Kernel::Matmul
             | Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
+            | Kernel::MatmulSharedShort
+            | Kernel::MatmulSharedShortBAlongN
             | Kernel::MatmulBAlongN
             | Kernel::MatmulScalar => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
             // params, a, b, gamma, beta → sum, norm
@@ -179,10 +198,12 @@ impl Kernel {
     fn constants(self) -> &'static [(&'static str, f64)] {
         const SIDE: f64 = MATMUL_SIDE as f64;
         match self {
-            Kernel::Matmul | Kernel::MatmulShared => {
+            Kernel::Matmul | Kernel::MatmulShared | Kernel::MatmulSharedShort => {
                 &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 0.0)]
             }
-            Kernel::MatmulBAlongN | Kernel::MatmulSharedBAlongN => {
+            Kernel::MatmulBAlongN
+            | Kernel::MatmulSharedBAlongN
+            | Kernel::MatmulSharedShortBAlongN => {
                 &[("SIDE", SIDE), ("VEC4", 1.0), ("B_ALONG_N", 1.0)]
             }
             Kernel::MatmulScalar => &[("SIDE", SIDE), ("VEC4", 0.0), ("B_ALONG_N", 0.0)],
@@ -202,7 +223,7 @@ pub struct Pipeline {
 }
 
 /// Every kernel the device can run, compiled for it, indexed by [`Kernel`].
-pub struct Pipelines([Option<Pipeline>; 11]);
+pub struct Pipelines([Option<Pipeline>; Kernel::ALL.len()]);
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {

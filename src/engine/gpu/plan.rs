@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 use super::device::GpuDevice;
 use super::kernels::{
     filled, padded, GpuEmbeddings, GpuLayerNorm, GpuLinear, Kernel, Pipelines, ATTENTION_ROWS,
-    MATMUL_TILE, QUERIES_WG,
+    MATMUL_TILE, QUERIES_WG, SHORT_ROWS,
 };
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
@@ -72,22 +72,25 @@ impl GpuKernels {
         self
     }
 
-    /// `(70, 12)·(72, 12)ᵀ + b`, over 2 × 2 workgroups with partial tiles, through
-    /// `matmul_shared.wgsl` against the CPU's product. Natively only: wgpu offers subgroups
-    /// nowhere else, so the kernel is never compiled on the web.
+    /// `(70, 12)·(72, 12)ᵀ + b` (over 2 × 2 workgroups with partial tiles) and its first 7 rows
+    /// (`main_shared_short`), through `matmul_shared.wgsl` against the CPU's products. Natively
+    /// only: wgpu offers subgroups nowhere else, so the kernel is never compiled on the web.
     #[cfg(not(target_arch = "wasm32"))]
     fn shared_rows_agree(&self) -> bool {
         use crate::model::weights::Linear;
-        use ndarray::{Array1, Array2};
+        use ndarray::{s, Array1, Array2};
         let value = |i: usize| ((i * 37 % 23) as f32 - 11.0) / 8.0;
         let x = Array2::from_shape_fn((70, 12), |(i, j)| value(i * 12 + j));
         let w = Array2::from_shape_fn((72, 12), |(i, j)| value(i * 5 + j + 3));
         let l = Linear::new(w, Array1::from_shape_fn(72, value));
-        let want = crate::engine::cpu::ops::linear(x.view(), &l);
-        match pollster::block_on(self.linear(x.view(), &l, None)) {
-            Ok(got) => got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-4),
-            Err(_) => false,
-        }
+        let agrees = |x: ndarray::ArrayView2<f32>| {
+            let want = crate::engine::cpu::ops::linear(x, &l);
+            match pollster::block_on(self.linear(x, &l, None)) {
+                Ok(got) => got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-4),
+                Err(_) => false,
+            }
+        };
+        agrees(x.view()) && agrees(x.slice(s![..7, ..]))
     }
 
     #[cfg(target_arch = "wasm32")]
@@ -435,13 +438,16 @@ impl<'a> Plan<'a> {
                     .iter()
                     .all(four)
         };
+        let (shared, short) = (self.kernels.shares_rows(), p.m <= SHORT_ROWS);
         let kernel = match (
             a_vec4 && b_vec4 && whole_vec4s(a) && whole_vec4s(b),
             b_along_n,
         ) {
-            (true, false) if self.kernels.shares_rows() => Kernel::MatmulShared,
+            (true, false) if shared && short => Kernel::MatmulSharedShort,
+            (true, false) if shared => Kernel::MatmulShared,
             (true, false) => Kernel::Matmul,
-            (true, true) if self.kernels.shares_rows() => Kernel::MatmulSharedBAlongN,
+            (true, true) if shared && short => Kernel::MatmulSharedShortBAlongN,
+            (true, true) if shared => Kernel::MatmulSharedBAlongN,
             (true, true) => Kernel::MatmulBAlongN,
             (false, _) => Kernel::MatmulScalar,
         };
