@@ -19,13 +19,33 @@ struct Scores16 {
     d: vec4f,
 }
 
+// Sixteen keys' vec4s of d_k: lo = keys j0 .. j0 + 8, hi = j0 + 8 .. j0 + 16.
+struct Keys16 {
+    lo: array<vec4f, 8>,
+    hi: array<vec4f, 8>,
+}
+
+// The eight lanes' `v` of the group that starts at lane `first`.
+fn from_group(v: vec4f, first: u32) -> array<vec4f, 8> {
+    return array<vec4f, 8>(
+        subgroupShuffle(v, first),
+        subgroupShuffle(v, first + 1u),
+        subgroupShuffle(v, first + 2u),
+        subgroupShuffle(v, first + 3u),
+        subgroupShuffle(v, first + 4u),
+        subgroupShuffle(v, first + 5u),
+        subgroupShuffle(v, first + 6u),
+        subgroupShuffle(v, first + 7u),
+    );
+}
+
 // `s` + the dot products of `q` with sixteen keys' vec4s `k`
-fn dots16(s: Scores16, q: vec4f, k: array<vec4f, 16>) -> Scores16 {
+fn dots16(s: Scores16, q: vec4f, k: Keys16) -> Scores16 {
     return Scores16(
-        s.a + vec4f(dot(q, k[0]), dot(q, k[1]), dot(q, k[2]), dot(q, k[3])),
-        s.b + vec4f(dot(q, k[4]), dot(q, k[5]), dot(q, k[6]), dot(q, k[7])),
-        s.c + vec4f(dot(q, k[8]), dot(q, k[9]), dot(q, k[10]), dot(q, k[11])),
-        s.d + vec4f(dot(q, k[12]), dot(q, k[13]), dot(q, k[14]), dot(q, k[15])),
+        s.a + vec4f(dot(q, k.lo[0]), dot(q, k.lo[1]), dot(q, k.lo[2]), dot(q, k.lo[3])),
+        s.b + vec4f(dot(q, k.lo[4]), dot(q, k.lo[5]), dot(q, k.lo[6]), dot(q, k.lo[7])),
+        s.c + vec4f(dot(q, k.hi[0]), dot(q, k.hi[1]), dot(q, k.hi[2]), dot(q, k.hi[3])),
+        s.d + vec4f(dot(q, k.hi[4]), dot(q, k.hi[5]), dot(q, k.hi[6]), dot(q, k.hi[7])),
     );
 }
 
@@ -64,24 +84,7 @@ fn main_shared(
             // keys j0 + r and j0 + 8 + r, clamped to the last key past n_k
             let lo = load_k(k0, j0 + r, d);
             let hi = load_k(k0, j0 + 8u + r, d);
-            let k = array<vec4f, 16>(
-                subgroupShuffle(lo, first),
-                subgroupShuffle(lo, first + 1u),
-                subgroupShuffle(lo, first + 2u),
-                subgroupShuffle(lo, first + 3u),
-                subgroupShuffle(lo, first + 4u),
-                subgroupShuffle(lo, first + 5u),
-                subgroupShuffle(lo, first + 6u),
-                subgroupShuffle(lo, first + 7u),
-                subgroupShuffle(hi, first),
-                subgroupShuffle(hi, first + 1u),
-                subgroupShuffle(hi, first + 2u),
-                subgroupShuffle(hi, first + 3u),
-                subgroupShuffle(hi, first + 4u),
-                subgroupShuffle(hi, first + 5u),
-                subgroupShuffle(hi, first + 6u),
-                subgroupShuffle(hi, first + 7u),
-            );
+            let k = Keys16(from_group(lo, first), from_group(hi, first));
             s0 = dots16(s0, load_q(q0, i0, d), k);
             s1 = dots16(s1, load_q(q0, i0 + 1u, d), k);
             s2 = dots16(s2, load_q(q0, i0 + 2u, d), k);

@@ -77,6 +77,17 @@ fn mac(acc: Row8, av: vec4f, bk: Block) -> Row8 {
     return Row8(lo, hi);
 }
 
+// Where product z = item · heads + head starts in A, B and C (x, y, z).
+fn offsets(z: u32) -> vec3u {
+    let item = z / p.heads;
+    let head = z % p.heads;
+    return vec3u(
+        p.a.base + item * p.a.item + head * p.a.head,
+        p.b.base + item * p.b.item + head * p.b.head,
+        p.c.base + item * p.c.item + head * p.c.head,
+    );
+}
+
 // A[m][k .. k + 4] (zeros past K); `a0` is this item and head's offset, m is clamped to M.
 fn load_a(a0: u32, m: u32, k: u32) -> vec4f {
     let i = a0 + min(m, p.m - 1u) * p.a.row + k;
@@ -192,10 +203,9 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     if (m0 >= p.m || n0 >= p.n) {
         return;
     }
-    let item = gid.z / p.heads;
-    let head = gid.z % p.heads;
-    let a0 = p.a.base + item * p.a.item + head * p.a.head;
-    let b0 = p.b.base + item * p.b.item + head * p.b.head;
+    let at = offsets(gid.z);
+    let a0 = at.x;
+    let b0 = at.y;
     var acc = Block8();
     for (var k = 0u; k < p.k; k += 4u) {
         let bk = load_b(b0, n0, k);
@@ -208,6 +218,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
         acc.r6 = mac(acc.r6, load_a(a0, m0 + 6u, k), bk);
         acc.r7 = mac(acc.r7, load_a(a0, m0 + 7u, k), bk);
     }
-    let c0 = p.c.base + item * p.c.item + head * p.c.head;
-    store_block(c0, m0, n0, acc);
+    store_block(at.z, m0, n0, acc);
 }

@@ -40,6 +40,20 @@ fn shared_block(b_0: vec4f, b_1: vec4f, b_2: vec4f, b_3: vec4f, src: u32) -> Blo
     ));
 }
 
+// acc + the eight rows of A (`rows`, four k each) times B's Block: an 8 × 8 block, updated.
+fn mac_block(acc: Block8, rows: array<vec4f, 8>, bk: Block) -> Block8 {
+    return Block8(
+        mac(acc.r0, rows[0], bk),
+        mac(acc.r1, rows[1], bk),
+        mac(acc.r2, rows[2], bk),
+        mac(acc.r3, rows[3], bk),
+        mac(acc.r4, rows[4], bk),
+        mac(acc.r5, rows[5], bk),
+        mac(acc.r6, rows[6], bk),
+        mac(acc.r7, rows[7], bk),
+    );
+}
+
 @compute @workgroup_size(32, 1, 1)
 fn main_shared(
     @builtin(workgroup_id) wid: vec3u,
@@ -58,10 +72,9 @@ fn main_shared(
     // (element j % 4 of `b_0` .. `b_3`, one for each k)
     let src_a = first + (r / 2u) * 2u;
     let src_b = first + (r % 2u) * 4u;
-    let item = wid.z / p.heads;
-    let head = wid.z % p.heads;
-    let a0 = p.a.base + item * p.a.item + head * p.a.head;
-    let b0 = p.b.base + item * p.b.item + head * p.b.head;
+    let at = offsets(wid.z);
+    let a0 = at.x;
+    let b0 = at.y;
     // a group whose tile lies past C leaves (its lanes together: no other group reads them)
     if (gm >= p.m || gn >= p.n) {
         return;
@@ -95,34 +108,22 @@ fn main_shared(
         }
         let bl = shared_block(b_0, b_1, b_2, b_3, src_b);
         let br = shared_block(b_0, b_1, b_2, b_3, src_b + 2u);
-        let r0 = subgroupShuffle(a_0, src_a);
-        left.r0 = mac(left.r0, r0, bl);
-        right.r0 = mac(right.r0, r0, br);
-        let r1 = subgroupShuffle(a_1, src_a);
-        left.r1 = mac(left.r1, r1, bl);
-        right.r1 = mac(right.r1, r1, br);
-        let r2 = subgroupShuffle(a_2, src_a);
-        left.r2 = mac(left.r2, r2, bl);
-        right.r2 = mac(right.r2, r2, br);
-        let r3 = subgroupShuffle(a_3, src_a);
-        left.r3 = mac(left.r3, r3, bl);
-        right.r3 = mac(right.r3, r3, br);
-        let r4 = subgroupShuffle(a_0, src_a + 1u);
-        left.r4 = mac(left.r4, r4, bl);
-        right.r4 = mac(right.r4, r4, br);
-        let r5 = subgroupShuffle(a_1, src_a + 1u);
-        left.r5 = mac(left.r5, r5, bl);
-        right.r5 = mac(right.r5, r5, br);
-        let r6 = subgroupShuffle(a_2, src_a + 1u);
-        left.r6 = mac(left.r6, r6, bl);
-        right.r6 = mac(right.r6, r6, br);
-        let r7 = subgroupShuffle(a_3, src_a + 1u);
-        left.r7 = mac(left.r7, r7, bl);
-        right.r7 = mac(right.r7, r7, br);
+        // A's rows m0 .. m0 + 8, from the lanes that read them
+        let rows = array<vec4f, 8>(
+            subgroupShuffle(a_0, src_a),
+            subgroupShuffle(a_1, src_a),
+            subgroupShuffle(a_2, src_a),
+            subgroupShuffle(a_3, src_a),
+            subgroupShuffle(a_0, src_a + 1u),
+            subgroupShuffle(a_1, src_a + 1u),
+            subgroupShuffle(a_2, src_a + 1u),
+            subgroupShuffle(a_3, src_a + 1u),
+        );
+        left = mac_block(left, rows, bl);
+        right = mac_block(right, rows, br);
     }
-    let c0 = p.c.base + item * p.c.item + head * p.c.head;
-    store_block(c0, m0, n0, left);
-    store_block(c0, m0, n0 + 8u, right);
+    store_block(at.z, m0, n0, left);
+    store_block(at.z, m0, n0 + 8u, right);
 }
 
 // Lane `src`'s Block: B's eight columns that lane read, at four k.
@@ -158,10 +159,9 @@ fn main_shared_short(
     // next eight at src_b + 1
     let src_a = first + (r / 4u) * 4u;
     let src_b = first + (r % 4u) * 2u;
-    let item = wid.z / p.heads;
-    let head = wid.z % p.heads;
-    let a0 = p.a.base + item * p.a.item + head * p.a.head;
-    let b0 = p.b.base + item * p.b.item + head * p.b.head;
+    let at = offsets(wid.z);
+    let a0 = at.x;
+    let b0 = at.y;
     // a group whose tile lies past C leaves (its lanes together: no other group reads them)
     if (gm >= p.m || gn >= p.n) {
         return;
@@ -176,32 +176,20 @@ fn main_shared_short(
         let mine = load_b(b0, gn + 8u * r, k);
         let bl = from_lane(mine, src_b);
         let br = from_lane(mine, src_b + 1u);
-        let r0 = subgroupShuffle(a_0, src_a);
-        left.r0 = mac(left.r0, r0, bl);
-        right.r0 = mac(right.r0, r0, br);
-        let r1 = subgroupShuffle(a_1, src_a);
-        left.r1 = mac(left.r1, r1, bl);
-        right.r1 = mac(right.r1, r1, br);
-        let r2 = subgroupShuffle(a_0, src_a + 1u);
-        left.r2 = mac(left.r2, r2, bl);
-        right.r2 = mac(right.r2, r2, br);
-        let r3 = subgroupShuffle(a_1, src_a + 1u);
-        left.r3 = mac(left.r3, r3, bl);
-        right.r3 = mac(right.r3, r3, br);
-        let r4 = subgroupShuffle(a_0, src_a + 2u);
-        left.r4 = mac(left.r4, r4, bl);
-        right.r4 = mac(right.r4, r4, br);
-        let r5 = subgroupShuffle(a_1, src_a + 2u);
-        left.r5 = mac(left.r5, r5, bl);
-        right.r5 = mac(right.r5, r5, br);
-        let r6 = subgroupShuffle(a_0, src_a + 3u);
-        left.r6 = mac(left.r6, r6, bl);
-        right.r6 = mac(right.r6, r6, br);
-        let r7 = subgroupShuffle(a_1, src_a + 3u);
-        left.r7 = mac(left.r7, r7, bl);
-        right.r7 = mac(right.r7, r7, br);
+        // A's rows m0 .. m0 + 8, from the lanes that read them
+        let rows = array<vec4f, 8>(
+            subgroupShuffle(a_0, src_a),
+            subgroupShuffle(a_1, src_a),
+            subgroupShuffle(a_0, src_a + 1u),
+            subgroupShuffle(a_1, src_a + 1u),
+            subgroupShuffle(a_0, src_a + 2u),
+            subgroupShuffle(a_1, src_a + 2u),
+            subgroupShuffle(a_0, src_a + 3u),
+            subgroupShuffle(a_1, src_a + 3u),
+        );
+        left = mac_block(left, rows, bl);
+        right = mac_block(right, rows, br);
     }
-    let c0 = p.c.base + item * p.c.item + head * p.c.head;
-    store_block(c0, m0, n0, left);
-    store_block(c0, m0, n0 + 8u, right);
+    store_block(at.z, m0, n0, left);
+    store_block(at.z, m0, n0 + 8u, right);
 }
