@@ -86,11 +86,11 @@ fn mask_words() -> u32 {
 // word holds them): written (unmasked) to probs and scores, folded into the row's running
 // (max, sum of exp) over the keys the mask allows.
 fn visit(row: u32, mask_row: u32, live: bool, j0: u32, s: vec4f, run: vec2f) -> vec2f {
-    var allowed = vec4f(0.0);
-    var m = run.x;
     if (!live || j0 >= p.n_k) {
         return run;
     }
+    var allowed = vec4f(0.0);
+    var m = run.x;
     let bits = mask[mask_row + j0 / 32u] >> (j0 % 32u);
     for (var t = 0u; t < 4u; t++) {
         let j = j0 + t;

@@ -106,32 +106,38 @@ fn b_at(b0: u32, n: u32, k: u32) -> f32 {
     return select(0.0, b[b0 + min(n, p.n - 1u) * p.b.row + k * p.b_col], k < p.k);
 }
 
+// B[n][k .. k + 4] through b4 (VEC4, B along k), n clamped to N
+fn b_row4(b0: u32, n: u32, k: u32) -> vec4f {
+    return b4[(b0 + min(n, p.n - 1u) * p.b.row + k) / 4u];
+}
+
+// B[n .. n + 4][k] through b4 (VEC4 with B_ALONG_N), n clamped to the last four columns
+fn b_cols4(b0: u32, n: u32, k: u32) -> vec4f {
+    return b4[(b0 + min(n, p.n - 4u) + k * p.b_col) / 4u];
+}
+
 // B[n0 .. n0 + 8][k .. k + 4] as a Block
 fn load_b(b0: u32, n0: u32, k: u32) -> Block {
     if (VEC4 && B_ALONG_N) {
         // four columns of B per vec4: n0 + 8 ≤ N rounded up to 4, clamped to the last four
-        let last = p.n - 4u;
-        let lo = b0 + min(n0, last);
-        let hi = b0 + min(n0 + 4u, last);
-        let s = p.b_col;
         return Block(
-            Row8(b4[(lo + k * s) / 4u], b4[(hi + k * s) / 4u]),
-            Row8(b4[(lo + (k + 1u) * s) / 4u], b4[(hi + (k + 1u) * s) / 4u]),
-            Row8(b4[(lo + (k + 2u) * s) / 4u], b4[(hi + (k + 2u) * s) / 4u]),
-            Row8(b4[(lo + (k + 3u) * s) / 4u], b4[(hi + (k + 3u) * s) / 4u]),
+            Row8(b_cols4(b0, n0, k), b_cols4(b0, n0 + 4u, k)),
+            Row8(b_cols4(b0, n0, k + 1u), b_cols4(b0, n0 + 4u, k + 1u)),
+            Row8(b_cols4(b0, n0, k + 2u), b_cols4(b0, n0 + 4u, k + 2u)),
+            Row8(b_cols4(b0, n0, k + 3u), b_cols4(b0, n0 + 4u, k + 3u)),
         );
     }
     // eight rows of B, four k each, transposed into the Block
     var r: array<vec4f, 8>;
     if (VEC4) {
-        r[0] = b4[(b0 + min(n0, p.n - 1u) * p.b.row + k) / 4u];
-        r[1] = b4[(b0 + min(n0 + 1u, p.n - 1u) * p.b.row + k) / 4u];
-        r[2] = b4[(b0 + min(n0 + 2u, p.n - 1u) * p.b.row + k) / 4u];
-        r[3] = b4[(b0 + min(n0 + 3u, p.n - 1u) * p.b.row + k) / 4u];
-        r[4] = b4[(b0 + min(n0 + 4u, p.n - 1u) * p.b.row + k) / 4u];
-        r[5] = b4[(b0 + min(n0 + 5u, p.n - 1u) * p.b.row + k) / 4u];
-        r[6] = b4[(b0 + min(n0 + 6u, p.n - 1u) * p.b.row + k) / 4u];
-        r[7] = b4[(b0 + min(n0 + 7u, p.n - 1u) * p.b.row + k) / 4u];
+        r[0] = b_row4(b0, n0, k);
+        r[1] = b_row4(b0, n0 + 1u, k);
+        r[2] = b_row4(b0, n0 + 2u, k);
+        r[3] = b_row4(b0, n0 + 3u, k);
+        r[4] = b_row4(b0, n0 + 4u, k);
+        r[5] = b_row4(b0, n0 + 5u, k);
+        r[6] = b_row4(b0, n0 + 6u, k);
+        r[7] = b_row4(b0, n0 + 7u, k);
     } else {
         for (var j = 0u; j < 8u; j++) {
             r[j] = vec4f(
@@ -165,6 +171,20 @@ struct Block8 {
     r5: Row8,
     r6: Row8,
     r7: Row8,
+}
+
+// acc + the eight rows of A (`rows`, four k each) times B's Block: an 8 × 8 block, updated.
+fn mac_block(acc: Block8, rows: array<vec4f, 8>, bk: Block) -> Block8 {
+    return Block8(
+        mac(acc.r0, rows[0], bk),
+        mac(acc.r1, rows[1], bk),
+        mac(acc.r2, rows[2], bk),
+        mac(acc.r3, rows[3], bk),
+        mac(acc.r4, rows[4], bk),
+        mac(acc.r5, rows[5], bk),
+        mac(acc.r6, rows[6], bk),
+        mac(acc.r7, rows[7], bk),
+    );
 }
 
 // C[m0 .. m0 + 8][n0 .. n0 + 8] = act(alpha · acc + bias), within (M, N)
@@ -208,15 +228,17 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let b0 = at.y;
     var acc = Block8();
     for (var k = 0u; k < p.k; k += 4u) {
-        let bk = load_b(b0, n0, k);
-        acc.r0 = mac(acc.r0, load_a(a0, m0, k), bk);
-        acc.r1 = mac(acc.r1, load_a(a0, m0 + 1u, k), bk);
-        acc.r2 = mac(acc.r2, load_a(a0, m0 + 2u, k), bk);
-        acc.r3 = mac(acc.r3, load_a(a0, m0 + 3u, k), bk);
-        acc.r4 = mac(acc.r4, load_a(a0, m0 + 4u, k), bk);
-        acc.r5 = mac(acc.r5, load_a(a0, m0 + 5u, k), bk);
-        acc.r6 = mac(acc.r6, load_a(a0, m0 + 6u, k), bk);
-        acc.r7 = mac(acc.r7, load_a(a0, m0 + 7u, k), bk);
+        let rows = array<vec4f, 8>(
+            load_a(a0, m0, k),
+            load_a(a0, m0 + 1u, k),
+            load_a(a0, m0 + 2u, k),
+            load_a(a0, m0 + 3u, k),
+            load_a(a0, m0 + 4u, k),
+            load_a(a0, m0 + 5u, k),
+            load_a(a0, m0 + 6u, k),
+            load_a(a0, m0 + 7u, k),
+        );
+        acc = mac_block(acc, rows, load_b(b0, n0, k));
     }
     store_block(at.z, m0, n0, acc);
 }

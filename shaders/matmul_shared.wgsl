@@ -40,20 +40,6 @@ fn shared_block(b_0: vec4f, b_1: vec4f, b_2: vec4f, b_3: vec4f, src: u32) -> Blo
     ));
 }
 
-// acc + the eight rows of A (`rows`, four k each) times B's Block: an 8 × 8 block, updated.
-fn mac_block(acc: Block8, rows: array<vec4f, 8>, bk: Block) -> Block8 {
-    return Block8(
-        mac(acc.r0, rows[0], bk),
-        mac(acc.r1, rows[1], bk),
-        mac(acc.r2, rows[2], bk),
-        mac(acc.r3, rows[3], bk),
-        mac(acc.r4, rows[4], bk),
-        mac(acc.r5, rows[5], bk),
-        mac(acc.r6, rows[6], bk),
-        mac(acc.r7, rows[7], bk),
-    );
-}
-
 @compute @workgroup_size(32, 1, 1)
 fn main_shared(
     @builtin(workgroup_id) wid: vec3u,
@@ -88,23 +74,23 @@ fn main_shared(
         let a_1 = load_a(a0, gm + 4u * r + 1u, k);
         let a_2 = load_a(a0, gm + 4u * r + 2u, k);
         let a_3 = load_a(a0, gm + 4u * r + 3u, k);
+        let n = gn + 4u * r;
         var b_0: vec4f;
         var b_1: vec4f;
         var b_2: vec4f;
         var b_3: vec4f;
         if (B_ALONG_N) {
-            // columns gn + 4r .. gn + 4r + 4 (clamped to the last four, as `load_b`) at k .. k + 4
-            let at = b0 + min(gn + 4u * r, p.n - 4u) + k * p.b_col;
-            b_0 = b4[at / 4u];
-            b_1 = b4[(at + p.b_col) / 4u];
-            b_2 = b4[(at + 2u * p.b_col) / 4u];
-            b_3 = b4[(at + 3u * p.b_col) / 4u];
+            // columns n .. n + 4 (clamped to the last four) at k .. k + 4
+            b_0 = b_cols4(b0, n, k);
+            b_1 = b_cols4(b0, n, k + 1u);
+            b_2 = b_cols4(b0, n, k + 2u);
+            b_3 = b_cols4(b0, n, k + 3u);
         } else {
-            // rows gn + 4r .. gn + 4r + 4 (clamped to N) at k .. k + 4
-            b_0 = b4[(b0 + min(gn + 4u * r, p.n - 1u) * p.b.row + k) / 4u];
-            b_1 = b4[(b0 + min(gn + 4u * r + 1u, p.n - 1u) * p.b.row + k) / 4u];
-            b_2 = b4[(b0 + min(gn + 4u * r + 2u, p.n - 1u) * p.b.row + k) / 4u];
-            b_3 = b4[(b0 + min(gn + 4u * r + 3u, p.n - 1u) * p.b.row + k) / 4u];
+            // rows n .. n + 4 (clamped to N) at k .. k + 4
+            b_0 = b_row4(b0, n, k);
+            b_1 = b_row4(b0, n + 1u, k);
+            b_2 = b_row4(b0, n + 2u, k);
+            b_3 = b_row4(b0, n + 3u, k);
         }
         let bl = shared_block(b_0, b_1, b_2, b_3, src_b);
         let br = shared_block(b_0, b_1, b_2, b_3, src_b + 2u);
