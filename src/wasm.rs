@@ -101,6 +101,42 @@ struct RunOptions {
     cross_attention: Option<usize>,
 }
 
+/// The message of the last panic in this module. A panic aborts the wasm call (a
+/// `WebAssembly.RuntimeError` in JS) and leaves the instance's state untrustworthy: the worker
+/// reads the message here, says it, and the page starts a fresh engine (web/engine.js).
+static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Runs when the module is instantiated (in every thread of the threaded build): records each
+/// panic's message for [`last_panic`].
+#[wasm_bindgen(start)]
+fn record_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(info.to_string());
+        }
+    }));
+}
+
+/// The last panic's message (`panicked at FILE:LINE:COL:` and what it said), if one happened.
+#[wasm_bindgen(js_name = lastPanic)]
+pub fn last_panic() -> Option<String> {
+    LAST_PANIC.lock().ok()?.clone()
+}
+
+/// Panics, as a bug would, in this call or (`in_future`) in a future the module polls after it
+/// returns: the page's crash tests (`?testhooks=1`, web/worker.js) check that the page says so
+/// and comes back with a fresh engine.
+#[wasm_bindgen(js_name = crashForTests)]
+pub fn crash_for_tests(in_future: bool) {
+    if in_future {
+        wasm_bindgen_futures::spawn_local(async {
+            panic!("the page's test hook asked the engine to crash, in a future");
+        });
+    } else {
+        panic!("the page's test hook asked the engine to crash");
+    }
+}
+
 /// The experiment behind `÷√d_k` (src/analysis/scaling.rs): for d_k = 1, 2, 4, … 512, the
 /// variance of `q·k` and of `q·k/√d_k` over `samples` random pairs of unit-variance vectors:
 /// `[{d_k, raw, scaled}]`.

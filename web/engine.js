@@ -9,25 +9,55 @@ export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', impor
 
 class Engine {
   constructor() {
+    this.nextId = 1;
+    this.pending = new Map();
+    this.loads = new Map(); // `${key} ${backend}` → Promise of {info, engine, status}
+    this.progress = new Map(); // key → Set of callbacks
+    this.restarts = new Set(); // callbacks of `onRestart`
+    this.start();
+  }
+
+  start() {
     const url = new URL('./worker.js', import.meta.url);
     const params = new URLSearchParams(location.search);
     if (['1', 'lose-at-probe'].includes(params.get('testhooks'))) url.searchParams.set('testhooks', params.get('testhooks')); // worker.js
     if (params.get('wasm')) url.searchParams.set('wasm', params.get('wasm')); // one of the wasm builds (worker.js)
     this.worker = new Worker(url, { type: 'module' });
-    this.nextId = 1;
-    this.pending = new Map();
-    this.loads = new Map(); // `${key} ${backend}` → Promise of {info, engine, status}
-    this.progress = new Map(); // key → Set of callbacks
     this.worker.onmessage = (e) => this.receive(e.data);
+    // an error the worker did not handle (it could not start, say): the calls under way fail
     this.worker.onerror = (e) => {
       e.preventDefault();
-      const err = new Error(`the engine stopped: ${e.message || 'unknown error'}`);
-      for (const p of this.pending.values()) p.reject(err);
-      this.pending.clear();
+      this.failPending(new Error(`the engine stopped: ${e.message || 'unknown error'}`));
     };
   }
 
+  failPending(err) {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+
+  /**
+   * The worker's wasm module trapped (a Rust panic), so its state can't be trusted: every call
+   * under way fails with `why`, a fresh worker starts, and what was loaded is forgotten; the
+   * `onRestart` callbacks load their checkpoints again (web/scope.js).
+   */
+  restart(why) {
+    this.worker.terminate();
+    const err = new Error(`${why}; a fresh engine has started`);
+    this.failPending(err);
+    this.loads.clear();
+    this.start();
+    for (const f of this.restarts) f(err);
+  }
+
+  /** Calls `f(error)` after each restart of the engine; returns a function that stops it. */
+  onRestart(f) {
+    this.restarts.add(f);
+    return () => this.restarts.delete(f);
+  }
+
   receive(m) {
+    if (m.type === 'crashed') { this.restart(m.error); return; }
     if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
     const p = this.pending.get(m.id);
     if (!p) return;
@@ -95,6 +125,10 @@ class Engine {
 
   /** Test hook (`?testhooks=1`): destroys the worker's WebGPU devices, as a GPU crash would. */
   loseDevice() { this.worker.postMessage({ type: 'lose-device' }); }
+
+  /** Test hook (`?testhooks=1`): a panic in the worker's wasm module, as a bug would (in the call,
+   * or in a future polled after it); rejects with the crash. */
+  crash(inFuture = false) { return this.call({ type: 'crash', inFuture }); }
 
   async check(key, { texts, pair, mask }) {
     return (await this.call({ type: 'check', key, texts, pair, mask })).result;

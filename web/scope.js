@@ -260,5 +260,20 @@ export function connect(store, { targets, layout, dropOld = true }) {
     }
   });
 
+  // a fresh engine after a crash: the checkpoint loads again (a URL's files from the browser's
+  // cache) and the run with it, and the engine's line says what happened; files chosen from disk
+  // went to the old engine and must be chosen again. What is on screen stays until then.
+  eng.onRestart(async (err) => {
+    const s = store.get();
+    if (!s.modelSource) return;
+    if (!s.modelSource.base) {
+      store.update({ modelError: { line: `${err.message}: choose the checkpoint's files again to go on.` } });
+      return;
+    }
+    if (!(await loadModel(s.modelSource))) return;
+    const line = store.get().engineStatus?.line;
+    store.update({ engineStatus: { line: `${line ? `${line}; ` : ''}restarted after a crash`, details: err.message } });
+  });
+
   return { loadModel, run, render, cancel: () => store.get().loading && eng.cancel(store.get().loading.key) };
 }

@@ -6,8 +6,12 @@
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would;
 //      ?testhooks=lose-at-probe destroys them when `auto` first runs WebGPU)
+//      {id, type: 'crash', inFuture} (only with ?testhooks=1: a panic in the wasm module, as a bug
+//      would, in the call or in a future polled after it)
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
+//      {type: 'crashed', error} once the wasm module has trapped (a Rust panic): the page
+//      replaces this worker (web/engine.js), which answers nothing more
 import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -35,12 +39,12 @@ function chooseBuild(asked) {
 }
 const WASM_BUILD = chooseBuild(new URL(self.location.href).searchParams.get('wasm'));
 const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
-let loadSession, fileLimits, scalingExperiment, WeightsFile; // bound once the build has loaded
+let loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
-  ({ loadSession, fileLimits, scalingExperiment, WeightsFile } = m);
+  ({ loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
   return { m, wasm };
 });
 // ... and its threads started (the threaded build): enough to build a session and run it.
@@ -428,8 +432,29 @@ function lostGpu(s, why) {
   s.status = { line: 'CPU engine: WebGPU stopped working', details: why };
 }
 
+// ---------- a trap in the wasm module ----------
+// A Rust panic aborts the wasm call with a `WebAssembly.RuntimeError` and leaves the module's
+// state untrustworthy (borrows held, the stack pointer where it stopped), so nothing more runs
+// here: the page is told once, with the panic's message, and starts a fresh worker.
+let crashed = null;
+function crash(err) {
+  if (!crashed) {
+    let panic = null;
+    try { panic = lastPanic?.() ?? null; } catch { /* the module may not answer any more */ }
+    const what = panic ? panic.replace(/\s+/g, ' ').trim() : String((err && err.message) || err);
+    crashed = `the engine crashed (${what})`;
+    self.postMessage({ type: 'crashed', error: crashed });
+  }
+  return crashed;
+}
+const isTrap = (err) => err instanceof WebAssembly.RuntimeError;
+// traps outside a message's own calls (in a future the engine polls later)
+self.addEventListener('error', (e) => { if (isTrap(e.error)) { e.preventDefault(); crash(e.error); } });
+self.addEventListener('unhandledrejection', (e) => { if (isTrap(e.reason)) { e.preventDefault(); crash(e.reason); } });
+
 self.onmessage = async (e) => {
   const msg = e.data;
+  if (crashed) { if (msg.id) self.postMessage({ id: msg.id, ok: false, error: crashed }); return; }
   if (msg.type === 'drop') { inTurn(msg.key, () => drop(msg.key)).catch(() => {}); return; }
   if (msg.type === 'cancel') { aborts.get(msg.key)?.abort(); return; }
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
@@ -463,10 +488,12 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'positions') {
       const r = sessionFor(msg.key).session.positionSimilarity(msg.n);
       self.postMessage({ id: msg.id, ok: true, result: r }, [r.learned.buffer, r.sinusoidal.buffer]);
+    } else if (msg.type === 'crash' && HOOKS === '1') {
+      crashForTests(msg.inFuture === true); // a trap in a future: `crash` tells the page
     } else if (msg.type === 'stats') {
       self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, threads: WASM_BUILD === 'threads' ? THREADS : 1, sessions: sessions.size, checkpoints: checkpoints.size });
     }
   } catch (err) {
-    self.postMessage({ id: msg.id, ok: false, error: String((err && err.message) || err) });
+    self.postMessage({ id: msg.id, ok: false, error: isTrap(err) ? crash(err) : String((err && err.message) || err) });
   }
 };

@@ -203,6 +203,29 @@ test('a lost WebGPU device: the CPU engine takes over with a note, and the next 
   await page.close();
 });
 
+for (const inFuture of [false, true]) {
+  test(`a panic in the engine${inFuture ? ', in a future' : ''}: the page says so, a fresh engine loads the model again, and the next keystroke works`, { timeout: 120000 }, async () => {
+    const p = await open('#e=cpu', '?testhooks=1');
+    const { page } = p;
+    const shown = await page.evaluate(() => window.attnscope.result.tokens.join(' '));
+    const error = await page.evaluate((later) => window.attnscope.crash(later).then(() => 'no error', (e) => e.message), inFuture);
+    const said = `the page's test hook asked the engine to crash${inFuture ? ', in a future' : ''}`;
+    assert.match(error, new RegExp(`^the engine crashed \\(panicked at src/wasm\\.rs:\\d+:\\d+: ${said}\\); a fresh engine has started$`));
+    // the old result stays on screen while the checkpoint loads again in the fresh worker
+    assert.equal(await page.evaluate(() => window.attnscope.result.tokens.join(' ')), shown);
+    await page.fill('#sentence', 'after the crash');
+    await resultFor(page, '[CLS] after the crash [SEP]');
+    assert.match(await page.textContent('#engine-status'), /restarted after a crash$/);
+    assert.match(await page.textContent('#engine-why'), new RegExp(said));
+    const stats = await page.evaluate(() => window.attnscope.stats());
+    assert.deepEqual([stats.sessions, stats.checkpoints], [1, 1]);
+    await page.fill('#sentence', 'and the next one works');
+    await resultFor(page, '[CLS] and the next one works [SEP]');
+    assert.deepEqual(p.problems, []);
+    await page.close();
+  });
+}
+
 test('auto, when WebGPU fails on its test pass: the CPU engine is chosen, saying why, and runs', async () => {
   const p = await open('#e=auto', '?testhooks=lose-at-probe');
   const { page } = p;
