@@ -16,9 +16,11 @@
 // * scores, probs: (B, H, n_q, n_k)
 //
 // Each invocation owns four query rows of one (item, head), with no workgroup memory and no
-// barrier: a first pass computes their scores four keys at a time (register-tiled, reading
-// vec4s along d_k), writes them into `probs` and keeps each row's running max and sum of exp
-// (the online softmax); a second pass turns the row into probabilities in place.
+// barrier. A first pass computes their scores four keys at a time (register-tiled, reading
+// vec4s along d_k) and keeps only each row's running max and sum of exp (the online softmax); a
+// second pass computes the same scores again and writes each probability once (and each score,
+// when kept). Scoring twice costs 2·d_k multiply-adds a cell; it saves writing each row and
+// reading it back, the memory traffic that dominates attention at long lengths.
 // Dispatch (ceil(n_q / (4·QUERIES_WG)), B·H, 1).
 //
 // Two pipelines of this file: VEC4 reads vec4s through q4/k4 (d_k, strides and offsets
@@ -82,51 +84,50 @@ fn mask_words() -> u32 {
     return (p.n_k + 31u) / 32u;
 }
 
-// One query row's scaled scores `s` against keys j0 .. j0 + 4 (j0 a multiple of 4, so one mask
-// word holds them): written (unmasked) to probs and scores, folded into the row's running
-// (max, sum of exp) over the keys the mask allows.
-fn visit(row: u32, mask_row: u32, live: bool, j0: u32, s: vec4f, run: vec2f) -> vec2f {
+// The first pass: one query row's scaled scores `s` against keys j0 .. j0 + 4 (j0 a multiple
+// of 4, so one mask word holds them), folded into the row's running (max, sum of exp) over the
+// keys the mask allows.
+fn visit(mask_row: u32, live: bool, j0: u32, s: vec4f, run: vec2f) -> vec2f {
     if (!live || j0 >= p.n_k) {
         return run;
     }
-    var allowed = vec4f(0.0);
-    var m = run.x;
     let bits = mask[mask_row + j0 / 32u] >> (j0 % 32u);
+    var allowed = vec4<bool>();
+    var m = run.x;
     for (var t = 0u; t < 4u; t++) {
-        let j = j0 + t;
-        if (j < p.n_k) {
-            probs[row + j] = s[t];
-            if (p.keep_scores != 0u) {
-                scores[row + j] = s[t];
-            }
-            if ((bits & (1u << t)) != 0u) {
-                allowed[t] = 1.0;
-                m = max(m, s[t]);
-            }
+        allowed[t] = j0 + t < p.n_k && (bits & (1u << t)) != 0u;
+        if (allowed[t]) {
+            m = max(m, s[t]);
         }
     }
     var l = run.y * exp(run.x - m);
     for (var t = 0u; t < 4u; t++) {
-        if (allowed[t] != 0.0) {
+        if (allowed[t]) {
             l += exp(s[t] - m);
         }
     }
     return vec2f(m, l);
 }
 
-// The second pass over one row: probs = exp(S - max) / sum where allowed, else exactly 0.
-fn normalize(row: u32, mask_row: u32, live: bool, run: vec2f) {
-    if (!live) {
+// The second pass: the same scores `s`, and the row's (max, sum of exp) `run` over all its
+// keys: probs = exp(s - max) / sum where the mask allows, else exactly 0 (a row with every key
+// masked is all zeros); scores = s (before the mask) when kept.
+fn emit(row: u32, mask_row: u32, live: bool, j0: u32, s: vec4f, run: vec2f) {
+    if (!live || j0 >= p.n_k) {
         return;
     }
-    for (var w = 0u; w < mask_words(); w++) {
-        let bits = mask[mask_row + w];
-        for (var j = w * 32u; j < min(w * 32u + 32u, p.n_k); j++) {
+    let bits = mask[mask_row + j0 / 32u] >> (j0 % 32u);
+    for (var t = 0u; t < 4u; t++) {
+        let j = j0 + t;
+        if (j < p.n_k) {
             var v = 0.0;
-            if ((bits & (1u << (j % 32u))) != 0u && run.y > 0.0) {
-                v = exp(probs[row + j] - run.x) / run.y;
+            if ((bits & (1u << t)) != 0u && run.y > 0.0) {
+                v = exp(s[t] - run.x) / run.y;
             }
             probs[row + j] = v;
+            if (p.keep_scores != 0u) {
+                scores[row + j] = s[t];
+            }
         }
     }
 }
@@ -169,32 +170,47 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     var run2 = vec2f(NEG_INF, 0.0);
     var run3 = vec2f(NEG_INF, 0.0);
     for (var j0 = 0u; j0 < p.n_k; j0 += 4u) {
-        // s_r[t] = Q[i0 + r] · K[j0 + t]
-        var s0 = vec4f(0.0);
-        var s1 = vec4f(0.0);
-        var s2 = vec4f(0.0);
-        var s3 = vec4f(0.0);
-        for (var d = 0u; d < p.d_k; d += 4u) {
-            let ka = load_k(k0, j0, d);
-            let kb = load_k(k0, j0 + 1u, d);
-            let kc = load_k(k0, j0 + 2u, d);
-            let kd = load_k(k0, j0 + 3u, d);
-            let qa = load_q(q0, i0, d);
-            s0 += vec4f(dot(qa, ka), dot(qa, kb), dot(qa, kc), dot(qa, kd));
-            let qb = load_q(q0, i0 + 1u, d);
-            s1 += vec4f(dot(qb, ka), dot(qb, kb), dot(qb, kc), dot(qb, kd));
-            let qc = load_q(q0, i0 + 2u, d);
-            s2 += vec4f(dot(qc, ka), dot(qc, kb), dot(qc, kc), dot(qc, kd));
-            let qd = load_q(q0, i0 + 3u, d);
-            s3 += vec4f(dot(qd, ka), dot(qd, kb), dot(qd, kc), dot(qd, kd));
-        }
-        run0 = visit(w.probs.x, w.mask.x, w.live.x, j0, s0 * p.scale, run0);
-        run1 = visit(w.probs.y, w.mask.y, w.live.y, j0, s1 * p.scale, run1);
-        run2 = visit(w.probs.z, w.mask.z, w.live.z, j0, s2 * p.scale, run2);
-        run3 = visit(w.probs.w, w.mask.w, w.live.w, j0, s3 * p.scale, run3);
+        let s = scores4(q0, k0, i0, j0);
+        run0 = visit(w.mask.x, w.live.x, j0, s.r0, run0);
+        run1 = visit(w.mask.y, w.live.y, j0, s.r1, run1);
+        run2 = visit(w.mask.z, w.live.z, j0, s.r2, run2);
+        run3 = visit(w.mask.w, w.live.w, j0, s.r3, run3);
     }
-    normalize(w.probs.x, w.mask.x, w.live.x, run0);
-    normalize(w.probs.y, w.mask.y, w.live.y, run1);
-    normalize(w.probs.z, w.mask.z, w.live.z, run2);
-    normalize(w.probs.w, w.mask.w, w.live.w, run3);
+    for (var j0 = 0u; j0 < p.n_k; j0 += 4u) {
+        let s = scores4(q0, k0, i0, j0);
+        emit(w.probs.x, w.mask.x, w.live.x, j0, s.r0, run0);
+        emit(w.probs.y, w.mask.y, w.live.y, j0, s.r1, run1);
+        emit(w.probs.z, w.mask.z, w.live.z, j0, s.r2, run2);
+        emit(w.probs.w, w.mask.w, w.live.w, j0, s.r3, run3);
+    }
+}
+
+// Four query rows' scaled scores against four keys: r_i[t] = Q[i0 + i] · K[j0 + t] · scale.
+struct Scores4 {
+    r0: vec4f,
+    r1: vec4f,
+    r2: vec4f,
+    r3: vec4f,
+}
+
+fn scores4(q0: u32, k0: u32, i0: u32, j0: u32) -> Scores4 {
+    var s0 = vec4f(0.0);
+    var s1 = vec4f(0.0);
+    var s2 = vec4f(0.0);
+    var s3 = vec4f(0.0);
+    for (var d = 0u; d < p.d_k; d += 4u) {
+        let ka = load_k(k0, j0, d);
+        let kb = load_k(k0, j0 + 1u, d);
+        let kc = load_k(k0, j0 + 2u, d);
+        let kd = load_k(k0, j0 + 3u, d);
+        let qa = load_q(q0, i0, d);
+        s0 += vec4f(dot(qa, ka), dot(qa, kb), dot(qa, kc), dot(qa, kd));
+        let qb = load_q(q0, i0 + 1u, d);
+        s1 += vec4f(dot(qb, ka), dot(qb, kb), dot(qb, kc), dot(qb, kd));
+        let qc = load_q(q0, i0 + 2u, d);
+        s2 += vec4f(dot(qc, ka), dot(qc, kb), dot(qc, kc), dot(qc, kd));
+        let qd = load_q(q0, i0 + 3u, d);
+        s3 += vec4f(dot(qd, ka), dot(qd, kb), dot(qd, kc), dot(qd, kd));
+    }
+    return Scores4(s0 * p.scale, s1 * p.scale, s2 * p.scale, s3 * p.scale);
 }
