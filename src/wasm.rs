@@ -106,15 +106,38 @@ struct RunOptions {
 /// reads the message here, says it, and the page starts a fresh engine (web/engine.js).
 static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
+/// The page's `BroadcastChannel` for panics on the threaded build's pool threads
+/// ([`report_crashes_on`]).
+static CRASH_CHANNEL: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 /// Runs when the module is instantiated (in every thread of the threaded build): records each
-/// panic's message for [`last_panic`].
+/// panic's message for [`last_panic`]. A panic on one of rayon's pool threads also goes to the
+/// page's crash channel: the worker that waits for that thread's work waits forever and cannot
+/// say so itself.
 #[wasm_bindgen(start)]
 fn record_panics() {
     std::panic::set_hook(Box::new(|info| {
+        let message = info.to_string();
         if let Ok(mut last) = LAST_PANIC.lock() {
-            *last = Some(info.to_string());
+            *last = Some(message.clone());
+        }
+        let channel = CRASH_CHANNEL.lock().ok().and_then(|c| c.clone());
+        if let (Some(name), Some(_)) = (channel, rayon::current_thread_index()) {
+            if let Ok(c) = web_sys::BroadcastChannel::new(&name) {
+                let _ = c.post_message(&message.into());
+                c.close();
+            }
         }
     }));
+}
+
+/// Names the `BroadcastChannel` on which a panic on a pool thread is posted (its message); the
+/// page makes one a worker (web/engine.js) and listens on it.
+#[wasm_bindgen(js_name = reportCrashesOn)]
+pub fn report_crashes_on(channel: String) {
+    if let Ok(mut c) = CRASH_CHANNEL.lock() {
+        *c = Some(channel);
+    }
 }
 
 /// The last panic's message (`panicked at FILE:LINE:COL:` and what it said), if one happened.
@@ -123,17 +146,33 @@ pub fn last_panic() -> Option<String> {
     LAST_PANIC.lock().ok()?.clone()
 }
 
-/// Panics, as a bug would, in this call or (`in_future`) in a future the module polls after it
-/// returns: the page's crash tests (`?testhooks=1`, web/worker.js) check that the page says so
-/// and comes back with a fresh engine.
+/// Where [`crash_for_tests`] panics.
+#[wasm_bindgen]
+#[derive(Clone, Copy)]
+pub enum CrashSite {
+    /// In the call.
+    Call = "call",
+    /// In a future the module polls after the call returns.
+    Future = "future",
+    /// On rayon's threads, while the call waits for them (as a panic in a parallel kernel would
+    /// be; on the single-thread builds rayon runs it in the call).
+    Pool = "pool",
+}
+
+/// Panics, as a bug would, at `site`: the page's crash tests (`?testhooks=1`, web/worker.js)
+/// check that the page says so and comes back with a fresh engine.
 #[wasm_bindgen(js_name = crashForTests)]
-pub fn crash_for_tests(in_future: bool) {
-    if in_future {
-        wasm_bindgen_futures::spawn_local(async {
+pub fn crash_for_tests(site: CrashSite) {
+    use rayon::prelude::*;
+    match site {
+        CrashSite::Call => panic!("the page's test hook asked the engine to crash"),
+        CrashSite::Future => wasm_bindgen_futures::spawn_local(async {
             panic!("the page's test hook asked the engine to crash, in a future");
-        });
-    } else {
-        panic!("the page's test hook asked the engine to crash");
+        }),
+        CrashSite::Pool => (0..64).into_par_iter().for_each(|_| {
+            panic!("the page's test hook asked the engine to crash, on rayon's threads")
+        }),
+        CrashSite::__Invalid => panic!("the page's test hook named no crash site"),
     }
 }
 

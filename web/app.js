@@ -52,8 +52,8 @@ const api = {
   stats: () => engine().stats(),
   /** With `?testhooks=1`: destroys the worker's WebGPU devices, as a GPU crash would. */
   loseDevice: () => engine().loseDevice(),
-  /** With `?testhooks=1`: a panic in the engine's wasm module, as a bug would (rejects with it). */
-  crash: (inFuture = false) => engine().crash(inFuture),
+  /** With `?testhooks=1`: a panic in the engine's wasm module, as a bug would, at 'call', 'future' or 'pool' (rejects with it). */
+  crash: (site = 'call') => engine().crash(site),
 };
 api.ready.catch(() => {});
 window.attnscope = api;

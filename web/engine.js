@@ -22,6 +22,12 @@ class Engine {
     const params = new URLSearchParams(location.search);
     if (['1', 'lose-at-probe'].includes(params.get('testhooks'))) url.searchParams.set('testhooks', params.get('testhooks')); // worker.js
     if (params.get('wasm')) url.searchParams.set('wasm', params.get('wasm')); // one of the wasm builds (worker.js)
+    // a panic on one of the threaded build's threads comes here: the worker waiting for that
+    // thread's work cannot say so itself (src/wasm.rs `record_panics`)
+    const channel = `attnscope-crash-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    url.searchParams.set('crash', channel);
+    this.crashes = new BroadcastChannel(channel);
+    this.crashes.onmessage = (e) => this.restart(`the engine crashed (${String(e.data).replace(/\s+/g, ' ').trim()})`);
     this.worker = new Worker(url, { type: 'module' });
     this.worker.onmessage = (e) => this.receive(e.data);
     // an error the worker did not handle (it could not start, say): the calls under way fail
@@ -43,6 +49,7 @@ class Engine {
    */
   restart(why) {
     this.worker.terminate();
+    this.crashes.close();
     const err = new Error(`${why}; a fresh engine has started`);
     this.failPending(err);
     this.loads.clear();
@@ -126,9 +133,10 @@ class Engine {
   /** Test hook (`?testhooks=1`): destroys the worker's WebGPU devices, as a GPU crash would. */
   loseDevice() { this.worker.postMessage({ type: 'lose-device' }); }
 
-  /** Test hook (`?testhooks=1`): a panic in the worker's wasm module, as a bug would (in the call,
-   * or in a future polled after it); rejects with the crash. */
-  crash(inFuture = false) { return this.call({ type: 'crash', inFuture }); }
+  /** Test hook (`?testhooks=1`): a panic in the worker's wasm module, as a bug would, at `site`:
+   * 'call', 'future' (polled after the call) or 'pool' (on the threaded build's threads); rejects
+   * with the crash. */
+  crash(site = 'call') { return this.call({ type: 'crash', site }); }
 
   async check(key, { texts, pair, mask }) {
     return (await this.call({ type: 'check', key, texts, pair, mask })).result;

@@ -6,12 +6,13 @@
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would;
 //      ?testhooks=lose-at-probe destroys them when `auto` first runs WebGPU)
-//      {id, type: 'crash', inFuture} (only with ?testhooks=1: a panic in the wasm module, as a bug
-//      would, in the call or in a future polled after it)
+//      {id, type: 'crash', site} (only with ?testhooks=1: a panic in the wasm module, as a bug
+//      would, at a `CrashSite` of src/wasm.rs: 'call', 'future' or 'pool')
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
 //      {type: 'crashed', error} once the wasm module has trapped (a Rust panic): the page
-//      replaces this worker (web/engine.js), which answers nothing more
+//      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
+//      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise } from './summary.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -45,6 +46,8 @@ let loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashFor
 const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
   ({ loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
+  const channel = new URL(self.location.href).searchParams.get('crash');
+  if (channel) m.reportCrashesOn(channel);
   return { m, wasm };
 });
 // ... and its threads started (the threaded build): enough to build a session and run it.
@@ -489,7 +492,7 @@ self.onmessage = async (e) => {
       const r = sessionFor(msg.key).session.positionSimilarity(msg.n);
       self.postMessage({ id: msg.id, ok: true, result: r }, [r.learned.buffer, r.sinusoidal.buffer]);
     } else if (msg.type === 'crash' && HOOKS === '1') {
-      crashForTests(msg.inFuture === true); // a trap in a future: `crash` tells the page
+      crashForTests(msg.site); // a trap in a future: `crash` tells the page; on a thread: the channel
     } else if (msg.type === 'stats') {
       self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, threads: WASM_BUILD === 'threads' ? THREADS : 1, sessions: sessions.size, checkpoints: checkpoints.size });
     }

@@ -203,13 +203,16 @@ test('a lost WebGPU device: the CPU engine takes over with a note, and the next 
   await page.close();
 });
 
-for (const inFuture of [false, true]) {
-  test(`a panic in the engine${inFuture ? ', in a future' : ''}: the page says so, a fresh engine loads the model again, and the next keystroke works`, { timeout: 120000 }, async () => {
+const CRASH_SITES = { call: '', future: ', in a future', pool: ", on rayon's threads" };
+for (const [site, where] of Object.entries(CRASH_SITES)) {
+  test(`a panic in the engine (${site}): the page says so, a fresh engine loads the model again, and the next keystroke works`, { timeout: 120000 }, async () => {
     const p = await open('#e=cpu', '?testhooks=1');
     const { page } = p;
     const shown = await page.evaluate(() => window.attnscope.result.tokens.join(' '));
-    const error = await page.evaluate((later) => window.attnscope.crash(later).then(() => 'no error', (e) => e.message), inFuture);
-    const said = `the page's test hook asked the engine to crash${inFuture ? ', in a future' : ''}`;
+    // 'pool' on the threaded build: the worker waits for its threads for ever, and the panic
+    // reaches the page on its crash channel (a single-thread build runs the pool's work in the call)
+    const error = await page.evaluate((s) => window.attnscope.crash(s).then(() => 'no error', (e) => e.message), site);
+    const said = `the page's test hook asked the engine to crash${where}`;
     assert.match(error, new RegExp(`^the engine crashed \\(panicked at src/wasm\\.rs:\\d+:\\d+: ${said}\\); a fresh engine has started$`));
     // the old result stays on screen while the checkpoint loads again in the fresh worker
     assert.equal(await page.evaluate(() => window.attnscope.result.tokens.join(' ')), shown);
@@ -221,7 +224,13 @@ for (const inFuture of [false, true]) {
     assert.deepEqual([stats.sessions, stats.checkpoints], [1, 1]);
     await page.fill('#sentence', 'and the next one works');
     await resultFor(page, '[CLS] and the next one works [SEP]');
-    assert.deepEqual(p.problems, []);
+    // the trapped pool threads' own uncaught `unreachable`: the worker that started them is
+    // blocked waiting for them and cannot catch it (one a thread that panicked, at most all)
+    const { wasmBuild, threads } = stats;
+    const trapped = p.problems.filter((m) => m === 'uncaught: unreachable');
+    if (site === 'pool' && wasmBuild === 'threads') assert.ok(trapped.length >= 1 && trapped.length <= threads, p.problems.join('\n'));
+    else assert.deepEqual(trapped, []);
+    assert.deepEqual(p.problems.filter((m) => m !== 'uncaught: unreachable'), []);
     await page.close();
   });
 }
