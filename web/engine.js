@@ -27,7 +27,7 @@ class Engine {
     const channel = `attnscope-crash-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     url.searchParams.set('crash', channel);
     this.crashes = new BroadcastChannel(channel);
-    this.crashes.onmessage = (e) => this.restart(`the engine crashed (${String(e.data).replace(/\s+/g, ' ').trim()})`);
+    this.crashes.onmessage = (e) => this.crashed(e.data);
     this.worker = new Worker(url, { type: 'module' });
     this.worker.onmessage = (e) => this.receive(e.data);
     // an error the worker did not handle (it could not start, say): the calls under way fail
@@ -43,28 +43,26 @@ class Engine {
   }
 
   /**
-   * The worker's wasm module trapped (a Rust panic), so its state can't be trusted: every call
-   * under way fails with `why`, a fresh worker starts, and what was loaded is forgotten; the
-   * `onRestart` callbacks load their checkpoints again (web/scope.js).
+   * The worker's wasm module trapped (a Rust panic, `panic` its message, from the worker or the
+   * crash channel), so its state can't be trusted: every call under way fails with the message,
+   * a fresh worker starts, and what was loaded is forgotten; the `onRestart` callbacks load their
+   * checkpoints again (web/scope.js).
    */
-  restart(why) {
+  crashed(panic) {
     this.worker.terminate();
     this.crashes.close();
-    const err = new Error(`${why}; a fresh engine has started`);
+    const err = new Error(`the engine crashed (${String(panic).replace(/\s+/g, ' ').trim()}); a fresh engine has started`);
     this.failPending(err);
     this.loads.clear();
     this.start();
     for (const f of this.restarts) f(err);
   }
 
-  /** Calls `f(error)` after each restart of the engine; returns a function that stops it. */
-  onRestart(f) {
-    this.restarts.add(f);
-    return () => this.restarts.delete(f);
-  }
+  /** Calls `f(error)` after each restart of the engine. */
+  onRestart(f) { this.restarts.add(f); }
 
   receive(m) {
-    if (m.type === 'crashed') { this.restart(m.error); return; }
+    if (m.type === 'crashed') { this.crashed(m.panic); return; }
     if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
     const p = this.pending.get(m.id);
     if (!p) return;

@@ -10,7 +10,7 @@
 //      would, at a `CrashSite` of src/wasm.rs: 'call', 'future' or 'pool')
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
-//      {type: 'crashed', error} once the wasm module has trapped (a Rust panic): the page
+//      {type: 'crashed', panic} once the wasm module has trapped (a Rust panic): the page
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise } from './summary.js';
@@ -438,15 +438,14 @@ function lostGpu(s, why) {
 // ---------- a trap in the wasm module ----------
 // A Rust panic aborts the wasm call with a `WebAssembly.RuntimeError` and leaves the module's
 // state untrustworthy (borrows held, the stack pointer where it stopped), so nothing more runs
-// here: the page is told once, with the panic's message, and starts a fresh worker.
+// here: the page is told once, with the panic's message (or the trap's), and starts a fresh
+// worker (web/engine.js `crashed`, which words it).
 let crashed = null;
 function crash(err) {
   if (!crashed) {
-    let panic = null;
-    try { panic = lastPanic?.() ?? null; } catch { /* the module may not answer any more */ }
-    const what = panic ? panic.replace(/\s+/g, ' ').trim() : String((err && err.message) || err);
-    crashed = `the engine crashed (${what})`;
-    self.postMessage({ type: 'crashed', error: crashed });
+    try { crashed = lastPanic?.() ?? null; } catch { /* the module may not answer any more */ }
+    crashed ??= String((err && err.message) || err);
+    self.postMessage({ type: 'crashed', panic: crashed });
   }
   return crashed;
 }
