@@ -58,6 +58,10 @@ pub enum Error {
 
     #[error("GPU: {0}")]
     Gpu(String),
+
+    /// A family asked an engine for what it does not hold (a bug, reported rather than a panic).
+    #[error("engine: {0}")]
+    Engine(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

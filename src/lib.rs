@@ -1,9 +1,12 @@
 //! attnscope: see how transformer attention works.
 //!
-//! * [`model`]: a BERT-family checkpoint (config, weights, tokenizer), from a folder or from bytes.
+//! * [`model`]: a checkpoint (config, weights, tokenizer), from a folder or from bytes.
+//! * [`families`]: each model family once: its weights by HF's key names and its forward pass
+//!   over the engines' operations.
 //! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
-//! * [`engine`]: the encoder, traced layer by layer and head by head: on the CPU (`ndarray`, the
-//!   reference) or the GPU (WGSL compute shaders through `wgpu`), chosen by a `Runner`.
+//! * [`engine`]: the operations a forward pass is written in, traced layer by layer and head by
+//!   head: on the CPU (`ndarray`, the reference) or the GPU (WGSL compute shaders through
+//!   `wgpu`), chosen by a `Runner`.
 //! * [`analysis`]: reading the heads: per-head summaries and attention rollout.
 //! * [`report`]: the one result contract: the JSON the CLI prints, the page's run.
 //! * `wasm`: the browser API (`#[wasm_bindgen]`), compiled for wasm32 only.
@@ -11,6 +14,7 @@
 pub mod analysis;
 pub mod engine;
 pub mod error;
+pub mod families;
 pub mod masks;
 pub mod model;
 pub mod report;

@@ -44,7 +44,7 @@ fn run(engine: Engine, m: &Model, g: &Golden) -> (attnscope::model::Encoded, Tra
     let trace = match engine {
         Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
         Engine::Gpu => {
-            pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts))
+            pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
                 .unwrap()
                 .0
         }

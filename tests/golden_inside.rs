@@ -41,7 +41,7 @@ fn close(g: &Golden, key: &str, got: ArrayViewD<f32>, tol: f32) -> f32 {
 }
 
 fn gpu_run(m: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Trace {
-    pollster::block_on(gpu_engine(m).forward(input, mask, opts))
+    pollster::block_on(gpu_engine(m).forward(m, input, mask, opts))
         .unwrap()
         .0
 }
@@ -262,7 +262,7 @@ fn layers_the_model_does_not_have_are_errors_naming_its_layer_count() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("layer 6") && e.contains("6 layers"), "{e}");
-    let e = pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts))
+    let e = pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
         .err()
         .unwrap()
         .to_string();

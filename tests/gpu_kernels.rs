@@ -112,11 +112,11 @@ fn activations_match_the_cpu() {
 #[test]
 fn add_layernorm_in_both_forms() {
     for (rows, d) in [(1, 24), (7, 7), (33, 384), (512, 100)] {
-        let ln = LayerNorm {
-            weight: Array1::from(values(d, 4)),
-            bias: Array1::from(values(d, 5)),
-            eps: 1e-12,
-        };
+        let ln = LayerNorm::new(
+            Array1::from(values(d, 4)),
+            Array1::from(values(d, 5)),
+            1e-12,
+        );
         let (a, b) = (matrix(rows, d, 8), matrix(rows, d, 9));
         let (sum, norm) = block_on(kernels().add_layernorm(a.view(), Some(b.view()), &ln)).unwrap();
         let want_sum = &a + &b;

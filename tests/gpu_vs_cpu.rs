@@ -188,7 +188,8 @@ fn every_layer_trace_and_the_hidden_states_post_ln_and_pre_ln() {
                 scores: true,
                 ..TraceOptions::default()
             };
-            let (g, _) = pollster::block_on(gpu_engine(m).forward(&input, &mask, &opts)).unwrap();
+            let (g, _) =
+                pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts)).unwrap();
             let c = cpu::forward(m, &input, &mask, &opts).unwrap();
             let what = format!("{name} layer {layer}");
             let diff = |field: &str, a: &Array3<f32>, b: &Array3<f32>| {

@@ -83,8 +83,8 @@ fn loaded(bytes: &[u8]) -> (WeightsFile, Range<usize>, Model) {
 fn a_model_shares_its_f32_matrices_with_the_weights_file() {
     let (_file, span, m) = loaded(&tiny_f32(false));
     let w = &m.weights;
-    assert!(inside(w.embeddings.word.as_ptr(), &span));
-    assert!(inside(w.embeddings.position.as_ptr(), &span));
+    assert!(inside(w.embeddings.word.weight.as_ptr(), &span));
+    assert!(inside(w.embeddings.position.weight.as_ptr(), &span));
     for layer in &w.layers {
         for l in [
             &layer.attention.query,
@@ -99,7 +99,7 @@ fn a_model_shares_its_f32_matrices_with_the_weights_file() {
     }
     // the same values as the f16 file gives (f16 → f32 is exact)
     let f16 = Model::from_dir(model_dir("tiny-bert")).unwrap();
-    assert_eq!(w.embeddings.word, f16.weights.embeddings.word);
+    assert_eq!(w.embeddings.word.weight, f16.weights.embeddings.word.weight);
     assert_eq!(
         w.layers[1].intermediate.weight,
         f16.weights.layers[1].intermediate.weight
@@ -130,8 +130,11 @@ fn a_model_shares_its_f32_matrices_with_the_weights_file() {
 fn an_unaligned_file_loads_the_same_values_by_copying_them() {
     let (_file, span, m) = loaded(&tiny_f32(true));
     let f16 = Model::from_dir(model_dir("tiny-bert")).unwrap();
-    assert!(!inside(m.weights.embeddings.word.as_ptr(), &span));
-    assert_eq!(m.weights.embeddings.word, f16.weights.embeddings.word);
+    assert!(!inside(m.weights.embeddings.word.weight.as_ptr(), &span));
+    assert_eq!(
+        m.weights.embeddings.word.weight,
+        f16.weights.embeddings.word.weight
+    );
     for (a, b) in m.weights.layers.iter().zip(&f16.weights.layers) {
         assert!(!inside(a.attention.query.weight.as_ptr(), &span));
         assert_eq!(a.attention.query.weight, b.attention.query.weight);

@@ -53,7 +53,7 @@ pub fn sinusoidal_similarity(n: usize, d: usize) -> Array2<f32> {
 /// # Shapes
 /// * `(n, n)`
 pub fn learned_position_similarity(model: &Model, n: usize) -> Array2<f32> {
-    let table = &model.weights.embeddings.position;
+    let table = &model.weights.embeddings.position.weight;
     let n = n.min(table.nrows());
     cosine_matrix(table.slice(s![..n, ..]))
 }

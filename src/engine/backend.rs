@@ -113,7 +113,7 @@ impl Runner {
         let start = Instant::now();
         let mut fallback = self.unavailable.clone();
         if let Some(g) = &self.gpu {
-            match g.forward(input, mask, opts).await {
+            match g.forward(&self.model, input, mask, opts).await {
                 Ok((trace, timing)) => {
                     return Ok(Run {
                         trace,

@@ -1,13 +1,17 @@
-//! The engines that run the encoder: the CPU reference (`cpu`), the GPU (`gpu`), and the
-//! choice between them (`backend`).
+//! The engines that run a model: the operations a family's forward pass is written in (`ops`),
+//! the CPU reference that computes them (`cpu`), the GPU that records them (`gpu`), and the
+//! choice between the two (`backend`).
 
 mod backend;
 pub mod cpu;
 pub mod gpu;
+pub mod ops;
 mod trace;
 
 pub use backend::{BackendChoice, Run, Runner};
-pub use trace::{EmbeddingTrace, HeadMask, LayerTrace, ScoreScale, Trace, TraceOptions};
+pub use trace::{
+    EmbeddingTrace, HeadMask, LayerTrace, ModelInputs, ScoreScale, Trace, TraceOptions,
+};
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;

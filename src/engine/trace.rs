@@ -1,10 +1,11 @@
 //! What a forward pass returns (everything the visualiser draws), and what to change or keep
 //! while running it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use ndarray::{s, Array2, Array3, Array4, Array5};
 
+use super::ops::{Ids, Kept, LayerValue};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 
@@ -222,4 +223,153 @@ impl Trace {
         });
         Some(out)
     }
+}
+
+/// The ids one pass reads, one per position: what a family makes of an [`Encoded`] batch
+/// (BERT: positions `0..T`; RoBERTa: positions after its padding index).
+///
+/// # Shapes
+/// * each `(B, T)`
+///
+/// [`Encoded`]: crate::model::Encoded
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInputs {
+    pub tokens: Array2<u32>,
+    pub token_types: Array2<u32>,
+    pub positions: Array2<u32>,
+}
+
+impl ModelInputs {
+    /// The ids of `which`, `(B, T)`.
+    pub fn ids(&self, which: Ids) -> &Array2<u32> {
+        match which {
+            Ids::Tokens => &self.tokens,
+            Ids::TokenTypes => &self.token_types,
+            Ids::Positions => &self.positions,
+        }
+    }
+}
+
+impl TraceOptions {
+    /// Whether a pass over `layers` layers keeps `what` for the trace: the last hidden states
+    /// always; every layer's with [`TraceOptions::hidden_states`]; the traced layer's values,
+    /// input and output with [`TraceOptions::layer_trace`], and the embeddings' steps with it
+    /// when it traces layer 0 or [`TraceOptions::embeddings`] says so.
+    pub fn wants(&self, what: Kept, layers: usize) -> bool {
+        let traced = |l: usize| self.layer_trace == Some(l);
+        let embeddings = self.layer_trace.is_some_and(|l| l == 0 || self.embeddings);
+        match what {
+            Kept::EmbeddingWord
+            | Kept::EmbeddingPosition
+            | Kept::EmbeddingTokenType
+            | Kept::EmbeddingSum => embeddings,
+            Kept::Hidden(l) => {
+                l == layers
+                    || self.hidden_states
+                    || traced(l)
+                    || (l > 0 && traced(l - 1))
+                    || (l == 0 && embeddings)
+            }
+            Kept::Layer(l, _) => traced(l),
+        }
+    }
+}
+
+/// What a pass kept, by name, each `(B·T, c)` (see [`Kept`]).
+pub(crate) type KeptValues = HashMap<Kept, Array2<f32>>;
+
+/// The self-attention records of one stack, `(B, L, H, T, T)`, and their scores when kept: what
+/// [`Trace::attention`] holds.
+pub(crate) struct StackAttention {
+    pub probs: Array5<f32>,
+    pub scores: Option<Array5<f32>>,
+}
+
+impl Trace {
+    /// A trace from what a pass kept by name, as [`TraceOptions`] asked: `kept` holds every
+    /// value [`TraceOptions::wants`].
+    ///
+    /// # Shapes
+    /// * `kept`: each `(B·T, c)`; `attention`: see [`StackAttention`]
+    pub(crate) fn assemble(
+        attention: StackAttention,
+        mut kept: KeptValues,
+        opts: &TraceOptions,
+        layers: usize,
+        mask: &Mask,
+    ) -> Result<Self> {
+        let (b, _, _, t, _) = attention.probs.dim();
+        let layer_trace = match opts.layer_trace {
+            Some(layer) => {
+                let embeddings = if opts.wants(Kept::EmbeddingWord, layers) {
+                    Some(EmbeddingTrace {
+                        word: take(&mut kept, Kept::EmbeddingWord, b, t)?,
+                        position: take(&mut kept, Kept::EmbeddingPosition, b, t)?,
+                        token_type: take(&mut kept, Kept::EmbeddingTokenType, b, t)?,
+                        sum: take(&mut kept, Kept::EmbeddingSum, b, t)?,
+                        normed: kept_copy(&kept, Kept::Hidden(0), b, t)?,
+                    })
+                } else {
+                    None
+                };
+                let value = |v: LayerValue| Kept::Layer(layer, v);
+                Some(LayerTrace {
+                    layer,
+                    embeddings,
+                    input: kept_copy(&kept, Kept::Hidden(layer), b, t)?,
+                    q: take(&mut kept, value(LayerValue::Q), b, t)?,
+                    k: take(&mut kept, value(LayerValue::K), b, t)?,
+                    v: take(&mut kept, value(LayerValue::V), b, t)?,
+                    context: take(&mut kept, value(LayerValue::Context), b, t)?,
+                    attention_output: take(&mut kept, value(LayerValue::AttentionOutput), b, t)?,
+                    pre_activation: take(&mut kept, value(LayerValue::PreActivation), b, t)?,
+                    intermediate: take(&mut kept, value(LayerValue::Intermediate), b, t)?,
+                    output: kept_copy(&kept, Kept::Hidden(layer + 1), b, t)?,
+                })
+            }
+            None => None,
+        };
+        let hidden_states = if opts.hidden_states {
+            let d = kept_copy(&kept, Kept::Hidden(layers), b, t)?.dim().2;
+            let mut all = Array4::zeros((b, layers + 1, t, d));
+            for l in 0..=layers {
+                let x = kept_copy(&kept, Kept::Hidden(l), b, t)?;
+                all.slice_mut(s![.., l, .., ..]).assign(&x);
+            }
+            Some(all)
+        } else {
+            None
+        };
+        let hidden = take(&mut kept, Kept::Hidden(layers), b, t)?;
+        Ok(Trace {
+            attention: attention.probs,
+            scores: attention.scores,
+            hidden,
+            hidden_states,
+            layer_trace,
+            logits: None,
+            mask: mask.clone(),
+        })
+    }
+}
+
+/// A kept value, taken out, as `(B, T, c)`.
+fn take(kept: &mut KeptValues, what: Kept, b: usize, t: usize) -> Result<Array3<f32>> {
+    let x = kept
+        .remove(&what)
+        .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
+    let c = x.ncols();
+    x.into_shape_with_order((b, t, c))
+        .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
+}
+
+/// A copy of a kept value that more than one field of the trace reads, as `(B, T, c)`.
+fn kept_copy(kept: &KeptValues, what: Kept, b: usize, t: usize) -> Result<Array3<f32>> {
+    let x = kept
+        .get(&what)
+        .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
+    let c = x.ncols();
+    x.to_shape((b, t, c))
+        .map(|v| v.to_owned())
+        .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
 }

@@ -1,4 +1,4 @@
-//! A BERT-family checkpoint: `config.json`, `model.safetensors` and `tokenizer.json`.
+//! A checkpoint: `config.json`, `model.safetensors` and `tokenizer.json`.
 
 pub mod config;
 pub mod limits;
@@ -7,9 +7,16 @@ pub mod weights;
 
 pub use config::{Activation, Config, LayerNormOrder};
 pub use tokenizer::{Encoded, TextTokenizer};
-pub use weights::{BertWeights, WeightsFile};
+pub use weights::WeightsFile;
 
+use weights::ParamId;
+
+use ndarray::{Array2, Array3};
+
+use crate::engine::ops::{Ops, Stack};
+use crate::engine::ModelInputs;
 use crate::error::{Error, Result};
+use crate::families::bert::BertWeights;
 
 /// The three files of a checkpoint folder.
 pub const CONFIG_FILE: &str = "config.json";
@@ -18,6 +25,8 @@ pub const TOKENIZER_FILE: &str = "tokenizer.json";
 
 /// A loaded checkpoint: what the engines need, independent of where the bytes came from.
 pub struct Model {
+    /// Unique to this load: what an engine made for the model knows it by.
+    pub id: ParamId,
     pub name: String,
     pub config: Config,
     pub weights: BertWeights,
@@ -74,6 +83,7 @@ impl Model {
         );
         let (weights, tokenizer) = (weights?, tokenizer?);
         Ok(Self {
+            id: ParamId::new(),
             name: name.to_owned(),
             config,
             weights,
@@ -144,6 +154,27 @@ impl Model {
             }
         };
         Self::load(&name, &c, &w, &t)
+    }
+
+    /// The stack the model's layers form: [`Stack::Encoder`] for an encoder.
+    pub fn stack(&self) -> Stack {
+        Stack::Encoder
+    }
+
+    /// The ids a pass over `input` reads (the family decides the positions).
+    pub fn inputs(&self, input: &Encoded) -> ModelInputs {
+        self.weights.inputs(input)
+    }
+
+    /// The family's forward pass over `ops`; returns the last hidden states, `(B·T, D)`.
+    pub fn forward<O: Ops>(&self, ops: &mut O) -> Result<O::X> {
+        self.weights.forward(ops, &self.config)
+    }
+
+    /// The classification head's logits from the last hidden states `(B, T, D)`, when the
+    /// checkpoint has one: `(B, num_labels)`.
+    pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
+        self.weights.logits(hidden)
     }
 
     /// Name shown to users: the folder's last component.

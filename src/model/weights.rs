@@ -1,14 +1,13 @@
-//! Weights of a BERT-family checkpoint, read from `model.safetensors` by HF key names.
+//! Reading `model.safetensors`: the file ([`WeightsFile`]), its tensors by HF key ([`Tensors`]),
+//! and the parameters every family is built of ([`Linear`], [`LayerNorm`], [`Table`]).
 //!
-//! Every layer is built by one `load(&Tensors, prefix, &Config)` whose key prefixes follow
-//! the checkpoint's own names; the math (`engine`) never sees the file format.
+//! A family (`crate::families`) owns its key names: each of its layers is built by one
+//! `load(&Tensors, prefix, &config)`; the math (`engine`) never sees the file format.
 
 use half::{bf16, f16};
 use ndarray::{s, ArcArray1, ArcArray2, ArcArrayD, Array1, ArrayD, IxDyn};
-use rayon::prelude::*;
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
-use super::config::Config;
 use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTES};
 use crate::engine::cpu::gemm::PackedB;
 use crate::error::{Error, Result};
@@ -101,15 +100,12 @@ fn try_zeros(n: usize) -> Option<Vec<f32>> {
     }
 }
 
-/// The tensors of one safetensors file, and the prefix (`""`, `"bert."`, ...) of its encoder keys.
+/// The tensors of one safetensors file, read by key.
 pub struct Tensors<'a> {
     st: SafeTensors<'a>,
     source: &'a WeightsFile,
     file: String,
-    prefix: String,
 }
-
-const ANCHOR: &str = "embeddings.word_embeddings.weight";
 
 impl<'a> Tensors<'a> {
     /// Parses a safetensors file; `file` names it in errors. Its size and its header's are
@@ -154,23 +150,52 @@ impl<'a> Tensors<'a> {
             }
             e => bad(e.to_string()),
         })?;
-        // The encoder may sit under a model prefix (`bert.` in BertForSequenceClassification).
-        let prefix = st
-            .names()
-            .into_iter()
-            .filter_map(|k| k.strip_suffix(ANCHOR))
-            .min_by_key(|p| p.len())
-            .map(str::to_owned)
-            .ok_or_else(|| Error::MissingTensor {
-                file: file.into(),
-                key: ANCHOR.into(),
-            })?;
         Ok(Self {
             st,
             source,
             file: file.into(),
-            prefix,
         })
+    }
+
+    /// The file's name, as errors give it.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The shortest prefix under which the file holds `anchor` (`""`, or a model prefix such as
+    /// `bert.` in `BertForSequenceClassification` or `transformer.` in `GPT2LMHeadModel`), or an
+    /// error naming `anchor` as the missing tensor.
+    pub fn prefix_of(&self, anchor: &str) -> Result<String> {
+        self.st
+            .names()
+            .into_iter()
+            .filter_map(|k| k.strip_suffix(anchor))
+            .min_by_key(|p| p.len())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::MissingTensor {
+                file: self.file.clone(),
+                key: anchor.into(),
+            })
+    }
+
+    /// The shape of tensor `key`, when the file holds it.
+    pub fn shape(&self, key: &str) -> Option<Vec<usize>> {
+        self.st.tensor(key).ok().map(|v| v.shape().to_vec())
+    }
+
+    /// Refuses a file holding fewer values than `needed`, the parameters the config implies
+    /// (`sizes` names the config's sizes in the message), before any tensor is read.
+    pub fn check_holds(&self, needed: u128, sizes: &str) -> Result<()> {
+        let held = self.value_count();
+        if held < needed {
+            return Err(Error::Safetensors {
+                file: self.file.clone(),
+                msg: format!(
+                    "the config implies {needed} parameters ({sizes}) but the file's tensors hold {held} values"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The number of values all tensors of the file hold, whatever their names.
@@ -182,12 +207,8 @@ impl<'a> Tensors<'a> {
             .sum()
     }
 
-    /// The model prefix found in the file, e.g. `"bert."` or `""`.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn has(&self, key: &str) -> bool {
+    /// Whether the file holds tensor `key`.
+    pub fn has(&self, key: &str) -> bool {
         self.st.tensor(key).is_ok()
     }
 
@@ -253,7 +274,7 @@ impl<'a> Tensors<'a> {
     }
 
     /// A vector (a bias, a LayerNorm's scale or shift): a copy of its own, a few hundred values.
-    fn read1(&self, key: &str, n: usize) -> Result<Array1<f32>> {
+    pub fn read1(&self, key: &str, n: usize) -> Result<Array1<f32>> {
         Ok(self
             .read(key, &[n])?
             .to_owned()
@@ -262,7 +283,7 @@ impl<'a> Tensors<'a> {
     }
 
     /// A matrix, shared with the file where it can be.
-    fn read2(&self, key: &str, rows: usize, cols: usize) -> Result<ArcArray2<f32>> {
+    pub fn read2(&self, key: &str, rows: usize, cols: usize) -> Result<ArcArray2<f32>> {
         Ok(self
             .read(key, &[rows, cols])?
             .into_dimensionality()
@@ -338,6 +359,7 @@ fn size_mismatch(bytes: &[u8], header_len: usize) -> String {
 /// * `bias`: `(out,)`
 #[derive(Debug, Clone)]
 pub struct Linear {
+    pub id: ParamId,
     pub weight: ArcArray2<f32>,
     pub bias: Array1<f32>,
     packed: PackedB,
@@ -350,12 +372,14 @@ impl Linear {
         let weight = weight.into();
         let packed = PackedB::from_transposed(weight.view());
         Self {
+            id: ParamId::new(),
             weight,
             bias,
             packed,
         }
     }
 
+    /// `{prefix}.weight` `(output, input)` and `{prefix}.bias` `(output,)`.
     pub fn load(t: &Tensors, prefix: &str, input: usize, output: usize) -> Result<Self> {
         Ok(Self::new(
             t.read2(&format!("{prefix}.weight"), output, input)?,
@@ -375,167 +399,73 @@ impl Linear {
 /// * `weight`, `bias`: `(hidden,)`
 #[derive(Debug, Clone)]
 pub struct LayerNorm {
+    pub id: ParamId,
     pub weight: Array1<f32>,
     pub bias: Array1<f32>,
     pub eps: f32,
 }
 
 impl LayerNorm {
-    pub fn load(t: &Tensors, prefix: &str, config: &Config) -> Result<Self> {
-        let n = config.hidden_size;
+    pub fn new(weight: Array1<f32>, bias: Array1<f32>, eps: f32) -> Self {
+        Self {
+            id: ParamId::new(),
+            weight,
+            bias,
+            eps,
+        }
+    }
+
+    /// `{prefix}.weight` and `{prefix}.bias` (or `gamma` and `beta`), each `(n,)`.
+    pub fn load(t: &Tensors, prefix: &str, n: usize, eps: f64) -> Result<Self> {
         let (w, b) = if t.has(&format!("{prefix}.gamma")) {
             ("gamma", "beta")
         } else {
             ("weight", "bias")
         };
-        Ok(Self {
-            weight: t.read1(&format!("{prefix}.{w}"), n)?,
-            bias: t.read1(&format!("{prefix}.{b}"), n)?,
-            eps: config.layer_norm_eps as f32,
-        })
+        Ok(Self::new(
+            t.read1(&format!("{prefix}.{w}"), n)?,
+            t.read1(&format!("{prefix}.{b}"), n)?,
+            eps as f32,
+        ))
     }
 }
 
-/// Token + position + token-type embeddings, then LayerNorm.
+/// An embedding table: row `i` is the vector of id `i` (a token, a position, a token type).
 ///
 /// # Shapes
-/// * `word`: `(vocab_size, hidden)`, `position`: `(max_position_embeddings, hidden)`,
-///   `token_type`: `(type_vocab_size, hidden)` (views into the checkpoint's [`WeightsFile`])
+/// * `weight`: `(rows, D)`, a view into the checkpoint's [`WeightsFile`] where it can be
 #[derive(Debug, Clone)]
-pub struct Embeddings {
-    pub word: ArcArray2<f32>,
-    pub position: ArcArray2<f32>,
-    pub token_type: ArcArray2<f32>,
-    pub layer_norm: LayerNorm,
+pub struct Table {
+    pub id: ParamId,
+    pub weight: ArcArray2<f32>,
 }
 
-impl Embeddings {
-    pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
-        let d = c.hidden_size;
-        Ok(Self {
-            word: t.read2(&format!("{prefix}.word_embeddings.weight"), c.vocab_size, d)?,
-            position: t.read2(
-                &format!("{prefix}.position_embeddings.weight"),
-                c.max_position_embeddings,
-                d,
-            )?,
-            token_type: t.read2(
-                &format!("{prefix}.token_type_embeddings.weight"),
-                c.type_vocab_size,
-                d,
-            )?,
-            layer_norm: LayerNorm::load(t, &format!("{prefix}.LayerNorm"), c)?,
-        })
-    }
-}
-
-/// The projections of multi-head self-attention (`attention.self.{query,key,value}`, `attention.output.dense`).
-#[derive(Debug, Clone)]
-pub struct AttentionWeights {
-    pub query: Linear,
-    pub key: Linear,
-    pub value: Linear,
-    pub output: Linear,
-}
-
-impl AttentionWeights {
-    pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
-        let d = c.hidden_size;
-        Ok(Self {
-            query: Linear::load(t, &format!("{prefix}.self.query"), d, d)?,
-            key: Linear::load(t, &format!("{prefix}.self.key"), d, d)?,
-            value: Linear::load(t, &format!("{prefix}.self.value"), d, d)?,
-            output: Linear::load(t, &format!("{prefix}.output.dense"), d, d)?,
-        })
-    }
-}
-
-/// One encoder layer: attention, its LayerNorm, the feed-forward pair and its LayerNorm.
-#[derive(Debug, Clone)]
-pub struct LayerWeights {
-    pub attention: AttentionWeights,
-    /// `attention.output.LayerNorm`: the norm around the attention sub-layer.
-    pub attention_norm: LayerNorm,
-    /// `intermediate.dense`: hidden → intermediate.
-    pub intermediate: Linear,
-    /// `output.dense`: intermediate → hidden.
-    pub output: Linear,
-    /// `output.LayerNorm`: the norm around the feed-forward sub-layer.
-    pub output_norm: LayerNorm,
-}
-
-impl LayerWeights {
-    pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
-        let (d, i) = (c.hidden_size, c.intermediate_size);
-        Ok(Self {
-            attention: AttentionWeights::load(t, &format!("{prefix}.attention"), c)?,
-            attention_norm: LayerNorm::load(t, &format!("{prefix}.attention.output.LayerNorm"), c)?,
-            intermediate: Linear::load(t, &format!("{prefix}.intermediate.dense"), d, i)?,
-            output: Linear::load(t, &format!("{prefix}.output.dense"), i, d)?,
-            output_norm: LayerNorm::load(t, &format!("{prefix}.output.LayerNorm"), c)?,
-        })
-    }
-}
-
-/// The [CLS] classification head of `BertForSequenceClassification`:
-/// `logits = classifier(tanh(pooler(h_CLS)))`.
-#[derive(Debug, Clone)]
-pub struct ClassifierWeights {
-    pub pooler: Linear,
-    pub classifier: Linear,
-}
-
-/// All weights of a BERT-family encoder.
-#[derive(Debug, Clone)]
-pub struct BertWeights {
-    pub embeddings: Embeddings,
-    pub layers: Vec<LayerWeights>,
-    /// `pooler.dense` + `classifier`, present only in classification checkpoints.
-    pub classifier: Option<ClassifierWeights>,
-}
-
-impl BertWeights {
-    /// Loads every tensor the encoder needs; each missing or misshapen one is an error naming its key.
-    /// A file holding fewer values than the config's [`Config::parameter_count`] is refused
-    /// before any tensor is read.
-    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
-        let (needed, held) = (c.parameter_count(), t.value_count());
-        if held < needed {
-            return Err(Error::Safetensors {
-                file: t.file.clone(),
-                msg: format!(
-                    "the config implies {needed} parameters (vocab_size {}, hidden_size {}, \
-                     num_hidden_layers {}, intermediate_size {}) but the file's tensors hold {held} values",
-                    c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size
-                ),
-            });
+impl Table {
+    pub fn new(weight: impl Into<ArcArray2<f32>>) -> Self {
+        Self {
+            id: ParamId::new(),
+            weight: weight.into(),
         }
-        let p = t.prefix().to_owned();
-        let embeddings = Embeddings::load(t, &format!("{p}embeddings"), c)?;
-        // the layers read (in place, or converted) and packed on every thread; the first missing
-        // or misshapen tensor in layer order is the error, whatever the threads' order
-        let layers = (0..c.num_hidden_layers)
-            .into_par_iter()
-            .map(|i| LayerWeights::load(t, &format!("{p}encoder.layer.{i}"), c))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .collect::<Result<Vec<_>>>()?;
-        let classifier = if t.has("classifier.weight") {
-            let labels =
-                t.st.tensor("classifier.weight")
-                    .map(|v| v.shape().first().copied().unwrap_or(0))
-                    .unwrap_or(0);
-            Some(ClassifierWeights {
-                pooler: Linear::load(t, &format!("{p}pooler.dense"), c.hidden_size, c.hidden_size)?,
-                classifier: Linear::load(t, "classifier", c.hidden_size, labels)?,
-            })
-        } else {
-            None
-        };
-        Ok(Self {
-            embeddings,
-            layers,
-            classifier,
-        })
+    }
+
+    /// `key`, `(rows, cols)`.
+    pub fn load(t: &Tensors, key: &str, rows: usize, cols: usize) -> Result<Self> {
+        Ok(Self::new(t.read2(key, rows, cols)?))
+    }
+}
+
+/// Names one parameter of a loaded model for as long as the process runs: an engine that
+/// copies parameters elsewhere (the GPU's buffers) finds its copy by this id. A clone of a
+/// parameter keeps its id (it holds the same values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(usize);
+
+impl ParamId {
+    /// A new id, never given before.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 }

@@ -212,7 +212,7 @@ pub fn gpu_engine(m: &Model) -> &'static GpuEngine {
 
 /// The GPU forward pass, keeping scores.
 pub fn gpu_forward(m: &Model, input: &Encoded, mask: &Mask) -> attnscope::Result<Trace> {
-    pollster::block_on(gpu_engine(m).forward(input, mask, &TraceOptions::with_scores()))
+    pollster::block_on(gpu_engine(m).forward(m, input, mask, &TraceOptions::with_scores()))
         .map(|(t, _)| t)
 }
 

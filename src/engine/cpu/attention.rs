@@ -13,7 +13,7 @@ use super::isa;
 use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
-use crate::model::weights::AttentionWeights;
+use crate::families::bert::AttentionWeights;
 
 /// Every step of `softmax(QKᵀ/√d_k + mask)·V` (or of `softmax(QKᵀ + mask)·V`, unscaled), kept
 /// for the visualiser.
@@ -281,8 +281,7 @@ pub fn merge_heads(x: ArrayView3<f32>) -> Array2<f32> {
         .expect("a standard-layout array reshapes") // (T, H·d)
 }
 
-/// The output of multi-head attention: its per-head weights, and the projections and output
-/// of [`multi_head_attention_into`].
+/// The output of multi-head attention: its per-head weights, and the projections and output.
 ///
 /// # Shapes
 /// * `probs`, `scores`: `(H, n_q, n_k)`
@@ -293,10 +292,10 @@ pub struct MultiHeadOutput {
     pub projections: Projections,
 }
 
-/// Where [`multi_head_attention_into`] writes each head's probabilities and, if kept, scores:
-/// the caller's arrays (a layer's slice of the trace), so nothing is filled and then copied.
-/// They may be uninitialised: when it returns `Ok`, every value of each has been written (a
-/// knocked-out head's too), and nothing is read before it is written.
+/// Where [`heads_into`] writes each head's probabilities and, if kept, scores: the caller's
+/// arrays (a layer's slice of the trace), so nothing is filled and then copied. They may be
+/// uninitialised: when it returns `Ok`, every value of each has been written (a knocked-out
+/// head's too), and nothing is read before it is written.
 ///
 /// # Shapes
 /// * `probs`, `scores`: `(H, n_q, n_k)`
@@ -338,50 +337,116 @@ pub fn multi_head_attention(
     off: &[bool],
     scale: ScoreScale,
 ) -> Result<MultiHeadOutput> {
-    let (n_q, n_k) = (x_q.nrows(), x_kv.nrows());
-    let mut probs = Array3::uninit((heads, n_q, n_k));
-    let mut scores = Array3::uninit((heads, n_q, n_k));
-    let arrays = HeadArrays {
-        probs: probs.view_mut(),
-        scores: Some(scores.view_mut()),
-    };
-    let projections = multi_head_attention_into(w, heads, x_q, x_kv, mask, off, scale, arrays)?;
-    // SAFETY: `multi_head_attention_into` returned Ok, so it wrote every value of both
-    let (probs, scores) = unsafe { (probs.assume_init(), scores.assume_init()) };
-    Ok(MultiHeadOutput {
-        probs,
-        scores,
-        projections,
-    })
-}
-
-/// [`multi_head_attention`] writing each head's probabilities (and scores, if asked for) into
-/// the caller's arrays.
-///
-/// # Shapes
-/// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
-/// * `arrays`: see [`HeadArrays`] → see [`Projections`]
-#[allow(clippy::too_many_arguments)]
-pub fn multi_head_attention_into(
-    w: &AttentionWeights,
-    heads: usize,
-    x_q: ArrayView2<f32>,
-    x_kv: ArrayView2<f32>,
-    mask: Option<ArrayView2<bool>>,
-    off: &[bool],
-    scale: ScoreScale,
-    arrays: HeadArrays,
-) -> Result<Projections> {
-    let (q_proj, k_proj, v_proj) = (
+    let (q, k, v) = (
         linear(x_q, &w.query),  // (n_q, H·d_k)
         linear(x_kv, &w.key),   // (n_k, H·d_k)
         linear(x_kv, &w.value), // (n_k, H·d_v)
     );
-    let q = split_heads(q_proj.view(), heads)?; // (H, n_q, d_k)
-    let k = split_heads(k_proj.view(), heads)?; // (H, n_k, d_k)
-    let v = split_heads(v_proj.view(), heads)?; // (H, n_k, d_v)
-    let (n_q, n_k) = (q.dim().1, k.dim().1);
-    let d_v = v.dim().2;
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let mut probs = Array3::uninit((heads, n_q, n_k));
+    let mut scores = Array3::uninit((heads, n_q, n_k));
+    let mut context = Array2::uninit((n_q, v.ncols()));
+    let arrays = HeadArrays {
+        probs: probs.view_mut(),
+        scores: Some(scores.view_mut()),
+    };
+    heads_into(
+        q.view(),
+        k.view(),
+        v.view(),
+        heads,
+        mask,
+        off,
+        scale,
+        arrays,
+        context.view_mut(),
+    )?;
+    // SAFETY: `heads_into` returned Ok, so it wrote every value of the three
+    let (probs, scores, context) = unsafe {
+        (
+            probs.assume_init(),
+            scores.assume_init(),
+            context.assume_init(),
+        )
+    };
+    let output = linear(context.view(), &w.output); // (n_q, D)
+    Ok(MultiHeadOutput {
+        probs,
+        scores,
+        projections: Projections {
+            output,
+            q,
+            k,
+            v,
+            context,
+        },
+    })
+}
+
+/// Head `h`'s columns of `x`, `h·d..(h+1)·d`.
+fn head(x: ArrayView2<'_, f32>, h: usize, d: usize) -> ArrayView2<'_, f32> {
+    x.slice_move(s![.., h * d..(h + 1) * d])
+}
+
+/// The heads of multi-head attention over projected queries, keys and values: each head `h`
+/// attends with columns `h·d..(h+1)·d` (`x.view(n, H, d).transpose(0, 1)`, as views), writes its
+/// probabilities (and scores, if asked for) into `arrays` and its output into its columns of
+/// `context`: `concat(head₁ … head_H)`, before `W_o`. Heads marked in `off` are knocked out:
+/// their context is zero (their probabilities are still written). `context` may be
+/// uninitialised: when this returns `Ok`, every value of it has been written.
+///
+/// # Shapes
+/// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H·d_k)`, `v`: `(n_k, H·d_v)`, `mask`: `(n_q, n_k)`,
+///   `off`: `(H,)` or empty, `arrays`: see [`HeadArrays`], `context`: `(n_q, H·d_v)`
+#[allow(clippy::too_many_arguments)]
+pub fn heads_into(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    heads: usize,
+    mask: Option<ArrayView2<bool>>,
+    off: &[bool],
+    scale: ScoreScale,
+    arrays: HeadArrays,
+    mut context: ArrayViewMut2<MaybeUninit<f32>>,
+) -> Result<()> {
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let shape = |what: &str, expected: Vec<usize>, found: &[usize]| {
+        Err(Error::Shape {
+            what: what.into(),
+            expected,
+            found: found.to_vec(),
+        })
+    };
+    if heads == 0 || !q.ncols().is_multiple_of(heads) || !v.ncols().is_multiple_of(heads) {
+        return shape(
+            &format!("queries and values split into {heads} heads"),
+            vec![n_q, heads.max(1) * (q.ncols() / heads.max(1))],
+            q.shape(),
+        );
+    }
+    let (d_k, d_v) = (q.ncols() / heads, v.ncols() / heads);
+    if k.dim() != (n_k, heads * d_k) {
+        return shape(
+            "attention keys (n_k, H·d_k)",
+            vec![n_k, heads * d_k],
+            k.shape(),
+        );
+    }
+    if v.nrows() != n_k {
+        return shape(
+            "attention values (n_k, H·d_v)",
+            vec![n_k, heads * d_v],
+            v.shape(),
+        );
+    }
+    if context.dim() != (n_q, heads * d_v) {
+        return shape(
+            "attention context (n_q, H·d_v)",
+            vec![n_q, heads * d_v],
+            context.shape(),
+        );
+    }
     check_mask(mask, n_q, n_k)?;
     let HeadArrays {
         mut probs,
@@ -389,11 +454,11 @@ pub fn multi_head_attention_into(
     } = arrays;
     for a in std::iter::once(&probs).chain(scores.as_ref()) {
         if a.dim() != (heads, n_q, n_k) {
-            return Err(Error::Shape {
-                what: "per-head attention arrays (H, n_q, n_k)".into(),
-                expected: vec![heads, n_q, n_k],
-                found: a.shape().to_vec(),
-            });
+            return shape(
+                "per-head attention arrays (H, n_q, n_k)",
+                vec![heads, n_q, n_k],
+                a.shape(),
+            );
         }
     }
     // each head's scores, or none when they are not kept
@@ -401,14 +466,13 @@ pub fn multi_head_attention_into(
         Some(s) => s.axis_iter_mut(Axis(0)).map(Some).collect(),
         None => (0..heads).map(|_| None).collect(),
     };
-    // (n_q, H, d_v): each head writes its output into its own columns of the concatenation
-    let mut context = Array3::uninit((n_q, heads, d_v));
-    // the heads attend independently: in parallel where there are threads
+    // the heads attend independently: in parallel where there are threads, each writing its
+    // own columns of the concatenation
     probs
         .axis_iter_mut(Axis(0))
         .into_par_iter()
         .zip(scores)
-        .zip(context.axis_iter_mut(Axis(1)))
+        .zip(context.axis_chunks_iter_mut(Axis(1), d_v))
         .enumerate()
         .for_each(|(h, ((probs, scores), mut context))| {
             let knocked_out = off.get(h).copied().unwrap_or(false);
@@ -416,9 +480,9 @@ pub fn multi_head_attention_into(
                 context.fill(MaybeUninit::new(0.0)); // its context is zero
             }
             attend_into(
-                q.index_axis(Axis(0), h),
-                k.index_axis(Axis(0), h),
-                v.index_axis(Axis(0), h),
+                head(q, h, d_k),
+                head(k, h, d_k),
+                head(v, h, d_v),
                 mask,
                 scale,
                 scores,
@@ -426,18 +490,5 @@ pub fn multi_head_attention_into(
                 (!knocked_out).then_some(context),
             );
         });
-    // SAFETY: each head wrote its columns of the context (zeros where knocked out)
-    let context = unsafe { context.assume_init() };
-    // concat(head₁ … head_H): (n_q, H, d_v) → (n_q, H·d_v), a reshape
-    let context = context
-        .into_shape_with_order((n_q, heads * d_v))
-        .expect("a standard-layout array reshapes");
-    let output = linear(context.view(), &w.output); // (n_q, D)
-    Ok(Projections {
-        output,
-        q: q_proj,
-        k: k_proj,
-        v: v_proj,
-        context,
-    })
+    Ok(())
 }

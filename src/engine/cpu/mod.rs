@@ -1,7 +1,8 @@
 //! The CPU engine on `ndarray`: the fallback and the reference for the GPU engine.
 
 pub mod attention;
-pub mod encoder;
+pub mod exec;
+pub mod forward;
 pub mod gemm;
 pub(crate) mod isa;
 pub mod ops;
@@ -10,4 +11,5 @@ pub use attention::{
     dot_product_attention, multi_head_attention, scaled_dot_product_attention, Attention,
     MultiHeadOutput,
 };
-pub use encoder::{cross_attention, forward, CrossAttention};
+pub use exec::{CpuOps, CpuX};
+pub use forward::{cross_attention, forward, CrossAttention};

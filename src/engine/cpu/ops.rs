@@ -409,11 +409,11 @@ mod tests {
             let x = ndarray::Array2::from_shape_vec((t, d), values(t * d, d as u32))
                 .unwrap()
                 .mapv(|v| v * 3.0 + 1.5);
-            let ln = LayerNorm {
-                weight: ndarray::Array1::from(values(d, 11)),
-                bias: ndarray::Array1::from(values(d, 12)),
-                eps: 1e-12,
-            };
+            let ln = LayerNorm::new(
+                ndarray::Array1::from(values(d, 11)),
+                ndarray::Array1::from(values(d, 12)),
+                1e-12,
+            );
             let on = |threads: usize| {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
@@ -426,11 +426,11 @@ mod tests {
             // a strided view (columns reversed) normalises as its copy does, column by column
             let reversed = layer_norm(
                 x.slice(ndarray::s![.., ..;-1]),
-                &LayerNorm {
-                    weight: ln.weight.slice(ndarray::s![..;-1]).to_owned(),
-                    bias: ln.bias.slice(ndarray::s![..;-1]).to_owned(),
-                    eps: ln.eps,
-                },
+                &LayerNorm::new(
+                    ln.weight.slice(ndarray::s![..;-1]).to_owned(),
+                    ln.bias.slice(ndarray::s![..;-1]).to_owned(),
+                    ln.eps,
+                ),
             );
             for (i, row) in x.rows().into_iter().enumerate() {
                 let n = d as f64;

@@ -7,11 +7,12 @@
 //! through the shader's `override`s, and the dispatches in `plan.rs` read the same constants.
 //! Pipelines are compiled once per device.
 
-use super::device::GpuDevice;
-use crate::model::weights::{LayerNorm, Linear};
-use crate::model::{BertWeights, Config};
+use std::collections::HashMap;
 
-/// Threads per workgroup of the row kernels (embedding, LayerNorm): one workgroup per
+use super::device::GpuDevice;
+use crate::model::weights::{LayerNorm, Linear, ParamId, Table};
+
+/// Threads per workgroup of the row kernels (gather, LayerNorm): one workgroup per
 /// row, reducing across its threads (the `WG` override of `common.wgsl`).
 pub const ROW_WG: u32 = 64;
 /// Each matmul invocation computes a `MATMUL_BLOCK × MATMUL_BLOCK` block of its output in
@@ -44,9 +45,8 @@ macro_rules! composed {
 /// specialisations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    EmbedLayerNorm,
-    /// The embeddings' rows and their sum, kept for a layer trace.
-    EmbedParts,
+    /// An embedding lookup.
+    Gather,
     /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
     /// of 4).
     Matmul,
@@ -83,9 +83,8 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 13] = [
-        Kernel::EmbedLayerNorm,
-        Kernel::EmbedParts,
+    pub const ALL: [Kernel; 12] = [
+        Kernel::Gather,
         Kernel::Matmul,
         Kernel::MatmulShared,
         Kernel::MatmulSharedBAlongN,
@@ -102,8 +101,7 @@ impl Kernel {
     /// The files under `shaders/` composed after `common.wgsl`, the kernel's own file last.
     pub fn files(self) -> &'static [&'static str] {
         match self {
-            Kernel::EmbedLayerNorm => &["embed_layernorm.wgsl"],
-            Kernel::EmbedParts => &["embed_parts.wgsl"],
+            Kernel::Gather => &["gather.wgsl"],
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
@@ -126,8 +124,7 @@ impl Kernel {
     /// The composed module: `common.wgsl` + the kernel's [`files`](Kernel::files).
     pub fn source(self) -> &'static str {
         match self {
-            Kernel::EmbedLayerNorm => composed!("embed_layernorm"),
-            Kernel::EmbedParts => composed!("embed_parts"),
+            Kernel::Gather => composed!("gather"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
@@ -169,12 +166,8 @@ impl Kernel {
     fn bindings(self) -> &'static [Binding] {
         use Binding::*;
         match self {
-            // params, ids, type_ids, word, position, token_type, gamma, beta → out
-            Kernel::EmbedLayerNorm => {
-                &[Uniform, Read, Read, Read, Read, Read, Read, Read, ReadWrite]
-            }
-            // params, ids, type_ids, word, position, token_type → out
-            Kernel::EmbedParts => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
+            // params, ids, table → out
+            Kernel::Gather => &[Uniform, Read, Read, ReadWrite],
             // params, a, a as vec4s, b, b as vec4s, bias → c
             Kernel::Matmul
             | Kernel::MatmulShared
@@ -343,6 +336,7 @@ fn slice<'a>(
 }
 
 /// A dense layer: `weight` `(N, K)` as nn.Linear stores it, `bias` `(N,)`.
+#[derive(Clone)]
 pub struct GpuLinear {
     pub weight: wgpu::Buffer,
     pub bias: wgpu::Buffer,
@@ -352,26 +346,33 @@ pub struct GpuLinear {
 
 impl GpuLinear {
     pub(super) fn upload(dev: &GpuDevice, label: &str, l: &Linear) -> Self {
-        Self::from_parts(
-            dev,
-            label,
-            &slice(&l.weight),
-            &slice(&l.bias),
-            l.weight.nrows(),
-            l.weight.ncols(),
-        )
+        Self::fused(dev, label, &[l])
     }
-    fn from_parts(dev: &GpuDevice, label: &str, w: &[f32], b: &[f32], n: usize, k: usize) -> Self {
+
+    /// Several dense layers of the same input as one: their weights stacked, `(ΣN, K)`, and
+    /// their biases (Q, K and V in one product).
+    pub(super) fn fused(dev: &GpuDevice, label: &str, ls: &[&Linear]) -> Self {
+        let (w, b): (Vec<f32>, Vec<f32>) = match ls {
+            [one] => (
+                slice(&one.weight).into_owned(),
+                slice(&one.bias).into_owned(),
+            ),
+            _ => (
+                ls.iter().flat_map(|l| l.weight.iter().copied()).collect(),
+                ls.iter().flat_map(|l| l.bias.iter().copied()).collect(),
+            ),
+        };
         Self {
-            weight: storage(dev, &format!("{label}.weight"), w),
-            bias: storage(dev, &format!("{label}.bias"), b),
-            n: n as u32,
-            k: k as u32,
+            weight: storage(dev, &format!("{label}.weight"), &w),
+            bias: storage(dev, &format!("{label}.bias"), &b),
+            n: ls.iter().map(|l| l.weight.nrows()).sum::<usize>() as u32,
+            k: ls.first().map_or(0, |l| l.weight.ncols()) as u32,
         }
     }
 }
 
 /// LayerNorm's `γ` and `β`, each `(D,)`.
+#[derive(Clone)]
 pub struct GpuLayerNorm {
     pub gamma: wgpu::Buffer,
     pub beta: wgpu::Buffer,
@@ -390,99 +391,52 @@ impl GpuLayerNorm {
     }
 }
 
-/// One encoder layer's weights.
+/// An embedding table on the GPU.
 ///
 /// # Shapes
-/// * `qkv`: `(3·D, D)`, `attn_out`: `(D, D)`, `intermediate`: `(I, D)`, `output`: `(D, I)`
-/// * `attention_norm`, `output_norm`: `(D,)`
-pub struct GpuLayer {
-    /// Q, K and V fused into one `(3·D, D)` dense layer: one matmul instead of three.
-    pub qkv: GpuLinear,
-    pub attn_out: GpuLinear,
-    pub attention_norm: GpuLayerNorm,
-    pub intermediate: GpuLinear,
-    pub output: GpuLinear,
-    pub output_norm: GpuLayerNorm,
-}
-
-/// The embedding tables and their LayerNorm.
-///
-/// # Shapes
-/// * `word`: `(vocab, D)`, `position`: `(max_pos, D)`, `token_type`: `(type_vocab, D)`
-pub struct GpuEmbeddings {
-    pub word: wgpu::Buffer,
-    pub position: wgpu::Buffer,
-    pub token_type: wgpu::Buffer,
-    pub norm: GpuLayerNorm,
+/// * `weight`: `(rows, dim)`
+#[derive(Clone)]
+pub struct GpuTable {
+    pub weight: wgpu::Buffer,
+    pub rows: u32,
     pub dim: u32,
 }
 
-/// A model's weights on one device.
-pub struct GpuWeights {
-    pub embeddings: GpuEmbeddings,
-    pub layers: Vec<GpuLayer>,
+/// A model's parameters on one device, uploaded the first time a recorded pass uses each, and
+/// found again by their [`ParamId`]s.
+#[derive(Default)]
+pub struct GpuParams {
+    /// One dense layer, or several of the same input fused into one product.
+    linears: HashMap<Vec<ParamId>, GpuLinear>,
+    norms: HashMap<ParamId, GpuLayerNorm>,
+    tables: HashMap<ParamId, GpuTable>,
 }
 
-impl GpuWeights {
-    /// Uploads every weight once.
-    pub fn upload(dev: &GpuDevice, w: &BertWeights, c: &Config) -> Self {
-        let e = &w.embeddings;
-        let layers = w
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let a = &l.attention;
-                let qkv_w: Vec<f32> = [&a.query.weight, &a.key.weight, &a.value.weight]
-                    .iter()
-                    .flat_map(|m| m.iter().copied())
-                    .collect(); // (3·D, D)
-                let qkv_b: Vec<f32> = [&a.query.bias, &a.key.bias, &a.value.bias]
-                    .iter()
-                    .flat_map(|m| m.iter().copied())
-                    .collect(); // (3·D,)
-                GpuLayer {
-                    qkv: GpuLinear::from_parts(
-                        dev,
-                        &format!("layer{i}.qkv"),
-                        &qkv_w,
-                        &qkv_b,
-                        3 * c.hidden_size,
-                        c.hidden_size,
-                    ),
-                    attn_out: GpuLinear::upload(
-                        dev,
-                        &format!("layer{i}.attention.output"),
-                        &a.output,
-                    ),
-                    attention_norm: GpuLayerNorm::upload(
-                        dev,
-                        &format!("layer{i}.attention_norm"),
-                        &l.attention_norm,
-                    ),
-                    intermediate: GpuLinear::upload(
-                        dev,
-                        &format!("layer{i}.intermediate"),
-                        &l.intermediate,
-                    ),
-                    output: GpuLinear::upload(dev, &format!("layer{i}.output"), &l.output),
-                    output_norm: GpuLayerNorm::upload(
-                        dev,
-                        &format!("layer{i}.output_norm"),
-                        &l.output_norm,
-                    ),
-                }
+impl GpuParams {
+    /// `ls` as one product (uploaded on first use).
+    pub fn linear(&mut self, dev: &GpuDevice, ls: &[&Linear]) -> GpuLinear {
+        let key: Vec<ParamId> = ls.iter().map(|l| l.id).collect();
+        self.linears
+            .entry(key)
+            .or_insert_with(|| GpuLinear::fused(dev, "linear", ls))
+            .clone()
+    }
+
+    pub fn norm(&mut self, dev: &GpuDevice, ln: &LayerNorm) -> GpuLayerNorm {
+        self.norms
+            .entry(ln.id)
+            .or_insert_with(|| GpuLayerNorm::upload(dev, "layer_norm", ln))
+            .clone()
+    }
+
+    pub fn table(&mut self, dev: &GpuDevice, t: &Table) -> GpuTable {
+        self.tables
+            .entry(t.id)
+            .or_insert_with(|| GpuTable {
+                weight: storage(dev, "table", &slice(&t.weight)),
+                rows: t.weight.nrows() as u32,
+                dim: t.weight.ncols() as u32,
             })
-            .collect();
-        Self {
-            embeddings: GpuEmbeddings {
-                word: storage(dev, "word_embeddings", &slice(&e.word)),
-                position: storage(dev, "position_embeddings", &slice(&e.position)),
-                token_type: storage(dev, "token_type_embeddings", &slice(&e.token_type)),
-                norm: GpuLayerNorm::upload(dev, "embeddings.LayerNorm", &e.layer_norm),
-                dim: c.hidden_size as u32,
-            },
-            layers,
-        }
+            .clone()
     }
 }

@@ -1,14 +1,16 @@
-//! The GPU engine: the same encoder as WGSL compute shaders through `wgpu` (Vulkan, Metal or
-//! DX12 natively, WebGPU in the browser), checked against the CPU engine.
+//! The GPU engine: a family's forward pass recorded as WGSL compute shaders through `wgpu`
+//! (Vulkan, Metal or DX12 natively, WebGPU in the browser), checked against the CPU engine.
 
 mod device;
 mod forward;
 mod kernels;
 mod ops;
 mod plan;
+mod record;
 
 pub use device::GpuDevice;
 pub use forward::{GpuEngine, GpuTiming};
 pub use kernels::{Kernel, MATMUL_TILE, ROW_WG};
 pub use ops::AttentionOutput;
 pub use plan::GpuKernels;
+pub use record::GpuX;

@@ -1,13 +1,13 @@
 //! Recording dispatches: the compiled kernels on one device, and a [`Plan`] of dispatches (kernel,
-//! parameters, buffers, grid) that the encoder (`forward.rs`) and the single-kernel ops (`ops.rs`)
-//! share.
+//! parameters, buffers, grid) that a family's recorded pass (`record.rs`) and the single-kernel
+//! ops (`ops.rs`) share.
 
 use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
 use super::kernels::{
-    filled, padded, GpuEmbeddings, GpuLayerNorm, GpuLinear, Kernel, Pipelines, ATTENTION_ROWS,
-    MATMUL_TILE, QUERIES_WG, SHORT_ROWS,
+    filled, padded, GpuLayerNorm, GpuLinear, Kernel, Pipelines, ATTENTION_ROWS, MATMUL_TILE,
+    QUERIES_WG, SHORT_ROWS,
 };
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
@@ -38,6 +38,9 @@ pub struct GpuKernels {
     pipelines: Pipelines,
     /// Four bytes bound where a kernel's mode leaves a binding unused (no bias, no sum).
     unused: wgpu::Buffer,
+    /// The same, for a read-only binding of a dispatch that binds [`GpuKernels::unused`] for
+    /// writing too (a buffer may not be bound both ways in one dispatch).
+    unused_read: wgpu::Buffer,
 }
 
 impl GpuKernels {
@@ -47,10 +50,12 @@ impl GpuKernels {
     pub fn new(dev: GpuDevice) -> Self {
         let pipelines = Pipelines::new(&dev);
         let unused = filled(&dev, "unused", &[0; 4], wgpu::BufferUsages::STORAGE);
+        let unused_read = filled(&dev, "unused_read", &[0; 4], wgpu::BufferUsages::STORAGE);
         let mut kernels = Self {
             dev,
             pipelines,
             unused,
+            unused_read,
         };
         if kernels.shares_rows() && !kernels.shared_rows_agree() {
             kernels = kernels.without_shared_rows();
@@ -199,26 +204,14 @@ fn activation_code(act: Option<Activation>) -> u32 {
     }
 }
 
-/// The parameters of `embed_layernorm.wgsl` and `embed_parts.wgsl` (their `Params`).
+/// The parameters of `gather.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct EmbedParams {
+struct GatherParams {
     rows: u32,
     dim: u32,
-    seq: u32,
-    eps: f32,
-}
-
-impl EmbedParams {
-    /// What `embed_layernorm.wgsl` and `embed_parts.wgsl` read (the second ignores `eps`).
-    fn new(rows: u32, seq: u32, e: &GpuEmbeddings) -> Self {
-        Self {
-            rows,
-            dim: e.dim,
-            seq,
-            eps: e.norm.eps,
-        }
-    }
+    table_rows: u32,
+    _pad: u32,
 }
 
 /// The parameters of `add_layernorm.wgsl`.
@@ -303,18 +296,36 @@ pub struct AttentionLayout {
     pub scale: ScoreScale,
 }
 
-/// A dispatch being recorded.
-struct Pending<'a> {
+/// A dispatch being recorded (it holds its buffers: a handle each).
+struct Pending {
     kernel: Kernel,
     params: Vec<u8>,
-    buffers: Vec<&'a wgpu::Buffer>,
+    buffers: Vec<wgpu::Buffer>,
     workgroups: [u32; 3],
+}
+
+/// Where a matrix operand's rows are in its buffer, in floats: row `i` starts at
+/// `offset + i·stride` (a view of some of a wider matrix's columns has `stride` > its width).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rows {
+    pub offset: u32,
+    pub stride: u32,
+}
+
+impl Rows {
+    /// A plain row-major matrix of `cols` columns.
+    pub fn dense(cols: u32) -> Self {
+        Self {
+            offset: 0,
+            stride: cols,
+        }
+    }
 }
 
 /// Dispatches being recorded, in order.
 pub struct Plan<'a> {
     kernels: &'a GpuKernels,
-    pending: Vec<Pending<'a>>,
+    pending: Vec<Pending>,
 }
 
 impl<'a> Plan<'a> {
@@ -329,58 +340,41 @@ impl<'a> Plan<'a> {
         &mut self,
         kernel: Kernel,
         params: &impl Pod,
-        buffers: Vec<&'a wgpu::Buffer>,
+        buffers: Vec<&wgpu::Buffer>,
         workgroups: [u32; 3],
     ) {
         self.pending.push(Pending {
             kernel,
             params: bytemuck::bytes_of(params).to_vec(),
-            buffers,
+            buffers: buffers.into_iter().cloned().collect(),
             workgroups,
         });
     }
 
-    /// Token + position + token-type embeddings, then LayerNorm.
+    /// Row `ids[r]` of `table` for each of `rows` rows.
     ///
     /// # Shapes
-    /// * `ids`, `type_ids`: `(B·T,)` → `out`: `(B·T, D)`
-    pub fn embed(
+    /// * `ids`: `(rows,)`, `table`: `(table_rows, dim)` → `out`: `(rows, dim)`
+    pub fn gather(
         &mut self,
         rows: u32,
-        seq: u32,
-        [ids, type_ids]: [&'a wgpu::Buffer; 2],
-        e: &'a GpuEmbeddings,
-        out: &'a wgpu::Buffer,
+        ids: &wgpu::Buffer,
+        table: &wgpu::Buffer,
+        [table_rows, dim]: [u32; 2],
+        out: &wgpu::Buffer,
     ) {
-        let params = EmbedParams::new(rows, seq, e);
-        let buffers = vec![
-            ids,
-            type_ids,
-            &e.word,
-            &e.position,
-            &e.token_type,
-            &e.norm.gamma,
-            &e.norm.beta,
-            out,
-        ];
-        self.push(Kernel::EmbedLayerNorm, &params, buffers, row_grid(rows));
-    }
-
-    /// The embeddings' parts before their LayerNorm, for a layer trace.
-    ///
-    /// # Shapes
-    /// * `ids`, `type_ids`: `(B·T,)` → `out`: `(4, B·T, D)`, `[word | position | token_type | sum]`
-    pub fn embed_parts(
-        &mut self,
-        rows: u32,
-        seq: u32,
-        [ids, type_ids]: [&'a wgpu::Buffer; 2],
-        e: &'a GpuEmbeddings,
-        out: &'a wgpu::Buffer,
-    ) {
-        let params = EmbedParams::new(rows, seq, e);
-        let buffers = vec![ids, type_ids, &e.word, &e.position, &e.token_type, out];
-        self.push(Kernel::EmbedParts, &params, buffers, row_grid(rows));
+        let params = GatherParams {
+            rows,
+            dim,
+            table_rows,
+            _pad: 0,
+        };
+        self.push(
+            Kernel::Gather,
+            &params,
+            vec![ids, table, out],
+            row_grid(rows),
+        );
     }
 
     /// `out = act(x·Wᵀ + bias)`, the activation fused into the matmul.
@@ -390,17 +384,38 @@ impl<'a> Plan<'a> {
     pub fn linear(
         &mut self,
         m: u32,
-        x: &'a wgpu::Buffer,
-        w: &'a GpuLinear,
+        x: &wgpu::Buffer,
+        w: &GpuLinear,
         act: Option<Activation>,
-        out: &'a wgpu::Buffer,
+        out: &wgpu::Buffer,
+    ) {
+        self.linear_rows(m, x, Rows::dense(w.k), w, act, out);
+    }
+
+    /// [`Plan::linear`] of a matrix whose rows are laid out as `rows` says (some columns of a
+    /// wider one).
+    ///
+    /// # Shapes
+    /// * `x`: `(M, K)` → `out`: `(M, N)`, dense
+    pub fn linear_rows(
+        &mut self,
+        m: u32,
+        x: &wgpu::Buffer,
+        rows: Rows,
+        w: &GpuLinear,
+        act: Option<Activation>,
+        out: &wgpu::Buffer,
     ) {
         let params = MatmulParams {
             m,
             n: w.n,
             k: w.k,
             heads: 1,
-            a: Operand::matrix(w.k),
+            a: Operand {
+                base: rows.offset,
+                row: rows.stride,
+                ..Default::default()
+            },
             b: Operand::matrix(w.k),
             c: Operand::matrix(w.n),
             b_col: 1,
@@ -417,7 +432,7 @@ impl<'a> Plan<'a> {
     fn matmul(
         &mut self,
         p: MatmulParams,
-        [a, b, bias, c]: [&'a wgpu::Buffer; 4],
+        [a, b, bias, c]: [&wgpu::Buffer; 4],
         b_along_n: bool,
         z: u32,
     ) {
@@ -465,12 +480,12 @@ impl<'a> Plan<'a> {
         &mut self,
         mode: AddNorm,
         rows: u32,
-        [a, b]: [&'a wgpu::Buffer; 2],
-        ln: &'a GpuLayerNorm,
-        sum: Option<&'a wgpu::Buffer>,
-        norm: Option<&'a wgpu::Buffer>,
+        [a, b]: [&wgpu::Buffer; 2],
+        ln: &GpuLayerNorm,
+        sum: Option<&wgpu::Buffer>,
+        norm: Option<&wgpu::Buffer>,
     ) {
-        let unused = &self.kernels.unused;
+        let unused = self.kernels.unused.clone();
         let params = AddNormParams {
             rows,
             dim: ln.dim,
@@ -482,9 +497,28 @@ impl<'a> Plan<'a> {
             b,
             &ln.gamma,
             &ln.beta,
-            sum.unwrap_or(unused),
-            norm.unwrap_or(unused),
+            sum.unwrap_or(&unused),
+            norm.unwrap_or(&unused),
         ];
+        self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
+    }
+
+    /// `sum = a + b` over `rows` rows of `dim` ([`AddNorm::Add`], with no LayerNorm).
+    ///
+    /// # Shapes
+    /// * `a`, `b`, `sum`: `(rows, dim)`
+    pub fn add(&mut self, rows: u32, dim: u32, [a, b]: [&wgpu::Buffer; 2], sum: &wgpu::Buffer) {
+        let (unused, read) = (
+            self.kernels.unused.clone(),
+            self.kernels.unused_read.clone(),
+        );
+        let params = AddNormParams {
+            rows,
+            dim,
+            mode: AddNorm::Add as u32,
+            eps: 1.0,
+        };
+        let buffers = vec![a, b, &read, &read, sum, &unused];
         self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
     }
 
@@ -500,14 +534,14 @@ impl<'a> Plan<'a> {
     pub fn attention(
         &mut self,
         l: &AttentionLayout,
-        [q, k, v]: [&'a wgpu::Buffer; 3],
-        mask: &'a wgpu::Buffer,
-        scores: Option<&'a wgpu::Buffer>,
-        probs: &'a wgpu::Buffer,
-        ctx: &'a wgpu::Buffer,
+        [q, k, v]: [&wgpu::Buffer; 3],
+        mask: &wgpu::Buffer,
+        scores: Option<&wgpu::Buffer>,
+        probs: &wgpu::Buffer,
+        ctx: &wgpu::Buffer,
         off: &[bool],
     ) {
-        let unused = &self.kernels.unused;
+        let unused = &self.kernels.unused.clone();
         // P = softmax(masked_fill(Q·Kᵀ/√d_k, mask == 0, -inf)), or Q·Kᵀ unscaled
         let params = AttentionParams {
             n_q: l.n_q,
@@ -596,7 +630,7 @@ impl<'a> Plan<'a> {
                     wgpu::BufferUsages::UNIFORM,
                 );
                 let mut buffers = vec![&uniform];
-                buffers.extend(p.buffers);
+                buffers.extend(p.buffers.iter());
                 let bind_group = self.kernels.bind(p.kernel, &buffers);
                 params.push(uniform);
                 Dispatch {

@@ -1,0 +1,33 @@
+// An embedding lookup: row ids[r] of the table for every row r (token, position or token-type
+// embeddings; the family adds them and norms the sum with add_layernorm.wgsl).
+//
+// # Shapes
+// * ids: (rows,); table: (table_rows, dim) → out: (rows, dim)
+//
+// One workgroup of WG per row; dispatch (min(rows, 65535), ceil(rows / 65535), 1).
+
+struct Params {
+    rows: u32,
+    dim: u32,
+    table_rows: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: vec3u) {
+    let r = grid_row(wid);
+    if (r >= p.rows) {
+        return;
+    }
+    // the host checks every id against the table; a bad one reads its last row, not past it
+    let src = min(ids[r], p.table_rows - 1u) * p.dim;
+    let dst = r * p.dim;
+    for (var c = lid3.x; c < p.dim; c += WG) {
+        out[dst + c] = table[src + c];
+    }
+}

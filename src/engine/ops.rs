@@ -1,0 +1,169 @@
+//! The operations a model family's forward pass is written in.
+//!
+//! A family (`crate::families`) writes its forward pass once, over [`Ops`]; each engine provides
+//! the operations. The CPU engine ([`crate::engine::cpu::CpuOps`]) computes each one when it is
+//! called; the GPU engine records each one as dispatches into its plan and, after one
+//! submission, reads back what the pass kept **by name** ([`AttentionId`], [`Kept`]).
+//!
+//! Activations are matrices whose rows are the positions of a batch, item after item: `(B·n, c)`
+//! for a stream of `n` positions. A handle may be a view of some of another's columns
+//! ([`Ops::project`] returns such views), as `x.view(B, n, H, d)` is of `x`.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::model::weights::{LayerNorm, Linear, Table};
+use crate::model::Activation;
+
+/// Which stack of the Transformer an attention belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stack {
+    /// Reads the whole input at once (BERT, and a translation model's source side).
+    Encoder,
+    /// Writes its output one position after another, under the no-peek mask (GPT-2, and a
+    /// translation model's target side).
+    Decoder,
+}
+
+/// Where an attention's keys and values come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKind {
+    /// From the same positions as the queries (`n_q = n_k`).
+    #[serde(rename = "self")]
+    SelfAttention,
+    /// From the encoder's output: the decoder's encoder–decoder attention (`n_q ≠ n_k`).
+    Cross,
+}
+
+/// The name of one layer's attention: which stack, which kind, which layer (0-based). Every
+/// attention a pass computes is kept under its name, `(B, H, n_q, n_k)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct AttentionId {
+    pub stack: Stack,
+    pub kind: AttentionKind,
+    pub layer: usize,
+}
+
+impl AttentionId {
+    /// Self-attention of `stack`'s layer `layer`.
+    pub fn self_attention(stack: Stack, layer: usize) -> Self {
+        Self {
+            stack,
+            kind: AttentionKind::SelfAttention,
+            layer,
+        }
+    }
+}
+
+/// The token-level inputs of a pass, one id per row (see [`ModelInputs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ids {
+    Tokens,
+    TokenTypes,
+    Positions,
+}
+
+/// Values a family offers the trace; the engine keeps those the caller asked for
+/// ([`Ops::wants`]) and reads them back by this name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kept {
+    /// The embeddings' parts before their sum (`(B·T, D)` each), and the sum.
+    EmbeddingWord,
+    EmbeddingPosition,
+    EmbeddingTokenType,
+    EmbeddingSum,
+    /// The hidden states entering layer `l` (`l = 0`: the embeddings' output); `l = L`: the
+    /// last layer's output.
+    Hidden(usize),
+    /// Layer `l`'s intermediate values (see [`crate::engine::LayerTrace`]).
+    Layer(usize, LayerValue),
+}
+
+/// One of a layer's intermediate values (see [`crate::engine::LayerTrace`] for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LayerValue {
+    Q,
+    K,
+    V,
+    Context,
+    AttentionOutput,
+    PreActivation,
+    Intermediate,
+}
+
+/// A residual sum and its LayerNorm (see [`Ops::add_norm`]).
+pub struct AddNorm<X> {
+    pub sum: X,
+    pub norm: X,
+}
+
+/// The operations of a forward pass, over activations `X` (see the module's documentation).
+///
+/// Each returns a new activation and leaves its inputs as they are. Shapes are checked by the
+/// family, which knows them; an engine refuses what it cannot run with an error.
+pub trait Ops {
+    /// An activation, `(rows, cols)`: cheap to clone (a handle).
+    type X: Clone;
+
+    /// The batch size `B`: every activation's rows are `B` items of equal length.
+    fn batch(&self) -> usize;
+
+    /// Whether the caller keeps `what` (a family computes a value only for the trace when it
+    /// is wanted).
+    fn wants(&self, what: Kept) -> bool;
+
+    /// Hands `x` to the trace under `what`, when [`Ops::wants`] it.
+    fn keep(&mut self, what: Kept, x: &Self::X) -> Result<()>;
+
+    /// Row `ids[r]` of `table` for every row `r`.
+    ///
+    /// # Shapes
+    /// * `table`: `(V, D)` → `(B·T, D)`
+    fn gather(&mut self, table: &Table, ids: Ids) -> Result<Self::X>;
+
+    /// `a + b`.
+    fn add(&mut self, a: &Self::X, b: &Self::X) -> Result<Self::X>;
+
+    /// LayerNorm over each row.
+    fn layer_norm(&mut self, x: &Self::X, ln: &LayerNorm) -> Result<Self::X>;
+
+    /// `sum = a + b`, `norm = LN(sum)`: a residual and the norm after it, in one step.
+    fn add_norm(&mut self, a: &Self::X, b: &Self::X, ln: &LayerNorm) -> Result<AddNorm<Self::X>>;
+
+    /// `act(x·Wᵀ + b)`.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, in)` → `(rows, out)`
+    fn linear(&mut self, x: &Self::X, w: &Linear, act: Option<Activation>) -> Result<Self::X>;
+
+    /// `x` through several dense layers at once (Q, K and V): an engine may fuse them into one
+    /// product, whose columns the results are views of.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, in)` → `(rows, out_i)` for each layer
+    fn project(&mut self, x: &Self::X, ws: &[&Linear]) -> Result<Vec<Self::X>>;
+
+    /// `x`'s columns cut into `parts` equal views (GPT-2's fused `c_attn` into Q, K and V).
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, parts·c)` → `parts × (rows, c)`
+    fn split(&mut self, x: &Self::X, parts: usize) -> Result<Vec<Self::X>>;
+
+    /// Multi-head scaled dot-product attention, `softmax(masked_fill(QKᵀ/√d_k, mask == 0, -inf))·V`
+    /// per head, the heads' outputs concatenated: `concat(head₁ … head_H)` before `W_o`. The
+    /// engine applies the mask it holds for `id`, the scale and the heads knocked out that the
+    /// caller chose, and keeps the probabilities (and scores, when asked) under `id`.
+    ///
+    /// # Shapes
+    /// * `q`: `(B·n_q, H·d_k)`, `k`: `(B·n_k, H·d_k)`, `v`: `(B·n_k, H·d_v)` → `(B·n_q, H·d_v)`
+    fn attention(
+        &mut self,
+        id: AttentionId,
+        heads: usize,
+        q: &Self::X,
+        k: &Self::X,
+        v: &Self::X,
+    ) -> Result<Self::X>;
+}

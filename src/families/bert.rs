@@ -1,0 +1,299 @@
+//! BERT and the encoders shaped like it (MiniLM, the seeds' pre-LN encoder): its weights by HF's
+//! key names, and its forward pass over [`Ops`].
+//!
+//! ```text
+//! x = LN(word[ids] + position[t] + token_type[types])
+//! post-LN (BERT):  h = LN₁(x + MHA(x));      x = LN₂(h + FFN(h))
+//! pre-LN (seeds):  h = x + MHA(LN₁(x));      x = h + FFN(LN₂(h))
+//! ```
+
+use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
+use rayon::prelude::*;
+
+use crate::engine::ops::{AttentionId, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ModelInputs;
+use crate::error::Result;
+use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::{Config, Encoded, LayerNormOrder};
+
+/// Token + position + token-type embeddings, then LayerNorm.
+///
+/// # Shapes
+/// * `word`: `(vocab_size, D)`, `position`: `(max_position_embeddings, D)`,
+///   `token_type`: `(type_vocab_size, D)` (views into the checkpoint's file)
+#[derive(Debug, Clone)]
+pub struct Embeddings {
+    pub word: Table,
+    pub position: Table,
+    pub token_type: Table,
+    pub layer_norm: LayerNorm,
+}
+
+impl Embeddings {
+    pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
+        let d = c.hidden_size;
+        Ok(Self {
+            word: Table::load(
+                t,
+                &format!("{prefix}.word_embeddings.weight"),
+                c.vocab_size,
+                d,
+            )?,
+            position: Table::load(
+                t,
+                &format!("{prefix}.position_embeddings.weight"),
+                c.max_position_embeddings,
+                d,
+            )?,
+            token_type: Table::load(
+                t,
+                &format!("{prefix}.token_type_embeddings.weight"),
+                c.type_vocab_size,
+                d,
+            )?,
+            layer_norm: LayerNorm::load(t, &format!("{prefix}.LayerNorm"), d, c.layer_norm_eps)?,
+        })
+    }
+}
+
+/// The projections of multi-head self-attention (`attention.self.{query,key,value}`,
+/// `attention.output.dense`).
+#[derive(Debug, Clone)]
+pub struct AttentionWeights {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub output: Linear,
+}
+
+impl AttentionWeights {
+    pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
+        let d = c.hidden_size;
+        Ok(Self {
+            query: Linear::load(t, &format!("{prefix}.self.query"), d, d)?,
+            key: Linear::load(t, &format!("{prefix}.self.key"), d, d)?,
+            value: Linear::load(t, &format!("{prefix}.self.value"), d, d)?,
+            output: Linear::load(t, &format!("{prefix}.output.dense"), d, d)?,
+        })
+    }
+}
+
+/// One encoder layer: attention, its LayerNorm, the feed-forward pair and its LayerNorm.
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    pub attention: AttentionWeights,
+    /// `attention.output.LayerNorm`: the norm around the attention sub-layer.
+    pub attention_norm: LayerNorm,
+    /// `intermediate.dense`: hidden → intermediate.
+    pub intermediate: Linear,
+    /// `output.dense`: intermediate → hidden.
+    pub output: Linear,
+    /// `output.LayerNorm`: the norm around the feed-forward sub-layer.
+    pub output_norm: LayerNorm,
+}
+
+impl LayerWeights {
+    pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
+        let (d, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
+        Ok(Self {
+            attention: AttentionWeights::load(t, &format!("{prefix}.attention"), c)?,
+            attention_norm: LayerNorm::load(
+                t,
+                &format!("{prefix}.attention.output.LayerNorm"),
+                d,
+                eps,
+            )?,
+            intermediate: Linear::load(t, &format!("{prefix}.intermediate.dense"), d, i)?,
+            output: Linear::load(t, &format!("{prefix}.output.dense"), i, d)?,
+            output_norm: LayerNorm::load(t, &format!("{prefix}.output.LayerNorm"), d, eps)?,
+        })
+    }
+}
+
+/// The [CLS] classification head of `BertForSequenceClassification`:
+/// `logits = classifier(tanh(pooler(h_CLS)))`.
+#[derive(Debug, Clone)]
+pub struct ClassifierWeights {
+    pub pooler: Linear,
+    pub classifier: Linear,
+}
+
+impl ClassifierWeights {
+    /// `classifier(tanh(pooler(h[0])))`.
+    ///
+    /// # Shapes
+    /// * `h_cls`: `(D,)` → `(num_labels,)`
+    pub fn classify(&self, h_cls: ArrayView1<f32>) -> Array1<f32> {
+        use crate::engine::cpu::ops::linear;
+        let x = h_cls.insert_axis(Axis(0)); // (1, D)
+        let pooled = linear(x, &self.pooler).mapv(f32::tanh);
+        linear(pooled.view(), &self.classifier).row(0).to_owned()
+    }
+}
+
+/// The key every BERT checkpoint holds, under its model prefix (`bert.` in
+/// `BertForSequenceClassification`, none in `BertModel`).
+const ANCHOR: &str = "embeddings.word_embeddings.weight";
+
+/// All weights of a BERT-family encoder.
+#[derive(Debug, Clone)]
+pub struct BertWeights {
+    pub embeddings: Embeddings,
+    pub layers: Vec<LayerWeights>,
+    /// `pooler.dense` + `classifier`, present only in classification checkpoints.
+    pub classifier: Option<ClassifierWeights>,
+}
+
+impl BertWeights {
+    /// Loads every tensor the encoder needs; each missing or misshapen one is an error naming
+    /// its key. A file holding fewer values than the config's [`Config::parameter_count`] is
+    /// refused before any tensor is read.
+    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
+        t.check_holds(
+            c.parameter_count(),
+            &format!(
+                "vocab_size {}, hidden_size {}, num_hidden_layers {}, intermediate_size {}",
+                c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size
+            ),
+        )?;
+        let p = t.prefix_of(ANCHOR)?;
+        let embeddings = Embeddings::load(t, &format!("{p}embeddings"), c)?;
+        // the layers read (in place, or converted) and packed on every thread; the first missing
+        // or misshapen tensor in layer order is the error, whatever the threads' order
+        let layers = (0..c.num_hidden_layers)
+            .into_par_iter()
+            .map(|i| LayerWeights::load(t, &format!("{p}encoder.layer.{i}"), c))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        let classifier = match t.shape("classifier.weight") {
+            Some(shape) => {
+                let labels = shape.first().copied().unwrap_or(0);
+                Some(ClassifierWeights {
+                    pooler: Linear::load(
+                        t,
+                        &format!("{p}pooler.dense"),
+                        c.hidden_size,
+                        c.hidden_size,
+                    )?,
+                    classifier: Linear::load(t, "classifier", c.hidden_size, labels)?,
+                })
+            }
+            None => None,
+        };
+        Ok(Self {
+            embeddings,
+            layers,
+            classifier,
+        })
+    }
+
+    /// The ids a pass reads: the tokens, their types, and positions `0..T` in every item.
+    ///
+    /// # Shapes
+    /// * `input`: `(B, T)` → each `(B, T)`
+    pub fn inputs(&self, input: &Encoded) -> ModelInputs {
+        let (b, t) = input.ids.dim();
+        ModelInputs {
+            tokens: input.ids.clone(),
+            token_types: input.type_ids.clone(),
+            positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
+        }
+    }
+
+    /// The classification head's logits from the last hidden states, when the checkpoint has
+    /// one.
+    ///
+    /// # Shapes
+    /// * `hidden`: `(B, T, D)` → `(B, num_labels)`
+    pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
+        let head = self.classifier.as_ref()?;
+        let rows: Vec<Array1<f32>> = hidden
+            .outer_iter()
+            .map(|item| head.classify(item.row(0)))
+            .collect();
+        let n = head.classifier.bias.len();
+        Some(Array2::from_shape_fn((rows.len(), n), |(i, j)| rows[i][j]))
+    }
+
+    /// The encoder over the batch the engine holds: the embeddings, then every layer. Returns
+    /// the last layer's output, `(B·T, D)`.
+    pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        let e = &self.embeddings;
+        let word = ops.gather(&e.word, Ids::Tokens)?;
+        let position = ops.gather(&e.position, Ids::Positions)?;
+        let token_type = ops.gather(&e.token_type, Ids::TokenTypes)?;
+        let sum = ops.add(&word, &position)?;
+        let sum = ops.add(&sum, &token_type)?;
+        ops.keep(Kept::EmbeddingWord, &word)?;
+        ops.keep(Kept::EmbeddingPosition, &position)?;
+        ops.keep(Kept::EmbeddingTokenType, &token_type)?;
+        ops.keep(Kept::EmbeddingSum, &sum)?;
+        let mut x = ops.layer_norm(&sum, &e.layer_norm)?;
+        ops.keep(Kept::Hidden(0), &x)?;
+        for (i, w) in self.layers.iter().enumerate() {
+            x = layer(ops, c, w, i, &x)?;
+            ops.keep(Kept::Hidden(i + 1), &x)?;
+        }
+        Ok(x)
+    }
+}
+
+/// One encoder layer (see the module's documentation for the two orders).
+fn layer<O: Ops>(ops: &mut O, c: &Config, w: &LayerWeights, i: usize, x: &O::X) -> Result<O::X> {
+    match c.layer_norm_order {
+        LayerNormOrder::Post => {
+            let attn = self_attention(ops, c, &w.attention, i, x)?;
+            let h = ops.add_norm(&attn, x, &w.attention_norm)?.norm; // LN₁(x + MHA(x))
+            ops.keep(Kept::Layer(i, LayerValue::AttentionOutput), &h)?;
+            let ff = feed_forward(ops, c, w, i, &h)?;
+            Ok(ops.add_norm(&ff, &h, &w.output_norm)?.norm) // LN₂(h + FFN(h))
+        }
+        LayerNormOrder::Pre => {
+            let normed = ops.layer_norm(x, &w.attention_norm)?;
+            let attn = self_attention(ops, c, &w.attention, i, &normed)?;
+            let h = ops.add_norm(x, &attn, &w.output_norm)?; // x + MHA(LN₁(x)), and LN₂ of it
+            ops.keep(Kept::Layer(i, LayerValue::AttentionOutput), &h.sum)?;
+            let ff = feed_forward(ops, c, w, i, &h.norm)?;
+            ops.add(&h.sum, &ff) // h + FFN(LN₂(h))
+        }
+    }
+}
+
+/// `W_o·concat(head₁ … head_H) + b_o`, each head `softmax(QKᵀ/√d_k)·V` over `x`'s positions.
+fn self_attention<O: Ops>(
+    ops: &mut O,
+    c: &Config,
+    w: &AttentionWeights,
+    i: usize,
+    x: &O::X,
+) -> Result<O::X> {
+    let qkv = ops.project(x, &[&w.query, &w.key, &w.value])?;
+    let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
+    ops.keep(Kept::Layer(i, LayerValue::Q), q)?;
+    ops.keep(Kept::Layer(i, LayerValue::K), k)?;
+    ops.keep(Kept::Layer(i, LayerValue::V), v)?;
+    let id = AttentionId::self_attention(Stack::Encoder, i);
+    let context = ops.attention(id, c.num_attention_heads, q, k, v)?;
+    ops.keep(Kept::Layer(i, LayerValue::Context), &context)?;
+    ops.linear(&context, &w.output, None)
+}
+
+/// The position-wise feed-forward, `dense₂(act(dense₁(x)))`; `dense₁(x)` is computed apart from
+/// its activation only when the trace keeps it.
+fn feed_forward<O: Ops>(
+    ops: &mut O,
+    c: &Config,
+    w: &LayerWeights,
+    i: usize,
+    x: &O::X,
+) -> Result<O::X> {
+    let pre = Kept::Layer(i, LayerValue::PreActivation);
+    if ops.wants(pre) {
+        let before = ops.linear(x, &w.intermediate, None)?;
+        ops.keep(pre, &before)?;
+    }
+    let intermediate = ops.linear(x, &w.intermediate, Some(c.hidden_act))?;
+    ops.keep(Kept::Layer(i, LayerValue::Intermediate), &intermediate)?;
+    ops.linear(&intermediate, &w.output, None)
+}
