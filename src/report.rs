@@ -1,13 +1,15 @@
 //! The one result contract, shared by the CLI (`attnscope attention`, through `serde_json`) and
 //! the browser (`src/wasm.rs`, through `serde-wasm-bindgen`, tensors as typed arrays):
 //!
-//! `{"model", "backend", "mask", "head_mask"?: [[layer, head]…], "scale"?: "none", "results":
+//! `{"model", "model_type", "backend", "mask", "mask_ablation"?: true, "head_mask"?: [[layer,
+//!   head]…], "scale"?: "none", "results":
 //!   [{"text", "pair"?, "tokens", "token_ids", "length", "truncated", "attention": [L][H][T][T],
 //!   "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?:
 //!   {name: [L][H]}, "rollout"?: [T][T], "sentence_embedding"?: [D], "hidden_states"?:
 //!   [L+1][T][D], "layer_trace"?: {"layer", "embeddings"?: {"word", "position", "token_type",
 //!   "sum", "normed"}, "input", "q", "k", "v", "context", "attention_output", "pre_activation",
-//!   "intermediate", "output"}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]}}]}`
+//!   "intermediate", "output"}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]},
+//!   "next_tokens"?: [T][K] of {"id", "token", "text", "p"}}]}`
 //!
 //! The page's `window.attnscope.result` is one item of `results` with the same field names and
 //! shapes, plus the run's `model`, `backend`, `fallback` and `elapsed_ms`.
@@ -81,7 +83,9 @@ impl Serialize for CrossAttention {
 pub struct ItemEmbeddings<'a> {
     pub word: Nested<'a, f32>,
     pub position: Nested<'a, f32>,
-    pub token_type: Nested<'a, f32>,
+    /// Absent where the family has no token types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_type: Option<Nested<'a, f32>>,
     pub sum: Nested<'a, f32>,
     pub normed: Nested<'a, f32>,
 }
@@ -92,7 +96,7 @@ impl<'a> ItemEmbeddings<'a> {
         Self {
             word: item(&e.word),
             position: item(&e.position),
-            token_type: item(&e.token_type),
+            token_type: e.token_type.as_ref().map(item),
             sum: item(&e.sum),
             normed: item(&e.normed),
         }
@@ -150,6 +154,53 @@ pub struct ReportOptions {
     pub rollout: bool,
     /// The mean-pooled, L2-normalised sentence embedding ([`sentence_embedding`]).
     pub sentence_embedding: bool,
+    /// The K likeliest next tokens at each position ([`NextToken`]), from the trace's LM logits.
+    pub top_k: Option<usize>,
+}
+
+/// One prediction of the next token.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NextToken {
+    pub id: u32,
+    /// As the vocabulary holds it (`Ġarrow`).
+    pub token: String,
+    /// As text (` arrow`).
+    pub text: String,
+    /// Its probability: the softmax of the position's logits over the whole vocabulary.
+    pub p: f32,
+}
+
+/// The `k` likeliest next tokens at each of an item's positions, best first.
+///
+/// # Shapes
+/// * `probs`: `(T, V)` → `[T][k]`
+pub fn next_tokens(
+    probs: ndarray::ArrayView2<f32>,
+    k: usize,
+    tokenizer: &crate::model::TextTokenizer,
+) -> Vec<Vec<NextToken>> {
+    probs
+        .outer_iter()
+        .map(|row| {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            let k = k.min(order.len());
+            let by_p = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
+            if k > 0 && k < order.len() {
+                order.select_nth_unstable_by(k - 1, by_p);
+            }
+            order.truncate(k);
+            order.sort_by(by_p);
+            order
+                .into_iter()
+                .map(|i| NextToken {
+                    id: i as u32,
+                    token: tokenizer.token(i as u32),
+                    text: tokenizer.text_of(i as u32),
+                    p: row[i],
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// One text of a traced batch, as the analyses read it.
@@ -241,17 +292,26 @@ pub struct ItemReport<'a> {
     /// ([`crate::engine::cpu::cross_attention`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_attention: Option<CrossAttention>,
+    /// `[T][K]`: at each position, the likeliest next tokens (a model with an LM head).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_tokens: Option<Vec<Vec<NextToken>>>,
 }
 
 /// The whole report.
 #[derive(serde::Serialize)]
 pub struct Report<'a> {
     pub model: &'a str,
+    /// The family, as HF's `model_type` names it.
+    pub model_type: &'static str,
     pub backend: &'a str,
     /// Why the CPU ran although the GPU was wanted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<&'a str>,
     pub mask: MaskKind,
+    /// Whether `mask` is not the one the model was trained with (padding for an encoder, causal
+    /// for a decoder-only model): an ablation.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mask_ablation: bool,
     /// The heads knocked out of the forward pass, `[layer, head]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub head_mask: Vec<[usize; 2]>,
@@ -279,6 +339,10 @@ impl<'a> Report<'a> {
         opts: ReportOptions,
     ) -> Self {
         let special = model.tokenizer.special_ids();
+        let probs = match (opts.top_k, &trace.lm_logits) {
+            (Some(_), Some(logits)) => Some(crate::families::next_token_probs(logits)),
+            _ => None,
+        };
         let results = ItemInput::all(texts, pair, input)
             .into_iter()
             .enumerate()
@@ -319,12 +383,18 @@ impl<'a> Report<'a> {
                     .as_ref()
                     .map(|lt| ItemLayerTrace::new(lt, b)),
                 cross_attention: None,
+                next_tokens: probs
+                    .as_ref()
+                    .zip(opts.top_k)
+                    .map(|(p, k)| next_tokens(p.index_axis(Axis(0), b), k, &model.tokenizer)),
             })
             .collect();
         Self {
             model: model.short_name(),
+            model_type: model.config.family.name(),
             backend,
             fallback: None,
+            mask_ablation: mask != model.own_mask(),
             mask,
             head_mask: vec![],
             scale: ScoreScale::SqrtDk,

@@ -403,6 +403,7 @@ impl Session {
             hidden_states: options.hidden_states,
             layer_trace: options.layer_trace,
             embeddings: options.embeddings,
+            lm_logits: false,
         };
         let cross = match (options.cross_attention, pair.as_deref()) {
             (None, _) => vec![],
@@ -500,13 +501,15 @@ impl Session {
             if let Some(e) = &lt.embeddings {
                 let y = Object::new();
                 for (name, a) in [
-                    ("word", &e.word),
-                    ("position", &e.position),
-                    ("tokenType", &e.token_type),
-                    ("sum", &e.sum),
-                    ("normed", &e.normed),
+                    ("word", Some(&e.word)),
+                    ("position", Some(&e.position)),
+                    ("tokenType", e.token_type.as_ref()),
+                    ("sum", Some(&e.sum)),
+                    ("normed", Some(&e.normed)),
                 ] {
-                    set(&y, name, flat(a))?;
+                    if let Some(a) = a {
+                        set(&y, name, flat(a))?;
+                    }
                 }
                 set(&x, "embeddings", y)?;
             }

@@ -127,7 +127,7 @@ fn check_layer_trace(g: &Golden, trace: &Trace, layer: usize) -> f32 {
             for (name, got) in [
                 ("word", &e.word),
                 ("position", &e.position),
-                ("token_type", &e.token_type),
+                ("token_type", e.token_type.as_ref().unwrap()),
                 ("sum", &e.sum),
                 ("normed", &e.normed),
             ] {

@@ -229,7 +229,11 @@ fn every_layer_trace_and_the_hidden_states_post_ln_and_pre_ln() {
             for (field, a, b) in [
                 ("word", &ge.word, &ce.word),
                 ("position", &ge.position, &ce.position),
-                ("token_type", &ge.token_type, &ce.token_type),
+                (
+                    "token_type",
+                    ge.token_type.as_ref().unwrap(),
+                    ce.token_type.as_ref().unwrap(),
+                ),
                 ("sum", &ge.sum, &ce.sum),
                 ("normed", &ge.normed, &ce.normed),
             ] {

@@ -82,7 +82,7 @@ fn loaded(bytes: &[u8]) -> (WeightsFile, Range<usize>, Model) {
 #[test]
 fn a_model_shares_its_f32_matrices_with_the_weights_file() {
     let (_file, span, m) = loaded(&tiny_f32(false));
-    let w = &m.weights;
+    let w = m.bert().unwrap();
     assert!(inside(w.embeddings.word.weight.as_ptr(), &span));
     assert!(inside(w.embeddings.position.weight.as_ptr(), &span));
     for layer in &w.layers {
@@ -99,14 +99,17 @@ fn a_model_shares_its_f32_matrices_with_the_weights_file() {
     }
     // the same values as the f16 file gives (f16 → f32 is exact)
     let f16 = Model::from_dir(model_dir("tiny-bert")).unwrap();
-    assert_eq!(w.embeddings.word.weight, f16.weights.embeddings.word.weight);
+    assert_eq!(
+        w.embeddings.word.weight,
+        f16.bert().unwrap().embeddings.word.weight
+    );
     assert_eq!(
         w.layers[1].intermediate.weight,
-        f16.weights.layers[1].intermediate.weight
+        f16.bert().unwrap().layers[1].intermediate.weight
     );
     assert_eq!(
         w.layers[1].intermediate.bias,
-        f16.weights.layers[1].intermediate.bias
+        f16.bert().unwrap().layers[1].intermediate.bias
     );
     // and the same attention
     let run = |m: &Model| {
@@ -130,12 +133,21 @@ fn a_model_shares_its_f32_matrices_with_the_weights_file() {
 fn an_unaligned_file_loads_the_same_values_by_copying_them() {
     let (_file, span, m) = loaded(&tiny_f32(true));
     let f16 = Model::from_dir(model_dir("tiny-bert")).unwrap();
-    assert!(!inside(m.weights.embeddings.word.weight.as_ptr(), &span));
+    assert!(!inside(
+        m.bert().unwrap().embeddings.word.weight.as_ptr(),
+        &span
+    ));
     assert_eq!(
-        m.weights.embeddings.word.weight,
-        f16.weights.embeddings.word.weight
+        m.bert().unwrap().embeddings.word.weight,
+        f16.bert().unwrap().embeddings.word.weight
     );
-    for (a, b) in m.weights.layers.iter().zip(&f16.weights.layers) {
+    for (a, b) in m
+        .bert()
+        .unwrap()
+        .layers
+        .iter()
+        .zip(&f16.bert().unwrap().layers)
+    {
         assert!(!inside(a.attention.query.weight.as_ptr(), &span));
         assert_eq!(a.attention.query.weight, b.attention.query.weight);
         assert_eq!(a.output.weight, b.output.weight);

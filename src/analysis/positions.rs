@@ -47,13 +47,13 @@ pub fn sinusoidal_similarity(n: usize, d: usize) -> Array2<f32> {
     cosine_matrix(sinusoidal(n, d).view())
 }
 
-/// Cosine similarity of the model's learned position embeddings (rows `0..n` of
-/// `embeddings.position_embeddings.weight`; `n` is cut to the table's length).
+/// Cosine similarity of the model's learned position embeddings (rows `0..n` of its position
+/// table, BERT's `embeddings.position_embeddings.weight`; `n` is cut to the table's length).
 ///
 /// # Shapes
 /// * `(n, n)`
 pub fn learned_position_similarity(model: &Model, n: usize) -> Array2<f32> {
-    let table = &model.weights.embeddings.position.weight;
+    let table = &model.weights.position_table().weight;
     let n = n.min(table.nrows());
     cosine_matrix(table.slice(s![..n, ..]))
 }

@@ -35,10 +35,10 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
             found: input.type_ids.shape().to_vec(),
         });
     }
-    if t > c.max_position_embeddings {
+    if t > c.max_tokens() {
         return Err(Error::Input(format!(
-            "{t} tokens exceed the model's max_position_embeddings {}",
-            c.max_position_embeddings
+            "{t} tokens exceed the model's {} positions",
+            c.max_tokens()
         )));
     }
     if let Some(&id) = input.ids.iter().find(|&&id| id as usize >= c.vocab_size) {
@@ -50,7 +50,7 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
     if let Some(&ty) = input
         .type_ids
         .iter()
-        .find(|&&ty| ty as usize >= c.type_vocab_size)
+        .find(|&&ty| c.family.has_token_types() && ty as usize >= c.type_vocab_size)
     {
         return Err(Error::Input(format!(
             "token type id {ty} is outside type_vocab_size {}",

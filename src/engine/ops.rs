@@ -77,6 +77,11 @@ pub enum Kept {
     /// The hidden states entering layer `l` (`l = 0`: the embeddings' output); `l = L`: the
     /// last layer's output.
     Hidden(usize),
+    /// What the model returns, HF's `last_hidden_state`: the last layer's output, after the
+    /// final LayerNorm where the family has one (GPT-2's `ln_f`).
+    Output,
+    /// The LM head's logits over the vocabulary, `(B·T, V)`, where the family has one.
+    LmLogits,
     /// Layer `l`'s intermediate values (see [`crate::engine::LayerTrace`]).
     Layer(usize, LayerValue),
 }

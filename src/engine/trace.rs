@@ -127,6 +127,9 @@ pub struct TraceOptions {
     /// Keep the embeddings' steps in the layer trace whatever its layer (they are always kept
     /// when it traces layer 0, the layer they feed).
     pub embeddings: bool,
+    /// Keep the LM head's logits over the vocabulary ([`Trace::lm_logits`]), where the model
+    /// has one.
+    pub lm_logits: bool,
 }
 
 impl TraceOptions {
@@ -139,7 +142,8 @@ impl TraceOptions {
     }
 }
 
-/// The embeddings' steps over a padded batch: `normed = LayerNorm(word + position + token_type)`.
+/// The embeddings' steps over a padded batch: `normed = LayerNorm(word + position + token_type)`
+/// (GPT-2: `word + position`, normed by each layer's `ln_1` rather than here).
 ///
 /// # Shapes
 /// * every field `(B, T, D)`; `position` is row `t` of the position table at token `t`
@@ -147,7 +151,8 @@ impl TraceOptions {
 pub struct EmbeddingTrace {
     pub word: Array3<f32>,
     pub position: Array3<f32>,
-    pub token_type: Array3<f32>,
+    /// `None` in a family without token types.
+    pub token_type: Option<Array3<f32>>,
     pub sum: Array3<f32>,
     /// The embeddings' output: what enters layer 0.
     pub normed: Array3<f32>,
@@ -191,11 +196,13 @@ pub struct LayerTrace {
 /// # Shapes
 /// * `attention`: `(B, L, H, T, T)`, `[batch][layer][head][query][key]`
 /// * `scores`: `(B, L, H, T, T)` when requested, before the mask (scaled as [`TraceOptions::scale`] says)
-/// * `hidden`: `(B, T, D)`, the last layer's output
+/// * `hidden`: `(B, T, D)`, the model's output (HF's `last_hidden_state`: GPT-2's after `ln_f`)
 /// * `hidden_states`: `(B, L+1, T, D)` when requested: the embeddings' output, then every
 ///   layer's (HF's `output_hidden_states`)
 /// * `layer_trace`: one layer's intermediate values when requested, see [`LayerTrace`]
 /// * `logits`: `(B, num_labels)` when the checkpoint has a [CLS] classification head
+/// * `lm_logits`: `(B, T, V)` when asked for and the model has an LM head: at each position,
+///   the logits of the next token
 /// * `mask`: `(B, T, T)`, the mask that was applied
 #[derive(Debug, Clone)]
 pub struct Trace {
@@ -205,6 +212,7 @@ pub struct Trace {
     pub hidden_states: Option<Array4<f32>>,
     pub layer_trace: Option<LayerTrace>,
     pub logits: Option<Array2<f32>>,
+    pub lm_logits: Option<Array3<f32>>,
     pub mask: Mask,
 }
 
@@ -251,7 +259,7 @@ impl ModelInputs {
 }
 
 impl TraceOptions {
-    /// Whether a pass over `layers` layers keeps `what` for the trace: the last hidden states
+    /// Whether a pass over `layers` layers keeps `what` for the trace: the model's output
     /// always; every layer's with [`TraceOptions::hidden_states`]; the traced layer's values,
     /// input and output with [`TraceOptions::layer_trace`], and the embeddings' steps with it
     /// when it traces layer 0 or [`TraceOptions::embeddings`] says so.
@@ -264,12 +272,13 @@ impl TraceOptions {
             | Kept::EmbeddingTokenType
             | Kept::EmbeddingSum => embeddings,
             Kept::Hidden(l) => {
-                l == layers
-                    || self.hidden_states
+                (self.hidden_states && l < layers)
                     || traced(l)
                     || (l > 0 && traced(l - 1))
                     || (l == 0 && embeddings)
             }
+            Kept::Output => true,
+            Kept::LmLogits => self.lm_logits,
             Kept::Layer(l, _) => traced(l),
         }
     }
@@ -305,7 +314,10 @@ impl Trace {
                     Some(EmbeddingTrace {
                         word: take(&mut kept, Kept::EmbeddingWord, b, t)?,
                         position: take(&mut kept, Kept::EmbeddingPosition, b, t)?,
-                        token_type: take(&mut kept, Kept::EmbeddingTokenType, b, t)?,
+                        token_type: kept
+                            .contains_key(&Kept::EmbeddingTokenType)
+                            .then(|| take(&mut kept, Kept::EmbeddingTokenType, b, t))
+                            .transpose()?,
                         sum: take(&mut kept, Kept::EmbeddingSum, b, t)?,
                         normed: kept_copy(&kept, Kept::Hidden(0), b, t)?,
                     })
@@ -329,18 +341,23 @@ impl Trace {
             }
             None => None,
         };
+        let hidden = take(&mut kept, Kept::Output, b, t)?;
+        // HF's `output_hidden_states`: what enters each layer, then the model's output
         let hidden_states = if opts.hidden_states {
-            let d = kept_copy(&kept, Kept::Hidden(layers), b, t)?.dim().2;
-            let mut all = Array4::zeros((b, layers + 1, t, d));
-            for l in 0..=layers {
+            let mut all = Array4::zeros((b, layers + 1, t, hidden.dim().2));
+            for l in 0..layers {
                 let x = kept_copy(&kept, Kept::Hidden(l), b, t)?;
                 all.slice_mut(s![.., l, .., ..]).assign(&x);
             }
+            all.slice_mut(s![.., layers, .., ..]).assign(&hidden);
             Some(all)
         } else {
             None
         };
-        let hidden = take(&mut kept, Kept::Hidden(layers), b, t)?;
+        let lm_logits = kept
+            .contains_key(&Kept::LmLogits)
+            .then(|| take(&mut kept, Kept::LmLogits, b, t))
+            .transpose()?;
         Ok(Trace {
             attention: attention.probs,
             scores: attention.scores,
@@ -348,6 +365,7 @@ impl Trace {
             hidden_states,
             layer_trace,
             logits: None,
+            lm_logits,
             mask: mask.clone(),
         })
     }

@@ -1,11 +1,15 @@
-//! BERT and the encoders shaped like it (MiniLM, the seeds' pre-LN encoder): its weights by HF's
-//! key names, and its forward pass over [`Ops`].
+//! BERT and the encoders shaped like it (MiniLM, the seeds' pre-LN encoder, RoBERTa): its
+//! weights by HF's key names, and its forward pass over [`Ops`].
 //!
 //! ```text
-//! x = LN(word[ids] + position[t] + token_type[types])
+//! x = LN(word[ids] + position[p] + token_type[types])
 //! post-LN (BERT):  h = LN₁(x + MHA(x));      x = LN₂(h + FFN(h))
 //! pre-LN (seeds):  h = x + MHA(LN₁(x));      x = h + FFN(LN₂(h))
 //! ```
+//!
+//! BERT's positions are `p = 0, 1, …`; RoBERTa's start after its padding index and padding
+//! keeps that index (HF's `create_position_ids_from_input_ids`). DistilBERT (`distilbert.rs`)
+//! runs the same encoder over its own keys, without token types.
 
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 use rayon::prelude::*;
@@ -14,7 +18,7 @@ use crate::engine::ops::{AttentionId, Ids, Kept, LayerValue, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::Result;
 use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
-use crate::model::{Config, Encoded, LayerNormOrder};
+use crate::model::{Config, Encoded, Family, LayerNormOrder};
 
 /// Token + position + token-type embeddings, then LayerNorm.
 ///
@@ -25,7 +29,8 @@ use crate::model::{Config, Encoded, LayerNormOrder};
 pub struct Embeddings {
     pub word: Table,
     pub position: Table,
-    pub token_type: Table,
+    /// `None` in a family without token types (DistilBERT).
+    pub token_type: Option<Table>,
     pub layer_norm: LayerNorm,
 }
 
@@ -45,12 +50,12 @@ impl Embeddings {
                 c.max_position_embeddings,
                 d,
             )?,
-            token_type: Table::load(
+            token_type: Some(Table::load(
                 t,
                 &format!("{prefix}.token_type_embeddings.weight"),
                 c.type_vocab_size,
                 d,
-            )?,
+            )?),
             layer_norm: LayerNorm::load(t, &format!("{prefix}.LayerNorm"), d, c.layer_norm_eps)?,
         })
     }
@@ -188,16 +193,20 @@ impl BertWeights {
         })
     }
 
-    /// The ids a pass reads: the tokens, their types, and positions `0..T` in every item.
+    /// The ids a pass reads: the tokens, their types, and their positions: `0..T` in every
+    /// item, or RoBERTa's (see the module's documentation).
     ///
     /// # Shapes
     /// * `input`: `(B, T)` → each `(B, T)`
-    pub fn inputs(&self, input: &Encoded) -> ModelInputs {
-        let (b, t) = input.ids.dim();
+    pub fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
+        let positions = match (c.family, c.pad_token_id) {
+            (Family::Roberta, Some(pad)) => roberta_positions(input, pad),
+            _ => positions_from_zero(input),
+        };
         ModelInputs {
             tokens: input.ids.clone(),
             token_types: input.type_ids.clone(),
-            positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
+            positions,
         }
     }
 
@@ -216,27 +225,59 @@ impl BertWeights {
         Some(Array2::from_shape_fn((rows.len(), n), |(i, j)| rows[i][j]))
     }
 
-    /// The encoder over the batch the engine holds: the embeddings, then every layer. Returns
-    /// the last layer's output, `(B·T, D)`.
+    /// The encoder over the batch the engine holds. Returns its output, `(B·T, D)`.
     pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
-        let e = &self.embeddings;
-        let word = ops.gather(&e.word, Ids::Tokens)?;
-        let position = ops.gather(&e.position, Ids::Positions)?;
-        let token_type = ops.gather(&e.token_type, Ids::TokenTypes)?;
-        let sum = ops.add(&word, &position)?;
-        let sum = ops.add(&sum, &token_type)?;
-        ops.keep(Kept::EmbeddingWord, &word)?;
-        ops.keep(Kept::EmbeddingPosition, &position)?;
-        ops.keep(Kept::EmbeddingTokenType, &token_type)?;
-        ops.keep(Kept::EmbeddingSum, &sum)?;
-        let mut x = ops.layer_norm(&sum, &e.layer_norm)?;
-        ops.keep(Kept::Hidden(0), &x)?;
-        for (i, w) in self.layers.iter().enumerate() {
-            x = layer(ops, c, w, i, &x)?;
-            ops.keep(Kept::Hidden(i + 1), &x)?;
-        }
-        Ok(x)
+        encoder(ops, c, &self.embeddings, &self.layers)
     }
+}
+
+/// Positions `0..T` in every item.
+pub(crate) fn positions_from_zero(input: &Encoded) -> Array2<u32> {
+    let (b, t) = input.ids.dim();
+    Array2::from_shape_fn((b, t), |(_, j)| j as u32)
+}
+
+/// RoBERTa's positions: `pad + 1, pad + 2, …` over the tokens that are not padding, `pad` on
+/// padding (HF's `create_position_ids_from_input_ids`: `cumsum(ids != pad)·(ids != pad) + pad`).
+fn roberta_positions(input: &Encoded, pad: u32) -> Array2<u32> {
+    let mut positions = input.ids.mapv(|id| (id != pad) as u32);
+    for mut row in positions.rows_mut() {
+        let mut seen = 0;
+        for p in row.iter_mut() {
+            seen += *p;
+            *p = *p * seen + pad;
+        }
+    }
+    positions
+}
+
+/// The embeddings (token types where the family has them), then every layer: the encoder of
+/// BERT, RoBERTa and DistilBERT. Returns its output, `(B·T, D)`.
+pub(crate) fn encoder<O: Ops>(
+    ops: &mut O,
+    c: &Config,
+    e: &Embeddings,
+    layers: &[LayerWeights],
+) -> Result<O::X> {
+    let word = ops.gather(&e.word, Ids::Tokens)?;
+    let position = ops.gather(&e.position, Ids::Positions)?;
+    ops.keep(Kept::EmbeddingWord, &word)?;
+    ops.keep(Kept::EmbeddingPosition, &position)?;
+    let mut sum = ops.add(&word, &position)?;
+    if let Some(table) = &e.token_type {
+        let token_type = ops.gather(table, Ids::TokenTypes)?;
+        ops.keep(Kept::EmbeddingTokenType, &token_type)?;
+        sum = ops.add(&sum, &token_type)?;
+    }
+    ops.keep(Kept::EmbeddingSum, &sum)?;
+    let mut x = ops.layer_norm(&sum, &e.layer_norm)?;
+    ops.keep(Kept::Hidden(0), &x)?;
+    for (i, w) in layers.iter().enumerate() {
+        x = layer(ops, c, w, i, &x)?;
+        ops.keep(Kept::Hidden(i + 1), &x)?;
+    }
+    ops.keep(Kept::Output, &x)?;
+    Ok(x)
 }
 
 /// One encoder layer (see the module's documentation for the two orders).

@@ -1,5 +1,117 @@
-//! Model families, each written once: its config, its weights found by its own HF key names, and
-//! its forward pass over the engines' operations ([`crate::engine::ops::Ops`]), which the CPU
-//! engine computes and the GPU engine records. A new family is a new module here.
+//! Model families, each written once: its weights found by its own HF key names and its forward
+//! pass over the engines' operations ([`Ops`]), which the CPU engine computes and the GPU engine
+//! records. Its config is read by [`Config::from_json`] from its own field names.
+//!
+//! A new family is a module here (its keys and its forward), a variant of [`Weights`], and a
+//! [`Family`] that `Config::from_json` reads its `model_type` into.
 
 pub mod bert;
+pub mod distilbert;
+pub mod gpt2;
+
+use ndarray::{Array2, Array3};
+
+use crate::engine::ops::{Ops, Stack};
+use crate::engine::ModelInputs;
+use crate::error::Result;
+use crate::model::weights::{Table, Tensors};
+use crate::model::{Config, Encoded, Family};
+
+/// A model's weights, by family.
+#[derive(Debug, Clone)]
+pub enum Weights {
+    /// BERT and RoBERTa.
+    Bert(Box<bert::BertWeights>),
+    DistilBert(Box<distilbert::DistilBertWeights>),
+    Gpt2(Box<gpt2::Gpt2Weights>),
+}
+
+impl Weights {
+    /// Reads the weights of `c`'s family from `t`.
+    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
+        Ok(match c.family {
+            Family::Bert | Family::Roberta => Self::Bert(bert::BertWeights::load(t, c)?.into()),
+            Family::DistilBert => {
+                Self::DistilBert(distilbert::DistilBertWeights::load(t, c)?.into())
+            }
+            Family::Gpt2 => Self::Gpt2(gpt2::Gpt2Weights::load(t, c)?.into()),
+        })
+    }
+
+    /// The stack the model's layers form.
+    pub fn stack(&self) -> Stack {
+        match self {
+            Self::Bert(_) | Self::DistilBert(_) => Stack::Encoder,
+            Self::Gpt2(_) => Stack::Decoder,
+        }
+    }
+
+    /// The ids a pass over `input` reads (the family decides the positions).
+    pub fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
+        match self {
+            Self::Bert(w) => w.inputs(input, c),
+            Self::DistilBert(_) | Self::Gpt2(_) => ModelInputs {
+                tokens: input.ids.clone(),
+                token_types: input.type_ids.clone(),
+                positions: bert::positions_from_zero(input),
+            },
+        }
+    }
+
+    /// The family's forward pass over `ops`; returns the model's output, `(B·T, D)`.
+    pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        match self {
+            Self::Bert(w) => w.forward(ops, c),
+            Self::DistilBert(w) => w.forward(ops, c),
+            Self::Gpt2(w) => w.forward(ops, c),
+        }
+    }
+
+    /// A classification head's logits from the model's output `(B, T, D)`, where the
+    /// checkpoint has one: `(B, num_labels)`.
+    pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
+        match self {
+            Self::Bert(w) => w.logits(hidden),
+            Self::DistilBert(_) | Self::Gpt2(_) => None,
+        }
+    }
+
+    /// The learned position embeddings, `(positions, D)`.
+    pub fn position_table(&self) -> &Table {
+        match self {
+            Self::Bert(w) => &w.embeddings.position,
+            Self::DistilBert(w) => &w.embeddings.position,
+            Self::Gpt2(w) => &w.wpe,
+        }
+    }
+
+    /// An encoder's layers, in BERT's layout (BERT, RoBERTa, DistilBERT).
+    pub fn encoder_layers(&self) -> Option<&[bert::LayerWeights]> {
+        match self {
+            Self::Bert(w) => Some(&w.layers),
+            Self::DistilBert(w) => Some(&w.layers),
+            Self::Gpt2(_) => None,
+        }
+    }
+
+    /// Whether the model predicts the next token (has an LM head).
+    pub fn has_lm_head(&self) -> bool {
+        matches!(self, Self::Gpt2(_))
+    }
+}
+
+/// The probability of every next token at every position: `softmax` over the vocabulary of
+/// each row of an LM head's logits.
+///
+/// # Shapes
+/// * `logits`: `(B, T, V)` → `(B, T, V)`
+pub fn next_token_probs(logits: &Array3<f32>) -> Array3<f32> {
+    let mut p = logits.clone();
+    for mut row in p.rows_mut() {
+        let max = row.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        row.mapv_inplace(|v| (v - max).exp());
+        let sum = row.sum();
+        row.mapv_inplace(|v| v / sum);
+    }
+    p
+}

@@ -10,7 +10,8 @@ use super::limits::{
 };
 use crate::error::{Error, Result};
 
-/// The activation inside the feed-forward layer (`hidden_act`).
+/// The activation inside the feed-forward layer (`hidden_act`, GPT-2's `activation_function`,
+/// DistilBERT's `activation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum Activation {
     /// Exact GELU, `x · Φ(x)` with the error function (HF's `"gelu"`).
@@ -38,6 +39,58 @@ pub enum LayerNormOrder {
     Pre,
 }
 
+/// The model families attnscope runs, by HF's `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// `bert` and BERT-shaped encoders (MiniLM); a config without `model_type` is read as BERT.
+    Bert,
+    /// `roberta` (and `xlm-roberta`, `camembert`): BERT's layers, positions after the padding
+    /// index, byte-level BPE or SentencePiece tokens.
+    Roberta,
+    /// `distilbert`: BERT's layers under other names, no token types.
+    #[serde(rename = "distilbert")]
+    DistilBert,
+    /// `gpt2`: a decoder-only stack, pre-LN, causal, with an LM head tied to its embeddings.
+    Gpt2,
+}
+
+impl Family {
+    /// The `model_type`s each family is read from, as a person would list them.
+    pub const SUPPORTED: &'static str = "bert, roberta (xlm-roberta, camembert), distilbert, gpt2";
+
+    /// The family of a config's `model_type` (`None`: BERT, as configs before `model_type`).
+    pub fn from_model_type(model_type: Option<&str>) -> Option<Self> {
+        match model_type {
+            None | Some("bert") => Some(Self::Bert),
+            Some("roberta" | "xlm-roberta" | "camembert") => Some(Self::Roberta),
+            Some("distilbert") => Some(Self::DistilBert),
+            Some("gpt2") => Some(Self::Gpt2),
+            Some(_) => None,
+        }
+    }
+
+    /// The family as HF's `model_type` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bert => "bert",
+            Self::Roberta => "roberta",
+            Self::DistilBert => "distilbert",
+            Self::Gpt2 => "gpt2",
+        }
+    }
+
+    /// Whether the model reads token types (segment A / B).
+    pub fn has_token_types(self) -> bool {
+        matches!(self, Self::Bert | Self::Roberta)
+    }
+
+    /// Whether the model was trained under the no-peek mask (it is built into the model).
+    pub fn is_causal(self) -> bool {
+        self == Self::Gpt2
+    }
+}
+
 fn default_type_vocab_size() -> usize {
     2
 }
@@ -48,10 +101,92 @@ fn default_position_embedding_type() -> String {
     "absolute".into()
 }
 
-/// A BERT-family configuration with HF's field names.
+/// BERT's `config.json` (and RoBERTa's, the same fields), with HF's field names.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Config {
+struct BertJson {
     #[serde(default)]
+    model_type: Option<String>,
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    hidden_act: Activation,
+    max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab_size")]
+    type_vocab_size: usize,
+    #[serde(default = "default_layer_norm_eps")]
+    layer_norm_eps: f64,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    #[serde(default = "default_position_embedding_type")]
+    position_embedding_type: String,
+    /// Not an HF field: `"post"` (default, BERT) or `"pre"` (pre-LN encoder layers).
+    #[serde(default)]
+    layer_norm_order: LayerNormOrder,
+    #[serde(default)]
+    id2label: Option<BTreeMap<String, String>>,
+}
+
+fn default_distilbert_activation() -> Activation {
+    Activation::Gelu
+}
+
+/// DistilBERT's `config.json`.
+#[derive(Debug, Clone, Deserialize)]
+struct DistilBertJson {
+    vocab_size: usize,
+    dim: usize,
+    n_layers: usize,
+    n_heads: usize,
+    hidden_dim: usize,
+    #[serde(default = "default_distilbert_activation")]
+    activation: Activation,
+    max_position_embeddings: usize,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    #[serde(default)]
+    id2label: Option<BTreeMap<String, String>>,
+}
+
+fn default_gpt2_activation() -> Activation {
+    Activation::GeluTanh
+}
+fn default_gpt2_eps() -> f64 {
+    1e-5
+}
+
+/// GPT-2's `config.json`.
+#[derive(Debug, Clone, Deserialize)]
+struct Gpt2Json {
+    vocab_size: usize,
+    n_positions: usize,
+    n_embd: usize,
+    n_layer: usize,
+    n_head: usize,
+    #[serde(default)]
+    n_inner: Option<usize>,
+    #[serde(default = "default_gpt2_activation")]
+    activation_function: Activation,
+    #[serde(default = "default_gpt2_eps")]
+    layer_norm_epsilon: f64,
+    #[serde(default)]
+    eos_token_id: Option<u32>,
+    #[serde(default)]
+    scale_attn_by_inverse_layer_idx: bool,
+    #[serde(default)]
+    reorder_and_upcast_attn: bool,
+    #[serde(default)]
+    id2label: Option<BTreeMap<String, String>>,
+}
+
+/// A model's configuration, read from its `config.json` by its family's own field names and
+/// described here with BERT's (HF's `hidden_size`, `num_hidden_layers`, …), whatever the
+/// family: what the engines, the report and the page need to know of any model.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub family: Family,
+    /// As the file gives it (`None` for an old BERT config without one).
     pub model_type: Option<String>,
     pub vocab_size: usize,
     pub hidden_size: usize,
@@ -59,20 +194,14 @@ pub struct Config {
     pub num_attention_heads: usize,
     pub intermediate_size: usize,
     pub hidden_act: Activation,
+    /// Rows of the position table (RoBERTa's include its padding index and the one before).
     pub max_position_embeddings: usize,
-    #[serde(default = "default_type_vocab_size")]
+    /// Rows of the token-type table; 0 where the family has none.
     pub type_vocab_size: usize,
-    #[serde(default = "default_layer_norm_eps")]
     pub layer_norm_eps: f64,
-    #[serde(default)]
     pub pad_token_id: Option<u32>,
-    #[serde(default = "default_position_embedding_type")]
-    pub position_embedding_type: String,
-    /// Not an HF field: `"post"` (default, BERT) or `"pre"` (pre-LN encoder layers).
-    #[serde(default)]
     pub layer_norm_order: LayerNormOrder,
     /// Label names of a classification head, when the checkpoint has one.
-    #[serde(default)]
     pub id2label: Option<BTreeMap<String, String>>,
 }
 
@@ -86,10 +215,103 @@ impl Config {
                 msg: file_too_big(bytes.len() as u64, MAX_CONFIG_BYTES),
             });
         }
-        let config: Config = serde_json::from_slice(bytes).map_err(|e| Error::Config {
+        let bad = |msg: String| Error::Config {
             file: file.into(),
-            msg: e.to_string(),
+            msg,
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        let model_type = match json.get("model_type") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(t)) => Some(t.as_str()),
+            Some(other) => return Err(bad(format!("`model_type` {other} is not a string"))),
+        };
+        let family = Family::from_model_type(model_type).ok_or_else(|| {
+            bad(format!(
+                "model_type {:?} is not supported (supported: {})",
+                model_type.unwrap_or_default(),
+                Family::SUPPORTED
+            ))
         })?;
+        let model_type = model_type.map(str::to_owned);
+        let parse = |e: serde_json::Error| bad(e.to_string());
+        let config = match family {
+            Family::Bert | Family::Roberta => {
+                let c: BertJson = serde_json::from_value(json).map_err(parse)?;
+                if c.position_embedding_type != "absolute" {
+                    return Err(bad(format!(
+                        "`position_embedding_type` {:?} is not supported (only \"absolute\")",
+                        c.position_embedding_type
+                    )));
+                }
+                Config {
+                    family,
+                    model_type: c.model_type,
+                    vocab_size: c.vocab_size,
+                    hidden_size: c.hidden_size,
+                    num_hidden_layers: c.num_hidden_layers,
+                    num_attention_heads: c.num_attention_heads,
+                    intermediate_size: c.intermediate_size,
+                    hidden_act: c.hidden_act,
+                    max_position_embeddings: c.max_position_embeddings,
+                    type_vocab_size: c.type_vocab_size,
+                    layer_norm_eps: c.layer_norm_eps,
+                    pad_token_id: c.pad_token_id,
+                    layer_norm_order: c.layer_norm_order,
+                    id2label: c.id2label,
+                }
+            }
+            Family::DistilBert => {
+                let c: DistilBertJson = serde_json::from_value(json).map_err(parse)?;
+                Config {
+                    family,
+                    model_type,
+                    vocab_size: c.vocab_size,
+                    hidden_size: c.dim,
+                    num_hidden_layers: c.n_layers,
+                    num_attention_heads: c.n_heads,
+                    intermediate_size: c.hidden_dim,
+                    hidden_act: c.activation,
+                    max_position_embeddings: c.max_position_embeddings,
+                    type_vocab_size: 0,
+                    // HF's DistilBERT builds every LayerNorm with eps 1e-12
+                    layer_norm_eps: 1e-12,
+                    pad_token_id: c.pad_token_id,
+                    layer_norm_order: LayerNormOrder::Post,
+                    id2label: c.id2label,
+                }
+            }
+            Family::Gpt2 => {
+                let c: Gpt2Json = serde_json::from_value(json).map_err(parse)?;
+                for (name, on) in [
+                    (
+                        "scale_attn_by_inverse_layer_idx",
+                        c.scale_attn_by_inverse_layer_idx,
+                    ),
+                    ("reorder_and_upcast_attn", c.reorder_and_upcast_attn),
+                ] {
+                    if on {
+                        return Err(bad(format!("`{name}` is not supported (only false)")));
+                    }
+                }
+                Config {
+                    family,
+                    model_type,
+                    vocab_size: c.vocab_size,
+                    hidden_size: c.n_embd,
+                    num_hidden_layers: c.n_layer,
+                    num_attention_heads: c.n_head,
+                    intermediate_size: c.n_inner.unwrap_or(4 * c.n_embd),
+                    hidden_act: c.activation_function,
+                    max_position_embeddings: c.n_positions,
+                    type_vocab_size: 0,
+                    layer_norm_eps: c.layer_norm_epsilon,
+                    pad_token_id: c.eos_token_id,
+                    layer_norm_order: LayerNormOrder::Pre,
+                    id2label: c.id2label,
+                }
+            }
+        };
         config.validate(file)?;
         Ok(config)
     }
@@ -120,7 +342,9 @@ impl Config {
             ),
             ("type_vocab_size", self.type_vocab_size, MAX_TYPE_VOCAB_SIZE),
         ] {
-            if v == 0 {
+            // a family without token types has no table of them
+            let optional = name == "type_vocab_size" && !self.family.has_token_types();
+            if v == 0 && !optional {
                 return bad(format!("`{name}` must be positive"));
             }
             if v > limit {
@@ -131,12 +355,6 @@ impl Config {
             return bad(format!(
                 "`hidden_size` {} is not divisible by `num_attention_heads` {}",
                 self.hidden_size, self.num_attention_heads
-            ));
-        }
-        if self.position_embedding_type != "absolute" {
-            return bad(format!(
-                "`position_embedding_type` {:?} is not supported (only \"absolute\")",
-                self.position_embedding_type
             ));
         }
         // The engines compute in f32: an eps that is not a positive f32 breaks every LayerNorm.
@@ -171,8 +389,8 @@ impl Config {
         Ok(())
     }
 
-    /// The number of parameters the encoder's tensors hold by this config (embeddings and
-    /// every layer; not a classification head), in `u128` so that no size can overflow it.
+    /// The number of parameters the model's tensors hold by this config (embeddings and every
+    /// layer; not a classification head), in `u128` so that no size can overflow it.
     pub fn parameter_count(&self) -> u128 {
         let (v, d, p, t, i) = (
             self.vocab_size as u128,
@@ -181,10 +399,22 @@ impl Config {
             self.type_vocab_size as u128,
             self.intermediate_size as u128,
         );
+        // the tables, and the LayerNorm after them (GPT-2: its final ln_f instead)
         let embeddings = (v + p + t) * d + 2 * d;
         // Q, K, V and output projections; two LayerNorms; the feed-forward pair.
         let layer = 4 * (d * d + d) + 2 * 2 * d + (d * i + i) + (i * d + d);
         embeddings + self.num_hidden_layers as u128 * layer
+    }
+
+    /// The longest text in tokens: the position table's rows, less RoBERTa's padding index and
+    /// the row before it.
+    pub fn max_tokens(&self) -> usize {
+        match (self.family, self.pad_token_id) {
+            (Family::Roberta, Some(pad)) => self
+                .max_position_embeddings
+                .saturating_sub(pad as usize + 1),
+            _ => self.max_position_embeddings,
+        }
     }
 
     /// Size of one head, `d_k = d_v = hidden_size / num_attention_heads`.

@@ -5,7 +5,7 @@ pub mod limits;
 pub mod tokenizer;
 pub mod weights;
 
-pub use config::{Activation, Config, LayerNormOrder};
+pub use config::{Activation, Config, Family, LayerNormOrder};
 pub use tokenizer::{Encoded, TextTokenizer};
 pub use weights::WeightsFile;
 
@@ -15,8 +15,12 @@ use ndarray::{Array2, Array3};
 
 use crate::engine::ops::{Ops, Stack};
 use crate::engine::ModelInputs;
-use crate::error::{Error, Result};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::error::Error;
+use crate::error::Result;
 use crate::families::bert::BertWeights;
+use crate::families::Weights;
+use crate::masks::MaskKind;
 
 /// The three files of a checkpoint folder.
 pub const CONFIG_FILE: &str = "config.json";
@@ -29,7 +33,7 @@ pub struct Model {
     pub id: ParamId,
     pub name: String,
     pub config: Config,
-    pub weights: BertWeights,
+    pub weights: Weights,
     pub tokenizer: TextTokenizer,
 }
 
@@ -59,24 +63,16 @@ impl Model {
     ) -> Result<Self> {
         let file = |f: &str| file_name(name, f);
         let config = Config::from_json(config_json, &file(CONFIG_FILE))?;
-        if let Some(t) = &config.model_type {
-            if t.contains("roberta") || t.contains("distilbert") {
-                return Err(Error::Config {
-                    file: file(CONFIG_FILE),
-                    msg: format!("model_type {t:?} is not a BERT layout (supported: bert and BERT-shaped models such as MiniLM)"),
-                });
-            }
-        }
         let tensors = weights::Tensors::new(safetensors, &file(WEIGHTS_FILE))?;
         // the weights and the tokenizer are read side by side where there are threads; a
         // weights error comes first, as when they were read one after the other
         let (weights, tokenizer) = rayon::join(
-            || BertWeights::load(&tensors, &config),
+            || Weights::load(&tensors, &config),
             || {
                 TextTokenizer::from_bytes(
                     tokenizer_json,
                     &file(TOKENIZER_FILE),
-                    config.max_position_embeddings,
+                    config.max_tokens(),
                     config.pad_token_id,
                 )
             },
@@ -156,19 +152,37 @@ impl Model {
         Self::load(&name, &c, &w, &t)
     }
 
-    /// The stack the model's layers form: [`Stack::Encoder`] for an encoder.
+    /// The stack the model's layers form: an encoder, or a decoder-only model's decoder.
     pub fn stack(&self) -> Stack {
-        Stack::Encoder
+        self.weights.stack()
     }
 
     /// The ids a pass over `input` reads (the family decides the positions).
     pub fn inputs(&self, input: &Encoded) -> ModelInputs {
-        self.weights.inputs(input)
+        self.weights.inputs(input, &self.config)
     }
 
-    /// The family's forward pass over `ops`; returns the last hidden states, `(B·T, D)`.
+    /// The family's forward pass over `ops`; returns the model's output, `(B·T, D)`.
     pub fn forward<O: Ops>(&self, ops: &mut O) -> Result<O::X> {
         self.weights.forward(ops, &self.config)
+    }
+
+    /// The mask the model was trained with: the no-peek mask (with padding) for a decoder-only
+    /// model, padding for an encoder.
+    pub fn own_mask(&self) -> MaskKind {
+        if self.config.family.is_causal() {
+            MaskKind::Causal
+        } else {
+            MaskKind::Padding
+        }
+    }
+
+    /// BERT's (and RoBERTa's) weights, when the model is one.
+    pub fn bert(&self) -> Option<&BertWeights> {
+        match &self.weights {
+            Weights::Bert(w) => Some(w),
+            _ => None,
+        }
     }
 
     /// The classification head's logits from the last hidden states `(B, T, D)`, when the

@@ -127,6 +127,26 @@ impl TextTokenizer {
         self.special
     }
 
+    /// Token `id` as the vocabulary holds it (`Ġarrow`, `##ing`, `▁the`); `[id]` for an id
+    /// outside it.
+    pub fn token(&self, id: u32) -> String {
+        self.inner
+            .id_to_token(id)
+            .unwrap_or_else(|| format!("[{id}]"))
+    }
+
+    /// Token `id` as text, through the tokenizer's decoder (`Ġarrow` → ` arrow`); the token
+    /// itself where it has no decoder or the decoder fails.
+    pub fn text_of(&self, id: u32) -> String {
+        match self.inner.get_decoder() {
+            Some(_) => self
+                .inner
+                .decode(&[id], false)
+                .unwrap_or_else(|_| self.token(id)),
+            None => self.token(id),
+        }
+    }
+
     pub fn pad_id(&self) -> u32 {
         self.pad_id
     }

@@ -4,6 +4,8 @@
 //! A family (`crate::families`) owns its key names: each of its layers is built by one
 //! `load(&Tensors, prefix, &config)`; the math (`engine`) never sees the file format.
 
+use std::sync::OnceLock;
+
 use half::{bf16, f16};
 use ndarray::{s, ArcArray1, ArcArray2, ArcArrayD, Array1, ArrayD, IxDyn};
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
@@ -362,7 +364,11 @@ pub struct Linear {
     pub id: ParamId,
     pub weight: ArcArray2<f32>,
     pub bias: Array1<f32>,
-    packed: PackedB,
+    /// `Wᵀ` packed: when the layer is built, or on the CPU engine's first use of a tied one.
+    packed: OnceLock<PackedB>,
+    /// The embedding table whose rows are this layer's weights (an LM head tied to the token
+    /// embeddings): an engine that copies the table may use its copy.
+    pub tied: Option<ParamId>,
 }
 
 impl Linear {
@@ -375,7 +381,40 @@ impl Linear {
             id: ParamId::new(),
             weight,
             bias,
-            packed,
+            packed: OnceLock::from(packed),
+            tied: None,
+        }
+    }
+
+    /// A layer stored as GPT-2's `Conv1D` stores it, `(in, out)`: `y = x·W + b`. `weight` is
+    /// then a transposed view of it (no copy), and `W` is packed as it is.
+    ///
+    /// # Shapes
+    /// * `w_in_out`: `(in, out)`, `bias`: `(out,)`
+    pub fn from_conv1d(w_in_out: ArcArray2<f32>, bias: Array1<f32>) -> Self {
+        let packed = PackedB::from_matrix(w_in_out.view());
+        Self {
+            id: ParamId::new(),
+            weight: w_in_out.reversed_axes(),
+            bias,
+            packed: OnceLock::from(packed),
+            tied: None,
+        }
+    }
+
+    /// `y = x·Eᵀ`: an LM head whose weights are the rows of the embedding table `E`, with no
+    /// bias. Nothing is copied until the CPU engine first uses it (a GPU engine uses its copy
+    /// of the table).
+    ///
+    /// # Shapes
+    /// * `table.weight`: `(V, D)` → `(D → V)`
+    pub fn tied(table: &Table) -> Self {
+        Self {
+            id: ParamId::new(),
+            weight: table.weight.clone(),
+            bias: Array1::zeros(table.weight.nrows()),
+            packed: OnceLock::new(),
+            tied: Some(table.id),
         }
     }
 
@@ -389,7 +428,8 @@ impl Linear {
 
     /// `Wᵀ`, packed for the CPU engine's matrix product.
     pub fn packed(&self) -> &PackedB {
-        &self.packed
+        self.packed
+            .get_or_init(|| PackedB::from_transposed(self.weight.view()))
     }
 }
 

@@ -62,9 +62,11 @@ enum Command {
         /// cpu, gpu (an error when there is no adapter) or auto (the GPU when there is one).
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
-        /// padding: hide [PAD] keys; causal: padding + no-peek; none: hide nothing.
-        #[arg(long, value_enum, default_value = "padding")]
-        mask: MaskArg,
+        /// padding: hide [PAD] keys; causal: padding + no-peek; none: hide nothing. Default: the
+        /// model's own (causal for a decoder-only model such as GPT-2, padding otherwise); any
+        /// other is an ablation, and the JSON says so ("mask_ablation": true).
+        #[arg(long, value_enum)]
+        mask: Option<MaskArg>,
         /// Second sentence: each TEXT and TEXT_B form one sentence pair.
         #[arg(long, value_name = "TEXT_B")]
         pair: Option<String>,
@@ -106,6 +108,10 @@ enum Command {
         /// (queries) to the first (keys), each encoded alone; computed by the CPU engine.
         #[arg(long, value_name = "LAYER", requires = "pair")]
         cross_attention: Option<usize>,
+        /// For a model with an LM head (GPT-2): include "next_tokens" [T][K], at each position
+        /// the K likeliest next tokens ({id, token, text, p}, p over the whole vocabulary).
+        #[arg(long, value_name = "K")]
+        top_k: Option<usize>,
         #[arg(required = true, num_args = 1..)]
         texts: Vec<String>,
     },
@@ -144,11 +150,12 @@ pub fn main() -> ExitCode {
             hidden_states,
             layer_trace,
             cross_attention,
+            top_k,
             texts,
         } => attention(
             &model,
             backend,
-            mask.into(),
+            mask.map(Into::into),
             pair.as_deref(),
             &TraceOptions {
                 // the head summaries read the scores too (one logarithm a row, not a cell)
@@ -162,6 +169,7 @@ pub fn main() -> ExitCode {
                 hidden_states,
                 layer_trace,
                 embeddings: false, // the layer trace has them for layer 0
+                lm_logits: top_k.is_some(),
             },
             cross_attention,
             ReportOptions {
@@ -170,6 +178,7 @@ pub fn main() -> ExitCode {
                 head_metrics,
                 rollout,
                 sentence_embedding,
+                top_k,
             },
             &texts,
         ),
@@ -202,7 +211,7 @@ fn parse_head_mask(s: &str) -> Result<HeadMask, String> {
 fn attention(
     dir: &std::path::Path,
     backend: BackendArg,
-    mask_kind: MaskKind,
+    mask_kind: Option<MaskKind>,
     pair: Option<&str>,
     opts: &TraceOptions,
     cross_attention: Option<usize>,
@@ -210,6 +219,14 @@ fn attention(
     texts: &[String],
 ) -> Result<(), Error> {
     let model = Model::from_dir(dir)?;
+    if report_opts.top_k.is_some() && !model.weights.has_lm_head() {
+        return Err(Error::Input(format!(
+            "--top-k: {} has no LM head to predict the next token with (model_type {})",
+            model.short_name(),
+            model.config.family.name()
+        )));
+    }
+    let mask_kind = mask_kind.unwrap_or_else(|| model.own_mask());
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let input = model.tokenizer.encode(&refs, pair)?;
     for (text, cut) in texts.iter().zip(&input.truncated) {

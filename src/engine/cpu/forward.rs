@@ -7,7 +7,7 @@ use super::attention::multi_head_attention;
 use super::exec::CpuOps;
 use super::ops::layer_norm;
 use crate::engine::{check_input, check_layer, Trace, TraceOptions};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::masks::{Mask, MaskKind};
 use crate::model::{Encoded, LayerNormOrder, Model};
 
@@ -88,6 +88,12 @@ pub fn cross_attention(
 ) -> Result<CrossAttention> {
     let c = &model.config;
     check_layer("cross-attention", layer, c)?;
+    let layers = model.weights.encoder_layers().ok_or_else(|| {
+        Error::Input(format!(
+            "cross-attention between two sentences encoded alone needs an encoder; {} is a decoder-only model",
+            model.short_name()
+        ))
+    })?;
     let states = TraceOptions {
         scores: false,
         hidden_states: true,
@@ -106,16 +112,14 @@ pub fn cross_attention(
             .to_owned();
         let x = match c.layer_norm_order {
             LayerNormOrder::Post => hs,
-            LayerNormOrder::Pre => {
-                layer_norm(hs.view(), &model.weights.layers[layer].attention_norm)
-            }
+            LayerNormOrder::Pre => layer_norm(hs.view(), &layers[layer].attention_norm),
         };
         Ok((input.tokens.swap_remove(0), x))
     };
     let (keys, x_kv) = entering(first)?;
     let (queries, x_q) = entering(second)?;
     let attn = multi_head_attention(
-        &model.weights.layers[layer].attention,
+        &layers[layer].attention,
         c.num_attention_heads,
         x_q.view(),
         x_kv.view(),

@@ -1,0 +1,89 @@
+//! DistilBERT (`DistilBertModel`): BERT's post-LN encoder under other key names, without token
+//! types. Its weights are read by its own keys into BERT's layers, which
+//! [`bert::encoder`](super::bert) runs.
+//!
+//! | DistilBERT                               | BERT                                |
+//! |------------------------------------------|-------------------------------------|
+//! | `attention.{q_lin,k_lin,v_lin,out_lin}`  | `attention.self.{query,key,value}`, `attention.output.dense` |
+//! | `sa_layer_norm`                          | `attention.output.LayerNorm`        |
+//! | `ffn.lin1`, `ffn.lin2`                   | `intermediate.dense`, `output.dense`|
+//! | `output_layer_norm`                      | `output.LayerNorm`                  |
+
+use rayon::prelude::*;
+
+use super::bert::{encoder, AttentionWeights, Embeddings, LayerWeights};
+use crate::engine::ops::Ops;
+use crate::error::Result;
+use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::Config;
+
+/// The key every DistilBERT checkpoint holds, under its model prefix (`distilbert.` in
+/// `DistilBertForSequenceClassification`, none in `DistilBertModel`).
+const ANCHOR: &str = "embeddings.word_embeddings.weight";
+
+/// All weights of a DistilBERT encoder, in BERT's layout.
+#[derive(Debug, Clone)]
+pub struct DistilBertWeights {
+    pub embeddings: Embeddings,
+    pub layers: Vec<LayerWeights>,
+}
+
+impl DistilBertWeights {
+    /// Loads every tensor the encoder needs; each missing or misshapen one is an error naming
+    /// its key.
+    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
+        let (d, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
+        t.check_holds(
+            c.parameter_count(),
+            &format!(
+                "vocab_size {}, dim {d}, n_layers {}, hidden_dim {i}",
+                c.vocab_size, c.num_hidden_layers
+            ),
+        )?;
+        let p = t.prefix_of(ANCHOR)?;
+        let embeddings = Embeddings {
+            word: Table::load(
+                t,
+                &format!("{p}embeddings.word_embeddings.weight"),
+                c.vocab_size,
+                d,
+            )?,
+            position: Table::load(
+                t,
+                &format!("{p}embeddings.position_embeddings.weight"),
+                c.max_position_embeddings,
+                d,
+            )?,
+            token_type: None,
+            layer_norm: LayerNorm::load(t, &format!("{p}embeddings.LayerNorm"), d, eps)?,
+        };
+        let layer = |n: usize| -> Result<LayerWeights> {
+            let k = |name: &str| format!("{p}transformer.layer.{n}.{name}");
+            Ok(LayerWeights {
+                attention: AttentionWeights {
+                    query: Linear::load(t, &k("attention.q_lin"), d, d)?,
+                    key: Linear::load(t, &k("attention.k_lin"), d, d)?,
+                    value: Linear::load(t, &k("attention.v_lin"), d, d)?,
+                    output: Linear::load(t, &k("attention.out_lin"), d, d)?,
+                },
+                attention_norm: LayerNorm::load(t, &k("sa_layer_norm"), d, eps)?,
+                intermediate: Linear::load(t, &k("ffn.lin1"), d, i)?,
+                output: Linear::load(t, &k("ffn.lin2"), i, d)?,
+                output_norm: LayerNorm::load(t, &k("output_layer_norm"), d, eps)?,
+            })
+        };
+        // read and packed on every thread; the first error in layer order is the one reported
+        let layers = (0..c.num_hidden_layers)
+            .into_par_iter()
+            .map(layer)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { embeddings, layers })
+    }
+
+    /// The encoder over the batch the engine holds. Returns its output, `(B·T, D)`.
+    pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        encoder(ops, c, &self.embeddings, &self.layers)
+    }
+}

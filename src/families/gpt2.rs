@@ -1,0 +1,150 @@
+//! GPT-2 (`GPT2Model` / `GPT2LMHeadModel`): a decoder-only stack, pre-LN, under the no-peek mask
+//! it was trained with, and an LM head tied to its token embeddings.
+//!
+//! ```text
+//! x = wte[ids] + wpe[p]
+//! each block:  x = x + attn(ln_1(x));   x = x + mlp(ln_2(x))
+//! h = ln_f(x);  logits = h·wteᵀ
+//! ```
+//!
+//! Its linear layers are `Conv1D`s, stored `(in, out)`: read as they are, `c_attn` holding Q, K
+//! and V side by side. The checkpoint's `attn.bias` / `attn.masked_bias` buffers (the causal mask
+//! as a tensor, in older files) are not read: the engine applies the mask.
+
+use rayon::prelude::*;
+
+use crate::engine::ops::{AttentionId, Ids, Kept, LayerValue, Ops, Stack};
+use crate::error::Result;
+use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::Config;
+
+/// The key every GPT-2 checkpoint holds, under its model prefix (`transformer.` in
+/// `GPT2LMHeadModel`, none in `GPT2Model` and the original `gpt2` files).
+const ANCHOR: &str = "wte.weight";
+
+/// One block's weights (`h.{i}.…`).
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub ln_1: LayerNorm,
+    /// `attn.c_attn`: `D → 3·D`, `[Q | K | V]`.
+    pub c_attn: Linear,
+    /// `attn.c_proj`: the output projection `W_o`.
+    pub c_proj: Linear,
+    pub ln_2: LayerNorm,
+    /// `mlp.c_fc`: `D → inner`.
+    pub c_fc: Linear,
+    /// `mlp.c_proj`: `inner → D`.
+    pub mlp_proj: Linear,
+}
+
+/// All weights of GPT-2.
+#[derive(Debug, Clone)]
+pub struct Gpt2Weights {
+    /// `(vocab_size, D)`, the token embeddings and the LM head's weights.
+    pub wte: Table,
+    /// `(n_positions, D)`.
+    pub wpe: Table,
+    pub blocks: Vec<Block>,
+    pub ln_f: LayerNorm,
+    /// `h·wteᵀ`, tied to `wte`.
+    pub lm_head: Linear,
+}
+
+impl Gpt2Weights {
+    /// Loads every tensor the model needs; each missing or misshapen one is an error naming
+    /// its key.
+    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
+        let (d, inner, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
+        t.check_holds(
+            c.parameter_count(),
+            &format!(
+                "vocab_size {}, n_embd {d}, n_layer {}, n_inner {inner}, n_positions {}",
+                c.vocab_size, c.num_hidden_layers, c.max_position_embeddings
+            ),
+        )?;
+        let p = t.prefix_of(ANCHOR)?;
+        // a Conv1D: `{key}.weight` `(in, out)` and `{key}.bias` `(out,)`
+        let conv1d = |key: &str, input: usize, output: usize| -> Result<Linear> {
+            Ok(Linear::from_conv1d(
+                t.read2(&format!("{key}.weight"), input, output)?,
+                t.read1(&format!("{key}.bias"), output)?,
+            ))
+        };
+        let block = |i: usize| -> Result<Block> {
+            let k = |name: &str| format!("{p}h.{i}.{name}");
+            Ok(Block {
+                ln_1: LayerNorm::load(t, &k("ln_1"), d, eps)?,
+                c_attn: conv1d(&k("attn.c_attn"), d, 3 * d)?,
+                c_proj: conv1d(&k("attn.c_proj"), d, d)?,
+                ln_2: LayerNorm::load(t, &k("ln_2"), d, eps)?,
+                c_fc: conv1d(&k("mlp.c_fc"), d, inner)?,
+                mlp_proj: conv1d(&k("mlp.c_proj"), inner, d)?,
+            })
+        };
+        let wte = Table::load(t, &format!("{p}wte.weight"), c.vocab_size, d)?;
+        let wpe = Table::load(t, &format!("{p}wpe.weight"), c.max_position_embeddings, d)?;
+        // read and packed on every thread; the first error in block order is the one reported
+        let blocks = (0..c.num_hidden_layers)
+            .into_par_iter()
+            .map(block)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        let ln_f = LayerNorm::load(t, &format!("{p}ln_f"), d, eps)?;
+        let lm_head = Linear::tied(&wte);
+        Ok(Self {
+            wte,
+            wpe,
+            blocks,
+            ln_f,
+            lm_head,
+        })
+    }
+
+    /// The stack over the batch the engine holds; the LM head's logits when the trace keeps
+    /// them. Returns `ln_f` of the last block's output, `(B·T, D)`.
+    pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        let word = ops.gather(&self.wte, Ids::Tokens)?;
+        let position = ops.gather(&self.wpe, Ids::Positions)?;
+        let mut x = ops.add(&word, &position)?; // (B·T, D)
+        ops.keep(Kept::EmbeddingWord, &word)?;
+        ops.keep(Kept::EmbeddingPosition, &position)?;
+        ops.keep(Kept::EmbeddingSum, &x)?;
+        ops.keep(Kept::Hidden(0), &x)?;
+        for (i, b) in self.blocks.iter().enumerate() {
+            let value = |v: LayerValue| Kept::Layer(i, v);
+            // x = x + attn(ln_1(x))
+            let a = ops.layer_norm(&x, &b.ln_1)?;
+            let qkv = ops.linear(&a, &b.c_attn, None)?; // (B·T, 3·D)
+            let qkv = ops.split(&qkv, 3)?; // 3 × (B·T, D)
+            let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
+            ops.keep(value(LayerValue::Q), q)?;
+            ops.keep(value(LayerValue::K), k)?;
+            ops.keep(value(LayerValue::V), v)?;
+            let id = AttentionId::self_attention(Stack::Decoder, i);
+            let context = ops.attention(id, c.num_attention_heads, q, k, v)?;
+            ops.keep(value(LayerValue::Context), &context)?;
+            let attn = ops.linear(&context, &b.c_proj, None)?;
+            let h = ops.add_norm(&x, &attn, &b.ln_2)?; // x + attn, and ln_2 of it
+            ops.keep(value(LayerValue::AttentionOutput), &h.sum)?;
+            // x = x + mlp(ln_2(x))
+            let pre = value(LayerValue::PreActivation);
+            if ops.wants(pre) {
+                let before = ops.linear(&h.norm, &b.c_fc, None)?;
+                ops.keep(pre, &before)?;
+            }
+            let inner = ops.linear(&h.norm, &b.c_fc, Some(c.hidden_act))?;
+            ops.keep(value(LayerValue::Intermediate), &inner)?;
+            let mlp = ops.linear(&inner, &b.mlp_proj, None)?;
+            x = ops.add(&h.sum, &mlp)?;
+            ops.keep(Kept::Hidden(i + 1), &x)?;
+        }
+        let out = ops.layer_norm(&x, &self.ln_f)?;
+        ops.keep(Kept::Output, &out)?;
+        if ops.wants(Kept::LmLogits) {
+            let logits = ops.linear(&out, &self.lm_head, None)?; // (B·T, V)
+            ops.keep(Kept::LmLogits, &logits)?;
+        }
+        Ok(out)
+    }
+}
