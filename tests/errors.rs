@@ -260,3 +260,56 @@ fn loading_from_bytes_equals_loading_from_a_folder() {
     let e = Model::from_bytes("upload", b"{}", &[], &[]).err().unwrap();
     assert!(e.to_string().contains("upload/config.json"), "{e}");
 }
+
+#[test]
+fn a_sharded_or_pytorch_only_checkpoint_is_named_as_such() {
+    let dir = broken_copy(|d| {
+        std::fs::remove_file(d.join("model.safetensors")).unwrap();
+        std::fs::write(d.join("model.safetensors.index.json"), "{}").unwrap();
+    });
+    let (e, msg) = load_err(dir.path());
+    assert!(matches!(e, Error::Safetensors { .. }), "{msg}");
+    assert!(
+        msg.contains("sharded") && msg.contains("model.safetensors.index.json"),
+        "{msg}"
+    );
+    let dir = broken_copy(|d| {
+        std::fs::remove_file(d.join("model.safetensors")).unwrap();
+        std::fs::write(d.join("pytorch_model.bin"), "not read").unwrap();
+    });
+    let (_, msg) = load_err(dir.path());
+    assert!(
+        msg.contains("pytorch_model.bin") && msg.contains("convert"),
+        "{msg}"
+    );
+    // with neither, the missing file itself is named
+    let dir = broken_copy(|d| std::fs::remove_file(d.join("model.safetensors")).unwrap());
+    let (e, msg) = load_err(dir.path());
+    assert!(matches!(e, Error::Io { .. }), "{msg}");
+    assert!(msg.contains("model.safetensors"), "{msg}");
+}
+
+#[test]
+fn an_unsupported_model_type_is_named_with_the_supported_ones() {
+    let dir = broken_copy(|d| {
+        let p = d.join("config.json");
+        let s = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(
+            &p,
+            s.replace("\"model_type\": \"bert\"", "\"model_type\": \"llama\""),
+        )
+        .unwrap();
+    });
+    let (e, msg) = load_err(dir.path());
+    assert!(matches!(e, Error::Config { .. }), "{msg}");
+    for part in [
+        "\"llama\"",
+        "not supported",
+        "bert",
+        "roberta",
+        "distilbert",
+        "gpt2",
+    ] {
+        assert!(msg.contains(part), "{part}: {msg}");
+    }
+}

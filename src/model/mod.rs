@@ -121,6 +121,15 @@ impl Model {
             read(CONFIG_FILE, limits::MAX_CONFIG_BYTES)?,
             read(TOKENIZER_FILE, limits::MAX_TOKENIZER_BYTES)?,
         );
+        if !dir.join(WEIGHTS_FILE).exists() {
+            let has = |f: &str| dir.join(f).exists();
+            if let Some(msg) = missing_weights(has) {
+                return Err(Error::Safetensors {
+                    file: dir.join(WEIGHTS_FILE).display().to_string(),
+                    msg,
+                });
+            }
+        }
         let name = dir.display().to_string();
         // a regular file is read straight into the weights' storage; one that is not, or that
         // changes size while it is read, is read as any other stream
@@ -198,6 +207,30 @@ impl Model {
             .rsplit('/')
             .next()
             .unwrap_or(&self.name)
+    }
+}
+
+/// A sharded checkpoint's index, beside no `model.safetensors`.
+pub const SHARDED_INDEX_FILE: &str = "model.safetensors.index.json";
+/// PyTorch's pickled weights, which attnscope does not read.
+pub const PYTORCH_FILE: &str = "pytorch_model.bin";
+
+/// Why a checkpoint has no `model.safetensors`, when the files it has instead say so (`has`: is
+/// this file there): a sharded checkpoint, or PyTorch's weights alone.
+pub fn missing_weights(has: impl Fn(&str) -> bool) -> Option<String> {
+    if has(SHARDED_INDEX_FILE) {
+        Some(format!(
+            "the checkpoint is sharded ({SHARDED_INDEX_FILE} and its shards), which attnscope \
+             does not read: save it as one {WEIGHTS_FILE} (save_pretrained(..., \
+             max_shard_size=\"100GB\"))"
+        ))
+    } else if has(PYTORCH_FILE) {
+        Some(format!(
+            "the checkpoint has only {PYTORCH_FILE} (PyTorch's pickle), which attnscope does not \
+             read: convert it to {WEIGHTS_FILE} (save_pretrained(..., safe_serialization=True))"
+        ))
+    } else {
+        None
     }
 }
 

@@ -67,7 +67,8 @@ impl TextTokenizer {
         }
         // Parsed as JSON first: the tokenizers crate panics on some malformed or inconsistent
         // files instead of returning an error (see `check_components`).
-        let json: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        let mut json: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        drop_null_precompiled(&mut json);
         check_components(&json).map_err(err)?;
         let mut inner: Tokenizer = serde_json::from_value(json).map_err(|e| err(e.to_string()))?;
         // The pad token: the tokenizer's own padding settings, else `[PAD]` in its vocabulary,
@@ -252,6 +253,33 @@ fn cut(text: &str) -> (&str, bool) {
         end -= 1;
     }
     (&text[..end], end < text.len())
+}
+
+/// Removes every `Precompiled` normaliser whose `precompiled_charsmap` is null (as tokenizers
+/// converted from a SentencePiece model without normalisation rules have, opus-mt's among them):
+/// a map of no rules changes nothing, but the tokenizers crate cannot read one that is null. In a
+/// `Sequence` it is dropped from the list; as the whole normaliser, it becomes none.
+fn drop_null_precompiled(json: &mut Value) {
+    let is_null_precompiled = |v: &Value| {
+        v.get("type").and_then(Value::as_str) == Some("Precompiled")
+            && v.get("precompiled_charsmap").is_some_and(Value::is_null)
+    };
+    match json {
+        Value::Array(items) => {
+            items.retain(|v| !is_null_precompiled(v));
+            items.iter_mut().for_each(drop_null_precompiled);
+        }
+        Value::Object(map) => {
+            for v in map.values_mut() {
+                if is_null_precompiled(v) {
+                    *v = Value::Null;
+                } else {
+                    drop_null_precompiled(v);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Refuses what the tokenizers crate (0.22) would panic on rather than report, found by

@@ -413,12 +413,25 @@ pub struct GpuParams {
 }
 
 impl GpuParams {
-    /// `ls` as one product (uploaded on first use).
+    /// `ls` as one product (uploaded on first use). A layer tied to a table already uploaded
+    /// (an LM head) multiplies by that table's copy, with a bias of zeros.
     pub fn linear(&mut self, dev: &GpuDevice, ls: &[&Linear]) -> GpuLinear {
         let key: Vec<ParamId> = ls.iter().map(|l| l.id).collect();
+        let tied = match ls {
+            [one] => one.tied.and_then(|t| self.tables.get(&t)).cloned(),
+            _ => None,
+        };
         self.linears
             .entry(key)
-            .or_insert_with(|| GpuLinear::fused(dev, "linear", ls))
+            .or_insert_with(|| match tied {
+                Some(table) => GpuLinear {
+                    weight: table.weight,
+                    bias: storage(dev, "zeros", &vec![0.0; table.rows as usize]),
+                    n: table.rows,
+                    k: table.dim,
+                },
+                None => GpuLinear::fused(dev, "linear", ls),
+            })
             .clone()
     }
 
