@@ -410,10 +410,13 @@ impl<'a> Report<'a> {
 #[derive(serde::Serialize)]
 pub struct RunInfo<'a> {
     pub model: &'a str,
+    pub model_type: &'static str,
     pub backend: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<&'a str>,
     pub mask: MaskKind,
+    /// Whether `mask` is not the one the model was trained with (see [`Report::mask_ablation`]).
+    pub mask_ablation: bool,
     /// The forward pass alone, in milliseconds.
     pub elapsed_ms: f64,
     /// `[B, L, H, T, T]`
@@ -432,6 +435,21 @@ pub struct RunInfo<'a> {
 #[derive(serde::Serialize)]
 pub struct ModelInfo<'a> {
     pub name: &'a str,
+    /// The family, as HF's `model_type` names it (`bert`, `roberta`, `distilbert`, `gpt2`).
+    pub model_type: &'static str,
+    /// `encoder`, or `decoder` for a decoder-only model.
+    pub stack: crate::engine::ops::Stack,
+    /// The mask the model was trained with (`padding`, or `causal` for a decoder-only model).
+    pub own_mask: MaskKind,
+    /// Whether it reads token types (segment A / B).
+    pub token_types: bool,
+    /// The first position id of a text (RoBERTa's: its padding index + 1; else 0).
+    pub position_offset: usize,
+    /// Whether it predicts the next token (an LM head: `topK` runs give `nextTokens`).
+    pub lm_head: bool,
+    /// The special tokens its tokenizer adds around a text (`[CLS]`/`[SEP]`, `<s>`/`</s>`; none
+    /// for GPT-2).
+    pub specials: Vec<String>,
     pub layers: usize,
     pub heads: usize,
     pub hidden: usize,
@@ -456,14 +474,29 @@ impl<'a> ModelInfo<'a> {
             .filter_map(|(id, name)| Some((id.parse().ok()?, name.clone())))
             .collect();
         labels.sort();
+        let special = model.tokenizer.special_ids();
         Self {
             name: model.short_name(),
+            model_type: c.family.name(),
+            stack: model.stack(),
+            own_mask: model.own_mask(),
+            token_types: c.family.has_token_types(),
+            position_offset: match (c.family, c.pad_token_id) {
+                (crate::model::Family::Roberta, Some(pad)) => pad as usize + 1,
+                _ => 0,
+            },
+            lm_head: model.weights.has_lm_head(),
+            specials: [special.cls, special.sep]
+                .into_iter()
+                .flatten()
+                .map(|id| model.tokenizer.token(id))
+                .collect(),
             layers: c.num_hidden_layers,
             heads: c.num_attention_heads,
             hidden: c.hidden_size,
             head_dim: c.head_dim(),
             intermediate: c.intermediate_size,
-            max_length: c.max_position_embeddings,
+            max_length: c.max_tokens(),
             vocab_size: c.vocab_size,
             hidden_act: match c.hidden_act {
                 Activation::Gelu => "gelu",

@@ -19,7 +19,7 @@ use crate::masks::{Mask, MaskKind};
 use crate::model::{
     limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
 };
-use crate::report::{item_attention, ItemInput, ModelInfo, RunInfo};
+use crate::report::{item_attention, next_tokens, ItemInput, ModelInfo, RunInfo};
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
 /// this module's memory (the worker calls it once, after `init`, where the page is
@@ -99,6 +99,9 @@ struct RunOptions {
     /// Cross-attention through this layer from the pair's second sentence to each text
     /// (`crossAttention`, one `{layer, queries, keys, attention: (H, n_q, n_k)}` a text).
     cross_attention: Option<usize>,
+    /// For a model with an LM head: the K likeliest next tokens at every position
+    /// (`nextTokens`, `[B][T][K]` of `{id, token, text, p}`, as the CLI's `--top-k`).
+    top_k: Option<usize>,
 }
 
 /// The message of the last panic in this module. A panic aborts the wasm call (a
@@ -374,6 +377,7 @@ impl Session {
     /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
     /// scores?: Float32Array (unless `scores: false`), mask: Uint8Array, logits?: Float32Array,
+    /// nextTokens?: [B][T][K] of {id, token, text, p} (with `topK`, for a model with an LM head),
     /// headMetrics?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
     /// hiddenStates?: Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
     /// preActivation, intermediate, output, embeddings?: {word, position, tokenType, sum,
@@ -403,7 +407,7 @@ impl Session {
             hidden_states: options.hidden_states,
             layer_trace: options.layer_trace,
             embeddings: options.embeddings,
-            lm_logits: false,
+            lm_logits: options.top_k.is_some() && self.runner.model().weights.has_lm_head(),
         };
         let cross = match (options.cross_attention, pair.as_deref()) {
             (None, _) => vec![],
@@ -423,11 +427,14 @@ impl Session {
         let shape = t.attention.shape();
         let (b, l, h, tt) = (shape[0], shape[1], shape[2], shape[3]);
         let special = self.runner.model().tokenizer.special_ids();
+        let model = self.runner.model();
         let info = RunInfo {
-            model: self.runner.model().short_name(),
+            model: model.short_name(),
+            model_type: model.config.family.name(),
             backend: &run.backend,
             fallback: run.fallback.as_deref(),
             mask: kind,
+            mask_ablation: kind != model.own_mask(),
             elapsed_ms: run.elapsed_ms,
             shape: [shape[0], shape[1], shape[2], shape[3], shape[4]],
             items: ItemInput::all(&texts, pair.as_deref(), &input),
@@ -445,6 +452,14 @@ impl Session {
         set(&o, "mask", Uint8Array::from(m.as_slice()))?;
         if let Some(l) = &t.logits {
             set(&o, "logits", flat(l))?;
+        }
+        if let (Some(k), Some(logits)) = (options.top_k, &t.lm_logits) {
+            let probs = crate::families::next_token_probs(logits); // (B, T, V)
+            let all: Vec<_> = probs
+                .outer_iter()
+                .map(|item| next_tokens(item, k, &model.tokenizer))
+                .collect();
+            set(&o, "nextTokens", to_js(&all)?)?;
         }
         if options.head_metrics {
             // (B, metric, L, H), metrics in `info.head_metrics` order

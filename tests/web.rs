@@ -59,7 +59,7 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         .unwrap();
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
     let (g, timing) = gpu
-        .forward(&input, &mask, &TraceOptions::with_scores())
+        .forward(&m, &input, &mask, &TraceOptions::with_scores())
         .await
         .unwrap();
     let c = cpu::forward(&m, &input, &mask, &TraceOptions::with_scores()).unwrap();
@@ -86,7 +86,7 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         embeddings: true,
         ..TraceOptions::default()
     };
-    let (g, _) = gpu.forward(&input, &mask, &opts).await.unwrap();
+    let (g, _) = gpu.forward(&m, &input, &mask, &opts).await.unwrap();
     let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
     let (gt, ct) = (g.layer_trace.unwrap(), c.layer_trace.unwrap());
     let (ge, ce) = (
@@ -109,7 +109,10 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         (&gt.output, &ct.output),
         (&ge.word, &ce.word),
         (&ge.position, &ce.position),
-        (&ge.token_type, &ce.token_type),
+        (
+            ge.token_type.as_ref().unwrap(),
+            ce.token_type.as_ref().unwrap(),
+        ),
         (&ge.sum, &ce.sum),
         (&ge.normed, &ce.normed),
     ] {
@@ -128,7 +131,7 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         let input = m.tokenizer.encode(&[text], None).unwrap();
         let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
         let (g, _) = gpu
-            .forward(&input, &mask, &TraceOptions::default())
+            .forward(&m, &input, &mask, &TraceOptions::default())
             .await
             .unwrap();
         let c = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap();
