@@ -231,6 +231,14 @@ pub struct ItemInput<'a> {
     /// `[T]`, with `[PAD]` where the batch padded this text.
     pub tokens: &'a [String],
     pub token_ids: Vec<u32>,
+    /// `[length]`: each real token as a person reads it (`Ġarrow` → ` arrow`).
+    pub token_texts: &'a [String],
+    /// `[length]`: each real token's `[start, end]` in its text, in bytes (`[0, 0]` for a special
+    /// token the tokenizer added).
+    pub offsets: &'a [(usize, usize)],
+    /// `[length]`: each real token's word (the tokenizer's word boundaries); `null` for a special
+    /// token.
+    pub word_ids: &'a [Option<u32>],
     /// How many of `tokens` are real: the rest is padding.
     pub length: usize,
     /// Whether the text was cut at the model's `max_position_embeddings`.
@@ -248,6 +256,9 @@ impl<'a> ItemInput<'a> {
                 pair,
                 tokens: &input.tokens[b],
                 token_ids: input.ids.row(b).to_vec(),
+                token_texts: &input.texts[b],
+                offsets: &input.offsets[b],
+                word_ids: &input.word_ids[b],
                 length: input.valid.row(b).iter().filter(|&&v| v).count(),
                 truncated: input.truncated[b],
             })

@@ -35,6 +35,15 @@ pub struct Encoded {
     pub valid: Array2<bool>,
     /// Whether each text (or pair) was cut at the model's maximum length.
     pub truncated: Vec<bool>,
+    /// Each real token's span in its text (or the pair's second), in bytes, as the tokenizer
+    /// gives it; `(0, 0)` for a special token it added. `[B][n_b]`, padding excluded.
+    pub offsets: Vec<Vec<(usize, usize)>>,
+    /// Each real token's word, by the tokenizer's own word boundaries (its pre-tokenizer): the
+    /// pieces of one word share an index; `None` for a special token. `[B][n_b]`.
+    pub word_ids: Vec<Vec<Option<u32>>>,
+    /// Each real token as a person reads it: its span of the text, a space before it where the
+    /// token carries one (`Ġ`, `▁`); a special token as it is (`[CLS]`, `<s>`). `[B][n_b]`.
+    pub texts: Vec<Vec<String>>,
 }
 
 impl Encoded {
@@ -231,13 +240,52 @@ impl TextTokenizer {
             .map_err(|e| Error::Input(e.to_string()))?
             .mapv(|m| m != 0);
         let tokens = encodings.iter().map(|e| e.get_tokens().to_vec()).collect();
+        // what each real token reads as (before the padding added above)
+        let mut offsets = Vec::with_capacity(b);
+        let mut word_ids = Vec::with_capacity(b);
+        let mut texts = Vec::with_capacity(b);
+        for (i, e) in encodings.iter().enumerate() {
+            let n = e.get_attention_mask().iter().filter(|&&m| m != 0).count();
+            let sources = [cut_texts[i].0, cut_pair.map_or("", |(p, _)| p)];
+            let mut spans = Vec::with_capacity(n);
+            let mut shown = Vec::with_capacity(n);
+            for j in 0..n {
+                let special = e.get_special_tokens_mask()[j] == 1;
+                let span = if special { (0, 0) } else { e.get_offsets()[j] };
+                let token = &e.get_tokens()[j];
+                shown.push(if special {
+                    token.clone()
+                } else {
+                    let source = sources[e.get_sequence_ids()[j].unwrap_or(0).min(1)];
+                    token_text(token, source.get(span.0..span.1).unwrap_or(token))
+                });
+                spans.push(span);
+            }
+            offsets.push(spans);
+            word_ids.push(e.get_word_ids()[..n].to_vec());
+            texts.push(shown);
+        }
         Ok(Encoded {
             tokens,
             ids,
             type_ids,
             valid,
             truncated,
+            offsets,
+            word_ids,
+            texts,
         })
+    }
+}
+
+/// A token as a person reads it: `span`, its part of the text, with a space before it where the
+/// token carries one (byte-level BPE's `Ġ`, SentencePiece's `▁`) and the span has none.
+fn token_text(token: &str, span: &str) -> String {
+    let spaced = token.starts_with('Ġ') || token.starts_with('▁');
+    if spaced && !span.starts_with(char::is_whitespace) {
+        format!(" {span}")
+    } else {
+        span.to_owned()
     }
 }
 
