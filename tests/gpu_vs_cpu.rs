@@ -31,6 +31,9 @@ fn synthetic(m: &Model, t: usize, real: &[usize]) -> Encoded {
         type_ids,
         valid,
         truncated: vec![false; b],
+        offsets: vec![vec![]; b],
+        word_ids: vec![vec![]; b],
+        texts: vec![vec![]; b],
     }
 }
 

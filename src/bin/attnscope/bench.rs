@@ -32,6 +32,9 @@ fn input_of_len(full: &Encoded, t: usize) -> Encoded {
     input.type_ids = full.type_ids.slice(s![.., ..t]).to_owned();
     input.valid = full.valid.slice(s![.., ..t]).to_owned();
     input.tokens = vec![full.tokens[0][..t].to_vec()];
+    input.offsets = vec![full.offsets[0][..t].to_vec()];
+    input.word_ids = vec![full.word_ids[0][..t].to_vec()];
+    input.texts = vec![full.texts[0][..t].to_vec()];
     input
 }
 
