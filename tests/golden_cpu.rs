@@ -3,7 +3,7 @@
 
 mod common;
 
-use attnscope::engine::{cpu, TraceOptions};
+use attnscope::engine::cpu;
 use common::*;
 
 fn cpu_forward(
@@ -11,7 +11,7 @@ fn cpu_forward(
     input: &attnscope::model::Encoded,
     mask: &attnscope::Mask,
 ) -> attnscope::Result<attnscope::Trace> {
-    cpu::forward(m, input, mask, &TraceOptions::default())
+    cpu::forward(m, input, mask, &golden_options())
 }
 
 golden_tests!(cpu_forward);

@@ -463,10 +463,147 @@ def tiny_preln(src_tok):
     write_case("tiny_preln_causal", "tiny-bert-preln", spec, encs, ids, types, dict(attention=att, hidden=hidden))
 
 
+# Model families (issue 23): tiny RoBERTa, DistilBERT and GPT-2 checkpoints made by transformers'
+# own classes with random weights (initializer_range 0.25, so that attention is far from uniform),
+# their tokenizers trained here on a small corpus, and HF's outputs on a padded batch.
+CORPUS = [
+    "time flies like an arrow", "fruit flies like a banana", "the cat sat on the mat",
+    "the quick brown fox jumps over the lazy dog", "it was happy", "a dog!",
+    "The animal didn't cross the street because it was too tired.",
+    "Café naïve résumé, ok? 😀", "attention is all you need", "transformers read the whole sentence at once",
+    "every head decides which other tokens matter", "layer after layer the meaning settles",
+    "the model expects the next word", "she sells sea shells by the sea shore",
+    "colourless green ideas sleep furiously", "where does the model look when it writes this word",
+] * 20
+
+
+def byte_level_tokenizer(path, specials, roberta):
+    """A byte-level BPE tokenizer.json as GPT-2's (no special tokens added) or RoBERTa's
+    (`<s> A </s>`, `<s> A </s></s> B </s>`), trained on CORPUS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    if roberta:
+        tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")),
+                                                          ("<s>", tok.token_to_id("<s>")))
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.save(path)
+    return tok.get_vocab_size()
+
+
+def family_case(name, model_dir, model_type, spec, tok, model, pad_id, extra_tensors=None, extra=None):
+    """Runs `model` (eager attention) on the case's padded batch and writes the golden case."""
+    encs = tok.encode_batch([(t, spec["pair"]) if spec.get("pair") else t for t in spec["texts"]])
+    t = max(len(e.ids) for e in encs)
+    ids = torch.tensor([e.ids + [pad_id] * (t - len(e.ids)) for e in encs])
+    valid = torch.tensor([[1] * len(e.ids) + [0] * (t - len(e.ids)) for e in encs])
+    types = torch.zeros_like(ids)
+    out = model(input_ids=ids, attention_mask=valid, output_attentions=True, output_hidden_states=True)
+    att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
+    # the base model's last_hidden_state (GPT-2's after ln_f), as HF returns it
+    base = model.transformer if hasattr(model, "lm_head") else model
+    hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state
+    tensors = dict(attention=att, hidden=hidden, **(extra_tensors(out) if extra_tensors else {}))
+    padded = [e.tokens + [tok.id_to_token(pad_id)] * (t - len(e.ids)) for e in encs]
+
+    class Enc:  # write_case reads .tokens
+        def __init__(self, tokens):
+            self.tokens = tokens
+    write_case(name, model_dir, spec, [Enc(p) for p in padded], ids, types, tensors,
+               extra=dict(model_type=model_type, **(extra or {})))
+    return att, valid
+
+
+@torch.no_grad()
+def tiny_roberta():
+    from transformers import RobertaConfig, RobertaModel
+    d = os.path.join(MODELS, "tiny-roberta")
+    os.makedirs(d, exist_ok=True)
+    n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), ["<s>", "<pad>", "</s>", "<unk>", "<mask>"], True)
+    torch.manual_seed(2)
+    cfg = RobertaConfig(vocab_size=n, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                        max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                        hidden_act="gelu", initializer_range=0.25, layer_norm_eps=1e-5)
+    model = RobertaModel(cfg, add_pooling_layer=False).eval()
+    round_to(model, torch.float16)
+    state = {k: v.half().contiguous() for k, v in model.state_dict().items() if "position_ids" not in k and "token_type_ids" not in k}
+    save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    cfg.to_json_file(os.path.join(d, "config.json"))
+    model.config._attn_implementation = "eager"
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    family_case("roberta_batch", "tiny-roberta", "roberta",
+                dict(texts=["time flies like an arrow", "Café naïve 😀", "the cat sat on the mat"], mask="padding"),
+                tok, model, cfg.pad_token_id)
+    family_case("roberta_pair", "tiny-roberta", "roberta",
+                dict(texts=["the cat sat on the mat", "a dog!"], pair="it was happy", mask="padding"),
+                tok, model, cfg.pad_token_id)
+
+
+@torch.no_grad()
+def tiny_distilbert():
+    from transformers import DistilBertConfig, DistilBertModel
+    d = os.path.join(MODELS, "tiny-distilbert")
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(MODELS, "tiny-bert", "tokenizer.json"), os.path.join(d, "tokenizer.json"))
+    n = len(json.load(open(os.path.join(d, "tokenizer.json")))["model"]["vocab"])
+    torch.manual_seed(3)
+    cfg = DistilBertConfig(vocab_size=n, dim=24, n_layers=2, n_heads=3, hidden_dim=40, max_position_embeddings=64,
+                           activation="gelu", initializer_range=0.25, pad_token_id=0)
+    model = DistilBertModel(cfg).eval()
+    for p in model.parameters():  # DistilBERT's init leaves LayerNorms at 1/0: give them some spread too
+        if p.dim() == 1:
+            p.data += 0.1 * torch.randn_like(p)
+    round_to(model, torch.bfloat16)
+    state = {k: v.bfloat16().contiguous() for k, v in model.state_dict().items() if "position_ids" not in k}
+    save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    cfg.to_json_file(os.path.join(d, "config.json"))
+    model.config._attn_implementation = "eager"
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    family_case("distilbert_batch", "tiny-distilbert", "distilbert",
+                dict(texts=["time flies like an arrow", "a dog!"], mask="padding"), tok, model, 0)
+
+
+@torch.no_grad()
+def tiny_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    d = os.path.join(MODELS, "tiny-gpt2")
+    os.makedirs(d, exist_ok=True)
+    n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), ["<|endoftext|>"], False)
+    torch.manual_seed(4)
+    cfg = GPT2Config(vocab_size=n, n_positions=64, n_embd=24, n_layer=2, n_head=3, activation_function="gelu_new",
+                     initializer_range=0.25, bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(cfg).eval()
+    # the original gpt2 files: no `transformer.` prefix, no lm_head (tied to wte), and the causal
+    # mask as a buffer in every layer (attn.bias) beside attn.masked_bias, which the engine ignores
+    state = {k.removeprefix("transformer."): v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    for i in range(cfg.n_layer):
+        state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(64, 64)).view(1, 1, 64, 64)
+        state[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    cfg.architectures = ["GPT2LMHeadModel"]
+    cfg.to_json_file(os.path.join(d, "config.json"))
+    again = GPT2LMHeadModel.from_pretrained(d, attn_implementation="eager").eval()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    probe = torch.tensor([tok.encode("time flies like an arrow").ids])
+    assert (again(probe).logits - model(probe).logits).abs().max() < 1e-5, "the saved file does not load back"
+    probs = lambda out: dict(next_token_probs=F.softmax(out.logits, dim=-1))  # (B, T, V)
+    att, valid = family_case("gpt2_batch", "tiny-gpt2", "gpt2",
+                             dict(texts=["time flies like an arrow", "the cat sat", "fruit flies like a banana"], mask="causal"),
+                             tok, again, cfg.eos_token_id, probs)
+    check_causal(att, valid)
+    family_case("gpt2_single", "tiny-gpt2", "gpt2", dict(texts=["attention is all you need"], mask="causal"),
+                tok, again, cfg.eos_token_id, probs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    groups = ["minilm", "heads", "inside", "tiny"]
+    groups = ["minilm", "heads", "inside", "tiny", "families"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -482,6 +619,10 @@ def main():
         tok = os.path.join(args.model, "tokenizer.json")
         tiny_bert(tok)
         tiny_preln(tok)
+    if "families" in only:
+        tiny_roberta()
+        tiny_distilbert()
+        tiny_gpt2()
 
 
 if __name__ == "__main__":

@@ -177,6 +177,21 @@ pub fn check_golden(name: &str, forward: Forward) -> (f32, f32) {
         dh <= HIDDEN_TOL,
         "{name}: hidden max |Δ| {dh} > {HIDDEN_TOL}"
     );
+    match (g.tensors.get("next_token_probs"), &trace.lm_logits) {
+        (Some(want), Some(logits)) => {
+            let got = attnscope::families::next_token_probs(logits);
+            let dp = max_abs_diff(got.view().into_dyn(), want.view());
+            eprintln!("{name}: next-token probabilities max |Δ| {dp:.2e}");
+            assert!(
+                dp <= ATTENTION_TOL,
+                "{name}: next-token probabilities max |Δ| {dp} > {ATTENTION_TOL}"
+            );
+        }
+        (None, _) => {}
+        (Some(_), None) => {
+            panic!("{name}: the fixture has next-token probabilities, the trace no LM logits")
+        }
+    }
     match (g.tensors.get("logits"), &trace.logits) {
         (Some(want), Some(got)) => {
             let dl = max_abs_diff(got.view().into_dyn(), want.view());
@@ -210,10 +225,17 @@ pub fn gpu_engine(m: &Model) -> &'static GpuEngine {
         .or_insert_with(|| Box::leak(Box::new(GpuEngine::new(dev.clone(), m).unwrap())))
 }
 
-/// The GPU forward pass, keeping scores.
+/// What the golden tests keep: the scores, and the LM logits where the model has an LM head.
+pub fn golden_options() -> TraceOptions {
+    TraceOptions {
+        lm_logits: true,
+        ..TraceOptions::with_scores()
+    }
+}
+
+/// The GPU forward pass, keeping scores (and LM logits, where there is an LM head).
 pub fn gpu_forward(m: &Model, input: &Encoded, mask: &Mask) -> attnscope::Result<Trace> {
-    pollster::block_on(gpu_engine(m).forward(m, input, mask, &TraceOptions::with_scores()))
-        .map(|(t, _)| t)
+    pollster::block_on(gpu_engine(m).forward(m, input, mask, &golden_options())).map(|(t, _)| t)
 }
 
 /// One `#[test]` per golden case, each checking `$forward`
@@ -231,7 +253,12 @@ macro_rules! golden_tests {
     minilm_causal,
     minilm_nomask,
     tiny_bert_pair,
-    tiny_preln_causal
+    tiny_preln_causal,
+    roberta_batch,
+    roberta_pair,
+    distilbert_batch,
+    gpt2_batch,
+    gpt2_single
         );
     };
     ($forward:expr; $($name:ident),* $(,)?) => {
