@@ -508,7 +508,8 @@ def family_case(name, model_dir, model_type, spec, tok, model, pad_id, extra_ten
     # the base model's last_hidden_state (GPT-2's after ln_f), as HF returns it
     base = model.transformer if hasattr(model, "lm_head") else model
     hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state
-    tensors = dict(attention=att, hidden=hidden, **(extra_tensors(out) if extra_tensors else {}))
+    tensors = dict(attention=att, hidden=hidden, hidden_states=torch.stack(out.hidden_states, dim=1),
+                   **(extra_tensors(out) if extra_tensors else {}))
     padded = [e.tokens + [tok.id_to_token(pad_id)] * (t - len(e.ids)) for e in encs]
 
     class Enc:  # write_case reads .tokens
@@ -600,6 +601,39 @@ def tiny_gpt2():
                 tok, again, cfg.eos_token_id, probs)
 
 
+TOKENIZERS = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
+
+
+def sentencepiece_tokenizers():
+    """Two SentencePiece-style tokenizer.json files: a Unigram model trained here (Metaspace ▁)
+    with the tokens and ids the tokenizers library gives a few texts, and one shaped like the
+    converted opus-mt (Marian) tokenizers, whose Precompiled normaliser has a null charsmap."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    os.makedirs(TOKENIZERS, exist_ok=True)
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(CORPUS, trainers.UnigramTrainer(vocab_size=200, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                            unk_token="<unk>", show_progress=False))
+    tok.save(os.path.join(TOKENIZERS, "unigram.json"))
+    texts = ["time flies like an arrow", "Café naïve 😀", "the cat sat on the mat"]
+    expected = [dict(text=t, tokens=e.tokens, ids=e.ids, offsets=e.offsets) for t, e in zip(texts, tok.encode_batch(texts))]
+    with open(os.path.join(TOKENIZERS, "unigram_expected.json"), "w") as f:
+        json.dump(expected, f, ensure_ascii=False, indent=1)
+    spec = json.loads(tok.to_str())
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Precompiled", "precompiled_charsmap": None},
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+    with open(os.path.join(TOKENIZERS, "precompiled_null.json"), "w") as f:
+        json.dump(spec, f, ensure_ascii=False)
+    try:  # what the Python library makes of it, for the record (tokenizers 0.23: a Rust panic)
+        Tokenizer.from_file(os.path.join(TOKENIZERS, "precompiled_null.json"))
+        print("precompiled_null.json: the tokenizers library loads it")
+    except BaseException as e:  # pyo3's PanicException is not an Exception
+        print(f"precompiled_null.json: the tokenizers library fails on it: {type(e).__name__}: {e}")
+    print(f"{TOKENIZERS}: unigram.json ({tok.get_vocab_size()} tokens), precompiled_null.json")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
@@ -623,6 +657,7 @@ def main():
         tiny_roberta()
         tiny_distilbert()
         tiny_gpt2()
+        sentencepiece_tokenizers()
 
 
 if __name__ == "__main__":

@@ -80,18 +80,24 @@ impl TextTokenizer {
         drop_null_precompiled(&mut json);
         check_components(&json).map_err(err)?;
         let mut inner: Tokenizer = serde_json::from_value(json).map_err(|e| err(e.to_string()))?;
-        // The pad token: the tokenizer's own padding settings, else `[PAD]` in its vocabulary,
-        // else the config's `pad_token_id`.
+        // The pad token: the tokenizer's own padding settings, else `[PAD]` or `<pad>` in its
+        // vocabulary, else the config's `pad_token_id` (GPT-2's end of text). A tokenizer without
+        // any (GPT-2's) pads with id 0, shown as `[PAD]`: padding is masked, whatever its id.
         let (pad_id, pad_token) = match inner.get_padding() {
             Some(p) => (p.pad_id, p.pad_token.clone()),
-            None => match (inner.token_to_id("[PAD]"), pad_token_id) {
-                (Some(id), _) => (id, "[PAD]".to_owned()),
-                (None, Some(id)) => (
-                    id,
-                    inner.id_to_token(id).unwrap_or_else(|| "[PAD]".to_owned()),
-                ),
-                (None, None) => return Err(err("no pad token (no padding settings, no [PAD] in the vocabulary, no pad_token_id)".into())),
-            },
+            None => {
+                let named = ["[PAD]", "<pad>"]
+                    .into_iter()
+                    .find_map(|t| Some((inner.token_to_id(t)?, t.to_owned())));
+                match (named, pad_token_id) {
+                    (Some(named), _) => named,
+                    (None, Some(id)) => (
+                        id,
+                        inner.id_to_token(id).unwrap_or_else(|| "[PAD]".to_owned()),
+                    ),
+                    (None, None) => (0, "[PAD]".to_owned()),
+                }
+            }
         };
         // Checkpoints often ship fixed padding (to 128 here) and truncation at 128: switch
         // both off; we truncate at the model's maximum length instead.
@@ -281,7 +287,13 @@ impl TextTokenizer {
 /// A token as a person reads it: `span`, its part of the text, with a space before it where the
 /// token carries one (byte-level BPE's `Ġ`, SentencePiece's `▁`) and the span has none.
 fn token_text(token: &str, span: &str) -> String {
-    let spaced = token.starts_with('Ġ') || token.starts_with('▁');
+    let marker = |c: char| c == 'Ġ' || c == '▁';
+    if token.chars().all(marker) {
+        // the marker alone (SentencePiece's `▁` before a word it does not join): the space
+        // itself, whatever span the tokenizer gave it
+        return " ".repeat(token.chars().count());
+    }
+    let spaced = token.starts_with(marker);
     if spaced && !span.starts_with(char::is_whitespace) {
         format!(" {span}")
     } else {
