@@ -12,6 +12,33 @@ const CONFIG: &[u8] = include_bytes!("../tests/fixtures/models/tiny-bert/config.
 const WEIGHTS: &[u8] = include_bytes!("../tests/fixtures/models/tiny-bert/model.safetensors");
 const TOKENIZER: &[u8] = include_bytes!("../tests/fixtures/models/tiny-bert/tokenizer.json");
 
+/// Each family's committed tiny checkpoint: `(config.json, model.safetensors, tokenizer.json)`.
+macro_rules! checkpoint {
+    ($name:literal) => {
+        (
+            include_bytes!(concat!("../tests/fixtures/models/", $name, "/config.json")).as_slice(),
+            include_bytes!(concat!(
+                "../tests/fixtures/models/",
+                $name,
+                "/model.safetensors"
+            ))
+            .as_slice(),
+            include_bytes!(concat!(
+                "../tests/fixtures/models/",
+                $name,
+                "/tokenizer.json"
+            ))
+            .as_slice(),
+        )
+    };
+}
+const FAMILIES: [(&[u8], &[u8], &[u8]); 4] = [
+    (CONFIG, WEIGHTS, TOKENIZER),
+    checkpoint!("tiny-roberta"),
+    checkpoint!("tiny-distilbert"),
+    checkpoint!("tiny-gpt2"),
+];
+
 /// The committed tiny checkpoint (2 layers × 3 heads, hidden 24, 64 positions), loaded once.
 fn tiny() -> &'static Model {
     static MODEL: OnceLock<Model> = OnceLock::new();
@@ -20,15 +47,20 @@ fn tiny() -> &'static Model {
     })
 }
 
-/// `model.safetensors` bytes → a model, with the tiny checkpoint's valid config and tokenizer.
+/// `model.safetensors` bytes → a model, with each family's tiny checkpoint's valid config and
+/// tokenizer (every family's keys are looked for in the bytes).
 pub fn weights(safetensors: &[u8]) {
-    let _ = Model::from_bytes("fuzz", CONFIG, safetensors, TOKENIZER);
+    for (config, _, tokenizer) in FAMILIES {
+        let _ = Model::from_bytes("fuzz", config, safetensors, tokenizer);
+    }
 }
 
-/// `config.json` bytes → a model, with the tiny checkpoint's weights and tokenizer: the config
-/// decides every shape read from the weights, so an absurd one must be refused first.
+/// `config.json` bytes → a model, with each family's tiny checkpoint's weights and tokenizer:
+/// the config decides every shape read from the weights, so an absurd one must be refused first.
 pub fn config(config_json: &[u8]) {
-    let _ = Model::from_bytes("fuzz", config_json, WEIGHTS, TOKENIZER);
+    for (_, weights, tokenizer) in FAMILIES {
+        let _ = Model::from_bytes("fuzz", config_json, weights, tokenizer);
+    }
 }
 
 /// `tokenizer.json` bytes → a tokenizer, then a few texts through it and, when they pass the

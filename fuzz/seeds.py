@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Writes the seed inputs of every fuzz target into fuzz/corpus/<target>/seed-* from the committed
-tiny checkpoints (tests/fixtures/models/tiny-bert*) and a few generated cases. Idempotent."""
+tiny checkpoints of every family (tests/fixtures/models/tiny-*) and a few generated cases.
+Idempotent."""
 import json
 import os
 import struct
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = [os.path.join(ROOT, "tests/fixtures/models", m) for m in ("tiny-bert", "tiny-bert-preln")]
+FAMILY_MODELS = ("tiny-bert", "tiny-bert-preln", "tiny-roberta", "tiny-distilbert", "tiny-gpt2")
+MODELS = [os.path.join(ROOT, "tests/fixtures/models", m) for m in FAMILY_MODELS]
 CORPUS = os.path.join(ROOT, "fuzz/corpus")
 
 
@@ -32,6 +34,13 @@ def seeds():
                  {"hidden_size": 1000000000}, {"num_attention_heads": 0},
                  {"max_position_embeddings": 3}, {"pad_token_id": 99}):
         configs.append(json.dumps({**base, **edit}).encode())
+    gpt2 = json.loads(configs[FAMILY_MODELS.index("tiny-gpt2")])
+    for edit in ({"n_inner": 7}, {"n_head": 5}, {"n_positions": 1000000000}, {"scale_attn_by_inverse_layer_idx": True},
+                 {"model_type": "llama"}, {"activation_function": "swish"}):
+        configs.append(json.dumps({**gpt2, **edit}).encode())
+    distil = json.loads(configs[FAMILY_MODELS.index("tiny-distilbert")])
+    for edit in ({"dim": 25}, {"n_layers": 0}, {"hidden_dim": 1 << 40}):
+        configs.append(json.dumps({**distil, **edit}).encode())
     weights.append(safetensors({"embeddings.word_embeddings.weight":
                                 {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16)))
     weights.append(safetensors({"__metadata__": {"format": "pt"}}))
@@ -47,7 +56,7 @@ def seeds():
         "config": configs,
         "tokenizer": tokenizers,
         "model": [struct.pack("<II", len(c), len(t)) + c + t + w
-                  for c, t, w in zip(configs[:2], tokenizers[:2], weights[:2])],
+                  for c, t, w in zip(configs[:len(MODELS)], tokenizers, weights[:len(MODELS)])],
         "forward": [bytes([flags]) + t for flags in range(8) for t in texts],
     }
 

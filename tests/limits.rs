@@ -462,3 +462,123 @@ fn the_limits_admit_bert_large() {
     let c = attnscope::model::Config::from_json(&config, "config.json").unwrap();
     assert!(c.parameter_count() > 300_000_000);
 }
+
+/// A family's tiny checkpoint with its config.json edited as `edits` say, loaded from bytes:
+/// the error and the largest allocation made while failing.
+fn family_err(name: &str, edits: &[(&str, &str)]) -> (Error, String, usize) {
+    let read = |f: &str| std::fs::read(model_dir(name).join(f)).unwrap();
+    let mut c: serde_json::Value = serde_json::from_slice(&read("config.json")).unwrap();
+    for (key, value) in edits {
+        c[*key] = serde_json::from_str(value).unwrap();
+    }
+    let config = serde_json::to_vec(&c).unwrap();
+    let (w, t) = (read("model.safetensors"), read("tokenizer.json"));
+    let (result, peak) = largest_allocation(|| Model::from_bytes(name, &config, &w, &t));
+    let e = result.err().expect("loading must fail");
+    let msg = e.to_string();
+    (e, msg, peak)
+}
+
+#[test]
+fn every_familys_absurd_sizes_are_refused_by_its_own_field_names() {
+    for (name, key, value, limit) in [
+        ("tiny-gpt2", "n_embd", "1000000000", MAX_HIDDEN_SIZE),
+        ("tiny-gpt2", "n_layer", "1000000", MAX_LAYERS),
+        ("tiny-gpt2", "n_head", "1000000", MAX_HEADS),
+        ("tiny-gpt2", "n_positions", "1000000000", MAX_POSITIONS),
+        ("tiny-gpt2", "n_inner", "1000000000", MAX_INTERMEDIATE_SIZE),
+        ("tiny-gpt2", "vocab_size", "1000000000000", MAX_VOCAB_SIZE),
+        ("tiny-distilbert", "dim", "1000000000", MAX_HIDDEN_SIZE),
+        ("tiny-distilbert", "n_layers", "1000000", MAX_LAYERS),
+        (
+            "tiny-distilbert",
+            "hidden_dim",
+            "1000000000",
+            MAX_INTERMEDIATE_SIZE,
+        ),
+        (
+            "tiny-roberta",
+            "max_position_embeddings",
+            "1000000000",
+            MAX_POSITIONS,
+        ),
+    ] {
+        let (e, msg, peak) = family_err(name, &[(key, value)]);
+        assert!(matches!(e, Error::Config { .. }), "{name} {key}: {msg}");
+        assert!(
+            msg.contains(&format!("{name}/config.json"))
+                && msg.contains(&format!("`{key}` {value} is over the limit of {limit}")),
+            "{name} {key}: {msg}"
+        );
+        assert!(peak < SMALL, "{name} {key}: allocated {peak} bytes at once");
+    }
+    // what the engines do not compute is refused by name, not run wrong
+    for (name, key, value, says) in [
+        (
+            "tiny-gpt2",
+            "n_head",
+            "5",
+            "`n_embd` 24 is not divisible by `n_head` 5",
+        ),
+        (
+            "tiny-gpt2",
+            "scale_attn_by_inverse_layer_idx",
+            "true",
+            "`scale_attn_by_inverse_layer_idx` is not supported",
+        ),
+        (
+            "tiny-gpt2",
+            "scale_attn_weights",
+            "false",
+            "`scale_attn_weights` false is not supported",
+        ),
+        ("tiny-gpt2", "activation_function", "\"swish\"", "swish"),
+        (
+            "tiny-distilbert",
+            "n_layers",
+            "0",
+            "`n_layers` must be positive",
+        ),
+        (
+            "tiny-roberta",
+            "position_embedding_type",
+            "\"relative_key\"",
+            "relative_key",
+        ),
+    ] {
+        let (e, msg, _) = family_err(name, &[(key, value)]);
+        assert!(matches!(e, Error::Config { .. }), "{name} {key}: {msg}");
+        assert!(msg.contains(says), "{name} {key}: {msg}");
+    }
+}
+
+#[test]
+fn a_family_checkpoint_missing_a_tensor_names_its_own_key() {
+    for (name, key) in [
+        ("tiny-gpt2", "h.1.attn.c_attn.weight"),
+        ("tiny-gpt2", "ln_f.weight"),
+        ("tiny-distilbert", "transformer.layer.1.ffn.lin2.weight"),
+        ("tiny-distilbert", "transformer.layer.0.sa_layer_norm.bias"),
+        ("tiny-roberta", "encoder.layer.1.attention.self.value.bias"),
+    ] {
+        let dir = model_dir(name);
+        let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        // the tensor renamed, so the file still holds as many values as the config needs
+        let views: Vec<(String, safetensors::tensor::TensorView)> = st
+            .tensors()
+            .into_iter()
+            .map(|(k, v)| (if k == key { format!("{k}.renamed") } else { k }, v))
+            .collect();
+        let w = safetensors::serialize(views, None).unwrap();
+        let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+        let e = Model::from_bytes(name, &read("config.json"), &w, &read("tokenizer.json"))
+            .err()
+            .expect("loading must fail");
+        assert!(
+            matches!(&e, Error::MissingTensor { key: k, .. } if k == key),
+            "{name}: {e}"
+        );
+        assert!(e.to_string().contains(key), "{e}");
+    }
+}

@@ -46,7 +46,7 @@ pub struct Gpt2Weights {
     pub wpe: Table,
     pub blocks: Vec<Block>,
     pub ln_f: LayerNorm,
-    /// `h·wteᵀ`, tied to `wte`.
+    /// `h·wteᵀ`, tied to `wte` (or the file's own `lm_head.weight`, where it has one).
     pub lm_head: Linear,
 }
 
@@ -91,7 +91,14 @@ impl Gpt2Weights {
             .into_iter()
             .collect::<Result<Vec<_>>>()?;
         let ln_f = LayerNorm::load(t, &format!("{p}ln_f"), d, eps)?;
-        let lm_head = Linear::tied(&wte);
+        // tied to wte, as GPT-2 is, unless the file holds a head of its own
+        let lm_head = match t.shape("lm_head.weight") {
+            Some(_) => Linear::new(
+                t.read2("lm_head.weight", c.vocab_size, d)?,
+                ndarray::Array1::zeros(c.vocab_size),
+            ),
+            None => Linear::tied(&wte),
+        };
         Ok(Self {
             wte,
             wpe,

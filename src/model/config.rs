@@ -80,6 +80,32 @@ impl Family {
         }
     }
 
+    /// The name this family's `config.json` gives the field BERT names `bert_name` (GPT-2's
+    /// `n_embd` for `hidden_size`, …).
+    pub fn field(self, bert_name: &'static str) -> &'static str {
+        let renamed: &[(&str, &'static str)] = match self {
+            Self::Bert | Self::Roberta => &[],
+            Self::DistilBert => &[
+                ("hidden_size", "dim"),
+                ("num_hidden_layers", "n_layers"),
+                ("num_attention_heads", "n_heads"),
+                ("intermediate_size", "hidden_dim"),
+            ],
+            Self::Gpt2 => &[
+                ("hidden_size", "n_embd"),
+                ("num_hidden_layers", "n_layer"),
+                ("num_attention_heads", "n_head"),
+                ("intermediate_size", "n_inner"),
+                ("max_position_embeddings", "n_positions"),
+                ("layer_norm_eps", "layer_norm_epsilon"),
+            ],
+        };
+        renamed
+            .iter()
+            .find(|(bert, _)| *bert == bert_name)
+            .map_or(bert_name, |(_, own)| own)
+    }
+
     /// Whether the model reads token types (segment A / B).
     pub fn has_token_types(self) -> bool {
         matches!(self, Self::Bert | Self::Roberta)
@@ -149,6 +175,10 @@ struct DistilBertJson {
     id2label: Option<BTreeMap<String, String>>,
 }
 
+fn default_true() -> bool {
+    true
+}
+
 fn default_gpt2_activation() -> Activation {
     Activation::GeluTanh
 }
@@ -172,6 +202,8 @@ struct Gpt2Json {
     layer_norm_epsilon: f64,
     #[serde(default)]
     eos_token_id: Option<u32>,
+    #[serde(default = "default_true")]
+    scale_attn_weights: bool,
     #[serde(default)]
     scale_attn_by_inverse_layer_idx: bool,
     #[serde(default)]
@@ -294,6 +326,11 @@ impl Config {
                         return Err(bad(format!("`{name}` is not supported (only false)")));
                     }
                 }
+                if !c.scale_attn_weights {
+                    return Err(bad(
+                        "`scale_attn_weights` false is not supported (the scores are divided by √d_k)".into(),
+                    ));
+                }
                 Config {
                     family,
                     model_type,
@@ -325,6 +362,8 @@ impl Config {
                 msg,
             })
         };
+        // errors name the field as the family's config.json names it
+        let f = |name: &'static str| self.family.field(name);
         for (name, v, limit) in [
             ("vocab_size", self.vocab_size, MAX_VOCAB_SIZE),
             ("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE),
@@ -344,33 +383,54 @@ impl Config {
         ] {
             // a family without token types has no table of them
             let optional = name == "type_vocab_size" && !self.family.has_token_types();
+            let field = f(name);
             if v == 0 && !optional {
-                return bad(format!("`{name}` must be positive"));
+                return bad(format!("`{field}` must be positive"));
             }
             if v > limit {
-                return bad(format!("`{name}` {v} is over the limit of {limit}"));
+                return bad(format!("`{field}` {v} is over the limit of {limit}"));
             }
         }
         if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return bad(format!(
-                "`hidden_size` {} is not divisible by `num_attention_heads` {}",
-                self.hidden_size, self.num_attention_heads
+                "`{}` {} is not divisible by `{}` {}",
+                f("hidden_size"),
+                self.hidden_size,
+                f("num_attention_heads"),
+                self.num_attention_heads
             ));
+        }
+        // RoBERTa's positions start after its padding index, which is a row of the table too
+        if let (Family::Roberta, Some(pad)) = (self.family, self.pad_token_id) {
+            if pad as usize + 1 >= self.max_position_embeddings {
+                return bad(format!(
+                    "`pad_token_id` {pad} leaves no position for a token: RoBERTa's positions \
+                     start after it, and `max_position_embeddings` is {}",
+                    self.max_position_embeddings
+                ));
+            }
         }
         // The engines compute in f32: an eps that is not a positive f32 breaks every LayerNorm.
         let eps = self.layer_norm_eps as f32;
         if !(eps.is_finite() && eps > 0.0) {
             return bad(format!(
-                "`layer_norm_eps` {} must be positive and finite in f32",
+                "`{}` {} must be positive and finite in f32",
+                f("layer_norm_eps"),
                 self.layer_norm_eps
             ));
         }
         let parameters = self.parameter_count();
         if parameters > MAX_PARAMETERS as u128 {
             return bad(format!(
-                "the sizes imply {parameters} parameters (vocab_size {}, hidden_size {}, \
-                 num_hidden_layers {}, intermediate_size {}), over the limit of {MAX_PARAMETERS}",
-                self.vocab_size, self.hidden_size, self.num_hidden_layers, self.intermediate_size
+                "the sizes imply {parameters} parameters (vocab_size {}, {} {}, {} {}, {} {}), \
+                 over the limit of {MAX_PARAMETERS}",
+                self.vocab_size,
+                f("hidden_size"),
+                self.hidden_size,
+                f("num_hidden_layers"),
+                self.num_hidden_layers,
+                f("intermediate_size"),
+                self.intermediate_size
             ));
         }
         let (l, h, p) = (
@@ -381,9 +441,11 @@ impl Config {
         let attention = l * h * p * p;
         if attention > MAX_ATTENTION_VALUES as u128 {
             return bad(format!(
-                "one text of max_position_embeddings {p} tokens would make {attention} attention \
-                 probabilities (num_hidden_layers {l} × num_attention_heads {h} × {p}²), \
-                 over the limit of {MAX_ATTENTION_VALUES}"
+                "one text of {} {p} tokens would make {attention} attention probabilities \
+                 ({} {l} × {} {h} × {p}²), over the limit of {MAX_ATTENTION_VALUES}",
+                f("max_position_embeddings"),
+                f("num_hidden_layers"),
+                f("num_attention_heads")
             ));
         }
         Ok(())

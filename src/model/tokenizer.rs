@@ -99,6 +99,19 @@ impl TextTokenizer {
                 }
             }
         };
+        // The tokenizers crate subtracts the special tokens it adds from the length it truncates
+        // at, unchecked (a panic when they do not fit): a model whose positions cannot hold them
+        // and one more token is refused here.
+        use tokenizers::PostProcessor;
+        let added = inner
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false).max(p.added_tokens(true)));
+        if max_len <= added {
+            return Err(err(format!(
+                "the model's {max_len} positions cannot hold the {added} special tokens the \
+                 tokenizer adds and a token of text"
+            )));
+        }
         // Checkpoints often ship fixed padding (to 128 here) and truncation at 128: switch
         // both off; we truncate at the model's maximum length instead.
         inner.with_padding(None);
