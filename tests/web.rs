@@ -211,3 +211,116 @@ async fn weights_written_in_chunks_load_a_session() {
         "{e}"
     );
 }
+
+/// One golden case of a family's tiny checkpoint: its files and HF's outputs
+/// (tools/make_fixtures.py).
+struct FamilyCase {
+    name: &'static str,
+    files: [&'static [u8]; 3],
+    golden: &'static [u8],
+    texts: &'static [&'static str],
+    mask: MaskKind,
+}
+
+macro_rules! family_case {
+    ($name:literal, $model:literal, $texts:expr, $mask:expr) => {
+        FamilyCase {
+            name: $name,
+            files: [
+                include_bytes!(concat!("fixtures/models/", $model, "/config.json")),
+                include_bytes!(concat!("fixtures/models/", $model, "/model.safetensors")),
+                include_bytes!(concat!("fixtures/models/", $model, "/tokenizer.json")),
+            ],
+            golden: include_bytes!(concat!("fixtures/golden/", $name, ".safetensors")),
+            texts: $texts,
+            mask: $mask,
+        }
+    };
+}
+
+fn tensor(golden: &[u8], name: &str) -> ArrayD<f32> {
+    let st = safetensors::SafeTensors::deserialize(golden).unwrap();
+    let v = st.tensor(name).unwrap();
+    let vals: Vec<f32> = v
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    ArrayD::from_shape_vec(IxDyn(v.shape()), vals).unwrap()
+}
+
+/// RoBERTa (F16), DistilBERT (BF16) and GPT-2 (its next-token probabilities too) on WebGPU and on
+/// the CPU engine in the browser, each against HF.
+#[wasm_bindgen_test]
+async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
+    let cases = [
+        family_case!(
+            "roberta_batch",
+            "tiny-roberta",
+            &[
+                "time flies like an arrow",
+                "Café naïve 😀",
+                "the cat sat on the mat"
+            ],
+            MaskKind::Padding
+        ),
+        family_case!(
+            "distilbert_batch",
+            "tiny-distilbert",
+            &["time flies like an arrow", "a dog!"],
+            MaskKind::Padding
+        ),
+        family_case!(
+            "gpt2_batch",
+            "tiny-gpt2",
+            &[
+                "time flies like an arrow",
+                "the cat sat",
+                "fruit flies like a banana"
+            ],
+            MaskKind::Causal
+        ),
+    ];
+    let dev = GpuDevice::acquire()
+        .await
+        .expect("WebGPU adapter (--enable-unsafe-webgpu)");
+    let opts = TraceOptions {
+        lm_logits: true,
+        ..TraceOptions::with_scores()
+    };
+    for case in cases {
+        let [config, weights, tokenizer] = case.files;
+        let m = Model::from_bytes(case.name, config, weights, tokenizer).unwrap();
+        let gpu = GpuEngine::new(dev.clone(), &m).unwrap();
+        let input = m.tokenizer.encode(case.texts, None).unwrap();
+        let mask = Mask::from_kind(case.mask, input.valid.view());
+        let (g, _) = gpu.forward(&m, &input, &mask, &opts).await.unwrap();
+        let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
+        let (att, hidden) = (
+            tensor(case.golden, "attention"),
+            tensor(case.golden, "hidden"),
+        );
+        for (engine, t) in [("webgpu", &g), ("cpu", &c)] {
+            let da = max_abs_diff(&t.attention.clone().into_dyn(), &att);
+            let dh = max_abs_diff(&t.hidden.clone().into_dyn(), &hidden);
+            web_sys::console::log_1(
+                &format!(
+                    "{} {engine}: max |Δ| attention {da:.2e}, hidden {dh:.2e}",
+                    case.name
+                )
+                .into(),
+            );
+            assert!(da <= 1e-4, "{} {engine}: attention {da}", case.name);
+            assert!(dh <= 1e-3, "{} {engine}: hidden {dh}", case.name);
+            if case.name.starts_with("gpt2") {
+                let p = attnscope::families::next_token_probs(t.lm_logits.as_ref().unwrap());
+                let dp = max_abs_diff(&p.into_dyn(), &tensor(case.golden, "next_token_probs"));
+                assert!(
+                    dp <= 1e-4,
+                    "{} {engine}: next-token probabilities {dp}",
+                    case.name
+                );
+            }
+        }
+    }
+}
