@@ -26,7 +26,7 @@ test: setup lint web
 	$(MAKE) --no-print-directory fuzz-quick
 
 # Fuzzing (cargo-fuzz on nightly, both installed by setup): every fuzz target for 30 s, as part of
-# `make test`, or for 20 minutes each. Figures and crashes: README, "Fuzzing and limits".
+# `make test`, or for 20 minutes each. Figures and crashes: docs/fuzzing.md.
 .PHONY: fuzz-quick fuzz
 fuzz-quick: setup
 	bash fuzz/run.sh 30
@@ -53,7 +53,7 @@ web:
 		rustup run nightly $(WASM_PACK) --out-dir web/pkg-threads -- --features threads -Z build-std=panic_abort,std
 
 # The static build: the page, <attn-scope>, the wasm, the worker and the default model, with
-# relative URLs, for any static host under any path (README: "Publishing").
+# relative URLs, for any static host under any path (docs/app.md: "Publishing").
 dist: setup web
 	bash scripts/dist.sh
 

@@ -77,7 +77,7 @@ enum Command {
         #[arg(long)]
         scores: bool,
         /// Include each head's summaries ("head_metrics": entropy, to_cls, to_sep, to_self,
-        /// to_prev, to_next, distance, each [L][H]; README: "Reading the heads").
+        /// to_prev, to_next, distance, each [L][H]; docs/app.md: "Reading the heads").
         #[arg(long)]
         head_metrics: bool,
         /// Include the attention rollout [T][T] through the whole stack.
