@@ -22,15 +22,10 @@ fn tiny() -> Model {
 }
 
 fn golden(name: &str) -> ArrayD<f32> {
-    let bytes = include_bytes!("fixtures/golden/tiny_bert_pair.safetensors");
-    let st = safetensors::SafeTensors::deserialize(bytes).unwrap();
-    let v = st.tensor(name).unwrap();
-    let vals: Vec<f32> = v
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    ArrayD::from_shape_vec(IxDyn(v.shape()), vals).unwrap()
+    tensor(
+        include_bytes!("fixtures/golden/tiny_bert_pair.safetensors"),
+        name,
+    )
 }
 
 fn max_abs_diff(a: &ArrayD<f32>, b: &ArrayD<f32>) -> f32 {
@@ -238,6 +233,7 @@ macro_rules! family_case {
     };
 }
 
+/// Tensor `name` of a golden case's safetensors file.
 fn tensor(golden: &[u8], name: &str) -> ArrayD<f32> {
     let st = safetensors::SafeTensors::deserialize(golden).unwrap();
     let v = st.tensor(name).unwrap();

@@ -1,7 +1,7 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
 import { connect, textsOf, urlSource, shownOf, delayedBusy } from './scope.js';
@@ -197,6 +197,63 @@ function renderChrome(s, changed) {
   setText($('steps-caption'), r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
   knockStatus(s);
   compareStatus(s);
+  modelInputs(s);
+  nextTokens(s);
+  for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
+}
+
+/** What the loaded model's family changes in the inputs: its own mask marked, the mask an
+ *  ablation when it is another, and no pair for a model that reads one text. */
+function modelInputs(s) {
+  const info = s.modelInfo, own = info?.own_mask ?? 'padding';
+  const names = { padding: 'padding', causal: 'causal (no-peek) + padding', none: 'none (padding leaks)' };
+  for (const o of $('mask').options) setText(o, names[o.value] + (info && o.value === own ? ' · the model\'s own' : ''));
+  const single = info?.model_type === 'gpt2';
+  $('pair').disabled = single;
+  $('pair').title = single ? `${info.name} reads one text: GPT-2 has no sentence pairs` : '';
+  const notes = [];
+  if (info && s.mask !== own) notes.push(`Ablation: ${info.name} was trained with the ${own} mask; this view runs it with "${s.mask}".`);
+  if (single && s.pair.trim()) notes.push(`${info.name} reads one text (GPT-2 has no sentence pairs): the second sentence is not run.`);
+  status($('model-note'), notes.length ? { line: notes.join(' ') } : null);
+}
+
+/**
+ * A model with an LM head (GPT-2): the likeliest next tokens after the focused position (the
+ * hovered row, else the last selected one, else the text's last token), best first, with the
+ * token the text goes on with marked.
+ */
+function nextTokens(s) {
+  const r = s.run, b = r ? Math.min(s.item, r.B - 1) : 0, item = r?.results[b], next = item?.next_tokens;
+  $('next-view').hidden = !next;
+  if (!next) return;
+  const n = item.length;
+  // the focused row, in word pieces (with "words" on, the last piece of the focused word)
+  const toPiece = (q) => (s.words ? wordsOf(r).words(b).pieces[q]?.at(-1) ?? n - 1 : q);
+  const hovered = s.hover && toPiece(s.hover.q);
+  const q = Math.min(n - 1, hovered ?? (s.sel.length ? toPiece(s.sel[s.sel.length - 1]) : n - 1));
+  // a token as a reader can see it: spaces alone as ␣, a newline as ⏎
+  const shown = (t) => `“${(t.trim() ? t : t.replace(/ /g, '␣')).replace(/\n/g, '⏎')}”`;
+  // a byte-level token that is only part of a character's bytes has no text of its own
+  const predicted = (p) => (p.text.includes('\ufffd') ? `${p.token} (a byte of a character)` : shown(p.text));
+  const before = item.labels.slice(0, q + 1).join('').trim();
+  const following = q + 1 < n ? item.token_ids[q + 1] : null;
+  setText($('next-caption'), `· at position ${q} of ${n}: the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)`);
+  const goes = following === null ? 'the text ends here' : `the text goes on with ${shown(item.labels[q + 1])}`;
+  setText($('next-line'), `After ${shown(before)}, the model expects:` + ` (${goes})`);
+  const rows = next[q].map((p) => {
+    const li = document.createElement('li');
+    const bar = document.createElement('span');
+    bar.className = 'next-bar';
+    bar.style.width = `${Math.max(1, Math.round(p.p * 100))}%`;
+    const label = document.createElement('span');
+    label.className = 'next-label';
+    label.textContent = `${predicted(p)} ${(100 * p.p).toFixed(1)}%${p.id === following ? ' ← the text\'s next token' : ''}`;
+    li.classList.toggle('chosen', p.id === following);
+    li.append(bar, label);
+    li.title = `token ${p.id} (${p.token}): p = ${p.p.toPrecision(4)}`;
+    return li;
+  });
+  $('next-list').replaceChildren(...rows);
 }
 
 const sim = (x) => x.toFixed(4);
@@ -252,6 +309,8 @@ store.subscribe((s, changed) => {
     hashTimer = setTimeout(syncHash, 120);
   }
   renderChrome(s, changed);
+  // a model trained with another mask switches it (scope.js): the control follows
+  if (changed.has('mask') && $('mask').value !== s.mask) $('mask').value = s.mask;
   if (changed.has('rendered') && s.run) { api.renders++; api.lastRenderAt = performance.now(); }
   if (changed.has('engine') && s.modelSource) scope.loadModel(s.modelSource);
 });

@@ -37,7 +37,7 @@ const svg = (w, h, body, title) => `<svg xmlns="http://www.w3.org/2000/svg" widt
 /** The focused head (`view` 'head'), the model grid ('model'), the lines ('lines') or the steps ('steps'). */
 export function toSVG(run, view, { item, layer, head, scale: per }) {
   const T = run.T;
-  const tokens = run.results[item].tokens;
+  const tokens = run.results[item].labels;
   const mask = run.maskOf(item);
   const probScale = (l, h) => scale('probability', { max: per === 'head' ? run.probMax(item, l, h) : 1 });
   const title = `attnscope: ${run.model}, layer ${layer}, head ${head}: ${run.results[item].text}`;
@@ -121,7 +121,7 @@ export function toJSON(run, item) {
 
 /** The focused head as CSV: a header of keys, one row a query. */
 export function toCSV(run, { item, layer, head }) {
-  const tokens = run.results[item].tokens;
+  const tokens = run.results[item].labels;
   const q = (s) => `"${String(s).replace(/"/g, '""')}"`;
   const v = run.head(item, layer, head);
   const T = run.T;

@@ -35,18 +35,19 @@ export function fromWorker(raw) {
   const D = sentenceEmbedding ? sentenceEmbedding.length / B : 0;
   const embeddingOf = (e, b) => e.subarray(b * D, (b + 1) * D);
   const results = info.items.map((item, b) => {
-    const r = { ...item };
+    const r = { ...item, labels: labelsOf(item) };
     lazy(r, 'attention', () => nested(head, b));
     lazy(r, 'scores', () => nested(scoresOf, b));
     lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
+    if (raw.nextTokens) r.next_tokens = raw.nextTokens[b];
     if (headMetrics) lazy(r, 'head_metrics', () => Object.fromEntries(info.head_metrics.map((name, m) => [name, metricGrid(b, m)])));
     if (rollout) lazy(r, 'rollout', () => rows(rolloutOf(b)));
     if (sentenceEmbedding) lazy(r, 'sentence_embedding', () => Array.from(embeddingOf(sentenceEmbedding, b)));
     return r;
   });
   return {
-    id: ++runs, model: info.model, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask,
+    id: ++runs, model: info.model, model_type: info.model_type, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask, mask_ablation: info.mask_ablation,
     elapsed_ms: info.elapsed_ms, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
     head_mask: info.head_mask, metricNames: info.head_metrics,
     /** One head metric of item b, (L·H) flat (null when the run has none). */
@@ -97,13 +98,29 @@ export function fromWorker(raw) {
   };
 }
 
+/**
+ * What the views write for each of an item's `tokens` (padding included): the token as the
+ * vocabulary holds it where a person reads that (`the`, `##ing`, `[CLS]`, `<s>`), else its text
+ * (`Ġflies` → ` flies`, `â–ģ` byte pieces → the character they are part of; `token_texts`, from
+ * the engine).
+ */
+export function labelsOf(item) {
+  const texts = item.token_texts ?? [];
+  return item.tokens.map((t, i) => {
+    const text = texts[i];
+    if (text === undefined || t === text || t.startsWith('##') || /^(\[[A-Za-z]+\]|<[^<>\s]+>)$/.test(t)) return t;
+    return /[\u0100-\u017f▁]/.test(t) ? text : t; // byte-level BPE's alphabet, SentencePiece's ▁
+  });
+}
+
 /** `window.attnscope.result`: item `b` with the run's fields beside it. */
 export function published(run, b) {
   const item = run.results[b];
   const out = {
     model: run.model, backend: run.backend, fallback: run.fallback, elapsed_ms: run.elapsed_ms, elapsedMs: run.elapsed_ms,
+    model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
     item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
   };
-  for (const k of Object.keys(item)) Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });
+  for (const k of Object.keys(item)) if (k !== 'labels') Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });
   return out;
 }

@@ -64,6 +64,14 @@ export function textsOf(s) {
  */
 const EAGER_TOKENS = 64;
 
+/** How many next tokens a run of a model with an LM head brings, at every position. */
+export const NEXT_TOKENS = 5;
+
+/** The pair a state runs: none for a model that reads one text (GPT-2 has no sentence pairs). */
+export function pairOf(s) {
+  return s.modelInfo?.model_type === 'gpt2' ? '' : s.pair;
+}
+
 export function runOptions(s) {
   const open = (id) => s.inside.includes(id);
   const eager = !s.run || s.run.T <= EAGER_TOKENS;
@@ -73,7 +81,9 @@ export function runOptions(s) {
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // inside the encoder: what the open panels draw, and nothing else
     layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
-    crossAttention: open('cross') && s.pair.trim() ? s.layer : undefined,
+    crossAttention: open('cross') && pairOf(s).trim() ? s.layer : undefined,
+    // a model with an LM head (GPT-2): the likeliest next tokens at every position
+    topK: s.modelInfo?.lm_head ? NEXT_TOKENS : undefined,
   };
 }
 
@@ -132,7 +142,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     running = true;
     store.update({ busy: true });
     try {
-      const r = await eng.run(s.modelKey, { texts, pair: s.pair, mask: s.mask, options: runOptions(s) });
+      const r = await eng.run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) });
       const latest = store.get();
       // the selection survives a run over the same tokens (clamped to them), not new tokens
       const sel = latest.run && !sameTokens(latest.run, r) ? [] : clampSel(latest.sel, shownOf({ ...latest, run: r }).T);
@@ -155,8 +165,12 @@ export function connect(store, { targets, layout, dropOld = true }) {
       if (dropOld && old && old !== source.key) eng.drop(old);
       const info = r.info;
       const latest = store.get();
+      // a model's own mask (GPT-2's causal one) is where its view starts: a model trained with
+      // another mask than the one before it switches the mask, and any other is an ablation
+      const own = info.own_mask ?? 'padding', before = latest.modelInfo?.own_mask ?? 'padding';
+      const mask = own !== before || (!latest.modelInfo && latest.mask === 'padding') ? own : latest.mask;
       store.update({
-        loading: null, modelInfo: info, modelKey: source.key, modelSource: { key: source.key, name: source.name, base: source.base }, engineStatus: r.status,
+        loading: null, modelInfo: info, modelKey: source.key, modelSource: { key: source.key, name: source.name, base: source.base }, engineStatus: r.status, mask,
         layer: Math.min(latest.layer, info.layers - 1), head: Math.min(latest.head, info.heads - 1),
         modelVersion: ++loads,
       });
@@ -206,7 +220,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
       const pieces = name === 'steps' || name.startsWith('inside:');
       VIEWS[name].render(el, pieces ? r : shown, {
         ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(name === 'headB' ? { item: 1, win: null } : {}),
-        modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: s.pair,
+        modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: pairOf(s),
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
         onPair: (pair) => store.update({ pair }),
@@ -234,7 +248,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     const r = s.run;
     if (!r || r.otherScaleMetrics || otherFor === r) return;
     otherFor = r;
-    eng.otherScale(s.modelKey, { texts: textsOf(s), pair: s.pair, mask: s.mask, options: runOptions(s) }).then((m) => {
+    eng.otherScale(s.modelKey, { texts: textsOf(s), pair: pairOf(s), mask: s.mask, options: runOptions(s) }).then((m) => {
       r.otherScaleMetrics = m;
       if (store.get().run === r) store.update({ extras: `${r.id}:scale` });
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });

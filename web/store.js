@@ -38,6 +38,22 @@ export const METRICS = {
   entropy: 'entropy (nats)', to_cls: 'attention to [CLS]', to_sep: 'attention to [SEP]', to_self: 'attention to itself',
   to_prev: 'attention to the previous token', to_next: 'attention to the next token', distance: 'mean distance (tokens)',
 };
+/** The short names of the head metrics, for table headers. */
+const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_self: '→self', to_prev: '→prev', to_next: '→next', distance: 'distance' };
+
+/**
+ * What the page calls head metric `name` for a model (`info`: its ModelInfo): `to_cls` and
+ * `to_sep` are named by the special tokens its tokenizer adds (`<s>`, `</s>` for RoBERTa), and
+ * say so where it adds none (GPT-2: always 0). `short` for a table header.
+ */
+export function metricLabel(name, info, short = false) {
+  if (name !== 'to_cls' && name !== 'to_sep') return short ? SHORT[name] : METRICS[name];
+  const specials = info?.specials ?? ['[CLS]', '[SEP]'];
+  const mark = name === 'to_cls' ? specials[0] : specials[specials.length - 1];
+  if (!mark) return short ? '→(no special)' : `attention to ${name === 'to_cls' ? 'a first' : 'a last'} special token (this tokenizer adds none: 0)`;
+  return short ? `→${mark}` : `attention to ${mark}`;
+}
+
 /** The first sentence of compare mode, when the sentence box holds no minimal pair of its own. */
 export const COMPARE_FIRST = 'The trophy didn\'t fit in the suitcase because it was too big.';
 export const MASKS = ['padding', 'causal', 'none'];

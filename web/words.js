@@ -1,5 +1,6 @@
-// Words, not word pieces: a run whose tokens are words. WordPiece continuations (`##…`) join the
-// token before them (`play ##ing` → `playing`). Attention *to* a word is the sum over its pieces
+// Words, not word pieces: a run whose tokens are words. Pieces join by the tokenizer's own word
+// boundaries (`word_ids`: `play ##ing` → `playing`, `Ġfl ies` → ` flies`), or, for a run without
+// them, WordPiece continuations (`##…`) join the token before them. Attention *to* a word is the sum over its pieces
 // (columns), attention *from* a word the mean over its pieces (rows), so every row still sums to 1.
 // Each item of a padded batch merges its own pieces; T is the longest item's word count and the
 // shorter items' extra rows and columns are masked. Heads are merged lazily, once each.
@@ -7,18 +8,25 @@
 const SPECIAL = /^\[[A-Z]+\]$/; // [CLS], [SEP], [PAD], [UNK], [MASK]: never merged into
 
 /**
- * The words of one item's tokens: `{labels: string[], of: Int32Array (T, piece → word),
- * pieces: number[][] (word → its piece indices)}`.
+ * The words of one item (a result: `tokens`, and `labels` and `word_ids` where the run has them):
+ * `{labels: string[], of: Int32Array (T, piece → word), pieces: number[][] (word → its piece
+ * indices)}`. A piece joins the one before it when both belong to the same word (`word_ids`, the
+ * tokenizer's; `null` for a special token, which never joins), else when it is a `##`
+ * continuation.
  */
-export function groupsOf(tokens) {
+export function groupsOf(item) {
+  const tokens = item.tokens, shown = item.labels ?? tokens, ids = item.word_ids;
   const labels = [], pieces = [], of = new Int32Array(tokens.length);
   tokens.forEach((t, i) => {
-    const joins = t.length > 2 && t.startsWith('##') && i > 0 && !SPECIAL.test(tokens[i - 1]);
-    if (joins) { labels[labels.length - 1] += t.slice(2); pieces[pieces.length - 1].push(i); }
-    else { labels.push(t); pieces.push([i]); }
+    const joins = i > 0 && (ids
+      ? i < ids.length && ids[i] != null && ids[i] === ids[i - 1]
+      : t.length > 2 && t.startsWith('##') && !SPECIAL.test(tokens[i - 1]));
+    const text = shown[i].replace(/^##/, ''); // a WordPiece continuation joins without its marks
+    if (joins) { labels[labels.length - 1] += text; pieces[pieces.length - 1].push(i); }
+    else { labels.push(shown[i]); pieces.push([i]); }
     of[i] = labels.length - 1;
   });
-  return { labels, of, pieces };
+  return { labels: labels.map((l) => (l.trim() ? l.trim() : l)), of, pieces };
 }
 
 /**
@@ -70,7 +78,7 @@ const runs = new WeakMap();
 export function wordsOf(run) {
   if (runs.has(run)) return runs.get(run);
   const T = run.T;
-  const groups = run.results.map((r) => groupsOf(r.tokens));
+  const groups = run.results.map((r) => groupsOf(r));
   const W = Math.max(...groups.map((g) => g.labels.length));
   let out = run;
   if (groups.some((g) => g.labels.length < T)) {
@@ -89,7 +97,7 @@ export function wordsOf(run) {
       const g = groups[b];
       const labels = g.labels.concat(Array(W - g.labels.length).fill('[PAD]'));
       const real = item.length ?? T; // the item's pieces before its padding
-      const r = { text: item.text, pair: item.pair, tokens: labels, pieces: g.pieces, length: real >= T ? g.labels.length : g.of[real - 1] + 1, truncated: item.truncated };
+      const r = { text: item.text, pair: item.pair, tokens: labels, labels, pieces: g.pieces, length: real >= T ? g.labels.length : g.of[real - 1] + 1, truncated: item.truncated };
       lazy(r, 'attention', () => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(head(b, l, h)))));
       lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
       return r;

@@ -104,6 +104,19 @@ pub struct AddNorm<X> {
     pub norm: X,
 }
 
+/// The width of each of `parts` equal parts of `cols` columns ([`Ops::split`]), or an error
+/// naming the shape that does not divide.
+pub fn split_width(rows: usize, cols: usize, parts: usize) -> Result<usize> {
+    if parts == 0 || !cols.is_multiple_of(parts) {
+        return Err(crate::error::Error::Shape {
+            what: format!("columns split into {parts} equal parts"),
+            expected: vec![rows, parts.max(1) * (cols / parts.max(1))],
+            found: vec![rows, cols],
+        });
+    }
+    Ok(cols / parts)
+}
+
 /// The operations of a forward pass, over activations `X` (see the module's documentation).
 ///
 /// Each returns a new activation and leaves its inputs as they are. Shapes are checked by the

@@ -11,7 +11,7 @@
 import { scale, pixels, metricScale, css } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
 import { pooled } from '../summary.js';
-import { METRICS } from '../store.js';
+import { metricLabel } from '../store.js';
 import * as legend from './legend.js';
 
 const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
@@ -163,7 +163,7 @@ function colouring(run, opts) {
   if (!flat) return null;
   let lo = Infinity, hi = -Infinity;
   for (const v of flat) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
-  return { values: (l, h) => flat[l * run.H + h], sc: metricScale(lo, hi, METRICS[opts.metric]), what: METRICS[opts.metric] };
+  return { values: (l, h) => flat[l * run.H + h], sc: metricScale(lo, hi, metricLabel(opts.metric, opts.modelInfo)), what: metricLabel(opts.metric, opts.modelInfo) };
 }
 
 /**
@@ -230,7 +230,7 @@ export function render(target, run, opts) {
   }
   const R = Math.max(16, Math.ceil(target._geo.side * dpr()));
   const mask = run.maskOf(opts.item);
-  const tokens = run.results[opts.item].tokens;
+  const tokens = run.results[opts.item].labels;
   // the sheet keeps each head's pixels, so a resize or a focus move redraws without recomputing
   // (a slot of R pixels a head, kept while R is: short inputs use a corner of theirs)
   let sheet = target._sheet;

@@ -265,7 +265,7 @@ export function render(target, run, opts) {
   const diff = opts.compare?.same ? opts.compare : null;
   const values = diff ? diff.delta(layer, head) : run.head(item, layer, head);
   const mask = run.maskOf(item);
-  const tokens = run.results[item].tokens;
+  const tokens = run.results[item].labels;
   const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
     : scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
   const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');

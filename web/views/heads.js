@@ -3,11 +3,11 @@
 // tinted on its column's scale. Click a row to focus the head; alt-click knocks it out.
 
 import { metricScale, css } from '../colour.js';
-import { METRICS } from '../store.js';
+import { METRICS, metricLabel } from '../store.js';
 
-const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_self: '→self', to_prev: '→prev', to_next: '→next', distance: 'distance' };
 
-function build(target) {
+function build(target, opts) {
+  target._labels = opts.modelInfo?.specials?.join(' ') ?? '';
   target.replaceChildren();
   target.classList.add('heads-view');
   const note = document.createElement('p');
@@ -17,7 +17,7 @@ function build(target) {
   const table = document.createElement('table');
   table.className = 'heads-table';
   const thead = table.createTHead().insertRow();
-  for (const [key, label] of [['layer', 'layer'], ['head', 'head'], ...Object.keys(METRICS).map((m) => [m, SHORT[m]])]) {
+  for (const [key, label] of [['layer', 'layer'], ['head', 'head'], ...Object.keys(METRICS).map((m) => [m, metricLabel(m, opts.modelInfo, true)])]) {
     const th = document.createElement('th');
     th.scope = 'col';
     const b = document.createElement('button');
@@ -53,7 +53,8 @@ function build(target) {
  * "layer:head", onFocus(layer, head), onKnock(layer, head)}.
  */
 export function render(target, run, opts) {
-  if (!target.querySelector('.heads-table')) build(target);
+  // the headers name the model's special tokens: built again for a model with others
+  if (!target.querySelector('.heads-table') || target._labels !== (opts.modelInfo?.specials?.join(' ') ?? '')) build(target, opts);
   target._run = run;
   target._opts = opts;
   const names = Object.keys(METRICS);

@@ -41,7 +41,7 @@ export function render(target, run, opts) {
   target._sel = null; // what was asked for is drawn now
   const T = run.T;
   const values = run.head(opts.item, opts.layer, opts.head);
-  const tokens = run.results[opts.item].tokens;
+  const tokens = run.results[opts.item].labels;
   let q0 = opts.win?.q0 ?? 0, k0 = opts.win?.k0 ?? 0, n = opts.win?.n ?? T;
   if (n > MAX_ROWS) { n = MAX_ROWS; }
   q0 = Math.min(q0, T - n); k0 = Math.min(k0, T - n);

@@ -100,7 +100,7 @@ export function render(target, run, opts) {
   if (target._drawn === key) return;
   target._drawn = key;
   const n = run.results[opts.item].length;
-  const tokens = run.results[opts.item].tokens.slice(0, n);
+  const tokens = run.results[opts.item].labels.slice(0, n);
   const R = real(R0, run.T, n), A = lastLayerMean(run, opts.item, n);
   target._view = { run, opts, R, A, n, tokens };
   const sel = target.querySelector('.rollout-query');

@@ -53,7 +53,7 @@ export function render(target, run, opts) {
   const s = run.scoresOf(item, layer, head);
   const m = run.maskOf(item);
   const p = run.head(item, layer, head);
-  const tokens = run.results[item].tokens;
+  const tokens = run.results[item].labels;
 
   const size = Math.max(150, Math.min(opts.panelPx ?? 260, 520));
   // the head view's window, at most MAX_ROWS tokens: four panels stay legible (and light to draw)

@@ -9,7 +9,7 @@ use ndarray::{s, Array2, Array5, ArrayView2, Axis};
 
 use super::attention::{heads_into, HeadArrays};
 use super::ops::{activate, layer_norm, linear};
-use crate::engine::ops::{AddNorm, AttentionId, AttentionKind, Ids, Kept, Ops, Stack};
+use crate::engine::ops::{split_width, AddNorm, AttentionId, AttentionKind, Ids, Kept, Ops, Stack};
 use crate::engine::trace::{KeptValues, StackAttention};
 use crate::engine::{ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
@@ -199,15 +199,7 @@ impl Ops for CpuOps<'_> {
     }
 
     fn split(&mut self, x: &CpuX, parts: usize) -> Result<Vec<CpuX>> {
-        let n = x.cols.len();
-        if parts == 0 || !n.is_multiple_of(parts) {
-            return Err(Error::Shape {
-                what: format!("columns split into {parts} equal parts"),
-                expected: vec![x.rows(), parts.max(1) * (n / parts.max(1))],
-                found: vec![x.rows(), n],
-            });
-        }
-        let c = n / parts;
+        let c = split_width(x.rows(), x.cols.len(), parts)?;
         Ok((0..parts)
             .map(|i| CpuX {
                 data: x.data.clone(),

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use super::kernels::{GpuParams, GpuTable};
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
-use crate::engine::ops::{AddNorm, AttentionId, AttentionKind, Ids, Kept, Ops, Stack};
+use crate::engine::ops::{split_width, AddNorm, AttentionId, AttentionKind, Ids, Kept, Ops, Stack};
 use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
@@ -182,6 +182,25 @@ impl<'a> Recorder<'a> {
         })
     }
 
+    /// `act(x·Wᵀ + b)` of the layers `ws` fused into one product (one layer: itself).
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, in)` → `(rows, Σ out)`, dense
+    fn product(&mut self, x: &GpuX, ws: &[&Linear], act: Option<Activation>) -> Result<GpuX> {
+        let gw = self.params.linear(&self.kernels.dev, ws);
+        if x.cols != gw.k {
+            return Err(Error::Shape {
+                what: "a dense layer's input (rows, in)".into(),
+                expected: vec![x.rows as usize, gw.k as usize],
+                found: vec![x.rows as usize, x.cols as usize],
+            });
+        }
+        let out = self.output(x.rows, gw.n);
+        self.plan
+            .linear_rows(x.rows, &x.slot.buffer, x.at, &gw, act, &out.slot.buffer);
+        Ok(out)
+    }
+
     /// The recorded pass, once every layer's attention was recorded.
     pub fn finish(self) -> Result<Recording> {
         if let Some(l) = self.probs.iter().position(Option::is_none) {
@@ -318,33 +337,12 @@ impl Ops for Recorder<'_> {
     }
 
     fn linear(&mut self, x: &GpuX, w: &Linear, act: Option<Activation>) -> Result<GpuX> {
-        let gw = self.params.linear(&self.kernels.dev, &[w]);
-        if x.cols != gw.k {
-            return Err(Error::Shape {
-                what: "a dense layer's input (rows, in)".into(),
-                expected: vec![x.rows as usize, gw.k as usize],
-                found: vec![x.rows as usize, x.cols as usize],
-            });
-        }
-        let out = self.output(x.rows, gw.n);
-        self.plan
-            .linear_rows(x.rows, &x.slot.buffer, x.at, &gw, act, &out.slot.buffer);
-        Ok(out)
+        self.product(x, &[w], act)
     }
 
     fn project(&mut self, x: &GpuX, ws: &[&Linear]) -> Result<Vec<GpuX>> {
         // one product into one buffer, each layer's output a view of its columns
-        let gw = self.params.linear(&self.kernels.dev, ws);
-        if x.cols != gw.k {
-            return Err(Error::Shape {
-                what: "a dense layer's input (rows, in)".into(),
-                expected: vec![x.rows as usize, gw.k as usize],
-                found: vec![x.rows as usize, x.cols as usize],
-            });
-        }
-        let all = self.output(x.rows, gw.n);
-        self.plan
-            .linear_rows(x.rows, &x.slot.buffer, x.at, &gw, None, &all.slot.buffer);
+        let all = self.product(x, ws, None)?;
         let mut offset = 0;
         Ok(ws
             .iter()
@@ -355,7 +353,7 @@ impl Ops for Recorder<'_> {
                     rows: all.rows,
                     at: Rows {
                         offset,
-                        stride: gw.n,
+                        stride: all.cols,
                     },
                     cols,
                 };
@@ -366,19 +364,8 @@ impl Ops for Recorder<'_> {
     }
 
     fn split(&mut self, x: &GpuX, parts: usize) -> Result<Vec<GpuX>> {
-        let parts = parts as u32;
-        if parts == 0 || !x.cols.is_multiple_of(parts) {
-            return Err(Error::Shape {
-                what: format!("columns split into {parts} equal parts"),
-                expected: vec![
-                    x.rows as usize,
-                    (parts.max(1) * (x.cols / parts.max(1))) as usize,
-                ],
-                found: vec![x.rows as usize, x.cols as usize],
-            });
-        }
-        let c = x.cols / parts;
-        Ok((0..parts)
+        let c = split_width(x.rows as usize, x.cols as usize, parts)? as u32;
+        Ok((0..parts as u32)
             .map(|i| GpuX {
                 slot: x.slot.clone(),
                 rows: x.rows,

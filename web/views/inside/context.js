@@ -13,7 +13,7 @@ export function render(target, run, opts) {
   if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { head: h, layer, item } = opts;
-  const tokens = run.results[item].tokens, rows = run.results[item].length, T = run.T;
+  const tokens = run.results[item].labels, rows = run.results[item].length, T = run.T;
   const mi = opts.modelInfo ?? {};
   const D = trace.get('v').width, H = mi.heads ?? run.H, dk = mi.head_dim ?? D / H;
   const scaled = run.scale !== 'none';

@@ -15,6 +15,21 @@ const STEPS = [
   { name: 'embeddings.normed', title: '→ LayerNorm (enters layer 0)', what: 'LN(sum)' },
 ];
 
+/** What the embeddings are, for this model's family (`info`: the model's ModelInfo). */
+function introOf(info, D) {
+  const how = `Rows are tokens, columns the ${D} dimensions; the bars on the right are each token's L2 norm.`;
+  const offset = info?.position_offset
+    ? ` Positions count from ${info.position_offset}, not 0: RoBERTa keeps the rows before it for its padding token (its pad id is ${info.position_offset - 1}), so P[t] is row t + ${info.position_offset} for the t-th token and padding takes row ${info.position_offset - 1}.`
+    : '';
+  if (info?.model_type === 'gpt2') {
+    return `Each token's vector entering GPT-2 is the sum of two learned vectors of width D = ${D}: its token's row of the vocabulary table (wte, the same table the LM head multiplies by to predict the next token) and its position's row (wpe). GPT-2 has no token types, and no LayerNorm here: it is pre-LN, so each block norms its input itself (ln_1, ln_2) and a final ln_f norms the last block's output. x = wte[id] + wpe[t]. ${how}`;
+  }
+  if (info && !info.token_types) {
+    return `Each token's vector entering the encoder is the sum of two learned vectors of width D = ${D}: its token's row of the vocabulary table and its position's row (${info.model_type} has no token types); LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t]). ${how}`;
+  }
+  return `Each token's vector entering the encoder is the sum of three learned vectors of width D = ${D}: its token's row of the vocabulary table, its position's row, and its segment's (token type) row; LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t] + S[type]).${offset} ${how}`;
+}
+
 /** `run`: the result contract; `opts`: {item, layer, width, fontPx, modelInfo, positions}. */
 export function render(target, run, opts) {
   const trace = run.traceOf(opts.item);
@@ -23,14 +38,18 @@ export function render(target, run, opts) {
   const key = [run.id, opts.item, opts.width, has, pos?.n ?? 0, pos?.error ?? ''].join('|');
   const intro = begin(target, key);
   if (!intro) return;
-  const D = opts.modelInfo?.hidden ?? (has ? trace.get('embeddings.word').width : 0);
-  intro.textContent = `Each token's vector entering the encoder is the sum of three learned vectors of width D = ${D}: its token's row of the vocabulary table, its position's row, and its segment's (token type) row; LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t] + S[type]). Rows are tokens, columns the ${D} dimensions; the bars on the right are each token's L2 norm.`;
+  const info = opts.modelInfo;
+  const D = info?.hidden ?? (has ? trace.get('embeddings.word').width : 0);
+  intro.textContent = introOf(info, D);
   const grid = part(target, 'inside-row');
   if (!has) { grid.textContent = 'The embeddings\' steps are not in this run yet.'; return; }
-  const tokens = run.results[opts.item].tokens, rows = run.results[opts.item].length;
+  // a family without token types (DistilBERT, GPT-2) has no third table
+  const steps = STEPS.filter((st) => trace.names.includes(st.name)).map((st) => (st.name === 'embeddings.normed' && info?.model_type === 'gpt2'
+    ? { ...st, title: '→ enters block 0 (each block\'s ln_1 norms it)', what: 'x₀' } : st));
+  const tokens = run.results[opts.item].labels, rows = run.results[opts.item].length;
   const width = Math.max(280, opts.width || 900);
   const figW = width >= 900 ? Math.floor((width - 24) / 3) : width >= 600 ? Math.floor((width - 12) / 2) : width - 4;
-  for (const s of STEPS) {
+  for (const s of steps) {
     const f = figure(grid, s.name, { legendBox: true });
     const { values, width: W } = trace.get(s.name);
     const max = robustMax(values.subarray(0, rows * W));

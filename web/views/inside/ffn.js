@@ -31,7 +31,7 @@ export function render(target, run, opts) {
   if (!intro) return;
   if (!trace || trace.layer !== opts.layer || !trace.names.includes('preActivation')) { intro.textContent = `Layer ${opts.layer}'s feed-forward values are not in this run yet.`; return; }
   const { layer, item } = opts;
-  const tokens = run.results[item].tokens;
+  const tokens = run.results[item].labels;
   const mi = opts.modelInfo ?? {};
   const pre = trace.get('preActivation'), post = trace.get('intermediate');
   const I = pre.width, D = trace.get('output').width;

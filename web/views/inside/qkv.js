@@ -14,7 +14,7 @@ export function render(target, run, opts) {
   if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { head: h, layer } = opts;
-  const tokens = run.results[opts.item].tokens, rows = run.results[opts.item].length;
+  const tokens = run.results[opts.item].labels, rows = run.results[opts.item].length;
   const mi = opts.modelInfo ?? {};
   const D = trace.get('q').width, H = mi.heads ?? run.H, dk = mi.head_dim ?? D / H;
   const postLN = (mi.layer_norm_order ?? 'post') === 'post';

@@ -16,16 +16,19 @@ export function render(target, run, opts) {
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { layer, item } = opts;
   const post = (opts.modelInfo?.layer_norm_order ?? 'post') === 'post';
-  const tokens = run.results[item].tokens, rows = run.results[item].length;
+  const tokens = run.results[item].labels, rows = run.results[item].length;
   const D = trace.get('input').width;
   intro.textContent = post
     ? `This model is post-LN (as BERT): each sub-layer's output is added to its input (the residual connection), then normalised: h = LN₁(x + MultiHeadAttention(x)), out = LN₂(h + FFN(h)). LayerNorm rescales every token's vector to mean 0 and variance 1 over its D = ${D} dimensions (then a learned γ, β), so the norms after each LN are similar whatever went in.`
-    : `This model is pre-LN: each sub-layer sees a normalised copy and its output is added to the unnormalised stream: h = x + MultiHeadAttention(LN₁(x)), out = h + FFN(LN₂(h)). Nothing renormalises the stream, so the norms can grow layer by layer.`;
+    : opts.modelInfo?.model_type === 'gpt2'
+      ? `GPT-2 is pre-LN: each block's sub-layers see a normalised copy (ln_1, ln_2) and their outputs are added to the unnormalised stream: h = x + attn(ln_1(x)), out = h + mlp(ln_2(x)). Nothing renormalises the stream inside the stack, so the norms can grow block by block; only after the last block does a final LayerNorm, ln_f, norm it: what the model returns (and the LM head reads) is ln_f(out of block ${(opts.modelInfo.layers ?? 1) - 1}).`
+      : `This model is pre-LN: each sub-layer sees a normalised copy and its output is added to the unnormalised stream: h = x + MultiHeadAttention(LN₁(x)), out = h + FFN(LN₂(h)). Nothing renormalises the stream, so the norms can grow layer by layer.`;
   // the order, as boxes
   const flow = part(target, 'inside-flow');
+  const last = opts.modelInfo?.model_type === 'gpt2' && layer === (opts.modelInfo.layers ?? 0) - 1;
   const steps = post
     ? ['x', 'MultiHeadAttention', '+ x', 'LayerNorm₁', 'h', 'FFN', '+ h', 'LayerNorm₂', 'out']
-    : ['x', 'LayerNorm₁', 'MultiHeadAttention', '+ x', 'h', 'LayerNorm₂', 'FFN', '+ h', 'out'];
+    : ['x', 'LayerNorm₁', 'MultiHeadAttention', '+ x', 'h', 'LayerNorm₂', 'FFN', '+ h', 'out', ...(last ? ['LayerNorm (ln_f)', 'h_L'] : [])];
   flow.replaceChildren(...steps.flatMap((s, i) => {
     const b = document.createElement('span');
     b.className = `flow-box${s.startsWith('+') ? ' flow-add' : s.startsWith('LayerNorm') ? ' flow-ln' : s.length <= 3 ? ' flow-value' : ''}`;

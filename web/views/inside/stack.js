@@ -48,7 +48,7 @@ export function render(target, run, opts) {
   const p = target._parts, info = opts.modelInfo ?? {}, item = opts.item, fontPx = opts.fontPx ?? 11;
   const L = run.L, T = run.T, D = info.hidden ?? run.hiddenStatesOf(item)?.D;
   const width = Math.max(300, opts.width ?? 900);
-  const tokens = run.results[item].tokens;
+  const tokens = run.results[item].labels;
   p.intro.textContent = `Each of the ${L} layers reads every token's hidden state (${D} numbers) and writes a new one through attention, a residual, LayerNorm, the feed-forward network and another residual (${info.layer_norm_order === 'pre' ? 'pre-LN' : 'post-LN'}). How far does each layer move each token? Row l compares what layer l (0-based, as everywhere on this page) writes with what it read, for each of the ${T} tokens; a cosine near 1 means the layer left the token's direction nearly alone.`;
   p.formula.textContent = `cos(out_l[t], in_l[t]) = out_l[t] · in_l[t] / (‖out_l[t]‖ ‖in_l[t]‖), in_l = hidden_states[l], out_l = hidden_states[l+1]; hidden states (L+1, T, D) = (${L + 1}, ${T}, ${D}) → cosines (L, T) = (${L}, ${T})`;
   const ls = run.layerSimilarityOf?.(item);
