@@ -172,7 +172,7 @@ fn too_many_attention_values_per_text_are_refused() {
     assert!(matches!(e, Error::Config { .. }), "{msg}");
     assert!(
         msg.contains("num_hidden_layers 64 × num_attention_heads 24 × 4096²")
-            && msg.contains(&MAX_ATTENTION_VALUES.to_string()),
+            && msg.contains(&MAX_MODEL_ATTENTION_VALUES.to_string()),
         "{msg}"
     );
 }
@@ -580,5 +580,39 @@ fn a_family_checkpoint_missing_a_tensor_names_its_own_key() {
             "{name}: {e}"
         );
         assert!(e.to_string().contains(key), "{e}");
+    }
+}
+
+#[test]
+fn gpt2_small_loads_and_a_pass_over_the_attention_limit_is_refused_by_its_tokens() {
+    // GPT-2 small's config: 12 layers × 12 heads at 1024 positions (151M values at full length)
+    let config = br#"{"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024,
+        "n_embd": 768, "n_layer": 12, "n_head": 12, "activation_function": "gelu_new"}"#;
+    let c = attnscope::model::Config::from_json(config, "config.json").unwrap();
+    assert_eq!(c.parameter_count() / 1_000_000, 124);
+    // one text of 965 tokens fits the limit on what a pass keeps; 966 do not, nor two of 700
+    let run = |b: usize, t: usize| {
+        let input = attnscope::model::Encoded {
+            tokens: vec![vec![]; b],
+            ids: ndarray::Array2::zeros((b, t)),
+            type_ids: ndarray::Array2::zeros((b, t)),
+            valid: ndarray::Array2::from_elem((b, t), true),
+            truncated: vec![false; b],
+            offsets: vec![vec![]; b],
+            word_ids: vec![vec![]; b],
+            texts: vec![vec![]; b],
+        };
+        let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+        attnscope::engine::check_input(&c, &input, &mask, &Default::default())
+    };
+    assert!(run(1, 965).is_ok());
+    for (b, t) in [(1, 966), (2, 700)] {
+        let msg = run(b, t).unwrap_err().to_string();
+        assert!(
+            msg.contains(&format!("{b} text(s) of {t} tokens"))
+                && msg.contains(&MAX_ATTENTION_VALUES.to_string())
+                && msg.contains("this model takes at most"),
+            "{msg}"
+        );
     }
 }

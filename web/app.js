@@ -4,7 +4,7 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, textsOf, urlSource, shownOf, delayedBusy } from './scope.js';
+import { connect, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
@@ -111,6 +111,7 @@ function syncInputs(s) {
   $('presenter').checked = s.presenter;
   $('words').checked = s.words;
   $('model-url').value = s.model;
+  $('model-hf').value = s.hf;
   $('metric').value = s.metric;
   $('compare-mode').checked = s.compare;
   $('compare-wrap').hidden = !s.compare;
@@ -154,7 +155,7 @@ function renderChrome(s, changed) {
   $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
   const info = s.modelInfo;
   setText($('model-name'), info
-    ? `${info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
+    ? `${s.modelSource?.hub ?? info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
     : s.loading ? `loading ${s.loading.name}…` : 'no model loaded');
   $('model-name').classList.toggle('error-text', !info && !s.loading && !!s.modelError);
   if (!info && !s.loading && s.modelError) setText($('model-name'), 'no model loaded: see "Model and engine" below');
@@ -479,7 +480,7 @@ async function loadFiles(fileList) {
   const bufs = {};
   for (const n of need) bufs[n] = await files[n].arrayBuffer();
   const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
-  if (await scope.loadModel({ key, name: 'local files', files: bufs })) store.update({ model: '' });
+  if (await scope.loadModel({ key, name: 'local files', files: bufs })) store.update({ model: '', hf: '' });
 }
 on('files', 'change', (e) => { loadFiles([...e.target.files]); e.target.value = ''; }); // picking the same files again loads them again
 document.addEventListener('dragover', (e) => { e.preventDefault(); $('drop-hint').hidden = false; });
@@ -488,8 +489,17 @@ document.addEventListener('drop', (e) => { e.preventDefault(); $('drop-hint').hi
 on('load-url', 'click', async () => {
   const url = $('model-url').value.trim();
   if (!url) { store.update({ modelError: { line: 'Give the base URL of a folder with config.json, model.safetensors and tokenizer.json.' } }); return; }
-  if (await scope.loadModel(urlSource(url), { refresh: true })) store.update({ model: url });
+  if (await scope.loadModel(urlSource(url), { refresh: true })) store.update({ model: url, hf: '' });
 });
+async function loadHub() {
+  const id = $('model-hf').value.trim().replace(/^https:\/\/huggingface\.co\//, '').replace(/\/+$/, '');
+  if (!id) { store.update({ modelError: { line: 'Give a model id on the Hugging Face Hub, e.g. openai-community/gpt2.' } }); return; }
+  let source;
+  try { source = hubSource(id, store.get().hub); } catch (e) { store.update({ modelError: { line: e.message } }); return; }
+  if (await scope.loadModel(source)) store.update({ hf: id, model: '' });
+}
+on('load-hf', 'click', loadHub);
+on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });
 on('cancel-load', 'click', () => scope.cancel());
 
 window.addEventListener('hashchange', () => {
@@ -507,7 +517,9 @@ window.addEventListener('resize', () => {
 syncHash(); // the link shows the whole state from the start
 syncInputs(store.get());
 renderChrome(store.get(), new Set(['run']));
-scope.loadModel(urlSource(store.get().model)).then((ok) => {
+let start;
+try { start = scope.loadModel(sourceOf(store.get())); } catch (e) { store.update({ modelError: { line: e.message } }); start = Promise.resolve(false); }
+start.then((ok) => {
   if (ok) resolveReady(store.get().modelInfo);
   else { api.error = store.get().modelError.line; rejectReady(new Error(api.error)); }
 });

@@ -6,16 +6,17 @@
 //
 // Attributes: sentence (required), pair, mask (padding | causal | none), view (model | head |
 // lines | steps), layer, head, model (a checkpoint folder's base URL; default: the model beside
-// the script), engine (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
+// the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
+// (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS } from './store.js';
-import { connect, urlSource, delayedBusy } from './scope.js';
+import { connect, sourceOf, delayedBusy } from './scope.js';
 import { published } from './result.js';
 
-const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'model', 'engine', 'editable'];
+const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'model', 'hf', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -48,7 +49,7 @@ class AttnScope extends HTMLElement {
       sentences: [a('sentence') ?? ''], pair: a('pair') ?? '',
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
-      engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '',
+      engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', hub: a('hub') ?? '',
     };
   }
 
@@ -70,10 +71,11 @@ class AttnScope extends HTMLElement {
     if (view.classList.contains('pending')) view.style.aspectRatio = { model: '2 / 1', steps: '3 / 1', lines: '1 / 1' }[this.intent().embed] ?? '1 / 1.15';
     if (!this.store) return;
     const next = this.intent();
-    const modelChanged = next.model !== this.store.get().model || next.engine !== this.store.get().engine;
+    const now = this.store.get();
+    const modelChanged = next.model !== now.model || next.hf !== now.hf || next.hub !== now.hub || next.engine !== now.engine;
     this.store.update({ ...next, win: null });
     if (name === 'sentence') this.$('.edit input').value = next.sentences[0];
-    if (modelChanged) this.scope.loadModel(urlSource(next.model));
+    if (modelChanged) this.load(next);
   }
 
   start() {
@@ -103,7 +105,14 @@ class AttnScope extends HTMLElement {
     this.store.subscribe((s, changed) => this.show(s, changed));
     this.resize = new ResizeObserver(() => this.store.update({ size: `${this.clientWidth}x${this.clientHeight}` }));
     this.resize.observe(this);
-    this.scope.loadModel(urlSource(intent.model));
+    this.load(intent);
+  }
+
+  /** Loads the model an intent names (a Hub id, a base URL or the default); a bad id is shown as the error. */
+  load(intent) {
+    let source;
+    try { source = sourceOf(intent); } catch (e) { this.store.update({ modelError: { line: e.message } }); return; }
+    this.scope.loadModel(source);
   }
 
   show(s, changed) {

@@ -32,6 +32,8 @@ export function parseHash(hash) {
   if (HEAD_VIEWS.includes(h.get('v'))) s.view = h.get('v');
   if (h.get('scale') === 'head') s.scale = 'head';
   if (h.has('model')) s.model = h.get('model');
+  if (h.has('hf')) s.hf = h.get('hf');
+  if (h.has('hub')) s.hub = h.get('hub');
   s.presenter = h.get('present') === '1';
   if (EMBEDS.includes(h.get('embed'))) s.embed = h.get('embed');
   if (Object.hasOwn(METRICS, h.get('metric') ?? '')) s.metric = h.get('metric');
@@ -60,6 +62,8 @@ export function writeHash(s) {
   if (s.view !== 'both') h.set('v', s.view);
   if (s.scale !== 'absolute') h.set('scale', s.scale);
   if (s.model) h.set('model', s.model);
+  if (s.hf) h.set('hf', s.hf);
+  if (s.hf && s.hub) h.set('hub', s.hub);
   if (s.presenter) h.set('present', '1');
   if (s.embed) h.set('embed', s.embed);
   if (s.metric) h.set('metric', s.metric);

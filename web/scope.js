@@ -3,7 +3,7 @@
 // rendering the views that are shown, in slices of a few milliseconds so none blocks the page.
 
 import { engine, DEFAULT_MODEL } from './engine.js';
-import { MAX_BATCH } from './store.js';
+import { MAX_BATCH, DEFAULT_HUB, isHubId } from './store.js';
 import { measure, SLICE_MS } from './canvas.js';
 import * as grid from './views/grid.js';
 import * as head from './views/head.js';
@@ -108,6 +108,24 @@ export function shownOf(s) {
 /** Whether two runs hold the same tokens (a selection of query indices still means the same). */
 const sameTokens = (a, b) => a.B === b.B && a.results.every((x, i) => x.tokens.join('\n') === b.results[i].tokens.join('\n'));
 
+/**
+ * A checkpoint on the Hugging Face Hub by its model id: its files from
+ * `<hub>/<id>/resolve/main/`, one plain GET each (the Hub redirects the large ones to another
+ * origin, whose CORS preflight refuses HEAD and custom headers). `hub`: a mirror, or '' for the
+ * Hub. An id that is not one is an error, thrown.
+ */
+export function hubSource(id, hub = '') {
+  if (!isHubId(id)) throw new Error(`"${id}" is not a Hub model id (owner/name: letters, digits, "-", "_" and ".")`);
+  const root = (hub || DEFAULT_HUB).replace(/\/+$/, '');
+  const base = `${root}/${id}/resolve/main/`;
+  return { key: base, name: id, base, hub: id };
+}
+
+/** The model a state asks for: a Hub id (`hf`), a base URL (`model`), or the default. */
+export function sourceOf(s) {
+  return s.hf ? hubSource(s.hf, s.hub) : urlSource(s.model);
+}
+
 /** A model source for a state: `{key, name, base}` of its URL, or the default. */
 export function urlSource(url) {
   const base = url ? new URL(url, location.href).href : DEFAULT_MODEL;
@@ -170,7 +188,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
       const own = info.own_mask ?? 'padding', before = latest.modelInfo?.own_mask ?? 'padding';
       const mask = own !== before || (!latest.modelInfo && latest.mask === 'padding') ? own : latest.mask;
       store.update({
-        loading: null, modelInfo: info, modelKey: source.key, modelSource: { key: source.key, name: source.name, base: source.base }, engineStatus: r.status, mask,
+        loading: null, modelInfo: info, modelKey: source.key, modelSource: { key: source.key, name: source.name, base: source.base, hub: source.hub }, engineStatus: r.status, mask,
         layer: Math.min(latest.layer, info.layers - 1), head: Math.min(latest.head, info.heads - 1),
         modelVersion: ++loads,
       });

@@ -23,6 +23,8 @@ export const INTENT_DEFAULTS = {
   sentences: ['The animal didn\'t cross the street because it was too tired.'],
   pair: '', mask: 'padding', batch: false, layer: 3, head: 1, item: 0, // L3H1: "it" → "animal"
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
+  // a checkpoint on the Hugging Face Hub by its id (`hf`), from the Hub or a mirror (`hub`)
+  hf: '', hub: '',
   // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
   // knocked-out heads ("layer:head", sorted), a second sentence to compare with
   metric: '', table: false, rollout: false, off: [], compare: false,
@@ -52,6 +54,14 @@ export function metricLabel(name, info, short = false) {
   const mark = name === 'to_cls' ? specials[0] : specials[specials.length - 1];
   if (!mark) return short ? '→(no special)' : `attention to ${name === 'to_cls' ? 'a first' : 'a last'} special token (this tokenizer adds none: 0)`;
   return short ? `→${mark}` : `attention to ${mark}`;
+}
+
+/** The Hub the page loads `hf=` models from, unless `hub=` names a mirror. */
+export const DEFAULT_HUB = 'https://huggingface.co';
+
+/** Whether `id` is a Hub model id: `name` or `owner/name`, of letters, digits, `-`, `_` and `.`. */
+export function isHubId(id) {
+  return /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)?$/.test(id) && !id.includes('..') && id.length <= 96;
 }
 
 /** The first sentence of compare mode, when the sentence box holds no minimal pair of its own. */

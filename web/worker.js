@@ -122,8 +122,9 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
       if (signal.aborted) throw new Error('cancelled');
       throw new Error(`${file}: the request to ${url} failed (${e.message || e})`);
     }
-    if (!resp.ok) throw new Error(`${file}: HTTP ${resp.status}${resp.statusText ? ' ' + resp.statusText : ''} from ${url}`);
-    if (/^text\/html/i.test(resp.headers.get('content-type') ?? '')) throw new Error(`${file}: ${url} answered with an HTML page, not the file: is the base URL a checkpoint folder?`);
+    if (!resp.ok) throw Object.assign(new Error(`${file}: HTTP ${resp.status}${resp.statusText ? ' ' + resp.statusText : ''} from ${url}`), { status: resp.status, file, url });
+    const htmlPage = () => new Error(`${file}: ${url} answered with an HTML page, not ${file}: is the base URL a checkpoint folder?`);
+    if (/^text\/html/i.test(resp.headers.get('content-type') ?? '')) throw htmlPage();
     const total = Number(resp.headers.get('content-length')) || 0;
     if (total > limit) throw new Error(`${file}: the server announces ${mb(total)}, over the limit of ${mb(limit)}`);
     const chunks = [];
@@ -138,6 +139,9 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
           throw new Error(signal.aborted ? 'cancelled' : `${file}: the download broke off after ${loaded} bytes (${e.message || e})`);
         }
         if (step.done) break;
+        // an HTML page (an error page served as the file, whatever its content type) is named as
+        // one, not read as a safetensors header or JSON
+        if (!loaded && /^\s*<(!doctype|html|head|body|\?xml)/i.test(new TextDecoder().decode(step.value.subarray(0, 64)))) throw htmlPage();
         chunks.push(step.value);
         loaded += step.value.length;
         if (loaded > limit) throw new Error(`${file}: over the limit of ${mb(limit)}; stopped`);
@@ -199,7 +203,7 @@ function concat(chunks, n = chunks.reduce((a, c) => a + c.length, 0)) {
 
 /** A checkpoint's three files, read side by side (from the cache, or downloaded); the first to
  *  fail stops the others, and its error (the first in FILES' order) is the download's. */
-async function download(key, base, refresh) {
+async function download(key, base, refresh, hub) {
   const root = base.endsWith('/') ? base : base + '/';
   const ctl = new AbortController();
   aborts.set(key, ctl);
@@ -210,9 +214,32 @@ async function download(key, base, refresh) {
   const failed = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
   if (failed.length) {
     if (got[AT_WEIGHTS].status === 'fulfilled') got[AT_WEIGHTS].value.free();
-    throw failed.find((e) => e.message !== 'cancelled') ?? failed[0];
+    const e = failed.find((x) => x.message !== 'cancelled') ?? failed[0];
+    throw hub && e.message !== 'cancelled' ? await hubError(hub, root, e) : e;
   }
   return got.map((r) => r.value);
+}
+
+/**
+ * What a failed download of Hub model `id` means to a person: no such model, a gated or private
+ * one, no model.safetensors (sharded, or PyTorch's weights only), each naming the id and the URL.
+ * One more plain GET, of the small model.safetensors.index.json, tells a sharded checkpoint apart.
+ */
+async function hubError(id, root, e) {
+  const at = e.url ? ` (HTTP ${e.status} for ${e.url})` : '';
+  if (e.status === 401 || e.status === 403) {
+    return new Error(`${id} is gated or private on the Hub${at}: the page cannot sign in to it. Accept its licence on the Hub, download its three files and load them from disk.`);
+  }
+  if (e.status === 404 && e.file === 'config.json') return new Error(`no model ${id} on the Hub${at}`);
+  if (e.status === 404 && e.file === WEIGHTS) {
+    let sharded = false;
+    try { sharded = (await fetch(root + 'model.safetensors.index.json')).ok; } catch { /* not known */ }
+    return new Error(sharded
+      ? `${id} is sharded on the Hub (model.safetensors.index.json and its shards${at}), which attnscope does not read: save it as one model.safetensors`
+      : `${id} has no model.safetensors on the Hub${at}: perhaps only pytorch_model.bin, which attnscope does not read; convert it (save_pretrained(…, safe_serialization=True))`);
+  }
+  if (e.status === 404) return new Error(`${id} has no ${e.file} on the Hub${at}`);
+  return new Error(`${id} on the Hub: ${e.message}`);
 }
 
 // ---------- engines ----------
@@ -321,7 +348,7 @@ async function load(msg) {
   const current = sessions.get(msg.key);
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
-  const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh) };
+  const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh, msg.hub) };
   try {
     checkSizes(cp.bytes);
     await wasmReady;

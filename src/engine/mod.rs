@@ -15,6 +15,7 @@ pub use trace::{
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;
+use crate::model::limits::MAX_ATTENTION_VALUES;
 use crate::model::{Config, Encoded};
 
 /// Checks a batch and the options against the model before any engine runs it.
@@ -55,6 +56,17 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
         return Err(Error::Input(format!(
             "token type id {ty} is outside type_vocab_size {}",
             c.type_vocab_size
+        )));
+    }
+    let (l, h) = (c.num_hidden_layers, c.num_attention_heads);
+    let kept = (b * l * h) as u128 * (t * t) as u128;
+    if kept > MAX_ATTENTION_VALUES as u128 {
+        // the longest text a pass of this batch may have
+        let most = ((MAX_ATTENTION_VALUES / (b * l * h)) as f64).sqrt() as usize;
+        return Err(Error::Input(format!(
+            "{b} text(s) of {t} tokens would keep {kept} attention probabilities ({b} × {l} layers \
+             × {h} heads × {t}²), over the limit of {MAX_ATTENTION_VALUES}: this model takes at \
+             most {most} tokens in a batch of {b}"
         )));
     }
     if mask.dim() != (b, t, t) {

@@ -4,9 +4,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 use super::limits::{
-    file_too_big, MAX_ATTENTION_VALUES, MAX_CONFIG_BYTES, MAX_HEADS, MAX_HIDDEN_SIZE,
-    MAX_INTERMEDIATE_SIZE, MAX_LAYERS, MAX_PARAMETERS, MAX_POSITIONS, MAX_TYPE_VOCAB_SIZE,
-    MAX_VOCAB_SIZE,
+    file_too_big, MAX_CONFIG_BYTES, MAX_HEADS, MAX_HIDDEN_SIZE, MAX_INTERMEDIATE_SIZE, MAX_LAYERS,
+    MAX_MODEL_ATTENTION_VALUES, MAX_PARAMETERS, MAX_POSITIONS, MAX_TYPE_VOCAB_SIZE, MAX_VOCAB_SIZE,
 };
 use crate::error::{Error, Result};
 
@@ -439,10 +438,10 @@ impl Config {
             self.max_position_embeddings as u128,
         );
         let attention = l * h * p * p;
-        if attention > MAX_ATTENTION_VALUES as u128 {
+        if attention > MAX_MODEL_ATTENTION_VALUES as u128 {
             return bad(format!(
                 "one text of {} {p} tokens would make {attention} attention probabilities \
-                 ({} {l} × {} {h} × {p}²), over the limit of {MAX_ATTENTION_VALUES}",
+                 ({} {l} × {} {h} × {p}²), over the limit of {MAX_MODEL_ATTENTION_VALUES}",
                 f("max_position_embeddings"),
                 f("num_hidden_layers"),
                 f("num_attention_heads")

@@ -48,10 +48,16 @@ pub const MAX_POSITIONS: usize = 8192;
 /// Largest `type_vocab_size`, the number of segment types (BERT: 2).
 pub const MAX_TYPE_VOCAB_SIZE: usize = 1024;
 
-/// Most attention probabilities one text at the model's full length may produce,
-/// `num_hidden_layers × num_attention_heads × max_position_embeddings²`: every one is kept (and
-/// its score too, when asked for). BERT-large at 512 tokens makes 100M (400 MB of `f32`).
+/// Most attention probabilities one forward pass may keep, `B × L × H × T²` (every one is kept,
+/// and its score too when asked for): checked before a pass runs. BERT-large's batch of four at
+/// 512 tokens keeps 100M (400 MB of `f32`); GPT-2 small keeps one text of up to 965 tokens.
 pub const MAX_ATTENTION_VALUES: usize = 1 << 27;
+
+/// Most attention probabilities one text at the model's full length could make,
+/// `num_hidden_layers × num_attention_heads × max_position_embeddings²`, checked when the config is
+/// read: GPT-2 small at its 1024 positions makes 151M. A pass over fewer tokens, within
+/// [`MAX_ATTENTION_VALUES`], runs.
+pub const MAX_MODEL_ATTENTION_VALUES: usize = 1 << 28;
 
 /// Most texts in one batch: what the page's batch mode takes. With [`MAX_ATTENTION_VALUES`]
 /// it bounds the attention kept by one forward pass.
