@@ -1,13 +1,13 @@
 // Every family in the page, as a person loading their own checkpoint meets it: RoBERTa,
 // DistilBERT and GPT-2 (tests/fixtures/models/tiny-*) load from a URL, run on the CPU engine and
-// on WebGPU, equal the CLI (which the golden tests hold to HF), and each panel either draws or says
-// in one line why it does not apply. GPT-2 opens under its own causal mask and shows its next
+// on WebGPU, equal the CLI and HF transformers' golden numbers (a padded batch of each, GPT-2's
+// next tokens too), and each panel either draws or says in one line why it does not apply. GPT-2 opens under its own causal mask and shows its next
 // tokens. Screenshots of GPT-2's page at phone, laptop and projector widths in test-artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, readFileSync } from 'node:fs';
 import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
 
 // the app server serves checkpoints from assets/models/ (git-ignored): the fixtures go there for the run
@@ -105,6 +105,52 @@ for (const [name, type] of [['tiny-roberta', 'roberta'], ['tiny-distilbert', 'di
       // word pieces read as text: no byte-level Ġ in what the views write
       const labels = await page.evaluate(() => window.attnscope.store.get().run.results[0].labels);
       assert.ok(labels.every((l) => !/Ġ/.test(l)), labels.join('|'));
+      clean(problems);
+      await page.close();
+    }
+  });
+}
+
+/** Tensor `name` of a golden case (tools/make_fixtures.py, HF transformers' numbers): `{shape, data}`. */
+function golden(caseName, name) {
+  const bytes = readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${caseName}.safetensors`));
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
+  const t = header[name], [from, to] = t.data_offsets;
+  const raw = bytes.subarray(8 + n + from, 8 + n + to);
+  return { shape: t.shape, data: new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length)) };
+}
+
+for (const [caseName, name] of [['roberta_batch', 'tiny-roberta'], ['distilbert_batch', 'tiny-distilbert'], ['gpt2_batch', 'tiny-gpt2']]) {
+  test(`${caseName}: the page's padded batch equals HF transformers on the CPU engine and on WebGPU`, async () => {
+    const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${caseName}.json`), 'utf8'));
+    const { shape: [B, L, H, T], data } = golden(caseName, 'attention');
+    const probs = meta.model_type === 'gpt2' ? golden(caseName, 'next_token_probs') : null;
+    for (const engine of ['cpu', 'gpu']) {
+      const texts = meta.texts.map((t) => `s=${encodeURIComponent(t)}`).join('&');
+      const url = `${server.url}#model=${encodeURIComponent(`${server.url}assets/models/e2e-${name}/`)}&batch=1&${texts}&m=${meta.mask}&e=${engine}`;
+      const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+      assert.equal(await ready(page), null);
+      await page.waitForFunction((n) => window.attnscope.info?.name === `e2e-${n}` && window.attnscope.store.get().run?.B === 3 - (n === 'tiny-distilbert'), name, { timeout: 120000 });
+      const run = await page.evaluate(() => {
+        const r = window.attnscope.store.get().run;
+        return { T: r.T, mask: r.mask_kind, items: r.results.map((x) => ({ tokens: x.tokens, attention: x.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))), next: x.next_tokens ?? null })) };
+      });
+      assert.equal(run.T, T);
+      assert.equal(run.mask, meta.mask);
+      let worst = 0, worstP = 0;
+      run.items.forEach((item, b) => {
+        assert.deepEqual(item.tokens, meta.tokens[b], `${caseName} ${engine}: item ${b}'s tokens`);
+        for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) {
+          worst = Math.max(worst, Math.abs(item.attention[l][h][q][k] - data[(((b * L + l) * H + h) * T + q) * T + k]));
+        }
+        if (probs) {
+          const V = probs.shape[2];
+          for (let q = 0; q < T; q++) for (const p of item.next[q]) worstP = Math.max(worstP, Math.abs(p.p - probs.data[(b * T + q) * V + p.id]));
+        }
+      });
+      assert.ok(worst <= 1e-4, `${caseName} ${engine}: attention max |Δ| ${worst} against HF`);
+      assert.ok(worstP <= 1e-4, `${caseName} ${engine}: next-token probabilities max |Δ| ${worstP} against HF`);
       clean(problems);
       await page.close();
     }
