@@ -1,4 +1,4 @@
-// <attn-scope>: one attention view of a real encoder, for blog posts and slides.
+// <attn-scope>: one attention view of a real transformer, for blog posts and slides.
 //
 //   <script type="module" src="attnscope/attn-scope.js"></script>
 //   <attn-scope sentence="The animal didn't cross the street because it was too tired."

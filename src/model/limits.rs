@@ -3,9 +3,9 @@
 //! The page loads model files a visitor picks or a URL anyone can put in a link, so a file's
 //! header must never decide how much memory we allocate. Each limit is checked before the
 //! allocation it guards; going over one is an error naming the file, key or shape at fault and
-//! the limit. The limits are generous for BERT-family encoders (BERT-large, 24 layers × 16 heads,
-//! hidden 1024, 335M parameters, fits) and far below what would exhaust a browser tab's 4 GiB
-//! wasm32 address space.
+//! the limit. The limits are generous for the families attnscope runs (BERT-large, 24 layers ×
+//! 16 heads, hidden 1024, 335M parameters, fits; so does GPT-2 small) and far below what would
+//! exhaust a browser tab's 4 GiB wasm32 address space.
 
 /// Largest `config.json` accepted, in bytes. Real ones are under 2 KiB; `id2label` of a
 /// classifier with thousands of labels stays far below this.
