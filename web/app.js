@@ -167,7 +167,7 @@ function renderChrome(s, changed) {
     $('progress').value = s.loading.loaded || 0;
     setText($('progress-text'), s.loading.file ? `${s.loading.name} · ${s.loading.file}: ${mb(s.loading.loaded)} of ${s.loading.total ? mb(s.loading.total) : '?'} MB` : `${s.loading.name}…`);
   }
-  status($('error'), s.modelError && { line: s.modelError.line + (info ? ` (still showing ${info.name})` : '') });
+  status($('error'), s.modelError && { line: s.modelError.line + (info ? ` (still showing ${s.modelSource?.hub ?? info.name})` : '') });
   const es = s.engineStatus;
   setText($('engine-status'), es?.line ?? '');
   $('engine-details').hidden = !es?.details;
@@ -431,7 +431,7 @@ function shareSnippets(s) {
   embedUrl.hash = writeHash({ ...s, embed: view });
   const attr = (k, v) => ` ${k}="${String(v).replace(/&/g, '&amp;').replace(/"/g, '&quot;')}"`;
   const script = new URL('../attn-scope.js', import.meta.url).href;
-  const modelAttr = s.model ? attr('model', s.model) : '';
+  const modelAttr = s.hf ? attr('hf', s.hf) + (s.hub ? attr('hub', s.hub) : '') : s.model ? attr('model', s.model) : '';
   return {
     link: page.href,
     iframe: `<iframe src="${embedUrl.href.replace(/"/g, '%22')}" width="640" height="560" style="border:0" title="attnscope: layer ${s.layer}, head ${s.head}"></iframe>`,
@@ -480,7 +480,7 @@ async function loadFiles(fileList) {
   const bufs = {};
   for (const n of need) bufs[n] = await files[n].arrayBuffer();
   const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
-  if (await scope.loadModel({ key, name: 'local files', files: bufs })) store.update({ model: '', hf: '' });
+  if (await scope.loadModel({ key, name: 'local files', files: bufs })) { store.update({ model: '', hf: '' }); showSource(); }
 }
 on('files', 'change', (e) => { loadFiles([...e.target.files]); e.target.value = ''; }); // picking the same files again loads them again
 document.addEventListener('dragover', (e) => { e.preventDefault(); $('drop-hint').hidden = false; });
@@ -489,14 +489,20 @@ document.addEventListener('drop', (e) => { e.preventDefault(); $('drop-hint').hi
 on('load-url', 'click', async () => {
   const url = $('model-url').value.trim();
   if (!url) { store.update({ modelError: { line: 'Give the base URL of a folder with config.json, model.safetensors and tokenizer.json.' } }); return; }
-  if (await scope.loadModel(urlSource(url), { refresh: true })) store.update({ model: url, hf: '' });
+  if (await scope.loadModel(urlSource(url), { refresh: true })) { store.update({ model: url, hf: '' }); showSource(); }
 });
 async function loadHub() {
-  const id = $('model-hf').value.trim().replace(/^https:\/\/huggingface\.co\//, '').replace(/\/+$/, '');
+  // a model's address on the Hub, pasted, is read as its id
+  const id = $('model-hf').value.trim().replace(/^(https?:\/\/)?(www\.)?(huggingface\.co|hf\.co)\//, '').replace(/\/(tree|blob|resolve)\/.*$/, '').replace(/\/+$/, '');
   if (!id) { store.update({ modelError: { line: 'Give a model id on the Hugging Face Hub, e.g. openai-community/gpt2.' } }); return; }
   let source;
   try { source = hubSource(id, store.get().hub); } catch (e) { store.update({ modelError: { line: e.message } }); return; }
-  if (await scope.loadModel(source)) store.update({ hf: id, model: '' });
+  if (await scope.loadModel(source)) { store.update({ hf: id, model: '' }); showSource(); }
+}
+/** The URL and Hub fields show where the model came from: the other one is emptied. */
+function showSource() {
+  $('model-url').value = store.get().model;
+  $('model-hf').value = store.get().hf;
 }
 on('load-hf', 'click', loadHub);
 on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });

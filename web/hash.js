@@ -1,7 +1,7 @@
 // The URL hash ↔ the intent. Everything a link needs to reproduce a view; nothing else.
 // Values are only ever read as text (URLSearchParams), never as markup.
 
-import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH, METRICS, INSIDE } from './store.js';
+import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH, METRICS, INSIDE, DEFAULT_HUB } from './store.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
 
@@ -63,7 +63,7 @@ export function writeHash(s) {
   if (s.scale !== 'absolute') h.set('scale', s.scale);
   if (s.model) h.set('model', s.model);
   if (s.hf) h.set('hf', s.hf);
-  if (s.hf && s.hub) h.set('hub', s.hub);
+  if (s.hf && s.hub && s.hub.replace(/\/+$/, '') !== DEFAULT_HUB) h.set('hub', s.hub); // a mirror; the Hub goes without saying
   if (s.presenter) h.set('present', '1');
   if (s.embed) h.set('embed', s.embed);
   if (s.metric) h.set('metric', s.metric);

@@ -111,13 +111,16 @@ const sameTokens = (a, b) => a.B === b.B && a.results.every((x, i) => x.tokens.j
 /**
  * A checkpoint on the Hugging Face Hub by its model id: its files from
  * `<hub>/<id>/resolve/main/`, one plain GET each (the Hub redirects the large ones to another
- * origin, whose CORS preflight refuses HEAD and custom headers). `hub`: a mirror, or '' for the
- * Hub. An id that is not one is an error, thrown.
+ * origin, whose CORS preflight refuses HEAD and custom headers). `hub`: a mirror's http(s) URL
+ * (relative to the page), or '' for the Hub. An id or hub that is not one is an error, thrown.
  */
 export function hubSource(id, hub = '') {
-  if (!isHubId(id)) throw new Error(`"${id}" is not a Hub model id (owner/name: letters, digits, "-", "_" and ".")`);
-  const root = (hub || DEFAULT_HUB).replace(/\/+$/, '');
-  const base = `${root}/${id}/resolve/main/`;
+  const shown = id.length > 100 ? `${id.slice(0, 100)}…` : id;
+  if (!isHubId(id)) throw new Error(`"${shown}" is not a Hugging Face Hub model id: owner/name or name, of letters, digits, "-", "_" and "." (no "..")`);
+  let root;
+  try { root = new URL(hub || DEFAULT_HUB, location.href); } catch { root = null; }
+  if (!root || !/^https?:$/.test(root.protocol)) throw new Error(`hub "${hub}" is not an http(s) URL: give the address of a mirror of the Hugging Face Hub, or nothing for the Hub`);
+  const base = `${root.href.replace(/\/+$/, '')}/${id}/resolve/main/`;
   return { key: base, name: id, base, hub: id };
 }
 
@@ -129,7 +132,9 @@ export function sourceOf(s) {
 /** A model source for a state: `{key, name, base}` of its URL, or the default. */
 export function urlSource(url) {
   const base = url ? new URL(url, location.href).href : DEFAULT_MODEL;
-  const name = url ? base.replace(/\/+$/, '').split('/').pop() || base : 'all-MiniLM-L6-v2';
+  // a folder's name; for a Hub-like `<owner>/<name>/resolve/<revision>/` address, the model's id
+  const hubLike = url && new URL(base).pathname.match(/\/([^/]+\/[^/]+)\/resolve\/[^/]+\/?$/);
+  const name = hubLike ? decodeURIComponent(hubLike[1]) : url ? base.replace(/\/+$/, '').split('/').pop() || base : 'all-MiniLM-L6-v2';
   return { key: base, name, base };
 }
 
@@ -195,7 +200,12 @@ export function connect(store, { targets, layout, dropOld = true }) {
       return true;
     } catch (err) {
       const msg = String(err.message || err);
-      store.update({ loading: null, modelError: { line: msg === 'cancelled' ? 'Loading was cancelled.' : `Could not load ${source.name}: ${msg}` } });
+      // the worker's errors about a Hub model already name it (worker.js hubError), and the
+      // engine's may name the file within it ("<name>/config.json: …"): the name once, not twice
+      const named = source.hub && (msg.startsWith(`${source.hub} `) || msg.startsWith(`no model ${source.hub} `));
+      const line = msg === 'cancelled' ? 'Loading was cancelled.' : named ? msg
+        : msg.startsWith(`${source.name}/`) ? `Could not load ${msg}` : `Could not load ${source.name}: ${msg}`;
+      store.update({ loading: null, modelError: { line } });
       return false;
     }
   }

@@ -87,10 +87,10 @@ const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
 
 /** Watches a safetensors stream: once its header is in, the file's exact size is known, so a
  *  body longer (or a Content-Length other) than the header says is stopped at once. */
-function safetensorsSize(head, file) {
+function safetensorsSize(head, file, url) {
   if (head.length < 8) return null;
   const n = Number(new DataView(head.buffer, head.byteOffset, 8).getBigUint64(0, true));
-  if (n > limits.safetensorsHeader) throw new Error(`${file}: the header claims ${n} bytes, over the limit of ${limits.safetensorsHeader}`);
+  if (n > limits.safetensorsHeader) throw new Error(`${file}: the header claims ${n} bytes, over the limit of ${limits.safetensorsHeader}: ${url}`);
   if (head.length < 8 + n) return null;
   let header;
   try { header = JSON.parse(new TextDecoder().decode(head.subarray(8, 8 + n))); } catch { throw new Error(`${file}: the header is not JSON: is this a safetensors file?`); }
@@ -109,7 +109,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (cache && !refresh) {
       const hit = await cache.match(url);
       if (hit) {
-        if (file === WEIGHTS) return readWeights(await hit.blob(), file, onBytes, signal);
+        if (file === WEIGHTS) return readWeights(await hit.blob(), file, onBytes, signal, url);
         const bytes = new Uint8Array(await hit.arrayBuffer());
         onBytes(bytes.length, bytes.length);
         return bytes;
@@ -122,11 +122,15 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
       if (signal.aborted) throw new Error('cancelled');
       throw new Error(`${file}: the request to ${url} failed (${e.message || e})`);
     }
-    if (!resp.ok) throw Object.assign(new Error(`${file}: HTTP ${resp.status}${resp.statusText ? ' ' + resp.statusText : ''} from ${url}`), { status: resp.status, file, url });
-    const htmlPage = () => new Error(`${file}: ${url} answered with an HTML page, not ${file}: is the base URL a checkpoint folder?`);
+    // the Hub's reason for a 401/403/404 (RepoNotFound, GatedRepo, EntryNotFound), where its
+    // CORS headers let the page read it
+    if (!resp.ok) throw Object.assign(new Error(`${file}: HTTP ${resp.status}${resp.statusText ? ' ' + resp.statusText : ''} from ${url}`), { status: resp.status, code: resp.headers.get('x-error-code'), file, url });
+    // an error or login page served as the file (a wrong base URL, a single-page app's fallback)
+    // is named as one, not read as a safetensors header or JSON: by its type, or by its first bytes
+    const htmlPage = () => Object.assign(new Error(`${file}: the server answered with an HTML page, not ${file}: ${url} (is the base URL a checkpoint folder?)`), { html: true, file, url });
     if (/^text\/html/i.test(resp.headers.get('content-type') ?? '')) throw htmlPage();
     const total = Number(resp.headers.get('content-length')) || 0;
-    if (total > limit) throw new Error(`${file}: the server announces ${mb(total)}, over the limit of ${mb(limit)}`);
+    if (total > limit) throw new Error(`${file}: the server announces ${mb(total)}, over the page's limit of ${mb(limit)}: ${url}`);
     const chunks = [];
     let loaded = 0;
     let expected = null; // model.safetensors: the size its header gives
@@ -139,15 +143,14 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
           throw new Error(signal.aborted ? 'cancelled' : `${file}: the download broke off after ${loaded} bytes (${e.message || e})`);
         }
         if (step.done) break;
-        // an HTML page (an error page served as the file, whatever its content type) is named as
-        // one, not read as a safetensors header or JSON
-        if (!loaded && /^\s*<(!doctype|html|head|body|\?xml)/i.test(new TextDecoder().decode(step.value.subarray(0, 64)))) throw htmlPage();
+        // an HTML page under another content type: its first bytes say so
+        if (!loaded && /^\s*<(!doctype|html|head|body|\?xml|!--)/i.test(new TextDecoder().decode(step.value.subarray(0, 64)))) throw htmlPage();
         chunks.push(step.value);
         loaded += step.value.length;
-        if (loaded > limit) throw new Error(`${file}: over the limit of ${mb(limit)}; stopped`);
+        if (loaded > limit) throw new Error(`${file}: over the page's limit of ${mb(limit)}; stopped: ${url}`);
         if (file === 'model.safetensors' && expected === null && head.length < limits.safetensorsHeader + 8) {
           head = concat([head, step.value]);
-          expected = safetensorsSize(head, file);
+          expected = safetensorsSize(head, file, url);
           if (expected !== null && total && total !== expected) throw new Error(`${file}: the server announces ${total} bytes, the header describes ${expected}`);
         }
         if (expected !== null && loaded > expected) throw new Error(`${file}: the body is longer than the ${expected} bytes its header describes; stopped`);
@@ -168,8 +171,8 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
 /** A cached model.safetensors read into wasm memory chunk by chunk as Cache Storage hands it
  *  over, so the 90 MB are never whole in JavaScript and then copied in (and the model's
  *  matrices are then read in place: `WeightsFile` in src/model/weights.rs). */
-async function readWeights(blob, file, onBytes, signal) {
-  if (blob.size > limits[file]) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the limit of ${mb(limits[file])}`);
+async function readWeights(blob, file, onBytes, signal, url) {
+  if (blob.size > limits[file]) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the page's limit of ${mb(limits[file])}: ${url}`);
   if (signal.aborted) throw new Error('cancelled');
   const weights = new WeightsFile(file, blob.size);
   try {
@@ -202,19 +205,22 @@ function concat(chunks, n = chunks.reduce((a, c) => a + c.length, 0)) {
 }
 
 /** A checkpoint's three files, read side by side (from the cache, or downloaded); the first to
- *  fail stops the others, and its error (the first in FILES' order) is the download's. */
+ *  fail stops the others, and its error (the first in FILES' order) is the download's. All but
+ *  config.json: it is small, and its answer says whether the model is there at all (a missing
+ *  model's weights may 404 before its config does). A cancel stops all three. */
 async function download(key, base, refresh, hub) {
   const root = base.endsWith('/') ? base : base + '/';
-  const ctl = new AbortController();
-  aborts.set(key, ctl);
+  const cancel = new AbortController(), failed = new AbortController();
+  cancel.signal.addEventListener('abort', () => failed.abort());
+  aborts.set(key, cancel);
   const reads = FILES.map((f) =>
-    fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), ctl.signal, refresh)
-      .catch((e) => { ctl.abort(); throw e; }));
+    fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), f === 'config.json' ? cancel.signal : failed.signal, refresh)
+      .catch((e) => { failed.abort(); throw e; }));
   const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
-  const failed = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
-  if (failed.length) {
+  const errors = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
+  if (errors.length) {
     if (got[AT_WEIGHTS].status === 'fulfilled') got[AT_WEIGHTS].value.free();
-    const e = failed.find((x) => x.message !== 'cancelled') ?? failed[0];
+    const e = cancel.signal.aborted ? new Error('cancelled') : errors.find((x) => x.message !== 'cancelled') ?? errors[0];
     throw hub && e.message !== 'cancelled' ? await hubError(hub, root, e) : e;
   }
   return got.map((r) => r.value);
@@ -222,23 +228,39 @@ async function download(key, base, refresh, hub) {
 
 /**
  * What a failed download of Hub model `id` means to a person: no such model, a gated or private
- * one, no model.safetensors (sharded, or PyTorch's weights only), each naming the id and the URL.
- * One more plain GET, of the small model.safetensors.index.json, tells a sharded checkpoint apart.
+ * one, no model.safetensors (sharded, or PyTorch's weights only), no tokenizer.json, each naming
+ * the id and the URL (every message starts with the id, or "no model <id>": scope.js shows it
+ * as it is). Without a token the Hub answers 401 to a missing model as to a gated one, and says
+ * which in X-Error-Code, when the browser may read it. One more plain GET, of the small
+ * model.safetensors.index.json, tells a sharded checkpoint apart; pytorch_model.bin, which may be
+ * gigabytes, is never asked for.
  */
 async function hubError(id, root, e) {
   const at = e.url ? ` (HTTP ${e.status} for ${e.url})` : '';
-  if (e.status === 401 || e.status === 403) {
-    return new Error(`${id} is gated or private on the Hub${at}: the page cannot sign in to it. Accept its licence on the Hub, download its three files and load them from disk.`);
+  if (e.code === 'RepoNotFound' || (e.status === 404 && e.file === 'config.json' && e.code !== 'EntryNotFound')) {
+    return new Error(`no model ${id} on the Hub${at}${e.status === 404 ? '' : ', or it is private: check the id'}`);
   }
-  if (e.status === 404 && e.file === 'config.json') return new Error(`no model ${id} on the Hub${at}`);
+  if (e.status === 401 || e.status === 403) {
+    const what = e.code === 'GatedRepo' ? 'gated' : 'gated or private';
+    const typo = e.status === 401 && !e.code ? ' (or there is no such model: the Hub answers 401 to both)' : '';
+    return new Error(`${id} is ${what} on the Hub${at}${typo}: it needs its licence accepted on the Hub and an access token, which this page cannot send. Download its config.json, model.safetensors and tokenizer.json there and load them as files`);
+  }
   if (e.status === 404 && e.file === WEIGHTS) {
     let sharded = false;
-    try { sharded = (await fetch(root + 'model.safetensors.index.json')).ok; } catch { /* not known */ }
+    try {
+      const r = await fetch(root + 'model.safetensors.index.json');
+      sharded = r.ok && !/^text\/html/i.test(r.headers.get('content-type') ?? '');
+      r.body?.cancel().catch(() => {});
+    } catch { /* not known */ }
     return new Error(sharded
-      ? `${id} is sharded on the Hub (model.safetensors.index.json and its shards${at}), which attnscope does not read: save it as one model.safetensors`
+      ? `${id} is sharded on the Hub${at}: its weights are in shards listed by model.safetensors.index.json, which attnscope does not read; save the model as one model.safetensors`
       : `${id} has no model.safetensors on the Hub${at}: perhaps only pytorch_model.bin, which attnscope does not read; convert it (save_pretrained(…, safe_serialization=True))`);
   }
+  if (e.status === 404 && e.file === 'tokenizer.json') {
+    return new Error(`${id} has no tokenizer.json on the Hub${at}: perhaps only a slow tokenizer's files (vocab.txt, or vocab.json and merges.txt), which attnscope does not read; save it with a fast tokenizer`);
+  }
   if (e.status === 404) return new Error(`${id} has no ${e.file} on the Hub${at}`);
+  if (e.html) return new Error(`${id} on the Hub: the server answered with an HTML page, not ${e.file}: ${e.url}`);
   return new Error(`${id} on the Hub: ${e.message}`);
 }
 
