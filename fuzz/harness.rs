@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use attnscope::engine::{check_input, cpu, TraceOptions};
+use attnscope::engine::{check_input, cpu, translate, Decoding, TraceOptions};
 use attnscope::model::TextTokenizer;
 use attnscope::{Mask, MaskKind, Model};
 
@@ -32,11 +32,12 @@ macro_rules! checkpoint {
         )
     };
 }
-const FAMILIES: [(&[u8], &[u8], &[u8]); 4] = [
+const FAMILIES: [(&[u8], &[u8], &[u8]); 5] = [
     (CONFIG, WEIGHTS, TOKENIZER),
     checkpoint!("tiny-roberta"),
     checkpoint!("tiny-distilbert"),
     checkpoint!("tiny-gpt2"),
+    checkpoint!("tiny-marian-f16"),
 ];
 
 /// The committed tiny checkpoint (2 layers × 3 heads, hidden 24, 64 positions), loaded once.
@@ -93,7 +94,8 @@ pub fn tokenizer(tokenizer_json: &[u8]) {
     }
 }
 
-/// The three files together → a model, then a padded batch through it under the causal mask.
+/// The three files together → a model, then a padded batch through it under the causal mask
+/// (an encoder–decoder model: translated, greedily and teacher-forced).
 /// The input is `[config length: u32 LE][tokenizer length: u32 LE][config.json][tokenizer.json]
 /// [model.safetensors]`, lengths past the end cut to what is there (`fuzz/seeds.py` writes seeds
 /// in this form).
@@ -107,6 +109,14 @@ pub fn model(data: &[u8]) {
     let Ok(m) = Model::from_bytes("fuzz", config, safetensors, tokenizer) else {
         return;
     };
+    if m.config.decoder.is_some() {
+        let sources = ["time flies like an arrow", "hi"];
+        let _ = translate(&m, &sources, &Decoding::Greedy { max_new_tokens: 4 });
+        let start = m.config.decoder.as_ref().map_or(0, |d| d.start_token_id);
+        let outputs = vec![vec![start, 3, 2, 1], vec![start, 0]];
+        let _ = translate(&m, &sources, &Decoding::Forced(outputs));
+        return;
+    }
     let Ok(input) = m
         .tokenizer
         .encode(&["time flies like an arrow", "hi"], None)

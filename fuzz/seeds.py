@@ -8,7 +8,8 @@ import struct
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAMILY_MODELS = ("tiny-bert", "tiny-bert-preln", "tiny-roberta", "tiny-distilbert", "tiny-gpt2")
+FAMILY_MODELS = ("tiny-bert", "tiny-bert-preln", "tiny-roberta", "tiny-distilbert", "tiny-gpt2", "tiny-marian",
+                 "tiny-marian-f16")
 MODELS = [os.path.join(ROOT, "tests/fixtures/models", m) for m in FAMILY_MODELS]
 CORPUS = os.path.join(ROOT, "fuzz/corpus")
 
@@ -41,6 +42,11 @@ def seeds():
     distil = json.loads(configs[FAMILY_MODELS.index("tiny-distilbert")])
     for edit in ({"dim": 25}, {"n_layers": 0}, {"hidden_dim": 1 << 40}):
         configs.append(json.dumps({**distil, **edit}).encode())
+    marian = json.loads(configs[FAMILY_MODELS.index("tiny-marian")])
+    for edit in ({"decoder_layers": 0}, {"decoder_attention_heads": 5}, {"decoder_start_token_id": 1 << 40},
+                 {"eos_token_id": 100000}, {"decoder_vocab_size": 7}, {"d_model": 1 << 30}, {"decoder_ffn_dim": 1 << 40},
+                 {"activation_function": "tanh"}, {"max_position_embeddings": 1}, {"share_encoder_decoder_embeddings": False}):
+        configs.append(json.dumps({**marian, **edit}).encode())
     weights.append(safetensors({"embeddings.word_embeddings.weight":
                                 {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16)))
     weights.append(safetensors({"__metadata__": {"format": "pt"}}))

@@ -56,7 +56,7 @@ fn erf(v: f32) -> f32 {
 }
 
 // The feed-forward activations, by the codes of `Epilogue` in src/engine/gpu/plan.rs:
-// 0 = none, 1 = exact GELU x·Φ(x) (erf), 2 = tanh GELU, 3 = ReLU.
+// 0 = none, 1 = exact GELU x·Φ(x) (erf), 2 = tanh GELU, 3 = ReLU, 4 = SiLU x·σ(x).
 fn activate(v: f32, act: u32) -> f32 {
     switch act {
         case 1u: {
@@ -67,6 +67,9 @@ fn activate(v: f32, act: u32) -> f32 {
         }
         case 3u: {
             return max(v, 0.0);
+        }
+        case 4u: {
+            return v / (1.0 + exp(-v));
         }
         default: {
             return v;

@@ -1,5 +1,5 @@
-// An embedding lookup: row ids[r] of the table for every row r (token, position or token-type
-// embeddings; the family adds them and norms the sum with add_layernorm.wgsl).
+// An embedding lookup: row ids[r] of the table, times scale, for every row r (token, position
+// or token-type embeddings; the family adds them and norms the sum with add_layernorm.wgsl).
 //
 // # Shapes
 // * ids: (rows,); table: (table_rows, dim) → out: (rows, dim)
@@ -10,7 +10,7 @@ struct Params {
     rows: u32,
     dim: u32,
     table_rows: u32,
-    _pad: u32,
+    scale: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -28,6 +28,6 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     let src = min(ids[r], p.table_rows - 1u) * p.dim;
     let dst = r * p.dim;
     for (var c = lid3.x; c < p.dim; c += WG) {
-        out[dst + c] = table[src + c];
+        out[dst + c] = table[src + c] * p.scale;
     }
 }

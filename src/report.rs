@@ -513,6 +513,7 @@ impl<'a> ModelInfo<'a> {
                 Activation::Gelu => "gelu",
                 Activation::GeluTanh => "gelu_tanh",
                 Activation::Relu => "relu",
+                Activation::Silu => "silu",
             }
             .into(),
             layer_norm_order: match c.layer_norm_order {
@@ -521,6 +522,115 @@ impl<'a> ModelInfo<'a> {
             }
             .into(),
             labels: labels.into_iter().map(|(_, name)| name).collect(),
+        }
+    }
+}
+
+/// One step of a decoding: the likeliest next tokens after it, best first.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Step {
+    pub top_k: Vec<NextToken>,
+}
+
+/// One source's translation ([`crate::engine::Translation`]'s item `b`), cut to its own length:
+/// `S` source tokens, `T` steps.
+#[derive(serde::Serialize)]
+pub struct TranslationItem<'a> {
+    pub source: &'a str,
+    pub source_ids: Vec<u32>,
+    pub source_tokens: Vec<String>,
+    /// Each source token's character span in the source (`[0, 0]`: a special token).
+    pub source_offsets: Vec<[usize; 2]>,
+    /// The teacher-forced target, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<&'a str>,
+    /// As HF's `generate` returns them: the decoder start token first, EOS last when reached.
+    pub output_ids: &'a [u32],
+    pub output_tokens: Vec<String>,
+    /// The output decoded, special tokens skipped.
+    pub output_text: String,
+    /// `[L_enc][H_enc][S][S]`
+    pub encoder_attention: Nested<'a, f32>,
+    /// `[L_dec][H_dec][T][T]`: row `t` is the step that wrote `output_ids[t + 1]`.
+    pub decoder_attention: Nested<'a, f32>,
+    /// `[L_dec][H_dec][T][S]`: the decoder's rows, the source's columns.
+    pub cross_attention: Nested<'a, f32>,
+    /// `[T]`: each step's likeliest next tokens, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<Step>>,
+}
+
+/// `translate`'s whole report.
+#[derive(serde::Serialize)]
+pub struct TranslationReport<'a> {
+    pub model: &'a str,
+    pub model_type: &'static str,
+    pub backend: &'a str,
+    pub results: Vec<TranslationItem<'a>>,
+}
+
+impl<'a> TranslationReport<'a> {
+    /// `tr`'s items, each cut to its own lengths; `steps` with the `top_k` likeliest tokens of
+    /// each step when asked for.
+    pub fn new(
+        model: &'a Model,
+        backend: &'a str,
+        sources: &'a [String],
+        targets: Option<&'a [String]>,
+        tr: &'a crate::engine::Translation,
+        top_k: Option<usize>,
+    ) -> Self {
+        let tok = &model.tokenizer;
+        let probs = top_k.map(|_| crate::families::next_token_probs(&tr.step_logits));
+        let results = sources
+            .iter()
+            .enumerate()
+            .map(|(b, source)| {
+                let s = tr.source.tokens[b]
+                    .len()
+                    .min(tr.source.valid.row(b).iter().filter(|&&v| v).count());
+                let t = tr.steps(b);
+                // bytes → characters, as Python's tokenizers counts them
+                let chars = |byte: usize| source.get(..byte).map_or(0, |p| p.chars().count());
+                TranslationItem {
+                    source,
+                    source_ids: tr.source.ids.row(b).iter().take(s).copied().collect(),
+                    source_tokens: tr.source.tokens[b][..s].to_vec(),
+                    source_offsets: tr.source.offsets[b][..s]
+                        .iter()
+                        .map(|&(a, z)| [chars(a), chars(z)])
+                        .collect(),
+                    target: targets.map(|t| t[b].as_str()),
+                    output_ids: &tr.output_ids[b],
+                    output_tokens: tr.output_ids[b].iter().map(|&id| tok.token(id)).collect(),
+                    output_text: tok.decode(&tr.output_ids[b]),
+                    encoder_attention: Nested(
+                        tr.encoder_attention
+                            .slice(s![b, .., .., ..s, ..s])
+                            .into_dyn(),
+                    ),
+                    decoder_attention: Nested(
+                        tr.decoder_attention
+                            .slice(s![b, .., .., ..t, ..t])
+                            .into_dyn(),
+                    ),
+                    cross_attention: Nested(
+                        tr.cross_attention.slice(s![b, .., .., ..t, ..s]).into_dyn(),
+                    ),
+                    steps: probs.as_ref().zip(top_k).map(|(p, k)| {
+                        next_tokens(p.slice(s![b, ..t, ..]), k, tok)
+                            .into_iter()
+                            .map(|top_k| Step { top_k })
+                            .collect()
+                    }),
+                }
+            })
+            .collect();
+        Self {
+            model: model.short_name(),
+            model_type: model.config.family.name(),
+            backend,
+            results,
         }
     }
 }

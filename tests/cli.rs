@@ -599,3 +599,129 @@ fn layers_out_of_range_are_errors_naming_the_layer_count() {
         );
     }
 }
+
+/// `translate` prints HF's generation for each source, cut to its own lengths, with every
+/// field of the contract; `--target` teacher-forces; `attention` on Marian and `translate` on
+/// an encoder say which to use.
+#[test]
+fn translate_prints_the_contract_equal_to_hf() {
+    let meta: TranslationMeta = golden_meta("marian_generate");
+    let tensors = golden_tensors("marian_generate");
+    let dir = model_dir(&meta.model).display().to_string();
+    let max = meta.max_new_tokens.to_string();
+    let mut args = vec![
+        "translate",
+        "--model",
+        &dir,
+        "--max-new-tokens",
+        &max,
+        "--top-k",
+        "3",
+        "--",
+    ];
+    args.extend(meta.items.iter().map(|i| i.source.as_str()));
+    let (code, v, err) = attnscope(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["model_type"], "marian");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), meta.items.len());
+    for (i, (r, item)) in results.iter().zip(&meta.items).enumerate() {
+        let ids = |k: &str| -> Vec<u64> {
+            r[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            ids("source_ids"),
+            item.source_ids
+                .iter()
+                .map(|&x| x as u64)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ids("output_ids"),
+            item.output_ids
+                .iter()
+                .map(|&x| x as u64)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(r["source_tokens"], serde_json::json!(item.source_tokens));
+        assert_eq!(r["source_offsets"], serde_json::json!(item.source_offsets));
+        assert_eq!(r["output_tokens"], serde_json::json!(item.output_tokens));
+        assert_eq!(r["output_text"], item.output_text.as_str());
+        let (s, t) = (item.source_ids.len(), item.output_ids.len() - 1);
+        for (name, shape) in [
+            ("encoder_attention", [s, s]),
+            ("decoder_attention", [t, t]),
+            ("cross_attention", [t, s]),
+        ] {
+            let hf = &tensors[&format!("{name}_{i}")];
+            let d = dims(&r[name]);
+            assert_eq!(d, hf.shape(), "{name} of item {i}");
+            assert_eq!(d[2..], shape);
+            let ours: Vec<f32> = flatten(&r[name]);
+            let diff = ours
+                .iter()
+                .zip(hf.iter())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(
+                diff <= ATTENTION_TOL,
+                "{name} of item {i} differs from HF by {diff}"
+            );
+        }
+        let steps = r["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), t);
+        let probs = &tensors[&format!("step_probs_{i}")];
+        for (k, step) in steps.iter().enumerate() {
+            let top = step["top_k"].as_array().unwrap();
+            assert_eq!(top.len(), 3);
+            let (id, p) = (
+                top[0]["id"].as_u64().unwrap() as usize,
+                top[0]["p"].as_f64().unwrap() as f32,
+            );
+            assert!(
+                (probs[[k, id]] - p).abs() <= ATTENTION_TOL,
+                "step {k} of item {i}"
+            );
+        }
+    }
+
+    let (code, v, err) = attnscope(&[
+        "translate",
+        "--model",
+        &dir,
+        "--target",
+        "2018-05-09",
+        "--",
+        "the 9th of May 2018",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = &v["results"][0];
+    assert_eq!(r["target"], "2018-05-09");
+    assert_eq!(r["output_text"], "2018-05-09");
+    let t = r["output_ids"].as_array().unwrap().len() - 1;
+    assert_eq!(dims(&r["cross_attention"])[2], t);
+
+    let (code, _, err) = attnscope(&["attention", "--model", &dir, "--", "hi"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("attnscope translate"), "{err}");
+    let (code, _, err) = attnscope(&[
+        "translate",
+        "--model",
+        &model_dir("tiny-gpt2").display().to_string(),
+        "--",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not an encoder–decoder"), "{err}");
+}
+
+fn flatten(v: &Value) -> Vec<f32> {
+    match v.as_array() {
+        Some(a) => a.iter().flat_map(flatten).collect(),
+        None => vec![v.as_f64().unwrap() as f32],
+    }
+}

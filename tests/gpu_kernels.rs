@@ -98,6 +98,7 @@ fn activations_match_the_cpu() {
         (Activation::Gelu, ops::gelu as fn(f32) -> f32),
         (Activation::GeluTanh, ops::gelu_tanh),
         (Activation::Relu, |v: f32| v.max(0.0)),
+        (Activation::Silu, ops::silu),
     ] {
         for (r, c) in [(1, 1), (7, 33), (33, 1536)] {
             let x = matrix(r, c, 7) * 3.0;

@@ -502,6 +502,21 @@ fn every_familys_absurd_sizes_are_refused_by_its_own_field_names() {
             "1000000000",
             MAX_POSITIONS,
         ),
+        ("tiny-marian", "d_model", "1000000000", MAX_HIDDEN_SIZE),
+        ("tiny-marian", "encoder_layers", "1000000", MAX_LAYERS),
+        ("tiny-marian", "decoder_layers", "1000000", MAX_LAYERS),
+        (
+            "tiny-marian",
+            "decoder_attention_heads",
+            "1000000",
+            MAX_HEADS,
+        ),
+        (
+            "tiny-marian",
+            "decoder_ffn_dim",
+            "1000000000",
+            MAX_INTERMEDIATE_SIZE,
+        ),
     ] {
         let (e, msg, peak) = family_err(name, &[(key, value)]);
         assert!(matches!(e, Error::Config { .. }), "{name} {key}: {msg}");
@@ -532,7 +547,31 @@ fn every_familys_absurd_sizes_are_refused_by_its_own_field_names() {
             "false",
             "`scale_attn_weights` false is not supported",
         ),
-        ("tiny-gpt2", "activation_function", "\"swish\"", "swish"),
+        ("tiny-gpt2", "activation_function", "\"tanh\"", "tanh"),
+        (
+            "tiny-marian",
+            "decoder_attention_heads",
+            "5",
+            "`d_model` 32 is not divisible by `decoder_attention_heads` 5",
+        ),
+        (
+            "tiny-marian",
+            "decoder_vocab_size",
+            "7",
+            "a separate target vocabulary is not supported",
+        ),
+        (
+            "tiny-marian",
+            "decoder_start_token_id",
+            "100000",
+            "`decoder_start_token_id` 100000 is not a token of the vocabulary",
+        ),
+        (
+            "tiny-marian",
+            "decoder_layers",
+            "0",
+            "`decoder_layers` must be positive",
+        ),
         (
             "tiny-distilbert",
             "n_layers",
@@ -560,6 +599,14 @@ fn a_family_checkpoint_missing_a_tensor_names_its_own_key() {
         ("tiny-distilbert", "transformer.layer.1.ffn.lin2.weight"),
         ("tiny-distilbert", "transformer.layer.0.sa_layer_norm.bias"),
         ("tiny-roberta", "encoder.layer.1.attention.self.value.bias"),
+        (
+            "tiny-marian",
+            "model.decoder.layers.1.encoder_attn.k_proj.weight",
+        ),
+        (
+            "tiny-marian",
+            "model.encoder.layers.0.final_layer_norm.bias",
+        ),
     ] {
         let dir = model_dir(name);
         let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();

@@ -601,6 +601,139 @@ def tiny_gpt2():
                 tok, again, cfg.eos_token_id, probs)
 
 
+def marian_tokenizer(path, null_charsmap):
+    """A SentencePiece (Unigram) tokenizer.json shaped as the converted opus-mt ones: `</s>` (id 0)
+    after every text, `<unk>` 1, `<pad>` the last id (opus-mt's pad is its last token), trained on
+    CORPUS and DATES. With `null_charsmap`, the Precompiled normaliser with a null charsmap that
+    converted Marian tokenizers have (the Rust side drops it; Python's tokenizers panics on it,
+    so the ids are computed by the same tokenizer without it)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(CORPUS + MARIAN_TARGETS * 20,
+                            trainers.UnigramTrainer(vocab_size=180, special_tokens=["</s>", "<unk>"],
+                                                    unk_token="<unk>", show_progress=False))
+    pad = tok.get_vocab_size()
+    tok.add_special_tokens(["<pad>"])
+    assert tok.token_to_id("<pad>") == pad
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A $B </s>",
+                                                       special_tokens=[("</s>", 0)])
+    spec = json.loads(tok.to_str())
+    if null_charsmap:
+        spec["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": None},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+    with open(path, "w") as f:
+        json.dump(spec, f, ensure_ascii=False)
+    return tok, pad
+
+
+MARIAN_SOURCES = ["time flies like an arrow", "the cat sat on the mat", "hi", "Café naïve 😀"]
+MARIAN_TARGETS = ["die Zeit fliegt wie ein Pfeil", "the 9th of May 2018", "2018-05-09"]
+
+
+def marian_case(name, model_dir, tok, model, pad, sources, targets=None, max_new_tokens=10, extra=None):
+    """HF's greedy `generate` (or the given targets, teacher-forced) for each source alone, and
+    the three attentions and each step's next-token probabilities from one forward pass with
+    `decoder_input_ids = output_ids[:-1]`; the sources decoded as one padded batch must give the
+    same ids. Tensors per item i: encoder_attention_i (L, H, S, S), decoder_attention_i
+    (L, H, T, T), cross_attention_i (L, H, T, S), step_probs_i (T, V)."""
+    cfg = model.config
+    items, tensors = [], {}
+    for i, src in enumerate(sources):
+        enc = tok.encode(src)
+        ids = torch.tensor([enc.ids])
+        if targets is None:
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=1, do_sample=False,
+                                 max_new_tokens=max_new_tokens, bad_words_ids=[[pad]])
+            output_ids = out[0].tolist()
+        else:
+            output_ids = [cfg.decoder_start_token_id] + tok.encode(targets[i]).ids
+        dec = torch.tensor([output_ids[:-1]])
+        fw = model(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=dec, output_attentions=True)
+        tensors[f"encoder_attention_{i}"] = torch.stack(fw.encoder_attentions, dim=1)[0]
+        tensors[f"decoder_attention_{i}"] = torch.stack(fw.decoder_attentions, dim=1)[0]
+        tensors[f"cross_attention_{i}"] = torch.stack(fw.cross_attentions, dim=1)[0]
+        tensors[f"step_probs_{i}"] = F.softmax(fw.logits[0], dim=-1)
+        text = tok.decode(output_ids, skip_special_tokens=True)
+        items.append(dict(source=src, source_ids=enc.ids, source_tokens=enc.tokens,
+                          source_offsets=[list(o) for o in enc.offsets], output_ids=output_ids,
+                          output_tokens=[tok.id_to_token(t) for t in output_ids], output_text=text,
+                          target=None if targets is None else targets[i]))
+    if targets is None and len(sources) > 1:  # HF's own batch equals each source alone
+        encs = [tok.encode(s).ids for s in sources]
+        s = max(map(len, encs))
+        ids = torch.tensor([e + [pad] * (s - len(e)) for e in encs])
+        valid = torch.tensor([[1] * len(e) + [0] * (s - len(e)) for e in encs])
+        out = model.generate(input_ids=ids, attention_mask=valid, num_beams=1, do_sample=False,
+                             max_new_tokens=max_new_tokens, bad_words_ids=[[pad]])
+        for it, row in zip(items, out.tolist()):
+            assert row[:len(it["output_ids"])] == it["output_ids"], (row, it["output_ids"])
+    os.makedirs(GOLDEN, exist_ok=True)
+    meta = dict(model=model_dir, model_type="marian", max_new_tokens=max_new_tokens, items=items, **(extra or {}))
+    with open(os.path.join(GOLDEN, name + ".json"), "w") as f:
+        json.dump(meta, f, ensure_ascii=False, indent=1)
+    save_file({k: v.contiguous().float() for k, v in tensors.items()}, os.path.join(GOLDEN, name + ".safetensors"))
+    print(f"{name}: " + "; ".join(f"{it['source']!r} -> {it['output_ids']}" for it in items))
+
+
+@torch.no_grad()
+def tiny_marian(name, seed, dtype, null_charsmap, keep_positions, eos_bias, **kw):
+    """A small random MarianMTModel (2 + 2 layers unless `kw` says otherwise) saved as HF saves
+    one: `model.shared.weight` (tied to both embeddings and the LM head), `final_logits_bias`, the
+    sinusoidal `embed_positions.weight` kept or left out. `eos_bias` raises EOS's logit so that
+    some greedy outputs stop before `max_new_tokens`."""
+    from transformers import MarianConfig, MarianMTModel
+    d = os.path.join(MODELS, name)
+    os.makedirs(d, exist_ok=True)
+    tok, pad = marian_tokenizer(os.path.join(d, "tokenizer.json"), null_charsmap)
+    torch.manual_seed(seed)
+    args = dict(vocab_size=pad + 1, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=64,
+                pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0,
+                init_std=0.25, scale_embedding=True, activation_function="swish")
+    args.update(kw)
+    cfg = MarianConfig(**args)
+    model = MarianMTModel(cfg).eval()
+    for n, p in model.named_parameters():  # LayerNorms and biases get some spread too
+        if p.dim() == 1 and "embed_positions" not in n:
+            p.data += 0.1 * torch.randn_like(p)
+    model.final_logits_bias[0, 0] += eos_bias
+    positions = {n: p.data.clone() for n, p in model.named_parameters() if "embed_positions" in n}
+    round_to(model, dtype)
+    for n, p in model.named_parameters():  # computed, not stored: never rounded
+        if n in positions:
+            p.data = positions[n]
+    model.final_logits_bias.data = model.final_logits_bias.to(dtype).float()
+    state = {k: v for k, v in model.state_dict().items()
+             if k not in ("lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+             and (keep_positions or "embed_positions" not in k)}
+    save_file({k: v.to(dtype).contiguous() for k, v in state.items()}, os.path.join(d, "model.safetensors"),
+              metadata={"format": "pt"})
+    cfg.architectures = ["MarianMTModel"]
+    cfg.to_json_file(os.path.join(d, "config.json"))
+    again = MarianMTModel.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    probe = torch.tensor([tok.encode("time flies").ids])
+    dec = torch.tensor([[pad, 5, 6]])
+    assert (again(input_ids=probe, decoder_input_ids=dec).logits - model(input_ids=probe, decoder_input_ids=dec).logits).abs().max() < 1e-4, \
+        "the saved file does not load back"
+    return d, tok, pad, again
+
+
+def tiny_marians():
+    d, tok, pad, model = tiny_marian("tiny-marian", 5, torch.float32, False, True, 3.0)
+    marian_case("marian_generate", "tiny-marian", tok, model, pad, MARIAN_SOURCES, max_new_tokens=10)
+    marian_case("marian_teacher", "tiny-marian", tok, model, pad, MARIAN_SOURCES[:2],
+                targets=["die Zeit fliegt wie ein Pfeil", "2018-05-09"])
+    d, tok, pad, model = tiny_marian("tiny-marian-f16", 6, torch.float16, True, False, 4.0,
+                                     activation_function="gelu", decoder_layers=3, decoder_attention_heads=2,
+                                     decoder_ffn_dim=40, encoder_ffn_dim=56, scale_embedding=False)
+    marian_case("marian_f16_generate", "tiny-marian-f16", tok, model, pad, MARIAN_SOURCES, max_new_tokens=12)
+    marian_case("marian_f16_teacher", "tiny-marian-f16", tok, model, pad, MARIAN_SOURCES[2:],
+                targets=["the 9th of May 2018", "hi"])
+
+
 TOKENIZERS = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
 
 
@@ -637,7 +770,7 @@ def sentencepiece_tokenizers():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    groups = ["minilm", "heads", "inside", "tiny", "families"]
+    groups = ["minilm", "heads", "inside", "tiny", "families", "marian"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -658,6 +791,8 @@ def main():
         tiny_distilbert()
         tiny_gpt2()
         sentencepiece_tokenizers()
+    if "marian" in only:
+        tiny_marians()
 
 
 if __name__ == "__main__":

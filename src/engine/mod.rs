@@ -1,17 +1,20 @@
 //! The engines that run a model: the operations a family's forward pass is written in (`ops`),
-//! the CPU reference that computes them (`cpu`), the GPU that records them (`gpu`), and the
-//! choice between the two (`backend`).
+//! the CPU reference that computes them (`cpu`), the GPU that records them (`gpu`), the
+//! choice between the two (`backend`), and an encoder–decoder model's decoding (`translate`).
 
 mod backend;
 pub mod cpu;
 pub mod gpu;
 pub mod ops;
 mod trace;
+pub mod translate;
 
 pub use backend::{BackendChoice, Run, Runner};
 pub use trace::{
-    EmbeddingTrace, HeadMask, LayerTrace, ModelInputs, ScoreScale, Trace, TraceOptions,
+    AttentionGroup, EmbeddingTrace, HeadMask, LayerTrace, ModelInputs, ScoreScale, TargetInputs,
+    Trace, TraceOptions,
 };
+pub use translate::{translate, Decoding, Translation};
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;

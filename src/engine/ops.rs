@@ -12,6 +12,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::masks::Mask;
 use crate::model::weights::{LayerNorm, Linear, Table};
 use crate::model::Activation;
 
@@ -57,12 +58,75 @@ impl AttentionId {
     }
 }
 
+impl AttentionId {
+    /// The decoder's encoder–decoder attention of layer `layer`.
+    pub fn cross(layer: usize) -> Self {
+        Self {
+            stack: Stack::Decoder,
+            kind: AttentionKind::Cross,
+            layer,
+        }
+    }
+}
+
+/// The mask each kind of attention of a pass applies, `true` where a query may see a key.
+///
+/// # Shapes
+/// * `encoder`: `(B, S, S)`; `decoder`: `(B, n_q, n_k)` (a step of a decoding: `n_q = 1` new
+///   position, `n_k` written so far); `cross`: `(B, n_q, S)`
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassMasks<'a> {
+    pub encoder: Option<&'a Mask>,
+    pub decoder: Option<&'a Mask>,
+    pub cross: Option<&'a Mask>,
+}
+
+impl<'a> PassMasks<'a> {
+    /// A single stack's self-attention mask (an encoder's, or a decoder-only model's).
+    pub fn single(stack: Stack, mask: &'a Mask) -> Self {
+        match stack {
+            Stack::Encoder => Self {
+                encoder: Some(mask),
+                ..Self::default()
+            },
+            Stack::Decoder => Self {
+                decoder: Some(mask),
+                ..Self::default()
+            },
+        }
+    }
+
+    /// The mask of attention `id`, if the pass has one.
+    pub fn of(&self, id: AttentionId) -> Option<&'a Mask> {
+        match (id.kind, id.stack) {
+            (AttentionKind::Cross, _) => self.cross,
+            (AttentionKind::SelfAttention, Stack::Encoder) => self.encoder,
+            (AttentionKind::SelfAttention, Stack::Decoder) => self.decoder,
+        }
+    }
+}
+
 /// The token-level inputs of a pass, one id per row (see [`ModelInputs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Ids {
+    /// The input's tokens: an encoder's, a decoder-only model's, a translation's source.
     Tokens,
     TokenTypes,
     Positions,
+    /// A translation model's decoder inputs: the output so far (or the step's one new token).
+    TargetTokens,
+    TargetPositions,
+}
+
+/// What a decoding keeps from step to step in each decoder layer ([`Ops::extend`],
+/// [`Ops::cached`]): the self-attention's keys and values of the positions written so far, and
+/// the cross-attention's keys and values of the encoder's output, computed once per source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CacheSlot {
+    SelfKeys(usize),
+    SelfValues(usize),
+    CrossKeys(usize),
+    CrossValues(usize),
 }
 
 /// Values a family offers the trace; the engine keeps those the caller asked for
@@ -163,6 +227,18 @@ pub trait Ops {
     /// * `x`: `(rows, in)` → `(rows, out_i)` for each layer
     fn project(&mut self, x: &Self::X, ws: &[&Linear]) -> Result<Vec<Self::X>>;
 
+    /// `x`'s rows appended, item by item, to those `slot` holds from a decoding's earlier steps;
+    /// returns them all, `(B·(n + m), c)` for `x`'s `(B·m, c)`, and keeps them for the next step.
+    /// In a pass that is not a step of a decoding, `x` itself.
+    fn extend(&mut self, slot: CacheSlot, x: &Self::X) -> Result<Self::X>;
+
+    /// What [`Ops::cache`] kept under `slot` in an earlier step of this decoding, if anything.
+    fn cached(&mut self, slot: CacheSlot) -> Option<Self::X>;
+
+    /// Keeps `x` under `slot` for the later steps of a decoding (nothing, in a pass that is not a
+    /// step of one).
+    fn cache(&mut self, slot: CacheSlot, x: &Self::X) -> Result<()>;
+
     /// `x`'s columns cut into `parts` equal views (GPT-2's fused `c_attn` into Q, K and V).
     ///
     /// # Shapes
@@ -172,7 +248,8 @@ pub trait Ops {
     /// Multi-head scaled dot-product attention, `softmax(masked_fill(QKᵀ/√d_k, mask == 0, -inf))·V`
     /// per head, the heads' outputs concatenated: `concat(head₁ … head_H)` before `W_o`. The
     /// engine applies the mask it holds for `id`, the scale and the heads knocked out that the
-    /// caller chose, and keeps the probabilities (and scores, when asked) under `id`.
+    /// caller chose, and keeps the probabilities (and scores, when asked) under `id`, as
+    /// `(B, H, n_q, n_k)`.
     ///
     /// # Shapes
     /// * `q`: `(B·n_q, H·d_k)`, `k`: `(B·n_k, H·d_k)`, `v`: `(B·n_k, H·d_v)` → `(B·n_q, H·d_v)`

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use ndarray::{s, Array2, Array3, Array4, Array5};
 
-use super::ops::{Ids, Kept, LayerValue};
+use super::ops::{AttentionKind, Ids, Kept, LayerValue, Stack};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 
@@ -245,17 +245,42 @@ pub struct ModelInputs {
     pub tokens: Array2<u32>,
     pub token_types: Array2<u32>,
     pub positions: Array2<u32>,
+    /// A translation model's decoder inputs and their positions, `(B, T)` each (a step of a
+    /// decoding: `(B, 1)`).
+    pub target: Option<TargetInputs>,
+}
+
+/// The decoder's side of an encoder–decoder pass (see [`ModelInputs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetInputs {
+    pub tokens: Array2<u32>,
+    pub positions: Array2<u32>,
 }
 
 impl ModelInputs {
-    /// The ids of `which`, `(B, T)`.
-    pub fn ids(&self, which: Ids) -> &Array2<u32> {
+    /// The ids of `which`, `(B, n)`, if the pass has them.
+    pub fn ids(&self, which: Ids) -> Option<&Array2<u32>> {
         match which {
-            Ids::Tokens => &self.tokens,
-            Ids::TokenTypes => &self.token_types,
-            Ids::Positions => &self.positions,
+            Ids::Tokens => Some(&self.tokens),
+            Ids::TokenTypes => Some(&self.token_types),
+            Ids::Positions => Some(&self.positions),
+            Ids::TargetTokens => self.target.as_ref().map(|t| &t.tokens),
+            Ids::TargetPositions => self.target.as_ref().map(|t| &t.positions),
         }
     }
+}
+
+/// The attention of every layer of one kind of one stack, as a pass computed it: its records
+/// `(B, H, n_q, n_k)` stacked by layer.
+///
+/// # Shapes
+/// * `probs`: `(B, L, H, n_q, n_k)`; `scores`: the same, when kept
+#[derive(Debug, Clone)]
+pub struct AttentionGroup {
+    pub stack: Stack,
+    pub kind: AttentionKind,
+    pub probs: Array5<f32>,
+    pub scores: Option<Array5<f32>>,
 }
 
 impl TraceOptions {
@@ -287,21 +312,15 @@ impl TraceOptions {
 /// What a pass kept, by name, each `(B·T, c)` (see [`Kept`]).
 pub(crate) type KeptValues = HashMap<Kept, Array2<f32>>;
 
-/// The self-attention records of one stack, `(B, L, H, T, T)`, and their scores when kept: what
-/// [`Trace::attention`] holds.
-pub(crate) struct StackAttention {
-    pub probs: Array5<f32>,
-    pub scores: Option<Array5<f32>>,
-}
-
 impl Trace {
     /// A trace from what a pass kept by name, as [`TraceOptions`] asked: `kept` holds every
     /// value [`TraceOptions::wants`].
     ///
     /// # Shapes
-    /// * `kept`: each `(B·T, c)`; `attention`: see [`StackAttention`]
+    /// * `kept`: each `(B·T, c)`; `attention`: the model's own stack's self-attention, see
+    ///   [`AttentionGroup`]
     pub(crate) fn assemble(
-        attention: StackAttention,
+        attention: AttentionGroup,
         mut kept: KeptValues,
         opts: &TraceOptions,
         layers: usize,

@@ -207,6 +207,7 @@ impl BertWeights {
             tokens: input.ids.clone(),
             token_types: input.type_ids.clone(),
             positions,
+            target: None,
         }
     }
 

@@ -97,7 +97,7 @@ impl Gpt2Weights {
                 t.read2("lm_head.weight", c.vocab_size, d)?,
                 ndarray::Array1::zeros(c.vocab_size),
             ),
-            None => Linear::tied(&wte),
+            None => Linear::tied(&wte, None),
         };
         Ok(Self {
             wte,

@@ -8,12 +8,13 @@
 pub mod bert;
 pub mod distilbert;
 pub mod gpt2;
+pub mod marian;
 
 use ndarray::{Array2, Array3};
 
 use crate::engine::ops::{Ops, Stack};
 use crate::engine::ModelInputs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::weights::{Table, Tensors};
 use crate::model::{Config, Encoded, Family};
 
@@ -24,6 +25,8 @@ pub enum Weights {
     Bert(Box<bert::BertWeights>),
     DistilBert(Box<distilbert::DistilBertWeights>),
     Gpt2(Box<gpt2::Gpt2Weights>),
+    /// An encoder–decoder translation model.
+    Marian(Box<marian::MarianWeights>),
 }
 
 impl Weights {
@@ -35,13 +38,14 @@ impl Weights {
                 Self::DistilBert(distilbert::DistilBertWeights::load(t, c)?.into())
             }
             Family::Gpt2 => Self::Gpt2(gpt2::Gpt2Weights::load(t, c)?.into()),
+            Family::Marian => Self::Marian(marian::MarianWeights::load(t, c)?.into()),
         })
     }
 
-    /// The stack the model's layers form.
+    /// The stack the model's layers form (an encoder–decoder model's first: its encoder).
     pub fn stack(&self) -> Stack {
         match self {
-            Self::Bert(_) | Self::DistilBert(_) => Stack::Encoder,
+            Self::Bert(_) | Self::DistilBert(_) | Self::Marian(_) => Stack::Encoder,
             Self::Gpt2(_) => Stack::Decoder,
         }
     }
@@ -50,20 +54,27 @@ impl Weights {
     pub fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
         match self {
             Self::Bert(w) => w.inputs(input, c),
-            Self::DistilBert(_) | Self::Gpt2(_) => ModelInputs {
+            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) => ModelInputs {
                 tokens: input.ids.clone(),
                 token_types: input.type_ids.clone(),
                 positions: bert::positions_from_zero(input),
+                target: None,
             },
         }
     }
 
-    /// The family's forward pass over `ops`; returns the model's output, `(B·T, D)`.
+    /// The family's forward pass over `ops` for one stack's model; returns the model's output,
+    /// `(B·T, D)`. An encoder–decoder model translates instead ([`crate::engine::translate`]).
     pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
         match self {
             Self::Bert(w) => w.forward(ops, c),
             Self::DistilBert(w) => w.forward(ops, c),
             Self::Gpt2(w) => w.forward(ops, c),
+            Self::Marian(_) => Err(Error::Input(format!(
+                "a {} model is an encoder–decoder (translation) model: use `attnscope translate`, \
+                 which runs its encoder and decodes its output",
+                c.family.name()
+            ))),
         }
     }
 
@@ -72,16 +83,17 @@ impl Weights {
     pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
         match self {
             Self::Bert(w) => w.logits(hidden),
-            Self::DistilBert(_) | Self::Gpt2(_) => None,
+            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) => None,
         }
     }
 
-    /// The learned position embeddings, `(positions, D)`.
+    /// The position embeddings, `(positions, D)` (learned, or Marian's sinusoids).
     pub fn position_table(&self) -> &Table {
         match self {
             Self::Bert(w) => &w.embeddings.position,
             Self::DistilBert(w) => &w.embeddings.position,
             Self::Gpt2(w) => &w.wpe,
+            Self::Marian(w) => &w.positions,
         }
     }
 
@@ -90,11 +102,12 @@ impl Weights {
         match self {
             Self::Bert(w) => Some(&w.layers),
             Self::DistilBert(w) => Some(&w.layers),
-            Self::Gpt2(_) => None,
+            Self::Gpt2(_) | Self::Marian(_) => None,
         }
     }
 
-    /// Whether the model predicts the next token (has an LM head).
+    /// Whether the model predicts the next token of its input (has an LM head over it; an
+    /// encoder–decoder model's predicts its output's, in `translate`).
     pub fn has_lm_head(&self) -> bool {
         matches!(self, Self::Gpt2(_))
     }

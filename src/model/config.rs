@@ -21,6 +21,9 @@ pub enum Activation {
     GeluTanh,
     #[serde(rename = "relu")]
     Relu,
+    /// SiLU, `x · σ(x)` (HF's `"swish"` / `"silu"`: Marian's).
+    #[serde(alias = "swish", rename = "silu")]
+    Silu,
 }
 
 /// Where the residual block puts its LayerNorm.
@@ -52,11 +55,15 @@ pub enum Family {
     DistilBert,
     /// `gpt2`: a decoder-only stack, pre-LN, causal, with an LM head tied to its embeddings.
     Gpt2,
+    /// `marian`: an encoder–decoder translation model (the Helsinki-NLP opus-mt layout), post-LN,
+    /// sinusoidal positions, embeddings shared by both stacks and the LM head.
+    Marian,
 }
 
 impl Family {
     /// The `model_type`s each family is read from, as a person would list them.
-    pub const SUPPORTED: &'static str = "bert, roberta (xlm-roberta, camembert), distilbert, gpt2";
+    pub const SUPPORTED: &'static str =
+        "bert, roberta (xlm-roberta, camembert), distilbert, gpt2, marian";
 
     /// The family of a config's `model_type` (`None`: BERT, as configs before `model_type`).
     pub fn from_model_type(model_type: Option<&str>) -> Option<Self> {
@@ -65,6 +72,7 @@ impl Family {
             Some("roberta" | "xlm-roberta" | "camembert") => Some(Self::Roberta),
             Some("distilbert") => Some(Self::DistilBert),
             Some("gpt2") => Some(Self::Gpt2),
+            Some("marian") => Some(Self::Marian),
             Some(_) => None,
         }
     }
@@ -76,6 +84,7 @@ impl Family {
             Self::Roberta => "roberta",
             Self::DistilBert => "distilbert",
             Self::Gpt2 => "gpt2",
+            Self::Marian => "marian",
         }
     }
 
@@ -97,6 +106,13 @@ impl Family {
                 ("intermediate_size", "n_inner"),
                 ("max_position_embeddings", "n_positions"),
                 ("layer_norm_eps", "layer_norm_epsilon"),
+            ],
+            // the encoder's sizes (the decoder's are checked under their own names)
+            Self::Marian => &[
+                ("hidden_size", "d_model"),
+                ("num_hidden_layers", "encoder_layers"),
+                ("num_attention_heads", "encoder_attention_heads"),
+                ("intermediate_size", "encoder_ffn_dim"),
             ],
         };
         renamed
@@ -211,6 +227,60 @@ struct Gpt2Json {
     id2label: Option<BTreeMap<String, String>>,
 }
 
+fn default_marian_activation() -> Activation {
+    Activation::Silu
+}
+
+/// Marian's `config.json` (`MarianConfig`).
+#[derive(Debug, Clone, Deserialize)]
+struct MarianJson {
+    vocab_size: usize,
+    #[serde(default)]
+    decoder_vocab_size: Option<usize>,
+    d_model: usize,
+    encoder_layers: usize,
+    decoder_layers: usize,
+    encoder_attention_heads: usize,
+    decoder_attention_heads: usize,
+    encoder_ffn_dim: usize,
+    decoder_ffn_dim: usize,
+    #[serde(default = "default_marian_activation")]
+    activation_function: Activation,
+    max_position_embeddings: usize,
+    #[serde(default)]
+    scale_embedding: bool,
+    pad_token_id: u32,
+    eos_token_id: u32,
+    #[serde(default)]
+    decoder_start_token_id: Option<u32>,
+    #[serde(default)]
+    forced_eos_token_id: Option<u32>,
+    #[serde(default = "default_true")]
+    share_encoder_decoder_embeddings: bool,
+}
+
+/// The decoder of an encoder–decoder model, and how it decodes (Marian's fields).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderConfig {
+    /// `decoder_layers`.
+    pub layers: usize,
+    /// `decoder_attention_heads`, of its self- and its cross-attention.
+    pub heads: usize,
+    /// `decoder_ffn_dim`.
+    pub ffn_dim: usize,
+    /// `decoder_start_token_id` (Marian's: the pad token): the first input of every decoding.
+    pub start_token_id: u32,
+    /// `eos_token_id`: a decoding stops once it writes it.
+    pub eos_token_id: u32,
+    /// `forced_eos_token_id`: written as the last token when a decoding reaches its length limit
+    /// (as HF's `generate` does).
+    pub forced_eos_token_id: Option<u32>,
+    /// What the token embeddings are multiplied by (`√d_model` with `scale_embedding`, else 1).
+    pub embed_scale: f32,
+    /// `share_encoder_decoder_embeddings`: one table of token embeddings for both stacks.
+    pub shared_embeddings: bool,
+}
+
 /// A model's configuration, read from its `config.json` by its family's own field names and
 /// described here with BERT's (HF's `hidden_size`, `num_hidden_layers`, …), whatever the
 /// family: what the engines, the report and the page need to know of any model.
@@ -234,6 +304,8 @@ pub struct Config {
     pub layer_norm_order: LayerNormOrder,
     /// Label names of a classification head, when the checkpoint has one.
     pub id2label: Option<BTreeMap<String, String>>,
+    /// An encoder–decoder model's decoder (the fields above describe its encoder).
+    pub decoder: Option<DecoderConfig>,
 }
 
 impl Config {
@@ -290,6 +362,7 @@ impl Config {
                     pad_token_id: c.pad_token_id,
                     layer_norm_order: c.layer_norm_order,
                     id2label: c.id2label,
+                    decoder: None,
                 }
             }
             Family::DistilBert => {
@@ -310,6 +383,7 @@ impl Config {
                     pad_token_id: c.pad_token_id,
                     layer_norm_order: LayerNormOrder::Post,
                     id2label: c.id2label,
+                    decoder: None,
                 }
             }
             Family::Gpt2 => {
@@ -345,6 +419,48 @@ impl Config {
                     pad_token_id: c.eos_token_id,
                     layer_norm_order: LayerNormOrder::Pre,
                     id2label: c.id2label,
+                    decoder: None,
+                }
+            }
+            Family::Marian => {
+                let c: MarianJson = serde_json::from_value(json).map_err(parse)?;
+                if let Some(v) = c.decoder_vocab_size.filter(|&v| v != c.vocab_size) {
+                    return Err(bad(format!(
+                        "`decoder_vocab_size` {v} differs from `vocab_size` {}: a separate target \
+                         vocabulary is not supported",
+                        c.vocab_size
+                    )));
+                }
+                Config {
+                    family,
+                    model_type,
+                    vocab_size: c.vocab_size,
+                    hidden_size: c.d_model,
+                    num_hidden_layers: c.encoder_layers,
+                    num_attention_heads: c.encoder_attention_heads,
+                    intermediate_size: c.encoder_ffn_dim,
+                    hidden_act: c.activation_function,
+                    max_position_embeddings: c.max_position_embeddings,
+                    type_vocab_size: 0,
+                    // HF's Marian builds every LayerNorm with PyTorch's default eps
+                    layer_norm_eps: 1e-5,
+                    pad_token_id: Some(c.pad_token_id),
+                    layer_norm_order: LayerNormOrder::Post,
+                    id2label: None,
+                    decoder: Some(DecoderConfig {
+                        layers: c.decoder_layers,
+                        heads: c.decoder_attention_heads,
+                        ffn_dim: c.decoder_ffn_dim,
+                        start_token_id: c.decoder_start_token_id.unwrap_or(c.pad_token_id),
+                        eos_token_id: c.eos_token_id,
+                        forced_eos_token_id: c.forced_eos_token_id,
+                        embed_scale: if c.scale_embedding {
+                            (c.d_model as f32).sqrt()
+                        } else {
+                            1.0
+                        },
+                        shared_embeddings: c.share_encoder_decoder_embeddings,
+                    }),
                 }
             }
         };
@@ -418,6 +534,39 @@ impl Config {
                 self.layer_norm_eps
             ));
         }
+        if let Some(d) = &self.decoder {
+            for (name, v, limit) in [
+                ("decoder_layers", d.layers, MAX_LAYERS),
+                ("decoder_attention_heads", d.heads, MAX_HEADS),
+                ("decoder_ffn_dim", d.ffn_dim, MAX_INTERMEDIATE_SIZE),
+            ] {
+                if v == 0 {
+                    return bad(format!("`{name}` must be positive"));
+                }
+                if v > limit {
+                    return bad(format!("`{name}` {v} is over the limit of {limit}"));
+                }
+            }
+            if !self.hidden_size.is_multiple_of(d.heads) {
+                return bad(format!(
+                    "`d_model` {} is not divisible by `decoder_attention_heads` {}",
+                    self.hidden_size, d.heads
+                ));
+            }
+            let v = self.vocab_size as u64;
+            for (name, id) in [
+                ("decoder_start_token_id", Some(d.start_token_id)),
+                ("eos_token_id", Some(d.eos_token_id)),
+                ("forced_eos_token_id", d.forced_eos_token_id),
+                ("pad_token_id", self.pad_token_id),
+            ] {
+                if let Some(id) = id.filter(|&id| id as u64 >= v) {
+                    return bad(format!(
+                        "`{name}` {id} is not a token of the vocabulary (`vocab_size` {v})"
+                    ));
+                }
+            }
+        }
         let parameters = self.parameter_count();
         if parameters > MAX_PARAMETERS as u128 {
             return bad(format!(
@@ -437,7 +586,12 @@ impl Config {
             self.num_attention_heads as u128,
             self.max_position_embeddings as u128,
         );
-        let attention = l * h * p * p;
+        // a decoder's layers attend over its outputs and, across, over the source
+        let decoder = self
+            .decoder
+            .as_ref()
+            .map_or(0, |d| d.layers as u128 * d.heads as u128 * 2 * p * p);
+        let attention = l * h * p * p + decoder;
         if attention > MAX_MODEL_ATTENTION_VALUES as u128 {
             return bad(format!(
                 "one text of {} {p} tokens would make {attention} attention probabilities \
@@ -464,6 +618,16 @@ impl Config {
         let embeddings = (v + p + t) * d + 2 * d;
         // Q, K, V and output projections; two LayerNorms; the feed-forward pair.
         let layer = 4 * (d * d + d) + 2 * 2 * d + (d * i + i) + (i * d + d);
+        if let Some(dec) = &self.decoder {
+            // Marian: one table of token embeddings, its positions computed, the logits' bias;
+            // a decoder layer has a cross-attention and its LayerNorm more
+            let f = dec.ffn_dim as u128;
+            let dec_layer = 8 * (d * d + d) + 3 * 2 * d + (d * f + f) + (f * d + d);
+            return v * d
+                + v
+                + self.num_hidden_layers as u128 * layer
+                + dec.layers as u128 * dec_layer;
+        }
         embeddings + self.num_hidden_layers as u128 * layer
     }
 

@@ -176,6 +176,15 @@ impl TextTokenizer {
         }
     }
 
+    /// `ids` as text, special tokens skipped (HF's `decode(ids, skip_special_tokens=True)`);
+    /// the tokens joined by spaces where the tokenizer cannot decode them.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        self.inner.decode(ids, true).unwrap_or_else(|_| {
+            let tokens: Vec<String> = ids.iter().map(|&id| self.token(id)).collect();
+            tokens.join(" ")
+        })
+    }
+
     pub fn pad_id(&self) -> u32 {
         self.pad_id
     }

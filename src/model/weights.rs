@@ -402,17 +402,17 @@ impl Linear {
         }
     }
 
-    /// `y = x·Eᵀ`: an LM head whose weights are the rows of the embedding table `E`, with no
-    /// bias. Nothing is copied until the CPU engine first uses it (a GPU engine uses its copy
-    /// of the table).
+    /// `y = x·Eᵀ + b`: an LM head whose weights are the rows of the embedding table `E` (GPT-2's
+    /// with no bias, `b = 0`; Marian's with its `final_logits_bias`). Nothing is copied until
+    /// the CPU engine first uses it (a GPU engine uses its copy of the table).
     ///
     /// # Shapes
-    /// * `table.weight`: `(V, D)` → `(D → V)`
-    pub fn tied(table: &Table) -> Self {
+    /// * `table.weight`: `(V, D)` → `(D → V)`; `bias`: `(V,)`
+    pub fn tied(table: &Table, bias: Option<Array1<f32>>) -> Self {
         Self {
             id: ParamId::new(),
             weight: table.weight.clone(),
-            bias: Array1::zeros(table.weight.nrows()),
+            bias: bias.unwrap_or_else(|| Array1::zeros(table.weight.nrows())),
             packed: OnceLock::new(),
             tied: Some(table.id),
         }
@@ -478,6 +478,9 @@ impl LayerNorm {
 pub struct Table {
     pub id: ParamId,
     pub weight: ArcArray2<f32>,
+    /// What every row is multiplied by when it is looked up (Marian's `√d_model` with
+    /// `scale_embedding`; 1 elsewhere).
+    pub scale: f32,
 }
 
 impl Table {
@@ -485,6 +488,15 @@ impl Table {
         Self {
             id: ParamId::new(),
             weight: weight.into(),
+            scale: 1.0,
+        }
+    }
+
+    /// The same table (the same values, no copy), its rows multiplied by `scale` when looked up.
+    pub fn scaled(&self, scale: f32) -> Self {
+        Self {
+            scale,
+            ..self.clone()
         }
     }
 

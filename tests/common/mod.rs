@@ -81,13 +81,26 @@ pub struct Golden {
 }
 
 pub fn golden(name: &str) -> Golden {
+    Golden {
+        name: name.to_owned(),
+        meta: golden_meta(name),
+        tensors: golden_tensors(name),
+    }
+}
+
+/// A golden case's `.json`, read as `T`.
+pub fn golden_meta<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let path = root().join(format!("tests/fixtures/golden/{name}.json"));
+    serde_json::from_slice(&std::fs::read(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A golden case's tensors (its `.safetensors`), by name.
+pub fn golden_tensors(name: &str) -> HashMap<String, ArrayD<f32>> {
     let dir = root().join("tests/fixtures/golden");
-    let meta: Meta =
-        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap();
     let bytes = std::fs::read(dir.join(format!("{name}.safetensors"))).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let tensors = st
-        .tensors()
+    st.tensors()
         .into_iter()
         .map(|(k, v)| {
             let vals: Vec<f32> = v
@@ -97,12 +110,7 @@ pub fn golden(name: &str) -> Golden {
                 .collect();
             (k, ArrayD::from_shape_vec(IxDyn(v.shape()), vals).unwrap())
         })
-        .collect();
-    Golden {
-        name: name.to_owned(),
-        meta,
-        tensors,
-    }
+        .collect()
 }
 
 /// The golden cases in `tests/fixtures/golden` (the names of their `.json` files), sorted.
@@ -272,4 +280,118 @@ macro_rules! golden_tests {
             }
         )*
     };
+}
+
+/// One source of a translation golden case (`marian_*`).
+#[derive(Debug, Deserialize)]
+pub struct TranslationItem {
+    pub source: String,
+    pub source_ids: Vec<u32>,
+    pub source_tokens: Vec<String>,
+    /// Character spans, as Python's tokenizers gives them.
+    pub source_offsets: Vec<[usize; 2]>,
+    pub output_ids: Vec<u32>,
+    pub output_tokens: Vec<String>,
+    pub output_text: String,
+    /// The target that was teacher-forced, or `None` for HF's greedy `generate`.
+    pub target: Option<String>,
+}
+
+/// A translation golden case: HF's `generate` (or teacher forcing) per source alone.
+#[derive(Debug, Deserialize)]
+pub struct TranslationMeta {
+    pub model: String,
+    pub max_new_tokens: usize,
+    pub items: Vec<TranslationItem>,
+}
+
+/// A translation by some engine (CPU, GPU, ...).
+pub type Translate<'a> = &'a dyn Fn(
+    &Model,
+    &[&str],
+    &attnscope::engine::Decoding,
+) -> attnscope::Result<attnscope::engine::Translation>;
+
+/// The translation golden cases.
+pub const TRANSLATION_CASES: &[&str] = &[
+    "marian_generate",
+    "marian_teacher",
+    "marian_f16_generate",
+    "marian_f16_teacher",
+];
+
+/// Every item of `case`'s translation by some engine against HF's: the source's ids and the
+/// output ids exact, the three attentions and each step's probabilities within 1e-4. Returns
+/// the largest difference of each (attention, probabilities).
+pub fn check_translation(
+    case: &str,
+    translate: Translate,
+) -> (f32, f32) {
+    use attnscope::engine::Decoding;
+    use ndarray::s;
+    let meta: TranslationMeta = golden_meta(case);
+    let tensors = golden_tensors(case);
+    let m = model(&meta.model);
+    let sources: Vec<&str> = meta.items.iter().map(|i| i.source.as_str()).collect();
+    let decoding = if meta.items[0].target.is_some() {
+        Decoding::Forced(meta.items.iter().map(|i| i.output_ids.clone()).collect())
+    } else {
+        Decoding::Greedy {
+            max_new_tokens: meta.max_new_tokens,
+        }
+    };
+    // the sources as one padded batch, and each alone: the same results
+    let batch = translate(m, &sources, &decoding).unwrap();
+    let mut worst = (0f32, 0f32);
+    for (i, item) in meta.items.iter().enumerate() {
+        let alone_decoding = match &decoding {
+            Decoding::Forced(o) => Decoding::Forced(vec![o[i].clone()]),
+            greedy => greedy.clone(),
+        };
+        let alone = translate(m, &[&item.source], &alone_decoding).unwrap();
+        for (tr, b, how) in [(&batch, i, "in the batch"), (&alone, 0, "alone")] {
+            let (s_len, t_len) = (item.source_ids.len(), item.output_ids.len() - 1);
+            let ids: Vec<u32> = tr.source.ids.row(b).iter().copied().take(s_len).collect();
+            assert_eq!(ids, item.source_ids, "{case} {i} {how}: source ids");
+            assert_eq!(
+                tr.output_ids[b], item.output_ids,
+                "{case} {i} {how}: output ids"
+            );
+            let probs = attnscope::families::next_token_probs(&tr.step_logits);
+            for (name, ours) in [
+                (
+                    "encoder_attention",
+                    tr.encoder_attention
+                        .slice(s![b, .., .., ..s_len, ..s_len])
+                        .into_dyn(),
+                ),
+                (
+                    "decoder_attention",
+                    tr.decoder_attention
+                        .slice(s![b, .., .., ..t_len, ..t_len])
+                        .into_dyn(),
+                ),
+                (
+                    "cross_attention",
+                    tr.cross_attention
+                        .slice(s![b, .., .., ..t_len, ..s_len])
+                        .into_dyn(),
+                ),
+                ("step_probs", probs.slice(s![b, ..t_len, ..]).into_dyn()),
+            ] {
+                let hf = &tensors[&format!("{name}_{i}")];
+                let d = max_abs_diff(ours, hf.view());
+                assert!(
+                    d <= ATTENTION_TOL,
+                    "{case} {i} {how}: {name} differs from HF by {d}"
+                );
+                if name == "step_probs" {
+                    worst.1 = worst.1.max(d);
+                } else {
+                    worst.0 = worst.0.max(d);
+                }
+            }
+        }
+    }
+    worst
 }

@@ -2,7 +2,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use attnscope::engine::{cpu, BackendChoice, HeadMask, Runner, ScoreScale, TraceOptions};
+use attnscope::engine::{cpu, BackendChoice, Decoding, HeadMask, Runner, ScoreScale, TraceOptions};
 use attnscope::report::{Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -115,6 +115,30 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         texts: Vec<String>,
     },
+    /// Translate SOURCEs (one right-padded batch) with an encoder–decoder model (Marian): greedy
+    /// decoding, or the given --target, and print every attention as JSON (encoder [L][H][S][S],
+    /// decoder [L][H][T][T], cross [L][H][T][S]).
+    Translate {
+        /// Checkpoint folder with config.json, model.safetensors and tokenizer.json.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// Stop after this many new tokens if EOS has not come (default: 64, or the model's
+        /// positions if fewer).
+        #[arg(long, value_name = "N")]
+        max_new_tokens: Option<usize>,
+        /// Include "steps" [T]: after each step, the K likeliest next tokens ({id, token, text,
+        /// p}, p over the whole vocabulary).
+        #[arg(long, value_name = "K")]
+        top_k: Option<usize>,
+        /// Teacher forcing: decode this target instead of generating (once for every source, or
+        /// once per source, in order).
+        #[arg(long, value_name = "TEXT")]
+        target: Vec<String>,
+        #[arg(required = true, num_args = 1..)]
+        sources: Vec<String>,
+    },
     /// Time the forward pass at several sequence lengths.
     Bench {
         #[arg(long)]
@@ -182,6 +206,14 @@ pub fn main() -> ExitCode {
             },
             &texts,
         ),
+        Command::Translate {
+            model,
+            backend,
+            max_new_tokens,
+            top_k,
+            target,
+            sources,
+        } => translate(&model, backend, max_new_tokens, top_k, &target, &sources),
         Command::Bench {
             model,
             backend,
@@ -201,6 +233,83 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `attnscope translate`: see [`Command::Translate`].
+fn translate(
+    dir: &std::path::Path,
+    backend: BackendArg,
+    max_new_tokens: Option<usize>,
+    top_k: Option<usize>,
+    targets: &[String],
+    sources: &[String],
+) -> Result<(), Error> {
+    let model = Model::from_dir(dir)?;
+    if let BackendArg::Gpu = backend {
+        return Err(Error::Input(
+            "--backend gpu: the GPU engine does not decode yet; translate on the CPU engine \
+             (--backend cpu)"
+                .into(),
+        ));
+    }
+    let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let targets: Option<Vec<String>> = match targets.len() {
+        0 => None,
+        1 => Some(vec![targets[0].clone(); sources.len()]),
+        n if n == sources.len() => Some(targets.to_vec()),
+        n => {
+            return Err(Error::Input(format!(
+                "{n} targets for {} sources: give one --target for all, or one per source",
+                sources.len()
+            )))
+        }
+    };
+    let decoding = match &targets {
+        Some(targets) => {
+            let start = attnscope::families::marian::decoder_of(&model.config)?.start_token_id;
+            let mut outputs = Vec::with_capacity(targets.len());
+            for t in targets {
+                let enc = model.tokenizer.encode(&[t.as_str()], None)?;
+                let n = enc.valid.row(0).iter().filter(|&&v| v).count();
+                let mut ids = vec![start];
+                ids.extend(enc.ids.row(0).iter().take(n));
+                outputs.push(ids);
+            }
+            Decoding::Forced(outputs)
+        }
+        None => Decoding::Greedy {
+            max_new_tokens: max_new_tokens
+                .unwrap_or_else(|| 64.min(model.config.max_position_embeddings)),
+        },
+    };
+    let tr = attnscope::engine::translate(&model, &refs, &decoding)?;
+    let report = attnscope::report::TranslationReport::new(
+        &model,
+        "cpu",
+        sources,
+        targets.as_deref(),
+        &tr,
+        top_k,
+    );
+    print_json(&report)
+}
+
+/// `report` as one line of JSON on stdout.
+fn print_json(report: &impl serde::Serialize) -> Result<(), Error> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer(&mut out, report).map_err(|e| match e.io_error_kind() {
+        Some(kind) => Error::Io {
+            path: "<stdout>".into(),
+            source: kind.into(),
+        },
+        None => Error::Input(e.to_string()),
+    })?;
+    writeln!(out)
+        .and_then(|_| out.flush())
+        .map_err(|source| Error::Io {
+            path: "<stdout>".into(),
+            source,
+        })
 }
 
 fn parse_head_mask(s: &str) -> Result<HeadMask, String> {
@@ -262,12 +371,5 @@ fn attention(
             item.cross_attention = Some(cpu::cross_attention(model, first, second, layer, opts)?);
         }
     }
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    serde_json::to_writer(&mut out, &report).map_err(|e| Error::Input(e.to_string()))?;
-    writeln!(out)
-        .and_then(|_| out.flush())
-        .map_err(|source| Error::Io {
-            path: "<stdout>".into(),
-            source,
-        })
+    print_json(&report)
 }

@@ -5,15 +5,16 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 
-use ndarray::{s, Array2, Array5, ArrayView2, Axis};
+use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
 
 use super::attention::{heads_into, HeadArrays};
 use super::ops::{activate, layer_norm, linear};
-use crate::engine::ops::{split_width, AddNorm, AttentionId, AttentionKind, Ids, Kept, Ops, Stack};
-use crate::engine::trace::{KeptValues, StackAttention};
+use crate::engine::ops::{
+    split_width, AddNorm, AttentionId, AttentionKind, CacheSlot, Ids, Kept, Ops, PassMasks, Stack,
+};
+use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
-use crate::masks::Mask;
 use crate::model::weights::{LayerNorm, Linear, Table};
 use crate::model::Activation;
 
@@ -55,70 +56,121 @@ impl CpuX {
     }
 }
 
-/// One pass of a family's forward over a padded batch on the CPU: its inputs, its mask and
-/// options, and what it keeps. The self-attention of the model's stack is written straight
-/// into the trace's `(B, L, H, T, T)` arrays, head by head, with no copy.
-pub struct CpuOps<'a> {
-    inputs: &'a ModelInputs,
-    mask: &'a Mask,
-    opts: &'a TraceOptions,
-    stack: Stack,
-    layers: usize,
-    /// `(B, L, H, T, T)`, written layer by layer; `written[l]` once layer `l`'s is whole.
-    probs: Array5<MaybeUninit<f32>>,
-    scores: Option<Array5<MaybeUninit<f32>>>,
-    written: Vec<bool>,
-    kept: HashMap<Kept, CpuX>,
+/// The layers of each stack a pass runs through.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StackLayers {
+    pub encoder: usize,
+    pub decoder: usize,
 }
 
-impl<'a> CpuOps<'a> {
-    /// A pass over `inputs` (each `(B, T)`) through `layers` layers of `heads` heads of `stack`,
-    /// whose self-attention applies `mask`, `(B, T, T)`.
-    pub fn new(
-        inputs: &'a ModelInputs,
-        mask: &'a Mask,
-        opts: &'a TraceOptions,
-        stack: Stack,
-        layers: usize,
-        heads: usize,
-    ) -> Self {
-        let (b, t) = inputs.tokens.dim();
-        // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write their slices
-        let shape = (b, layers, heads, t, t);
-        Self {
-            inputs,
-            mask,
-            opts,
-            stack,
-            layers,
-            probs: Array5::uninit(shape),
-            scores: opts.scores.then(|| Array5::uninit(shape)),
-            written: vec![false; layers],
-            kept: HashMap::new(),
+impl StackLayers {
+    /// A single stack's `layers` (an encoder, or a decoder-only model).
+    pub fn single(stack: Stack, layers: usize) -> Self {
+        match stack {
+            Stack::Encoder => Self {
+                encoder: layers,
+                decoder: 0,
+            },
+            Stack::Decoder => Self {
+                encoder: 0,
+                decoder: layers,
+            },
         }
     }
 
-    /// The trace's attention and the values kept, once every layer's attention was written.
-    pub(crate) fn finish(self) -> Result<(StackAttention, KeptValues)> {
-        if let Some(l) = self.written.iter().position(|&w| !w) {
-            return Err(Error::Engine(format!(
-                "the pass computed no self-attention for layer {l}"
-            )));
+    pub fn of(&self, stack: Stack) -> usize {
+        match stack {
+            Stack::Encoder => self.encoder,
+            Stack::Decoder => self.decoder,
         }
-        // SAFETY: every layer's attention was written whole (`written`, set by `attention` after
-        // `heads_into` returned Ok for every item, which writes every value of its slices)
-        let (probs, scores) = unsafe {
-            (
-                self.probs.assume_init(),
-                self.scores.map(|s| s.assume_init()),
-            )
-        };
+    }
+}
+
+/// What a decoding on the CPU keeps from one step to the next ([`CacheSlot`]): each a
+/// `(B·n, c)` activation, `n` rows per item.
+#[derive(Debug, Default)]
+pub struct DecoderCache {
+    values: HashMap<CacheSlot, CpuX>,
+}
+
+/// The attention of every layer of one kind of one stack, written layer by layer.
+struct Group {
+    stack: Stack,
+    kind: AttentionKind,
+    /// `(B, L, H, n_q, n_k)`; `written[l]` once layer `l`'s is whole.
+    probs: Array5<MaybeUninit<f32>>,
+    scores: Option<Array5<MaybeUninit<f32>>>,
+    written: Vec<bool>,
+}
+
+/// One pass of a family's forward over a padded batch on the CPU: its inputs, its masks and
+/// options, and what it keeps. Every attention is written straight into its group's
+/// `(B, L, H, n_q, n_k)` arrays, head by head, with no copy. In a step of a decoding, `cache`
+/// holds what the earlier steps kept.
+pub struct CpuOps<'a> {
+    inputs: &'a ModelInputs,
+    masks: PassMasks<'a>,
+    opts: &'a TraceOptions,
+    layers: StackLayers,
+    /// The layers [`Kept::Hidden`] counts (the model's own stack's).
+    trace_layers: usize,
+    groups: Vec<Group>,
+    kept: HashMap<Kept, CpuX>,
+    cache: Option<&'a mut DecoderCache>,
+}
+
+impl<'a> CpuOps<'a> {
+    /// A pass over `inputs` (each `(B, n)`) through `layers`, whose attentions apply `masks`;
+    /// `trace_layers`: the layers of the stack whose hidden states the trace keeps.
+    pub fn new(
+        inputs: &'a ModelInputs,
+        masks: PassMasks<'a>,
+        opts: &'a TraceOptions,
+        layers: StackLayers,
+        trace_layers: usize,
+        cache: Option<&'a mut DecoderCache>,
+    ) -> Self {
+        Self {
+            inputs,
+            masks,
+            opts,
+            layers,
+            trace_layers,
+            groups: vec![],
+            kept: HashMap::new(),
+            cache,
+        }
+    }
+
+    /// Every attention the pass computed, by stack and kind (each group whole: every layer of
+    /// its stack written), and the values kept.
+    pub(crate) fn finish(self) -> Result<(Vec<AttentionGroup>, KeptValues)> {
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for g in self.groups {
+            if let Some(l) = g.written.iter().position(|&w| !w) {
+                return Err(Error::Engine(format!(
+                    "the pass computed no {:?} attention for the {:?} stack's layer {l}",
+                    g.kind, g.stack
+                )));
+            }
+            // SAFETY: every layer's attention was written whole (`written`, set by `attention`
+            // after `heads_into` returned Ok for every item, which writes every value of its
+            // slices)
+            let (probs, scores) =
+                unsafe { (g.probs.assume_init(), g.scores.map(|s| s.assume_init())) };
+            groups.push(AttentionGroup {
+                stack: g.stack,
+                kind: g.kind,
+                probs,
+                scores,
+            });
+        }
         let kept = self
             .kept
             .into_iter()
             .map(|(k, x)| (k, x.into_owned()))
             .collect();
-        Ok((StackAttention { probs, scores }, kept))
+        Ok((groups, kept))
     }
 
     fn same_rows(&self, what: &str, a: &CpuX, b: &CpuX) -> Result<()> {
@@ -131,6 +183,62 @@ impl<'a> CpuOps<'a> {
             found: b.view().shape().to_vec(),
         })
     }
+
+    /// The rows per item of `x`, `(B·n, c)` → `n`.
+    fn per_item(&self, what: &str, x: &CpuX) -> Result<usize> {
+        let b = self.batch();
+        if b > 0 && x.rows().is_multiple_of(b) {
+            return Ok(x.rows() / b);
+        }
+        Err(Error::Shape {
+            what: format!("{what} (B·n, c) of a batch of {b}"),
+            expected: vec![b * x.rows().div_ceil(b.max(1)), x.cols.len()],
+            found: vec![x.rows(), x.cols.len()],
+        })
+    }
+
+    /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
+    fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
+        let b = self.batch();
+        let layers = self.layers.of(id.stack);
+        if id.layer >= layers {
+            return Err(Error::Engine(format!(
+                "{id:?}: this pass runs {layers} layers of the {:?} stack",
+                id.stack
+            )));
+        }
+        let at = match self
+            .groups
+            .iter()
+            .position(|g| (g.stack, g.kind) == (id.stack, id.kind))
+        {
+            Some(at) => at,
+            None => {
+                // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write
+                // their slices
+                let [h, n_q, n_k] = shape;
+                let dim = (b, layers, h, n_q, n_k);
+                self.groups.push(Group {
+                    stack: id.stack,
+                    kind: id.kind,
+                    probs: Array5::uninit(dim),
+                    scores: self.opts.scores.then(|| Array5::uninit(dim)),
+                    written: vec![false; layers],
+                });
+                self.groups.len() - 1
+            }
+        };
+        let g = &mut self.groups[at];
+        let (_, _, h, n_q, n_k) = g.probs.dim();
+        if [h, n_q, n_k] != shape {
+            return Err(Error::Shape {
+                what: format!("{id:?}: (heads, n_q, n_k) as the stack's other layers"),
+                expected: vec![h, n_q, n_k],
+                found: shape.to_vec(),
+            });
+        }
+        Ok(g)
+    }
 }
 
 impl Ops for CpuOps<'_> {
@@ -141,7 +249,7 @@ impl Ops for CpuOps<'_> {
     }
 
     fn wants(&self, what: Kept) -> bool {
-        self.opts.wants(what, self.layers)
+        self.opts.wants(what, self.trace_layers)
     }
 
     fn keep(&mut self, what: Kept, x: &CpuX) -> Result<()> {
@@ -151,8 +259,11 @@ impl Ops for CpuOps<'_> {
         Ok(())
     }
 
-    fn gather(&mut self, table: &Table, ids: Ids) -> Result<CpuX> {
-        let ids = self.inputs.ids(ids);
+    fn gather(&mut self, table: &Table, which: Ids) -> Result<CpuX> {
+        let ids = self
+            .inputs
+            .ids(which)
+            .ok_or_else(|| Error::Engine(format!("this pass has no {which:?}")))?;
         let rows = table.weight.nrows();
         let ids: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
         if let Some(&bad) = ids.iter().find(|&&i| i >= rows) {
@@ -160,7 +271,11 @@ impl Ops for CpuOps<'_> {
                 "id {bad} is outside an embedding table of {rows} rows"
             )));
         }
-        Ok(CpuX::new(table.weight.select(Axis(0), &ids))) // (B·T, D)
+        let mut x = table.weight.select(Axis(0), &ids); // (B·n, D)
+        if table.scale != 1.0 {
+            x *= table.scale;
+        }
+        Ok(CpuX::new(x))
     }
 
     fn add(&mut self, a: &CpuX, b: &CpuX) -> Result<CpuX> {
@@ -198,6 +313,53 @@ impl Ops for CpuOps<'_> {
         ws.iter().map(|w| self.linear(x, w, None)).collect()
     }
 
+    fn extend(&mut self, slot: CacheSlot, x: &CpuX) -> Result<CpuX> {
+        let m = self.per_item("a step's new rows", x)?;
+        let b = self.batch();
+        let Some(cache) = self.cache.as_deref_mut() else {
+            return Ok(x.clone());
+        };
+        let all = match cache.values.get(&slot) {
+            None => x.clone(),
+            Some(old) => {
+                let (n, c) = (old.rows() / b, old.cols.len());
+                if c != x.cols.len() {
+                    return Err(Error::Shape {
+                        what: format!("{slot:?}: a step's new rows (B·m, c) as the cache's"),
+                        expected: vec![b * m, c],
+                        found: vec![x.rows(), x.cols.len()],
+                    });
+                }
+                let (old, new) = (old.view(), x.view());
+                // item by item: its n cached rows, then its m new ones
+                let parts: Vec<ArrayView2<f32>> = (0..b)
+                    .flat_map(|i| {
+                        [
+                            old.slice_move(s![i * n..(i + 1) * n, ..]),
+                            new.slice_move(s![i * m..(i + 1) * m, ..]),
+                        ]
+                    })
+                    .collect();
+                let joined = concatenate(Axis(0), &parts)
+                    .map_err(|e| Error::Engine(format!("{slot:?}: {e}")))?; // (B·(n+m), c)
+                CpuX::new(joined)
+            }
+        };
+        cache.values.insert(slot, all.clone());
+        Ok(all)
+    }
+
+    fn cached(&mut self, slot: CacheSlot) -> Option<CpuX> {
+        self.cache.as_ref()?.values.get(&slot).cloned()
+    }
+
+    fn cache(&mut self, slot: CacheSlot, x: &CpuX) -> Result<()> {
+        if let Some(cache) = self.cache.as_deref_mut() {
+            cache.values.insert(slot, x.clone());
+        }
+        Ok(())
+    }
+
     fn split(&mut self, x: &CpuX, parts: usize) -> Result<Vec<CpuX>> {
         let c = split_width(x.rows(), x.cols.len(), parts)?;
         Ok((0..parts)
@@ -216,59 +378,54 @@ impl Ops for CpuOps<'_> {
         k: &CpuX,
         v: &CpuX,
     ) -> Result<CpuX> {
-        let layer = id.layer;
-        if id.stack != self.stack || id.kind != AttentionKind::SelfAttention || layer >= self.layers
-        {
-            return Err(Error::Engine(format!(
-                "this pass keeps the self-attention of the {:?} stack's {} layers, not {id:?}",
-                self.stack, self.layers
-            )));
-        }
         let b = self.batch();
-        let (_, _, h, t, _) = self.probs.dim();
-        let shape = |what: &str, expected: Vec<usize>, found: &[usize]| Error::Shape {
-            what: what.into(),
-            expected,
-            found: found.to_vec(),
-        };
-        if heads != h {
-            return Err(shape("attention heads", vec![h], &[heads]));
+        let n_q = self.per_item("attention queries", q)?;
+        let n_k = self.per_item("attention keys", k)?;
+        if v.rows() != k.rows() {
+            return Err(Error::Shape {
+                what: format!("{id:?}: values (B·n_k, c) as the keys"),
+                expected: vec![k.rows(), v.cols.len()],
+                found: vec![v.rows(), v.cols.len()],
+            });
         }
-        for (what, x) in [("queries", q), ("keys", k), ("values", v)] {
-            if x.rows() != b * t {
-                let found = x.view().shape().to_vec();
-                return Err(shape(
-                    &format!("self-attention {what} (B·T, c)"),
-                    vec![b * t, found[1]],
-                    &found,
-                ));
-            }
+        let mask = self
+            .masks
+            .of(id)
+            .ok_or_else(|| Error::Engine(format!("this pass has no mask for {id:?}")))?;
+        if mask.0.dim() != (b, n_q, n_k) {
+            return Err(Error::Shape {
+                what: format!("{id:?}: the mask (B, n_q, n_k)"),
+                expected: vec![b, n_q, n_k],
+                found: mask.0.shape().to_vec(),
+            });
         }
-        let off = self.opts.head_mask.layer(layer, heads);
+        let off = self.opts.head_mask.layer(id.layer, heads);
+        let scale = self.opts.scale;
+        let layer = id.layer;
         let (qv, kv, vv) = (q.view(), k.view(), v.view());
-        let mut context = Array2::uninit((b * t, vv.ncols()));
+        let mut context = Array2::uninit((b * n_q, vv.ncols()));
+        let g = self.group(id, [heads, n_q, n_k])?;
         for i in 0..b {
-            let rows = s![i * t..(i + 1) * t, ..];
             let arrays = HeadArrays {
-                probs: self.probs.slice_mut(s![i, layer, .., .., ..]),
-                scores: self
+                probs: g.probs.slice_mut(s![i, layer, .., .., ..]),
+                scores: g
                     .scores
                     .as_mut()
                     .map(|sc| sc.slice_mut(s![i, layer, .., .., ..])),
             };
             heads_into(
-                qv.slice(rows),
-                kv.slice(rows),
-                vv.slice(rows),
+                qv.slice(s![i * n_q..(i + 1) * n_q, ..]),
+                kv.slice(s![i * n_k..(i + 1) * n_k, ..]),
+                vv.slice(s![i * n_k..(i + 1) * n_k, ..]),
                 heads,
-                Some(self.mask.item(i)),
+                Some(mask.item(i)),
                 &off,
-                self.opts.scale,
+                scale,
                 arrays,
-                context.slice_mut(rows),
+                context.slice_mut(s![i * n_q..(i + 1) * n_q, ..]),
             )?;
         }
-        self.written[layer] = true;
+        g.written[layer] = true;
         // SAFETY: `heads_into` returned Ok for every item, writing every row of the context
         Ok(CpuX::new(unsafe { context.assume_init() }))
     }

@@ -4,8 +4,9 @@
 use ndarray::{s, Array2, Array3};
 
 use super::attention::multi_head_attention;
-use super::exec::CpuOps;
+use super::exec::{CpuOps, StackLayers};
 use super::ops::layer_norm;
+use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::{check_input, check_layer, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::{Mask, MaskKind};
@@ -27,7 +28,7 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
 /// pass. In the browser that hand-over is a message through shared memory and a wake-up, and it
 /// cost more than a 16-token pass gained from the second thread. The caller waits once, for the
 /// whole pass.
-fn on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+pub(crate) fn on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     // the single-threaded wasm build has no pool: `f` runs where it is
     #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
     if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
@@ -41,16 +42,21 @@ fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions
     let c = &model.config;
     check_input(c, input, mask, opts)?;
     let inputs = model.inputs(input);
+    let stack = model.stack();
     let mut ops = CpuOps::new(
         &inputs,
-        mask,
+        PassMasks::single(stack, mask),
         opts,
-        model.stack(),
+        StackLayers::single(stack, c.num_hidden_layers),
         c.num_hidden_layers,
-        c.num_attention_heads,
+        None,
     );
     model.forward(&mut ops)?;
-    let (attention, kept) = ops.finish()?;
+    let (groups, kept) = ops.finish()?;
+    let attention = groups
+        .into_iter()
+        .find(|g| (g.stack, g.kind) == (stack, AttentionKind::SelfAttention))
+        .ok_or_else(|| Error::Engine(format!("the pass computed no {stack:?} self-attention")))?;
     let mut trace = Trace::assemble(attention, kept, opts, c.num_hidden_layers, mask)?;
     trace.logits = model.logits(&trace.hidden);
     Ok(trace)

@@ -12,4 +12,5 @@ pub use attention::{
     MultiHeadOutput,
 };
 pub use exec::{CpuOps, CpuX};
+pub(crate) use forward::on_the_pool;
 pub use forward::{cross_attention, forward, CrossAttention};

@@ -104,6 +104,12 @@ pub fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
 }
 
+/// SiLU (swish), `x · σ(x) = x / (1 + e^(−x))`.
+#[inline(always)]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
 /// Applies the feed-forward activation in place, in chunks shared among the threads (a loop
 /// over each chunk that the compiler vectorises, for the widest instruction set the CPU has).
 pub fn activate(x: &mut Array2<f32>, act: Activation) {
@@ -123,6 +129,7 @@ pub fn activate(x: &mut Array2<f32>, act: Activation) {
         Activation::Gelu => each(x, gelu),
         Activation::GeluTanh => each(x, gelu_tanh),
         Activation::Relu => each(x, |v| v.max(0.0)),
+        Activation::Silu => each(x, silu),
     }
 }
 

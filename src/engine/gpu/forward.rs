@@ -10,7 +10,8 @@ use super::device::GpuDevice;
 use super::kernels::GpuParams;
 use super::plan::GpuKernels;
 use super::record::{Recorder, Recording};
-use crate::engine::trace::{KeptValues, StackAttention};
+use crate::engine::ops::AttentionKind;
+use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{check_input, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
@@ -118,7 +119,10 @@ impl GpuEngine {
         let q = &self.kernels.dev.queue;
         let inputs = model.inputs(input);
         for (which, buf) in &rec.ids {
-            let ids: Vec<u32> = inputs.ids(*which).iter().copied().collect();
+            let ids = inputs
+                .ids(*which)
+                .ok_or_else(|| Error::Engine(format!("this pass has no {which:?}")))?;
+            let ids: Vec<u32> = ids.iter().copied().collect();
             q.write_buffer(buf, 0, bytemuck::cast_slice(&ids));
         }
         q.write_buffer(&rec.mask, 0, bytemuck::cast_slice(&mask.to_bits()));
@@ -156,7 +160,9 @@ impl GpuEngine {
             // SAFETY: each of the L layers' slices was assigned above
             Ok(unsafe { all.assume_init() })
         };
-        let attention = StackAttention {
+        let attention = AttentionGroup {
+            stack: model.stack(),
+            kind: AttentionKind::SelfAttention,
             probs: stacked(&rec.probs)?,
             scores: if opts.scores {
                 Some(stacked(&rec.scores)?)

@@ -414,7 +414,7 @@ pub struct GpuParams {
 
 impl GpuParams {
     /// `ls` as one product (uploaded on first use). A layer tied to a table already uploaded
-    /// (an LM head) multiplies by that table's copy, with a bias of zeros.
+    /// (an LM head) multiplies by that table's copy, with its own bias.
     pub fn linear(&mut self, dev: &GpuDevice, ls: &[&Linear]) -> GpuLinear {
         let key: Vec<ParamId> = ls.iter().map(|l| l.id).collect();
         let tied = match ls {
@@ -426,7 +426,7 @@ impl GpuParams {
             .or_insert_with(|| match tied {
                 Some(table) => GpuLinear {
                     weight: table.weight,
-                    bias: storage(dev, "zeros", &vec![0.0; table.rows as usize]),
+                    bias: storage(dev, "bias", &ls[0].bias.to_vec()),
                     n: table.rows,
                     k: table.dim,
                 },

@@ -201,6 +201,7 @@ fn activation_code(act: Option<Activation>) -> u32 {
         Some(Activation::Gelu) => 1,
         Some(Activation::GeluTanh) => 2,
         Some(Activation::Relu) => 3,
+        Some(Activation::Silu) => 4,
     }
 }
 
@@ -211,7 +212,7 @@ struct GatherParams {
     rows: u32,
     dim: u32,
     table_rows: u32,
-    _pad: u32,
+    scale: f32,
 }
 
 /// The parameters of `add_layernorm.wgsl`.
@@ -361,13 +362,14 @@ impl<'a> Plan<'a> {
         ids: &wgpu::Buffer,
         table: &wgpu::Buffer,
         [table_rows, dim]: [u32; 2],
+        scale: f32,
         out: &wgpu::Buffer,
     ) {
         let params = GatherParams {
             rows,
             dim,
             table_rows,
-            _pad: 0,
+            scale,
         };
         self.push(
             Kernel::Gather,

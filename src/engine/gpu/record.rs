@@ -10,7 +10,9 @@ use std::rc::Rc;
 
 use super::kernels::{GpuParams, GpuTable};
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
-use crate::engine::ops::{split_width, AddNorm, AttentionId, AttentionKind, Ids, Kept, Ops, Stack};
+use crate::engine::ops::{
+    split_width, AddNorm, AttentionId, AttentionKind, CacheSlot, Ids, Kept, Ops, Stack,
+};
 use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
@@ -287,7 +289,7 @@ impl Ops for Recorder<'_> {
         let n = (self.batch * self.seq) as u32;
         let out = self.output(n, dim);
         self.plan
-            .gather(n, &ids, &weight, [rows, dim], &out.slot.buffer);
+            .gather(n, &ids, &weight, [rows, dim], table.scale, &out.slot.buffer);
         Ok(out)
     }
 
@@ -361,6 +363,19 @@ impl Ops for Recorder<'_> {
                 view
             })
             .collect())
+    }
+
+    // a recorded pass is a whole pass, never a step of a decoding: nothing is cached
+    fn extend(&mut self, _slot: CacheSlot, x: &GpuX) -> Result<GpuX> {
+        Ok(x.clone())
+    }
+
+    fn cached(&mut self, _slot: CacheSlot) -> Option<GpuX> {
+        None
+    }
+
+    fn cache(&mut self, _slot: CacheSlot, _x: &GpuX) -> Result<()> {
+        Ok(())
     }
 
     fn split(&mut self, x: &GpuX, parts: usize) -> Result<Vec<GpuX>> {

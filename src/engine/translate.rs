@@ -1,0 +1,340 @@
+//! An encoder–decoder model's translation of a padded batch of sources: the encoder once, then
+//! the decoder, greedily one position at a time with a cache (each step runs the decoder for
+//! its new position only, the earlier positions' self-attention keys and values and the
+//! source's cross-attention keys and values kept), or over a given output at once (teacher
+//! forcing). Every attention is kept as its rectangular record: the encoder's `(S × S)`, the
+//! decoder's `(T × T)`, the cross-attention's `(T × S)`.
+
+use ndarray::{s, Array2, Array3, Array5, Axis};
+
+use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
+use super::cpu::on_the_pool;
+use super::ops::{AttentionKind, PassMasks, Stack};
+use super::trace::{AttentionGroup, ModelInputs, TargetInputs, TraceOptions};
+use crate::error::{Error, Result};
+use crate::families::marian::{decoder_of, MarianWeights};
+use crate::families::Weights;
+use crate::masks::Mask;
+use crate::model::limits::MAX_ATTENTION_VALUES;
+use crate::model::{Encoded, Model};
+
+/// How the decoder's output is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoding {
+    /// The likeliest token at each step (HF's `generate(num_beams=1, do_sample=False)`), never
+    /// the pad token; stops at EOS or after `max_new_tokens` (the last one EOS where the config
+    /// has a `forced_eos_token_id`).
+    Greedy { max_new_tokens: usize },
+    /// Teacher forcing: each source's output given, `output_ids` as [`Translation`] holds them
+    /// (the decoder start token first).
+    Forced(Vec<Vec<u32>>),
+}
+
+/// A padded batch of sources translated.
+///
+/// # Shapes
+/// * `source`: `(B, S)`; `output_ids`: `B` lists, each the decoder start token, then the output
+///   (EOS last when it was reached); item `b` has `T_b = len(output_ids[b]) − 1` steps
+/// * with `T = max T_b`: `encoder_attention` `(B, L_enc, H_enc, S, S)`, `decoder_attention`
+///   `(B, L_dec, H_dec, T, T)`, `cross_attention` `(B, L_dec, H_dec, T, S)`; row `t` of the
+///   decoder's is the step that wrote `output_ids[b][t + 1]` (HF's forward pass with
+///   `decoder_input_ids = output_ids[:-1]`); rows past an item's `T_b` are not part of it
+/// * `step_logits`: `(B, T, V)`, each step's logits over the vocabulary
+#[derive(Debug, Clone)]
+pub struct Translation {
+    pub source: Encoded,
+    pub output_ids: Vec<Vec<u32>>,
+    pub encoder_attention: Array5<f32>,
+    pub decoder_attention: Array5<f32>,
+    pub cross_attention: Array5<f32>,
+    pub step_logits: Array3<f32>,
+}
+
+impl Translation {
+    /// The number of steps of item `b`, `T_b`.
+    pub fn steps(&self, b: usize) -> usize {
+        self.output_ids[b].len() - 1
+    }
+}
+
+/// Translates `sources` with an encoder–decoder `model` on the CPU engine.
+pub fn translate(model: &Model, sources: &[&str], decoding: &Decoding) -> Result<Translation> {
+    let Weights::Marian(w) = &model.weights else {
+        return Err(Error::Input(format!(
+            "{} is not an encoder–decoder model: `translate` needs one (marian); use `attention`",
+            model.short_name()
+        )));
+    };
+    let source = model.tokenizer.encode(sources, None)?;
+    on_the_pool(|| match decoding {
+        Decoding::Greedy { max_new_tokens } => greedy(model, w, source, *max_new_tokens),
+        Decoding::Forced(outputs) => forced(model, w, source, outputs),
+    })
+}
+
+/// The ids the encoder reads: the source and its positions `0..S`.
+fn source_inputs(source: &Encoded, target: TargetInputs) -> ModelInputs {
+    let (b, s) = source.ids.dim();
+    ModelInputs {
+        tokens: source.ids.clone(),
+        token_types: Array2::zeros((b, s)),
+        positions: Array2::from_shape_fn((b, s), |(_, j)| j as u32),
+        target: Some(target),
+    }
+}
+
+/// The cross-attention's mask for `n_q` decoder positions: every real source token.
+///
+/// # Shapes
+/// * `valid`: `(B, S)` → `(B, n_q, S)`
+fn cross_mask(valid: &Array2<bool>, n_q: usize) -> Mask {
+    let (b, s) = valid.dim();
+    Mask::explicit(Array3::from_shape_fn((b, n_q, s), |(i, _, j)| {
+        valid[[i, j]]
+    }))
+}
+
+/// Refuses a translation over the model's positions or the attention a pass may keep.
+fn check_size(model: &Model, b: usize, s: usize, t: usize) -> Result<()> {
+    let c = &model.config;
+    let d = decoder_of(c)?;
+    let max = c.max_position_embeddings;
+    if s > max || t > max {
+        return Err(Error::Input(format!(
+            "a source of {s} tokens and an output of {t} steps: the model has {max} positions"
+        )));
+    }
+    let values = b
+        * (c.num_hidden_layers * c.num_attention_heads * s * s + d.layers * d.heads * t * (t + s));
+    if values > MAX_ATTENTION_VALUES {
+        return Err(Error::Input(format!(
+            "{b} sources of {s} tokens and {t} steps would keep {values} attention \
+             probabilities, over the limit of {MAX_ATTENTION_VALUES}: fewer or shorter"
+        )));
+    }
+    Ok(())
+}
+
+/// The attention group of `stack` and `kind` from a pass.
+fn take(
+    groups: &mut Vec<AttentionGroup>,
+    stack: Stack,
+    kind: AttentionKind,
+) -> Result<Array5<f32>> {
+    let at = groups
+        .iter()
+        .position(|g| (g.stack, g.kind) == (stack, kind))
+        .ok_or_else(|| {
+            Error::Engine(format!("the pass computed no {stack:?} {kind:?} attention"))
+        })?;
+    Ok(groups.swap_remove(at).probs)
+}
+
+fn layers(model: &Model) -> Result<StackLayers> {
+    Ok(StackLayers {
+        encoder: model.config.num_hidden_layers,
+        decoder: decoder_of(&model.config)?.layers,
+    })
+}
+
+/// Greedy decoding, one position per step (see [`Decoding::Greedy`]).
+fn greedy(
+    model: &Model,
+    w: &MarianWeights,
+    source: Encoded,
+    max_new_tokens: usize,
+) -> Result<Translation> {
+    let c = &model.config;
+    let d = decoder_of(c)?;
+    let (b, s) = source.ids.dim();
+    if max_new_tokens == 0 {
+        return Err(Error::Input("max_new_tokens must be at least 1".into()));
+    }
+    check_size(model, b, s, max_new_tokens)?;
+    let pad = model.tokenizer.pad_id();
+    let opts = TraceOptions::default();
+    let encoder_mask = Mask::padding(source.valid.view());
+    let cross = cross_mask(&source.valid, 1);
+    let mut cache = DecoderCache::default();
+    let mut outputs: Vec<Vec<u32>> = vec![vec![d.start_token_id]; b];
+    let mut done = vec![false; b];
+    let mut next = vec![d.start_token_id; b];
+    let mut encoder_attention = None;
+    // each step's rows: the decoder's (B, L, H, 1, t + 1), the cross-attention's (B, L, H, 1, S)
+    let (mut self_rows, mut cross_rows, mut logit_rows) = (vec![], vec![], vec![]);
+    for t in 0..max_new_tokens {
+        let inputs = source_inputs(
+            &source,
+            TargetInputs {
+                tokens: Array2::from_shape_fn((b, 1), |(i, _)| next[i]),
+                positions: Array2::from_elem((b, 1), t as u32),
+            },
+        );
+        let decoder_mask = Mask::none(b, 1, t + 1);
+        let masks = PassMasks {
+            encoder: Some(&encoder_mask),
+            decoder: Some(&decoder_mask),
+            cross: Some(&cross),
+        };
+        let mut ops = CpuOps::new(
+            &inputs,
+            masks,
+            &opts,
+            layers(model)?,
+            c.num_hidden_layers,
+            Some(&mut cache),
+        );
+        // the first step runs the encoder too, and caches its keys and values for the rest
+        let logits = if t == 0 {
+            w.forward(&mut ops, c)?
+        } else {
+            w.decode(&mut ops, c, None)?
+        };
+        let logits = logits.view().to_owned(); // (B, V)
+        let (mut groups, _) = ops.finish()?;
+        if t == 0 {
+            encoder_attention = Some(take(
+                &mut groups,
+                Stack::Encoder,
+                AttentionKind::SelfAttention,
+            )?);
+        }
+        self_rows.push(take(
+            &mut groups,
+            Stack::Decoder,
+            AttentionKind::SelfAttention,
+        )?);
+        cross_rows.push(take(&mut groups, Stack::Decoder, AttentionKind::Cross)?);
+        let last = t + 1 == max_new_tokens;
+        for i in 0..b {
+            if done[i] {
+                next[i] = pad; // as HF feeds a finished sequence
+                continue;
+            }
+            let token = match d.forced_eos_token_id {
+                Some(eos) if last => eos,
+                _ => likeliest(logits.row(i), pad),
+            };
+            outputs[i].push(token);
+            next[i] = token;
+            done[i] = token == d.eos_token_id;
+        }
+        logit_rows.push(logits);
+        if done.iter().all(|&x| x) {
+            break;
+        }
+    }
+    let steps = self_rows.len();
+    let (_, l, h, _, _) = self_rows[0].dim();
+    let mut decoder_attention = Array5::zeros((b, l, h, steps, steps));
+    let mut cross_attention = Array5::zeros((b, l, h, steps, s));
+    let mut step_logits = Array3::zeros((b, steps, c.vocab_size));
+    for (t, ((own, across), logits)) in self_rows
+        .iter()
+        .zip(&cross_rows)
+        .zip(&logit_rows)
+        .enumerate()
+    {
+        decoder_attention
+            .slice_mut(s![.., .., .., t, ..t + 1])
+            .assign(&own.index_axis(Axis(3), 0));
+        cross_attention
+            .slice_mut(s![.., .., .., t, ..])
+            .assign(&across.index_axis(Axis(3), 0));
+        step_logits.slice_mut(s![.., t, ..]).assign(logits);
+    }
+    Ok(Translation {
+        source,
+        output_ids: outputs,
+        encoder_attention: encoder_attention.expect("the first step ran the encoder"),
+        decoder_attention,
+        cross_attention,
+        step_logits,
+    })
+}
+
+/// The likeliest token of a step's logits that is not the pad token (the first of equals, as
+/// `argmax`).
+fn likeliest(logits: ndarray::ArrayView1<f32>, pad: u32) -> u32 {
+    let mut best: Option<(f32, u32)> = None;
+    for (i, &v) in logits.iter().enumerate() {
+        let i = i as u32;
+        if i != pad && best.is_none_or(|(b, _)| v > b) {
+            best = Some((v, i));
+        }
+    }
+    best.map_or(pad, |(_, i)| i)
+}
+
+/// Teacher forcing: the decoder over each given output at once (see [`Decoding::Forced`]).
+fn forced(
+    model: &Model,
+    w: &MarianWeights,
+    source: Encoded,
+    outputs: &[Vec<u32>],
+) -> Result<Translation> {
+    let c = &model.config;
+    let (b, s) = source.ids.dim();
+    if outputs.len() != b {
+        return Err(Error::Input(format!(
+            "{b} sources and {} outputs: one output for each source",
+            outputs.len()
+        )));
+    }
+    if let Some(i) = outputs.iter().position(|o| o.len() < 2) {
+        return Err(Error::Input(format!(
+            "output {i} has no token after the decoder start token"
+        )));
+    }
+    let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
+    check_size(model, b, s, t)?;
+    let pad = model.tokenizer.pad_id();
+    // the decoder reads output_ids[:-1], right-padded to the longest
+    let tokens = Array2::from_shape_fn((b, t), |(i, j)| {
+        if j + 1 < outputs[i].len() {
+            outputs[i][j]
+        } else {
+            pad
+        }
+    });
+    let valid = Array2::from_shape_fn((b, t), |(i, j)| j + 1 < outputs[i].len());
+    let inputs = source_inputs(
+        &source,
+        TargetInputs {
+            tokens,
+            positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
+        },
+    );
+    let encoder_mask = Mask::padding(source.valid.view());
+    let decoder_mask = Mask::causal(b, t).and(&Mask::padding(valid.view()))?;
+    let cross = cross_mask(&source.valid, t);
+    let masks = PassMasks {
+        encoder: Some(&encoder_mask),
+        decoder: Some(&decoder_mask),
+        cross: Some(&cross),
+    };
+    let opts = TraceOptions::default();
+    let mut ops = CpuOps::new(
+        &inputs,
+        masks,
+        &opts,
+        layers(model)?,
+        c.num_hidden_layers,
+        None,
+    );
+    let logits = w.forward(&mut ops, c)?;
+    let step_logits = logits
+        .view()
+        .to_owned()
+        .into_shape_with_order((b, t, c.vocab_size))
+        .map_err(|e| Error::Engine(format!("the logits: {e}")))?;
+    let (mut groups, _) = ops.finish()?;
+    Ok(Translation {
+        encoder_attention: take(&mut groups, Stack::Encoder, AttentionKind::SelfAttention)?,
+        decoder_attention: take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?,
+        cross_attention: take(&mut groups, Stack::Decoder, AttentionKind::Cross)?,
+        source,
+        output_ids: outputs.to_vec(),
+        step_logits,
+    })
+}
