@@ -130,11 +130,33 @@ fn take(
     Ok(groups.swap_remove(at).probs)
 }
 
-fn layers(model: &Model) -> Result<StackLayers> {
-    Ok(StackLayers {
-        encoder: model.config.num_hidden_layers,
-        decoder: decoder_of(&model.config)?.layers,
-    })
+/// A pass of the encoder–decoder over `inputs` on the CPU, under the masks of its encoder, its
+/// decoder and its cross-attention; a step of a decoding with its `cache`.
+fn pass<'a>(
+    model: &Model,
+    inputs: &'a ModelInputs,
+    [encoder, decoder, cross]: [&'a Mask; 3],
+    opts: &'a TraceOptions,
+    cache: Option<&'a mut DecoderCache>,
+) -> Result<CpuOps<'a>> {
+    let c = &model.config;
+    let layers = StackLayers {
+        encoder: c.num_hidden_layers,
+        decoder: decoder_of(c)?.layers,
+    };
+    let masks = PassMasks {
+        encoder: Some(encoder),
+        decoder: Some(decoder),
+        cross: Some(cross),
+    };
+    Ok(CpuOps::new(
+        inputs,
+        masks,
+        opts,
+        layers,
+        c.num_hidden_layers,
+        cache,
+    ))
 }
 
 /// Greedy decoding, one position per step (see [`Decoding::Greedy`]).
@@ -171,19 +193,8 @@ fn greedy(
             },
         );
         let decoder_mask = Mask::none(b, 1, t + 1);
-        let masks = PassMasks {
-            encoder: Some(&encoder_mask),
-            decoder: Some(&decoder_mask),
-            cross: Some(&cross),
-        };
-        let mut ops = CpuOps::new(
-            &inputs,
-            masks,
-            &opts,
-            layers(model)?,
-            c.num_hidden_layers,
-            Some(&mut cache),
-        );
+        let masks = [&encoder_mask, &decoder_mask, &cross];
+        let mut ops = pass(model, &inputs, masks, &opts, Some(&mut cache))?;
         // the first step runs the encoder too, and caches its keys and values for the rest
         let logits = if t == 0 {
             w.forward(&mut ops, c)?
@@ -308,20 +319,9 @@ fn forced(
     let encoder_mask = Mask::padding(source.valid.view());
     let decoder_mask = Mask::causal(b, t).and(&Mask::padding(valid.view()))?;
     let cross = cross_mask(&source.valid, t);
-    let masks = PassMasks {
-        encoder: Some(&encoder_mask),
-        decoder: Some(&decoder_mask),
-        cross: Some(&cross),
-    };
     let opts = TraceOptions::default();
-    let mut ops = CpuOps::new(
-        &inputs,
-        masks,
-        &opts,
-        layers(model)?,
-        c.num_hidden_layers,
-        None,
-    );
+    let masks = [&encoder_mask, &decoder_mask, &cross];
+    let mut ops = pass(model, &inputs, masks, &opts, None)?;
     let logits = w.forward(&mut ops, c)?;
     let step_logits = logits
         .view()

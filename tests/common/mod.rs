@@ -323,10 +323,7 @@ pub const TRANSLATION_CASES: &[&str] = &[
 /// Every item of `case`'s translation by some engine against HF's: the source's ids and the
 /// output ids exact, the three attentions and each step's probabilities within 1e-4. Returns
 /// the largest difference of each (attention, probabilities).
-pub fn check_translation(
-    case: &str,
-    translate: Translate,
-) -> (f32, f32) {
+pub fn check_translation(case: &str, translate: Translate) -> (f32, f32) {
     use attnscope::engine::Decoding;
     use ndarray::s;
     let meta: TranslationMeta = golden_meta(case);
