@@ -566,6 +566,9 @@ pub struct TranslationReport<'a> {
     pub model: &'a str,
     pub model_type: &'static str,
     pub backend: &'a str,
+    /// Why the CPU ran although the GPU was wanted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'a str>,
     pub results: Vec<TranslationItem<'a>>,
 }
 
@@ -630,6 +633,7 @@ impl<'a> TranslationReport<'a> {
             model: model.short_name(),
             model_type: model.config.family.name(),
             backend,
+            fallback: None,
             results,
         }
     }

@@ -689,6 +689,32 @@ fn translate_prints_the_contract_equal_to_hf() {
         }
     }
 
+    // the GPU engine (lavapipe where there is no GPU) prints the same
+    let gpu_args: Vec<&str> = [&args[..3], &["--backend", "gpu"], &args[3..]].concat();
+    let (code, g, err) = attnscope(&gpu_args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        g["backend"].as_str().unwrap().starts_with("gpu"),
+        "{}",
+        g["backend"]
+    );
+    for (r, c) in g["results"].as_array().unwrap().iter().zip(results) {
+        assert_eq!(r["output_ids"], c["output_ids"]);
+        let (a, b) = (
+            flatten(&r["cross_attention"]),
+            flatten(&c["cross_attention"]),
+        );
+        let d = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            a.len() == b.len() && d <= ATTENTION_TOL,
+            "the GPU's cross-attention differs by {d}"
+        );
+    }
+
     let (code, v, err) = attnscope(&[
         "translate",
         "--model",

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use web_time::Instant;
 
 use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
-use super::{cpu, Trace, TraceOptions};
+use super::{cpu, Decoding, Trace, TraceOptions, Translation};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::{Encoded, Model};
@@ -105,6 +105,28 @@ impl Runner {
     /// Why the GPU is not used although it was wanted.
     pub fn unavailable(&self) -> Option<&str> {
         self.unavailable.as_deref()
+    }
+
+    /// Translates `sources` with an encoder–decoder model (see [`super::translate()`]); returns
+    /// the translation, what ran it and why the CPU did where the GPU was wanted. With `auto`,
+    /// a GPU failure is answered by the CPU engine; with `gpu` it is an error.
+    pub async fn translate(
+        &self,
+        sources: &[&str],
+        decoding: &Decoding,
+    ) -> Result<(Translation, String, Option<String>)> {
+        let mut fallback = self.unavailable.clone();
+        if let Some(g) = &self.gpu {
+            match g.translate(&self.model, sources, decoding).await {
+                Ok(tr) => return Ok((tr, g.describe(), None)),
+                Err(e @ Error::Gpu(_)) if self.choice == BackendChoice::Auto => {
+                    fallback = Some(format!("the GPU failed, the CPU answered: {e}"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let tr = super::translate(&self.model, sources, decoding)?;
+        Ok((tr, "cpu".into(), fallback))
     }
 
     /// Runs the encoder. With `auto`, a GPU failure (device lost, say) is answered by the CPU

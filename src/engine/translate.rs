@@ -5,12 +5,14 @@
 //! forcing). Every attention is kept as its rectangular record: the encoder's `(S × S)`, the
 //! decoder's `(T × T)`, the cross-attention's `(T × S)`.
 
-use ndarray::{s, Array2, Array3, Array5, Axis};
+use std::future::Future;
+
+use ndarray::{s, Array2, Array3, Array5};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
-use super::ops::{AttentionKind, PassMasks, Stack};
-use super::trace::{AttentionGroup, ModelInputs, TargetInputs, TraceOptions};
+use super::ops::{AttentionKind, Kept, PassMasks, Stack};
+use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
 use crate::error::{Error, Result};
 use crate::families::marian::{decoder_of, MarianWeights};
 use crate::families::Weights;
@@ -57,23 +59,63 @@ impl Translation {
     }
 }
 
+/// One pass of a translation: every attention it computed, by stack and kind, and the logits
+/// of each decoder position, `(B·n, V)`.
+pub(crate) struct Pass {
+    pub groups: Vec<AttentionGroup>,
+    pub logits: Array2<f32>,
+}
+
+/// The passes an engine runs for a translation of the source it was made for: the driver
+/// ([`decode`]) decides the tokens, the engine computes.
+pub(crate) trait Passes {
+    /// Step `t` of a greedy decoding, `tokens` `(B,)` fed at position `t`: the decoder for that
+    /// position alone, reading the cache of the earlier steps (step 0 runs the encoder too and
+    /// fills the cross-attention's cache). The decoder's attentions are `(B, L, H, 1, n_k)`
+    /// whose keys `0..=t` are the positions so far (any after them masked); the logits `(B, V)`.
+    fn step(&mut self, t: usize, tokens: &[u32]) -> impl Future<Output = Result<Pass>>;
+
+    /// The encoder and the decoder over the whole `target` `(B, T)` at once, under `decoder`
+    /// `(B, T, T)` and `cross` `(B, T, S)` (teacher forcing): logits `(B·T, V)`.
+    fn whole(
+        &mut self,
+        target: TargetInputs,
+        decoder: &Mask,
+        cross: &Mask,
+    ) -> impl Future<Output = Result<Pass>>;
+}
+
 /// Translates `sources` with an encoder–decoder `model` on the CPU engine.
 pub fn translate(model: &Model, sources: &[&str], decoding: &Decoding) -> Result<Translation> {
-    let Weights::Marian(w) = &model.weights else {
-        return Err(Error::Input(format!(
-            "{} is not an encoder–decoder model: `translate` needs one (marian); use `attention`",
-            model.short_name()
-        )));
-    };
+    let w = marian(model)?;
     let source = model.tokenizer.encode(sources, None)?;
-    on_the_pool(|| match decoding {
-        Decoding::Greedy { max_new_tokens } => greedy(model, w, source, *max_new_tokens),
-        Decoding::Forced(outputs) => forced(model, w, source, outputs),
+    on_the_pool(|| {
+        let mut passes = CpuPasses::new(model, w, &source)?;
+        let decoding = std::pin::pin!(decode(model, &mut passes, &source, decoding));
+        // the CPU's passes never wait: polled once, the future is done
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match decoding.poll(&mut cx) {
+            std::task::Poll::Ready(done) => done,
+            std::task::Poll::Pending => Err(Error::Engine(
+                "the CPU engine's decoding waited for something".into(),
+            )),
+        }
     })
 }
 
-/// The ids the encoder reads: the source and its positions `0..S`.
-fn source_inputs(source: &Encoded, target: TargetInputs) -> ModelInputs {
+/// The model's encoder–decoder weights, or an error saying it has none.
+pub fn marian(model: &Model) -> Result<&MarianWeights> {
+    match &model.weights {
+        Weights::Marian(w) => Ok(w),
+        _ => Err(Error::Input(format!(
+            "{} is not an encoder–decoder model: `translate` needs one (marian); use `attention`",
+            model.short_name()
+        ))),
+    }
+}
+
+/// The ids the encoder reads (the source and its positions `0..S`) and the decoder's.
+pub(crate) fn source_inputs(source: &Encoded, target: TargetInputs) -> ModelInputs {
     let (b, s) = source.ids.dim();
     ModelInputs {
         tokens: source.ids.clone(),
@@ -83,15 +125,46 @@ fn source_inputs(source: &Encoded, target: TargetInputs) -> ModelInputs {
     }
 }
 
+/// A step's decoder inputs: `tokens` `(B,)` at position `t`.
+pub(crate) fn step_inputs(t: usize, tokens: &[u32]) -> TargetInputs {
+    let b = tokens.len();
+    TargetInputs {
+        tokens: Array2::from_shape_fn((b, 1), |(i, _)| tokens[i]),
+        positions: Array2::from_elem((b, 1), t as u32),
+    }
+}
+
 /// The cross-attention's mask for `n_q` decoder positions: every real source token.
 ///
 /// # Shapes
 /// * `valid`: `(B, S)` → `(B, n_q, S)`
-fn cross_mask(valid: &Array2<bool>, n_q: usize) -> Mask {
+pub(crate) fn cross_mask(valid: &Array2<bool>, n_q: usize) -> Mask {
     let (b, s) = valid.dim();
     Mask::explicit(Array3::from_shape_fn((b, n_q, s), |(i, _, j)| {
         valid[[i, j]]
     }))
+}
+
+/// The layers of an encoder–decoder's two stacks.
+pub(crate) fn stack_layers(model: &Model) -> Result<StackLayers> {
+    Ok(StackLayers {
+        encoder: model.config.num_hidden_layers,
+        decoder: decoder_of(&model.config)?.layers,
+    })
+}
+
+/// What a translation's passes keep besides the attentions: the logits.
+pub(crate) fn pass_options() -> TraceOptions {
+    TraceOptions {
+        lm_logits: true,
+        ..TraceOptions::default()
+    }
+}
+
+/// The logits a pass kept.
+pub(crate) fn logits_of(mut kept: KeptValues) -> Result<Array2<f32>> {
+    kept.remove(&Kept::LmLogits)
+        .ok_or_else(|| Error::Engine("the pass kept no logits".into()))
 }
 
 /// Refuses a translation over the model's positions or the attention a pass may keep.
@@ -130,79 +203,49 @@ fn take(
     Ok(groups.swap_remove(at).probs)
 }
 
-/// A pass of the encoder–decoder over `inputs` on the CPU, under the masks of its encoder, its
-/// decoder and its cross-attention; a step of a decoding with its `cache`.
-fn pass<'a>(
+/// Translates `source` with `passes`, as `decoding` says: the driver of every engine.
+pub(crate) async fn decode<P: Passes>(
     model: &Model,
-    inputs: &'a ModelInputs,
-    [encoder, decoder, cross]: [&'a Mask; 3],
-    opts: &'a TraceOptions,
-    cache: Option<&'a mut DecoderCache>,
-) -> Result<CpuOps<'a>> {
-    let c = &model.config;
-    let layers = StackLayers {
-        encoder: c.num_hidden_layers,
-        decoder: decoder_of(c)?.layers,
-    };
-    let masks = PassMasks {
-        encoder: Some(encoder),
-        decoder: Some(decoder),
-        cross: Some(cross),
-    };
-    Ok(CpuOps::new(
-        inputs,
-        masks,
-        opts,
-        layers,
-        c.num_hidden_layers,
-        cache,
-    ))
+    passes: &mut P,
+    source: &Encoded,
+    decoding: &Decoding,
+) -> Result<Translation> {
+    match decoding {
+        Decoding::Greedy { max_new_tokens } => greedy(model, passes, source, *max_new_tokens).await,
+        Decoding::Forced(outputs) => forced(model, passes, source, outputs).await,
+    }
+}
+
+/// The longest greedy decoding a `(B, S)` source may ask for: at least 1 step, within the
+/// model's positions and the attention a translation may keep.
+pub(crate) fn check_greedy(model: &Model, source: &Encoded, max_new_tokens: usize) -> Result<()> {
+    if max_new_tokens == 0 {
+        return Err(Error::Input("max_new_tokens must be at least 1".into()));
+    }
+    let (b, s) = source.ids.dim();
+    check_size(model, b, s, max_new_tokens)
 }
 
 /// Greedy decoding, one position per step (see [`Decoding::Greedy`]).
-fn greedy(
+async fn greedy<P: Passes>(
     model: &Model,
-    w: &MarianWeights,
-    source: Encoded,
+    passes: &mut P,
+    source: &Encoded,
     max_new_tokens: usize,
 ) -> Result<Translation> {
     let c = &model.config;
     let d = decoder_of(c)?;
     let (b, s) = source.ids.dim();
-    if max_new_tokens == 0 {
-        return Err(Error::Input("max_new_tokens must be at least 1".into()));
-    }
-    check_size(model, b, s, max_new_tokens)?;
+    check_greedy(model, source, max_new_tokens)?;
     let pad = model.tokenizer.pad_id();
-    let opts = TraceOptions::default();
-    let encoder_mask = Mask::padding(source.valid.view());
-    let cross = cross_mask(&source.valid, 1);
-    let mut cache = DecoderCache::default();
     let mut outputs: Vec<Vec<u32>> = vec![vec![d.start_token_id]; b];
     let mut done = vec![false; b];
     let mut next = vec![d.start_token_id; b];
     let mut encoder_attention = None;
-    // each step's rows: the decoder's (B, L, H, 1, t + 1), the cross-attention's (B, L, H, 1, S)
+    // each step's rows: the decoder's (B, L, H, 1, n_k), the cross-attention's (B, L, H, 1, S)
     let (mut self_rows, mut cross_rows, mut logit_rows) = (vec![], vec![], vec![]);
     for t in 0..max_new_tokens {
-        let inputs = source_inputs(
-            &source,
-            TargetInputs {
-                tokens: Array2::from_shape_fn((b, 1), |(i, _)| next[i]),
-                positions: Array2::from_elem((b, 1), t as u32),
-            },
-        );
-        let decoder_mask = Mask::none(b, 1, t + 1);
-        let masks = [&encoder_mask, &decoder_mask, &cross];
-        let mut ops = pass(model, &inputs, masks, &opts, Some(&mut cache))?;
-        // the first step runs the encoder too, and caches its keys and values for the rest
-        let logits = if t == 0 {
-            w.forward(&mut ops, c)?
-        } else {
-            w.decode(&mut ops, c, None)?
-        };
-        let logits = logits.view().to_owned(); // (B, V)
-        let (mut groups, _) = ops.finish()?;
+        let Pass { mut groups, logits } = passes.step(t, &next).await?; // logits (B, V)
         if t == 0 {
             encoder_attention = Some(take(
                 &mut groups,
@@ -248,14 +291,14 @@ fn greedy(
     {
         decoder_attention
             .slice_mut(s![.., .., .., t, ..t + 1])
-            .assign(&own.index_axis(Axis(3), 0));
+            .assign(&own.slice(s![.., .., .., 0, ..t + 1]));
         cross_attention
             .slice_mut(s![.., .., .., t, ..])
-            .assign(&across.index_axis(Axis(3), 0));
+            .assign(&across.slice(s![.., .., .., 0, ..]));
         step_logits.slice_mut(s![.., t, ..]).assign(logits);
     }
     Ok(Translation {
-        source,
+        source: source.clone(),
         output_ids: outputs,
         encoder_attention: encoder_attention.expect("the first step ran the encoder"),
         decoder_attention,
@@ -278,10 +321,10 @@ fn likeliest(logits: ndarray::ArrayView1<f32>, pad: u32) -> u32 {
 }
 
 /// Teacher forcing: the decoder over each given output at once (see [`Decoding::Forced`]).
-fn forced(
+async fn forced<P: Passes>(
     model: &Model,
-    w: &MarianWeights,
-    source: Encoded,
+    passes: &mut P,
+    source: &Encoded,
     outputs: &[Vec<u32>],
 ) -> Result<Translation> {
     let c = &model.config;
@@ -309,32 +352,107 @@ fn forced(
         }
     });
     let valid = Array2::from_shape_fn((b, t), |(i, j)| j + 1 < outputs[i].len());
-    let inputs = source_inputs(
-        &source,
-        TargetInputs {
-            tokens,
-            positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
-        },
-    );
-    let encoder_mask = Mask::padding(source.valid.view());
+    let target = TargetInputs {
+        tokens,
+        positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
+    };
     let decoder_mask = Mask::causal(b, t).and(&Mask::padding(valid.view()))?;
     let cross = cross_mask(&source.valid, t);
-    let opts = TraceOptions::default();
-    let masks = [&encoder_mask, &decoder_mask, &cross];
-    let mut ops = pass(model, &inputs, masks, &opts, None)?;
-    let logits = w.forward(&mut ops, c)?;
+    let Pass { mut groups, logits } = passes.whole(target, &decoder_mask, &cross).await?;
     let step_logits = logits
-        .view()
-        .to_owned()
         .into_shape_with_order((b, t, c.vocab_size))
         .map_err(|e| Error::Engine(format!("the logits: {e}")))?;
-    let (mut groups, _) = ops.finish()?;
     Ok(Translation {
         encoder_attention: take(&mut groups, Stack::Encoder, AttentionKind::SelfAttention)?,
         decoder_attention: take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?,
         cross_attention: take(&mut groups, Stack::Decoder, AttentionKind::Cross)?,
-        source,
+        source: source.clone(),
         output_ids: outputs.to_vec(),
         step_logits,
     })
+}
+
+/// The CPU engine's passes: each computed when asked, a step's cache kept between steps.
+struct CpuPasses<'m> {
+    model: &'m Model,
+    w: &'m MarianWeights,
+    source: &'m Encoded,
+    encoder_mask: Mask,
+    /// `(B, 1, S)`: a step's cross-attention mask.
+    cross: Mask,
+    cache: DecoderCache,
+    opts: TraceOptions,
+}
+
+impl<'m> CpuPasses<'m> {
+    fn new(model: &'m Model, w: &'m MarianWeights, source: &'m Encoded) -> Result<Self> {
+        Ok(Self {
+            model,
+            w,
+            source,
+            encoder_mask: Mask::padding(source.valid.view()),
+            cross: cross_mask(&source.valid, 1),
+            cache: DecoderCache::default(),
+            opts: pass_options(),
+        })
+    }
+}
+
+impl Passes for CpuPasses<'_> {
+    async fn step(&mut self, t: usize, tokens: &[u32]) -> Result<Pass> {
+        let (c, w) = (&self.model.config, self.w);
+        let inputs = source_inputs(self.source, step_inputs(t, tokens));
+        let decoder = Mask::none(tokens.len(), 1, t + 1);
+        let masks = PassMasks {
+            encoder: Some(&self.encoder_mask),
+            decoder: Some(&decoder),
+            cross: Some(&self.cross),
+        };
+        let layers = stack_layers(self.model)?;
+        let cache = Some(&mut self.cache);
+        let mut ops = CpuOps::new(
+            &inputs,
+            masks,
+            &self.opts,
+            layers,
+            c.num_hidden_layers,
+            cache,
+        );
+        // the first step runs the encoder too, and caches its keys and values for the rest
+        if t == 0 {
+            w.forward(&mut ops, c)?;
+        } else {
+            w.decode(&mut ops, c, None)?;
+        }
+        let (groups, kept) = ops.finish()?;
+        Ok(Pass {
+            groups,
+            logits: logits_of(kept)?,
+        })
+    }
+
+    async fn whole(&mut self, target: TargetInputs, decoder: &Mask, cross: &Mask) -> Result<Pass> {
+        let c = &self.model.config;
+        let inputs = source_inputs(self.source, target);
+        let masks = PassMasks {
+            encoder: Some(&self.encoder_mask),
+            decoder: Some(decoder),
+            cross: Some(cross),
+        };
+        let layers = stack_layers(self.model)?;
+        let mut ops = CpuOps::new(
+            &inputs,
+            masks,
+            &self.opts,
+            layers,
+            c.num_hidden_layers,
+            None,
+        );
+        self.w.forward(&mut ops, c)?;
+        let (groups, kept) = ops.finish()?;
+        Ok(Pass {
+            groups,
+            logits: logits_of(kept)?,
+        })
+    }
 }

@@ -282,7 +282,9 @@ impl MarianWeights {
             y = self.feed_forward(ops, c, &y, &l.ffn, &l.final_layer_norm)?;
         }
         ops.keep(Kept::Output, &y)?;
-        ops.linear(&y, &self.lm_head, None) // (B·T, V)
+        let logits = ops.linear(&y, &self.lm_head, None)?; // (B·T, V)
+        ops.keep(Kept::LmLogits, &logits)?;
+        Ok(logits)
     }
 
     /// The whole model: the encoder over the source, the decoder over the target inputs.

@@ -245,13 +245,7 @@ fn translate(
     sources: &[String],
 ) -> Result<(), Error> {
     let model = Model::from_dir(dir)?;
-    if let BackendArg::Gpu = backend {
-        return Err(Error::Input(
-            "--backend gpu: the GPU engine does not decode yet; translate on the CPU engine \
-             (--backend cpu)"
-                .into(),
-        ));
-    }
+    attnscope::engine::translate::marian(&model)?;
     let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
     let targets: Option<Vec<String>> = match targets.len() {
         0 => None,
@@ -282,15 +276,17 @@ fn translate(
                 .unwrap_or_else(|| 64.min(model.config.max_position_embeddings)),
         },
     };
-    let tr = attnscope::engine::translate(&model, &refs, &decoding)?;
-    let report = attnscope::report::TranslationReport::new(
-        &model,
-        "cpu",
+    let runner = pollster::block_on(Runner::new(model, backend.into()))?;
+    let (tr, ran, fallback) = pollster::block_on(runner.translate(&refs, &decoding))?;
+    let mut report = attnscope::report::TranslationReport::new(
+        runner.model(),
+        &ran,
         sources,
         targets.as_deref(),
         &tr,
         top_k,
     );
+    report.fallback = fallback.as_deref();
     print_json(&report)
 }
 

@@ -9,11 +9,14 @@ use web_time::Instant;
 use super::device::GpuDevice;
 use super::kernels::GpuParams;
 use super::plan::GpuKernels;
-use super::record::{Recorder, Recording};
-use crate::engine::ops::AttentionKind;
+use super::record::{GpuCache, Recorder, Recording};
+use crate::engine::cpu::exec::StackLayers;
+use crate::engine::ops::{AttentionId, AttentionKind, PassMasks, Stack};
 use crate::engine::trace::{AttentionGroup, KeptValues};
-use crate::engine::{check_input, Trace, TraceOptions};
+use crate::engine::{check_input, ModelInputs, Trace, TraceOptions};
 use crate::error::{Error, Result};
+use crate::families::marian::decoder_of;
+use crate::families::Weights;
 use crate::masks::Mask;
 use crate::model::weights::ParamId;
 use crate::model::{Encoded, Model};
@@ -43,16 +46,19 @@ impl GpuTiming {
 /// the recorded pass kept for the last model, batch shape and options, reused while they do
 /// not change.
 pub struct GpuEngine {
-    kernels: GpuKernels,
+    pub(super) kernels: GpuKernels,
     params: Mutex<GpuParams>,
     workspace: Mutex<Option<Workspace>>,
 }
 
-/// A recorded pass for one `(model, B, T, options)`, and the staging buffer its reads are copied into.
+/// What a pooled workspace was recorded for: `(model, B, T, options)`.
+type WorkspaceKey = (ParamId, usize, usize, TraceOptions);
+
+/// A recorded pass, and the staging buffer its reads are copied into.
 struct Workspace {
-    key: (ParamId, usize, usize, TraceOptions),
-    recording: Recording,
-    staging: wgpu::Buffer,
+    key: WorkspaceKey,
+    pub recording: Recording,
+    pub staging: wgpu::Buffer,
 }
 
 fn gpu_shape(e: ndarray::ShapeError) -> Error {
@@ -68,9 +74,39 @@ impl GpuEngine {
             params: Mutex::new(GpuParams::default()),
             workspace: Mutex::new(None),
         };
-        let warm = engine.build_workspace(model, 1, 1, &TraceOptions::default())?;
+        let opts = TraceOptions::default();
+        let c = &model.config;
+        let warm = match &model.weights {
+            // an encoder–decoder's parameters, by a whole pass over one token each side
+            Weights::Marian(w) => {
+                let layers = StackLayers {
+                    encoder: c.num_hidden_layers,
+                    decoder: decoder_of(c)?.layers,
+                };
+                let shape = Shape {
+                    batch: 1,
+                    lens: [1, 1],
+                    layers,
+                    trace_layers: c.num_hidden_layers,
+                };
+                engine.record(shape, &opts, None, |rec| w.forward(rec, c).map(|_| ()))?;
+                None
+            }
+            _ => {
+                let stack = model.stack();
+                let shape = Shape {
+                    batch: 1,
+                    lens: [1, 0],
+                    layers: StackLayers::single(stack, c.num_hidden_layers),
+                    trace_layers: c.num_hidden_layers,
+                };
+                let rec =
+                    engine.record(shape, &opts, None, |rec| model.forward(rec).map(|_| ()))?;
+                Some(engine.workspace_of((model.id, 1, 1, opts), rec))
+            }
+        };
         engine.kernels.dev.check()?;
-        *engine.workspace.lock().map_err(|_| poisoned())? = Some(warm);
+        *engine.workspace.lock().map_err(|_| poisoned())? = warm;
         Ok(engine)
     }
 
@@ -98,10 +134,7 @@ impl GpuEngine {
         check_input(c, input, mask, opts)?;
         self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
-        let (l, h) = (c.num_hidden_layers, c.num_attention_heads);
-        let mut timing = GpuTiming::default();
         let start = Instant::now();
-
         // Take the pooled workspace out while we use it (no lock is held across an await): a
         // concurrent call finds none and builds its own rather than waiting.
         let key = (model.id, b, t, opts.clone());
@@ -111,13 +144,100 @@ impl GpuEngine {
             .map_err(|_| poisoned())?
             .take()
             .filter(|w| w.key == key);
+        let stack = model.stack();
         let ws = match pooled {
             Some(ws) => ws,
-            None => self.build_workspace(model, b, t, opts)?,
+            None => {
+                let layers = StackLayers::single(stack, c.num_hidden_layers);
+                let shape = Shape {
+                    batch: b,
+                    lens: [t, 0],
+                    layers,
+                    trace_layers: c.num_hidden_layers,
+                };
+                let recording =
+                    self.record(shape, opts, None, |rec| model.forward(rec).map(|_| ()))?;
+                self.workspace_of(key, recording)
+            }
         };
-        let rec = &ws.recording;
-        let q = &self.kernels.dev.queue;
         let inputs = model.inputs(input);
+        let masks = PassMasks::single(stack, mask);
+        let pass = self
+            .replay(&ws.recording, &ws.staging, &inputs, &masks, b, &[], start)
+            .await?;
+        let (mut groups, kept, mut timing) = pass;
+        let attention = take_group(&mut groups, stack, AttentionKind::SelfAttention)?;
+        let reading = Instant::now();
+        let mut trace = Trace::assemble(attention, kept, opts, c.num_hidden_layers, mask)?;
+        trace.logits = model.logits(&trace.hidden);
+        timing.readback_ms += reading.elapsed().as_secs_f64() * 1e3;
+        // back to the pool only after a clean pass (a failed one may leave staging mapped)
+        if let Ok(mut slot) = self.workspace.lock() {
+            *slot = Some(ws);
+        }
+        Ok((trace, timing))
+    }
+
+    /// Records a pass of `shape` (`f` runs the family over the recorder): every dispatch, with
+    /// its buffers.
+    pub(super) fn record(
+        &self,
+        shape: Shape,
+        opts: &TraceOptions,
+        cache: Option<&mut GpuCache>,
+        f: impl FnOnce(&mut Recorder) -> Result<()>,
+    ) -> Result<Recording> {
+        let mut params = self.params.lock().map_err(|_| poisoned())?;
+        let mut rec = Recorder::new(
+            &self.kernels,
+            &mut params,
+            opts,
+            shape.layers,
+            shape.trace_layers,
+            shape.batch,
+            shape.lens,
+            cache,
+        );
+        f(&mut rec)?;
+        rec.finish()
+    }
+
+    /// A recorded pass and the staging buffer its reads are copied into.
+    fn workspace_of(&self, key: WorkspaceKey, recording: Recording) -> Workspace {
+        let staging = self.staging_for(&recording);
+        Workspace {
+            key,
+            recording,
+            staging,
+        }
+    }
+
+    /// The buffer a recorded pass's reads are copied into.
+    pub(super) fn staging_for(&self, recording: &Recording) -> wgpu::Buffer {
+        let floats = recording.reads.iter().map(|r| r.floats).sum();
+        self.kernels.buffer(
+            "staging",
+            floats,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )
+    }
+
+    /// Runs a recorded pass once: writes its ids, its masks and `writes` (other host-written
+    /// buffers, such as a decoding's cache rows), submits it, and reads back every attention
+    /// group, `(B, L, H, n_q, n_k)`, and what it kept, by name. `start`: when the caller began.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn replay(
+        &self,
+        rec: &Recording,
+        staging: &wgpu::Buffer,
+        inputs: &ModelInputs,
+        masks: &PassMasks<'_>,
+        b: usize,
+        writes: &[(&wgpu::Buffer, Vec<u32>)],
+        start: Instant,
+    ) -> Result<(Vec<AttentionGroup>, KeptValues, GpuTiming)> {
+        let mut timing = GpuTiming::default();
+        let q = &self.kernels.dev.queue;
         for (which, buf) in &rec.ids {
             let ids = inputs
                 .ids(*which)
@@ -125,7 +245,28 @@ impl GpuEngine {
             let ids: Vec<u32> = ids.iter().copied().collect();
             q.write_buffer(buf, 0, bytemuck::cast_slice(&ids));
         }
-        q.write_buffer(&rec.mask, 0, bytemuck::cast_slice(&mask.to_bits()));
+        for g in &rec.groups {
+            let id = AttentionId {
+                stack: g.stack,
+                kind: g.kind,
+                layer: 0,
+            };
+            let mask = masks
+                .of(id)
+                .ok_or_else(|| Error::Engine(format!("this pass has no mask for {id:?}")))?;
+            let [_, n_q, n_k] = g.shape;
+            if mask.0.dim() != (b, n_q, n_k) {
+                return Err(Error::Shape {
+                    what: format!("{id:?}: the mask (B, n_q, n_k)"),
+                    expected: vec![b, n_q, n_k],
+                    found: mask.0.shape().to_vec(),
+                });
+            }
+            q.write_buffer(&g.mask, 0, bytemuck::cast_slice(&mask.to_bits()));
+        }
+        for (buf, data) in writes {
+            q.write_buffer(buf, 0, bytemuck::cast_slice(data));
+        }
         timing.upload_ms = start.elapsed().as_secs_f64() * 1e3;
 
         let computing = Instant::now();
@@ -134,42 +275,41 @@ impl GpuEngine {
         let mut offset = 0u64;
         for r in &rec.reads {
             let bytes = (r.floats * 4) as u64;
-            enc.copy_buffer_to_buffer(&r.buffer, 0, &ws.staging, offset, bytes);
+            enc.copy_buffer_to_buffer(&r.buffer, 0, staging, offset, bytes);
             offsets.push(offset as usize / 4);
             offset += bytes;
         }
         q.submit([enc.finish()]);
-        let data = self.kernels.read(&ws.staging, offset).await?;
+        let data = self.kernels.read(staging, offset).await?;
         let reading = Instant::now();
         timing.compute_ms = (reading - computing).as_secs_f64() * 1e3;
 
         let read = |i: usize| &data[offsets[i]..offsets[i] + rec.reads[i].floats];
-        // every layer's (B, H, T, T) into the trace's (B, L, H, T, T)
-        let stacked = |layers: &[usize]| -> Result<Array5<f32>> {
-            let mut all = Array5::uninit((b, l, h, t, t));
-            for (layer, &i) in layers.iter().enumerate() {
-                let one = ArrayView4::from_shape((b, h, t, t), read(i)).map_err(gpu_shape)?;
-                one.assign_to(all.slice_mut(s![.., layer, .., .., ..]));
-            }
-            if layers.len() != l {
-                return Err(Error::Engine(format!(
-                    "the pass read back {} layers' attention of {l}",
-                    layers.len()
-                )));
-            }
-            // SAFETY: each of the L layers' slices was assigned above
-            Ok(unsafe { all.assume_init() })
-        };
-        let attention = AttentionGroup {
-            stack: model.stack(),
-            kind: AttentionKind::SelfAttention,
-            probs: stacked(&rec.probs)?,
-            scores: if opts.scores {
-                Some(stacked(&rec.scores)?)
-            } else {
-                None
-            },
-        };
+        let mut groups = Vec::with_capacity(rec.groups.len());
+        for g in &rec.groups {
+            let [h, n_q, n_k] = g.shape;
+            // every layer's (B, H, n_q, n_k) into the group's (B, L, H, n_q, n_k)
+            let stacked = |layers: &[usize]| -> Result<Array5<f32>> {
+                let mut all = Array5::uninit((b, layers.len(), h, n_q, n_k));
+                for (layer, &i) in layers.iter().enumerate() {
+                    let one =
+                        ArrayView4::from_shape((b, h, n_q, n_k), read(i)).map_err(gpu_shape)?;
+                    one.assign_to(all.slice_mut(s![.., layer, .., .., ..]));
+                }
+                // SAFETY: each layer's slice was assigned above
+                Ok(unsafe { all.assume_init() })
+            };
+            groups.push(AttentionGroup {
+                stack: g.stack,
+                kind: g.kind,
+                probs: stacked(&g.probs)?,
+                scores: if g.scores.is_empty() {
+                    None
+                } else {
+                    Some(stacked(&g.scores)?)
+                },
+            });
+        }
         let mut kept = KeptValues::new();
         for k in &rec.kept {
             let (rows, stride) = (k.rows as usize, k.at.stride as usize);
@@ -178,50 +318,36 @@ impl GpuEngine {
             let cols = k.at.offset as usize..(k.at.offset + k.cols) as usize;
             kept.insert(k.what, all.slice(s![.., cols]).to_owned());
         }
-        let mut trace = Trace::assemble(attention, kept, opts, l, mask)?;
-        trace.logits = model.logits(&trace.hidden);
         timing.readback_ms = reading.elapsed().as_secs_f64() * 1e3;
-        // back to the pool only after a clean pass (a failed one may leave staging mapped)
-        if let Ok(mut slot) = self.workspace.lock() {
-            *slot = Some(ws);
-        }
-        Ok((trace, timing))
+        Ok((groups, kept, timing))
     }
+}
 
-    /// Records `model`'s pass over a `(B, T)` batch: every dispatch, with its buffers.
-    fn build_workspace(
-        &self,
-        model: &Model,
-        b: usize,
-        t: usize,
-        opts: &TraceOptions,
-    ) -> Result<Workspace> {
-        let c = &model.config;
-        let mut params = self.params.lock().map_err(|_| poisoned())?;
-        let mut rec = Recorder::new(
-            &self.kernels,
-            &mut params,
-            opts,
-            model.stack(),
-            c.num_hidden_layers,
-            c.num_attention_heads,
-            b,
-            t,
-        );
-        model.forward(&mut rec)?;
-        let recording = rec.finish()?;
-        let floats = recording.reads.iter().map(|r| r.floats).sum();
-        let staging = self.kernels.buffer(
-            "staging",
-            floats,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        );
-        Ok(Workspace {
-            key: (model.id, b, t, opts.clone()),
-            recording,
-            staging,
-        })
-    }
+/// What a recorded pass runs over: `batch` items of `lens[0]` input positions (and `lens[1]` of
+/// a translation's target) through `layers`; [`Kept::Hidden`] counts `trace_layers`.
+///
+/// [`Kept::Hidden`]: crate::engine::ops::Kept::Hidden
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shape {
+    pub batch: usize,
+    pub lens: [usize; 2],
+    pub layers: StackLayers,
+    pub trace_layers: usize,
+}
+
+/// The attention group of `stack` and `kind` among a pass's.
+pub(super) fn take_group(
+    groups: &mut Vec<AttentionGroup>,
+    stack: Stack,
+    kind: AttentionKind,
+) -> Result<AttentionGroup> {
+    let at = groups
+        .iter()
+        .position(|g| (g.stack, g.kind) == (stack, kind))
+        .ok_or_else(|| {
+            Error::Engine(format!("the pass computed no {stack:?} {kind:?} attention"))
+        })?;
+    Ok(groups.swap_remove(at))
 }
 
 fn poisoned() -> Error {

@@ -47,6 +47,8 @@ macro_rules! composed {
 pub enum Kernel {
     /// An embedding lookup.
     Gather,
+    /// A decoding's cache write: rows to the rows the host names.
+    Scatter,
     /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
     /// of 4).
     Matmul,
@@ -83,8 +85,9 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::Gather,
+        Kernel::Scatter,
         Kernel::Matmul,
         Kernel::MatmulShared,
         Kernel::MatmulSharedBAlongN,
@@ -102,6 +105,7 @@ impl Kernel {
     pub fn files(self) -> &'static [&'static str] {
         match self {
             Kernel::Gather => &["gather.wgsl"],
+            Kernel::Scatter => &["scatter.wgsl"],
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
@@ -125,6 +129,7 @@ impl Kernel {
     pub fn source(self) -> &'static str {
         match self {
             Kernel::Gather => composed!("gather"),
+            Kernel::Scatter => composed!("scatter"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
@@ -168,6 +173,8 @@ impl Kernel {
         match self {
             // params, ids, table → out
             Kernel::Gather => &[Uniform, Read, Read, ReadWrite],
+            // params, rows_at, src → dst
+            Kernel::Scatter => &[Uniform, Read, Read, ReadWrite],
             // params, a, a as vec4s, b, b as vec4s, bias → c
             Kernel::Matmul
             | Kernel::MatmulShared

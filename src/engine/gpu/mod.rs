@@ -1,6 +1,7 @@
 //! The GPU engine: a family's forward pass recorded as WGSL compute shaders through `wgpu`
 //! (Vulkan, Metal or DX12 natively, WebGPU in the browser), checked against the CPU engine.
 
+mod decode;
 mod device;
 mod forward;
 mod kernels;

@@ -205,6 +205,18 @@ fn activation_code(act: Option<Activation>) -> u32 {
     }
 }
 
+/// The parameters of `scatter.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct ScatterParams {
+    rows: u32,
+    dim: u32,
+    src_stride: u32,
+    src_offset: u32,
+    dst_rows: u32,
+    _pad: [u32; 3],
+}
+
 /// The parameters of `gather.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -375,6 +387,36 @@ impl<'a> Plan<'a> {
             Kernel::Gather,
             &params,
             vec![ids, table, out],
+            row_grid(rows),
+        );
+    }
+
+    /// Row `r` of `src` to row `rows_at[r]` of `dst`, for each of `rows` rows (a decoding's
+    /// cache write).
+    ///
+    /// # Shapes
+    /// * `rows_at`: `(rows,)`; `src`: `(rows, dim)` at `at`; `dst`: `(dst_rows, dim)`
+    pub fn scatter(
+        &mut self,
+        [rows, dim]: [u32; 2],
+        rows_at: &wgpu::Buffer,
+        src: &wgpu::Buffer,
+        at: Rows,
+        dst: &wgpu::Buffer,
+        dst_rows: u32,
+    ) {
+        let params = ScatterParams {
+            rows,
+            dim,
+            src_stride: at.stride,
+            src_offset: at.offset,
+            dst_rows,
+            _pad: [0; 3],
+        };
+        self.push(
+            Kernel::Scatter,
+            &params,
+            vec![rows_at, src, dst],
             row_grid(rows),
         );
     }

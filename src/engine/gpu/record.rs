@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use super::kernels::{GpuParams, GpuTable};
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
+use crate::engine::cpu::exec::StackLayers;
 use crate::engine::ops::{
     split_width, AddNorm, AttentionId, AttentionKind, CacheSlot, Ids, Kept, Ops, Stack,
 };
@@ -57,72 +58,124 @@ pub(super) struct KeptRead {
     pub cols: u32,
 }
 
+/// The attentions of one kind of one stack in a recorded pass: the mask the host writes before
+/// each run, and each layer's probabilities and, when kept, scores (indices into
+/// [`Recording::reads`]).
+pub(super) struct GroupRead {
+    pub stack: Stack,
+    pub kind: AttentionKind,
+    /// `(H, n_q, n_k)`.
+    pub shape: [usize; 3],
+    /// The mask as bits, `(B, n_q, ⌈n_k/32⌉)` words.
+    pub mask: wgpu::Buffer,
+    pub probs: Vec<usize>,
+    pub scores: Vec<usize>,
+}
+
 /// A recorded pass: its dispatches, the buffers the host writes before each run, and what it
 /// reads back afterwards.
 pub(super) struct Recording {
     pub dispatches: Vec<Dispatch>,
-    /// The ids each [`Ids`] the pass gathers by, `(B·T,)` u32 each.
+    /// The ids each [`Ids`] the pass gathers by, `(B·n,)` u32 each.
     pub ids: Vec<(Ids, wgpu::Buffer)>,
-    /// The self-attention mask as bits, `(B, T, ⌈T/32⌉)` words.
-    pub mask: wgpu::Buffer,
+    pub groups: Vec<GroupRead>,
     pub reads: Vec<Read>,
-    /// Each layer's probabilities and, when kept, scores: indices into `reads`.
-    pub probs: Vec<usize>,
-    pub scores: Vec<usize>,
     pub kept: Vec<KeptRead>,
     /// Every other buffer the dispatches bind (activations, parameters).
     pub _keep: Vec<wgpu::Buffer>,
 }
 
-/// Records a family's forward pass over a `(B, T)` batch.
+/// The attentions of one kind of one stack being recorded (see [`GroupRead`]).
+struct Group {
+    stack: Stack,
+    kind: AttentionKind,
+    shape: [usize; 3],
+    mask: wgpu::Buffer,
+    probs: Vec<Option<wgpu::Buffer>>,
+    scores: Vec<Option<wgpu::Buffer>>,
+}
+
+/// A decoding's cache on the GPU, shared by the passes of its steps: each slot's buffer of
+/// `rows_per_item` rows per item, written a row per step at the rows the host names in `rows_at`
+/// (`(B,)`, item `b`'s next free row `b·rows_per_item + t`), and the values computed once.
+pub(super) struct GpuCache {
+    pub rows_per_item: usize,
+    pub rows_at: wgpu::Buffer,
+    /// Held here, a value's buffer is never taken for another result in the pass that made it.
+    values: Vec<(CacheSlot, GpuX)>,
+}
+
+impl GpuCache {
+    pub fn new(kernels: &GpuKernels, batch: usize, rows_per_item: usize) -> Self {
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        Self {
+            rows_per_item,
+            rows_at: kernels.buffer("cache rows", batch, usage),
+            values: vec![],
+        }
+    }
+
+    fn get(&self, slot: CacheSlot) -> Option<GpuX> {
+        let (_, x) = self.values.iter().find(|(s, _)| *s == slot)?;
+        Some(x.clone())
+    }
+
+    fn put(&mut self, slot: CacheSlot, x: &GpuX) {
+        self.values.retain(|(s, _)| *s != slot);
+        self.values.push((slot, x.clone()));
+    }
+}
+
+/// Records a family's forward pass over a batch of `B` items (`n` positions each of the input,
+/// and of a translation's target).
 pub(super) struct Recorder<'a> {
     kernels: &'a GpuKernels,
     params: &'a mut GpuParams,
     opts: &'a TraceOptions,
-    stack: Stack,
-    layers: usize,
-    heads: usize,
+    layers: StackLayers,
+    trace_layers: usize,
     batch: usize,
+    /// Positions per item of the input ([`Ids::Tokens`] …) and of the target.
     seq: usize,
+    target_seq: usize,
     plan: Plan<'a>,
     ids: Vec<(Ids, wgpu::Buffer)>,
-    mask: wgpu::Buffer,
     slots: Vec<Rc<Slot>>,
-    probs: Vec<Option<wgpu::Buffer>>,
-    scores: Vec<Option<wgpu::Buffer>>,
+    groups: Vec<Group>,
     kept: Vec<(Kept, GpuX)>,
+    cache: Option<&'a mut GpuCache>,
 }
 
 impl<'a> Recorder<'a> {
+    /// A pass over `batch` items of `seq` positions (and `target_seq` of a translation's
+    /// target) through `layers`; `trace_layers`: the layers [`Kept::Hidden`] counts; a step of
+    /// a decoding with its `cache`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         kernels: &'a GpuKernels,
         params: &'a mut GpuParams,
         opts: &'a TraceOptions,
-        stack: Stack,
-        layers: usize,
-        heads: usize,
+        layers: StackLayers,
+        trace_layers: usize,
         batch: usize,
-        seq: usize,
+        [seq, target_seq]: [usize; 2],
+        cache: Option<&'a mut GpuCache>,
     ) -> Self {
-        let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let mask = kernels.buffer("mask", batch * seq * Mask::words_per_row(seq), input);
         Self {
             kernels,
             params,
             opts,
-            stack,
             layers,
-            heads,
+            trace_layers,
             batch,
             seq,
+            target_seq,
             plan: Plan::new(kernels),
             ids: vec![],
-            mask,
             slots: vec![],
-            probs: vec![None; layers],
-            scores: vec![None; layers],
+            groups: vec![],
             kept: vec![],
+            cache,
         }
     }
 
@@ -151,7 +204,15 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// The buffer the host writes `which` ids into, `(B·T,)`.
+    /// Positions per item of `which`.
+    fn len(&self, which: Ids) -> usize {
+        match which {
+            Ids::Tokens | Ids::TokenTypes | Ids::Positions => self.seq,
+            Ids::TargetTokens | Ids::TargetPositions => self.target_seq,
+        }
+    }
+
+    /// The buffer the host writes `which` ids into, `(B·n,)`.
     fn ids(&mut self, which: Ids) -> wgpu::Buffer {
         if let Some((_, b)) = self.ids.iter().find(|(i, _)| *i == which) {
             return b.clone();
@@ -159,7 +220,7 @@ impl<'a> Recorder<'a> {
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let b = self
             .kernels
-            .buffer(&format!("{which:?}"), self.batch * self.seq, usage);
+            .buffer(&format!("{which:?}"), self.batch * self.len(which), usage);
         self.ids.push((which, b.clone()));
         b
     }
@@ -203,12 +264,15 @@ impl<'a> Recorder<'a> {
         Ok(out)
     }
 
-    /// The recorded pass, once every layer's attention was recorded.
+    /// The recorded pass, once every group's every layer was recorded.
     pub fn finish(self) -> Result<Recording> {
-        if let Some(l) = self.probs.iter().position(Option::is_none) {
-            return Err(Error::Engine(format!(
-                "the pass computed no self-attention for layer {l}"
-            )));
+        for g in &self.groups {
+            if let Some(l) = g.probs.iter().position(Option::is_none) {
+                return Err(Error::Engine(format!(
+                    "the pass computed no {:?} attention for the {:?} stack's layer {l}",
+                    g.kind, g.stack
+                )));
+            }
         }
         let (dispatches, params) = self.plan.finish();
         let mut reads: Vec<Read> = vec![];
@@ -224,19 +288,33 @@ impl<'a> Recorder<'a> {
                 }
             }
         };
-        let p_floats = self.batch * self.heads * self.seq * self.seq; // (B, H, T, T)
-        let probs = self
-            .probs
-            .iter()
-            .flatten()
-            .map(|b| read_of(b, p_floats))
-            .collect();
-        let scores = self
-            .scores
-            .iter()
-            .flatten()
-            .map(|b| read_of(b, p_floats))
-            .collect();
+        let mut keep = params;
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for g in self.groups {
+            let floats = self.batch * g.shape.iter().product::<usize>(); // (B, H, n_q, n_k)
+            let probs = g
+                .probs
+                .iter()
+                .flatten()
+                .map(|b| read_of(b, floats))
+                .collect();
+            let scores = g
+                .scores
+                .iter()
+                .flatten()
+                .map(|b| read_of(b, floats))
+                .collect();
+            keep.extend(g.probs.into_iter().flatten());
+            keep.extend(g.scores.into_iter().flatten());
+            groups.push(GroupRead {
+                stack: g.stack,
+                kind: g.kind,
+                shape: g.shape,
+                mask: g.mask,
+                probs,
+                scores,
+            });
+        }
         let kept = self
             .kept
             .iter()
@@ -248,20 +326,74 @@ impl<'a> Recorder<'a> {
                 cols: x.cols,
             })
             .collect();
-        let mut keep = params;
         keep.extend(self.slots.iter().map(|s| s.buffer.clone()));
-        keep.extend(self.probs.into_iter().flatten());
-        keep.extend(self.scores.into_iter().flatten());
         Ok(Recording {
             dispatches,
             ids: self.ids,
-            mask: self.mask,
+            groups,
             reads,
-            probs,
-            scores,
             kept,
             _keep: keep,
         })
+    }
+
+    /// The rows per item of `x`, `(B·n, c)` → `n`.
+    fn per_item(&self, what: &str, x: &GpuX) -> Result<u32> {
+        let b = self.batch as u32;
+        if b > 0 && x.rows.is_multiple_of(b) {
+            return Ok(x.rows / b);
+        }
+        Err(Error::Shape {
+            what: format!("{what} (B·n, c) of a batch of {b}"),
+            expected: vec![(b * x.rows.div_ceil(b.max(1))) as usize, x.cols as usize],
+            found: vec![x.rows as usize, x.cols as usize],
+        })
+    }
+
+    /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
+    fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
+        let layers = self.layers.of(id.stack);
+        if id.layer >= layers {
+            return Err(Error::Engine(format!(
+                "{id:?}: this pass runs {layers} layers of the {:?} stack",
+                id.stack
+            )));
+        }
+        let at = match self
+            .groups
+            .iter()
+            .position(|g| (g.stack, g.kind) == (id.stack, id.kind))
+        {
+            Some(at) => at,
+            None => {
+                let [_, n_q, n_k] = shape;
+                let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+                let words = self.batch * n_q * Mask::words_per_row(n_k);
+                let mask = self.kernels.buffer(
+                    &format!("{:?} {:?} mask", id.stack, id.kind),
+                    words,
+                    input,
+                );
+                self.groups.push(Group {
+                    stack: id.stack,
+                    kind: id.kind,
+                    shape,
+                    mask,
+                    probs: vec![None; layers],
+                    scores: vec![None; layers],
+                });
+                self.groups.len() - 1
+            }
+        };
+        let g = &mut self.groups[at];
+        if g.shape != shape {
+            return Err(Error::Shape {
+                what: format!("{id:?}: (heads, n_q, n_k) as the stack's other layers"),
+                expected: g.shape.to_vec(),
+                found: shape.to_vec(),
+            });
+        }
+        Ok(g)
     }
 }
 
@@ -273,7 +405,7 @@ impl Ops for Recorder<'_> {
     }
 
     fn wants(&self, what: Kept) -> bool {
-        self.opts.wants(what, self.layers)
+        self.opts.wants(what, self.trace_layers)
     }
 
     fn keep(&mut self, what: Kept, x: &GpuX) -> Result<()> {
@@ -285,8 +417,8 @@ impl Ops for Recorder<'_> {
 
     fn gather(&mut self, table: &Table, ids: Ids) -> Result<GpuX> {
         let GpuTable { weight, rows, dim } = self.params.table(&self.kernels.dev, table);
+        let n = (self.batch * self.len(ids)) as u32;
         let ids = self.ids(ids);
-        let n = (self.batch * self.seq) as u32;
         let out = self.output(n, dim);
         self.plan
             .gather(n, &ids, &weight, [rows, dim], table.scale, &out.slot.buffer);
@@ -365,16 +497,66 @@ impl Ops for Recorder<'_> {
             .collect())
     }
 
-    // a recorded pass is a whole pass, never a step of a decoding: nothing is cached
-    fn extend(&mut self, _slot: CacheSlot, x: &GpuX) -> Result<GpuX> {
-        Ok(x.clone())
+    /// A step's new rows (one per item) written to the cache's next free row of each item;
+    /// the whole cache is the result, `(B·rows_per_item, c)`, whose rows past the step are
+    /// zero and masked.
+    fn extend(&mut self, slot: CacheSlot, x: &GpuX) -> Result<GpuX> {
+        let m = self.per_item("a step's new rows", x)?;
+        let b = self.batch;
+        let Some(cache) = self.cache.as_deref() else {
+            return Ok(x.clone());
+        };
+        if m != 1 {
+            return Err(Error::Engine(format!(
+                "{slot:?}: a step of a decoding on the GPU writes one row per item, not {m}"
+            )));
+        }
+        let all = match cache.get(slot) {
+            Some(all) => all,
+            None => {
+                // zeroed: the rows no step has written are finite, and masked
+                let rows = (b * cache.rows_per_item) as u32;
+                let floats = rows as usize * x.cols as usize;
+                let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+                let buffer = self.kernels.buffer(&format!("{slot:?}"), floats, usage);
+                GpuX {
+                    slot: Rc::new(Slot { buffer, floats }),
+                    rows,
+                    at: Rows::dense(x.cols),
+                    cols: x.cols,
+                }
+            }
+        };
+        if all.cols != x.cols {
+            return Err(Error::Shape {
+                what: format!("{slot:?}: a step's new rows (B, c) as the cache's"),
+                expected: vec![b, all.cols as usize],
+                found: vec![x.rows as usize, x.cols as usize],
+            });
+        }
+        let rows_at = cache.rows_at.clone();
+        self.plan.scatter(
+            [x.rows, x.cols],
+            &rows_at,
+            &x.slot.buffer,
+            x.at,
+            &all.slot.buffer,
+            all.rows,
+        );
+        if let Some(cache) = self.cache.as_deref_mut() {
+            cache.put(slot, &all);
+        }
+        Ok(all)
     }
 
-    fn cached(&mut self, _slot: CacheSlot) -> Option<GpuX> {
-        None
+    fn cached(&mut self, slot: CacheSlot) -> Option<GpuX> {
+        self.cache.as_deref()?.get(slot)
     }
 
-    fn cache(&mut self, _slot: CacheSlot, _x: &GpuX) -> Result<()> {
+    fn cache(&mut self, slot: CacheSlot, x: &GpuX) -> Result<()> {
+        if let Some(cache) = self.cache.as_deref_mut() {
+            cache.put(slot, x);
+        }
         Ok(())
     }
 
@@ -401,41 +583,40 @@ impl Ops for Recorder<'_> {
         k: &GpuX,
         v: &GpuX,
     ) -> Result<GpuX> {
-        let layer = id.layer;
-        if id.stack != self.stack || id.kind != AttentionKind::SelfAttention || layer >= self.layers
-        {
-            return Err(Error::Engine(format!(
-                "this pass keeps the self-attention of the {:?} stack's {} layers, not {id:?}",
-                self.stack, self.layers
-            )));
-        }
-        let (b, t) = (self.batch as u32, self.seq as u32);
+        let b = self.batch as u32;
+        let (n_q, n_k) = (
+            self.per_item("attention queries", q)?,
+            self.per_item("attention keys", k)?,
+        );
         let h = heads as u32;
-        if heads != self.heads
+        if heads == 0
             || !q.cols.is_multiple_of(h)
             || !v.cols.is_multiple_of(h)
             || k.cols != q.cols
+            || v.rows != k.rows
         {
             return Err(Error::Shape {
-                what: "attention heads: queries, keys and values (B·T, H·d)".into(),
-                expected: vec![self.heads, q.cols as usize, q.cols as usize],
-                found: vec![heads, k.cols as usize, v.cols as usize],
+                what: format!("{id:?}: queries, keys and values (B·n, H·d) of {heads} heads"),
+                expected: vec![
+                    q.rows as usize,
+                    q.cols as usize,
+                    k.rows as usize,
+                    q.cols as usize,
+                ],
+                found: vec![
+                    q.rows as usize,
+                    q.cols as usize,
+                    v.rows as usize,
+                    k.cols as usize,
+                ],
             });
         }
-        for x in [q, k, v] {
-            if x.rows != b * t {
-                return Err(Error::Shape {
-                    what: "self-attention rows (B·T)".into(),
-                    expected: vec![(b * t) as usize],
-                    found: vec![x.rows as usize],
-                });
-            }
-        }
+        let layer = id.layer;
         let layout = AttentionLayout {
             batch: b,
             heads: h,
-            n_q: t,
-            n_k: t,
+            n_q,
+            n_k,
             d_k: q.cols / h,
             d_v: v.cols / h,
             q: (q.at.stride, q.at.offset),
@@ -444,25 +625,31 @@ impl Ops for Recorder<'_> {
             scale: self.opts.scale,
         };
         let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
-        let p_floats = self.batch * self.heads * self.seq * self.seq; // (B, H, T, T)
-        let probs = self.kernels.buffer(&format!("probs{layer}"), p_floats, rw);
+        let floats = self.batch * heads * (n_q * n_k) as usize; // (B, H, n_q, n_k)
+        let label = format!("{:?} {:?} {layer}", id.stack, id.kind);
+        let probs = self.kernels.buffer(&format!("probs {label}"), floats, rw);
         let scores = self
             .opts
             .scores
-            .then(|| self.kernels.buffer(&format!("scores{layer}"), p_floats, rw));
-        let context = self.output(b * t, v.cols);
+            .then(|| self.kernels.buffer(&format!("scores {label}"), floats, rw));
+        let context = self.output(b * n_q, v.cols);
         let off = self.opts.head_mask.layer(layer, heads);
+        let mask = self
+            .group(id, [heads, n_q as usize, n_k as usize])?
+            .mask
+            .clone();
         self.plan.attention(
             &layout,
             [&q.slot.buffer, &k.slot.buffer, &v.slot.buffer],
-            &self.mask,
+            &mask,
             scores.as_ref(),
             &probs,
             &context.slot.buffer,
             &off,
         );
-        self.probs[layer] = Some(probs);
-        self.scores[layer] = scores;
+        let g = self.group(id, [heads, n_q as usize, n_k as usize])?;
+        g.probs[layer] = Some(probs);
+        g.scores[layer] = scores;
         Ok(context)
     }
 }

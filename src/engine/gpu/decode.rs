@@ -1,0 +1,186 @@
+//! An encoder–decoder's translation on the GPU: the driver is the CPU's
+//! ([`crate::engine::translate`]); the passes are recorded once per translation and replayed.
+//!
+//! A greedy decoding records two passes that share one cache ([`GpuCache`]): the first step
+//! (the encoder, the cross-attention's keys and values of its output written to the cache once,
+//! the decoder for position 0) and every later step (the decoder for one position). Each step
+//! writes its new keys and values to the cache's row `t` of each item (`scatter.wgsl`, at rows
+//! the host names) and attends over all `T_max` rows under a mask that allows `0..=t`: so a
+//! step changes only what the host writes (ids, masks, rows), never a buffer or a dispatch.
+
+use web_time::Instant;
+
+use super::forward::{GpuEngine, Shape};
+use super::record::{GpuCache, Recording};
+use crate::engine::ops::PassMasks;
+use crate::engine::trace::TargetInputs;
+use crate::engine::translate::{
+    check_greedy, cross_mask, decode, logits_of, marian, pass_options, source_inputs, stack_layers,
+    step_inputs, Pass, Passes,
+};
+use crate::engine::{Decoding, TraceOptions, Translation};
+use crate::error::Result;
+use crate::families::marian::MarianWeights;
+use crate::masks::Mask;
+use crate::model::{Encoded, Model};
+
+impl GpuEngine {
+    /// Translates `sources` with an encoder–decoder `model` on the GPU (see
+    /// [`crate::engine::translate`]).
+    pub async fn translate(
+        &self,
+        model: &Model,
+        sources: &[&str],
+        decoding: &Decoding,
+    ) -> Result<Translation> {
+        let w = marian(model)?;
+        self.kernels.dev.check()?;
+        let source = model.tokenizer.encode(sources, None)?;
+        let rows_per_item = match decoding {
+            Decoding::Greedy { max_new_tokens } => {
+                check_greedy(model, &source, *max_new_tokens)?;
+                *max_new_tokens
+            }
+            Decoding::Forced(_) => 1,
+        };
+        let mut passes = GpuPasses {
+            engine: self,
+            model,
+            w,
+            source: &source,
+            encoder_mask: Mask::padding(source.valid.view()),
+            cross: cross_mask(&source.valid, 1),
+            cache: GpuCache::new(&self.kernels, source.batch(), rows_per_item),
+            first: None,
+            rest: None,
+            opts: pass_options(),
+        };
+        decode(model, &mut passes, &source, decoding).await
+    }
+}
+
+/// A recorded pass and its staging buffer.
+struct Recorded {
+    recording: Recording,
+    staging: wgpu::Buffer,
+}
+
+/// The GPU's passes of one translation.
+struct GpuPasses<'e> {
+    engine: &'e GpuEngine,
+    model: &'e Model,
+    w: &'e MarianWeights,
+    source: &'e Encoded,
+    encoder_mask: Mask,
+    /// `(B, 1, S)`: a step's cross-attention mask.
+    cross: Mask,
+    cache: GpuCache,
+    /// The first step's pass and every later step's, recorded when first run.
+    first: Option<Recorded>,
+    rest: Option<Recorded>,
+    opts: TraceOptions,
+}
+
+impl GpuPasses<'_> {
+    /// Records a pass over `lens` positions (source, target), with the cache or without.
+    fn record(
+        &mut self,
+        lens: [usize; 2],
+        cached: bool,
+        f: impl FnOnce(&MarianWeights, &mut super::record::Recorder) -> Result<()>,
+    ) -> Result<Recorded> {
+        let c = &self.model.config;
+        let shape = Shape {
+            batch: self.source.batch(),
+            lens,
+            layers: stack_layers(self.model)?,
+            trace_layers: c.num_hidden_layers,
+        };
+        let w = self.w;
+        let cache = cached.then_some(&mut self.cache);
+        let recording = self
+            .engine
+            .record(shape, &self.opts, cache, |rec| f(w, rec))?;
+        let staging = self.engine.staging_for(&recording);
+        Ok(Recorded { recording, staging })
+    }
+}
+
+impl Passes for GpuPasses<'_> {
+    async fn step(&mut self, t: usize, tokens: &[u32]) -> Result<Pass> {
+        let start = Instant::now();
+        let c = &self.model.config;
+        let (b, s) = self.source.ids.dim();
+        if t == 0 && self.first.is_none() {
+            let r = self.record([s, 1], true, |w, rec| w.forward(rec, c).map(|_| ()))?;
+            self.first = Some(r);
+        }
+        if t > 0 && self.rest.is_none() {
+            let r = self.record([s, 1], true, |w, rec| w.decode(rec, c, None).map(|_| ()))?;
+            self.rest = Some(r);
+        }
+        let pass = if t == 0 { &self.first } else { &self.rest };
+        let Some(pass) = pass.as_ref() else {
+            unreachable!("recorded above")
+        };
+        let n = self.cache.rows_per_item;
+        // the step sees the positions written so far, 0..=t, of the cache's n
+        let decoder = Mask::explicit(ndarray::Array3::from_shape_fn((b, 1, n), |(_, _, j)| {
+            j <= t
+        }));
+        let masks = PassMasks {
+            encoder: Some(&self.encoder_mask),
+            decoder: Some(&decoder),
+            cross: Some(&self.cross),
+        };
+        let inputs = source_inputs(self.source, step_inputs(t, tokens));
+        let rows_at: Vec<u32> = (0..b).map(|i| (i * n + t) as u32).collect();
+        let writes = [(&self.cache.rows_at, rows_at)];
+        let (groups, kept, _) = self
+            .engine
+            .replay(
+                &pass.recording,
+                &pass.staging,
+                &inputs,
+                &masks,
+                b,
+                &writes,
+                start,
+            )
+            .await?;
+        Ok(Pass {
+            groups,
+            logits: logits_of(kept)?,
+        })
+    }
+
+    async fn whole(&mut self, target: TargetInputs, decoder: &Mask, cross: &Mask) -> Result<Pass> {
+        let start = Instant::now();
+        let c = &self.model.config;
+        let (b, s) = self.source.ids.dim();
+        let t = target.tokens.ncols();
+        let pass = self.record([s, t], false, |w, rec| w.forward(rec, c).map(|_| ()))?;
+        let masks = PassMasks {
+            encoder: Some(&self.encoder_mask),
+            decoder: Some(decoder),
+            cross: Some(cross),
+        };
+        let inputs = source_inputs(self.source, target);
+        let (groups, kept, _) = self
+            .engine
+            .replay(
+                &pass.recording,
+                &pass.staging,
+                &inputs,
+                &masks,
+                b,
+                &[],
+                start,
+            )
+            .await?;
+        Ok(Pass {
+            groups,
+            logits: logits_of(kept)?,
+        })
+    }
+}
