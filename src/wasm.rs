@@ -14,12 +14,16 @@ use crate::analysis::positions::{learned_position_similarity, sinusoidal_similar
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
-use crate::engine::{cpu, BackendChoice, HeadMask, Run, Runner, ScoreScale, TraceOptions};
+use crate::engine::{
+    cpu, BackendChoice, Decoding, HeadMask, Run, Runner, ScoreScale, TraceOptions,
+};
 use crate::masks::{Mask, MaskKind};
 use crate::model::{
     limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
 };
-use crate::report::{item_attention, next_tokens, ItemInput, ModelInfo, RunInfo};
+use crate::report::{
+    item_attention, next_tokens, ItemInput, ModelInfo, RunInfo, TranslationReport,
+};
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
 /// this module's memory (the worker calls it once, after `init`, where the page is
@@ -101,6 +105,14 @@ struct RunOptions {
     cross_attention: Option<usize>,
     /// For a model with an LM head: the K likeliest next tokens at every position
     /// (`nextTokens`, `[B][T][K]` of `{id, token, text, p}`, as the CLI's `--top-k`).
+    top_k: Option<usize>,
+}
+
+/// What a translation computes besides its attentions (see [`Session::translate`]).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct TranslateOptions {
+    max_new_tokens: Option<usize>,
     top_k: Option<usize>,
 }
 
@@ -543,6 +555,72 @@ impl Session {
             set(&o, "crossAttention", all)?;
         }
         Ok(o.into())
+    }
+
+    /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the
+    /// session's runner): greedily, or teacher-forcing `targets` (one per source) when given.
+    /// `options`: `{maxNewTokens?: number (default 64, or the model's positions), topK?:
+    /// number}`. Returns what `attnscope translate` prints: `{model, model_type, backend,
+    /// results: [{source, source_ids, source_tokens, source_offsets, target?, output_ids,
+    /// output_tokens, output_text, encoder_attention [L][H][S][S], decoder_attention
+    /// [L][H][T][T], cross_attention [L][H][T][S], steps?: [T] of {top_k}}]}`, plus
+    /// `elapsed_ms`.
+    pub async fn translate(
+        &self,
+        sources: Vec<String>,
+        targets: Option<Vec<String>>,
+        engine: String,
+        options: JsValue,
+    ) -> Result<JsValue, JsError> {
+        let engine: Engine = engine.parse()?;
+        let options: TranslateOptions = if options.is_undefined() || options.is_null() {
+            TranslateOptions::default()
+        } else {
+            serde_wasm_bindgen::from_value(options)
+                .map_err(|e| JsError::new(&format!("translate options: {e}")))?
+        };
+        let model = self.runner.model();
+        crate::engine::translate::marian(model).map_err(js_err)?;
+        let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
+        let decoding = match &targets {
+            Some(t) if t.len() != sources.len() => {
+                return Err(JsError::new(&format!(
+                    "{} targets for {} sources: one per source",
+                    t.len(),
+                    sources.len()
+                )))
+            }
+            Some(t) => {
+                let t: Vec<&str> = t.iter().map(String::as_str).collect();
+                Decoding::forced(model, &t).map_err(js_err)?
+            }
+            None => Decoding::Greedy {
+                max_new_tokens: options
+                    .max_new_tokens
+                    .unwrap_or_else(|| 64.min(model.config.max_position_embeddings)),
+            },
+        };
+        let start = Instant::now();
+        let (tr, backend, fallback) = match engine {
+            Engine::Gpu => self.runner.translate(&refs, &decoding).await,
+            Engine::Cpu => crate::engine::translate(model, &refs, &decoding)
+                .map(|tr| (tr, "cpu".to_owned(), None)),
+        }
+        .map_err(js_err)?;
+        let elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
+        let mut report = TranslationReport::new(
+            model,
+            &backend,
+            &sources,
+            targets.as_deref(),
+            &tr,
+            options.top_k,
+        );
+        report.fallback = fallback.as_deref();
+        let o = to_js(&report)?;
+        Reflect::set(&o, &"elapsed_ms".into(), &elapsed_ms.into())
+            .map_err(|_| JsError::new("could not set elapsed_ms"))?;
+        Ok(o)
     }
 
     /// Runs the same input on the CPU engine and on the session's runner: `{maxAbsDiff, cpuMs,

@@ -103,6 +103,24 @@ pub fn translate(model: &Model, sources: &[&str], decoding: &Decoding) -> Result
     })
 }
 
+impl Decoding {
+    /// Teacher forcing of `targets`, one per source: each the decoder start token followed by
+    /// the target's ids as the tokenizer encodes it (with its special tokens: Marian's `</s>`).
+    pub fn forced(model: &Model, targets: &[&str]) -> Result<Self> {
+        let start = decoder_of(&model.config)?.start_token_id;
+        let enc = model.tokenizer.encode(targets, None)?;
+        let outputs = (0..enc.batch())
+            .map(|b| {
+                let n = enc.valid.row(b).iter().filter(|&&v| v).count();
+                std::iter::once(start)
+                    .chain(enc.ids.row(b).iter().take(n).copied())
+                    .collect()
+            })
+            .collect();
+        Ok(Self::Forced(outputs))
+    }
+}
+
 /// The model's encoder–decoder weights, or an error saying it has none.
 pub fn marian(model: &Model) -> Result<&MarianWeights> {
     match &model.weights {

@@ -260,16 +260,8 @@ fn translate(
     };
     let decoding = match &targets {
         Some(targets) => {
-            let start = attnscope::families::marian::decoder_of(&model.config)?.start_token_id;
-            let mut outputs = Vec::with_capacity(targets.len());
-            for t in targets {
-                let enc = model.tokenizer.encode(&[t.as_str()], None)?;
-                let n = enc.valid.row(0).iter().filter(|&&v| v).count();
-                let mut ids = vec![start];
-                ids.extend(enc.ids.row(0).iter().take(n));
-                outputs.push(ids);
-            }
-            Decoding::Forced(outputs)
+            let refs: Vec<&str> = targets.iter().map(String::as_str).collect();
+            Decoding::forced(&model, &refs)?
         }
         None => Decoding::Greedy {
             max_new_tokens: max_new_tokens
