@@ -70,6 +70,19 @@ bench: setup web
 	[ -f $(MODEL)/onnx/model.onnx ] || python3 bench/export_onnx.py --model $(MODEL) || echo "bench: no ONNX export (it needs torch): ONNX Runtime Web will be skipped"
 	cd bench && MODEL=$(abspath $(MODEL)) node peers.mjs
 	cd tests/e2e && npm run bench
+	$(MAKE) --no-print-directory bench-translate
+
+# Translation at opus-mt-en-de's size (a random checkpoint, tools/make_opus_shape.py, git-ignored):
+# attnscope (CPU and GPU engines, 2 and 1 threads), HF's generate (PyTorch, 1 and 2 threads), and
+# the wasm engine in headless Chromium.
+OPUS := assets/models/opus-mt-en-de-shape-random
+.PHONY: bench-translate
+bench-translate: setup web
+	[ -f $(OPUS)/model.safetensors ] || python3 tools/make_opus_shape.py
+	cargo run --release -- bench --model $(OPUS)
+	cargo run --release -- bench --model $(OPUS) --backend cpu --threads 1
+	python3 bench/torch_translate.py || echo "bench: no PyTorch peer (it needs torch and transformers)"
+	cd tests/e2e && node translate_bench.mjs
 
 # Needs `pip install torch transformers safetensors`; the outputs are committed.
 fixtures: setup

@@ -564,7 +564,7 @@ impl Session {
     /// results: [{source, source_ids, source_tokens, source_offsets, target?, output_ids,
     /// output_tokens, output_text, encoder_attention [L][H][S][S], decoder_attention
     /// [L][H][T][T], cross_attention [L][H][T][S], steps?: [T] of {top_k}}]}`, plus
-    /// `elapsed_ms`.
+    /// `elapsed_ms` and `step_ms` (each greedy step's time, the first's with the encoder's).
     pub async fn translate(
         &self,
         sources: Vec<String>,
@@ -618,8 +618,13 @@ impl Session {
         );
         report.fallback = fallback.as_deref();
         let o = to_js(&report)?;
-        Reflect::set(&o, &"elapsed_ms".into(), &elapsed_ms.into())
-            .map_err(|_| JsError::new("could not set elapsed_ms"))?;
+        for (key, value) in [
+            ("elapsed_ms", JsValue::from(elapsed_ms)),
+            ("step_ms", to_js(&tr.step_ms)?),
+        ] {
+            Reflect::set(&o, &key.into(), &value)
+                .map_err(|_| JsError::new(&format!("could not set {key}")))?;
+        }
         Ok(o)
     }
 

@@ -42,6 +42,8 @@ pub enum Decoding {
 ///   decoder's is the step that wrote `output_ids[b][t + 1]` (HF's forward pass with
 ///   `decoder_input_ids = output_ids[:-1]`); rows past an item's `T_b` are not part of it
 /// * `step_logits`: `(B, T, V)`, each step's logits over the vocabulary
+/// * `step_ms`: `(T,)` with greedy decoding, each step's time (the first's with the encoder's);
+///   empty with teacher forcing
 #[derive(Debug, Clone)]
 pub struct Translation {
     pub source: Encoded,
@@ -50,6 +52,7 @@ pub struct Translation {
     pub decoder_attention: Array5<f32>,
     pub cross_attention: Array5<f32>,
     pub step_logits: Array3<f32>,
+    pub step_ms: Vec<f64>,
 }
 
 impl Translation {
@@ -262,8 +265,11 @@ async fn greedy<P: Passes>(
     let mut encoder_attention = None;
     // each step's rows: the decoder's (B, L, H, 1, n_k), the cross-attention's (B, L, H, 1, S)
     let (mut self_rows, mut cross_rows, mut logit_rows) = (vec![], vec![], vec![]);
+    let mut step_ms = Vec::with_capacity(max_new_tokens);
     for t in 0..max_new_tokens {
+        let start = web_time::Instant::now();
         let Pass { mut groups, logits } = passes.step(t, &next).await?; // logits (B, V)
+        step_ms.push(start.elapsed().as_secs_f64() * 1e3);
         if t == 0 {
             encoder_attention = Some(take(
                 &mut groups,
@@ -322,6 +328,7 @@ async fn greedy<P: Passes>(
         decoder_attention,
         cross_attention,
         step_logits,
+        step_ms,
     })
 }
 
@@ -387,6 +394,7 @@ async fn forced<P: Passes>(
         source: source.clone(),
         output_ids: outputs.to_vec(),
         step_logits,
+        step_ms: vec![],
     })
 }
 

@@ -70,6 +70,9 @@ pub fn run(
             .map_err(|e| Error::Input(format!("--threads {n}: {e}")))?;
     }
     let model = Arc::new(Model::from_dir(dir)?);
+    if model.config.decoder.is_some() {
+        return translation(model, backend, iters);
+    }
     let max = model.tokenizer.max_len();
     let long = TEXT.repeat(64);
     let full = model.tokenizer.encode(&[long.as_str()], None)?;
@@ -146,6 +149,77 @@ pub fn run(
             );
         }
         println!("{line}");
+    }
+    Ok(())
+}
+
+/// 24 source tokens (with `</s>`) under the committed SentencePiece tokenizer of the Marian
+/// fixtures and of `tools/make_opus_shape.py`'s checkpoint.
+const SOURCE: &str = "the cat sat on the mat and time flies by us";
+
+/// An encoder–decoder model's figures, each the median of `iters` runs after a warm-up: ms to
+/// encode the 24-token source and decode 24 tokens greedily (every attention kept), and ms of
+/// the decoder's steps 1 (with the encoder), 16 and 64 of a 64-step decoding.
+fn translation(model: Arc<Model>, backend: BackendChoice, iters: usize) -> Result<(), Error> {
+    use attnscope::engine::Decoding;
+    let iters = iters.max(1);
+    let s = model.tokenizer.encode(&[SOURCE], None)?.len();
+    println!(
+        "model: {} (encoder–decoder), a {s}-token source, batch 1, median of {iters} runs after \
+         a warm-up, CPU engine on {} thread(s)",
+        model.short_name(),
+        rayon::current_num_threads()
+    );
+    let mut runners = vec![pollster::block_on(Runner::new(
+        model.clone(),
+        BackendChoice::Cpu,
+    ))?];
+    if backend != BackendChoice::Cpu {
+        let gpu = pollster::block_on(Runner::new(model.clone(), backend))?;
+        match gpu.unavailable() {
+            Some(why) => println!("no GPU: {why}"),
+            None => runners.push(gpu),
+        }
+    }
+    println!(
+        "{:>40} {:>14} {:>10} {:>10} {:>10}",
+        "engine", "24 + 24 ms", "step 1", "step 16", "step 64"
+    );
+    for runner in &runners {
+        let run = |n: usize| -> Result<(f64, Vec<f64>), Error> {
+            let start = Instant::now();
+            let (tr, _, fallback) = pollster::block_on(
+                runner.translate(&[SOURCE], &Decoding::Greedy { max_new_tokens: n }),
+            )?;
+            if let Some(why) = fallback {
+                return Err(Error::Gpu(why));
+            }
+            if tr.steps(0) != n {
+                return Err(Error::Input(format!(
+                    "the decoding stopped after {} of {n} steps (EOS): the bench needs a \
+                     checkpoint that runs every step (tools/make_opus_shape.py)",
+                    tr.steps(0)
+                )));
+            }
+            Ok((start.elapsed().as_secs_f64() * 1e3, tr.step_ms))
+        };
+        run(24)?; // warm-up (and buffers)
+        let whole = median(
+            (0..iters)
+                .map(|_| run(24).map(|r| r.0))
+                .collect::<Result<_, _>>()?,
+        );
+        let steps: Vec<Vec<f64>> = (0..iters)
+            .map(|_| run(64).map(|r| r.1))
+            .collect::<Result<_, _>>()?;
+        let at = |k: usize| median(steps.iter().map(|s| s[k - 1]).collect());
+        println!(
+            "{:>40} {whole:>14.2} {:>10.2} {:>10.2} {:>10.2}",
+            runner.describe(),
+            at(1),
+            at(16),
+            at(64)
+        );
     }
     Ok(())
 }
