@@ -442,6 +442,18 @@ pub struct RunInfo<'a> {
     pub head_metrics: &'static [&'static str],
 }
 
+/// An encoder–decoder model's decoder, as [`ModelInfo`] describes it (the encoder's sizes are
+/// `layers`, `heads`, …).
+#[derive(serde::Serialize)]
+pub struct DecoderInfo {
+    pub layers: usize,
+    pub heads: usize,
+    /// The decoder's embeddings are scaled by this (`√d_model` with `scale_embedding`).
+    pub embed_scale: f32,
+    pub start_token: String,
+    pub eos_token: String,
+}
+
 /// What the page shows about a loaded checkpoint, from its config.
 #[derive(serde::Serialize)]
 pub struct ModelInfo<'a> {
@@ -458,6 +470,9 @@ pub struct ModelInfo<'a> {
     pub position_offset: usize,
     /// Whether it predicts the next token (an LM head: `topK` runs give `nextTokens`).
     pub lm_head: bool,
+    /// An encoder–decoder (translation) model's decoder: the page translates with it
+    /// (`Session.translate`) rather than running the encoder alone; `null` for other models.
+    pub decoder: Option<DecoderInfo>,
     /// The special tokens its tokenizer adds around a text (`[CLS]`/`[SEP]`, `<s>`/`</s>`; none
     /// for GPT-2).
     pub specials: Vec<String>,
@@ -497,6 +512,13 @@ impl<'a> ModelInfo<'a> {
                 _ => 0,
             },
             lm_head: model.weights.has_lm_head(),
+            decoder: c.decoder.as_ref().map(|d| DecoderInfo {
+                layers: d.layers,
+                heads: d.heads,
+                embed_scale: d.embed_scale,
+                start_token: model.tokenizer.token(d.start_token_id),
+                eos_token: model.tokenizer.token(d.eos_token_id),
+            }),
             specials: [special.cls, special.sep]
                 .into_iter()
                 .flatten()

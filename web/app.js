@@ -8,7 +8,8 @@ import { connect, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy 
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published } from './result.js';
+import { published, publishedTranslation } from './result.js';
+import * as translationView from './views/translation.js';
 import { EXAMPLES } from './examples.js';
 import { exportView } from './export.js';
 
@@ -19,6 +20,7 @@ const store = createStore({
   ...parseHash(location.hash),
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
   loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
+  translation: null, step: null, // an encoder–decoder model's result and its focused step (null: the last)
 });
 
 const embed = store.get().embed;
@@ -28,7 +30,11 @@ if (embed) document.body.classList.add('embed', `embed-${embed}`);
 let resolveReady, rejectReady;
 const api = {
   ready: new Promise((res, rej) => { resolveReady = res; rejectReady = rej; }),
-  get result() { const s = store.get(); return s.run ? published(s.run, Math.min(s.item, s.run.B - 1)) : null; },
+  get result() {
+    const s = store.get();
+    if (s.translation) return publishedTranslation(s.translation, Math.min(s.item, s.translation.results.length - 1));
+    return s.run ? published(s.run, Math.min(s.item, s.run.B - 1)) : null;
+  },
   get info() { return store.get().modelInfo; },
   get engine() { return store.get().engineStatus; },
   /** The selected query rows of the focused head and item (in words with "words" on): `{rows, combined: [T]}`, or null. */
@@ -200,7 +206,30 @@ function renderChrome(s, changed) {
   compareStatus(s);
   modelInputs(s);
   nextTokens(s);
+  translation(s, changed);
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
+}
+
+/**
+ * An encoder–decoder model's page: the translation view in place of the encoder's views (which
+ * draw one stack's square attention), the pair box as the target to teacher-force.
+ */
+function translation(s, changed) {
+  const on = !!s.modelInfo?.decoder;
+  document.body.classList.toggle('translating', on);
+  $('translation').hidden = !on;
+  setText($('pair-label'), on ? 'Target (teacher forcing, optional)' : 'Second sentence (pair, optional)');
+  const tr = s.translation;
+  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'modelInfo'].some((k) => changed.has(k))) return;
+  const item = tr.results[Math.min(s.item, tr.results.length - 1)];
+  setText($('translation-caption'), `· ${item.target ? 'teacher-forced' : 'greedy decoding'}, ${item.output_ids.length - 1} steps`);
+  translationView.render($('translation-view'), tr, {
+    item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo,
+    onStep: (step) => store.update({ step }),
+    onFocus: (layer, head) => store.update({ layer, head }),
+  });
+  api.renders++;
+  api.lastRenderAt = performance.now();
 }
 
 /** What the loaded model's family changes in the inputs: its own mask marked, the mask an
@@ -210,6 +239,8 @@ function modelInputs(s) {
   const names = { padding: 'padding', causal: 'causal (no-peek) + padding', none: 'none (padding leaks)' };
   for (const o of $('mask').options) setText(o, names[o.value] + (info && o.value === own ? ' · the model\'s own' : ''));
   const single = info?.model_type === 'gpt2';
+  $('mask').disabled = !!info?.decoder;
+  $('mask').title = info?.decoder ? 'a translation model applies its own masks: padding in the encoder and across, no-peek in the decoder' : '';
   $('pair').disabled = single;
   $('pair').title = single ? `${info.name} reads one text: GPT-2 has no sentence pairs` : '';
   const notes = [];

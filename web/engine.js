@@ -114,6 +114,20 @@ class Engine {
     return r;
   }
 
+  /**
+   * Translates `sources` with an encoder–decoder checkpoint, greedily or teacher-forcing
+   * `targets` (one per source); resolves to what `attnscope translate` prints (`{model,
+   * model_type, backend, results: [{source, …, output_ids, output_text, encoder_attention,
+   * decoder_attention, cross_attention, steps?}], elapsed_ms, step_ms}`, src/wasm.rs).
+   * `options`: {maxNewTokens, topK}.
+   */
+  async translate(key, { sources, targets = null, options = {} }) {
+    const m = await this.call({ type: 'translate', key, sources, targets, options });
+    const r = m.result;
+    r.status = m.status ?? null;
+    return r;
+  }
+
   /** The head metrics (B, metric, L, H) of the same input under the other score scale than `options.scale`. */
   async otherScale(key, { texts, pair, mask, options }) {
     return (await this.call({ type: 'other-scale', key, texts, pair, mask, options })).result;

@@ -124,3 +124,13 @@ export function published(run, b) {
   for (const k of Object.keys(item)) if (k !== 'labels') Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });
   return out;
 }
+
+/** `window.attnscope.result` for an encoder–decoder model: item `b` of a translation (the
+ *  fields of `attnscope translate`'s items) with the translation's fields beside it. */
+export function publishedTranslation(tr, b) {
+  const out = {
+    model: tr.model, model_type: tr.model_type, backend: tr.backend, fallback: tr.fallback, elapsed_ms: tr.elapsed_ms,
+    step_ms: tr.step_ms, item: b, batch: tr.results.map((r) => ({ source: r.source })),
+  };
+  return Object.assign(out, tr.results[b]);
+}

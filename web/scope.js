@@ -22,6 +22,8 @@ import * as ffnView from './views/inside/ffn.js';
 import * as stackView from './views/inside/stack.js';
 import * as crossView from './views/inside/cross.js';
 
+/** The likeliest next tokens a translation's steps show. */
+const TOP_K = 5;
 const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView]; // INSIDE's order
 import { wordsOf } from './words.js';
 import { clampSel } from './select.js';
@@ -164,12 +166,27 @@ export function connect(store, { targets, layout, dropOld = true }) {
     if (!texts.length) { store.update({ run: null, sel: [], busy: false, runError: { line: 'Type a sentence: there is nothing to attend to yet.' } }); return; }
     running = true;
     store.update({ busy: true });
+    // an encoder–decoder model translates: the sources, and the pair box's text as the target
+    // to teacher-force when there is one (views/translation.js draws it)
+    if (s.modelInfo?.decoder) {
+      try {
+        const target = (s.pair ?? '').trim();
+        const tr = await eng.translate(s.modelKey, { sources: texts, targets: target ? texts.map(() => target) : null, options: { topK: TOP_K } });
+        store.update({ run: null, translation: tr, step: null, item: Math.min(store.get().item, tr.results.length - 1), runError: null, busy: again, ...(tr.status ? { engineStatus: tr.status } : {}) });
+      } catch (err) {
+        store.update({ busy: again, runError: { line: String(err.message || err) } });
+      } finally {
+        running = false;
+        if (again) { again = false; run(); }
+      }
+      return;
+    }
     try {
       const r = await eng.run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) });
       const latest = store.get();
       // the selection survives a run over the same tokens (clamped to them), not new tokens
       const sel = latest.run && !sameTokens(latest.run, r) ? [] : clampSel(latest.sel, shownOf({ ...latest, run: r }).T);
-      store.update({ run: r, sel, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
+      store.update({ run: r, translation: null, sel, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
     } catch (err) {
       store.update({ busy: again, runError: { line: String(err.message || err) } });
     } finally {
@@ -193,7 +210,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
       const own = info.own_mask ?? 'padding', before = latest.modelInfo?.own_mask ?? 'padding';
       const mask = own !== before || (!latest.modelInfo && latest.mask === 'padding') ? own : latest.mask;
       store.update({
-        loading: null, modelInfo: info, modelKey: source.key, modelSource: { key: source.key, name: source.name, base: source.base, hub: source.hub }, engineStatus: r.status, mask,
+        loading: null, modelInfo: info, modelKey: source.key, translation: null, modelSource: { key: source.key, name: source.name, base: source.base, hub: source.hub }, engineStatus: r.status, mask,
         layer: Math.min(latest.layer, info.layers - 1), head: Math.min(latest.head, info.heads - 1),
         modelVersion: ++loads,
       });

@@ -528,6 +528,18 @@ self.onmessage = async (e) => {
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
+    } else if (msg.type === 'translate') { // an encoder–decoder model: src/wasm.rs Session.translate
+      const s = sessionFor(msg.key);
+      let r;
+      try {
+        r = await s.session.translate(msg.sources, msg.targets ?? undefined, s.engine, msg.options ?? {});
+      } catch (err) {
+        if (s.engine !== 'gpu' || !/GPU|device|WebGPU|read-back/i.test(String(err.message || err))) throw err;
+        lostGpu(s, String(err.message || err));
+        r = await s.session.translate(msg.sources, msg.targets ?? undefined, 'cpu', msg.options ?? {});
+        r.fallback = `WebGPU stopped (${String(err.message || err)}); the CPU engine answered and runs from now on`;
+      }
+      self.postMessage({ id: msg.id, ok: true, result: r, status: s.status });
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);
       self.postMessage({ id: msg.id, ok: true, result: r });

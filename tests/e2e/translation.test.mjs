@@ -1,0 +1,112 @@
+// An encoder–decoder model in the page (tests/fixtures/models/tiny-marian, loaded from a URL):
+// the page translates instead of running the encoder alone, window.attnscope.result carries the
+// fields of `attnscope translate` and equals it on the CPU engine and on WebGPU, the pair box
+// teacher-forces a target, a step can be focused, and the encoder's views give way to the
+// translation view. Screenshots at phone, laptop and projector widths in test-artifacts/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { cpSync, rmSync } from 'node:fs';
+import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
+
+const NAME = 'tiny-marian';
+const fixture = path.join(ROOT, 'tests/fixtures/models', NAME);
+const served = path.join(ROOT, 'assets/models', `e2e-${NAME}`);
+const SOURCE = 'time flies like an arrow';
+
+let server, browser;
+before(async () => {
+  cpSync(fixture, served, { recursive: true });
+  server = await startServer();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  server?.stop();
+  rmSync(served, { recursive: true, force: true });
+});
+
+/** `attnscope translate`, under the build lock (another build may share the machine). */
+function cli(args) {
+  const out = execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', fixture, '--top-k', '5', ...args], {
+    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  return JSON.parse(out).results[0];
+}
+
+const clean = (problems) => assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
+
+async function open(hash, size = {}) {
+  const url = `${server.url}#model=${encodeURIComponent(`${server.url}assets/models/e2e-${NAME}/`)}&s=${encodeURIComponent(SOURCE)}&${hash}`;
+  const p = await openPage(browser, url, { width: 1280, height: 900, ...size });
+  assert.equal(await ready(p.page), null);
+  await p.page.waitForFunction(() => window.attnscope.result?.source === 'time flies like an arrow', null, { timeout: 120000 });
+  return p;
+}
+
+test('the page translates: window.attnscope.result equals attnscope translate on the CPU engine and on WebGPU', async () => {
+  const want = cli(['--', SOURCE]);
+  for (const engine of ['cpu', 'gpu']) {
+    const { page, problems } = await open(`e=${engine}`);
+    const got = await page.evaluate(() => window.attnscope.result);
+    assert.equal(got.model_type, 'marian');
+    for (const k of ['source_ids', 'source_tokens', 'source_offsets', 'output_ids', 'output_tokens', 'output_text']) {
+      assert.deepEqual(got[k], want[k], `${engine}: ${k}`);
+    }
+    for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) {
+      const d = maxDiff(got[k], want[k]);
+      assert.ok(d <= 1e-4, `${engine} (${got.backend}): ${k} differs from the CLI's by ${d}`);
+    }
+    assert.deepEqual(got.steps.map((s) => s.top_k.map((p) => p.id)), want.steps.map((s) => s.top_k.map((p) => p.id)));
+    if (engine === 'gpu') assert.match(got.backend, /WebGPU|gpu/i, `ran on ${got.backend}`);
+    // the translation view in place of the encoder's
+    assert.ok(await page.isVisible('#translation'));
+    assert.ok(!(await page.isVisible('#views')) && !(await page.isVisible('#steps')));
+    assert.equal(await page.locator('.tr-token').count(), want.output_ids.length - 1);
+    assert.equal(await page.locator('table.tr-matrix').count(), 3);
+    // the cross-attention's rows are the steps, its columns the source's tokens
+    const [rows, cols] = await page.evaluate(() => {
+      const t = document.querySelectorAll('table.tr-matrix')[0];
+      return [t.querySelectorAll('tr').length - 1, t.querySelectorAll('th.col').length];
+    });
+    assert.deepEqual([rows, cols], [want.output_ids.length - 1, want.source_ids.length]);
+    // the decoder's no-peek mask: the upper triangle greyed
+    const T = want.output_ids.length - 1;
+    assert.equal(await page.locator('table.tr-matrix >> nth=1 >> td.masked').count(), (T * (T - 1)) / 2);
+    assert.equal(await page.inputValue('#pair'), '');
+    assert.match(await page.textContent('#pair-label'), /Target/);
+    clean(problems);
+    await page.close();
+  }
+});
+
+test('a target in the pair box is teacher-forced; a step is focused by its token and by the arrows', async () => {
+  const want = cli(['--target', '2018-05-09', '--', SOURCE]);
+  const { page, problems } = await open('e=cpu');
+  await page.fill('#pair', '2018-05-09');
+  await page.waitForFunction(() => window.attnscope.result?.target === '2018-05-09', null, { timeout: 60000 });
+  const got = await page.evaluate(() => window.attnscope.result);
+  assert.deepEqual(got.output_ids, want.output_ids);
+  assert.ok(maxDiff(got.cross_attention, want.cross_attention) <= 1e-4);
+  assert.match(await page.textContent('.tr-output'), /Target \(teacher-forced\)/);
+  await page.locator('.tr-token').first().click();
+  assert.match(await page.textContent('.tr-step h3'), /^Step 1 of /);
+  await page.click('button[aria-label="next step"]');
+  assert.match(await page.textContent('.tr-step h3'), /^Step 2 of /);
+  assert.equal(await page.locator('.tr-token[aria-pressed=true]').count(), 1);
+  clean(problems);
+  await page.close();
+});
+
+test('screenshots of the translation view at phone, laptop and projector widths', async () => {
+  for (const [w, h] of [[390, 844], [1280, 800], [1920, 1080]]) {
+    const { page, problems } = await open('e=cpu', { width: w, height: h });
+    // the page never scrolls sideways
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 1, `${w} px: the page is ${overflow} px wider than the window`);
+    await page.locator('#translation').screenshot({ path: path.join(ARTIFACTS, `translation-${w}.png`) });
+    clean(problems);
+    await page.close();
+  }
+});
