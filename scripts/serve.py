@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, attn-scope.js,
-web/ and the model files under assets/models/, with the page's Content Security Policy as an HTTP
+web/, the model files under assets/models/ and the committed models/ (dates → ISO), with the page's Content Security Policy as an HTTP
 header and the rest of scripts/headers.txt's headers for every file (cross-origin isolation
 included, so the engine runs on threads). Static files only; nothing else in the repository is
 served."""
@@ -26,7 +26,7 @@ def every_file_headers():
 
 
 HEADERS = every_file_headers()
-ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/")
+ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/", "/models/")
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):

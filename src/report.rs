@@ -452,6 +452,8 @@ pub struct DecoderInfo {
     pub embed_scale: f32,
     pub start_token: String,
     pub eos_token: String,
+    /// Where the page opens: the most readable cross-attention head a training found.
+    pub focus: Option<crate::model::config::Focus>,
 }
 
 /// What the page shows about a loaded checkpoint, from its config.
@@ -518,6 +520,7 @@ impl<'a> ModelInfo<'a> {
                 embed_scale: d.embed_scale,
                 start_token: model.tokenizer.token(d.start_token_id),
                 eos_token: model.tokenizer.token(d.eos_token_id),
+                focus: d.focus,
             }),
             specials: [special.cls, special.sep]
                 .into_iter()

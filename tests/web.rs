@@ -349,6 +349,17 @@ async fn marian_translations_on_webgpu_and_the_cpu_equal_hf() {
         case!("marian_teacher", "tiny-marian"),
         case!("marian_f16_generate", "tiny-marian-f16"),
         case!("marian_f16_teacher", "tiny-marian-f16"),
+        // the dates → ISO model the repository ships (tools/train_dates.py)
+        (
+            "marian_dates",
+            include_str!("fixtures/golden/marian_dates.json"),
+            include_bytes!("fixtures/golden/marian_dates.safetensors").as_slice(),
+            [
+                include_bytes!("../models/dates/config.json").as_slice(),
+                include_bytes!("../models/dates/model.safetensors").as_slice(),
+                include_bytes!("../models/dates/tokenizer.json").as_slice(),
+            ],
+        ),
     ];
     let dev = GpuDevice::acquire()
         .await

@@ -721,6 +721,19 @@ def tiny_marian(name, seed, dtype, null_charsmap, keep_positions, eos_bias, **kw
     return d, tok, pad, again
 
 
+@torch.no_grad()
+def dates():
+    """The shipped dates → ISO model (models/dates, tools/train_dates.py) under HF: greedy
+    outputs and attentions of a few held-out dates in several forms, one padded batch."""
+    from transformers import MarianMTModel
+    d = os.path.join(ROOT, "models", "dates")
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    model = MarianMTModel.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    pad = model.config.pad_token_id
+    marian_case("marian_dates", "dates", tok, model, pad,
+                ["the 9th of May 2018", "Sunday, 9 Sept 2018", "09/05/2018", "MARCH  3RD, 1999"], max_new_tokens=16)
+
+
 def tiny_marians():
     d, tok, pad, model = tiny_marian("tiny-marian", 5, torch.float32, False, True, 3.0)
     marian_case("marian_generate", "tiny-marian", tok, model, pad, MARIAN_SOURCES, max_new_tokens=10)
@@ -770,7 +783,7 @@ def sentencepiece_tokenizers():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    groups = ["minilm", "heads", "inside", "tiny", "families", "marian"]
+    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -793,6 +806,8 @@ def main():
         sentencepiece_tokenizers()
     if "marian" in only:
         tiny_marians()
+    if "dates" in only:
+        dates()
 
 
 if __name__ == "__main__":

@@ -116,8 +116,7 @@ function syncInputs(s) {
   $('scale').value = s.scale;
   $('presenter').checked = s.presenter;
   $('words').checked = s.words;
-  $('model-url').value = s.model;
-  $('model-hf').value = s.hf;
+  showSource();
   $('metric').value = s.metric;
   $('compare-mode').checked = s.compare;
   $('compare-wrap').hidden = !s.compare;
@@ -532,10 +531,17 @@ async function loadHub() {
 }
 /** The URL and Hub fields show where the model came from: the other one is emptied. */
 function showSource() {
-  $('model-url').value = store.get().model;
-  $('model-hf').value = store.get().hf;
+  const s = store.get();
+  const builtin = [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf;
+  $('model-builtin').value = builtin ? s.model : '';
+  $('model-url').value = builtin ? '' : s.model;
+  $('model-hf').value = s.hf;
 }
 on('load-hf', 'click', loadHub);
+on('model-builtin', 'change', async (e) => {
+  const url = e.target.value;
+  if (await scope.loadModel(urlSource(url))) { store.update({ model: url, hf: '' }); showSource(); }
+});
 on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });
 on('cancel-load', 'click', () => scope.cancel());
 

@@ -155,6 +155,9 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
 export function connect(store, { targets, layout, dropOld = true }) {
   const eng = engine();
   let loads = 0;
+  // a link that names the layer or head keeps them for the model it opens; any later model
+  // opens where its own config says (a trained model's most readable head), if anywhere
+  const linkFocus = /(^|[#&])(layer|head)=/.test(location.hash);
   let running = false, again = false;
   let positionsPending = false;
 
@@ -211,7 +214,9 @@ export function connect(store, { targets, layout, dropOld = true }) {
       const mask = own !== before || (!latest.modelInfo && latest.mask === 'padding') ? own : latest.mask;
       store.update({
         loading: null, modelInfo: info, modelKey: source.key, translation: null, modelSource: { key: source.key, name: source.name, base: source.base, hub: source.hub }, engineStatus: r.status, mask,
-        layer: Math.min(latest.layer, info.layers - 1), head: Math.min(latest.head, info.heads - 1),
+        ...(info.decoder?.focus && (loads > 0 || !linkFocus)
+          ? { layer: info.decoder.focus.layer, head: info.decoder.focus.head ?? 0 }
+          : { layer: Math.min(latest.layer, Math.max(info.layers, info.decoder?.layers ?? 0) - 1), head: Math.min(latest.head, Math.max(info.heads, info.decoder?.heads ?? 0) - 1) }),
         modelVersion: ++loads,
       });
       return true;

@@ -257,6 +257,19 @@ struct MarianJson {
     forced_eos_token_id: Option<u32>,
     #[serde(default = "default_true")]
     share_encoder_decoder_embeddings: bool,
+    /// Not an HF field: the cross-attention head a training found most readable
+    /// (`tools/train_dates.py`), where the page opens.
+    #[serde(default)]
+    attnscope_focus: Option<Focus>,
+}
+
+/// Where a view of a model opens: a decoder layer and one of its heads (`None`: the layer's
+/// mean over heads was the most readable; the page opens on head 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct Focus {
+    pub layer: usize,
+    #[serde(default)]
+    pub head: Option<usize>,
 }
 
 /// The decoder of an encoder–decoder model, and how it decodes (Marian's fields).
@@ -279,6 +292,8 @@ pub struct DecoderConfig {
     pub embed_scale: f32,
     /// `share_encoder_decoder_embeddings`: one table of token embeddings for both stacks.
     pub shared_embeddings: bool,
+    /// Where a view opens (`attnscope_focus`, written by `tools/train_dates.py`).
+    pub focus: Option<Focus>,
 }
 
 /// A model's configuration, read from its `config.json` by its family's own field names and
@@ -460,6 +475,7 @@ impl Config {
                             1.0
                         },
                         shared_embeddings: c.share_encoder_decoder_embeddings,
+                        focus: c.attnscope_focus,
                     }),
                 }
             }
@@ -552,6 +568,14 @@ impl Config {
                     "`d_model` {} is not divisible by `decoder_attention_heads` {}",
                     self.hidden_size, d.heads
                 ));
+            }
+            if let Some(f) = d.focus {
+                if f.layer >= d.layers || f.head.is_some_and(|h| h >= d.heads) {
+                    return bad(format!(
+                        "`attnscope_focus` {f:?} is not a head of the decoder's {} layers of {} heads",
+                        d.layers, d.heads
+                    ));
+                }
             }
             let v = self.vocab_size as u64;
             for (name, id) in [

@@ -23,6 +23,8 @@ pub fn model_dir(name: &str) -> PathBuf {
         "minilm" => std::env::var_os("ATTNSCOPE_MODEL")
             .map(PathBuf::from)
             .unwrap_or_else(|| root().join("assets/models/all-MiniLM-L6-v2")),
+        // the dates → ISO model the repository ships (tools/train_dates.py)
+        "dates" => root().join("models/dates"),
         other => root().join("tests/fixtures/models").join(other),
     }
 }
@@ -318,6 +320,7 @@ pub const TRANSLATION_CASES: &[&str] = &[
     "marian_teacher",
     "marian_f16_generate",
     "marian_f16_teacher",
+    "marian_dates",
 ];
 
 /// Every item of `case`'s translation by some engine against HF's: the source's ids and the

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, readFileSync } from 'node:fs';
 import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
 
 const NAME = 'tiny-marian';
@@ -109,4 +109,46 @@ test('screenshots of the translation view at phone, laptop and projector widths'
     clean(problems);
     await page.close();
   }
+});
+
+test('the dates model trained here: the built-in choice and a link open it on its most readable head; the output equals the CLI', async () => {
+  const dir = path.join(ROOT, 'models/dates');
+  const run = (args) => JSON.parse(execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', dir, '--top-k', '5', ...args], {
+    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
+  })).results[0];
+  const focus = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')).attnscope_focus;
+  // a link
+  const source = 'the 9th of May 2018';
+  const want = run(['--', source]);
+  assert.equal(want.output_text, '2018-05-09');
+  for (const engine of ['cpu', 'gpu']) {
+    const { page, problems } = await openPage(browser, `${server.url}#model=models/dates/&e=${engine}&s=${encodeURIComponent(source)}`, { width: 1280, height: 900 });
+    assert.equal(await ready(page), null);
+    await page.waitForFunction((s) => window.attnscope.result?.source === s, source, { timeout: 120000 });
+    const got = await page.evaluate(() => window.attnscope.result);
+    assert.deepEqual(got.output_ids, want.output_ids);
+    assert.equal(got.output_text, '2018-05-09');
+    for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) assert.ok(maxDiff(got[k], want[k]) <= 1e-4, `${engine}: ${k}`);
+    const s = await page.evaluate(() => ({ layer: window.attnscope.store.get().layer, head: window.attnscope.store.get().head }));
+    assert.deepEqual(s, { layer: focus.layer, head: focus.head ?? 0 }, 'the page opens on the head the training named');
+    assert.equal(await page.inputValue('#model-builtin'), 'models/dates/');
+    if (engine === 'cpu') {
+      for (const [w, h] of [[390, 844], [1280, 800], [1920, 1080]]) {
+        await page.setViewportSize({ width: w, height: h });
+        await page.locator('#translation').screenshot({ path: path.join(ARTIFACTS, `dates-${w}.png`) });
+      }
+    }
+    clean(problems);
+    await page.close();
+  }
+  // the built-in choice, from the default model
+  const { page, problems } = await openPage(browser, `${server.url}#e=cpu&s=${encodeURIComponent('Sunday, 9 Sept 2018')}`, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  await page.selectOption('#model-builtin', 'models/dates/');
+  await page.waitForFunction(() => window.attnscope.result?.output_text === '2018-09-09', null, { timeout: 120000 });
+  await page.waitForFunction(() => /model=models(%2F|\/)dates/.test(location.hash), null, { timeout: 10000 });
+  const s2 = await page.evaluate(() => ({ layer: window.attnscope.store.get().layer, head: window.attnscope.store.get().head }));
+  assert.deepEqual(s2, { layer: focus.layer, head: focus.head ?? 0 }, 'a model chosen in the page opens on its head too');
+  clean(problems);
+  await page.close();
 });
