@@ -20,7 +20,7 @@ const store = createStore({
   ...parseHash(location.hash),
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
   loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
-  translation: null, step: null, // an encoder–decoder model's result and its focused step (null: the last)
+  translation: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
 });
 
 const embed = store.get().embed;
@@ -219,16 +219,37 @@ function translation(s, changed) {
   $('translation').hidden = !on;
   setText($('pair-label'), on ? 'Target (teacher forcing, optional)' : 'Second sentence (pair, optional)');
   const tr = s.translation;
-  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'modelInfo'].some((k) => changed.has(k))) return;
+  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo'].some((k) => changed.has(k))) return;
   const item = tr.results[Math.min(s.item, tr.results.length - 1)];
   setText($('translation-caption'), `· ${item.target ? 'teacher-forced' : 'greedy decoding'}, ${item.output_ids.length - 1} steps`);
+  const steps = item.output_ids.length - 1;
   translationView.render($('translation-view'), tr, {
-    item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo,
-    onStep: (step) => store.update({ step }),
+    item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: !!playTimer,
+    onStep: (step) => { stopPlaying(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
+    onPlay: () => (playTimer ? stopPlaying() : startPlaying(steps)),
   });
   api.renders++;
   api.lastRenderAt = performance.now();
+}
+
+/** Play: the decoding step by step from its first, one step every PLAY_MS, until its last. */
+const PLAY_MS = 700;
+let playTimer = 0;
+function startPlaying(steps) {
+  store.update({ step: 0 });
+  playTimer = setInterval(() => {
+    const now = store.get().step ?? steps - 1;
+    if (now >= steps - 1) stopPlaying();
+    else store.update({ step: now + 1 });
+  }, PLAY_MS);
+  store.update({ step: 0, playing: true });
+}
+function stopPlaying() {
+  if (!playTimer) return;
+  clearInterval(playTimer);
+  playTimer = 0;
+  store.update({ playing: false });
 }
 
 /** What the loaded model's family changes in the inputs: its own mask marked, the mask an

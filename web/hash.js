@@ -28,6 +28,7 @@ export function parseHash(hash) {
   s.layer = int(h.get('l'), s.layer);
   s.head = int(h.get('h'), s.head);
   s.item = int(h.get('i'), 0);
+  if (h.has('st')) s.step = int(h.get('st'), null); // a translation's focused step (0-based)
   if (ENGINES.includes(h.get('e'))) s.engine = h.get('e');
   if (HEAD_VIEWS.includes(h.get('v'))) s.view = h.get('v');
   if (h.get('scale') === 'head') s.scale = 'head';
@@ -58,6 +59,7 @@ export function writeHash(s) {
   h.set('l', s.layer);
   h.set('h', s.head);
   if (s.item) h.set('i', s.item);
+  if (s.step !== null && s.step !== undefined) h.set('st', s.step);
   if (s.engine !== 'auto') h.set('e', s.engine);
   if (s.view !== 'both') h.set('v', s.view);
   if (s.scale !== 'absolute') h.set('scale', s.scale);

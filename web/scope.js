@@ -157,7 +157,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
   let loads = 0;
   // a link that names the layer or head keeps them for the model it opens; any later model
   // opens where its own config says (a trained model's most readable head), if anywhere
-  const linkFocus = /(^|[#&])(layer|head)=/.test(location.hash);
+  const linkFocus = /(^|[#&])(l|h)=/.test(location.hash);
   let running = false, again = false;
   let positionsPending = false;
 
@@ -175,7 +175,12 @@ export function connect(store, { targets, layout, dropOld = true }) {
       try {
         const target = (s.pair ?? '').trim();
         const tr = await eng.translate(s.modelKey, { sources: texts, targets: target ? texts.map(() => target) : null, options: { topK: TOP_K } });
-        store.update({ run: null, translation: tr, step: null, item: Math.min(store.get().item, tr.results.length - 1), runError: null, busy: again, ...(tr.status ? { engineStatus: tr.status } : {}) });
+        // a new source starts at its last step; the same one (a new target, an engine) keeps it,
+        // as does the first translation, whose step a link may give
+        const prev = store.get().translation;
+        const sources = (x) => x.results.map((r) => r.source).join('\n');
+        const step = !prev || sources(prev) === sources(tr) ? store.get().step : null;
+        store.update({ run: null, translation: tr, step, item: Math.min(store.get().item, tr.results.length - 1), runError: null, busy: again, ...(tr.status ? { engineStatus: tr.status } : {}) });
       } catch (err) {
         store.update({ busy: again, runError: { line: String(err.message || err) } });
       } finally {

@@ -22,6 +22,7 @@ export function createStore(initial) {
 export const INTENT_DEFAULTS = {
   sentences: ['The animal didn\'t cross the street because it was too tired.'],
   pair: '', mask: 'padding', batch: false, layer: 3, head: 1, item: 0, // L3H1: "it" → "animal"
+  step: null, // a translation's focused step (0-based; null: the last)
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
   // a checkpoint on the Hugging Face Hub by its id (`hf`), from the Hub or a mirror (`hub`)
   hf: '', hub: '',

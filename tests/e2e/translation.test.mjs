@@ -152,3 +152,26 @@ test('the dates model trained here: the built-in choice and a link open it on it
   clean(problems);
   await page.close();
 });
+
+test('the step control: the slider, the ← → keys and play walk the steps, and a link restores the step', async () => {
+  const { page, problems } = await openPage(browser, `${server.url}#model=models/dates/&e=cpu&st=2&s=${encodeURIComponent('the 9th of May 2018')}`, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  await page.waitForFunction(() => window.attnscope.result?.output_text === '2018-05-09', null, { timeout: 120000 });
+  const step = () => page.textContent('.tr-step h3');
+  assert.match(await step(), /^Step 3 of 11/, 'the link\'s step');
+  await page.locator('.tr-slider').fill('6');
+  assert.match(await step(), /^Step 6 of 11/);
+  await page.focus('#translation-view');
+  await page.keyboard.press('ArrowRight');
+  assert.match(await step(), /^Step 7 of 11/);
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('ArrowLeft');
+  assert.match(await step(), /^Step 5 of 11/, 'the keyboard stays in the view across steps');
+  await page.waitForFunction(() => /[#&]st=4(&|$)/.test(location.hash), null, { timeout: 5000 });
+  await page.click('button[aria-label^="play"]');
+  assert.match(await step(), /^Step 1 of 11/);
+  await page.waitForFunction(() => document.querySelector('.tr-step h3')?.textContent.startsWith('Step 11 of 11'), null, { timeout: 20000 });
+  await page.waitForFunction(() => document.querySelector('.tr-nav button[aria-pressed]')?.getAttribute('aria-pressed') === 'false', null, { timeout: 5000 });
+  clean(problems);
+  await page.close();
+});

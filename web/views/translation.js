@@ -6,7 +6,7 @@
 // encoder's (source × source). Every label is text (textContent), never markup.
 //
 // render(target, tr, opts): `tr` is what `Session.translate` returns (src/wasm.rs); `opts`:
-// {item, layer, head, step, info, onStep(step), onFocus(layer, head)}.
+// {item, layer, head, step, info, playing, onStep(step), onFocus(layer, head), onPlay()}.
 
 import { scale, css, MASKED_CSS } from '../colour.js';
 
@@ -58,7 +58,7 @@ function matrix(caption, rows, cols, values, { masked = () => false, focus = -1,
   return table;
 }
 
-export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, onStep, onFocus }) {
+export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, onStep, onFocus, onPlay }) {
   const r = tr.results[Math.min(item, tr.results.length - 1)];
   const dec = info?.decoder ?? { layers: r.decoder_attention.length, heads: r.decoder_attention[0]?.length ?? 1 };
   const T = r.output_ids.length - 1, S = r.source_tokens.length;
@@ -103,14 +103,19 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
         : `“${shown(written[t])}” was written because the decoding reached its length limit: the config's forced_eos_token_id ends it there, as HF's generate does.`));
     }
   }
+  // the step control: the buttons, a slider and play (the ← → keys work anywhere in the view)
   const nav = el('div', { class: 'tr-nav' });
   const prev = el('button', { type: 'button', 'aria-label': 'previous step' }, '← step');
   const fwd = el('button', { type: 'button', 'aria-label': 'next step' }, 'step →');
+  const play = el('button', { type: 'button', 'aria-label': playing ? 'stop' : 'play the decoding from its first step', 'aria-pressed': String(!!playing) }, playing ? '■ stop' : '▶ play');
+  const slider = el('input', { type: 'range', min: '1', max: String(T), value: String(t + 1), 'aria-label': 'step', class: 'tr-slider' });
   prev.disabled = t === 0;
   fwd.disabled = t === T - 1;
   prev.addEventListener('click', () => onStep?.(t - 1));
   fwd.addEventListener('click', () => onStep?.(t + 1));
-  nav.append(prev, fwd);
+  play.addEventListener('click', () => onPlay?.());
+  slider.addEventListener('input', () => onStep?.(Number(slider.value) - 1));
+  nav.append(prev, slider, fwd, play);
   next.append(nav);
   out.append(next);
 
@@ -147,5 +152,16 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   ));
   out.append(grids);
   out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads, encoder: ${info.layers} × ${info.heads} · ${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`));
+  // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view
+  const had = target.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') ?? '' : null;
   target.replaceChildren(out);
+  target.tabIndex = 0;
+  if (had !== null) (had && target.querySelector(`[aria-label="${CSS.escape(had)}"]`) || target).focus();
+  // ← and → step through the decoding wherever the focus is in the view (not in a control that
+  // takes the arrows itself)
+  target.onkeydown = (e) => {
+    if (!['ArrowLeft', 'ArrowRight'].includes(e.key) || e.target.closest?.('select, input')) return;
+    e.preventDefault();
+    onStep?.(Math.max(0, Math.min(T - 1, t + (e.key === 'ArrowRight' ? 1 : -1))));
+  };
 }
