@@ -4,8 +4,9 @@
 //   <attn-scope sentence="The animal didn't cross the street because it was too tired."
 //               view="head" layer="3" head="1"></attn-scope>
 //
-// Attributes: sentence (required), pair, mask (padding | causal | none), view (model | head |
-// lines | steps), layer, head, model (a checkpoint folder's base URL; default: the model beside
+// Attributes: sentence (required; a translation model's source), pair (its target, to
+// teacher-force), mask (padding | causal | none), view (model | head | lines | steps), layer,
+// head, step (a translation's, 0-based), model (a checkpoint folder's base URL; default: the model beside
 // the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
 // (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
@@ -14,9 +15,10 @@
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS } from './store.js';
 import { connect, sourceOf, delayedBusy } from './scope.js';
-import { published } from './result.js';
+import { published, publishedTranslation } from './result.js';
+import * as translationView from './views/translation.js';
 
-const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'model', 'hf', 'hub', 'engine', 'editable'];
+const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -50,6 +52,7 @@ class AttnScope extends HTMLElement {
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', hub: a('hub') ?? '',
+      step: this.hasAttribute('step') ? int('step') : null,
     };
   }
 
@@ -84,7 +87,7 @@ class AttnScope extends HTMLElement {
     this.showBusy = delayedBusy((busy) => this.$('.view').classList.toggle('busy', busy)); // greyed while a run takes long
     this.store = createStore({
       ...INTENT_DEFAULTS, ...intent,
-      modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null,
+      modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null, translation: null,
       runError: null, busy: false, hover: null, win: null, rendered: '', size: '',
     });
     const view = this.$('.view');
@@ -92,6 +95,8 @@ class AttnScope extends HTMLElement {
     const targets = { [name]: view };
     this.scope = connect(this.store, {
       targets, dropOld: false,
+      // a translation model opens on its most readable head unless the attributes name one
+      modelFocus: () => !this.hasAttribute('layer') && !this.hasAttribute('head'),
       layout: (s) => {
         const width = Math.max(160, view.clientWidth || this.clientWidth || 480);
         const height = this.clientHeight > 120 ? this.clientHeight - 40 : width;
@@ -128,6 +133,22 @@ class AttnScope extends HTMLElement {
     this.$('.message').hidden = !err;
     this.showBusy(s.busy);
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
+    // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
+    if (s.translation && ['translation', 'layer', 'head', 'step', 'item'].some((k) => changed.has(k))) {
+      const view = this.$('.view');
+      view.classList.remove('pending');
+      view.style.aspectRatio = '';
+      const b = Math.min(s.item, s.translation.results.length - 1);
+      const steps = s.translation.results[b].output_ids.length - 1;
+      translationView.render(view, s.translation, {
+        item: b, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo,
+        onStep: (step) => this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }),
+        onFocus: (layer, head) => this.store.update({ layer, head }),
+      });
+      this.$('.caption').textContent = `${s.translation.model} · ${s.translation.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.translation.elapsed_ms.toFixed(0)} ms`;
+      this.result = publishedTranslation(s.translation, b);
+      this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));
+    }
     if (changed.has('rendered') && s.run) {
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';

@@ -152,12 +152,14 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
  * `targets`: {model?, head?, lines?, steps?} elements; `layout(state)` → per-view options
  * (sizes, fonts). Returns {loadModel(source, opts), check()}.
  */
-export function connect(store, { targets, layout, dropOld = true }) {
+export function connect(store, { targets, layout, dropOld = true, modelFocus = null }) {
   const eng = engine();
   let loads = 0;
   // a link that names the layer or head keeps them for the model it opens; any later model
   // opens where its own config says (a trained model's most readable head), if anywhere
+  // (`modelFocus()`, when given, decides instead: the element's layer and head attributes)
   const linkFocus = /(^|[#&])(l|h)=/.test(location.hash);
+  const opensOnModelFocus = () => (modelFocus ? modelFocus() : loads > 0 || !linkFocus);
   let running = false, again = false;
   let positionsPending = false;
 
@@ -219,7 +221,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
       const mask = own !== before || (!latest.modelInfo && latest.mask === 'padding') ? own : latest.mask;
       store.update({
         loading: null, modelInfo: info, modelKey: source.key, translation: null, modelSource: { key: source.key, name: source.name, base: source.base, hub: source.hub }, engineStatus: r.status, mask,
-        ...(info.decoder?.focus && (loads > 0 || !linkFocus)
+        ...(info.decoder?.focus && opensOnModelFocus()
           ? { layer: info.decoder.focus.layer, head: info.decoder.focus.head ?? 0 }
           : { layer: Math.min(latest.layer, Math.max(info.layers, info.decoder?.layers ?? 0) - 1), head: Math.min(latest.head, Math.max(info.heads, info.decoder?.heads ?? 0) - 1) }),
         modelVersion: ++loads,
@@ -243,7 +245,7 @@ export function connect(store, { targets, layout, dropOld = true }) {
     const s = store.get();
     const token = ++renderToken;
     const r = s.run;
-    for (const el of Object.values(targets)) el?.classList.toggle('empty', !r);
+    for (const el of Object.values(targets)) el?.classList.toggle('empty', !r && !s.translation);
     if (!r) return;
     const opts = layout(s);
     // the attention views show words with "words" on; the steps keep the pieces (scores are per piece)

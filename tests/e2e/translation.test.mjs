@@ -175,3 +175,32 @@ test('the step control: the slider, the ← → keys and play walk the steps, an
   clean(problems);
   await page.close();
 });
+
+test('<attn-scope model="models/dates/"> shows the translation view, on the head its attributes name or the model’s own, and reports the result', async () => {
+  const { page, problems } = await openPage(browser, `${server.url}index.html#e=cpu`, { width: 1000, height: 900 });
+  assert.equal(await ready(page), null);
+  const got = await page.evaluate(async () => {
+    await import('/attn-scope.js');
+    const make = (attrs) => {
+      const el = document.createElement('attn-scope');
+      for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+      document.body.prepend(el);
+      return new Promise((res) => el.addEventListener('attnscope-render', (e) => res([el, e.detail]), { once: true }));
+    };
+    const [a, ra] = await make({ model: 'models/dates/', sentence: 'Sunday, 9 Sept 2018', engine: 'cpu', step: '5' });
+    const [b, rb] = await make({ model: 'models/dates/', sentence: 'the 9th of May 2018', engine: 'cpu', layer: '0', head: '3', pair: '2018-05-09' });
+    const caption = (el) => el.shadowRoot.querySelector('table.tr-matrix caption').textContent;
+    return {
+      a: { text: ra.output_text, step: a.shadowRoot.querySelector('.tr-step h3').textContent, caption: caption(a) },
+      b: { text: rb.output_text, target: rb.target, caption: caption(b), tables: b.shadowRoot.querySelectorAll('table.tr-matrix').length },
+    };
+  });
+  assert.equal(got.a.text, '2018-09-09');
+  assert.match(got.a.step, /^Step 6 of 11/);
+  assert.match(got.a.caption, /decoder layer 1, head 2/, 'the model\'s own head');
+  assert.equal(got.b.target, '2018-05-09');
+  assert.match(got.b.caption, /decoder layer 0, head 3/, 'the attributes\' head');
+  assert.equal(got.b.tables, 3);
+  clean(problems);
+  await page.close();
+});

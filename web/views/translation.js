@@ -115,7 +115,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   fwd.addEventListener('click', () => onStep?.(t + 1));
   play.addEventListener('click', () => onPlay?.());
   slider.addEventListener('input', () => onStep?.(Number(slider.value) - 1));
-  nav.append(prev, slider, fwd, play);
+  nav.append(prev, slider, fwd, ...(onPlay ? [play] : []));
   next.append(nav);
   out.append(next);
 
