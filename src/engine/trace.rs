@@ -283,6 +283,20 @@ pub struct AttentionGroup {
     pub scores: Option<Array5<f32>>,
 }
 
+impl AttentionGroup {
+    /// The group of `stack` and `kind`, taken out of a pass's `groups`, or an error saying the
+    /// pass computed none.
+    pub fn take(groups: &mut Vec<Self>, stack: Stack, kind: AttentionKind) -> Result<Self> {
+        let at = groups
+            .iter()
+            .position(|g| (g.stack, g.kind) == (stack, kind))
+            .ok_or_else(|| {
+                Error::Engine(format!("the pass computed no {stack:?} {kind:?} attention"))
+            })?;
+        Ok(groups.swap_remove(at))
+    }
+}
+
 impl TraceOptions {
     /// Whether a pass over `layers` layers keeps `what` for the trace: the model's output
     /// always; every layer's with [`TraceOptions::hidden_states`]; the traced layer's values,

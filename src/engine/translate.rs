@@ -209,21 +209,6 @@ fn check_size(model: &Model, b: usize, s: usize, t: usize) -> Result<()> {
     Ok(())
 }
 
-/// The attention group of `stack` and `kind` from a pass.
-fn take(
-    groups: &mut Vec<AttentionGroup>,
-    stack: Stack,
-    kind: AttentionKind,
-) -> Result<Array5<f32>> {
-    let at = groups
-        .iter()
-        .position(|g| (g.stack, g.kind) == (stack, kind))
-        .ok_or_else(|| {
-            Error::Engine(format!("the pass computed no {stack:?} {kind:?} attention"))
-        })?;
-    Ok(groups.swap_remove(at).probs)
-}
-
 /// Translates `source` with `passes`, as `decoding` says: the driver of every engine.
 pub(crate) async fn decode<P: Passes>(
     model: &Model,
@@ -271,18 +256,15 @@ async fn greedy<P: Passes>(
         let Pass { mut groups, logits } = passes.step(t, &next).await?; // logits (B, V)
         step_ms.push(start.elapsed().as_secs_f64() * 1e3);
         if t == 0 {
-            encoder_attention = Some(take(
-                &mut groups,
-                Stack::Encoder,
-                AttentionKind::SelfAttention,
-            )?);
+            let encoder =
+                AttentionGroup::take(&mut groups, Stack::Encoder, AttentionKind::SelfAttention)?;
+            encoder_attention = Some(encoder.probs);
         }
-        self_rows.push(take(
-            &mut groups,
-            Stack::Decoder,
-            AttentionKind::SelfAttention,
-        )?);
-        cross_rows.push(take(&mut groups, Stack::Decoder, AttentionKind::Cross)?);
+        self_rows.push(
+            AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?.probs,
+        );
+        cross_rows
+            .push(AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?.probs);
         let last = t + 1 == max_new_tokens;
         for i in 0..b {
             if done[i] {
@@ -388,9 +370,20 @@ async fn forced<P: Passes>(
         .into_shape_with_order((b, t, c.vocab_size))
         .map_err(|e| Error::Engine(format!("the logits: {e}")))?;
     Ok(Translation {
-        encoder_attention: take(&mut groups, Stack::Encoder, AttentionKind::SelfAttention)?,
-        decoder_attention: take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?,
-        cross_attention: take(&mut groups, Stack::Decoder, AttentionKind::Cross)?,
+        encoder_attention: AttentionGroup::take(
+            &mut groups,
+            Stack::Encoder,
+            AttentionKind::SelfAttention,
+        )?
+        .probs,
+        decoder_attention: AttentionGroup::take(
+            &mut groups,
+            Stack::Decoder,
+            AttentionKind::SelfAttention,
+        )?
+        .probs,
+        cross_attention: AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
+            .probs,
         source: source.clone(),
         output_ids: outputs.to_vec(),
         step_logits,

@@ -7,6 +7,7 @@ use super::attention::multi_head_attention;
 use super::exec::{CpuOps, StackLayers};
 use super::ops::layer_norm;
 use crate::engine::ops::{AttentionKind, PassMasks};
+use crate::engine::AttentionGroup;
 use crate::engine::{check_input, check_layer, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::{Mask, MaskKind};
@@ -52,11 +53,8 @@ fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions
         None,
     );
     model.forward(&mut ops)?;
-    let (groups, kept) = ops.finish()?;
-    let attention = groups
-        .into_iter()
-        .find(|g| (g.stack, g.kind) == (stack, AttentionKind::SelfAttention))
-        .ok_or_else(|| Error::Engine(format!("the pass computed no {stack:?} self-attention")))?;
+    let (mut groups, kept) = ops.finish()?;
+    let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
     let mut trace = Trace::assemble(attention, kept, opts, c.num_hidden_layers, mask)?;
     trace.logits = model.logits(&trace.hidden);
     Ok(trace)

@@ -11,7 +11,7 @@ use super::kernels::GpuParams;
 use super::plan::GpuKernels;
 use super::record::{GpuCache, Recorder, Recording};
 use crate::engine::cpu::exec::StackLayers;
-use crate::engine::ops::{AttentionId, AttentionKind, PassMasks, Stack};
+use crate::engine::ops::{AttentionId, AttentionKind, PassMasks};
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{check_input, ModelInputs, Trace, TraceOptions};
 use crate::error::{Error, Result};
@@ -166,7 +166,7 @@ impl GpuEngine {
             .replay(&ws.recording, &ws.staging, &inputs, &masks, b, &[], start)
             .await?;
         let (mut groups, kept, mut timing) = pass;
-        let attention = take_group(&mut groups, stack, AttentionKind::SelfAttention)?;
+        let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
         let reading = Instant::now();
         let mut trace = Trace::assemble(attention, kept, opts, c.num_hidden_layers, mask)?;
         trace.logits = model.logits(&trace.hidden);
@@ -333,21 +333,6 @@ pub(super) struct Shape {
     pub lens: [usize; 2],
     pub layers: StackLayers,
     pub trace_layers: usize,
-}
-
-/// The attention group of `stack` and `kind` among a pass's.
-pub(super) fn take_group(
-    groups: &mut Vec<AttentionGroup>,
-    stack: Stack,
-    kind: AttentionKind,
-) -> Result<AttentionGroup> {
-    let at = groups
-        .iter()
-        .position(|g| (g.stack, g.kind) == (stack, kind))
-        .ok_or_else(|| {
-            Error::Engine(format!("the pass computed no {stack:?} {kind:?} attention"))
-        })?;
-    Ok(groups.swap_remove(at))
 }
 
 fn poisoned() -> Error {
