@@ -74,7 +74,7 @@ bench: setup web
 
 # Translation at opus-mt-en-de's size (a random checkpoint, tools/make_opus_shape.py, git-ignored):
 # attnscope (CPU and GPU engines, 2 and 1 threads), HF's generate (PyTorch, 1 and 2 threads), and
-# the wasm engine in headless Chromium.
+# the wasm engine in headless Chromium; then a keystroke on the dates model in the page.
 OPUS := assets/models/opus-mt-en-de-shape-random
 .PHONY: bench-translate
 bench-translate: setup web
@@ -83,6 +83,7 @@ bench-translate: setup web
 	cargo run --release -- bench --model $(OPUS) --backend cpu --threads 1
 	python3 bench/torch_translate.py || echo "bench: no PyTorch peer (it needs torch and transformers)"
 	cd tests/e2e && node translate_bench.mjs
+	cd tests/e2e && node translation_keys.mjs
 
 # Needs `pip install torch transformers safetensors`; the outputs are committed.
 fixtures: setup
