@@ -83,7 +83,7 @@ bench-translate: setup web
 	cargo run --release -- bench --model $(OPUS) --backend cpu --threads 1
 	python3 bench/torch_translate.py || echo "bench: no PyTorch peer (it needs torch and transformers)"
 	cd tests/e2e && node translate_bench.mjs
-	cd tests/e2e && node translation_keys.mjs
+	cd tests/e2e && node translation_keys.mjs && INSIDE=1 node translation_keys.mjs
 
 # Needs `pip install torch transformers safetensors`; the outputs are committed.
 fixtures: setup

@@ -551,6 +551,84 @@ impl<'a> ModelInfo<'a> {
     }
 }
 
+/// One source's decoder layer, inside ([`crate::engine::DecoderTrace`]'s item `b`, cut to its
+/// own `S` source tokens and `T` steps): what the page's inside-the-decoder panels draw.
+///
+/// Every value `[T][D]` but `cross_k` and `cross_v`, `[S][D]`, and `cross_scores`, `[H][T][S]`.
+#[derive(serde::Serialize)]
+pub struct DecoderTraceItem<'a> {
+    pub layer: usize,
+    /// What the token rows are multiplied by (`√d_model` for Marian), the heads and `d_k`.
+    pub embed_scale: f32,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub source_tokens: Vec<String>,
+    /// What the decoder reads at each step: `output_ids[:-1]`.
+    pub target_tokens: Vec<String>,
+    pub word: Nested<'a, f32>,
+    pub position: Nested<'a, f32>,
+    pub input: Nested<'a, f32>,
+    pub self_output: Nested<'a, f32>,
+    pub self_sum: Nested<'a, f32>,
+    pub self_normed: Nested<'a, f32>,
+    pub cross_q: Nested<'a, f32>,
+    pub cross_k: Nested<'a, f32>,
+    pub cross_v: Nested<'a, f32>,
+    pub cross_scores: Nested<'a, f32>,
+    pub cross_context: Nested<'a, f32>,
+    pub cross_output: Nested<'a, f32>,
+    pub cross_sum: Nested<'a, f32>,
+    pub cross_normed: Nested<'a, f32>,
+    pub ffn_output: Nested<'a, f32>,
+    pub ffn_sum: Nested<'a, f32>,
+    pub output: Nested<'a, f32>,
+}
+
+impl<'a> DecoderTraceItem<'a> {
+    /// Item `b` of `tr`, whose decoder read `output_ids[:-1]`.
+    pub fn new(
+        model: &Model,
+        tr: &'a crate::engine::DecoderTrace,
+        b: usize,
+        output_ids: &[u32],
+    ) -> crate::error::Result<Self> {
+        let d = crate::families::marian::decoder_of(&model.config)?;
+        let source = &tr.source;
+        let s = source.valid.row(b).iter().filter(|&&v| v).count();
+        let t = output_ids.len().saturating_sub(1).min(tr.input.dim().1);
+        let rows =
+            |a: &'a ndarray::Array3<f32>, n: usize| Nested(a.slice(s![b, ..n, ..]).into_dyn());
+        Ok(Self {
+            layer: tr.layer,
+            embed_scale: d.embed_scale,
+            heads: d.heads,
+            head_dim: model.config.hidden_size / d.heads.max(1),
+            source_tokens: source.tokens[b][..s].to_vec(),
+            target_tokens: output_ids[..t]
+                .iter()
+                .map(|&id| model.tokenizer.token(id))
+                .collect(),
+            word: rows(&tr.word, t),
+            position: rows(&tr.position, t),
+            input: rows(&tr.input, t),
+            self_output: rows(&tr.self_output, t),
+            self_sum: rows(&tr.self_sum, t),
+            self_normed: rows(&tr.self_normed, t),
+            cross_q: rows(&tr.cross_q, t),
+            cross_k: rows(&tr.cross_k, s),
+            cross_v: rows(&tr.cross_v, s),
+            cross_scores: Nested(tr.cross_scores.slice(s![b, .., ..t, ..s]).into_dyn()),
+            cross_context: rows(&tr.cross_context, t),
+            cross_output: rows(&tr.cross_output, t),
+            cross_sum: rows(&tr.cross_sum, t),
+            cross_normed: rows(&tr.cross_normed, t),
+            ffn_output: rows(&tr.ffn_output, t),
+            ffn_sum: rows(&tr.ffn_sum, t),
+            output: rows(&tr.output, t),
+        })
+    }
+}
+
 /// One step of a decoding: the likeliest next tokens after it, best first.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Step {
@@ -595,6 +673,89 @@ pub struct TranslationReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<&'a str>,
     pub results: Vec<TranslationItem<'a>>,
+    /// The batch as the engine ran it, when asked for ([`PaddedBatch`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub padded: Option<PaddedBatch<'a>>,
+}
+
+/// A translation's batch as the engine ran it: every source padded to the longest (`S`), every
+/// decoder input to the most steps (`T`), which positions are tokens, and each attention over
+/// the whole padded frame, so a reader sees the masks applied: a padded key gets exactly 0.
+///
+/// A teacher-forced batch's decoder ran under `no-peek & target padding`; a greedy one's under
+/// no-peek alone, as HF's `generate` runs it (a finished output is fed the pad token, and its
+/// steps after EOS are computed and ignored).
+#[derive(serde::Serialize)]
+pub struct PaddedBatch<'a> {
+    /// `[B][S]`: the encoder's input, the pad token where a source is shorter.
+    pub source_tokens: Vec<Vec<String>>,
+    /// `[B][S]`: which source positions hold a token (the padding mask, `src != pad`).
+    pub source_valid: Vec<Vec<bool>>,
+    /// `[B][T]`: what the decoder reads at each position, the pad token after an output's end.
+    pub target_tokens: Vec<Vec<String>>,
+    /// `[B][T]`: which decoder positions read a token of the output (`tgt != pad`).
+    pub target_valid: Vec<Vec<bool>>,
+    /// Whether the decoder's self-attention was masked by `target_valid` as well as no-peek.
+    pub target_padding_masked: bool,
+    /// `[B][L_enc][H_enc][S][S]`
+    pub encoder_attention: Nested<'a, f32>,
+    /// `[B][L_dec][H_dec][T][T]`
+    pub decoder_attention: Nested<'a, f32>,
+    /// `[B][L_dec][H_dec][T][S]`
+    pub cross_attention: Nested<'a, f32>,
+}
+
+impl<'a> PaddedBatch<'a> {
+    /// `tr`'s whole batch; `forced`: whether its outputs were teacher-forced.
+    pub fn new(model: &Model, tr: &'a crate::engine::Translation, forced: bool) -> Self {
+        let tok = &model.tokenizer;
+        let pad = tok.pad_id();
+        let (b, s) = tr.source.ids.dim();
+        let t = tr.decoder_attention.dim().3;
+        let source_valid: Vec<Vec<bool>> = (0..b)
+            .map(|i| (0..s).map(|j| tr.source.valid[[i, j]]).collect())
+            .collect();
+        let source_tokens = (0..b)
+            .map(|i| {
+                (0..s)
+                    .map(|j| {
+                        tok.token(if source_valid[i][j] {
+                            tr.source.ids[[i, j]]
+                        } else {
+                            pad
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        // position j reads output_ids[j] while it is not the output's last token
+        let target_valid: Vec<Vec<bool>> = (0..b)
+            .map(|i| (0..t).map(|j| j + 1 < tr.output_ids[i].len()).collect())
+            .collect();
+        let target_tokens = (0..b)
+            .map(|i| {
+                (0..t)
+                    .map(|j| {
+                        tok.token(if target_valid[i][j] {
+                            tr.output_ids[i][j]
+                        } else {
+                            pad
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        Self {
+            source_tokens,
+            source_valid,
+            target_tokens,
+            target_valid,
+            target_padding_masked: forced,
+            encoder_attention: Nested(tr.encoder_attention.view().into_dyn()),
+            decoder_attention: Nested(tr.decoder_attention.view().into_dyn()),
+            cross_attention: Nested(tr.cross_attention.view().into_dyn()),
+        }
+    }
 }
 
 impl<'a> TranslationReport<'a> {
@@ -660,6 +821,7 @@ impl<'a> TranslationReport<'a> {
             backend,
             fallback: None,
             results,
+            padded: None,
         }
     }
 }

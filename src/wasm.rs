@@ -22,7 +22,8 @@ use crate::model::{
     limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
 };
 use crate::report::{
-    item_attention, next_tokens, ItemInput, ModelInfo, RunInfo, TranslationReport,
+    item_attention, next_tokens, DecoderTraceItem, ItemInput, ModelInfo, PaddedBatch, RunInfo,
+    TranslationReport,
 };
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
@@ -114,6 +115,8 @@ struct RunOptions {
 struct TranslateOptions {
     max_new_tokens: Option<usize>,
     top_k: Option<usize>,
+    /// The batch as the engine ran it, padded ([`crate::report::PaddedBatch`]).
+    padded: bool,
 }
 
 /// The message of the last panic in this module. A panic aborts the wasm call (a
@@ -420,6 +423,7 @@ impl Session {
             layer_trace: options.layer_trace,
             embeddings: options.embeddings,
             lm_logits: options.top_k.is_some() && self.runner.model().weights.has_lm_head(),
+            decoder_trace: None,
         };
         let cross = match (options.cross_attention, pair.as_deref()) {
             (None, _) => vec![],
@@ -560,11 +564,12 @@ impl Session {
     /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the
     /// session's runner): greedily, or teacher-forcing `targets` (one per source) when given.
     /// `options`: `{maxNewTokens?: number (default 64, or the model's positions), topK?:
-    /// number}`. Returns what `attnscope translate` prints: `{model, model_type, backend,
+    /// number, padded?: bool}`. Returns what `attnscope translate` prints: `{model, model_type, backend,
     /// results: [{source, source_ids, source_tokens, source_offsets, target?, output_ids,
     /// output_tokens, output_text, encoder_attention [L][H][S][S], decoder_attention
     /// [L][H][T][T], cross_attention [L][H][T][S], steps?: [T] of {top_k}}]}`, plus
-    /// `elapsed_ms` and `step_ms` (each greedy step's time, the first's with the encoder's).
+    /// `elapsed_ms` and `step_ms` (each greedy step's time, the first's with the encoder's);
+    /// with `padded`, the batch as the engine ran it ([`PaddedBatch`]: the masks applied).
     pub async fn translate(
         &self,
         sources: Vec<String>,
@@ -617,6 +622,9 @@ impl Session {
             options.top_k,
         );
         report.fallback = fallback.as_deref();
+        if options.padded {
+            report.padded = Some(PaddedBatch::new(model, &tr, targets.is_some()));
+        }
         let o = to_js(&report)?;
         for (key, value) in [
             ("elapsed_ms", JsValue::from(elapsed_ms)),
@@ -626,6 +634,33 @@ impl Session {
                 .map_err(|_| JsError::new(&format!("could not set {key}")))?;
         }
         Ok(o)
+    }
+
+    /// Decoder layer `layer` inside, for source `item` of `sources` and its `outputs` (each the
+    /// decoder start token first: a translation's `output_ids`, or a target's), on the CPU engine
+    /// in one teacher-forced pass: [`DecoderTraceItem`] (every value by name, `[T][D]`, the
+    /// cross-attention's keys and values `[S][D]` and scores `[H][T][S]`).
+    #[wasm_bindgen(js_name = decoderTrace)]
+    pub fn decoder_trace(
+        &self,
+        sources: Vec<String>,
+        outputs: JsValue,
+        layer: usize,
+        item: usize,
+    ) -> Result<JsValue, JsError> {
+        let outputs: Vec<Vec<u32>> = serde_wasm_bindgen::from_value(outputs)
+            .map_err(|e| JsError::new(&format!("decoder trace outputs: {e}")))?;
+        if item >= sources.len() || item >= outputs.len() {
+            return Err(JsError::new(&format!(
+                "item {item} of {} sources and {} outputs",
+                sources.len(),
+                outputs.len()
+            )));
+        }
+        let model = self.runner.model();
+        let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
+        let tr = crate::engine::decoder_trace(model, &refs, &outputs, layer).map_err(js_err)?;
+        to_js(&DecoderTraceItem::new(model, &tr, item, &outputs[item]).map_err(js_err)?)
     }
 
     /// Runs the same input on the CPU engine and on the session's runner: `{maxAbsDiff, cpuMs,

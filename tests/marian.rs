@@ -141,6 +141,105 @@ fn padding_is_masked_in_the_encoder_and_across() {
     }
 }
 
+/// The batch as the engine ran it (`PaddedBatch`, the page's masks view): a teacher-forced batch
+/// of two lengths each way, its masks as the seeds build them (`src != pad`, `(tgt != pad) &
+/// no-peek`), applied (a masked key gets exactly 0), and its real cells equal to each item's own.
+#[test]
+fn a_padded_batch_shows_its_masks_applied() {
+    use attnscope::engine::Decoding;
+    use attnscope::report::TranslationReport;
+    let m = model("tiny-marian");
+    let sources = ["hi".to_owned(), "time flies like an arrow".to_owned()];
+    let targets = ["a b c d e f".to_owned(), "x".to_owned()];
+    let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let trefs: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let tr = translate(m, &refs, &Decoding::forced(m, &trefs).unwrap()).unwrap();
+    let mut report = TranslationReport::new(m, "cpu", &sources, Some(&targets), &tr, None);
+    report.padded = Some(attnscope::report::PaddedBatch::new(m, &tr, true));
+    let json: serde_json::Value = serde_json::to_value(&report).unwrap();
+    let p = &json["padded"];
+    let flags =
+        |v: &serde_json::Value| -> Vec<Vec<bool>> { serde_json::from_value(v.clone()).unwrap() };
+    let (sv, tv) = (flags(&p["source_valid"]), flags(&p["target_valid"]));
+    let (s, t) = (sv[0].len(), tv[0].len());
+    assert!(
+        sv[0].contains(&false) && !sv[1].contains(&false),
+        "the short source is padded: {sv:?}"
+    );
+    assert!(
+        tv[1].contains(&false) && !tv[0].contains(&false),
+        "the short target is padded: {tv:?}"
+    );
+    assert_eq!(p["target_padding_masked"], true);
+    let pad = m.tokenizer.token(m.tokenizer.pad_id());
+    assert_eq!(p["source_tokens"][0][s - 1], pad.as_str());
+    assert_eq!(p["target_tokens"][1][t - 1], pad.as_str());
+    let at = |name: &str, b: usize, l: usize, h: usize, q: usize, k: usize| {
+        p[name][b][l][h][q][k].as_f64().unwrap()
+    };
+    let mut masked = 0;
+    for b in 0..2 {
+        let item = &json["results"][b];
+        let (sb, tb) = (
+            sv[b].iter().filter(|&&v| v).count(),
+            tv[b].iter().filter(|&&v| v).count(),
+        );
+        let dims = |name: &str| {
+            let a = &p[name][b];
+            (a.as_array().unwrap().len(), a[0].as_array().unwrap().len())
+        };
+        let (ld, hd) = dims("decoder_attention");
+        for (l, h) in (0..ld).flat_map(|l| (0..hd).map(move |h| (l, h))) {
+            for q in 0..t {
+                for k in 0..t {
+                    // the seeds' tgt_mask: (tgt != pad).unsqueeze(-2) & subsequent_mask
+                    if k > q || !tv[b][k] {
+                        assert_eq!(
+                            at("decoder_attention", b, l, h, q, k),
+                            0.0,
+                            "item {b} L{l} H{h} decoder ({q}, {k}) is masked"
+                        );
+                        masked += 1;
+                    } else if q < tb {
+                        let own = item["decoder_attention"][l][h][q][k].as_f64().unwrap();
+                        assert_eq!(at("decoder_attention", b, l, h, q, k), own);
+                    }
+                }
+                for k in 0..s {
+                    if !sv[b][k] {
+                        assert_eq!(
+                            at("cross_attention", b, l, h, q, k),
+                            0.0,
+                            "item {b} cross ({q}, {k}) is masked"
+                        );
+                        masked += 1;
+                    } else if q < tb {
+                        assert_eq!(
+                            at("cross_attention", b, l, h, q, k),
+                            item["cross_attention"][l][h][q][k].as_f64().unwrap()
+                        );
+                    }
+                }
+            }
+        }
+        let (le, he) = dims("encoder_attention");
+        for (l, h) in (0..le).flat_map(|l| (0..he).map(move |h| (l, h))) {
+            for q in 0..sb {
+                for k in 0..s {
+                    let v = at("encoder_attention", b, l, h, q, k);
+                    if sv[b][k] {
+                        assert_eq!(v, item["encoder_attention"][l][h][q][k].as_f64().unwrap());
+                    } else {
+                        assert_eq!(v, 0.0, "item {b} encoder ({q}, {k}) is masked");
+                        masked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(masked > 0);
+}
+
 /// The GPU engine (lavapipe where there is no GPU): its recorded passes, the cache written a
 /// row per step and read under the mask, equal HF's as the CPU's do.
 fn gpu_translate(
@@ -193,4 +292,138 @@ fn gpu_equals_cpu_on_a_longer_decoding() {
         );
         assert!(d <= 1e-5, "item {b}: the cross-attention differs by {d}");
     }
+}
+
+/// The decoder's inside, as the page's panels draw it (`decoder_trace`: one teacher-forced pass
+/// over a greedy translation's own output), is the decoder's own arithmetic: the token rows are
+/// the shared table's times `√d_model`, the positions Marian's sinusoids, each sublayer's sum is
+/// its input plus its output, the cross-attention's scores are `q·k/√d_k` of its queries (from
+/// the decoder) and keys (from the encoder), their masked softmax is the translation's
+/// cross-attention, and the context is that softmax times the values.
+#[test]
+fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
+    use attnscope::engine::{decoder_trace, Decoding};
+    use attnscope::families::marian::sinusoidal_positions;
+    use ndarray::{s, Axis};
+    let m = model("dates");
+    let sources = ["the 9th of May 2018", "1.2.1999"];
+    let tr = translate(m, &sources, &Decoding::Greedy { max_new_tokens: 12 }).unwrap();
+    let d = m.config.decoder.as_ref().unwrap();
+    let (heads, dk) = (d.heads, m.config.hidden_size / d.heads);
+    let bytes = std::fs::read(model_dir("dates").join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let table = st.tensor("model.shared.weight").unwrap();
+    let width = table.shape()[1];
+    let row = |id: u32| -> Vec<f32> {
+        let raw = &table.data()[id as usize * width * 4..(id as usize + 1) * width * 4];
+        raw.chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    let close = |a: f32, b: f32, what: &str| {
+        assert!(
+            (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+            "{what}: {a} vs {b}"
+        )
+    };
+    let mut previous_output = None;
+    for layer in 0..d.layers {
+        let dt = decoder_trace(m, &sources, &tr.output_ids, layer).unwrap();
+        let sinusoids = sinusoidal_positions(64, width);
+        for b in 0..sources.len() {
+            let t_b = tr.steps(b);
+            let s_b = tr.source.valid.row(b).iter().filter(|&&v| v).count();
+            for t in 0..t_b {
+                let id = tr.output_ids[b][t];
+                for j in 0..width {
+                    let what = format!("layer {layer} item {b} step {t} dim {j}");
+                    close(
+                        dt.word[[b, t, j]],
+                        row(id)[j] * d.embed_scale,
+                        &format!("{what}: word"),
+                    );
+                    close(
+                        dt.position[[b, t, j]],
+                        sinusoids[[t, j]],
+                        &format!("{what}: position"),
+                    );
+                    close(
+                        dt.self_sum[[b, t, j]],
+                        dt.input[[b, t, j]] + dt.self_output[[b, t, j]],
+                        &format!("{what}: self sum"),
+                    );
+                    close(
+                        dt.cross_sum[[b, t, j]],
+                        dt.self_normed[[b, t, j]] + dt.cross_output[[b, t, j]],
+                        &format!("{what}: cross sum"),
+                    );
+                    close(
+                        dt.ffn_sum[[b, t, j]],
+                        dt.cross_normed[[b, t, j]] + dt.ffn_output[[b, t, j]],
+                        &format!("{what}: ffn sum"),
+                    );
+                }
+                for h in 0..heads {
+                    let (c0, c1) = (h * dk, (h + 1) * dk);
+                    let q = dt.cross_q.slice(s![b, t, c0..c1]);
+                    let scores: Vec<f32> = (0..s_b)
+                        .map(|k| q.dot(&dt.cross_k.slice(s![b, k, c0..c1])) / (dk as f32).sqrt())
+                        .collect();
+                    let max = scores.iter().cloned().fold(f32::MIN, f32::max);
+                    let z: f32 = scores.iter().map(|x| (x - max).exp()).sum();
+                    for (k, &score) in scores.iter().enumerate() {
+                        let what = format!("layer {layer} item {b} step {t} head {h} key {k}");
+                        close(
+                            dt.cross_scores[[b, h, t, k]],
+                            score,
+                            &format!("{what}: score"),
+                        );
+                        let p = (score - max).exp() / z;
+                        close(
+                            p,
+                            tr.cross_attention[[b, layer, h, t, k]],
+                            &format!("{what}: probability"),
+                        );
+                    }
+                    for j in 0..dk {
+                        let ctx: f32 = (0..s_b)
+                            .map(|k| {
+                                tr.cross_attention[[b, layer, h, t, k]]
+                                    * dt.cross_v[[b, k, h * dk + j]]
+                            })
+                            .sum();
+                        close(
+                            dt.cross_context[[b, t, h * dk + j]],
+                            ctx,
+                            &format!("layer {layer} item {b} step {t} head {h}: context {j}"),
+                        );
+                    }
+                }
+            }
+        }
+        // a layer reads the one before it: layer 0 the embeddings' sum
+        let input = dt.input.clone();
+        match previous_output.replace(dt.output.clone()) {
+            None => {
+                let sum = &dt.word + &dt.position;
+                for (a, b) in input.iter().zip(sum.iter()) {
+                    close(*a, *b, "layer 0 reads the embeddings' sum");
+                }
+            }
+            Some(prev) => {
+                for (a, b) in input.iter().zip(prev.iter()) {
+                    close(
+                        *a,
+                        *b,
+                        &format!("layer {layer} reads layer {}'s output", layer - 1),
+                    );
+                }
+            }
+        }
+        assert_eq!(dt.cross_k.len_of(Axis(1)), tr.source.ids.ncols());
+    }
+    assert!(
+        decoder_trace(m, &sources, &tr.output_ids, d.layers).is_err(),
+        "a layer past the last is an error"
+    );
 }

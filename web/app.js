@@ -1,15 +1,18 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, metricLabel } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
+import { connect, translationPanes, decoderTraceKey, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
 import { published, publishedTranslation } from './result.js';
 import * as translationView from './views/translation.js';
+import * as decEmbeddingsView from './views/decoder/embeddings.js';
+import * as decCrossView from './views/decoder/cross.js';
+import * as decLayerView from './views/decoder/layer.js';
 import { EXAMPLES } from './examples.js';
 import { exportView } from './export.js';
 
@@ -20,7 +23,7 @@ const store = createStore({
   ...parseHash(location.hash),
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
   loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
-  translation: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
+  translation: null, decoderTrace: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
 });
 
 const embed = store.get().embed;
@@ -52,7 +55,7 @@ const api = {
     const w = wordsOf(s.run), b = Math.min(s.item, w.B - 1), item = w.results[b];
     return { tokens: item.tokens, pieces: w.words(b).pieces, attention: item.attention };
   },
-  error: null, renders: 0, lastRenderAt: 0,
+  error: null, renders: 0, lastRenderAt: 0, insideRenders: 0, insideAt: 0,
   store,
   /** The worker's wasm memory and what it holds (for long-session checks). */
   stats: () => engine().stats(),
@@ -123,7 +126,7 @@ function syncInputs(s) {
   $('compare-text').value = s.compareText;
   $('batch-mode').disabled = s.compare;
   $('table-details').open = s.table;
-  for (const d of document.querySelectorAll('#inside details[data-panel]')) d.open = s.inside.includes(d.dataset.panel);
+  for (const d of document.querySelectorAll('#inside details[data-panel], #inside-decoder details[data-panel]')) d.open = s.inside.includes(d.dataset.panel);
   $('rollout-details').open = s.rollout;
 }
 
@@ -191,11 +194,12 @@ function renderChrome(s, changed) {
   if (s.batch && s.sentences.filter((x) => x.trim()).length > MAX_BATCH) notes.push(`Batch mode takes up to ${MAX_BATCH} sentences; the rest are ignored.`);
   status($('input-status'), notes.length ? { line: notes.join(' ') } : null);
   $('input-status').classList.toggle('error', !!s.runError);
-  if (changed.has('run') || changed.has('item')) {
-    const items = r ? r.results : [];
+  if (changed.has('run') || changed.has('item') || changed.has('translation')) {
+    // the sentences of a batch (a translation's sources)
+    const items = r ? r.results.map((x) => x.text) : s.translation?.results.map((x) => x.source) ?? [];
     $('item-wrap').hidden = items.length < 2;
-    if ($('item').options.length !== items.length || changed.has('run')) {
-      $('item').replaceChildren(...items.map((x, i) => { const o = document.createElement('option'); o.value = i; o.textContent = `${i + 1}: ${x.text.slice(0, 40)}`; return o; }));
+    if ($('item').options.length !== items.length || changed.has('run') || changed.has('translation')) {
+      $('item').replaceChildren(...items.map((x, i) => { const o = document.createElement('option'); o.value = i; o.textContent = `${i + 1}: ${x.slice(0, 40)}`; return o; }));
     }
     $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
@@ -206,6 +210,7 @@ function renderChrome(s, changed) {
   modelInputs(s);
   nextTokens(s);
   translation(s, changed);
+  insideDecoder(s, changed);
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
 }
 
@@ -218,19 +223,46 @@ function translation(s, changed) {
   document.body.classList.toggle('translating', on);
   $('translation').hidden = !on;
   setText($('pair-label'), on ? 'Target (teacher forcing, optional)' : 'Second sentence (pair, optional)');
+  setText($('batch-label'), on ? 'Batch: up to 4 sources, one a line ("source => target" teacher-forces its own target)' : 'Batch: up to 4 sentences, one a line');
   const tr = s.translation;
-  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo'].some((k) => changed.has(k))) return;
+  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo', 'attn', 'view', 'size', 'presenter', 'embed'].some((k) => changed.has(k))) return;
   const item = tr.results[Math.min(s.item, tr.results.length - 1)];
   setText($('translation-caption'), `· ${item.target ? 'teacher-forced' : 'greedy decoding'}, ${item.output_ids.length - 1} steps`);
   const steps = item.output_ids.length - 1;
   translationView.render($('translation-view'), tr, {
     item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: !!playTimer,
+    attn: s.attn, panes: translationPanes(s), width: $('translation-view').clientWidth || 900, fontPx: presenterFont(s),
+    show: s.view, onShow: (view) => store.update({ view }),
+    onAttn: (attn) => store.update({ attn }),
     onStep: (step) => { stopPlaying(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
     onPlay: () => (playTimer ? stopPlaying() : startPlaying(steps)),
   });
   api.renders++;
   api.lastRenderAt = performance.now();
+}
+
+/** Inside the decoder's open panels, for the focused source, step, layer and head. */
+const DECODER_VIEWS = { 'dec-embeddings': decEmbeddingsView, 'dec-cross': decCrossView, 'dec-layer': decLayerView };
+function insideDecoder(s, changed) {
+  const tr = s.translation, dec = s.modelInfo?.decoder;
+  if (!tr || !dec || !['decoderTrace', 'translation', 'step', 'head', 'layer', 'item', 'inside', 'size', 'presenter'].some((k) => changed.has(k))) return;
+  const b = Math.min(s.item, tr.results.length - 1), r = tr.results[b];
+  const T = r.output_ids.length - 1, step = Math.min(s.step ?? T - 1, T - 1);
+  const layer = Math.min(s.layer, dec.layers - 1), head = Math.min(s.head, dec.heads - 1);
+  setText($('inside-decoder-caption'), `· source ${b + 1}, decoder layer ${layer}, head ${head}, step ${step + 1} of ${T}`);
+  const dt = s.decoderTrace?.key === decoderTraceKey(s) ? s.decoderTrace : null;
+  for (const [id, view] of Object.entries(DECODER_VIEWS)) {
+    const target = $(`inside-${id}`);
+    if (!s.inside.includes(id)) continue;
+    if (!dt || dt.error) {
+      target.replaceChildren(Object.assign(document.createElement('p'), { className: dt ? 'error' : 'muted', textContent: dt ? `Could not compute the decoder's inside: ${dt.error}` : 'The engine is computing the decoder\'s values…' }));
+      target._p = null;
+      continue;
+    }
+    view.render(target, dt.data, { step, head, probs: r.cross_attention[layer][head], width: target.clientWidth || 900, fontPx: presenterFont(s) });
+  }
+  if (dt && !dt.error && s.inside.some((id) => DECODER_VIEWS[id])) { api.insideRenders++; api.insideAt = performance.now(); }
 }
 
 /** Play: the decoding step by step from its first, one step every PLAY_MS, until its last. */
@@ -405,11 +437,11 @@ on('compare-mode', 'change', (e) => {
 });
 on('compare-text', 'input', (e) => store.update({ compareText: e.target.value }));
 on('table-details', 'toggle', (e) => store.update({ table: e.target.open }));
-for (const d of document.querySelectorAll('#inside details[data-panel]')) {
+for (const d of document.querySelectorAll('#inside details[data-panel], #inside-decoder details[data-panel]')) {
   d.addEventListener('toggle', () => {
     const open = new Set(store.get().inside);
     if (d.open) open.add(d.dataset.panel); else open.delete(d.dataset.panel);
-    store.update({ inside: INSIDE.filter((id) => open.has(id)) });
+    store.update({ inside: [...INSIDE, ...DECODER_INSIDE].filter((id) => open.has(id)) });
   });
 }
 on('rollout-details', 'toggle', (e) => store.update({ rollout: e.target.open }));
@@ -567,7 +599,11 @@ on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });
 on('cancel-load', 'click', () => scope.cancel());
 
 window.addEventListener('hashchange', () => {
-  const next = parseHash(location.hash);
+  const next = parseHash(location.hash), before = store.get();
+  // a link to another model (the cross-attention panel's to the dates model, the back button)
+  if (next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub) {
+    try { scope.loadModel(sourceOf(next)); } catch (e) { store.update({ modelError: { line: e.message } }); }
+  }
   store.update(next);
   syncInputs(store.get());
 });

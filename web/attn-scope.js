@@ -6,19 +6,20 @@
 //
 // Attributes: sentence (required; a translation model's source), pair (its target, to
 // teacher-force), mask (padding | causal | none), view (model | head | lines | steps), layer,
-// head, step (a translation's, 0-based), model (a checkpoint folder's base URL; default: the model beside
-// the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
+// head, step (a translation's, 0-based), attention (a translation's: cross | decoder | encoder;
+// its view: model = every head, head, lines; head and lines without one), model (a checkpoint
+// folder's base URL; default: the model beside the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
 // (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
-import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS } from './store.js';
-import { connect, sourceOf, delayedBusy } from './scope.js';
+import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS } from './store.js';
+import { connect, sourceOf, delayedBusy, translationPanes } from './scope.js';
 import { published, publishedTranslation } from './result.js';
 import * as translationView from './views/translation.js';
 
-const ATTRS = ['sentence', 'pair', 'mask', 'view', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
+const ATTRS = ['sentence', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -52,7 +53,7 @@ class AttnScope extends HTMLElement {
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', hub: a('hub') ?? '',
-      step: this.hasAttribute('step') ? int('step') : null,
+      step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
     };
   }
 
@@ -134,14 +135,17 @@ class AttnScope extends HTMLElement {
     this.showBusy(s.busy);
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
-    if (s.translation && ['translation', 'layer', 'head', 'step', 'item'].some((k) => changed.has(k))) {
+    if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size'].some((k) => changed.has(k))) {
       const view = this.$('.view');
       view.classList.remove('pending');
       view.style.aspectRatio = '';
       const b = Math.min(s.item, s.translation.results.length - 1);
       const steps = s.translation.results[b].output_ids.length - 1;
       translationView.render(view, s.translation, {
-        item: b, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo,
+        item: b, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, attn: s.attn,
+        // the head and its lines, or the one view the `view` attribute names
+        panes: this.hasAttribute('view') ? translationPanes(s) : ['head', 'lines'], width: view.clientWidth || this.clientWidth || 480,
+        onAttn: (attn) => this.store.update({ attn }),
         onStep: (step) => this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }),
         onFocus: (layer, head) => this.store.update({ layer, head }),
       });

@@ -119,13 +119,23 @@ class Engine {
    * `targets` (one per source); resolves to what `attnscope translate` prints (`{model,
    * model_type, backend, results: [{source, …, output_ids, output_text, encoder_attention,
    * decoder_attention, cross_attention, steps?}], elapsed_ms, step_ms}`, src/wasm.rs).
-   * `options`: {maxNewTokens, topK}.
+   * `options`: {maxNewTokens, topK, padded}.
    */
   async translate(key, { sources, targets = null, options = {} }) {
     const m = await this.call({ type: 'translate', key, sources, targets, options });
     const r = m.result;
     r.status = m.status ?? null;
     return r;
+  }
+
+  /**
+   * Decoder layer `layer` inside, for source `item` of `sources` and their `outputs` (each the
+   * decoder start token first: a translation's `output_ids`): src/report.rs `DecoderTraceItem`,
+   * every value by name (`word`, `position`, `input`, `self_sum`, …, `cross_q`, `cross_k`,
+   * `cross_v`, `cross_scores`, …, `output`), from the CPU engine.
+   */
+  async decoderTrace(key, { sources, outputs, layer, item }) {
+    return (await this.call({ type: 'decoder-trace', key, sources, outputs, layer, item })).result;
   }
 
   /** The head metrics (B, metric, L, H) of the same input under the other score scale than `options.scale`. */

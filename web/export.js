@@ -3,6 +3,7 @@
 // the focused head as CSV. Everything is built from the result contract, not from the screen.
 
 import { scale, hex, MASKED, STEPS } from './colour.js';
+import { matricesOf } from './result.js';
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 const FONT = 'font-family="system-ui, sans-serif"';
@@ -92,6 +93,86 @@ export function toSVG(run, view, { item, layer, head, scale: per }) {
   ].map(([t, m], i) => `<text x="${i * side + pad}" y="16" font-size="13" ${FONT}>${esc(t)}</text>${m}`);
   const h = pad + 20 + T * cell + 70;
   return svg(4 * side, h, panels.join('') + legendSVG(sSc, pad, h - 50) + legendSVG(probScale(layer, head), 3 * side + pad - 200, h - 50), title);
+}
+
+/** One n_q × n_k matrix (`{values, rows, cols, masked}`, result.js `matricesOf`) as rects at (x, y). */
+function rectMatrix(m, sc, { x, y, cell, labels = true, fontPx = 11 }) {
+  const out = [];
+  m.values.forEach((row, q) => row.forEach((p, k) => {
+    const fill = m.masked?.(q, k) ? 'url(#hatch)' : hex(sc.table[sc.index(p)]);
+    out.push(`<rect x="${x + k * cell}" y="${y + q * cell}" width="${cell}" height="${cell}" fill="${fill}" data-q="${q}" data-k="${k}"/>`);
+  }));
+  if (labels) {
+    m.rows.forEach((t, q) => out.push(`<text class="qlabel" x="${x - 4}" y="${y + (q + 0.5) * cell}" text-anchor="end" dominant-baseline="middle" font-size="${fontPx}" ${FONT}>${esc(t)}</text>`));
+    m.cols.forEach((t, k) => out.push(`<text class="klabel" transform="translate(${x + (k + 0.5) * cell} ${y - 4}) rotate(-90)" dominant-baseline="middle" font-size="${fontPx}" ${FONT}>${esc(t)}</text>`));
+  }
+  return out.join('');
+}
+
+const ATTN_NAMES = { cross: 'cross-attention', decoder: 'decoder self-attention', encoder: 'encoder self-attention' };
+
+/**
+ * One of a translation's attentions (`attn`: 'cross' | 'decoder' | 'encoder') as SVG: the focused
+ * head (`view` 'head'), every layer and head ('model') or the lines ('lines'), item `item`.
+ */
+export function translationSVG(tr, view, { item, attn, layer, head }) {
+  const r = tr.results[item];
+  const matrices = matricesOf(r, attn);
+  const m = matrices[layer][head];
+  const nq = m.rows.length, nk = m.cols.length;
+  const sc = scale('probability');
+  const title = `attnscope: ${tr.model}, ${ATTN_NAMES[attn]}, layer ${layer}, head ${head}: ${r.source} → ${r.output_text}`;
+  const longest = Math.max(...m.rows.map((t) => t.length), ...m.cols.map((t) => t.length));
+  const pad = Math.min(160, 16 + longest * 7);
+  if (view === 'head') {
+    const cell = Math.max(4, Math.min(28, Math.floor(720 / Math.max(nq, nk))));
+    const w = pad + nk * cell + 20, h = pad + nq * cell + 60;
+    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTN_NAMES[attn]}, layer ${layer}, head ${head} (queries are rows, keys columns)`)}</text>`
+      + rectMatrix(m, sc, { x: pad, y: pad, cell, fontPx: Math.min(12, Math.max(6, cell - 2)) })
+      + legendSVG(sc, pad, pad + nq * cell + 16);
+    return svg(Math.max(w, pad + 320), h, body, title);
+  }
+  if (view === 'model') {
+    const side = 96, gap = 8, cw = side / Math.max(nq, nk), x0 = 40, y0 = 28;
+    const tw = cw * nk, th = cw * nq;
+    const L = matrices.length, H = matrices[0].length;
+    const parts = [];
+    for (let l = 0; l < L; l++) {
+      parts.push(`<text x="4" y="${y0 + l * (th + gap) + th / 2}" font-size="12" dominant-baseline="middle" ${FONT}>L${l}</text>`);
+      for (let h2 = 0; h2 < H; h2++) {
+        parts.push(`<g class="head" data-layer="${l}" data-head="${h2}">${rectMatrix(matrices[l][h2], sc, { x: x0 + h2 * (tw + gap), y: y0 + l * (th + gap), cell: cw, labels: false })}</g>`);
+      }
+    }
+    for (let h2 = 0; h2 < H; h2++) parts.push(`<text x="${x0 + h2 * (tw + gap) + tw / 2}" y="18" font-size="12" text-anchor="middle" ${FONT}>${h2}</text>`);
+    parts.push(legendSVG(sc, x0, y0 + L * (th + gap) + 8));
+    return svg(Math.max(x0 + H * (tw + gap) + 20, x0 + 320), y0 + L * (th + gap) + 50, parts.join(''), `attnscope: ${tr.model}, every layer and head of the ${ATTN_NAMES[attn]}: ${r.source}`);
+  }
+  // lines: the queries left, the keys right, each side centred on its own length
+  const step = 22, n = Math.max(nq, nk), w = 2 * pad + 260, h = n * step + 40;
+  const yq = (q) => 20 + ((n - nq) / 2 + q + 0.5) * step, yk = (k) => 20 + ((n - nk) / 2 + k + 0.5) * step;
+  const parts = [];
+  m.values.forEach((row, q) => row.forEach((p, k) => {
+    if (p >= 0.01 && !m.masked?.(q, k)) parts.push(`<line x1="${pad}" y1="${yq(q)}" x2="${pad + 260}" y2="${yk(k)}" stroke="#08519c" stroke-opacity="${Math.min(1, 0.08 + p).toFixed(3)}" stroke-width="2"/>`);
+  }));
+  m.rows.forEach((t, q) => parts.push(`<text class="qlabel" x="${pad - 6}" y="${yq(q)}" text-anchor="end" dominant-baseline="middle" font-size="12" ${FONT}>${esc(t)}</text>`));
+  m.cols.forEach((t, k) => parts.push(`<text class="klabel" x="${pad + 266}" y="${yk(k)}" dominant-baseline="middle" font-size="12" ${FONT}>${esc(t)}</text>`));
+  return svg(w, h, parts.join(''), title);
+}
+
+/** A translation item as JSON: its tokens and its three attentions, every layer and head. */
+export function translationJSON(tr, item) {
+  const r = tr.results[item];
+  const keep = ['source', 'source_tokens', 'target', 'output_ids', 'output_tokens', 'output_text', 'encoder_attention', 'decoder_attention', 'cross_attention'];
+  return JSON.stringify({ model: tr.model, model_type: tr.model_type, ...Object.fromEntries(keep.filter((k) => r[k] !== undefined).map((k) => [k, r[k]])) });
+}
+
+/** Exports a translation's `view` ('head' | 'model' | 'lines', or 'all' for JSON) as `format`. */
+export async function exportTranslation(tr, view, format, opts) {
+  if (format === 'json') return download(`attnscope-${tr.model}-translation.json`, translationJSON(tr, opts.item), 'application/json');
+  const base = `attnscope-${opts.attn}-${view}-L${opts.layer}H${opts.head}`;
+  const text = translationSVG(tr, view, opts);
+  if (format === 'svg') return download(`${base}.svg`, text, 'image/svg+xml');
+  return download(`${base}.png`, await toPNG(text), 'image/png');
 }
 
 /** The SVG rasterised at 2× its size. */

@@ -1,7 +1,7 @@
 // The URL hash ↔ the intent. Everything a link needs to reproduce a view; nothing else.
 // Values are only ever read as text (URLSearchParams), never as markup.
 
-import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, MAX_BATCH, METRICS, INSIDE, DEFAULT_HUB } from './store.js';
+import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, METRICS, INSIDE, DEFAULT_HUB } from './store.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
 
@@ -29,6 +29,7 @@ export function parseHash(hash) {
   s.head = int(h.get('h'), s.head);
   s.item = int(h.get('i'), 0);
   if (h.has('st')) s.step = int(h.get('st'), null); // a translation's focused step (0-based)
+  if (ATTENTIONS.includes(h.get('a'))) s.attn = h.get('a'); // a translation's attention
   if (ENGINES.includes(h.get('e'))) s.engine = h.get('e');
   if (HEAD_VIEWS.includes(h.get('v'))) s.view = h.get('v');
   if (h.get('scale') === 'head') s.scale = 'head';
@@ -42,7 +43,7 @@ export function parseHash(hash) {
   s.rollout = h.get('rollout') === '1';
   s.off = parseHeads(h.get('off') ?? '');
   if (h.has('cmp')) { s.compare = true; s.compareText = h.get('cmp'); }
-  s.inside = INSIDE.filter((id) => (h.get('inside') ?? '').split(',').includes(id));
+  s.inside = [...INSIDE, ...DECODER_INSIDE].filter((id) => (h.get('inside') ?? '').split(',').includes(id));
   s.noScale = h.get('noscale') === '1';
   s.sel = parseSel(h.get('q') ?? '');
   s.words = h.get('words') === '1';
@@ -60,6 +61,7 @@ export function writeHash(s) {
   h.set('h', s.head);
   if (s.item) h.set('i', s.item);
   if (s.step !== null && s.step !== undefined) h.set('st', s.step);
+  if (s.attn && s.attn !== 'cross') h.set('a', s.attn);
   if (s.engine !== 'auto') h.set('e', s.engine);
   if (s.view !== 'both') h.set('v', s.view);
   if (s.scale !== 'absolute') h.set('scale', s.scale);

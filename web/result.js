@@ -134,3 +134,21 @@ export function publishedTranslation(tr, b) {
   };
   return Object.assign(out, tr.results[b]);
 }
+
+/** A token as a reader sees it: SentencePiece's ▁ as the space it stands for. */
+export const shownToken = (t) => t.replace(/▁/g, ' ').trim() || t;
+
+/**
+ * The matrices of attention `attn` ('cross' | 'decoder' | 'encoder') of translation item `r`:
+ * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them).
+ */
+export function matricesOf(r, attn) {
+  const T = r.output_ids.length - 1;
+  const inputs = r.output_tokens.slice(0, T).map(shownToken), src = r.source_tokens.map(shownToken);
+  const [values, rows, cols, masked] = {
+    cross: [r.cross_attention, inputs, src, null],
+    decoder: [r.decoder_attention, inputs, inputs, (q, k) => k > q],
+    encoder: [r.encoder_attention, src, src, null],
+  }[attn];
+  return values.map((heads) => heads.map((v) => ({ values: v, rows, cols, masked })));
+}

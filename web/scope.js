@@ -12,7 +12,7 @@ import * as steps from './views/steps.js';
 import * as heads from './views/heads.js';
 import * as rolloutView from './views/rollout.js';
 import { compareOf } from './compare.js';
-import { INSIDE } from './store.js';
+import { INSIDE, DECODER_INSIDE } from './store.js';
 import * as embeddingsView from './views/inside/embeddings.js';
 import * as qkvView from './views/inside/qkv.js';
 import * as contextView from './views/inside/context.js';
@@ -59,6 +59,23 @@ export function textsOf(s) {
   return t;
 }
 
+/**
+ * What a translation model runs for a state: `{sources, targets}` (`targets` null: greedy
+ * decoding). A batch line `source => target` (or `→`) teacher-forces its own target, any other
+ * the pair box's text when there is one; lines of which only some name a target are an error.
+ */
+export function translationInputs(s) {
+  const pair = (s.pair ?? '').trim();
+  const lines = textsOf(s).map((t) => {
+    const i = t.search(/=>|→/);
+    return i < 0 ? { source: t, target: pair } : { source: t.slice(0, i).trim(), target: t.slice(i).replace(/^(=>|→)/, '').trim() };
+  });
+  const forced = lines.filter((x) => x.target).length;
+  if (forced && forced < lines.length) throw new Error('Give every source a target to teacher-force ("source => target", or the target box for all), or none to decode greedily.');
+  if (lines.some((x) => !x.source)) throw new Error('A line has a target but no source: write "source => target".');
+  return { sources: lines.map((x) => x.source), targets: forced ? lines.map((x) => x.target) : null };
+}
+
 /** What a state asks the engine to compute beyond attention (src/wasm.rs `RunOptions`). */
 /**
  * Inputs this short also bring the head metrics, the focused layer's trace and every layer's
@@ -87,6 +104,19 @@ export function runOptions(s) {
     // a model with an LM head (GPT-2): the likeliest next tokens at every position
     topK: s.modelInfo?.lm_head ? NEXT_TOKENS : undefined,
   };
+}
+
+/** The translation view's panes a state shows: the head view's choice (heatmap, lines or both)
+ *  beside the grid and the batch's masks, or the one view the embed mode names. */
+export function translationPanes(s) {
+  if (s.embed) return { model: ['grid'], head: ['head'], lines: ['lines'], steps: ['head', 'lines'] }[s.embed] ?? ['head'];
+  return ['grid', ...(s.view !== 'lines' ? ['head'] : []), ...(s.view !== 'heatmap' ? ['lines'] : []), 'masks'];
+}
+
+/** Which decoder trace a translation state shows: its model, translation, layer and source. */
+export function decoderTraceKey(s) {
+  const tr = s.translation, dec = s.modelInfo?.decoder;
+  return tr && dec ? `${s.modelKey}|${tr.id}|${Math.min(s.layer, dec.layers - 1)}|${Math.min(s.item, tr.results.length - 1)}` : '';
 }
 
 /** Whether a run already holds what `runOptions(s)` asks for (so showing it needs no new run). */
@@ -162,6 +192,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   const opensOnModelFocus = () => (modelFocus ? modelFocus() : loads > 0 || !linkFocus);
   let running = false, again = false;
   let positionsPending = false;
+  let translations = 0, decoderPending = '';
 
   async function run() {
     const s = store.get();
@@ -171,17 +202,19 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (!texts.length) { store.update({ run: null, sel: [], busy: false, runError: { line: 'Type a sentence: there is nothing to attend to yet.' } }); return; }
     running = true;
     store.update({ busy: true });
-    // an encoder–decoder model translates: the sources, and the pair box's text as the target
-    // to teacher-force when there is one (views/translation.js draws it)
+    // an encoder–decoder model translates: the sources, and the targets to teacher-force when
+    // there are (views/translation.js draws it)
     if (s.modelInfo?.decoder) {
       try {
-        const target = (s.pair ?? '').trim();
-        const tr = await eng.translate(s.modelKey, { sources: texts, targets: target ? texts.map(() => target) : null, options: { topK: TOP_K } });
+        const { sources, targets } = translationInputs(s);
+        // a batch brings itself as the engine ran it, padded: the masks view draws it
+        const tr = await eng.translate(s.modelKey, { sources, targets, options: { topK: TOP_K, padded: sources.length > 1 } });
+        tr.id = ++translations;
         // a new source starts at its last step; the same one (a new target, an engine) keeps it,
         // as does the first translation, whose step a link may give
         const prev = store.get().translation;
-        const sources = (x) => x.results.map((r) => r.source).join('\n');
-        const step = !prev || sources(prev) === sources(tr) ? store.get().step : null;
+        const sourcesOf = (x) => x.results.map((r) => r.source).join('\n');
+        const step = !prev || sourcesOf(prev) === sourcesOf(tr) ? store.get().step : null;
         store.update({ run: null, translation: tr, step, item: Math.min(store.get().item, tr.results.length - 1), runError: null, busy: again, ...(tr.status ? { engineStatus: tr.status } : {}) });
       } catch (err) {
         store.update({ busy: again, runError: { line: String(err.message || err) } });
@@ -300,6 +333,20 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     store.update({ rendered: r.id + ':' + token });
   }
 
+  /** Inside the decoder: the focused layer's values for the focused source, once one of its
+   *  panels is open (a teacher-forced pass over the translation's own output). */
+  function decoderInside(s) {
+    const tr = s.translation;
+    if (!tr || !s.modelInfo?.decoder || !s.inside.some((id) => DECODER_INSIDE.includes(id))) return;
+    const item = Math.min(s.item, tr.results.length - 1), layer = Math.min(s.layer, s.modelInfo.decoder.layers - 1);
+    const key = decoderTraceKey(s);
+    if (s.decoderTrace?.key === key || decoderPending === key) return;
+    decoderPending = key;
+    eng.decoderTrace(s.modelKey, { sources: tr.results.map((r) => r.source), outputs: tr.results.map((r) => r.output_ids), layer, item })
+      .then((data) => ({ key, data }), (err) => ({ key, error: String(err.message || err) }))
+      .then((decoderTrace) => { if (decoderPending === key) decoderPending = ''; store.update({ decoderTrace }); });
+  }
+
   let otherFor = null; // the run whose other-scale metrics are being computed
   function otherScale(s) {
     const r = s.run;
@@ -315,6 +362,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
+    decoderInside(s);
     if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !runHas(s.run, s))) run();
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens

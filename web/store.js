@@ -23,6 +23,7 @@ export const INTENT_DEFAULTS = {
   sentences: ['The animal didn\'t cross the street because it was too tired.'],
   pair: '', mask: 'padding', batch: false, layer: 3, head: 1, item: 0, // L3H1: "it" → "animal"
   step: null, // a translation's focused step (0-based; null: the last)
+  attn: 'cross', // which of a translation's attentions its views show (ATTENTIONS)
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
   // a checkpoint on the Hugging Face Hub by its id (`hf`), from the Hub or a mirror (`hub`)
   hf: '', hub: '',
@@ -71,7 +72,11 @@ export const MASKS = ['padding', 'causal', 'none'];
 export const ENGINES = ['auto', 'cpu', 'gpu'];
 export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];
 export const EMBEDS = ['model', 'head', 'lines', 'steps'];
+/** An encoder–decoder's three attentions: the cross-attention, the decoder's and the encoder's self-attention. */
+export const ATTENTIONS = ['cross', 'decoder', 'encoder'];
 export const MAX_BATCH = 4;
 
 /** The "inside the encoder" panels, in the order a layer computes them. */
 export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross'];
+/** Inside a translation model's decoder: its panels (web/views/decoder/), open or not. */
+export const DECODER_INSIDE = ['dec-embeddings', 'dec-cross', 'dec-layer'];

@@ -267,13 +267,17 @@ async function hubError(id, root, e) {
 // ---------- engines ----------
 const now = () => performance.now();
 
-/** For `auto` with a GPU: time both engines on a short sentence, keep the faster. A WebGPU pass
- *  that throws, or that the CPU had to answer, is `{cpu, failed}`: why WebGPU is not used. */
+/** For `auto` with a GPU: time both engines on a short sentence, keep the faster (a translation
+ *  model: its translation of it, a few steps). A WebGPU pass that throws, or that the CPU had to
+ *  answer, is `{cpu, failed}`: why WebGPU is not used. */
 async function probe(session) {
+  const translates = !!session.info().decoder;
   const run = async (engine) => {
     const t = now();
-    const r = await session.run([PROBE], undefined, 'padding', engine);
-    return { ms: now() - t, fallback: r.info.fallback };
+    const fallback = translates
+      ? (await session.translate([PROBE], undefined, engine, { maxNewTokens: 8 })).fallback
+      : (await session.run([PROBE], undefined, 'padding', engine)).info.fallback;
+    return { ms: now() - t, fallback };
   };
   const cpu = Math.min((await run('cpu')).ms, (await run('cpu')).ms);
   if (LOSE_AT_PROBE) for (const d of devices) d.destroy();
@@ -307,7 +311,7 @@ async function makeSession(cp, backend) {
   try { t = await probe(session); } catch (e) { session.free(); throw e; }
   const adapter = gpu.replace(/^gpu: /, '');
   if (t.failed) return { backend, session, engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU failed on a test pass`, details: `WebGPU (${adapter}): ${t.failed}` } };
-  const details = `timed on a ${PROBE.split(' ').length}-word sentence: WebGPU (${adapter}) ${ms(t.gpu)}, CPU ${ms(t.cpu)} a pass`;
+  const details = `timed on ${session.info().decoder ? 'translating ' : ''}a ${PROBE.split(' ').length}-word sentence: WebGPU (${adapter}) ${ms(t.gpu)}, CPU ${ms(t.cpu)} a pass`;
   return t.gpu < t.cpu
     ? { backend, session, engine: 'gpu', status: { line: `auto: WebGPU, ${ms(t.gpu)} a pass vs ${ms(t.cpu)} on the CPU`, details } }
     : { backend, session, engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU here took ${ms(t.gpu)}`, details } };
@@ -540,6 +544,9 @@ self.onmessage = async (e) => {
         r.fallback = `WebGPU stopped (${String(err.message || err)}); the CPU engine answered and runs from now on`;
       }
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status });
+    } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
+      const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
+      self.postMessage({ id: msg.id, ok: true, result: r });
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);
       self.postMessage({ id: msg.id, ok: true, result: r });

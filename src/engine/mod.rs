@@ -14,7 +14,7 @@ pub use trace::{
     AttentionGroup, EmbeddingTrace, HeadMask, LayerTrace, ModelInputs, ScoreScale, TargetInputs,
     Trace, TraceOptions,
 };
-pub use translate::{translate, Decoding, Translation};
+pub use translate::{decoder_trace, translate, DecoderTrace, Decoding, Translation};
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;

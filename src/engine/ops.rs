@@ -148,6 +148,41 @@ pub enum Kept {
     LmLogits,
     /// Layer `l`'s intermediate values (see [`crate::engine::LayerTrace`]).
     Layer(usize, LayerValue),
+    /// An encoder–decoder's decoder embeddings, `(B·T, D)` each: the token rows times the
+    /// embedding scale (`√d_model` for Marian), and the positions' rows.
+    DecoderWord,
+    DecoderPosition,
+    /// Decoder layer `l`'s values (see [`DecoderValue`]).
+    Decoder(usize, DecoderValue),
+}
+
+/// One of a decoder layer's values, in its order: `y₁ = LN(y + SelfAttn(y))`,
+/// `y₂ = LN(y₁ + CrossAttn(q = y₁, k = v = memory))`, `y₃ = LN(y₂ + FFN(y₂))` (post-LN). Each
+/// `(B·T, D)` but the cross-attention's keys and values, `(B·S, D)`: the encoder's output projected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecoderValue {
+    /// `y`, entering the layer.
+    Input,
+    /// `SelfAttn(y)`: the self-attention's output projection.
+    SelfOutput,
+    /// `y + SelfAttn(y)`, and its LayerNorm `y₁`.
+    SelfSum,
+    SelfNormed,
+    /// The cross-attention's queries (from `y₁`), keys and values (from the encoder's output).
+    CrossQ,
+    CrossK,
+    CrossV,
+    /// The heads' contexts, concatenated (before the output projection).
+    CrossContext,
+    /// `CrossAttn(y₁, memory)`: the output projection.
+    CrossOutput,
+    /// `y₁ + CrossAttn(…)`, and its LayerNorm `y₂`.
+    CrossSum,
+    CrossNormed,
+    /// `FFN(y₂)`, `y₂ + FFN(y₂)`, and its LayerNorm `y₃`, the layer's output.
+    FeedForwardOutput,
+    FeedForwardSum,
+    Output,
 }
 
 /// One of a layer's intermediate values (see [`crate::engine::LayerTrace`] for each).

@@ -130,6 +130,9 @@ pub struct TraceOptions {
     /// Keep the LM head's logits over the vocabulary ([`Trace::lm_logits`]), where the model
     /// has one.
     pub lm_logits: bool,
+    /// An encoder–decoder's pass: keep this decoder layer's values and the decoder's
+    /// embeddings ([`crate::engine::DecoderTrace`]).
+    pub decoder_trace: Option<usize>,
 }
 
 impl TraceOptions {
@@ -319,6 +322,8 @@ impl TraceOptions {
             Kept::Output => true,
             Kept::LmLogits => self.lm_logits,
             Kept::Layer(l, _) => traced(l),
+            Kept::DecoderWord | Kept::DecoderPosition => self.decoder_trace.is_some(),
+            Kept::Decoder(l, _) => self.decoder_trace == Some(l),
         }
     }
 }

@@ -327,6 +327,157 @@ fn likeliest(logits: ndarray::ArrayView1<f32>, pad: u32) -> u32 {
     best.map_or(pad, |(_, i)| i)
 }
 
+/// What the decoder reads when it is given `outputs` (each at least the start token and one
+/// more): `output_ids[:-1]` right-padded to the longest, `(B, T)`, its mask, `no-peek & (tgt !=
+/// pad)`, `(B, T, T)`, and the cross-attention's, `(B, T, S)`.
+fn forced_inputs(
+    model: &Model,
+    source: &Encoded,
+    outputs: &[Vec<u32>],
+) -> Result<(TargetInputs, Mask, Mask)> {
+    let b = outputs.len();
+    let t = outputs
+        .iter()
+        .map(|o| o.len().saturating_sub(1))
+        .max()
+        .unwrap_or(0);
+    let pad = model.tokenizer.pad_id();
+    let tokens = Array2::from_shape_fn((b, t), |(i, j)| {
+        if j + 1 < outputs[i].len() {
+            outputs[i][j]
+        } else {
+            pad
+        }
+    });
+    let valid = Array2::from_shape_fn((b, t), |(i, j)| j + 1 < outputs[i].len());
+    let target = TargetInputs {
+        tokens,
+        positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
+    };
+    let decoder_mask = Mask::causal(b, t).and(&Mask::padding(valid.view()))?;
+    Ok((target, decoder_mask, cross_mask(&source.valid, t)))
+}
+
+/// A decoder layer's values in one teacher-forced pass (see [`decoder_trace`]).
+///
+/// # Shapes
+/// * every field `(B, T, D)` but `cross_k` and `cross_v`, `(B, S, D)` (the encoder's output
+///   projected), and `cross_scores`, `(B, H, T, S)`: `QKᵀ/√d_k` before the source's padding mask
+#[derive(Debug, Clone)]
+pub struct DecoderTrace {
+    /// 0-based.
+    pub layer: usize,
+    /// The sources as the encoder read them, `(B, S)`.
+    pub source: Encoded,
+    /// The token rows times the embedding scale, the positions' rows.
+    pub word: Array3<f32>,
+    pub position: Array3<f32>,
+    /// The layer's values in order (see [`super::ops::DecoderValue`]).
+    pub input: Array3<f32>,
+    pub self_output: Array3<f32>,
+    pub self_sum: Array3<f32>,
+    pub self_normed: Array3<f32>,
+    pub cross_q: Array3<f32>,
+    pub cross_k: Array3<f32>,
+    pub cross_v: Array3<f32>,
+    pub cross_scores: ndarray::Array4<f32>,
+    pub cross_context: Array3<f32>,
+    pub cross_output: Array3<f32>,
+    pub cross_sum: Array3<f32>,
+    pub cross_normed: Array3<f32>,
+    pub ffn_output: Array3<f32>,
+    pub ffn_sum: Array3<f32>,
+    pub output: Array3<f32>,
+}
+
+/// Decoder layer `layer`'s values on the CPU engine, for `sources` and their `outputs` (each the
+/// decoder start token first: a translation's `output_ids`, which this pass equals, or a
+/// target's), in one teacher-forced pass: what the page's inside-the-decoder panels draw.
+pub fn decoder_trace(
+    model: &Model,
+    sources: &[&str],
+    outputs: &[Vec<u32>],
+    layer: usize,
+) -> Result<DecoderTrace> {
+    let w = marian(model)?;
+    let c = &model.config;
+    let d = decoder_of(c)?;
+    if layer >= d.layers {
+        return Err(Error::Input(format!(
+            "decoder layer {layer}: the decoder has {} layers",
+            d.layers
+        )));
+    }
+    let source = model.tokenizer.encode(sources, None)?;
+    let (b, s) = source.ids.dim();
+    if outputs.len() != b || outputs.iter().any(|o| o.len() < 2) {
+        return Err(Error::Input(format!(
+            "{b} sources need {b} outputs, each the decoder start token and at least one more"
+        )));
+    }
+    let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
+    check_size(model, b, s, t)?;
+    let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
+    let opts = TraceOptions {
+        scores: true,
+        decoder_trace: Some(layer),
+        ..TraceOptions::default()
+    };
+    on_the_pool(|| {
+        let inputs = source_inputs(&source, target);
+        let encoder = Mask::padding(source.valid.view());
+        let masks = PassMasks {
+            encoder: Some(&encoder),
+            decoder: Some(&decoder),
+            cross: Some(&cross),
+        };
+        let mut ops = CpuOps::new(
+            &inputs,
+            masks,
+            &opts,
+            stack_layers(model)?,
+            c.num_hidden_layers,
+            None,
+        );
+        w.forward(&mut ops, c)?;
+        let (mut groups, mut kept) = ops.finish()?;
+        let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
+            .scores
+            .ok_or_else(|| Error::Engine("the pass kept no cross-attention scores".into()))?;
+        let mut take = |what: Kept, n: usize| -> Result<Array3<f32>> {
+            let x = kept
+                .remove(&what)
+                .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
+            let cols = x.ncols();
+            x.into_shape_with_order((b, n, cols))
+                .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
+        };
+        use super::ops::DecoderValue as V;
+        let at = |v: V| Kept::Decoder(layer, v);
+        Ok(DecoderTrace {
+            layer,
+            source: source.clone(),
+            word: take(Kept::DecoderWord, t)?,
+            position: take(Kept::DecoderPosition, t)?,
+            input: take(at(V::Input), t)?,
+            self_output: take(at(V::SelfOutput), t)?,
+            self_sum: take(at(V::SelfSum), t)?,
+            self_normed: take(at(V::SelfNormed), t)?,
+            cross_q: take(at(V::CrossQ), t)?,
+            cross_k: take(at(V::CrossK), s)?,
+            cross_v: take(at(V::CrossV), s)?,
+            cross_scores: scores.index_axis_move(ndarray::Axis(1), layer),
+            cross_context: take(at(V::CrossContext), t)?,
+            cross_output: take(at(V::CrossOutput), t)?,
+            cross_sum: take(at(V::CrossSum), t)?,
+            cross_normed: take(at(V::CrossNormed), t)?,
+            ffn_output: take(at(V::FeedForwardOutput), t)?,
+            ffn_sum: take(at(V::FeedForwardSum), t)?,
+            output: take(at(V::Output), t)?,
+        })
+    })
+}
+
 /// Teacher forcing: the decoder over each given output at once (see [`Decoding::Forced`]).
 async fn forced<P: Passes>(
     model: &Model,
@@ -349,22 +500,7 @@ async fn forced<P: Passes>(
     }
     let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
     check_size(model, b, s, t)?;
-    let pad = model.tokenizer.pad_id();
-    // the decoder reads output_ids[:-1], right-padded to the longest
-    let tokens = Array2::from_shape_fn((b, t), |(i, j)| {
-        if j + 1 < outputs[i].len() {
-            outputs[i][j]
-        } else {
-            pad
-        }
-    });
-    let valid = Array2::from_shape_fn((b, t), |(i, j)| j + 1 < outputs[i].len());
-    let target = TargetInputs {
-        tokens,
-        positions: Array2::from_shape_fn((b, t), |(_, j)| j as u32),
-    };
-    let decoder_mask = Mask::causal(b, t).and(&Mask::padding(valid.view()))?;
-    let cross = cross_mask(&source.valid, t);
+    let (target, decoder_mask, cross) = forced_inputs(model, source, outputs)?;
     let Pass { mut groups, logits } = passes.whole(target, &decoder_mask, &cross).await?;
     let step_logits = logits
         .into_shape_with_order((b, t, c.vocab_size))

@@ -21,7 +21,7 @@
 
 use ndarray::{Array1, Array2};
 
-use crate::engine::ops::{AttentionId, CacheSlot, Ids, Kept, Ops, Stack};
+use crate::engine::ops::{AddNorm, AttentionId, CacheSlot, DecoderValue, Ids, Kept, Ops, Stack};
 use crate::error::{Error, Result};
 use crate::model::config::DecoderConfig;
 use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
@@ -228,7 +228,10 @@ impl MarianWeights {
             let attn = ops.linear(&context, &a.out_proj, None)?;
             x = ops.add_norm(&x, &attn, &l.self_attn_layer_norm)?.norm;
             // x = LN(x + fc2(act(fc1(x))))
-            x = self.feed_forward(ops, c, &x, &l.ffn, &l.final_layer_norm)?;
+            x = self
+                .feed_forward(ops, c, &x, &l.ffn, &l.final_layer_norm)?
+                .1
+                .norm;
         }
         Ok(x)
     }
@@ -241,10 +244,14 @@ impl MarianWeights {
     /// position, `(B·T, V)`.
     pub fn decode<O: Ops>(&self, ops: &mut O, c: &Config, memory: Option<&O::X>) -> Result<O::X> {
         let heads = decoder_of(c)?.heads;
-        let word = ops.gather(&self.decoder_embed, Ids::TargetTokens)?;
+        let word = ops.gather(&self.decoder_embed, Ids::TargetTokens)?; // × √d_model
         let position = ops.gather(&self.positions, Ids::TargetPositions)?;
+        ops.keep(Kept::DecoderWord, &word)?;
+        ops.keep(Kept::DecoderPosition, &position)?;
         let mut y = ops.add(&word, &position)?; // (B·T, D)
         for (i, l) in self.decoder.iter().enumerate() {
+            let keep = |ops: &mut O, v: DecoderValue, x: &O::X| ops.keep(Kept::Decoder(i, v), x);
+            keep(ops, DecoderValue::Input, &y)?;
             // y = LN(y + self_attn(y)), over the positions written so far
             let a = &l.self_attn;
             let qkv = ops.project(&y, &[&a.q_proj, &a.k_proj, &a.v_proj])?;
@@ -253,7 +260,11 @@ impl MarianWeights {
             let id = AttentionId::self_attention(Stack::Decoder, i);
             let context = ops.attention(id, heads, &qkv[0], &k, &v)?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
-            y = ops.add_norm(&y, &attn, &l.self_attn_layer_norm)?.norm;
+            let sub = ops.add_norm(&y, &attn, &l.self_attn_layer_norm)?;
+            keep(ops, DecoderValue::SelfOutput, &attn)?;
+            keep(ops, DecoderValue::SelfSum, &sub.sum)?;
+            keep(ops, DecoderValue::SelfNormed, &sub.norm)?;
+            y = sub.norm;
             // y = LN(y + cross_attn(q = y, k = v = memory))
             let a = &l.encoder_attn;
             let q = ops.linear(&y, &a.q_proj, None)?;
@@ -277,9 +288,24 @@ impl MarianWeights {
             };
             let context = ops.attention(AttentionId::cross(i), heads, &q, &k, &v)?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
-            y = ops.add_norm(&y, &attn, &l.encoder_attn_layer_norm)?.norm;
+            let sub = ops.add_norm(&y, &attn, &l.encoder_attn_layer_norm)?;
+            for (v, x) in [
+                (DecoderValue::CrossQ, &q),
+                (DecoderValue::CrossK, &k),
+                (DecoderValue::CrossV, &v),
+                (DecoderValue::CrossContext, &context),
+                (DecoderValue::CrossOutput, &attn),
+                (DecoderValue::CrossSum, &sub.sum),
+                (DecoderValue::CrossNormed, &sub.norm),
+            ] {
+                keep(ops, v, x)?;
+            }
             // y = LN(y + fc2(act(fc1(y))))
-            y = self.feed_forward(ops, c, &y, &l.ffn, &l.final_layer_norm)?;
+            let (out, sub) = self.feed_forward(ops, c, &sub.norm, &l.ffn, &l.final_layer_norm)?;
+            keep(ops, DecoderValue::FeedForwardOutput, &out)?;
+            keep(ops, DecoderValue::FeedForwardSum, &sub.sum)?;
+            keep(ops, DecoderValue::Output, &sub.norm)?;
+            y = sub.norm;
         }
         ops.keep(Kept::Output, &y)?;
         let logits = ops.linear(&y, &self.lm_head, None)?; // (B·T, V)
@@ -294,7 +320,7 @@ impl MarianWeights {
         self.decode(ops, c, Some(&memory))
     }
 
-    /// `LN(x + fc2(act(fc1(x))))`.
+    /// `fc2(act(fc1(x)))`, and `x` plus it with its LayerNorm, `LN(x + fc2(act(fc1(x))))`.
     fn feed_forward<O: Ops>(
         &self,
         ops: &mut O,
@@ -302,10 +328,11 @@ impl MarianWeights {
         x: &O::X,
         ffn: &FeedForward,
         ln: &LayerNorm,
-    ) -> Result<O::X> {
+    ) -> Result<(O::X, AddNorm<O::X>)> {
         let inner = ops.linear(x, &ffn.fc1, Some(c.hidden_act))?;
         let out = ops.linear(&inner, &ffn.fc2, None)?;
-        Ok(ops.add_norm(x, &out, ln)?.norm)
+        let sum = ops.add_norm(x, &out, ln)?;
+        Ok((out, sum))
     }
 }
 

@@ -1,7 +1,8 @@
 // The README's pictures: the page on a laptop (the "it" example, hovering it → animal), reading
 // the heads (the grid by a metric, the heads table), inside the encoder (Q, K, V and the heads),
-// and the blog example. `node docshots.mjs` after `make dist`; writes docs/screenshot.png,
-// docs/heads.png, docs/inside.png and docs/blog.png.
+// the blog example, and the dates model translating. `node docshots.mjs` after `make dist`;
+// writes docs/screenshot.png, docs/heads.png, docs/inside.png, docs/blog.png and
+// docs/translation.png.
 import { spawn } from 'node:child_process';
 import { cpSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,12 @@ import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
 const server = await startServer();
 const browser = await launch({ webgpu: false });
 try {
+  // the dates model at step 7, writing the month's second digit: the cross-attention, every head
+  const dates = await openPage(browser, `${server.url}#model=models/dates/&e=cpu&st=6&s=${encodeURIComponent('Sunday, September 9, 2018')}`, { width: 1280, height: 860 });
+  await ready(dates.page);
+  await dates.page.waitForFunction(() => window.attnscope.result?.output_text === '2018-09-09', null, { timeout: 60000 });
+  await dates.page.locator('#translation').screenshot({ path: path.join(ROOT, 'docs/translation.png') });
+  await dates.page.close();
   const { page } = await openPage(browser, server.url + '#e=cpu', { width: 1280, height: 860 });
   await ready(page);
   await page.waitForFunction(() => document.querySelector('#model-view[data-drawn]'));

@@ -3,7 +3,7 @@
 // server; and every export of the page (SVG, PNG, JSON, CSV), parsed and checked.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { cpSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -73,8 +73,26 @@ test('the blog page: two elements and an iframe render the CLI\'s numbers, the m
   // what each element shows: its canvases are drawn inside the shadow root
   assert.ok(await page.evaluate(() => document.querySelector('#coref').shadowRoot.querySelector('.heat').width > 0));
   assert.equal(await page.evaluate(() => document.querySelector('#grid').shadowRoot.querySelectorAll('.grid .cell').length), 72);
-  const weights = requests.filter((u) => u.endsWith('model.safetensors'));
+  const weights = requests.filter((u) => u.endsWith('model.safetensors') && !u.includes('/models/dates/'));
   assert.equal(weights.length, 1, `the model is fetched once (${weights.length} requests)`);
+  // the translation model below them: the element under the sub-path, the CLI's numbers
+  await page.locator('#dates').scrollIntoViewIfNeeded();
+  await page.waitForFunction(() => document.querySelector('#dates').result, null, { timeout: 120000 });
+  const dates = await page.evaluate(() => {
+    const el = document.querySelector('#dates'), r = el.result;
+    return { r: { output_ids: r.output_ids, output_text: r.output_text, cross_attention: r.cross_attention }, step: el.shadowRoot.querySelector('.tr-step h3').textContent, head: el.shadowRoot.querySelector('.tr-head figcaption').textContent, rows: el.shadowRoot.querySelector('.tr-head canvas.rect-heat').dataset.rows };
+  });
+  const want = JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', path.join(ROOT, 'models/dates'), '--', 'Sunday, September 9, 2018'], { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'ignore'] })).results[0];
+  assert.equal(dates.r.output_text, '2018-09-09');
+  assert.deepEqual(dates.r.output_ids, want.output_ids);
+  assert.ok(maxDiff(dates.r.cross_attention, want.cross_attention) <= 1e-4);
+  assert.match(dates.step, /^Step 7 of 11: the decoder reads “0” .* writes “9”/);
+  assert.match(dates.head, /^Layer 1, head 2/, 'the model\'s own head');
+  assert.equal(dates.rows, '11');
+  // what the caption says: writing the month's digit, the focused head reads the month's name
+  const row = want.cross_attention[1][2][6];
+  assert.equal(want.source_tokens[row.indexOf(Math.max(...row))], 'september');
+  assert.equal(requests.filter((u) => u.endsWith('/sub/attnscope/models/dates/model.safetensors')).length, 1, 'the dates model from under the sub-path');
   clean(p, site.url);
   await page.screenshot({ path: path.join(ARTIFACTS, 'blog-390.png'), fullPage: true });
   await page.close();

@@ -35,6 +35,24 @@ function cli(args) {
   return JSON.parse(out).results[0];
 }
 
+/** The [rows, cols] of the translation view's head, line and grid canvases (grid: [layers, heads]). */
+const shapes = (page) => page.evaluate(() => {
+  const of = (sel, a, b) => { const c = document.querySelector(sel); return c ? [Number(c.dataset[a]), Number(c.dataset[b])] : null; };
+  return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.rect-lines', 'rows', 'cols'), grid: of('.tr-grid canvas.rect-grid', 'layers', 'heads') };
+});
+
+/** Hovers cell (q, k) of the translation view's head view (`root`: its container); its tooltip's text. */
+async function hoverCell(page, q, k, root = '.tr-head .tr-canvas') {
+  const pt = await page.evaluate(([sel, q, k]) => {
+    const v = document.querySelector(sel);
+    v.scrollIntoView({ block: 'center' });
+    const g = v._view.g, r = v.querySelector('.overlay').getBoundingClientRect();
+    return { x: r.left + g.x0 + (k + 0.5) * g.cell, y: r.top + g.y0 + (q + 0.5) * g.cell };
+  }, [root, q, k]);
+  await page.mouse.move(pt.x, pt.y);
+  return page.textContent(`${root} .tooltip`);
+}
+
 const clean = (problems) => assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
 
 async function open(hash, size = {}) {
@@ -64,16 +82,15 @@ test('the page translates: window.attnscope.result equals attnscope translate on
     assert.ok(await page.isVisible('#translation'));
     assert.ok(!(await page.isVisible('#views')) && !(await page.isVisible('#steps')));
     assert.equal(await page.locator('.tr-token').count(), want.output_ids.length - 1);
-    assert.equal(await page.locator('table.tr-matrix').count(), 3);
-    // the cross-attention's rows are the steps, its columns the source's tokens
-    const [rows, cols] = await page.evaluate(() => {
-      const t = document.querySelectorAll('table.tr-matrix')[0];
-      return [t.querySelectorAll('tr').length - 1, t.querySelectorAll('th.col').length];
-    });
-    assert.deepEqual([rows, cols], [want.output_ids.length - 1, want.source_ids.length]);
-    // the decoder's no-peek mask: the upper triangle greyed
-    const T = want.output_ids.length - 1;
-    assert.equal(await page.locator('table.tr-matrix >> nth=1 >> td.masked').count(), (T * (T - 1)) / 2);
+    // the cross-attention first: its rows are the steps, its columns the source's tokens, in the
+    // head view and the line view; the grid has every decoder layer and head
+    const T = want.output_ids.length - 1, S = want.source_ids.length;
+    assert.deepEqual(await shapes(page), { head: [T, S], lines: [T, S], grid: [want.cross_attention.length, want.cross_attention[0].length] });
+    // the decoder's self-attention: T × T, its upper triangle masked (the hover says so)
+    await page.click('.tr-attn[data-attn=decoder]');
+    assert.deepEqual((await shapes(page)).head, [T, T]);
+    assert.match(await hoverCell(page, 0, T - 1), /masked \(−∞ before softmax, so 0\)/);
+    assert.match(await hoverCell(page, T - 1, 0), /^step \d+: .* → .*: \d\.\d{3}$/);
     assert.equal(await page.inputValue('#pair'), '');
     assert.match(await page.textContent('#pair-label'), /Target/);
     clean(problems);
@@ -189,18 +206,194 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
     };
     const [a, ra] = await make({ model: 'models/dates/', sentence: 'Sunday, 9 Sept 2018', engine: 'cpu', step: '5' });
     const [b, rb] = await make({ model: 'models/dates/', sentence: 'the 9th of May 2018', engine: 'cpu', layer: '0', head: '3', pair: '2018-05-09' });
-    const caption = (el) => el.shadowRoot.querySelector('table.tr-matrix caption').textContent;
+    const caption = (el) => el.shadowRoot.querySelector('.tr-head figcaption').textContent;
+    const [c, rc] = await make({ model: 'models/dates/', sentence: '9 May 2018', engine: 'cpu', attention: 'encoder', view: 'model' });
+    const panes = (el) => [...el.shadowRoot.querySelectorAll('.tr-pane')].map((f) => f.classList[1]);
     return {
-      a: { text: ra.output_text, step: a.shadowRoot.querySelector('.tr-step h3').textContent, caption: caption(a) },
-      b: { text: rb.output_text, target: rb.target, caption: caption(b), tables: b.shadowRoot.querySelectorAll('table.tr-matrix').length },
+      a: { text: ra.output_text, step: a.shadowRoot.querySelector('.tr-step h3').textContent, caption: caption(a), panes: panes(a) },
+      b: { text: rb.output_text, target: rb.target, caption: caption(b), select: b.shadowRoot.querySelector('select[aria-label=layer]').value },
+      c: { text: rc.output_text, panes: panes(c), grid: [c.shadowRoot.querySelector('canvas.rect-grid').dataset.layers, c.shadowRoot.querySelector('canvas.rect-grid').dataset.heads], pressed: c.shadowRoot.querySelector('.tr-attn[aria-pressed=true]').dataset.attn },
     };
   });
   assert.equal(got.a.text, '2018-09-09');
   assert.match(got.a.step, /^Step 6 of 11/);
-  assert.match(got.a.caption, /decoder layer 1, head 2/, 'the model\'s own head');
+  assert.match(got.a.caption, /^Layer 1, head 2/, 'the model\'s own head');
+  assert.deepEqual(got.a.panes, ['tr-head', 'tr-lines'], 'the head and its lines without a view attribute');
   assert.equal(got.b.target, '2018-05-09');
-  assert.match(got.b.caption, /decoder layer 0, head 3/, 'the attributes\' head');
-  assert.equal(got.b.tables, 3);
+  assert.match(got.b.caption, /^Layer 0, head 3/, 'the attributes\' head');
+  assert.equal(got.b.select, '0');
+  assert.equal(got.c.text, '2018-05-09');
+  assert.deepEqual(got.c.panes, ['tr-grid'], 'view="model": every layer and head');
+  assert.equal(got.c.pressed, 'encoder', 'attention="encoder"');
+  assert.deepEqual(got.c.grid, ['2', '4']);
   clean(problems);
   await page.close();
+});
+
+/** `attnscope translate` on the dates model. */
+function dates(args) {
+  return JSON.parse(execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', path.join(ROOT, 'models/dates'), ...args], {
+    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
+  })).results;
+}
+
+async function openDates(hash, size = { width: 1280, height: 900 }) {
+  const p = await openPage(browser, `${server.url}#model=models/dates/&e=cpu&${hash}`, size);
+  assert.equal(await ready(p.page), null);
+  await p.page.waitForFunction(() => window.attnscope.result?.output_text, null, { timeout: 120000 });
+  return p;
+}
+
+test('the three attentions: a link restores the attention, view, layer, head and step; hover, the grid, the line view and the exports', async () => {
+  const source = 'Sunday, 9 Sept 2018';
+  const [want] = dates(['--', source]);
+  const T = want.output_ids.length - 1, S = want.source_ids.length;
+  const { page, problems } = await openDates(`s=${encodeURIComponent(source)}&a=decoder&l=0&h=3&st=4&v=heatmap`);
+  const s = await page.evaluate(() => { const x = window.attnscope.store.get(); return { attn: x.attn, layer: x.layer, head: x.head, step: x.step, view: x.view }; });
+  assert.deepEqual(s, { attn: 'decoder', layer: 0, head: 3, step: 4, view: 'heatmap' }, 'the link\'s view');
+  assert.match(await page.textContent('.tr-head figcaption'), /^Layer 0, head 3/);
+  assert.deepEqual(await shapes(page), { head: [T, T], lines: null, grid: [2, 4] }, 'v=heatmap: no line view');
+  assert.match(await page.textContent('.tr-step h3'), /^Step 5 of /);
+  // hover reads the engine's number, and a masked cell says it is masked
+  const v = want.decoder_attention[0][3];
+  assert.equal(await hoverCell(page, 4, 2), `step 5: ${want.output_tokens[4]} → ${want.output_tokens[2]}: ${v[4][2].toFixed(3)}`);
+  assert.match(await hoverCell(page, 1, 3), /masked/);
+  // a click on the grid focuses a head; the link follows
+  await page.evaluate(() => document.querySelector('.tr-grid canvas').scrollIntoView({ block: 'center' }));
+  const box = await page.locator('.tr-grid canvas').boundingBox();
+  const g = await page.evaluate(() => document.querySelector('.tr-grid .tr-canvas')._view);
+  await page.mouse.click(box.x + g.x0 + 2 * (g.tw + g.gap) + g.tw / 2, box.y + g.y0 + (g.th + g.gap) + g.th / 2);
+  await page.waitForFunction(() => /[#&]l=1&h=2(&|$)/.test(location.hash), null, { timeout: 5000 });
+  // the cross-attention with its line view: decoder steps left, source tokens right
+  await page.selectOption('.tr-show', 'both');
+  await page.click('.tr-attn[data-attn=cross]');
+  await page.waitForFunction(() => /[#&]l=1&h=2/.test(location.hash) && !/[#&]a=/.test(location.hash), null, { timeout: 5000 });
+  assert.deepEqual(await shapes(page), { head: [T, S], lines: [T, S], grid: [2, 4] });
+  assert.equal(await hoverCell(page, 0, 1), `step 1: ${want.output_tokens[0]} → ${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
+  // exports: the head as SVG (one rect a cell), the item as JSON (the numbers), PNG at 2×
+  const download = async (sel) => {
+    const [d] = await Promise.all([page.waitForEvent('download'), page.click(sel)]);
+    return { name: d.suggestedFilename(), bytes: readFileSync(await d.path()) };
+  };
+  const svg = await download('.export[data-view=head][data-format=svg]');
+  assert.equal(svg.name, 'attnscope-cross-head-L1H2.svg');
+  assert.equal((svg.bytes.toString().match(/<rect [^>]*data-q=/g) ?? []).length, T * S);
+  const json = JSON.parse((await download('.export[data-view=all][data-format=json]')).bytes.toString());
+  assert.deepEqual(json.output_ids, want.output_ids);
+  for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) assert.ok(maxDiff(json[k], want[k]) <= 1e-4, k);
+  await page.click('.tr-attn[data-attn=decoder]');
+  const dsvg = (await download('.export[data-view=head][data-format=svg]')).bytes.toString();
+  assert.equal((dsvg.match(/fill="url\(#hatch\)" data-q=/g) ?? []).length, (T * (T - 1)) / 2, 'the no-peek triangle is hatched in the export');
+  const grid = (await download('.export[data-view=model][data-format=svg]')).bytes.toString();
+  assert.equal((grid.match(/<g class="head"/g) ?? []).length, 8);
+  const png = (await download('.export[data-view=head][data-format=png]')).bytes;
+  assert.equal(png.subarray(1, 4).toString(), 'PNG');
+  const lines = (await download('.export[data-view=lines][data-format=svg]')).bytes.toString();
+  assert.equal((lines.match(/class="qlabel"/g) ?? []).length, T);
+  clean(problems);
+  await page.close();
+});
+
+test('a padded batch: the seeds\' masks drawn (source padding, no-peek, target padding and their &) and applied, each source equal to the CLI', async () => {
+  const pairs = [['9 May 2018', '2018-05-09'], ['Wednesday, the 9th of May, 2018', '2018-05']];
+  const want = dates([...pairs.flatMap(([, t]) => ['--target', t]), '--', ...pairs.map(([s]) => s)]);
+  const lines = pairs.map(([s, t]) => `${s} => ${t}`);
+  const { page, problems } = await openDates(`batch=1&${lines.map((l) => `s=${encodeURIComponent(l)}`).join('&')}`);
+  await page.waitForSelector('.tr-masks');
+  const tr = await page.evaluate(() => { const t = window.attnscope.store.get().translation; return { results: t.results, padded: t.padded }; });
+  tr.results.forEach((r, b) => {
+    assert.equal(r.target, pairs[b][1]);
+    assert.deepEqual(r.output_ids, want[b].output_ids);
+    for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) assert.ok(maxDiff(r[k], want[b][k]) <= 1e-4, `source ${b + 1}: ${k}`);
+  });
+  const p = tr.padded, S = p.source_valid[0].length, T = p.target_valid[0].length;
+  assert.ok(p.source_valid[0].includes(false) && p.target_valid[1].includes(false), 'the short source and the short target are padded');
+  assert.equal(p.target_padding_masked, true);
+  // applied: a masked key gets exactly 0, and a real cell is the item's own number
+  for (let b = 0; b < 2; b++) {
+    const tb = want[b].output_ids.length - 1, sb = want[b].source_ids.length;
+    for (let q = 0; q < tb; q++) {
+      for (let k = sb; k < S; k++) assert.equal(p.cross_attention[b][1][2][q][k], 0, `cross ${b} ${q} ${k}: a pad key`);
+      for (let k = 0; k < T; k++) if (k > q || !p.target_valid[b][k]) assert.equal(p.decoder_attention[b][1][2][q][k], 0, `decoder ${b} ${q} ${k}`);
+    }
+    assert.ok(maxDiff(p.cross_attention[b][1][2].slice(0, tb).map((r) => r.slice(0, sb)), want[b].cross_attention[1][2]) <= 1e-4);
+  }
+  // drawn: four masks, their 1s and 0s as the seeds build them
+  const masks = async () => page.evaluate(() => [...document.querySelectorAll('.tr-mask')].map((t) => ({
+    caption: t.querySelector('caption').textContent,
+    rows: [...t.querySelectorAll('tr')].slice(1).map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent).join('')),
+  })));
+  let m = await masks();
+  assert.equal(m.length, 4);
+  assert.match(m[0].caption, /src_mask = \(src != pad\)/);
+  assert.deepEqual(m[0].rows, p.source_valid.map((r) => r.map((v) => (v ? '1' : '0')).join('')));
+  assert.deepEqual(m[1].rows, p.target_valid.map((r) => r.map((v) => (v ? '1' : '0')).join('')));
+  assert.deepEqual(m[2].rows, Array.from({ length: T }, (_, q) => Array.from({ length: T }, (_, k) => (k <= q ? '1' : '0')).join('')));
+  // the second source's combined mask: no-peek & its target's padding
+  await page.selectOption('#item', '1');
+  await page.waitForFunction(() => /source 2/.test(document.querySelectorAll('.tr-mask caption')[3]?.textContent ?? ''));
+  m = await masks();
+  assert.match(m[3].caption, /tgt_mask = \(tgt != pad\) & no-peek/);
+  assert.deepEqual(m[3].rows, Array.from({ length: T }, (_, q) => Array.from({ length: T }, (_, k) => (k <= q && p.target_valid[1][k] ? '1' : '0')).join('')));
+  // applied, as drawn: the decoder's self-attention of source 2 over the padded frame
+  await page.click('.tr-attn[data-attn=decoder]');
+  const applied = '.tr-applied .tr-canvas';
+  const tb = want[1].output_ids.length - 1;
+  assert.match(await hoverCell(page, T - 1, T - 1, applied), /: 0\.000 \(masked: −∞ before softmax\)$/);
+  assert.match(await hoverCell(page, tb - 1, 0, applied), new RegExp(`: ${want[1].decoder_attention[1][2][tb - 1][0].toFixed(3)}$`));
+  // greedy decoding: no target padding mask, and the view says why
+  await page.fill('#batch', pairs.map(([s]) => s).join('\n'));
+  await page.waitForFunction(() => window.attnscope.store.get().translation?.padded?.target_padding_masked === false, null, { timeout: 60000 });
+  assert.match(await page.textContent('.tr-masks'), /no-peek alone/);
+  // a batch of which only some lines name a target is refused, readably
+  await page.fill('#batch', `${lines[0]}\n${pairs[1][0]}`);
+  await page.waitForFunction(() => /Give every source a target/.test(document.querySelector('#input-status')?.textContent ?? ''), null, { timeout: 10000 });
+  await page.screenshot({ path: path.join(ARTIFACTS, 'dates-batch-masks-1280.png'), fullPage: true });
+  clean(problems);
+  await page.close();
+});
+
+test('inside the decoder: its input (√d_model, Marian\'s sinusoids), the real cross-attention and the post-LN order, from the engine; BERT\'s cross panel links to it', async () => {
+  const source = 'the 9th of May 2018';
+  const [want] = dates(['--', source]);
+  const { page, problems } = await openDates(`s=${encodeURIComponent(source)}&st=3&inside=dec-embeddings,dec-cross,dec-layer`);
+  await page.waitForFunction(() => document.querySelectorAll('#inside-decoder .decoder-panel canvas').length >= 9, null, { timeout: 60000 });
+  const got = await page.evaluate(() => {
+    const d = window.attnscope.store.get().decoderTrace.data;
+    return { d, formula: document.querySelector('#inside-dec-embeddings .inside-formula').textContent, figs: document.querySelectorAll('#inside-dec-cross figure').length, caption: document.querySelector('#inside-decoder-caption').textContent, rows: document.querySelectorAll('#inside-dec-layer tr').length };
+  });
+  const { d } = got;
+  assert.equal(d.embed_scale, 8);
+  assert.match(got.formula, /x_3 = E\[“1”\] · √d_model \+ PE\(3\) = E\[“1”\] · 8\.0000 \+ PE\(3\)/);
+  assert.match(got.caption, /decoder layer 1, head 2, step 4 of 11/);
+  assert.equal(got.figs, 6, 'Q, K, scores, softmax, V, context');
+  assert.equal(got.rows, 11, 'ten values in the layer\'s order, and the header');
+  // Marian's sinusoids, not interleaved: sin in the first half, cos in the second
+  const D = d.position[0].length;
+  for (const t of [0, 3, 7]) for (const j of [0, 5, D / 2, D / 2 + 5]) {
+    const i = j < D / 2 ? j : j - D / 2, angle = t / 10000 ** (i / (D / 2));
+    assert.ok(Math.abs(d.position[t][j] - (j < D / 2 ? Math.sin(angle) : Math.cos(angle))) < 1e-5, `PE(${t}, ${j})`);
+  }
+  // the scores' softmax over the source is the translation's cross-attention, for every head
+  for (let h = 0; h < d.heads; h++) {
+    const probs = d.cross_scores[h].map((row) => { const m = Math.max(...row), e = row.map((x) => Math.exp(x - m)), z = e.reduce((a, x) => a + x); return e.map((x) => x / z); });
+    assert.ok(maxDiff(probs, want.cross_attention[1][h]) <= 1e-4, `head ${h}`);
+  }
+  // each sublayer's sum is its input plus its output
+  for (const [sum, a, b] of [['self_sum', 'input', 'self_output'], ['cross_sum', 'self_normed', 'cross_output'], ['ffn_sum', 'cross_normed', 'ffn_output']]) {
+    assert.ok(maxDiff(d[sum], d[a].map((r, t) => Array.from(r, (x, j) => x + d[b][t][j]))) <= 1e-4, sum);
+  }
+  clean(problems);
+  await page.close();
+  // BERT's cross-attention panel keeps its warning, and links to the real one
+  const bert = await openPage(browser, `${server.url}#e=cpu&p=${encodeURIComponent('It was very comfortable.')}&inside=cross`, { width: 1280, height: 900 });
+  assert.equal(await ready(bert.page), null);
+  await bert.page.waitForSelector('#inside-cross a.real-cross');
+  assert.match(await bert.page.textContent('#inside-cross .inside-caveat'), /BERT is an encoder only: it has no trained cross-attention/);
+  await bert.page.click('#inside-cross a.real-cross');
+  await bert.page.waitForFunction(() => window.attnscope.result?.output_text === '2018-05-09', null, { timeout: 120000 });
+  await bert.page.waitForFunction(() => document.querySelectorAll('#inside-dec-cross figure').length === 6, null, { timeout: 60000 });
+  assert.ok(await bert.page.isVisible('#inside-dec-cross'));
+  clean(bert.problems);
+  await bert.page.close();
 });

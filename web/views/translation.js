@@ -1,19 +1,20 @@
 // The translation view: an encoder–decoder model's output, written token by token (greedy
-// decoding, or a target teacher-forced), and, for the focused layer and head, its three
-// attentions as tables a person can read and a screen reader can walk: the cross-attention
-// (output steps × source tokens: where the decoder looks in the source as it writes each token),
-// the decoder's self-attention (steps × steps, the no-peek mask's upper triangle greyed) and the
-// encoder's (source × source). Every label is text (textContent), never markup.
+// decoding, or a target teacher-forced), a step control, and its three attentions, one at a time
+// (views/rect.js): the cross-attention (output steps × source tokens: where the decoder looks in
+// the source as it writes each token), the decoder's self-attention (steps × steps, the no-peek
+// mask's upper triangle hatched) and the encoder's (source × source), each as every layer and
+// head, the focused head large and its lines. For a batch, the masks the engine applied to it,
+// padded (the seeds' source padding, no-peek and their `&`). Every label is text, never markup.
 //
 // render(target, tr, opts): `tr` is what `Session.translate` returns (src/wasm.rs); `opts`:
-// {item, layer, head, step, info, playing, onStep(step), onFocus(layer, head), onPlay()}.
+// {item, layer, head, step, info, playing, attn ('cross' | 'decoder' | 'encoder'), panes (of
+// 'grid', 'head', 'lines', 'masks'), width, fontPx, show (the page's 'both' | 'heatmap' |
+// 'lines'), onStep(step), onFocus(layer, head), onPlay(), onAttn(attn), onShow(show)}.
 
-import { scale, css, MASKED_CSS } from '../colour.js';
+import { matricesOf, shownToken as shown } from '../result.js';
+import * as rect from './rect.js';
+import { exportTranslation } from '../export.js';
 
-const PROB = scale('probability');
-const colourOf = (p) => css(PROB.table[PROB.index(p)]);
-// a token as a reader sees it: SentencePiece's ▁ as the space it stands for
-const shown = (t) => t.replace(/▁/g, ' ').trim() || t;
 
 function el(tag, attrs = {}, text = null) {
   const e = document.createElement(tag);
@@ -22,61 +23,33 @@ function el(tag, attrs = {}, text = null) {
   return e;
 }
 
-/**
- * One attention matrix as a table: `rows` labels down, `cols` across, `values[q][k]`;
- * `masked(q, k)` greys a cell the mask hides; row `focus` is outlined.
- */
-function matrix(caption, rows, cols, values, { masked = () => false, focus = -1, onRow = null, rowTitle = null } = {}) {
-  const table = el('table', { class: 'tr-matrix' });
-  table.append(el('caption', {}, caption));
-  const head = el('tr');
-  head.append(el('th', { scope: 'col', class: 'corner' }, ''));
-  for (const c of cols) head.append(el('th', { scope: 'col', class: 'col' }, shown(c)));
-  table.append(head);
-  values.forEach((row, q) => {
-    const tr = el('tr', q === focus ? { class: 'focus' } : {});
-    const th = el('th', { scope: 'row' }, shown(rows[q]));
-    if (rowTitle) th.title = rowTitle(q);
-    if (onRow) {
-      th.tabIndex = 0;
-      th.classList.add('pick');
-      th.addEventListener('click', () => onRow(q));
-      th.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); onRow(q); } });
-    }
-    tr.append(th);
-    row.forEach((p, k) => {
-      const hidden = masked(q, k);
-      const td = el('td', hidden ? { class: 'masked' } : {});
-      td.style.background = hidden ? MASKED_CSS : colourOf(p);
-      td.title = hidden ? `${shown(rows[q])} → ${shown(cols[k])}: masked (−∞ before softmax, so 0)` : `${shown(rows[q])} → ${shown(cols[k])}: ${p.toFixed(3)}`;
-      td.textContent = hidden ? '' : p >= 0.995 ? '1' : p < 0.005 ? '' : p.toFixed(2).slice(1);
-      if (p > 0.55 && !hidden) td.classList.add('dark');
-      tr.append(td);
-    });
-    table.append(tr);
-  });
-  return table;
-}
+/** What each attention is, in one line; its matrix's rows and columns. */
+export const ATTENTIONS = {
+  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output). Rows: what the decoder reads; columns: the source.' },
+  decoder: { name: 'decoder self-attention', line: 'The decoder reads what it has written so far: under the no-peek mask, step t sees steps 0…t only (the hatched triangle is −∞ before softmax, so 0).' },
+  encoder: { name: 'encoder self-attention', line: 'The encoder reads the whole source at once, every token over every token (padding masked).' },
+};
 
-export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, onStep, onFocus, onPlay }) {
-  const r = tr.results[Math.min(item, tr.results.length - 1)];
+export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, onStep, onFocus, onPlay, onAttn, onShow }) {
+  const b = Math.min(item, tr.results.length - 1);
+  const r = tr.results[b];
   const dec = info?.decoder ?? { layers: r.decoder_attention.length, heads: r.decoder_attention[0]?.length ?? 1 };
   const T = r.output_ids.length - 1, S = r.source_tokens.length;
   const t = Math.max(0, Math.min(T - 1, step ?? T - 1));
-  const dl = Math.min(layer, dec.layers - 1), dh = Math.min(head, dec.heads - 1);
-  const el0 = Math.min(layer, info.layers - 1), eh = Math.min(head, info.heads - 1);
   const inputs = r.output_tokens.slice(0, T); // what the decoder reads at each step
   const written = r.output_tokens.slice(1); // what each step writes
+  const stack = attn === 'encoder' ? { layers: info.layers, heads: info.heads } : dec;
+  const fl = Math.min(layer, stack.layers - 1), fh = Math.min(head, stack.heads - 1);
 
   const out = el('div', { class: 'tr' });
   // the output, token by token: each a button that focuses its step
   const line = el('p', { class: 'tr-output' });
   line.append(el('span', { class: 'muted' }, r.target ? 'Target (teacher-forced): ' : 'Output: '));
   written.forEach((tok, i) => {
-    const b = el('button', { type: 'button', class: 'tr-token', 'aria-pressed': String(i === t) }, shown(tok));
-    b.title = `step ${i + 1}: reads ${shown(inputs[i])}, writes ${shown(tok)}`;
-    b.addEventListener('click', () => onStep?.(i));
-    line.append(b);
+    const bt = el('button', { type: 'button', class: 'tr-token', 'aria-pressed': String(i === t) }, shown(tok));
+    bt.title = `step ${i + 1}: reads ${shown(inputs[i])}, writes ${shown(tok)}`;
+    bt.addEventListener('click', () => onStep?.(i));
+    line.append(bt);
   });
   line.append(el('span', { class: 'tr-text' }, ` → “${r.output_text}”`));
   out.append(line);
@@ -85,6 +58,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const top = r.steps?.[t]?.top_k;
   const next = el('div', { class: 'tr-step' });
   next.append(el('h3', {}, `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}” (and everything before it), writes “${shown(written[t])}”`));
+  const stepRow = el('div', { class: 'tr-step-row' });
   if (top) {
     const ol = el('ol', { class: 'next-list' });
     for (const p of top) {
@@ -95,7 +69,17 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
       li.title = `token ${p.id} (${p.token}): p = ${p.p.toPrecision(4)}`;
       ol.append(li);
     }
-    next.append(ol);
+    stepRow.append(ol);
+  }
+  // where the focused head's cross-attention reads in the source at this step, as text
+  if (attn !== 'encoder') {
+    const row = (attn === 'cross' ? r.cross_attention : r.decoder_attention)[Math.min(layer, dec.layers - 1)][Math.min(head, dec.heads - 1)][t];
+    const keys = attn === 'cross' ? r.source_tokens : inputs;
+    const best = [...row.keys()].sort((x, y) => row[y] - row[x]).slice(0, 3).filter((k) => row[k] >= 0.01);
+    stepRow.append(el('p', { class: 'tr-reads' }, `${attn === 'cross' ? 'Reads in the source' : 'Reads in its output'} (layer ${fl}, head ${fh}): ${best.map((k) => `“${shown(keys[k])}” ${(100 * row[k]).toFixed(0)}%`).join(', ')}`));
+  }
+  next.append(stepRow);
+  if (top) {
     const wrote = r.output_ids[t + 1];
     if (!top.some((p) => p.id === wrote)) {
       next.append(el('p', { class: 'muted' }, r.target
@@ -119,38 +103,89 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   next.append(nav);
   out.append(next);
 
-  // the focused layer and head of each stack
-  const pickers = el('p', { class: 'tr-pick' });
+  // which attention, and its focused layer and head
+  const bar = el('div', { class: 'tr-pick', role: 'group', 'aria-label': 'which attention' });
+  for (const [id, a] of Object.entries(ATTENTIONS)) {
+    const bt = el('button', { type: 'button', class: 'tr-attn', 'data-attn': id, 'aria-pressed': String(id === attn) }, a.name);
+    bt.title = a.line;
+    bt.addEventListener('click', () => onAttn?.(id));
+    bar.append(bt);
+  }
   const select = (label, n, value, onChange) => {
     const l = el('label', { class: 'inline' }, label + ' ');
-    const s = el('select');
+    const s = el('select', { 'aria-label': label });
     for (let i = 0; i < n; i++) s.append(el('option', { value: String(i) }, String(i)));
     s.value = String(value);
     s.addEventListener('change', () => onChange(Number(s.value)));
     l.append(s);
     return l;
   };
-  pickers.append(
-    select('layer', Math.max(dec.layers, info.layers), layer, (v) => onFocus?.(v, head)),
-    select('head', Math.max(dec.heads, info.heads), head, (v) => onFocus?.(layer, v)),
+  bar.append(
+    select('layer', stack.layers, fl, (v) => onFocus?.(v, fh)),
+    select('head', stack.heads, fh, (v) => onFocus?.(fl, v)),
   );
-  out.append(pickers);
+  // the head view, its lines or both (the page's choice, kept in the link)
+  if (onShow) {
+    const l = el('label', { class: 'inline' }, 'show ');
+    const s = el('select', { 'aria-label': 'show', class: 'tr-show' });
+    for (const [v, text] of [['both', 'heatmap and lines'], ['heatmap', 'heatmap'], ['lines', 'lines']]) s.append(el('option', { value: v }, text));
+    s.value = show ?? 'both';
+    s.addEventListener('change', () => onShow(s.value));
+    l.append(s);
+    bar.append(l);
+  }
+  const exports = el('span', { class: 'exports' });
+  for (const [view, formats] of [['head', ['svg', 'png']], ['model', ['svg', 'png']], ['lines', ['svg']], ['all', ['json']]]) {
+    for (const f of formats) {
+      const bt = el('button', { type: 'button', class: 'export', 'data-view': view, 'data-format': f }, view === 'all' ? 'JSON' : `${view === 'model' ? 'grid' : view} ${f.toUpperCase()}`);
+      bt.title = view === 'all' ? 'export this item\'s three attentions, every layer and head, as JSON' : `export the ${view === 'model' ? 'grid of every layer and head' : view === 'head' ? 'focused head' : 'line view'} of the ${ATTENTIONS[attn].name} as ${f.toUpperCase()}`;
+      bt.addEventListener('click', () => exportTranslation(tr, view, f, { item: b, attn, layer: fl, head: fh }));
+      exports.append(bt);
+    }
+  }
+  bar.append(exports);
+  out.append(bar);
+  out.append(el('p', { class: 'tr-line muted' }, ATTENTIONS[attn].line));
 
-  const grids = el('div', { class: 'tr-grids' });
-  const rowTitle = (q) => `step ${q + 1}: reads ${shown(inputs[q])}, writes ${shown(written[q])}`;
-  grids.append(matrix(
-    `Cross-attention, decoder layer ${dl}, head ${dh}: each step's query (rows: what the decoder reads) over the source's keys and values (columns)`,
-    inputs, r.source_tokens, r.cross_attention[dl][dh], { focus: t, onRow: onStep, rowTitle },
-  ));
-  grids.append(matrix(
-    `Decoder self-attention, layer ${dl}, head ${dh}: under the no-peek mask, step t sees steps 0…t only`,
-    inputs, inputs, r.decoder_attention[dl][dh], { masked: (q, k) => k > q, focus: t, onRow: onStep, rowTitle },
-  ));
-  grids.append(matrix(
-    `Encoder self-attention, layer ${el0}, head ${eh}: the source reads itself, all at once`,
-    r.source_tokens, r.source_tokens, r.encoder_attention[el0][eh],
-  ));
-  out.append(grids);
+  const matrices = matricesOf(r, attn);
+  const m = matrices[fl][fh];
+  const focusRow = attn === 'encoder' ? -1 : t;
+  const label = `${ATTENTIONS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${fl}, head ${fh}`;
+  const views = el('div', { class: 'tr-views' });
+  const pane = (cls, title) => {
+    const f = el('figure', { class: `tr-pane ${cls}` });
+    f.append(el('figcaption', {}, title));
+    const v = el('div', { class: 'tr-canvas' });
+    f.append(v);
+    views.append(f);
+    return v;
+  };
+  const wide = width >= 900;
+  const inner = (frac) => Math.max(220, Math.floor(wide ? width * frac : width) - 16);
+  let linesEl = null;
+  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: Math.min(380, inner(0.27)), fontPx, focusRow, hoverRow, label: `line view of the ${label}: queries on the left, keys on the right` });
+  if (panes.includes('head')) {
+    const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : attn === 'cross' ? `${T} steps × ${S} source tokens` : `${T} × ${T} steps`}`);
+    rect.head(v, {
+      // a projector's width gives the cells room: up to 52 px each
+      matrix: m, width: Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
+      describe: (q, k) => (m.masked?.(q, k)
+        ? `${m.rows[q]} → ${m.cols[k]}: masked (−∞ before softmax, so 0)`
+        : `${attn === 'encoder' ? '' : `step ${q + 1}: `}${m.rows[q]} → ${m.cols[k]}: ${m.values[q][k].toFixed(3)}`),
+      onRow: attn === 'encoder' ? null : (q) => onStep?.(q),
+      onHover: (q) => drawLines(q),
+    });
+  }
+  if (panes.includes('lines')) {
+    linesEl = pane('tr-lines', attn === 'cross' ? 'Lines: decoder steps left, source right' : attn === 'decoder' ? 'Lines: each step over the steps so far' : 'Lines: the source over itself');
+    drawLines(null);
+  }
+  if (panes.includes('grid')) {
+    const v = pane('tr-grid', `Every layer and head of the ${ATTENTIONS[attn].name} (click one to focus it)`);
+    rect.grid(v, { matrices, layer: fl, head: fh, width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTIONS[attn].name}` });
+  }
+  out.append(views);
+  if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
   out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads, encoder: ${info.layers} × ${info.heads} · ${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`));
   // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view
   const had = target.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') ?? '' : null;
@@ -164,4 +199,70 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     e.preventDefault();
     onStep?.(Math.max(0, Math.min(T - 1, t + (e.key === 'ArrowRight' ? 1 : -1))));
   };
+}
+
+/**
+ * The batch as the engine ran it (`tr.padded`, src/report.rs `PaddedBatch`): the seeds' masks,
+ * built from it and drawn (1 = a key the query may read), then applied: item `b`'s focused head
+ * over the padded frame, every masked key exactly 0.
+ */
+function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
+  const p = tr.padded;
+  const B = p.source_valid.length, S = p.source_valid[0].length, T = p.target_valid[0].length;
+  const sec = el('section', { class: 'tr-masks', 'aria-label': 'the batch\'s masks' });
+  sec.append(el('h3', {}, `The batch's masks: ${B} sources padded to ${S} tokens, ${B} outputs to ${T} steps`));
+  sec.append(el('p', { class: 'muted' }, 'A batch is one rectangle: shorter sources and outputs are filled with the pad token, and masks keep every query from reading a pad (or, in the decoder, a later step). Each mask is applied with masked_fill(mask == 0, −∞) before softmax, so a hidden key gets exactly 0.'));
+  const flags = (caption, rows, cols, ok, note) => {
+    const t = el('table', { class: 'tr-matrix tr-mask' });
+    t.append(el('caption', {}, caption));
+    const hr = el('tr');
+    hr.append(el('th', { class: 'corner' }, ''));
+    cols.forEach((c) => hr.append(el('th', { scope: 'col', class: 'col' }, shown(c))));
+    t.append(hr);
+    rows.forEach((label, q) => {
+      const tr2 = el('tr');
+      tr2.append(el('th', { scope: 'row' }, shown(label)));
+      cols.forEach((c, k) => {
+        const v = ok(q, k);
+        const td = el('td', v ? { class: 'on' } : { class: 'masked' }, v ? '1' : '0');
+        td.title = `${shown(label)} → ${shown(c)}: ${v ? 'may read (1)' : 'masked (0 → −∞)'}`;
+        tr2.append(td);
+      });
+      t.append(tr2);
+    });
+    const f = el('figure', { class: 'tr-mask-fig' });
+    f.append(t);
+    if (note) f.append(el('figcaption', { class: 'muted' }, note));
+    return f;
+  };
+  const items = p.source_valid.map((_, i) => `${i + 1}`);
+  const positions = (n) => Array.from({ length: n }, (_, i) => String(i));
+  const src = p.source_tokens[b], tgt = p.target_tokens[b];
+  const grids = el('div', { class: 'tr-grids' });
+  grids.append(
+    flags('Source padding: src_mask = (src != pad), (B, 1, S)', items, positions(S), (i, j) => p.source_valid[i][j], 'a row per source; it masks the encoder\'s keys and the cross-attention\'s'),
+    flags('Target padding: (tgt != pad), (B, 1, T)', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: what the decoder reads at each position'),
+    flags('No-peek: subsequent_mask(T), (1, T, T)', positions(T), positions(T), (q, k) => k <= q, 'step q may read steps 0…q'),
+    flags(p.target_padding_masked ? `Combined, source ${b + 1}: tgt_mask = (tgt != pad) & no-peek, (T, T)` : `The decoder's mask, source ${b + 1}: no-peek alone`,
+      tgt, tgt, (q, k) => k <= q && (!p.target_padding_masked || p.target_valid[b][k]),
+      p.target_padding_masked ? 'the & of the two above: a step reads neither the future nor a pad'
+        : 'greedy decoding, as HF\'s generate runs it: a finished output is fed pad tokens, whose steps are computed and ignored, so no target padding mask (type a target per source, "source => target", to teacher-force a padded batch)'),
+  );
+  sec.append(grids);
+  // applied: the focused head of source b over the padded frame
+  const L = attn === 'encoder' ? Math.min(layer, info.layers - 1) : Math.min(layer, dec.layers - 1);
+  const H = attn === 'encoder' ? Math.min(head, info.heads - 1) : Math.min(head, dec.heads - 1);
+  const decoderMasked = (q, k) => k > q || (p.target_padding_masked && !p.target_valid[b][k]);
+  const m = {
+    cross: { values: p.cross_attention[b][L][H], rows: tgt.map(shown), cols: src.map(shown), masked: (q, k) => !p.source_valid[b][k] },
+    decoder: { values: p.decoder_attention[b][L][H], rows: tgt.map(shown), cols: tgt.map(shown), masked: decoderMasked },
+    encoder: { values: p.encoder_attention[b][L][H], rows: src.map(shown), cols: src.map(shown), masked: (q, k) => !p.source_valid[b][k] },
+  }[attn];
+  const f = el('figure', { class: 'tr-pane tr-applied' });
+  f.append(el('figcaption', {}, `Applied: the ${ATTENTIONS[attn].name} of source ${b + 1} over the padded batch, layer ${L}, head ${H} (hatched: masked, exactly 0)`));
+  const v = el('div', { class: 'tr-canvas' });
+  f.append(v);
+  sec.append(f);
+  rect.head(v, { matrix: m, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTIONS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${m.rows[q]} → ${m.cols[k]}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
+  return sec;
 }

@@ -1,0 +1,274 @@
+// Rectangular attention views: an attention of n_q queries over n_k keys, as an encoder–decoder
+// has three of them (the encoder's S × S, the decoder's T × T under the no-peek mask, and the
+// cross-attention's T × S: decoder rows, source columns). Each view draws one `matrix`:
+//
+//   {values: [n_q][n_k] numbers, rows: n_q labels, cols: n_k labels, masked(q, k) → bool}
+//
+// `grid` draws every layer and head of one attention (click a head to focus it), `head` one head
+// large, with its labels, hover (a tooltip and a crosshair) and a focused row outlined, `lines`
+// the queries on the left and the keys on the right, a line per weight. Every label is drawn as
+// text on a canvas or set as textContent, never parsed as markup.
+
+import { scale, MASKED_CSS } from '../colour.js';
+import { fit, hatchPattern } from '../canvas.js';
+
+const PROB = scale('probability');
+const HOVER = '#f59e0b';
+const FOCUS = '#b45309';
+
+/** A matrix as a bitmap, one pixel a cell; masked cells grey. */
+function bitmapOf({ values, masked }) {
+  const nq = values.length, nk = values[0]?.length ?? 0;
+  const img = new ImageData(Math.max(1, nk), Math.max(1, nq));
+  const px = new Uint32Array(img.data.buffer);
+  const grey = new Uint32Array(new Uint8ClampedArray([...hexRGB(MASKED_CSS), 255]).buffer)[0];
+  for (let q = 0; q < nq; q++) {
+    const row = values[q];
+    for (let k = 0; k < nk; k++) px[q * nk + k] = masked?.(q, k) ? grey : PROB.words[PROB.index(row[k])];
+  }
+  const c = new OffscreenCanvas(img.width, img.height);
+  c.getContext('2d').putImageData(img, 0, 0);
+  return c;
+}
+const hexRGB = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
+
+/** The layout of one matrix drawn with its labels in `width` CSS pixels. */
+function geometry(ctx, m, { width, maxCell = 34, fontPx = 12 }) {
+  const nq = m.values.length, nk = m.values[0]?.length ?? 0;
+  ctx.font = `${fontPx}px system-ui, sans-serif`;
+  const widest = (labels) => Math.max(12, ...labels.map((t) => ctx.measureText(t).width));
+  const x0 = Math.ceil(Math.min(widest(m.rows), width * 0.3)) + 8;
+  const y0 = Math.ceil(Math.min(widest(m.cols), 120)) + 8;
+  const cell = Math.max(4, Math.min(maxCell, (width - x0 - 4) / Math.max(1, nk)));
+  return { nq, nk, x0, y0, cell, w: x0 + cell * nk + 4, h: y0 + cell * nq + 4, fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell - 2))) };
+}
+
+/** The cell under a point (CSS pixels in the canvas), or null. */
+function cellAt(g, x, y) {
+  const k = Math.floor((x - g.x0) / g.cell), q = Math.floor((y - g.y0) / g.cell);
+  return x < g.x0 || y < g.y0 || q < 0 || k < 0 || q >= g.nq || k >= g.nk ? null : { q, k };
+}
+
+function drawMatrix(ctx, g, m, { focusRow = -1 } = {}) {
+  ctx.clearRect(0, 0, g.w, g.h);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(bitmapOf(m), 0, 0, g.nk, g.nq, g.x0, g.y0, g.nk * g.cell, g.nq * g.cell);
+  if (m.masked && g.cell >= 5) {
+    ctx.fillStyle = hatchPattern(ctx);
+    ctx.beginPath();
+    for (let q = 0; q < g.nq; q++) for (let k = 0; k < g.nk; k++) if (m.masked(q, k)) ctx.rect(g.x0 + k * g.cell, g.y0 + q * g.cell, g.cell, g.cell);
+    ctx.fill();
+  }
+  // each weight written in its cell where it fits (the masked ones are exactly 0)
+  if (g.cell >= 22) {
+    ctx.font = `${Math.min(12, Math.floor(g.cell * 0.36))}px system-ui, sans-serif`;
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'middle';
+    for (let q = 0; q < g.nq; q++) {
+      for (let k = 0; k < g.nk; k++) {
+        const p = m.values[q][k];
+        if (m.masked?.(q, k) || p < 0.005) continue;
+        ctx.fillStyle = p > 0.55 ? '#ffffff' : '#111827';
+        ctx.fillText(p >= 0.995 ? '1' : p.toFixed(2).slice(1), g.x0 + (k + 0.5) * g.cell, g.y0 + (q + 0.5) * g.cell);
+      }
+    }
+  }
+  ctx.fillStyle = '#374151';
+  ctx.textBaseline = 'middle';
+  ctx.font = `${g.fontPx}px system-ui, sans-serif`;
+  ctx.textAlign = 'right';
+  m.rows.forEach((t, q) => {
+    ctx.font = `${q === focusRow ? '600 ' : ''}${g.fontPx}px system-ui, sans-serif`;
+    ctx.fillStyle = q === focusRow ? FOCUS : '#374151';
+    ctx.fillText(t, g.x0 - 4, g.y0 + (q + 0.5) * g.cell, g.x0 - 6);
+  });
+  ctx.font = `${g.fontPx}px system-ui, sans-serif`;
+  ctx.fillStyle = '#374151';
+  ctx.textAlign = 'left';
+  m.cols.forEach((t, k) => {
+    ctx.save();
+    ctx.translate(g.x0 + (k + 0.5) * g.cell, g.y0 - 4);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText(t, 0, 0, g.y0 - 6);
+    ctx.restore();
+  });
+  if (focusRow >= 0 && focusRow < g.nq) {
+    ctx.strokeStyle = FOCUS;
+    ctx.lineWidth = 2;
+    ctx.strokeRect(g.x0 - 1, g.y0 + focusRow * g.cell, g.nk * g.cell + 2, g.cell);
+  }
+}
+
+/**
+ * One head of one attention, large. `opts`: {matrix, width, maxCell (px), fontPx, focusRow, label (what the
+ * matrix is, for the canvas's aria-label), describe(q, k) → the tooltip's text, onRow(q) (a
+ * click on a row), onHover(q | null)}.
+ */
+export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, focusRow = -1, label = '', describe, onRow, onHover }) {
+  if (!target.querySelector('canvas.rect-heat')) {
+    target.classList.add('rect-head');
+    target.innerHTML = '<div class="stage"><canvas class="rect-heat" role="img"></canvas><canvas class="overlay" tabindex="0"></canvas></div><div class="tooltip" role="tooltip" hidden></div>';
+    const overlay = target.querySelector('.overlay'), tip = target.querySelector('.tooltip');
+    const local = (e) => { const r = overlay.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
+    const show = (cell, e) => {
+      const v = target._view;
+      const ctx = overlay.getContext('2d');
+      ctx.clearRect(0, 0, v.g.w, v.g.h);
+      if (!cell) { tip.hidden = true; v.onHover?.(null); return; }
+      ctx.strokeStyle = HOVER;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(v.g.x0, v.g.y0 + cell.q * v.g.cell, v.g.nk * v.g.cell, v.g.cell);
+      ctx.strokeRect(v.g.x0 + cell.k * v.g.cell, v.g.y0, v.g.cell, v.g.nq * v.g.cell);
+      tip.textContent = v.describe(cell.q, cell.k);
+      tip.hidden = false;
+      tip.style.left = `${e.clientX + 14}px`; // the tooltip is fixed: viewport coordinates
+      tip.style.top = `${e.clientY + 14}px`;
+      v.onHover?.(cell.q);
+    };
+    overlay.addEventListener('mousemove', (e) => { const [x, y] = local(e); show(cellAt(target._view.g, x, y), e); });
+    overlay.addEventListener('mouseleave', () => show(null));
+    overlay.addEventListener('click', (e) => {
+      const [x, y] = local(e), g = target._view.g;
+      const q = Math.floor((y - g.y0) / g.cell);
+      if (y >= g.y0 && q < g.nq && x < g.x0 + g.nk * g.cell) target._view.onRow?.(q);
+    });
+  }
+  const heat = target.querySelector('.rect-heat'), overlay = target.querySelector('.overlay');
+  const probe = heat.getContext('2d');
+  const g = geometry(probe, matrix, { width, maxCell, fontPx });
+  const ctx = fit(heat, g.w, g.h);
+  const stage = target.querySelector('.stage');
+  stage.style.width = `${g.w}px`;
+  stage.style.height = `${g.h}px`;
+  drawMatrix(ctx, g, matrix, { focusRow });
+  fit(overlay, g.w, g.h).clearRect(0, 0, g.w, g.h);
+  target.querySelector('.tooltip').hidden = true;
+  heat.setAttribute('aria-label', label);
+  overlay.setAttribute('aria-label', `${label}; hover a cell for its weight, click a row to focus it`);
+  heat.dataset.rows = String(g.nq);
+  heat.dataset.cols = String(g.nk);
+  target._view = { g, describe: describe ?? ((q, k) => `${matrix.rows[q]} → ${matrix.cols[k]}: ${matrix.values[q][k].toFixed(3)}`), onRow, onHover };
+}
+
+/**
+ * Every layer and head of one attention, each a thumbnail (n_q × n_k, the same aspect); the
+ * focused head outlined, a click (or Enter on the focused canvas) focuses one. `opts`:
+ * {matrices: [L][H] of matrix, layer, head, width, onFocus(layer, head), label}.
+ */
+export function grid(target, { matrices, layer, head: h0, width = 480, onFocus, label = '' }) {
+  if (!target.querySelector('canvas.rect-grid')) {
+    target.classList.add('rect-grid-view');
+    target.innerHTML = '<canvas class="rect-grid" role="img" tabindex="0"></canvas><div class="tooltip" role="tooltip" hidden></div>';
+    const c = target.querySelector('canvas'), tip = target.querySelector('.tooltip');
+    const at = (e) => {
+      const v = target._view, r = c.getBoundingClientRect();
+      const x = e.clientX - r.left - v.x0, y = e.clientY - r.top - v.y0;
+      const h = Math.floor(x / (v.tw + v.gap)), l = Math.floor(y / (v.th + v.gap));
+      return h >= 0 && l >= 0 && h < v.H && l < v.L && x - h * (v.tw + v.gap) < v.tw && y - l * (v.th + v.gap) < v.th ? { l, h, x: e.clientX, y: e.clientY } : null;
+    };
+    c.addEventListener('click', (e) => { const p = at(e); if (p) target._view.onFocus?.(p.l, p.h); });
+    c.addEventListener('mousemove', (e) => {
+      const p = at(e);
+      c.style.cursor = p ? 'pointer' : '';
+      tip.hidden = !p;
+      if (!p) return;
+      tip.textContent = `layer ${p.l}, head ${p.h} (click to focus it)`;
+      tip.style.left = `${p.x + 12}px`;
+      tip.style.top = `${p.y + 12}px`;
+    });
+    c.addEventListener('mouseleave', () => { tip.hidden = true; });
+    c.addEventListener('keydown', (e) => {
+      const v = target._view, d = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
+      if (!d) return;
+      e.preventDefault();
+      e.stopPropagation(); // the arrows move the head here, not the step
+      v.onFocus?.(Math.max(0, Math.min(v.L - 1, v.layer + d[0])), Math.max(0, Math.min(v.H - 1, v.head + d[1])));
+    });
+  }
+  const L = matrices.length, H = matrices[0]?.length ?? 0;
+  const nq = matrices[0]?.[0]?.values.length ?? 1, nk = matrices[0]?.[0]?.values[0]?.length ?? 1;
+  const x0 = 26, y0 = 18, gap = 6;
+  const tw = Math.max(24, Math.min(150, (width - x0 - gap * H) / Math.max(1, H)));
+  const th = Math.max(12, Math.min(tw * 1.6, tw * (nq / Math.max(1, nk))));
+  const w = x0 + H * (tw + gap), hgt = y0 + L * (th + gap);
+  const c = target.querySelector('canvas');
+  const ctx = fit(c, w, hgt);
+  ctx.clearRect(0, 0, w, hgt);
+  ctx.imageSmoothingEnabled = false;
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.fillStyle = '#374151';
+  ctx.textBaseline = 'middle';
+  ctx.textAlign = 'center';
+  for (let h = 0; h < H; h++) ctx.fillText(`H${h}`, x0 + h * (tw + gap) + tw / 2, y0 / 2);
+  for (let l = 0; l < L; l++) {
+    ctx.textAlign = 'left';
+    ctx.fillStyle = '#374151';
+    ctx.fillText(`L${l}`, 2, y0 + l * (th + gap) + th / 2);
+    for (let h = 0; h < H; h++) {
+      const x = x0 + h * (tw + gap), y = y0 + l * (th + gap);
+      ctx.drawImage(bitmapOf(matrices[l][h]), x, y, tw, th);
+      if (l === layer && h === h0) {
+        ctx.strokeStyle = FOCUS;
+        ctx.lineWidth = 2.5;
+        ctx.strokeRect(x - 2, y - 2, tw + 4, th + 4);
+      }
+    }
+  }
+  c.setAttribute('aria-label', `${label}: ${L} layers × ${H} heads; layer ${layer}, head ${h0} focused (arrow keys move it)`);
+  c.dataset.layers = String(L);
+  c.dataset.heads = String(H);
+  target._view = { x0, y0, gap, tw, th, L, H, layer, head: h0, onFocus };
+}
+
+/**
+ * The line view: the queries on the left, the keys on the right, a line per weight ≥ 1% (its
+ * opacity the weight); the focused row's lines in colour, the hovered row's alone. `opts`:
+ * {matrix, width, height, fontPx, focusRow, hoverRow, label}.
+ */
+export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1, hoverRow = null, label = '' }) {
+  if (!target.querySelector('canvas.rect-lines')) {
+    target.classList.add('rect-lines-view');
+    target.innerHTML = '<canvas class="rect-lines" role="img"></canvas>';
+  }
+  const { values, rows, cols, masked } = matrix;
+  const nq = rows.length, nk = cols.length;
+  const step = Math.max(8, Math.min(26, 640 / Math.max(nq, nk)));
+  const top = 8, h = top * 2 + step * Math.max(nq, nk);
+  const c = target.querySelector('canvas');
+  const ctx = fit(c, width, h);
+  ctx.clearRect(0, 0, width, h);
+  const labelW = Math.min(110, width * 0.3), xl = labelW, xr = width - labelW;
+  // each side centred on its own length
+  const yq = (q) => top + (Math.max(nq, nk) - nq) * step / 2 + (q + 0.5) * step;
+  const yk = (k) => top + (Math.max(nq, nk) - nk) * step / 2 + (k + 0.5) * step;
+  const only = hoverRow !== null && hoverRow >= 0 && hoverRow < nq ? hoverRow : null;
+  ctx.lineWidth = Math.max(1, Math.min(3, step / 7));
+  for (let q = 0; q < nq; q++) {
+    if (only !== null && q !== only) continue;
+    const lit = only !== null || q === focusRow;
+    for (let k = 0; k < nk; k++) {
+      const p = values[q][k];
+      if (p < 0.01 || masked?.(q, k)) continue;
+      ctx.strokeStyle = lit ? `rgba(217, 119, 6, ${Math.min(1, 0.15 + p).toFixed(3)})` : `rgba(8, 81, 156, ${Math.min(1, 0.06 + p * 0.8).toFixed(3)})`;
+      ctx.beginPath();
+      ctx.moveTo(xl, yq(q));
+      ctx.lineTo(xr, yk(k));
+      ctx.stroke();
+    }
+  }
+  const font = Math.min(fontPx, Math.max(7, step - 3));
+  ctx.textBaseline = 'middle';
+  rows.forEach((t, q) => {
+    ctx.font = `${q === focusRow || q === only ? '600 ' : ''}${font}px system-ui, sans-serif`;
+    ctx.fillStyle = q === only ? HOVER : q === focusRow ? FOCUS : '#1f2937';
+    ctx.textAlign = 'right';
+    ctx.fillText(t, xl - 6, yq(q), labelW - 8);
+  });
+  ctx.font = `${font}px system-ui, sans-serif`;
+  ctx.fillStyle = '#1f2937';
+  ctx.textAlign = 'left';
+  cols.forEach((t, k) => ctx.fillText(t, xr + 6, yk(k), labelW - 8));
+  c.setAttribute('aria-label', label);
+  c.dataset.rows = String(nq);
+  c.dataset.cols = String(nk);
+}
