@@ -58,6 +58,52 @@ impl AttentionId {
     }
 }
 
+/// An engine's record of every layer's attention of one stack and kind, `(H, n_q, n_k)` a layer
+/// (the CPU's arrays, the GPU's buffers): what [`group_of`] finds or makes.
+pub(crate) trait AttentionRecord {
+    fn stack(&self) -> Stack;
+    fn kind(&self) -> AttentionKind;
+    /// `(H, n_q, n_k)`.
+    fn shape(&self) -> [usize; 3];
+}
+
+/// The record in `groups` of `id`'s stack and kind, made by `make` when it is the first; an
+/// error when `id`'s layer is past the `layers` its stack runs in this pass, or its
+/// `(H, n_q, n_k)` (`shape`) is not the one the stack's other layers gave.
+pub(crate) fn group_of<G: AttentionRecord>(
+    groups: &mut Vec<G>,
+    id: AttentionId,
+    layers: usize,
+    shape: [usize; 3],
+    make: impl FnOnce() -> G,
+) -> Result<&mut G> {
+    if id.layer >= layers {
+        return Err(crate::error::Error::Engine(format!(
+            "{id:?}: this pass runs {layers} layers of the {:?} stack",
+            id.stack
+        )));
+    }
+    let at = match groups
+        .iter()
+        .position(|g| (g.stack(), g.kind()) == (id.stack, id.kind))
+    {
+        Some(at) => at,
+        None => {
+            groups.push(make());
+            groups.len() - 1
+        }
+    };
+    let g = &mut groups[at];
+    if g.shape() != shape {
+        return Err(crate::error::Error::Shape {
+            what: format!("{id:?}: (heads, n_q, n_k) as the stack's other layers"),
+            expected: g.shape().to_vec(),
+            found: shape.to_vec(),
+        });
+    }
+    Ok(g)
+}
+
 impl AttentionId {
     /// The decoder's encoder–decoder attention of layer `layer`.
     pub fn cross(layer: usize) -> Self {

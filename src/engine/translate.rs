@@ -424,23 +424,15 @@ pub fn decoder_trace(
         ..TraceOptions::default()
     };
     on_the_pool(|| {
-        let inputs = source_inputs(&source, target);
         let encoder = Mask::padding(source.valid.view());
-        let masks = PassMasks {
-            encoder: Some(&encoder),
-            decoder: Some(&decoder),
-            cross: Some(&cross),
+        let masks = StackMasks {
+            encoder: &encoder,
+            decoder: &decoder,
+            cross: &cross,
         };
-        let mut ops = CpuOps::new(
-            &inputs,
-            masks,
-            &opts,
-            stack_layers(model)?,
-            c.num_hidden_layers,
-            None,
-        );
-        w.forward(&mut ops, c)?;
-        let (mut groups, mut kept) = ops.finish()?;
+        let (mut groups, mut kept) = cpu_pass(model, &source, target, masks, &opts, None, |ops| {
+            w.forward(ops, c).map(drop)
+        })?;
         let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
             .scores
             .ok_or_else(|| Error::Engine("the pass kept no cross-attention scores".into()))?;
@@ -553,33 +545,71 @@ impl<'m> CpuPasses<'m> {
     }
 }
 
+/// The masks of an encoder–decoder pass: the encoder's (the source's padding), the decoder's
+/// self-attention's and the cross-attention's.
+pub(crate) struct StackMasks<'a> {
+    pub encoder: &'a Mask,
+    pub decoder: &'a Mask,
+    pub cross: &'a Mask,
+}
+
+impl<'a> From<StackMasks<'a>> for PassMasks<'a> {
+    fn from(m: StackMasks<'a>) -> Self {
+        PassMasks {
+            encoder: Some(m.encoder),
+            decoder: Some(m.decoder),
+            cross: Some(m.cross),
+        }
+    }
+}
+
+/// One CPU pass of an encoder–decoder over `source` and `target` under `masks`, keeping what
+/// `opts` asks; `run` drives the family's stacks on the engine's ops (the whole model, or a
+/// later step's decoder alone, reading `cache`).
+fn cpu_pass(
+    model: &Model,
+    source: &Encoded,
+    target: TargetInputs,
+    masks: StackMasks,
+    opts: &TraceOptions,
+    cache: Option<&mut DecoderCache>,
+    run: impl FnOnce(&mut CpuOps) -> Result<()>,
+) -> Result<(Vec<AttentionGroup>, KeptValues)> {
+    let inputs = source_inputs(source, target);
+    let layers = stack_layers(model)?;
+    let trace_layers = model.config.num_hidden_layers;
+    let mut ops = CpuOps::new(&inputs, masks.into(), opts, layers, trace_layers, cache);
+    run(&mut ops)?;
+    ops.finish()
+}
+
 impl Passes for CpuPasses<'_> {
     async fn step(&mut self, t: usize, tokens: &[u32]) -> Result<Pass> {
         let (c, w) = (&self.model.config, self.w);
-        let inputs = source_inputs(self.source, step_inputs(t, tokens));
         let decoder = Mask::none(tokens.len(), 1, t + 1);
-        let masks = PassMasks {
-            encoder: Some(&self.encoder_mask),
-            decoder: Some(&decoder),
-            cross: Some(&self.cross),
+        let masks = StackMasks {
+            encoder: &self.encoder_mask,
+            decoder: &decoder,
+            cross: &self.cross,
         };
-        let layers = stack_layers(self.model)?;
+        let target = step_inputs(t, tokens);
         let cache = Some(&mut self.cache);
-        let mut ops = CpuOps::new(
-            &inputs,
+        let (groups, kept) = cpu_pass(
+            self.model,
+            self.source,
+            target,
             masks,
             &self.opts,
-            layers,
-            c.num_hidden_layers,
             cache,
-        );
-        // the first step runs the encoder too, and caches its keys and values for the rest
-        if t == 0 {
-            w.forward(&mut ops, c)?;
-        } else {
-            w.decode(&mut ops, c, None)?;
-        }
-        let (groups, kept) = ops.finish()?;
+            |ops| {
+                // the first step runs the encoder too, and caches its keys and values for the rest
+                if t == 0 {
+                    w.forward(ops, c).map(drop)
+                } else {
+                    w.decode(ops, c, None).map(drop)
+                }
+            },
+        )?;
         Ok(Pass {
             groups,
             logits: logits_of(kept)?,
@@ -587,24 +617,21 @@ impl Passes for CpuPasses<'_> {
     }
 
     async fn whole(&mut self, target: TargetInputs, decoder: &Mask, cross: &Mask) -> Result<Pass> {
-        let c = &self.model.config;
-        let inputs = source_inputs(self.source, target);
-        let masks = PassMasks {
-            encoder: Some(&self.encoder_mask),
-            decoder: Some(decoder),
-            cross: Some(cross),
+        let (c, w) = (&self.model.config, self.w);
+        let masks = StackMasks {
+            encoder: &self.encoder_mask,
+            decoder,
+            cross,
         };
-        let layers = stack_layers(self.model)?;
-        let mut ops = CpuOps::new(
-            &inputs,
+        let (groups, kept) = cpu_pass(
+            self.model,
+            self.source,
+            target,
             masks,
             &self.opts,
-            layers,
-            c.num_hidden_layers,
             None,
-        );
-        self.w.forward(&mut ops, c)?;
-        let (groups, kept) = ops.finish()?;
+            |ops| w.forward(ops, c).map(drop),
+        )?;
         Ok(Pass {
             groups,
             logits: logits_of(kept)?,

@@ -10,7 +10,8 @@ use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
 use super::attention::{heads_into, HeadArrays};
 use super::ops::{activate, layer_norm, linear};
 use crate::engine::ops::{
-    split_width, AddNorm, AttentionId, AttentionKind, CacheSlot, Ids, Kept, Ops, PassMasks, Stack,
+    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Ids,
+    Kept, Ops, PassMasks, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{ModelInputs, TraceOptions};
@@ -199,45 +200,33 @@ impl<'a> CpuOps<'a> {
 
     /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
     fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
-        let b = self.batch();
-        let layers = self.layers.of(id.stack);
-        if id.layer >= layers {
-            return Err(Error::Engine(format!(
-                "{id:?}: this pass runs {layers} layers of the {:?} stack",
-                id.stack
-            )));
-        }
-        let at = match self
-            .groups
-            .iter()
-            .position(|g| (g.stack, g.kind) == (id.stack, id.kind))
-        {
-            Some(at) => at,
-            None => {
-                // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write
-                // their slices
-                let [h, n_q, n_k] = shape;
-                let dim = (b, layers, h, n_q, n_k);
-                self.groups.push(Group {
-                    stack: id.stack,
-                    kind: id.kind,
-                    probs: Array5::uninit(dim),
-                    scores: self.opts.scores.then(|| Array5::uninit(dim)),
-                    written: vec![false; layers],
-                });
-                self.groups.len() - 1
+        let (b, layers, scores) = (self.batch(), self.layers.of(id.stack), self.opts.scores);
+        group_of(&mut self.groups, id, layers, shape, || {
+            // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write
+            // their slices
+            let [h, n_q, n_k] = shape;
+            let dim = (b, layers, h, n_q, n_k);
+            Group {
+                stack: id.stack,
+                kind: id.kind,
+                probs: Array5::uninit(dim),
+                scores: scores.then(|| Array5::uninit(dim)),
+                written: vec![false; layers],
             }
-        };
-        let g = &mut self.groups[at];
-        let (_, _, h, n_q, n_k) = g.probs.dim();
-        if [h, n_q, n_k] != shape {
-            return Err(Error::Shape {
-                what: format!("{id:?}: (heads, n_q, n_k) as the stack's other layers"),
-                expected: vec![h, n_q, n_k],
-                found: shape.to_vec(),
-            });
-        }
-        Ok(g)
+        })
+    }
+}
+
+impl AttentionRecord for Group {
+    fn stack(&self) -> Stack {
+        self.stack
+    }
+    fn kind(&self) -> AttentionKind {
+        self.kind
+    }
+    fn shape(&self) -> [usize; 3] {
+        let (_, _, h, n_q, n_k) = self.probs.dim();
+        [h, n_q, n_k]
     }
 }
 

@@ -12,11 +12,10 @@ use web_time::Instant;
 
 use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
-use crate::engine::ops::PassMasks;
 use crate::engine::trace::TargetInputs;
 use crate::engine::translate::{
     check_greedy, cross_mask, decode, logits_of, marian, pass_options, source_inputs, stack_layers,
-    step_inputs, Pass, Passes,
+    step_inputs, Pass, Passes, StackMasks,
 };
 use crate::engine::{Decoding, TraceOptions, Translation};
 use crate::error::Result;
@@ -106,6 +105,44 @@ impl GpuPasses<'_> {
     }
 }
 
+impl GpuPasses<'_> {
+    /// Runs `pass` over the source and `target` under the source's padding, `decoder` and
+    /// `cross`, the host first writing `writes`: the attentions it kept and the logits.
+    async fn replay(
+        &self,
+        pass: &Recorded,
+        target: TargetInputs,
+        decoder: &Mask,
+        cross: &Mask,
+        writes: &[(&wgpu::Buffer, Vec<u32>)],
+        start: Instant,
+    ) -> Result<Pass> {
+        let masks = StackMasks {
+            encoder: &self.encoder_mask,
+            decoder,
+            cross,
+        };
+        let inputs = source_inputs(self.source, target);
+        let b = self.source.batch();
+        let (groups, kept, _) = self
+            .engine
+            .replay(
+                &pass.recording,
+                &pass.staging,
+                &inputs,
+                &masks.into(),
+                b,
+                writes,
+                start,
+            )
+            .await?;
+        Ok(Pass {
+            groups,
+            logits: logits_of(kept)?,
+        })
+    }
+}
+
 impl Passes for GpuPasses<'_> {
     async fn step(&mut self, t: usize, tokens: &[u32]) -> Result<Pass> {
         let start = Instant::now();
@@ -128,59 +165,19 @@ impl Passes for GpuPasses<'_> {
         let decoder = Mask::explicit(ndarray::Array3::from_shape_fn((b, 1, n), |(_, _, j)| {
             j <= t
         }));
-        let masks = PassMasks {
-            encoder: Some(&self.encoder_mask),
-            decoder: Some(&decoder),
-            cross: Some(&self.cross),
-        };
-        let inputs = source_inputs(self.source, step_inputs(t, tokens));
         let rows_at: Vec<u32> = (0..b).map(|i| (i * n + t) as u32).collect();
         let writes = [(&self.cache.rows_at, rows_at)];
-        let (groups, kept, _) = self
-            .engine
-            .replay(
-                &pass.recording,
-                &pass.staging,
-                &inputs,
-                &masks,
-                b,
-                &writes,
-                start,
-            )
-            .await?;
-        Ok(Pass {
-            groups,
-            logits: logits_of(kept)?,
-        })
+        let target = step_inputs(t, tokens);
+        self.replay(pass, target, &decoder, &self.cross, &writes, start)
+            .await
     }
 
     async fn whole(&mut self, target: TargetInputs, decoder: &Mask, cross: &Mask) -> Result<Pass> {
         let start = Instant::now();
         let c = &self.model.config;
-        let (b, s) = self.source.ids.dim();
+        let s = self.source.ids.ncols();
         let t = target.tokens.ncols();
         let pass = self.record([s, t], false, |w, rec| w.forward(rec, c).map(|_| ()))?;
-        let masks = PassMasks {
-            encoder: Some(&self.encoder_mask),
-            decoder: Some(decoder),
-            cross: Some(cross),
-        };
-        let inputs = source_inputs(self.source, target);
-        let (groups, kept, _) = self
-            .engine
-            .replay(
-                &pass.recording,
-                &pass.staging,
-                &inputs,
-                &masks,
-                b,
-                &[],
-                start,
-            )
-            .await?;
-        Ok(Pass {
-            groups,
-            logits: logits_of(kept)?,
-        })
+        self.replay(&pass, target, decoder, cross, &[], start).await
     }
 }

@@ -12,7 +12,8 @@ use super::kernels::{GpuParams, GpuTable};
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::ops::{
-    split_width, AddNorm, AttentionId, AttentionKind, CacheSlot, Ids, Kept, Ops, Stack,
+    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Ids,
+    Kept, Ops, Stack,
 };
 use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
@@ -352,48 +353,33 @@ impl<'a> Recorder<'a> {
 
     /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
     fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
-        let layers = self.layers.of(id.stack);
-        if id.layer >= layers {
-            return Err(Error::Engine(format!(
-                "{id:?}: this pass runs {layers} layers of the {:?} stack",
-                id.stack
-            )));
-        }
-        let at = match self
-            .groups
-            .iter()
-            .position(|g| (g.stack, g.kind) == (id.stack, id.kind))
-        {
-            Some(at) => at,
-            None => {
-                let [_, n_q, n_k] = shape;
-                let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-                let words = self.batch * n_q * Mask::words_per_row(n_k);
-                let mask = self.kernels.buffer(
-                    &format!("{:?} {:?} mask", id.stack, id.kind),
-                    words,
-                    input,
-                );
-                self.groups.push(Group {
-                    stack: id.stack,
-                    kind: id.kind,
-                    shape,
-                    mask,
-                    probs: vec![None; layers],
-                    scores: vec![None; layers],
-                });
-                self.groups.len() - 1
+        let (batch, layers, kernels) = (self.batch, self.layers.of(id.stack), &self.kernels);
+        group_of(&mut self.groups, id, layers, shape, || {
+            let [_, n_q, n_k] = shape;
+            let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+            let words = batch * n_q * Mask::words_per_row(n_k);
+            let mask = kernels.buffer(&format!("{:?} {:?} mask", id.stack, id.kind), words, input);
+            Group {
+                stack: id.stack,
+                kind: id.kind,
+                shape,
+                mask,
+                probs: vec![None; layers],
+                scores: vec![None; layers],
             }
-        };
-        let g = &mut self.groups[at];
-        if g.shape != shape {
-            return Err(Error::Shape {
-                what: format!("{id:?}: (heads, n_q, n_k) as the stack's other layers"),
-                expected: g.shape.to_vec(),
-                found: shape.to_vec(),
-            });
-        }
-        Ok(g)
+        })
+    }
+}
+
+impl AttentionRecord for Group {
+    fn stack(&self) -> Stack {
+        self.stack
+    }
+    fn kind(&self) -> AttentionKind {
+        self.kind
+    }
+    fn shape(&self) -> [usize; 3] {
+        self.shape
     }
 }
 
