@@ -13,7 +13,7 @@ import * as translationView from './views/translation.js';
 import * as decEmbeddingsView from './views/decoder/embeddings.js';
 import * as decCrossView from './views/decoder/cross.js';
 import * as decLayerView from './views/decoder/layer.js';
-import { EXAMPLES } from './examples.js';
+import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView } from './export.js';
 
 const $ = (id) => document.getElementById(id);
@@ -137,12 +137,15 @@ for (const [name, label] of Object.entries(METRICS)) {
   $('metric').append(o);
 }
 
-for (const ex of EXAMPLES) {
-  const o = document.createElement('option');
-  o.value = ex.id;
-  o.textContent = ex.title;
-  $('example').append(o);
+/** The worked examples of the loaded model's kind: an encoder's (or GPT-2's), or a translation's. */
+const examplesOf = (info) => (info?.decoder ? TRANSLATION_EXAMPLES : EXAMPLES);
+function listExamples(info) {
+  const list = examplesOf(info), select = $('example');
+  if (select.dataset.kind === (info?.decoder ? 'translation' : 'encoder')) return;
+  select.dataset.kind = info?.decoder ? 'translation' : 'encoder';
+  select.replaceChildren(Object.assign(document.createElement('option'), { value: '', textContent: 'choose…' }), ...list.map((ex) => Object.assign(document.createElement('option'), { value: ex.id, textContent: ex.title })));
 }
+listExamples(null);
 
 // Writes a text only where it differs: the same textContent set again still replaces the node,
 // and the browser restyles and lays it out again, at every keystroke.
@@ -224,6 +227,17 @@ function translation(s, changed) {
   $('translation').hidden = !on;
   setText($('pair-label'), on ? 'Target (teacher forcing, optional)' : 'Second sentence (pair, optional)');
   setText($('batch-label'), on ? 'Batch: up to 4 sources, one a line ("source => target" teacher-forces its own target)' : 'Batch: up to 4 sentences, one a line');
+  listExamples(s.modelInfo);
+  // what a translation model does not use: compare and words (an encoder's views), and the
+  // target box in batch mode (each line names its own target)
+  for (const id of ['compare-mode', 'words']) {
+    $(id).disabled = on;
+    $(id).closest('label').title = on ? 'not for a translation model: its views are the translation\'s' : '';
+  }
+  if (on) {
+    $('pair').disabled = s.batch;
+    $('pair').title = s.batch ? 'in batch mode each line names its own target: "source => target"' : '';
+  }
   const tr = s.translation;
   if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo', 'attn', 'view', 'size', 'presenter', 'embed'].some((k) => changed.has(k))) return;
   const item = tr.results[Math.min(s.item, tr.results.length - 1)];
@@ -244,6 +258,7 @@ function translation(s, changed) {
 
 /** Inside the decoder's open panels, for the focused source, step, layer and head. */
 const DECODER_VIEWS = { 'dec-embeddings': decEmbeddingsView, 'dec-cross': decCrossView, 'dec-layer': decLayerView };
+let scrollToDecoder = false;
 function insideDecoder(s, changed) {
   const tr = s.translation, dec = s.modelInfo?.decoder;
   if (!tr || !dec || !['decoderTrace', 'translation', 'step', 'head', 'layer', 'item', 'inside', 'size', 'presenter'].some((k) => changed.has(k))) return;
@@ -262,7 +277,11 @@ function insideDecoder(s, changed) {
     }
     view.render(target, dt.data, { step, head, probs: r.cross_attention[layer][head], width: target.clientWidth || 900, fontPx: presenterFont(s) });
   }
-  if (dt && !dt.error && s.inside.some((id) => DECODER_VIEWS[id])) { api.insideRenders++; api.insideAt = performance.now(); }
+  if (dt && !dt.error && s.inside.some((id) => DECODER_VIEWS[id])) {
+    api.insideRenders++;
+    api.insideAt = performance.now();
+    if (scrollToDecoder) { scrollToDecoder = false; $('inside-decoder').scrollIntoView({ block: 'start' }); }
+  }
 }
 
 /** Play: the decoding step by step from its first, one step every PLAY_MS, until its last. */
@@ -446,10 +465,19 @@ for (const d of document.querySelectorAll('#inside details[data-panel], #inside-
 }
 on('rollout-details', 'toggle', (e) => store.update({ rollout: e.target.open }));
 on('example', 'change', (e) => {
-  const ex = EXAMPLES.find((x) => x.id === e.target.value);
+  const ex = examplesOf(store.get().modelInfo).find((x) => x.id === e.target.value);
   if (!ex) return;
+  // a new source opens on its last step: a translation example's step waits for its translation
+  exampleStep = ex.state.step ?? null;
   store.update({ item: 0, win: null, ...ex.state });
   syncInputs(store.get());
+});
+let exampleStep = null;
+store.subscribe((s, changed) => {
+  if (exampleStep === null || !changed.has('translation') || !s.translation) return;
+  const step = exampleStep;
+  exampleStep = null;
+  store.update({ step });
 });
 
 document.addEventListener('keydown', (e) => {
@@ -603,6 +631,8 @@ window.addEventListener('hashchange', () => {
   // a link to another model (the cross-attention panel's to the dates model, the back button)
   if (next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub) {
     try { scope.loadModel(sourceOf(next)); } catch (e) { store.update({ modelError: { line: e.message } }); }
+    // a link into the decoder's panels (the encoder's cross panel's) shows them once drawn
+    scrollToDecoder = next.inside.some((id) => DECODER_VIEWS[id]);
   }
   store.update(next);
   syncInputs(store.get());

@@ -1,4 +1,5 @@
-// Worked examples a teacher can jump to. Each sets the intent (and a head worth looking at).
+// Worked examples a teacher can jump to. Each sets the intent (and a head worth looking at):
+// EXAMPLES for an encoder (or GPT-2), TRANSLATION_EXAMPLES for the dates → ISO model.
 
 export const EXAMPLES = [
   {
@@ -20,5 +21,33 @@ export const EXAMPLES = [
   {
     id: 'pair', title: 'a sentence pair: [SEP] and token types',
     state: { sentences: ['The cat sat on the mat.'], pair: 'It was very comfortable.', mask: 'padding', batch: false, layer: 3, head: 0 },
+  },
+];
+
+/** For the dates model (models/dates/): its forms, a teacher-forced mistake, a padded batch. */
+export const TRANSLATION_EXAMPLES = [
+  {
+    id: 'dates-ordinal', title: 'the 9th of May 2018: each digit reads its field',
+    state: { sentences: ['the 9th of May 2018'], pair: '', batch: false, step: 6, attn: 'cross' },
+  },
+  {
+    id: 'dates-us', title: 'Sunday, September 9, 2018: the weekday is ignored',
+    state: { sentences: ['Sunday, September 9, 2018'], pair: '', batch: false, step: 6, attn: 'cross' },
+  },
+  {
+    id: 'dates-numeric', title: '09/05/2018: day first, from numbers alone',
+    state: { sentences: ['09/05/2018'], pair: '', batch: false, step: 5, attn: 'cross' },
+  },
+  {
+    id: 'dates-forced', title: 'teacher forcing a wrong target: where does it look?',
+    state: { sentences: ['9 May 2018'], pair: '2018-05-10', batch: false, step: 8, attn: 'cross' },
+  },
+  {
+    id: 'dates-nopeek', title: 'the decoder\'s no-peek mask',
+    state: { sentences: ['May 9th, 2018'], pair: '', batch: false, step: 4, attn: 'decoder' },
+  },
+  {
+    id: 'dates-batch', title: 'a padded batch: the padding, no-peek and combined masks',
+    state: { sentences: ['9 May 2018 => 2018-05-09', 'Wednesday, the 9th of May, 2018 => 2018-05'], pair: '', batch: true, item: 1, step: 6, attn: 'decoder' },
   },
 ];

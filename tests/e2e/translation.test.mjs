@@ -90,7 +90,7 @@ test('the page translates: window.attnscope.result equals attnscope translate on
     await page.click('.tr-attn[data-attn=decoder]');
     assert.deepEqual((await shapes(page)).head, [T, T]);
     assert.match(await hoverCell(page, 0, T - 1), /masked \(−∞ before softmax, so 0\)/);
-    assert.match(await hoverCell(page, T - 1, 0), /^step \d+: .* → .*: \d\.\d{3}$/);
+    assert.match(await hoverCell(page, T - 1, 0), /^step \d+ \(reads “.*”\) → “.*” at 0: \d\.\d{3}$/);
     assert.equal(await page.inputValue('#pair'), '');
     assert.match(await page.textContent('#pair-label'), /Target/);
     clean(problems);
@@ -256,7 +256,7 @@ test('the three attentions: a link restores the attention, view, layer, head and
   assert.match(await page.textContent('.tr-step h3'), /^Step 5 of /);
   // hover reads the engine's number, and a masked cell says it is masked
   const v = want.decoder_attention[0][3];
-  assert.equal(await hoverCell(page, 4, 2), `step 5: ${want.output_tokens[4]} → ${want.output_tokens[2]}: ${v[4][2].toFixed(3)}`);
+  assert.equal(await hoverCell(page, 4, 2), `step 5 (reads “${want.output_tokens[4]}”) → “${want.output_tokens[2]}” at 2: ${v[4][2].toFixed(3)}`);
   assert.match(await hoverCell(page, 1, 3), /masked/);
   // a click on the grid focuses a head; the link follows
   await page.evaluate(() => document.querySelector('.tr-grid canvas').scrollIntoView({ block: 'center' }));
@@ -269,7 +269,7 @@ test('the three attentions: a link restores the attention, view, layer, head and
   await page.click('.tr-attn[data-attn=cross]');
   await page.waitForFunction(() => /[#&]l=1&h=2/.test(location.hash) && !/[#&]a=/.test(location.hash), null, { timeout: 5000 });
   assert.deepEqual(await shapes(page), { head: [T, S], lines: [T, S], grid: [2, 4] });
-  assert.equal(await hoverCell(page, 0, 1), `step 1: ${want.output_tokens[0]} → ${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
+  assert.equal(await hoverCell(page, 0, 1), `step 1 (reads “${want.output_tokens[0]}”) → source “${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}” at 1: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
   // exports: the head as SVG (one rect a cell), the item as JSON (the numbers), PNG at 2×
   const download = async (sel) => {
     const [d] = await Promise.all([page.waitForEvent('download'), page.click(sel)]);
@@ -349,6 +349,12 @@ test('a padded batch: the seeds\' masks drawn (source padding, no-peek, target p
   await page.fill('#batch', `${lines[0]}\n${pairs[1][0]}`);
   await page.waitForFunction(() => /Give every source a target/.test(document.querySelector('#input-status')?.textContent ?? ''), null, { timeout: 10000 });
   await page.screenshot({ path: path.join(ARTIFACTS, 'dates-batch-masks-1280.png'), fullPage: true });
+  // the worked examples are the translation model's own: a wrong target, teacher-forced
+  assert.ok(await page.locator('#example option[value=dates-forced]').count(), 'the dates examples are offered');
+  assert.equal(await page.locator('#example option[value=it]').count(), 0, 'not BERT\'s');
+  await page.selectOption('#example', 'dates-forced');
+  await page.waitForFunction(() => window.attnscope.result?.target === '2018-05-10' && /^Step 9 of /.test(document.querySelector('.tr-step h3')?.textContent ?? ''), null, { timeout: 60000 });
+  assert.match(await page.textContent('.tr-step h3'), /the target's next token is “1” \(the model predicts “0”\)/);
   clean(problems);
   await page.close();
 });
@@ -394,6 +400,7 @@ test('inside the decoder: its input (√d_model, Marian\'s sinusoids), the real 
   await bert.page.waitForFunction(() => window.attnscope.result?.output_text === '2018-05-09', null, { timeout: 120000 });
   await bert.page.waitForFunction(() => document.querySelectorAll('#inside-dec-cross figure').length === 6, null, { timeout: 60000 });
   assert.ok(await bert.page.isVisible('#inside-dec-cross'));
+  await bert.page.waitForFunction(() => Math.abs(document.getElementById('inside-decoder').getBoundingClientRect().top) < 50, null, { timeout: 5000 });
   clean(bert.problems);
   await bert.page.close();
 });

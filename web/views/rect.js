@@ -40,7 +40,7 @@ function geometry(ctx, m, { width, maxCell = 34, fontPx = 12 }) {
   const x0 = Math.ceil(Math.min(widest(m.rows), width * 0.3)) + 8;
   const y0 = Math.ceil(Math.min(widest(m.cols), 120)) + 8;
   const cell = Math.max(4, Math.min(maxCell, (width - x0 - 4) / Math.max(1, nk)));
-  return { nq, nk, x0, y0, cell, w: x0 + cell * nk + 4, h: y0 + cell * nq + 4, fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell - 2))) };
+  return { nq, nk, x0, y0, cell, w: x0 + cell * nk + 4, h: y0 + cell * nq + 4, fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell * 0.8))) };
 }
 
 /** The cell under a point (CSS pixels in the canvas), or null. */
@@ -49,7 +49,7 @@ function cellAt(g, x, y) {
   return x < g.x0 || y < g.y0 || q < 0 || k < 0 || q >= g.nq || k >= g.nk ? null : { q, k };
 }
 
-function drawMatrix(ctx, g, m, { focusRow = -1 } = {}) {
+function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
   ctx.clearRect(0, 0, g.w, g.h);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(bitmapOf(m), 0, 0, g.nk, g.nq, g.x0, g.y0, g.nk * g.cell, g.nq * g.cell);
@@ -61,7 +61,7 @@ function drawMatrix(ctx, g, m, { focusRow = -1 } = {}) {
   }
   // each weight written in its cell where it fits (the masked ones are exactly 0)
   if (g.cell >= 22) {
-    ctx.font = `${Math.min(12, Math.floor(g.cell * 0.36))}px system-ui, sans-serif`;
+    ctx.font = `${Math.min(g.fontPx, Math.floor(g.cell * 0.38))}px system-ui, sans-serif`;
     ctx.textAlign = 'center';
     ctx.textBaseline = 'middle';
     for (let q = 0; q < g.nq; q++) {
@@ -92,6 +92,11 @@ function drawMatrix(ctx, g, m, { focusRow = -1 } = {}) {
     ctx.fillText(t, 0, 0, g.y0 - 6);
     ctx.restore();
   });
+  // the rows after the focused step: not yet written when the decoder is at it
+  if (after !== null && after + 1 < g.nq) {
+    ctx.fillStyle = 'rgba(255, 255, 255, 0.72)';
+    ctx.fillRect(g.x0, g.y0 + (after + 1) * g.cell, g.nk * g.cell, (g.nq - after - 1) * g.cell);
+  }
   if (focusRow >= 0 && focusRow < g.nq) {
     ctx.strokeStyle = FOCUS;
     ctx.lineWidth = 2;
@@ -100,11 +105,12 @@ function drawMatrix(ctx, g, m, { focusRow = -1 } = {}) {
 }
 
 /**
- * One head of one attention, large. `opts`: {matrix, width, maxCell (px), fontPx, focusRow, label (what the
+ * One head of one attention, large. `opts`: {matrix, width, maxCell (px), fontPx, focusRow, after
+ * (rows after it dimmed: a decoding's steps not yet written), label (what the
  * matrix is, for the canvas's aria-label), describe(q, k) → the tooltip's text, onRow(q) (a
  * click on a row), onHover(q | null)}.
  */
-export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, focusRow = -1, label = '', describe, onRow, onHover }) {
+export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, focusRow = -1, after = null, label = '', describe, onRow, onHover }) {
   if (!target.querySelector('canvas.rect-heat')) {
     target.classList.add('rect-head');
     target.innerHTML = '<div class="stage"><canvas class="rect-heat" role="img"></canvas><canvas class="overlay" tabindex="0"></canvas></div><div class="tooltip" role="tooltip" hidden></div>';
@@ -135,12 +141,13 @@ export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, f
   }
   const heat = target.querySelector('.rect-heat'), overlay = target.querySelector('.overlay');
   const probe = heat.getContext('2d');
-  const g = geometry(probe, matrix, { width, maxCell, fontPx });
+  // larger type asks for larger cells (presenter mode)
+  const g = geometry(probe, matrix, { width, maxCell: Math.max(maxCell, fontPx * 3), fontPx });
   const ctx = fit(heat, g.w, g.h);
   const stage = target.querySelector('.stage');
   stage.style.width = `${g.w}px`;
   stage.style.height = `${g.h}px`;
-  drawMatrix(ctx, g, matrix, { focusRow });
+  drawMatrix(ctx, g, matrix, { focusRow, after });
   fit(overlay, g.w, g.h).clearRect(0, 0, g.w, g.h);
   target.querySelector('.tooltip').hidden = true;
   heat.setAttribute('aria-label', label);
@@ -153,9 +160,9 @@ export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, f
 /**
  * Every layer and head of one attention, each a thumbnail (n_q × n_k, the same aspect); the
  * focused head outlined, a click (or Enter on the focused canvas) focuses one. `opts`:
- * {matrices: [L][H] of matrix, layer, head, width, onFocus(layer, head), label}.
+ * {matrices: [L][H] of matrix, layer, head, width, fontPx, onFocus(layer, head), label}.
  */
-export function grid(target, { matrices, layer, head: h0, width = 480, onFocus, label = '' }) {
+export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 11, onFocus, label = '' }) {
   if (!target.querySelector('canvas.rect-grid')) {
     target.classList.add('rect-grid-view');
     target.innerHTML = '<canvas class="rect-grid" role="img" tabindex="0"></canvas><div class="tooltip" role="tooltip" hidden></div>';
@@ -187,7 +194,7 @@ export function grid(target, { matrices, layer, head: h0, width = 480, onFocus, 
   }
   const L = matrices.length, H = matrices[0]?.length ?? 0;
   const nq = matrices[0]?.[0]?.values.length ?? 1, nk = matrices[0]?.[0]?.values[0]?.length ?? 1;
-  const x0 = 26, y0 = 18, gap = 6;
+  const x0 = Math.round(fontPx * 2.4), y0 = Math.round(fontPx * 1.6), gap = 6;
   const tw = Math.max(24, Math.min(150, (width - x0 - gap * H) / Math.max(1, H)));
   const th = Math.max(12, Math.min(tw * 1.6, tw * (nq / Math.max(1, nk))));
   const w = x0 + H * (tw + gap), hgt = y0 + L * (th + gap);
@@ -195,7 +202,7 @@ export function grid(target, { matrices, layer, head: h0, width = 480, onFocus, 
   const ctx = fit(c, w, hgt);
   ctx.clearRect(0, 0, w, hgt);
   ctx.imageSmoothingEnabled = false;
-  ctx.font = '11px system-ui, sans-serif';
+  ctx.font = `${fontPx}px system-ui, sans-serif`;
   ctx.fillStyle = '#374151';
   ctx.textBaseline = 'middle';
   ctx.textAlign = 'center';
@@ -222,10 +229,10 @@ export function grid(target, { matrices, layer, head: h0, width = 480, onFocus, 
 
 /**
  * The line view: the queries on the left, the keys on the right, a line per weight ≥ 1% (its
- * opacity the weight); the focused row's lines in colour, the hovered row's alone. `opts`:
- * {matrix, width, height, fontPx, focusRow, hoverRow, label}.
+ * opacity the weight); the focused row's lines in colour, the hovered row's alone, the rows after
+ * `after` faint. `opts`: {matrix, width, fontPx, focusRow, hoverRow, after, label}.
  */
-export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1, hoverRow = null, label = '' }) {
+export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1, hoverRow = null, after = null, label = '' }) {
   if (!target.querySelector('canvas.rect-lines')) {
     target.classList.add('rect-lines-view');
     target.innerHTML = '<canvas class="rect-lines" role="img"></canvas>';
@@ -246,10 +253,11 @@ export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1,
   for (let q = 0; q < nq; q++) {
     if (only !== null && q !== only) continue;
     const lit = only !== null || q === focusRow;
+    const later = after !== null && q > after && only === null; // a step not yet written: faint
     for (let k = 0; k < nk; k++) {
       const p = values[q][k];
       if (p < 0.01 || masked?.(q, k)) continue;
-      ctx.strokeStyle = lit ? `rgba(217, 119, 6, ${Math.min(1, 0.15 + p).toFixed(3)})` : `rgba(8, 81, 156, ${Math.min(1, 0.06 + p * 0.8).toFixed(3)})`;
+      ctx.strokeStyle = lit ? `rgba(217, 119, 6, ${Math.min(1, 0.15 + p).toFixed(3)})` : `rgba(8, 81, 156, ${(Math.min(1, 0.06 + p * 0.8) * (later ? 0.2 : 1)).toFixed(3)})`;
       ctx.beginPath();
       ctx.moveTo(xl, yq(q));
       ctx.lineTo(xr, yk(k));
@@ -260,7 +268,7 @@ export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1,
   ctx.textBaseline = 'middle';
   rows.forEach((t, q) => {
     ctx.font = `${q === focusRow || q === only ? '600 ' : ''}${font}px system-ui, sans-serif`;
-    ctx.fillStyle = q === only ? HOVER : q === focusRow ? FOCUS : '#1f2937';
+    ctx.fillStyle = q === only ? HOVER : q === focusRow ? FOCUS : after !== null && q > after ? '#9ca3af' : '#1f2937';
     ctx.textAlign = 'right';
     ctx.fillText(t, xl - 6, yq(q), labelW - 8);
   });

@@ -13,6 +13,8 @@
 
 import { matricesOf, shownToken as shown } from '../result.js';
 import * as rect from './rect.js';
+import * as legend from './legend.js';
+import { scale } from '../colour.js';
 import { exportTranslation } from '../export.js';
 
 
@@ -57,7 +59,12 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   // the focused step: what the model expected there
   const top = r.steps?.[t]?.top_k;
   const next = el('div', { class: 'tr-step' });
-  next.append(el('h3', {}, `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}” (and everything before it), writes “${shown(written[t])}”`));
+  // teacher forcing feeds the target's next token whatever the model predicts
+  const predicted = r.steps?.[t]?.top_k?.[0];
+  const before = t ? ' (and everything before it)' : '';
+  next.append(el('h3', {}, r.target
+    ? `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}”${before}; the target's next token is “${shown(written[t])}”${predicted && predicted.id !== r.output_ids[t + 1] ? ` (the model predicts “${shown(predicted.token)}”)` : ''}`
+    : `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}”${before}, writes “${shown(written[t])}”`));
   const stepRow = el('div', { class: 'tr-step-row' });
   if (top) {
     const ol = el('ol', { class: 'next-list' });
@@ -76,7 +83,10 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     const row = (attn === 'cross' ? r.cross_attention : r.decoder_attention)[Math.min(layer, dec.layers - 1)][Math.min(head, dec.heads - 1)][t];
     const keys = attn === 'cross' ? r.source_tokens : inputs;
     const best = [...row.keys()].sort((x, y) => row[y] - row[x]).slice(0, 3).filter((k) => row[k] >= 0.01);
-    stepRow.append(el('p', { class: 'tr-reads' }, `${attn === 'cross' ? 'Reads in the source' : 'Reads in its output'} (layer ${fl}, head ${fh}): ${best.map((k) => `“${shown(keys[k])}” ${(100 * row[k]).toFixed(0)}%`).join(', ')}`));
+    // a token's position tells two equal tokens apart (the 0s of a date)
+    stepRow.append(el('p', { class: 'tr-reads' }, `${attn === 'cross' ? 'Reads in the source' : 'Reads in its output'} (layer ${fl}, head ${fh}): ${best.map((k) => `“${shown(keys[k])}” (position ${k}) ${(100 * row[k]).toFixed(0)}%`).join(', ')}`));
+  } else {
+    stepRow.append(el('p', { class: 'tr-reads' }, 'The encoder runs once, before the first step: the steps change the decoder\'s attentions, not this one.'));
   }
   next.append(stepRow);
   if (top) {
@@ -163,18 +173,22 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const wide = width >= 900;
   const inner = (frac) => Math.max(220, Math.floor(wide ? width * frac : width) - 16);
   let linesEl = null;
-  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: Math.min(380, inner(0.27)), fontPx, focusRow, hoverRow, label: `line view of the ${label}: queries on the left, keys on the right` });
+  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: Math.min(380, inner(0.27)), fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
   if (panes.includes('head')) {
     const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : attn === 'cross' ? `${T} steps × ${S} source tokens` : `${T} × ${T} steps`}`);
     rect.head(v, {
       // a projector's width gives the cells room: up to 52 px each
       matrix: m, width: Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
-      describe: (q, k) => (m.masked?.(q, k)
-        ? `${m.rows[q]} → ${m.cols[k]}: masked (−∞ before softmax, so 0)`
-        : `${attn === 'encoder' ? '' : `step ${q + 1}: `}${m.rows[q]} → ${m.cols[k]}: ${m.values[q][k].toFixed(3)}`),
+      describe: (q, k) => {
+        const from = attn === 'encoder' ? `“${m.rows[q]}” at ${q}` : `step ${q + 1} (reads “${m.rows[q]}”)`;
+        const to = attn === 'decoder' ? `“${m.cols[k]}” at ${k}` : `source “${m.cols[k]}” at ${k}`;
+        return m.masked?.(q, k) ? `${from} → ${to}: masked (−∞ before softmax, so 0)` : `${from} → ${to}: ${m.values[q][k].toFixed(3)}`;
+      },
       onRow: attn === 'encoder' ? null : (q) => onStep?.(q),
       onHover: (q) => drawLines(q),
+      after: attn === 'encoder' ? null : t, // the steps after the focused one, not yet written: dimmed
     });
+    legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), scale('probability'), { masked: attn === 'decoder' });
   }
   if (panes.includes('lines')) {
     linesEl = pane('tr-lines', attn === 'cross' ? 'Lines: decoder steps left, source right' : attn === 'decoder' ? 'Lines: each step over the steps so far' : 'Lines: the source over itself');
@@ -182,7 +196,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   }
   if (panes.includes('grid')) {
     const v = pane('tr-grid', `Every layer and head of the ${ATTENTIONS[attn].name} (click one to focus it)`);
-    rect.grid(v, { matrices, layer: fl, head: fh, width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTIONS[attn].name}` });
+    rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTIONS[attn].name}` });
   }
   out.append(views);
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
@@ -241,7 +255,7 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
   const grids = el('div', { class: 'tr-grids' });
   grids.append(
     flags('Source padding: src_mask = (src != pad), (B, 1, S)', items, positions(S), (i, j) => p.source_valid[i][j], 'a row per source; it masks the encoder\'s keys and the cross-attention\'s'),
-    flags('Target padding: (tgt != pad), (B, 1, T)', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: what the decoder reads at each position'),
+    flags('Target padding: the seeds\' (tgt != pad), (B, 1, T)', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: which positions it fills. Built from each output\'s length, not by comparing tokens: Marian\'s decoder start token (position 0) is the pad token itself'),
     flags('No-peek: subsequent_mask(T), (1, T, T)', positions(T), positions(T), (q, k) => k <= q, 'step q may read steps 0…q'),
     flags(p.target_padding_masked ? `Combined, source ${b + 1}: tgt_mask = (tgt != pad) & no-peek, (T, T)` : `The decoder's mask, source ${b + 1}: no-peek alone`,
       tgt, tgt, (q, k) => k <= q && (!p.target_padding_masked || p.target_valid[b][k]),

@@ -34,9 +34,9 @@ export function render(target, data, { step = 0, width = 900, fontPx = 11 }) {
   const word = Array.from(data.word[t]), pos = Array.from(data.position[t]);
   const sum = word.map((x, j) => x + pos[j]);
   const k = data.embed_scale;
-  p.intro.textContent = `The decoder reads the output shifted right: step t reads the token written at step t − 1 (step 0 the decoder start token, “${shown(data.target_tokens[0])}”) at position t. Like the encoder, it adds a position to each token's embedding; unlike BERT's learned table, Marian's positions are fixed sinusoids, and the embedding row is first multiplied by √d_model.`;
+  p.intro.textContent = `The decoder reads the output shifted right: the step at position p reads the token the step before it wrote (position 0 reads the decoder start token, “${shown(data.target_tokens[0])}”: Marian reuses its pad token). Like the encoder, it adds a position to each token's embedding; unlike BERT's learned table, Marian's positions are fixed sinusoids, and the embedding row is first multiplied by √d_model.`;
   p.formula.textContent = `x_${t} = E[“${tok}”] · √d_model + PE(${t}) = E[“${tok}”] · ${num(k, 4)} + PE(${t})   (d_model = ${D}, √${D} = ${num(Math.sqrt(D), 4)})`;
-  p.stripsCap.textContent = `Step ${t + 1}'s input, every one of its ${D} dimensions (hover for the numbers):`;
+  p.stripsCap.textContent = `Step ${t + 1}'s input, at position ${t}: every one of its ${D} dimensions (hover for the numbers)`;
   const strips = Float32Array.from([...word, ...pos, ...sum]);
   const max = Math.max(1e-6, ...strips.map(Math.abs));
   const rows = [`E[“${tok}”] · ${num(k, 2)}`, `PE(${t})`, 'sum: the decoder\'s input'];

@@ -70,8 +70,9 @@ export function heatmap(canvas, { values, rows, cols, sc, rowLabels, colLabels, 
         for (let c = 0; c < cols; c++) {
           const t = text(r, c);
           if (!t || ctx.measureText(t).width > cw - 2) continue;
-          const v = values[r * cols + c], j = sc.index(v);
-          ctx.fillStyle = j > STEPS * 0.6 ? '#fff' : '#111827';
+          // dark text on a light cell, white on a dark one (by the cell colour's luminance)
+          const [cr, cg, cb] = sc.table[sc.index(values[r * cols + c])];
+          ctx.fillStyle = 0.2126 * cr + 0.7152 * cg + 0.0722 * cb < 140 ? '#fff' : '#111827';
           ctx.fillText(t, x0 + (c + 0.5) * cw, y0 + (r + 0.5) * ch);
         }
       }
@@ -111,4 +112,4 @@ export function hoverTip(target, canvas, describe) {
 }
 
 /** `v` with `n` decimals (a minus sign, not a hyphen). */
-export const num = (v, n = 3) => (v < 0 ? '−' : '') + Math.abs(v).toFixed(n);
+export const num = (v, n = 3) => (v < 0 && Math.abs(v).toFixed(n) !== (0).toFixed(n) ? '−' : '') + Math.abs(v).toFixed(n);
