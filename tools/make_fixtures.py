@@ -8,7 +8,8 @@ For each case it writes tests/fixtures/golden/<case>.json (inputs, tokens, ids) 
 <case>.safetensors (attention (B, L, H, T, T), hidden (B, T, D), logits (B, labels) if any),
 computed by HF transformers with attn_implementation="eager" and output_attentions=True.
 
-It writes web/reference/minilm.json too: HF's attention for the page's worked examples, which
+It writes web/reference/minilm.json too (and, with the dates model, web/reference/dates.json):
+HF's attention for the page's worked examples, which
 the page's "check" button compares its engine with.
 
 It also (re)creates two tiny checkpoints under tests/fixtures/models/, with a trimmed vocabulary:
@@ -676,6 +677,7 @@ def marian_case(name, model_dir, tok, model, pad, sources, targets=None, max_new
         json.dump(meta, f, ensure_ascii=False, indent=1)
     save_file({k: v.contiguous().float() for k, v in tensors.items()}, os.path.join(GOLDEN, name + ".safetensors"))
     print(f"{name}: " + "; ".join(f"{it['source']!r} -> {it['output_ids']}" for it in items))
+    return items, tensors
 
 
 @torch.no_grad()
@@ -730,8 +732,20 @@ def dates():
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     model = MarianMTModel.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
     pad = model.config.pad_token_id
-    marian_case("marian_dates", "dates", tok, model, pad,
-                ["the 9th of May 2018", "Sunday, 9 Sept 2018", "09/05/2018", "MARCH  3RD, 1999"], max_new_tokens=16)
+    items, tensors = marian_case("marian_dates", "dates", tok, model, pad,
+                                 ["the 9th of May 2018", "Sunday, 9 Sept 2018", "09/05/2018", "MARCH  3RD, 1999"],
+                                 max_new_tokens=16)
+    # the page's "check" on the dates model: HF's ids and three attentions for the same dates
+    import transformers
+    rounded = lambda t: [[[[round(v, 7) for v in row] for row in m] for m in heads] for heads in t.tolist()]
+    cases = [dict(source=it["source"], output_ids=it["output_ids"],
+                  **{k: rounded(tensors[f"{k}_{i}"]) for k in ("encoder_attention", "decoder_attention", "cross_attention")})
+             for i, it in enumerate(items)]
+    path = os.path.join(ROOT, "web", "reference", "dates.json")
+    with open(path, "w") as f:
+        json.dump(dict(source=f"HF transformers {transformers.__version__}, torch {torch.__version__.split('+')[0]}",
+                       cases=cases), f, separators=(",", ":"))
+    print(f"{path}: {len(cases)} cases")
 
 
 def tiny_marians():

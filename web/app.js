@@ -504,8 +504,10 @@ on('check', 'click', async () => {
     if (s.engineStatus && !/WebGPU is not available|CPU engine \(chosen\)/.test(s.engineStatus.line)) {
       const texts = textsOf(s);
       if (texts.length) {
-        const c = await engine().check(s.modelKey, { texts, pair: s.pair, mask: s.mask });
-        if (c.other !== 'cpu') parts.push(`CPU vs WebGPU: max |Δ| = ${c.maxAbsDiff.toExponential(2)}`);
+        const c = s.modelInfo?.decoder
+          ? await engine().checkTranslation(s.modelKey, { sources: texts.map((t) => t.split(/=>|→/)[0].trim()) })
+          : await engine().check(s.modelKey, { texts, pair: s.pair, mask: s.mask });
+        if (c.other !== 'cpu') parts.push(`CPU vs WebGPU: ${c.sameIds === false ? 'different output ids, ' : ''}max |Δ| = ${c.maxAbsDiff.toExponential(2)}`);
       }
     }
     const ref = await compareWithReference(s);
@@ -518,7 +520,8 @@ on('check', 'click', async () => {
 
 /** Runs the worked examples that have PyTorch reference numbers and reports the largest gap. */
 async function compareWithReference(s) {
-  if (s.modelInfo?.name !== 'all-MiniLM-L6-v2') return 'PyTorch reference numbers ship for all-MiniLM-L6-v2 only';
+  if (s.modelInfo?.decoder) return compareTranslations(s);
+  if (s.modelInfo?.name !== 'all-MiniLM-L6-v2') return 'PyTorch reference numbers ship for all-MiniLM-L6-v2 and the dates model only';
   const resp = await fetch(new URL('./reference/minilm.json', import.meta.url));
   if (!resp.ok) throw new Error(`reference numbers: HTTP ${resp.status}`);
   const ref = await resp.json();
@@ -531,6 +534,26 @@ async function compareWithReference(s) {
     });
   }
   return `${store.get().run?.backend ?? 'engine'} vs PyTorch (${ref.source}) on ${ref.cases.length} worked examples: max |Δ| = ${worst.toExponential(2)}`;
+}
+
+/** The dates model against HF's generate on four dates (web/reference/dates.json, written by
+ *  tools/make_fixtures.py): the same ids, and the three attentions' largest gap. */
+async function compareTranslations(s) {
+  if (s.modelInfo.name !== 'dates') return 'PyTorch reference numbers ship for all-MiniLM-L6-v2 and the dates model only';
+  const resp = await fetch(new URL('./reference/dates.json', import.meta.url));
+  if (!resp.ok) throw new Error(`reference numbers: HTTP ${resp.status}`);
+  const ref = await resp.json();
+  let worst = 0, backend = 'engine', ids = 0;
+  for (const c of ref.cases) {
+    const tr = await engine().translate(s.modelKey, { sources: [c.source] });
+    const r = tr.results[0];
+    backend = tr.backend;
+    if (r.output_ids.join() === c.output_ids.join()) ids++;
+    for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) {
+      c[k].forEach((heads, l) => heads.forEach((rows, h) => rows.forEach((row, q) => row.forEach((v, j) => { worst = Math.max(worst, Math.abs(v - (r[k][l]?.[h]?.[q]?.[j] ?? Infinity))); }))));
+    }
+  }
+  return `${backend} vs PyTorch (${ref.source}) on ${ref.cases.length} dates: the same output ids for ${ids} of ${ref.cases.length}, three attentions max |Δ| = ${worst.toExponential(2)}`;
 }
 
 // ---------- share ----------

@@ -128,6 +128,12 @@ class Engine {
     return r;
   }
 
+  /** A translation of `sources` on the CPU engine and on the session's (WebGPU): `{maxAbsDiff,
+   *  sameIds, other}` over the three attentions. */
+  async checkTranslation(key, { sources }) {
+    return (await this.call({ type: 'check-translation', key, sources })).result;
+  }
+
   /**
    * Decoder layer `layer` inside, for source `item` of `sources` and their `outputs` (each the
    * decoder start token first: a translation's `output_ids`): src/report.rs `DecoderTraceItem`,

@@ -547,6 +547,15 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });
+    } else if (msg.type === 'check-translation') { // a translation on the CPU and on the session's engine
+      const s = sessionFor(msg.key);
+      const a = await s.session.translate(msg.sources, undefined, 'cpu', {});
+      const b = await s.session.translate(msg.sources, undefined, s.engine, {});
+      let maxAbsDiff = 0;
+      const diff = (x, y) => { if (Array.isArray(x) || ArrayBuffer.isView(x)) for (let i = 0; i < x.length; i++) diff(x[i], y?.[i]); else maxAbsDiff = Math.max(maxAbsDiff, Math.abs(x - (y ?? Infinity))); };
+      a.results.forEach((r, i) => ['encoder_attention', 'decoder_attention', 'cross_attention'].forEach((k) => diff(r[k], b.results[i][k])));
+      const sameIds = a.results.every((r, i) => r.output_ids.join() === b.results[i].output_ids.join());
+      self.postMessage({ id: msg.id, ok: true, result: { maxAbsDiff, sameIds, other: b.backend } });
     } else if (msg.type === 'check') {
       const r = await sessionFor(msg.key).session.check(msg.texts, msg.pair || undefined, msg.mask);
       self.postMessage({ id: msg.id, ok: true, result: r });

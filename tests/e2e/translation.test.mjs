@@ -404,3 +404,18 @@ test('inside the decoder: its input (√d_model, Marian\'s sinusoids), the real 
   clean(bert.problems);
   await bert.page.close();
 });
+
+test('"check" on the dates model: CPU vs WebGPU, and the engine vs HF\'s generate on four dates (web/reference/dates.json)', async () => {
+  const { page, problems } = await openPage(browser, `${server.url}#model=models/dates/&e=gpu&s=${encodeURIComponent('the 9th of May 2018')}`, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  await page.waitForFunction(() => window.attnscope.result?.output_text === '2018-05-09', null, { timeout: 120000 });
+  await page.click('#check');
+  await page.waitForFunction(() => /PyTorch|failed/.test(document.getElementById('check-result').textContent), null, { timeout: 120000 });
+  const text = await page.textContent('#check-result');
+  const gpu = text.match(/CPU vs WebGPU: max \|Δ\| = ([\d.e+-]+)/);
+  assert.ok(gpu && Number(gpu[1]) <= 1e-4, text);
+  const hf = text.match(/vs PyTorch \(HF transformers [\d.]+, torch [\d.]+\) on 4 dates: the same output ids for 4 of 4, three attentions max \|Δ\| = ([\d.e+-]+)/);
+  assert.ok(hf && Number(hf[1]) <= 1e-4, text);
+  clean(problems);
+  await page.close();
+});

@@ -55,6 +55,8 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   });
   line.append(el('span', { class: 'tr-text' }, ` → “${r.output_text}”`));
   out.append(line);
+  const unknown = [r.source_tokens, r.target ? r.output_tokens : []].some((x) => x.includes('<unk>'));
+  if (unknown) out.append(el('p', { class: 'muted tr-unk' }, `Part of the ${r.source_tokens.includes('<unk>') ? 'source' : 'target'} is not in the model's vocabulary: the tokenizer reads it as <unk>, which the model has no meaning for.`));
 
   // the focused step: what the model expected there
   const top = r.steps?.[t]?.top_k;
@@ -67,7 +69,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     : `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}”${before}, writes “${shown(written[t])}”`));
   const stepRow = el('div', { class: 'tr-step-row' });
   if (top) {
-    const ol = el('ol', { class: 'next-list' });
+    const ol = el('ol', { class: 'next-list tr-next', 'aria-label': 'the likeliest next tokens' });
     for (const p of top) {
       const li = el('li', p.id === r.output_ids[t + 1] ? { class: 'chosen' } : {});
       const bar = el('span', { class: 'next-bar' });
