@@ -246,7 +246,7 @@ function translation(s, changed) {
   translationView.render($('translation-view'), tr, {
     item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: !!playTimer,
     attn: s.attn, panes: translationPanes(s), width: $('translation-view').clientWidth || 900, fontPx: presenterFont(s),
-    show: s.view, onShow: (view) => store.update({ view }),
+    show: s.view, onShow: s.embed ? null : (view) => store.update({ view }), // an embed shows the view it names
     onAttn: (attn) => store.update({ attn }),
     onStep: (step) => { stopPlaying(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
