@@ -7,19 +7,32 @@
 // Attributes: sentence (required; a translation model's source), pair (its target, to
 // teacher-force), mask (padding | causal | none), view (model | head | lines | steps), layer,
 // head, step (a translation's, 0-based), attention (a translation's: cross | decoder | encoder;
-// its view: model = every head, head, lines; head and lines without one), model (a checkpoint
-// folder's base URL; default: the model beside the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
+// its view: model = every head, head, lines, masks = a batch's masks, inside = inside its
+// decoder; head and lines without one), batch (a translation's sources, separated by |, each
+// "source => target" to teacher-force; item the one shown), model (a checkpoint folder's base
+// URL; default: the model beside the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
 // (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
-import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes } from './scope.js';
+import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
+import { connect, sourceOf, delayedBusy, translationPanes, decoderTraceKey } from './scope.js';
 import { published, publishedTranslation } from './result.js';
 import * as translationView from './views/translation.js';
+import * as decEmbeddingsView from './views/decoder/embeddings.js';
+import * as decCrossView from './views/decoder/cross.js';
+import * as decLayerView from './views/decoder/layer.js';
 
-const ATTRS = ['sentence', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
+/** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
+const TRANSLATION_EMBEDS = ['masks', 'inside'];
+const DECODER_PANELS = [
+  ['dec-embeddings', decEmbeddingsView, 'The decoder\'s input: token × √d_model + sinusoidal position'],
+  ['dec-cross', decCrossView, 'Cross-attention: Q from the decoder, K and V from the encoder'],
+  ['dec-layer', decLayerView, 'The decoder layer: three sublayers, each with a residual and a LayerNorm (post-LN)'],
+];
+
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -47,9 +60,12 @@ class AttnScope extends HTMLElement {
   intent() {
     const a = (k) => this.getAttribute(k);
     const int = (k) => Math.max(0, parseInt(a(k), 10) || 0);
-    const view = EMBEDS.includes(a('view')) ? a('view') : 'head';
+    const view = EMBEDS.includes(a('view')) || TRANSLATION_EMBEDS.includes(a('view')) ? a('view') : 'head';
+    // a batch: its sources separated by |, each "source => target" to teacher-force its own
+    const batch = (a('batch') ?? '').split('|').map((x) => x.trim()).filter(Boolean).slice(0, MAX_BATCH);
     return {
-      sentences: [a('sentence') ?? ''], pair: a('pair') ?? '',
+      sentences: batch.length ? batch : [a('sentence') ?? ''], batch: batch.length > 0, item: int('item'), pair: a('pair') ?? '',
+      inside: view === 'inside' ? DECODER_INSIDE : [],
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', hub: a('hub') ?? '',
@@ -121,6 +137,36 @@ class AttnScope extends HTMLElement {
     this.scope.loadModel(source);
   }
 
+  /** view="inside": the decoder's three panels for the focused source, step, layer and head. */
+  insideDecoder(s, b, steps) {
+    let box = this.$('.dec-inside');
+    if (!box) {
+      box = document.createElement('div');
+      box.className = 'dec-inside';
+      for (const [id, , title] of DECODER_PANELS) {
+        const h = document.createElement('h3');
+        h.textContent = title;
+        const v = document.createElement('div');
+        v.dataset.panel = id;
+        box.append(h, v);
+      }
+      this.$('.view').after(box);
+    }
+    const dec = s.modelInfo.decoder, r = s.translation.results[b];
+    const layer = Math.min(s.layer, dec.layers - 1), head = Math.min(s.head, dec.heads - 1);
+    const step = Math.min(s.step ?? steps - 1, steps - 1);
+    const dt = s.decoderTrace?.key === decoderTraceKey(s) ? s.decoderTrace : null;
+    for (const [id, view] of DECODER_PANELS) {
+      const target = box.querySelector(`[data-panel="${id}"]`);
+      if (!dt || dt.error) {
+        target.replaceChildren(Object.assign(document.createElement('p'), { className: 'muted', textContent: dt ? `Could not compute the decoder's inside: ${dt.error}` : 'The engine is computing the decoder\'s values…' }));
+        target._p = null;
+        continue;
+      }
+      view.render(target, dt.data, { step, head, probs: r.cross_attention[layer][head], width: target.clientWidth || this.clientWidth || 600, fontPx: 11 });
+    }
+  }
+
   show(s, changed) {
     this.$('.loading').hidden = !s.loading;
     if (s.loading) {
@@ -135,7 +181,7 @@ class AttnScope extends HTMLElement {
     this.showBusy(s.busy);
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
-    if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size'].some((k) => changed.has(k))) {
+    if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {
       const view = this.$('.view');
       view.classList.remove('pending');
       view.style.aspectRatio = '';
@@ -149,6 +195,7 @@ class AttnScope extends HTMLElement {
         onStep: (step) => this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }),
         onFocus: (layer, head) => this.store.update({ layer, head }),
       });
+      if (s.embed === 'inside') this.insideDecoder(s, b, steps);
       this.$('.caption').textContent = `${s.translation.model} · ${s.translation.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.translation.elapsed_ms.toFixed(0)} ms`;
       this.result = publishedTranslation(s.translation, b);
       this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));

@@ -107,9 +107,10 @@ export function runOptions(s) {
 }
 
 /** The translation view's panes a state shows: the head view's choice (heatmap, lines or both)
- *  beside the grid and the batch's masks, or the one view the embed mode names. */
+ *  beside the grid and the batch's masks, or the one view the embed mode names (an element's
+ *  `masks`: the batch's masks alone; `inside`: none, the decoder's panels below). */
 export function translationPanes(s) {
-  if (s.embed) return { model: ['grid'], head: ['head'], lines: ['lines'], steps: ['head', 'lines'] }[s.embed] ?? ['head'];
+  if (s.embed) return { model: ['grid'], head: ['head'], lines: ['lines'], steps: ['head', 'lines'], masks: ['masks'], inside: [] }[s.embed] ?? ['head'];
   return ['grid', ...(s.view !== 'lines' ? ['head'] : []), ...(s.view !== 'heatmap' ? ['lines'] : []), 'masks'];
 }
 

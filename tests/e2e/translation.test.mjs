@@ -209,10 +209,18 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
     const caption = (el) => el.shadowRoot.querySelector('.tr-head figcaption').textContent;
     const [c, rc] = await make({ model: 'models/dates/', sentence: '9 May 2018', engine: 'cpu', attention: 'encoder', view: 'model' });
     const panes = (el) => [...el.shadowRoot.querySelectorAll('.tr-pane')].map((f) => f.classList[1]);
+    // a batch's masks, and inside the decoder
+    const [d] = await make({ model: 'models/dates/', batch: '9 May 2018 => 2018-05-09 | Wednesday, the 9th of May, 2018 => 2018-05', item: '1', engine: 'cpu', view: 'masks', attention: 'decoder' });
+    const [e] = await make({ model: 'models/dates/', sentence: 'the 9th of May 2018', engine: 'cpu', view: 'inside', step: '3' });
+    const wait = (f) => new Promise((res) => { const t = setInterval(() => { if (f()) { clearInterval(t); res(); } }, 50); });
+    await wait(() => e.shadowRoot.querySelectorAll('.dec-inside canvas').length >= 9);
+    const masks = d.shadowRoot.querySelectorAll('.tr-mask');
     return {
       a: { text: ra.output_text, step: a.shadowRoot.querySelector('.tr-step h3').textContent, caption: caption(a), panes: panes(a) },
       b: { text: rb.output_text, target: rb.target, caption: caption(b), select: b.shadowRoot.querySelector('select[aria-label=layer]').value },
       c: { text: rc.output_text, panes: panes(c), grid: [c.shadowRoot.querySelector('canvas.rect-grid').dataset.layers, c.shadowRoot.querySelector('canvas.rect-grid').dataset.heads], pressed: c.shadowRoot.querySelector('.tr-attn[aria-pressed=true]').dataset.attn },
+      d: { masks: masks.length, combined: masks[3]?.querySelector('caption').textContent, applied: d.shadowRoot.querySelector('.tr-applied figcaption')?.textContent, panes: panes(d), result: d.result.source },
+      e: { formula: e.shadowRoot.querySelector('.dec-inside .inside-formula')?.textContent, figs: e.shadowRoot.querySelectorAll('.dec-inside .dec-cross-fig').length, rows: e.shadowRoot.querySelectorAll('.dec-inside tr').length, panes: panes(e) },
     };
   });
   assert.equal(got.a.text, '2018-09-09');
@@ -226,6 +234,15 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
   assert.deepEqual(got.c.panes, ['tr-grid'], 'view="model": every layer and head');
   assert.equal(got.c.pressed, 'encoder', 'attention="encoder"');
   assert.deepEqual(got.c.grid, ['2', '4']);
+  assert.equal(got.d.masks, 4, 'view="masks": the batch\'s four masks');
+  assert.match(got.d.combined, /source 2: tgt_mask = \(tgt != pad\) & no-peek/, 'item="1": the second source');
+  assert.match(got.d.applied, /decoder self-attention of source 2 over the padded batch/);
+  assert.equal(got.d.result, 'Wednesday, the 9th of May, 2018');
+  assert.deepEqual(got.d.panes, ['tr-applied'], 'the masks alone (and their applied head)');
+  assert.match(got.e.formula, /x_3 = E\[“1”\] · √d_model/);
+  assert.equal(got.e.figs, 6);
+  assert.equal(got.e.rows, 11);
+  assert.deepEqual(got.e.panes, [], 'view="inside": the decoder\'s panels, no attention views');
   clean(problems);
   await page.close();
 });

@@ -156,8 +156,11 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     }
   }
   bar.append(exports);
-  out.append(bar);
-  out.append(el('p', { class: 'tr-line muted' }, ATTENTIONS[attn].line));
+  // the attention's controls and line where one of its views is shown (not an element's inside view)
+  if (panes.length) {
+    out.append(bar);
+    out.append(el('p', { class: 'tr-line muted' }, ATTENTIONS[attn].line));
+  }
 
   const matrices = matricesOf(r, attn);
   const m = matrices[fl][fh];
@@ -202,6 +205,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   }
   out.append(views);
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
+  else if (panes.length === 1 && panes[0] === 'masks') out.append(el('p', { class: 'muted' }, 'The masks need a batch of two or more sources of different lengths (each "source => target" to teacher-force).'));
   out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads, encoder: ${info.layers} × ${info.heads} · ${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`));
   // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view
   const had = target.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') ?? '' : null;
