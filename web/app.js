@@ -415,8 +415,10 @@ store.subscribe((s, changed) => {
   // a model trained with another mask switches it (scope.js): the control follows
   if (changed.has('mask') && $('mask').value !== s.mask) $('mask').value = s.mask;
   if (changed.has('rendered') && s.run) { api.renders++; api.lastRenderAt = performance.now(); }
-  if (changed.has('engine') && s.modelSource) scope.loadModel(s.modelSource);
+  if (changed.has('engine') && s.modelSource && !linkedModel) scope.loadModel(s.modelSource);
 });
+/** Whether a link is loading another model (the engine it names goes with that load). */
+let linkedModel = false;
 
 // ---------- controls → state ----------
 const on = (id, ev, f) => $(id).addEventListener(ev, f);
@@ -429,7 +431,9 @@ on('batch-mode', 'change', (e) => {
   // keep what was typed: the sentence becomes the batch's first line, and the batch's lines
   // are kept when going back (the first one shows in the sentence box)
   let sentences = s.sentences;
-  if (batch && sentences.length < 2) sentences = [sentences[0] || '', ...EXAMPLES.find((x) => x.id === 'batch').state.sentences.slice(1)].filter((x) => x.trim());
+  // a batch of one gets the model's own batch example's other sentences (a translation's sources)
+  const example = s.modelInfo?.decoder ? TRANSLATION_EXAMPLES.find((x) => x.id === 'dates-batch') : EXAMPLES.find((x) => x.id === 'batch');
+  if (batch && sentences.length < 2) sentences = [sentences[0] || '', ...example.state.sentences.slice(1).map((x) => x.split(/=>|→/)[0].trim())].filter((x) => x.trim());
   store.update({ batch, sentences, item: 0 });
   syncInputs(store.get());
 });
@@ -651,14 +655,17 @@ on('cancel-load', 'click', () => scope.cancel());
 
 window.addEventListener('hashchange', () => {
   const next = parseHash(location.hash), before = store.get();
-  // a link to another model (the cross-attention panel's to the dates model, the back button)
-  if (next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub) {
+  // a link to another model (the cross-attention panel's to the dates model, the back button):
+  // the state first (its engine too), then the one load, with that engine
+  linkedModel = next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub;
+  store.update(next);
+  syncInputs(store.get());
+  if (linkedModel) {
+    linkedModel = false;
     try { scope.loadModel(sourceOf(next)); } catch (e) { store.update({ modelError: { line: e.message } }); }
     // a link into the decoder's panels (the encoder's cross panel's) shows them once drawn
     scrollToDecoder = next.inside.some((id) => DECODER_VIEWS[id]);
   }
-  store.update(next);
-  syncInputs(store.get());
 });
 let resizeFrame = 0;
 window.addEventListener('resize', () => {

@@ -48,6 +48,6 @@ export const TRANSLATION_EXAMPLES = [
   },
   {
     id: 'dates-batch', title: 'a padded batch: the padding, no-peek and combined masks',
-    state: { sentences: ['9 May 2018 => 2018-05-09', 'Wednesday, the 9th of May, 2018 => 2018-05'], pair: '', batch: true, item: 1, step: 6, attn: 'decoder' },
+    state: { sentences: ['9 May 2018 => 2018-05-09', 'Wednesday, May 9, 2018 => 2018-05'], pair: '', batch: true, item: 1, step: 6, attn: 'decoder' },
   },
 ];

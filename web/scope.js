@@ -61,11 +61,11 @@ export function textsOf(s) {
 
 /**
  * What a translation model runs for a state: `{sources, targets}` (`targets` null: greedy
- * decoding). A batch line `source => target` (or `→`) teacher-forces its own target, any other
- * the pair box's text when there is one; lines of which only some name a target are an error.
+ * decoding). A batch line `source => target` (or `→`) teacher-forces its own target (the pair
+ * box is for one source); lines of which only some name a target are an error.
  */
 export function translationInputs(s) {
-  const pair = (s.pair ?? '').trim();
+  const pair = s.batch ? '' : (s.pair ?? '').trim(); // a batch's lines name their own targets
   const lines = textsOf(s).map((t) => {
     const i = t.search(/=>|→/);
     return i < 0 ? { source: t, target: pair } : { source: t.slice(0, i).trim(), target: t.slice(i).replace(/^(=>|→)/, '').trim() };

@@ -436,3 +436,16 @@ test('"check" on the dates model: CPU vs WebGPU, and the engine vs HF\'s generat
   clean(problems);
   await page.close();
 });
+
+test('ticking "batch" on the dates model: a second date, not an encoder\'s sentence; the target box is off and ignored (each line names its own)', async () => {
+  const { page, problems } = await openDates(`s=${encodeURIComponent('9 May 2018')}&p=2018-05-10`);
+  await page.waitForFunction(() => window.attnscope.result?.target === '2018-05-10', null, { timeout: 60000 });
+  await page.check('#batch-mode');
+  await page.waitForFunction(() => window.attnscope.store.get().translation?.results.length === 2, null, { timeout: 60000 });
+  assert.deepEqual(await page.evaluate(() => window.attnscope.store.get().translation.results.map((r) => [r.source, r.target ?? null, r.output_text])),
+    [['9 May 2018', null, '2018-05-09'], ['Wednesday, May 9, 2018', null, '2018-05-09']]);
+  assert.equal(await page.isDisabled('#pair'), true);
+  assert.equal(await page.isDisabled('#compare-mode'), true);
+  clean(problems);
+  await page.close();
+});

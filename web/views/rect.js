@@ -59,6 +59,12 @@ function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
     for (let q = 0; q < g.nq; q++) for (let k = 0; k < g.nk; k++) if (m.masked(q, k)) ctx.rect(g.x0 + k * g.cell, g.y0 + q * g.cell, g.cell, g.cell);
     ctx.fill();
   }
+  // the rows after the focused step: not yet written when the decoder is at it
+  const later = (q) => after !== null && q > after;
+  if (after !== null && after + 1 < g.nq) {
+    ctx.fillStyle = 'rgba(255, 255, 255, 0.72)';
+    ctx.fillRect(g.x0, g.y0 + (after + 1) * g.cell, g.nk * g.cell, (g.nq - after - 1) * g.cell);
+  }
   // each weight written in its cell where it fits (the masked ones are exactly 0)
   if (g.cell >= 22) {
     ctx.font = `${Math.min(g.fontPx, Math.floor(g.cell * 0.38))}px system-ui, sans-serif`;
@@ -68,7 +74,7 @@ function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
       for (let k = 0; k < g.nk; k++) {
         const p = m.values[q][k];
         if (m.masked?.(q, k) || p < 0.005) continue;
-        ctx.fillStyle = p > 0.55 ? '#ffffff' : '#111827';
+        ctx.fillStyle = later(q) ? '#6b7280' : p > 0.55 ? '#ffffff' : '#111827';
         ctx.fillText(p >= 0.995 ? '1' : p.toFixed(2).slice(1), g.x0 + (k + 0.5) * g.cell, g.y0 + (q + 0.5) * g.cell);
       }
     }
@@ -92,11 +98,6 @@ function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
     ctx.fillText(t, 0, 0, g.y0 - 6);
     ctx.restore();
   });
-  // the rows after the focused step: not yet written when the decoder is at it
-  if (after !== null && after + 1 < g.nq) {
-    ctx.fillStyle = 'rgba(255, 255, 255, 0.72)';
-    ctx.fillRect(g.x0, g.y0 + (after + 1) * g.cell, g.nk * g.cell, (g.nq - after - 1) * g.cell);
-  }
   if (focusRow >= 0 && focusRow < g.nq) {
     ctx.strokeStyle = FOCUS;
     ctx.lineWidth = 2;
