@@ -4,15 +4,12 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, translationPanes, decoderTraceKey, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
+import { connect, translationPanes, drawDecoderPanels, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
 import { published, publishedTranslation } from './result.js';
 import * as translationView from './views/translation.js';
-import * as decEmbeddingsView from './views/decoder/embeddings.js';
-import * as decCrossView from './views/decoder/cross.js';
-import * as decLayerView from './views/decoder/layer.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView } from './export.js';
 
@@ -257,7 +254,6 @@ function translation(s, changed) {
 }
 
 /** Inside the decoder's open panels, for the focused source, step, layer and head. */
-const DECODER_VIEWS = { 'dec-embeddings': decEmbeddingsView, 'dec-cross': decCrossView, 'dec-layer': decLayerView };
 let scrollToDecoder = false;
 function insideDecoder(s, changed) {
   const tr = s.translation, dec = s.modelInfo?.decoder;
@@ -266,18 +262,8 @@ function insideDecoder(s, changed) {
   const T = r.output_ids.length - 1, step = Math.min(s.step ?? T - 1, T - 1);
   const layer = Math.min(s.layer, dec.layers - 1), head = Math.min(s.head, dec.heads - 1);
   setText($('inside-decoder-caption'), `· source ${b + 1}, decoder layer ${layer}, head ${head}, step ${step + 1} of ${T}`);
-  const dt = s.decoderTrace?.key === decoderTraceKey(s) ? s.decoderTrace : null;
-  for (const [id, view] of Object.entries(DECODER_VIEWS)) {
-    const target = $(`inside-${id}`);
-    if (!s.inside.includes(id)) continue;
-    if (!dt || dt.error) {
-      target.replaceChildren(Object.assign(document.createElement('p'), { className: dt ? 'error' : 'muted', textContent: dt ? `Could not compute the decoder's inside: ${dt.error}` : 'The engine is computing the decoder\'s values…' }));
-      target._p = null;
-      continue;
-    }
-    view.render(target, dt.data, { step, head, probs: r.cross_attention[layer][head], width: target.clientWidth || 900, fontPx: presenterFont(s) });
-  }
-  if (dt && !dt.error && s.inside.some((id) => DECODER_VIEWS[id])) {
+  const open = DECODER_INSIDE.filter((id) => s.inside.includes(id));
+  if (drawDecoderPanels(s, Object.fromEntries(open.map((id) => [id, $(`inside-${id}`)])), { fontPx: presenterFont(s) }) && open.length) {
     api.insideRenders++;
     api.insideAt = performance.now();
     if (scrollToDecoder) { scrollToDecoder = false; $('inside-decoder').scrollIntoView({ block: 'start' }); }
@@ -664,7 +650,7 @@ window.addEventListener('hashchange', () => {
     linkedModel = false;
     try { scope.loadModel(sourceOf(next)); } catch (e) { store.update({ modelError: { line: e.message } }); }
     // a link into the decoder's panels (the encoder's cross panel's) shows them once drawn
-    scrollToDecoder = next.inside.some((id) => DECODER_VIEWS[id]);
+    scrollToDecoder = next.inside.some((id) => DECODER_INSIDE.includes(id));
   }
 });
 let resizeFrame = 0;

@@ -17,20 +17,12 @@
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes, decoderTraceKey } from './scope.js';
+import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation } from './result.js';
 import * as translationView from './views/translation.js';
-import * as decEmbeddingsView from './views/decoder/embeddings.js';
-import * as decCrossView from './views/decoder/cross.js';
-import * as decLayerView from './views/decoder/layer.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
-const DECODER_PANELS = [
-  ['dec-embeddings', decEmbeddingsView, 'The decoder\'s input: token × √d_model + sinusoidal position'],
-  ['dec-cross', decCrossView, 'Cross-attention: Q from the decoder, K and V from the encoder'],
-  ['dec-layer', decLayerView, 'The decoder layer: three sublayers, each with a residual and a LayerNorm (post-LN)'],
-];
 
 const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
@@ -138,12 +130,12 @@ class AttnScope extends HTMLElement {
   }
 
   /** view="inside": the decoder's three panels for the focused source, step, layer and head. */
-  insideDecoder(s, b, steps) {
+  insideDecoder(s) {
     let box = this.$('.dec-inside');
     if (!box) {
       box = document.createElement('div');
       box.className = 'dec-inside';
-      for (const [id, , title] of DECODER_PANELS) {
+      for (const [id, { title }] of Object.entries(DECODER_PANELS)) {
         const h = document.createElement('h3');
         h.textContent = title;
         const v = document.createElement('div');
@@ -152,19 +144,7 @@ class AttnScope extends HTMLElement {
       }
       this.$('.view').after(box);
     }
-    const dec = s.modelInfo.decoder, r = s.translation.results[b];
-    const layer = Math.min(s.layer, dec.layers - 1), head = Math.min(s.head, dec.heads - 1);
-    const step = Math.min(s.step ?? steps - 1, steps - 1);
-    const dt = s.decoderTrace?.key === decoderTraceKey(s) ? s.decoderTrace : null;
-    for (const [id, view] of DECODER_PANELS) {
-      const target = box.querySelector(`[data-panel="${id}"]`);
-      if (!dt || dt.error) {
-        target.replaceChildren(Object.assign(document.createElement('p'), { className: 'muted', textContent: dt ? `Could not compute the decoder's inside: ${dt.error}` : 'The engine is computing the decoder\'s values…' }));
-        target._p = null;
-        continue;
-      }
-      view.render(target, dt.data, { step, head, probs: r.cross_attention[layer][head], width: target.clientWidth || this.clientWidth || 600, fontPx: 11 });
-    }
+    drawDecoderPanels(s, Object.fromEntries([...box.querySelectorAll('[data-panel]')].map((v) => [v.dataset.panel, v])));
   }
 
   show(s, changed) {
@@ -195,7 +175,7 @@ class AttnScope extends HTMLElement {
         onStep: (step) => this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }),
         onFocus: (layer, head) => this.store.update({ layer, head }),
       });
-      if (s.embed === 'inside') this.insideDecoder(s, b, steps);
+      if (s.embed === 'inside') this.insideDecoder(s);
       this.$('.caption').textContent = `${s.translation.model} · ${s.translation.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.translation.elapsed_ms.toFixed(0)} ms`;
       this.result = publishedTranslation(s.translation, b);
       this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));

@@ -21,6 +21,40 @@ import * as residualView from './views/inside/residual.js';
 import * as ffnView from './views/inside/ffn.js';
 import * as stackView from './views/inside/stack.js';
 import * as crossView from './views/inside/cross.js';
+import * as decEmbeddingsView from './views/decoder/embeddings.js';
+import * as decCrossView from './views/decoder/cross.js';
+import * as decLayerView from './views/decoder/layer.js';
+
+/** Inside a translation model's decoder: each panel's view and title, by its DECODER_INSIDE id. */
+export const DECODER_PANELS = {
+  'dec-embeddings': { view: decEmbeddingsView, title: 'The decoder\'s input: token × √d_model + sinusoidal position' },
+  'dec-cross': { view: decCrossView, title: 'Cross-attention: Q from the decoder, K and V from the encoder' },
+  'dec-layer': { view: decLayerView, title: 'The decoder layer: three sublayers, each with a residual and a LayerNorm (post-LN)' },
+};
+
+/**
+ * Draws the decoder panels `targets` names ({id: element}) for a translation state: the focused
+ * source, step, layer and head, from the engine's decoder trace once it is in (until then, or on
+ * an error, a line saying so). Returns whether they were drawn with the engine's values.
+ */
+export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
+  const tr = s.translation, dec = s.modelInfo.decoder;
+  const r = tr.results[Math.min(s.item, tr.results.length - 1)], T = r.output_ids.length - 1;
+  const layer = Math.min(s.layer, dec.layers - 1), head = Math.min(s.head, dec.heads - 1);
+  const dt = s.decoderTrace?.key === decoderTraceKey(s) ? s.decoderTrace : null;
+  for (const [id, target] of Object.entries(targets)) {
+    if (!dt || dt.error) {
+      const line = document.createElement('p');
+      line.className = dt ? 'error' : 'muted';
+      line.textContent = dt ? `Could not compute the decoder's inside: ${dt.error}` : 'The engine is computing the decoder\'s values…';
+      target.replaceChildren(line);
+      target._p = null;
+      continue;
+    }
+    DECODER_PANELS[id].view.render(target, dt.data, { step: Math.min(s.step ?? T - 1, T - 1), head, probs: r.cross_attention[layer][head], width: target.clientWidth || 600, fontPx });
+  }
+  return Boolean(dt && !dt.error);
+}
 
 /** The likeliest next tokens a translation's steps show. */
 const TOP_K = 5;
