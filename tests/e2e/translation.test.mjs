@@ -449,3 +449,11 @@ test('ticking "batch" on the dates model: a second date, not an encoder\'s sente
   clean(problems);
   await page.close();
 });
+
+test('a word the model does not know is named: the tokenizer reads it as <unk>', async () => {
+  const { page, problems } = await openDates(`s=${encodeURIComponent('the 9th of Mai 2018')}`);
+  assert.deepEqual(await page.evaluate(() => window.attnscope.result.source_tokens), ['the', '9', 'th', 'of', '<unk>', '2', '0', '1', '8', '</s>']);
+  assert.match(await page.textContent('.tr-unk'), /^“Mai” is not in the model's vocabulary: the tokenizer reads it as <unk>/);
+  clean(problems);
+  await page.close();
+});

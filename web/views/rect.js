@@ -240,7 +240,7 @@ export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1,
   }
   const { values, rows, cols, masked } = matrix;
   const nq = rows.length, nk = cols.length;
-  const step = Math.max(8, Math.min(26, 640 / Math.max(nq, nk)));
+  const step = Math.max(8, Math.min(Math.max(26, fontPx + 8), 640 / Math.max(nq, nk)));
   const top = 8, h = top * 2 + step * Math.max(nq, nk);
   const c = target.querySelector('canvas');
   const ctx = fit(c, width, h);

@@ -56,7 +56,11 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   line.append(el('span', { class: 'tr-text' }, ` → “${r.output_text}”`));
   out.append(line);
   const unknown = [r.source_tokens, r.target ? r.output_tokens : []].some((x) => x.includes('<unk>'));
-  if (unknown) out.append(el('p', { class: 'muted tr-unk' }, `Part of the ${r.source_tokens.includes('<unk>') ? 'source' : 'target'} is not in the model's vocabulary: the tokenizer reads it as <unk>, which the model has no meaning for.`));
+  // the source's unknown words by their character spans; a target's as a whole
+  const unknownWords = r.source_tokens.flatMap((t, i) => (t === '<unk>' ? [`“${[...r.source].slice(...r.source_offsets[i]).join('')}”`] : []));
+  if (unknown) out.append(el('p', { class: 'muted tr-unk' }, unknownWords.length
+    ? `${unknownWords.join(', ')} ${unknownWords.length > 1 ? 'are' : 'is'} not in the model's vocabulary: the tokenizer reads ${unknownWords.length > 1 ? 'them' : 'it'} as <unk>, which the model has no meaning for.`
+    : 'Part of the target is not in the model\'s vocabulary: the tokenizer reads it as <unk>, which the model has no meaning for.'));
 
   // the focused step: what the model expected there
   const top = r.steps?.[t]?.top_k;
@@ -178,9 +182,9 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const wide = width >= 900;
   const inner = (frac) => Math.max(220, Math.floor(wide ? width * frac : width) - 16);
   let linesEl = null;
-  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: Math.min(380, inner(0.27)), fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
+  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: Math.min(380 + 10 * Math.max(0, fontPx - 12), inner(0.27)), fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
   if (panes.includes('head')) {
-    const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : attn === 'cross' ? `${T} steps × ${S} source tokens` : `${T} × ${T} steps`}`);
+    const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : attn === 'cross' ? `${T} steps × ${S} source tokens, step ${t + 1} outlined` : `${T} × ${T} steps, step ${t + 1} outlined`}`);
     rect.head(v, {
       // a projector's width gives the cells room: up to 52 px each
       matrix: m, width: Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
@@ -261,8 +265,8 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
   const grids = el('div', { class: 'tr-grids' });
   grids.append(
     flags('Source padding: src_mask = (src != pad), (B, 1, S)', items, positions(S), (i, j) => p.source_valid[i][j], 'a row per source; it masks the encoder\'s keys and the cross-attention\'s'),
-    flags('Target padding: the seeds\' (tgt != pad), (B, 1, T)', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: which positions it fills. Built from each output\'s length, not by comparing tokens: Marian\'s decoder start token (position 0) is the pad token itself'),
-    flags('No-peek: subsequent_mask(T), (1, T, T)', positions(T), positions(T), (q, k) => k <= q, 'step q may read steps 0…q'),
+    flags('Target padding: (tgt != pad), (B, 1, T)', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: which positions it fills. Built from each output\'s length, not by comparing tokens: Marian\'s decoder start token (position 0) is the pad token itself'),
+    flags('No-peek: subsequent_mask(T), (1, T, T)', positions(T), positions(T), (q, k) => k <= q, 'rows and columns are positions (step t + 1 is position t): position q may read positions 0…q'),
     flags(p.target_padding_masked ? `Combined, source ${b + 1}: tgt_mask = (tgt != pad) & no-peek, (T, T)` : `The decoder's mask, source ${b + 1}: no-peek alone`,
       tgt, tgt, (q, k) => k <= q && (!p.target_padding_masked || p.target_valid[b][k]),
       p.target_padding_masked ? 'the & of the two above: a step reads neither the future nor a pad'

@@ -37,7 +37,7 @@ export function render(target, data, { probs, head = 0, step = 0, width = 900, f
   p.intro.textContent = `Decoder layer ${data.layer}, after its self-attention: the decoder's ${T} positions ask, the encoder's output answers. Queries come from the decoder, keys and values from the encoder: the matrix is ${T} × ${S}, steps × source tokens, and only the source's padding is masked (no no-peek: the whole source is known from the start).`;
   p.shapes.textContent = `Q = y₁ W_q: (${T} × ${D}) from the decoder · K = memory W_k, V = memory W_v: (${S} × ${D}) from the encoder · view as ${H} heads of d_k = ${dk}, transpose: Q (${H} × ${T} × ${dk}), K and V (${H} × ${S} × ${dk}) · head ${h}: softmax(Q Kᵀ / √${dk}) V → (${T} × ${dk})`;
   p.grid.replaceChildren();
-  const panel = (title, values, rows, cols, sc, { rowLabels, colLabels, text, outline, describe, cellW = 34 }) => {
+  const panel = (title, values, rows, cols, sc, { rowLabels, colLabels, text, outline, after = null, describe, cellW = 34 }) => {
     const f = el('figure', 'dec-cross-fig');
     f.append(el('figcaption', 'inside-caption', title));
     const c = el('canvas');
@@ -45,19 +45,19 @@ export function render(target, data, { probs, head = 0, step = 0, width = 900, f
     c.setAttribute('aria-label', title);
     f.append(c);
     p.grid.append(f);
-    c._g = heatmap(c, { values, rows, cols, sc, rowLabels, colLabels, width: Math.min(width < 700 ? width - 10 : width / 2 - 20, 60 + cols * cellW), cellH: Math.max(12, Math.min(24, 300 / rows)), fontPx, text, outline });
+    c._g = heatmap(c, { values, rows, cols, sc, rowLabels, colLabels, width: Math.min(width < 700 ? width - 10 : width / 2 - 20, 60 + cols * cellW), cellH: Math.max(12, Math.min(24, 300 / rows)), fontPx, text, outline, after });
     hoverTip(target, c, (cell) => cell && describe(cell.r, cell.c));
     return c;
   };
   const q = flat(data.cross_q, c0, c1), k = flat(data.cross_k, c0, c1), v = flat(data.cross_v, c0, c1);
   const scores = flat(data.cross_scores[h]), a = flat(probs), ctx = flat(data.cross_context, c0, c1);
   const vsc = (x) => scale('score', { max: absMax(x) });
-  panel(`Q, head ${h}: ${T} × ${dk}, from the decoder`, q, T, dk, vsc(q), { rowLabels: rowsT, outline: { r: t }, cellW: 12, describe: (r, c) => `Q, ${q_(r)}, dimension ${c} of head ${h} (${c0 + c} of ${D}): ${num(q[r * dk + c], 4)}` });
+  panel(`Q, head ${h}: ${T} × ${dk}, from the decoder`, q, T, dk, vsc(q), { rowLabels: rowsT, outline: { r: t }, after: t, cellW: 12, describe: (r, c) => `Q, ${q_(r)}, dimension ${c} of head ${h} (${c0 + c} of ${D}): ${num(q[r * dk + c], 4)}` });
   panel(`K, head ${h}: ${S} × ${dk}, from the encoder`, k, S, dk, vsc(k), { rowLabels: rowsS, cellW: 12, describe: (r, c) => `K, ${s_(r)}, dimension ${c} of head ${h}: ${num(k[r * dk + c], 4)}` });
-  panel(`Scores Q Kᵀ / √${dk}: ${T} × ${S}`, scores, T, S, vsc(scores), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, text: (r, c) => num(scores[r * S + c], 1), describe: (r, c) => `q of ${q_(r)} · k of ${s_(c)}, ÷ √${dk}: ${num(scores[r * S + c], 4)}` });
-  panel(`softmax over the source: ${T} × ${S} (each row sums to 1)`, a, T, S, scale('probability'), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, text: (r, c) => (a[r * S + c] >= 0.005 ? a[r * S + c].toFixed(2).replace(/^0/, '') : ''), describe: (r, c) => `${q_(r)} → ${s_(c)}: ${num(a[r * S + c], 4)}` });
+  panel(`Scores Q Kᵀ / √${dk}: ${T} × ${S}`, scores, T, S, vsc(scores), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, after: t, text: (r, c) => num(scores[r * S + c], 1), describe: (r, c) => `q of ${q_(r)} · k of ${s_(c)}, ÷ √${dk}: ${num(scores[r * S + c], 4)}` });
+  panel(`softmax over the source: ${T} × ${S} (each row sums to 1)`, a, T, S, scale('probability'), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, after: t, text: (r, c) => (a[r * S + c] >= 0.005 ? a[r * S + c].toFixed(2).replace(/^0/, '') : ''), describe: (r, c) => `${q_(r)} → ${s_(c)}: ${num(a[r * S + c], 4)}` });
   panel(`V, head ${h}: ${S} × ${dk}, from the encoder`, v, S, dk, vsc(v), { rowLabels: rowsS, cellW: 12, describe: (r, c) => `V, ${s_(r)}, dimension ${c} of head ${h}: ${num(v[r * dk + c], 4)}` });
-  panel(`context = softmax · V: ${T} × ${dk}`, ctx, T, dk, vsc(ctx), { rowLabels: rowsT, outline: { r: t }, cellW: 12, describe: (r, c) => `context, ${q_(r)}, dimension ${c} of head ${h}: ${num(ctx[r * dk + c], 4)}` });
+  panel(`context = softmax · V: ${T} × ${dk}`, ctx, T, dk, vsc(ctx), { rowLabels: rowsT, outline: { r: t }, after: t, cellW: 12, describe: (r, c) => `context, ${q_(r)}, dimension ${c} of head ${h}: ${num(ctx[r * dk + c], 4)}` });
   const row = Array.from(probs[t]);
   const best = row.map((x, i) => [x, i]).sort((x, y) => y[0] - x[0]).slice(0, 2).filter(([x], j) => j === 0 || x >= 0.005);
   p.concat.textContent = `Step ${t + 1} (position ${t}, reading “${shown(data.target_tokens[t])}”): head ${h} puts ${best.map(([x, i]) => `${num(x, 2)} on ${s_(i)}`).join(' and ')}; its context row is that mix of V's rows. The ${H} heads' contexts, side by side, are (${T} × ${D}) again; W_o projects them, and y₁ + that output goes through LayerNorm (panel 3).`;

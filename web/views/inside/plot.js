@@ -29,10 +29,10 @@ export function rectImage(values, rows, cols, sc) {
 /**
  * Draws a labelled heatmap on `canvas` (sized here, HiDPI): `values` rows × cols, `rowLabels`
  * down the left, `colLabels` along the top (rotated), `text(r, c)` in the cells when they fit,
- * `outline` {r, c} (a cell, or r / c alone for a row or column). Returns the geometry
+ * `outline` {r, c} (a cell, or r / c alone for a row or column), the rows after `after` dimmed. Returns the geometry
  * {x0, y0, cw, ch, rows, cols} for hit-testing with `cellOf`.
  */
-export function heatmap(canvas, { values, rows, cols, sc, rowLabels, colLabels, width, cellH, fontPx = 11, text = null, outline = null, maxCellW = 64, left, top, outlineColour = '#1d4ed8' }) {
+export function heatmap(canvas, { values, rows, cols, sc, rowLabels, colLabels, width, cellH, fontPx = 11, text = null, outline = null, after = null, maxCellW = 64, left, top, outlineColour = '#1d4ed8' }) {
   const ctx0 = canvas.getContext('2d');
   ctx0.font = `${fontPx}px system-ui, sans-serif`;
   const measureAll = (ls) => Math.max(0, ...(ls ?? []).map((s) => ctx0.measureText(String(s)).width));
@@ -44,6 +44,11 @@ export function heatmap(canvas, { values, rows, cols, sc, rowLabels, colLabels, 
   const ctx = fit(canvas, w, h, Math.max(rows, cols) + 1);
   ctx.clearRect(0, 0, w, h);
   ctx.drawImage(rectImage(values, rows, cols, sc), 0, 0, cols, rows, x0, y0, cw * cols, ch * rows);
+  // rows after `after` dimmed (a decoding's steps not yet written)
+  if (after !== null && after + 1 < rows) {
+    ctx.fillStyle = 'rgba(255, 255, 255, 0.72)';
+    ctx.fillRect(x0, y0 + (after + 1) * ch, cw * cols, (rows - after - 1) * ch);
+  }
   ctx.fillStyle = '#374151';
   ctx.textBaseline = 'middle';
   ctx.font = `${fontPx}px system-ui, sans-serif`;
@@ -72,7 +77,7 @@ export function heatmap(canvas, { values, rows, cols, sc, rowLabels, colLabels, 
           if (!t || ctx.measureText(t).width > cw - 2) continue;
           // dark text on a light cell, white on a dark one (by the cell colour's luminance)
           const [cr, cg, cb] = sc.table[sc.index(values[r * cols + c])];
-          ctx.fillStyle = 0.2126 * cr + 0.7152 * cg + 0.0722 * cb < 140 ? '#fff' : '#111827';
+          ctx.fillStyle = after !== null && r > after ? '#6b7280' : 0.2126 * cr + 0.7152 * cg + 0.0722 * cb < 140 ? '#fff' : '#111827';
           ctx.fillText(t, x0 + (c + 0.5) * cw, y0 + (r + 0.5) * ch);
         }
       }
