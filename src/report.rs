@@ -259,7 +259,7 @@ impl<'a> ItemInput<'a> {
                 token_texts: &input.texts[b],
                 offsets: &input.offsets[b],
                 word_ids: &input.word_ids[b],
-                length: input.valid.row(b).iter().filter(|&&v| v).count(),
+                length: input.length(b),
                 truncated: input.truncated[b],
             })
             .collect()
@@ -594,7 +594,7 @@ impl<'a> DecoderTraceItem<'a> {
     ) -> crate::error::Result<Self> {
         let d = crate::families::marian::decoder_of(&model.config)?;
         let source = &tr.source;
-        let s = source.valid.row(b).iter().filter(|&&v| v).count();
+        let s = source.length(b);
         let t = output_ids.len().saturating_sub(1).min(tr.input.dim().1);
         let rows =
             |a: &'a ndarray::Array3<f32>, n: usize| Nested(a.slice(s![b, ..n, ..]).into_dyn());
@@ -775,9 +775,7 @@ impl<'a> TranslationReport<'a> {
             .iter()
             .enumerate()
             .map(|(b, source)| {
-                let s = tr.source.tokens[b]
-                    .len()
-                    .min(tr.source.valid.row(b).iter().filter(|&&v| v).count());
+                let s = tr.source.length(b);
                 let t = tr.steps(b);
                 // bytes → characters, as Python's tokenizers counts them
                 let chars = |byte: usize| source.get(..byte).map_or(0, |p| p.chars().count());

@@ -114,7 +114,7 @@ impl Decoding {
         let enc = model.tokenizer.encode(targets, None)?;
         let outputs = (0..enc.batch())
             .map(|b| {
-                let n = enc.valid.row(b).iter().filter(|&&v| v).count();
+                let n = enc.length(b);
                 std::iter::once(start)
                     .chain(enc.ids.row(b).iter().take(n).copied())
                     .collect()
@@ -327,20 +327,29 @@ fn likeliest(logits: ndarray::ArrayView1<f32>, pad: u32) -> u32 {
     best.map_or(pad, |(_, i)| i)
 }
 
-/// What the decoder reads when it is given `outputs` (each at least the start token and one
-/// more): `output_ids[:-1]` right-padded to the longest, `(B, T)`, its mask, `no-peek & (tgt !=
-/// pad)`, `(B, T, T)`, and the cross-attention's, `(B, T, S)`.
+/// What the decoder reads when it is given `outputs`, one for each source, each the start token
+/// and at least one more (an error otherwise, or past the model's sizes): `output_ids[:-1]`
+/// right-padded to the longest, `(B, T)`, its mask, `no-peek & (tgt != pad)`, `(B, T, T)`, and
+/// the cross-attention's, `(B, T, S)`.
 fn forced_inputs(
     model: &Model,
     source: &Encoded,
     outputs: &[Vec<u32>],
 ) -> Result<(TargetInputs, Mask, Mask)> {
-    let b = outputs.len();
-    let t = outputs
-        .iter()
-        .map(|o| o.len().saturating_sub(1))
-        .max()
-        .unwrap_or(0);
+    let (b, s) = source.ids.dim();
+    if outputs.len() != b {
+        return Err(Error::Input(format!(
+            "{b} sources and {} outputs: one output for each source",
+            outputs.len()
+        )));
+    }
+    if let Some(i) = outputs.iter().position(|o| o.len() < 2) {
+        return Err(Error::Input(format!(
+            "output {i} has no token after the decoder start token"
+        )));
+    }
+    let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
+    check_size(model, b, s, t)?;
     let pad = model.tokenizer.pad_id();
     let tokens = Array2::from_shape_fn((b, t), |(i, j)| {
         if j + 1 < outputs[i].len() {
@@ -410,14 +419,8 @@ pub fn decoder_trace(
     }
     let source = model.tokenizer.encode(sources, None)?;
     let (b, s) = source.ids.dim();
-    if outputs.len() != b || outputs.iter().any(|o| o.len() < 2) {
-        return Err(Error::Input(format!(
-            "{b} sources need {b} outputs, each the decoder start token and at least one more"
-        )));
-    }
-    let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
-    check_size(model, b, s, t)?;
     let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
+    let t = target.tokens.ncols();
     let opts = TraceOptions {
         scores: true,
         decoder_trace: Some(layer),
@@ -478,21 +481,9 @@ async fn forced<P: Passes>(
     outputs: &[Vec<u32>],
 ) -> Result<Translation> {
     let c = &model.config;
-    let (b, s) = source.ids.dim();
-    if outputs.len() != b {
-        return Err(Error::Input(format!(
-            "{b} sources and {} outputs: one output for each source",
-            outputs.len()
-        )));
-    }
-    if let Some(i) = outputs.iter().position(|o| o.len() < 2) {
-        return Err(Error::Input(format!(
-            "output {i} has no token after the decoder start token"
-        )));
-    }
-    let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
-    check_size(model, b, s, t)?;
+    let b = source.batch();
     let (target, decoder_mask, cross) = forced_inputs(model, source, outputs)?;
+    let t = target.tokens.ncols();
     let Pass { mut groups, logits } = passes.whole(target, &decoder_mask, &cross).await?;
     let step_logits = logits
         .into_shape_with_order((b, t, c.vocab_size))

@@ -56,6 +56,10 @@ impl Encoded {
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
+    /// Item `b`'s real tokens, padding excluded.
+    pub fn length(&self, b: usize) -> usize {
+        self.valid.row(b).iter().filter(|&&v| v).count()
+    }
 }
 
 impl TextTokenizer {

@@ -103,9 +103,7 @@ impl GpuPasses<'_> {
         let staging = self.engine.staging_for(&recording);
         Ok(Recorded { recording, staging })
     }
-}
 
-impl GpuPasses<'_> {
     /// Runs `pass` over the source and `target` under the source's padding, `decoder` and
     /// `cross`, the host first writing `writes`: the attentions it kept and the logits.
     async fn replay(
