@@ -4,11 +4,11 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, translationPanes, drawDecoderPanels, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
+import { connect, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation } from './result.js';
+import { published, publishedTranslation, maxAbsDiff } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView } from './export.js';
@@ -274,7 +274,6 @@ function insideDecoder(s, changed) {
 const PLAY_MS = 700;
 let playTimer = 0;
 function startPlaying(steps) {
-  store.update({ step: 0 });
   playTimer = setInterval(() => {
     const now = store.get().step ?? steps - 1;
     if (now >= steps - 1) stopPlaying();
@@ -419,7 +418,7 @@ on('batch-mode', 'change', (e) => {
   let sentences = s.sentences;
   // a batch of one gets the model's own batch example's other sentences (a translation's sources)
   const example = s.modelInfo?.decoder ? TRANSLATION_EXAMPLES.find((x) => x.id === 'dates-batch') : EXAMPLES.find((x) => x.id === 'batch');
-  if (batch && sentences.length < 2) sentences = [sentences[0] || '', ...example.state.sentences.slice(1).map((x) => x.split(/=>|→/)[0].trim())].filter((x) => x.trim());
+  if (batch && sentences.length < 2) sentences = [sentences[0] || '', ...example.state.sentences.slice(1).map((x) => splitLine(x).source)].filter((x) => x.trim());
   store.update({ batch, sentences, item: 0 });
   syncInputs(store.get());
 });
@@ -495,7 +494,7 @@ on('check', 'click', async () => {
       const texts = textsOf(s);
       if (texts.length) {
         const c = s.modelInfo?.decoder
-          ? await engine().checkTranslation(s.modelKey, { sources: texts.map((t) => t.split(/=>|→/)[0].trim()) })
+          ? await engine().checkTranslation(s.modelKey, { sources: texts.map((t) => splitLine(t).source) })
           : await engine().check(s.modelKey, { texts, pair: s.pair, mask: s.mask });
         if (c.other !== 'cpu') parts.push(`CPU vs WebGPU: ${c.sameIds === false ? 'different output ids, ' : ''}max |Δ| = ${c.maxAbsDiff.toExponential(2)}`);
       }
@@ -518,10 +517,7 @@ async function compareWithReference(s) {
   let worst = 0;
   for (const c of ref.cases) {
     const r = await engine().run(s.modelKey, { texts: c.texts, pair: c.pair ?? '', mask: c.mask });
-    c.attention.forEach((want, b) => {
-      const got = r.results[b].attention;
-      want.forEach((heads, l) => heads.forEach((rows, h) => rows.forEach((row, q) => row.forEach((v, k) => { worst = Math.max(worst, Math.abs(v - got[l][h][q][k])); }))));
-    });
+    c.attention.forEach((want, b) => { worst = Math.max(worst, maxAbsDiff(want, r.results[b].attention)); });
   }
   return `${store.get().run?.backend ?? 'engine'} vs PyTorch (${ref.source}) on ${ref.cases.length} worked examples: max |Δ| = ${worst.toExponential(2)}`;
 }
@@ -539,9 +535,7 @@ async function compareTranslations(s) {
     const r = tr.results[0];
     backend = tr.backend;
     if (r.output_ids.join() === c.output_ids.join()) ids++;
-    for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) {
-      c[k].forEach((heads, l) => heads.forEach((rows, h) => rows.forEach((row, q) => row.forEach((v, j) => { worst = Math.max(worst, Math.abs(v - (r[k][l]?.[h]?.[q]?.[j] ?? Infinity))); }))));
-    }
+    for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) worst = Math.max(worst, maxAbsDiff(c[k], r[k]));
   }
   return `${backend} vs PyTorch (${ref.source}) on ${ref.cases.length} dates: the same output ids for ${ids} of ${ref.cases.length}, three attentions max |Δ| = ${worst.toExponential(2)}`;
 }

@@ -135,6 +135,15 @@ export function publishedTranslation(tr, b) {
   return Object.assign(out, tr.results[b]);
 }
 
+/** The largest |a − b| over two nested arrays (of arrays or typed arrays) of `want`'s shape; a
+ *  value `got` lacks counts as Infinity. */
+export function maxAbsDiff(want, got) {
+  if (typeof want === 'number') return Math.abs(want - (got ?? Infinity));
+  let max = 0;
+  for (let i = 0; i < want.length; i++) max = Math.max(max, maxAbsDiff(want[i], got?.[i]));
+  return max;
+}
+
 /** A token as a reader sees it: SentencePiece's ▁ as the space it stands for. */
 export const shownToken = (t) => t.replace(/▁/g, ' ').trim() || t;
 

@@ -93,6 +93,12 @@ export function textsOf(s) {
   return t;
 }
 
+/** A translation line: `{source, target}` of `source => target` (or `→`), else `{source: line, target: null}`. */
+export function splitLine(line) {
+  const i = line.search(/=>|→/);
+  return i < 0 ? { source: line, target: null } : { source: line.slice(0, i).trim(), target: line.slice(i).replace(/^(=>|→)/, '').trim() };
+}
+
 /**
  * What a translation model runs for a state: `{sources, targets}` (`targets` null: greedy
  * decoding). A batch line `source => target` (or `→`) teacher-forces its own target (the pair
@@ -101,8 +107,8 @@ export function textsOf(s) {
 export function translationInputs(s) {
   const pair = s.batch ? '' : (s.pair ?? '').trim(); // a batch's lines name their own targets
   const lines = textsOf(s).map((t) => {
-    const i = t.search(/=>|→/);
-    return i < 0 ? { source: t, target: pair } : { source: t.slice(0, i).trim(), target: t.slice(i).replace(/^(=>|→)/, '').trim() };
+    const line = splitLine(t);
+    return { source: line.source, target: line.target ?? pair };
   });
   const forced = lines.filter((x) => x.target).length;
   if (forced && forced < lines.length) throw new Error('Give every source a target to teacher-force ("source => target", or the target box for all), or none to decode greedily.');

@@ -14,6 +14,7 @@
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise } from './summary.js';
+import { maxAbsDiff as maxDiff } from './result.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const WEIGHTS = 'model.safetensors'; // kept in wasm memory as a WeightsFile, the others as bytes
@@ -551,9 +552,8 @@ self.onmessage = async (e) => {
       const s = sessionFor(msg.key);
       const a = await s.session.translate(msg.sources, undefined, 'cpu', {});
       const b = await s.session.translate(msg.sources, undefined, s.engine, {});
-      let maxAbsDiff = 0;
-      const diff = (x, y) => { if (Array.isArray(x) || ArrayBuffer.isView(x)) for (let i = 0; i < x.length; i++) diff(x[i], y?.[i]); else maxAbsDiff = Math.max(maxAbsDiff, Math.abs(x - (y ?? Infinity))); };
-      a.results.forEach((r, i) => ['encoder_attention', 'decoder_attention', 'cross_attention'].forEach((k) => diff(r[k], b.results[i][k])));
+      const keys = ['encoder_attention', 'decoder_attention', 'cross_attention'];
+      const maxAbsDiff = Math.max(...a.results.flatMap((r, i) => keys.map((k) => maxDiff(r[k], b.results[i][k]))));
       const sameIds = a.results.every((r, i) => r.output_ids.join() === b.results[i].output_ids.join());
       self.postMessage({ id: msg.id, ok: true, result: { maxAbsDiff, sameIds, other: b.backend } });
     } else if (msg.type === 'check') {

@@ -9,7 +9,7 @@
 // the queries on the left and the keys on the right, a line per weight. Every label is drawn as
 // text on a canvas or set as textContent, never parsed as markup.
 
-import { scale, MASKED_CSS } from '../colour.js';
+import { scale, MASKED } from '../colour.js';
 import { fit, hatchPattern } from '../canvas.js';
 
 const PROB = scale('probability');
@@ -21,7 +21,7 @@ function bitmapOf({ values, masked }) {
   const nq = values.length, nk = values[0]?.length ?? 0;
   const img = new ImageData(Math.max(1, nk), Math.max(1, nq));
   const px = new Uint32Array(img.data.buffer);
-  const grey = new Uint32Array(new Uint8ClampedArray([...hexRGB(MASKED_CSS), 255]).buffer)[0];
+  const grey = new Uint32Array(new Uint8ClampedArray([...MASKED, 255]).buffer)[0];
   for (let q = 0; q < nq; q++) {
     const row = values[q];
     for (let k = 0; k < nk; k++) px[q * nk + k] = masked?.(q, k) ? grey : PROB.words[PROB.index(row[k])];
@@ -30,7 +30,6 @@ function bitmapOf({ values, masked }) {
   c.getContext('2d').putImageData(img, 0, 0);
   return c;
 }
-const hexRGB = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
 
 /** The layout of one matrix drawn with its labels in `width` CSS pixels. */
 function geometry(ctx, m, { width, maxCell = 34, fontPx = 12 }) {

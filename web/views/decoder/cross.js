@@ -7,8 +7,8 @@
 
 import { scale } from '../../colour.js';
 import { el, heatmap, hoverTip, num } from '../inside/plot.js';
+import { shownToken as shown } from '../../result.js';
 
-const shown = (t) => t.replace(/▁/g, ' ').trim() || t;
 const flat = (rows, c0 = 0, c1 = rows[0]?.length ?? 0) => Float32Array.from(rows.flatMap((r) => Array.from(r).slice(c0, c1)));
 const absMax = (v) => Math.max(1e-6, ...Array.from(v, Math.abs));
 

@@ -6,9 +6,9 @@
 
 import { scale } from '../../colour.js';
 import { el, heatmap, hoverTip, num } from '../inside/plot.js';
+import { shownToken as shown } from '../../result.js';
 
 const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
-const shown = (t) => t.replace(/▁/g, ' ').trim() || t;
 
 function build(target) {
   target.replaceChildren();

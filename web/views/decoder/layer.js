@@ -5,8 +5,8 @@
 
 import { scale } from '../../colour.js';
 import { el, heatmap, hoverTip, num } from '../inside/plot.js';
+import { shownToken as shown } from '../../result.js';
 
-const shown = (t) => t.replace(/▁/g, ' ').trim() || t;
 const stats = (v) => {
   const n = v.length, mean = v.reduce((a, x) => a + x, 0) / n;
   return { mean, std: Math.sqrt(v.reduce((a, x) => a + (x - mean) ** 2, 0) / n), norm: Math.sqrt(v.reduce((a, x) => a + x * x, 0)) };
