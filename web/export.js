@@ -9,21 +9,15 @@ const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&
 const FONT = 'font-family="system-ui, sans-serif"';
 const HATCH = `<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#e5e7eb"/><line x1="0" y1="0" x2="0" y2="6" stroke="${hex(MASKED)}" stroke-width="2"/></pattern></defs>`;
 
-/** One T × T matrix as rects at (x, y), `cell` units a cell, with labels when `tokens`. */
+/** One T × T matrix (`values` and `mask` flat, row-major) as rects at (x, y), `cell` units a
+ *  cell, with labels when `tokens`: the square case of `rectMatrix`. */
 function matrix(values, T, sc, mask, { x, y, cell, tokens = null, fontPx = 11 }) {
-  const out = [];
-  for (let q = 0; q < T; q++) {
-    for (let k = 0; k < T; k++) {
-      const i = q * T + k;
-      const fill = mask && !mask[i] ? 'url(#hatch)' : hex(sc.table[sc.index(values[i])]);
-      out.push(`<rect x="${x + k * cell}" y="${y + q * cell}" width="${cell}" height="${cell}" fill="${fill}" data-q="${q}" data-k="${k}"/>`);
-    }
-  }
-  if (tokens) {
-    tokens.forEach((t, q) => out.push(`<text class="qlabel" x="${x - 4}" y="${y + (q + 0.5) * cell}" text-anchor="end" dominant-baseline="middle" font-size="${fontPx}" ${FONT}>${esc(t)}</text>`));
-    tokens.forEach((t, k) => out.push(`<text class="klabel" transform="translate(${x + (k + 0.5) * cell} ${y - 4}) rotate(-90)" dominant-baseline="middle" font-size="${fontPx}" ${FONT}>${esc(t)}</text>`));
-  }
-  return out.join('');
+  const m = {
+    values: Array.from({ length: T }, (_, q) => values.subarray(q * T, (q + 1) * T)),
+    rows: tokens ?? [], cols: tokens ?? [],
+    masked: mask ? (q, k) => !mask[q * T + k] : null,
+  };
+  return rectMatrix(m, sc, { x, y, cell, labels: Boolean(tokens), fontPx });
 }
 
 function legendSVG(sc, x, y, w = 200) {
