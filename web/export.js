@@ -48,30 +48,11 @@ export function toSVG(run, view, { item, layer, head, scale: per }) {
     return svg(w, h, body, title);
   }
   if (view === 'model') {
-    const side = 96, gap = 8, cell = side / T, x0 = 40, y0 = 28;
-    const parts = [];
-    for (let l = 0; l < run.L; l++) {
-      parts.push(`<text x="4" y="${y0 + l * (side + gap) + side / 2}" font-size="12" dominant-baseline="middle" ${FONT}>L${l}</text>`);
-      for (let h2 = 0; h2 < run.H; h2++) {
-        const x = x0 + h2 * (side + gap), y = y0 + l * (side + gap);
-        parts.push(`<g class="head" data-layer="${l}" data-head="${h2}">${matrix(run.head(item, l, h2), T, probScale(l, h2), mask, { x, y, cell })}</g>`);
-      }
-    }
-    for (let h2 = 0; h2 < run.H; h2++) parts.push(`<text x="${x0 + h2 * (side + gap) + side / 2}" y="18" font-size="12" text-anchor="middle" ${FONT}>${h2}</text>`);
-    const w = x0 + run.H * (side + gap) + 20, h = y0 + run.L * (side + gap) + 50;
-    parts.push(legendSVG(scale('probability'), x0, y0 + run.L * (side + gap) + 8));
-    return svg(w, h, parts.join(''), `attnscope: ${run.model}, every layer and head: ${run.results[item].text}`);
+    return gridSVG(run.L, run.H, T, T, (l, h2, at) => matrix(run.head(item, l, h2), T, probScale(l, h2), mask, at), `attnscope: ${run.model}, every layer and head: ${run.results[item].text}`);
   }
   if (view === 'lines') {
-    const step = 22, w = 2 * pad + 260, h = T * step + 40;
     const v = run.head(item, layer, head);
-    const parts = [];
-    for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) {
-      const p = v[q * T + k];
-      if (p >= 0.01) parts.push(`<line x1="${pad}" y1="${20 + (q + 0.5) * step}" x2="${pad + 260}" y2="${20 + (k + 0.5) * step}" stroke="#08519c" stroke-opacity="${Math.min(1, 0.08 + p).toFixed(3)}" stroke-width="2"/>`);
-    }
-    tokens.forEach((t, i) => parts.push(`<text x="${pad - 6}" y="${20 + (i + 0.5) * step}" text-anchor="end" dominant-baseline="middle" font-size="12" ${FONT}>${esc(t)}</text><text x="${pad + 266}" y="${20 + (i + 0.5) * step}" dominant-baseline="middle" font-size="12" ${FONT}>${esc(t)}</text>`));
-    return svg(w, h, parts.join(''), title);
+    return linesSVG({ values: Array.from({ length: T }, (_, q) => v.subarray(q * T, (q + 1) * T)), rows: tokens, cols: tokens }, pad, title);
   }
   // steps
   const cell = Math.max(3, Math.min(20, Math.floor(300 / T)));
@@ -127,21 +108,32 @@ export function translationSVG(tr, view, { item, attn, layer, head }) {
     return svg(Math.max(w, pad + 320), h, body, title);
   }
   if (view === 'model') {
-    const side = 96, gap = 8, cw = side / Math.max(nq, nk), x0 = 40, y0 = 28;
-    const tw = cw * nk, th = cw * nq;
-    const L = matrices.length, H = matrices[0].length;
-    const parts = [];
-    for (let l = 0; l < L; l++) {
-      parts.push(`<text x="4" y="${y0 + l * (th + gap) + th / 2}" font-size="12" dominant-baseline="middle" ${FONT}>L${l}</text>`);
-      for (let h2 = 0; h2 < H; h2++) {
-        parts.push(`<g class="head" data-layer="${l}" data-head="${h2}">${rectMatrix(matrices[l][h2], sc, { x: x0 + h2 * (tw + gap), y: y0 + l * (th + gap), cell: cw, labels: false })}</g>`);
-      }
-    }
-    for (let h2 = 0; h2 < H; h2++) parts.push(`<text x="${x0 + h2 * (tw + gap) + tw / 2}" y="18" font-size="12" text-anchor="middle" ${FONT}>${h2}</text>`);
-    parts.push(legendSVG(sc, x0, y0 + L * (th + gap) + 8));
-    return svg(Math.max(x0 + H * (tw + gap) + 20, x0 + 320), y0 + L * (th + gap) + 50, parts.join(''), `attnscope: ${tr.model}, every layer and head of the ${ATTN_NAMES[attn]}: ${r.source}`);
+    return gridSVG(matrices.length, matrices[0].length, nq, nk, (l, h2, at) => rectMatrix(matrices[l][h2], sc, { ...at, labels: false }), `attnscope: ${tr.model}, every layer and head of the ${ATTN_NAMES[attn]}: ${r.source}`);
   }
-  // lines: the queries left, the keys right, each side centred on its own length
+  return linesSVG(m, pad, title);
+}
+
+/** Every layer and head, L × H thumbnails of n_q × n_k (the longer side 96 units):
+ *  `cellsSVG(l, h, {x, y, cell})` draws one; the probability legend below. */
+function gridSVG(L, H, nq, nk, cellsSVG, title) {
+  const side = 96, gap = 8, cell = side / Math.max(nq, nk), x0 = 40, y0 = 28;
+  const tw = cell * nk, th = cell * nq;
+  const parts = [];
+  for (let l = 0; l < L; l++) {
+    parts.push(`<text x="4" y="${y0 + l * (th + gap) + th / 2}" font-size="12" dominant-baseline="middle" ${FONT}>L${l}</text>`);
+    for (let h = 0; h < H; h++) {
+      parts.push(`<g class="head" data-layer="${l}" data-head="${h}">${cellsSVG(l, h, { x: x0 + h * (tw + gap), y: y0 + l * (th + gap), cell })}</g>`);
+    }
+  }
+  for (let h = 0; h < H; h++) parts.push(`<text x="${x0 + h * (tw + gap) + tw / 2}" y="18" font-size="12" text-anchor="middle" ${FONT}>${h}</text>`);
+  parts.push(legendSVG(scale('probability'), x0, y0 + L * (th + gap) + 8));
+  return svg(Math.max(x0 + H * (tw + gap) + 20, x0 + 320), y0 + L * (th + gap) + 50, parts.join(''), title);
+}
+
+/** The line view of a matrix (`{values, rows, cols, masked}`): the queries left, the keys right,
+ *  each side centred on its own length, a line per weight ≥ 1%; `pad` the labels' room. */
+function linesSVG(m, pad, title) {
+  const nq = m.rows.length, nk = m.cols.length;
   const step = 22, n = Math.max(nq, nk), w = 2 * pad + 260, h = n * step + 40;
   const yq = (q) => 20 + ((n - nq) / 2 + q + 0.5) * step, yk = (k) => 20 + ((n - nk) / 2 + k + 0.5) * step;
   const parts = [];
