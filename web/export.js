@@ -3,7 +3,7 @@
 // the focused head as CSV. Everything is built from the result contract, not from the screen.
 
 import { scale, hex, MASKED, STEPS } from './colour.js';
-import { matricesOf } from './result.js';
+import { matricesOf, ATTENTION_KINDS } from './result.js';
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 const FONT = 'font-family="system-ui, sans-serif"';
@@ -84,7 +84,6 @@ function rectMatrix(m, sc, { x, y, cell, labels = true, fontPx = 11 }) {
   return out.join('');
 }
 
-const ATTN_NAMES = { cross: 'cross-attention', decoder: 'decoder self-attention', encoder: 'encoder self-attention' };
 
 /**
  * One of a translation's attentions (`attn`: 'cross' | 'decoder' | 'encoder') as SVG: the focused
@@ -96,19 +95,19 @@ export function translationSVG(tr, view, { item, attn, layer, head }) {
   const m = matrices[layer][head];
   const nq = m.rows.length, nk = m.cols.length;
   const sc = scale('probability');
-  const title = `attnscope: ${tr.model}, ${ATTN_NAMES[attn]}, layer ${layer}, head ${head}: ${r.source} → ${r.output_text}`;
+  const title = `attnscope: ${tr.model}, ${ATTENTION_KINDS[attn].name}, layer ${layer}, head ${head}: ${r.source} → ${r.output_text}`;
   const longest = Math.max(...m.rows.map((t) => t.length), ...m.cols.map((t) => t.length));
   const pad = Math.min(160, 16 + longest * 7);
   if (view === 'head') {
     const cell = Math.max(4, Math.min(28, Math.floor(720 / Math.max(nq, nk))));
     const w = pad + nk * cell + 20, h = pad + nq * cell + 60;
-    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTN_NAMES[attn]}, layer ${layer}, head ${head} (queries are rows, keys columns)`)}</text>`
+    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTENTION_KINDS[attn].name}, layer ${layer}, head ${head} (queries are rows, keys columns)`)}</text>`
       + rectMatrix(m, sc, { x: pad, y: pad, cell, fontPx: Math.min(12, Math.max(6, cell - 2)) })
       + legendSVG(sc, pad, pad + nq * cell + 16);
     return svg(Math.max(w, pad + 320), h, body, title);
   }
   if (view === 'model') {
-    return gridSVG(matrices.length, matrices[0].length, nq, nk, (l, h2, at) => rectMatrix(matrices[l][h2], sc, { ...at, labels: false }), `attnscope: ${tr.model}, every layer and head of the ${ATTN_NAMES[attn]}: ${r.source}`);
+    return gridSVG(matrices.length, matrices[0].length, nq, nk, (l, h2, at) => rectMatrix(matrices[l][h2], sc, { ...at, labels: false }), `attnscope: ${tr.model}, every layer and head of the ${ATTENTION_KINDS[attn].name}: ${r.source}`);
   }
   return linesSVG(m, pad, title);
 }

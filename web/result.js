@@ -147,6 +147,13 @@ export function maxAbsDiff(want, got) {
 /** A token as a reader sees it: SentencePiece's ▁ as the space it stands for. */
 export const shownToken = (t) => t.replace(/▁/g, ' ').trim() || t;
 
+/** An encoder–decoder's three attentions (the ids of store.js's ATTENTIONS): each one's name and what it is, in one line. */
+export const ATTENTION_KINDS = {
+  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output). Rows: what the decoder reads; columns: the source.' },
+  decoder: { name: 'decoder self-attention', line: 'The decoder reads what it has written so far: under the no-peek mask, step t sees steps 0…t only (the hatched triangle is −∞ before softmax, so 0).' },
+  encoder: { name: 'encoder self-attention', line: 'The encoder reads the whole source at once, every token over every token (padding masked).' },
+};
+
 /**
  * The matrices of attention `attn` ('cross' | 'decoder' | 'encoder') of translation item `r`:
  * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them).

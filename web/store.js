@@ -2,6 +2,8 @@
 // say), the model and its source, the latest result, hover and selection. One `update(patch)`;
 // subscribers learn which keys changed and decide what to do (run, write the hash, render).
 
+import { ATTENTION_KINDS } from './result.js';
+
 export function createStore(initial) {
   let state = { ...initial };
   const subs = new Set();
@@ -73,7 +75,7 @@ export const ENGINES = ['auto', 'cpu', 'gpu'];
 export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];
 export const EMBEDS = ['model', 'head', 'lines', 'steps'];
 /** An encoder–decoder's three attentions: the cross-attention, the decoder's and the encoder's self-attention. */
-export const ATTENTIONS = ['cross', 'decoder', 'encoder'];
+export const ATTENTIONS = Object.keys(ATTENTION_KINDS);
 export const MAX_BATCH = 4;
 
 /** The "inside the encoder" panels, in the order a layer computes them. */

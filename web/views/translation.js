@@ -11,7 +11,7 @@
 // 'grid', 'head', 'lines', 'masks'), width, fontPx, show (the page's 'both' | 'heatmap' |
 // 'lines'), onStep(step), onFocus(layer, head), onPlay(), onAttn(attn), onShow(show)}.
 
-import { matricesOf, shownToken as shown } from '../result.js';
+import { matricesOf, shownToken as shown, ATTENTION_KINDS } from '../result.js';
 import * as rect from './rect.js';
 import * as legend from './legend.js';
 import { scale } from '../colour.js';
@@ -25,12 +25,6 @@ function el(tag, attrs = {}, text = null) {
   return e;
 }
 
-/** What each attention is, in one line; its matrix's rows and columns. */
-export const ATTENTIONS = {
-  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output). Rows: what the decoder reads; columns: the source.' },
-  decoder: { name: 'decoder self-attention', line: 'The decoder reads what it has written so far: under the no-peek mask, step t sees steps 0…t only (the hatched triangle is −∞ before softmax, so 0).' },
-  encoder: { name: 'encoder self-attention', line: 'The encoder reads the whole source at once, every token over every token (padding masked).' },
-};
 
 export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, onStep, onFocus, onPlay, onAttn, onShow }) {
   const b = Math.min(item, tr.results.length - 1);
@@ -121,7 +115,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
 
   // which attention, and its focused layer and head
   const bar = el('div', { class: 'tr-pick', role: 'group', 'aria-label': 'which attention' });
-  for (const [id, a] of Object.entries(ATTENTIONS)) {
+  for (const [id, a] of Object.entries(ATTENTION_KINDS)) {
     const bt = el('button', { type: 'button', class: 'tr-attn', 'data-attn': id, 'aria-pressed': String(id === attn) }, a.name);
     bt.title = a.line;
     bt.addEventListener('click', () => onAttn?.(id));
@@ -154,7 +148,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   for (const [view, formats] of [['head', ['svg', 'png']], ['model', ['svg', 'png']], ['lines', ['svg']], ['all', ['json']]]) {
     for (const f of formats) {
       const bt = el('button', { type: 'button', class: 'export', 'data-view': view, 'data-format': f }, view === 'all' ? 'JSON' : `${view === 'model' ? 'grid' : view} ${f.toUpperCase()}`);
-      bt.title = view === 'all' ? 'export this item\'s three attentions, every layer and head, as JSON' : `export the ${view === 'model' ? 'grid of every layer and head' : view === 'head' ? 'focused head' : 'line view'} of the ${ATTENTIONS[attn].name} as ${f.toUpperCase()}`;
+      bt.title = view === 'all' ? 'export this item\'s three attentions, every layer and head, as JSON' : `export the ${view === 'model' ? 'grid of every layer and head' : view === 'head' ? 'focused head' : 'line view'} of the ${ATTENTION_KINDS[attn].name} as ${f.toUpperCase()}`;
       bt.addEventListener('click', () => exportTranslation(tr, view, f, { item: b, attn, layer: fl, head: fh }));
       exports.append(bt);
     }
@@ -163,13 +157,13 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   // the attention's controls and line where one of its views is shown (not an element's inside view)
   if (panes.length) {
     out.append(bar);
-    out.append(el('p', { class: 'tr-line muted' }, ATTENTIONS[attn].line));
+    out.append(el('p', { class: 'tr-line muted' }, ATTENTION_KINDS[attn].line));
   }
 
   const matrices = matricesOf(r, attn);
   const m = matrices[fl][fh];
   const focusRow = attn === 'encoder' ? -1 : t;
-  const label = `${ATTENTIONS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${fl}, head ${fh}`;
+  const label = `${ATTENTION_KINDS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${fl}, head ${fh}`;
   const views = el('div', { class: 'tr-views' });
   const pane = (cls, title) => {
     const f = el('figure', { class: `tr-pane ${cls}` });
@@ -204,8 +198,8 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     drawLines(null);
   }
   if (panes.includes('grid')) {
-    const v = pane('tr-grid', `Every layer and head of the ${ATTENTIONS[attn].name} (click one to focus it)`);
-    rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTIONS[attn].name}` });
+    const v = pane('tr-grid', `Every layer and head of the ${ATTENTION_KINDS[attn].name} (click one to focus it)`);
+    rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTION_KINDS[attn].name}` });
   }
   out.append(views);
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
@@ -283,10 +277,10 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
     encoder: { values: p.encoder_attention[b][L][H], rows: src.map(shown), cols: src.map(shown), masked: (q, k) => !p.source_valid[b][k] },
   }[attn];
   const f = el('figure', { class: 'tr-pane tr-applied' });
-  f.append(el('figcaption', {}, `Applied: the ${ATTENTIONS[attn].name} of source ${b + 1} over the padded batch, layer ${L}, head ${H} (hatched: masked, exactly 0)`));
+  f.append(el('figcaption', {}, `Applied: the ${ATTENTION_KINDS[attn].name} of source ${b + 1} over the padded batch, layer ${L}, head ${H} (hatched: masked, exactly 0)`));
   const v = el('div', { class: 'tr-canvas' });
   f.append(v);
   sec.append(f);
-  rect.head(v, { matrix: m, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTIONS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${m.rows[q]} → ${m.cols[k]}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
+  rect.head(v, { matrix: m, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTION_KINDS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${m.rows[q]} → ${m.cols[k]}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
   return sec;
 }
