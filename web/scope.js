@@ -375,7 +375,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
 
   /** Inside the decoder: the focused layer's values for the focused source, once one of its
-   *  panels is open (a teacher-forced pass over the translation's own output). */
+   *  panels is open (a teacher-forced pass over the translation's own output of that source). */
   function decoderInside(s) {
     const tr = s.translation;
     if (!tr || !s.modelInfo?.decoder || !s.inside.some((id) => DECODER_INSIDE.includes(id))) return;
@@ -383,7 +383,9 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const key = decoderTraceKey(s);
     if (s.decoderTrace?.key === key || decoderPending === key) return;
     decoderPending = key;
-    eng.decoderTrace(s.modelKey, { sources: tr.results.map((r) => r.source), outputs: tr.results.map((r) => r.output_ids), layer, item })
+    // the focused source alone (a padded batch's item equals it): one item's pass, not the batch's
+    const r = tr.results[item];
+    eng.decoderTrace(s.modelKey, { sources: [r.source], outputs: [r.output_ids], layer, item: 0 })
       .then((data) => ({ key, data }), (err) => ({ key, error: String(err.message || err) }))
       .then((decoderTrace) => { if (decoderPending === key) decoderPending = ''; store.update({ decoderTrace }); });
   }
