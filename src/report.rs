@@ -758,6 +758,21 @@ impl<'a> PaddedBatch<'a> {
     }
 }
 
+/// A decoding's text as HF's `decode(ids, skip_special_tokens=True)` gives it: every special token
+/// left out, the decoder's start, end and pad tokens too where the tokenizer does not mark them
+/// special (a checkpoint's `tokenizer.json` may not, while its config names them).
+fn output_text(model: &Model, ids: &[u32]) -> String {
+    let dec = model.config.decoder.as_ref();
+    let special = |id: u32| {
+        id == model.tokenizer.pad_id()
+            || dec.is_some_and(|d| {
+                id == d.start_token_id || id == d.eos_token_id || Some(id) == d.forced_eos_token_id
+            })
+    };
+    let kept: Vec<u32> = ids.iter().copied().filter(|&id| !special(id)).collect();
+    model.tokenizer.decode(&kept)
+}
+
 impl<'a> TranslationReport<'a> {
     /// `tr`'s items, each cut to its own lengths; `steps` with the `top_k` likeliest tokens of
     /// each step when asked for.
@@ -790,7 +805,7 @@ impl<'a> TranslationReport<'a> {
                     target: targets.map(|t| t[b].as_str()),
                     output_ids: &tr.output_ids[b],
                     output_tokens: tr.output_ids[b].iter().map(|&id| tok.token(id)).collect(),
-                    output_text: tok.decode(&tr.output_ids[b]),
+                    output_text: output_text(model, &tr.output_ids[b]),
                     encoder_attention: Nested(
                         tr.encoder_attention
                             .slice(s![b, .., .., ..s, ..s])

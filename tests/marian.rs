@@ -427,3 +427,58 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
         "a layer past the last is an error"
     );
 }
+
+/// A checkpoint whose `tokenizer.json` does not mark `<pad>` (Marian's decoder start) special
+/// still writes its output text without it, as HF's `decode(ids, skip_special_tokens=True)` does
+/// with the config's pad token; the tokens themselves keep it.
+#[test]
+fn the_output_text_leaves_out_the_decoder_s_own_special_tokens() {
+    use attnscope::engine::Decoding;
+    use attnscope::model::Model;
+    use attnscope::report::TranslationReport;
+    let dir = model_dir("tiny-marian");
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();
+    for t in tokenizer["added_tokens"].as_array_mut().unwrap() {
+        t["special"] = serde_json::Value::Bool(false);
+    }
+    let m = Model::from_bytes(
+        "tiny-marian, no special added tokens",
+        &std::fs::read(dir.join("config.json")).unwrap(),
+        &std::fs::read(dir.join("model.safetensors")).unwrap(),
+        &serde_json::to_vec(&tokenizer).unwrap(),
+    )
+    .unwrap();
+    let sources = ["time flies like an arrow".to_owned()];
+    let tr = translate(
+        &m,
+        &["time flies like an arrow"],
+        &Decoding::Greedy { max_new_tokens: 12 },
+    )
+    .unwrap();
+    let json =
+        serde_json::to_value(TranslationReport::new(&m, "cpu", &sources, None, &tr, None)).unwrap();
+    let item = &json["results"][0];
+    assert_eq!(
+        item["output_tokens"][0], "<pad>",
+        "the decoding starts with the start token"
+    );
+    let text = item["output_text"].as_str().unwrap();
+    assert!(
+        !text.contains("<pad>") && !text.contains("</s>"),
+        "special tokens in {text:?}"
+    );
+    // the same text as the model with its own tokenizer.json, which marks them special
+    let own = model("tiny-marian");
+    let tr = translate(
+        own,
+        &["time flies like an arrow"],
+        &Decoding::Greedy { max_new_tokens: 12 },
+    )
+    .unwrap();
+    let json = serde_json::to_value(TranslationReport::new(
+        own, "cpu", &sources, None, &tr, None,
+    ))
+    .unwrap();
+    assert_eq!(json["results"][0]["output_text"].as_str().unwrap(), text);
+}
