@@ -63,13 +63,15 @@ serve: setup web
 # ms per forward pass (CPU and GPU engines); attnscope beside PyTorch (native) and ONNX Runtime
 # Web (headless Chromium) in one table (bench/peers.mjs: a peer whose prerequisites are missing,
 # torch for PyTorch and for the ONNX export, is skipped with a note); then the page: first
-# heatmap, memory, keystroke → heatmaps, the inside-the-encoder panels.
+# heatmap, memory, keystroke → heatmaps, the inside-the-encoder panels; the first heatmap cold and
+# warm on a plain static host and an isolated one (tests/e2e/first_view.mjs).
 bench: setup web
 	cargo run --release -- bench --model $(MODEL)
 	cd bench && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
 	[ -f $(MODEL)/onnx/model.onnx ] || python3 bench/export_onnx.py --model $(MODEL) || echo "bench: no ONNX export (it needs torch): ONNX Runtime Web will be skipped"
 	cd bench && MODEL=$(abspath $(MODEL)) node peers.mjs
 	cd tests/e2e && npm run bench
+	cd tests/e2e && node first_view.mjs
 	$(MAKE) --no-print-directory bench-translate
 
 # Translation at opus-mt-en-de's size (a random checkpoint, tools/make_opus_shape.py, git-ignored):

@@ -2,8 +2,9 @@
 """Serves the attnscope app on http://127.0.0.1:$PORT/ (default 8080): index.html, attn-scope.js,
 web/, the model files under assets/models/ and the committed models/ (dates → ISO), with the page's Content Security Policy as an HTTP
 header and the rest of scripts/headers.txt's headers for every file (cross-origin isolation
-included, so the engine runs on threads). Static files only; nothing else in the repository is
-served."""
+included, so the engine runs on threads; ATTNSCOPE_ISOLATION=0 leaves COOP and COEP out, as a plain
+static host would, and the engine runs on one thread). Static files only; nothing else in the
+repository is served."""
 import http.server
 import os
 import sys
@@ -26,6 +27,8 @@ def every_file_headers():
 
 
 HEADERS = every_file_headers()
+if os.environ.get("ATTNSCOPE_ISOLATION") == "0":
+    HEADERS = [(n, v) for n, v in HEADERS if n not in ("Cross-Origin-Opener-Policy", "Cross-Origin-Embedder-Policy")]
 ALLOWED = ("/index.html", "/attn-scope.js", "/web/", "/assets/models/", "/models/")
 
 

@@ -70,9 +70,10 @@ PY
     say "model.safetensors does not match sha256 $MODEL_SHA256"; exit 1
   fi
 fi
-# 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser).
-if [ ! -d tests/e2e/node_modules/playwright-core ]; then
-  say "installing playwright-core for the end-to-end tests"
+# 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser)
+#    and axe-core, the accessibility checker they inject into the page.
+if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/axe-core ]; then
+  say "installing playwright-core and axe-core for the end-to-end tests"
   (cd tests/e2e && npm ci --no-audit --no-fund)
 fi
 # 6. The nightly toolchain, for cargo-fuzz and the fuzz targets in fuzz/ (`make fuzz-quick`, part

@@ -4,14 +4,15 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
+import { connect, toggleHead, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, maxAbsDiff } from './result.js';
+import { published, publishedTranslation, maxAbsDiff, visibleText } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
-import { exportView } from './export.js';
+import { exportView, exportPanel } from './export.js';
+import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -76,7 +77,7 @@ function layout(s) {
   const linesW = showLines && showHeat ? Math.min(320, Math.max(220, avail * 0.3)) : avail;
   let top = 0; // the head view's offset in the page (no DOMRect a render)
   for (let el = $('head-view'); el; el = el.offsetParent) top += el.offsetTop;
-  const maxHeight = s.embed ? window.innerHeight - 70 : Math.max(280, wide ? window.innerHeight - Math.min(top, 260) - 70 : avail);
+  const maxHeight = s.embed ? window.innerHeight - 70 : s.presenter && wide ? presenterHeight(top) : Math.max(280, wide ? window.innerHeight - Math.min(top, 260) - 70 : avail);
   const headW = showHeat ? (wide && showLines ? avail - linesW - 16 : sideBySide && wide ? (avail - 16) / 2 : avail) : 0;
   const size = Math.min(headW, maxHeight);
   return {
@@ -91,6 +92,17 @@ function layout(s) {
   };
 }
 
+/**
+ * Presenter mode on a wide screen: the head view's heatmap as tall as the screen leaves it, from
+ * `top` (the view's offset in the page) down to the fold, under its tools and over its legend
+ * (their heights as last drawn).
+ */
+function presenterHeight(top) {
+  const view = $('head-view'), stage = view.querySelector('.stage'), legend = view.querySelector('.legend');
+  const above = stage?.offsetTop ?? 40, below = (legend?.offsetHeight || 30) + 12;
+  return Math.max(240, window.innerHeight - top - above - below);
+}
+
 /** Compare mode with two sentences of different lengths: their head views side by side. */
 function isSideBySide(s) {
   return s.compare && s.run?.B === 2 && s.run.results[0].length !== s.run.results[1].length;
@@ -100,7 +112,18 @@ const targets = {
   model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), headB: $('head-view-b'),
   ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, $(`inside-${id}`)])),
 };
-const scope = connect(store, { targets, layout });
+/** Which of the head panel's panes show, side by side or not: set before the views are drawn
+ *  and measured (connect's subscriber draws them, so this one is subscribed first). */
+function showPanes(s) {
+  const sideBySide = isSideBySide(s);
+  $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || sideBySide;
+  $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
+  $('head-view-b').hidden = !sideBySide;
+  document.body.classList.toggle('side-by-side', sideBySide);
+}
+showPanes(store.get());
+store.subscribe(showPanes);
+const scope = connect(store, { targets, layout, engineFollows: true }); // the engine select shows the engine that runs
 
 // ---------- controls ← state ----------
 function syncInputs(s) {
@@ -118,12 +141,13 @@ function syncInputs(s) {
   $('words').checked = s.words;
   showSource();
   $('metric').value = s.metric;
+  describeChoices();
   $('compare-mode').checked = s.compare;
   $('compare-wrap').hidden = !s.compare;
   $('compare-text').value = s.compareText;
   $('batch-mode').disabled = s.compare;
   $('table-details').open = s.table;
-  for (const d of document.querySelectorAll('#inside details[data-panel], #inside-decoder details[data-panel]')) d.open = s.inside.includes(d.dataset.panel);
+  for (const d of document.querySelectorAll('details[data-panel]')) d.open = s.inside.includes(d.dataset.panel);
   $('rollout-details').open = s.rollout;
 }
 
@@ -131,7 +155,17 @@ for (const [name, label] of Object.entries(METRICS)) {
   const o = document.createElement('option');
   o.value = name;
   o.textContent = label;
+  o.title = METRIC_NOTES[name];
   $('metric').append(o);
+}
+$('metric').options[0].title = METRIC_NOTES[''];
+
+/** The summary choices explain themselves on hover and focus: what the control does, and what
+ *  its current choice shows (a select's title is its accessible description too). */
+function describeChoices() {
+  const describe = (id, text) => { $(id).title = text; $(id).closest('label').title = text; };
+  describe('metric', `${METRIC_HELP} Now: ${METRIC_NOTES[$('metric').value]}.`);
+  describe('scale', SCALE_HELP);
 }
 
 /** The worked examples of the loaded model's kind: an encoder's (or GPT-2's), or a translation's. */
@@ -159,8 +193,10 @@ function status(el, msg) { // one short line, details on request
 const showBusy = delayedBusy((busy) => document.body.classList.toggle('busy', busy));
 function renderChrome(s, changed) {
   document.body.classList.toggle('presenter', s.presenter);
-  $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || isSideBySide(s);
-  $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
+  $('pair').closest('label').classList.toggle('unused', !s.pair.trim()); // presenter mode shows it only in use
+  const along = s.modelInfo?.decoder ? ['step', 'the decoding'] : ['layer', 'the layers'];
+  setText($('presenter-keys'), `PgDn/→ next ${along[0]} · PgUp/← back · Space plays`);
+  $('presenter-keys').title = `a presentation clicker: PageDown or → shows the next ${along[0]}, PageUp or ← the one before, Space plays ${along[1]} from the first or stops`;
   const info = s.modelInfo;
   setText($('model-name'), info
     ? `${s.modelSource?.hub ?? info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
@@ -212,6 +248,8 @@ function renderChrome(s, changed) {
   translation(s, changed);
   insideDecoder(s, changed);
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
+  // the head summaries name the model's special tokens: what those are, on hover
+  if (changed.has('modelInfo')) $('table-details').querySelector('summary').title = specialNotes(...(info?.specials ?? ['[CLS]', '[SEP]']));
 }
 
 /**
@@ -243,11 +281,12 @@ function translation(s, changed) {
   translationView.render($('translation-view'), tr, {
     item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: !!playTimer,
     attn: s.attn, panes: translationPanes(s), width: $('translation-view').clientWidth || 900, fontPx: presenterFont(s),
+    foldPx: s.presenter && !s.embed ? window.innerHeight : null, // presenter mode: the focused head above the fold
     show: s.view, onShow: s.embed ? null : (view) => store.update({ view }), // an embed shows the view it names
     onAttn: (attn) => store.update({ attn }),
     onStep: (step) => { stopPlaying(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
-    onPlay: () => (playTimer ? stopPlaying() : startPlaying(steps)),
+    onPlay: () => (playTimer ? stopPlaying() : startPlaying(presentedSteps(store.get()))),
   });
   api.renders++;
   api.lastRenderAt = performance.now();
@@ -270,16 +309,18 @@ function insideDecoder(s, changed) {
   }
 }
 
-/** Play: the decoding step by step from its first, one step every PLAY_MS, until its last. */
-const PLAY_MS = 700;
+/** Play: the decoding step by step from its first, one step every PLAY_MS, until its last; in
+ *  presenter mode, an encoder's layers too, one every LAYER_PLAY_MS (a whole new heatmap to read). */
+const PLAY_MS = 700, LAYER_PLAY_MS = 1200;
 let playTimer = 0;
-function startPlaying(steps) {
+/** `along`: {key: the state's 'step' or 'layer', count: how many, ms: the time on each}. */
+function startPlaying({ key, count, ms }) {
   playTimer = setInterval(() => {
-    const now = store.get().step ?? steps - 1;
-    if (now >= steps - 1) stopPlaying();
-    else store.update({ step: now + 1 });
-  }, PLAY_MS);
-  store.update({ step: 0, playing: true });
+    const now = store.get()[key] ?? count - 1;
+    if (now >= count - 1) stopPlaying();
+    else store.update({ [key]: now + 1 });
+  }, ms);
+  store.update({ [key]: 0, playing: true });
 }
 function stopPlaying() {
   if (!playTimer) return;
@@ -319,13 +360,12 @@ function nextTokens(s) {
   const toPiece = (q) => (s.words ? wordsOf(r).words(b).pieces[q]?.at(-1) ?? n - 1 : q);
   const hovered = s.hover && toPiece(s.hover.q);
   const q = Math.min(n - 1, hovered ?? (s.sel.length ? toPiece(s.sel[s.sel.length - 1]) : n - 1));
-  // a token as a reader can see it: spaces alone as ␣, a newline as ⏎
-  const shown = (t) => `“${(t.trim() ? t : t.replace(/ /g, '␣')).replace(/\n/g, '⏎')}”`;
+  const shown = (t) => `“${visibleText(t)}”`;
   // a byte-level token that is only part of a character's bytes has no text of its own
   const predicted = (p) => (p.text.includes('\ufffd') ? `${p.token} (a byte of a character)` : shown(p.text));
   const before = item.labels.slice(0, q + 1).join('').trim();
   const following = q + 1 < n ? item.token_ids[q + 1] : null;
-  setText($('next-caption'), `· at position ${q} of ${n}: the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)`);
+  setText($('next-caption'), `· after token ${q + 1} of ${n} (position ${q}): the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)`);
   const goes = following === null ? 'the text ends here' : `the text goes on with ${shown(item.labels[q + 1])}`;
   setText($('next-line'), `After ${shown(before)}, the model expects:` + ` (${goes})`);
   const rows = next[q].map((p) => {
@@ -349,8 +389,12 @@ const sim = (x) => x.toFixed(4);
 function knockStatus(s) {
   const r = s.run;
   $('knock-reset').hidden = !s.off.length;
+  // the focused head's own switch: a phone has no Alt-click, a keyboard no click
+  const focused = `${s.layer}:${s.head}`;
+  setText($('knock-toggle'), `knock out L${s.layer} H${s.head}`);
+  $('knock-toggle').setAttribute('aria-pressed', String(s.off.includes(focused)));
   if (!s.off.length) {
-    setText($('knock-line'), 'Alt-click a head to knock it out: its context is zeroed before the output projection, and every later layer feels it.');
+    setText($('knock-line'), 'Knock the focused head out (or Alt-click a head): its context is zeroed before the output projection, and every later layer feels it.');
     return;
   }
   const names = s.off.map((k) => k.replace(/^(\d+):(\d+)$/, 'L$1 H$2')).join(', ');
@@ -371,9 +415,6 @@ function knockStatus(s) {
 function compareStatus(s) {
   const c = s.compare && s.run?.B === 2 ? s.run : null;
   $('compare-status').hidden = !c;
-  const sideBySide = isSideBySide(s);
-  $('head-view-b').hidden = !sideBySide;
-  document.body.classList.toggle('side-by-side', sideBySide);
   if (!c) return;
   const [a, b] = c.results.map((x) => x.length);
   if (a === b) {
@@ -400,14 +441,22 @@ store.subscribe((s, changed) => {
   // a model trained with another mask switches it (scope.js): the control follows
   if (changed.has('mask') && $('mask').value !== s.mask) $('mask').value = s.mask;
   if (changed.has('rendered') && s.run) { api.renders++; api.lastRenderAt = performance.now(); }
-  if (changed.has('engine') && s.modelSource && !linkedModel) scope.loadModel(s.modelSource);
+  // another engine loads the model again; an engine a load settled on itself comes with its model
+  if (changed.has('engine') && !changed.has('modelVersion') && !linkedModel) loadWithEngine(s);
+  if (changed.has('modelVersion')) syncInputs(store.get()); // the input a model opens on, and where it came from
 });
+/** Loads the model with the engine just chosen: the one on screen, or, where none loaded (the
+ *  first load failed), the one the link names, so that switching engines recovers from any failure. */
+function loadWithEngine(s) {
+  try { scope.loadModel(s.modelSource ?? sourceOf(s)); } catch (e) { store.update({ modelError: { line: e.message } }); }
+}
 /** Whether a link is loading another model (the engine it names goes with that load). */
 let linkedModel = false;
 
 // ---------- controls → state ----------
 const on = (id, ev, f) => $(id).addEventListener(ev, f);
 on('sentence', 'input', (e) => store.update({ sentences: [e.target.value, ...store.get().sentences.slice(1)] }));
+on('sentence', 'keydown', (e) => { if (e.key === 'Enter') e.preventDefault(); }); // one sentence: the box wraps it (presenter mode), Enter adds no line
 on('pair', 'input', (e) => store.update({ pair: e.target.value }));
 on('mask', 'change', (e) => store.update({ mask: e.target.value }));
 on('batch-mode', 'change', (e) => {
@@ -426,15 +475,32 @@ on('batch', 'input', (e) => store.update({ sentences: e.target.value.split('\n')
 on('item', 'change', (e) => store.update({ item: +e.target.value }));
 on('view', 'change', (e) => store.update({ view: e.target.value }));
 on('scale', 'change', (e) => store.update({ scale: e.target.value }));
-on('presenter', 'change', (e) => store.update({ presenter: e.target.checked }));
+on('presenter', 'change', (e) => {
+  store.update({ presenter: e.target.checked });
+  // clicked with the mouse, the box lets the focus go, so the clicker's Space plays rather than unticks it
+  if (!e.target.matches(':focus-visible')) e.target.blur();
+});
 on('words', 'change', (e) => { // the selection follows: a piece's word, or a word's pieces
   const s = store.get(), words = e.target.checked;
   const sel = s.run && s.sel.length ? carrySel(s.run, Math.min(s.item, s.run.B - 1), s.sel, words) : [];
   store.update({ words, sel, win: null, hover: null });
 });
 on('engine', 'change', (e) => store.update({ engine: e.target.value }));
-on('metric', 'change', (e) => store.update({ metric: e.target.value }));
+on('metric', 'change', (e) => { store.update({ metric: e.target.value }); describeChoices(); });
 on('knock-reset', 'click', () => store.update({ off: [] }));
+on('knock-toggle', 'click', () => { const s = store.get(); store.update({ off: toggleHead(s.off, s.layer, s.head) }); });
+// "On this page:": the hash holds the view, so a link scrolls to its section (and moves the
+// keyboard there) instead of navigating
+on('page-nav', 'click', (e) => {
+  const a = e.target.closest('a[href^="#"]');
+  if (!a) return;
+  e.preventDefault();
+  const section = $(a.getAttribute('href').slice(1));
+  const heading = section.querySelector('h2');
+  heading.tabIndex = -1;
+  heading.focus({ preventScroll: true });
+  section.scrollIntoView({ block: 'start' });
+});
 on('compare-mode', 'change', (e) => {
   const s = store.get();
   const compare = e.target.checked;
@@ -445,7 +511,7 @@ on('compare-mode', 'change', (e) => {
 });
 on('compare-text', 'input', (e) => store.update({ compareText: e.target.value }));
 on('table-details', 'toggle', (e) => store.update({ table: e.target.open }));
-for (const d of document.querySelectorAll('#inside details[data-panel], #inside-decoder details[data-panel]')) {
+for (const d of document.querySelectorAll('details[data-panel]')) {
   d.addEventListener('toggle', () => {
     const open = new Set(store.get().inside);
     if (d.open) open.add(d.dataset.panel); else open.delete(d.dataset.panel);
@@ -469,19 +535,50 @@ store.subscribe((s, changed) => {
   store.update({ step });
 });
 
+// The keys act on the view that has the focus (the model grid, the head view, the translation
+// view: each handles its own); elsewhere the page scrolls as usual. Presenter mode adds a
+// presentation clicker's keys, which work wherever the focus is (a clicker cannot focus a view).
 document.addEventListener('keydown', (e) => {
   const s = store.get();
   if (!s.modelInfo || e.defaultPrevented) return;
   if (e.key === 'Escape' && s.sel.length && !e.target.closest?.('input:not([type=checkbox]), textarea, select, dialog')) { store.update({ sel: [] }); return; }
-  if (e.target.closest?.('input, textarea, select, .overlay, dialog')) return;
-  const mv = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
-  if (!mv) return;
-  e.preventDefault();
-  store.update({
-    layer: Math.max(0, Math.min(s.modelInfo.layers - 1, s.layer + mv[0])),
-    head: Math.max(0, Math.min(s.modelInfo.heads - 1, s.head + mv[1])),
-  });
+  if (s.presenter && !e.altKey && !e.ctrlKey && !e.metaKey && clickerKey(e.key, e.target)) e.preventDefault();
 });
+
+/** A clicker's keys: next and back (PageDown/PageUp, → ←), Space plays or stops. */
+const CLICKER_STEPS = { PageDown: 1, ArrowRight: 1, PageUp: -1, ArrowLeft: -1 };
+/**
+ * Presenter mode: `key` steps through the decoding (a translation model's steps) or the encoder's
+ * layers, or Space plays them from the first (a layer every LAYER_PLAY_MS) or stops, unless
+ * `target` is a control that uses the key itself (typing, a select, a slider; Space on a button
+ * or a checkbox). Returns whether the key was the clicker's.
+ */
+function clickerKey(key, target) {
+  if (target.closest?.('input:not([type=checkbox]), textarea, select, dialog, [contenteditable]')) return false;
+  if (key === ' ' && target.closest?.('button, input, summary, a[href]')) return false;
+  const s = store.get(), along = presentedSteps(s);
+  if (!along) return false;
+  if (key === ' ') {
+    if (playTimer) stopPlaying();
+    else startPlaying(along);
+    return true;
+  }
+  const d = CLICKER_STEPS[key];
+  if (!d) return false;
+  stopPlaying();
+  const now = s[along.key] ?? along.count - 1; // a translation's step is null at its last
+  store.update({ [along.key]: Math.max(0, Math.min(along.count - 1, now + d)) });
+  return true;
+}
+
+/** What play and presenter mode step through: a translation's steps, or the encoder's layers; null before a result. */
+function presentedSteps(s) {
+  if (s.modelInfo?.decoder) {
+    const tr = s.translation;
+    return tr && { key: 'step', count: tr.results[Math.min(s.item, tr.results.length - 1)].output_ids.length - 1, ms: PLAY_MS };
+  }
+  return s.run && { key: 'layer', count: s.run.L, ms: LAYER_PLAY_MS };
+}
 
 // check: this engine against the other, and against PyTorch on the worked examples
 on('check', 'click', async () => {
@@ -490,7 +587,7 @@ on('check', 'click', async () => {
   out.textContent = 'checking…';
   try {
     const parts = [];
-    if (s.engineStatus && !/WebGPU is not available|CPU engine \(chosen\)/.test(s.engineStatus.line)) {
+    if (s.engineStatus && !/WebGPU is not available|CPU engine \(chosen\)|so the CPU engine runs the model/.test(s.engineStatus.line)) { // worker.js makeSession
       const texts = textsOf(s);
       if (texts.length) {
         const c = s.modelInfo?.decoder
@@ -505,6 +602,7 @@ on('check', 'click', async () => {
   } catch (err) {
     out.textContent = `check failed: ${err.message || err}`;
   }
+  out.title = out.textContent; // the header shows one line of it (style.css)
 });
 
 /** Runs the worked examples that have PyTorch reference numbers and reports the largest gap. */
@@ -541,28 +639,114 @@ async function compareTranslations(s) {
 }
 
 // ---------- share ----------
+/** The iframe snippet's width (CSS px, a blog column's; it shrinks to a narrower one); its height is the embed's own. */
+const EMBED_WIDTH = 640;
+/** How tall the embed is drawn to measure it: tall enough that its views size by its width. */
+const MEASURE_HEIGHT = 2000;
+/** The iframe's height until (or unless) the embed is measured. */
+const GUESSED_HEIGHT = 760;
+
+/** A URL that works from any page: a relative one resolved against this page. */
+const absolute = (u) => (/^[a-z][a-z0-9+.-]*:/i.test(u) ? u : new URL(u, location.href).href);
+
+/** The link, the embed's URL, the iframe snippet of a given height, and the <attn-scope> snippet
+ *  with every setting of the view the element takes (web/attn-scope.js) and its model's absolute URL. */
 function shareSnippets(s) {
   const page = new URL(location.href);
   page.hash = writeHash(s);
   const view = s.view === 'lines' ? 'lines' : 'head';
   const embedUrl = new URL(page.href);
   embedUrl.hash = writeHash({ ...s, embed: view });
-  const attr = (k, v) => ` ${k}="${String(v).replace(/&/g, '&amp;').replace(/"/g, '&quot;')}"`;
+  const attr = ([k, v]) => ` ${k}="${String(v).replace(/&/g, '&amp;').replace(/"/g, '&quot;')}"`;
   const script = new URL('../attn-scope.js', import.meta.url).href;
-  const modelAttr = s.hf ? attr('hf', s.hf) + (s.hub ? attr('hub', s.hub) : '') : s.model ? attr('model', s.model) : '';
+  const texts = textsOf(s), item = Math.min(s.item, Math.max(0, texts.length - 1));
+  const batch = s.batch && texts.length > 1 && !texts.some((t) => t.includes('|')); // the attribute separates them by |
+  const attrs = [
+    ['sentence', texts[item] ?? ''], batch && ['batch', texts.join('|')], batch && item && ['item', item],
+    s.pair && ['pair', s.pair], ['mask', s.mask], ['view', view],
+    s.modelInfo?.decoder && s.attn !== 'cross' && ['attention', s.attn],
+    ['layer', s.layer], ['head', s.head], s.scale !== 'absolute' && ['scale', s.scale], s.words && ['words', ''],
+    s.off.length && ['off', s.off.join(',')], s.step !== null && s.step !== undefined && ['step', s.step],
+    ...(s.hf ? [['hf', s.hf], s.hub && ['hub', absolute(s.hub)]] : [s.model && ['model', absolute(s.model)]]),
+    s.engine !== 'auto' && ['engine', s.engine],
+  ].filter(Boolean);
   return {
     link: page.href,
-    iframe: `<iframe src="${embedUrl.href.replace(/"/g, '%22')}" width="640" height="560" style="border:0" title="attnscope: layer ${s.layer}, head ${s.head}"></iframe>`,
-    element: `<script type="module" src="${script}"></script>\n<attn-scope${attr('sentence', textsOf(s)[0] ?? '')}${s.pair ? attr('pair', s.pair) : ''}${attr('mask', s.mask)}${attr('view', view)}${attr('layer', s.layer)}${attr('head', s.head)}${modelAttr}></attn-scope>`,
+    embedUrl: embedUrl.href,
+    iframe: (height) => `<iframe src="${embedUrl.href.replace(/"/g, '%22')}" width="${EMBED_WIDTH}" height="${height}" style="border:0;max-width:100%" title="attnscope: layer ${s.layer}, head ${s.head}"></iframe>`,
+    element: `<script type="module" src="${script}"></script>\n<attn-scope${attrs.map(attr).join('')}></attn-scope>`,
   };
 }
+
+/**
+ * The height (CSS px) the embed at `src` takes `width` px wide: the page loaded out of sight in
+ * an iframe and measured once its view is drawn and holds still (null if it could not be, or
+ * `signal` aborted it first: the iframe goes either way).
+ */
+function measureEmbed(src, width, signal) {
+  const frame = document.createElement('iframe');
+  frame.className = 'measure';
+  frame.tabIndex = -1;
+  frame.setAttribute('aria-hidden', 'true');
+  frame.width = String(width);
+  frame.height = String(MEASURE_HEIGHT);
+  const measured = new Promise((resolve) => {
+    signal.addEventListener('abort', () => resolve(null), { once: true });
+    frame.addEventListener('load', async () => {
+      try {
+        const win = frame.contentWindow;
+        await win.attnscope.ready;
+        // drawn: a render in, and the same height three looks in a row, 100 ms apart
+        let last = 0, same = 0;
+        for (let i = 0; i < 150 && same < 3 && !signal.aborted; i++) {
+          await new Promise((r) => setTimeout(r, 100));
+          const h = win.attnscope.renders > 0 ? Math.ceil(win.document.body.getBoundingClientRect().height) : 0;
+          same = h > 0 && h === last ? same + 1 : 0;
+          last = h;
+        }
+        resolve(same >= 3 ? last + 8 : null); // 8: slack for rounding (an embed shows no scroll bar, style.css)
+      } catch { resolve(null); }
+    }, { once: true });
+  });
+  frame.src = src;
+  document.body.append(frame);
+  return measured.finally(() => frame.remove());
+}
+
+let measuring = new AbortController(); // the share dialog's measurement: closing the dialog ends it
+$('share-dialog').addEventListener('close', () => measuring.abort());
 on('share', 'click', () => {
   const sn = shareSnippets(store.get());
   $('share-link').value = sn.link;
-  $('share-iframe').value = sn.iframe;
   $('share-element').value = sn.element;
+  $('share-iframe').value = sn.iframe(GUESSED_HEIGHT); // until the view's own is measured
+  const copyIframe = document.querySelector('#share-dialog .copy[data-copy="share-iframe"]');
+  copyIframe.disabled = true;
+  setText($('share-iframe-note'), 'Measuring the view to size the iframe…');
+  for (const st of document.querySelectorAll('#share-dialog .copy-status')) st.textContent = '';
   $('share-dialog').showModal();
+  measuring = new AbortController();
+  const { signal } = measuring;
+  measureEmbed(sn.embedUrl, EMBED_WIDTH, signal).then((height) => {
+    if (signal.aborted) return;
+    $('share-iframe').value = sn.iframe(height ?? GUESSED_HEIGHT);
+    copyIframe.disabled = false;
+    setText($('share-iframe-note'), height ? `${EMBED_WIDTH} × ${height} px: the view's own size, nothing cut off.` : 'The view could not be measured here: adjust the height to fit.');
+  });
 });
+/** Copies a box's text: the Clipboard API, else (an insecure origin, no permission) the selection. */
+async function copyBox(box, status) {
+  let ok = true;
+  try {
+    await navigator.clipboard.writeText(box.value);
+  } catch {
+    box.focus();
+    box.select();
+    ok = document.execCommand('copy');
+  }
+  status.textContent = ok ? 'copied' : 'selected: press Ctrl+C (⌘C) to copy';
+}
+for (const b of document.querySelectorAll('#share-dialog .copy')) b.addEventListener('click', () => copyBox($(b.dataset.copy), b.parentElement.querySelector('.copy-status')));
 
 // ---------- export ----------
 for (const span of document.querySelectorAll('.exports')) {
@@ -584,8 +768,53 @@ for (const span of document.querySelectorAll('.exports')) {
     span.append(b);
   }
 }
+// the inside-the-layer panels, as drawn: SVG (each canvas a picture, the text as text) and PNG
+for (const d of document.querySelectorAll('details[data-panel]')) {
+  const id = d.dataset.panel, what = d.querySelector('summary').textContent.replace(/^\d+ · /, '');
+  const span = Object.assign(document.createElement('span'), { className: 'exports panel-exports' });
+  span.dataset.panel = id;
+  span.append(Object.assign(document.createElement('span'), { className: 'muted', textContent: 'export this panel:' }));
+  for (const f of ['svg', 'png']) {
+    const b = Object.assign(document.createElement('button'), { type: 'button', className: 'export', textContent: f.toUpperCase(), title: `export "${what}" as drawn, as ${f.toUpperCase()}` });
+    b.dataset.format = f;
+    b.addEventListener('click', () => {
+      const s = store.get();
+      exportPanel($(`inside-${id}`), f, { name: `attnscope-inside-${id}-L${s.layer}H${s.head}`, title: `attnscope: ${what}, layer ${s.layer}, head ${s.head}` });
+    });
+    span.append(b);
+  }
+  d.querySelector('summary').after(span);
+}
 
 // ---------- loading a model ----------
+/** The intent keys a worked example sets, by their names in a link. */
+const EXAMPLE_KEYS = { sentences: 's', pair: 'p', batch: 'batch', item: 'i', step: 'st', attn: 'a', layer: 'l', head: 'h', compare: 'cmp' };
+const kindOf = (info) => (info?.decoder ? 'translation' : 'encoder');
+
+/**
+ * What a model opens on (scope.js loadModel's `opening`): its own first worked example, a date
+ * for a translation model and a sentence for an encoder, where the page would otherwise run the
+ * other kind's input (BERT's sentence "translated" into a date with <unk>s, a date through BERT).
+ * `link`: the hash of the link that opens the model; what it names stays as it says, and a
+ * sentence it gives (`s=`) is kept whatever the model. Without a link (a model chosen in the
+ * page), the example comes only with a change of kind: another encoder keeps the sentence.
+ */
+function openingOf(link = null) {
+  const named = link === null ? null : new URLSearchParams(link.replace(/^#/, ''));
+  return (info, s) => {
+    if (named ? named.has('s') : kindOf(s.modelInfo) === kindOf(info)) return {};
+    const { state } = examplesOf(info)[0];
+    // a translation's step and attention where the example names none (an encoder's: none), one item, no second sentence to compare with
+    const opens = { ...state, step: state.step ?? INTENT_DEFAULTS.step, attn: state.attn ?? INTENT_DEFAULTS.attn, item: state.item ?? 0, compare: false };
+    // an encoder's example names its head: in the loaded model's range
+    if ('layer' in state) opens.layer = Math.min(state.layer, info.layers - 1);
+    if ('head' in state) opens.head = Math.min(state.head, info.heads - 1);
+    const patch = {};
+    for (const [k, name] of Object.entries(EXAMPLE_KEYS)) if (k in opens && !named?.has(name)) patch[k] = opens[k];
+    return patch;
+  };
+}
+
 async function loadFiles(fileList) {
   const files = {};
   for (const f of fileList) files[f.name] = f;
@@ -598,7 +827,8 @@ async function loadFiles(fileList) {
   const bufs = {};
   for (const n of need) bufs[n] = await files[n].arrayBuffer();
   const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
-  if (await scope.loadModel({ key, name: 'local files', files: bufs })) { store.update({ model: '', hf: '' }); showSource(); }
+  if (await scope.loadModel({ key, name: 'local files', files: bufs }, { opening: openingOf() })) store.update({ model: '', hf: '' });
+  showSource();
 }
 on('files', 'change', (e) => { loadFiles([...e.target.files]); e.target.value = ''; }); // picking the same files again loads them again
 document.addEventListener('dragover', (e) => { e.preventDefault(); $('drop-hint').hidden = false; });
@@ -607,7 +837,8 @@ document.addEventListener('drop', (e) => { e.preventDefault(); $('drop-hint').hi
 on('load-url', 'click', async () => {
   const url = $('model-url').value.trim();
   if (!url) { store.update({ modelError: { line: 'Give the base URL of a folder with config.json, model.safetensors and tokenizer.json.' } }); return; }
-  if (await scope.loadModel(urlSource(url), { refresh: true })) { store.update({ model: url, hf: '' }); showSource(); }
+  if (await scope.loadModel(urlSource(url), { refresh: true, opening: openingOf() })) store.update({ model: url, hf: '' });
+  showSource();
 });
 async function loadHub() {
   // a model's address on the Hub, pasted, is read as its id
@@ -615,21 +846,37 @@ async function loadHub() {
   if (!id) { store.update({ modelError: { line: 'Give a model id on the Hugging Face Hub, e.g. openai-community/gpt2.' } }); return; }
   let source;
   try { source = hubSource(id, store.get().hub); } catch (e) { store.update({ modelError: { line: e.message } }); return; }
-  if (await scope.loadModel(source)) { store.update({ hf: id, model: '' }); showSource(); }
+  if (await scope.loadModel(source, { opening: openingOf() })) store.update({ hf: id, model: '' });
+  showSource();
 }
-/** The URL and Hub fields show where the model came from: the other one is emptied. */
+
+/** The model choice at the top of the page ("Model"): the built-in models of "Built in" below,
+ *  by their short names, and a checkpoint loaded below (the Hub, a URL, files) by its own. */
+const OTHER_MODEL = '#other';
+$('model-pick').replaceChildren(
+  ...[...$('model-builtin').options].map((o) => Object.assign(document.createElement('option'), { value: o.value, textContent: o.dataset.short ?? o.textContent })),
+  Object.assign(document.createElement('option'), { value: OTHER_MODEL, hidden: true }),
+);
+/** The model selects and the URL and Hub fields show where the model came from: the other one is emptied. */
 function showSource() {
   const s = store.get();
-  const builtin = [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf;
+  const fromFiles = s.modelSource && !s.modelSource.base; // chosen from disk: no URL, no id
+  const builtin = [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf && !fromFiles;
   $('model-builtin').value = builtin ? s.model : '';
   $('model-url').value = builtin ? '' : s.model;
   $('model-hf').value = s.hf;
+  const other = $('model-pick').querySelector(`option[value="${OTHER_MODEL}"]`);
+  other.hidden = builtin;
+  other.textContent = builtin ? '' : `${s.hf || (fromFiles ? s.modelSource.name : urlSource(s.model).name)} (loaded below)`;
+  $('model-pick').value = builtin ? s.model : OTHER_MODEL;
+}
+async function loadBuiltin(url) {
+  if (await scope.loadModel(urlSource(url), { opening: openingOf() })) store.update({ model: url, hf: '' });
+  showSource(); // the choice that failed to load gives way to the model still running
 }
 on('load-hf', 'click', loadHub);
-on('model-builtin', 'change', async (e) => {
-  const url = e.target.value;
-  if (await scope.loadModel(urlSource(url))) { store.update({ model: url, hf: '' }); showSource(); }
-});
+on('model-builtin', 'change', (e) => loadBuiltin(e.target.value));
+on('model-pick', 'change', (e) => { if (e.target.value !== OTHER_MODEL) loadBuiltin(e.target.value); });
 on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });
 on('cancel-load', 'click', () => scope.cancel());
 
@@ -642,7 +889,7 @@ window.addEventListener('hashchange', () => {
   syncInputs(store.get());
   if (linkedModel) {
     linkedModel = false;
-    try { scope.loadModel(sourceOf(next)); } catch (e) { store.update({ modelError: { line: e.message } }); }
+    try { scope.loadModel(sourceOf(next), { opening: openingOf(location.hash) }); } catch (e) { store.update({ modelError: { line: e.message } }); }
     // a link into the decoder's panels (the encoder's cross panel's) shows them once drawn
     scrollToDecoder = next.inside.some((id) => DECODER_INSIDE.includes(id));
   }
@@ -654,12 +901,13 @@ window.addEventListener('resize', () => {
 });
 
 // ---------- start ----------
+const startLink = location.hash; // what the link names, before the page writes the whole state into it
 syncHash(); // the link shows the whole state from the start
 syncInputs(store.get());
 renderChrome(store.get(), new Set(['run']));
 let start;
-try { start = scope.loadModel(sourceOf(store.get())); } catch (e) { store.update({ modelError: { line: e.message } }); start = Promise.resolve(false); }
+try { start = scope.loadModel(sourceOf(store.get()), { opening: openingOf(startLink) }); } catch (e) { store.update({ modelError: { line: e.message } }); start = Promise.resolve(false); }
 start.then((ok) => {
-  if (ok) resolveReady(store.get().modelInfo);
+  if (ok) { performance.mark('attnscope: model loaded'); resolveReady(store.get().modelInfo); }
   else { api.error = store.get().modelError.line; rejectReady(new Error(api.error)); }
 });

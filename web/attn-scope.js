@@ -6,7 +6,9 @@
 //
 // Attributes: sentence (required; a translation model's source), pair (its target, to
 // teacher-force), mask (padding | causal | none), view (model | head | lines | steps), layer,
-// head, step (a translation's, 0-based), attention (a translation's: cross | decoder | encoder;
+// head, scale (absolute: 0–1 for every head | head: each head to its max), words (present: the
+// tokenizer's words in place of its pieces), off (knocked-out heads, "layer:head,…"), step (a
+// translation's, 0-based), attention (a translation's: cross | decoder | encoder;
 // its view: model = every head, head, lines, masks = a batch's masks, inside = inside its
 // decoder; head and lines without one), batch (a translation's sources, separated by |, each
 // "source => target" to teacher-force; item the one shown), model (a checkpoint folder's base
@@ -19,12 +21,13 @@
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
 import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation } from './result.js';
+import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -60,6 +63,7 @@ class AttnScope extends HTMLElement {
       inside: view === 'inside' ? DECODER_INSIDE : [],
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
+      scale: a('scale') === 'head' ? 'head' : 'absolute', words: this.hasAttribute('words'), off: parseHeads(a('off') ?? ''),
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', hub: a('hub') ?? '',
       step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
     };
@@ -158,6 +162,10 @@ class AttnScope extends HTMLElement {
     const err = s.modelError?.line ?? s.runError?.line ?? '';
     this.$('.message').textContent = err;
     this.$('.message').hidden = !err;
+    // a model that never loaded: the error alone, not the space its view would have taken
+    const failed = Boolean(s.modelError && !s.modelInfo);
+    this.$('.view').hidden = failed;
+    this.$('.caption').hidden = failed;
     this.showBusy(s.busy);
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)

@@ -112,7 +112,17 @@ export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, tokens, ma
   drawLabels(ctx, g, tokens);
 }
 
-/** Token labels: queries down the left, keys along the top (rotated), or an axis hint. */
+/**
+ * Names the axes of an attention heatmap in `el` (a caption beside it): `rows` down, `cols`
+ * across, with what a row and a column mean on hover.
+ */
+export function axesCaption(el, { rows = 'queries', cols = 'keys' } = {}) {
+  el.textContent = `${rows} ↓ · ${cols} →`;
+  el.title = `Rows (↓): ${rows}. Each row is where one query looks: its weights sum to 1. Columns (→): ${cols}, what is looked at.`;
+}
+
+/** Token labels: queries down the left, keys along the top (rotated), and the axes' names in the
+ *  corner between them where there is room; or an axis hint when the labels are too small. */
 export function drawLabels(ctx, g, tokens) {
   ctx.fillStyle = '#374151';
   ctx.textBaseline = 'middle';
@@ -128,6 +138,12 @@ export function drawLabels(ctx, g, tokens) {
       ctx.restore();
     }
     return;
+  }
+  if (g.x0 >= 56 && g.y0 >= 36) {
+    ctx.font = 'italic 11px system-ui, sans-serif';
+    ctx.textAlign = 'right';
+    ctx.fillText('keys →', g.x0 - 4, g.y0 - 20);
+    ctx.fillText('queries ↓', g.x0 - 4, g.y0 - 7);
   }
   ctx.font = `${g.fontPx}px system-ui, sans-serif`;
   ctx.textAlign = 'right';
@@ -152,6 +168,22 @@ export function drawCrosshair(ctx, g, cell, colour = '#f59e0b') {
   ctx.lineWidth = 2;
   ctx.strokeRect(g.x0, g.y0 + (q - g.q0) * g.cell, g.size, g.cell);
   ctx.strokeRect(g.x0 + (k - g.k0) * g.cell, g.y0, g.cell, g.size);
+}
+
+/**
+ * Shows a tooltip (position: fixed) beside a point in viewport pixels, on the side with more room
+ * and no wider than that room: on a phone a tap near an edge would put it off screen. It reads no
+ * layout (a hover handler forcing one would cost a layout of the page at every move).
+ */
+export function placeTip(tip, x, y, gap = 12) {
+  const leftward = x > innerWidth / 2, upward = y > innerHeight / 2;
+  const room = (leftward ? x : innerWidth - x) - gap - 4;
+  Object.assign(tip.style, {
+    left: leftward ? 'auto' : `${x + gap}px`, right: leftward ? `${innerWidth - x + gap}px` : 'auto',
+    top: upward ? 'auto' : `${y + gap}px`, bottom: upward ? `${innerHeight - y + gap}px` : 'auto',
+    maxWidth: `${Math.round(Math.min(room, Math.max(innerWidth * 0.6, 240)))}px`,
+  });
+  tip.hidden = false;
 }
 
 /** How long a render pass, or `inTasks`, works in one task before it lets the page in (half a frame). */

@@ -58,6 +58,24 @@ export function scale(kind, { max = 1 } = {}) {
 }
 
 export const css = ([r, g, b]) => `rgb(${r},${g},${b})`;
+
+/** WCAG 2 relative luminance of an [r, g, b] colour (0 black … 1 white). */
+export function luminance(rgb) {
+  const [r, g, b] = rgb.map((v) => { const c = v / 255; return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+/** WCAG 2 contrast ratio of two [r, g, b] colours (1 … 21). */
+export function contrastRatio(a, b) {
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+/** The text colour for a cell of colour `rgb`: black or white, whichever contrasts more (at
+ *  least 4.58 : 1 on any background, WCAG AA for small text). */
+export function inkOn(rgb) {
+  return contrastRatio(rgb, [0, 0, 0]) >= contrastRatio(rgb, [255, 255, 255]) ? '#000000' : '#ffffff';
+}
 export const hex = ([r, g, b]) => '#' + [r, g, b].map((v) => v.toString(16).padStart(2, '0')).join('');
 
 const SEQ = lut(BLUES);

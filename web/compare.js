@@ -43,3 +43,50 @@ export function cosine(a, b) {
   for (let i = 0; i < a.length; i++) { dot += a[i] * b[i]; na += a[i] * a[i]; nb += b[i] * b[i]; }
   return na && nb ? dot / Math.sqrt(na * nb) : 0;
 }
+
+const alones = new WeakMap(); // run → {b: its item b alone}
+
+/**
+ * Item `b` of a padded run on its own, for a pane sized to its sentence (compare mode with two
+ * lengths): a run-like view of its real length n (no padding rows or columns) that the head,
+ * model and steps views draw; every item index reads item `b`. Each head's attention (and
+ * scores) is cropped (n·n) once, when first drawn.
+ */
+export function alone(run, b) {
+  if (!alones.has(run)) alones.set(run, {});
+  const kept = alones.get(run);
+  if (!kept[b]) kept[b] = cropped(run, b);
+  return kept[b];
+}
+
+function cropped(run, b) {
+  const n = run.results[b].length, T = run.T;
+  const crop = (m) => {
+    const out = new m.constructor(n * n);
+    for (let q = 0; q < n; q++) out.set(m.subarray(q * T, q * T + n), q * n);
+    return out;
+  };
+  /** `get(b, l, h)` (T·T) of item b, cropped to n·n once a head. */
+  const cropping = (get) => {
+    const kept = new Map();
+    return (_, l, h) => {
+      const k = l * run.H + h;
+      if (!kept.has(k)) kept.set(k, crop(get(b, l, h)));
+      return kept.get(k);
+    };
+  };
+  const head = cropping(run.head), scoresOf = run.scoresOf && cropping(run.scoresOf);
+  const maxAbs = (a) => a.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+  const mask = crop(run.maskOf(b));
+  const item = run.results[b];
+  const own = { text: item.text, length: n, tokens: item.tokens.slice(0, n), labels: item.labels.slice(0, n) };
+  return {
+    id: `${run.id}:${b}`, B: run.B, L: run.L, H: run.H, T: n, scale: run.scale,
+    results: run.results.map((r, i) => (i === b ? own : r)),
+    head, scoresOf, maskOf: () => mask,
+    probMax: (_, l, h) => maxAbs(head(0, l, h)),
+    scoreMax: (_, l, h) => maxAbs(scoresOf(0, l, h)),
+    thumb: () => null, // the model view pools the cropped heads itself
+    metric: (_, name) => run.metric(b, name),
+  };
+}

@@ -14,6 +14,7 @@ class Engine {
     this.loads = new Map(); // `${key} ${backend}` → Promise of {info, engine, status}
     this.progress = new Map(); // key → Set of callbacks
     this.restarts = new Set(); // callbacks of `onRestart`
+    this.engineChoices = new Set(); // callbacks of `onEngineChosen`
     this.start();
   }
 
@@ -28,7 +29,11 @@ class Engine {
     url.searchParams.set('crash', channel);
     this.crashes = new BroadcastChannel(channel);
     this.crashes.onmessage = (e) => this.crashed(e.data);
-    this.worker = new Worker(url, { type: 'module' });
+    // an element on another origin's page (a blog that pasted the share dialog's snippet): a
+    // worker's script must be the page's own, so a module of the page's (a blob) imports ours,
+    // by CORS; worker.js reads its parameters from its own URL (import.meta.url) either way
+    const script = url.origin === location.origin ? url : URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};`], { type: 'text/javascript' }));
+    this.worker = new Worker(script, { type: 'module' });
     this.worker.onmessage = (e) => this.receive(e.data);
     // an error the worker did not handle (it could not start, say): the calls under way fail
     this.worker.onerror = (e) => {
@@ -61,9 +66,14 @@ class Engine {
   /** Calls `f(error)` after each restart of the engine. */
   onRestart(f) { this.restarts.add(f); }
 
+  /** Calls `f({key, engine, status})` when `auto` has timed the engines of checkpoint `key`
+   *  after its first view, and runs it on `engine` ('cpu' or 'gpu') from then on (worker.js). */
+  onEngineChosen(f) { this.engineChoices.add(f); }
+
   receive(m) {
     if (m.type === 'crashed') { this.crashed(m.panic); return; }
     if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
+    if (m.type === 'engine') { for (const f of this.engineChoices) f(m); return; }
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);

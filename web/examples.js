@@ -51,3 +51,25 @@ export const TRANSLATION_EXAMPLES = [
     state: { sentences: ['9 May 2018 => 2018-05-09', 'Wednesday, May 9, 2018 => 2018-05'], pair: '', batch: true, item: 1, step: 6, attn: 'decoder' },
   },
 ];
+
+/**
+ * Whether a model is the dates → ISO model trained here: tools/train_dates.py writes the head it
+ * found most readable into the config (`attnscope_focus`, the engine's `decoder.focus`), which no
+ * other checkpoint carries.
+ */
+export const isDatesModel = (info) => Boolean(info?.decoder?.focus);
+
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+
+/** Why `text` is not a valid `YYYY-MM-DD` date (a month 01–12, a day within its month, leap years
+ *  counted), or null when it is one. */
+export function dateProblem(text) {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
+  if (!m) return 'it is not in the form YYYY-MM-DD';
+  const [year, month, day] = m.slice(1).map(Number);
+  if (month < 1 || month > 12) return `there is no month ${m[2]} (months run 01–12)`;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1];
+  if (day < 1 || day > days) return `${MONTHS[month - 1]} ${m[1]} has ${days} days, so there is no day ${m[3]}`;
+  return null;
+}

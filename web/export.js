@@ -1,6 +1,7 @@
 // Exports of what a view shows: SVG (cells as rects with their exact colours, token labels as
 // text, the legend), PNG (the SVG at 2× pixels), JSON ({tokens, attention: [L][H][T][T]}) and
-// the focused head as CSV. Everything is built from the result contract, not from the screen.
+// the focused head as CSV. Everything is built from the result contract, not from the screen,
+// except the inside-the-layer panels (`panelSVG`): their canvases as pictures, their text as text.
 
 import { scale, hex, MASKED, STEPS } from './colour.js';
 import { matricesOf, ATTENTION_KINDS } from './result.js';
@@ -101,7 +102,8 @@ export function translationSVG(tr, view, { item, attn, layer, head }) {
   if (view === 'head') {
     const cell = Math.max(4, Math.min(28, Math.floor(720 / Math.max(nq, nk))));
     const w = pad + nk * cell + 20, h = pad + nq * cell + 60;
-    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTENTION_KINDS[attn].name}, layer ${layer}, head ${head} (queries are rows, keys columns)`)}</text>`
+    const axes = attn === 'encoder' ? 'queries are rows, keys columns' : 'rows: the steps, each writes ← reads; columns: the keys';
+    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTENTION_KINDS[attn].name}, layer ${layer}, head ${head} (${axes})`)}</text>`
       + rectMatrix(m, sc, { x: pad, y: pad, cell, fontPx: Math.min(12, Math.max(6, cell - 2)) })
       + legendSVG(sc, pad, pad + nq * cell + 16);
     return svg(Math.max(w, pad + 320), h, body, title);
@@ -213,4 +215,50 @@ export async function exportView(run, view, format, opts) {
   const text = toSVG(run, view, opts);
   if (format === 'svg') return download(`${base}.svg`, text, 'image/svg+xml');
   return download(`${base}.png`, await toPNG(text), 'image/png');
+}
+
+/**
+ * A panel of the page (an inside-the-layer panel) as SVG, as it is laid out on screen: each
+ * canvas an embedded PNG picture at its place and size, each line of its text (captions,
+ * legends, notes) as SVG text with its size, weight and colour. Controls, tooltips and hidden
+ * parts are left out.
+ */
+export function panelSVG(panel, title) {
+  const box = panel.getBoundingClientRect();
+  const parts = [];
+  for (const c of panel.querySelectorAll('canvas')) {
+    const r = c.getBoundingClientRect();
+    if (!r.width || !r.height || c.closest('.tooltip') || getComputedStyle(c).visibility === 'hidden') continue;
+    parts.push(`<image x="${r.left - box.left}" y="${r.top - box.top}" width="${r.width}" height="${r.height}" preserveAspectRatio="none" href="${c.toDataURL('image/png')}"/>`);
+  }
+  // the text a line at a time, where the page wrapped it: the words of a line share its middle
+  const range = document.createRange();
+  const walker = document.createTreeWalker(panel, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (!node.data.trim() || el.closest('button, select, .tooltip, .sr-only')) continue;
+    const cs = getComputedStyle(el);
+    if (cs.visibility === 'hidden') continue;
+    const font = `font-size="${parseFloat(cs.fontSize)}" font-weight="${cs.fontWeight}"${cs.fontStyle === 'italic' ? ' font-style="italic"' : ''} fill="${cs.color}" ${FONT}`;
+    let line = null;
+    const flush = () => { if (line) parts.push(`<text x="${line.x}" y="${line.y}" dominant-baseline="central" ${font}>${esc(line.text)}</text>`); };
+    for (const m of node.data.matchAll(/\S+/g)) {
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const r = range.getBoundingClientRect();
+      if (!r.width) continue; // not laid out (hidden)
+      const mid = r.top - box.top + r.height / 2;
+      if (line && Math.abs(mid - line.y) < r.height / 2) line.text += ` ${m[0]}`;
+      else { flush(); line = { x: r.left - box.left, y: mid, text: m[0] }; }
+    }
+    flush();
+  }
+  return svg(Math.ceil(box.width), Math.ceil(box.height), parts.join(''), title);
+}
+
+/** Exports a panel of the page (`panelSVG`) as 'svg' or 'png' (the SVG at 2×), as `name`.svg/.png. */
+export async function exportPanel(panel, format, { name, title }) {
+  const text = panelSVG(panel, title);
+  if (format === 'svg') return download(`${name}.svg`, text, 'image/svg+xml');
+  return download(`${name}.png`, await toPNG(text), 'image/png');
 }

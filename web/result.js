@@ -109,8 +109,26 @@ export function labelsOf(item) {
   return item.tokens.map((t, i) => {
     const text = texts[i];
     if (text === undefined || t === text || t.startsWith('##') || /^(\[[A-Za-z]+\]|<[^<>\s]+>)$/.test(t)) return t;
-    return /[\u0100-\u017f▁]/.test(t) ? text : t; // byte-level BPE's alphabet, SentencePiece's ▁
+    return /[\u0100-\u017f▁]/.test(t) ? visibleText(text) : t; // byte-level BPE's alphabet, SentencePiece's ▁
   });
+}
+
+/** Control characters a reader sees by a sign: Unicode's Control Pictures (␀ … ␟, ␡), a newline ⏎ and a tab ⇥. */
+const CONTROL_SIGNS = { '\n': '⏎', '\t': '⇥' };
+const signOf = (c) => {
+  const code = c.charCodeAt(0);
+  return CONTROL_SIGNS[c] ?? (code < 0x20 ? String.fromCharCode(0x2400 + code) : code === 0x7f ? '␡' : `U+${code.toString(16).toUpperCase().padStart(4, '0')}`);
+};
+
+/**
+ * Text as a reader can see it, wherever a token or a bit of text is written on the page:
+ * control characters as signs (a newline ⏎, a tab ⇥, the others their Control Pictures ␀ … ␟ and
+ * ␡; C1 controls by their code, `U+0085`), and a text of whitespace alone as ␣, one per character
+ * (a space inside a text stays a space).
+ */
+export function visibleText(text) {
+  const signed = text.replace(/[\u0000-\u001f\u007f-\u009f]/g, signOf);
+  return signed.trim() ? signed : signed.replace(/\s/g, '␣');
 }
 
 /** `window.attnscope.result`: item `b` with the run's fields beside it. */
@@ -144,26 +162,32 @@ export function maxAbsDiff(want, got) {
   return max;
 }
 
-/** A token as a reader sees it: SentencePiece's ▁ as the space it stands for. */
-export const shownToken = (t) => t.replace(/▁/g, ' ').trim() || t;
+/** A token as a reader sees it: SentencePiece's ▁ as the space it stands for, control characters and whitespace visible (visibleText). */
+export const shownToken = (t) => visibleText(t.replace(/▁/g, ' ').trim() || t);
+
+/** A decoder step's row label: the token it writes, then the one it reads (`5 ← 0`). */
+export const stepLabel = (writes, reads) => `${shownToken(writes)} ← ${shownToken(reads)}`;
 
 /** An encoder–decoder's three attentions (the ids of store.js's ATTENTIONS): each one's name and what it is, in one line. */
 export const ATTENTION_KINDS = {
-  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output). Rows: what the decoder reads; columns: the source.' },
-  decoder: { name: 'decoder self-attention', line: 'The decoder reads what it has written so far: under the no-peek mask, step t sees steps 0…t only (the hatched triangle is −∞ before softmax, so 0).' },
+  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output). Rows: the steps, each labelled by the token it writes ← the token it reads; columns: the source.' },
+  decoder: { name: 'decoder self-attention', line: 'The decoder reads what it has written so far: under the no-peek mask, step t (counted from 1) reads only positions 0…t − 1, the start token and what steps 1…t − 1 wrote (the hatched triangle is −∞ before softmax, so 0). Rows: writes ← reads; columns: the token read at each position.' },
   encoder: { name: 'encoder self-attention', line: 'The encoder reads the whole source at once, every token over every token (padding masked).' },
 };
 
 /**
  * The matrices of attention `attn` ('cross' | 'decoder' | 'encoder') of translation item `r`:
- * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them).
+ * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them); a
+ * decoder step's row is labelled by what it writes and what it reads (stepLabel).
  */
 export function matricesOf(r, attn) {
   const T = r.output_ids.length - 1;
   const inputs = r.output_tokens.slice(0, T).map(shownToken), src = r.source_tokens.map(shownToken);
+  // a step's row: what it writes, with what it reads beside it
+  const steps = r.output_tokens.slice(0, T).map((reads, t) => stepLabel(r.output_tokens[t + 1], reads));
   const [values, rows, cols, masked] = {
-    cross: [r.cross_attention, inputs, src, null],
-    decoder: [r.decoder_attention, inputs, inputs, (q, k) => k > q],
+    cross: [r.cross_attention, steps, src, null],
+    decoder: [r.decoder_attention, steps, inputs, (q, k) => k > q],
     encoder: [r.encoder_attention, src, src, null],
   }[attn];
   return values.map((heads) => heads.map((v) => ({ values: v, rows, cols, masked })));

@@ -11,7 +11,7 @@ import * as lines from './views/lines.js';
 import * as steps from './views/steps.js';
 import * as heads from './views/heads.js';
 import * as rolloutView from './views/rollout.js';
-import { compareOf } from './compare.js';
+import { compareOf, alone } from './compare.js';
 import { INSIDE, DECODER_INSIDE } from './store.js';
 import * as embeddingsView from './views/inside/embeddings.js';
 import * as qkvView from './views/inside/qkv.js';
@@ -51,7 +51,7 @@ export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
       target._p = null;
       continue;
     }
-    DECODER_PANELS[id].view.render(target, dt.data, { step: Math.min(s.step ?? T - 1, T - 1), head, probs: r.cross_attention[layer][head], width: target.clientWidth || 600, fontPx });
+    DECODER_PANELS[id].view.render(target, dt.data, { step: Math.min(s.step ?? T - 1, T - 1), head, probs: r.cross_attention[layer][head], written: r.output_tokens.slice(1), width: target.clientWidth || 600, fontPx });
   }
   return Boolean(dt && !dt.error);
 }
@@ -173,6 +173,13 @@ function runHas(r, s) {
 /** The panels that draw the focused layer's trace. */
 const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn'];
 
+/** The knocked-out heads (`"layer:head"`, sorted) with head `layer`, `head` knocked out, or back in if it was. */
+export function toggleHead(off, layer, head) {
+  const key = `${layer}:${head}`;
+  const byPlace = (a, b) => a.split(':')[0] - b.split(':')[0] || a.split(':')[1] - b.split(':')[1];
+  return off.includes(key) ? off.filter((k) => k !== key) : [...off, key].sort(byPlace);
+}
+
 /** The run the attention views show: the word-piece run, or its words (web/words.js) with "words" on. */
 export function shownOf(s) {
   return s.run && s.words ? wordsOf(s.run) : s.run;
@@ -221,9 +228,12 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
 /**
  * Connects a store to the engine and to view containers.
  * `targets`: {model?, head?, lines?, steps?} elements; `layout(state)` → per-view options
- * (sizes, fonts). Returns {loadModel(source, opts), check()}.
+ * (sizes, fonts). With `engineFollows` (the page, whose engine select and link show the store's
+ * `engine`), a load that asked for WebGPU where it cannot start (the CPU engine runs instead,
+ * worker.js) sets `engine` to 'cpu', in the update that brings the model. Returns
+ * {loadModel(source, opts), check()}.
  */
-export function connect(store, { targets, layout, dropOld = true, modelFocus = null }) {
+export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false }) {
   const eng = engine();
   let loads = 0;
   // a link that names the layer or head keeps them for the model it opens; any later model
@@ -279,12 +289,17 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }
   }
 
-  /** Loads `source` ({key, name, base} or {key, name, files}) with the state's engine. */
-  async function loadModel(source, { refresh = false } = {}) {
+  /**
+   * Loads `source` ({key, name, base} or {key, name, files}) with the state's engine.
+   * `opening(info, state)`: what the model opens on (a patch of the intent, applied with the
+   * model in one update, so no run reads the old model's input with the new model).
+   */
+  async function loadModel(source, { refresh = false, opening = null } = {}) {
     const s = store.get();
     store.update({ loading: { key: source.key, name: source.name, loaded: 0, total: 0, file: '' }, modelError: null });
     try {
-      const r = await eng.load(source, s.engine, (p) => store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }), { refresh, exclusive: dropOld });
+      const asked = s.engine;
+      const r = await eng.load(source, asked, (p) => store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }), { refresh, exclusive: dropOld });
       const old = store.get().modelKey;
       if (dropOld && old && old !== source.key) eng.drop(old);
       const info = r.info;
@@ -298,6 +313,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         ...(info.decoder?.focus && opensOnModelFocus()
           ? { layer: info.decoder.focus.layer, head: info.decoder.focus.head ?? 0 }
           : { layer: Math.min(latest.layer, Math.max(info.layers, info.decoder?.layers ?? 0) - 1), head: Math.min(latest.head, Math.max(info.heads, info.decoder?.heads ?? 0) - 1) }),
+        ...opening?.(info, latest),
+        ...(engineFollows && asked === 'gpu' && r.engine === 'cpu' && latest.engine === asked ? { engine: 'cpu' } : {}),
         modelVersion: ++loads,
       });
       return true;
@@ -349,8 +366,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       const t0 = performance.now();
       // QKᵀ, the mask and the layer's insides are per piece: those views keep the piece run
       const pieces = name === 'steps' || name.startsWith('inside:');
-      VIEWS[name].render(el, pieces ? r : shown, {
-        ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(name === 'headB' ? { item: 1, win: null } : {}),
+      // side by side, each sentence's views are its own length: no padding rows or columns (the
+      // first head view, the second's, and the focused sentence's grid and steps)
+      const own = sideBySide ? { head: 0, headB: 1, model: base.item, steps: base.item }[name] : undefined;
+      VIEWS[name].render(el, own !== undefined ? alone(pieces ? r : shown, own) : pieces ? r : shown, {
+        ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(own !== undefined ? { item: own, win: null, cellsLike: Math.max(...base.compare.lengths) } : {}),
         modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: pairOf(s),
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
@@ -364,10 +384,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         onZoom: (win) => store.update({ win: win ? { ...win, T: shown.T, words: s.words } : null }),
         onSelect: (sel) => store.update({ sel }),
         onHover: (cell) => store.update({ hover: cell }),
-        onKnock: (layer, headIdx) => {
-          const key = `${layer}:${headIdx}`, off = store.get().off;
-          store.update({ off: off.includes(key) ? off.filter((k) => k !== key) : [...off, key].sort((a, b) => a.split(':')[0] - b.split(':')[0] || a.split(':')[1] - b.split(':')[1]) });
-        },
+        onKnock: (layer, headIdx) => store.update({ off: toggleHead(store.get().off, layer, headIdx) }),
       });
       measure(`attnscope:${name}`, t0); // per-view cost, for the benchmark and DevTools
     }
@@ -420,6 +437,14 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       eng.positions(key, posN).then((p) => ({ ...p, key, want: posN }), (err) => ({ key, want: posN, error: String(err.message || err) }))
         .then((positions) => { positionsPending = false; store.update({ positions }); });
     }
+  });
+
+  // `auto` showed the first view on the CPU engine and has now timed WebGPU: the engine's line
+  // says which it keeps, and a run on WebGPU shows it at once
+  eng.onEngineChosen(({ key, engine: chosen, status }) => {
+    if (key !== store.get().modelKey) return;
+    store.update({ engineStatus: status });
+    if (chosen === 'gpu') run();
   });
 
   // a fresh engine after a crash: the checkpoint loads again (a URL's files from the browser's

@@ -3,7 +3,7 @@
 //
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?}
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
-//      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints)  {type: 'drop', key}  {type: 'cancel', key}
+//      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints, marks)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would;
 //      ?testhooks=lose-at-probe destroys them when `auto` first runs WebGPU)
 //      {id, type: 'crash', site} (only with ?testhooks=1: a panic in the wasm module, as a bug
@@ -31,6 +31,9 @@ const PROBE = 'The engine is timed on this short sentence first.';
 // The relaxed-SIMD probe is wasm-feature-detect's module (one i8x16.relaxed_swizzle). The page's
 // `?wasm=threads|relaxed-simd|simd128` asks for one build (a build the browser cannot run falls
 // back as above).
+// the page's parameters (web/engine.js), from this module's own URL: where the page is on another
+// origin, the worker's location is a blob that imports this module
+const PARAMS = new URL(import.meta.url).searchParams;
 const RELAXED_SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 15, 1, 13, 0, 65, 1, 253, 15, 65, 2, 253, 15, 253, 128, 2, 11]);
 const BUILDS = ['threads', 'relaxed-simd', 'simd128'];
 const THREADS = Math.min(navigator.hardwareConcurrency || 1, 8);
@@ -39,21 +42,39 @@ function chooseBuild(asked) {
   const can = { threads: relaxed && self.crossOriginIsolated === true && THREADS > 1, 'relaxed-simd': relaxed, simd128: true };
   return BUILDS.slice(Math.max(0, BUILDS.indexOf(asked))).find((b) => can[b]);
 }
-const WASM_BUILD = chooseBuild(new URL(self.location.href).searchParams.get('wasm'));
+const WASM_BUILD = chooseBuild(PARAMS.get('wasm'));
 const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
+/**
+ * The Worker class for the threaded build's pool. wasm-bindgen-rayon 1.3's helper (its
+ * `no-bundler` one) sends each thread the build's module to import (`mainJS`) and calls that
+ * module's init with positional arguments, which wasm-bindgen deprecates with a console warning
+ * on every thread; the threads import web/threads-init.js instead: the build's exports, with an
+ * init that takes one object.
+ */
+const poolThread = (Base) => class PoolThread extends Base {
+  postMessage(data, ...rest) {
+    const init = data?.type === 'wasm_bindgen_worker_init' && data.mainJS;
+    return super.postMessage(init ? { ...data, mainJS: new URL('./threads-init.js', import.meta.url).href } : data, ...rest);
+  }
+};
 let loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
+  performance.mark('attnscope: wasm instantiated'); // the first view's milestones (tests/e2e/first_view.mjs)
   ({ loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
-  const channel = new URL(self.location.href).searchParams.get('crash');
+  const channel = PARAMS.get('crash');
   if (channel) m.reportCrashesOn(channel);
   return { m, wasm };
 });
 // ... and its threads started (the threaded build): enough to build a session and run it.
 const wasmReady = wasmCore.then(async ({ m, wasm }) => {
-  if (WASM_BUILD === 'threads') await m.initThreadPool(THREADS);
+  if (WASM_BUILD === 'threads') {
+    self.Worker = poolThread(self.Worker);
+    await m.initThreadPool(THREADS);
+  }
+  performance.mark('attnscope: threads started');
   return wasm;
 });
 let limits = null;
@@ -64,7 +85,7 @@ const aborts = new Map();      // key → AbortController of a download under wa
 
 // ---------- test hooks: WebGPU devices the tests may destroy ----------
 const devices = [];
-const HOOKS = new URL(self.location.href).searchParams.get('testhooks');
+const HOOKS = PARAMS.get('testhooks');
 // `?testhooks=lose-at-probe`: as `1`, and `auto`'s probe destroys the devices before WebGPU's turn
 const LOSE_AT_PROBE = HOOKS === 'lose-at-probe';
 if ((HOOKS === '1' || LOSE_AT_PROBE) && self.navigator.gpu) {
@@ -101,19 +122,22 @@ function safetensorsSize(head, file, url) {
 }
 
 /** One file of a checkpoint, from Cache Storage or the network: its bytes, or for the weights a
- *  WeightsFile in wasm memory (the caller frees it). A lock per URL makes a second document (an
- *  iframe) wait for the first download and then read it from the cache. */
+ *  WeightsFile in wasm memory (the caller frees it). A downloaded file is stored in Cache Storage
+ *  while the model is built from it (writing 90 MB there takes longer than reading them); a lock
+ *  per URL, held until it is stored, makes a second document (an iframe) wait for the first
+ *  download and then read it from the cache. */
 async function fetchFile(url, file, onBytes, signal, refresh) {
   const limit = limits[file];
+  /** `{value, stored}`: the file, and a promise that settles once Cache Storage holds it. */
   const work = async () => {
     const cache = await openCache();
     if (cache && !refresh) {
       const hit = await cache.match(url);
       if (hit) {
-        if (file === WEIGHTS) return readWeights(await hit.blob(), file, onBytes, signal, url);
+        if (file === WEIGHTS) return { value: await readWeights(await hit.blob(), file, onBytes, signal, url) };
         const bytes = new Uint8Array(await hit.arrayBuffer());
         onBytes(bytes.length, bytes.length);
-        return bytes;
+        return { value: bytes };
       }
     }
     let resp;
@@ -163,10 +187,17 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     }
     if (total && loaded !== total) throw new Error(`${file}: got ${loaded} bytes, the server announced ${total}`);
     const bytes = concat(chunks, loaded);
-    if (cache) await cache.put(url, new Response(bytes)).catch(() => {});
-    return file === WEIGHTS ? WeightsFile.fromBytes(file, bytes) : bytes;
+    const stored = cache?.put(url, new Response(bytes)).catch(() => {});
+    return { value: file === WEIGHTS ? WeightsFile.fromBytes(file, bytes) : bytes, stored };
   };
-  return self.navigator.locks ? navigator.locks.request(`attnscope:${url}`, work) : work();
+  if (!self.navigator.locks) return (await work()).value;
+  return new Promise((resolve, reject) => {
+    navigator.locks.request(`attnscope:${url}`, async () => {
+      const got = await work();
+      resolve(got.value);
+      await got.stored;
+    }).catch(reject);
+  });
 }
 
 /** A cached model.safetensors read into wasm memory chunk by chunk as Cache Storage hands it
@@ -265,6 +296,10 @@ async function hubError(id, root, e) {
   return new Error(`${id} on the Hub: ${e.message}`);
 }
 
+/** The worker's performance marks, `[name, ms since the epoch]` (the worker's clock starts at its own
+ *  `timeOrigin`: the page subtracts its own to place them on its timeline). */
+const marks = () => performance.getEntriesByType('mark').map((m) => [m.name, m.startTime + performance.timeOrigin]);
+
 // ---------- engines ----------
 const now = () => performance.now();
 
@@ -296,26 +331,100 @@ async function probe(session) {
 
 const ms = (x) => (x >= 1000 ? `${(x / 1000).toFixed(1)} s` : `${x.toFixed(x < 10 ? 1 : 0)} ms`);
 
+/** The engine line when WebGPU was asked for and could not start (`err`, wgpu's words, go under
+ *  "details"): the CPU engine runs the model instead, and the line says why in plain words. */
+function noGpuStatus(err) {
+  const why = !self.isSecureContext ? 'WebGPU needs a secure page (https, or http on localhost)'
+    : !self.navigator.gpu ? 'This browser offers no WebGPU'
+      : /no GPU adapter/.test(err?.message) ? 'This browser offers no usable GPU (WebGPU found no adapter)' // src/engine/gpu/device.rs
+        : 'WebGPU could not start on this GPU';
+  return { line: `${why}, so the CPU engine runs the model.`, details: String(err?.message || err) };
+}
+
+/** A session of checkpoint `cp` on `backend` ('cpu', 'gpu' or 'auto'): `{backend, session,
+ *  engine: 'cpu' | 'gpu', status}`. `gpu` where WebGPU cannot start gives a CPU session (its
+ *  `backend` 'cpu'), whose status says so. */
+/** Whether WebGPU offers an adapter here (asked once: a browser without one answers at once). */
+let adapterFound = null;
+const hasAdapter = () => (adapterFound ??= Promise.resolve(self.navigator.gpu?.requestAdapter()).then(Boolean, () => false));
+
 async function makeSession(cp, backend) {
+  if (backend === 'auto' && await hasAdapter()) {
+    // the first view from the CPU engine at once; WebGPU is set up and the engines are timed
+    // after it (`timeEngines`)
+    return { ...(await makeSession(cp, 'cpu')), backend, untimed: cp, status: { line: 'auto: the CPU engine while WebGPU is timed', details: 'WebGPU is set up and timed against the CPU once the first view is drawn' } };
+  }
   if (cp.freed) throw letGo();
   if (!(cp.bytes[AT_WEIGHTS] instanceof WeightsFile)) cp.bytes[AT_WEIGHTS] = WeightsFile.fromBytes(WEIGHTS, cp.bytes[AT_WEIGHTS]); // parked
   const [config, weights, tokenizer] = cp.bytes;
-  const session = await loadSession(cp.name, config, weights, tokenizer, backend);
+  const setUp = loadSession(cp.name, config, weights, tokenizer, backend); // the checkpoint's own errors throw here
+  let session;
+  try {
+    session = await setUp; // ... and WebGPU's here: `gpu` asked for it, and it could not start
+  } catch (e) {
+    if (backend !== 'gpu' || isTrap(e)) throw e;
+    return { ...(await makeSession(cp, 'cpu')), status: noGpuStatus(e) };
+  }
   const gpu = session.gpu();
   const why = session.unavailable();
   if (backend === 'cpu') return { backend, session, engine: 'cpu', status: { line: 'CPU engine (chosen)' } };
   if (!gpu) {
     return { backend, session, engine: 'cpu', status: { line: 'CPU engine: WebGPU is not available in this browser', details: why || '' } };
   }
-  if (backend === 'gpu') return { backend, session, engine: 'gpu', status: { line: `WebGPU (chosen): ${gpu.replace(/^gpu: /, '')}` } };
-  let t;
-  try { t = await probe(session); } catch (e) { session.free(); throw e; }
-  const adapter = gpu.replace(/^gpu: /, '');
-  if (t.failed) return { backend, session, engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU failed on a test pass`, details: `WebGPU (${adapter}): ${t.failed}` } };
+  return { backend, session, engine: 'gpu', status: { line: `WebGPU (chosen): ${gpu.replace(/^gpu: /, '')}` } }; // 'gpu' ('auto' where WebGPU is: above)
+}
+
+/** `auto`'s choice for a session on WebGPU (its CPU engine timed too): `{engine, status}`, the faster. */
+async function chooseEngine(session) {
+  const adapter = session.gpu().replace(/^gpu: /, '');
+  const t = await probe(session);
+  performance.mark('attnscope: engines timed');
+  if (t.failed) return { engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU failed on a test pass`, details: `WebGPU (${adapter}): ${t.failed}` } };
   const details = `timed on ${session.info().decoder ? 'translating ' : ''}a ${PROBE.split(' ').length}-word sentence: WebGPU (${adapter}) ${ms(t.gpu)}, CPU ${ms(t.cpu)} a pass`;
   return t.gpu < t.cpu
-    ? { backend, session, engine: 'gpu', status: { line: `auto: WebGPU, ${ms(t.gpu)} a pass vs ${ms(t.cpu)} on the CPU`, details } }
-    : { backend, session, engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU here took ${ms(t.gpu)}`, details } };
+    ? { engine: 'gpu', status: { line: `auto: WebGPU, ${ms(t.gpu)} a pass vs ${ms(t.cpu)} on the CPU`, details } }
+    : { engine: 'cpu', status: { line: `auto: CPU engine, ${ms(t.cpu)} a pass; WebGPU here took ${ms(t.gpu)}`, details } };
+}
+
+/** How long `auto` waits for the page's first run of a new session before it times the engines anyway. */
+const FIRST_VIEW_WAIT_MS = 1500;
+
+/**
+ * `auto` where WebGPU is there: session `s` of `key` answers on the CPU engine until both engines
+ * are timed, which starts once its first run is answered (compiling WebGPU's pipelines takes
+ * seconds on a software rasteriser, and the first view would wait for it); then the faster engine
+ * runs, and the page is told (`{type: 'engine', key, engine, status}`, web/engine.js
+ * onEngineChosen). Runs during the timing go on, on the CPU (the GPU engine takes concurrent
+ * passes: src/engine/gpu/forward.rs holds no lock across an await).
+ */
+function timeEngines(key, s) {
+  const cp = s.untimed;
+  delete s.untimed;
+  const firstView = new Promise((resolve) => { s.answered = resolve; setTimeout(resolve, FIRST_VIEW_WAIT_MS); });
+  firstView.then(() => inTurn(key, async () => {
+    delete s.answered;
+    if (sessions.get(key) !== s) return; // replaced or dropped meanwhile
+    let choice, gpu = null;
+    try {
+      gpu = await makeSession(cp, 'gpu'); // a CPU session, saying why, where WebGPU cannot start
+      choice = gpu.engine === 'gpu' ? await chooseEngine(gpu.session) : { engine: 'cpu', status: gpu.status };
+    } catch (e) {
+      if (isTrap(e)) throw e;
+      choice = { engine: 'cpu', status: { line: 'auto: CPU engine; timing the engines failed', details: String(e?.message || e) } };
+    }
+    const current = sessions.get(key) === s;
+    if (current && choice.engine === 'gpu') {
+      // the CPU session goes once the runs it may have started are done (a CPU pass finishes
+      // in the microtasks after its call)
+      const cpu = s.session;
+      setTimeout(() => cpu.free());
+      Object.assign(s, choice, { session: gpu.session });
+    } else {
+      gpu?.session.free();
+      if (current) Object.assign(s, choice);
+    }
+    if (current) self.postMessage({ type: 'engine', key, ...choice });
+  })).catch((e) => { if (isTrap(e)) crash(e); });
 }
 
 function drop(key) {
@@ -376,6 +485,7 @@ async function load(msg) {
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
   const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh, msg.hub) };
+  performance.mark('attnscope: files read');
   try {
     checkSizes(cp.bytes);
     await wasmReady;
@@ -388,19 +498,26 @@ async function load(msg) {
   for (const [k] of replaced) if (checkpoints.get(k) !== cp) park(checkpoints.get(k));
   try {
     const next = await makeSession(cp, msg.backend);
+    performance.mark(`attnscope: session built (${next.engine})`);
     if (cp.freed) { next.session.free(); throw letGo(); }
     for (const [k] of replaced) if (k !== msg.key) forget(k);
     if (checkpoints.get(msg.key) !== cp) forget(msg.key);
     checkpoints.set(msg.key, cp);
-    sessions.set(msg.key, next);
+    keep(msg.key, next);
     return next;
   } catch (e) {
     for (const [k, s] of replaced) {
-      try { sessions.set(k, await makeSession(checkpoints.get(k), s.backend)); } catch { forget(k); }
+      try { keep(k, await makeSession(checkpoints.get(k), s.backend)); } catch { forget(k); }
     }
     if (cp !== known) release(cp);
     throw e;
   }
+}
+
+/** Keeps session `s` as checkpoint `key`'s; `auto`'s engines are timed after its first view. */
+function keep(key, s) {
+  sessions.set(key, s);
+  if (s.untimed) timeEngines(key, s);
 }
 
 // ---------- one load or drop of a key at a time ----------
@@ -533,6 +650,7 @@ self.onmessage = async (e) => {
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
+      s.answered?.();
     } else if (msg.type === 'translate') { // an encoder–decoder model: src/wasm.rs Session.translate
       const s = sessionFor(msg.key);
       let r;
@@ -545,6 +663,7 @@ self.onmessage = async (e) => {
         r.fallback = `WebGPU stopped (${String(err.message || err)}); the CPU engine answered and runs from now on`;
       }
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status });
+      s.answered?.();
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });
@@ -570,7 +689,7 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'crash' && HOOKS === '1') {
       crashForTests(msg.site); // a trap in a future: `crash` tells the page; on a thread: the channel
     } else if (msg.type === 'stats') {
-      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, threads: WASM_BUILD === 'threads' ? THREADS : 1, sessions: sessions.size, checkpoints: checkpoints.size });
+      self.postMessage({ id: msg.id, ok: true, wasmBytes: wasm.memory.buffer.byteLength, wasmBuild: WASM_BUILD, threads: WASM_BUILD === 'threads' ? THREADS : 1, sessions: sessions.size, checkpoints: checkpoints.size, marks: marks() });
     }
   } catch (err) {
     self.postMessage({ id: msg.id, ok: false, error: isTrap(err) ? crash(err) : String((err && err.message) || err) });

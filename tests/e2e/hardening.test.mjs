@@ -239,6 +239,7 @@ test('auto, when WebGPU fails on its test pass: the CPU engine is chosen, saying
   const p = await open('#e=auto', '?testhooks=lose-at-probe');
   const { page } = p;
   assert.equal(await page.evaluate(() => window.attnscope.result.backend), 'cpu');
+  await page.waitForFunction(() => !/while WebGPU is timed/.test(document.getElementById('engine-status').textContent), null, { timeout: 120000 });
   assert.match(await page.textContent('#engine-status'), /auto: CPU engine, [\d.]+ m?s a pass; WebGPU failed on a test pass/);
   await page.fill('#sentence', 'the probe failed');
   await resultFor(page, '[CLS] the probe failed [SEP]');

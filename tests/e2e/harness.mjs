@@ -13,11 +13,12 @@ mkdirSync(ARTIFACTS, { recursive: true });
 
 const BASE_ARGS = ['--no-sandbox', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
 
-/** Starts scripts/serve.py on a free local port; resolves to {url, stop}. */
-export async function startServer() {
+/** Starts scripts/serve.py on a free local port (with `isolation` false, without the COOP and COEP
+ *  headers, as a plain static host: the engine then runs on one thread); resolves to {url, stop}. */
+export async function startServer({ isolation = true } = {}) {
   const port = 20000 + Math.floor(Math.random() * 20000);
   const proc = spawn('python3', [path.join(ROOT, 'scripts/serve.py')], {
-    env: { ...process.env, PORT: String(port), ATTNSCOPE_QUIET: '1' },
+    env: { ...process.env, PORT: String(port), ATTNSCOPE_QUIET: '1', ...(isolation ? {} : { ATTNSCOPE_ISOLATION: '0' }) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}/`;

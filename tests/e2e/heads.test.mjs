@@ -193,7 +193,8 @@ test('compare mode: a minimal pair colours the grid by max |ΔA| and shows ΔA; 
   // different lengths: no ΔA, the two head views side by side
   await page.fill('#compare-text', 'The big dog slept there.');
   await page.waitForFunction(() => /no cell-by-cell ΔA/.test(document.getElementById('compare-status').textContent), null, { timeout: 60000 });
-  await page.waitForFunction(() => document.querySelector('#head-view-b .heat')?.dataset.t === String(window.attnscope.store.get().run.T));
+  // each pane its own sentence's length, not the padded batch's (issue 29)
+  await page.waitForFunction(() => document.querySelector('#head-view-b .heat')?.dataset.t === String(window.attnscope.store.get().run.results[1].length));
   assert.equal(await page.isVisible('#head-view-b'), true);
   assert.equal(await page.isVisible('#lines-view'), false);
   assert.match(await page.textContent('#head-view-b .focus-label'), /sentence 2/);

@@ -41,7 +41,8 @@ const shapes = (page) => page.evaluate(() => {
   return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.rect-lines', 'rows', 'cols'), grid: of('.tr-grid canvas.rect-grid', 'layers', 'heads') };
 });
 
-/** Hovers cell (q, k) of the translation view's head view (`root`: its container); its tooltip's text. */
+/** Hovers cell (q, k) of the translation view's head view (`root`: its container); its tooltip's line
+ *  (without the note under it that says what a special token is). */
 async function hoverCell(page, q, k, root = '.tr-head .tr-canvas') {
   const pt = await page.evaluate(([sel, q, k]) => {
     const v = document.querySelector(sel);
@@ -50,7 +51,7 @@ async function hoverCell(page, q, k, root = '.tr-head .tr-canvas') {
     return { x: r.left + g.x0 + (k + 0.5) * g.cell, y: r.top + g.y0 + (q + 0.5) * g.cell };
   }, [root, q, k]);
   await page.mouse.move(pt.x, pt.y);
-  return page.textContent(`${root} .tooltip`);
+  return page.evaluate((sel) => document.querySelector(sel).firstChild.textContent, `${root} .tooltip`);
 }
 
 const clean = (problems) => assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
@@ -90,7 +91,7 @@ test('the page translates: window.attnscope.result equals attnscope translate on
     await page.click('.tr-attn[data-attn=decoder]');
     assert.deepEqual((await shapes(page)).head, [T, T]);
     assert.match(await hoverCell(page, 0, T - 1), /masked \(−∞ before softmax, so 0\)/);
-    assert.match(await hoverCell(page, T - 1, 0), /^step \d+ \(reads “.*”\) → “.*” at 0: \d\.\d{3}$/);
+    assert.match(await hoverCell(page, T - 1, 0), /^step \d+ \(writes “.*”, reads “.*”\) → “.*” at position 0: \d\.\d{3}$/);
     assert.equal(await page.inputValue('#pair'), '');
     assert.match(await page.textContent('#pair-label'), /Target/);
     clean(problems);
@@ -158,11 +159,11 @@ test('the dates model trained here: the built-in choice and a link open it on it
     clean(problems);
     await page.close();
   }
-  // the built-in choice, from the default model
+  // the built-in choice, from the default model: the dates model opens on its own first worked example
   const { page, problems } = await openPage(browser, `${server.url}#e=cpu&s=${encodeURIComponent('Sunday, 9 Sept 2018')}`, { width: 1280, height: 900 });
   assert.equal(await ready(page), null);
   await page.selectOption('#model-builtin', 'models/dates/');
-  await page.waitForFunction(() => window.attnscope.result?.output_text === '2018-09-09', null, { timeout: 120000 });
+  await page.waitForFunction(() => window.attnscope.result?.source === 'the 9th of May 2018' && window.attnscope.result.output_text === '2018-05-09', null, { timeout: 120000 });
   await page.waitForFunction(() => /model=models(%2F|\/)dates/.test(location.hash), null, { timeout: 10000 });
   const s2 = await page.evaluate(() => ({ layer: window.attnscope.store.get().layer, head: window.attnscope.store.get().head }));
   assert.deepEqual(s2, { layer: focus.layer, head: focus.head ?? 0 }, 'a model chosen in the page opens on its head too');
@@ -273,7 +274,7 @@ test('the three attentions: a link restores the attention, view, layer, head and
   assert.match(await page.textContent('.tr-step h3'), /^Step 5 of /);
   // hover reads the engine's number, and a masked cell says it is masked
   const v = want.decoder_attention[0][3];
-  assert.equal(await hoverCell(page, 4, 2), `step 5 (reads “${want.output_tokens[4]}”) → “${want.output_tokens[2]}” at 2: ${v[4][2].toFixed(3)}`);
+  assert.equal(await hoverCell(page, 4, 2), `step 5 (writes “${want.output_tokens[5]}”, reads “${want.output_tokens[4]}”) → “${want.output_tokens[2]}” at position 2: ${v[4][2].toFixed(3)}`);
   assert.match(await hoverCell(page, 1, 3), /masked/);
   // a click on the grid focuses a head; the link follows
   await page.evaluate(() => document.querySelector('.tr-grid canvas').scrollIntoView({ block: 'center' }));
@@ -286,7 +287,7 @@ test('the three attentions: a link restores the attention, view, layer, head and
   await page.click('.tr-attn[data-attn=cross]');
   await page.waitForFunction(() => /[#&]l=1&h=2/.test(location.hash) && !/[#&]a=/.test(location.hash), null, { timeout: 5000 });
   assert.deepEqual(await shapes(page), { head: [T, S], lines: [T, S], grid: [2, 4] });
-  assert.equal(await hoverCell(page, 0, 1), `step 1 (reads “${want.output_tokens[0]}”) → source “${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}” at 1: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
+  assert.equal(await hoverCell(page, 0, 1), `step 1 (writes “${want.output_tokens[1]}”, reads “${want.output_tokens[0]}”) → source “${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}” at position 1: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
   // exports: the head as SVG (one rect a cell), the item as JSON (the numbers), PNG at 2×
   const download = async (sel) => {
     const [d] = await Promise.all([page.waitForEvent('download'), page.click(sel)]);

@@ -8,7 +8,7 @@
 // frame's commit cost 20–30 ms in software. The cells under it are empty elements that carry
 // the layer/head, the click, the `focused`/`off` classes and each head's text alternative.
 
-import { scale, pixels, metricScale, css } from '../colour.js';
+import { scale, pixels, metricScale, css, inkOn } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
 import { pooled } from '../summary.js';
 import { metricLabel } from '../store.js';
@@ -28,28 +28,37 @@ function build(target, L, H, opts) {
   grid.setAttribute('role', 'grid');
   grid.setAttribute('aria-label', `${L} layers × ${H} heads; arrow keys move the focused head`);
   grid.style.gridTemplateColumns = `2.2em repeat(${H}, minmax(0, 1fr))`;
-  const corner = document.createElement('span');
-  grid.append(corner);
-  for (let h = 0; h < H; h++) {
+  // an ARIA grid of rows (each `display: contents`: the cells stay the CSS grid's items), a
+  // header row of heads, then a row a layer
+  const row = (...children) => {
+    const r = document.createElement('div');
+    r.setAttribute('role', 'row');
+    r.append(...children);
+    grid.append(r);
+  };
+  const header = (cls, text, role, name) => {
     const s = document.createElement('span');
-    s.className = 'collabel';
-    s.textContent = h;
-    grid.append(s);
-  }
+    s.className = cls;
+    s.textContent = text;
+    s.setAttribute('role', role);
+    s.setAttribute('aria-label', name);
+    return s;
+  };
+  const corner = header('corner', '', 'columnheader', 'layer');
+  corner.append(Object.assign(document.createElement('span'), { className: 'sr-only', textContent: 'layer' }));
+  row(corner, ...Array.from({ length: H }, (_, h) => header('collabel', h, 'columnheader', `head ${h}`)));
   for (let l = 0; l < L; l++) {
-    const label = document.createElement('span');
-    label.className = 'rowlabel';
-    label.textContent = `L${l}`;
-    grid.append(label);
-    for (let h = 0; h < H; h++) {
+    const cells = Array.from({ length: H }, (_, h) => {
       const c = document.createElement('div');
       c.className = 'cell';
       c.dataset.layer = l;
       c.dataset.head = h;
-      c.setAttribute('role', 'img');
+      c.id = `${target.id || 'grid'}-l${l}h${h}`; // the grid's active descendant when focused
+      c.setAttribute('role', 'gridcell');
       c.setAttribute('aria-label', `layer ${l}, head ${h}`);
-      grid.append(c);
-    }
+      return c;
+    });
+    row(header('rowlabel', `L${l}`, 'rowheader', `layer ${l}`), ...cells);
   }
   const canvas = document.createElement('canvas');
   canvas.className = 'thumbs';
@@ -179,7 +188,10 @@ export function render(target, run, opts) {
   target._H = H;
   const cells = [...target.querySelectorAll('.grid .cell')];
   for (const c of cells) {
-    c.classList.toggle('focused', +c.dataset.layer === opts.layer && +c.dataset.head === opts.head);
+    const focused = +c.dataset.layer === opts.layer && +c.dataset.head === opts.head;
+    c.classList.toggle('focused', focused);
+    c.setAttribute('aria-selected', String(focused));
+    if (focused) c.closest('.grid').setAttribute('aria-activedescendant', c.id); // a screen reader follows the arrow keys
     c.classList.toggle('off', off.has(`${c.dataset.layer}:${c.dataset.head}`));
   }
   const marks = { focused: opts.layer * H + opts.head, off: new Set([...off].map((k) => { const [l, h] = k.split(':'); return +l * H + +h; })) };
@@ -219,7 +231,7 @@ export function render(target, run, opts) {
     target._sheet = {
       coloured: {
         fill: (i) => css(by.sc.table[by.sc.index(value(i))]),
-        ink: (i) => { const [r, g, b] = by.sc.table[by.sc.index(value(i))]; return r * 0.3 + g * 0.59 + b * 0.11 > 140 ? '#111' : '#fff'; },
+        ink: (i) => inkOn(by.sc.table[by.sc.index(value(i))]),
         text: (i) => fmt(value(i)),
       },
     };

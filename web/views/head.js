@@ -5,8 +5,9 @@
 // adds or removes one, Enter on the keyboard cursor's row) keeps only the selected rows at full
 // colour and shows their mean as a 1 × T strip under the columns.
 
-import { scale, pixels, MASKED } from '../colour.js';
-import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, drawCrosshair, hatchPattern } from '../canvas.js';
+import { scale, pixels, MASKED, inkOn } from '../colour.js';
+import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, drawCrosshair, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { noteTip, specialNotes } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
 
@@ -17,22 +18,24 @@ function build(target) {
   target.innerHTML = `
     <div class="view-tools">
       <span class="focus-label"></span>
+      <span class="axes"></span>
       <span class="zoom">
         <button type="button" class="zoom-out" aria-label="zoom out">−</button>
         <button type="button" class="zoom-in" aria-label="zoom in">+</button>
         <button type="button" class="zoom-fit">fit</button>
         <span class="zoom-label muted"></span>
       </span>
-      <span class="sel-tools" hidden><span class="sel-label"></span> <button type="button" class="sel-clear" title="show every row again (Esc)">clear selection</button></span>
     </div>
     <div class="stage">
       <canvas class="heat" role="img"></canvas>
       <canvas class="overlay" tabindex="0" aria-label="focused head; arrow keys move a cursor over the cells, + and − zoom, 0 fits, Enter selects the cursor's row (shift+Enter adds it), Escape clears the selection"></canvas>
     </div>
     <canvas class="sel-strip" role="img" aria-label="the selected query rows' mean (nothing selected)" hidden></canvas>
+    <div class="sel-tools" hidden><span class="sel-label"></span> <button type="button" class="sel-clear" title="show every row again (Esc)">clear selection</button></div>
     <div class="legend"></div>
     <div class="tooltip" role="tooltip" hidden></div>
     <div class="readout sr-only" aria-live="polite"></div>`;
+  axesCaption(target.querySelector('.axes'));
   const overlay = target.querySelector('.overlay');
   const v = () => target._view; // the latest {run, opts, g, tokens, values, mask}
   const local = (e) => { const r = overlay.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
@@ -68,8 +71,10 @@ function build(target) {
   overlay.addEventListener('pointerdown', (e) => { down = { x: e.clientX, y: e.clientY }; });
   overlay.addEventListener('click', (e) => {
     const moved = down && Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4; // a drag, not a click
-    const q = labelRow(v().g, ...local(e));
-    if (q !== null && !moved) select(q, e.shiftKey);
+    const [x, y] = local(e), q = labelRow(v().g, x, y);
+    if (moved) return;
+    if (q !== null) select(q, e.shiftKey);
+    else hover(target, cellAt(v().g, x, y), e.clientX, e.clientY); // a tap (a phone has no hover): the cell's value
   });
   const strip = target.querySelector('.sel-strip');
   strip.addEventListener('mousemove', (e) => {
@@ -78,9 +83,8 @@ function build(target) {
     const k = Math.floor((e.clientX - strip.getBoundingClientRect().left - g.x0) / g.cell) + g.k0;
     if (!st || k < g.k0 || k >= g.k0 + g.n) { tip.hidden = true; return; }
     tip.textContent = `${st.name} → ${tokens[k]}: ${fmtP(st.combined[k])}${st.mask && !st.mask[k] ? ' (masked)' : ''}`;
-    tip.style.left = `${e.clientX + 12}px`;
-    tip.style.top = `${e.clientY + 12}px`;
-    tip.hidden = false;
+    noteTip(tip, tokens[k]);
+    placeTip(tip, e.clientX, e.clientY);
   });
   strip.addEventListener('mouseleave', () => { target.querySelector('.tooltip').hidden = true; });
   let drag = null;
@@ -122,7 +126,7 @@ function build(target) {
       v().cursor = next;
       if (next.q < g.q0 || next.q >= g.q0 + g.n || next.k < g.k0 || next.k >= g.k0 + g.n) zoomTo(g.n, next);
       hover(target, next);
-      target.querySelector('.readout').textContent = describe(v(), next);
+      target.querySelector('.readout').textContent = [describe(v(), next), specialNotes(v().tokens[next.q], v().tokens[next.k])].filter(Boolean).join('\n');
     } else if (e.key === '+' || e.key === '=') { e.preventDefault(); zoomTo(want().n / 2, v().cursor); }
     else if (e.key === '-') { e.preventDefault(); zoomTo(want().n * 2, v().cursor); }
     else if (e.key === '0') { e.preventDefault(); zoomTo(Infinity); }
@@ -149,9 +153,8 @@ function hover(target, cell, clientX, clientY) {
   const tip = target.querySelector('.tooltip');
   if (cell && clientX !== undefined) {
     tip.textContent = describe(v, cell);
-    tip.style.left = `${clientX + 12}px`;
-    tip.style.top = `${clientY + 12}px`;
-    tip.hidden = false;
+    noteTip(tip, v.tokens[cell.q], v.tokens[cell.k]);
+    placeTip(tip, clientX, clientY);
   } else {
     tip.hidden = true;
   }
@@ -166,9 +169,8 @@ function labelTip(target, q, clientX, clientY) {
   const tip = target.querySelector('.tooltip');
   const on = (v.opts.sel ?? []).includes(q);
   tip.textContent = `${v.tokens[q]}: click to keep only its row, shift-click to ${on ? 'remove it from' : 'add it to'} the selection`;
-  tip.style.left = `${clientX + 12}px`;
-  tip.style.top = `${clientY + 12}px`;
-  tip.hidden = false;
+  noteTip(tip, v.tokens[q]);
+  placeTip(tip, clientX, clientY);
   v.opts.onHover?.(null);
 }
 
@@ -234,8 +236,7 @@ function drawStrip(canvas, g, st, sc, size, tokens) {
     for (let j = 0; j < g.n; j++) {
       const p = st.combined[g.k0 + j];
       if (st.mask && !st.mask[g.k0 + j]) continue;
-      const [r, gr, b] = sc.table[sc.index(p)];
-      ctx.fillStyle = r * 0.3 + gr * 0.59 + b * 0.11 > 140 ? '#111827' : '#fff';
+      ctx.fillStyle = inkOn(sc.table[sc.index(p)]);
       ctx.fillText(p.toFixed(2).replace(/^0/, ''), g.x0 + (j + 0.5) * g.cell, 1 + h / 2);
     }
   }
@@ -251,8 +252,8 @@ function drawStrip(canvas, g, st, sc, size, tokens) {
 
 /**
  * `run`: the result contract. `opts`: {item, layer, head, scale: 'absolute' | 'head', win:
- * {q0, k0, n} | null, fontPx, maxHeight, sel: number[] (selected query rows, sorted), onZoom(win),
- * onHover(cell), onSelect(sel)}.
+ * {q0, k0, n} | null, fontPx, maxHeight, cellsLike (a longer matrix's T beside it: cells of its
+ * size), sel: number[] (selected query rows, sorted), onZoom(win), onHover(cell), onSelect(sel)}.
  */
 export function render(target, run, opts) {
   if (!target.querySelector('.stage')) build(target);
@@ -272,7 +273,11 @@ export function render(target, run, opts) {
   const prev = target._view;
   const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask), prev?.img);
   const width = Math.max(120, target.clientWidth || 480);
-  const size = Math.floor(Math.min(width, opts.maxHeight ?? width));
+  let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
+  if (opts.cellsLike > T) { // beside a longer sentence: its cells' size, so this matrix is smaller
+    const like = matrixGeometry({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx: opts.fontPx ?? 12 });
+    size = Math.ceil(like.x0 + 2 + like.cell * T);
+  }
   const g = matrixGeometry({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
@@ -288,6 +293,7 @@ export function render(target, run, opts) {
   }
   const overlayCtx = fit(overlay, size, size); // outlines only: the screen's pixels are enough
   target.querySelector('.stage').style.height = `${size}px`;
+  overlay.classList.toggle('pannable', g.n < T); // zoomed in: a drag pans (a finger's too), else the page scrolls
   target.querySelector('.focus-label').textContent = `layer ${layer}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);
   // the selected rows, summed and renormalised: a strip under the columns

@@ -2,7 +2,7 @@
 // [SEP], itself, the previous and next token, mean distance), sortable by any column, each cell
 // tinted on its column's scale. Click a row to focus the head; alt-click knocks it out.
 
-import { metricScale, css } from '../colour.js';
+import { metricScale, css, inkOn } from '../colour.js';
 import { METRICS, metricLabel } from '../store.js';
 
 
@@ -94,7 +94,7 @@ export function render(target, run, opts) {
         c.textContent = v[i].toFixed(3);
         c.dataset.metric = m;
         c.style.background = css(rgb);
-        c.style.color = rgb[0] * 0.3 + rgb[1] * 0.59 + rgb[2] * 0.11 > 140 ? '#111' : '#fff';
+        c.style.color = inkOn(rgb);
         tr.append(c);
       }
       if (opts.off.has(`${l}:${h}`)) { tr.classList.add('off'); tr.title = 'knocked out'; }

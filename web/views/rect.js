@@ -9,8 +9,9 @@
 // the queries on the left and the keys on the right, a line per weight. Every label is drawn as
 // text on a canvas or set as textContent, never parsed as markup.
 
-import { scale, MASKED } from '../colour.js';
-import { fit, hatchPattern } from '../canvas.js';
+import { scale, MASKED, inkOn } from '../colour.js';
+import { fit, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { noteTip } from '../glossary.js';
 
 const PROB = scale('probability');
 const HOVER = '#f59e0b';
@@ -31,14 +32,14 @@ function bitmapOf({ values, masked }) {
   return c;
 }
 
-/** The layout of one matrix drawn with its labels in `width` CSS pixels. */
-function geometry(ctx, m, { width, maxCell = 34, fontPx = 12 }) {
+/** The layout of one matrix drawn with its labels in `width` × `maxHeight` CSS pixels. */
+function geometry(ctx, m, { width, maxHeight = Infinity, maxCell = 34, fontPx = 12 }) {
   const nq = m.values.length, nk = m.values[0]?.length ?? 0;
   ctx.font = `${fontPx}px system-ui, sans-serif`;
   const widest = (labels) => Math.max(12, ...labels.map((t) => ctx.measureText(t).width));
   const x0 = Math.ceil(Math.min(widest(m.rows), width * 0.3)) + 8;
   const y0 = Math.ceil(Math.min(widest(m.cols), 120)) + 8;
-  const cell = Math.max(4, Math.min(maxCell, (width - x0 - 4) / Math.max(1, nk)));
+  const cell = Math.max(4, Math.min(maxCell, (width - x0 - 4) / Math.max(1, nk), (maxHeight - y0 - 4) / Math.max(1, nq)));
   return { nq, nk, x0, y0, cell, w: x0 + cell * nk + 4, h: y0 + cell * nq + 4, fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell * 0.8))) };
 }
 
@@ -73,7 +74,7 @@ function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
       for (let k = 0; k < g.nk; k++) {
         const p = m.values[q][k];
         if (m.masked?.(q, k) || p < 0.005) continue;
-        ctx.fillStyle = later(q) ? '#6b7280' : p > 0.55 ? '#ffffff' : '#111827';
+        ctx.fillStyle = later(q) ? '#6b7280' : inkOn(PROB.table[PROB.index(p)]);
         ctx.fillText(p >= 0.995 ? '1' : p.toFixed(2).slice(1), g.x0 + (k + 0.5) * g.cell, g.y0 + (q + 0.5) * g.cell);
       }
     }
@@ -105,15 +106,15 @@ function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
 }
 
 /**
- * One head of one attention, large. `opts`: {matrix, width, maxCell (px), fontPx, focusRow, after
+ * One head of one attention, large. `opts`: {matrix, width, maxHeight, maxCell (px), fontPx, focusRow, after
  * (rows after it dimmed: a decoding's steps not yet written), label (what the
- * matrix is, for the canvas's aria-label), describe(q, k) → the tooltip's text, onRow(q) (a
- * click on a row), onHover(q | null)}.
+ * matrix is, for the canvas's aria-label), axes: {rows, cols} (what they are, named above the
+ * matrix), describe(q, k) → the tooltip's text, onRow(q) (a click on a row), onHover(q | null)}.
  */
-export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, focusRow = -1, after = null, label = '', describe, onRow, onHover }) {
+export function head(target, { matrix, width = 480, maxHeight = Infinity, maxCell = 34, fontPx = 12, focusRow = -1, after = null, label = '', axes = {}, describe, onRow, onHover }) {
   if (!target.querySelector('canvas.rect-heat')) {
     target.classList.add('rect-head');
-    target.innerHTML = '<div class="stage"><canvas class="rect-heat" role="img"></canvas><canvas class="overlay" tabindex="0"></canvas></div><div class="tooltip" role="tooltip" hidden></div>';
+    target.innerHTML = '<p class="axes"></p><div class="stage"><canvas class="rect-heat" role="img"></canvas><canvas class="overlay" tabindex="0"></canvas></div><div class="tooltip" role="tooltip" hidden></div>';
     const overlay = target.querySelector('.overlay'), tip = target.querySelector('.tooltip');
     const local = (e) => { const r = overlay.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
     const show = (cell, e) => {
@@ -126,15 +127,19 @@ export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, f
       ctx.strokeRect(v.g.x0, v.g.y0 + cell.q * v.g.cell, v.g.nk * v.g.cell, v.g.cell);
       ctx.strokeRect(v.g.x0 + cell.k * v.g.cell, v.g.y0, v.g.cell, v.g.nq * v.g.cell);
       tip.textContent = v.describe(cell.q, cell.k);
-      tip.hidden = false;
-      tip.style.left = `${e.clientX + 14}px`; // the tooltip is fixed: viewport coordinates
-      tip.style.top = `${e.clientY + 14}px`;
+      noteTip(tip, v.rows[cell.q], v.cols[cell.k]);
+      placeTip(tip, e.clientX, e.clientY, 14);
       v.onHover?.(cell.q);
     };
     overlay.addEventListener('mousemove', (e) => { const [x, y] = local(e); show(cellAt(target._view.g, x, y), e); });
     overlay.addEventListener('mouseleave', () => show(null));
+    // a phone has no hover: a tap on a cell shows its weight, a tap on a row's label focuses the row
+    let touch = false;
+    overlay.addEventListener('pointerdown', (e) => { touch = e.pointerType === 'touch'; });
     overlay.addEventListener('click', (e) => {
       const [x, y] = local(e), g = target._view.g;
+      const cell = cellAt(g, x, y);
+      if (touch && cell) { show(cell, e); return; }
       const q = Math.floor((y - g.y0) / g.cell);
       if (y >= g.y0 && q < g.nq && x < g.x0 + g.nk * g.cell) target._view.onRow?.(q);
     });
@@ -142,7 +147,7 @@ export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, f
   const heat = target.querySelector('.rect-heat'), overlay = target.querySelector('.overlay');
   const probe = heat.getContext('2d');
   // larger type asks for larger cells (presenter mode)
-  const g = geometry(probe, matrix, { width, maxCell: Math.max(maxCell, fontPx * 3), fontPx });
+  const g = geometry(probe, matrix, { width, maxHeight, maxCell: Math.max(maxCell, fontPx * 3), fontPx });
   const ctx = fit(heat, g.w, g.h);
   const stage = target.querySelector('.stage');
   stage.style.width = `${g.w}px`;
@@ -150,11 +155,13 @@ export function head(target, { matrix, width = 480, maxCell = 34, fontPx = 12, f
   drawMatrix(ctx, g, matrix, { focusRow, after });
   fit(overlay, g.w, g.h).clearRect(0, 0, g.w, g.h);
   target.querySelector('.tooltip').hidden = true;
-  heat.setAttribute('aria-label', label);
-  overlay.setAttribute('aria-label', `${label}; hover a cell for its weight, click a row to focus it`);
+  axesCaption(target.querySelector('.axes'), axes);
+  const named = `${label} (rows: ${axes.rows ?? 'queries'}, columns: ${axes.cols ?? 'keys'})`;
+  heat.setAttribute('aria-label', named);
+  overlay.setAttribute('aria-label', `${named}; hover or tap a cell for its weight, click a row (or tap its label) to focus it`);
   heat.dataset.rows = String(g.nq);
   heat.dataset.cols = String(g.nk);
-  target._view = { g, describe: describe ?? ((q, k) => `${matrix.rows[q]} → ${matrix.cols[k]}: ${matrix.values[q][k].toFixed(3)}`), onRow, onHover };
+  target._view = { g, rows: matrix.rows, cols: matrix.cols, describe: describe ?? ((q, k) => `${matrix.rows[q]} → ${matrix.cols[k]}: ${matrix.values[q][k].toFixed(3)}`), onRow, onHover };
 }
 
 /**
@@ -180,8 +187,7 @@ export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 
       tip.hidden = !p;
       if (!p) return;
       tip.textContent = `layer ${p.l}, head ${p.h} (click to focus it)`;
-      tip.style.left = `${p.x + 12}px`;
-      tip.style.top = `${p.y + 12}px`;
+      placeTip(tip, p.x, p.y);
     });
     c.addEventListener('mouseleave', () => { tip.hidden = true; });
     c.addEventListener('keydown', (e) => {

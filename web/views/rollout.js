@@ -4,13 +4,14 @@
 // the real tokens, and as bars for one query token ([CLS] by default).
 
 import { scale, pixels } from '../colour.js';
-import { fit, bitmap, matrixGeometry, drawMatrix } from '../canvas.js';
+import { fit, bitmap, matrixGeometry, drawMatrix, axesCaption } from '../canvas.js';
 
 const BAR = { rollout: '#08519c', last: '#f16913' }; // as .swatch.rollout / .swatch.last in views.css
 
 function build(target) {
   target.classList.add('rollout-view');
   target.innerHTML = `
+    <p class="axes"></p>
     <div class="rollout-maps">
       <figure data-map="rollout"><figcaption><b>rollout</b> R = Â<sub>L</sub>···Â<sub>1</sub>, Â = ½·mean<sub>h</sub>(A) + ½·I <span class="shape muted"></span></figcaption><canvas role="img"></canvas></figure>
       <figure data-map="last"><figcaption><b>last layer</b>, mean over heads <span class="shape muted"></span></figcaption><canvas role="img"></canvas></figure>
@@ -21,6 +22,7 @@ function build(target) {
     </div>
     <canvas class="bars" role="img"></canvas>
     <p class="rollout-note muted"></p>`;
+  axesCaption(target.querySelector('.axes'));
   target._q = 0;
   target.querySelector('.rollout-query').addEventListener('change', (e) => {
     target._q = +e.target.value;
@@ -52,7 +54,7 @@ function heat(canvas, values, n, tokens, size, fontPx, what) {
   const g = matrixGeometry({ width: size, height: size, T: n, win: null, labels: true, fontPx });
   const ctx = fit(canvas, size, size, n + 1);
   drawMatrix(ctx, g, { img: bitmap(pixels(values, n, sc)), tokens });
-  canvas.setAttribute('aria-label', `${what}: ${n} × ${n} over the real tokens, scaled to its largest value ${max.toFixed(3)}`);
+  canvas.setAttribute('aria-label', `${what}: ${n} × ${n} over the real tokens (queries are rows, keys columns), scaled to its largest value ${max.toFixed(3)}`);
 }
 
 function draw(target) {

@@ -3,7 +3,8 @@
 // The panels show the head view's token window.
 
 import { scale, pixels, twoColour } from '../colour.js';
-import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, inTasks, windowOf } from '../canvas.js';
+import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, inTasks, windowOf, axesCaption } from '../canvas.js';
+import { noteTip } from '../glossary.js';
 import * as legend from './legend.js';
 
 const ALLOWED = [214, 226, 248], BLOCKED = [55, 65, 81];
@@ -19,7 +20,7 @@ const PANELS = [
 
 function build(target) {
   target.classList.add('steps-view');
-  target.innerHTML = `<div class="panels">${PANELS.map((p) => `
+  target.innerHTML = `<p class="axes"></p><div class="panels">${PANELS.map((p) => `
     <figure class="step" data-step="${p.id}">
       <figcaption><b>${p.title}</b> <span class="shape"></span></figcaption>
       <canvas role="img"></canvas>
@@ -28,6 +29,7 @@ function build(target) {
     <p class="step-window muted"></p>
     <p class="step-out"></p>
     <div class="tooltip" role="tooltip" hidden></div>`;
+  axesCaption(target.querySelector('.axes'));
   for (const fig of target.querySelectorAll('figure')) {
     const c = fig.querySelector('canvas');
     c.addEventListener('mousemove', (e) => {
@@ -37,6 +39,7 @@ function build(target) {
       const tip = target.querySelector('.tooltip');
       if (!cell) { tip.hidden = true; return; }
       tip.textContent = v.describe(fig.dataset.step, cell);
+      noteTip(tip, v.tokens[cell.q], v.tokens[cell.k]);
       tip.style.left = `${e.clientX + 12}px`;
       tip.style.top = `${e.clientY + 12}px`;
       tip.hidden = false;
@@ -94,13 +97,13 @@ export function render(target, run, opts) {
     // under the √d_k ablation the scores are QKᵀ itself
     const title = id === 'scores' && run.scale === 'none' ? 'QKᵀ (ablation: not ÷ √d_k)' : PANELS.find((x) => x.id === id).title;
     fig.querySelector('figcaption b').textContent = title;
-    fig.querySelector('canvas').setAttribute('aria-label', `${title} for layer ${layer}, head ${head}, ${T} × ${T}`);
+    fig.querySelector('canvas').setAttribute('aria-label', `${title} for layer ${layer}, head ${head}, ${T} × ${T} (queries are rows, keys columns)`);
   };
   target.querySelector('.step-window').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}: zoom or drag the head view to move the window` : '';
   target.querySelector('.step-out').textContent = `then weights · V: (${T}, ${T})·(${T}, ${dk}) → (${T}, ${dk}), this head's context, concatenated with the other heads' before the output projection.`;
   const fmt = (v) => v.toFixed(4);
   target._view = {
-    key, imgs, g,
+    key, imgs, g, tokens,
     describe(step, { q, k }) {
       const i = q * T + k, pair = `${tokens[q]} → ${tokens[k]}`;
       if (step === 'scores') return `${pair}: score ${fmt(s[i])}`;

@@ -9,9 +9,15 @@
 // render(target, tr, opts): `tr` is what `Session.translate` returns (src/wasm.rs); `opts`:
 // {item, layer, head, step, info, playing, attn ('cross' | 'decoder' | 'encoder'), panes (of
 // 'grid', 'head', 'lines', 'masks'), width, fontPx, show (the page's 'both' | 'heatmap' |
-// 'lines'), onStep(step), onFocus(layer, head), onPlay(), onAttn(attn), onShow(show)}.
+// 'lines'), foldPx (presenter mode: the screen's height, see below), onStep(step), onFocus(layer,
+// head), onPlay(), onAttn(attn), onShow(show)}.
+//
+// Presenter mode (`foldPx`, the screen's height in CSS px): on a wide view the focused step and
+// the attention's controls sit beside the views, and the focused head's heatmap ends above the
+// fold (its top as drawn, measured, and the head drawn again to fit under it when it did not).
 
-import { matricesOf, shownToken as shown, ATTENTION_KINDS } from '../result.js';
+import { matricesOf, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
+import { isDatesModel, dateProblem } from '../examples.js';
 import * as rect from './rect.js';
 import * as legend from './legend.js';
 import { scale } from '../colour.js';
@@ -26,7 +32,7 @@ function el(tag, attrs = {}, text = null) {
 }
 
 
-export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, onStep, onFocus, onPlay, onAttn, onShow }) {
+export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, foldPx = null, onStep, onFocus, onPlay, onAttn, onShow }) {
   const b = Math.min(item, tr.results.length - 1);
   const r = tr.results[b];
   const dec = info?.decoder ?? { layers: r.decoder_attention.length, heads: r.decoder_attention[0]?.length ?? 1 };
@@ -47,8 +53,11 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     bt.addEventListener('click', () => onStep?.(i));
     line.append(bt);
   });
-  line.append(el('span', { class: 'tr-text' }, ` → “${r.output_text}”`));
+  line.append(el('span', { class: 'tr-text' }, ` → “${visibleText(r.output_text)}”`));
   out.append(line);
+  // the dates model writes what its training taught it, right or not: an output that is no date says so
+  const problem = !r.target && isDatesModel(info) ? dateProblem(r.output_text) : null;
+  if (problem) out.append(el('p', { class: 'tr-invalid' }, `“${r.output_text}” is not a valid date: ${problem}. The model was trained on dates written in its 19 forms; it writes the digits it reads in the places it learned, checked or not.`));
   const unknown = [r.source_tokens, r.target ? r.output_tokens : []].some((x) => x.includes('<unk>'));
   // the source's unknown words by their character spans; a target's as a whole
   const unknownWords = r.source_tokens.flatMap((t, i) => (t === '<unk>' ? [`“${[...r.source].slice(...r.source_offsets[i]).join('')}”`] : []));
@@ -111,7 +120,9 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   slider.addEventListener('input', () => onStep?.(Number(slider.value) - 1));
   nav.append(prev, slider, fwd, ...(onPlay ? [play] : []));
   next.append(nav);
-  out.append(next);
+  // the focused step and the attention's controls, then its views (presenter mode: side by side)
+  const main = el('div', { class: 'tr-main' }), side = el('div', { class: 'tr-side' });
+  side.append(next);
 
   // which attention, and its focused layer and head
   const bar = el('div', { class: 'tr-pick', role: 'group', 'aria-label': 'which attention' });
@@ -156,8 +167,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   bar.append(exports);
   // the attention's controls and line where one of its views is shown (not an element's inside view)
   if (panes.length) {
-    out.append(bar);
-    out.append(el('p', { class: 'tr-line muted' }, ATTENTION_KINDS[attn].line));
+    side.append(bar, el('p', { class: 'tr-line muted' }, ATTENTION_KINDS[attn].line));
   }
 
   const matrices = matricesOf(r, attn);
@@ -173,24 +183,35 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     views.append(f);
     return v;
   };
-  const wide = width >= 900;
-  const inner = (frac) => Math.max(220, Math.floor(wide ? width * frac : width) - 16);
-  let linesEl = null;
-  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: Math.min(380 + 10 * Math.max(0, fontPx - 12), inner(0.27)), fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
+  const beside = foldPx !== null && width >= BESIDE_PX;
+  const sideW = Math.round(Math.min(520, Math.max(340, width * 0.3)));
+  if (beside) {
+    main.classList.add('beside');
+    side.style.flexBasis = `${sideW}px`;
+  }
+  const room = beside ? width - sideW - BESIDE_GAP_PX : width; // the views' width
+  const wide = room >= 900 || beside;
+  const inner = (frac) => Math.max(220, Math.floor(wide ? room * frac : room) - 16);
+  const linesW = Math.min(380 + 10 * Math.max(0, fontPx - 12), inner(0.27));
+  let linesEl = null, headEl = null, headOpts = null;
+  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: linesW, fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
   if (panes.includes('head')) {
-    const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : attn === 'cross' ? `${T} steps × ${S} source tokens, step ${t + 1} outlined` : `${T} × ${T} steps, step ${t + 1} outlined`}`);
-    rect.head(v, {
-      // a projector's width gives the cells room: up to 52 px each
-      matrix: m, width: Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
+    const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : `${T} steps (rows: writes ← reads) × ${attn === 'cross' ? `${S} source tokens` : `the ${T} tokens read`}, step ${t + 1} outlined`}`);
+    headEl = v;
+    headOpts = {
+      // a projector's width gives the cells room: up to 52 px each; beside the step, what the lines leave
+      matrix: m, width: beside ? room - (panes.includes('lines') ? linesW + 22 : 0) : Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
+      axes: attn === 'encoder' ? { rows: 'source tokens (queries)', cols: 'source tokens (keys)' } : { rows: 'decoder steps (queries)', cols: attn === 'cross' ? 'source tokens (keys)' : 'steps so far (keys)' },
       describe: (q, k) => {
-        const from = attn === 'encoder' ? `“${m.rows[q]}” at ${q}` : `step ${q + 1} (reads “${m.rows[q]}”)`;
-        const to = attn === 'decoder' ? `“${m.cols[k]}” at ${k}` : `source “${m.cols[k]}” at ${k}`;
+        const from = attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : `step ${q + 1} (writes “${shown(written[q])}”, reads “${shown(inputs[q])}”)`;
+        const to = attn === 'decoder' ? `“${m.cols[k]}” at position ${k}` : `source “${m.cols[k]}” at position ${k}`;
         return m.masked?.(q, k) ? `${from} → ${to}: masked (−∞ before softmax, so 0)` : `${from} → ${to}: ${m.values[q][k].toFixed(3)}`;
       },
       onRow: attn === 'encoder' ? null : (q) => onStep?.(q),
       onHover: (q) => drawLines(q),
       after: attn === 'encoder' ? null : t, // the steps after the focused one, not yet written: dimmed
-    });
+    };
+    rect.head(v, headOpts);
     legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), scale('probability'), { masked: attn === 'decoder' });
   }
   if (panes.includes('lines')) {
@@ -201,7 +222,8 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     const v = pane('tr-grid', `Every layer and head of the ${ATTENTION_KINDS[attn].name} (click one to focus it)`);
     rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTION_KINDS[attn].name}` });
   }
-  out.append(views);
+  main.append(side, views);
+  out.append(main);
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
   else if (panes.length === 1 && panes[0] === 'masks') out.append(el('p', { class: 'muted' }, 'The masks need a batch of two or more sources of different lengths (each "source => target" to teacher-force).'));
   out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads, encoder: ${info.layers} × ${info.heads} · ${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`));
@@ -209,7 +231,10 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const had = target.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') ?? '' : null;
   target.replaceChildren(out);
   target.tabIndex = 0;
+  target.setAttribute('role', 'group');
+  target.setAttribute('aria-label', `translation, step ${t + 1} of ${T}: ← and → step through the decoding`);
   if (had !== null) (had && target.querySelector(`[aria-label="${CSS.escape(had)}"]`) || target).focus();
+  if (beside && headEl) fitAboveFold(headEl, headOpts, foldPx);
   // ← and → step through the decoding wherever the focus is in the view (not in a control that
   // takes the arrows itself)
   target.onkeydown = (e) => {
@@ -217,6 +242,21 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     e.preventDefault();
     onStep?.(Math.max(0, Math.min(T - 1, t + (e.key === 'ArrowRight' ? 1 : -1))));
   };
+}
+
+/** Presenter mode: the translation's step beside its views from this wide (CSS px), with this gap (views.css `.tr-main.beside`). */
+const BESIDE_PX = 1000, BESIDE_GAP_PX = 28;
+
+/**
+ * Draws the head in `target` (drawn with `opts`) again, smaller, when its heatmap and the legend
+ * under it end below `foldPx` from the page's top: the room left from where it starts.
+ */
+function fitAboveFold(target, opts, foldPx) {
+  const stage = target.querySelector('.stage'), legendEl = target.parentElement.querySelector('.legend');
+  const top = stage.getBoundingClientRect().top + window.scrollY;
+  const below = legendEl ? legendEl.getBoundingClientRect().bottom - stage.getBoundingClientRect().bottom : 0;
+  const room = Math.floor(foldPx - top - below - 8);
+  if (stage.offsetHeight > room) rect.head(target, { ...opts, maxHeight: Math.max(160, room) });
 }
 
 /**
@@ -230,11 +270,12 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
   const sec = el('section', { class: 'tr-masks', 'aria-label': 'the batch\'s masks' });
   sec.append(el('h3', {}, `The batch's masks: ${B} sources padded to ${S} tokens, ${B} outputs to ${T} steps`));
   sec.append(el('p', { class: 'muted' }, 'A batch is one rectangle: shorter sources and outputs are filled with the pad token, and masks keep every query from reading a pad (or, in the decoder, a later step). Each mask is applied with masked_fill(mask == 0, −∞) before softmax, so a hidden key gets exactly 0.'));
-  const flags = (caption, rows, cols, ok, note) => {
+  // `corner` names the rows and the columns (the steps count from 1, the positions from 0)
+  const flags = (caption, corner, rows, cols, ok, note) => {
     const t = el('table', { class: 'tr-matrix tr-mask' });
     t.append(el('caption', {}, caption));
     const hr = el('tr');
-    hr.append(el('th', { class: 'corner' }, ''));
+    hr.append(el('th', { class: 'corner' }, corner));
     cols.forEach((c) => hr.append(el('th', { scope: 'col', class: 'col' }, shown(c))));
     t.append(hr);
     rows.forEach((label, q) => {
@@ -243,7 +284,7 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
       cols.forEach((c, k) => {
         const v = ok(q, k);
         const td = el('td', v ? { class: 'on' } : { class: 'masked' }, v ? '1' : '0');
-        td.title = `${shown(label)} → ${shown(c)}: ${v ? 'may read (1)' : 'masked (0 → −∞)'}`;
+        td.title = `row ${shown(label)}, column ${shown(c)}: ${v ? 'may read (1)' : 'masked (0 → −∞)'}`;
         tr2.append(td);
       });
       t.append(tr2);
@@ -254,15 +295,19 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
     return f;
   };
   const items = p.source_valid.map((_, i) => `${i + 1}`);
-  const positions = (n) => Array.from({ length: n }, (_, i) => String(i));
+  const counted = (n, from) => Array.from({ length: n }, (_, i) => String(i + from));
+  const positions = (n) => counted(n, 0);
   const src = p.source_tokens[b], tgt = p.target_tokens[b];
+  // each step of the padded frame: what it writes ← what it reads (a step past the output's end writes nothing kept)
+  const written = tr.results[b].output_tokens;
+  const steps = tgt.map((reads, q) => (q + 1 < written.length ? stepLabel(written[q + 1], reads) : `– ← ${shown(reads)}`));
   const grids = el('div', { class: 'tr-grids' });
   grids.append(
-    flags('Source padding: src_mask = (src != pad), (B, 1, S)', items, positions(S), (i, j) => p.source_valid[i][j], 'a row per source; it masks the encoder\'s keys and the cross-attention\'s'),
-    flags('Target padding: (tgt != pad), (B, 1, T)', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: which positions it fills. Built from each output\'s length, not by comparing tokens: Marian\'s decoder start token (position 0) is the pad token itself'),
-    flags('No-peek: subsequent_mask(T), (1, T, T)', positions(T), positions(T), (q, k) => k <= q, 'rows and columns are positions (step t + 1 is position t): position q may read positions 0…q'),
+    flags('Source padding: src_mask = (src != pad), (B, 1, S)', 'source ╲ position', items, positions(S), (i, j) => p.source_valid[i][j], 'a row per source; it masks the encoder\'s keys and the cross-attention\'s'),
+    flags('Target padding: (tgt != pad), (B, 1, T)', 'output ╲ position', items, positions(T), (i, j) => p.target_valid[i][j], 'a row per output: which positions it fills. Built from each output\'s length, not by comparing tokens: Marian\'s decoder start token (position 0) is the pad token itself'),
+    flags('No-peek: subsequent_mask(T), (1, T, T)', 'step ╲ position', counted(T, 1), positions(T), (q, k) => k <= q, 'rows are steps (from 1), columns positions (from 0): step t reads positions 0…t − 1, the start token and what the steps before it wrote'),
     flags(p.target_padding_masked ? `Combined, source ${b + 1}: tgt_mask = (tgt != pad) & no-peek, (T, T)` : `The decoder's mask, source ${b + 1}: no-peek alone`,
-      tgt, tgt, (q, k) => k <= q && (!p.target_padding_masked || p.target_valid[b][k]),
+      'writes ← reads ╲ reads', steps, tgt, (q, k) => k <= q && (!p.target_padding_masked || p.target_valid[b][k]),
       p.target_padding_masked ? 'the & of the two above: a step reads neither the future nor a pad'
         : 'greedy decoding, as HF\'s generate runs it: a finished output is fed pad tokens, whose steps are computed and ignored, so no target padding mask (type a target per source, "source => target", to teacher-force a padded batch)'),
   );
@@ -272,8 +317,8 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
   const H = attn === 'encoder' ? Math.min(head, info.heads - 1) : Math.min(head, dec.heads - 1);
   const decoderMasked = (q, k) => k > q || (p.target_padding_masked && !p.target_valid[b][k]);
   const m = {
-    cross: { values: p.cross_attention[b][L][H], rows: tgt.map(shown), cols: src.map(shown), masked: (q, k) => !p.source_valid[b][k] },
-    decoder: { values: p.decoder_attention[b][L][H], rows: tgt.map(shown), cols: tgt.map(shown), masked: decoderMasked },
+    cross: { values: p.cross_attention[b][L][H], rows: steps, cols: src.map(shown), masked: (q, k) => !p.source_valid[b][k] },
+    decoder: { values: p.decoder_attention[b][L][H], rows: steps, cols: tgt.map(shown), masked: decoderMasked },
     encoder: { values: p.encoder_attention[b][L][H], rows: src.map(shown), cols: src.map(shown), masked: (q, k) => !p.source_valid[b][k] },
   }[attn];
   const f = el('figure', { class: 'tr-pane tr-applied' });
@@ -281,6 +326,6 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
   const v = el('div', { class: 'tr-canvas' });
   f.append(v);
   sec.append(f);
-  rect.head(v, { matrix: m, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTION_KINDS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${m.rows[q]} → ${m.cols[k]}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
+  rect.head(v, { matrix: m, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTION_KINDS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : `step ${q + 1} (writes ← reads: ${m.rows[q]})`} → “${m.cols[k]}” at position ${k}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
   return sec;
 }

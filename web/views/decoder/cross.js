@@ -7,7 +7,7 @@
 
 import { scale } from '../../colour.js';
 import { el, heatmap, hoverTip, num } from '../inside/plot.js';
-import { shownToken as shown } from '../../result.js';
+import { shownToken as shown, stepLabel } from '../../result.js';
 
 const flat = (rows, c0 = 0, c1 = rows[0]?.length ?? 0) => Float32Array.from(rows.flatMap((r) => Array.from(r).slice(c0, c1)));
 const absMax = (v) => Math.max(1e-6, ...Array.from(v, Math.abs));
@@ -22,17 +22,18 @@ function build(target) {
 
 /**
  * `data`: the decoder trace of one source; `probs`: the translation's cross-attention of the
- * focused layer and head, `[T][S]`; `opts`: {head, step, width, fontPx}.
+ * focused layer and head, `[T][S]`; `written`: the token each step writes, `[T]` (a step's row
+ * is labelled `writes ← reads`, as the translation view's); `opts`: {head, step, width, fontPx}.
  */
-export function render(target, data, { probs, head = 0, step = 0, width = 900, fontPx = 11 }) {
+export function render(target, data, { probs, written, head = 0, step = 0, width = 900, fontPx = 11 }) {
   if (!target._p) build(target);
   const p = target._p;
   const T = data.cross_q.length, S = data.cross_k.length, D = data.cross_q[0].length;
   const H = data.heads, dk = data.head_dim, h = Math.min(head, H - 1), t = Math.max(0, Math.min(T - 1, step));
   const c0 = h * dk, c1 = c0 + dk;
-  const rowsT = data.target_tokens.map((x, i) => `${i}: ${shown(x)}`), rowsS = data.source_tokens.map(shown);
-  // in a tooltip: a decoder position and the token it reads, a source token and its position
-  const q_ = (r) => `position ${r} (“${shown(data.target_tokens[r])}”)`, s_ = (c) => `“${rowsS[c]}” at ${c}`;
+  const rowsT = data.target_tokens.map((x, i) => stepLabel(written[i], x)), rowsS = data.source_tokens.map(shown);
+  // in a tooltip: a decoder step (from 1), its position (from 0) and the token it reads; a source token and its position
+  const q_ = (r) => `step ${r + 1} (position ${r}, reads “${shown(data.target_tokens[r])}”)`, s_ = (c) => `“${rowsS[c]}” at position ${c}`;
   const dims = Array.from({ length: dk }, (_, j) => String(c0 + j));
   p.intro.textContent = `Decoder layer ${data.layer}, after its self-attention: the decoder's ${T} positions ask, the encoder's output answers. Queries come from the decoder, keys and values from the encoder: the matrix is ${T} × ${S}, steps × source tokens, and only the source's padding is masked (no no-peek: the whole source is known from the start).`;
   p.shapes.textContent = `Q = y₁ W_q: (${T} × ${D}) from the decoder · K = memory W_k, V = memory W_v: (${S} × ${D}) from the encoder · view as ${H} heads of d_k = ${dk}, transpose: Q (${H} × ${T} × ${dk}), K and V (${H} × ${S} × ${dk}) · head ${h}: softmax(Q Kᵀ / √${dk}) V → (${T} × ${dk})`;
@@ -54,8 +55,8 @@ export function render(target, data, { probs, head = 0, step = 0, width = 900, f
   const vsc = (x) => scale('score', { max: absMax(x) });
   panel(`Q, head ${h}: ${T} × ${dk}, from the decoder`, q, T, dk, vsc(q), { rowLabels: rowsT, outline: { r: t }, after: t, cellW: 12, describe: (r, c) => `Q, ${q_(r)}, dimension ${c} of head ${h} (${c0 + c} of ${D}): ${num(q[r * dk + c], 4)}` });
   panel(`K, head ${h}: ${S} × ${dk}, from the encoder`, k, S, dk, vsc(k), { rowLabels: rowsS, cellW: 12, describe: (r, c) => `K, ${s_(r)}, dimension ${c} of head ${h}: ${num(k[r * dk + c], 4)}` });
-  panel(`Scores Q Kᵀ / √${dk}: ${T} × ${S}`, scores, T, S, vsc(scores), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, after: t, text: (r, c) => num(scores[r * S + c], 1), describe: (r, c) => `q of ${q_(r)} · k of ${s_(c)}, ÷ √${dk}: ${num(scores[r * S + c], 4)}` });
-  panel(`softmax over the source: ${T} × ${S} (each row sums to 1)`, a, T, S, scale('probability'), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, after: t, text: (r, c) => (a[r * S + c] >= 0.005 ? a[r * S + c].toFixed(2).replace(/^0/, '') : ''), describe: (r, c) => `${q_(r)} → ${s_(c)}: ${num(a[r * S + c], 4)}` });
+  panel(`Scores Q Kᵀ / √${dk}: ${T} steps (queries ↓) × ${S} source tokens (keys →)`, scores, T, S, vsc(scores), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, after: t, text: (r, c) => num(scores[r * S + c], 1), describe: (r, c) => `q of ${q_(r)} · k of ${s_(c)}, ÷ √${dk}: ${num(scores[r * S + c], 4)}` });
+  panel(`softmax over the source: ${T} steps (queries ↓) × ${S} source tokens (keys →), each row sums to 1`, a, T, S, scale('probability'), { rowLabels: rowsT, colLabels: rowsS, outline: { r: t }, after: t, text: (r, c) => (a[r * S + c] >= 0.005 ? a[r * S + c].toFixed(2).replace(/^0/, '') : ''), describe: (r, c) => `${q_(r)} → ${s_(c)}: ${num(a[r * S + c], 4)}` });
   panel(`V, head ${h}: ${S} × ${dk}, from the encoder`, v, S, dk, vsc(v), { rowLabels: rowsS, cellW: 12, describe: (r, c) => `V, ${s_(r)}, dimension ${c} of head ${h}: ${num(v[r * dk + c], 4)}` });
   panel(`context = softmax · V: ${T} × ${dk}`, ctx, T, dk, vsc(ctx), { rowLabels: rowsT, outline: { r: t }, after: t, cellW: 12, describe: (r, c) => `context, ${q_(r)}, dimension ${c} of head ${h}: ${num(ctx[r * dk + c], 4)}` });
   const row = Array.from(probs[t]);

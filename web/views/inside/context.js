@@ -31,9 +31,9 @@ export function render(target, run, opts) {
   const ctx = fit(wf.canvas, size, size, rows + 1);
   drawMatrix(ctx, g, { img: bitmap(pixels(w, rows, psc)), tokens });
   wf.canvas._describe = (x, y) => { const c = cellAt(g, x, y); return c ? `${tokens[c.q]} → ${tokens[c.k]}: ${w[c.q * rows + c.k].toFixed(4)}` : null; };
-  wf.set(`softmax(QKᵀ${scaled ? '/√d_k' : ''})`, `(${rows}, ${rows})`);
+  wf.set(`softmax(QKᵀ${scaled ? '/√d_k' : ''})`, `(${rows}, ${rows})`, 'queries ↓ · keys →');
   legendFor(wf.legend, psc);
-  wf.canvas.setAttribute('aria-label', `head ${h} attention weights of layer ${layer}, ${rows} × ${rows}`);
+  wf.canvas.setAttribute('aria-label', `head ${h} attention weights of layer ${layer}, ${rows} × ${rows} (queries are rows, keys columns)`);
   const op1 = part(row, 'inside-op', 'span');
   op1.textContent = '·';
   const rest = Math.max(160, Math.min(340, Math.floor((width - size - 100) / 2)));

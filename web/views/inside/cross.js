@@ -1,7 +1,8 @@
-// Inside the encoder, panel 8: cross-attention, the mechanism of a decoder's encoder–decoder
-// attention with real weights: queries from the pair's second sentence, keys from the first
-// (each encoded alone), through the focused layer's own projections (src/engine/cpu/encoder.rs
-// `cross_attention`). Every head small, the focused one large with its tokens.
+// The cross-attention panel (a section of its own after "Inside the encoder": an encoder has no
+// cross-attention): the mechanism of a decoder's encoder–decoder attention with real weights:
+// queries from the pair's second sentence, keys from the first (each encoded alone), through the
+// focused layer's own projections (src/engine/cpu/encoder.rs `cross_attention`). Every head
+// small, the focused one large with its tokens.
 
 import { scale } from '../../colour.js';
 import * as legend from '../legend.js';
@@ -33,7 +34,7 @@ export function render(target, run, opts) {
   const p = target._parts, info = opts.modelInfo ?? {}, fontPx = opts.fontPx ?? 11;
   const dk = info.head_dim, D = info.hidden, H = run.H;
   const width = Math.max(300, opts.width ?? 900);
-  p.intro.textContent = 'In an encoder–decoder transformer (the original one, T5, BART), each decoder layer also attends to the encoder\'s output: its queries come from the sentence being generated, its keys and values from the encoded source. The matrix is rectangular, n_q × n_k, and nothing is masked.';
+  p.intro.textContent = 'In an encoder–decoder transformer (the original one, T5, BART, Marian), each decoder layer also attends to the encoder\'s output: its queries come from the sentence being generated, its keys and values from the encoded source. The matrix is rectangular, n_q × n_k. Its mask is the source\'s padding: in a batch, the keys of a shorter source\'s pad tokens get −∞ before softmax, so 0; there is no no-peek mask, as the whole source is known from the start. Here each sentence is encoded alone, with no padding, so no key is masked.';
   p.caveat.textContent = `${info.model_type && info.model_type !== 'bert' ? `${info.name} (${info.model_type}) is` : 'BERT is'} an encoder only: it has no trained cross-attention. This panel shows the mechanism with real weights: queries from sentence B\'s hidden states, keys (and values) from sentence A\'s, each sentence encoded alone, through the focused layer\'s own Q and K projections.`;
   // the real thing: a translation model trained here, its decoder reading its encoder
   const real = el('a', 'real-cross', 'See a trained one: the dates → ISO translation model\'s cross-attention, inside its decoder.');

@@ -2,7 +2,7 @@
 // rectangular heatmaps (one pixel a cell, scaled up), labelled grids, a tooltip, text nodes.
 
 import { fit } from '../../canvas.js';
-import { STEPS } from '../../colour.js';
+import { STEPS, inkOn } from '../../colour.js';
 
 /** An element with a class and text (textContent only). */
 export function el(tag, cls, text) {
@@ -75,9 +75,8 @@ export function heatmap(canvas, { values, rows, cols, sc, rowLabels, colLabels, 
         for (let c = 0; c < cols; c++) {
           const t = text(r, c);
           if (!t || ctx.measureText(t).width > cw - 2) continue;
-          // dark text on a light cell, white on a dark one (by the cell colour's luminance)
-          const [cr, cg, cb] = sc.table[sc.index(values[r * cols + c])];
-          ctx.fillStyle = after !== null && r > after ? '#6b7280' : 0.2126 * cr + 0.7152 * cg + 0.0722 * cb < 140 ? '#fff' : '#111827';
+          // black on a light cell, white on a dark one (whichever contrasts more)
+          ctx.fillStyle = after !== null && r > after ? '#6b7280' : inkOn(sc.table[sc.index(values[r * cols + c])]);
           ctx.fillText(t, x0 + (c + 0.5) * cw, y0 + (r + 0.5) * ch);
         }
       }
