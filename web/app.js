@@ -201,8 +201,10 @@ function renderChrome(s, changed) {
   setText($('model-name'), info
     ? `${s.modelSource?.hub ?? info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
     : s.loading ? `loading ${s.loading.name}…` : 'no model loaded');
-  $('model-name').classList.toggle('error-text', !info && !s.loading && !!s.modelError);
-  if (!info && !s.loading && s.modelError) setText($('model-name'), 'no model loaded: see "Model and engine" below');
+  const failed = !info && !s.loading && !!s.modelError;
+  $('model-name').classList.toggle('error-text', failed);
+  document.body.classList.toggle('no-model', failed); // an embed shows its error alone (style.css)
+  if (failed) setText($('model-name'), 'no model loaded: see "Model and engine" below');
   if (info) setText($('grid-caption'), `${info.layers} layers × ${info.heads} heads (rows = layers)`);
   $('progress-wrap').hidden = !s.loading;
   if (s.loading) {

@@ -262,4 +262,11 @@ test('embeds show their view alone; a failed element shows its error alone, smal
   await page.screenshot({ path: path.join(ARTIFACTS, 'share-failed-element-1280.png') });
   assert.deepEqual(problems.filter((x) => !/missing\/|favicon|404/.test(x)), [], 'nothing fails but the missing model');
   await page.close();
+  // an iframe embed (the share dialog's other snippet) whose model fails: its error alone, too
+  const iframe = await openWith(`${app.url}#e=cpu&embed=head&model=${encodeURIComponent(missing)}`, { viewport: { width: 640, height: 560 } });
+  assert.match(await ready(iframe.page), /404/);
+  const shown = await iframe.page.evaluate(() => ({ text: document.body.innerText.trim(), error: document.getElementById('error').textContent }));
+  assert.equal(shown.text, shown.error, 'the embed shows its error alone');
+  assert.ok(shown.error.includes(missing), `the error names the URL: ${shown.error}`);
+  await iframe.page.close();
 });
