@@ -9,7 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync, readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, hoverTranslationCell, ARTIFACTS, ROOT } from './harness.mjs';
 
 // the fixtures are served from assets/models/ (git-ignored), under names of this file's own
 const FIXTURES = ['tiny-gpt2', 'tiny-marian'];
@@ -173,17 +173,6 @@ test('a random Marian\'s output text leaves out the special tokens the decoder r
 /** The text of every `text.qlabel` (the row labels) in an exported SVG. */
 const qlabels = (svg) => [...svg.matchAll(/<text class="qlabel"[^>]*>([^<]*)<\/text>/g)].map((m) => m[1].replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, '\'').replace(/&amp;/g, '&'));
 
-/** Hovers cell (q, k) of the translation view's head view; its tooltip's text. */
-async function hoverCell(page, q, k, root = '.tr-head .tr-canvas') {
-  const pt = await page.evaluate(([sel, q, k]) => {
-    const v = document.querySelector(sel);
-    v.scrollIntoView({ block: 'center' });
-    const g = v._view.g, r = v.querySelector('.overlay').getBoundingClientRect();
-    return { x: r.left + g.x0 + (k + 0.5) * g.cell, y: r.top + g.y0 + (q + 0.5) * g.cell };
-  }, [root, q, k]);
-  await page.mouse.move(pt.x, pt.y);
-  return page.textContent(`${root} .tooltip`);
-}
 
 test('reading a translation: each row is labelled by the token its step writes, with the one it reads beside it (head view, lines, tooltips, exports, the batch\'s masks)', async () => {
   const { page, problems } = await open(`#model=models/dates/&e=cpu&s=${encodeURIComponent(DATES_FIRST)}&st=6`);
@@ -200,7 +189,7 @@ test('reading a translation: each row is labelled by the token its step writes, 
   for (const attn of ['cross', 'decoder']) {
     await page.click(`.tr-attn[data-attn=${attn}]`);
     assert.match(await page.textContent('.tr-head figcaption'), /rows: writes ← reads/);
-    assert.match(await hoverCell(page, 6, 1), /^step 7 \(writes “5”, reads “0”\) → (source )?“.*” at position 1: \d\.\d{3}/);
+    assert.match(await hoverTranslationCell(page, 6, 1), /^step 7 \(writes “5”, reads “0”\) → (source )?“.*” at position 1: \d\.\d{3}/);
     assert.deepEqual(qlabels(await download('.export[data-view=head][data-format=svg]')), rows, `${attn}: the head's rows, exported`);
     assert.deepEqual(qlabels(await download('.export[data-view=lines][data-format=svg]')), rows, `${attn}: the lines' rows, exported`);
   }
@@ -228,7 +217,7 @@ test('reading a translation: each row is labelled by the token its step writes, 
   assert.equal(m[3].corner, 'writes ← reads ╲ reads');
   assert.equal(m[3].rows[0], `${show(tr0.output_tokens[1])} ← ${show(tr0.output_tokens[0])}`);
   await batch.page.click('.tr-attn[data-attn=decoder]');
-  assert.match(await hoverCell(batch.page, 1, 0, '.tr-applied .tr-canvas'), /^step 2 \(writes ← reads: .+ ← .+\) → “.*” at position 0: \d\.\d{3}/);
+  assert.match(await hoverTranslationCell(batch.page, 1, 0, '.tr-applied .tr-canvas'), /^step 2 \(writes ← reads: .+ ← .+\) → “.*” at position 0: \d\.\d{3}/);
   clean(batch.problems);
   await batch.page.close();
 });

@@ -101,3 +101,16 @@ export function cli(args) {
   });
   return JSON.parse(out);
 }
+
+/** Hovers cell (q, k) of the translation view's head view (`root`: its container); its tooltip's line
+ *  (without the note under it that says what a special token is). */
+export async function hoverTranslationCell(page, q, k, root = '.tr-head .tr-canvas') {
+  const pt = await page.evaluate(([sel, q, k]) => {
+    const v = document.querySelector(sel);
+    v.scrollIntoView({ block: 'center' });
+    const g = v._view.g, r = v.querySelector('.overlay').getBoundingClientRect();
+    return { x: r.left + g.x0 + (k + 0.5) * g.cell, y: r.top + g.y0 + (q + 0.5) * g.cell };
+  }, [root, q, k]);
+  await page.mouse.move(pt.x, pt.y);
+  return page.evaluate((sel) => document.querySelector(sel).firstChild.textContent, `${root} .tooltip`);
+}

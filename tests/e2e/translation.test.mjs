@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { cpSync, rmSync, readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, hoverTranslationCell, ARTIFACTS, ROOT } from './harness.mjs';
 
 const NAME = 'tiny-marian';
 const fixture = path.join(ROOT, 'tests/fixtures/models', NAME);
@@ -41,18 +41,6 @@ const shapes = (page) => page.evaluate(() => {
   return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.rect-lines', 'rows', 'cols'), grid: of('.tr-grid canvas.rect-grid', 'layers', 'heads') };
 });
 
-/** Hovers cell (q, k) of the translation view's head view (`root`: its container); its tooltip's line
- *  (without the note under it that says what a special token is). */
-async function hoverCell(page, q, k, root = '.tr-head .tr-canvas') {
-  const pt = await page.evaluate(([sel, q, k]) => {
-    const v = document.querySelector(sel);
-    v.scrollIntoView({ block: 'center' });
-    const g = v._view.g, r = v.querySelector('.overlay').getBoundingClientRect();
-    return { x: r.left + g.x0 + (k + 0.5) * g.cell, y: r.top + g.y0 + (q + 0.5) * g.cell };
-  }, [root, q, k]);
-  await page.mouse.move(pt.x, pt.y);
-  return page.evaluate((sel) => document.querySelector(sel).firstChild.textContent, `${root} .tooltip`);
-}
 
 const clean = (problems) => assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
 
@@ -90,8 +78,8 @@ test('the page translates: window.attnscope.result equals attnscope translate on
     // the decoder's self-attention: T × T, its upper triangle masked (the hover says so)
     await page.click('.tr-attn[data-attn=decoder]');
     assert.deepEqual((await shapes(page)).head, [T, T]);
-    assert.match(await hoverCell(page, 0, T - 1), /masked \(−∞ before softmax, so 0\)/);
-    assert.match(await hoverCell(page, T - 1, 0), /^step \d+ \(writes “.*”, reads “.*”\) → “.*” at position 0: \d\.\d{3}$/);
+    assert.match(await hoverTranslationCell(page, 0, T - 1), /masked \(−∞ before softmax, so 0\)/);
+    assert.match(await hoverTranslationCell(page, T - 1, 0), /^step \d+ \(writes “.*”, reads “.*”\) → “.*” at position 0: \d\.\d{3}$/);
     assert.equal(await page.inputValue('#pair'), '');
     assert.match(await page.textContent('#pair-label'), /Target/);
     clean(problems);
@@ -274,8 +262,8 @@ test('the three attentions: a link restores the attention, view, layer, head and
   assert.match(await page.textContent('.tr-step h3'), /^Step 5 of /);
   // hover reads the engine's number, and a masked cell says it is masked
   const v = want.decoder_attention[0][3];
-  assert.equal(await hoverCell(page, 4, 2), `step 5 (writes “${want.output_tokens[5]}”, reads “${want.output_tokens[4]}”) → “${want.output_tokens[2]}” at position 2: ${v[4][2].toFixed(3)}`);
-  assert.match(await hoverCell(page, 1, 3), /masked/);
+  assert.equal(await hoverTranslationCell(page, 4, 2), `step 5 (writes “${want.output_tokens[5]}”, reads “${want.output_tokens[4]}”) → “${want.output_tokens[2]}” at position 2: ${v[4][2].toFixed(3)}`);
+  assert.match(await hoverTranslationCell(page, 1, 3), /masked/);
   // a click on the grid focuses a head; the link follows
   await page.evaluate(() => document.querySelector('.tr-grid canvas').scrollIntoView({ block: 'center' }));
   const box = await page.locator('.tr-grid canvas').boundingBox();
@@ -287,7 +275,7 @@ test('the three attentions: a link restores the attention, view, layer, head and
   await page.click('.tr-attn[data-attn=cross]');
   await page.waitForFunction(() => /[#&]l=1&h=2/.test(location.hash) && !/[#&]a=/.test(location.hash), null, { timeout: 5000 });
   assert.deepEqual(await shapes(page), { head: [T, S], lines: [T, S], grid: [2, 4] });
-  assert.equal(await hoverCell(page, 0, 1), `step 1 (writes “${want.output_tokens[1]}”, reads “${want.output_tokens[0]}”) → source “${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}” at position 1: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
+  assert.equal(await hoverTranslationCell(page, 0, 1), `step 1 (writes “${want.output_tokens[1]}”, reads “${want.output_tokens[0]}”) → source “${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}” at position 1: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
   // exports: the head as SVG (one rect a cell), the item as JSON (the numbers), PNG at 2×
   const download = async (sel) => {
     const [d] = await Promise.all([page.waitForEvent('download'), page.click(sel)]);
@@ -357,8 +345,8 @@ test('a padded batch: the seeds\' masks drawn (source padding, no-peek, target p
   await page.click('.tr-attn[data-attn=decoder]');
   const applied = '.tr-applied .tr-canvas';
   const tb = want[1].output_ids.length - 1;
-  assert.match(await hoverCell(page, T - 1, T - 1, applied), /: 0\.000 \(masked: −∞ before softmax\)$/);
-  assert.match(await hoverCell(page, tb - 1, 0, applied), new RegExp(`: ${want[1].decoder_attention[1][2][tb - 1][0].toFixed(3)}$`));
+  assert.match(await hoverTranslationCell(page, T - 1, T - 1, applied), /: 0\.000 \(masked: −∞ before softmax\)$/);
+  assert.match(await hoverTranslationCell(page, tb - 1, 0, applied), new RegExp(`: ${want[1].decoder_attention[1][2][tb - 1][0].toFixed(3)}$`));
   // greedy decoding: no target padding mask, and the view says why
   await page.fill('#batch', pairs.map(([s]) => s).join('\n'));
   await page.waitForFunction(() => window.attnscope.store.get().translation?.padded?.target_padding_masked === false, null, { timeout: 60000 });
