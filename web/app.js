@@ -177,6 +177,12 @@ function listExamples(info) {
   select.replaceChildren(Object.assign(document.createElement('option'), { value: '', textContent: 'choose…' }), ...list.map((ex) => Object.assign(document.createElement('option'), { value: ex.id, textContent: ex.title })));
 }
 listExamples(null);
+/** The worked example whose input is on screen (its sentences, pair, mask and batch), if any: the
+ *  choice shows it, and goes back to "choose…" once the text is the user's own. */
+function exampleShown(s) {
+  const input = (x) => (x.batch ? x.sentences.join('\n') : x.sentences[0]);
+  return examplesOf(s.modelInfo).find(({ state: e }) => !s.compare && e.batch === s.batch && input(e) === input(s) && e.pair === s.pair && (e.mask ?? s.mask) === s.mask);
+}
 
 // Writes a text only where it differs: the same textContent set again still replaces the node,
 // and the browser restyles and lays it out again, at every keystroke.
@@ -196,14 +202,17 @@ function renderChrome(s, changed) {
   $('pair').closest('label').classList.toggle('unused', !s.pair.trim()); // presenter mode shows it only in use
   const along = s.modelInfo?.decoder ? ['step', 'the decoding'] : ['layer', 'the layers'];
   setText($('presenter-keys'), `PgDn/→ next ${along[0]} · PgUp/← back · Space plays`);
-  $('presenter-keys').title = `a presentation clicker: PageDown or → shows the next ${along[0]}, PageUp or ← the one before, Space plays ${along[1]} from the first or stops`;
+  $('presenter-keys').title = `a presentation clicker: PageDown or → shows the next ${along[0]}, PageUp or ← the one before, Space plays ${along[1]} from the ${along[0]} shown (from the first after the last) or stops`;
   const info = s.modelInfo;
   setText($('model-name'), info
     ? `${s.modelSource?.hub ?? info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
     : s.loading ? `loading ${s.loading.name}…` : 'no model loaded');
   const failed = !info && !s.loading && !!s.modelError;
   $('model-name').classList.toggle('error-text', failed);
-  document.body.classList.toggle('no-model', failed); // an embed shows its error alone (style.css)
+  if (document.body.classList.contains('no-model') !== failed) { // an embed shows its error alone, the page its error under the inputs (style.css)
+    document.body.classList.toggle('no-model', failed);
+    showSource(); // the Model choice says so
+  }
   if (failed) setText($('model-name'), 'no model loaded: see "Model and engine" below');
   if (info) setText($('grid-caption'), `${info.layers} layers × ${info.heads} heads (rows = layers)`);
   $('progress-wrap').hidden = !s.loading;
@@ -249,6 +258,7 @@ function renderChrome(s, changed) {
   nextTokens(s);
   translation(s, changed);
   insideDecoder(s, changed);
+  $('example').value = exampleShown(s)?.id ?? ''; // after translation(), which lists the model's examples
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
   // the head summaries name the model's special tokens: what those are, on hover
   if (changed.has('modelInfo')) $('table-details').querySelector('summary').title = specialNotes(...(info?.specials ?? ['[CLS]', '[SEP]']));
@@ -311,8 +321,9 @@ function insideDecoder(s, changed) {
   }
 }
 
-/** Play: the decoding step by step from its first, one step every PLAY_MS, until its last; in
- *  presenter mode, an encoder's layers too, one every LAYER_PLAY_MS (a whole new heatmap to read). */
+/** Play: the decoding step by step from the focused step (from its first when at its last), one
+ *  step every PLAY_MS, until its last; in presenter mode, an encoder's layers too, one every
+ *  LAYER_PLAY_MS (a whole new heatmap to read). */
 const PLAY_MS = 700, LAYER_PLAY_MS = 1200;
 let playTimer = 0;
 /** `along`: {key: the state's 'step' or 'layer', count: how many, ms: the time on each}. */
@@ -322,7 +333,8 @@ function startPlaying({ key, count, ms }) {
     if (now >= count - 1) stopPlaying();
     else store.update({ [key]: now + 1 });
   }, ms);
-  store.update({ [key]: 0, playing: true });
+  const now = store.get()[key] ?? count - 1; // a translation's step is null at its last
+  store.update({ [key]: now >= count - 1 ? 0 : now, playing: true });
 }
 function stopPlaying() {
   if (!playTimer) return;
@@ -479,8 +491,6 @@ on('view', 'change', (e) => store.update({ view: e.target.value }));
 on('scale', 'change', (e) => store.update({ scale: e.target.value }));
 on('presenter', 'change', (e) => {
   store.update({ presenter: e.target.checked });
-  // clicked with the mouse, the box lets the focus go, so the clicker's Space plays rather than unticks it
-  if (!e.target.matches(':focus-visible')) e.target.blur();
 });
 on('words', 'change', (e) => { // the selection follows: a piece's word, or a word's pieces
   const s = store.get(), words = e.target.checked;
@@ -547,17 +557,24 @@ document.addEventListener('keydown', (e) => {
   if (s.presenter && !e.altKey && !e.ctrlKey && !e.metaKey && clickerKey(e.key, e.target)) e.preventDefault();
 });
 
+// Whether the focus last moved by a pointer (a click, a tap) rather than by Tab. Chrome's
+// :focus-visible cannot tell alone: a clicked button matches it from the first key pressed on it.
+let focusByPointer = false;
+document.addEventListener('pointerdown', () => { focusByPointer = true; }, true);
+document.addEventListener('keydown', (e) => { if (e.key === 'Tab') focusByPointer = false; }, true);
+
 /** A clicker's keys: next and back (PageDown/PageUp, → ←), Space plays or stops. */
 const CLICKER_STEPS = { PageDown: 1, ArrowRight: 1, PageUp: -1, ArrowLeft: -1 };
 /**
  * Presenter mode: `key` steps through the decoding (a translation model's steps) or the encoder's
- * layers, or Space plays them from the first (a layer every LAYER_PLAY_MS) or stops, unless
+ * layers, or Space plays them from the focused one (a layer every LAYER_PLAY_MS) or stops, unless
  * `target` is a control that uses the key itself (typing, a select, a slider; Space on a button
- * or a checkbox). Returns whether the key was the clicker's.
+ * or a checkbox the keyboard focused: one clicked with the mouse leaves Space to the clicker).
+ * Returns whether the key was the clicker's.
  */
 function clickerKey(key, target) {
   if (target.closest?.('input:not([type=checkbox]), textarea, select, dialog, [contenteditable]')) return false;
-  if (key === ' ' && target.closest?.('button, input, summary, a[href]')) return false;
+  if (key === ' ' && !focusByPointer && target.closest?.('button, input, summary, a[href]')?.matches(':focus-visible')) return false;
   const s = store.get(), along = presentedSteps(s);
   if (!along) return false;
   if (key === ' ') {
@@ -588,29 +605,39 @@ on('check', 'click', async () => {
   const s = store.get();
   out.textContent = 'checking…';
   try {
-    const parts = [];
+    const parts = []; // {line, worst?: max |Δ|, same?: the same output ids}
     if (s.engineStatus && !/WebGPU is not available|CPU engine \(chosen\)|so the CPU engine runs the model/.test(s.engineStatus.line)) { // worker.js makeSession
       const texts = textsOf(s);
       if (texts.length) {
         const c = s.modelInfo?.decoder
           ? await engine().checkTranslation(s.modelKey, { sources: texts.map((t) => splitLine(t).source) })
           : await engine().check(s.modelKey, { texts, pair: s.pair, mask: s.mask });
-        if (c.other !== 'cpu') parts.push(`CPU vs WebGPU: ${c.sameIds === false ? 'different output ids, ' : ''}max |Δ| = ${c.maxAbsDiff.toExponential(2)}`);
+        if (c.other !== 'cpu') parts.push({ line: `CPU vs WebGPU: ${c.sameIds === false ? 'different output ids, ' : ''}max |Δ| = ${c.maxAbsDiff.toExponential(2)}`, worst: c.maxAbsDiff, same: c.sameIds !== false });
       }
     }
-    const ref = await compareWithReference(s);
-    parts.push(ref);
-    out.textContent = parts.join(' · ');
+    parts.push(await compareWithReference(s));
+    out.textContent = [verdict(parts), ...parts.map((p) => p.line)].filter(Boolean).join(' · ');
   } catch (err) {
     out.textContent = `check failed: ${err.message || err}`;
   }
   out.title = out.textContent; // the header shows one line of it (style.css)
 });
 
-/** Runs the worked examples that have PyTorch reference numbers and reports the largest gap. */
+/** How close the engines agree, first in the header's one line (its whole text is the title):
+ *  `✓ max |Δ| 4.6e-07` where every comparison is within CHECK_TOL with the same output ids, else ✗. */
+const CHECK_TOL = 1e-4; // the project's bound on attention probabilities (docs/correctness.md)
+function verdict(parts) {
+  const measured = parts.filter((p) => p.worst !== undefined);
+  if (!measured.length) return '';
+  const worst = Math.max(...measured.map((p) => p.worst));
+  const ok = worst <= CHECK_TOL && measured.every((p) => p.same !== false);
+  return `${ok ? '✓' : '✗'} max |Δ| ${worst.toExponential(1)}`;
+}
+
+/** Runs the worked examples that have PyTorch reference numbers and reports the largest gap: `{line, worst?}`. */
 async function compareWithReference(s) {
   if (s.modelInfo?.decoder) return compareTranslations(s);
-  if (s.modelInfo?.name !== 'all-MiniLM-L6-v2') return 'PyTorch reference numbers ship for all-MiniLM-L6-v2 and the dates model only';
+  if (s.modelInfo?.name !== 'all-MiniLM-L6-v2') return { line: 'PyTorch reference numbers ship for all-MiniLM-L6-v2 and the dates model only' };
   const resp = await fetch(new URL('./reference/minilm.json', import.meta.url));
   if (!resp.ok) throw new Error(`reference numbers: HTTP ${resp.status}`);
   const ref = await resp.json();
@@ -619,13 +646,13 @@ async function compareWithReference(s) {
     const r = await engine().run(s.modelKey, { texts: c.texts, pair: c.pair ?? '', mask: c.mask });
     c.attention.forEach((want, b) => { worst = Math.max(worst, maxAbsDiff(want, r.results[b].attention)); });
   }
-  return `${store.get().run?.backend ?? 'engine'} vs PyTorch (${ref.source}) on ${ref.cases.length} worked examples: max |Δ| = ${worst.toExponential(2)}`;
+  return { line: `${store.get().run?.backend ?? 'engine'} vs PyTorch (${ref.source}) on ${ref.cases.length} worked examples: max |Δ| = ${worst.toExponential(2)}`, worst };
 }
 
 /** The dates model against HF's generate on four dates (web/reference/dates.json, written by
- *  tools/make_fixtures.py): the same ids, and the three attentions' largest gap. */
+ *  tools/make_fixtures.py): the same ids, and the three attentions' largest gap: `{line, worst?, same?}`. */
 async function compareTranslations(s) {
-  if (s.modelInfo.name !== 'dates') return 'PyTorch reference numbers ship for all-MiniLM-L6-v2 and the dates model only';
+  if (s.modelInfo.name !== 'dates') return { line: 'PyTorch reference numbers ship for all-MiniLM-L6-v2 and the dates model only' };
   const resp = await fetch(new URL('./reference/dates.json', import.meta.url));
   if (!resp.ok) throw new Error(`reference numbers: HTTP ${resp.status}`);
   const ref = await resp.json();
@@ -637,7 +664,7 @@ async function compareTranslations(s) {
     if (r.output_ids.join() === c.output_ids.join()) ids++;
     for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) worst = Math.max(worst, maxAbsDiff(c[k], r[k]));
   }
-  return `${backend} vs PyTorch (${ref.source}) on ${ref.cases.length} dates: the same output ids for ${ids} of ${ref.cases.length}, three attentions max |Δ| = ${worst.toExponential(2)}`;
+  return { line: `${backend} vs PyTorch (${ref.source}) on ${ref.cases.length} dates: the same output ids for ${ids} of ${ref.cases.length}, three attentions max |Δ| = ${worst.toExponential(2)}`, worst, same: ids === ref.cases.length };
 }
 
 // ---------- share ----------
@@ -868,9 +895,13 @@ function showSource() {
   $('model-url').value = builtin ? '' : s.model;
   $('model-hf').value = s.hf;
   const other = $('model-pick').querySelector(`option[value="${OTHER_MODEL}"]`);
-  other.hidden = builtin;
-  other.textContent = builtin ? '' : `${s.hf || (fromFiles ? s.modelSource.name : urlSource(s.model).name)} (loaded below)`;
-  $('model-pick').value = builtin ? s.model : OTHER_MODEL;
+  // what the choice says is true: a model that did not load (no model running) is named as it
+  // was asked for, as failed, and choosing any model, that one too, loads it
+  const failed = !s.modelInfo && !!s.modelError;
+  other.hidden = builtin && !failed;
+  other.textContent = failed ? `${s.hf || (builtin ? urlSource(s.model).name : s.model)} (failed)`
+    : builtin ? '' : `${s.hf || (fromFiles ? s.modelSource.name : urlSource(s.model).name)} (loaded below)`;
+  $('model-pick').value = builtin && !failed ? s.model : OTHER_MODEL;
 }
 async function loadBuiltin(url) {
   if (await scope.loadModel(urlSource(url), { opening: openingOf() })) store.update({ model: url, hf: '' });

@@ -170,7 +170,7 @@ export const stepLabel = (writes, reads) => `${shownToken(writes)} ← ${shownTo
 
 /** An encoder–decoder's three attentions (the ids of store.js's ATTENTIONS): each one's name and what it is, in one line. */
 export const ATTENTION_KINDS = {
-  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output). Rows: the steps, each labelled by the token it writes ← the token it reads; columns: the source.' },
+  cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output); rows: writes ← reads.' },
   decoder: { name: 'decoder self-attention', line: 'The decoder reads what it has written so far: under the no-peek mask, step t (counted from 1) reads only positions 0…t − 1, the start token and what steps 1…t − 1 wrote (the hatched triangle is −∞ before softmax, so 0). Rows: writes ← reads; columns: the token read at each position.' },
   encoder: { name: 'encoder self-attention', line: 'The encoder reads the whole source at once, every token over every token (padding masked).' },
 };

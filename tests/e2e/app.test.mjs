@@ -250,6 +250,16 @@ test('without WebGPU: one short engine line, and "check" compares with PyTorch\'
   const m = text.match(/vs PyTorch \(HF transformers [\d.]+, torch [\d.]+\) on 5 worked examples: max \|Δ\| = ([\d.e+-]+)/);
   assert.ok(m, `check reports the gap to PyTorch: ${text}`);
   assert.ok(Number(m[1]) <= 1e-4, `the CPU engine is within 1e-4 of PyTorch (${m[1]})`);
+  // the header's one line begins with the verdict and its number, and shows them whole
+  const verdict = text.match(/^✓ max \|Δ\| ([\d.]+e[+-]\d+) · /);
+  assert.ok(verdict && Number(verdict[1]) === Number(Number(m[1]).toExponential(1)), `the verdict first: ${text}`);
+  const shown = await page.evaluate((n) => {
+    const el = document.getElementById('check-result'), range = document.createRange();
+    range.setStart(el.firstChild, 0);
+    range.setEnd(el.firstChild, n);
+    return range.getBoundingClientRect().right <= el.getBoundingClientRect().right;
+  }, verdict[0].length - 3);
+  assert.ok(shown, 'the verdict is not cut off');
   assert.doesNotMatch(text, /CPU vs/, 'no CPU-vs-CPU comparison');
   assertClean(p);
   await page.close();

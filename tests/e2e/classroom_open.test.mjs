@@ -281,3 +281,151 @@ test('the cross-attention panel: its own section, not "Inside the encoder"; it s
   clean(problems);
   await page.close();
 });
+
+// ---------- a failed link, the explanation, the worked example, the labels (issue 29, review of the page) ----------
+
+/** Whether the select `sel` is as wide as its chosen label needs (a select of that one label, same font, laid out alone). */
+const selectFits = (page, sel) => page.$eval(sel, (s) => {
+  const probe = document.createElement('select');
+  probe.append(new Option(s.selectedOptions[0].textContent));
+  const cs = getComputedStyle(s);
+  Object.assign(probe.style, { position: 'absolute', left: '-9999px', font: cs.font, padding: cs.padding, border: cs.border, width: 'auto', maxWidth: 'none' });
+  document.body.append(probe);
+  const need = probe.getBoundingClientRect().width;
+  probe.remove();
+  return { label: s.selectedOptions[0].textContent, width: s.getBoundingClientRect().width, need };
+});
+const MODEL_PANELS = ['#page-nav', '#translation', '#inside-decoder', '#views', '#steps', '#inside', '#cross-section', '#reading'];
+const notFound = (problems) => problems.filter((x) => !/favicon|404|Failed to load resource/.test(x));
+
+test('a mistyped model link: its error right under the inputs, above the fold, no empty panels of a model, a Model choice that says it failed; picking a model recovers', async () => {
+  for (const [width, height, scale] of [[390, 844, 2], [1920, 1080, 1], [1280, 800, 1]]) {
+    const { page, problems } = await openPage(browser, `${server.url}#model=models/datse/&e=cpu`, { width, height, scale });
+    assert.match(await ready(page), /datse/);
+    await page.waitForFunction(() => document.body.classList.contains('no-model') && !document.getElementById('error').hidden);
+    const err = await page.locator('#error').boundingBox();
+    assert.ok(err.y + err.height <= height, `${width} px: the error ends at y = ${err.y + err.height}, the window is ${height} px tall`);
+    for (const id of MODEL_PANELS) assert.ok(await page.isHidden(id), `${width} px: ${id} is hidden while no model is loaded`);
+    assert.ok(await page.isHidden('#knock-toggle'), 'no "knock out" button of a model that is not there');
+    assert.equal(await page.$eval('#model-pick', (s) => s.selectedOptions[0].textContent), 'models/datse/ (failed)');
+    await page.screenshot({ path: path.join(ARTIFACTS, `classroom-open-failed-${width}.png`) });
+    if (width !== 1280) { await page.close(); continue; }
+    // the choice at the top recovers: the dates model, on its own example, with its panels back
+    await page.selectOption('#model-pick', 'models/dates/');
+    await translated(page, DATES_FIRST);
+    assert.equal(await page.evaluate(() => document.body.classList.contains('no-model')), false);
+    assert.ok(await page.isVisible('#translation') && await page.isHidden('#error'));
+    assert.equal(await page.inputValue('#model-pick'), 'models/dates/');
+    assert.deepEqual(notFound(problems), []);
+    await page.close();
+  }
+});
+
+test('the dates model at 1280 × 800: the focused head starts above the fold, the encoder–decoder explanation one click away', async () => {
+  const { page, problems } = await open('#model=models/dates/&e=cpu');
+  await translated(page, DATES_FIRST);
+  const top = await page.$eval('#translation-view .tr-head', (x) => x.getBoundingClientRect().top);
+  assert.ok(top < 480, `the focused head starts at y = ${top}`);
+  assert.equal(await page.$eval('#translation-explain', (d) => d.open), false, 'the explanation is closed');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'classroom-open-dates-fold-1280.png') });
+  await page.click('#translation-explain summary');
+  assert.match(await page.textContent('#translation-explain p'), /the decoder writes the output one\s+token at a time/);
+  assert.ok(await page.isVisible('#translation-explain p'));
+  await page.screenshot({ path: path.join(ARTIFACTS, 'classroom-open-dates-explained-1280.png') });
+  clean(problems);
+  await page.close();
+});
+
+test('"Worked example" shows the example on screen, and "choose…" once the text is the user\'s own', async () => {
+  const { page, problems } = await open('#e=cpu');
+  assert.equal(await page.inputValue('#example'), 'it', 'the default model opens on its first example');
+  await page.fill('#sentence', 'The animal didn\'t cross the street because it was too wide.');
+  await page.waitForFunction(() => window.attnscope.result?.text.endsWith('wide.'), null, { timeout: 60000 });
+  assert.equal(await page.inputValue('#example'), '', 'edited: the user\'s own text');
+  await page.selectOption('#example', 'pair');
+  await page.waitForFunction(() => window.attnscope.store.get().pair === 'It was very comfortable.');
+  assert.equal(await page.inputValue('#example'), 'pair');
+  await page.selectOption('#model-pick', 'models/dates/');
+  await translated(page, DATES_FIRST);
+  assert.equal(await page.inputValue('#example'), 'dates-ordinal', 'the dates model opens on its first example');
+  await page.fill('#sentence', '10 May 2018');
+  await translated(page, '10 May 2018');
+  assert.equal(await page.inputValue('#example'), '');
+  clean(problems);
+  await page.close();
+});
+
+test('the Model choice shows its whole label (presenter mode at 390, 1280 and 1920), and the sentence box grows into a wide screen\'s free room', async () => {
+  for (const [width, height, scale] of [[390, 844, 2], [1280, 800, 1], [1920, 1080, 1]]) {
+    for (const model of ['', 'models/dates/']) {
+      const { page, problems } = await open(`#e=cpu&present=1${model ? `&model=${model}` : ''}`, { width, height, scale });
+      if (model) await translated(page, DATES_FIRST);
+      const fit = await selectFits(page, '#model-pick');
+      assert.ok(fit.width >= fit.need - 0.5, `${width} px, presenter: "${fit.label}" needs ${fit.need} px, the select is ${fit.width}`);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 1, `${width} px: the page is ${overflow} px wider than the window`);
+      await page.locator('#inputs').screenshot({ path: path.join(ARTIFACTS, `classroom-open-pick-presenter-${width}${model ? '-dates' : ''}.png`) });
+      clean(problems);
+      await page.close();
+    }
+  }
+  const { page, problems } = await open('#e=cpu', { width: 1920, height: 1080 });
+  const box = await page.$eval('#sentence', (t) => ({ client: t.clientWidth, scroll: t.scrollWidth }));
+  assert.ok(box.scroll <= box.client, `1920 px: the sentence needs ${box.scroll} px, its box is ${box.client} px`);
+  assert.ok((await selectFits(page, '#model-pick')).width >= (await selectFits(page, '#model-pick')).need - 0.5);
+  await page.locator('#inputs').screenshot({ path: path.join(ARTIFACTS, 'classroom-open-inputs-1920.png') });
+  clean(problems);
+  await page.close();
+});
+
+test('the lines view names its sides; a column label of the head view says what its token is, on hover and on a tap', async () => {
+  const { page, problems } = await open('#e=cpu');
+  assert.equal(await page.textContent('#lines-view .lines-axes'), 'queries (left) → keys (right)');
+  assert.ok(await page.isVisible('#lines-view .lines-axes'));
+  // the last column, [SEP]: a point on its label, above the cells
+  const at = await page.$eval('#head-view canvas.heat', (c) => {
+    const d = c.dataset, r = c.getBoundingClientRect(), k = +d.t - 1;
+    return { x: r.left + +d.x0 + (k - +d.k0 + 0.5) * +d.cell, y: r.top + +d.y0 / 2, k };
+  });
+  assert.equal(await page.evaluate((k) => window.attnscope.store.get().run.results[0].labels[k], at.k), '[SEP]');
+  await page.mouse.move(at.x, at.y);
+  await page.waitForFunction(() => !document.querySelector('#head-view .tooltip').hidden);
+  const tip = await page.textContent('#head-view .tooltip');
+  assert.match(tip, /^\[SEP\]: the key at position \d+ \(its column\)/);
+  assert.match(tip, /\[SEP\]: a token the tokenizer adds at the end of each sentence/);
+  await page.locator('#head-panel').screenshot({ path: path.join(ARTIFACTS, 'classroom-open-column-tip-1280.png') });
+  // a tap (a phone has no hover): the click alone shows it
+  await page.mouse.move(at.x, at.y + 200);
+  await page.$eval('#head-view .overlay', (o, p) => o.dispatchEvent(new MouseEvent('click', { clientX: p.x, clientY: p.y, bubbles: true })), at);
+  assert.match(await page.textContent('#head-view .tooltip'), /^\[SEP\]: the key at position/);
+  assert.equal(await page.$eval('#head-view .tooltip', (t) => t.hidden), false);
+  clean(problems);
+  await page.close();
+});
+
+test('inside the decoder, rows are labelled as in the other views: writes ← reads', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 1280, height: 800 });
+  // the labels a canvas draws, as it draws them
+  await page.addInitScript(() => {
+    const fill = CanvasRenderingContext2D.prototype.fillText;
+    CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) { (this.canvas.drawn ??= []).push(String(text)); return fill.call(this, text, ...rest); };
+  });
+  await page.goto(`${server.url}#model=models/dates/&e=cpu&s=${encodeURIComponent(DATES_FIRST)}&st=6&inside=dec-embeddings,dec-cross`);
+  await translated(page, DATES_FIRST);
+  await page.waitForFunction(() => document.querySelectorAll('#inside-dec-embeddings canvas').length === 2 && document.querySelectorAll('#inside-dec-cross figure').length === 6, null, { timeout: 60000 });
+  const r = await page.evaluate(() => window.attnscope.result);
+  const show = (t) => t.replace(/▁/g, ' ').trim() || t;
+  const rows = r.output_tokens.slice(0, -1).map((reads, t) => `${show(r.output_tokens[t + 1])} ← ${show(reads)}`);
+  const drawn = await page.evaluate(() => ({
+    positions: document.querySelectorAll('#inside-dec-embeddings canvas')[1].drawn ?? [],
+    scores: document.querySelectorAll('#inside-dec-cross canvas')[2].drawn ?? [],
+  }));
+  for (const [panel, texts] of Object.entries(drawn)) {
+    for (const row of rows) assert.ok(texts.includes(row), `${panel}: the row "${row}" (drawn: ${texts.slice(0, 14).join(' | ')})`);
+    assert.ok(!texts.some((x) => /^\d+: /.test(x)), `${panel}: no "position: token" label`);
+  }
+  assert.ok(rows.includes('5 ← 0'));
+  await page.locator('#inside-dec-embeddings').screenshot({ path: path.join(ARTIFACTS, 'classroom-open-dec-positions-1280.png') });
+  clean(problems);
+  await page.close();
+});

@@ -154,11 +154,11 @@ test('a presentation clicker: PageDown/PageUp and → ← step the decoding, Spa
   await page.keyboard.press('PageDown');
   assert.equal(await stepShown(page), 5);
   assert.deepEqual(await state(page).then((s) => [s.layer, s.head]), [layer, head], 'the focused head stays');
-  // Space plays from the first step, and stops
+  // Space plays from the step shown, and stops
   await page.keyboard.press(' ');
   assert.equal((await state(page)).playing, true, 'Space plays');
-  assert.equal(await stepShown(page), 1, 'from the first step');
-  await page.waitForFunction(() => window.attnscope.store.get().step >= 2, null, { timeout: 5000 });
+  assert.equal(await stepShown(page), 5, 'from the step shown');
+  await page.waitForFunction(() => window.attnscope.store.get().step >= 5, null, { timeout: 5000 });
   await page.keyboard.press(' ');
   const stopped = await state(page);
   assert.equal(stopped.playing, false, 'Space again stops');
@@ -199,8 +199,8 @@ test('a presentation clicker on an encoder: PageDown/PageUp and → ← step thr
   await page.keyboard.press(' ');
   const started = await state(page);
   assert.equal(started.playing, true, 'Space plays the layers');
-  assert.equal(started.layer, 0, 'from the first');
-  await page.waitForFunction(() => window.attnscope.store.get().layer >= 1, null, { timeout: 5000 });
+  assert.equal(started.layer, 3, 'from the layer shown');
+  await page.waitForFunction(() => window.attnscope.store.get().layer >= 4, null, { timeout: 5000 });
   await page.keyboard.press(' ');
   assert.equal((await state(page)).playing, false, 'Space stops');
   clean(p.problems);
@@ -288,6 +288,180 @@ test('nothing jumps: "check" answering keeps the header\'s height, selecting a r
     assert.deepEqual(await box('#head-view .heat'), heat, `${size.width}: selecting a row keeps the heatmap in place`);
     assert.equal(await page.isVisible('#head-view .sel-clear'), true, 'the selection\'s tools show');
     await page.screenshot({ path: path.join(ARTIFACTS, `present-selected-${size.width}.png`) });
+    clean(p.problems);
+    await page.close();
+  }
+});
+
+/** Clicks `selector` in the translation view where it is on screen (scrolled to the top when it is there) and
+ *  waits for `done`; returns the page's scrollY just before the click and after it, and whether the view kept the focus. */
+async function clickInPlace(page, selector, done) {
+  await page.evaluate((sel) => {
+    scrollTo(0, 0);
+    const r = document.querySelector(sel).getBoundingClientRect();
+    if (r.bottom > innerHeight) scrollBy(0, r.bottom - innerHeight + 20); // so the click itself does not scroll
+  }, `#translation-view ${selector}`);
+  const before = await page.evaluate(() => scrollY);
+  await page.click(`#translation-view ${selector}`);
+  await page.waitForFunction(done, null, { timeout: 10000 });
+  return { before, after: await page.evaluate(() => scrollY), focused: await page.evaluate(() => document.getElementById('translation-view').contains(document.activeElement)) };
+}
+
+test('the dates model at 1280 and 1920, normal and presenter: an attention tab, an output token or play moves the focus to the view without scrolling the page', async () => {
+  const pressed = (attn) => `() => document.querySelector('#translation-view .tr-attn[data-attn="${attn}"]')?.getAttribute('aria-pressed') === 'true'`;
+  const clicks = [
+    ['.tr-attn[data-attn="decoder"]', pressed('decoder')],
+    ['.tr-attn[data-attn="encoder"]', pressed('encoder')],
+    ['.tr-attn[data-attn="cross"]', pressed('cross')],
+    ['.tr-token:nth-of-type(3)', '() => window.attnscope.store.get().step === 2'],
+    ['button[aria-label^="play"]', '() => window.attnscope.store.get().playing'],
+    ['button[aria-label="stop"]', '() => !window.attnscope.store.get().playing'],
+  ];
+  for (const size of [SIZES.laptop, SIZES.projector]) {
+    for (const presenter of [false, true]) {
+      const p = await open(`${DATES}${presenter ? '&present=1' : ''}`, size);
+      const { page } = p;
+      await translated(page);
+      for (const [selector, done] of clicks) {
+        const got = await clickInPlace(page, selector, done);
+        assert.equal(got.after, got.before, `${size.width}${presenter ? ', presenter' : ''}: a click on ${selector} keeps the page at scrollY ${got.before} (got ${got.after})`);
+        assert.equal(got.focused, true, `${size.width}: after ${selector} the keyboard is in the translation view`);
+      }
+      await page.evaluate(() => scrollTo(0, 0));
+      assert.equal(await page.isVisible('#top'), true);
+      await page.screenshot({ path: path.join(ARTIFACTS, `present-clicked-${size.width}-${presenter ? 'presenter' : 'normal'}.png`) });
+      clean(p.problems);
+      await page.close();
+    }
+  }
+});
+
+test('presenter mode: Space plays from the step shown after a mouse click on a button, and presses a button only the keyboard focused', async () => {
+  const p = await open(`${DATES}&present=1&st=3`, SIZES.laptop);
+  const { page } = p;
+  await translated(page);
+  const T = await page.evaluate(() => window.attnscope.result.output_ids.length - 1);
+  await page.click('#translation-view button[aria-label="next step"]');
+  assert.equal(await stepShown(page), 5, 'the click steps');
+  assert.equal(await page.evaluate(() => document.activeElement.getAttribute('aria-label')), 'next step', 'the clicked button keeps the focus');
+  await page.keyboard.press(' ');
+  assert.equal((await state(page)).playing, true, 'Space after the click plays, not presses "step →" again');
+  assert.equal(await stepShown(page), 5, 'from the step shown');
+  await page.waitForFunction(() => window.attnscope.store.get().step >= 5, null, { timeout: 5000 });
+  await page.keyboard.press(' ');
+  const stopped = await state(page);
+  assert.equal(stopped.playing, false, 'Space again stops');
+  // a button the keyboard focused (Tab) keeps its Space
+  await page.focus('#translation-view .tr-slider');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.getAttribute('aria-label')), 'next step');
+  await page.keyboard.press(' ');
+  assert.equal(await stepShown(page), stopped.step + 2, 'Space on the Tab-focused "step →" presses it');
+  assert.equal((await state(page)).playing, false, 'and does not play');
+  // at the last step, Space plays from the first
+  await page.locator('#translation-view .tr-slider').fill(String(T));
+  assert.equal(await stepShown(page), T);
+  await page.click('#translation-h');
+  await page.keyboard.press(' ');
+  assert.equal((await state(page)).playing, true);
+  assert.equal(await stepShown(page), 1, 'at the last step, play starts from the first');
+  await page.keyboard.press(' ');
+  clean(p.problems);
+  await page.close();
+});
+
+test('the head view\'s arrow keys show the cursor\'s cell in the tooltip a hover shows, beside the cell, through a zoom; Tab away hides it', async () => {
+  const p = await open('#e=cpu&l=1&h=1', SIZES.laptop);
+  const { page } = p;
+  await encoderDrawn(page);
+  await page.locator('#head-view .stage').scrollIntoViewIfNeeded();
+  await page.focus('#head-view .overlay');
+  /** The tooltip (its line, its box) and the cursor's cell's box on screen. */
+  const shown = () => page.evaluate(() => {
+    const v = document.getElementById('head-view'), tip = v.querySelector('.tooltip'), g = v._view.g, c = v._view.cursor;
+    const o = v.querySelector('.overlay').getBoundingClientRect(), t = tip.getBoundingClientRect();
+    const x = o.left + g.x0 + (c.k - g.k0) * g.cell, y = o.top + g.y0 + (c.q - g.q0) * g.cell;
+    return { hidden: tip.hidden, line: tip.firstChild?.textContent, heard: v.querySelector('.readout').textContent.split('\n')[0], n: g.n,
+      tip: { left: t.left, top: t.top, right: t.right, bottom: t.bottom }, cell: { left: x, top: y, right: x + g.cell, bottom: y + g.cell } };
+  });
+  const beside = ({ tip, cell }) => {
+    const dx = Math.max(tip.left - cell.right, cell.left - tip.right, 0), dy = Math.max(tip.top - cell.bottom, cell.top - tip.bottom, 0);
+    return dx > 0 && dy > 0 && Math.hypot(dx, dy) < 24; // off the cell and its crosshair's lines, at its corner
+  };
+  for (const key of ['ArrowRight', 'ArrowDown', 'ArrowDown']) await page.keyboard.press(key);
+  let got = await shown();
+  assert.equal(got.hidden, false, 'the keys show the tooltip');
+  assert.match(got.line, / → .+: \d\.\d{4}/);
+  assert.equal(got.line, got.heard, 'the same line the screen reader hears');
+  assert.ok(beside(got), `the tooltip ${JSON.stringify(got.tip)} at the cell ${JSON.stringify(got.cell)}`);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'present-head-keyboard-tip.png') });
+  await page.keyboard.press('ArrowRight');
+  const next = await shown();
+  assert.notEqual(next.line, got.line, 'it follows the cursor');
+  assert.ok(beside(next));
+  // zoomed in, the tooltip moves with the cell
+  await page.keyboard.press('+');
+  await page.waitForFunction((n) => +document.querySelector('#head-view .heat').dataset.n < n, got.n, { timeout: 10000 });
+  got = await shown();
+  assert.equal(got.hidden, false, 'shown after the zoom');
+  assert.equal(got.line, next.line);
+  assert.ok(beside(got), `beside the zoomed cell ${JSON.stringify(got.cell)}`);
+  await page.keyboard.press('Tab');
+  assert.equal((await shown()).hidden, true, 'the focus gone, the tooltip goes');
+  clean(p.problems);
+  await page.close();
+});
+
+/** The share of each side of `selector`'s box (left, right, top, bottom) with the focus ring's colour
+ *  (--focus, #f59e0b) within 6 px of it, read from a screenshot of the viewport (1 CSS px a pixel). */
+async function ringSides(page, selector) {
+  await page.evaluate((sel) => document.querySelector(sel).scrollIntoView({ block: 'center' }), selector);
+  const box = await page.locator(selector).boundingBox();
+  const png = await page.screenshot();
+  return page.evaluate(async ([b64, b]) => {
+    const img = new Image();
+    img.src = `data:image/png;base64,${b64}`;
+    await img.decode();
+    const c = document.createElement('canvas');
+    [c.width, c.height] = [img.width, img.height];
+    const ctx = c.getContext('2d');
+    ctx.drawImage(img, 0, 0);
+    const d = ctx.getImageData(0, 0, c.width, c.height).data;
+    const ring = (x, y) => { const i = 4 * (y * c.width + x); return Math.abs(d[i] - 245) < 24 && Math.abs(d[i + 1] - 158) < 24 && d[i + 2] < 60; };
+    const [l, t, r, btm] = [b.x, b.y, b.x + b.width, b.y + b.height].map(Math.round);
+    const side = (along, across) => { // the share of points along a side with a ring pixel across it
+      let hit = 0;
+      for (const a of along) if (across(a).some(([x, y]) => ring(x, y))) hit++;
+      return hit / along.length;
+    };
+    const range = (a, b) => Array.from({ length: b - a }, (_, i) => a + i);
+    const band = (e) => range(e - 6, e + 7);
+    return {
+      left: side(range(t + 8, btm - 8), (y) => band(l).map((x) => [x, y])),
+      right: side(range(t + 8, btm - 8), (y) => band(r - 1).map((x) => [x, y])),
+      top: side(range(l + 8, r - 8), (x) => band(t).map((y) => [x, y])),
+      bottom: side(range(l + 8, r - 8), (x) => band(btm - 1).map((y) => [x, y])),
+    };
+  }, [png.toString('base64'), box]);
+}
+
+test('the translation view\'s heatmap, focused with Tab, shows its focus ring on all four sides', async () => {
+  for (const [size, presenter] of [[SIZES.laptop, false], [SIZES.projector, true]]) {
+    const p = await open(`${DATES}${presenter ? '&present=1' : ''}`, size);
+    const { page } = p;
+    await translated(page);
+    const heat = '#translation-view .tr-head .overlay';
+    await page.focus('#translation-view .tr-attn');
+    let found = false;
+    for (let i = 0; i < 30 && !found; i++) {
+      await page.keyboard.press('Tab');
+      found = await page.evaluate((sel) => document.activeElement === document.querySelector(sel), heat);
+    }
+    assert.equal(found, true, 'Tab reaches the heatmap');
+    assert.equal(await page.evaluate(() => document.activeElement.matches(':focus-visible')), true);
+    const sides = await ringSides(page, heat);
+    for (const [name, share] of Object.entries(sides)) assert.ok(share > 0.95, `${size.width}: the ring shows along the ${name} side (${(100 * share).toFixed(0)} %)`);
+    await page.screenshot({ path: path.join(ARTIFACTS, `present-dates-heat-focus-${size.width}-${presenter ? 'presenter' : 'normal'}.png`) });
     clean(p.problems);
     await page.close();
   }

@@ -175,7 +175,7 @@ test('the step control: the slider, the ← → keys and play walk the steps, an
   assert.match(await step(), /^Step 5 of 11/, 'the keyboard stays in the view across steps');
   await page.waitForFunction(() => /[#&]st=4(&|$)/.test(location.hash), null, { timeout: 5000 });
   await page.click('button[aria-label^="play"]');
-  assert.match(await step(), /^Step 1 of 11/);
+  assert.match(await step(), /^Step 5 of 11/, 'play goes on from the step shown');
   await page.waitForFunction(() => document.querySelector('.tr-step h3')?.textContent.startsWith('Step 11 of 11'), null, { timeout: 20000 });
   await page.waitForFunction(() => document.querySelector('.tr-nav button[aria-pressed]')?.getAttribute('aria-pressed') === 'false', null, { timeout: 5000 });
   clean(problems);

@@ -67,13 +67,21 @@ function build(target) {
     const q = Math.floor((y - g.y0) / g.cell) + g.q0;
     return x >= 0 && x < g.x0 && y >= g.y0 && q < g.q0 + g.n ? q : null;
   };
+  /** The key column whose label (above the cells) is under a point (CSS pixels), or null. */
+  const labelCol = (g, x, y) => {
+    const k = Math.floor((x - g.x0) / g.cell) + g.k0;
+    return y >= 0 && y < g.y0 && x >= g.x0 && k < g.k0 + g.n ? k : null;
+  };
+  // a pointer's tooltip takes over from the keyboard cursor's (cursorTip), before it shows
+  for (const type of ['pointerdown', 'pointermove']) overlay.addEventListener(type, () => { v().keyTip = false; });
   let down = null;
   overlay.addEventListener('pointerdown', (e) => { down = { x: e.clientX, y: e.clientY }; });
   overlay.addEventListener('click', (e) => {
     const moved = down && Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4; // a drag, not a click
-    const [x, y] = local(e), q = labelRow(v().g, x, y);
+    const [x, y] = local(e), q = labelRow(v().g, x, y), k = labelCol(v().g, x, y);
     if (moved) return;
     if (q !== null) select(q, e.shiftKey);
+    else if (k !== null) colTip(target, k, e.clientX, e.clientY); // a tap on a column label: what it is
     else hover(target, cellAt(v().g, x, y), e.clientX, e.clientY); // a tap (a phone has no hover): the cell's value
   });
   const strip = target.querySelector('.sel-strip');
@@ -106,7 +114,9 @@ function build(target) {
     const [x, y] = local(e);
     const q = labelRow(g, x, y);
     overlay.style.cursor = q !== null ? 'pointer' : '';
+    const k = labelCol(g, x, y);
     if (q !== null) labelTip(target, q, e.clientX, e.clientY);
+    else if (k !== null) colTip(target, k, e.clientX, e.clientY);
     else hover(target, cellAt(g, x, y), e.clientX, e.clientY);
   });
   overlay.addEventListener('mouseleave', () => hover(target, null));
@@ -126,6 +136,7 @@ function build(target) {
       v().cursor = next;
       if (next.q < g.q0 || next.q >= g.q0 + g.n || next.k < g.k0 || next.k >= g.k0 + g.n) zoomTo(g.n, next);
       hover(target, next);
+      cursorTip(target);
       target.querySelector('.readout').textContent = [describe(v(), next), specialNotes(v().tokens[next.q], v().tokens[next.k])].filter(Boolean).join('\n');
     } else if (e.key === '+' || e.key === '=') { e.preventDefault(); zoomTo(want().n / 2, v().cursor); }
     else if (e.key === '-') { e.preventDefault(); zoomTo(want().n * 2, v().cursor); }
@@ -133,6 +144,7 @@ function build(target) {
     else if (e.key === 'Enter' && v().cursor) { e.preventDefault(); select(v().cursor.q, e.shiftKey); }
     else if (e.key === 'Escape' && (v().opts.sel ?? []).length) { e.preventDefault(); select(null); }
   });
+  overlay.addEventListener('blur', () => { if (v().keyTip) { v().keyTip = false; hover(target, null); } });
 }
 
 const fmtP = (p) => p.toFixed(4);
@@ -161,6 +173,22 @@ function hover(target, cell, clientX, clientY) {
   v.opts.onHover?.(cell);
 }
 
+/**
+ * The keyboard cursor's cell in the tooltip a hover shows, beside the cell: its value seen as
+ * well as heard (the live readout). Hidden while the cell is outside the window: the render that
+ * moves the window to it shows it.
+ */
+function cursorTip(target) {
+  const v = target._view, g = v.g, { q, k } = v.cursor, tip = target.querySelector('.tooltip');
+  v.keyTip = true;
+  if (q < g.q0 || q >= g.q0 + g.n || k < g.k0 || k >= g.k0 + g.n) { tip.hidden = true; return; }
+  const r = target.querySelector('.overlay').getBoundingClientRect();
+  tip.textContent = describe(v, v.cursor);
+  noteTip(tip, v.tokens[q], v.tokens[k]);
+  // from the cell's centre, past its corner on the side with room: off the crosshair's lines
+  placeTip(tip, r.left + g.x0 + (k - g.k0 + 0.5) * g.cell, r.top + g.y0 + (q - g.q0 + 0.5) * g.cell, g.cell / 2 + 6);
+}
+
 /** Over a row label: what a click does. */
 function labelTip(target, q, clientX, clientY) {
   const v = target._view;
@@ -170,6 +198,18 @@ function labelTip(target, q, clientX, clientY) {
   const on = (v.opts.sel ?? []).includes(q);
   tip.textContent = `${v.tokens[q]}: click to keep only its row, shift-click to ${on ? 'remove it from' : 'add it to'} the selection`;
   noteTip(tip, v.tokens[q]);
+  placeTip(tip, clientX, clientY);
+  v.opts.onHover?.(null);
+}
+
+/** Over a column label: the key it is, and what a special token is. */
+function colTip(target, k, clientX, clientY) {
+  const v = target._view;
+  v.hoverCell = null;
+  drawCrosshair(v.overlayCtx, v.g, v.cursor);
+  const tip = target.querySelector('.tooltip');
+  tip.textContent = `${v.tokens[k]}: the key at position ${k} (its column)`;
+  noteTip(tip, v.tokens[k]);
   placeTip(tip, clientX, clientY);
   v.opts.onHover?.(null);
 }
@@ -308,4 +348,7 @@ export function render(target, run, opts) {
   const cursor = prev && prev.run.T === T ? prev.cursor : null;
   target._view = { run, opts, g, img, imgKey, drawKey, tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
   drawCrosshair(overlayCtx, g, target._view.hoverCell ?? cursor);
+  // the keys' tooltip follows a zoom, a new head or layer; a new input drops the cursor and it
+  if (prev?.keyTip && cursor) cursorTip(target);
+  else if (prev?.keyTip) target.querySelector('.tooltip').hidden = true;
 }

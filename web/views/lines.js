@@ -11,7 +11,7 @@ const MAX_LINES = 1500;  // the strongest lines of a long window
 
 function build(target) {
   target.classList.add('lines-view');
-  target.innerHTML = '<canvas class="lines" role="img"></canvas><p class="lines-note muted"></p>';
+  target.innerHTML = '<p class="lines-axes muted">queries (left) → keys (right)</p><canvas class="lines" role="img"></canvas><p class="lines-note muted"></p>';
   const c = target.querySelector('canvas');
   c.addEventListener('mousemove', (e) => {
     const v = target._view;

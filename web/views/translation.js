@@ -110,7 +110,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const nav = el('div', { class: 'tr-nav' });
   const prev = el('button', { type: 'button', 'aria-label': 'previous step' }, '← step');
   const fwd = el('button', { type: 'button', 'aria-label': 'next step' }, 'step →');
-  const play = el('button', { type: 'button', 'aria-label': playing ? 'stop' : 'play the decoding from its first step', 'aria-pressed': String(!!playing) }, playing ? '■ stop' : '▶ play');
+  const play = el('button', { type: 'button', 'aria-label': playing ? 'stop' : 'play the decoding from this step', 'aria-pressed': String(!!playing) }, playing ? '■ stop' : '▶ play');
   const slider = el('input', { type: 'range', min: '1', max: String(T), value: String(t + 1), 'aria-label': 'step', class: 'tr-slider' });
   prev.disabled = t === 0;
   fwd.disabled = t === T - 1;
@@ -227,13 +227,14 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
   else if (panes.length === 1 && panes[0] === 'masks') out.append(el('p', { class: 'muted' }, 'The masks need a batch of two or more sources of different lengths (each "source => target" to teacher-force).'));
   out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads, encoder: ${info.layers} × ${info.heads} · ${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`));
-  // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view
+  // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view,
+  // without scrolling the page (a view taller than the screen would scroll the header away)
   const had = target.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') ?? '' : null;
   target.replaceChildren(out);
   target.tabIndex = 0;
   target.setAttribute('role', 'group');
   target.setAttribute('aria-label', `translation, step ${t + 1} of ${T}: ← and → step through the decoding`);
-  if (had !== null) (had && target.querySelector(`[aria-label="${CSS.escape(had)}"]`) || target).focus();
+  if (had !== null) (had && target.querySelector(`[aria-label="${CSS.escape(had)}"]`) || target).focus({ preventScroll: true });
   if (beside && headEl) fitAboveFold(headEl, headOpts, foldPx);
   // ← and → step through the decoding wherever the focus is in the view (not in a control that
   // takes the arrows itself)
