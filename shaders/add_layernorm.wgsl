@@ -1,8 +1,12 @@
-// Residual add and LayerNorm over rows, in the three forms the encoder layers need (the
-// `AddNorm` modes in src/engine/gpu/plan.rs):
+// Residual add and a norm LN over rows (LayerNorm or RMSNorm), in the three forms the layers
+// need (the `AddNorm` modes in src/engine/gpu/plan.rs):
 // * 0, norm:        norm = LN(a)                 (pre-LN: before a sub-layer)
 // * 1, add + norm:  sum = a + b; norm = LN(sum)  (post-LN: LN(x + Sublayer(x)); pre-LN: LN₂)
 // * 2, add:         sum = a + b                  (pre-LN: the last residual of a layer)
+//
+// LN, by `kind` (`NormKind` in src/model/weights.rs):
+// * 0, LayerNorm:   (x − mean)/√(var + eps)·gamma + beta
+// * 1, RMSNorm:     gamma·(x/√(mean(x²) + eps)): no mean subtracted, no beta read (Llama)
 //
 // # Shapes
 // * a, b, sum, norm: (rows, D); gamma, beta: (D,)
@@ -14,6 +18,10 @@ struct Params {
     dim: u32,
     mode: u32,
     eps: f32,
+    kind: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -48,7 +56,12 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     if (p.mode == 2u) {
         return;
     }
-    let mean = workgroup_sum(s, lid) / f32(p.dim);
+    let rms = p.kind == 1u;
+    // RMSNorm centres nothing: its "variance" is the mean of x²
+    var mean = 0.0;
+    if (!rms) {
+        mean = workgroup_sum(s, lid) / f32(p.dim);
+    }
     var v = 0.0;
     for (var c = lid; c < p.dim; c += WG) {
         let d = input(base + c) - mean;
@@ -57,7 +70,11 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     let inv = inverseSqrt(workgroup_sum(v, lid) / f32(p.dim) + p.eps);
     if (live) {
         for (var c = lid; c < p.dim; c += WG) {
-            norm[base + c] = (input(base + c) - mean) * inv * gamma[c] + beta[c];
+            if (rms) {
+                norm[base + c] = gamma[c] * (input(base + c) * inv);
+            } else {
+                norm[base + c] = (input(base + c) - mean) * inv * gamma[c] + beta[c];
+            }
         }
     }
 }

@@ -7,10 +7,12 @@
 // is `q[(b·n_q + i)·q_stride + q_offset + h·d_k ..][..d_k]`, which is the
 // `view(B, n, H, d_k).transpose(1, 2)` split without moving data. In the encoder both live in
 // the fused (B·T, 3·D) QKV buffer: Q at offset 0, K at offset D, stride 3·D. n_q may differ
-// from n_k (cross-attention).
+// from n_k (cross-attention). Query head h reads key head h / group (grouped-query attention:
+// `heads` query heads share `heads / group` key/value heads; group = 1 is multi-head attention).
 //
 // # Shapes
-// * q: (B·n_q, q_stride), k: (B·n_k, k_stride)
+// * q: (B·n_q, q_stride) holding heads·d_k columns, k: (B·n_k, k_stride) holding
+//   (heads / group)·d_k
 // * mask: (B, n_q, ceil(n_k / 32)) u32 words, bit j % 32 of word j / 32 set where query i may
 //   attend to key j (`Mask::to_bits`)
 // * scores, probs: (B, H, n_q, n_k)
@@ -40,8 +42,9 @@ struct Params {
     k_offset: u32,
     scale: f32,
     keep_scores: u32,
+    // query heads per key/value head
+    group: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -148,7 +151,7 @@ fn rows_of(i0: u32, bh: u32) -> Rows {
     let next = vec4u(0u, 1u, 2u, 3u);
     return Rows(
         item * p.n_q * p.q_stride + p.q_offset + head * p.d_k,
-        item * p.n_k * p.k_stride + p.k_offset + head * p.d_k,
+        item * p.n_k * p.k_stride + p.k_offset + (head / p.group) * p.d_k,
         (bh * p.n_q + i0) * p.n_k + next * p.n_k,
         ((item * p.n_q + i0) + next) * mask_words(),
         vec4u(i0) + next < vec4u(p.n_q),

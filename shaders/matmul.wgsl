@@ -3,13 +3,16 @@
 // attention context (P·V per head, written straight into the merged-heads layout).
 //
 // Element (m, k) of A is a[a.base + item·a.item + head·a.head + m·a.row + k],
-// element (n, k) of B is b[b.base + item·b.item + head·b.head + n·b.row + k·b_col],
+// element (n, k) of B is b[b.base + item·b.item + g·b.head + n·b.row + k·b_col] with
+// g = (b_first_head + head) / b_group (B's head of product head `head`: the key/value head a
+// run of query heads starting at b_first_head reads under grouped-query attention; g = head for
+// the dense layers and multi-head attention, where b_first_head = 0 and b_group = 1),
 // element (m, n) of C is c[c.base + item·c.item + head·c.head + m·c.row + n].
 //
 // # Shapes
 // * dense:   a (M, K), b = W (N, K) as nn.Linear stores it, bias (N,), c (M, N)
-// * context: a = P (B, H, n_q, n_k), b = V (B·n_k, stride) with head h at columns offset + h·d_v,
-//            read as (d_v, n_k) (b.row = 1, b_col = the stride); c (B·n_q, H·d_v)
+// * context: a = P (B, H, n_q, n_k), b = V (B·n_k, stride) with key/value head g at columns
+//            offset + g·d_v, read as (d_v, n_k) (b.row = 1, b_col = the stride); c (B·n_q, H·d_v)
 //
 // Register-tiled: each invocation computes an 8 × 8 block of C in registers, reading A and B
 // four k at a time; a workgroup of SIDE × SIDE invocations covers an (8·SIDE)² tile. There is
@@ -42,10 +45,14 @@ struct Params {
     c: Operand,
     // the stride of B along k (1 for W and K; the row stride for V)
     b_col: u32,
-    // 0 = none, 1 = GELU, 2 = tanh GELU, 3 = ReLU (`activate` in common.wgsl)
+    // 0 = none, 1 = GELU, 2 = tanh GELU, 3 = ReLU, 4 = SiLU (`activate` in common.wgsl)
     act: u32,
     alpha: f32,
     has_bias: u32,
+    b_first_head: u32,
+    b_group: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -83,7 +90,7 @@ fn offsets(z: u32) -> vec3u {
     let head = z % p.heads;
     return vec3u(
         p.a.base + item * p.a.item + head * p.a.head,
-        p.b.base + item * p.b.item + head * p.b.head,
+        p.b.base + item * p.b.item + ((p.b_first_head + head) / p.b_group) * p.b.head,
         p.c.base + item * p.c.item + head * p.c.head,
     );
 }

@@ -17,6 +17,9 @@ pub enum Error {
     #[error("{file}: not a valid safetensors file: {msg}")]
     Safetensors { file: String, msg: String },
 
+    #[error("{file}: not a GGUF file attnscope reads: {msg}")]
+    Gguf { file: String, msg: String },
+
     #[error("{file}: missing tensor `{key}`")]
     MissingTensor { file: String, key: String },
 

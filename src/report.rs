@@ -460,8 +460,13 @@ pub struct DecoderInfo {
 #[derive(serde::Serialize)]
 pub struct ModelInfo<'a> {
     pub name: &'a str,
-    /// The family, as HF's `model_type` names it (`bert`, `roberta`, `distilbert`, `gpt2`).
+    /// The family, as HF's `model_type` names it (`bert`, `roberta`, `distilbert`, `gpt2`,
+    /// `marian`, `llama`, `mistral`, `qwen2`): a name to show, not to decide by (the
+    /// `architecture` says what the model is).
     pub model_type: &'static str,
+    /// What the model is: its kind, positions, norm, feed-forward, query and key/value heads,
+    /// biases and LM head ([`Architecture`](crate::model::config::Architecture)).
+    pub architecture: &'a crate::model::config::Architecture,
     /// `encoder`, or `decoder` for a decoder-only model.
     pub stack: crate::engine::ops::Stack,
     /// The mask the model was trained with (`padding`, or `causal` for a decoder-only model).
@@ -506,11 +511,12 @@ impl<'a> ModelInfo<'a> {
         Self {
             name: model.short_name(),
             model_type: c.family.name(),
+            architecture: &c.architecture,
             stack: model.stack(),
             own_mask: model.own_mask(),
-            token_types: c.family.has_token_types(),
-            position_offset: match (c.family, c.pad_token_id) {
-                (crate::model::Family::Roberta, Some(pad)) => pad as usize + 1,
+            token_types: c.architecture.token_types,
+            position_offset: match c.architecture.positions {
+                crate::model::config::Positions::Learned { offset } => offset,
                 _ => 0,
             },
             lm_head: model.weights.has_lm_head(),
@@ -627,6 +633,79 @@ impl<'a> DecoderTraceItem<'a> {
             output: rows(&tr.output, t),
         })
     }
+}
+
+/// `generate`'s report: a prompt, what the model wrote after it, and every attention of one
+/// causal pass over the `N` positions it was fed (see [`crate::engine::Generation`]).
+#[derive(serde::Serialize)]
+pub struct GenerationReport<'a> {
+    pub model: &'a str,
+    pub model_type: &'static str,
+    pub backend: &'a str,
+    /// Why the CPU ran although the GPU was wanted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<&'a str>,
+    /// The text as the model read it (after the chat template, with `--chat`).
+    pub prompt: &'a str,
+    pub prompt_ids: &'a [u32],
+    /// The new tokens, EOS last when it was reached.
+    pub output_ids: &'a [u32],
+    /// The new tokens decoded, special tokens skipped.
+    pub output_text: String,
+    /// `[N]`: every token the model was fed, as the vocabulary holds it.
+    pub tokens: Vec<String>,
+    /// `[L][H][N][N]`, H the query heads (the page's copy carries it as a typed array beside).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Nested<'a, f32>>,
+    /// One per output token: the likeliest tokens at the step that wrote it, best first.
+    pub steps: Vec<Step>,
+    /// Each step's time in ms (the first's is the prompt's pass).
+    pub step_ms: &'a [f64],
+}
+
+impl<'a> GenerationReport<'a> {
+    pub fn new(
+        model: &'a Model,
+        backend: &'a str,
+        prompt: &'a str,
+        g: &'a crate::engine::Generation,
+    ) -> Self {
+        let tok = &model.tokenizer;
+        let p = g.prompt_ids.len();
+        Self {
+            model: model.short_name(),
+            model_type: model.config.family.name(),
+            backend,
+            fallback: None,
+            prompt,
+            prompt_ids: &g.prompt_ids,
+            output_ids: &g.output_ids,
+            output_text: tok.decode(&g.output_ids),
+            tokens: g.fed().iter().map(|&id| tok.token(id)).collect(),
+            attention: Some(Nested(g.attention.view().into_dyn())),
+            steps: (0..g.output_ids.len())
+                .map(|i| Step {
+                    top_k: predictions(&g.next[p - 1 + i], tok),
+                })
+                .collect(),
+            step_ms: &g.step_ms,
+        }
+    }
+}
+
+/// An engine's likeliest tokens, named.
+pub fn predictions(
+    top: &[crate::engine::TokenProb],
+    tok: &crate::model::TextTokenizer,
+) -> Vec<NextToken> {
+    top.iter()
+        .map(|t| NextToken {
+            id: t.id,
+            token: tok.token(t.id),
+            text: tok.text_of(t.id),
+            p: t.p,
+        })
+        .collect()
 }
 
 /// One step of a decoding: the likeliest next tokens after it, best first.

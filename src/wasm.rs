@@ -22,8 +22,8 @@ use crate::model::{
     limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
 };
 use crate::report::{
-    item_attention, next_tokens, DecoderTraceItem, ItemInput, ModelInfo, PaddedBatch, RunInfo,
-    TranslationReport,
+    item_attention, next_tokens, predictions, DecoderTraceItem, GenerationReport, ItemInput,
+    ModelInfo, PaddedBatch, RunInfo, TranslationReport,
 };
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
@@ -107,6 +107,102 @@ struct RunOptions {
     /// For a model with an LM head: the K likeliest next tokens at every position
     /// (`nextTokens`, `[B][T][K]` of `{id, token, text, p}`, as the CLI's `--top-k`).
     top_k: Option<usize>,
+}
+
+/// How a generation runs (see [`Session::generate`]).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct GenerateOptions {
+    max_new_tokens: usize,
+    top_k: usize,
+    /// Wrap the prompt in the model's chat template as a user message.
+    chat: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self {
+            max_new_tokens: 32,
+            top_k: 5,
+            chat: false,
+        }
+    }
+}
+
+/// A generation the page drives one token at a time on the CPU engine ([`Session::generate`]):
+/// each [`Generating::step`] runs one pass (the prompt's first), and [`Generating::result`]
+/// gives everything so far as the CLI's `generate` prints it.
+#[wasm_bindgen]
+pub struct Generating {
+    model: std::sync::Arc<Model>,
+    steps: crate::engine::generate::CpuSteps<std::sync::Arc<Model>>,
+    state: crate::engine::generate::Greedy,
+    prompt: String,
+    /// What the next pass feeds (`None` before the prompt's pass and after the last).
+    next: Option<(usize, u32)>,
+    started: bool,
+}
+
+#[wasm_bindgen]
+impl Generating {
+    /// Runs the next pass and returns what it wrote: `{id, token, text, top_k: [{id, token,
+    /// text, p}], step_ms, done, n_q, n_k, attention: Float32Array (L, H, n_q, n_k)}` (the
+    /// prompt's pass: `n_q = n_k = P`; a step: one row over every position so far); `null`
+    /// once the generation is over.
+    pub fn step(&mut self) -> Result<JsValue, JsError> {
+        let start = Instant::now();
+        let pass = match (self.started, self.next) {
+            (false, _) => {
+                self.started = true;
+                let prompt = self.state.prompt_ids().to_vec();
+                self.steps.prefill_now(&prompt)
+            }
+            (true, Some((n, token))) => self.steps.step_now(n, token),
+            (true, None) => return Ok(JsValue::NULL),
+        }
+        .map_err(js_err)?;
+        self.next = self.state.accept(pass, start.elapsed().as_secs_f64() * 1e3);
+        let i = self.state.output_ids().len() - 1;
+        let id = self.state.output_ids()[i];
+        let tok = &self.model.tokenizer;
+        let o = Object::new();
+        set(&o, "id", id)?;
+        set(&o, "token", tok.token(id))?;
+        set(&o, "text", tok.text_of(id))?;
+        set(
+            &o,
+            "top_k",
+            to_js(&predictions(self.state.step_top_k(i), tok))?,
+        )?;
+        set(&o, "step_ms", *self.state.step_ms().last().unwrap_or(&0.0))?;
+        set(&o, "done", self.next.is_none())?;
+        if let Some(a) = self.state.last_attention() {
+            let (_, _, _, n_q, n_k) = a.dim();
+            set(&o, "n_q", n_q as f64)?;
+            set(&o, "n_k", n_k as f64)?;
+            set(&o, "attention", flat(a))?;
+        }
+        Ok(o.into())
+    }
+
+    /// Everything so far as `attnscope generate` prints it: `{model, model_type, backend,
+    /// prompt, prompt_ids, output_ids, output_text, tokens [N], steps [{top_k}], step_ms}`,
+    /// with `attention` `(L, H, N, N)` beside it as a `Float32Array` and `n` (N).
+    pub fn result(&self) -> Result<JsValue, JsError> {
+        if self.state.output_ids().is_empty() {
+            return Err(JsError::new(
+                "nothing has been generated yet: call step() first",
+            ));
+        }
+        let g = self.state.generation();
+        let mut report = GenerationReport::new(&self.model, "cpu", &self.prompt, &g);
+        let attention = flat(&g.attention);
+        report.attention = None;
+        let o: Object = to_js(&report)?.into();
+        set(&o, "attention", attention)?;
+        set(&o, "n", g.attention.dim().2 as f64)?;
+        Ok(o.into())
+    }
 }
 
 /// What a translation computes besides its attentions (see [`Session::translate`]).
@@ -289,6 +385,8 @@ impl WeightsBuffer {
 /// read before this returns (its errors are thrown here); the promise resolves to the
 /// [`Session`] once the backend is up. The session shares the weights file's matrices; the file
 /// stays the caller's, to `free()` whenever it likes.
+/// `tokenizer_config`: the folder's `tokenizer_config.json` where it has one (an instruct
+/// model's chat template), else `undefined`.
 #[wasm_bindgen(js_name = loadSession)]
 pub fn load_session(
     name: String,
@@ -296,10 +394,33 @@ pub fn load_session(
     safetensors: &WeightsBuffer,
     tokenizer_json: &[u8],
     backend: String,
+    tokenizer_config: Option<Vec<u8>>,
 ) -> Result<js_sys::Promise, JsError> {
     let choice: BackendChoice = backend.parse().map_err(js_err)?;
-    let model =
+    let mut model =
         Model::load(&name, config_json, &safetensors.file, tokenizer_json).map_err(js_err)?;
+    if let Some(bytes) = tokenizer_config {
+        model = model.with_tokenizer_config(&bytes, &name).map_err(js_err)?;
+    }
+    start_session(model, choice)
+}
+
+/// Loads a GGUF file (a Llama-family model: config, tokenizer and chat template from its
+/// metadata, quantized matrices kept so) held in `file`, which the session then shares; as
+/// [`load_session`] otherwise.
+#[wasm_bindgen(js_name = loadGgufSession)]
+pub fn load_gguf_session(
+    name: String,
+    file: &WeightsBuffer,
+    backend: String,
+) -> Result<js_sys::Promise, JsError> {
+    let choice: BackendChoice = backend.parse().map_err(js_err)?;
+    let model = Model::from_gguf(&name, &file.file).map_err(js_err)?;
+    start_session(model, choice)
+}
+
+/// A promise of the [`Session`] of `model` once its backend is up.
+fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise, JsError> {
     Ok(wasm_bindgen_futures::future_to_promise(async move {
         let runner = Runner::new(model, choice)
             .await
@@ -377,7 +498,9 @@ impl Session {
     #[wasm_bindgen(js_name = positionSimilarity)]
     pub fn position_similarity(&self, n: usize) -> Result<JsValue, JsError> {
         let model = self.runner.model();
-        let learned = learned_position_similarity(model, n.max(1));
+        let learned = learned_position_similarity(model, n.max(1)).ok_or_else(|| {
+            JsError::new("the model's positions are rotary: it has no table of them to compare")
+        })?;
         let n = learned.nrows();
         let dim = model.config.hidden_size;
         let o = Object::new();
@@ -634,6 +757,46 @@ impl Session {
                 .map_err(|_| JsError::new(&format!("could not set {key}")))?;
         }
         Ok(o)
+    }
+
+    /// Starts writing after `prompt` with a decoder-only model on the CPU engine, greedily:
+    /// `options` `{maxNewTokens?: number (32), topK?: number (5), chat?: bool}`. Returns a
+    /// [`Generating`] the page steps one token at a time; the prompt's errors (no chat
+    /// template, too long, not a decoder) are thrown here.
+    pub fn generate(&self, prompt: String, options: JsValue) -> Result<Generating, JsError> {
+        let options: GenerateOptions = if options.is_undefined() || options.is_null() {
+            GenerateOptions::default()
+        } else {
+            serde_wasm_bindgen::from_value(options)
+                .map_err(|e| JsError::new(&format!("generate options: {e}")))?
+        };
+        let model = self.runner.shared_model();
+        let text = if options.chat {
+            let template = model.chat.as_ref().ok_or_else(|| {
+                JsError::new(&format!(
+                    "{} has no chat template: turn chat off",
+                    model.short_name()
+                ))
+            })?;
+            template.user(&prompt).map_err(js_err)?
+        } else {
+            prompt
+        };
+        let enc = model.tokenizer.encode(&[&text], None).map_err(js_err)?;
+        let ids: Vec<u32> = enc.ids.row(0).iter().take(enc.length(0)).copied().collect();
+        let opts = crate::engine::GenerateOptions {
+            max_new_tokens: options.max_new_tokens,
+            top_k: options.top_k,
+        };
+        crate::engine::generate::check(&model, &ids, &opts).map_err(js_err)?;
+        Ok(Generating {
+            steps: crate::engine::generate::CpuSteps::new(model.clone(), opts.top_k),
+            state: crate::engine::generate::Greedy::new(&model, &ids, &opts),
+            model,
+            prompt: text,
+            next: None,
+            started: false,
+        })
     }
 
     /// Decoder layer `layer` inside, for source `item` of `sources` and its `outputs` (each the

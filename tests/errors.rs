@@ -294,19 +294,21 @@ fn an_unsupported_model_type_is_named_with_the_supported_ones() {
         let s = std::fs::read_to_string(&p).unwrap();
         std::fs::write(
             &p,
-            s.replace("\"model_type\": \"bert\"", "\"model_type\": \"llama\""),
+            s.replace("\"model_type\": \"bert\"", "\"model_type\": \"t5\""),
         )
         .unwrap();
     });
     let (e, msg) = load_err(dir.path());
     assert!(matches!(e, Error::Config { .. }), "{msg}");
     for part in [
-        "\"llama\"",
+        "\"t5\"",
         "not supported",
         "bert",
         "roberta",
         "distilbert",
         "gpt2",
+        "llama",
+        "qwen2",
     ] {
         assert!(msg.contains(part), "{part}: {msg}");
     }

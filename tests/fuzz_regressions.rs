@@ -68,6 +68,11 @@ fn model_inputs_no_longer_panic() {
 }
 
 #[test]
+fn gguf_inputs_no_longer_panic() {
+    replay("gguf", harness::gguf);
+}
+
+#[test]
 fn tokenizers_the_tokenizers_crate_panics_on_are_errors_naming_the_file_and_component() {
     for (path, bytes) in inputs("tokenizer") {
         let e = TextTokenizer::from_bytes(&bytes, "tokenizer.json", 64, Some(0))

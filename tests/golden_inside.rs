@@ -304,7 +304,7 @@ fn learned_position_similarity_is_the_cosine_of_the_safetensors_position_rows() 
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     let n = 70;
-    let got = learned_position_similarity(m, n);
+    let got = learned_position_similarity(m, n).unwrap();
     assert_eq!(got.dim(), (n, n));
     let row = |i: usize| &table[i * d..(i + 1) * d];
     let mut worst = 0f32;
@@ -323,6 +323,6 @@ fn learned_position_similarity_is_the_cosine_of_the_safetensors_position_rows() 
     }
     assert!(worst < 1e-5, "max |Δ| {worst}");
     // the table is cut at its length
-    let all = learned_position_similarity(m, 100_000);
+    let all = learned_position_similarity(m, 100_000).unwrap();
     assert_eq!(all.nrows(), m.config.max_position_embeddings);
 }

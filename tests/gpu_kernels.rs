@@ -2,7 +2,8 @@
 //! Each WGSL kernel on its own against its CPU reference, at awkward sizes: 1, 7, 33 and 512
 //! rows, widths off the 64-wide matmul tile and the 64-wide row workgroup, sizes and strides
 //! that are not multiples of 4 (the matmul's and attention's scalar forms), n_q ≠ n_k,
-//! d_k ≠ d_v.
+//! d_k ≠ d_v, grouped-query attention; and the Llama family's RMSNorm, rotary positions and
+//! gate.
 
 mod common;
 
@@ -11,7 +12,9 @@ use std::sync::OnceLock;
 use attnscope::engine::cpu::attention::{merge_heads, scaled_dot_product_attention, split_heads};
 use attnscope::engine::cpu::ops;
 use attnscope::engine::gpu::GpuKernels;
-use attnscope::model::weights::{LayerNorm, Linear};
+use attnscope::engine::ops::Heads;
+use attnscope::model::config::Rotary;
+use attnscope::model::weights::{Linear, Norm};
 use attnscope::model::Activation;
 use attnscope::Mask;
 use common::*;
@@ -113,7 +116,7 @@ fn activations_match_the_cpu() {
 #[test]
 fn add_layernorm_in_both_forms() {
     for (rows, d) in [(1, 24), (7, 7), (33, 384), (512, 100)] {
-        let ln = LayerNorm::new(
+        let ln = Norm::new(
             Array1::from(values(d, 4)),
             Array1::from(values(d, 5)),
             1e-12,
@@ -122,12 +125,98 @@ fn add_layernorm_in_both_forms() {
         let (sum, norm) = block_on(kernels().add_layernorm(a.view(), Some(b.view()), &ln)).unwrap();
         let want_sum = &a + &b;
         assert!(diff(&sum, &want_sum) < 1e-6);
-        let dn = diff(&norm, &ops::layer_norm(want_sum.view(), &ln));
+        let dn = diff(&norm, &ops::norm(want_sum.view(), &ln));
         assert!(dn < 1e-4, "LN(a + b) {rows}×{d} differs by {dn}");
         let (_, norm_a) = block_on(kernels().add_layernorm(a.view(), None, &ln)).unwrap();
-        let da = diff(&norm_a, &ops::layer_norm(a.view(), &ln));
+        let da = diff(&norm_a, &ops::norm(a.view(), &ln));
         assert!(da < 1e-4, "LN(a) {rows}×{d} differs by {da}");
     }
+}
+
+/// RMSNorm through the same kernel (its `kind` flag): no mean subtracted, no bias.
+#[test]
+fn rms_norm_in_both_forms() {
+    for (rows, d) in [(1, 24), (7, 7), (33, 256), (512, 100)] {
+        let ln = Norm::rms(Array1::from(values(d, 4)), 1e-5);
+        // off-centre rows, where LayerNorm and RMSNorm differ most
+        let (a, b) = (matrix(rows, d, 8) + 1.5, matrix(rows, d, 9));
+        let (sum, norm) = block_on(kernels().add_layernorm(a.view(), Some(b.view()), &ln)).unwrap();
+        let want_sum = &a + &b;
+        assert!(diff(&sum, &want_sum) < 1e-6);
+        let dn = diff(&norm, &ops::norm(want_sum.view(), &ln));
+        assert!(dn < 1e-5, "RMS(a + b) {rows}×{d} differs by {dn}");
+        let (_, norm_a) = block_on(kernels().add_layernorm(a.view(), None, &ln)).unwrap();
+        let da = diff(&norm_a, &ops::norm(a.view(), &ln));
+        assert!(da < 1e-5, "RMS(a) {rows}×{d} differs by {da}");
+    }
+}
+
+/// Rotary positions against the CPU's `rotate`, up to the last position a model may have
+/// (`MAX_POSITIONS`), where the angle is largest: the kernel's own cosine and sine.
+#[test]
+fn rotary_positions_match_the_cpu() {
+    for (rows, heads, d, theta) in [
+        (1, 1, 2, 10000.0),
+        (7, 4, 48, 100000.0),
+        (33, 3, 64, 10000.0),
+        (130, 2, 128, 1000000.0),
+    ] {
+        let rope = Rotary { theta, head_dim: d };
+        let x = matrix(rows, heads * d, 21) * 3.0;
+        // early positions, and late ones up to the largest
+        let positions: Vec<u32> = (0..rows as u32)
+            .map(|r| if r % 2 == 0 { r } else { 8191 - r * 61 })
+            .collect();
+        let gpu = block_on(kernels().rotate(x.view(), heads, &rope, &positions)).unwrap();
+        let want = ops::rotate(x.view(), heads, &rope, &positions);
+        let d_max = diff(&gpu, &want);
+        eprintln!("rotate {rows}×{heads}·{d} θ={theta}: {d_max:.2e}");
+        assert!(
+            d_max < 1e-5,
+            "{rows}×{heads}·{d} θ={theta}: differs by {d_max}"
+        );
+    }
+    let rope = Rotary {
+        theta: 10000.0,
+        head_dim: 4,
+    };
+    let odd = block_on(kernels().rotate(matrix(2, 12, 1).view(), 2, &rope, &[0, 1]));
+    assert!(odd.is_err(), "12 columns are not 2 heads of 4");
+}
+
+#[test]
+fn gate_matches_the_cpu() {
+    for act in [Activation::Silu, Activation::Gelu, Activation::GeluTanh] {
+        for (rows, f) in [(1, 1), (7, 33), (33, 256), (70, 1000)] {
+            let (g, u) = (matrix(rows, f, 31) * 3.0, matrix(rows, f, 32));
+            let gpu = block_on(kernels().gate(g.view(), u.view(), act)).unwrap();
+            let want = ops::gate(g.view(), u.view(), act);
+            // within 1e-6 of each value's size (the products reach 12)
+            let worst = gpu
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs() / (1.0 + b.abs()))
+                .fold(0.0, f32::max);
+            assert!(
+                worst < 1e-6,
+                "{act:?} {rows}×{f} differs by {worst} (relative)"
+            );
+        }
+    }
+}
+
+/// Each key/value head's columns repeated for the `group` query heads that read it (HF's
+/// `repeat_kv`): grouped-query attention as multi-head attention.
+///
+/// # Shapes
+/// * `x`: `(B, n, H_kv·d)` → `(B, n, H_kv·group·d)`
+fn repeat_kv(x: &Array3<f32>, kv: usize, group: usize) -> Array3<f32> {
+    let (b, n, cols) = x.dim();
+    let d = cols / kv;
+    Array3::from_shape_fn((b, n, kv * group * d), |(bi, i, c)| {
+        let (h, j) = (c / d, c % d);
+        x[[bi, i, (h / group) * d + j]]
+    })
 }
 
 /// The CPU reference: per item and head, SDPA on the split heads, then the merge.
@@ -194,7 +283,8 @@ fn attention_on(kernels: &GpuKernels) {
         let mask = Mask::explicit(Array3::from_shape_fn((b, n_q, n_k), |(bi, i, j)| {
             j == 0 || (3 * j + i + bi) % 4 != 0
         }));
-        let gpu = block_on(kernels.attention(q.view(), k.view(), v.view(), h, &mask)).unwrap();
+        let gpu = block_on(kernels.attention(q.view(), k.view(), v.view(), Heads::all(h), &mask))
+            .unwrap();
         let (probs, ctx) = cpu_attention(&q, &k, &v, h, &mask);
         let gp = gpu
             .probs
@@ -230,8 +320,69 @@ fn attention_on(kernels: &GpuKernels) {
         q.view(),
         Array3::zeros((1, 3, 4)).view(),
         Array3::zeros((1, 3, 4)).view(),
-        2,
+        Heads::all(2),
         &bad_mask
     ))
     .is_err());
+}
+
+/// Grouped-query attention: query head h reads key/value head h / (H / H_kv), as multi-head
+/// attention over the key/value heads repeated; on both sets of kernels, with d_k a multiple of
+/// 4 (the `vec4` and shared forms) and not.
+#[test]
+fn grouped_query_attention_reads_each_groups_key_value_head() {
+    for kernels in [kernels(), plain_kernels()] {
+        let shared = kernels.shares_rows();
+        // (B, n_q, n_k, H, H_kv, d_k, d_v)
+        for (b, n_q, n_k, h, kv, d_k, d_v) in [
+            (2, 9, 9, 4, 2, 48, 48),
+            (1, 1, 37, 8, 2, 16, 16),
+            (2, 7, 5, 6, 3, 5, 7),
+            (1, 70, 70, 4, 1, 32, 32),
+        ] {
+            let q =
+                Array3::from_shape_vec((b, n_q, h * d_k), values(b * n_q * h * d_k, 41)).unwrap();
+            let k =
+                Array3::from_shape_vec((b, n_k, kv * d_k), values(b * n_k * kv * d_k, 42)).unwrap();
+            let v =
+                Array3::from_shape_vec((b, n_k, kv * d_v), values(b * n_k * kv * d_v, 43)).unwrap();
+            let mask = Mask::explicit(Array3::from_shape_fn((b, n_q, n_k), |(bi, i, j)| {
+                j == 0 || (3 * j + i + bi) % 4 != 0
+            }));
+            let heads = Heads {
+                query: h,
+                key_value: kv,
+            };
+            let gpu =
+                block_on(kernels.attention(q.view(), k.view(), v.view(), heads, &mask)).unwrap();
+            let group = h / kv;
+            let (probs, ctx) = cpu_attention(
+                &q,
+                &repeat_kv(&k, kv, group),
+                &repeat_kv(&v, kv, group),
+                h,
+                &mask,
+            );
+            let gp = gpu
+                .probs
+                .clone()
+                .into_shape_with_order((b * h, n_q, n_k))
+                .unwrap();
+            let (dp, dc) = (diff(&gp, &probs), diff(&gpu.context, &ctx));
+            eprintln!(
+                "GQA B={b} n_q={n_q} n_k={n_k} H={h} H_kv={kv} d_k={d_k} d_v={d_v} (shared rows: \
+                 {shared}): probs {dp:.2e}, context {dc:.2e}"
+            );
+            assert!(dp <= 1e-5 && dc <= 1e-5, "probs {dp}, context {dc}");
+        }
+    }
+    // query heads that do not fall into equal groups
+    let q = Array3::<f32>::zeros((1, 2, 12));
+    let kv = Array3::<f32>::zeros((1, 2, 8));
+    let heads = Heads {
+        query: 3,
+        key_value: 2,
+    };
+    let mask = Mask::none(1, 2, 2);
+    assert!(block_on(kernels().attention(q.view(), kv.view(), kv.view(), heads, &mask)).is_err());
 }

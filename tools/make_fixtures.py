@@ -16,6 +16,26 @@ It also (re)creates two tiny checkpoints under tests/fixtures/models/, with a tr
   * tiny-bert: BertForSequenceClassification, f16 weights under the `bert.` prefix, 3 labels;
   * tiny-bert-preln: pre-LN encoder layers (the seeds' TransformerEncoderLayer), bf16 weights,
     gelu_new; HF has no pre-LN BERT, so its reference is the explicit PyTorch code below.
+
+The Llama family (`--only llama`; pip install gguf too; needs scripts/setup.sh's SmolLM2 GGUF):
+  * tiny-llama: LlamaForCausalLM, f16 weights, hidden 256, 2 layers, 4 heads over 2 KV heads,
+    head_dim 48 (not 256/4), untied lm_head, rope_theta 1e5, rms_norm_eps 1e-5, byte-level BPE
+    with <|endoftext|> <|im_start|> <|im_end|> (0, 1, 2) and SmolLM2's ChatML chat_template in
+    tokenizer_config.json; cases llama_batch (3 texts, right-padded, causal), llama_single, and
+    llama_generate (8 greedy tokens after a chat prompt; prompt_ids, output_ids, step_top5_ids, and
+    one forward pass over prompt + output[:-1]);
+  * tiny-qwen2: Qwen2ForCausalLM, bf16 weights, q/k/v biases, tied embeddings, sliding_window in the
+    config but use_sliding_window false; cases qwen2_batch and qwen2_generate;
+  * tiny-llama-gguf/tiny-llama-{F16,Q8_0,Q4_0,Q4_1,Q4_K,Q6_K}.gguf: tiny-llama as llama.cpp's
+    convert_hf_to_gguf.py writes it (Q/K rows permuted, llama.* metadata, the gpt2 tokenizer) and
+    `llama-quantize --pure` quantizes it (1-D tensors F32; a row length a type's blocks do not
+    divide falls back as llama-quant.cpp does: Q4_K -> Q5_0, Q6_K -> Q8_0, here attn_output's 192);
+    cases llama_gguf_{type} from HF loading each file alone (it dequantizes), and
+    llama_gguf_generate (Q4_K);
+  * smollm2_prompts: SmolLM2-135M-Instruct's Q4_1 GGUF under HF: ids, f32 attention of every layer,
+    top-10 next-token ids and probabilities per position for each prompt, 16 greedy tokens.
+Their safetensors: attention (B, L, H, T, T), next_token_probs (B, T, V), and for the padded cases
+hidden (B, T, D) and hidden_states (B, L+1, T, D) (the last after the final RMSNorm, as HF returns it).
 """
 import argparse
 import copy
@@ -506,8 +526,8 @@ def family_case(name, model_dir, model_type, spec, tok, model, pad_id, extra_ten
     types = torch.zeros_like(ids)
     out = model(input_ids=ids, attention_mask=valid, output_attentions=True, output_hidden_states=True)
     att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
-    # the base model's last_hidden_state (GPT-2's after ln_f), as HF returns it
-    base = model.transformer if hasattr(model, "lm_head") else model
+    # the base model's last_hidden_state (GPT-2's after ln_f, Llama's after its final norm), as HF returns it
+    base = model.base_model
     hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state
     tensors = dict(attention=att, hidden=hidden, hidden_states=torch.stack(out.hidden_states, dim=1),
                    **(extra_tensors(out) if extra_tensors else {}))
@@ -794,10 +814,452 @@ def sentencepiece_tokenizers():
     print(f"{TOKENIZERS}: unigram.json ({tok.get_vocab_size()} tokens), precompiled_null.json")
 
 
+# The Llama family (issue 30): a tiny Llama (GQA, head_dim ≠ hidden/heads, untied LM head) and a
+# tiny Qwen2 (q/k/v biases, tied embeddings) made by transformers' own classes, the tiny Llama
+# written again as GGUF files the way llama.cpp's convert_hf_to_gguf.py and llama-quantize
+# (--pure) write them, and SmolLM2-135M-Instruct's llama.cpp Q4_1 GGUF (scripts/setup.sh) under HF.
+LLAMA_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # ids 0, 1, 2, as SmolLM2's and Qwen2's
+# SmolLM2-135M-Instruct's chat template (its tokenizer_config.json and its GGUF's tokenizer.chat_template)
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+LLAMA_CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "time flies like an arrow"}]
+SMOLLM2_GGUF = os.path.join(ROOT, "assets", "models", "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def spread_1d(model, bias_std):
+    """RMSNorm weights 1 + 0.1·randn (the init leaves them at 1) and biases bias_std·randn (at 0)."""
+    for n, p in model.named_parameters():
+        if p.dim() == 1:
+            p.data += (0.1 if n.endswith("norm.weight") else bias_std) * torch.randn_like(p)
+
+
+def hub_config(cfg, rope_theta, **fields):
+    """config.json as the Hub's Llama/Qwen2 checkpoints spell it: `rope_theta` and
+    `rope_scaling: null` at the top level (transformers 5 writes `rope_parameters` instead and
+    still reads this form)."""
+    spec = cfg.to_dict()
+    for key in ("rope_parameters", "dtype", "output_hidden_states", "output_attentions", "return_dict", "id2label",
+                "label2id", "problem_type", "chunk_size_feed_forward", "is_encoder_decoder", "_name_or_path"):
+        spec.pop(key, None)  # transformers 5's generic fields, which Hub causal LM configs do not have
+    spec.update(rope_theta=rope_theta, rope_scaling=None, **fields)
+    return spec
+
+
+def chatml_tokenizer_config(path, bos, eos, pad, unk):
+    with open(path, "w") as f:
+        json.dump(dict(add_bos_token=False, add_prefix_space=False, bos_token=bos, eos_token=eos, pad_token=pad,
+                       unk_token=unk, clean_up_tokenization_spaces=False, model_max_length=128,
+                       tokenizer_class="GPT2Tokenizer", chat_template=CHATML_TEMPLATE), f, ensure_ascii=False, indent=2)
+
+
+def top_k_ids(scores, k):
+    return [s[0].topk(k).indices.tolist() for s in scores]
+
+
+@torch.no_grad()
+def generate_case(name, model_dir, model_type, tok, model, prompt, max_new_tokens=8, extra=None):
+    """HF's greedy `generate` from one prompt (no padding), then one forward pass over
+    prompt + output[:-1]: its attention (1, L, H, N, N) and next_token_probs (1, N, V). The json
+    has prompt_ids, output_ids (EOS included if reached) and each step's top-5 ids of generate's
+    scores; token_ids/tokens are the forward pass's sequence."""
+    enc = tok.encode(prompt)
+    ids = torch.tensor([enc.ids])
+    gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=1,
+                         max_new_tokens=max_new_tokens, output_scores=True, return_dict_in_generate=True)
+    output_ids = gen.sequences[0, ids.shape[1]:].tolist()
+    seq = torch.tensor([enc.ids + output_ids[:-1]])
+    out = model(input_ids=seq, attention_mask=torch.ones_like(seq), output_attentions=True)
+    att = torch.stack(out.attentions, dim=1)
+    check_causal(att, torch.ones_like(seq))
+    probs = F.softmax(out.logits, dim=-1)
+    p = len(enc.ids)
+    assert probs[0, p - 1:].argmax(-1).tolist() == output_ids, "the forward pass disagrees with generate"
+
+    class Enc:
+        tokens = [tok.id_to_token(t) for t in seq[0].tolist()]
+    write_case(name, model_dir, dict(texts=[prompt], mask="causal"), [Enc()], seq, torch.zeros_like(seq),
+               dict(attention=att, next_token_probs=probs),
+               extra=dict(model_type=model_type, prompt_ids=enc.ids, output_ids=output_ids,
+                          output_tokens=[tok.id_to_token(t) for t in output_ids], max_new_tokens=max_new_tokens,
+                          eos_token_id=model.config.eos_token_id, step_top5_ids=top_k_ids(gen.scores, 5),
+                          **(extra or {})))
+    return output_ids
+
+
+def check_right_padding(model, tok, texts, att):
+    """HF's Llama/Qwen2 give every row positions 0..T-1 (cache_position) with right padding: each
+    text's real block of the batch's attention equals the text's own attention run alone."""
+    for b, text in enumerate(texts):
+        ids = torch.tensor([tok.encode(text).ids])
+        alone = torch.stack(model(input_ids=ids, output_attentions=True).attentions, dim=1)[0]
+        n = ids.shape[1]
+        assert (att[b, :, :, :n, :n] - alone).abs().max() < 1e-5, f"row {b} is not positioned 0..{n - 1}"
+
+
+def attention_spread(att, valid):
+    """Mean entropy (nats) and mean maximum of the real query rows, to show attention is not uniform."""
+    rows = valid.bool()[:, None, None, :, None].expand(-1, att.shape[1], att.shape[2], -1, 1).squeeze(-1)
+    a = att.double()[rows]
+    h = -(a * a.clamp_min(1e-30).log()).sum(-1)
+    return float(h.mean()), float(a.max(-1).values.mean())
+
+
+def padded_case(name, model_dir, model_type, texts, tok, model, pad_id):
+    probs = lambda out: dict(next_token_probs=F.softmax(out.logits, dim=-1))  # (B, T, V)
+    att, valid = family_case(name, model_dir, model_type, dict(texts=texts, mask="causal"), tok, model, pad_id, probs,
+                             extra=dict(position_ids="0..T-1 in every row (right padding)"))
+    check_causal(att, valid)
+    if len(texts) > 1:
+        check_right_padding(model, tok, texts, att)
+    ent, top = attention_spread(att, valid)
+    print(f"  {name}: attention entropy {ent:.3f} nats on average, mean row maximum {top:.3f}")
+    return att
+
+
+@torch.no_grad()
+def tiny_llama():
+    """tests/fixtures/models/tiny-llama: LlamaForCausalLM, f16 weights, GQA 4/2 heads, head_dim 48."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    d = os.path.join(MODELS, "tiny-llama")
+    os.makedirs(d, exist_ok=True)
+    n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), LLAMA_SPECIALS, False)
+    chatml_tokenizer_config(os.path.join(d, "tokenizer_config.json"), "<|im_start|>", "<|im_end|>", "<|im_end|>",
+                            "<|endoftext|>")
+    torch.manual_seed(30)
+    # hidden 256: every row length is a multiple of 256 (Q4_K, Q6_K) except o_proj's 4·48 = 192;
+    # initializer_range 0.1 at width 256 gives attention logits of a few units, neither flat nor one-hot
+    cfg = LlamaConfig(vocab_size=n, hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=48, max_position_embeddings=128, rms_norm_eps=1e-5,
+                      rope_parameters=dict(rope_type="default", rope_theta=100000.0), initializer_range=0.1,
+                      tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+                      attn_implementation="eager")
+    model = LlamaForCausalLM(cfg).eval()
+    spread_1d(model, 0.0)
+    round_to(model, torch.float16)
+    save_file({k: v.half().contiguous() for k, v in model.state_dict().items()}, os.path.join(d, "model.safetensors"),
+              metadata={"format": "pt"})
+    spec = hub_config(cfg, 100000.0, architectures=["LlamaForCausalLM"], torch_dtype="float16")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(spec, f, indent=2)
+    again = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    assert again.config.rope_parameters["rope_theta"] == 100000.0 and again.config.head_dim == 48
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    probe = torch.tensor([tok.encode("time flies like an arrow").ids])
+    assert (again(probe).logits - model(probe).logits).abs().max() < 1e-5, "the saved file does not load back"
+    padded_case("llama_batch", "tiny-llama", "llama",
+                ["time flies like an arrow", "the cat sat", "fruit flies like a banana"], tok, again, cfg.pad_token_id)
+    padded_case("llama_single", "tiny-llama", "llama", ["attention is all you need"], tok, again, cfg.pad_token_id)
+    from transformers import AutoTokenizer
+    hf_tok = AutoTokenizer.from_pretrained(d)
+    prompt = hf_tok.apply_chat_template(LLAMA_CHAT, add_generation_prompt=True, tokenize=False)
+    assert hf_tok(prompt).input_ids == tok.encode(prompt).ids
+    generate_case("llama_generate", "tiny-llama", "llama", tok, again, prompt,
+                  extra=dict(chat=LLAMA_CHAT, add_generation_prompt=True))
+    return d, again, tok
+
+
+@torch.no_grad()
+def tiny_qwen2():
+    """tests/fixtures/models/tiny-qwen2: Qwen2ForCausalLM, bf16 weights, q/k/v biases, tied embeddings."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    d = os.path.join(MODELS, "tiny-qwen2")
+    os.makedirs(d, exist_ok=True)
+    n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), LLAMA_SPECIALS, False)
+    chatml_tokenizer_config(os.path.join(d, "tokenizer_config.json"), None, "<|im_end|>", "<|endoftext|>", None)
+    torch.manual_seed(31)
+    cfg = Qwen2Config(vocab_size=n, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-6,
+                      rope_parameters=dict(rope_type="default", rope_theta=1000000.0), initializer_range=0.2,
+                      tie_word_embeddings=True, use_sliding_window=False, sliding_window=4096, max_window_layers=2,
+                      bos_token_id=0, eos_token_id=2, attn_implementation="eager")
+    model = Qwen2ForCausalLM(cfg).eval()
+    spread_1d(model, 0.2)
+    round_to(model, torch.bfloat16)
+    state = {k: v.bfloat16().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    assert "model.layers.0.self_attn.q_proj.bias" in state
+    save_file(state, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    spec = hub_config(cfg, 1000000.0, architectures=["Qwen2ForCausalLM"], torch_dtype="bfloat16",
+                      use_sliding_window=False, sliding_window=4096, max_window_layers=2)
+    spec.pop("layer_types", None)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(spec, f, indent=2)
+    again = Qwen2ForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    assert again.config.tie_word_embeddings and again.lm_head.weight.data_ptr() == again.model.embed_tokens.weight.data_ptr()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    probe = torch.tensor([tok.encode("time flies like an arrow").ids])
+    assert (again(probe).logits - model(probe).logits).abs().max() < 1e-5, "the saved file does not load back"
+    padded_case("qwen2_batch", "tiny-qwen2", "qwen2",
+                ["time flies like an arrow", "the cat sat on the mat", "hi"], tok, again, 0)
+    # a prompt whose greedy output has a special token (<|im_start|>) in it
+    generate_case("qwen2_generate", "tiny-qwen2", "qwen2", tok, again,
+                  "The animal didn't cross the street because it was too tired.")
+
+
+def quantize_q4_k(blocks):
+    """(n, 256) f32 -> (n, 144) uint8 Q4_K blocks (d, dmin f16; 12 bytes of 6-bit sub-block scales and
+    mins; 128 bytes of 4-bit quants): value = d·sc·q - dmin·m over 8 sub-blocks of 32. A plain
+    min/max fit per sub-block (llama.cpp's make_qkx2_quants searches further; any fit decodes alike)."""
+    import numpy as np
+    n = blocks.shape[0]
+    x = blocks.reshape(n, 8, 32)
+    offs = -np.minimum(x.min(-1), 0)  # (n, 8) ≥ 0
+    scale = (x.max(-1) + offs) / 15
+    d = (scale.max(-1) / 63).astype(np.float16)
+    dmin = (offs.max(-1) / 63).astype(np.float16)
+    df, dminf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(scale / np.where(df > 0, df, 1)), 0).clip(0, 63).astype(np.uint8)
+    m = np.where(dminf > 0, np.rint(offs / np.where(dminf > 0, dminf, 1)), 0).clip(0, 63).astype(np.uint8)
+    step, low = (df * sc)[..., None], (dminf * m)[..., None]
+    q = np.where(step > 0, np.rint((x + low) / np.where(step > 0, step, 1)), 0).clip(0, 15).astype(np.uint8)
+    scales = np.concatenate([(sc[:, :4] & 63) | ((sc[:, 4:] >> 4) << 6), (m[:, :4] & 63) | ((m[:, 4:] >> 4) << 6),
+                             (sc[:, 4:] & 15) | ((m[:, 4:] & 15) << 4)], axis=-1)
+    qs = (q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, 128)
+    return np.concatenate([d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2), scales, qs], axis=-1)
+
+
+def quantize_q6_k(blocks):
+    """(n, 256) f32 -> (n, 210) uint8 Q6_K blocks (128 bytes low 4 bits, 64 bytes high 2 bits,
+    16 int8 sub-block scales, d f16): value = d·sc·(q - 32) over 16 sub-blocks of 16."""
+    import numpy as np
+    n = blocks.shape[0]
+    x = blocks.reshape(n, 16, 16)
+    s = np.abs(x).max(-1) / 31
+    d = (s.max(-1) / 127).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(s / np.where(df > 0, df, 1)), 0).clip(0, 127).astype(np.int8)
+    step = (df * sc)[..., None]
+    q = (np.where(step > 0, np.rint(x / np.where(step > 0, step, 1)), 0).clip(-32, 31) + 32).astype(np.uint8)
+    q = q.reshape(n, 256)
+    low, high = (q & 15).reshape(n, 2, 2, 64), (q >> 4).reshape(n, 2, 4, 32)
+    ql = (low[:, :, 0] | (low[:, :, 1] << 4)).reshape(n, 128)
+    qh = (high[:, :, 0] | (high[:, :, 1] << 2) | (high[:, :, 2] << 4) | (high[:, :, 3] << 6)).reshape(n, 64)
+    return np.concatenate([ql, qh, sc.view(np.uint8), d.view(np.uint8).reshape(n, 2)], axis=-1)
+
+
+# The GGUF types written, each with llama.cpp's file type and the type a 2-D tensor whose row
+# length does not divide into its blocks falls back to (llama-quant.cpp's tensor_type_fallback).
+GGUF_TYPES = {
+    "F16": ("F16", "MOSTLY_F16", None),
+    "Q8_0": ("Q8_0", "MOSTLY_Q8_0", None),
+    "Q4_0": ("Q4_0", "MOSTLY_Q4_0", None),
+    "Q4_1": ("Q4_1", "MOSTLY_Q4_1", None),
+    "Q4_K": ("Q4_K", "MOSTLY_Q4_K_S", "Q5_0"),
+    "Q6_K": ("Q6_K", "MOSTLY_Q6_K", "Q8_0"),
+}
+
+
+def gguf_encode(w, qtype):
+    """A 2-D f32 array (rows, cols) -> (the array or bytes to write, the GGML type written)."""
+    import gguf
+    import numpy as np
+    type_name, _, fallback = GGUF_TYPES[qtype]
+    t = gguf.GGMLQuantizationType[type_name]
+    block = gguf.GGML_QUANT_SIZES[t][0]
+    if w.shape[1] % block:
+        t = gguf.GGMLQuantizationType[fallback]
+        assert w.shape[1] % gguf.GGML_QUANT_SIZES[t][0] == 0
+    if t == gguf.GGMLQuantizationType.F16:
+        return w.astype(np.float16), t
+    own = {gguf.GGMLQuantizationType.Q4_K: quantize_q4_k, gguf.GGMLQuantizationType.Q6_K: quantize_q6_k}
+    if t in own:
+        rows = w.shape[0]
+        data = own[t](np.ascontiguousarray(w, dtype=np.float32).reshape(-1, 256)).reshape(rows, -1)
+        back = gguf.quants.dequantize(data, t).reshape(w.shape)
+        err = np.abs(back - w).max() / np.abs(w).max()
+        assert err < (0.12 if t == gguf.GGMLQuantizationType.Q4_K else 0.03), f"{t.name} round trip error {err}"
+        return data, t
+    return gguf.quants.quantize(np.ascontiguousarray(w, dtype=np.float32), t), t
+
+
+def llama_permute(w, n_head, n_head_kv):
+    """convert_hf_to_gguf.py's LlamaModel.permute: each head's rows from HF's rotate-half order
+    (pairs i, i + d/2) to llama.cpp's interleaved order (pairs 2i, 2i + 1)."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_llama_gguf(path, model, tok_path, qtype):
+    """The tiny Llama as convert_hf_to_gguf.py writes it (F16) and `llama-quantize --pure` then
+    quantizes it: every 2-D weight in `qtype` (or its fallback), 1-D norms F32. Returns
+    {tensor name: GGML type name}."""
+    import gguf
+    import numpy as np
+    cfg = model.config
+    spec = json.load(open(tok_path))
+    vocab = spec["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    special = {a["content"] for a in spec["added_tokens"] if a["special"]}
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_type("model")
+    w.add_name("tiny-llama")
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_file_type(gguf.LlamaFileType[GGUF_TYPES[qtype][1]])
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in tokens])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(cfg.bos_token_id)
+    w.add_eos_token_id(cfg.eos_token_id)
+    w.add_unk_token_id(vocab["<|endoftext|>"])
+    w.add_pad_token_id(cfg.pad_token_id)
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML_TEMPLATE)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    state = {k: v.float().numpy() for k, v in model.state_dict().items()}
+    names = [("model.embed_tokens.weight", "token_embd.weight")]
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        names += [(p + "input_layernorm.weight", f"blk.{i}.attn_norm.weight"),
+                  (p + "self_attn.q_proj.weight", f"blk.{i}.attn_q.weight"),
+                  (p + "self_attn.k_proj.weight", f"blk.{i}.attn_k.weight"),
+                  (p + "self_attn.v_proj.weight", f"blk.{i}.attn_v.weight"),
+                  (p + "self_attn.o_proj.weight", f"blk.{i}.attn_output.weight"),
+                  (p + "post_attention_layernorm.weight", f"blk.{i}.ffn_norm.weight"),
+                  (p + "mlp.gate_proj.weight", f"blk.{i}.ffn_gate.weight"),
+                  (p + "mlp.up_proj.weight", f"blk.{i}.ffn_up.weight"),
+                  (p + "mlp.down_proj.weight", f"blk.{i}.ffn_down.weight")]
+    names += [("model.norm.weight", "output_norm.weight"), ("lm_head.weight", "output.weight")]
+    assert {hf for hf, _ in names} == set(state), set(state) ^ {hf for hf, _ in names}
+    types = {}
+    for hf, name in names:
+        x = state[hf]
+        if hf.endswith("q_proj.weight"):
+            x = llama_permute(x, cfg.num_attention_heads, cfg.num_attention_heads)
+        elif hf.endswith("k_proj.weight"):
+            x = llama_permute(x, cfg.num_attention_heads, cfg.num_key_value_heads)
+        if x.ndim == 1:
+            data, t = x.astype(np.float32), gguf.GGMLQuantizationType.F32
+        else:
+            data, t = gguf_encode(x, qtype)
+        w.add_tensor(name, data, raw_dtype=t)
+        types[name] = t.name
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return types
+
+
+@torch.no_grad()
+def tiny_llama_gguf(src_dir, model, tok):
+    """tests/fixtures/models/tiny-llama-gguf/tiny-llama-{type}.gguf and, for each, HF's reference
+    from the GGUF alone (transformers dequantizes it and rebuilds its config and tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    d = os.path.join(MODELS, "tiny-llama-gguf")
+    os.makedirs(d, exist_ok=True)
+    text = "time flies like an arrow"
+    for qtype in GGUF_TYPES:
+        name = f"tiny-llama-{qtype}.gguf"
+        types = write_llama_gguf(os.path.join(d, name), model, os.path.join(src_dir, "tokenizer.json"), qtype)
+        hf_tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+        ids = hf_tok(text).input_ids
+        assert ids == tok.encode(text).ids, (ids, tok.encode(text).ids)
+        prompt = hf_tok.apply_chat_template(LLAMA_CHAT, add_generation_prompt=True, tokenize=False)
+        assert hf_tok(prompt).input_ids == tok.encode(prompt).ids, "the GGUF tokenizer splits the chat prompt otherwise"
+        gm = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
+                                                  dtype=torch.float32).eval()
+        c = gm.config
+        assert (type(gm).__name__, c.head_dim, c.num_key_value_heads, c.tie_word_embeddings) == \
+            ("LlamaForCausalLM", 48, 2, False), (type(gm).__name__, c.head_dim, c.num_key_value_heads, c.tie_word_embeddings)
+        probe = torch.tensor([ids])
+        diff = float((gm(probe).logits - model(probe).logits).abs().max())
+        if qtype == "F16":
+            assert diff == 0, f"the F16 GGUF does not give the safetensors' logits ({diff})"
+        print(f"  {name}: {os.path.getsize(os.path.join(d, name))} bytes, logits differ from the f16 model by "
+              f"{diff:.3g}; types {sorted(set(types.values()))}")
+        gguf_meta = dict(gguf_file=f"tiny-llama-gguf/{name}", gguf_type=qtype, gguf_tokenizer_ids=[ids],
+                         tensor_types=types)
+        probs = lambda out: dict(next_token_probs=F.softmax(out.logits, dim=-1))
+        att, valid = family_case(f"llama_gguf_{qtype}", "tiny-llama-gguf", "llama", dict(texts=[text], mask="causal"),
+                                 tok, gm, c.pad_token_id, probs, extra=gguf_meta)
+        check_causal(att, valid)
+        if qtype == "Q4_K":
+            generate_case("llama_gguf_generate", "tiny-llama-gguf", "llama", tok, gm, prompt,
+                          extra=dict(gguf_meta, gguf_tokenizer_ids=[hf_tok(prompt).input_ids], chat=LLAMA_CHAT,
+                                     add_generation_prompt=True))
+
+
+SMOLLM2_PROMPTS = ["The capital of France is", "Attention lets every word look at the others"]
+
+
+@torch.no_grad()
+def smollm2():
+    """SmolLM2-135M-Instruct's Q4_1 GGUF under HF (its dequantized weights, its GGUF tokenizer):
+    for each prompt alone (the last one the chat template's), the ids, every layer's attention
+    (f32, (L, H, T, T)), the top-10 next-token ids and probabilities per position; 16 greedy
+    tokens after the chat prompt. No digits: the GGUF's pre-tokenizer `smollm` splits digits one by
+    one, which transformers' GGUF tokenizer does not do."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if not os.path.exists(SMOLLM2_GGUF):
+        raise SystemExit(f"{SMOLLM2_GGUF} is missing: run scripts/setup.sh")
+    d, name = os.path.split(SMOLLM2_GGUF)
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
+                                                 dtype=torch.float32).eval()
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is attention?"}]
+    texts = SMOLLM2_PROMPTS + [tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)]
+    items, tensors = [], {}
+    for i, text in enumerate(texts):
+        ids = tok(text).input_ids
+        x = torch.tensor([ids])
+        out = model(input_ids=x, output_attentions=True)
+        att = torch.stack(out.attentions, dim=1)[0]  # (L, H, T, T)
+        check_causal(att[None], torch.ones_like(x))
+        top = F.softmax(out.logits[0], dim=-1).topk(10, dim=-1)
+        tensors[f"attention_{i}"] = att
+        tensors[f"top10_probs_{i}"] = top.values
+        item = dict(text=text, token_ids=ids, tokens=tok.convert_ids_to_tokens(ids), top10_ids=top.indices.tolist())
+        if i == len(texts) - 1:
+            item["chat"] = chat
+            gen = model.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False, num_beams=1,
+                                 max_new_tokens=16)
+            item["output_ids"] = gen[0, len(ids):].tolist()
+            item["output_text"] = tok.decode(item["output_ids"])
+        items.append(item)
+    cfg = model.config
+    meta = dict(model="SmolLM2-135M-Instruct", gguf_file="assets/models/SmolLM2-135M-Instruct/" + name,
+                model_type="llama", mask="causal", max_new_tokens=16, eos_token_id=cfg.eos_token_id,
+                config=dict(num_hidden_layers=cfg.num_hidden_layers, num_attention_heads=cfg.num_attention_heads,
+                            num_key_value_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+                            hidden_size=cfg.hidden_size, vocab_size=cfg.vocab_size),
+                items=items)
+    with open(os.path.join(GOLDEN, "smollm2_prompts.json"), "w") as f:
+        json.dump(meta, f, ensure_ascii=False, indent=1)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(GOLDEN, "smollm2_prompts.safetensors"))
+    print("smollm2_prompts: " + "; ".join(f"{len(it['token_ids'])} tokens" for it in items) +
+          f"; {items[-1]['output_text']!r}")
+
+
+def llama_family():
+    src_dir, model, tok = tiny_llama()
+    tiny_qwen2()
+    tiny_llama_gguf(src_dir, model, tok)
+    smollm2()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates"]
+    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -822,6 +1284,8 @@ def main():
         tiny_marians()
     if "dates" in only:
         dates()
+    if "llama" in only:
+        llama_family()
 
 
 if __name__ == "__main__":

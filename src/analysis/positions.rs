@@ -47,15 +47,16 @@ pub fn sinusoidal_similarity(n: usize, d: usize) -> Array2<f32> {
     cosine_matrix(sinusoidal(n, d).view())
 }
 
-/// Cosine similarity of the model's learned position embeddings (rows `0..n` of its position
-/// table, BERT's `embeddings.position_embeddings.weight`; `n` is cut to the table's length).
+/// Cosine similarity of the model's position embeddings (rows `0..n` of its position table,
+/// BERT's `embeddings.position_embeddings.weight`; `n` is cut to the table's length); `None`
+/// for a model whose positions turn its queries and keys (rotary) rather than add a table.
 ///
 /// # Shapes
 /// * `(n, n)`
-pub fn learned_position_similarity(model: &Model, n: usize) -> Array2<f32> {
-    let table = &model.weights.position_table().weight;
+pub fn learned_position_similarity(model: &Model, n: usize) -> Option<Array2<f32>> {
+    let table = model.weights.position_table()?.weight.as_f32()?;
     let n = n.min(table.nrows());
-    cosine_matrix(table.slice(s![..n, ..]))
+    Some(cosine_matrix(table.slice(s![..n, ..])))
 }
 
 #[cfg(test)]

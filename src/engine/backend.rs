@@ -6,7 +6,7 @@ use std::sync::Arc;
 use web_time::Instant;
 
 use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
-use super::{cpu, Decoding, Trace, TraceOptions, Translation};
+use super::{cpu, Decoding, GenerateOptions, Generation, Trace, TraceOptions, Translation};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::{Encoded, Model};
@@ -44,6 +44,15 @@ pub struct Run {
     pub fallback: Option<String>,
     pub elapsed_ms: f64,
     pub gpu_timing: Option<GpuTiming>,
+}
+
+/// A generation and the engine that ran it.
+pub struct GenerationRun {
+    pub generation: Generation,
+    /// `"cpu"` or `"gpu: <adapter> (<API>)"`.
+    pub backend: String,
+    /// Why the CPU ran although the GPU was wanted.
+    pub fallback: Option<String>,
 }
 
 /// A model and the engine that runs it.
@@ -95,6 +104,11 @@ impl Runner {
         &self.model
     }
 
+    /// The model, shared (a generation the page drives step by step holds it).
+    pub fn shared_model(&self) -> Arc<Model> {
+        self.model.clone()
+    }
+
     /// What will run: `"cpu"` or the GPU's description.
     pub fn describe(&self) -> String {
         self.gpu
@@ -127,6 +141,33 @@ impl Runner {
         }
         let tr = super::translate(&self.model, sources, decoding)?;
         Ok((tr, "cpu".into(), fallback))
+    }
+
+    /// Writes after `prompt` greedily (a decoder-only model). With `auto`, a GPU failure is
+    /// answered by the CPU engine; with `gpu` it is an error.
+    pub async fn generate(&self, prompt: &[u32], opts: &GenerateOptions) -> Result<GenerationRun> {
+        let mut fallback = self.unavailable.clone();
+        if let Some(g) = &self.gpu {
+            match g.generate(&self.model, prompt, opts).await {
+                Ok(generation) => {
+                    return Ok(GenerationRun {
+                        generation,
+                        backend: g.describe(),
+                        fallback: None,
+                    })
+                }
+                Err(e @ Error::Gpu(_)) if self.choice == BackendChoice::Auto => {
+                    fallback = Some(format!("the GPU failed, the CPU answered: {e}"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let generation = super::generate(&self.model, prompt, opts)?;
+        Ok(GenerationRun {
+            generation,
+            backend: "cpu".into(),
+            fallback,
+        })
     }
 
     /// Runs the encoder. With `auto`, a GPU failure (device lost, say) is answered by the CPU

@@ -1,15 +1,18 @@
 //! The engines that run a model: the operations a family's forward pass is written in (`ops`),
 //! the CPU reference that computes them (`cpu`), the GPU that records them (`gpu`), the
-//! choice between the two (`backend`), and an encoder–decoder model's decoding (`translate`).
+//! choice between the two (`backend`), an encoder–decoder model's decoding (`translate`) and a
+//! decoder-only model's generation (`generate`).
 
 mod backend;
 pub mod cpu;
+pub mod generate;
 pub mod gpu;
 pub mod ops;
 mod trace;
 pub mod translate;
 
-pub use backend::{BackendChoice, Run, Runner};
+pub use backend::{BackendChoice, GenerationRun, Run, Runner};
+pub use generate::{generate, GenerateOptions, Generation, TokenProb};
 pub use trace::{
     AttentionGroup, EmbeddingTrace, HeadMask, LayerTrace, ModelInputs, ScoreScale, TargetInputs,
     Trace, TraceOptions,
@@ -45,6 +48,12 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
             c.max_tokens()
         )));
     }
+    if let Some(w) = c.architecture.sliding_window.filter(|&w| t > w) {
+        return Err(Error::Input(format!(
+            "{t} tokens exceed the model's sliding window of {w} (`sliding_window`), which \
+             attnscope does not apply: a shorter text"
+        )));
+    }
     if let Some(&id) = input.ids.iter().find(|&&id| id as usize >= c.vocab_size) {
         return Err(Error::Input(format!(
             "token id {id} is outside the model's vocabulary (vocab_size {}): is tokenizer.json from the same checkpoint?",
@@ -54,7 +63,7 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
     if let Some(&ty) = input
         .type_ids
         .iter()
-        .find(|&&ty| c.family.has_token_types() && ty as usize >= c.type_vocab_size)
+        .find(|&&ty| c.architecture.token_types && ty as usize >= c.type_vocab_size)
     {
         return Err(Error::Input(format!(
             "token type id {ty} is outside type_vocab_size {}",

@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::masks::Mask;
-use crate::model::weights::{LayerNorm, Linear, Table};
+use crate::model::config::Rotary;
+use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 
 /// Which stack of the Transformer an attention belongs to.
@@ -243,7 +244,41 @@ pub enum LayerValue {
     Intermediate,
 }
 
-/// A residual sum and its LayerNorm (see [`Ops::add_norm`]).
+/// An attention's heads: `query` heads, each reading key/value head `h / (query / key_value)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Heads {
+    pub query: usize,
+    pub key_value: usize,
+}
+
+impl Heads {
+    /// Multi-head attention: a key/value head for every query head.
+    pub fn all(n: usize) -> Self {
+        Self {
+            query: n,
+            key_value: n,
+        }
+    }
+
+    /// The query heads that share one key/value head.
+    pub fn group(self) -> usize {
+        self.query / self.key_value.max(1)
+    }
+
+    /// An error unless the query heads fall into equal groups, one per key/value head.
+    pub fn check(self, what: &str) -> Result<()> {
+        if self.query == 0 || self.key_value == 0 || !self.query.is_multiple_of(self.key_value) {
+            return Err(crate::error::Error::Shape {
+                what: format!("{what}: query heads in equal groups, one per key/value head"),
+                expected: vec![self.key_value * (self.query / self.key_value.max(1)).max(1)],
+                found: vec![self.query],
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A residual sum and its norm (see [`Ops::add_norm`]).
 pub struct AddNorm<X> {
     pub sum: X,
     pub norm: X,
@@ -289,11 +324,11 @@ pub trait Ops {
     /// `a + b`.
     fn add(&mut self, a: &Self::X, b: &Self::X) -> Result<Self::X>;
 
-    /// LayerNorm over each row.
-    fn layer_norm(&mut self, x: &Self::X, ln: &LayerNorm) -> Result<Self::X>;
+    /// The norm `ln` (LayerNorm or RMSNorm, [`crate::model::weights::NormKind`]) over each row.
+    fn norm(&mut self, x: &Self::X, ln: &Norm) -> Result<Self::X>;
 
-    /// `sum = a + b`, `norm = LN(sum)`: a residual and the norm after it, in one step.
-    fn add_norm(&mut self, a: &Self::X, b: &Self::X, ln: &LayerNorm) -> Result<AddNorm<Self::X>>;
+    /// `sum = a + b`, `norm = ln(sum)`: a residual and the norm after it, in one step.
+    fn add_norm(&mut self, a: &Self::X, b: &Self::X, ln: &Norm) -> Result<AddNorm<Self::X>>;
 
     /// `act(x·Wᵀ + b)`.
     ///
@@ -320,6 +355,21 @@ pub trait Ops {
     /// step of one).
     fn cache(&mut self, slot: CacheSlot, x: &Self::X) -> Result<()>;
 
+    /// Rotary position embeddings (RoPE, in HF's rotate-half layout) on each of `heads` heads of
+    /// `x`: the pair of dimensions `(i, i + d/2)` of a head at position `p` (the pass's
+    /// [`Ids::Positions`], or [`Ids::TargetPositions`]) turned by the angle `p·θᵢ`,
+    /// `θᵢ = rope.theta^(−2i/d)`.
+    ///
+    /// # Shapes
+    /// * `x`: `(B·n, heads·d)` → `(B·n, heads·d)`, `d = rope.head_dim`
+    fn rotate(&mut self, x: &Self::X, heads: usize, rope: &Rotary, which: Ids) -> Result<Self::X>;
+
+    /// A gated feed-forward's inner activation, `act(gate) ⊙ up` (SwiGLU with SiLU).
+    ///
+    /// # Shapes
+    /// * `gate`, `up`: `(rows, F)` → `(rows, F)`
+    fn gate(&mut self, gate: &Self::X, up: &Self::X, act: Activation) -> Result<Self::X>;
+
     /// `x`'s columns cut into `parts` equal views (GPT-2's fused `c_attn` into Q, K and V).
     ///
     /// # Shapes
@@ -327,17 +377,19 @@ pub trait Ops {
     fn split(&mut self, x: &Self::X, parts: usize) -> Result<Vec<Self::X>>;
 
     /// Multi-head scaled dot-product attention, `softmax(masked_fill(QKᵀ/√d_k, mask == 0, -inf))·V`
-    /// per head, the heads' outputs concatenated: `concat(head₁ … head_H)` before `W_o`. The
-    /// engine applies the mask it holds for `id`, the scale and the heads knocked out that the
-    /// caller chose, and keeps the probabilities (and scores, when asked) under `id`, as
-    /// `(B, H, n_q, n_k)`.
+    /// per query head, the heads' outputs concatenated: `concat(head₁ … head_H)` before `W_o`.
+    /// Query head `h` reads key/value head `h / (H / H_kv)` (grouped-query attention; `H_kv = H`
+    /// is multi-head attention). The engine applies the mask it holds for `id`, the scale and the
+    /// heads knocked out that the caller chose, and keeps the probabilities (and scores, when
+    /// asked) under `id`, as `(B, H, n_q, n_k)`.
     ///
     /// # Shapes
-    /// * `q`: `(B·n_q, H·d_k)`, `k`: `(B·n_k, H·d_k)`, `v`: `(B·n_k, H·d_v)` → `(B·n_q, H·d_v)`
+    /// * `q`: `(B·n_q, H·d_k)`, `k`: `(B·n_k, H_kv·d_k)`, `v`: `(B·n_k, H_kv·d_v)` →
+    ///   `(B·n_q, H·d_v)`
     fn attention(
         &mut self,
         id: AttentionId,
-        heads: usize,
+        heads: Heads,
         q: &Self::X,
         k: &Self::X,
         v: &Self::X,

@@ -14,10 +14,10 @@
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 use rayon::prelude::*;
 
-use crate::engine::ops::{AttentionId, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ops::{AttentionId, Heads, Ids, Kept, LayerValue, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::Result;
-use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::{Config, Encoded, Family, LayerNormOrder};
 
 /// Token + position + token-type embeddings, then LayerNorm.
@@ -31,7 +31,7 @@ pub struct Embeddings {
     pub position: Table,
     /// `None` in a family without token types (DistilBERT).
     pub token_type: Option<Table>,
-    pub layer_norm: LayerNorm,
+    pub layer_norm: Norm,
 }
 
 impl Embeddings {
@@ -56,7 +56,7 @@ impl Embeddings {
                 c.type_vocab_size,
                 d,
             )?),
-            layer_norm: LayerNorm::load(t, &format!("{prefix}.LayerNorm"), d, c.layer_norm_eps)?,
+            layer_norm: Norm::load(t, &format!("{prefix}.LayerNorm"), d, c.layer_norm_eps)?,
         })
     }
 }
@@ -88,13 +88,13 @@ impl AttentionWeights {
 pub struct LayerWeights {
     pub attention: AttentionWeights,
     /// `attention.output.LayerNorm`: the norm around the attention sub-layer.
-    pub attention_norm: LayerNorm,
+    pub attention_norm: Norm,
     /// `intermediate.dense`: hidden → intermediate.
     pub intermediate: Linear,
     /// `output.dense`: intermediate → hidden.
     pub output: Linear,
     /// `output.LayerNorm`: the norm around the feed-forward sub-layer.
-    pub output_norm: LayerNorm,
+    pub output_norm: Norm,
 }
 
 impl LayerWeights {
@@ -102,15 +102,10 @@ impl LayerWeights {
         let (d, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
         Ok(Self {
             attention: AttentionWeights::load(t, &format!("{prefix}.attention"), c)?,
-            attention_norm: LayerNorm::load(
-                t,
-                &format!("{prefix}.attention.output.LayerNorm"),
-                d,
-                eps,
-            )?,
+            attention_norm: Norm::load(t, &format!("{prefix}.attention.output.LayerNorm"), d, eps)?,
             intermediate: Linear::load(t, &format!("{prefix}.intermediate.dense"), d, i)?,
             output: Linear::load(t, &format!("{prefix}.output.dense"), i, d)?,
-            output_norm: LayerNorm::load(t, &format!("{prefix}.output.LayerNorm"), d, eps)?,
+            output_norm: Norm::load(t, &format!("{prefix}.output.LayerNorm"), d, eps)?,
         })
     }
 }
@@ -271,7 +266,7 @@ pub(crate) fn encoder<O: Ops>(
         sum = ops.add(&sum, &token_type)?;
     }
     ops.keep(Kept::EmbeddingSum, &sum)?;
-    let mut x = ops.layer_norm(&sum, &e.layer_norm)?;
+    let mut x = ops.norm(&sum, &e.layer_norm)?;
     ops.keep(Kept::Hidden(0), &x)?;
     for (i, w) in layers.iter().enumerate() {
         x = layer(ops, c, w, i, &x)?;
@@ -292,7 +287,7 @@ fn layer<O: Ops>(ops: &mut O, c: &Config, w: &LayerWeights, i: usize, x: &O::X) 
             Ok(ops.add_norm(&ff, &h, &w.output_norm)?.norm) // LN₂(h + FFN(h))
         }
         LayerNormOrder::Pre => {
-            let normed = ops.layer_norm(x, &w.attention_norm)?;
+            let normed = ops.norm(x, &w.attention_norm)?;
             let attn = self_attention(ops, c, &w.attention, i, &normed)?;
             let h = ops.add_norm(x, &attn, &w.output_norm)?; // x + MHA(LN₁(x)), and LN₂ of it
             ops.keep(Kept::Layer(i, LayerValue::AttentionOutput), &h.sum)?;
@@ -316,7 +311,7 @@ fn self_attention<O: Ops>(
     ops.keep(Kept::Layer(i, LayerValue::K), k)?;
     ops.keep(Kept::Layer(i, LayerValue::V), v)?;
     let id = AttentionId::self_attention(Stack::Encoder, i);
-    let context = ops.attention(id, c.num_attention_heads, q, k, v)?;
+    let context = ops.attention(id, Heads::all(c.num_attention_heads), q, k, v)?;
     ops.keep(Kept::Layer(i, LayerValue::Context), &context)?;
     ops.linear(&context, &w.output, None)
 }

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::bert::{encoder, AttentionWeights, Embeddings, LayerWeights};
 use crate::engine::ops::Ops;
 use crate::error::Result;
-use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
 
 /// The key every DistilBERT checkpoint holds, under its model prefix (`distilbert.` in
@@ -55,7 +55,7 @@ impl DistilBertWeights {
                 d,
             )?,
             token_type: None,
-            layer_norm: LayerNorm::load(t, &format!("{p}embeddings.LayerNorm"), d, eps)?,
+            layer_norm: Norm::load(t, &format!("{p}embeddings.LayerNorm"), d, eps)?,
         };
         let layer = |n: usize| -> Result<LayerWeights> {
             let k = |name: &str| format!("{p}transformer.layer.{n}.{name}");
@@ -66,10 +66,10 @@ impl DistilBertWeights {
                     value: Linear::load(t, &k("attention.v_lin"), d, d)?,
                     output: Linear::load(t, &k("attention.out_lin"), d, d)?,
                 },
-                attention_norm: LayerNorm::load(t, &k("sa_layer_norm"), d, eps)?,
+                attention_norm: Norm::load(t, &k("sa_layer_norm"), d, eps)?,
                 intermediate: Linear::load(t, &k("ffn.lin1"), d, i)?,
                 output: Linear::load(t, &k("ffn.lin2"), i, d)?,
-                output_norm: LayerNorm::load(t, &k("output_layer_norm"), d, eps)?,
+                output_norm: Norm::load(t, &k("output_layer_norm"), d, eps)?,
             })
         };
         // read and packed on every thread; the first error in layer order is the one reported

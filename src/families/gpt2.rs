@@ -13,9 +13,9 @@
 
 use rayon::prelude::*;
 
-use crate::engine::ops::{AttentionId, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ops::{AttentionId, CacheSlot, Heads, Ids, Kept, LayerValue, Ops, Stack};
 use crate::error::Result;
-use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
 
 /// The key every GPT-2 checkpoint holds, under its model prefix (`transformer.` in
@@ -25,12 +25,12 @@ const ANCHOR: &str = "wte.weight";
 /// One block's weights (`h.{i}.…`).
 #[derive(Debug, Clone)]
 pub struct Block {
-    pub ln_1: LayerNorm,
+    pub ln_1: Norm,
     /// `attn.c_attn`: `D → 3·D`, `[Q | K | V]`.
     pub c_attn: Linear,
     /// `attn.c_proj`: the output projection `W_o`.
     pub c_proj: Linear,
-    pub ln_2: LayerNorm,
+    pub ln_2: Norm,
     /// `mlp.c_fc`: `D → inner`.
     pub c_fc: Linear,
     /// `mlp.c_proj`: `inner → D`.
@@ -45,7 +45,7 @@ pub struct Gpt2Weights {
     /// `(n_positions, D)`.
     pub wpe: Table,
     pub blocks: Vec<Block>,
-    pub ln_f: LayerNorm,
+    pub ln_f: Norm,
     /// `h·wteᵀ`, tied to `wte` (or the file's own `lm_head.weight`, where it has one).
     pub lm_head: Linear,
 }
@@ -73,10 +73,10 @@ impl Gpt2Weights {
         let block = |i: usize| -> Result<Block> {
             let k = |name: &str| format!("{p}h.{i}.{name}");
             Ok(Block {
-                ln_1: LayerNorm::load(t, &k("ln_1"), d, eps)?,
+                ln_1: Norm::load(t, &k("ln_1"), d, eps)?,
                 c_attn: conv1d(&k("attn.c_attn"), d, 3 * d)?,
                 c_proj: conv1d(&k("attn.c_proj"), d, d)?,
-                ln_2: LayerNorm::load(t, &k("ln_2"), d, eps)?,
+                ln_2: Norm::load(t, &k("ln_2"), d, eps)?,
                 c_fc: conv1d(&k("mlp.c_fc"), d, inner)?,
                 mlp_proj: conv1d(&k("mlp.c_proj"), inner, d)?,
             })
@@ -90,7 +90,7 @@ impl Gpt2Weights {
             .collect::<Vec<_>>()
             .into_iter()
             .collect::<Result<Vec<_>>>()?;
-        let ln_f = LayerNorm::load(t, &format!("{p}ln_f"), d, eps)?;
+        let ln_f = Norm::load(t, &format!("{p}ln_f"), d, eps)?;
         // tied to wte, as GPT-2 is, unless the file holds a head of its own
         let lm_head = match t.shape("lm_head.weight") {
             Some(_) => Linear::new(
@@ -121,15 +121,18 @@ impl Gpt2Weights {
         for (i, b) in self.blocks.iter().enumerate() {
             let value = |v: LayerValue| Kept::Layer(i, v);
             // x = x + attn(ln_1(x))
-            let a = ops.layer_norm(&x, &b.ln_1)?;
+            let a = ops.norm(&x, &b.ln_1)?;
             let qkv = ops.linear(&a, &b.c_attn, None)?; // (B·T, 3·D)
             let qkv = ops.split(&qkv, 3)?; // 3 × (B·T, D)
             let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
             ops.keep(value(LayerValue::Q), q)?;
             ops.keep(value(LayerValue::K), k)?;
             ops.keep(value(LayerValue::V), v)?;
+            // a generation step's keys and values join those of the positions before it
+            let k = ops.extend(CacheSlot::SelfKeys(i), k)?;
+            let v = ops.extend(CacheSlot::SelfValues(i), v)?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
-            let context = ops.attention(id, c.num_attention_heads, q, k, v)?;
+            let context = ops.attention(id, Heads::all(c.num_attention_heads), q, &k, &v)?;
             ops.keep(value(LayerValue::Context), &context)?;
             let attn = ops.linear(&context, &b.c_proj, None)?;
             let h = ops.add_norm(&x, &attn, &b.ln_2)?; // x + attn, and ln_2 of it
@@ -146,7 +149,7 @@ impl Gpt2Weights {
             x = ops.add(&h.sum, &mlp)?;
             ops.keep(Kept::Hidden(i + 1), &x)?;
         }
-        let out = ops.layer_norm(&x, &self.ln_f)?;
+        let out = ops.norm(&x, &self.ln_f)?;
         ops.keep(Kept::Output, &out)?;
         if ops.wants(Kept::LmLogits) {
             let logits = ops.linear(&out, &self.lm_head, None)?; // (B·T, V)

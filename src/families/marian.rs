@@ -21,10 +21,12 @@
 
 use ndarray::{Array1, Array2};
 
-use crate::engine::ops::{AddNorm, AttentionId, CacheSlot, DecoderValue, Ids, Kept, Ops, Stack};
+use crate::engine::ops::{
+    AddNorm, AttentionId, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
+};
 use crate::error::{Error, Result};
 use crate::model::config::DecoderConfig;
-use crate::model::weights::{LayerNorm, Linear, Table, Tensors};
+use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
 
 /// The key every Marian checkpoint holds, under its model prefix (`model.` in
@@ -72,22 +74,22 @@ impl FeedForward {
 #[derive(Debug, Clone)]
 pub struct EncoderLayer {
     pub self_attn: Attention,
-    pub self_attn_layer_norm: LayerNorm,
+    pub self_attn_layer_norm: Norm,
     pub ffn: FeedForward,
-    pub final_layer_norm: LayerNorm,
+    pub final_layer_norm: Norm,
 }
 
 /// One decoder layer's weights (`decoder.layers.{i}.…`).
 #[derive(Debug, Clone)]
 pub struct DecoderLayer {
     pub self_attn: Attention,
-    pub self_attn_layer_norm: LayerNorm,
+    pub self_attn_layer_norm: Norm,
     /// The encoder–decoder attention: queries from the decoder, keys and values from the
     /// encoder's output.
     pub encoder_attn: Attention,
-    pub encoder_attn_layer_norm: LayerNorm,
+    pub encoder_attn_layer_norm: Norm,
     pub ffn: FeedForward,
-    pub final_layer_norm: LayerNorm,
+    pub final_layer_norm: Norm,
 }
 
 /// All weights of a Marian model.
@@ -161,7 +163,7 @@ impl MarianWeights {
         } else {
             (table(&[enc, shared.clone()])?, table(&[dec_key, shared])?)
         };
-        let norm = |key: String| LayerNorm::load(t, &key, d, eps);
+        let norm = |key: String| Norm::load(t, &key, d, eps);
         let encoder = (0..c.num_hidden_layers)
             .map(|i| {
                 let k = |name: &str| format!("{p}encoder.layers.{i}.{name}");
@@ -224,7 +226,13 @@ impl MarianWeights {
             let a = &l.self_attn;
             let qkv = ops.project(&x, &[&a.q_proj, &a.k_proj, &a.v_proj])?;
             let id = AttentionId::self_attention(Stack::Encoder, i);
-            let context = ops.attention(id, c.num_attention_heads, &qkv[0], &qkv[1], &qkv[2])?;
+            let context = ops.attention(
+                id,
+                Heads::all(c.num_attention_heads),
+                &qkv[0],
+                &qkv[1],
+                &qkv[2],
+            )?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
             x = ops.add_norm(&x, &attn, &l.self_attn_layer_norm)?.norm;
             // x = LN(x + fc2(act(fc1(x))))
@@ -258,7 +266,7 @@ impl MarianWeights {
             let k = ops.extend(CacheSlot::SelfKeys(i), &qkv[1])?;
             let v = ops.extend(CacheSlot::SelfValues(i), &qkv[2])?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
-            let context = ops.attention(id, heads, &qkv[0], &k, &v)?;
+            let context = ops.attention(id, Heads::all(heads), &qkv[0], &k, &v)?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
             let sub = ops.add_norm(&y, &attn, &l.self_attn_layer_norm)?;
             keep(ops, DecoderValue::SelfOutput, &attn)?;
@@ -286,7 +294,7 @@ impl MarianWeights {
                     (kv[0].clone(), kv[1].clone())
                 }
             };
-            let context = ops.attention(AttentionId::cross(i), heads, &q, &k, &v)?;
+            let context = ops.attention(AttentionId::cross(i), Heads::all(heads), &q, &k, &v)?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
             let sub = ops.add_norm(&y, &attn, &l.encoder_attn_layer_norm)?;
             for (v, x) in [
@@ -327,7 +335,7 @@ impl MarianWeights {
         c: &Config,
         x: &O::X,
         ffn: &FeedForward,
-        ln: &LayerNorm,
+        ln: &Norm,
     ) -> Result<(O::X, AddNorm<O::X>)> {
         let inner = ops.linear(x, &ffn.fc1, Some(c.hidden_act))?;
         let out = ops.linear(&inner, &ffn.fc2, None)?;

@@ -3,11 +3,13 @@
 //! records. Its config is read by [`Config::from_json`] from its own field names.
 //!
 //! A new family is a module here (its keys and its forward), a variant of [`Weights`], and a
-//! [`Family`] that `Config::from_json` reads its `model_type` into.
+//! [`Family`] that `Config::from_json` reads its `model_type` into, declaring its
+//! [`Architecture`](crate::model::config::Architecture).
 
 pub mod bert;
 pub mod distilbert;
 pub mod gpt2;
+pub mod llama;
 pub mod marian;
 
 use ndarray::{Array2, Array3};
@@ -27,6 +29,8 @@ pub enum Weights {
     Gpt2(Box<gpt2::Gpt2Weights>),
     /// An encoder–decoder translation model.
     Marian(Box<marian::MarianWeights>),
+    /// Llama, Mistral and Qwen2.
+    Llama(Box<llama::LlamaWeights>),
 }
 
 impl Weights {
@@ -39,6 +43,9 @@ impl Weights {
             }
             Family::Gpt2 => Self::Gpt2(gpt2::Gpt2Weights::load(t, c)?.into()),
             Family::Marian => Self::Marian(marian::MarianWeights::load(t, c)?.into()),
+            Family::Llama | Family::Mistral | Family::Qwen2 => {
+                Self::Llama(llama::LlamaWeights::load(t, c)?.into())
+            }
         })
     }
 
@@ -46,7 +53,7 @@ impl Weights {
     pub fn stack(&self) -> Stack {
         match self {
             Self::Bert(_) | Self::DistilBert(_) | Self::Marian(_) => Stack::Encoder,
-            Self::Gpt2(_) => Stack::Decoder,
+            Self::Gpt2(_) | Self::Llama(_) => Stack::Decoder,
         }
     }
 
@@ -54,7 +61,7 @@ impl Weights {
     pub fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
         match self {
             Self::Bert(w) => w.inputs(input, c),
-            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) => ModelInputs {
+            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) | Self::Llama(_) => ModelInputs {
                 tokens: input.ids.clone(),
                 token_types: input.type_ids.clone(),
                 positions: bert::positions_from_zero(input),
@@ -70,6 +77,7 @@ impl Weights {
             Self::Bert(w) => w.forward(ops, c),
             Self::DistilBert(w) => w.forward(ops, c),
             Self::Gpt2(w) => w.forward(ops, c),
+            Self::Llama(w) => w.forward(ops, c),
             Self::Marian(_) => Err(Error::Input(format!(
                 "a {} model is an encoder–decoder (translation) model: use `attnscope translate`, \
                  which runs its encoder and decodes its output",
@@ -83,17 +91,19 @@ impl Weights {
     pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
         match self {
             Self::Bert(w) => w.logits(hidden),
-            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) => None,
+            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) | Self::Llama(_) => None,
         }
     }
 
-    /// The position embeddings, `(positions, D)` (learned, or Marian's sinusoids).
-    pub fn position_table(&self) -> &Table {
+    /// The position embeddings added to the tokens, `(positions, D)` (learned, or Marian's
+    /// sinusoids); `None` for rotary positions, which turn the queries and keys instead.
+    pub fn position_table(&self) -> Option<&Table> {
         match self {
-            Self::Bert(w) => &w.embeddings.position,
-            Self::DistilBert(w) => &w.embeddings.position,
-            Self::Gpt2(w) => &w.wpe,
-            Self::Marian(w) => &w.positions,
+            Self::Bert(w) => Some(&w.embeddings.position),
+            Self::DistilBert(w) => Some(&w.embeddings.position),
+            Self::Gpt2(w) => Some(&w.wpe),
+            Self::Marian(w) => Some(&w.positions),
+            Self::Llama(_) => None,
         }
     }
 
@@ -102,14 +112,14 @@ impl Weights {
         match self {
             Self::Bert(w) => Some(&w.layers),
             Self::DistilBert(w) => Some(&w.layers),
-            Self::Gpt2(_) | Self::Marian(_) => None,
+            Self::Gpt2(_) | Self::Marian(_) | Self::Llama(_) => None,
         }
     }
 
     /// Whether the model predicts the next token of its input (has an LM head over it; an
     /// encoder–decoder model's predicts its output's, in `translate`).
     pub fn has_lm_head(&self) -> bool {
-        matches!(self, Self::Gpt2(_))
+        matches!(self, Self::Gpt2(_) | Self::Llama(_))
     }
 }
 

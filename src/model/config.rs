@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// The activation inside the feed-forward layer (`hidden_act`, GPT-2's `activation_function`,
 /// DistilBERT's `activation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub enum Activation {
     /// Exact GELU, `x · Φ(x)` with the error function (HF's `"gelu"`).
     #[serde(rename = "gelu")]
@@ -33,7 +33,7 @@ pub enum Activation {
 ///
 /// In both orders the two LayerNorms of a layer are read from the same checkpoint keys
 /// (`attention.output.LayerNorm` around attention, `output.LayerNorm` around the feed-forward).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayerNormOrder {
     #[default]
@@ -58,12 +58,19 @@ pub enum Family {
     /// `marian`: an encoder–decoder translation model (the Helsinki-NLP opus-mt layout), post-LN,
     /// sinusoidal positions, embeddings shared by both stacks and the LM head.
     Marian,
+    /// `llama` (and SmolLM): a decoder-only stack, pre-RMSNorm, rotary positions, grouped-query
+    /// attention, a SwiGLU feed-forward, no biases (`attention_bias` / `mlp_bias` may add them).
+    Llama,
+    /// `mistral`: Llama's layers, and a sliding window over the keys.
+    Mistral,
+    /// `qwen2`: Llama's layers with biases on Q, K and V.
+    Qwen2,
 }
 
 impl Family {
     /// The `model_type`s each family is read from, as a person would list them.
     pub const SUPPORTED: &'static str =
-        "bert, roberta (xlm-roberta, camembert), distilbert, gpt2, marian";
+        "bert, roberta (xlm-roberta, camembert), distilbert, gpt2, marian, llama, mistral, qwen2";
 
     /// The family of a config's `model_type` (`None`: BERT, as configs before `model_type`).
     pub fn from_model_type(model_type: Option<&str>) -> Option<Self> {
@@ -73,6 +80,9 @@ impl Family {
             Some("distilbert") => Some(Self::DistilBert),
             Some("gpt2") => Some(Self::Gpt2),
             Some("marian") => Some(Self::Marian),
+            Some("llama") => Some(Self::Llama),
+            Some("mistral") => Some(Self::Mistral),
+            Some("qwen2") => Some(Self::Qwen2),
             Some(_) => None,
         }
     }
@@ -85,6 +95,9 @@ impl Family {
             Self::DistilBert => "distilbert",
             Self::Gpt2 => "gpt2",
             Self::Marian => "marian",
+            Self::Llama => "llama",
+            Self::Mistral => "mistral",
+            Self::Qwen2 => "qwen2",
         }
     }
 
@@ -93,6 +106,7 @@ impl Family {
     pub fn field(self, bert_name: &'static str) -> &'static str {
         let renamed: &[(&str, &'static str)] = match self {
             Self::Bert | Self::Roberta => &[],
+            Self::Llama | Self::Mistral | Self::Qwen2 => &[("layer_norm_eps", "rms_norm_eps")],
             Self::DistilBert => &[
                 ("hidden_size", "dim"),
                 ("num_hidden_layers", "n_layers"),
@@ -126,9 +140,10 @@ impl Family {
         matches!(self, Self::Bert | Self::Roberta)
     }
 
-    /// Whether the model was trained under the no-peek mask (it is built into the model).
-    pub fn is_causal(self) -> bool {
-        self == Self::Gpt2
+    /// Whether the family's layers are Llama's (rotary positions, RMSNorm, a gated
+    /// feed-forward, grouped-query attention).
+    pub fn is_llama(self) -> bool {
+        matches!(self, Self::Llama | Self::Mistral | Self::Qwen2)
     }
 }
 
@@ -263,6 +278,307 @@ struct MarianJson {
     attnscope_focus: Option<Focus>,
 }
 
+fn default_rms_norm_eps() -> f64 {
+    1e-6
+}
+fn default_rope_theta() -> f64 {
+    10000.0
+}
+fn default_silu() -> Activation {
+    Activation::Silu
+}
+
+/// One token id or several (`eos_token_id` is a list in some configs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum TokenIds {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl TokenIds {
+    fn into_vec(self) -> Vec<u32> {
+        match self {
+            Self::One(id) => vec![id],
+            Self::Many(ids) => ids,
+        }
+    }
+}
+
+/// The `config.json` of Llama, Mistral and Qwen2 (`LlamaConfig`, `MistralConfig`,
+/// `Qwen2Config`), with HF's field names.
+#[derive(Debug, Clone, Deserialize)]
+struct LlamaJson {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    #[serde(default)]
+    num_key_value_heads: Option<usize>,
+    #[serde(default)]
+    head_dim: Option<usize>,
+    #[serde(default = "default_silu")]
+    hidden_act: Activation,
+    max_position_embeddings: usize,
+    #[serde(default = "default_rms_norm_eps")]
+    rms_norm_eps: f64,
+    #[serde(default = "default_rope_theta")]
+    rope_theta: f64,
+    #[serde(default)]
+    rope_scaling: Option<serde_json::Value>,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    #[serde(default)]
+    attention_bias: bool,
+    #[serde(default)]
+    mlp_bias: bool,
+    #[serde(default)]
+    bos_token_id: Option<u32>,
+    #[serde(default)]
+    eos_token_id: Option<TokenIds>,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    #[serde(default)]
+    sliding_window: Option<usize>,
+    #[serde(default)]
+    use_sliding_window: bool,
+}
+
+/// Rotary position embeddings (RoPE): the angle of the pair of dimensions `(i, i + d/2)` of a
+/// head at position `p` is `p·θᵢ`, `θᵢ = theta^(−2i/d)` (HF's rotate-half layout).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Rotary {
+    /// `rope_theta`, the base of the frequencies.
+    pub theta: f32,
+    /// The dimensions turned: every dimension of a head.
+    pub head_dim: usize,
+}
+
+impl Rotary {
+    /// `θᵢ = 1 / theta^(2i/d)` for `i < d/2`, in f32 as HF computes `inv_freq`.
+    pub fn inverse_frequencies(&self) -> Vec<f32> {
+        let d = self.head_dim;
+        (0..d / 2)
+            .map(|i| 1.0 / self.theta.powf((2 * i) as f32 / d as f32))
+            .collect()
+    }
+}
+
+/// Which stacks a model has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// Reads the whole input at once (BERT).
+    Encoder,
+    /// Writes its output token after token under the no-peek mask (GPT-2, Llama).
+    Decoder,
+    /// An encoder over the source and a decoder writing the target (Marian).
+    EncoderDecoder,
+}
+
+/// Where a model's positions come from.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum Positions {
+    /// A learned table added to the token embeddings; a text's first position is `offset`
+    /// (RoBERTa's: its padding index + 1).
+    Learned { offset: usize },
+    /// Fixed sinusoids added to the token embeddings (Marian).
+    Sinusoidal,
+    /// Rotary embeddings turning each head's queries and keys (Llama).
+    Rotary(Rotary),
+}
+
+/// A model's feed-forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum FeedForward {
+    /// `W₂·act(W₁x)`.
+    Plain { activation: Activation },
+    /// `W_down·(act(W_gate x) ⊙ W_up x)` (SwiGLU with SiLU).
+    Gated { activation: Activation },
+}
+
+/// Which linear layers have a bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Biases {
+    /// Q, K and V.
+    pub qkv: bool,
+    /// The attention's output projection.
+    pub output: bool,
+    pub feed_forward: bool,
+}
+
+/// The LM head over the vocabulary, where the model has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LmHead {
+    None,
+    /// Its weights are the token embeddings'.
+    Tied,
+    /// Its own weights.
+    Separate,
+}
+
+/// What a model is, declared by its family from its config: what every layer, the engines'
+/// checks and the page read, rather than the family's name.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Architecture {
+    pub kind: ModelKind,
+    pub positions: Positions,
+    pub norm: crate::model::weights::NormKind,
+    /// Where each sub-layer's norm sits (pre: `x + f(norm(x))`; post: `norm(x + f(x))`).
+    pub norm_order: LayerNormOrder,
+    pub norm_eps: f64,
+    pub feed_forward: FeedForward,
+    /// Query heads and key/value heads (grouped-query attention where they differ).
+    pub heads: crate::engine::ops::Heads,
+    pub head_dim: usize,
+    pub biases: Biases,
+    pub lm_head: LmHead,
+    /// Segment A / B embeddings.
+    pub token_types: bool,
+    /// The keys a query sees are at most this many positions back (Mistral's
+    /// `sliding_window`); `None`: every earlier key.
+    pub sliding_window: Option<usize>,
+}
+
+impl Architecture {
+    /// The architecture of the families of 2018–2019 (BERT, RoBERTa, DistilBERT, GPT-2, Marian):
+    /// LayerNorm, a plain feed-forward, a key/value head for every query head, biases
+    /// everywhere; GPT-2's LM head tied to its embeddings, Marian's to its shared ones.
+    #[allow(clippy::too_many_arguments)]
+    fn classic(
+        family: Family,
+        kind: ModelKind,
+        positions: Positions,
+        activation: Activation,
+        order: LayerNormOrder,
+        eps: f64,
+        heads: usize,
+        hidden: usize,
+    ) -> Self {
+        Self {
+            kind,
+            positions,
+            norm: crate::model::weights::NormKind::Layer,
+            norm_order: order,
+            norm_eps: eps,
+            feed_forward: FeedForward::Plain { activation },
+            heads: crate::engine::ops::Heads::all(heads),
+            head_dim: hidden / heads.max(1),
+            biases: Biases {
+                qkv: true,
+                output: true,
+                feed_forward: true,
+            },
+            lm_head: match kind {
+                ModelKind::Encoder => LmHead::None,
+                ModelKind::Decoder | ModelKind::EncoderDecoder => LmHead::Tied,
+            },
+            token_types: matches!(family, Family::Bert | Family::Roberta),
+            sliding_window: None,
+        }
+    }
+}
+
+/// A Llama, Mistral or Qwen2 config: the fields the engines read, or why it cannot run.
+fn llama_config(
+    family: Family,
+    model_type: Option<String>,
+    c: LlamaJson,
+) -> std::result::Result<Config, String> {
+    match &c.rope_scaling {
+        None | Some(serde_json::Value::Null) => {}
+        Some(scaling) => {
+            let kind = scaling
+                .get("rope_type")
+                .or_else(|| scaling.get("type"))
+                .and_then(|t| t.as_str());
+            if kind != Some("default") {
+                return Err(format!(
+                    "`rope_scaling` {scaling} is not supported (only none or \"default\")"
+                ));
+            }
+        }
+    }
+    let heads = c.num_attention_heads;
+    let kv_heads = c.num_key_value_heads.unwrap_or(heads);
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads.max(1)) {
+        return Err(format!(
+            "`num_attention_heads` {heads} is not a multiple of `num_key_value_heads` {kv_heads}"
+        ));
+    }
+    let head_dim = c.head_dim.unwrap_or(c.hidden_size / heads.max(1));
+    if head_dim == 0 || !head_dim.is_multiple_of(2) || head_dim > super::limits::MAX_HIDDEN_SIZE {
+        return Err(format!(
+            "the head size {head_dim} (`head_dim`, or `hidden_size` / `num_attention_heads`) must be \
+             even and positive for rotary positions, and at most {}",
+            super::limits::MAX_HIDDEN_SIZE
+        ));
+    }
+    let theta = c.rope_theta as f32;
+    if !(theta.is_finite() && theta > 1.0) {
+        return Err(format!(
+            "`rope_theta` {} must be finite and over 1",
+            c.rope_theta
+        ));
+    }
+    let sliding_window = match family {
+        Family::Mistral => c.sliding_window,
+        _ if c.use_sliding_window => c.sliding_window,
+        _ => None,
+    };
+    let qkv_bias = family == Family::Qwen2 || c.attention_bias;
+    Ok(Config {
+        family,
+        model_type,
+        vocab_size: c.vocab_size,
+        hidden_size: c.hidden_size,
+        num_hidden_layers: c.num_hidden_layers,
+        num_attention_heads: heads,
+        intermediate_size: c.intermediate_size,
+        hidden_act: c.hidden_act,
+        max_position_embeddings: c.max_position_embeddings,
+        type_vocab_size: 0,
+        layer_norm_eps: c.rms_norm_eps,
+        pad_token_id: c.pad_token_id,
+        layer_norm_order: LayerNormOrder::Pre,
+        id2label: None,
+        decoder: None,
+        architecture: Architecture {
+            kind: ModelKind::Decoder,
+            positions: Positions::Rotary(Rotary { theta, head_dim }),
+            norm: crate::model::weights::NormKind::Rms,
+            norm_order: LayerNormOrder::Pre,
+            norm_eps: c.rms_norm_eps,
+            feed_forward: FeedForward::Gated {
+                activation: c.hidden_act,
+            },
+            heads: crate::engine::ops::Heads {
+                query: heads,
+                key_value: kv_heads,
+            },
+            head_dim,
+            biases: Biases {
+                qkv: qkv_bias,
+                output: c.attention_bias,
+                feed_forward: c.mlp_bias,
+            },
+            lm_head: if c.tie_word_embeddings {
+                LmHead::Tied
+            } else {
+                LmHead::Separate
+            },
+            token_types: false,
+            sliding_window,
+        },
+        eos_token_ids: c.eos_token_id.map(TokenIds::into_vec).unwrap_or_default(),
+        bos_token_id: c.bos_token_id,
+    })
+}
+
 /// Where a view of a model opens: a decoder layer and one of its heads (`None`: the layer's
 /// mean over heads was the most readable; the page opens on head 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -321,6 +637,12 @@ pub struct Config {
     pub id2label: Option<BTreeMap<String, String>>,
     /// An encoder–decoder model's decoder (the fields above describe its encoder).
     pub decoder: Option<DecoderConfig>,
+    /// What the model is (see [`Architecture`]).
+    pub architecture: Architecture,
+    /// The tokens that end a generation (`eos_token_id`, one or several).
+    pub eos_token_ids: Vec<u32>,
+    /// `bos_token_id`, where the config gives one.
+    pub bos_token_id: Option<u32>,
 }
 
 impl Config {
@@ -378,6 +700,23 @@ impl Config {
                     layer_norm_order: c.layer_norm_order,
                     id2label: c.id2label,
                     decoder: None,
+                    architecture: Architecture::classic(
+                        family,
+                        ModelKind::Encoder,
+                        Positions::Learned {
+                            offset: match (family, c.pad_token_id) {
+                                (Family::Roberta, Some(pad)) => pad as usize + 1,
+                                _ => 0,
+                            },
+                        },
+                        c.hidden_act,
+                        c.layer_norm_order,
+                        c.layer_norm_eps,
+                        c.num_attention_heads,
+                        c.hidden_size,
+                    ),
+                    eos_token_ids: vec![],
+                    bos_token_id: None,
                 }
             }
             Family::DistilBert => {
@@ -399,6 +738,18 @@ impl Config {
                     layer_norm_order: LayerNormOrder::Post,
                     id2label: c.id2label,
                     decoder: None,
+                    architecture: Architecture::classic(
+                        family,
+                        ModelKind::Encoder,
+                        Positions::Learned { offset: 0 },
+                        c.activation,
+                        LayerNormOrder::Post,
+                        1e-12,
+                        c.n_heads,
+                        c.dim,
+                    ),
+                    eos_token_ids: vec![],
+                    bos_token_id: None,
                 }
             }
             Family::Gpt2 => {
@@ -435,6 +786,18 @@ impl Config {
                     layer_norm_order: LayerNormOrder::Pre,
                     id2label: c.id2label,
                     decoder: None,
+                    architecture: Architecture::classic(
+                        family,
+                        ModelKind::Decoder,
+                        Positions::Learned { offset: 0 },
+                        c.activation_function,
+                        LayerNormOrder::Pre,
+                        c.layer_norm_epsilon,
+                        c.n_head,
+                        c.n_embd,
+                    ),
+                    eos_token_ids: c.eos_token_id.into_iter().collect(),
+                    bos_token_id: None,
                 }
             }
             Family::Marian => {
@@ -477,10 +840,108 @@ impl Config {
                         shared_embeddings: c.share_encoder_decoder_embeddings,
                         focus: c.attnscope_focus,
                     }),
+                    architecture: Architecture::classic(
+                        family,
+                        ModelKind::EncoderDecoder,
+                        Positions::Sinusoidal,
+                        c.activation_function,
+                        LayerNormOrder::Post,
+                        1e-5,
+                        c.encoder_attention_heads,
+                        c.d_model,
+                    ),
+                    eos_token_ids: vec![c.eos_token_id],
+                    bos_token_id: None,
                 }
+            }
+            Family::Llama | Family::Mistral | Family::Qwen2 => {
+                let c: LlamaJson = serde_json::from_value(json).map_err(parse)?;
+                llama_config(family, model_type, c).map_err(bad)?
             }
         };
         config.validate(file)?;
+        Ok(config)
+    }
+
+    /// A Llama-family model's config from a GGUF file's metadata (`general.architecture` and
+    /// its `{arch}.*` keys, as llama.cpp's converter writes them), read as HF's GGUF loader
+    /// reads it: the head size from `{arch}.rope.dimension_count` (or `attention.key_length`),
+    /// the vocabulary from `tokenizer.ggml.tokens`, the LM head tied when the file has no
+    /// `output.weight`, Q/K/V biases when it has `blk.0.attn_q.bias`.
+    pub fn from_gguf(g: &super::gguf::GgufFile) -> Result<Self> {
+        let bad = |msg: String| Error::Config {
+            file: g.file.clone(),
+            msg,
+        };
+        let arch = g.get_str("general.architecture")?;
+        let family = match arch {
+            "llama" => Family::Llama,
+            "mistral" => Family::Mistral,
+            "qwen2" => Family::Qwen2,
+            other => {
+                return Err(bad(format!(
+                    "general.architecture {other:?} is not supported (supported in GGUF files: \
+                     llama, mistral, qwen2)"
+                )))
+            }
+        };
+        let key = |k: &str| format!("{arch}.{k}");
+        let optional_u32 = |k: &str| -> Result<Option<u32>> {
+            match g.get(&key(k)) {
+                Some(_) => g.get_u32(&key(k)).map(Some),
+                None => Ok(None),
+            }
+        };
+        if let Some(scaling) = g.get(&key("rope.scaling.type")) {
+            if !matches!(scaling, super::gguf::Value::String(s) if s == "none") {
+                return Err(bad(format!(
+                    "`{}` {scaling:?} is not supported (only none)",
+                    key("rope.scaling.type")
+                )));
+            }
+        }
+        let vocab = match g.get("tokenizer.ggml.tokens") {
+            Some(_) => g.get_str_array("tokenizer.ggml.tokens")?.len(),
+            None => g.get_u32(&key("vocab_size"))? as usize,
+        };
+        let token_id = |k: &str| -> Result<Option<u32>> {
+            match g.get(k) {
+                Some(_) => g.get_u32(k).map(Some),
+                None => Ok(None),
+            }
+        };
+        let heads = g.get_u32(&key("attention.head_count"))?;
+        let head_dim = match optional_u32("rope.dimension_count")? {
+            Some(d) => Some(d),
+            None => optional_u32("attention.key_length")?,
+        };
+        let eps = g.get_f32(&key("attention.layer_norm_rms_epsilon"))?;
+        let theta = match g.get(&key("rope.freq_base")) {
+            Some(_) => g.get_f32(&key("rope.freq_base"))?,
+            None => 10000.0,
+        };
+        let json = serde_json::json!({
+            "vocab_size": vocab,
+            "hidden_size": g.get_u32(&key("embedding_length"))?,
+            "intermediate_size": g.get_u32(&key("feed_forward_length"))?,
+            "num_hidden_layers": g.get_u32(&key("block_count"))?,
+            "num_attention_heads": heads,
+            "num_key_value_heads": optional_u32("attention.head_count_kv")?.unwrap_or(heads),
+            "head_dim": head_dim,
+            "max_position_embeddings": g.get_u32(&key("context_length"))?,
+            // f32 in the file: read as the f64 HF's loader makes of it
+            "rms_norm_eps": eps as f64,
+            "rope_theta": theta as f64,
+            "tie_word_embeddings": g.tensor("output.weight").is_none(),
+            "attention_bias": g.tensor("blk.0.attn_q.bias").is_some(),
+            "bos_token_id": token_id("tokenizer.ggml.bos_token_id")?,
+            "eos_token_id": token_id("tokenizer.ggml.eos_token_id")?,
+            "pad_token_id": token_id("tokenizer.ggml.padding_token_id")?,
+            "sliding_window": optional_u32("attention.sliding_window")?,
+        });
+        let c: LlamaJson = serde_json::from_value(json).map_err(|e| bad(e.to_string()))?;
+        let config = llama_config(family, Some(arch.to_owned()), c).map_err(bad)?;
+        config.validate(&g.file)?;
         Ok(config)
     }
 
@@ -518,11 +979,14 @@ impl Config {
             if v == 0 && !optional {
                 return bad(format!("`{field}` must be positive"));
             }
-            if v > limit {
+            // rotary positions have no table: a longer text is refused when it is run
+            let rotary = matches!(self.architecture.positions, Positions::Rotary(_));
+            if v > limit && !(rotary && name == "max_position_embeddings") {
                 return bad(format!("`{field}` {v} is over the limit of {limit}"));
             }
         }
-        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
+        let own_head_dim = self.family.is_llama();
+        if !own_head_dim && !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return bad(format!(
                 "`{}` {} is not divisible by `{}` {}",
                 f("hidden_size"),
@@ -608,8 +1072,13 @@ impl Config {
         let (l, h, p) = (
             self.num_hidden_layers as u128,
             self.num_attention_heads as u128,
-            self.max_position_embeddings as u128,
+            self.max_tokens() as u128,
         );
+        if matches!(self.architecture.positions, Positions::Rotary(_)) {
+            // a long context is the point of these models: a pass over more tokens than
+            // `MAX_ATTENTION_VALUES` allows is refused when it is run, saying how many fit
+            return Ok(());
+        }
         // a decoder's layers attend over its outputs and, across, over the source
         let decoder = self
             .decoder
@@ -642,6 +1111,28 @@ impl Config {
         let embeddings = (v + p + t) * d + 2 * d;
         // Q, K, V and output projections; two LayerNorms; the feed-forward pair.
         let layer = 4 * (d * d + d) + 2 * 2 * d + (d * i + i) + (i * d + d);
+        if self.family.is_llama() {
+            let a = &self.architecture;
+            let (q, kv) = (
+                (a.heads.query * a.head_dim) as u128,
+                (a.heads.key_value * a.head_dim) as u128,
+            );
+            let bias = |on: bool, n: u128| if on { n } else { 0 };
+            let layer = d * q
+                + 2 * d * kv
+                + bias(a.biases.qkv, q + 2 * kv)
+                + q * d
+                + bias(a.biases.output, d)
+                + 3 * d * i
+                + bias(a.biases.feed_forward, 2 * i + d)
+                + 2 * d;
+            let head = if a.lm_head == LmHead::Separate {
+                v * d
+            } else {
+                0
+            };
+            return v * d + head + self.num_hidden_layers as u128 * layer + d;
+        }
         if let Some(dec) = &self.decoder {
             // Marian: one table of token embeddings, its positions computed, the logits' bias;
             // a decoder layer has a cross-attention and its LayerNorm more
@@ -658,6 +1149,9 @@ impl Config {
     /// The longest text in tokens: the position table's rows, less RoBERTa's padding index and
     /// the row before it.
     pub fn max_tokens(&self) -> usize {
+        if let Positions::Rotary(_) = self.architecture.positions {
+            return self.max_position_embeddings.min(MAX_POSITIONS);
+        }
         match (self.family, self.pad_token_id) {
             (Family::Roberta, Some(pad)) => self
                 .max_position_embeddings
@@ -666,8 +1160,8 @@ impl Config {
         }
     }
 
-    /// Size of one head, `d_k = d_v = hidden_size / num_attention_heads`.
+    /// Size of one head, `d_k = d_v` (`hidden_size / num_attention_heads`, or `head_dim`).
     pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_attention_heads
+        self.architecture.head_dim
     }
 }

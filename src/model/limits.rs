@@ -68,6 +68,26 @@ pub const MAX_BATCH: usize = 4;
 /// 3 KB, so the cut changes the tokens only of text that is mostly whitespace or very long words.
 pub const MAX_TEXT_BYTES: usize = 256 << 10;
 
+/// Most tensors a GGUF file may list (a 70B Llama has 723; mixtures of experts a few thousand).
+pub const MAX_GGUF_TENSORS: usize = 1 << 16;
+
+/// Most metadata keys a GGUF file may hold (real ones: 20–50).
+pub const MAX_GGUF_KEYS: usize = 1 << 16;
+
+/// Longest metadata key or tensor name in a GGUF file, in bytes (ggml's names: 64).
+pub const MAX_GGUF_NAME_BYTES: usize = 1 << 16;
+
+/// Most elements in one GGUF metadata array: a vocabulary's tokens, scores, types or merges
+/// (Gemma 3's 262k tokens; the largest vocabularies are near 10⁶).
+pub const MAX_GGUF_ARRAY_LEN: usize = 1 << 24;
+
+/// Deepest nesting of GGUF metadata arrays (real files nest none): each level of a hostile
+/// file's arrays would otherwise be a level of recursion.
+pub const MAX_GGUF_ARRAY_DEPTH: usize = 4;
+
+/// Most dimensions of a GGUF tensor (`GGML_MAX_DIMS`).
+pub const MAX_GGUF_DIMS: usize = 4;
+
 /// The message for a file over its size limit, the same for every file and every path to it.
 pub(crate) fn file_too_big(len: u64, limit: usize) -> String {
     format!("the file is {len} bytes, over the limit of {limit}")

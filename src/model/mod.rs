@@ -1,7 +1,12 @@
-//! A checkpoint: `config.json`, `model.safetensors` and `tokenizer.json`.
+//! A checkpoint: `config.json`, `model.safetensors` and `tokenizer.json` (and an instruct
+//! model's `tokenizer_config.json` for its chat template).
 
+pub mod chat;
 pub mod config;
+pub mod gguf;
+pub mod gguf_tokenizer;
 pub mod limits;
+pub mod quant;
 pub mod tokenizer;
 pub mod weights;
 
@@ -15,9 +20,7 @@ use ndarray::{Array2, Array3};
 
 use crate::engine::ops::{Ops, Stack};
 use crate::engine::ModelInputs;
-#[cfg(not(target_arch = "wasm32"))]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::families::bert::BertWeights;
 use crate::families::Weights;
 use crate::masks::MaskKind;
@@ -26,6 +29,8 @@ use crate::masks::MaskKind;
 pub const CONFIG_FILE: &str = "config.json";
 pub const WEIGHTS_FILE: &str = "model.safetensors";
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Beside them, where an instruct model has one: its chat template.
+pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
 
 /// A loaded checkpoint: what the engines need, independent of where the bytes came from.
 pub struct Model {
@@ -35,6 +40,8 @@ pub struct Model {
     pub config: Config,
     pub weights: Weights,
     pub tokenizer: TextTokenizer,
+    /// The chat template an instruct model was trained with, where the checkpoint has one.
+    pub chat: Option<chat::ChatTemplate>,
 }
 
 impl Model {
@@ -84,7 +91,119 @@ impl Model {
             config,
             weights,
             tokenizer,
+            chat: None,
         })
+    }
+
+    /// The model with the chat template of its `tokenizer_config.json` (`chat_template`, given
+    /// `bos_token` and `eos_token`), when the file has one; `name` prefixes the file's name in
+    /// errors.
+    pub fn with_tokenizer_config(mut self, bytes: &[u8], name: &str) -> Result<Self> {
+        let file = file_name(name, TOKENIZER_CONFIG_FILE);
+        let bad = |msg: String| Error::Tokenizer {
+            file: file.clone(),
+            msg,
+        };
+        if bytes.len() > limits::MAX_CONFIG_BYTES {
+            return Err(bad(limits::file_too_big(
+                bytes.len() as u64,
+                limits::MAX_CONFIG_BYTES,
+            )));
+        }
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        // a special token is a string, or an added token's `{"content": …}`
+        let token = |key: &str| -> String {
+            match &json[key] {
+                serde_json::Value::String(s) => s.clone(),
+                v => v["content"].as_str().unwrap_or_default().to_owned(),
+            }
+        };
+        self.chat = match &json["chat_template"] {
+            serde_json::Value::String(source) => Some(chat::ChatTemplate::new(
+                source.as_str(),
+                &token("bos_token"),
+                &token("eos_token"),
+                &file,
+            )?),
+            _ => None,
+        };
+        Ok(self)
+    }
+
+    /// Loads a GGUF file (a Llama-family model): its config from the metadata
+    /// ([`Config::from_gguf`]), its tokenizer and chat template from `tokenizer.ggml.*` and
+    /// `tokenizer.chat_template` (as HF's `from_pretrained(…, gguf_file=…)` builds them), its
+    /// matrices kept in their ggml types inside `file`, which the model then shares. `name`
+    /// names the file in errors.
+    pub fn from_gguf(name: &str, file: &WeightsFile) -> Result<Self> {
+        let g = gguf::GgufFile::parse(file.bytes(), name)?;
+        let config = Config::from_gguf(&g)?;
+        let shared: quant::SharedBytes = std::sync::Arc::new(file.clone());
+        let (weights, tokenizer) = rayon::join(
+            || {
+                crate::families::llama::LlamaWeights::from_gguf(&g, &shared, &config)
+                    .map(|w| Weights::Llama(w.into()))
+            },
+            || -> Result<_> {
+                let t = gguf_tokenizer::GgufTokenizer::from_gguf(&g)?;
+                let text = TextTokenizer::from_bytes(
+                    &t.json_bytes(),
+                    name,
+                    config.max_tokens(),
+                    config.pad_token_id,
+                )?;
+                Ok((t, text))
+            },
+        );
+        let (weights, (gt, tokenizer)) = (weights?, tokenizer?);
+        let chat = match &gt.chat_template {
+            Some(source) => {
+                let token = |id: Option<u32>| id.map(|id| tokenizer.token(id)).unwrap_or_default();
+                Some(chat::ChatTemplate::new(
+                    source,
+                    &token(gt.bos_token_id),
+                    &token(gt.eos_token_id),
+                    name,
+                )?)
+            }
+            None => None,
+        };
+        Ok(Self {
+            id: ParamId::new(),
+            name: name.to_owned(),
+            config,
+            weights,
+            tokenizer,
+            chat,
+        })
+    }
+
+    /// Loads a `.gguf` file, or a checkpoint folder ([`Model::from_dir`]: anything that is not
+    /// a file, so that a missing folder's error names the file it lacks).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_path(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        use std::io::Read;
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Self::from_dir(path);
+        }
+        let shown = path.display().to_string();
+        let io = |source| Error::Io {
+            path: shown.clone(),
+            source,
+        };
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        if len > limits::MAX_WEIGHTS_BYTES as u64 {
+            return Err(Error::Gguf {
+                file: shown.clone(),
+                msg: limits::file_too_big(len, limits::MAX_WEIGHTS_BYTES),
+            });
+        }
+        let mut w = WeightsFile::zeroed(len as usize, &shown)?;
+        f.read_exact(w.bytes_mut()).map_err(io)?;
+        Self::from_gguf(&shown, &w)
     }
 
     /// Loads a checkpoint folder holding `config.json`, `model.safetensors` and `tokenizer.json`.
@@ -131,6 +250,10 @@ impl Model {
             }
         }
         let name = dir.display().to_string();
+        let tokenizer_config = match std::fs::metadata(dir.join(TOKENIZER_CONFIG_FILE)) {
+            Ok(m) if m.is_file() => Some(read(TOKENIZER_CONFIG_FILE, limits::MAX_CONFIG_BYTES)?),
+            _ => None,
+        };
         // a regular file is read straight into the weights' storage; one that is not, or that
         // changes size while it is read, is read as any other stream
         let path = dir.join(WEIGHTS_FILE);
@@ -158,7 +281,11 @@ impl Model {
                 WeightsFile::from_bytes(&read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?, &shown)?
             }
         };
-        Self::load(&name, &c, &w, &t)
+        let model = Self::load(&name, &c, &w, &t)?;
+        match tokenizer_config {
+            Some(bytes) => model.with_tokenizer_config(&bytes, &name),
+            None => Ok(model),
+        }
     }
 
     /// The stack the model's layers form: an encoder, or a decoder-only model's decoder.
@@ -179,7 +306,7 @@ impl Model {
     /// The mask the model was trained with: the no-peek mask (with padding) for a decoder-only
     /// model, padding for an encoder.
     pub fn own_mask(&self) -> MaskKind {
-        if self.config.family.is_causal() {
+        if self.config.architecture.kind == config::ModelKind::Decoder {
             MaskKind::Causal
         } else {
             MaskKind::Padding

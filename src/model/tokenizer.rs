@@ -199,6 +199,22 @@ impl TextTokenizer {
         self.max_len
     }
 
+    /// One text given by its ids (a prompt and what a model wrote after it): its tokens as the
+    /// vocabulary holds them, each read as [`TextTokenizer::text_of`] reads it, no offsets.
+    pub fn from_ids(&self, ids: &[u32]) -> Encoded {
+        let n = ids.len();
+        Encoded {
+            tokens: vec![ids.iter().map(|&id| self.token(id)).collect()],
+            ids: Array2::from_shape_vec((1, n), ids.to_vec()).expect("(1, n)"),
+            type_ids: Array2::zeros((1, n)),
+            valid: Array2::from_elem((1, n), true),
+            truncated: vec![false],
+            offsets: vec![vec![(0, 0); n]],
+            word_ids: vec![vec![None; n]],
+            texts: vec![ids.iter().map(|&id| self.text_of(id)).collect()],
+        }
+    }
+
     /// Tokenises `texts` (each paired with `pair` when given) into one batch right-padded to the longest.
     ///
     /// At most [`MAX_BATCH`] texts; each must hold something besides whitespace and characters

@@ -11,6 +11,7 @@ use ndarray::{s, ArcArray1, ArcArray2, ArcArrayD, Array1, ArrayD, IxDyn};
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTES};
+use super::quant::QuantMatrix;
 use crate::engine::cpu::gemm::PackedB;
 use crate::error::{Error, Result};
 
@@ -83,6 +84,13 @@ impl WeightsFile {
             let first = offset / 4;
             self.words.clone().slice_move(s![first..first + count])
         })
+    }
+}
+
+/// The file's bytes, lent to the matrices of a GGUF file read from it ([`QuantMatrix`]).
+impl AsRef<[u8]> for WeightsFile {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
     }
 }
 
@@ -349,20 +357,104 @@ fn size_mismatch(bytes: &[u8], header_len: usize) -> String {
     }
 }
 
-/// A dense layer `y = x·Wᵀ + b`.
-///
-/// The CPU engine multiplies by `Wᵀ` packed once, here, into the column panels of its matrix
-/// product ([`PackedB`]); `weight` stays as PyTorch stores it, for the GPU upload and the
-/// views. Build one with [`Linear::new`] (or [`Linear::load`]) so the two agree.
+/// A matrix of parameters: f32 values (a view into the checkpoint's [`WeightsFile`] where
+/// they were read from one), or a GGUF file's values kept in their ggml type ([`QuantMatrix`],
+/// quantized ones block by block), never expanded into an f32 copy of their own.
 ///
 /// # Shapes
-/// * `weight`: `(out, in)` as stored by PyTorch's `nn.Linear` (a view into the checkpoint's
-///   [`WeightsFile`] where it was read from one)
+/// * `(rows, cols)`, as PyTorch stores it
+#[derive(Debug, Clone)]
+pub enum Matrix {
+    F32(ArcArray2<f32>),
+    Quantized(QuantMatrix),
+}
+
+impl Matrix {
+    pub fn nrows(&self) -> usize {
+        self.dim().0
+    }
+
+    pub fn ncols(&self) -> usize {
+        self.dim().1
+    }
+
+    /// `(rows, cols)`.
+    pub fn dim(&self) -> (usize, usize) {
+        match self {
+            Self::F32(w) => w.dim(),
+            Self::Quantized(q) => q.dim(),
+        }
+    }
+
+    /// The f32 values, when the matrix holds them as such.
+    pub fn as_f32(&self) -> Option<&ArcArray2<f32>> {
+        match self {
+            Self::F32(w) => Some(w),
+            Self::Quantized(_) => None,
+        }
+    }
+
+    /// Every value as f32, row after row: borrowed where they are f32 and contiguous, else
+    /// made (an engine that copies the matrix elsewhere, the GPU's buffers, reads them so).
+    pub fn values(&self) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            Self::F32(w) => match w.as_slice() {
+                Some(s) => std::borrow::Cow::Borrowed(s),
+                None => std::borrow::Cow::Owned(w.iter().copied().collect()),
+            },
+            Self::Quantized(q) => {
+                std::borrow::Cow::Owned(q.dequantize().into_raw_vec_and_offset().0)
+            }
+        }
+    }
+
+    /// Rows `ids` (each below [`Matrix::nrows`]), as f32.
+    ///
+    /// # Shapes
+    /// * `ids`: `(n,)` → `(n, cols)`
+    pub fn rows_of(&self, ids: &[usize]) -> ndarray::Array2<f32> {
+        match self {
+            Self::F32(w) => w.select(ndarray::Axis(0), ids),
+            Self::Quantized(q) => {
+                let mut out = ndarray::Array2::zeros((ids.len(), q.cols()));
+                for (mut row, &id) in out.rows_mut().into_iter().zip(ids) {
+                    let row = row
+                        .as_slice_mut()
+                        .expect("a new array's rows are contiguous");
+                    q.dequantize_row(id, row);
+                }
+                out
+            }
+        }
+    }
+}
+
+impl PartialEq for Matrix {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::F32(a), Self::F32(b)) => a == b,
+            (Self::Quantized(a), Self::Quantized(b)) => {
+                (a.ty(), a.dim()) == (b.ty(), b.dim()) && a.data() == b.data()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A dense layer `y = x·Wᵀ + b`.
+///
+/// The CPU engine multiplies by an f32 `Wᵀ` packed once, here, into the column panels of its
+/// matrix product ([`PackedB`]), and by a quantized `W` block by block
+/// ([`QuantMatrix::matmul_t`]); `weight` stays as the file stores it, for the GPU upload and
+/// the views. Build one with [`Linear::new`] (or [`Linear::load`]) so the two agree.
+///
+/// # Shapes
+/// * `weight`: `(out, in)` as stored by PyTorch's `nn.Linear`
 /// * `bias`: `(out,)`
 #[derive(Debug, Clone)]
 pub struct Linear {
     pub id: ParamId,
-    pub weight: ArcArray2<f32>,
+    pub weight: Matrix,
     pub bias: Array1<f32>,
     /// `Wᵀ` packed: when the layer is built, or on the CPU engine's first use of a tied one.
     packed: OnceLock<PackedB>,
@@ -379,9 +471,24 @@ impl Linear {
         let packed = PackedB::from_transposed(weight.view());
         Self {
             id: ParamId::new(),
-            weight,
+            weight: Matrix::F32(weight),
             bias,
             packed: OnceLock::from(packed),
+            tied: None,
+        }
+    }
+
+    /// A layer whose weight a GGUF file holds in its ggml type: kept so, the CPU engine
+    /// multiplying block by block.
+    ///
+    /// # Shapes
+    /// * `weight`: `(out, in)`, `bias`: `(out,)`
+    pub fn quantized(weight: QuantMatrix, bias: Array1<f32>) -> Self {
+        Self {
+            id: ParamId::new(),
+            weight: Matrix::Quantized(weight),
+            bias,
+            packed: OnceLock::new(),
             tied: None,
         }
     }
@@ -395,7 +502,7 @@ impl Linear {
         let packed = PackedB::from_matrix(w_in_out.view());
         Self {
             id: ParamId::new(),
-            weight: w_in_out.reversed_axes(),
+            weight: Matrix::F32(w_in_out.reversed_axes()),
             bias,
             packed: OnceLock::from(packed),
             tied: None,
@@ -426,36 +533,64 @@ impl Linear {
         ))
     }
 
-    /// `Wᵀ`, packed for the CPU engine's matrix product.
-    pub fn packed(&self) -> &PackedB {
-        self.packed
-            .get_or_init(|| PackedB::from_transposed(self.weight.view()))
+    /// An f32 `Wᵀ`, packed for the CPU engine's matrix product; `None` for a quantized `W`.
+    pub fn packed(&self) -> Option<&PackedB> {
+        let w = self.weight.as_f32()?;
+        Some(
+            self.packed
+                .get_or_init(|| PackedB::from_transposed(w.view())),
+        )
     }
 }
 
-/// LayerNorm over the last axis. Old TF-converted checkpoints name its tensors `gamma`/`beta`.
+/// Which normalisation a [`Norm`] computes over each row `x` of `D` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    /// LayerNorm: `(x − mean)/√(var + eps)·weight + bias` (BERT, GPT-2, Marian).
+    Layer,
+    /// RMSNorm: `x/√(mean(x²) + eps)·weight`, no mean subtracted and no bias (Llama, Qwen2).
+    Rms,
+}
+
+/// A normalisation over the last axis: LayerNorm or RMSNorm ([`NormKind`]). Old TF-converted
+/// checkpoints name a LayerNorm's tensors `gamma`/`beta`. An RMSNorm's `bias` is zero.
 ///
 /// # Shapes
 /// * `weight`, `bias`: `(hidden,)`
 #[derive(Debug, Clone)]
-pub struct LayerNorm {
+pub struct Norm {
     pub id: ParamId,
+    pub kind: NormKind,
     pub weight: Array1<f32>,
     pub bias: Array1<f32>,
     pub eps: f32,
 }
 
-impl LayerNorm {
+impl Norm {
+    /// A LayerNorm.
     pub fn new(weight: Array1<f32>, bias: Array1<f32>, eps: f32) -> Self {
         Self {
             id: ParamId::new(),
+            kind: NormKind::Layer,
             weight,
             bias,
             eps,
         }
     }
 
-    /// `{prefix}.weight` and `{prefix}.bias` (or `gamma` and `beta`), each `(n,)`.
+    /// An RMSNorm (its bias zero).
+    pub fn rms(weight: Array1<f32>, eps: f32) -> Self {
+        Self {
+            id: ParamId::new(),
+            kind: NormKind::Rms,
+            bias: Array1::zeros(weight.len()),
+            weight,
+            eps,
+        }
+    }
+
+    /// A LayerNorm: `{prefix}.weight` and `{prefix}.bias` (or `gamma` and `beta`), each `(n,)`.
     pub fn load(t: &Tensors, prefix: &str, n: usize, eps: f64) -> Result<Self> {
         let (w, b) = if t.has(&format!("{prefix}.gamma")) {
             ("gamma", "beta")
@@ -468,16 +603,25 @@ impl LayerNorm {
             eps as f32,
         ))
     }
+
+    /// An RMSNorm: `{prefix}.weight`, `(n,)`.
+    pub fn load_rms(t: &Tensors, prefix: &str, n: usize, eps: f64) -> Result<Self> {
+        Ok(Self::rms(
+            t.read1(&format!("{prefix}.weight"), n)?,
+            eps as f32,
+        ))
+    }
 }
 
 /// An embedding table: row `i` is the vector of id `i` (a token, a position, a token type).
 ///
 /// # Shapes
-/// * `weight`: `(rows, D)`, a view into the checkpoint's [`WeightsFile`] where it can be
+/// * `weight`: `(rows, D)` ([`Matrix`]: a view into the checkpoint's [`WeightsFile`] where it
+///   can be, or a GGUF file's quantized rows)
 #[derive(Debug, Clone)]
 pub struct Table {
     pub id: ParamId,
-    pub weight: ArcArray2<f32>,
+    pub weight: Matrix,
     /// What every row is multiplied by when it is looked up (Marian's `√d_model` with
     /// `scale_embedding`; 1 elsewhere).
     pub scale: f32,
@@ -487,7 +631,16 @@ impl Table {
     pub fn new(weight: impl Into<ArcArray2<f32>>) -> Self {
         Self {
             id: ParamId::new(),
-            weight: weight.into(),
+            weight: Matrix::F32(weight.into()),
+            scale: 1.0,
+        }
+    }
+
+    /// A table a GGUF file holds in its ggml type, its rows dequantized as they are looked up.
+    pub fn quantized(weight: QuantMatrix) -> Self {
+        Self {
+            id: ParamId::new(),
+            weight: Matrix::Quantized(weight),
             scale: 1.0,
         }
     }

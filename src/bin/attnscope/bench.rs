@@ -69,7 +69,7 @@ pub fn run(
             .build_global()
             .map_err(|e| Error::Input(format!("--threads {n}: {e}")))?;
     }
-    let model = Arc::new(Model::from_dir(dir)?);
+    let model = Arc::new(Model::from_path(dir)?);
     if model.config.decoder.is_some() {
         return translation(model, backend, iters);
     }

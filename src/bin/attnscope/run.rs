@@ -2,8 +2,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use attnscope::engine::{cpu, BackendChoice, Decoding, HeadMask, Runner, ScoreScale, TraceOptions};
-use attnscope::report::{Report, ReportOptions};
+use attnscope::engine::{
+    cpu, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale, TraceOptions,
+};
+use attnscope::report::{GenerationReport, Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -11,7 +13,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[command(
     name = "attnscope",
     version,
-    about = "See how a transformer encoder attends"
+    about = "See how a transformer attends: every layer's and head's attention of an encoder, a \
+             decoder or an encoder–decoder, as JSON"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,11 +57,14 @@ impl From<MaskArg> for MaskKind {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the encoder on TEXTs (one right-padded batch) and print every layer's and head's attention as JSON.
+    /// Run the model on TEXTs (one right-padded batch) and print every layer's and head's attention as JSON.
     Attention {
         /// Checkpoint folder with config.json, model.safetensors and tokenizer.json.
         #[arg(long)]
         model: PathBuf,
+        /// Wrap each TEXT in the model's chat template as a user message (an instruct model).
+        #[arg(long)]
+        chat: bool,
         /// cpu, gpu (an error when there is no adapter) or auto (the GPU when there is one).
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
@@ -108,8 +114,9 @@ enum Command {
         /// (queries) to the first (keys), each encoded alone; computed by the CPU engine.
         #[arg(long, value_name = "LAYER", requires = "pair")]
         cross_attention: Option<usize>,
-        /// For a model with an LM head (GPT-2): include "next_tokens" [T][K], at each position
-        /// the K likeliest next tokens ({id, token, text, p}, p over the whole vocabulary).
+        /// For a model with an LM head (GPT-2, Llama): include "next_tokens" [T][K], at each
+        /// position the K likeliest next tokens ({id, token, text, p}, p over the whole
+        /// vocabulary).
         #[arg(long, value_name = "K")]
         top_k: Option<usize>,
         #[arg(required = true, num_args = 1..)]
@@ -139,6 +146,27 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         sources: Vec<String>,
     },
+    /// Write after PROMPT with a decoder-only model (GPT-2, Llama, Mistral, Qwen2): greedily,
+    /// one token at a time with a key/value cache, until EOS or N new tokens; print the ids,
+    /// the text, every attention over the positions the model was fed [L][H][N][N] and each
+    /// step's likeliest tokens as JSON.
+    Generate {
+        /// Checkpoint folder with config.json, model.safetensors and tokenizer.json.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// Stop after this many new tokens if EOS has not come.
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        max_new_tokens: usize,
+        /// The likeliest tokens each step lists ("steps": [{"top_k": [{id, token, text, p}]}]).
+        #[arg(long, value_name = "K", default_value_t = 5)]
+        top_k: usize,
+        /// Wrap PROMPT in the model's chat template as a user message (an instruct model).
+        #[arg(long)]
+        chat: bool,
+        prompt: String,
+    },
     /// Time the forward pass at several sequence lengths.
     Bench {
         #[arg(long)]
@@ -161,6 +189,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Attention {
             model,
+            chat,
             backend,
             mask,
             pair,
@@ -178,6 +207,7 @@ pub fn main() -> ExitCode {
             texts,
         } => attention(
             &model,
+            chat,
             backend,
             mask.map(Into::into),
             pair.as_deref(),
@@ -215,6 +245,14 @@ pub fn main() -> ExitCode {
             target,
             sources,
         } => translate(&model, backend, max_new_tokens, top_k, &target, &sources),
+        Command::Generate {
+            model,
+            backend,
+            max_new_tokens,
+            top_k,
+            chat,
+            prompt,
+        } => generate(&model, backend, max_new_tokens, top_k, chat, &prompt),
         Command::Bench {
             model,
             backend,
@@ -245,7 +283,7 @@ fn translate(
     targets: &[String],
     sources: &[String],
 ) -> Result<(), Error> {
-    let model = Model::from_dir(dir)?;
+    let model = Model::from_path(dir)?;
     attnscope::engine::translate::marian(&model)?;
     let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
     let targets: Option<Vec<String>> = match targets.len() {
@@ -305,9 +343,54 @@ fn parse_head_mask(s: &str) -> Result<HeadMask, String> {
     HeadMask::parse(s).map_err(|e| e.to_string())
 }
 
+/// `attnscope generate`: see [`Command::Generate`].
+fn generate(
+    dir: &std::path::Path,
+    backend: BackendArg,
+    max_new_tokens: usize,
+    top_k: usize,
+    chat: bool,
+    prompt: &str,
+) -> Result<(), Error> {
+    let model = Model::from_path(dir)?;
+    let text = if chat {
+        chat_text(&model, prompt)?
+    } else {
+        prompt.to_owned()
+    };
+    let ids = model.tokenizer.encode(&[&text], None)?;
+    let n = ids.length(0);
+    let prompt_ids: Vec<u32> = ids.ids.row(0).iter().take(n).copied().collect();
+    let opts = GenerateOptions {
+        max_new_tokens,
+        top_k,
+    };
+    let runner = pollster::block_on(Runner::new(model, backend.into()))?;
+    let run = pollster::block_on(runner.generate(&prompt_ids, &opts))?;
+    if let Some(why) = &run.fallback {
+        eprintln!("note: running on the CPU: {why}");
+    }
+    let mut report = GenerationReport::new(runner.model(), &run.backend, &text, &run.generation);
+    report.fallback = run.fallback.as_deref();
+    print_json(&report)
+}
+
+/// `text` as a user message in the model's chat template, or an error when it has none.
+fn chat_text(model: &Model, text: &str) -> Result<String, Error> {
+    let template = model.chat.as_ref().ok_or_else(|| {
+        Error::Input(format!(
+            "--chat: {} has no chat template (tokenizer_config.json's chat_template, or a GGUF \
+             file's tokenizer.chat_template)",
+            model.short_name()
+        ))
+    })?;
+    template.user(text)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn attention(
     dir: &std::path::Path,
+    chat: bool,
     backend: BackendArg,
     mask_kind: Option<MaskKind>,
     pair: Option<&str>,
@@ -316,7 +399,7 @@ fn attention(
     report_opts: ReportOptions,
     texts: &[String],
 ) -> Result<(), Error> {
-    let model = Model::from_dir(dir)?;
+    let model = Model::from_path(dir)?;
     if report_opts.top_k.is_some() && !model.weights.has_lm_head() {
         return Err(Error::Input(format!(
             "--top-k: {} has no LM head to predict the next token with (model_type {})",
@@ -325,6 +408,15 @@ fn attention(
         )));
     }
     let mask_kind = mask_kind.unwrap_or_else(|| model.own_mask());
+    let texts: Vec<String> = if chat {
+        texts
+            .iter()
+            .map(|t| chat_text(&model, t))
+            .collect::<Result<_, _>>()?
+    } else {
+        texts.to_vec()
+    };
+    let texts = &texts[..];
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let input = model.tokenizer.encode(&refs, pair)?;
     for (text, cut) in texts.iter().zip(&input.truncated) {

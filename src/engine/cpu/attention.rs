@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use super::gemm::{matmul_in_one_thread, PackedB};
 use super::isa;
 use super::ops::{linear, masked_softmax, masked_softmax_in_place};
+use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::families::bert::AttentionWeights;
@@ -354,7 +355,7 @@ pub fn multi_head_attention(
         q.view(),
         k.view(),
         v.view(),
-        heads,
+        Heads::all(heads),
         mask,
         off,
         scale,
@@ -388,22 +389,24 @@ fn head(x: ArrayView2<'_, f32>, h: usize, d: usize) -> ArrayView2<'_, f32> {
     x.slice_move(s![.., h * d..(h + 1) * d])
 }
 
-/// The heads of multi-head attention over projected queries, keys and values: each head `h`
-/// attends with columns `h·d..(h+1)·d` (`x.view(n, H, d).transpose(0, 1)`, as views), writes its
-/// probabilities (and scores, if asked for) into `arrays` and its output into its columns of
-/// `context`: `concat(head₁ … head_H)`, before `W_o`. Heads marked in `off` are knocked out:
-/// their context is zero (their probabilities are still written). `context` may be
-/// uninitialised: when this returns `Ok`, every value of it has been written.
+/// The heads of multi-head attention over projected queries, keys and values: each query head
+/// `h` attends with its columns `h·d..(h+1)·d` of `q` and the columns of key/value head
+/// `g = h / (H / H_kv)` of `k` and `v` (`x.view(n, H, d).transpose(0, 1)`, as views; HF's
+/// `repeat_kv` without the copy), writes its probabilities (and scores, if asked for) into
+/// `arrays` and its output into its columns of `context`: `concat(head₁ … head_H)`, before
+/// `W_o`. Heads marked in `off` are knocked out: their context is zero (their probabilities are
+/// still written). `context` may be uninitialised: when this returns `Ok`, every value of it has
+/// been written.
 ///
 /// # Shapes
-/// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H·d_k)`, `v`: `(n_k, H·d_v)`, `mask`: `(n_q, n_k)`,
+/// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H_kv·d_k)`, `v`: `(n_k, H_kv·d_v)`, `mask`: `(n_q, n_k)`,
 ///   `off`: `(H,)` or empty, `arrays`: see [`HeadArrays`], `context`: `(n_q, H·d_v)`
 #[allow(clippy::too_many_arguments)]
 pub fn heads_into(
     q: ArrayView2<f32>,
     k: ArrayView2<f32>,
     v: ArrayView2<f32>,
-    heads: usize,
+    heads: Heads,
     mask: Option<ArrayView2<bool>>,
     off: &[bool],
     scale: ScoreScale,
@@ -418,32 +421,34 @@ pub fn heads_into(
             found: found.to_vec(),
         })
     };
-    if heads == 0 || !q.ncols().is_multiple_of(heads) || !v.ncols().is_multiple_of(heads) {
+    heads.check("attention")?;
+    let (h, kv) = (heads.query, heads.key_value);
+    if !q.ncols().is_multiple_of(h) || !v.ncols().is_multiple_of(kv) {
         return shape(
-            &format!("queries and values split into {heads} heads"),
-            vec![n_q, heads.max(1) * (q.ncols() / heads.max(1))],
+            &format!("queries split into {h} heads, values into {kv}"),
+            vec![n_q, h * (q.ncols() / h)],
             q.shape(),
         );
     }
-    let (d_k, d_v) = (q.ncols() / heads, v.ncols() / heads);
-    if k.dim() != (n_k, heads * d_k) {
+    let (d_k, d_v) = (q.ncols() / h, v.ncols() / kv);
+    if k.dim() != (n_k, kv * d_k) {
         return shape(
-            "attention keys (n_k, H·d_k)",
-            vec![n_k, heads * d_k],
+            "attention keys (n_k, H_kv·d_k)",
+            vec![n_k, kv * d_k],
             k.shape(),
         );
     }
     if v.nrows() != n_k {
         return shape(
-            "attention values (n_k, H·d_v)",
-            vec![n_k, heads * d_v],
+            "attention values (n_k, H_kv·d_v)",
+            vec![n_k, kv * d_v],
             v.shape(),
         );
     }
-    if context.dim() != (n_q, heads * d_v) {
+    if context.dim() != (n_q, h * d_v) {
         return shape(
             "attention context (n_q, H·d_v)",
-            vec![n_q, heads * d_v],
+            vec![n_q, h * d_v],
             context.shape(),
         );
     }
@@ -453,10 +458,10 @@ pub fn heads_into(
         mut scores,
     } = arrays;
     for a in std::iter::once(&probs).chain(scores.as_ref()) {
-        if a.dim() != (heads, n_q, n_k) {
+        if a.dim() != (h, n_q, n_k) {
             return shape(
                 "per-head attention arrays (H, n_q, n_k)",
-                vec![heads, n_q, n_k],
+                vec![h, n_q, n_k],
                 a.shape(),
             );
         }
@@ -464,7 +469,7 @@ pub fn heads_into(
     // each head's scores, or none when they are not kept
     let scores: Vec<Option<ArrayViewMut2<MaybeUninit<f32>>>> = match scores.as_mut() {
         Some(s) => s.axis_iter_mut(Axis(0)).map(Some).collect(),
-        None => (0..heads).map(|_| None).collect(),
+        None => (0..h).map(|_| None).collect(),
     };
     // the heads attend independently: in parallel where there are threads, each writing its
     // own columns of the concatenation
@@ -479,10 +484,11 @@ pub fn heads_into(
             if knocked_out {
                 context.fill(MaybeUninit::new(0.0)); // its context is zero
             }
+            let g = h / heads.group();
             attend_into(
                 head(q, h, d_k),
-                head(k, h, d_k),
-                head(v, h, d_v),
+                head(k, g, d_k),
+                head(v, g, d_v),
                 mask,
                 scale,
                 scores,

@@ -8,15 +8,16 @@ use std::sync::Arc;
 use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
 
 use super::attention::{heads_into, HeadArrays};
-use super::ops::{activate, layer_norm, linear};
+use super::ops::{activate, gate, linear, norm, rotate};
 use crate::engine::ops::{
-    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Ids,
-    Kept, Ops, PassMasks, Stack,
+    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Heads,
+    Ids, Kept, Ops, PassMasks, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
-use crate::model::weights::{LayerNorm, Linear, Table};
+use crate::model::config::Rotary;
+use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 
 /// An activation on the CPU: some columns of a shared matrix.
@@ -260,7 +261,7 @@ impl Ops for CpuOps<'_> {
                 "id {bad} is outside an embedding table of {rows} rows"
             )));
         }
-        let mut x = table.weight.select(Axis(0), &ids); // (B·n, D)
+        let mut x = table.weight.rows_of(&ids); // (B·n, D)
         if table.scale != 1.0 {
             x *= table.scale;
         }
@@ -272,13 +273,13 @@ impl Ops for CpuOps<'_> {
         Ok(CpuX::new(&a.view() + &b.view()))
     }
 
-    fn layer_norm(&mut self, x: &CpuX, ln: &LayerNorm) -> Result<CpuX> {
-        Ok(CpuX::new(layer_norm(x.view(), ln)))
+    fn norm(&mut self, x: &CpuX, ln: &Norm) -> Result<CpuX> {
+        Ok(CpuX::new(norm(x.view(), ln)))
     }
 
-    fn add_norm(&mut self, a: &CpuX, b: &CpuX, ln: &LayerNorm) -> Result<AddNorm<CpuX>> {
+    fn add_norm(&mut self, a: &CpuX, b: &CpuX, ln: &Norm) -> Result<AddNorm<CpuX>> {
         let sum = self.add(a, b)?;
-        let norm = self.layer_norm(&sum, ln)?;
+        let norm = self.norm(&sum, ln)?;
         Ok(AddNorm { sum, norm })
     }
 
@@ -349,6 +350,35 @@ impl Ops for CpuOps<'_> {
         Ok(())
     }
 
+    fn rotate(&mut self, x: &CpuX, heads: usize, rope: &Rotary, which: Ids) -> Result<CpuX> {
+        let (rows, cols) = x.view().dim();
+        if cols != heads * rope.head_dim || !rope.head_dim.is_multiple_of(2) {
+            return Err(Error::Shape {
+                what: format!("rotary positions on {heads} heads of an even size"),
+                expected: vec![rows, heads * rope.head_dim],
+                found: vec![rows, cols],
+            });
+        }
+        let positions = self
+            .inputs
+            .ids(which)
+            .ok_or_else(|| Error::Engine(format!("this pass has no {which:?}")))?;
+        let positions: Vec<u32> = positions.iter().copied().collect();
+        if positions.len() != rows {
+            return Err(Error::Shape {
+                what: format!("{which:?}: one position per row"),
+                expected: vec![rows],
+                found: vec![positions.len()],
+            });
+        }
+        Ok(CpuX::new(rotate(x.view(), heads, rope, &positions)))
+    }
+
+    fn gate(&mut self, g: &CpuX, up: &CpuX, act: Activation) -> Result<CpuX> {
+        self.same_rows("a gated feed-forward's gate and up projection", g, up)?;
+        Ok(CpuX::new(gate(g.view(), up.view(), act)))
+    }
+
     fn split(&mut self, x: &CpuX, parts: usize) -> Result<Vec<CpuX>> {
         let c = split_width(x.rows(), x.cols.len(), parts)?;
         Ok((0..parts)
@@ -362,7 +392,7 @@ impl Ops for CpuOps<'_> {
     fn attention(
         &mut self,
         id: AttentionId,
-        heads: usize,
+        heads: Heads,
         q: &CpuX,
         k: &CpuX,
         v: &CpuX,
@@ -388,12 +418,15 @@ impl Ops for CpuOps<'_> {
                 found: mask.0.shape().to_vec(),
             });
         }
-        let off = self.opts.head_mask.layer(id.layer, heads);
+        let off = self.opts.head_mask.layer(id.layer, heads.query);
         let scale = self.opts.scale;
         let layer = id.layer;
         let (qv, kv, vv) = (q.view(), k.view(), v.view());
-        let mut context = Array2::uninit((b * n_q, vv.ncols()));
-        let g = self.group(id, [heads, n_q, n_k])?;
+        heads.check(&format!("{id:?}"))?;
+        // (B·n_q, H·d_v): every query head writes its context, from its group's values
+        let d_v = vv.ncols() / heads.key_value;
+        let mut context = Array2::uninit((b * n_q, heads.query * d_v));
+        let g = self.group(id, [heads.query, n_q, n_k])?;
         for i in 0..b {
             let arrays = HeadArrays {
                 probs: g.probs.slice_mut(s![i, layer, .., .., ..]),

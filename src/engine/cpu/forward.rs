@@ -5,7 +5,7 @@ use ndarray::{s, Array2, Array3};
 
 use super::attention::multi_head_attention;
 use super::exec::{CpuOps, StackLayers};
-use super::ops::layer_norm;
+use super::ops::norm;
 use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::AttentionGroup;
 use crate::engine::{check_input, check_layer, Trace, TraceOptions};
@@ -116,7 +116,7 @@ pub fn cross_attention(
             .to_owned();
         let x = match c.layer_norm_order {
             LayerNormOrder::Post => hs,
-            LayerNormOrder::Pre => layer_norm(hs.view(), &layers[layer].attention_norm),
+            LayerNormOrder::Pre => norm(hs.view(), &layers[layer].attention_norm),
         };
         Ok((input.tokens.swap_remove(0), x))
     };

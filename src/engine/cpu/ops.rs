@@ -8,7 +8,8 @@ use rayon::prelude::*;
 
 use super::gemm::matmul_new;
 use super::isa;
-use crate::model::weights::{LayerNorm, Linear};
+use crate::model::config::Rotary;
+use crate::model::weights::{Linear, Matrix, Norm, NormKind};
 use crate::model::Activation;
 
 /// `x·Wᵀ + b`.
@@ -16,15 +17,25 @@ use crate::model::Activation;
 /// # Shapes
 /// * `x`: `(T, in)` → `(T, out)`
 pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
-    matmul_new(x, l.packed(), 1.0, Some(l.bias.view()))
+    match (&l.weight, l.packed()) {
+        (_, Some(packed)) => matmul_new(x, packed, 1.0, Some(l.bias.view())),
+        // block by block from the quantized bytes (src/model/quant.rs)
+        (Matrix::Quantized(q), None) => {
+            let mut y = q.matmul_t(x);
+            y += &l.bias;
+            y
+        }
+        (Matrix::F32(_), None) => unreachable!("an f32 layer packs its weights"),
+    }
 }
 
-/// LayerNorm over each row (biased variance, as PyTorch), vectorised for the widest
-/// instruction set the CPU has, and its rows shared among the threads when there are many.
+/// LayerNorm (biased variance, as PyTorch) or RMSNorm over each row, as `ln.kind` says,
+/// vectorised for the widest instruction set the CPU has, and its rows shared among the
+/// threads when there are many.
 ///
 /// # Shapes
 /// * `x`: `(T, D)` → `(T, D)`
-pub fn layer_norm(x: ArrayView2<f32>, ln: &LayerNorm) -> Array2<f32> {
+pub fn norm(x: ArrayView2<f32>, ln: &Norm) -> Array2<f32> {
     let mut y = x.as_standard_layout().into_owned();
     let d = y.ncols();
     // the parameters as slices: in place (a checkpoint's are contiguous), else copied
@@ -39,7 +50,10 @@ pub fn layer_norm(x: ArrayView2<f32>, ln: &LayerNorm) -> Array2<f32> {
             #[inline(always)]
             || {
                 for row in rows.chunks_exact_mut(d) {
-                    normalize(row, weight, bias, ln.eps);
+                    match ln.kind {
+                        NormKind::Layer => normalize(row, weight, bias, ln.eps),
+                        NormKind::Rms => rms_normalize(row, weight, ln.eps),
+                    }
                 }
             },
         )
@@ -54,11 +68,11 @@ pub fn layer_norm(x: ArrayView2<f32>, ln: &LayerNorm) -> Array2<f32> {
     y
 }
 
-/// Values from which [`layer_norm`] shares its rows among the threads (64 rows to a job):
+/// Values from which [`norm`] shares its rows among the threads (64 rows to a job):
 /// 128 tokens of 384 stay on one thread.
 const LAYER_NORM_PARALLEL_MIN: usize = 1 << 16;
 
-/// One row of [`layer_norm`] in place: `(x − mean)/√(var + eps)·weight + bias`.
+/// One row of LayerNorm ([`norm`]) in place: `(x − mean)/√(var + eps)·weight + bias`.
 #[inline(always)]
 fn normalize(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
     let n = row.len() as f32;
@@ -67,6 +81,16 @@ fn normalize(row: &mut [f32], weight: &[f32], bias: &[f32], eps: f32) {
     let inv = 1.0 / (var + eps).sqrt();
     for ((v, &w), &b) in row.iter_mut().zip(weight).zip(bias) {
         *v = (*v - mean) * inv * w + b;
+    }
+}
+
+/// One row of RMSNorm in place: `x/√(mean(x²) + eps)·weight` (HF's `LlamaRMSNorm`).
+#[inline(always)]
+fn rms_normalize(row: &mut [f32], weight: &[f32], eps: f32) {
+    let mean_square = sum_lanes(row, |v| v * v) / row.len() as f32;
+    let inv = 1.0 / (mean_square + eps).sqrt();
+    for (v, &w) in row.iter_mut().zip(weight) {
+        *v = w * (*v * inv);
     }
 }
 
@@ -131,6 +155,60 @@ pub fn activate(x: &mut Array2<f32>, act: Activation) {
         Activation::Relu => each(x, |v| v.max(0.0)),
         Activation::Silu => each(x, silu),
     }
+}
+
+/// `act(gate) ⊙ up`: a gated feed-forward's inner activation (SwiGLU with SiLU).
+///
+/// # Shapes
+/// * `gate`, `up`: `(rows, F)` → `(rows, F)`
+pub fn gate(gate: ArrayView2<f32>, up: ArrayView2<f32>, act: Activation) -> Array2<f32> {
+    let mut g = gate.as_standard_layout().into_owned();
+    activate(&mut g, act);
+    g *= &up;
+    g
+}
+
+/// Rotary position embeddings in HF's rotate-half layout: in each head of `d` columns, the pair
+/// `(x_i, x_{i+d/2})` of the row at position `p` becomes
+/// `(x_i·cos − x_{i+d/2}·sin, x_{i+d/2}·cos + x_i·sin)` of the angle `p·θᵢ`
+/// ([`Rotary::inverse_frequencies`]), computed in f32 in HF's order.
+///
+/// # Shapes
+/// * `x`: `(rows, heads·d)`, `positions`: `(rows,)` → `(rows, heads·d)`
+pub fn rotate(x: ArrayView2<f32>, heads: usize, rope: &Rotary, positions: &[u32]) -> Array2<f32> {
+    let d = rope.head_dim;
+    let half = d / 2;
+    let inv = rope.inverse_frequencies();
+    let mut y = x.as_standard_layout().into_owned();
+    let cols = y.ncols();
+    debug_assert_eq!(cols, heads * d);
+    let Some(values) = y.as_slice_mut() else {
+        unreachable!("a standard-layout array is contiguous")
+    };
+    let rotate_row = |(row, &p): (&mut [f32], &u32)| {
+        let (cos, sin): (Vec<f32>, Vec<f32>) = inv
+            .iter()
+            .map(|&f| {
+                let angle = p as f32 * f;
+                (angle.cos(), angle.sin())
+            })
+            .unzip();
+        for head in row.chunks_exact_mut(d) {
+            let (a, b) = head.split_at_mut(half);
+            for i in 0..half {
+                let (x1, x2) = (a[i], b[i]);
+                a[i] = x1 * cos[i] + -x2 * sin[i];
+                b[i] = x2 * cos[i] + x1 * sin[i];
+            }
+        }
+    };
+    if cols > 0 {
+        values
+            .par_chunks_mut(cols)
+            .zip(positions.par_iter())
+            .for_each(rotate_row);
+    }
+    y
 }
 
 /// Softmax of one row in place after `masked_fill(!allowed, -inf)`: masked cells become
@@ -302,9 +380,9 @@ pub fn exp_nonpositive(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{erf, exp_nonpositive, gelu, layer_norm, masked_softmax, masked_softmax_in_place};
+    use super::{erf, exp_nonpositive, gelu, masked_softmax, masked_softmax_in_place, norm};
     use crate::engine::cpu::isa::{self, Isa};
-    use crate::model::weights::LayerNorm;
+    use crate::model::weights::Norm;
     use std::mem::MaybeUninit;
 
     /// Values in about [-8, 8), from a fixed sequence.
@@ -416,7 +494,7 @@ mod tests {
             let x = ndarray::Array2::from_shape_vec((t, d), values(t * d, d as u32))
                 .unwrap()
                 .mapv(|v| v * 3.0 + 1.5);
-            let ln = LayerNorm::new(
+            let ln = Norm::new(
                 ndarray::Array1::from(values(d, 11)),
                 ndarray::Array1::from(values(d, 12)),
                 1e-12,
@@ -426,14 +504,14 @@ mod tests {
                     .num_threads(threads)
                     .build()
                     .unwrap();
-                pool.install(|| layer_norm(x.view(), &ln))
+                pool.install(|| norm(x.view(), &ln))
             };
             let got = on(1);
             assert_eq!(got, on(2), "{t}×{d}: one thread and two differ");
             // a strided view (columns reversed) normalises as its copy does, column by column
-            let reversed = layer_norm(
+            let reversed = norm(
                 x.slice(ndarray::s![.., ..;-1]),
-                &LayerNorm::new(
+                &Norm::new(
                     ln.weight.slice(ndarray::s![..;-1]).to_owned(),
                     ln.bias.slice(ndarray::s![..;-1]).to_owned(),
                     ln.eps,

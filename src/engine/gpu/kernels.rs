@@ -10,10 +10,11 @@
 use std::collections::HashMap;
 
 use super::device::GpuDevice;
-use crate::model::weights::{LayerNorm, Linear, ParamId, Table};
+use crate::model::config::Rotary;
+use crate::model::weights::{Linear, Norm, NormKind, ParamId, Table};
 
-/// Threads per workgroup of the row kernels (gather, LayerNorm): one workgroup per
-/// row, reducing across its threads (the `WG` override of `common.wgsl`).
+/// Threads per workgroup of the row kernels (gather, scatter, the norms, rotary, gate): one
+/// workgroup per row, reducing across its threads (the `WG` override of `common.wgsl`).
 pub const ROW_WG: u32 = 64;
 /// Each matmul invocation computes a `MATMUL_BLOCK × MATMUL_BLOCK` block of its output in
 /// registers (fixed by `matmul.wgsl`'s code).
@@ -49,6 +50,10 @@ pub enum Kernel {
     Gather,
     /// A decoding's cache write: rows to the rows the host names.
     Scatter,
+    /// Rotary position embeddings on Q or K, by the pass's positions.
+    Rotary,
+    /// A gated feed-forward's `act(gate) ⊙ up`.
+    Gate,
     /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
     /// of 4).
     Matmul,
@@ -66,6 +71,7 @@ pub enum Kernel {
     MatmulBAlongN,
     /// `matmul.wgsl` reading scalars: any offsets, strides and sizes.
     MatmulScalar,
+    /// A residual sum and a LayerNorm or RMSNorm.
     AddLayerNorm,
     /// `attention_probs.wgsl` reading vec4s (d_k, strides and offsets multiples of 4).
     AttentionProbs,
@@ -85,9 +91,11 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 15] = [
         Kernel::Gather,
         Kernel::Scatter,
+        Kernel::Rotary,
+        Kernel::Gate,
         Kernel::Matmul,
         Kernel::MatmulShared,
         Kernel::MatmulSharedBAlongN,
@@ -106,6 +114,8 @@ impl Kernel {
         match self {
             Kernel::Gather => &["gather.wgsl"],
             Kernel::Scatter => &["scatter.wgsl"],
+            Kernel::Rotary => &["rotary.wgsl"],
+            Kernel::Gate => &["gate.wgsl"],
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
@@ -130,6 +140,8 @@ impl Kernel {
         match self {
             Kernel::Gather => composed!("gather"),
             Kernel::Scatter => composed!("scatter"),
+            Kernel::Rotary => composed!("rotary"),
+            Kernel::Gate => composed!("gate"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
@@ -175,6 +187,10 @@ impl Kernel {
             Kernel::Gather => &[Uniform, Read, Read, ReadWrite],
             // params, rows_at, src → dst
             Kernel::Scatter => &[Uniform, Read, Read, ReadWrite],
+            // params, positions, inv_freq, x → out
+            Kernel::Rotary => &[Uniform, Read, Read, Read, ReadWrite],
+            // params, gate, up → out
+            Kernel::Gate => &[Uniform, Read, Read, ReadWrite],
             // params, a, a as vec4s, b, b as vec4s, bias → c
             Kernel::Matmul
             | Kernel::MatmulShared
@@ -361,11 +377,13 @@ impl GpuLinear {
     pub(super) fn fused(dev: &GpuDevice, label: &str, ls: &[&Linear]) -> Self {
         let (w, b): (Vec<f32>, Vec<f32>) = match ls {
             [one] => (
-                slice(&one.weight).into_owned(),
+                one.weight.values().into_owned(),
                 slice(&one.bias).into_owned(),
             ),
             _ => (
-                ls.iter().flat_map(|l| l.weight.iter().copied()).collect(),
+                ls.iter()
+                    .flat_map(|l| l.weight.values().into_owned())
+                    .collect(),
                 ls.iter().flat_map(|l| l.bias.iter().copied()).collect(),
             ),
         };
@@ -378,22 +396,24 @@ impl GpuLinear {
     }
 }
 
-/// LayerNorm's `γ` and `β`, each `(D,)`.
+/// A norm's `γ` and `β`, each `(D,)` (an RMSNorm's `β`, zero, is never read), and its kind.
 #[derive(Clone)]
-pub struct GpuLayerNorm {
+pub struct GpuNorm {
     pub gamma: wgpu::Buffer,
     pub beta: wgpu::Buffer,
     pub dim: u32,
     pub eps: f32,
+    pub kind: NormKind,
 }
 
-impl GpuLayerNorm {
-    pub(super) fn upload(dev: &GpuDevice, label: &str, ln: &LayerNorm) -> Self {
+impl GpuNorm {
+    pub(super) fn upload(dev: &GpuDevice, label: &str, ln: &Norm) -> Self {
         Self {
             gamma: storage(dev, &format!("{label}.gamma"), &slice(&ln.weight)),
             beta: storage(dev, &format!("{label}.beta"), &slice(&ln.bias)),
             dim: ln.weight.len() as u32,
             eps: ln.eps,
+            kind: ln.kind,
         }
     }
 }
@@ -415,8 +435,10 @@ pub struct GpuTable {
 pub struct GpuParams {
     /// One dense layer, or several of the same input fused into one product.
     linears: HashMap<Vec<ParamId>, GpuLinear>,
-    norms: HashMap<ParamId, GpuLayerNorm>,
+    norms: HashMap<ParamId, GpuNorm>,
     tables: HashMap<ParamId, GpuTable>,
+    /// Each rotation's inverse frequencies `(d/2,)`, by `(theta's bits, head_dim)`.
+    rotations: HashMap<(u32, usize), wgpu::Buffer>,
 }
 
 impl GpuParams {
@@ -442,10 +464,19 @@ impl GpuParams {
             .clone()
     }
 
-    pub fn norm(&mut self, dev: &GpuDevice, ln: &LayerNorm) -> GpuLayerNorm {
+    pub fn norm(&mut self, dev: &GpuDevice, ln: &Norm) -> GpuNorm {
         self.norms
             .entry(ln.id)
-            .or_insert_with(|| GpuLayerNorm::upload(dev, "layer_norm", ln))
+            .or_insert_with(|| GpuNorm::upload(dev, "layer_norm", ln))
+            .clone()
+    }
+
+    /// The inverse frequencies of `rope`, `(d/2,)`: the CPU's own values
+    /// ([`Rotary::inverse_frequencies`]), so that both engines turn by the same angles.
+    pub fn rotation(&mut self, dev: &GpuDevice, rope: &Rotary) -> wgpu::Buffer {
+        self.rotations
+            .entry((rope.theta.to_bits(), rope.head_dim))
+            .or_insert_with(|| storage(dev, "inv_freq", &rope.inverse_frequencies()))
             .clone()
     }
 
@@ -453,7 +484,7 @@ impl GpuParams {
         self.tables
             .entry(t.id)
             .or_insert_with(|| GpuTable {
-                weight: storage(dev, "table", &slice(&t.weight)),
+                weight: storage(dev, "table", &t.weight.values()),
                 rows: t.weight.nrows() as u32,
                 dim: t.weight.ncols() as u32,
             })

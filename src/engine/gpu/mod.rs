@@ -4,6 +4,7 @@
 mod decode;
 mod device;
 mod forward;
+mod generate;
 mod kernels;
 mod ops;
 mod plan;

@@ -3,15 +3,18 @@
 
 use ndarray::{Array2, Array3, Array4, ArrayView2, ArrayView3};
 
-use super::kernels::{storage, GpuLayerNorm, GpuLinear};
-use super::plan::{AddNorm, AttentionLayout, GpuKernels, Plan};
+use super::kernels::{filled, storage, GpuLinear, GpuNorm};
+use super::plan::{AddNorm, AttentionLayout, GpuKernels, Plan, Rows};
+use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::weights::{LayerNorm, Linear};
+use crate::model::config::Rotary;
+use crate::model::weights::{Linear, Norm};
 use crate::model::Activation;
 
-/// Every step of multi-head scaled dot-product attention, read back from the GPU.
+/// Every step of multi-head (or grouped-query) scaled dot-product attention, read back from the
+/// GPU.
 ///
 /// # Shapes
 /// * `scores`, `probs`: `(B, H, n_q, n_k)`
@@ -102,7 +105,8 @@ impl GpuKernels {
         Array2::from_shape_vec((m, n), out.concat()).map_err(|e| Error::Gpu(e.to_string()))
     }
 
-    /// `add_layernorm.wgsl`: `LN(a + b)` (and the sum), or `LN(a)` when `b` is `None`.
+    /// `add_layernorm.wgsl`: `LN(a + b)` (and the sum), or `LN(a)` when `b` is `None`, LN the
+    /// LayerNorm or RMSNorm `ln.kind` says.
     ///
     /// # Shapes
     /// * `a`, `b`: `(rows, D)` → `(a + b, LN(a + b))`, each `(rows, D)`
@@ -110,7 +114,7 @@ impl GpuKernels {
         &self,
         a: ArrayView2<'_, f32>,
         b: Option<ArrayView2<'_, f32>>,
-        ln: &LayerNorm,
+        ln: &Norm,
     ) -> Result<(Array2<f32>, Array2<f32>)> {
         let (rows, d) = a.dim();
         if ln.weight.len() != d {
@@ -129,7 +133,7 @@ impl GpuKernels {
                 ));
             }
         }
-        let gln = GpuLayerNorm::upload(&self.dev, "ln", ln);
+        let gln = GpuNorm::upload(&self.dev, "ln", ln);
         let abuf = storage(&self.dev, "a", &flat(&a));
         let bbuf = storage(&self.dev, "b", &b.as_ref().map_or_else(|| vec![0.0], flat));
         let (sum, norm) = (self.output("sum", rows * d), self.output("norm", rows * d));
@@ -160,40 +164,120 @@ impl GpuKernels {
         Ok((to2(sum)?, to2(out[1].clone())?))
     }
 
-    /// Attention as the encoder runs it: the probabilities (scores, mask and softmax in one
-    /// kernel), then `P·V` (a batched matmul) with the head merge.
-    /// `n_q ≠ n_k` (cross-attention) and `d_k ≠ d_v` are allowed.
+    /// `rotary.wgsl`: rotary position embeddings on each of `heads` heads of `x`, row `r` at
+    /// position `positions[r]` (as [`crate::engine::cpu::ops::rotate`]).
     ///
     /// # Shapes
-    /// * `q`: `(B, n_q, H·d_k)`, `k`: `(B, n_k, H·d_k)`, `v`: `(B, n_k, H·d_v)`
+    /// * `x`: `(rows, heads·d)`, `d = rope.head_dim`; `positions`: `(rows,)` → `(rows, heads·d)`
+    pub async fn rotate(
+        &self,
+        x: ArrayView2<'_, f32>,
+        heads: usize,
+        rope: &Rotary,
+        positions: &[u32],
+    ) -> Result<Array2<f32>> {
+        let (rows, cols) = x.dim();
+        let d = rope.head_dim;
+        if d == 0 || !d.is_multiple_of(2) || cols != heads * d || positions.len() != rows {
+            return Err(shape_err(
+                "rotary input (rows, heads·d) of an even d, a position per row",
+                vec![positions.len(), heads * d],
+                x.shape(),
+            ));
+        }
+        let xb = storage(&self.dev, "x", &flat(&x));
+        let pb = filled(
+            &self.dev,
+            "positions",
+            bytemuck::cast_slice(positions),
+            wgpu::BufferUsages::STORAGE,
+        );
+        let inv_freq = storage(&self.dev, "inv_freq", &rope.inverse_frequencies());
+        let out = self.output("rotated", rows * cols);
+        let mut plan = Plan::new(self);
+        plan.rotary(
+            [rows as u32, heads as u32, d as u32],
+            &pb,
+            &inv_freq,
+            &xb,
+            Rows::dense(cols as u32),
+            &out,
+        );
+        let got = self.run(plan, &[(&out, rows * cols)]).await?;
+        Array2::from_shape_vec((rows, cols), got.concat()).map_err(|e| Error::Gpu(e.to_string()))
+    }
+
+    /// `gate.wgsl`: `act(gate) ⊙ up`, with `gate` and `up` the two halves of one `(rows, 2·F)`
+    /// matrix (as the fused gate and up projections leave them).
+    ///
+    /// # Shapes
+    /// * `gate`, `up`: `(rows, F)` → `(rows, F)`
+    pub async fn gate(
+        &self,
+        gate: ArrayView2<'_, f32>,
+        up: ArrayView2<'_, f32>,
+        act: Activation,
+    ) -> Result<Array2<f32>> {
+        let (rows, f) = gate.dim();
+        if up.dim() != (rows, f) {
+            return Err(shape_err("up (rows, F) as gate", vec![rows, f], up.shape()));
+        }
+        let both = ndarray::concatenate(ndarray::Axis(1), &[gate, up])
+            .map_err(|e| Error::Gpu(e.to_string()))?;
+        let buf = storage(&self.dev, "gate and up", &flat(&both.view()));
+        let out = self.output("gated", rows * f);
+        let (width, stride) = (f as u32, 2 * f as u32);
+        let halves = [0, width].map(|offset| Rows { offset, stride });
+        let mut plan = Plan::new(self);
+        plan.gate(
+            [rows as u32, width],
+            (&buf, halves[0]),
+            (&buf, halves[1]),
+            act,
+            &out,
+        );
+        let got = self.run(plan, &[(&out, rows * f)]).await?;
+        Array2::from_shape_vec((rows, f), got.concat()).map_err(|e| Error::Gpu(e.to_string()))
+    }
+
+    /// Attention as the encoder runs it: the probabilities (scores, mask and softmax in one
+    /// kernel), then `P·V` (a batched matmul) with the head merge. `n_q ≠ n_k`
+    /// (cross-attention), `d_k ≠ d_v` and fewer key/value heads than query heads (grouped-query
+    /// attention: query head `h` reads key/value head `h / (H / H_kv)`) are allowed.
+    ///
+    /// # Shapes
+    /// * `q`: `(B, n_q, H·d_k)`, `k`: `(B, n_k, H_kv·d_k)`, `v`: `(B, n_k, H_kv·d_v)`
     /// * `mask`: `(B, n_q, n_k)`
     pub async fn attention(
         &self,
         q: ArrayView3<'_, f32>,
         k: ArrayView3<'_, f32>,
         v: ArrayView3<'_, f32>,
-        heads: usize,
+        heads: Heads,
         mask: &Mask,
     ) -> Result<AttentionOutput> {
+        heads.check("attention")?;
         let (b, n_q, qd) = q.dim();
         let (_, n_k, vd) = v.dim();
-        if heads == 0 || qd % heads != 0 || vd % heads != 0 {
+        let (h, kv) = (heads.query, heads.key_value);
+        if qd % h != 0 || vd % kv != 0 {
             return Err(shape_err(
-                "heads dividing H·d_k and H·d_v",
-                vec![heads],
+                "query heads dividing H·d_k, key/value heads H_kv·d_v",
+                vec![h, kv],
                 &[qd, vd],
             ));
         }
-        if k.dim() != (b, n_k, qd) {
+        let (d_k, d_v) = (qd / h, vd / kv);
+        if k.dim() != (b, n_k, kv * d_k) {
             return Err(shape_err(
-                "keys (B, n_k, H·d_k)",
-                vec![b, n_k, qd],
+                "keys (B, n_k, H_kv·d_k)",
+                vec![b, n_k, kv * d_k],
                 k.shape(),
             ));
         }
         if v.dim().0 != b {
             return Err(shape_err(
-                "values (B, n_k, H·d_v)",
+                "values (B, n_k, H_kv·d_v)",
                 vec![b, n_k, vd],
                 v.shape(),
             ));
@@ -205,31 +289,32 @@ impl GpuKernels {
                 mask.0.shape(),
             ));
         }
-        let (d_k, d_v) = (qd / heads, vd / heads);
         let qb = storage(&self.dev, "q", &flat(&q));
         let kb = storage(&self.dev, "k", &flat(&k));
         let vb = storage(&self.dev, "v", &flat(&v));
-        let mb = super::kernels::filled(
+        let mb = filled(
             &self.dev,
             "mask",
             bytemuck::cast_slice(&mask.to_bits()),
             wgpu::BufferUsages::STORAGE,
         );
-        let p_floats = b * heads * n_q * n_k;
+        let p_floats = b * h * n_q * n_k;
         let (scores, probs) = (
             self.output("scores", p_floats),
             self.output("probs", p_floats),
         );
-        let ctx = self.output("ctx", b * n_q * vd);
+        let ctx_cols = h * d_v;
+        let ctx = self.output("ctx", b * n_q * ctx_cols);
         let layout = AttentionLayout {
             batch: b as u32,
-            heads: heads as u32,
+            heads: h as u32,
+            kv_heads: kv as u32,
             n_q: n_q as u32,
             n_k: n_k as u32,
             d_k: d_k as u32,
             d_v: d_v as u32,
             q: (qd as u32, 0),
-            k: (qd as u32, 0),
+            k: ((kv * d_k) as u32, 0),
             v: (vd as u32, 0),
             scale: ScoreScale::SqrtDk,
         };
@@ -249,15 +334,15 @@ impl GpuKernels {
                 &[
                     (&scores, p_floats),
                     (&probs, p_floats),
-                    (&ctx, b * n_q * vd),
+                    (&ctx, b * n_q * ctx_cols),
                 ],
             )
             .await?;
         let e = |e: ndarray::ShapeError| Error::Gpu(e.to_string());
         Ok(AttentionOutput {
-            scores: Array4::from_shape_vec((b, heads, n_q, n_k), out[0].clone()).map_err(e)?,
-            probs: Array4::from_shape_vec((b, heads, n_q, n_k), out[1].clone()).map_err(e)?,
-            context: Array3::from_shape_vec((b, n_q, vd), out[2].clone()).map_err(e)?,
+            scores: Array4::from_shape_vec((b, h, n_q, n_k), out[0].clone()).map_err(e)?,
+            probs: Array4::from_shape_vec((b, h, n_q, n_k), out[1].clone()).map_err(e)?,
+            context: Array3::from_shape_vec((b, n_q, ctx_cols), out[2].clone()).map_err(e)?,
         })
     }
 }

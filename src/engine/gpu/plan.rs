@@ -6,11 +6,12 @@ use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
 use super::kernels::{
-    filled, padded, GpuLayerNorm, GpuLinear, Kernel, Pipelines, ATTENTION_ROWS, MATMUL_TILE,
-    QUERIES_WG, SHORT_ROWS,
+    filled, padded, GpuLinear, GpuNorm, Kernel, Pipelines, ATTENTION_ROWS, MATMUL_TILE, QUERIES_WG,
+    SHORT_ROWS,
 };
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
+use crate::model::weights::NormKind;
 use crate::model::Activation;
 
 /// One dispatch ready to record: its kernel, its buffers bound, its grid of workgroups.
@@ -235,6 +236,43 @@ struct AddNormParams {
     dim: u32,
     mode: u32,
     eps: f32,
+    /// 0 = LayerNorm, 1 = RMSNorm (see [`norm_code`]).
+    kind: u32,
+    _pad: [u32; 3],
+}
+
+/// The code of `kind` in `add_layernorm.wgsl`.
+fn norm_code(kind: NormKind) -> u32 {
+    match kind {
+        NormKind::Layer => 0,
+        NormKind::Rms => 1,
+    }
+}
+
+/// The parameters of `rotary.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct RotaryParams {
+    rows: u32,
+    heads: u32,
+    head_dim: u32,
+    x_stride: u32,
+    x_offset: u32,
+    _pad: [u32; 3],
+}
+
+/// The parameters of `gate.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GateParams {
+    rows: u32,
+    dim: u32,
+    gate_stride: u32,
+    gate_offset: u32,
+    up_stride: u32,
+    up_offset: u32,
+    act: u32,
+    _pad: u32,
 }
 
 /// The parameters of `attention_probs.wgsl`.
@@ -251,7 +289,9 @@ struct AttentionParams {
     k_offset: u32,
     scale: f32,
     keep_scores: u32,
-    _pad: [u32; 2],
+    /// Query heads per key/value head.
+    group: u32,
+    _pad: u32,
 }
 
 /// Where one matmul operand's elements are (`Operand` in `matmul.wgsl`), in floats: the start of
@@ -291,13 +331,21 @@ struct MatmulParams {
     act: u32,
     alpha: f32,
     has_bias: u32,
+    /// B's head of product head `h` is `(b_first_head + h) / b_group`: the key/value head of
+    /// query head `b_first_head + h` (0 and 1 but for the context of grouped-query attention).
+    b_first_head: u32,
+    b_group: u32,
+    _pad: [u32; 2],
 }
 
 /// Where Q, K and V sit in their row-major buffers: `(row stride, column offset)` in floats.
-/// Head `h` of row `i` of item `b` of Q starts at `(b·n_q + i)·stride + offset + h·d_k`.
+/// Head `h` of row `i` of item `b` of Q starts at `(b·n_q + i)·stride + offset + h·d_k`; query
+/// head `h` reads key/value head `h / (heads / kv_heads)` of K and V.
 pub struct AttentionLayout {
     pub batch: u32,
+    /// Query heads, and key/value heads (as many, or fewer: grouped-query attention).
     pub heads: u32,
+    pub kv_heads: u32,
     pub n_q: u32,
     pub n_k: u32,
     pub d_k: u32,
@@ -466,6 +514,9 @@ impl<'a> Plan<'a> {
             act: activation_code(act),
             alpha: 1.0,
             has_bias: 1,
+            b_first_head: 0,
+            b_group: 1,
+            _pad: [0; 2],
         };
         self.matmul(params, [x, &w.weight, &w.bias, out], false, 1);
     }
@@ -514,9 +565,67 @@ impl<'a> Plan<'a> {
         self.push(kernel, &p, vec![a, a, b, b, bias, c], grid);
     }
 
-    /// Residual add and/or LayerNorm over `rows` rows (see [`AddNorm`]); `b` is ignored by
-    /// [`AddNorm::Norm`], `sum` written by all but [`AddNorm::Norm`], `norm` by all but
-    /// [`AddNorm::Add`] (pass [`None`] for what is not written).
+    /// Rotary position embeddings on each of `heads` heads of `head_dim` columns of `x`, row `r`
+    /// turned by the angles `positions[r]·inv_freq[i]`.
+    ///
+    /// # Shapes
+    /// * `positions`: `(rows,)`, `inv_freq`: `(head_dim/2,)`, `x`: `(rows, heads·head_dim)` at
+    ///   `at` → `out`: `(rows, heads·head_dim)`, dense
+    #[allow(clippy::too_many_arguments)]
+    pub fn rotary(
+        &mut self,
+        [rows, heads, head_dim]: [u32; 3],
+        positions: &wgpu::Buffer,
+        inv_freq: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        at: Rows,
+        out: &wgpu::Buffer,
+    ) {
+        let params = RotaryParams {
+            rows,
+            heads,
+            head_dim,
+            x_stride: at.stride,
+            x_offset: at.offset,
+            _pad: [0; 3],
+        };
+        self.push(
+            Kernel::Rotary,
+            &params,
+            vec![positions, inv_freq, x, out],
+            row_grid(rows),
+        );
+    }
+
+    /// `out = act(gate) ⊙ up` over `rows` rows of `dim`.
+    ///
+    /// # Shapes
+    /// * `gate`, `up`: `(rows, dim)` at their [`Rows`] → `out`: `(rows, dim)`, dense
+    pub fn gate(
+        &mut self,
+        [rows, dim]: [u32; 2],
+        (gate, gate_at): (&wgpu::Buffer, Rows),
+        (up, up_at): (&wgpu::Buffer, Rows),
+        act: Activation,
+        out: &wgpu::Buffer,
+    ) {
+        let params = GateParams {
+            rows,
+            dim,
+            gate_stride: gate_at.stride,
+            gate_offset: gate_at.offset,
+            up_stride: up_at.stride,
+            up_offset: up_at.offset,
+            act: activation_code(Some(act)),
+            _pad: 0,
+        };
+        self.push(Kernel::Gate, &params, vec![gate, up, out], row_grid(rows));
+    }
+
+    /// Residual add and/or a norm (LayerNorm or RMSNorm, as `ln.kind` says) over `rows` rows
+    /// (see [`AddNorm`]); `b` is ignored by [`AddNorm::Norm`], `sum` written by all but
+    /// [`AddNorm::Norm`], `norm` by all but [`AddNorm::Add`] (pass [`None`] for what is not
+    /// written).
     ///
     /// # Shapes
     /// * `a`, `b`, `sum`, `norm`: `(rows, D)`
@@ -525,7 +634,7 @@ impl<'a> Plan<'a> {
         mode: AddNorm,
         rows: u32,
         [a, b]: [&wgpu::Buffer; 2],
-        ln: &GpuLayerNorm,
+        ln: &GpuNorm,
         sum: Option<&wgpu::Buffer>,
         norm: Option<&wgpu::Buffer>,
     ) {
@@ -535,6 +644,8 @@ impl<'a> Plan<'a> {
             dim: ln.dim,
             mode: mode as u32,
             eps: ln.eps,
+            kind: norm_code(ln.kind),
+            _pad: [0; 3],
         };
         let buffers = vec![
             a,
@@ -547,7 +658,7 @@ impl<'a> Plan<'a> {
         self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
     }
 
-    /// `sum = a + b` over `rows` rows of `dim` ([`AddNorm::Add`], with no LayerNorm).
+    /// `sum = a + b` over `rows` rows of `dim` ([`AddNorm::Add`], with no norm).
     ///
     /// # Shapes
     /// * `a`, `b`, `sum`: `(rows, dim)`
@@ -561,6 +672,8 @@ impl<'a> Plan<'a> {
             dim,
             mode: AddNorm::Add as u32,
             eps: 1.0,
+            kind: norm_code(NormKind::Layer),
+            _pad: [0; 3],
         };
         let buffers = vec![a, b, &read, &read, sum, &unused];
         self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
@@ -569,7 +682,8 @@ impl<'a> Plan<'a> {
     /// Scaled dot-product attention in two dispatches: the probabilities (scores `QKᵀ/√d_k`,
     /// mask and softmax fused; the scores kept before the mask when `scores` is given), then
     /// `P·V` (a batched matmul) written straight into `ctx` in the merged-heads layout, zero
-    /// for the heads knocked out in `off` (one more dispatch per run of such heads).
+    /// for the heads knocked out in `off` (one more dispatch per run of such heads). Query head
+    /// `h` reads key/value head `h / (heads / kv_heads)` of K and V.
     ///
     /// # Shapes
     /// * `q`, `k`, `v`: see [`AttentionLayout`]; `mask`: `(B, n_q, n_k)`; `off`: `(H,)` or empty
@@ -598,7 +712,8 @@ impl<'a> Plan<'a> {
             k_offset: l.k.1,
             scale: l.scale.factor(l.d_k as usize),
             keep_scores: scores.is_some() as u32,
-            _pad: [0; 2],
+            group: l.heads / l.kv_heads.max(1),
+            _pad: 0,
         };
         let vec4 = [l.d_k, l.q.0, l.q.1, l.k.0, l.k.1]
             .iter()
@@ -638,8 +753,9 @@ impl<'a> Plan<'a> {
                     head: per_head,
                     row: l.n_k,
                 },
+                // query head h0 + h reads V's key/value head (h0 + h) / group
                 b: Operand {
-                    base: l.v.1 + h0 * l.d_v,
+                    base: l.v.1,
                     item: l.n_k * l.v.0,
                     head: l.d_v,
                     row: 1,
@@ -654,6 +770,9 @@ impl<'a> Plan<'a> {
                 act: 0,
                 alpha: if is_off(h0) { 0.0 } else { 1.0 },
                 has_bias: 0,
+                b_first_head: h0,
+                b_group: l.heads / l.kv_heads.max(1),
+                _pad: [0; 2],
             };
             self.matmul(params, [probs, v, unused, ctx], true, l.batch * (h1 - h0));
             h0 = h1;

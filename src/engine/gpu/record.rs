@@ -12,13 +12,14 @@ use super::kernels::{GpuParams, GpuTable};
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::ops::{
-    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Ids,
-    Kept, Ops, Stack,
+    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Heads,
+    Ids, Kept, Ops, Stack,
 };
 use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::weights::{LayerNorm, Linear, Table};
+use crate::model::config::Rotary;
+use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 
 /// A buffer of activations and how many floats it holds.
@@ -97,10 +98,13 @@ struct Group {
 }
 
 /// A decoding's cache on the GPU, shared by the passes of its steps: each slot's buffer of
-/// `rows_per_item` rows per item, written a row per step at the rows the host names in `rows_at`
-/// (`(B,)`, item `b`'s next free row `b·rows_per_item + t`), and the values computed once.
+/// `rows_per_item` rows per item, written `m` rows per item a pass (one a step; a prompt's `P`
+/// at once in a prefill) at the rows the host names in `rows_at` (`(B·m,)`, row `j` of item `b`
+/// to `b·rows_per_item + t + j` for the pass's first position `t`), and the values computed
+/// once.
 pub(super) struct GpuCache {
     pub rows_per_item: usize,
+    /// Room for `B·rows_per_item` rows: the most a pass may write.
     pub rows_at: wgpu::Buffer,
     /// Held here, a value's buffer is never taken for another result in the pass that made it.
     values: Vec<(CacheSlot, GpuX)>,
@@ -111,7 +115,7 @@ impl GpuCache {
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         Self {
             rows_per_item,
-            rows_at: kernels.buffer("cache rows", batch, usage),
+            rows_at: kernels.buffer("cache rows", batch * rows_per_item, usage),
             values: vec![],
         }
     }
@@ -424,8 +428,8 @@ impl Ops for Recorder<'_> {
         Ok(out)
     }
 
-    fn layer_norm(&mut self, x: &GpuX, ln: &LayerNorm) -> Result<GpuX> {
-        let x = self.dense("LayerNorm", x)?;
+    fn norm(&mut self, x: &GpuX, ln: &Norm) -> Result<GpuX> {
+        let x = self.dense("a norm", x)?;
         let gln = self.params.norm(&self.kernels.dev, ln);
         let out = self.output(x.rows, x.cols);
         let b = &x.slot.buffer;
@@ -440,7 +444,7 @@ impl Ops for Recorder<'_> {
         Ok(out)
     }
 
-    fn add_norm(&mut self, a: &GpuX, b: &GpuX, ln: &LayerNorm) -> Result<AddNorm<GpuX>> {
+    fn add_norm(&mut self, a: &GpuX, b: &GpuX, ln: &Norm) -> Result<AddNorm<GpuX>> {
         self.same("a residual sum", a, b)?;
         let (a, b) = (self.dense("a sum", a)?, self.dense("a sum", b)?);
         let gln = self.params.norm(&self.kernels.dev, ln);
@@ -483,18 +487,20 @@ impl Ops for Recorder<'_> {
             .collect())
     }
 
-    /// A step's new rows (one per item) written to the cache's next free row of each item;
-    /// the whole cache is the result, `(B·rows_per_item, c)`, whose rows past the step are
-    /// zero and masked.
+    /// A pass's new rows (`m` per item: one in a step, the prompt's in a prefill) written to
+    /// the rows of each item the host names (`GpuCache::rows_at`); the whole cache is the
+    /// result, `(B·rows_per_item, c)`, whose rows past the pass's are zero (or stale) and
+    /// masked.
     fn extend(&mut self, slot: CacheSlot, x: &GpuX) -> Result<GpuX> {
         let m = self.per_item("a step's new rows", x)?;
         let b = self.batch;
         let Some(cache) = self.cache.as_deref() else {
             return Ok(x.clone());
         };
-        if m != 1 {
+        if m as usize > cache.rows_per_item {
             return Err(Error::Engine(format!(
-                "{slot:?}: a step of a decoding on the GPU writes one row per item, not {m}"
+                "{slot:?}: {m} new rows per item overflow a cache of {} rows per item",
+                cache.rows_per_item
             )));
         }
         let all = match cache.get(slot) {
@@ -546,6 +552,46 @@ impl Ops for Recorder<'_> {
         Ok(())
     }
 
+    fn rotate(&mut self, x: &GpuX, heads: usize, rope: &Rotary, which: Ids) -> Result<GpuX> {
+        let d = rope.head_dim as u32;
+        let rows = (self.batch * self.len(which)) as u32;
+        if d == 0 || !d.is_multiple_of(2) || x.cols != heads as u32 * d || x.rows != rows {
+            return Err(Error::Shape {
+                what: format!(
+                    "rotary positions: (B·n, heads·d) of {heads} heads of an even d = {d}, a \
+                     row per {which:?}"
+                ),
+                expected: vec![rows as usize, heads * d as usize],
+                found: vec![x.rows as usize, x.cols as usize],
+            });
+        }
+        let inv_freq = self.params.rotation(&self.kernels.dev, rope);
+        let positions = self.ids(which);
+        let out = self.output(x.rows, x.cols);
+        self.plan.rotary(
+            [x.rows, heads as u32, d],
+            &positions,
+            &inv_freq,
+            &x.slot.buffer,
+            x.at,
+            &out.slot.buffer,
+        );
+        Ok(out)
+    }
+
+    fn gate(&mut self, gate: &GpuX, up: &GpuX, act: Activation) -> Result<GpuX> {
+        self.same("a gated feed-forward's gate and up", gate, up)?;
+        let out = self.output(gate.rows, gate.cols);
+        self.plan.gate(
+            [gate.rows, gate.cols],
+            (&gate.slot.buffer, gate.at),
+            (&up.slot.buffer, up.at),
+            act,
+            &out.slot.buffer,
+        );
+        Ok(out)
+    }
+
     fn split(&mut self, x: &GpuX, parts: usize) -> Result<Vec<GpuX>> {
         let c = split_width(x.rows as usize, x.cols as usize, parts)? as u32;
         Ok((0..parts as u32)
@@ -564,30 +610,34 @@ impl Ops for Recorder<'_> {
     fn attention(
         &mut self,
         id: AttentionId,
-        heads: usize,
+        heads: Heads,
         q: &GpuX,
         k: &GpuX,
         v: &GpuX,
     ) -> Result<GpuX> {
+        heads.check(&format!("{id:?}"))?;
+        let (h, kv) = (heads.query as u32, heads.key_value as u32);
         let b = self.batch as u32;
         let (n_q, n_k) = (
             self.per_item("attention queries", q)?,
             self.per_item("attention keys", k)?,
         );
-        let h = heads as u32;
-        if heads == 0
-            || !q.cols.is_multiple_of(h)
-            || !v.cols.is_multiple_of(h)
-            || k.cols != q.cols
+        let d_k = q.cols / h;
+        if !q.cols.is_multiple_of(h)
+            || !v.cols.is_multiple_of(kv)
+            || k.cols != kv * d_k
             || v.rows != k.rows
         {
             return Err(Error::Shape {
-                what: format!("{id:?}: queries, keys and values (B·n, H·d) of {heads} heads"),
+                what: format!(
+                    "{id:?}: queries (B·n_q, H·d_k) of {h} heads, keys and values \
+                     (B·n_k, H_kv·d) of {kv}"
+                ),
                 expected: vec![
                     q.rows as usize,
-                    q.cols as usize,
+                    (h * d_k) as usize,
                     k.rows as usize,
-                    q.cols as usize,
+                    (kv * d_k) as usize,
                 ],
                 found: vec![
                     q.rows as usize,
@@ -601,15 +651,17 @@ impl Ops for Recorder<'_> {
         let layout = AttentionLayout {
             batch: b,
             heads: h,
+            kv_heads: kv,
             n_q,
             n_k,
-            d_k: q.cols / h,
-            d_v: v.cols / h,
+            d_k,
+            d_v: v.cols / kv,
             q: (q.at.stride, q.at.offset),
             k: (k.at.stride, k.at.offset),
             v: (v.at.stride, v.at.offset),
             scale: self.opts.scale,
         };
+        let heads = heads.query;
         let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
         let floats = self.batch * heads * (n_q * n_k) as usize; // (B, H, n_q, n_k)
         let label = format!("{:?} {:?} {layer}", id.stack, id.kind);
@@ -618,7 +670,7 @@ impl Ops for Recorder<'_> {
             .opts
             .scores
             .then(|| self.kernels.buffer(&format!("scores {label}"), floats, rw));
-        let context = self.output(b * n_q, v.cols);
+        let context = self.output(b * n_q, h * layout.d_v);
         let off = self.opts.head_mask.layer(layer, heads);
         let mask = self
             .group(id, [heads, n_q as usize, n_k as usize])?

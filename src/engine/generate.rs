@@ -1,0 +1,396 @@
+//! A decoder-only model writing text after a prompt, one token at a time: the prompt in one
+//! causal pass (the prefill), then one pass per new token over that token alone, its keys and
+//! values appended to each layer's cache of the positions before it (HF's
+//! `generate(do_sample=False)` with `use_cache=True`). Every attention is kept: the prefill's
+//! `(P × P)` and each step's row over every position so far, assembled into the attention of
+//! one causal pass over everything the model was fed.
+
+use std::future::Future;
+
+use ndarray::{s, Array2, Array4, Array5, ArrayView1};
+
+use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
+use super::cpu::on_the_pool;
+use super::ops::{AttentionKind, Kept, PassMasks, Stack};
+use super::trace::{AttentionGroup, KeptValues, ModelInputs, TraceOptions};
+use crate::error::{Error, Result};
+use crate::masks::Mask;
+use crate::model::config::ModelKind;
+use crate::model::limits::MAX_ATTENTION_VALUES;
+use crate::model::Model;
+
+/// How many new tokens to write, and how many likeliest tokens to report at each position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenerateOptions {
+    /// At most this many new tokens (fewer when EOS comes first).
+    pub max_new_tokens: usize,
+    /// The `top_k` likeliest next tokens kept at each position fed to the model.
+    pub top_k: usize,
+}
+
+/// A token and its probability (the softmax of its position's logits over the vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenProb {
+    pub id: u32,
+    pub p: f32,
+}
+
+/// A prompt and what the model wrote after it, greedily.
+///
+/// # Shapes
+/// * `N = len(prompt_ids) + len(output_ids) − 1`: every position the model was fed
+/// * `attention`: `(L, H, N, N)`, H the query heads: equal to one causal pass over the prompt
+///   and the output but its last token; row `P − 1 + i` is the step that wrote `output_ids[i]`
+/// * `next`: `[N][top_k]`, the likeliest next tokens after each position, best first
+/// * `step_ms`: `(len(output_ids),)`, each step's time (the first's is the prefill's)
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub prompt_ids: Vec<u32>,
+    /// The new tokens, EOS last when it was reached.
+    pub output_ids: Vec<u32>,
+    pub attention: Array4<f32>,
+    pub next: Vec<Vec<TokenProb>>,
+    pub step_ms: Vec<f64>,
+}
+
+impl Generation {
+    /// Every token the model was fed: the prompt and the output but its last, `(N,)`.
+    pub fn fed(&self) -> Vec<u32> {
+        let mut ids = self.prompt_ids.clone();
+        ids.extend_from_slice(&self.output_ids[..self.output_ids.len().saturating_sub(1)]);
+        ids
+    }
+}
+
+/// One pass of a generation: the decoder's attention `(1, L, H, n_q, n_k)` and the logits of
+/// its last position, `(V,)`, and the `top_k` next tokens after each of its positions.
+pub struct StepPass {
+    pub attention: Array5<f32>,
+    pub logits: ndarray::Array1<f32>,
+    pub next: Vec<Vec<TokenProb>>,
+}
+
+/// The passes an engine runs for a generation: the driver ([`run`]) picks the tokens.
+pub(crate) trait Steps {
+    /// The prompt `(P,)` at positions `0..P` under the causal mask, filling the cache.
+    fn prefill(&mut self, ids: &[u32]) -> impl Future<Output = Result<StepPass>>;
+    /// `token` at position `n`, reading the cache of positions `0..n` and adding its own.
+    fn step(&mut self, n: usize, token: u32) -> impl Future<Output = Result<StepPass>>;
+}
+
+/// Writes after `prompt` greedily with a decoder-only `model` on the CPU engine.
+pub fn generate(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<Generation> {
+    check(model, prompt, opts)?;
+    {
+        let mut steps = CpuSteps::new(model, opts.top_k);
+        let run = std::pin::pin!(run(model, &mut steps, prompt, opts));
+        // the CPU's passes never wait: polled once, the future is done
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match run.poll(&mut cx) {
+            std::task::Poll::Ready(done) => done,
+            std::task::Poll::Pending => Err(Error::Engine(
+                "the CPU engine's generation waited for something".into(),
+            )),
+        }
+    }
+}
+
+/// Refuses a generation the model cannot run: not a decoder-only model with an LM head, an
+/// empty prompt, no new token asked for, or more positions than the model has, its window
+/// allows or a pass may keep attention for.
+pub fn check(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<()> {
+    let c = &model.config;
+    if c.architecture.kind != ModelKind::Decoder || !model.weights.has_lm_head() {
+        return Err(Error::Input(format!(
+            "{} is not a decoder-only model with an LM head: `generate` needs one (gpt2, llama, \
+             mistral, qwen2)",
+            model.short_name()
+        )));
+    }
+    if prompt.is_empty() {
+        return Err(Error::Input("the prompt has no tokens".into()));
+    }
+    if opts.max_new_tokens == 0 {
+        return Err(Error::Input("max_new_tokens must be at least 1".into()));
+    }
+    if let Some(&id) = prompt.iter().find(|&&id| id as usize >= c.vocab_size) {
+        return Err(Error::Input(format!(
+            "token id {id} is outside the model's vocabulary (vocab_size {})",
+            c.vocab_size
+        )));
+    }
+    let n = prompt.len() + opts.max_new_tokens - 1;
+    if n > c.max_tokens() {
+        return Err(Error::Input(format!(
+            "a prompt of {} tokens and {} new ones need {n} positions: the model has {}",
+            prompt.len(),
+            opts.max_new_tokens,
+            c.max_tokens()
+        )));
+    }
+    if let Some(w) = c.architecture.sliding_window.filter(|&w| n > w) {
+        return Err(Error::Input(format!(
+            "{n} positions exceed the model's sliding window of {w} (`sliding_window`), which \
+             attnscope does not apply: a shorter prompt or fewer new tokens"
+        )));
+    }
+    let values = (c.num_hidden_layers * c.num_attention_heads) as u128 * (n * n) as u128;
+    if values > MAX_ATTENTION_VALUES as u128 {
+        return Err(Error::Input(format!(
+            "{n} positions would keep {values} attention probabilities ({} layers × {} heads × \
+             {n}²), over the limit of {MAX_ATTENTION_VALUES}",
+            c.num_hidden_layers, c.num_attention_heads
+        )));
+    }
+    Ok(())
+}
+
+/// Greedy generation with `steps`: the driver of every engine.
+pub(crate) async fn run<S: Steps>(
+    model: &Model,
+    steps: &mut S,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<Generation> {
+    let mut state = Greedy::new(model, prompt, opts);
+    let mut start = web_time::Instant::now();
+    let mut pass = steps.prefill(prompt).await?;
+    while let Some((n, token)) = state.accept(pass, start.elapsed().as_secs_f64() * 1e3) {
+        start = web_time::Instant::now();
+        pass = steps.step(n, token).await?;
+    }
+    Ok(state.finish())
+}
+
+/// Where a greedy generation stands: what it has written and every pass's attention so far. It
+/// takes each pass's result ([`Greedy::accept`]) and says what to feed next, so a caller may
+/// drive it one token at a time (the page shows each as it comes).
+#[derive(Debug, Clone)]
+pub struct Greedy {
+    prompt_ids: Vec<u32>,
+    output_ids: Vec<u32>,
+    /// Each pass's attention, `(1, L, H, n_q, n_k)`: the prefill's, then one row a step.
+    rows: Vec<Array5<f32>>,
+    next: Vec<Vec<TokenProb>>,
+    step_ms: Vec<f64>,
+    eos: Vec<u32>,
+    max_new_tokens: usize,
+}
+
+impl Greedy {
+    pub fn new(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Self {
+        Self {
+            prompt_ids: prompt.to_vec(),
+            output_ids: Vec::with_capacity(opts.max_new_tokens),
+            rows: Vec::with_capacity(opts.max_new_tokens),
+            next: Vec::new(),
+            step_ms: Vec::with_capacity(opts.max_new_tokens),
+            eos: model.config.eos_token_ids.clone(),
+            max_new_tokens: opts.max_new_tokens,
+        }
+    }
+
+    /// Takes a pass's result (which took `ms`) and writes its likeliest token; returns the
+    /// position and token the next pass feeds, or `None` when the generation is over (EOS, or
+    /// `max_new_tokens` written).
+    pub(crate) fn accept(&mut self, pass: StepPass, ms: f64) -> Option<(usize, u32)> {
+        self.step_ms.push(ms);
+        let token = argmax(pass.logits.view());
+        self.next.extend(pass.next);
+        self.rows.push(pass.attention);
+        self.output_ids.push(token);
+        let over = self.eos.contains(&token) || self.output_ids.len() >= self.max_new_tokens;
+        (!over).then(|| (self.prompt_ids.len() + self.output_ids.len() - 1, token))
+    }
+
+    /// The prompt's tokens.
+    pub fn prompt_ids(&self) -> &[u32] {
+        &self.prompt_ids
+    }
+
+    /// The tokens written so far.
+    pub fn output_ids(&self) -> &[u32] {
+        &self.output_ids
+    }
+
+    /// The likeliest tokens at the step that wrote output token `i`.
+    pub fn step_top_k(&self, i: usize) -> &[TokenProb] {
+        &self.next[self.prompt_ids.len() - 1 + i]
+    }
+
+    /// Whether the last token written ends the generation.
+    pub fn is_over(&self) -> bool {
+        self.output_ids.last().is_some_and(|t| self.eos.contains(t))
+            || self.output_ids.len() >= self.max_new_tokens
+    }
+
+    /// The last pass's attention, `(1, L, H, n_q, n_k)`, if any.
+    pub fn last_attention(&self) -> Option<&Array5<f32>> {
+        self.rows.last()
+    }
+
+    /// The time each pass took so far, in ms.
+    pub fn step_ms(&self) -> &[f64] {
+        &self.step_ms
+    }
+
+    /// The generation so far, its attention assembled into one `(L, H, N, N)` causal map.
+    pub fn generation(&self) -> Generation {
+        self.clone().finish()
+    }
+
+    /// The generation, its attention assembled into one `(L, H, N, N)` causal map.
+    pub fn finish(self) -> Generation {
+        let p = self.prompt_ids.len();
+        let n = p + self.output_ids.len() - 1;
+        let (_, l, h, _, _) = self.rows[0].dim();
+        let mut attention = Array4::zeros((l, h, n, n));
+        attention
+            .slice_mut(s![.., .., ..p, ..p])
+            .assign(&self.rows[0].slice(s![0, .., .., .., ..]));
+        // the step that fed position `q` (the last token written is never fed): its one row
+        for (i, row) in self.rows.iter().enumerate().skip(1) {
+            let q = p + i - 1;
+            attention
+                .slice_mut(s![.., .., q, ..=q])
+                .assign(&row.slice(s![0, .., .., 0, ..]));
+        }
+        Generation {
+            prompt_ids: self.prompt_ids,
+            output_ids: self.output_ids,
+            attention,
+            next: self.next,
+            step_ms: self.step_ms,
+        }
+    }
+}
+
+/// The likeliest token (the first of equals, as `argmax`).
+fn argmax(logits: ArrayView1<f32>) -> u32 {
+    let mut best = (f32::NEG_INFINITY, 0u32);
+    for (i, &v) in logits.iter().enumerate() {
+        if v > best.0 {
+            best = (v, i as u32);
+        }
+    }
+    best.1
+}
+
+/// The `k` likeliest next tokens after each row of `logits`, best first, with their
+/// probabilities (softmax over the row).
+///
+/// # Shapes
+/// * `logits`: `(n, V)` → `[n][k]`
+pub(crate) fn top_k(logits: &Array2<f32>, k: usize) -> Vec<Vec<TokenProb>> {
+    logits
+        .outer_iter()
+        .map(|row| {
+            let max = row.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            let k = k.min(order.len());
+            let by = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
+            if k > 0 && k < order.len() {
+                order.select_nth_unstable_by(k - 1, by);
+            }
+            order.truncate(k);
+            order.sort_by(by);
+            order
+                .into_iter()
+                .map(|i| TokenProb {
+                    id: i as u32,
+                    p: (row[i] - max).exp() / sum,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The CPU engine's passes, the cache kept between them; `M` holds the model (a reference, or
+/// the page's shared `Arc`).
+pub struct CpuSteps<M: std::borrow::Borrow<Model>> {
+    model: M,
+    cache: DecoderCache,
+    opts: TraceOptions,
+    top_k: usize,
+}
+
+impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
+    pub fn new(model: M, top_k: usize) -> Self {
+        Self {
+            model,
+            cache: DecoderCache::default(),
+            opts: TraceOptions {
+                lm_logits: true,
+                ..TraceOptions::default()
+            },
+            top_k,
+        }
+    }
+
+    /// The decoder over `ids` at positions `first..` under `mask`, reading and filling the
+    /// cache.
+    fn pass(&mut self, ids: &[u32], first: usize, mask: &Mask) -> Result<StepPass> {
+        let n = ids.len();
+        let inputs = pass_inputs(ids, first);
+        let model = self.model.borrow();
+        let layers = model.config.num_hidden_layers;
+        let mut ops = CpuOps::new(
+            &inputs,
+            PassMasks::single(Stack::Decoder, mask),
+            &self.opts,
+            StackLayers::single(Stack::Decoder, layers),
+            layers,
+            Some(&mut self.cache),
+        );
+        model.forward(&mut ops)?;
+        let (mut groups, kept) = ops.finish()?;
+        let attention =
+            AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?.probs;
+        let logits = logits_of(kept)?; // (n, V)
+        Ok(StepPass {
+            attention,
+            next: top_k(&logits, self.top_k),
+            logits: logits.row(n - 1).to_owned(),
+        })
+    }
+}
+
+/// The inputs of a pass over `ids` at positions `first..first + n`, `(1, n)` each.
+pub(crate) fn pass_inputs(ids: &[u32], first: usize) -> ModelInputs {
+    let n = ids.len();
+    ModelInputs {
+        tokens: Array2::from_shape_fn((1, n), |(_, j)| ids[j]),
+        token_types: Array2::zeros((1, n)),
+        positions: Array2::from_shape_fn((1, n), |(_, j)| (first + j) as u32),
+        target: None,
+    }
+}
+
+/// The LM logits a pass kept.
+pub(crate) fn logits_of(mut kept: KeptValues) -> Result<Array2<f32>> {
+    kept.remove(&Kept::LmLogits)
+        .ok_or_else(|| Error::Engine("the pass kept no logits".into()))
+}
+
+impl<M: std::borrow::Borrow<Model> + Send> CpuSteps<M> {
+    /// [`Steps::prefill`], on the calling thread's pool.
+    pub(crate) fn prefill_now(&mut self, ids: &[u32]) -> Result<StepPass> {
+        on_the_pool(|| self.pass(ids, 0, &Mask::causal(1, ids.len())))
+    }
+
+    /// [`Steps::step`], on the calling thread's pool.
+    pub(crate) fn step_now(&mut self, n: usize, token: u32) -> Result<StepPass> {
+        on_the_pool(|| self.pass(&[token], n, &Mask::none(1, 1, n + 1)))
+    }
+}
+
+impl<M: std::borrow::Borrow<Model> + Send> Steps for CpuSteps<M> {
+    async fn prefill(&mut self, ids: &[u32]) -> Result<StepPass> {
+        self.prefill_now(ids)
+    }
+
+    async fn step(&mut self, n: usize, token: u32) -> Result<StepPass> {
+        self.step_now(n, token)
+    }
+}

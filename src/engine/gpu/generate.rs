@@ -1,0 +1,148 @@
+//! A decoder-only model's greedy generation on the GPU: the driver is the CPU's
+//! ([`crate::engine::generate`]); the passes are recorded once per generation and replayed.
+//!
+//! A generation records two passes that share one cache ([`GpuCache`], `N` rows: every position
+//! the model will be fed, `N = P + max_new_tokens − 1`): the prefill (the prompt's `P` tokens,
+//! their keys and values written to the cache's rows `0..P`) and a step (one token at position
+//! `n`, its keys and values written to row `n`), replayed for every new token. Each pass
+//! attends over all `N` rows under a mask that allows a query at position `i` the rows
+//! `0..=i`: the rows not written yet are zero and masked, their probabilities exactly 0, and
+//! the host cuts each pass's attention to the positions so far. So a step changes only what
+//! the host writes (ids, positions, the mask, the cache rows), never a buffer or a dispatch.
+
+use ndarray::{s, Array3};
+use web_time::Instant;
+
+use super::forward::{GpuEngine, Shape};
+use super::record::{GpuCache, Recording};
+use crate::engine::cpu::exec::StackLayers;
+use crate::engine::generate::{check, logits_of, pass_inputs, run, top_k, StepPass, Steps};
+use crate::engine::ops::{AttentionKind, PassMasks, Stack};
+use crate::engine::trace::AttentionGroup;
+use crate::engine::{GenerateOptions, Generation, TraceOptions};
+use crate::error::Result;
+use crate::masks::Mask;
+use crate::model::Model;
+
+impl GpuEngine {
+    /// Writes after `prompt` greedily with a decoder-only `model` on the GPU (see
+    /// [`crate::engine::generate()`], the CPU's, which it equals).
+    pub async fn generate(
+        &self,
+        model: &Model,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+    ) -> Result<Generation> {
+        check(model, prompt, opts)?;
+        self.kernels.dev.check()?;
+        let positions = prompt.len() + opts.max_new_tokens - 1;
+        let mut steps = GpuSteps {
+            engine: self,
+            model,
+            cache: GpuCache::new(&self.kernels, 1, positions),
+            prefill: None,
+            step: None,
+            opts: TraceOptions {
+                lm_logits: true,
+                ..TraceOptions::default()
+            },
+            top_k: opts.top_k,
+        };
+        run(model, &mut steps, prompt, opts).await
+    }
+}
+
+/// A recorded pass and its staging buffer.
+struct Recorded {
+    recording: Recording,
+    staging: wgpu::Buffer,
+}
+
+/// The GPU's passes of one generation.
+struct GpuSteps<'e> {
+    engine: &'e GpuEngine,
+    model: &'e Model,
+    cache: GpuCache,
+    /// The prefill's pass and every step's, recorded when first run.
+    prefill: Option<Recorded>,
+    step: Option<Recorded>,
+    opts: TraceOptions,
+    top_k: usize,
+}
+
+impl GpuSteps<'_> {
+    /// Records the decoder over `n` positions, reading and writing the cache.
+    fn record(&mut self, n: usize) -> Result<Recorded> {
+        let layers = self.model.config.num_hidden_layers;
+        let shape = Shape {
+            batch: 1,
+            lens: [n, 0],
+            layers: StackLayers::single(Stack::Decoder, layers),
+            trace_layers: layers,
+        };
+        let model = self.model;
+        let recording = self
+            .engine
+            .record(shape, &self.opts, Some(&mut self.cache), |rec| {
+                model.forward(rec).map(|_| ())
+            })?;
+        let staging = self.engine.staging_for(&recording);
+        Ok(Recorded { recording, staging })
+    }
+
+    /// Replays `pass` over `ids` at positions `first..first + n`: their keys and values to the
+    /// cache's rows `first..first + n`, each attending to the rows up to its own. The attention
+    /// `(1, L, H, n, first + n)`, the logits of the last position and the likeliest tokens
+    /// after each.
+    async fn replay(&self, pass: &Recorded, ids: &[u32], first: usize) -> Result<StepPass> {
+        let start = Instant::now();
+        let (n, rows) = (ids.len(), self.cache.rows_per_item);
+        let mask = Mask::explicit(Array3::from_shape_fn((1, n, rows), |(_, i, j)| {
+            j <= first + i
+        }));
+        let rows_at: Vec<u32> = (first..first + n).map(|r| r as u32).collect();
+        let (mut groups, kept, _) = self
+            .engine
+            .replay(
+                &pass.recording,
+                &pass.staging,
+                &pass_inputs(ids, first),
+                &PassMasks::single(Stack::Decoder, &mask),
+                1,
+                &[(&self.cache.rows_at, rows_at)],
+                start,
+            )
+            .await?;
+        let all = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?;
+        // the rows past the pass's last position are masked: exactly 0, and not shown
+        let attention = all.probs.slice(s![.., .., .., .., ..first + n]).to_owned();
+        let logits = logits_of(kept)?; // (n, V)
+        Ok(StepPass {
+            attention,
+            next: top_k(&logits, self.top_k),
+            logits: logits.row(n - 1).to_owned(),
+        })
+    }
+}
+
+impl Steps for GpuSteps<'_> {
+    async fn prefill(&mut self, ids: &[u32]) -> Result<StepPass> {
+        if self.prefill.is_none() {
+            self.prefill = Some(self.record(ids.len())?);
+        }
+        let Some(pass) = self.prefill.as_ref() else {
+            unreachable!("recorded above")
+        };
+        self.replay(pass, ids, 0).await
+    }
+
+    async fn step(&mut self, n: usize, token: u32) -> Result<StepPass> {
+        if self.step.is_none() {
+            self.step = Some(self.record(1)?);
+        }
+        let Some(pass) = self.step.as_ref() else {
+            unreachable!("recorded above")
+        };
+        self.replay(pass, &[token], n).await
+    }
+}

@@ -1,0 +1,383 @@
+//! Llama, Mistral and Qwen2 (`LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`): a
+//! decoder-only stack, pre-RMSNorm, rotary positions on Q and K, grouped-query attention (a
+//! key/value head shared by a group of query heads), a SwiGLU feed-forward, and an LM head of
+//! its own or tied to the token embeddings. Its [`Architecture`](crate::model::config::Architecture)
+//! says which biases it has (Qwen2's on Q, K and V) and its heads and rotation.
+//!
+//! ```text
+//! x = embed_tokens[ids]
+//! each layer:  a = input_layernorm(x)
+//!              x = x + o_proj(attn(rope(q_proj(a)), rope(k_proj(a)), v_proj(a)))
+//!              m = post_attention_layernorm(x)
+//!              x = x + down_proj(silu(gate_proj(m)) ⊙ up_proj(m))
+//! h = norm(x);  logits = lm_head(h)
+//! ```
+
+use rayon::prelude::*;
+
+use crate::engine::ops::{AttentionId, CacheSlot, Ids, Kept, LayerValue, Ops, Stack};
+use crate::error::{Error, Result};
+use ndarray::Array1;
+
+use crate::model::config::{FeedForward, LmHead, Positions, Rotary};
+use crate::model::gguf::GgufFile;
+use crate::model::quant::{QuantMatrix, SharedBytes};
+use crate::model::weights::{Linear, Norm, Table, Tensors};
+use crate::model::{Config, Family};
+
+/// The key every checkpoint of the family holds, under its model prefix (`model.` in
+/// `LlamaForCausalLM`, none in `LlamaModel`).
+const ANCHOR: &str = "embed_tokens.weight";
+
+/// One decoder layer's weights (`layers.{i}.…`).
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub input_layernorm: Norm,
+    /// `self_attn.q_proj`: `D → H·d`.
+    pub q_proj: Linear,
+    /// `self_attn.k_proj`, `self_attn.v_proj`: `D → H_kv·d`.
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    /// `self_attn.o_proj`: `H·d → D`.
+    pub o_proj: Linear,
+    pub post_attention_layernorm: Norm,
+    /// `mlp.gate_proj`, `mlp.up_proj`: `D → F`; `mlp.down_proj`: `F → D`.
+    pub gate_proj: Linear,
+    pub up_proj: Linear,
+    pub down_proj: Linear,
+}
+
+/// All weights of a Llama-family model.
+#[derive(Debug, Clone)]
+pub struct LlamaWeights {
+    /// `(vocab_size, D)`.
+    pub embed_tokens: Table,
+    pub layers: Vec<Layer>,
+    /// The final RMSNorm.
+    pub norm: Norm,
+    /// `lm_head`: its own `(vocab_size, D)`, or the token embeddings (`tie_word_embeddings`).
+    pub lm_head: Linear,
+}
+
+impl LlamaWeights {
+    /// Loads every tensor the model needs; each missing or misshapen one is an error naming
+    /// its key.
+    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
+        let a = &c.architecture;
+        let (d, f, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
+        let (q, kv) = (a.heads.query * a.head_dim, a.heads.key_value * a.head_dim);
+        t.check_holds(
+            c.parameter_count(),
+            &format!(
+                "vocab_size {}, hidden_size {d}, num_hidden_layers {}, intermediate_size {f}, \
+                 {} query heads and {} key/value heads of {}",
+                c.vocab_size, c.num_hidden_layers, a.heads.query, a.heads.key_value, a.head_dim
+            ),
+        )?;
+        let p = t.prefix_of(ANCHOR)?;
+        // `{key}.weight` `(output, input)`, and `{key}.bias` where the architecture has one
+        let linear = |key: &str, input: usize, output: usize, bias: bool| -> Result<Linear> {
+            let w = t.read2(&format!("{key}.weight"), output, input)?;
+            let b = if bias {
+                t.read1(&format!("{key}.bias"), output)?
+            } else {
+                ndarray::Array1::zeros(output)
+            };
+            Ok(Linear::new(w, b))
+        };
+        let layer = |i: usize| -> Result<Layer> {
+            let k = |name: &str| format!("{p}layers.{i}.{name}");
+            let b = a.biases;
+            Ok(Layer {
+                input_layernorm: Norm::load_rms(t, &k("input_layernorm"), d, eps)?,
+                q_proj: linear(&k("self_attn.q_proj"), d, q, b.qkv)?,
+                k_proj: linear(&k("self_attn.k_proj"), d, kv, b.qkv)?,
+                v_proj: linear(&k("self_attn.v_proj"), d, kv, b.qkv)?,
+                o_proj: linear(&k("self_attn.o_proj"), q, d, b.output)?,
+                post_attention_layernorm: Norm::load_rms(
+                    t,
+                    &k("post_attention_layernorm"),
+                    d,
+                    eps,
+                )?,
+                gate_proj: linear(&k("mlp.gate_proj"), d, f, b.feed_forward)?,
+                up_proj: linear(&k("mlp.up_proj"), d, f, b.feed_forward)?,
+                down_proj: linear(&k("mlp.down_proj"), f, d, b.feed_forward)?,
+            })
+        };
+        let embed_tokens = Table::load(t, &format!("{p}embed_tokens.weight"), c.vocab_size, d)?;
+        // read and packed on every thread; the first error in layer order is the one reported
+        let layers = (0..c.num_hidden_layers)
+            .into_par_iter()
+            .map(layer)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        let norm = Norm::load_rms(t, &format!("{p}norm"), d, eps)?;
+        let lm_head = match a.lm_head {
+            LmHead::Separate => Linear::new(
+                t.read2("lm_head.weight", c.vocab_size, d)?,
+                ndarray::Array1::zeros(c.vocab_size),
+            ),
+            LmHead::Tied | LmHead::None => Linear::tied(&embed_tokens, None),
+        };
+        Ok(Self {
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+        })
+    }
+
+    /// The stack over the batch the engine holds (or over a decoding step's new tokens, their
+    /// keys and values appended to the cache); the LM head's logits when the trace keeps them.
+    /// Returns `norm` of the last layer's output, `(B·T, D)`.
+    pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        let a = &c.architecture;
+        let Positions::Rotary(rope) = a.positions else {
+            return Err(Error::Engine(
+                "a Llama-family model needs rotary positions".into(),
+            ));
+        };
+        let FeedForward::Gated { activation } = a.feed_forward else {
+            return Err(Error::Engine(
+                "a Llama-family model needs a gated feed-forward".into(),
+            ));
+        };
+        let mut x = ops.gather(&self.embed_tokens, Ids::Tokens)?; // (B·T, D)
+        ops.keep(Kept::EmbeddingWord, &x)?;
+        ops.keep(Kept::EmbeddingSum, &x)?;
+        ops.keep(Kept::Hidden(0), &x)?;
+        for (i, l) in self.layers.iter().enumerate() {
+            let value = |v: LayerValue| Kept::Layer(i, v);
+            // x = x + attn(input_layernorm(x))
+            let n = ops.norm(&x, &l.input_layernorm)?;
+            let qkv = ops.project(&n, &[&l.q_proj, &l.k_proj, &l.v_proj])?;
+            let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]); // (B·T, H·d), 2 × (B·T, H_kv·d)
+            ops.keep(value(LayerValue::Q), q)?;
+            ops.keep(value(LayerValue::K), k)?;
+            ops.keep(value(LayerValue::V), v)?;
+            let (q, k) = rotated(ops, &rope, a.heads.query, a.heads.key_value, q, k)?;
+            // a decoding step's keys and values join those of the positions before it
+            let k = ops.extend(CacheSlot::SelfKeys(i), &k)?;
+            let v = ops.extend(CacheSlot::SelfValues(i), v)?;
+            let id = AttentionId::self_attention(Stack::Decoder, i);
+            let context = ops.attention(id, a.heads, &q, &k, &v)?; // (B·T, H·d)
+            ops.keep(value(LayerValue::Context), &context)?;
+            let attn = ops.linear(&context, &l.o_proj, None)?;
+            let h = ops.add_norm(&x, &attn, &l.post_attention_layernorm)?;
+            ops.keep(value(LayerValue::AttentionOutput), &h.sum)?;
+            // x = x + mlp(post_attention_layernorm(x))
+            let gu = ops.project(&h.norm, &[&l.gate_proj, &l.up_proj])?; // 2 × (B·T, F)
+            ops.keep(value(LayerValue::PreActivation), &gu[0])?;
+            let inner = ops.gate(&gu[0], &gu[1], activation)?; // act(gate) ⊙ up
+            ops.keep(value(LayerValue::Intermediate), &inner)?;
+            let mlp = ops.linear(&inner, &l.down_proj, None)?;
+            x = ops.add(&h.sum, &mlp)?;
+            ops.keep(Kept::Hidden(i + 1), &x)?;
+        }
+        let out = ops.norm(&x, &self.norm)?;
+        ops.keep(Kept::Output, &out)?;
+        if ops.wants(Kept::LmLogits) {
+            let logits = ops.linear(&out, &self.lm_head, None)?; // (B·T, V)
+            ops.keep(Kept::LmLogits, &logits)?;
+        }
+        Ok(out)
+    }
+}
+
+/// `q` and `k` turned by their positions ([`Ops::rotate`]).
+///
+/// # Shapes
+/// * `q`: `(B·T, H·d)`, `k`: `(B·T, H_kv·d)` → the same
+fn rotated<O: Ops>(
+    ops: &mut O,
+    rope: &Rotary,
+    heads: usize,
+    kv_heads: usize,
+    q: &O::X,
+    k: &O::X,
+) -> Result<(O::X, O::X)> {
+    Ok((
+        ops.rotate(q, heads, rope, Ids::Positions)?,
+        ops.rotate(k, kv_heads, rope, Ids::Positions)?,
+    ))
+}
+
+/// The GGUF names of a Llama-family model's tensors, as llama.cpp's converter writes them.
+mod gguf_keys {
+    pub const EMBED: &str = "token_embd.weight";
+    pub const NORM: &str = "output_norm.weight";
+    pub const OUTPUT: &str = "output.weight";
+    pub fn layer(i: usize, name: &str) -> String {
+        format!("blk.{i}.{name}")
+    }
+}
+
+impl LlamaWeights {
+    /// Reads the model from a GGUF file `g` whose bytes are `bytes`: each matrix kept in its
+    /// ggml type (quantized ones stay quantized, sharing the file's bytes), the norms' weights
+    /// and the biases as f32. The converter's row permutation of Q and K (`LlamaModel.permute`,
+    /// for its interleaved rotation) is undone, so that every value equals HF's.
+    pub fn from_gguf(g: &GgufFile, bytes: &SharedBytes, c: &Config) -> Result<Self> {
+        let a = &c.architecture;
+        let (d, f) = (c.hidden_size, c.intermediate_size);
+        let (q, kv) = (a.heads.query * a.head_dim, a.heads.key_value * a.head_dim);
+        let info = |key: &str| {
+            g.tensor(key).ok_or_else(|| Error::MissingTensor {
+                file: g.file.clone(),
+                key: key.into(),
+            })
+        };
+        // a matrix `(rows, cols)` as PyTorch stores it (GGUF's `ne = [cols, rows]`)
+        let matrix = |key: &str, rows: usize, cols: usize| -> Result<QuantMatrix> {
+            let t = info(key)?;
+            if t.shape != [cols, rows] {
+                return Err(Error::TensorShape {
+                    file: g.file.clone(),
+                    key: key.into(),
+                    expected: vec![rows, cols],
+                    found: t.torch_shape(),
+                });
+            }
+            g.matrix(t, bytes.clone())
+        };
+        let vector = |key: &str, n: usize| -> Result<Array1<f32>> {
+            let t = info(key)?;
+            if t.shape != [n] {
+                return Err(Error::TensorShape {
+                    file: g.file.clone(),
+                    key: key.into(),
+                    expected: vec![n],
+                    found: t.torch_shape(),
+                });
+            }
+            let m = g.matrix(t, bytes.clone())?;
+            Ok(m.dequantize()
+                .into_shape_with_order(n)
+                .expect("(1, n) holds n values"))
+        };
+        let bias = |key: &str, n: usize, on: bool| -> Result<Array1<f32>> {
+            if on {
+                vector(key, n)
+            } else {
+                Ok(Array1::zeros(n))
+            }
+        };
+        let rms =
+            |key: &str| -> Result<Norm> { Ok(Norm::rms(vector(key, d)?, c.layer_norm_eps as f32)) };
+        // HF's row `h·d + s·d/2 + j` of Q (and K) is the converter's row `h·d + 2j + s`
+        let unpermute = |m: QuantMatrix, heads: usize| -> Result<QuantMatrix> {
+            let hd = a.head_dim;
+            let order: Vec<usize> = (0..heads * hd)
+                .map(|r| {
+                    let (h, within) = (r / hd, r % hd);
+                    let (s, j) = (within / (hd / 2), within % (hd / 2));
+                    h * hd + 2 * j + s
+                })
+                .collect();
+            rows_reordered(&m, &order).map_err(|e| Error::Gguf {
+                file: g.file.clone(),
+                msg: e.to_string(),
+            })
+        };
+        let b = a.biases;
+        // llama.cpp turns Llama's (and Mistral's) pairs `(2j, 2j+1)`, so its converter
+        // interleaves their Q and K rows; Qwen2's it turns as HF does, and leaves alone
+        let permuted = matches!(c.family, Family::Llama | Family::Mistral);
+        let layer = |i: usize| -> Result<Layer> {
+            let k = |name: &str| gguf_keys::layer(i, name);
+            let (mut wq, mut wk) = (
+                matrix(&k("attn_q.weight"), q, d)?,
+                matrix(&k("attn_k.weight"), kv, d)?,
+            );
+            if permuted {
+                wq = unpermute(wq, a.heads.query)?;
+                wk = unpermute(wk, a.heads.key_value)?;
+            }
+            // the biases of Q and K are permuted as their rows are
+            let (bq, bk) = if b.qkv && permuted {
+                let permuted = |v: Array1<f32>, heads: usize| {
+                    let hd = a.head_dim;
+                    Array1::from_shape_fn(heads * hd, |r| {
+                        let (h, within) = (r / hd, r % hd);
+                        let (s, j) = (within / (hd / 2), within % (hd / 2));
+                        v[h * hd + 2 * j + s]
+                    })
+                };
+                (
+                    permuted(vector(&k("attn_q.bias"), q)?, a.heads.query),
+                    permuted(vector(&k("attn_k.bias"), kv)?, a.heads.key_value),
+                )
+            } else {
+                (
+                    bias(&k("attn_q.bias"), q, b.qkv)?,
+                    bias(&k("attn_k.bias"), kv, b.qkv)?,
+                )
+            };
+            Ok(Layer {
+                input_layernorm: rms(&k("attn_norm.weight"))?,
+                q_proj: Linear::quantized(wq, bq),
+                k_proj: Linear::quantized(wk, bk),
+                v_proj: Linear::quantized(
+                    matrix(&k("attn_v.weight"), kv, d)?,
+                    bias(&k("attn_v.bias"), kv, b.qkv)?,
+                ),
+                o_proj: Linear::quantized(
+                    matrix(&k("attn_output.weight"), d, q)?,
+                    bias(&k("attn_output.bias"), d, b.output)?,
+                ),
+                post_attention_layernorm: rms(&k("ffn_norm.weight"))?,
+                gate_proj: Linear::quantized(
+                    matrix(&k("ffn_gate.weight"), f, d)?,
+                    bias(&k("ffn_gate.bias"), f, b.feed_forward)?,
+                ),
+                up_proj: Linear::quantized(
+                    matrix(&k("ffn_up.weight"), f, d)?,
+                    bias(&k("ffn_up.bias"), f, b.feed_forward)?,
+                ),
+                down_proj: Linear::quantized(
+                    matrix(&k("ffn_down.weight"), d, f)?,
+                    bias(&k("ffn_down.bias"), d, b.feed_forward)?,
+                ),
+            })
+        };
+        let embed_tokens = Table::quantized(matrix(gguf_keys::EMBED, c.vocab_size, d)?);
+        let layers = (0..c.num_hidden_layers)
+            .into_par_iter()
+            .map(layer)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        let norm = rms(gguf_keys::NORM)?;
+        let lm_head = match a.lm_head {
+            LmHead::Separate => Linear::quantized(
+                matrix(gguf_keys::OUTPUT, c.vocab_size, d)?,
+                Array1::zeros(c.vocab_size),
+            ),
+            LmHead::Tied | LmHead::None => Linear::tied(&embed_tokens, None),
+        };
+        Ok(Self {
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+        })
+    }
+}
+
+/// `m` with its rows in `order` (row `r` of the result is row `order[r]` of `m`): a copy of
+/// its bytes, rows kept whole (a quantized row's blocks never cross rows).
+fn rows_reordered(
+    m: &QuantMatrix,
+    order: &[usize],
+) -> std::result::Result<QuantMatrix, crate::model::quant::LayoutError> {
+    let row = crate::model::quant::row_bytes(m.ty(), m.cols())?;
+    let data = m.data();
+    let mut bytes = Vec::with_capacity(order.len() * row);
+    for &r in order {
+        bytes.extend_from_slice(&data[r * row..(r + 1) * row]);
+    }
+    let shared: SharedBytes = std::sync::Arc::new(bytes);
+    QuantMatrix::new(m.ty(), order.len(), m.cols(), shared, 0)
+}

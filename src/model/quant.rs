@@ -1,0 +1,789 @@
+//! ggml's weight formats, kept quantized: a [`QuantMatrix`] holds a linear layer's weight as the
+//! GGUF file stores it and multiplies by it block by block, never making an f32 copy of it.
+//!
+//! The formats are ggml's own (`ggml/src/ggml-common.h`, dequantized as `ggml-quants.c` does,
+//! each product in the same order, so that a value equals ggml's and the `gguf` package's to
+//! the bit). A row of `cols` values is `cols / block_len` blocks laid end to end; every number
+//! is little-endian, and the scales `d`, `m` and `dmin` are `f16`:
+//!
+//! | type   | values | bytes | block                                                         |
+//! |--------|--------|-------|---------------------------------------------------------------|
+//! | `F32`  | 1      | 4     | the value                                                     |
+//! | `F16`  | 1      | 2     | the value                                                     |
+//! | `BF16` | 1      | 2     | the value's top 16 bits                                       |
+//! | `Q8_0` | 32     | 34    | `d`, `qs[32]` (`i8`): `x = qs·d`                              |
+//! | `Q4_0` | 32     | 18    | `d`, `qs[16]`: value `j` in the low nibble of byte `j`, value `j + 16` in its high one, `x = (q − 8)·d` |
+//! | `Q4_1` | 32     | 20    | `d`, `m`, `qs[16]` as `Q4_0`: `x = q·d + m`                   |
+//! | `Q4_K` | 256    | 144   | `d`, `dmin`, `scales[12]` (eight 6-bit scales and mins), `qs[128]`: `x = d·sc·q − dmin·m` per 32 values |
+//! | `Q6_K` | 256    | 210   | `ql[128]` (low 4 bits), `qh[64]` (high 2 bits), `scales[16]` (`i8`), `d`: `x = d·sc·(q − 32)` per 16 values |
+//!
+//! Any other ggml type is refused where the file is read ([`crate::model::gguf`]), by its name.
+
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
+use rayon::prelude::*;
+
+use crate::engine::cpu::gemm::{matmul_in_one_thread, PackedB};
+
+/// Values in a K-quant super-block (`QK_K`).
+const QK_K: usize = 256;
+
+/// The ggml tensor types attnscope reads, by ggml's names (`ggml_type`).
+#[allow(non_camel_case_types)] // ggml's own names, as every GGUF tool prints them
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    BF16,
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    /// 5-bit blocks: what llama.cpp's quantizer writes where a row is not a whole number of
+    /// K-quant super-blocks (a `Q4_K_M` file's fallback).
+    Q5_0,
+    Q5_1,
+    Q4_K,
+    Q6_K,
+}
+
+impl GgmlType {
+    pub const ALL: [GgmlType; 10] = [
+        Self::F32,
+        Self::F16,
+        Self::BF16,
+        Self::Q8_0,
+        Self::Q4_0,
+        Self::Q4_1,
+        Self::Q5_0,
+        Self::Q5_1,
+        Self::Q4_K,
+        Self::Q6_K,
+    ];
+
+    /// The type a GGUF file's tensor info names by `code` (`enum ggml_type`), when attnscope
+    /// reads it; [`ggml_type_name`] names the others.
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.code() == code)
+    }
+
+    /// Its number in `enum ggml_type`, as a GGUF file stores it.
+    pub const fn code(self) -> u32 {
+        match self {
+            Self::F32 => 0,
+            Self::F16 => 1,
+            Self::Q4_0 => 2,
+            Self::Q4_1 => 3,
+            Self::Q5_0 => 6,
+            Self::Q5_1 => 7,
+            Self::Q8_0 => 8,
+            Self::Q4_K => 12,
+            Self::Q6_K => 14,
+            Self::BF16 => 30,
+        }
+    }
+
+    /// ggml's name for it (`ggml_type_name`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "F32",
+            Self::F16 => "F16",
+            Self::BF16 => "BF16",
+            Self::Q8_0 => "Q8_0",
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q5_0 => "Q5_0",
+            Self::Q5_1 => "Q5_1",
+            Self::Q4_K => "Q4_K",
+            Self::Q6_K => "Q6_K",
+        }
+    }
+
+    /// Values in one block: a row's length is a multiple of it.
+    pub const fn block_len(self) -> usize {
+        match self {
+            Self::F32 | Self::F16 | Self::BF16 => 1,
+            Self::Q8_0 | Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 => 32,
+            Self::Q4_K | Self::Q6_K => QK_K,
+        }
+    }
+
+    /// Bytes in one block (`sizeof(block_…)`).
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::BF16 => 2,
+            Self::Q8_0 => 34,
+            Self::Q4_0 => 18,
+            Self::Q4_1 => 20,
+            Self::Q5_0 => 22,
+            Self::Q5_1 => 24,
+            Self::Q4_K => 144,
+            Self::Q6_K => 210,
+        }
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// ggml's name for the type numbered `code` in `enum ggml_type`, read or not (as of ggml's
+/// 2025 types; the numbers 4, 5 and 31–33, 36–38 belonged to types since removed).
+pub fn ggml_type_name(code: u32) -> Option<&'static str> {
+    if let Some(t) = GgmlType::from_code(code) {
+        return Some(t.name());
+    }
+    Some(match code {
+        9 => "Q8_1",
+        10 => "Q2_K",
+        11 => "Q3_K",
+        13 => "Q5_K",
+        15 => "Q8_K",
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        20 => "IQ4_NL",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
+        23 => "IQ4_XS",
+        24 => "I8",
+        25 => "I16",
+        26 => "I32",
+        27 => "I64",
+        28 => "F64",
+        29 => "IQ1_M",
+        34 => "TQ1_0",
+        35 => "TQ2_0",
+        39 => "MXFP4",
+        40 => "NVFP4",
+        41 => "Q1_0",
+        _ => return None,
+    })
+}
+
+/// Why `rows × cols` values of a type cannot be laid out, or do not fit where they are said to be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error(
+        "a {ty} row is made of blocks of {block} values, but this one has {cols} values \
+         (not a multiple of {block})",
+        block = ty.block_len()
+    )]
+    RowLength { ty: GgmlType, cols: usize },
+
+    #[error("{rows} rows of {cols} {ty} values are more bytes than this machine can address")]
+    TooLarge {
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+    },
+
+    #[error(
+        "{rows} rows of {cols} {ty} values take {needed} bytes from byte {start}, past the end \
+         of the {len} bytes that hold them"
+    )]
+    OutOfBounds {
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        needed: usize,
+        start: usize,
+        len: usize,
+    },
+}
+
+/// Bytes of one row of `cols` values of type `ty`.
+pub fn row_bytes(ty: GgmlType, cols: usize) -> Result<usize, LayoutError> {
+    if !cols.is_multiple_of(ty.block_len()) {
+        return Err(LayoutError::RowLength { ty, cols });
+    }
+    (cols / ty.block_len())
+        .checked_mul(ty.block_bytes())
+        .ok_or(LayoutError::TooLarge { ty, rows: 1, cols })
+}
+
+/// Bytes of `rows` rows of `cols` values of type `ty`.
+pub fn bytes_for(ty: GgmlType, rows: usize, cols: usize) -> Result<usize, LayoutError> {
+    row_bytes(ty, cols)?
+        .checked_mul(rows)
+        .ok_or(LayoutError::TooLarge { ty, rows, cols })
+}
+
+/// The bytes a file's matrices share: the whole file, held once (a `Vec<u8>`, an `Arc<[u8]>`'s
+/// contents, anything that lends its bytes).
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A weight `W` of a linear layer, `(out = rows, in = cols)` as PyTorch stores it (GGUF's
+/// `ne = [cols, rows]`), kept in its ggml type inside bytes shared with the rest of its file.
+///
+/// # Shapes
+/// * `W`: `(rows, cols)`, row `r` the `r`-th run of [`row_bytes`]`(ty, cols)` bytes from `start`
+#[derive(Clone)]
+pub struct QuantMatrix {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    bytes: SharedBytes,
+    start: usize,
+}
+
+impl fmt::Debug for QuantMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QuantMatrix")
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("start", &self.start)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Rows of `x` from which a product goes through the tiled matrix product rather than one
+/// weight row at a time (a decoding step has 1).
+const GEMM_MIN_INPUTS: usize = 8;
+
+/// Weight rows dequantized together for the tiled product: four panels of the product's
+/// micro-kernel natively, eight in wasm.
+const GEMM_TILE_ROWS: usize = 64;
+
+/// Multiply-adds below which a task is not worth handing to another thread.
+const TASK_MIN_WORK: usize = 1 << 16;
+
+impl QuantMatrix {
+    /// The matrix of `rows × cols` values of type `ty` found `start` bytes into `bytes`.
+    pub fn new(
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: SharedBytes,
+        start: usize,
+    ) -> Result<Self, LayoutError> {
+        let row_bytes = row_bytes(ty, cols)?;
+        let needed = bytes_for(ty, rows, cols)?;
+        let len = (*bytes).as_ref().len();
+        if start.checked_add(needed).is_none_or(|end| end > len) {
+            return Err(LayoutError::OutOfBounds {
+                ty,
+                rows,
+                cols,
+                needed,
+                start,
+                len,
+            });
+        }
+        Ok(Self {
+            ty,
+            rows,
+            cols,
+            row_bytes,
+            bytes,
+            start,
+        })
+    }
+
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// `(rows, cols)`.
+    pub fn dim(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// The matrix's bytes, row after row.
+    pub fn data(&self) -> &[u8] {
+        &(*self.bytes).as_ref()[self.start..self.start + self.rows * self.row_bytes]
+    }
+
+    /// The bytes of row `r`.
+    fn row_data(&self, r: usize) -> &[u8] {
+        &self.data()[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// Row `r` as f32, written into `out`: the reference every product is checked against.
+    ///
+    /// # Shapes
+    /// * `out`: `(cols,)`
+    ///
+    /// # Panics
+    /// If `r` is not a row or `out` is not `cols` long.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        assert!(r < self.rows, "row {r} of a {}-row matrix", self.rows);
+        assert_eq!(out.len(), self.cols, "a row holds {} values", self.cols);
+        dequantize(self.ty, self.row_data(r), out);
+    }
+
+    /// The whole matrix as f32: for the small tensors (norms' weights, tests) that are kept
+    /// as arrays.
+    ///
+    /// # Shapes
+    /// → `(rows, cols)`
+    pub fn dequantize(&self) -> Array2<f32> {
+        let mut w = Array2::zeros((self.rows, self.cols));
+        for (r, mut row) in w.rows_mut().into_iter().enumerate() {
+            let out = row
+                .as_slice_mut()
+                .expect("a new array's rows are contiguous");
+            self.dequantize_row(r, out);
+        }
+        w
+    }
+
+    /// `x · Wᵀ`, from the quantized bytes: the weight rows are shared among rayon's threads,
+    /// each dequantized into a buffer of the thread's and multiplied there. Below
+    /// [`GEMM_MIN_INPUTS`] rows of `x` (decoding, a matrix–vector product), each weight row is
+    /// dotted with every row of `x` as it is dequantized; from there on (a prompt), tiles of
+    /// [`GEMM_TILE_ROWS`] weight rows go through the engine's packed matrix product.
+    ///
+    /// # Shapes
+    /// * `x`: `(n, cols)` → `(n, rows)`
+    ///
+    /// # Panics
+    /// If `x` does not have `cols` columns (the callers' shapes are checked where the model is
+    /// loaded).
+    pub fn matmul_t(&self, x: ArrayView2<f32>) -> Array2<f32> {
+        let (n, cols) = x.dim();
+        assert_eq!(
+            cols, self.cols,
+            "x · Wᵀ: x has {cols} columns, W ({} × {}) takes {}",
+            self.rows, self.cols, self.cols
+        );
+        let x = x.as_standard_layout();
+        let x = x.view();
+        if cols == 0 {
+            return Array2::zeros((n, self.rows));
+        }
+        let mut out = Array2::<f32>::uninit((n, self.rows));
+        if n > 0 && self.rows > 0 {
+            if n < GEMM_MIN_INPUTS {
+                self.matvec_into(x, out.view_mut());
+            } else {
+                self.gemm_into(x, out.view_mut());
+            }
+        }
+        // SAFETY: both products write every value of `out` (there is none when n or rows is 0)
+        unsafe { out.assume_init() }
+    }
+
+    /// `x · Wᵀ` into `out`, each weight row dequantized once and dotted with every row of `x`.
+    fn matvec_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
+        let (n, cols) = x.dim();
+        let xs = x.as_slice().expect("standard layout");
+        let per_row = (n * cols).max(1);
+        let chunk = TASK_MIN_WORK.div_ceil(per_row).max(1);
+        out.axis_chunks_iter_mut(Axis(1), chunk)
+            .into_par_iter()
+            .enumerate()
+            .for_each_init(
+                || vec![0.0f32; cols],
+                |w, (c, mut out)| {
+                    for j in 0..out.ncols() {
+                        self.dequantize_row(c * chunk + j, w);
+                        for (i, x) in xs.chunks_exact(cols).enumerate() {
+                            out[[i, j]].write(dot(w, x));
+                        }
+                    }
+                },
+            );
+    }
+
+    /// `x · Wᵀ` into `out`, tile by tile of weight rows, each dequantized, packed and
+    /// multiplied by the engine's matrix product on one thread.
+    fn gemm_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
+        let cols = self.cols;
+        out.axis_chunks_iter_mut(Axis(1), GEMM_TILE_ROWS)
+            .into_par_iter()
+            .enumerate()
+            .for_each_init(
+                || Array2::<f32>::zeros((GEMM_TILE_ROWS, cols)),
+                |tile, (t, out)| {
+                    let rows = out.ncols();
+                    for (j, mut row) in tile.rows_mut().into_iter().take(rows).enumerate() {
+                        let w = row
+                            .as_slice_mut()
+                            .expect("a new array's rows are contiguous");
+                        self.dequantize_row(t * GEMM_TILE_ROWS + j, w);
+                    }
+                    let packed = PackedB::from_transposed(tile.slice(ndarray::s![..rows, ..]));
+                    matmul_in_one_thread(x, &packed, 1.0, None, out);
+                },
+            );
+    }
+}
+
+/// `a · b`, in 16 lanes that LLVM vectorises (SSE/AVX natively, `simd128` in wasm).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let (a16, a_tail) = a.as_chunks::<LANES>();
+    let (b16, b_tail) = b.as_chunks::<LANES>();
+    let mut acc = [0.0f32; LANES];
+    for (a, b) in a16.iter().zip(b16) {
+        for k in 0..LANES {
+            acc[k] += a[k] * b[k];
+        }
+    }
+    let tail: f32 = a_tail.iter().zip(b_tail).map(|(a, b)| a * b).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Dequantizes whole blocks of type `ty` into `out`.
+///
+/// # Shapes
+/// * `bytes`: `(k / block_len · block_bytes,)`, `out`: `(k,)`
+fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
+    match ty {
+        GgmlType::F32 => {
+            for (b, y) in bytes.as_chunks::<4>().0.iter().zip(out) {
+                *y = f32::from_le_bytes(*b);
+            }
+        }
+        GgmlType::F16 => f16_row(bytes, out),
+        GgmlType::BF16 => {
+            // a bf16 is an f32's top 16 bits (ggml's GGML_BF16_TO_FP32)
+            for (b, y) in bytes.as_chunks::<2>().0.iter().zip(out) {
+                *y = f32::from_bits(u32::from(u16::from_le_bytes(*b)) << 16);
+            }
+        }
+        GgmlType::Q8_0 => blocks(bytes, out, q8_0),
+        GgmlType::Q4_0 => blocks(bytes, out, q4_0),
+        GgmlType::Q4_1 => blocks(bytes, out, q4_1),
+        GgmlType::Q5_0 => blocks(bytes, out, q5_0),
+        GgmlType::Q5_1 => blocks(bytes, out, q5_1),
+        GgmlType::Q4_K => blocks(bytes, out, q4_k),
+        GgmlType::Q6_K => blocks(bytes, out, q6_k),
+    }
+}
+
+/// `block` applied to each block of `B` bytes and its `L` values: fixed sizes, so that LLVM
+/// drops the bounds checks and vectorises each block's loops.
+fn blocks<const B: usize, const L: usize>(
+    bytes: &[u8],
+    out: &mut [f32],
+    block: fn(&[u8; B], &mut [f32; L]),
+) {
+    for (b, y) in bytes
+        .as_chunks::<B>()
+        .0
+        .iter()
+        .zip(out.as_chunks_mut::<L>().0)
+    {
+        block(b, y);
+    }
+}
+
+/// A row of little-endian `f16`, converted 64 at a time by `half`'s slice conversion (F16C
+/// where the CPU has it).
+fn f16_row(bytes: &[u8], out: &mut [f32]) {
+    let mut h = [f16::ZERO; 64];
+    for (b, y) in bytes.chunks(128).zip(out.chunks_mut(64)) {
+        for (h, b) in h.iter_mut().zip(b.as_chunks::<2>().0) {
+            *h = f16::from_le_bytes(*b);
+        }
+        h[..y.len()].convert_to_f32_slice(y);
+    }
+}
+
+/// The little-endian `f16` at byte `at`, as f32.
+fn half_at(b: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+}
+
+/// `block_q8_0 { d: f16, qs: [i8; 32] }`: `x = qs·d`.
+fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
+    let d = half_at(b, 0);
+    for j in 0..32 {
+        y[j] = f32::from(b[2 + j] as i8) * d;
+    }
+}
+
+/// `block_q4_0 { d: f16, qs: [u8; 16] }`: value `j` in the low nibble of `qs[j]`, value `j + 16`
+/// in its high nibble, `x = (q − 8)·d`.
+fn q4_0(b: &[u8; 18], y: &mut [f32; 32]) {
+    let d = half_at(b, 0);
+    for j in 0..16 {
+        let q = b[2 + j];
+        y[j] = f32::from((q & 0x0F) as i8 - 8) * d;
+        y[j + 16] = f32::from((q >> 4) as i8 - 8) * d;
+    }
+}
+
+/// `block_q4_1 { d: f16, m: f16, qs: [u8; 16] }`: nibbles as `Q4_0`, `x = q·d + m`.
+fn q4_1(b: &[u8; 20], y: &mut [f32; 32]) {
+    let (d, m) = (half_at(b, 0), half_at(b, 2));
+    for j in 0..16 {
+        let q = b[4 + j];
+        y[j] = f32::from(q & 0x0F) * d + m;
+        y[j + 16] = f32::from(q >> 4) * d + m;
+    }
+}
+
+/// `block_q5_0 { d: f16, qh: [u8; 4], qs: [u8; 16] }`: value `j` is the low nibble of `qs[j]`
+/// (value `j + 16`: its high nibble) topped by bit `j` (`j + 16`) of `qh` as its fifth bit,
+/// `x = d·(q − 16)` (`dequantize_row_q5_0`).
+fn q5_0(b: &[u8; 22], y: &mut [f32; 32]) {
+    let d = half_at(b, 0);
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    for j in 0..16 {
+        let (lo, hi) = five_bits(b[6 + j], qh, j);
+        y[j] = (i32::from(lo) - 16) as f32 * d;
+        y[j + 16] = (i32::from(hi) - 16) as f32 * d;
+    }
+}
+
+/// `block_q5_1 { d: f16, m: f16, qh: [u8; 4], qs: [u8; 16] }`: as [`q5_0`]'s, `x = d·q + m`.
+fn q5_1(b: &[u8; 24], y: &mut [f32; 32]) {
+    let (d, m) = (half_at(b, 0), half_at(b, 2));
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    for j in 0..16 {
+        let (lo, hi) = five_bits(b[8 + j], qh, j);
+        y[j] = f32::from(lo) * d + m;
+        y[j + 16] = f32::from(hi) * d + m;
+    }
+}
+
+/// Values `j` and `j + 16` of a 5-bit block: `q`'s nibbles, each topped by its bit of `qh`.
+fn five_bits(q: u8, qh: u32, j: usize) -> (u8, u8) {
+    let lo_high = (((qh >> j) << 4) & 0x10) as u8;
+    let hi_high = ((qh >> (j + 12)) & 0x10) as u8;
+    ((q & 0x0F) | lo_high, (q >> 4) | hi_high)
+}
+
+/// Scale and min `j` (of 8) of a `Q4_K` block's 12 packed bytes (`get_scale_min_k4`): the first
+/// four are the low 6 bits of bytes 0–3 and 4–7, the last four a nibble of bytes 8–11 topped by
+/// the 2 high bits of bytes 0–3 and 4–7.
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// `block_q4_K { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128] }` over 256 values: each
+/// run of 64 values is 32 bytes of `qs`, low nibbles first (scale `2i`), then high (`2i + 1`);
+/// `x = (d·sc)·q − dmin·m`.
+fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
+    let (d, dmin) = (half_at(b, 0), half_at(b, 2));
+    let scales = &b[4..16];
+    for i in 0..4 {
+        let (sc1, m1) = scale_min_k4(2 * i, scales);
+        let (sc2, m2) = scale_min_k4(2 * i + 1, scales);
+        let (d1, m1) = (d * f32::from(sc1), dmin * f32::from(m1));
+        let (d2, m2) = (d * f32::from(sc2), dmin * f32::from(m2));
+        for l in 0..32 {
+            let q = b[16 + 32 * i + l];
+            y[64 * i + l] = d1 * f32::from(q & 0x0F) - m1;
+            y[64 * i + 32 + l] = d2 * f32::from(q >> 4) - m2;
+        }
+    }
+}
+
+/// `block_q6_K { ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16 }` over 256 values: in
+/// each half of 128, value `l + 32k` (`k` = 0..4, `l` = 0..32) takes its low 4 bits from
+/// `ql[l + 32(k & 1)]` (low nibble for `k < 2`, high after) and its high 2 from bits `2k` of
+/// `qh[l]`; scale `l / 16 + 2k`; `x = (d·sc)·(q − 32)`.
+fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
+    let d = half_at(b, 208);
+    for half in 0..2 {
+        let (ql, qh, sc) = (64 * half, 128 + 32 * half, 192 + 8 * half);
+        // the 8 scales of this half, d·sc as ggml rounds them
+        let scale: [f32; 8] = std::array::from_fn(|k| d * f32::from(b[sc + k] as i8));
+        for l in 0..32 {
+            let h = b[qh + l];
+            let q = [
+                (b[ql + l] & 0x0F) | ((h & 3) << 4),
+                (b[ql + l + 32] & 0x0F) | (((h >> 2) & 3) << 4),
+                (b[ql + l] >> 4) | (((h >> 4) & 3) << 4),
+                (b[ql + l + 32] >> 4) | (((h >> 6) & 3) << 4),
+            ];
+            for (k, q) in q.into_iter().enumerate() {
+                y[128 * half + l + 32 * k] = scale[l / 16 + 2 * k] * f32::from(q as i8 - 32);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+    use ndarray::Array2;
+
+    /// A deterministic byte stream (xorshift), for blocks of arbitrary bits.
+    fn bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed.max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// `rows × cols` random blocks of `ty`, each block's `f16` scales set to small finite values
+    /// (random bits would make infinities and NaNs).
+    fn matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> QuantMatrix {
+        let mut b = bytes(bytes_for(ty, rows, cols).unwrap(), seed);
+        let scale_at: &[usize] = match ty {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+            GgmlType::Q6_K => &[208],
+        };
+        for (i, block) in b.chunks_exact_mut(ty.block_bytes()).enumerate() {
+            match ty {
+                GgmlType::F32 => {
+                    block.copy_from_slice(&((i % 97) as f32 / 50.0 - 1.0).to_le_bytes())
+                }
+                GgmlType::F16 => block
+                    .copy_from_slice(&f16::from_f32((i % 89) as f32 / 40.0 - 1.1).to_le_bytes()),
+                GgmlType::BF16 => block
+                    .copy_from_slice(&bf16::from_f32((i % 83) as f32 / 40.0 - 1.0).to_le_bytes()),
+                _ => {}
+            }
+            for (k, &at) in scale_at.iter().enumerate() {
+                let v = 0.01 + 0.001 * ((i * 7 + k * 3) % 13) as f32;
+                block[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+            }
+        }
+        QuantMatrix::new(ty, rows, cols, Arc::new(b), 0).unwrap()
+    }
+
+    fn x(n: usize, cols: usize) -> Array2<f32> {
+        Array2::from_shape_fn((n, cols), |(i, j)| {
+            ((i * 31 + j * 17) % 23) as f32 / 11.0 - 1.0
+        })
+    }
+
+    #[test]
+    fn sizes_are_ggml_s() {
+        // sizeof(block_…) in ggml-common.h
+        assert_eq!(bytes_for(GgmlType::Q4_K, 2, 512), Ok(2 * 2 * 144));
+        assert_eq!(bytes_for(GgmlType::Q6_K, 1, 256), Ok(210));
+        assert_eq!(bytes_for(GgmlType::Q8_0, 3, 64), Ok(3 * 2 * 34));
+        assert_eq!(bytes_for(GgmlType::BF16, 3, 5), Ok(30));
+        let e = bytes_for(GgmlType::Q4_K, 1, 100).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a Q4_K row is made of blocks of 256 values, but this one has 100 values (not a \
+             multiple of 256)"
+        );
+        assert!(matches!(
+            bytes_for(GgmlType::F32, usize::MAX / 2, 4),
+            Err(LayoutError::TooLarge { .. })
+        ));
+        for t in GgmlType::ALL {
+            assert_eq!(GgmlType::from_code(t.code()), Some(t));
+            assert_eq!(ggml_type_name(t.code()), Some(t.name()));
+        }
+        assert_eq!(ggml_type_name(13), Some("Q5_K"));
+        assert_eq!(ggml_type_name(4), None);
+    }
+
+    #[test]
+    fn out_of_bounds_is_refused() {
+        let e = QuantMatrix::new(GgmlType::Q8_0, 2, 32, Arc::new(vec![0u8; 67]), 0).unwrap_err();
+        assert!(e.to_string().contains("take 68 bytes from byte 0"), "{e}");
+        let e =
+            QuantMatrix::new(GgmlType::F32, 1, 1, Arc::new(vec![0u8; 8]), usize::MAX).unwrap_err();
+        assert!(matches!(e, LayoutError::OutOfBounds { .. }), "{e}");
+    }
+
+    #[test]
+    fn q4_0_nibbles_are_ggml_s_order() {
+        // d = 1: byte j holds value j (low) and j + 16 (high)
+        let mut b = f16::from_f32(1.0).to_le_bytes().to_vec();
+        b.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+        let m = QuantMatrix::new(GgmlType::Q4_0, 1, 32, Arc::new(b), 0).unwrap();
+        let mut y = [0.0; 32];
+        m.dequantize_row(0, &mut y);
+        for j in 0..16 {
+            assert_eq!(y[j], j as f32 - 8.0);
+            assert_eq!(y[j + 16], 7.0 - j as f32);
+        }
+    }
+
+    #[test]
+    fn q4_k_scales_unpack_as_ggml() {
+        // every 6-bit scale and min distinct, packed as quantize_row_q4_K_ref packs them
+        let (ls, lm): ([u8; 8], [u8; 8]) =
+            ([1, 5, 9, 63, 17, 33, 48, 62], [2, 6, 10, 0, 20, 40, 50, 61]);
+        let mut s = [0u8; 12];
+        for j in 0..8 {
+            if j < 4 {
+                s[j] = ls[j];
+                s[j + 4] = lm[j];
+            } else {
+                s[j + 4] = (ls[j] & 0xF) | ((lm[j] & 0xF) << 4);
+                s[j - 4] |= (ls[j] >> 4) << 6;
+                s[j] |= (lm[j] >> 4) << 6;
+            }
+        }
+        for j in 0..8 {
+            assert_eq!(scale_min_k4(j, &s), (ls[j], lm[j]), "scale {j}");
+        }
+    }
+
+    #[test]
+    fn products_equal_the_dequantized_matrix() {
+        for ty in GgmlType::ALL {
+            let cols = 2 * ty.block_len().max(32);
+            let m = matrix(ty, 70, cols, 7 + ty.code() as u64);
+            let w = m.dequantize();
+            assert!(w.iter().all(|v| v.is_finite()), "{ty}");
+            for n in [0, 1, 3, 7, 8, 33] {
+                let x = x(n, cols);
+                let want = x.dot(&w.t());
+                let got = m.matmul_t(x.view());
+                assert_eq!(got.dim(), (n, 70));
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "{ty} n={n}: {g} vs {w}"
+                    );
+                }
+            }
+            // a strided x gives the same product
+            let xt = x(cols, 5);
+            let want = xt.t().dot(&w.t());
+            let got = m.matmul_t(xt.t());
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{ty} strided: {g} vs {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_matrix_may_start_inside_shared_bytes() {
+        let m = matrix(GgmlType::Q6_K, 2, 256, 3);
+        let mut shared = vec![9u8; 5];
+        shared.extend_from_slice(m.data());
+        let moved = QuantMatrix::new(GgmlType::Q6_K, 2, 256, Arc::new(shared), 5).unwrap();
+        assert_eq!(moved.dequantize(), m.dequantize());
+    }
+}

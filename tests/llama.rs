@@ -1,0 +1,520 @@
+//! The Llama family (Llama with grouped-query attention and its own head size, Qwen2 with Q/K/V
+//! biases and a tied head) against HF transformers: tokens, every layer's attention and hidden
+//! states, the next-token probabilities, and greedy generation with a key/value cache equal to
+//! HF's `generate(do_sample=False)` and to one causal pass over the same tokens
+//! (tests/fixtures/models/tiny-llama, tiny-qwen2; golden cases by tools/make_fixtures.py).
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
+
+mod common;
+
+use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
+use attnscope::families::next_token_probs;
+use attnscope::model::config::{LmHead, Positions};
+use attnscope::Mask;
+use common::*;
+use ndarray::{s, Axis};
+
+const CASES: [&str; 3] = ["llama_batch", "llama_single", "qwen2_batch"];
+
+#[test]
+fn every_llama_family_fixture_has_a_test() {
+    let mut cases: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
+    cases.extend(GGUF_TYPES.iter().map(|t| format!("llama_gguf_{t}")));
+    cases.extend(
+        [
+            "llama_generate",
+            "qwen2_generate",
+            "llama_gguf_generate",
+            "smollm2_prompts",
+        ]
+        .map(String::from),
+    );
+    let cases: Vec<&str> = cases.iter().map(String::as_str).collect();
+    assert_cases_cover_fixtures(&cases, |n| {
+        ["llama_", "qwen2_", "smollm2_"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    });
+}
+
+#[test]
+fn every_llama_family_case_equals_hf_on_the_cpu_engine() {
+    let opts = TraceOptions {
+        hidden_states: true,
+        lm_logits: true,
+        ..TraceOptions::default()
+    };
+    for name in CASES {
+        let g = golden(name);
+        let m = model(&g.meta.model);
+        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+        let input = m.tokenizer.encode(&texts, None).unwrap();
+        let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
+        assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
+        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
+        let att = max_abs_diff(
+            trace.attention.view().into_dyn(),
+            g.tensors["attention"].view(),
+        );
+        let hs = max_abs_diff(
+            trace.hidden_states.as_ref().unwrap().view().into_dyn(),
+            g.tensors["hidden_states"].view(),
+        );
+        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
+        let p = max_abs_diff(
+            probs.view().into_dyn(),
+            g.tensors["next_token_probs"].view(),
+        );
+        eprintln!("{name} cpu: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
+        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
+        assert!(hs <= HIDDEN_TOL, "{name}: hidden states differ by {hs}");
+        assert!(
+            p <= ATTENTION_TOL,
+            "{name}: next-token probabilities differ by {p}"
+        );
+    }
+}
+
+#[test]
+fn the_architecture_is_read_from_each_config() {
+    let llama = &model("tiny-llama").config.architecture;
+    assert_eq!((llama.heads.query, llama.heads.key_value), (4, 2));
+    assert_eq!(llama.head_dim, 48, "head_dim, not hidden_size / heads (64)");
+    assert_eq!(llama.lm_head, LmHead::Separate);
+    assert!(!llama.biases.qkv);
+    let Positions::Rotary(rope) = llama.positions else {
+        panic!("rotary positions: {:?}", llama.positions)
+    };
+    assert_eq!((rope.theta, rope.head_dim), (100000.0, 48));
+    let qwen = &model("tiny-qwen2").config.architecture;
+    assert!(qwen.biases.qkv && !qwen.biases.output);
+    assert_eq!(qwen.lm_head, LmHead::Tied);
+}
+
+/// The fixture's `generate` case: the prompt, what HF wrote, and HF's pass over both.
+#[derive(serde::Deserialize)]
+struct GenerateMeta {
+    model: String,
+    prompt_ids: Vec<u32>,
+    output_ids: Vec<u32>,
+    max_new_tokens: usize,
+    step_top5_ids: Vec<Vec<u32>>,
+}
+
+#[test]
+fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
+    for name in ["llama_generate", "qwen2_generate"] {
+        let meta: GenerateMeta = golden_meta(name);
+        let want = golden_tensors(name);
+        let m = model(&meta.model);
+        let opts = GenerateOptions {
+            max_new_tokens: meta.max_new_tokens,
+            top_k: 5,
+        };
+        let g = generate(m, &meta.prompt_ids, &opts).unwrap();
+        assert_eq!(g.output_ids, meta.output_ids, "{name}: greedy ids");
+        let p = meta.prompt_ids.len();
+        for (i, top) in meta.step_top5_ids.iter().enumerate() {
+            let ids: Vec<u32> = g.next[p - 1 + i].iter().map(|t| t.id).collect();
+            assert_eq!(&ids, top, "{name}: step {i}'s five likeliest");
+        }
+        // the cached steps' attention equals HF's one pass over every token fed
+        let att = max_abs_diff(
+            g.attention.view().insert_axis(Axis(0)).into_dyn(),
+            want["attention"].view(),
+        );
+        eprintln!("{name}: cached generation vs HF's pass, attention {att:.2e}");
+        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
+        // and the engine's own causal pass over the same tokens
+        let fed = g.fed();
+        let input = m.tokenizer.from_ids(&fed);
+        let mask = Mask::causal(1, fed.len());
+        let opts = TraceOptions {
+            lm_logits: true,
+            ..TraceOptions::default()
+        };
+        let full = cpu::forward(m, &input, &mask, &opts).unwrap();
+        let d = max_abs_diff(
+            full.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+            g.attention.view().into_dyn(),
+        );
+        assert!(d <= 1e-5, "{name}: cached decoding vs the full pass: {d}");
+        let probs = next_token_probs(full.lm_logits.as_ref().unwrap());
+        for (pos, top) in g.next.iter().enumerate() {
+            for t in top {
+                let full_p = probs[[0, pos, t.id as usize]];
+                assert!(
+                    (t.p - full_p).abs() <= 1e-5,
+                    "{name}: position {pos} token {}: {} vs {full_p}",
+                    t.id,
+                    t.p
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_window_the_text_would_exceed_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = model_dir("tiny-llama");
+    for f in ["model.safetensors", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    config["model_type"] = "mistral".into();
+    config["sliding_window"] = 4.into();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let m = attnscope::Model::from_dir(dir.path()).unwrap();
+    assert_eq!(m.config.architecture.sliding_window, Some(4));
+    let input = m
+        .tokenizer
+        .encode(&["time flies like an arrow"], None)
+        .unwrap();
+    let mask = Mask::causal(1, input.len());
+    let e = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("sliding window of 4"), "{e}");
+    let e = generate(
+        &m,
+        &[1, 2, 3],
+        &GenerateOptions {
+            max_new_tokens: 3,
+            top_k: 1,
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("sliding window of 4"), "{e}");
+}
+
+/// `attnscope ARGS…`'s JSON, or its error message.
+fn cli(args: &[&str]) -> Result<serde_json::Value, String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attnscope"))
+        .args(args)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn the_cli_generates_as_hf_does_and_wraps_a_chat_message_in_the_template() {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        texts: Vec<String>,
+        prompt_ids: Vec<u32>,
+        output_ids: Vec<u32>,
+    }
+    let meta: Meta = golden_meta("llama_generate");
+    let want = golden_tensors("llama_generate");
+    let dir = model_dir("tiny-llama");
+    let dir = dir.to_str().unwrap();
+    let json = cli(&[
+        "generate",
+        "--model",
+        dir,
+        "--max-new-tokens",
+        "8",
+        "--top-k",
+        "3",
+        "--",
+        &meta.texts[0],
+    ])
+    .unwrap();
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    assert_eq!(ids(&json["prompt_ids"]), meta.prompt_ids);
+    assert_eq!(ids(&json["output_ids"]), meta.output_ids);
+    let steps = json["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), meta.output_ids.len());
+    for (step, id) in steps.iter().zip(&meta.output_ids) {
+        assert_eq!(step["top_k"][0]["id"].as_u64().unwrap() as u32, *id);
+        assert_eq!(step["top_k"].as_array().unwrap().len(), 3);
+    }
+    // attention [L][H][N][N] equal to HF's pass over the N tokens fed
+    let n = meta.prompt_ids.len() + meta.output_ids.len() - 1;
+    let att = &json["attention"];
+    assert_eq!(json["tokens"].as_array().unwrap().len(), n);
+    let hf = &want["attention"];
+    let mut worst = 0f32;
+    for l in 0..2 {
+        for h in 0..4 {
+            for q in 0..n {
+                for k in 0..n {
+                    let got = att[l][h][q][k].as_f64().unwrap() as f32;
+                    worst = worst.max((got - hf[[0, l, h, q, k]]).abs());
+                }
+            }
+        }
+    }
+    assert!(worst <= ATTENTION_TOL, "attention differs by {worst}");
+    // --chat: a user message in the model's template, the assistant's turn opened
+    let json = cli(&[
+        "generate",
+        "--model",
+        dir,
+        "--max-new-tokens",
+        "2",
+        "--chat",
+        "--",
+        "time flies",
+    ])
+    .unwrap();
+    assert_eq!(
+        json["prompt"].as_str().unwrap(),
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging \
+         Face<|im_end|>\n<|im_start|>user\ntime flies<|im_end|>\n<|im_start|>assistant\n"
+    );
+    // a model without a template, and an encoder, are refused with the reason
+    let gpt2 = model_dir("tiny-gpt2");
+    let e = cli(&[
+        "generate",
+        "--model",
+        gpt2.to_str().unwrap(),
+        "--chat",
+        "hi",
+    ])
+    .unwrap_err();
+    assert!(e.contains("has no chat template"), "{e}");
+    let bert = model_dir("tiny-bert");
+    let e = cli(&["generate", "--model", bert.to_str().unwrap(), "hi"]).unwrap_err();
+    assert!(e.contains("not a decoder-only model"), "{e}");
+}
+
+#[test]
+fn the_cli_gives_a_llama_models_attention_and_next_tokens() {
+    let g = golden("llama_single");
+    let dir = model_dir("tiny-llama");
+    let json = cli(&[
+        "attention",
+        "--model",
+        dir.to_str().unwrap(),
+        "--top-k",
+        "2",
+        "--",
+        &g.meta.texts[0],
+    ])
+    .unwrap();
+    assert_eq!(json["model_type"], "llama");
+    let r = &json["results"][0];
+    let t = g.meta.token_ids[0].len();
+    let next = r["next_tokens"].as_array().unwrap();
+    assert_eq!(next.len(), t);
+    let want = &g.tensors["next_token_probs"];
+    for (pos, row) in next.iter().enumerate() {
+        for p in row.as_array().unwrap() {
+            let id = p["id"].as_u64().unwrap() as usize;
+            let d = (p["p"].as_f64().unwrap() as f32 - want[[0, pos, id]]).abs();
+            assert!(d <= ATTENTION_TOL, "position {pos} token {id}: {d}");
+        }
+    }
+    // one map per query head
+    assert_eq!(r["attention"][0].as_array().unwrap().len(), 4);
+}
+
+/// A GGUF golden case's file and the tokenizer ids HF's GGUF loader gives.
+#[derive(serde::Deserialize)]
+struct GgufMeta {
+    gguf_file: String,
+    gguf_tokenizer_ids: Vec<Vec<u32>>,
+}
+
+/// A `.gguf` fixture, loaded once per test binary.
+fn gguf_model(file: &str) -> &'static attnscope::Model {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, &'static attnscope::Model>>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap();
+    cache.entry(file.to_owned()).or_insert_with(|| {
+        let path = root().join("tests/fixtures/models").join(file);
+        let m = attnscope::Model::from_path(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Box::leak(Box::new(m))
+    })
+}
+
+const GGUF_TYPES: [&str; 6] = ["F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"];
+
+#[test]
+fn every_gguf_type_equals_hfs_dequantized_model_on_the_cpu_engine() {
+    let opts = TraceOptions {
+        hidden_states: true,
+        lm_logits: true,
+        ..TraceOptions::default()
+    };
+    for ty in GGUF_TYPES {
+        let name = format!("llama_gguf_{ty}");
+        let g = golden(&name);
+        let meta: GgufMeta = golden_meta(&name);
+        let m = gguf_model(&meta.gguf_file);
+        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+        let input = m.tokenizer.encode(&texts, None).unwrap();
+        let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
+        assert_eq!(
+            ids, meta.gguf_tokenizer_ids,
+            "{name}: the GGUF tokenizer's ids"
+        );
+        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
+        let att = max_abs_diff(
+            trace.attention.view().into_dyn(),
+            g.tensors["attention"].view(),
+        );
+        let hs = max_abs_diff(
+            trace.hidden_states.as_ref().unwrap().view().into_dyn(),
+            g.tensors["hidden_states"].view(),
+        );
+        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
+        let p = max_abs_diff(
+            probs.view().into_dyn(),
+            g.tensors["next_token_probs"].view(),
+        );
+        eprintln!("{name} cpu: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
+        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
+        assert!(hs <= HIDDEN_TOL, "{name}: hidden states differ by {hs}");
+        assert!(
+            p <= ATTENTION_TOL,
+            "{name}: next-token probabilities differ by {p}"
+        );
+    }
+}
+
+#[test]
+fn a_gguf_model_keeps_its_quantized_matrices_and_generates_as_hf_does() {
+    use attnscope::families::Weights;
+    use attnscope::model::weights::Matrix;
+    let m = gguf_model("tiny-llama-gguf/tiny-llama-Q4_K.gguf");
+    let Weights::Llama(w) = &m.weights else {
+        panic!("a Llama model")
+    };
+    // quantized in memory, as in the file: nowhere an f32 copy
+    assert!(matches!(w.embed_tokens.weight, Matrix::Quantized(_)));
+    for l in &w.layers {
+        for lin in [
+            &l.q_proj,
+            &l.k_proj,
+            &l.v_proj,
+            &l.o_proj,
+            &l.gate_proj,
+            &l.up_proj,
+            &l.down_proj,
+        ] {
+            assert!(matches!(lin.weight, Matrix::Quantized(_)), "{lin:?}");
+        }
+    }
+    let meta: GenerateMeta = golden_meta("llama_gguf_generate");
+    let want = golden_tensors("llama_gguf_generate");
+    let g = generate(
+        m,
+        &meta.prompt_ids,
+        &GenerateOptions {
+            max_new_tokens: meta.max_new_tokens,
+            top_k: 5,
+        },
+    )
+    .unwrap();
+    assert_eq!(g.output_ids, meta.output_ids, "greedy ids");
+    let att = max_abs_diff(
+        g.attention.view().insert_axis(Axis(0)).into_dyn(),
+        want["attention"].view(),
+    );
+    assert!(att <= ATTENTION_TOL, "attention differs by {att}");
+}
+
+/// SmolLM2-135M-Instruct's prompts (tools/make_fixtures.py `smollm2`).
+#[derive(serde::Deserialize)]
+struct SmolMeta {
+    gguf_file: String,
+    max_new_tokens: usize,
+    items: Vec<SmolItem>,
+}
+
+#[derive(serde::Deserialize)]
+struct SmolItem {
+    text: String,
+    token_ids: Vec<u32>,
+    top10_ids: Vec<Vec<u32>>,
+    #[serde(default)]
+    output_ids: Option<Vec<u32>>,
+}
+
+#[test]
+fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_cpu_engine() {
+    let meta: SmolMeta = golden_meta("smollm2_prompts");
+    let want = golden_tensors("smollm2_prompts");
+    let path = root().join(&meta.gguf_file);
+    let m = attnscope::Model::from_path(&path)
+        .unwrap_or_else(|e| panic!("{e} (scripts/setup.sh fetches SmolLM2 from PyPI)"));
+    let a = &m.config.architecture;
+    assert_eq!(
+        (
+            m.config.num_hidden_layers,
+            a.heads.query,
+            a.heads.key_value,
+            a.head_dim
+        ),
+        (30, 9, 3, 64)
+    );
+    assert_eq!(a.lm_head, LmHead::Tied);
+    let opts = TraceOptions {
+        lm_logits: true,
+        ..TraceOptions::default()
+    };
+    for (i, item) in meta.items.iter().enumerate() {
+        let input = m.tokenizer.encode(&[&item.text], None).unwrap();
+        assert_eq!(input.ids.row(0).to_vec(), item.token_ids, "prompt {i}: ids");
+        let mask = Mask::causal(1, input.len());
+        let trace = cpu::forward(&m, &input, &mask, &opts).unwrap();
+        let att = max_abs_diff(
+            trace.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+            want[&format!("attention_{i}")].view(),
+        );
+        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
+        let top = &want[&format!("top10_probs_{i}")];
+        let mut p = 0f32;
+        for (pos, ids) in item.top10_ids.iter().enumerate() {
+            for (j, &id) in ids.iter().enumerate() {
+                p = p.max((probs[[0, pos, id as usize]] - top[[pos, j]]).abs());
+            }
+        }
+        eprintln!("smollm2 prompt {i}: attention {att:.2e}, top-10 next tokens {p:.2e}");
+        assert!(
+            att <= ATTENTION_TOL,
+            "prompt {i}: attention differs by {att}"
+        );
+        assert!(
+            p <= ATTENTION_TOL,
+            "prompt {i}: next-token probabilities differ by {p}"
+        );
+        if let Some(out) = &item.output_ids {
+            let g = generate(
+                &m,
+                &item.token_ids,
+                &GenerateOptions {
+                    max_new_tokens: meta.max_new_tokens,
+                    top_k: 1,
+                },
+            )
+            .unwrap();
+            assert_eq!(&g.output_ids, out, "prompt {i}: greedy ids");
+            assert_eq!(
+                m.tokenizer.decode(&g.output_ids),
+                "Attention refers to the ability to focus and concentrate on a single task or activity,"
+            );
+        }
+    }
+    // its chat template, from the file's metadata, gives the fixture's chat prompt
+    let chat = m.chat.as_ref().expect("SmolLM2's GGUF has a chat template");
+    assert!(chat
+        .user("What is attention?")
+        .unwrap()
+        .ends_with("<|im_start|>user\nWhat is attention?<|im_end|>\n<|im_start|>assistant\n"));
+}

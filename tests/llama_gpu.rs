@@ -1,0 +1,289 @@
+//! The Llama family on the GPU engine (RMSNorm, rotary positions, grouped-query attention and
+//! the SwiGLU gate as WGSL kernels; the key/value cache of a generation on the GPU): the golden
+//! cases of tests/llama.rs against HF transformers and against the CPU engine, and greedy
+//! generation equal to HF's `generate(do_sample=False)` and to the CPU engine's.
+#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
+
+mod common;
+
+use attnscope::engine::{cpu, generate, BackendChoice, GenerateOptions, Runner, TraceOptions};
+use attnscope::families::next_token_probs;
+use attnscope::{Mask, Model, Trace};
+use common::*;
+use ndarray::{s, Axis};
+use pollster::block_on;
+
+const CASES: [&str; 3] = ["llama_batch", "llama_single", "qwen2_batch"];
+
+/// Same results as the CPU engine: attention probabilities, and hidden states.
+const ENGINES_ATTENTION_TOL: f32 = 1e-5;
+const ENGINES_HIDDEN_TOL: f32 = 1e-4;
+
+/// Every layer's hidden states and the LM logits.
+fn options() -> TraceOptions {
+    TraceOptions {
+        hidden_states: true,
+        lm_logits: true,
+        ..TraceOptions::default()
+    }
+}
+
+/// A golden case's batch, tokenised by attnscope (the ids checked against HF's), and its mask.
+fn case_input(name: &str) -> (Golden, &'static Model, attnscope::model::Encoded, Mask) {
+    let g = golden(name);
+    let m = model(&g.meta.model);
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, None).unwrap();
+    let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
+    assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    (g, m, input, mask)
+}
+
+fn gpu_trace(
+    m: &Model,
+    input: &attnscope::model::Encoded,
+    mask: &Mask,
+    opts: &TraceOptions,
+) -> Trace {
+    block_on(gpu_engine(m).forward(m, input, mask, opts))
+        .unwrap()
+        .0
+}
+
+#[test]
+fn every_llama_family_case_equals_hf_on_the_gpu_engine() {
+    for name in CASES {
+        let (g, m, input, mask) = case_input(name);
+        let trace = gpu_trace(m, &input, &mask, &options());
+        let att = max_abs_diff(
+            trace.attention.view().into_dyn(),
+            g.tensors["attention"].view(),
+        );
+        let hs = max_abs_diff(
+            trace.hidden_states.as_ref().unwrap().view().into_dyn(),
+            g.tensors["hidden_states"].view(),
+        );
+        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
+        let p = max_abs_diff(
+            probs.view().into_dyn(),
+            g.tensors["next_token_probs"].view(),
+        );
+        eprintln!("{name} gpu: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
+        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
+        assert!(hs <= HIDDEN_TOL, "{name}: hidden states differ by {hs}");
+        assert!(
+            p <= ATTENTION_TOL,
+            "{name}: next-token probabilities differ by {p}"
+        );
+    }
+}
+
+#[test]
+fn the_gpu_engine_equals_the_cpu_engine_on_every_case() {
+    for name in CASES {
+        let (_, m, input, mask) = case_input(name);
+        // layer 1's values too: Q, K and V before the rotation, the context, the gate's input
+        // and output
+        let opts = TraceOptions {
+            layer_trace: Some(1),
+            ..TraceOptions {
+                scores: true,
+                ..options()
+            }
+        };
+        let gpu = gpu_trace(m, &input, &mask, &opts);
+        let cpu = cpu::forward(m, &input, &mask, &opts).unwrap();
+        let d = |a: ndarray::ArrayViewD<f32>, b: ndarray::ArrayViewD<f32>| max_abs_diff(a, b);
+        let att = d(
+            gpu.attention.view().into_dyn(),
+            cpu.attention.view().into_dyn(),
+        );
+        let scores = d(
+            gpu.scores.as_ref().unwrap().view().into_dyn(),
+            cpu.scores.as_ref().unwrap().view().into_dyn(),
+        );
+        let hs = d(
+            gpu.hidden_states.as_ref().unwrap().view().into_dyn(),
+            cpu.hidden_states.as_ref().unwrap().view().into_dyn(),
+        );
+        let out = d(gpu.hidden.view().into_dyn(), cpu.hidden.view().into_dyn());
+        let logits = d(
+            gpu.lm_logits.as_ref().unwrap().view().into_dyn(),
+            cpu.lm_logits.as_ref().unwrap().view().into_dyn(),
+        );
+        let (gl, cl) = (gpu.layer_trace.unwrap(), cpu.layer_trace.unwrap());
+        let layer = [
+            ("q", &gl.q, &cl.q),
+            ("k", &gl.k, &cl.k),
+            ("v", &gl.v, &cl.v),
+            ("context", &gl.context, &cl.context),
+            (
+                "attention output",
+                &gl.attention_output,
+                &cl.attention_output,
+            ),
+            ("gate", &gl.pre_activation, &cl.pre_activation),
+            ("silu(gate) ⊙ up", &gl.intermediate, &cl.intermediate),
+            ("output", &gl.output, &cl.output),
+        ]
+        .map(|(what, a, b)| (what, d(a.view().into_dyn(), b.view().into_dyn())));
+        let layer_diffs: Vec<String> = layer.iter().map(|(w, d)| format!("{w} {d:.1e}")).collect();
+        eprintln!(
+            "{name} gpu vs cpu: attention {att:.2e}, scores {scores:.2e}, hidden states \
+             {hs:.2e}, output {out:.2e}, LM logits {logits:.2e}; layer 1: {}",
+            layer_diffs.join(", ")
+        );
+        assert!(
+            att <= ENGINES_ATTENTION_TOL,
+            "{name}: attention differs by {att}"
+        );
+        assert!(
+            scores <= ENGINES_HIDDEN_TOL,
+            "{name}: scores differ by {scores}"
+        );
+        assert!(
+            hs <= ENGINES_HIDDEN_TOL,
+            "{name}: hidden states differ by {hs}"
+        );
+        assert!(
+            out <= ENGINES_HIDDEN_TOL,
+            "{name}: the output differs by {out}"
+        );
+        assert!(
+            logits <= ENGINES_HIDDEN_TOL,
+            "{name}: the LM logits differ by {logits}"
+        );
+        for (what, diff) in layer {
+            assert!(
+                diff <= ENGINES_HIDDEN_TOL,
+                "{name}: layer 1's {what} differs by {diff}"
+            );
+        }
+        // masked cells (the no-peek mask's and the padding's) are exactly 0 on the GPU too
+        for ((b, _, _, q, k), p) in gpu.attention.indexed_iter() {
+            if !mask.0[[b, q, k]] {
+                assert_eq!(*p, 0.0, "{name}: masked cell ({q},{k}) of item {b} is {p}");
+            }
+        }
+    }
+}
+
+/// The fixture's `generate` case: the prompt, what HF wrote, and HF's pass over both.
+#[derive(serde::Deserialize)]
+struct GenerateMeta {
+    model: String,
+    prompt_ids: Vec<u32>,
+    output_ids: Vec<u32>,
+    max_new_tokens: usize,
+    step_top5_ids: Vec<Vec<u32>>,
+}
+
+#[test]
+fn greedy_generation_on_the_gpu_equals_hfs_generate_and_the_cpu_engines() {
+    for name in ["llama_generate", "qwen2_generate"] {
+        let meta: GenerateMeta = golden_meta(name);
+        let want = golden_tensors(name);
+        let m = model(&meta.model);
+        let opts = GenerateOptions {
+            max_new_tokens: meta.max_new_tokens,
+            top_k: 5,
+        };
+        let g = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();
+        assert_eq!(g.output_ids, meta.output_ids, "{name}: greedy ids");
+        let p = meta.prompt_ids.len();
+        for (i, top) in meta.step_top5_ids.iter().enumerate() {
+            let ids: Vec<u32> = g.next[p - 1 + i].iter().map(|t| t.id).collect();
+            assert_eq!(&ids, top, "{name}: step {i}'s five likeliest");
+        }
+        let att = max_abs_diff(
+            g.attention.view().insert_axis(Axis(0)).into_dyn(),
+            want["attention"].view(),
+        );
+        // the CPU engine's generation: the same tokens, attention and probabilities
+        let c = generate(m, &meta.prompt_ids, &opts).unwrap();
+        assert_eq!(g.output_ids, c.output_ids, "{name}: GPU and CPU ids");
+        let engines = max_abs_diff(g.attention.view().into_dyn(), c.attention.view().into_dyn());
+        let mut probs = 0f32;
+        for (gs, cs) in g.next.iter().zip(&c.next) {
+            let (g_ids, c_ids): (Vec<u32>, Vec<u32>) = (
+                gs.iter().map(|t| t.id).collect(),
+                cs.iter().map(|t| t.id).collect(),
+            );
+            assert_eq!(g_ids, c_ids, "{name}: GPU and CPU likeliest tokens");
+            for (a, b) in gs.iter().zip(cs) {
+                probs = probs.max((a.p - b.p).abs());
+            }
+        }
+        eprintln!(
+            "{name} gpu: {} new tokens, attention vs HF {att:.2e}, vs the CPU's generation \
+             {engines:.2e}, probabilities vs the CPU's {probs:.2e}; step ms {:.1?}",
+            g.output_ids.len(),
+            g.step_ms
+        );
+        assert!(
+            att <= ATTENTION_TOL,
+            "{name}: attention differs from HF by {att}"
+        );
+        assert!(
+            engines <= ENGINES_ATTENTION_TOL,
+            "{name}: attention differs from the CPU's by {engines}"
+        );
+        assert!(
+            probs <= ENGINES_ATTENTION_TOL,
+            "{name}: probabilities differ by {probs}"
+        );
+        // and the GPU's own causal pass over every token fed
+        let fed = g.fed();
+        let input = m.tokenizer.from_ids(&fed);
+        let full = gpu_trace(m, &input, &Mask::causal(1, fed.len()), &options());
+        let d = max_abs_diff(
+            full.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+            g.attention.view().into_dyn(),
+        );
+        assert!(
+            d <= ENGINES_ATTENTION_TOL,
+            "{name}: cached decoding vs the full pass: {d}"
+        );
+    }
+}
+
+/// GPT-2 writes through the same cache: its learned positions are gathered by the positions
+/// the host writes each step.
+#[test]
+fn gpt2_generates_on_the_gpu_as_on_the_cpu() {
+    let m = model("tiny-gpt2");
+    let prompt: Vec<u32> = (0..9)
+        .map(|i| (i * 37 + 5) % m.config.vocab_size as u32)
+        .collect();
+    let opts = GenerateOptions {
+        max_new_tokens: 6,
+        top_k: 3,
+    };
+    let g = block_on(gpu_engine(m).generate(m, &prompt, &opts)).unwrap();
+    let c = generate(m, &prompt, &opts).unwrap();
+    assert_eq!(g.output_ids, c.output_ids);
+    let d = max_abs_diff(g.attention.view().into_dyn(), c.attention.view().into_dyn());
+    eprintln!("tiny-gpt2 gpu vs cpu generation: attention {d:.2e}");
+    assert!(d <= ENGINES_ATTENTION_TOL, "attention differs by {d}");
+}
+
+#[test]
+fn the_runner_generates_on_the_gpu_it_was_given() {
+    // a runner owns its model and engine: this test's own copy of tiny-llama
+    let m = std::sync::Arc::new(Model::from_dir(model_dir("tiny-llama")).unwrap());
+    let engine = attnscope::engine::gpu::GpuEngine::new(gpu_device().clone(), &m).unwrap();
+    let runner = Runner::with_gpu(m.clone(), engine, BackendChoice::Gpu);
+    let opts = GenerateOptions {
+        max_new_tokens: 4,
+        top_k: 1,
+    };
+    let run = block_on(runner.generate(&[1, 20, 30, 40], &opts)).unwrap();
+    assert!(run.backend.starts_with("gpu: "), "{}", run.backend);
+    assert!(run.fallback.is_none(), "{:?}", run.fallback);
+    let cpu = generate(&m, &[1, 20, 30, 40], &opts).unwrap();
+    assert_eq!(run.generation.output_ids, cpu.output_ids);
+    // a prompt the model cannot take is the same error on either engine
+    let e = block_on(runner.generate(&[], &opts)).err().unwrap();
+    assert!(e.to_string().contains("no tokens"), "{e}");
+}
