@@ -16,5 +16,13 @@ cp assets/models/all-MiniLM-L6-v2/{config.json,model.safetensors,tokenizer.json}
 # the dates → ISO translation model trained by tools/train_dates.py (committed, under 1 MB)
 mkdir -p dist/models/dates
 cp models/dates/{config.json,model.safetensors,tokenizer.json} dist/models/dates/
+# SmolLM2-135M-Instruct (GGUF Q4_1, from scripts/setup.sh), the built-in model that generates
+SMOL=assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$SMOL" ]; then
+  install -D -m 644 "$SMOL" "dist/$SMOL"
+  echo "dist: $(basename "$SMOL"): $(du -h "$SMOL" | cut -f1)" >&2
+else
+  echo "dist: $SMOL is missing (scripts/setup.sh fetches it): the Model select's SmolLM2 will not load" >&2
+fi
 cp scripts/headers.txt dist/_headers
 echo "dist: $(du -sh dist | cut -f1) in dist/ ($(find dist -type f | wc -l) files)" >&2

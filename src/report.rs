@@ -82,7 +82,9 @@ impl Serialize for CrossAttention {
 #[derive(serde::Serialize)]
 pub struct ItemEmbeddings<'a> {
     pub word: Nested<'a, f32>,
-    pub position: Nested<'a, f32>,
+    /// Absent where the family's positions are no embedding (rotary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<Nested<'a, f32>>,
     /// Absent where the family has no token types.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_type: Option<Nested<'a, f32>>,
@@ -95,7 +97,7 @@ impl<'a> ItemEmbeddings<'a> {
         let item = |a: &'a ndarray::Array3<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
         Self {
             word: item(&e.word),
-            position: item(&e.position),
+            position: e.position.as_ref().map(item),
             token_type: e.token_type.as_ref().map(item),
             sum: item(&e.sum),
             normed: item(&e.normed),
@@ -477,6 +479,9 @@ pub struct ModelInfo<'a> {
     pub position_offset: usize,
     /// Whether it predicts the next token (an LM head: `topK` runs give `nextTokens`).
     pub lm_head: bool,
+    /// Whether it has a chat template (an instruct model: `generate` may wrap the prompt as a
+    /// user message, `chat: true`).
+    pub chat_template: bool,
     /// An encoder–decoder (translation) model's decoder: the page translates with it
     /// (`Session.translate`) rather than running the encoder alone; `null` for other models.
     pub decoder: Option<DecoderInfo>,
@@ -520,6 +525,7 @@ impl<'a> ModelInfo<'a> {
                 _ => 0,
             },
             lm_head: model.weights.has_lm_head(),
+            chat_template: model.chat.is_some(),
             decoder: c.decoder.as_ref().map(|d| DecoderInfo {
                 layers: d.layers,
                 heads: d.heads,

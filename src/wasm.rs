@@ -656,7 +656,7 @@ impl Session {
                 let y = Object::new();
                 for (name, a) in [
                     ("word", Some(&e.word)),
-                    ("position", Some(&e.position)),
+                    ("position", e.position.as_ref()),
                     ("tokenType", e.token_type.as_ref()),
                     ("sum", Some(&e.sum)),
                     ("normed", Some(&e.normed)),
@@ -787,6 +787,7 @@ impl Session {
         let opts = crate::engine::GenerateOptions {
             max_new_tokens: options.max_new_tokens,
             top_k: options.top_k,
+            stop_at_eos: true,
         };
         crate::engine::generate::check(&model, &ids, &opts).map_err(js_err)?;
         Ok(Generating {

@@ -126,7 +126,7 @@ fn check_layer_trace(g: &Golden, trace: &Trace, layer: usize) -> f32 {
         (Some(e), 0) => {
             for (name, got) in [
                 ("word", &e.word),
-                ("position", &e.position),
+                ("position", e.position.as_ref().unwrap()),
                 ("token_type", e.token_type.as_ref().unwrap()),
                 ("sum", &e.sum),
                 ("normed", &e.normed),

@@ -53,26 +53,7 @@ fn every_llama_family_case_equals_hf_on_the_cpu_engine() {
         assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
         let mask = Mask::from_kind(g.meta.mask, input.valid.view());
         let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
-        let att = max_abs_diff(
-            trace.attention.view().into_dyn(),
-            g.tensors["attention"].view(),
-        );
-        let hs = max_abs_diff(
-            trace.hidden_states.as_ref().unwrap().view().into_dyn(),
-            g.tensors["hidden_states"].view(),
-        );
-        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
-        let p = max_abs_diff(
-            probs.view().into_dyn(),
-            g.tensors["next_token_probs"].view(),
-        );
-        eprintln!("{name} cpu: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
-        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
-        assert!(hs <= HIDDEN_TOL, "{name}: hidden states differ by {hs}");
-        assert!(
-            p <= ATTENTION_TOL,
-            "{name}: next-token probabilities differ by {p}"
-        );
+        assert_lm_case(&format!("{name} cpu"), &g, &trace);
     }
 }
 
@@ -111,6 +92,7 @@ fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
         let opts = GenerateOptions {
             max_new_tokens: meta.max_new_tokens,
             top_k: 5,
+            stop_at_eos: true,
         };
         let g = generate(m, &meta.prompt_ids, &opts).unwrap();
         assert_eq!(g.output_ids, meta.output_ids, "{name}: greedy ids");
@@ -182,6 +164,7 @@ fn a_window_the_text_would_exceed_is_refused() {
         &GenerateOptions {
             max_new_tokens: 3,
             top_k: 1,
+            stop_at_eos: true,
         },
     )
     .unwrap_err();
@@ -364,26 +347,7 @@ fn every_gguf_type_equals_hfs_dequantized_model_on_the_cpu_engine() {
         );
         let mask = Mask::from_kind(g.meta.mask, input.valid.view());
         let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
-        let att = max_abs_diff(
-            trace.attention.view().into_dyn(),
-            g.tensors["attention"].view(),
-        );
-        let hs = max_abs_diff(
-            trace.hidden_states.as_ref().unwrap().view().into_dyn(),
-            g.tensors["hidden_states"].view(),
-        );
-        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
-        let p = max_abs_diff(
-            probs.view().into_dyn(),
-            g.tensors["next_token_probs"].view(),
-        );
-        eprintln!("{name} cpu: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
-        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
-        assert!(hs <= HIDDEN_TOL, "{name}: hidden states differ by {hs}");
-        assert!(
-            p <= ATTENTION_TOL,
-            "{name}: next-token probabilities differ by {p}"
-        );
+        assert_lm_case(&format!("{name} cpu"), &g, &trace);
     }
 }
 
@@ -418,6 +382,7 @@ fn a_gguf_model_keeps_its_quantized_matrices_and_generates_as_hf_does() {
         &GenerateOptions {
             max_new_tokens: meta.max_new_tokens,
             top_k: 5,
+            stop_at_eos: true,
         },
     )
     .unwrap();
@@ -501,6 +466,7 @@ fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_cpu_engine() {
                 &GenerateOptions {
                     max_new_tokens: meta.max_new_tokens,
                     top_k: 1,
+                    stop_at_eos: true,
                 },
             )
             .unwrap();

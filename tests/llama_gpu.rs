@@ -7,7 +7,6 @@
 mod common;
 
 use attnscope::engine::{cpu, generate, BackendChoice, GenerateOptions, Runner, TraceOptions};
-use attnscope::families::next_token_probs;
 use attnscope::{Mask, Model, Trace};
 use common::*;
 use ndarray::{s, Axis};
@@ -56,26 +55,7 @@ fn every_llama_family_case_equals_hf_on_the_gpu_engine() {
     for name in CASES {
         let (g, m, input, mask) = case_input(name);
         let trace = gpu_trace(m, &input, &mask, &options());
-        let att = max_abs_diff(
-            trace.attention.view().into_dyn(),
-            g.tensors["attention"].view(),
-        );
-        let hs = max_abs_diff(
-            trace.hidden_states.as_ref().unwrap().view().into_dyn(),
-            g.tensors["hidden_states"].view(),
-        );
-        let probs = next_token_probs(trace.lm_logits.as_ref().unwrap());
-        let p = max_abs_diff(
-            probs.view().into_dyn(),
-            g.tensors["next_token_probs"].view(),
-        );
-        eprintln!("{name} gpu: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
-        assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
-        assert!(hs <= HIDDEN_TOL, "{name}: hidden states differ by {hs}");
-        assert!(
-            p <= ATTENTION_TOL,
-            "{name}: next-token probabilities differ by {p}"
-        );
+        assert_lm_case(&format!("{name} gpu"), &g, &trace);
     }
 }
 
@@ -188,6 +168,7 @@ fn greedy_generation_on_the_gpu_equals_hfs_generate_and_the_cpu_engines() {
         let opts = GenerateOptions {
             max_new_tokens: meta.max_new_tokens,
             top_k: 5,
+            stop_at_eos: true,
         };
         let g = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();
         assert_eq!(g.output_ids, meta.output_ids, "{name}: greedy ids");
@@ -259,6 +240,7 @@ fn gpt2_generates_on_the_gpu_as_on_the_cpu() {
     let opts = GenerateOptions {
         max_new_tokens: 6,
         top_k: 3,
+        stop_at_eos: true,
     };
     let g = block_on(gpu_engine(m).generate(m, &prompt, &opts)).unwrap();
     let c = generate(m, &prompt, &opts).unwrap();
@@ -277,6 +259,7 @@ fn the_runner_generates_on_the_gpu_it_was_given() {
     let opts = GenerateOptions {
         max_new_tokens: 4,
         top_k: 1,
+        stop_at_eos: true,
     };
     let run = block_on(runner.generate(&[1, 20, 30, 40], &opts)).unwrap();
     assert!(run.backend.starts_with("gpu: "), "{}", run.backend);

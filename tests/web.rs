@@ -4,7 +4,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
-use attnscope::engine::{cpu, TraceOptions};
+use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
 use attnscope::{Mask, MaskKind, Model};
 use ndarray::{ArrayD, IxDyn};
 use wasm_bindgen_test::*;
@@ -103,7 +103,7 @@ async fn webgpu_engine_equals_cpu_engine_and_hf() {
         (&gt.intermediate, &ct.intermediate),
         (&gt.output, &ct.output),
         (&ge.word, &ce.word),
-        (&ge.position, &ce.position),
+        (ge.position.as_ref().unwrap(), ce.position.as_ref().unwrap()),
         (
             ge.token_type.as_ref().unwrap(),
             ce.token_type.as_ref().unwrap(),
@@ -189,6 +189,7 @@ async fn weights_written_in_chunks_load_a_session() {
         &file,
         include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
         "cpu".into(),
+        None,
     )
     .unwrap();
     let session = wasm_bindgen_futures::JsFuture::from(session).await.unwrap();
@@ -436,4 +437,119 @@ async fn marian_translations_on_webgpu_and_the_cpu_equal_hf() {
             web_sys::console::log_1(&format!("{name} {engine}: max |Δ| {worst:.2e}").into());
         }
     }
+}
+
+#[wasm_bindgen_test]
+async fn the_llama_family_on_webgpu_and_the_cpu_equals_hf_and_generates_as_hf_does() {
+    let m = Model::from_bytes(
+        "tiny-llama",
+        include_bytes!("fixtures/models/tiny-llama/config.json"),
+        include_bytes!("fixtures/models/tiny-llama/model.safetensors"),
+        include_bytes!("fixtures/models/tiny-llama/tokenizer.json"),
+    )
+    .unwrap();
+    let dev = GpuDevice::acquire().await.unwrap();
+    let name = dev.describe();
+    assert!(name.contains("WebGPU"), "{name}");
+    let gpu = GpuEngine::new(dev, &m).unwrap();
+    let golden: &[u8] = include_bytes!("fixtures/golden/llama_batch.safetensors");
+    let input = m
+        .tokenizer
+        .encode(
+            &[
+                "time flies like an arrow",
+                "the cat sat",
+                "fruit flies like a banana",
+            ],
+            None,
+        )
+        .unwrap();
+    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let opts = TraceOptions {
+        hidden_states: true,
+        lm_logits: true,
+        ..TraceOptions::default()
+    };
+    let (g, _) = gpu.forward(&m, &input, &mask, &opts).await.unwrap();
+    let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
+    let att_hf = max_abs_diff(
+        &g.attention.clone().into_dyn(),
+        &tensor(golden, "attention"),
+    );
+    let hs_hf = max_abs_diff(
+        &g.hidden_states.clone().unwrap().into_dyn(),
+        &tensor(golden, "hidden_states"),
+    );
+    let att_cpu = max_abs_diff(
+        &g.attention.clone().into_dyn(),
+        &c.attention.clone().into_dyn(),
+    );
+    let hs_cpu = max_abs_diff(
+        &g.hidden_states.clone().unwrap().into_dyn(),
+        &c.hidden_states.clone().unwrap().into_dyn(),
+    );
+    web_sys::console::log_1(
+        &format!("{name}: llama_batch attention vs HF {att_hf:.2e}, hidden states vs HF {hs_hf:.2e}; vs CPU attention {att_cpu:.2e}, hidden {hs_cpu:.2e}").into(),
+    );
+    assert!(att_hf <= 1e-4 && hs_hf <= 1e-3 && att_cpu <= 1e-5 && hs_cpu <= 1e-4);
+    let meta: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/golden/llama_generate.json")).unwrap();
+    let ids = |k: &str| -> Vec<u32> {
+        meta[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let prompt = ids("prompt_ids");
+    let opts = GenerateOptions {
+        max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
+        top_k: 5,
+        stop_at_eos: true,
+    };
+    let gg = gpu.generate(&m, &prompt, &opts).await.unwrap();
+    let cg = generate(&m, &prompt, &opts).unwrap();
+    assert_eq!(gg.output_ids, ids("output_ids"));
+    assert_eq!(gg.output_ids, cg.output_ids);
+    let gen_att_hf = max_abs_diff(
+        &gg.attention
+            .clone()
+            .insert_axis(ndarray::Axis(0))
+            .into_dyn(),
+        &tensor(
+            include_bytes!("fixtures/golden/llama_generate.safetensors"),
+            "attention",
+        ),
+    );
+    let gen_att_cpu = max_abs_diff(
+        &gg.attention.clone().into_dyn(),
+        &cg.attention.clone().into_dyn(),
+    );
+    web_sys::console::log_1(
+        &format!("llama_generate on WebGPU: ids equal HF's, attention vs HF {gen_att_hf:.2e}, vs CPU {gen_att_cpu:.2e}; step ms {:.1?}", gg.step_ms).into(),
+    );
+    assert!(gen_att_hf <= 1e-4 && gen_att_cpu <= 1e-5);
+}
+
+/// A GGUF file's quantized matrices in wasm (SIMD128 or relaxed SIMD, one thread): the tiny
+/// Llama's Q4_K file on the CPU engine against HF's dequantized model.
+#[wasm_bindgen_test]
+fn a_quantized_gguf_model_runs_in_wasm_as_hf_runs_it() {
+    let file = attnscope::model::WeightsFile::from_bytes(
+        include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf"),
+        "tiny-llama-Q4_K.gguf",
+    )
+    .unwrap();
+    let m = Model::from_gguf("tiny-llama-Q4_K.gguf", &file).unwrap();
+    let golden: &[u8] = include_bytes!("fixtures/golden/llama_gguf_Q4_K.safetensors");
+    let input = m
+        .tokenizer
+        .encode(&["time flies like an arrow"], None)
+        .unwrap();
+    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let c = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap();
+    let d = max_abs_diff(&c.attention.into_dyn(), &tensor(golden, "attention"));
+    web_sys::console::log_1(&format!("tiny-llama Q4_K in wasm: attention vs HF {d:.2e}").into());
+    assert!(d <= 1e-4, "{d}");
 }

@@ -13,6 +13,9 @@ import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
 import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.js';
+import { readsPair, stackWord, normName } from './architecture.js';
+import { connectGeneration, canGenerate, kvGroups } from './generation.js';
+import * as generationView from './views/generation.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -22,6 +25,7 @@ const store = createStore({
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
   loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
   translation: null, decoderTrace: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
+  generation: null, // a decoder-only model's generation (web/generation.js), its focused step the intent's `step`
 });
 
 const embed = store.get().embed;
@@ -34,7 +38,15 @@ const api = {
   get result() {
     const s = store.get();
     if (s.translation) return publishedTranslation(s.translation, Math.min(s.item, s.translation.results.length - 1));
-    return s.run ? published(s.run, Math.min(s.item, s.run.B - 1)) : null;
+    if (!s.run) return null;
+    const out = published(s.run, Math.min(s.item, s.run.B - 1));
+    // a generation's run: its fields as `attnscope generate` prints them beside (`attention` the
+    // focused step's, as the views draw it; `generate` the whole result, its (L, H, N, N) typed)
+    const g = s.generation?.result;
+    if (!s.run.generated || !g) return out;
+    // the run's own fields (`tokens`, `attention`: up to the focused step) stay; the generation's whole in `generate`
+    for (const [k, v] of Object.entries(g)) if (!(k in out)) out[k] = v;
+    return Object.assign(out, { output_tokens: g.output_ids.map((id, i) => g.steps[i].top_k.find((p) => p.id === id)?.token ?? null), step: s.run.generated.step, running: s.generation.running, generate: g });
   },
   get info() { return store.get().modelInfo; },
   get engine() { return store.get().engineStatus; },
@@ -124,6 +136,28 @@ function showPanes(s) {
 showPanes(store.get());
 store.subscribe(showPanes);
 const scope = connect(store, { targets, layout, engineFollows: true }); // the engine select shows the engine that runs
+
+// ---------- generating (a decoder-only model with an LM head) ----------
+const generating = connectGeneration(store, engine());
+const GENERATE_KEYS = ['generation', 'step', 'modelInfo', 'playing', 'chat', 'gen'];
+store.subscribe((s, changed) => {
+  if (!GENERATE_KEYS.some((k) => changed.has(k))) return;
+  const on = canGenerate(s.modelInfo) && !s.embed;
+  $('generate').hidden = !on;
+  const kv = kvGroups(s.modelInfo?.architecture);
+  $('kv-groups').hidden = !kv;
+  setText($('kv-groups'), kv);
+  if (!on) return;
+  const r = s.generation?.result;
+  setText($('generate-caption'), r ? `· ${r.output_ids.length} new tokens on the CPU engine${s.chat && s.modelInfo.chat_template ? ', as a chat' : ''}` : '');
+  generationView.render($('generate-view'), { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16, playing: s.playing }, {
+    onGenerate: (maxNew, chat) => { stopPlaying(); generating.start(maxNew, chat); },
+    onStop: () => generating.stop(),
+    onChat: (chat) => store.update({ chat }),
+    onStep: (step) => { stopPlaying(); const n = store.get().generation?.result?.output_ids.length ?? 1; store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
+    onPlay: () => (playTimer ? stopPlaying() : startPlaying({ key: 'step', count: r?.output_ids.length ?? 1, ms: PLAY_MS })),
+  });
+});
 
 // ---------- controls ← state ----------
 function syncInputs(s) {
@@ -262,6 +296,16 @@ function renderChrome(s, changed) {
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
   // the head summaries name the model's special tokens: what those are, on hover
   if (changed.has('modelInfo')) $('table-details').querySelector('summary').title = specialNotes(...(info?.specials ?? ['[CLS]', '[SEP]']));
+  if (changed.has('modelInfo') && info) familyWords(info.architecture);
+}
+
+/** The inside sections' words for the loaded model's architecture: its stack (the encoder, or a
+ *  decoder-only model's decoder), its norm, and what its embeddings add. */
+function familyWords(arch) {
+  for (const e of document.querySelectorAll('.stack-word')) setText(e, stackWord(arch));
+  for (const e of document.querySelectorAll('.norm-word')) setText(e, normName(arch));
+  const parts = ['token', ...(arch.positions.type === 'rotary' ? [] : ['position']), ...(arch.token_types ? ['token type'] : [])];
+  setText($('embeddings-parts'), `${parts.join(' + ')}${arch.norm_order === 'post' ? `, then ${normName(arch)}` : ''}`);
 }
 
 /**
@@ -349,14 +393,14 @@ function modelInputs(s) {
   const info = s.modelInfo, own = info?.own_mask ?? 'padding';
   const names = { padding: 'padding', causal: 'causal (no-peek) + padding', none: 'none (padding leaks)' };
   for (const o of $('mask').options) setText(o, names[o.value] + (info && o.value === own ? ' · the model\'s own' : ''));
-  const single = info?.model_type === 'gpt2';
+  const single = Boolean(info) && !readsPair(info.architecture);
   $('mask').disabled = !!info?.decoder;
   $('mask').title = info?.decoder ? 'a translation model applies its own masks: padding in the encoder and across, no-peek in the decoder' : '';
   $('pair').disabled = single;
-  $('pair').title = single ? `${info.name} reads one text: GPT-2 has no sentence pairs` : '';
+  $('pair').title = single ? `${info.name} reads one text: a decoder-only model has no sentence pairs` : '';
   const notes = [];
   if (info && s.mask !== own) notes.push(`Ablation: ${info.name} was trained with the ${own} mask; this view runs it with "${s.mask}".`);
-  if (single && s.pair.trim()) notes.push(`${info.name} reads one text (GPT-2 has no sentence pairs): the second sentence is not run.`);
+  if (single && s.pair.trim()) notes.push(`${info.name} reads one text (a decoder-only model has no sentence pairs): the second sentence is not run.`);
   status($('model-note'), notes.length ? { line: notes.join(' ') } : null);
 }
 
@@ -847,16 +891,18 @@ function openingOf(link = null) {
 async function loadFiles(fileList) {
   const files = {};
   for (const f of fileList) files[f.name] = f;
-  const need = ['config.json', 'model.safetensors', 'tokenizer.json'];
+  // one GGUF file holds a whole checkpoint; a folder's three files may bring its chat template
+  const gguf = Object.keys(files).find((n) => /\.gguf$/i.test(n));
+  const need = gguf ? [gguf] : ['config.json', 'model.safetensors', 'tokenizer.json', ...(files['tokenizer_config.json'] ? ['tokenizer_config.json'] : [])];
   const missing = need.filter((n) => !files[n]);
   if (missing.length) {
-    store.update({ modelError: { line: `Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json.` } });
+    store.update({ modelError: { line: `Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json (or one .gguf file).` } });
     return;
   }
   const bufs = {};
   for (const n of need) bufs[n] = await files[n].arrayBuffer();
   const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
-  if (await scope.loadModel({ key, name: 'local files', files: bufs }, { opening: openingOf() })) store.update({ model: '', hf: '' });
+  if (await scope.loadModel({ key, name: gguf ?? 'local files', files: bufs }, { opening: openingOf() })) store.update({ model: '', hf: '' });
   showSource();
 }
 on('files', 'change', (e) => { loadFiles([...e.target.files]); e.target.value = ''; }); // picking the same files again loads them again
@@ -870,12 +916,14 @@ on('load-url', 'click', async () => {
   showSource();
 });
 async function loadHub() {
-  // a model's address on the Hub, pasted, is read as its id
-  const id = $('model-hf').value.trim().replace(/^(https?:\/\/)?(www\.)?(huggingface\.co|hf\.co)\//, '').replace(/\/(tree|blob|resolve)\/.*$/, '').replace(/\/+$/, '');
+  // a model's address on the Hub, pasted, is read as its id; a .gguf file's as its id and file
+  const typed = $('model-hf').value.trim().replace(/^(https?:\/\/)?(www\.)?(huggingface\.co|hf\.co)\//, '');
+  const file = typed.match(/\/(?:blob|resolve)\/[^/]+\/(.+\.gguf)$/i)?.[1] ?? '';
+  const id = typed.replace(/\/(tree|blob|resolve)\/.*$/, '').replace(/\/+$/, '');
   if (!id) { store.update({ modelError: { line: 'Give a model id on the Hugging Face Hub, e.g. openai-community/gpt2.' } }); return; }
   let source;
-  try { source = hubSource(id, store.get().hub); } catch (e) { store.update({ modelError: { line: e.message } }); return; }
-  if (await scope.loadModel(source, { opening: openingOf() })) store.update({ hf: id, model: '' });
+  try { source = hubSource(id, store.get().hub, file); } catch (e) { store.update({ modelError: { line: e.message } }); return; }
+  if (await scope.loadModel(source, { opening: openingOf() })) store.update({ hf: id, file, model: '' });
   showSource();
 }
 
@@ -893,7 +941,7 @@ function showSource() {
   const builtin = [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf && !fromFiles;
   $('model-builtin').value = builtin ? s.model : '';
   $('model-url').value = builtin ? '' : s.model;
-  $('model-hf').value = s.hf;
+  $('model-hf').value = s.hf && s.file ? `${s.hf}/resolve/main/${s.file}` : s.hf;
   const other = $('model-pick').querySelector(`option[value="${OTHER_MODEL}"]`);
   // what the choice says is true: a model that did not load (no model running) is named as it
   // was asked for, as failed, and choosing any model, that one too, loads it
@@ -917,7 +965,7 @@ window.addEventListener('hashchange', () => {
   const next = parseHash(location.hash), before = store.get();
   // a link to another model (the cross-attention panel's to the dates model, the back button):
   // the state first (its engine too), then the one load, with that engine
-  linkedModel = next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub;
+  linkedModel = next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub || next.file !== before.file;
   store.update(next);
   syncInputs(store.get());
   if (linkedModel) {

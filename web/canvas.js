@@ -1,5 +1,6 @@
-// Canvas helpers shared by the views: HiDPI backing stores, a heatmap drawn from a pixel buffer
-// (never one fillRect a cell), token labels that appear only when they are legible, hatching.
+// Canvas helpers shared by the views: HiDPI backing stores, pictures drawn from a pixel buffer
+// (never one fillRect a cell), the hatching of masked cells, tooltips and render tasks. An
+// attention matrix itself is drawn by matrix.js.
 
 import { MASKED_CSS } from './colour.js';
 
@@ -55,119 +56,12 @@ export function hatchPattern(ctx) {
 }
 
 /**
- * The geometry of a matrix drawn with labels: `x0, y0` the top-left of the cells, `cell` the
- * size of one cell in CSS pixels, the visible window `[q0, q0+n) × [k0, k0+n)`.
- */
-export function matrixGeometry({ width, height, T, win, labels, fontPx }) {
-  const n = Math.max(1, Math.min(T, win?.n ?? T));
-  const q0 = Math.max(0, Math.min(T - n, win?.q0 ?? 0));
-  const k0 = Math.max(0, Math.min(T - n, win?.k0 ?? 0));
-  const room = Math.min(width, height);
-  let pad = labels ? Math.min(Math.round(room * 0.28), Math.round(fontPx * 7)) : 0;
-  let cell = (room - pad - 2) / n;
-  const showLabels = labels && cell >= Math.min(fontPx, 9);
-  if (!showLabels) { pad = labels ? 14 : 0; cell = (room - pad - 2) / n; }
-  return { T, n, q0, k0, cell, x0: pad, y0: pad, size: cell * n, showLabels, fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell - 1))) };
-}
-
-/** The cell under a point (CSS pixels relative to the canvas), or null. */
-export function cellAt(g, x, y) {
-  const k = Math.floor((x - g.x0) / g.cell) + g.k0;
-  const q = Math.floor((y - g.y0) / g.cell) + g.q0;
-  if (x < g.x0 || y < g.y0 || q < g.q0 || k < g.k0 || q >= g.q0 + g.n || k >= g.k0 + g.n) return null;
-  return { q, k };
-}
-
-/**
- * Draws a T × T matrix: `img` (one pixel a cell) through the window of `g`, masked cells hatched
- * when large enough, `cellText(q, k)` (e.g. "−∞") where it fits, and the token labels.
- */
-export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, tokens, mask = null, cellText = null }) {
-  ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
-  // `img` holds the matrix from `imgOrigin` on (the whole matrix, or just a window of it)
-  ctx.drawImage(img, g.k0 - imgOrigin.k, g.q0 - imgOrigin.q, g.n, g.n, g.x0, g.y0, g.size, g.size);
-  if (mask && g.cell >= 5) {
-    ctx.fillStyle = hatchPattern(ctx);
-    ctx.beginPath();
-    for (let q = g.q0; q < g.q0 + g.n; q++) {
-      for (let k = g.k0; k < g.k0 + g.n; k++) {
-        if (!mask[q * g.T + k]) ctx.rect(g.x0 + (k - g.k0) * g.cell, g.y0 + (q - g.q0) * g.cell, g.cell, g.cell);
-      }
-    }
-    ctx.fill();
-  }
-  if (cellText && g.cell >= 16) {
-    ctx.font = `${Math.min(14, Math.floor(g.cell * 0.42))}px system-ui, sans-serif`;
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'middle';
-    for (let q = g.q0; q < g.q0 + g.n; q++) {
-      for (let k = g.k0; k < g.k0 + g.n; k++) {
-        const t = cellText(q, k);
-        if (!t) continue;
-        ctx.fillStyle = '#111827';
-        ctx.fillText(t, g.x0 + (k - g.k0 + 0.5) * g.cell, g.y0 + (q - g.q0 + 0.5) * g.cell);
-      }
-    }
-  }
-  drawLabels(ctx, g, tokens);
-}
-
-/**
  * Names the axes of an attention heatmap in `el` (a caption beside it): `rows` down, `cols`
  * across, with what a row and a column mean on hover.
  */
 export function axesCaption(el, { rows = 'queries', cols = 'keys' } = {}) {
   el.textContent = `${rows} ↓ · ${cols} →`;
   el.title = `Rows (↓): ${rows}. Each row is where one query looks: its weights sum to 1. Columns (→): ${cols}, what is looked at.`;
-}
-
-/** Token labels: queries down the left, keys along the top (rotated), and the axes' names in the
- *  corner between them where there is room; or an axis hint when the labels are too small. */
-export function drawLabels(ctx, g, tokens) {
-  ctx.fillStyle = '#374151';
-  ctx.textBaseline = 'middle';
-  if (!g.showLabels) {
-    if (g.x0 > 0) {
-      ctx.font = '10px system-ui, sans-serif';
-      ctx.textAlign = 'left';
-      ctx.fillText(`keys ${g.k0}–${g.k0 + g.n - 1} →`, g.x0, g.y0 / 2);
-      ctx.save();
-      ctx.translate(g.x0 / 2, g.y0);
-      ctx.rotate(Math.PI / 2);
-      ctx.fillText(`queries ${g.q0}–${g.q0 + g.n - 1} →`, 0, 0);
-      ctx.restore();
-    }
-    return;
-  }
-  if (g.x0 >= 56 && g.y0 >= 36) {
-    ctx.font = 'italic 11px system-ui, sans-serif';
-    ctx.textAlign = 'right';
-    ctx.fillText('keys →', g.x0 - 4, g.y0 - 20);
-    ctx.fillText('queries ↓', g.x0 - 4, g.y0 - 7);
-  }
-  ctx.font = `${g.fontPx}px system-ui, sans-serif`;
-  ctx.textAlign = 'right';
-  for (let i = 0; i < g.n; i++) ctx.fillText(tokens[g.q0 + i], g.x0 - 4, g.y0 + (i + 0.5) * g.cell, g.x0 - 6);
-  ctx.textAlign = 'left';
-  for (let i = 0; i < g.n; i++) {
-    ctx.save();
-    ctx.translate(g.x0 + (i + 0.5) * g.cell, g.y0 - 4);
-    ctx.rotate(-Math.PI / 2);
-    ctx.fillText(tokens[g.k0 + i], 0, 0, g.y0 - 6);
-    ctx.restore();
-  }
-}
-
-/** Outlines the hovered row and column of `g` (the overlay canvas; nothing else is redrawn). */
-export function drawCrosshair(ctx, g, cell, colour = '#f59e0b') {
-  ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
-  if (!cell) return;
-  const { q, k } = cell;
-  if (q < g.q0 || q >= g.q0 + g.n || k < g.k0 || k >= g.k0 + g.n) return;
-  ctx.strokeStyle = colour;
-  ctx.lineWidth = 2;
-  ctx.strokeRect(g.x0, g.y0 + (q - g.q0) * g.cell, g.size, g.cell);
-  ctx.strokeRect(g.x0 + (k - g.k0) * g.cell, g.y0, g.cell, g.size);
 }
 
 /**

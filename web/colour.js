@@ -98,11 +98,11 @@ export function stepOf(kind, [r, g, b]) {
 }
 
 /**
- * An n × n matrix as RGBA pixels (one pixel a cell), masked cells grey.
- * `values`: Float32Array (n·n, row-major); `mask`: Uint8Array (1 = allowed) or null.
+ * An n × cols matrix (square unless `cols` is given) as RGBA pixels (one pixel a cell), masked
+ * cells grey. `values`: Float32Array (n·cols, row-major); `mask`: Uint8Array (1 = allowed) or null.
  */
-export function pixels(values, n, sc, mask = null) {
-  const out = new Uint32Array(n * n);
+export function pixels(values, n, sc, mask = null, cols = n) {
+  const out = new Uint32Array(n * cols);
   const { words, mul, add } = sc, top = STEPS - 1;
   // sc.index, inlined: this loop runs over 262,144 cells at 512 tokens
   for (let i = 0; i < out.length; i++) {
@@ -111,7 +111,7 @@ export function pixels(values, n, sc, mask = null) {
     j = j < 0 ? 0 : j > top ? top : j;
     out[i] = words[j];
   }
-  return new ImageData(new Uint8ClampedArray(out.buffer), n, n);
+  return new ImageData(new Uint8ClampedArray(out.buffer), cols, n);
 }
 
 /** A scale for a 0/1 matrix (a mask): `off` at 0, `on` at 1, through the same pixels() loop. */

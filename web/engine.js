@@ -15,6 +15,7 @@ class Engine {
     this.progress = new Map(); // key → Set of callbacks
     this.restarts = new Set(); // callbacks of `onRestart`
     this.engineChoices = new Set(); // callbacks of `onEngineChosen`
+    this.generations = new Map(); // a generation's id → its `onStep`
     this.start();
   }
 
@@ -74,6 +75,10 @@ class Engine {
     if (m.type === 'crashed') { this.crashed(m.panic); return; }
     if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
     if (m.type === 'engine') { for (const f of this.engineChoices) f(m); return; }
+    if (m.type === 'generated') {
+      try { this.generations.get(m.gen)?.(m); } finally { this.worker.postMessage({ type: 'generated-ack', gen: m.gen }); } // the next step
+      return;
+    }
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
@@ -136,6 +141,21 @@ class Engine {
     const r = m.result;
     r.status = m.status ?? null;
     return r;
+  }
+
+  /**
+   * Writes after `prompt` with a decoder-only checkpoint, greedily, on the CPU engine, one token
+   * a step (src/wasm.rs `Session.generate`; `options`: {maxNewTokens, topK, chat}). `onStep({step,
+   * result})` gets each step as it comes: what it wrote (`{id, token, text, top_k, step_ms,
+   * done}`) and everything so far (`Generating.result()`: prompt_ids, output_ids, output_text,
+   * tokens, steps, step_ms, attention (L, H, N, N) flat, n). Returns `{done: Promise of {steps,
+   * stopped}, stop()}`.
+   */
+  generate(key, { prompt, options = {} }, onStep) {
+    const gen = this.nextId++;
+    this.generations.set(gen, onStep);
+    const done = this.call({ type: 'generate', key, gen, prompt, options }).finally(() => this.generations.delete(gen));
+    return { done, stop: () => this.worker.postMessage({ type: 'stop-generating', gen }) };
   }
 
   /** A translation of `sources` on the CPU engine and on the session's (WebGPU): `{maxAbsDiff,

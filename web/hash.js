@@ -29,6 +29,8 @@ export function parseHash(hash) {
   s.head = int(h.get('h'), s.head);
   s.item = int(h.get('i'), 0);
   if (h.has('st')) s.step = int(h.get('st'), null); // a translation's focused step (0-based)
+  s.gen = Math.min(int(h.get('gen'), 0), 256); // a generation's new tokens (web/generation.js)
+  s.chat = h.get('chat') === '1';
   if (ATTENTIONS.includes(h.get('a'))) s.attn = h.get('a'); // a translation's attention
   if (ENGINES.includes(h.get('e'))) s.engine = h.get('e');
   if (HEAD_VIEWS.includes(h.get('v'))) s.view = h.get('v');
@@ -36,6 +38,7 @@ export function parseHash(hash) {
   if (h.has('model')) s.model = h.get('model');
   if (h.has('hf')) s.hf = h.get('hf');
   if (h.has('hub')) s.hub = h.get('hub');
+  if (h.has('file')) s.file = h.get('file');
   s.presenter = h.get('present') === '1';
   if (EMBEDS.includes(h.get('embed'))) s.embed = h.get('embed');
   if (Object.hasOwn(METRICS, h.get('metric') ?? '')) s.metric = h.get('metric');
@@ -62,11 +65,14 @@ export function writeHash(s) {
   if (s.item) h.set('i', s.item);
   if (s.step !== null && s.step !== undefined) h.set('st', s.step);
   if (s.attn && s.attn !== 'cross') h.set('a', s.attn);
+  if (s.gen) h.set('gen', s.gen);
+  if (s.chat) h.set('chat', '1');
   if (s.engine !== 'auto') h.set('e', s.engine);
   if (s.view !== 'both') h.set('v', s.view);
   if (s.scale !== 'absolute') h.set('scale', s.scale);
   if (s.model) h.set('model', s.model);
   if (s.hf) h.set('hf', s.hf);
+  if (s.hf && s.file) h.set('file', s.file);
   if (s.hf && s.hub && s.hub.replace(/\/+$/, '') !== DEFAULT_HUB) h.set('hub', s.hub); // a mirror; the Hub goes without saying
   if (s.presenter) h.set('present', '1');
   if (s.embed) h.set('embed', s.embed);

@@ -5,6 +5,7 @@
 import { engine, DEFAULT_MODEL } from './engine.js';
 import { MAX_BATCH, DEFAULT_HUB, isHubId } from './store.js';
 import { measure, SLICE_MS } from './canvas.js';
+import { withArchitecture, readsPair } from './architecture.js';
 import * as grid from './views/grid.js';
 import * as head from './views/head.js';
 import * as lines from './views/lines.js';
@@ -126,9 +127,10 @@ const EAGER_TOKENS = 64;
 /** How many next tokens a run of a model with an LM head brings, at every position. */
 export const NEXT_TOKENS = 5;
 
-/** The pair a state runs: none for a model that reads one text (GPT-2 has no sentence pairs). */
+/** The pair a state runs: none for a model that reads one text (a decoder-only model has no
+ *  sentence pairs). */
 export function pairOf(s) {
-  return s.modelInfo?.model_type === 'gpt2' ? '' : s.pair;
+  return readsPair(s.modelInfo?.architecture) ? s.pair : '';
 }
 
 export function runOptions(s) {
@@ -170,6 +172,9 @@ function runHas(r, s) {
     && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
 
+/** The views that draw a generation's run (its attention, no scores, metrics or trace). */
+const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines'];
+
 /** The panels that draw the focused layer's trace. */
 const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn'];
 
@@ -194,19 +199,24 @@ const sameTokens = (a, b) => a.B === b.B && a.results.every((x, i) => x.tokens.j
  * origin, whose CORS preflight refuses HEAD and custom headers). `hub`: a mirror's http(s) URL
  * (relative to the page), or '' for the Hub. An id or hub that is not one is an error, thrown.
  */
-export function hubSource(id, hub = '') {
+export function hubSource(id, hub = '', file = '') {
   const shown = id.length > 100 ? `${id.slice(0, 100)}…` : id;
   if (!isHubId(id)) throw new Error(`"${shown}" is not a Hugging Face Hub model id: owner/name or name, of letters, digits, "-", "_" and "." (no "..")`);
   let root;
   try { root = new URL(hub || DEFAULT_HUB, location.href); } catch { root = null; }
   if (!root || !/^https?:$/.test(root.protocol)) throw new Error(`hub "${hub}" is not an http(s) URL: give the address of a mirror of the Hugging Face Hub, or nothing for the Hub`);
   const base = `${root.href.replace(/\/+$/, '')}/${id}/resolve/main/`;
+  if (file) {
+    // a GGUF file of the repository: its URL is the source (worker.js downloadGguf)
+    if (!/^([A-Za-z0-9._-]+\/)*[A-Za-z0-9._-]+\.gguf$/i.test(file) || file.split('/').includes('..')) throw new Error(`"${file.slice(0, 100)}" is not a GGUF file's path in a Hub repository (a name ending in .gguf)`);
+    return { key: base + file, name: `${id}/${file}`, base: base + file, hub: id };
+  }
   return { key: base, name: id, base, hub: id };
 }
 
 /** The model a state asks for: a Hub id (`hf`), a base URL (`model`), or the default. */
 export function sourceOf(s) {
-  return s.hf ? hubSource(s.hf, s.hub) : urlSource(s.model);
+  return s.hf ? hubSource(s.hf, s.hub, s.file) : urlSource(s.model);
 }
 
 /** A model source for a state: `{key, name, base}` of its URL, or the default. */
@@ -302,7 +312,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       const r = await eng.load(source, asked, (p) => store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }), { refresh, exclusive: dropOld });
       const old = store.get().modelKey;
       if (dropOld && old && old !== source.key) eng.drop(old);
-      const info = r.info;
+      const info = withArchitecture(r.info);
       const latest = store.get();
       // a model's own mask (GPT-2's causal one) is where its view starts: a model trained with
       // another mask than the one before it switches the mask, and any other is an ablation
@@ -356,6 +366,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     for (const name of order) {
       const el = targets[name];
       if (!el || !opts[name] || (name === 'headB' ? !sideBySide : el.hidden)) continue;
+      // a generation keeps its attention alone: the panels of a pass's insides keep the sentence's
+      if (r.generated && !GENERATED_VIEWS.includes(name)) continue;
       // views in one task while they are quick (one frame paints them all); past SLICE_MS the
       // rest wait for a task of their own, so a long input's views never hold up the page
       if (!onlyHover && performance.now() - slice > SLICE_MS) {
@@ -423,7 +435,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);
-    if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !runHas(s.run, s))) run();
+    // a generation's run (web/generation.js) is not a pass to redo for what a panel shows
+    if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
     if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng.scaling(2000).then((scaling) => store.update({ scaling }), () => {});

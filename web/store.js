@@ -24,11 +24,16 @@ export function createStore(initial) {
 export const INTENT_DEFAULTS = {
   sentences: ['The animal didn\'t cross the street because it was too tired.'],
   pair: '', mask: 'padding', batch: false, layer: 3, head: 1, item: 0, // L3H1: "it" → "animal"
-  step: null, // a translation's focused step (0-based; null: the last)
+  step: null, // a translation's (or a generation's) focused step (0-based; null: the last)
+  // a decoder-only model: how many tokens it writes after the sentence (0: none yet; a link's
+  // `gen=N` writes them on load), and whether the sentence goes in as a chat's user message
+  gen: 0, chat: false,
   attn: 'cross', // which of a translation's attentions its views show (ATTENTIONS)
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
   // a checkpoint on the Hugging Face Hub by its id (`hf`), from the Hub or a mirror (`hub`)
   hf: '', hub: '',
+  // a GGUF file of the Hub model (`hf`) rather than its folder's safetensors: its path in the repository
+  file: '',
   // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
   // knocked-out heads ("layer:head", sorted), a second sentence to compare with
   metric: '', table: false, rollout: false, off: [], compare: false,

@@ -1,8 +1,13 @@
 // The engine's thread: owns the wasm module, the loaded checkpoints and their sessions, so the
 // page never stalls on the math. Shared by every view and <attn-scope> element of a page.
 //
-// In:  {id, type: 'load', key, name, backend, base?, files?, refresh?}
+// In:  {id, type: 'load', key, name, backend, base?, files?, refresh?} (a base URL ending in .gguf,
+//      or files with one *.gguf: a GGUF file, the Llama family's one file)
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
+//      {id, type: 'generate', key, gen, prompt, options} (a decoder-only model writes after `prompt`
+//      one token a step, on the CPU engine; each step posted as {type: 'generated', gen, step, run},
+//      the next once the page answers {type: 'generated-ack', gen}; then the answer {steps, stopped};
+//      {type: 'stop-generating', gen} ends it early)
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints, marks)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would;
 //      ?testhooks=lose-at-probe destroys them when `auto` first runs WebGPU)
@@ -19,6 +24,14 @@ import { maxAbsDiff as maxDiff } from './result.js';
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const WEIGHTS = 'model.safetensors'; // kept in wasm memory as a WeightsFile, the others as bytes
 const AT_WEIGHTS = FILES.indexOf(WEIGHTS); // its place in a checkpoint's files
+/** A folder's optional file: an instruct model's chat template (a 404 means none). */
+const TOKENIZER_CONFIG = 'tokenizer_config.json';
+/** Whether a file (a name or a URL) is a GGUF file: one file for config, tokenizer and weights. */
+const isGguf = (name) => /\.gguf$/i.test(name.split(/[?#]/)[0]);
+/** Whether a file goes into wasm memory as a WeightsFile (safetensors weights, a GGUF file). */
+const isWeights = (file) => file === WEIGHTS || isGguf(file);
+/** A file's size limit (`fileLimits()`): a GGUF file's is the weights', tokenizer_config.json's the config's. */
+const limitOf = (file) => (isWeights(file) ? limits[WEIGHTS] : file === TOKENIZER_CONFIG ? limits['config.json'] : limits[file]);
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
 
@@ -57,13 +70,13 @@ const poolThread = (Base) => class PoolThread extends Base {
     return super.postMessage(init ? { ...data, mainJS: new URL('./threads-init.js', import.meta.url).href } : data, ...rest);
   }
 };
-let loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
+let loadSession, loadGgufSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
   const wasm = await m.default();
   performance.mark('attnscope: wasm instantiated'); // the first view's milestones (tests/e2e/first_view.mjs)
-  ({ loadSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
+  ({ loadSession, loadGgufSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
   const channel = PARAMS.get('crash');
   if (channel) m.reportCrashesOn(channel);
   return { m, wasm };
@@ -79,7 +92,7 @@ const wasmReady = wasmCore.then(async ({ m, wasm }) => {
 });
 let limits = null;
 
-const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer]}
+const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer], tokenizerConfig?, gguf?: its file name (config and tokenizer null)}
 const sessions = new Map();    // key → {backend, session, engine: 'cpu' | 'gpu', status}
 const aborts = new Map();      // key → AbortController of a download under way
 
@@ -127,14 +140,14 @@ function safetensorsSize(head, file, url) {
  *  per URL, held until it is stored, makes a second document (an iframe) wait for the first
  *  download and then read it from the cache. */
 async function fetchFile(url, file, onBytes, signal, refresh) {
-  const limit = limits[file];
+  const limit = limitOf(file);
   /** `{value, stored}`: the file, and a promise that settles once Cache Storage holds it. */
   const work = async () => {
     const cache = await openCache();
     if (cache && !refresh) {
       const hit = await cache.match(url);
       if (hit) {
-        if (file === WEIGHTS) return { value: await readWeights(await hit.blob(), file, onBytes, signal, url) };
+        if (isWeights(file)) return { value: await readWeights(await hit.blob(), file, onBytes, signal, url) };
         const bytes = new Uint8Array(await hit.arrayBuffer());
         onBytes(bytes.length, bytes.length);
         return { value: bytes };
@@ -188,7 +201,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (total && loaded !== total) throw new Error(`${file}: got ${loaded} bytes, the server announced ${total}`);
     const bytes = concat(chunks, loaded);
     const stored = cache?.put(url, new Response(bytes)).catch(() => {});
-    return { value: file === WEIGHTS ? WeightsFile.fromBytes(file, bytes) : bytes, stored };
+    return { value: isWeights(file) ? WeightsFile.fromBytes(file, bytes) : bytes, stored };
   };
   if (!self.navigator.locks) return (await work()).value;
   return new Promise((resolve, reject) => {
@@ -204,7 +217,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
  *  over, so the 90 MB are never whole in JavaScript and then copied in (and the model's
  *  matrices are then read in place: `WeightsFile` in src/model/weights.rs). */
 async function readWeights(blob, file, onBytes, signal, url) {
-  if (blob.size > limits[file]) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the page's limit of ${mb(limits[file])}: ${url}`);
+  if (blob.size > limitOf(file)) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the page's limit of ${mb(limitOf(file))}: ${url}`);
   if (signal.aborted) throw new Error('cancelled');
   const weights = new WeightsFile(file, blob.size);
   try {
@@ -248,6 +261,9 @@ async function download(key, base, refresh, hub) {
   const reads = FILES.map((f) =>
     fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), f === 'config.json' ? cancel.signal : failed.signal, refresh)
       .catch((e) => { failed.abort(); throw e; }));
+  // the chat template, where the folder may have one (config.json names a chat family): any
+  // failure of its own (a 404) means none; other folders are not asked, so no 404 is logged
+  const chat = reads[0].then((config) => (chatFamily(config) ? fetchFile(root + TOKENIZER_CONFIG, TOKENIZER_CONFIG, () => {}, failed.signal, refresh) : null)).catch(() => null);
   const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
   const errors = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
   if (errors.length) {
@@ -255,7 +271,31 @@ async function download(key, base, refresh, hub) {
     const e = cancel.signal.aborted ? new Error('cancelled') : errors.find((x) => x.message !== 'cancelled') ?? errors[0];
     throw hub && e.message !== 'cancelled' ? await hubError(hub, root, e) : e;
   }
-  return got.map((r) => r.value);
+  return { bytes: got.map((r) => r.value), tokenizerConfig: await chat };
+}
+
+/** Whether a config.json is of a family whose instruct checkpoints carry a chat template in
+ *  tokenizer_config.json (the Llama family: src/model/config.rs). */
+function chatFamily(config) {
+  try { return ['llama', 'mistral', 'qwen2'].includes(JSON.parse(new TextDecoder().decode(config)).model_type); } catch { return false; }
+}
+
+/** A GGUF file by its URL, from the cache or downloaded, into wasm memory: `{bytes: [null,
+ *  WeightsFile, null], gguf}` (`gguf`: its file name, as errors name it). */
+async function downloadGguf(key, url, refresh, hub) {
+  const cancel = new AbortController();
+  aborts.set(key, cancel);
+  const file = decodeURIComponent(new URL(url).pathname.split('/').pop());
+  try {
+    const weights = await fetchFile(url, file, (loaded, total) => self.postMessage({ type: 'progress', key, file, loaded, total }), cancel.signal, refresh);
+    return { bytes: [null, weights, null], gguf: file };
+  } catch (e) {
+    if (cancel.signal.aborted) throw new Error('cancelled');
+    if (hub && e.status === 404) throw new Error(`${hub} has no ${file} on the Hub (HTTP 404 for ${url})`);
+    throw hub ? await hubError(hub, url, e) : e;
+  } finally {
+    aborts.delete(key);
+  }
 }
 
 /**
@@ -355,9 +395,10 @@ async function makeSession(cp, backend) {
     return { ...(await makeSession(cp, 'cpu')), backend, untimed: cp, status: { line: 'auto: the CPU engine while WebGPU is timed', details: 'WebGPU is set up and timed against the CPU once the first view is drawn' } };
   }
   if (cp.freed) throw letGo();
-  if (!(cp.bytes[AT_WEIGHTS] instanceof WeightsFile)) cp.bytes[AT_WEIGHTS] = WeightsFile.fromBytes(WEIGHTS, cp.bytes[AT_WEIGHTS]); // parked
+  if (!(cp.bytes[AT_WEIGHTS] instanceof WeightsFile)) cp.bytes[AT_WEIGHTS] = WeightsFile.fromBytes(cp.gguf ?? WEIGHTS, cp.bytes[AT_WEIGHTS]); // parked
   const [config, weights, tokenizer] = cp.bytes;
-  const setUp = loadSession(cp.name, config, weights, tokenizer, backend); // the checkpoint's own errors throw here
+  // the checkpoint's own errors throw here
+  const setUp = cp.gguf ? loadGgufSession(cp.name, weights, backend) : loadSession(cp.name, config, weights, tokenizer, backend, cp.tokenizerConfig ?? undefined);
   let session;
   try {
     session = await setUp; // ... and WebGPU's here: `gpu` asked for it, and it could not start
@@ -460,18 +501,30 @@ function park(cp) {
   file.free();
 }
 
-/** Throws when one of a checkpoint's files (bytes or a WeightsFile) is over its limit. */
-function checkSizes(files) {
-  const over = FILES.findIndex((f, i) => files[i].length > limits[f]);
-  if (over >= 0) throw new Error(`${FILES[over]}: the file is ${files[over].length} bytes, over the limit of ${limits[FILES[over]]}`);
+/** Throws when one of a checkpoint's files (bytes or a WeightsFile; a GGUF checkpoint has the
+ *  weights' alone) is over its limit. */
+function checkSizes(files, gguf = null) {
+  const names = gguf ? [null, gguf, null] : FILES;
+  const over = names.findIndex((f, i) => f && files[i].length > limitOf(f));
+  if (over >= 0) throw new Error(`${names[over]}: the file is ${files[over].length} bytes, over the limit of ${limitOf(names[over])}`);
 }
 
-/** A checkpoint's files as the page handed them over (ArrayBuffers), the weights into wasm memory. */
+/** A checkpoint's files as the page handed them over (ArrayBuffers by name: the three files,
+ *  tokenizer_config.json where chosen too, or one *.gguf), the weights into wasm memory:
+ *  `{bytes, tokenizerConfig?, gguf?}`. */
 function fromFiles(files) {
+  const gguf = Object.keys(files).find(isGguf);
+  if (gguf) {
+    const bytes = [null, new Uint8Array(files[gguf]), null];
+    checkSizes(bytes, gguf);
+    bytes[AT_WEIGHTS] = WeightsFile.fromBytes(gguf, bytes[AT_WEIGHTS]);
+    return { bytes, gguf };
+  }
   const bytes = FILES.map((f) => new Uint8Array(files[f]));
   checkSizes(bytes);
+  const tokenizerConfig = files[TOKENIZER_CONFIG] ? new Uint8Array(files[TOKENIZER_CONFIG]) : null;
   bytes[AT_WEIGHTS] = WeightsFile.fromBytes(WEIGHTS, bytes[AT_WEIGHTS]);
-  return bytes;
+  return { bytes, tokenizerConfig };
 }
 
 const letGo = () => new Error('the model was let go while it loaded');
@@ -484,10 +537,12 @@ async function load(msg) {
   const current = sessions.get(msg.key);
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
-  const cp = reuse ? known : { name: msg.name, bytes: msg.files ? fromFiles(msg.files) : await download(msg.key, msg.base, msg.refresh, msg.hub) };
+  const files = reuse ? null : msg.files ? fromFiles(msg.files)
+    : isGguf(msg.base) ? await downloadGguf(msg.key, msg.base, msg.refresh, msg.hub) : await download(msg.key, msg.base, msg.refresh, msg.hub);
+  const cp = reuse ? known : { name: msg.name, ...files };
   performance.mark('attnscope: files read');
   try {
-    checkSizes(cp.bytes);
+    checkSizes(cp.bytes, cp.gguf);
     await wasmReady;
   } catch (e) {
     if (cp !== known) release(cp);
@@ -601,6 +656,45 @@ async function runOn(s, msg, options) {
   }
 }
 
+// ---------- generating: a decoder-only model writes one token a step ----------
+const stopped = new Set(); // the ids of generations the page stopped
+const acks = new Map(); // a generation's id → what goes on once the page has taken its last step
+/** Waits until the page has taken generation `gen`'s last step (or stops it): the page never
+ *  falls behind the engine, and a stop ends the generation at the step on screen. */
+const taken = (gen) => new Promise((r) => acks.set(gen, r));
+function ack(gen) { acks.get(gen)?.(); acks.delete(gen); }
+
+/**
+ * Writes after `msg.prompt` with session `s` on the CPU engine (src/wasm.rs `Generating`),
+ * posting each step as it comes, `{type: 'generated', gen, step, result}` (`step`: what
+ * `step()` wrote, without its attention; `result`: everything so far, `result()`, its
+ * attention (L, H, N, N) transferred), the next once the page has taken it
+ * (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped}`: how many steps ran, and
+ * whether the page stopped it.
+ */
+async function generate(s, msg) {
+  const g = s.session.generate(msg.prompt, msg.options ?? {});
+  try {
+    let steps = 0;
+    for (;;) {
+      if (stopped.has(msg.gen)) break;
+      const step = g.step();
+      if (!step) break;
+      delete step.attention;
+      steps++;
+      const result = g.result();
+      self.postMessage({ type: 'generated', gen: msg.gen, step, result }, [result.attention.buffer]);
+      if (step.done) break;
+      await taken(msg.gen);
+    }
+    return { steps, stopped: stopped.has(msg.gen) };
+  } finally {
+    stopped.delete(msg.gen);
+    acks.delete(msg.gen);
+    g.free();
+  }
+}
+
 function lostGpu(s, why) {
   s.engine = 'cpu';
   s.status = { line: 'CPU engine: WebGPU stopped working', details: why };
@@ -630,6 +724,8 @@ self.onmessage = async (e) => {
   if (crashed) { if (msg.id) self.postMessage({ id: msg.id, ok: false, error: crashed }); return; }
   if (msg.type === 'drop') { inTurn(msg.key, () => drop(msg.key)).catch(() => {}); return; }
   if (msg.type === 'cancel') { aborts.get(msg.key)?.abort(); return; }
+  if (msg.type === 'stop-generating') { stopped.add(msg.gen); ack(msg.gen); return; }
+  if (msg.type === 'generated-ack') { ack(msg.gen); return; }
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
   try {
     const { wasm } = await wasmCore;
@@ -664,6 +760,8 @@ self.onmessage = async (e) => {
       }
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status });
       s.answered?.();
+    } else if (msg.type === 'generate') { // a decoder-only model writes: src/wasm.rs Session.generate
+      self.postMessage({ id: msg.id, ok: true, ...(await generate(sessionFor(msg.key), msg)) });
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });

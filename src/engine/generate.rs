@@ -26,6 +26,9 @@ pub struct GenerateOptions {
     pub max_new_tokens: usize,
     /// The `top_k` likeliest next tokens kept at each position fed to the model.
     pub top_k: usize,
+    /// Stop at the model's EOS token (HF's `generate`); `false` writes all `max_new_tokens`
+    /// whatever they are (a benchmark's fixed length).
+    pub stop_at_eos: bool,
 }
 
 /// A token and its probability (the softmax of its position's logits over the vocabulary).
@@ -185,7 +188,11 @@ impl Greedy {
             rows: Vec::with_capacity(opts.max_new_tokens),
             next: Vec::new(),
             step_ms: Vec::with_capacity(opts.max_new_tokens),
-            eos: model.config.eos_token_ids.clone(),
+            eos: if opts.stop_at_eos {
+                model.config.eos_token_ids.clone()
+            } else {
+                vec![]
+            },
             max_new_tokens: opts.max_new_tokens,
         }
     }

@@ -153,7 +153,9 @@ impl TraceOptions {
 #[derive(Debug, Clone)]
 pub struct EmbeddingTrace {
     pub word: Array3<f32>,
-    pub position: Array3<f32>,
+    /// `None` in a family whose positions are no embedding (rotary: Llama's, applied to Q and K
+    /// in each layer).
+    pub position: Option<Array3<f32>>,
     /// `None` in a family without token types.
     pub token_type: Option<Array3<f32>>,
     pub sum: Array3<f32>,
@@ -351,7 +353,10 @@ impl Trace {
                 let embeddings = if opts.wants(Kept::EmbeddingWord, layers) {
                     Some(EmbeddingTrace {
                         word: take(&mut kept, Kept::EmbeddingWord, b, t)?,
-                        position: take(&mut kept, Kept::EmbeddingPosition, b, t)?,
+                        position: kept
+                            .contains_key(&Kept::EmbeddingPosition)
+                            .then(|| take(&mut kept, Kept::EmbeddingPosition, b, t))
+                            .transpose()?,
                         token_type: kept
                             .contains_key(&Kept::EmbeddingTokenType)
                             .then(|| take(&mut kept, Kept::EmbeddingTokenType, b, t))

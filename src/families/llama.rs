@@ -266,16 +266,10 @@ impl LlamaWeights {
         };
         let rms =
             |key: &str| -> Result<Norm> { Ok(Norm::rms(vector(key, d)?, c.layer_norm_eps as f32)) };
-        // HF's row `h·d + s·d/2 + j` of Q (and K) is the converter's row `h·d + 2j + s`
+        // Q and K rows back in HF's order ([`converted_row`])
         let unpermute = |m: QuantMatrix, heads: usize| -> Result<QuantMatrix> {
             let hd = a.head_dim;
-            let order: Vec<usize> = (0..heads * hd)
-                .map(|r| {
-                    let (h, within) = (r / hd, r % hd);
-                    let (s, j) = (within / (hd / 2), within % (hd / 2));
-                    h * hd + 2 * j + s
-                })
-                .collect();
+            let order: Vec<usize> = (0..heads * hd).map(|r| converted_row(r, hd)).collect();
             rows_reordered(&m, &order).map_err(|e| Error::Gguf {
                 file: g.file.clone(),
                 msg: e.to_string(),
@@ -299,11 +293,7 @@ impl LlamaWeights {
             let (bq, bk) = if b.qkv && permuted {
                 let permuted = |v: Array1<f32>, heads: usize| {
                     let hd = a.head_dim;
-                    Array1::from_shape_fn(heads * hd, |r| {
-                        let (h, within) = (r / hd, r % hd);
-                        let (s, j) = (within / (hd / 2), within % (hd / 2));
-                        v[h * hd + 2 * j + s]
-                    })
+                    Array1::from_shape_fn(heads * hd, |r| v[converted_row(r, hd)])
                 };
                 (
                     permuted(vector(&k("attn_q.bias"), q)?, a.heads.query),
@@ -364,6 +354,15 @@ impl LlamaWeights {
             lm_head,
         })
     }
+}
+
+/// Where llama.cpp's converter put HF's row `r` of Q or K (heads of `hd` rows): HF's row
+/// `h·hd + s·hd/2 + j` (pair `j`'s half `s` in the rotate-half layout) is its row
+/// `h·hd + 2j + s` (the pair side by side, for llama.cpp's interleaved rotation).
+fn converted_row(r: usize, hd: usize) -> usize {
+    let (h, within) = (r / hd, r % hd);
+    let (s, j) = (within / (hd / 2), within % (hd / 2));
+    h * hd + 2 * j + s
 }
 
 /// `m` with its rows in `order` (row `r` of the result is row `order[r]` of `m`): a copy of

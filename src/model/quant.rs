@@ -29,6 +29,7 @@ use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 use crate::engine::cpu::gemm::{matmul_in_one_thread, PackedB};
+use crate::engine::cpu::isa;
 
 /// Values in a K-quant super-block (`QK_K`).
 const QK_K: usize = 256;
@@ -394,12 +395,18 @@ impl QuantMatrix {
             .for_each_init(
                 || vec![0.0f32; cols],
                 |w, (c, mut out)| {
-                    for j in 0..out.ncols() {
-                        self.dequantize_row(c * chunk + j, w);
-                        for (i, x) in xs.chunks_exact(cols).enumerate() {
-                            out[[i, j]].write(dot(w, x));
-                        }
-                    }
+                    // compiled for the widest instruction set the CPU has (AVX2 natively)
+                    isa::vectorised(
+                        #[inline(always)]
+                        || {
+                            for j in 0..out.ncols() {
+                                dequantize(self.ty, self.row_data(c * chunk + j), w);
+                                for (i, x) in xs.chunks_exact(cols).enumerate() {
+                                    out[[i, j]].write(dot(w, x));
+                                }
+                            }
+                        },
+                    )
                 },
             );
     }
@@ -415,12 +422,17 @@ impl QuantMatrix {
                 || Array2::<f32>::zeros((GEMM_TILE_ROWS, cols)),
                 |tile, (t, out)| {
                     let rows = out.ncols();
-                    for (j, mut row) in tile.rows_mut().into_iter().take(rows).enumerate() {
-                        let w = row
-                            .as_slice_mut()
-                            .expect("a new array's rows are contiguous");
-                        self.dequantize_row(t * GEMM_TILE_ROWS + j, w);
-                    }
+                    isa::vectorised(
+                        #[inline(always)]
+                        || {
+                            for (j, mut row) in tile.rows_mut().into_iter().take(rows).enumerate() {
+                                let w = row
+                                    .as_slice_mut()
+                                    .expect("a new array's rows are contiguous");
+                                dequantize(self.ty, self.row_data(t * GEMM_TILE_ROWS + j), w);
+                            }
+                        },
+                    );
                     let packed = PackedB::from_transposed(tile.slice(ndarray::s![..rows, ..]));
                     matmul_in_one_thread(x, &packed, 1.0, None, out);
                 },
@@ -429,6 +441,7 @@ impl QuantMatrix {
 }
 
 /// `a · b`, in 16 lanes that LLVM vectorises (SSE/AVX natively, `simd128` in wasm).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     const LANES: usize = 16;
     let (a16, a_tail) = a.as_chunks::<LANES>();
@@ -447,6 +460,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 ///
 /// # Shapes
 /// * `bytes`: `(k / block_len · block_bytes,)`, `out`: `(k,)`
+#[inline(always)]
 fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
     match ty {
         GgmlType::F32 => {
@@ -473,6 +487,7 @@ fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
 
 /// `block` applied to each block of `B` bytes and its `L` values: fixed sizes, so that LLVM
 /// drops the bounds checks and vectorises each block's loops.
+#[inline(always)]
 fn blocks<const B: usize, const L: usize>(
     bytes: &[u8],
     out: &mut [f32],
@@ -490,6 +505,7 @@ fn blocks<const B: usize, const L: usize>(
 
 /// A row of little-endian `f16`, converted 64 at a time by `half`'s slice conversion (F16C
 /// where the CPU has it).
+#[inline(always)]
 fn f16_row(bytes: &[u8], out: &mut [f32]) {
     let mut h = [f16::ZERO; 64];
     for (b, y) in bytes.chunks(128).zip(out.chunks_mut(64)) {
@@ -501,11 +517,13 @@ fn f16_row(bytes: &[u8], out: &mut [f32]) {
 }
 
 /// The little-endian `f16` at byte `at`, as f32.
+#[inline(always)]
 fn half_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
 /// `block_q8_0 { d: f16, qs: [i8; 32] }`: `x = qs·d`.
+#[inline(always)]
 fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
     let d = half_at(b, 0);
     for j in 0..32 {
@@ -515,6 +533,7 @@ fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
 
 /// `block_q4_0 { d: f16, qs: [u8; 16] }`: value `j` in the low nibble of `qs[j]`, value `j + 16`
 /// in its high nibble, `x = (q − 8)·d`.
+#[inline(always)]
 fn q4_0(b: &[u8; 18], y: &mut [f32; 32]) {
     let d = half_at(b, 0);
     for j in 0..16 {
@@ -525,6 +544,7 @@ fn q4_0(b: &[u8; 18], y: &mut [f32; 32]) {
 }
 
 /// `block_q4_1 { d: f16, m: f16, qs: [u8; 16] }`: nibbles as `Q4_0`, `x = q·d + m`.
+#[inline(always)]
 fn q4_1(b: &[u8; 20], y: &mut [f32; 32]) {
     let (d, m) = (half_at(b, 0), half_at(b, 2));
     for j in 0..16 {
@@ -537,6 +557,7 @@ fn q4_1(b: &[u8; 20], y: &mut [f32; 32]) {
 /// `block_q5_0 { d: f16, qh: [u8; 4], qs: [u8; 16] }`: value `j` is the low nibble of `qs[j]`
 /// (value `j + 16`: its high nibble) topped by bit `j` (`j + 16`) of `qh` as its fifth bit,
 /// `x = d·(q − 16)` (`dequantize_row_q5_0`).
+#[inline(always)]
 fn q5_0(b: &[u8; 22], y: &mut [f32; 32]) {
     let d = half_at(b, 0);
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
@@ -548,6 +569,7 @@ fn q5_0(b: &[u8; 22], y: &mut [f32; 32]) {
 }
 
 /// `block_q5_1 { d: f16, m: f16, qh: [u8; 4], qs: [u8; 16] }`: as [`q5_0`]'s, `x = d·q + m`.
+#[inline(always)]
 fn q5_1(b: &[u8; 24], y: &mut [f32; 32]) {
     let (d, m) = (half_at(b, 0), half_at(b, 2));
     let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -559,6 +581,7 @@ fn q5_1(b: &[u8; 24], y: &mut [f32; 32]) {
 }
 
 /// Values `j` and `j + 16` of a 5-bit block: `q`'s nibbles, each topped by its bit of `qh`.
+#[inline(always)]
 fn five_bits(q: u8, qh: u32, j: usize) -> (u8, u8) {
     let lo_high = (((qh >> j) << 4) & 0x10) as u8;
     let hi_high = ((qh >> (j + 12)) & 0x10) as u8;
@@ -568,6 +591,7 @@ fn five_bits(q: u8, qh: u32, j: usize) -> (u8, u8) {
 /// Scale and min `j` (of 8) of a `Q4_K` block's 12 packed bytes (`get_scale_min_k4`): the first
 /// four are the low 6 bits of bytes 0–3 and 4–7, the last four a nibble of bytes 8–11 topped by
 /// the 2 high bits of bytes 0–3 and 4–7.
+#[inline(always)]
 fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
@@ -582,6 +606,7 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
 /// `block_q4_K { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128] }` over 256 values: each
 /// run of 64 values is 32 bytes of `qs`, low nibbles first (scale `2i`), then high (`2i + 1`);
 /// `x = (d·sc)·q − dmin·m`.
+#[inline(always)]
 fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
     let (d, dmin) = (half_at(b, 0), half_at(b, 2));
     let scales = &b[4..16];
@@ -602,6 +627,7 @@ fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
 /// each half of 128, value `l + 32k` (`k` = 0..4, `l` = 0..32) takes its low 4 bits from
 /// `ql[l + 32(k & 1)]` (low nibble for `k < 2`, high after) and its high 2 from bits `2k` of
 /// `qh[l]`; scale `l / 16 + 2k`; `x = (d·sc)·(q − 32)`.
+#[inline(always)]
 fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
     let d = half_at(b, 208);
     for half in 0..2 {

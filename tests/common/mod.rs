@@ -154,6 +154,32 @@ pub fn max_abs_diff(a: ArrayViewD<f32>, b: ArrayViewD<f32>) -> f32 {
 pub type Forward<'a> = &'a dyn Fn(&Model, &Encoded, &Mask) -> attnscope::Result<Trace>;
 
 pub const ATTENTION_TOL: f32 = 1e-4;
+
+/// A decoder-only model's trace (kept with its hidden states and LM logits) against golden case
+/// `g`: every layer's attention and the next-token probabilities within [`ATTENTION_TOL`], the
+/// hidden states within [`HIDDEN_TOL`]; `what` names the case and engine in the messages.
+pub fn assert_lm_case(what: &str, g: &Golden, trace: &Trace) {
+    let att = max_abs_diff(
+        trace.attention.view().into_dyn(),
+        g.tensors["attention"].view(),
+    );
+    let hs = max_abs_diff(
+        trace.hidden_states.as_ref().unwrap().view().into_dyn(),
+        g.tensors["hidden_states"].view(),
+    );
+    let probs = attnscope::families::next_token_probs(trace.lm_logits.as_ref().unwrap());
+    let p = max_abs_diff(
+        probs.view().into_dyn(),
+        g.tensors["next_token_probs"].view(),
+    );
+    eprintln!("{what}: attention {att:.2e}, hidden states {hs:.2e}, next tokens {p:.2e}");
+    assert!(att <= ATTENTION_TOL, "{what}: attention differs by {att}");
+    assert!(hs <= HIDDEN_TOL, "{what}: hidden states differ by {hs}");
+    assert!(
+        p <= ATTENTION_TOL,
+        "{what}: next-token probabilities differ by {p}"
+    );
+}
 pub const HIDDEN_TOL: f32 = 1e-3;
 
 /// Tokenises a golden case with our tokenizer, checks tokens and ids against HF's, runs `forward`

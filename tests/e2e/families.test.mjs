@@ -94,12 +94,12 @@ for (const [name, type] of [['tiny-roberta', 'roberta'], ['tiny-distilbert', 'di
       // the panels: the embeddings say what this family adds, the cross panel why it does or not apply
       await page.waitForFunction(() => /token/.test(document.getElementById('inside-embeddings').textContent));
       const emb = await page.textContent('#inside-embeddings');
-      if (type === 'gpt2') assert.match(emb, /GPT-2 has no token types, and no LayerNorm here/);
+      if (type === 'gpt2') assert.match(emb, /e2e-tiny-gpt2 has no token types, and no LayerNorm here: it is pre-norm/);
       if (type === 'distilbert') assert.match(emb, /distilbert has no token types/);
       if (type === 'roberta') assert.match(emb, /Positions count from 2, not 0/);
       if (type !== 'roberta') assert.doesNotMatch(emb, /\+ token-type embedding/, 'no third table drawn');
       if (type === 'gpt2') {
-        assert.match(await page.textContent('#inside-residual'), /ln_f/);
+        assert.match(await page.textContent('#inside-residual'), /a final LayerNorm norm/);
         assert.match(await page.textContent('#inside-cross'), /does not apply/);
       }
       // word pieces read as text: no byte-level Ġ in what the views write

@@ -100,7 +100,7 @@ test('the field loads on Enter and on its button; each way a Hub model fails is 
     ['acme/html-weights', `^acme/html-weights on the Hub: the server answered with an HTML page, not model\\.safetensors: ${url('acme/html-weights', 'model.safetensors')}`],
     ['acme/html-body', `^acme/html-body on the Hub: the server answered with an HTML page, not model\\.safetensors: ${url('acme/html-body', 'model.safetensors')}`],
     ['acme/big-config', `^acme/big-config on the Hub: config\\.json: the server announces 1\\.5 MB, over the page's limit of 1\\.0 MB: ${url('acme/big-config', 'config.json')}`],
-    ['acme/llama-model', '^Could not load acme/llama-model/config\\.json: invalid config: model_type "llama" is not supported \\(supported: bert, roberta \\(xlm-roberta, camembert\\), distilbert, gpt2, marian\\)'],
+    ['acme/t5-model', '^Could not load acme/t5-model/config\\.json: invalid config: model_type "t5" is not supported \\(supported: bert, roberta \\(xlm-roberta, camembert\\), distilbert, gpt2, marian, llama, mistral, qwen2\\)'],
     ['acme/../etc', '^"acme/\\.\\./etc" is not a Hugging Face Hub model id: owner/name or name, of letters, digits, "-", "_" and "\\." \\(no "\\.\\."\\)'],
     ['a/b/c', '^"a/b/c" is not a Hugging Face Hub model id'],
     ['acme/<b>x</b>', '^"acme/<b>x</b>" is not a Hugging Face Hub model id'],
@@ -120,7 +120,7 @@ test('the field loads on Enter and on its button; each way a Hub model fails is 
     assert.ok(asked.every((r) => /\/(config\.json|model\.safetensors|tokenizer\.json|model\.safetensors\.index\.json)$/.test(r)), asked.join('\n'));
     assert.equal(asked.some((r) => r.endsWith('model.safetensors.index.json')), ['acme/sharded-model', 'acme/pytorch-only'].includes(id), `${id}: ${asked.join(', ')}`);
     if (id.includes('..')) assert.deepEqual(asked, [], 'a bad id asks nothing');
-    if (['acme/gated-model', 'acme/llama-model'].includes(id)) await screenshots(page, `hub-error-${id.split('/')[1]}`);
+    if (['acme/gated-model', 'acme/t5-model'].includes(id)) await screenshots(page, `hub-error-${id.split('/')[1]}`);
   }
   assert.match(await page.evaluate(() => location.hash), /(^#|&)hf=acme%2Ftiny-bert(&|$)/, 'a failed load leaves the link as it was');
   // the button loads as Enter does, and a good id clears the error

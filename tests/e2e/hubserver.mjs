@@ -27,7 +27,7 @@ export const MODELS = {
   'acme/pytorch-only': { dir: fixture('tiny-bert'), noWeights: true },
   'acme/html-weights': { dir: fixture('tiny-bert'), html: 'type' },
   'acme/html-body': { dir: fixture('tiny-bert'), html: 'body' },
-  'acme/llama-model': { dir: fixture('tiny-bert'), modelType: 'llama' },
+  'acme/t5-model': { dir: fixture('tiny-bert'), modelType: 't5' },
   'acme/big-config': { dir: fixture('tiny-bert'), bigConfig: 'announced' },
   'acme/big-config-chunked': { dir: fixture('tiny-bert'), bigConfig: 'chunked' },
   'acme/slow-model': { dir: fixture('tiny-bert'), hang: true },

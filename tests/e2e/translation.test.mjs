@@ -401,7 +401,7 @@ test('inside the decoder: its input (√d_model, Marian\'s sinusoids), the real 
   const bert = await openPage(browser, `${server.url}#e=cpu&p=${encodeURIComponent('It was very comfortable.')}&inside=cross`, { width: 1280, height: 900 });
   assert.equal(await ready(bert.page), null);
   await bert.page.waitForSelector('#inside-cross a.real-cross');
-  assert.match(await bert.page.textContent('#inside-cross .inside-caveat'), /BERT is an encoder only: it has no trained cross-attention/);
+  assert.match(await bert.page.textContent('#inside-cross .inside-caveat'), /all-MiniLM-L6-v2 \(bert\) is an encoder only: it has no trained cross-attention/);
   await bert.page.click('#inside-cross a.real-cross');
   await bert.page.waitForFunction(() => window.attnscope.result?.output_text === '2018-05-09', null, { timeout: 120000 });
   await bert.page.waitForFunction(() => document.querySelectorAll('#inside-dec-cross figure').length === 6, null, { timeout: 60000 });

@@ -6,7 +6,8 @@
 // colour and shows their mean as a 1 × T strip under the columns.
 
 import { scale, pixels, MASKED, inkOn } from '../colour.js';
-import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, drawCrosshair, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { fit, bitmap, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { square, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
 import { noteTip, specialNotes } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
@@ -63,15 +64,9 @@ function build(target) {
   };
   target.querySelector('.sel-clear').onclick = () => select(null);
   /** The query row whose label is under a point (CSS pixels), or null. */
-  const labelRow = (g, x, y) => {
-    const q = Math.floor((y - g.y0) / g.cell) + g.q0;
-    return x >= 0 && x < g.x0 && y >= g.y0 && q < g.q0 + g.n ? q : null;
-  };
+  const labelRow = (g, x, y) => (x >= 0 && x < g.x0 ? rowAt(g, y) : null);
   /** The key column whose label (above the cells) is under a point (CSS pixels), or null. */
-  const labelCol = (g, x, y) => {
-    const k = Math.floor((x - g.x0) / g.cell) + g.k0;
-    return y >= 0 && y < g.y0 && x >= g.x0 && k < g.k0 + g.n ? k : null;
-  };
+  const labelCol = (g, x, y) => (y >= 0 && y < g.y0 ? colAt(g, x) : null);
   // a pointer's tooltip takes over from the keyboard cursor's (cursorTip), before it shows
   for (const type of ['pointerdown', 'pointermove']) overlay.addEventListener(type, () => { v().keyTip = false; });
   let down = null;
@@ -88,8 +83,8 @@ function build(target) {
   strip.addEventListener('mousemove', (e) => {
     const { g, strip: st, tokens } = v();
     const tip = target.querySelector('.tooltip');
-    const k = Math.floor((e.clientX - strip.getBoundingClientRect().left - g.x0) / g.cell) + g.k0;
-    if (!st || k < g.k0 || k >= g.k0 + g.n) { tip.hidden = true; return; }
+    const k = colAt(g, e.clientX - strip.getBoundingClientRect().left);
+    if (!st || k === null) { tip.hidden = true; return; }
     tip.textContent = `${st.name} → ${tokens[k]}: ${fmtP(st.combined[k])}${st.mask && !st.mask[k] ? ' (masked)' : ''}`;
     noteTip(tip, tokens[k]);
     placeTip(tip, e.clientX, e.clientY);
@@ -315,17 +310,17 @@ export function render(target, run, opts) {
   const width = Math.max(120, target.clientWidth || 480);
   let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
   if (opts.cellsLike > T) { // beside a longer sentence: its cells' size, so this matrix is smaller
-    const like = matrixGeometry({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx: opts.fontPx ?? 12 });
+    const like = square({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx: opts.fontPx ?? 12 });
     size = Math.ceil(like.x0 + 2 + like.cell * T);
   }
-  const g = matrixGeometry({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
+  const g = square({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
   const drawKey = [imgKey, size, g.q0, g.k0, g.n, g.fontPx, g.showLabels, sel.join(',')].join('|');
   const minPx = Math.ceil((g.n * size) / g.size) + 1; // at least one device pixel per row
   if (prev?.drawKey !== drawKey) {
     const ctx = fit(heat, size, size, minPx);
-    drawMatrix(ctx, g, { img, tokens, mask });
+    drawMatrix(ctx, g, { img, masked: maskedBy(mask, T), rows: tokens, cols: tokens });
     if (sel.length) dimRows(ctx, g, sel, tokens);
     Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, t: T, labels: g.showLabels });
     heat.setAttribute('aria-label', `layer ${layer}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);

@@ -6,103 +6,40 @@
 //
 // `grid` draws every layer and head of one attention (click a head to focus it), `head` one head
 // large, with its labels, hover (a tooltip and a crosshair) and a focused row outlined, `lines`
-// the queries on the left and the keys on the right, a line per weight. Every label is drawn as
-// text on a canvas or set as textContent, never parsed as markup.
+// the queries on the left and the keys on the right, a line per weight. The matrices themselves are
+// drawn by matrix.js, as the square heatmaps are. Every label is drawn as text on a canvas or set
+// as textContent, never parsed as markup.
 
-import { scale, MASKED, inkOn } from '../colour.js';
-import { fit, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { scale, pixels, inkOn } from '../colour.js';
+import { fit, bitmap, axesCaption, placeTip } from '../canvas.js';
+import { labelled, cellAt, rowAt, drawMatrix, drawCrosshair, FOCUS } from '../matrix.js';
 import { noteTip } from '../glossary.js';
 
 const PROB = scale('probability');
 const HOVER = '#f59e0b';
-const FOCUS = '#b45309';
 
 /** A matrix as a bitmap, one pixel a cell; masked cells grey. */
 function bitmapOf({ values, masked }) {
-  const nq = values.length, nk = values[0]?.length ?? 0;
-  const img = new ImageData(Math.max(1, nk), Math.max(1, nq));
-  const px = new Uint32Array(img.data.buffer);
-  const grey = new Uint32Array(new Uint8ClampedArray([...MASKED, 255]).buffer)[0];
-  for (let q = 0; q < nq; q++) {
-    const row = values[q];
-    for (let k = 0; k < nk; k++) px[q * nk + k] = masked?.(q, k) ? grey : PROB.words[PROB.index(row[k])];
-  }
-  const c = new OffscreenCanvas(img.width, img.height);
-  c.getContext('2d').putImageData(img, 0, 0);
-  return c;
-}
-
-/** The layout of one matrix drawn with its labels in `width` × `maxHeight` CSS pixels. */
-function geometry(ctx, m, { width, maxHeight = Infinity, maxCell = 34, fontPx = 12 }) {
-  const nq = m.values.length, nk = m.values[0]?.length ?? 0;
-  ctx.font = `${fontPx}px system-ui, sans-serif`;
-  const widest = (labels) => Math.max(12, ...labels.map((t) => ctx.measureText(t).width));
-  const x0 = Math.ceil(Math.min(widest(m.rows), width * 0.3)) + 8;
-  const y0 = Math.ceil(Math.min(widest(m.cols), 120)) + 8;
-  const cell = Math.max(4, Math.min(maxCell, (width - x0 - 4) / Math.max(1, nk), (maxHeight - y0 - 4) / Math.max(1, nq)));
-  return { nq, nk, x0, y0, cell, w: x0 + cell * nk + 4, h: y0 + cell * nq + 4, fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell * 0.8))) };
-}
-
-/** The cell under a point (CSS pixels in the canvas), or null. */
-function cellAt(g, x, y) {
-  const k = Math.floor((x - g.x0) / g.cell), q = Math.floor((y - g.y0) / g.cell);
-  return x < g.x0 || y < g.y0 || q < 0 || k < 0 || q >= g.nq || k >= g.nk ? null : { q, k };
-}
-
-function drawMatrix(ctx, g, m, { focusRow = -1, after = null } = {}) {
-  ctx.clearRect(0, 0, g.w, g.h);
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(bitmapOf(m), 0, 0, g.nk, g.nq, g.x0, g.y0, g.nk * g.cell, g.nq * g.cell);
-  if (m.masked && g.cell >= 5) {
-    ctx.fillStyle = hatchPattern(ctx);
-    ctx.beginPath();
-    for (let q = 0; q < g.nq; q++) for (let k = 0; k < g.nk; k++) if (m.masked(q, k)) ctx.rect(g.x0 + k * g.cell, g.y0 + q * g.cell, g.cell, g.cell);
-    ctx.fill();
-  }
-  // the rows after the focused step: not yet written when the decoder is at it
-  const later = (q) => after !== null && q > after;
-  if (after !== null && after + 1 < g.nq) {
-    ctx.fillStyle = 'rgba(255, 255, 255, 0.72)';
-    ctx.fillRect(g.x0, g.y0 + (after + 1) * g.cell, g.nk * g.cell, (g.nq - after - 1) * g.cell);
-  }
-  // each weight written in its cell where it fits (the masked ones are exactly 0)
-  if (g.cell >= 22) {
-    ctx.font = `${Math.min(g.fontPx, Math.floor(g.cell * 0.38))}px system-ui, sans-serif`;
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'middle';
-    for (let q = 0; q < g.nq; q++) {
-      for (let k = 0; k < g.nk; k++) {
-        const p = m.values[q][k];
-        if (m.masked?.(q, k) || p < 0.005) continue;
-        ctx.fillStyle = later(q) ? '#6b7280' : inkOn(PROB.table[PROB.index(p)]);
-        ctx.fillText(p >= 0.995 ? '1' : p.toFixed(2).slice(1), g.x0 + (k + 0.5) * g.cell, g.y0 + (q + 0.5) * g.cell);
-      }
-    }
-  }
-  ctx.fillStyle = '#374151';
-  ctx.textBaseline = 'middle';
-  ctx.font = `${g.fontPx}px system-ui, sans-serif`;
-  ctx.textAlign = 'right';
-  m.rows.forEach((t, q) => {
-    ctx.font = `${q === focusRow ? '600 ' : ''}${g.fontPx}px system-ui, sans-serif`;
-    ctx.fillStyle = q === focusRow ? FOCUS : '#374151';
-    ctx.fillText(t, g.x0 - 4, g.y0 + (q + 0.5) * g.cell, g.x0 - 6);
+  const nq = Math.max(1, values.length), nk = Math.max(1, values[0]?.length ?? 0);
+  const flat = new Float32Array(nq * nk), allowed = masked ? new Uint8Array(nq * nk) : null;
+  values.forEach((row, q) => {
+    flat.set(row, q * nk);
+    if (allowed) for (let k = 0; k < row.length; k++) allowed[q * nk + k] = masked(q, k) ? 0 : 1;
   });
-  ctx.font = `${g.fontPx}px system-ui, sans-serif`;
-  ctx.fillStyle = '#374151';
-  ctx.textAlign = 'left';
-  m.cols.forEach((t, k) => {
-    ctx.save();
-    ctx.translate(g.x0 + (k + 0.5) * g.cell, g.y0 - 4);
-    ctx.rotate(-Math.PI / 2);
-    ctx.fillText(t, 0, 0, g.y0 - 6);
-    ctx.restore();
-  });
-  if (focusRow >= 0 && focusRow < g.nq) {
-    ctx.strokeStyle = FOCUS;
-    ctx.lineWidth = 2;
-    ctx.strokeRect(g.x0 - 1, g.y0 + focusRow * g.cell, g.nk * g.cell + 2, g.cell);
-  }
+  return bitmap(pixels(flat, nq, PROB, allowed, nk));
+}
+
+/** Each weight written in its cell where it fits (the masked ones are exactly 0); the rows
+ *  after `after` (steps not yet written) in grey. */
+function weightsIn(g, m, after) {
+  return {
+    minCell: 22, fontPx: Math.min(g.fontPx, Math.floor(g.cell * 0.38)),
+    text: (q, k) => {
+      const p = m.values[q][k];
+      return m.masked?.(q, k) || p < 0.005 ? null : p >= 0.995 ? '1' : p.toFixed(2).slice(1);
+    },
+    ink: (q, k) => (after !== null && q > after ? '#6b7280' : inkOn(PROB.table[PROB.index(m.values[q][k])])),
+  };
 }
 
 /**
@@ -119,13 +56,8 @@ export function head(target, { matrix, width = 480, maxHeight = Infinity, maxCel
     const local = (e) => { const r = overlay.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
     const show = (cell, e) => {
       const v = target._view;
-      const ctx = overlay.getContext('2d');
-      ctx.clearRect(0, 0, v.g.w, v.g.h);
+      drawCrosshair(overlay.getContext('2d'), v.g, cell, HOVER);
       if (!cell) { tip.hidden = true; v.onHover?.(null); return; }
-      ctx.strokeStyle = HOVER;
-      ctx.lineWidth = 2;
-      ctx.strokeRect(v.g.x0, v.g.y0 + cell.q * v.g.cell, v.g.nk * v.g.cell, v.g.cell);
-      ctx.strokeRect(v.g.x0 + cell.k * v.g.cell, v.g.y0, v.g.cell, v.g.nq * v.g.cell);
       tip.textContent = v.describe(cell.q, cell.k);
       noteTip(tip, v.rows[cell.q], v.cols[cell.k]);
       placeTip(tip, e.clientX, e.clientY, 14);
@@ -140,19 +72,19 @@ export function head(target, { matrix, width = 480, maxHeight = Infinity, maxCel
       const [x, y] = local(e), g = target._view.g;
       const cell = cellAt(g, x, y);
       if (touch && cell) { show(cell, e); return; }
-      const q = Math.floor((y - g.y0) / g.cell);
-      if (y >= g.y0 && q < g.nq && x < g.x0 + g.nk * g.cell) target._view.onRow?.(q);
+      const q = rowAt(g, y);
+      if (q !== null && x < g.x0 + g.nk * g.cell) target._view.onRow?.(q);
     });
   }
   const heat = target.querySelector('.rect-heat'), overlay = target.querySelector('.overlay');
   const probe = heat.getContext('2d');
   // larger type asks for larger cells (presenter mode)
-  const g = geometry(probe, matrix, { width, maxHeight, maxCell: Math.max(maxCell, fontPx * 3), fontPx });
+  const g = labelled(probe, matrix, { width, maxHeight, maxCell: Math.max(maxCell, fontPx * 3), fontPx });
   const ctx = fit(heat, g.w, g.h);
   const stage = target.querySelector('.stage');
   stage.style.width = `${g.w}px`;
   stage.style.height = `${g.h}px`;
-  drawMatrix(ctx, g, matrix, { focusRow, after });
+  drawMatrix(ctx, g, { img: bitmapOf(matrix), masked: matrix.masked, after, cellText: weightsIn(g, matrix, after), rows: matrix.rows, cols: matrix.cols, focusRow });
   fit(overlay, g.w, g.h).clearRect(0, 0, g.w, g.h);
   target.querySelector('.tooltip').hidden = true;
   axesCaption(target.querySelector('.axes'), axes);

@@ -4,7 +4,8 @@
 // the real tokens, and as bars for one query token ([CLS] by default).
 
 import { scale, pixels } from '../colour.js';
-import { fit, bitmap, matrixGeometry, drawMatrix, axesCaption } from '../canvas.js';
+import { fit, bitmap, axesCaption } from '../canvas.js';
+import { square, drawMatrix } from '../matrix.js';
 
 const BAR = { rollout: '#08519c', last: '#f16913' }; // as .swatch.rollout / .swatch.last in views.css
 
@@ -51,9 +52,9 @@ function heat(canvas, values, n, tokens, size, fontPx, what) {
   let max = 0;
   for (const v of values) max = Math.max(max, v);
   const sc = scale('probability', { max });
-  const g = matrixGeometry({ width: size, height: size, T: n, win: null, labels: true, fontPx });
+  const g = square({ width: size, height: size, T: n, win: null, labels: true, fontPx });
   const ctx = fit(canvas, size, size, n + 1);
-  drawMatrix(ctx, g, { img: bitmap(pixels(values, n, sc)), tokens });
+  drawMatrix(ctx, g, { img: bitmap(pixels(values, n, sc)), rows: tokens, cols: tokens });
   canvas.setAttribute('aria-label', `${what}: ${n} × ${n} over the real tokens (queries are rows, keys columns), scaled to its largest value ${max.toFixed(3)}`);
 }
 

@@ -3,7 +3,8 @@
 // The panels show the head view's token window.
 
 import { scale, pixels, twoColour } from '../colour.js';
-import { fit, bitmap, matrixGeometry, cellAt, drawMatrix, inTasks, windowOf, axesCaption } from '../canvas.js';
+import { fit, bitmap, inTasks, windowOf, axesCaption } from '../canvas.js';
+import { square, cellAt, maskedBy, drawMatrix } from '../matrix.js';
 import { noteTip } from '../glossary.js';
 import * as legend from './legend.js';
 
@@ -61,7 +62,7 @@ export function render(target, run, opts) {
   const size = Math.max(150, Math.min(opts.panelPx ?? 260, 520));
   // the head view's window, at most MAX_ROWS tokens: four panels stay legible (and light to draw)
   const win = opts.win ?? { q0: 0, k0: 0, n: T };
-  const g = matrixGeometry({ width: size, height: size, T, win: { ...win, n: Math.min(win.n, MAX_ROWS) }, labels: true, fontPx: opts.fontPx ?? 11 });
+  const g = square({ width: size, height: size, T, win: { ...win, n: Math.min(win.n, MAX_ROWS) }, labels: true, fontPx: opts.fontPx ?? 11 });
   const minPx = Math.ceil((g.n * size) / g.size) + 1;
   const key = [run.id, item, layer, head, opts.scale, g.q0, g.k0, g.n].join('|');
   const prev = target._view;
@@ -88,9 +89,9 @@ export function render(target, run, opts) {
     imgs[id] ??= make[id]();
     const ctx = fit(fig.querySelector('canvas'), size, size, minPx);
     drawMatrix(ctx, g, {
-      img: imgs[id], imgOrigin: { q: g.q0, k: g.k0 }, tokens,
-      mask: id === 'filled' || id === 'probs' ? m : null,
-      cellText: id === 'filled' ? (q, k) => (m[q * T + k] ? null : '−∞') : null,
+      img: imgs[id], imgOrigin: { q: g.q0, k: g.k0 }, rows: tokens, cols: tokens,
+      masked: id === 'filled' || id === 'probs' ? maskedBy(m, T) : null,
+      cellText: id === 'filled' ? { minCell: 16, fontPx: Math.min(14, Math.floor(g.cell * 0.42)), text: (q, k) => (m[q * T + k] ? null : '−∞'), ink: () => '#111827' } : null,
     });
     Object.assign(fig.querySelector('canvas').dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, labels: g.showLabels });
     fig.querySelector('.shape').textContent = shapes[id];

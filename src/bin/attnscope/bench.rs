@@ -63,12 +63,7 @@ pub fn run(
     iters: usize,
     threads: Option<usize>,
 ) -> Result<(), Error> {
-    if let Some(n) = threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()
-            .map_err(|e| Error::Input(format!("--threads {n}: {e}")))?;
-    }
+    set_threads(threads)?;
     let model = Arc::new(Model::from_path(dir)?);
     if model.config.decoder.is_some() {
         return translation(model, backend, iters);
@@ -149,6 +144,81 @@ pub fn run(
             );
         }
         println!("{line}");
+    }
+    Ok(())
+}
+
+/// Sizes rayon's pool: `n` threads, or one per core.
+fn set_threads(threads: Option<usize>) -> Result<(), Error> {
+    if let Some(n) = threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .map_err(|e| Error::Input(format!("--threads {n}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// A decoder-only model writing `new_tokens` greedily after a prompt of `prompt_tokens` (the
+/// bench's text repeated, cut), every attention kept, on the CPU engine: the prompt's pass in ms
+/// and the steps after it in tokens per second, each the median of `iters` runs after a warm-up
+/// (`llama-bench`'s pp and tg, as `bench/llm.py` prints them beside llama.cpp and PyTorch).
+pub fn generation(
+    dir: &Path,
+    threads: Option<usize>,
+    prompt_tokens: usize,
+    new_tokens: usize,
+    iters: usize,
+    json: bool,
+) -> Result<(), Error> {
+    use attnscope::engine::{generate, GenerateOptions};
+    set_threads(threads)?;
+    let model = Model::from_path(dir)?;
+    let text = TEXT.repeat(prompt_tokens / 8 + 2);
+    let enc = model.tokenizer.encode(&[text.as_str()], None)?;
+    if enc.length(0) < prompt_tokens {
+        return Err(Error::Input(format!(
+            "--prompt-tokens {prompt_tokens}: the model takes at most {} tokens",
+            enc.length(0)
+        )));
+    }
+    let prompt: Vec<u32> = enc.ids.row(0).iter().take(prompt_tokens).copied().collect();
+    let opts = GenerateOptions {
+        max_new_tokens: new_tokens,
+        top_k: 5,
+        stop_at_eos: false,
+    };
+    generate(&model, &prompt, &opts)?; // warm-up
+    let (mut prefill, mut decode) = (vec![], vec![]);
+    for _ in 0..iters.max(1) {
+        let g = generate(&model, &prompt, &opts)?;
+        prefill.push(g.step_ms[0]);
+        let steps: f64 = g.step_ms[1..].iter().sum();
+        decode.push((g.step_ms.len() - 1) as f64 / (steps / 1e3));
+    }
+    let (prefill_ms, decode_tokens_per_s) = (median(prefill), median(decode));
+    let threads = rayon::current_num_threads();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "model": model.short_name(),
+                "engine": "attnscope (CPU)",
+                "threads": threads,
+                "prompt_tokens": prompt_tokens,
+                "new_tokens": new_tokens,
+                "prefill_ms": prefill_ms,
+                "decode_tokens_per_s": decode_tokens_per_s,
+            })
+        );
+    } else {
+        println!(
+            "model: {}, {prompt_tokens}-token prompt then {new_tokens} greedy tokens, median of \
+             {} runs after a warm-up, CPU engine on {threads} thread(s)\nprefill {prefill_ms:.1} \
+             ms, decode {decode_tokens_per_s:.1} tokens/s",
+            model.short_name(),
+            iters.max(1)
+        );
     }
     Ok(())
 }

@@ -181,6 +181,16 @@ enum Command {
         /// Threads for the CPU engine (default: one per core).
         #[arg(long)]
         threads: Option<usize>,
+        /// A decoder-only model's generation instead: a prompt of this many tokens, then
+        /// `--new-tokens` greedy tokens (every attention kept), on the CPU engine.
+        #[arg(long, value_name = "N", requires = "new_tokens")]
+        prompt_tokens: Option<usize>,
+        #[arg(long, value_name = "N", requires = "prompt_tokens")]
+        new_tokens: Option<usize>,
+        /// With --new-tokens: one line of JSON, {model, threads, prompt_tokens, new_tokens,
+        /// prefill_ms, decode_tokens_per_s} (medians of --iters runs after a warm-up).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -255,10 +265,20 @@ pub fn main() -> ExitCode {
         } => generate(&model, backend, max_new_tokens, top_k, chat, &prompt),
         Command::Bench {
             model,
+            threads,
+            prompt_tokens: Some(prompt_tokens),
+            new_tokens: Some(new_tokens),
+            iters,
+            json,
+            ..
+        } => crate::bench::generation(&model, threads, prompt_tokens, new_tokens, iters, json),
+        Command::Bench {
+            model,
             backend,
             lengths,
             iters,
             threads,
+            ..
         } => crate::bench::run(&model, backend.into(), &lengths, iters, threads),
     };
     match result {
@@ -364,6 +384,7 @@ fn generate(
     let opts = GenerateOptions {
         max_new_tokens,
         top_k,
+        stop_at_eos: true,
     };
     let runner = pollster::block_on(Runner::new(model, backend.into()))?;
     let run = pollster::block_on(runner.generate(&prompt_ids, &opts))?;

@@ -1,7 +1,8 @@
 // Inside the encoder, panel "context": the focused head's weights · V = its context (T, d_v),
 // which is its slice of the layer's concatenated context.
 
-import { fit, bitmap, matrixGeometry, drawMatrix, cellAt } from '../../canvas.js';
+import { fit, bitmap } from '../../canvas.js';
+import { square, drawMatrix, cellAt } from '../../matrix.js';
 import { scale, pixels } from '../../colour.js';
 import { heatmap, figure, part, robustMax, legendFor, columns, begin } from './draw.js';
 
@@ -26,10 +27,10 @@ export function render(target, run, opts) {
   for (let q = 0; q < rows; q++) w.set(p.subarray(q * T, q * T + rows), q * rows);
   const size = Math.max(200, Math.min(360, Math.floor(width * 0.36)));
   const wf = figure(row, 'weights', { legendBox: true });
-  const g = matrixGeometry({ width: size, height: size, T: rows, win: null, labels: true, fontPx: opts.fontPx ?? 11 });
+  const g = square({ width: size, height: size, T: rows, win: null, labels: true, fontPx: opts.fontPx ?? 11 });
   const psc = scale('probability', { max: 1 });
   const ctx = fit(wf.canvas, size, size, rows + 1);
-  drawMatrix(ctx, g, { img: bitmap(pixels(w, rows, psc)), tokens });
+  drawMatrix(ctx, g, { img: bitmap(pixels(w, rows, psc)), rows: tokens, cols: tokens });
   wf.canvas._describe = (x, y) => { const c = cellAt(g, x, y); return c ? `${tokens[c.q]} → ${tokens[c.k]}: ${w[c.q * rows + c.k].toFixed(4)}` : null; };
   wf.set(`softmax(QKᵀ${scaled ? '/√d_k' : ''})`, `(${rows}, ${rows})`, 'queries ↓ · keys →');
   legendFor(wf.legend, psc);

@@ -35,14 +35,14 @@ export function render(target, run, opts) {
   const dk = info.head_dim, D = info.hidden, H = run.H;
   const width = Math.max(300, opts.width ?? 900);
   p.intro.textContent = 'In an encoder–decoder transformer (the original one, T5, BART, Marian), each decoder layer also attends to the encoder\'s output: its queries come from the sentence being generated, its keys and values from the encoded source. The matrix is rectangular, n_q × n_k. Its mask is the source\'s padding: in a batch, the keys of a shorter source\'s pad tokens get −∞ before softmax, so 0; there is no no-peek mask, as the whole source is known from the start. Here each sentence is encoded alone, with no padding, so no key is masked.';
-  p.caveat.textContent = `${info.model_type && info.model_type !== 'bert' ? `${info.name} (${info.model_type}) is` : 'BERT is'} an encoder only: it has no trained cross-attention. This panel shows the mechanism with real weights: queries from sentence B\'s hidden states, keys (and values) from sentence A\'s, each sentence encoded alone, through the focused layer\'s own Q and K projections.`;
+  p.caveat.textContent = `${info.name} (${info.model_type}) is an encoder only: it has no trained cross-attention. This panel shows the mechanism with real weights: queries from sentence B\'s hidden states, keys (and values) from sentence A\'s, each sentence encoded alone, through the focused layer\'s own Q and K projections.`;
   // the real thing: a translation model trained here, its decoder reading its encoder
   const real = el('a', 'real-cross', 'See a trained one: the dates → ISO translation model\'s cross-attention, inside its decoder.');
   real.href = '#model=models/dates/&s=the%209th%20of%20May%202018&inside=dec-cross';
   p.caveat.append(' ', real);
-  if (info.model_type === 'gpt2') {
+  if (info.architecture?.kind === 'decoder') {
     // a decoder-only model has neither a second sentence nor an encoder to read
-    p.caveat.textContent = `${info.name} is a decoder-only model (GPT-2): it has no encoder, so no encoder–decoder attention, and it reads one text, so there is no second sentence to imitate one with. This panel does not apply to it.`;
+    p.caveat.textContent = `${info.name} is a decoder-only model: it has no encoder, so no encoder–decoder attention, and it reads one text, so there is no second sentence to imitate one with. This panel does not apply to it.`;
     p.formula.textContent = '';
     p.empty.replaceChildren();
     for (const c of [p.bigCap, p.big, p.leg, p.smallCap, p.smalls]) c.hidden = true;

@@ -2,7 +2,7 @@
 // beside them and column bands (the heads), a figure with a caption and a tooltip, and small
 // helpers. Every number drawn comes from the engine; this only maps values to colours.
 
-import { scale, STEPS } from '../../colour.js';
+import { scale, pixels } from '../../colour.js';
 import { fit, bitmap } from '../../canvas.js';
 import * as legend from '../legend.js';
 
@@ -36,18 +36,6 @@ export function columns(values, W, rows, c0, w) {
   const out = new Float32Array(rows * w);
   for (let t = 0; t < rows; t++) out.set(values.subarray(t * W + c0, t * W + c0 + w), t * w);
   return out;
-}
-
-/** A rows × W matrix as RGBA pixels, one a cell. */
-export function rectPixels(values, rows, W, sc) {
-  const out = new Uint32Array(rows * W);
-  const { words, mul, add } = sc, top = STEPS - 1;
-  for (let i = 0; i < out.length; i++) {
-    let j = Math.floor(values[i] * mul + add);
-    j = j < 0 ? 0 : j > top ? top : j;
-    out[i] = words[j];
-  }
-  return new ImageData(new Uint8ClampedArray(out.buffer), W, rows);
 }
 
 export const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : Math.abs(v) >= 1 ? v.toFixed(2) : v.toFixed(3));
@@ -145,7 +133,7 @@ export function heatmap(canvas, { values, rows, W, tokens, max, width, fontPx = 
   const cellsW = Math.max(40, width - padL - normW - 8);
   const ctx = fit(canvas, width, h, Math.max(rows, W) + 1);
   ctx.clearRect(0, 0, width, h);
-  ctx.drawImage(bitmap(rectPixels(values, rows, W, sc)), 0, 0, W, rows, padL, y0, cellsW, rows * rowPx);
+  ctx.drawImage(bitmap(pixels(values, rows, sc, null, W)), 0, 0, W, rows, padL, y0, cellsW, rows * rowPx);
   const colPx = cellsW / W;
   if (band) {
     const bands = Math.round(W / band);

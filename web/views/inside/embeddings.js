@@ -1,11 +1,14 @@
-// Inside the encoder, panel "embeddings": token + position + token-type embeddings of each
-// token, their sum and the LayerNorm after it, each (T, D) with per-token L2 norms; and the
+// Inside the encoder (or a decoder-only model's decoder), panel "embeddings": token + position +
+// token-type embeddings of each token (those the architecture has), their sum and the norm after
+// it (a post-norm model's), each (T, D) with per-token L2 norms; and the
 // learned position embeddings' cosine similarity beside that of sinusoidal encodings (both from
 // the engine: src/analysis/positions.rs).
 
-import { fit, bitmap, cellAt } from '../../canvas.js';
+import { fit, bitmap } from '../../canvas.js';
+import { cellAt } from '../../matrix.js';
 import { pixels } from '../../colour.js';
 import { heatmap, figure, part, rowNorms, robustMax, legendFor, diverging, begin } from './draw.js';
+import { stackWord, normName } from '../../architecture.js';
 
 const STEPS = [
   { name: 'embeddings.word', title: 'token (word) embedding', what: 'E_tok[id]' },
@@ -15,19 +18,32 @@ const STEPS = [
   { name: 'embeddings.normed', title: '→ LayerNorm (enters layer 0)', what: 'LN(sum)' },
 ];
 
-/** What the embeddings are, for this model's family (`info`: the model's ModelInfo). */
+/** What the embeddings are, for this model's architecture (`info`: the model's ModelInfo). */
 function introOf(info, D) {
   const how = `Rows are tokens, columns the ${D} dimensions; the bars on the right are each token's L2 norm.`;
-  const offset = info?.position_offset
-    ? ` Positions count from ${info.position_offset}, not 0: RoBERTa keeps the rows before it for its padding token (its pad id is ${info.position_offset - 1}), so P[t] is row t + ${info.position_offset} for the t-th token and padding takes row ${info.position_offset - 1}.`
+  const arch = info?.architecture, norm = normName(arch);
+  const positions = arch?.positions ?? { type: 'learned', offset: 0 }, types = arch?.token_types ?? true;
+  const tables = [
+    `its token's row of the vocabulary table${arch?.lm_head === 'tied' ? ' (the same table the LM head multiplies by to predict the next token)' : ''}`,
+    ...(positions.type === 'learned' ? ['its position\'s row'] : positions.type === 'sinusoidal' ? ['its position\'s fixed sinusoidal encoding'] : []),
+    ...(types ? ['its segment\'s (token type) row'] : []),
+  ];
+  const terms = ['E_tok[id]', ...(positions.type === 'learned' ? ['P[t]'] : positions.type === 'sinusoidal' ? ['PE(t)'] : []), ...(types ? ['S[type]'] : [])].join(' + ');
+  const what = tables.length === 1
+    ? `${tables[0]}, a learned vector of width D = ${D}`
+    : `the sum of ${tables.length === 2 ? 'two' : 'three'} vectors of width D = ${D}: ${tables.slice(0, -1).join(', ')} and ${tables.at(-1)}`;
+  const pre = arch?.norm_order === 'pre';
+  const rescales = arch?.norm === 'rms' ? 'rescales' : 'centres and rescales';
+  const after = pre
+    ? `${types ? `No ${norm} here` : `${info.name} has no token types, and no ${norm} here`}: it is pre-norm, so each layer norms its input itself and a final ${norm} norms the last layer's output.`
+    : `${types ? '' : `${info?.name ?? 'This model'} has no token types; `}${norm} then ${rescales} each token's sum.`;
+  const rotary = positions.type === 'rotary'
+    ? ` No position is added here: rotary embeddings (RoPE, θ = ${positions.theta}) rotate each query and key inside every attention by its position, so a score depends on how far apart the two tokens are.`
     : '';
-  if (info?.model_type === 'gpt2') {
-    return `Each token's vector entering GPT-2 is the sum of two learned vectors of width D = ${D}: its token's row of the vocabulary table (wte, the same table the LM head multiplies by to predict the next token) and its position's row (wpe). GPT-2 has no token types, and no LayerNorm here: it is pre-LN, so each block norms its input itself (ln_1, ln_2) and a final ln_f norms the last block's output. x = wte[id] + wpe[t]. ${how}`;
-  }
-  if (info && !info.token_types) {
-    return `Each token's vector entering the encoder is the sum of two learned vectors of width D = ${D}: its token's row of the vocabulary table and its position's row (${info.model_type} has no token types); LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t]). ${how}`;
-  }
-  return `Each token's vector entering the encoder is the sum of three learned vectors of width D = ${D}: its token's row of the vocabulary table, its position's row, and its segment's (token type) row; LayerNorm then centres and rescales each token's sum. x = LayerNorm(E_tok[id] + P[t] + S[type]).${offset} ${how}`;
+  const offset = positions.type === 'learned' && positions.offset
+    ? ` Positions count from ${positions.offset}, not 0: RoBERTa keeps the rows before it for its padding token (its pad id is ${positions.offset - 1}), so P[t] is row t + ${positions.offset} for the t-th token and padding takes row ${positions.offset - 1}.`
+    : '';
+  return `Each token's vector entering the ${stackWord(arch)} is ${what}. ${after}${rotary} x = ${pre ? terms : `${norm}(${terms})`}.${offset} ${how}`;
 }
 
 /** `run`: the result contract; `opts`: {item, layer, width, fontPx, modelInfo, positions}. */
@@ -43,9 +59,11 @@ export function render(target, run, opts) {
   intro.textContent = introOf(info, D);
   const grid = part(target, 'inside-row');
   if (!has) { grid.textContent = 'The embeddings\' steps are not in this run yet.'; return; }
-  // a family without token types (DistilBERT, GPT-2) has no third table
-  const steps = STEPS.filter((st) => trace.names.includes(st.name)).map((st) => (st.name === 'embeddings.normed' && info?.model_type === 'gpt2'
-    ? { ...st, title: '→ enters block 0 (each block\'s ln_1 norms it)', what: 'x₀' } : st));
+  // a model without token types has no third table; a pre-norm one's sum enters layer 0 as it is
+  const arch = info?.architecture, norm = normName(arch);
+  const steps = STEPS.filter((st) => trace.names.includes(st.name)).map((st) => (st.name !== 'embeddings.normed' ? st
+    : arch?.norm_order === 'pre' ? { ...st, title: `→ enters layer 0 (each layer's first ${norm} norms it)`, what: 'x₀' }
+      : { ...st, title: `→ ${norm} (enters layer 0)`, what: `${norm === 'RMSNorm' ? 'RMSNorm' : 'LN'}(sum)` }));
   const tokens = run.results[opts.item].labels, rows = run.results[opts.item].length;
   const width = Math.max(280, opts.width || 900);
   const figW = width >= 900 ? Math.floor((width - 24) / 3) : width >= 600 ? Math.floor((width - 12) / 2) : width - 4;
@@ -70,7 +88,7 @@ export function render(target, run, opts) {
   for (const [id, title, values] of [['learned', 'learned position embeddings', pos.learned], ['sinusoidal', 'sinusoidal PE', pos.sinusoidal]]) {
     const f = figure(simRow, `sim-${id}`, { legendBox: id === 'sinusoidal' });
     const pad = 16, cell = (size - pad - 2) / n;
-    const g = { T: n, n, q0: 0, k0: 0, cell, x0: pad, y0: pad, size: cell * n };
+    const g = { nq: n, nk: n, q0: 0, k0: 0, cell, x0: pad, y0: pad, size: cell * n };
     const ctx = fit(f.canvas, size, size, n + 1);
     ctx.clearRect(0, 0, size, size);
     ctx.drawImage(bitmap(pixels(values, n, sc)), 0, 0, n, n, g.x0, g.y0, g.size, g.size);
@@ -85,6 +103,6 @@ export function render(target, run, opts) {
     f.canvas.setAttribute('aria-label', `cosine similarity of the ${title} of positions 0 to ${n - 1}, ${n} × ${n}; positions 0 and 1: ${values[1].toFixed(3)}`);
     if (id === 'sinusoidal') legendFor(f.legend, sc);
   }
-  note.textContent = `BERT learns a vector per position (one row for each of its ${opts.modelInfo?.max_length ?? 'first'} positions) instead of the fixed sinusoids of the original transformer. Both put nearby positions close (a bright band along the diagonal); the learned one is what this model actually adds at positions 0–${n - 1}.`;
+  note.textContent = `${info?.name ?? 'This model'} learns a vector per position (one row for each of its ${opts.modelInfo?.max_length ?? 'first'} positions) instead of the fixed sinusoids of the original transformer. Both put nearby positions close (a bright band along the diagonal); the learned one is what this model actually adds at positions 0–${n - 1}.`;
   target.dataset.drawn = String(run.id);
 }

@@ -1,6 +1,7 @@
-// Inside the encoder, panel "ffn": Linear(D → I) → act → Linear(I → D), the activation's curve
-// with the focused token's real pre-activations (engine: preActivation) plotted at their
-// activated values (engine: intermediate), and the share of units the activation nearly zeroes.
+// Inside the encoder, panel "ffn": Linear(D → I) → act → Linear(I → D) (or a gated one's
+// act(W_gate·x) ⊙ W_up·x), the activation's curve with the focused token's real pre-activations
+// (engine: preActivation, the gate's) plotted at what W₂ reads (engine: intermediate), and the
+// share of units the activation nearly zeroes.
 
 import { fit } from '../../canvas.js';
 import { part, focusToken, tokenPicker, begin } from './draw.js';
@@ -16,6 +17,7 @@ const ACTS = {
   gelu: { name: 'GELU (exact)', formula: 'GELU(x) = x·Φ(x) = x·½(1 + erf(x/√2))', f: (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)) },
   gelu_tanh: { name: 'GELU (tanh approximation)', formula: 'GELU(x) ≈ ½x(1 + tanh(√(2/π)(x + 0.044715x³)))', f: (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3))) },
   relu: { name: 'ReLU', formula: 'ReLU(x) = max(0, x)', f: (x) => Math.max(0, x) },
+  silu: { name: 'SiLU (swish)', formula: 'SiLU(x) = x·σ(x) = x / (1 + e^(−x))', f: (x) => x / (1 + Math.exp(-x)) },
 };
 
 /** The "nearly zeroed" threshold: |act(z)| below 1% of the token's largest |act(z)|. */
@@ -32,11 +34,15 @@ export function render(target, run, opts) {
   if (!trace || trace.layer !== opts.layer || !trace.names.includes('preActivation')) { intro.textContent = `Layer ${opts.layer}'s feed-forward values are not in this run yet.`; return; }
   const { layer, item } = opts;
   const tokens = run.results[item].labels;
-  const mi = opts.modelInfo ?? {};
+  const ff = opts.modelInfo?.architecture?.feed_forward ?? { type: 'plain', activation: 'gelu' };
+  const gated = ff.type === 'gated', b = opts.modelInfo?.architecture?.biases?.feed_forward ?? true;
   const pre = trace.get('preActivation'), post = trace.get('intermediate');
   const I = pre.width, D = trace.get('output').width;
-  const act = ACTS[mi.hidden_act] ?? ACTS.gelu;
-  intro.textContent = `Each token goes through the same two-layer network on its own: FFN(x) = W₂·act(W₁·x + b₁) + b₂, Linear(D → I) → ${act.name} → Linear(I → D), (T, ${D}) → (T, ${I}) → (T, ${D}). ${act.formula}. The dots are one token's ${I} units: z = W₁·x + b₁ (before the activation) against act(z) (after it), both from the engine.`;
+  const act = ACTS[ff.activation] ?? ACTS.gelu;
+  const z = gated ? 'z = W_gate·x' : `z = W₁·x${b ? ' + b₁' : ''}`, y = gated ? 'act(z) ⊙ W_up·x' : 'act(z)';
+  intro.textContent = gated
+    ? `Each token goes through the same gated network on its own: FFN(x) = W_down·(act(W_gate·x) ⊙ W_up·x), two projections D → I side by side, the gate through ${act.name} times the other unit by unit, then Linear(I → D): (T, ${D}) → 2 × (T, ${I}) → (T, ${I}) → (T, ${D}). ${act.formula}. The dots are one token's ${I} units: ${z} (the gate, before the activation) against ${y} (what W_down reads), both from the engine: the up projection scales each unit, so the dots leave the curve, but a unit whose gate act(z) is near 0 stays shut whatever W_up·x is.`
+    : `Each token goes through the same two-layer network on its own: FFN(x) = W₂·act(W₁·x${b ? ' + b₁' : ''})${b ? ' + b₂' : ''}, Linear(D → I) → ${act.name} → Linear(I → D), (T, ${D}) → (T, ${I}) → (T, ${D}). ${act.formula}. The dots are one token's ${I} units: ${z} (before the activation) against act(z) (after it), both from the engine.`;
   tokenPicker(target, target, tokens.slice(0, rows), tok, Number.isInteger(opts.sel?.[0]), () => render(target, run, opts));
   const xs = pre.values.subarray(tok * I, (tok + 1) * I), ys = post.values.subarray(tok * I, (tok + 1) * I);
   let lo = -4, hi = 4, yMax = 0;
@@ -49,7 +55,7 @@ export function render(target, run, opts) {
   const padL = 40, padB = 28, top = 10, padR = 10;
   const ctx = fit(canvas, width, h, 0);
   ctx.clearRect(0, 0, width, h);
-  const yLo = Math.min(-0.5, act.f(lo), ...[-0.2]), yHi = Math.max(act.f(hi), yMax, 1);
+  const yLo = Math.min(-0.5, act.f(lo), gated ? -yMax : -0.2), yHi = Math.max(act.f(hi), yMax, 1);
   const X = (v) => padL + ((v - lo) / (hi - lo)) * (width - padL - padR);
   const Y = (v) => top + (1 - (v - yLo) / (yHi - yLo)) * (h - top - padB);
   // axes and grid
@@ -81,18 +87,18 @@ export function render(target, run, opts) {
   ctx.font = '11px system-ui, sans-serif';
   ctx.textAlign = 'left';
   ctx.textBaseline = 'top';
-  ctx.fillText(`act(z), ${mi.hidden_act ?? 'gelu'}`, padL + 4, top + 2);
+  ctx.fillText(`${y}, ${ff.activation}`, padL + 4, top + 2);
   ctx.textAlign = 'right';
   ctx.textBaseline = 'bottom';
-  ctx.fillText('z = W₁·x + b₁', width - padR, h - padB - 2);
+  ctx.fillText(z, width - padR, h - padB - 2);
   canvas._describe = (x, y) => {
     let best = -1, bd = 36;
     for (let j = 0; j < I; j++) { const d = (X(xs[j]) - x) ** 2 + (Y(ys[j]) - y) ** 2; if (d < bd) { bd = d; best = j; } }
-    return best < 0 ? null : `unit ${best}: z = ${xs[best].toFixed(4)}, act(z) = ${ys[best].toFixed(4)}`;
+    return best < 0 ? null : `unit ${best}: z = ${xs[best].toFixed(4)}, ${y} = ${ys[best].toFixed(4)}`;
   };
   canvas.setAttribute('aria-label', `${act.name} curve with the ${I} pre-activations of token ${tok} (${tokens[tok]}) in layer ${layer}; ${near} of ${I} nearly zero`);
   const stats = part(target, 'inside-stats', 'p');
-  stats.textContent = `Token ${tok} (${tokens[tok]}): ${negative} of ${I} units (${((100 * negative) / I).toFixed(1)}%) have z < 0; the activation nearly zeroes ${near} of ${I} (${((100 * near) / I).toFixed(1)}%), i.e. |act(z)| < ${NEAR_ZERO} × the token's largest |act(z)| (${yMax.toFixed(3)}), the shaded band. Those units add almost nothing through W₂: the layer uses a sparse subset of its ${I} units for each token.`;
+  stats.textContent = `Token ${tok} (${tokens[tok]}): ${negative} of ${I} units (${((100 * negative) / I).toFixed(1)}%) have z < 0; the activation nearly zeroes ${near} of ${I} (${((100 * near) / I).toFixed(1)}%), i.e. |${y}| < ${NEAR_ZERO} × the token's largest |${y}| (${yMax.toFixed(3)}), the shaded band. Those units add almost nothing through W₂: the layer uses a sparse subset of its ${I} units for each token.`;
   target.dataset.drawn = String(run.id);
   target.dataset.token = String(tok);
   target.dataset.nearZero = String(near);

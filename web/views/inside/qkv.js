@@ -4,7 +4,9 @@
 // residual and LayerNorm of a post-LN layer: what the engine reports as attentionOutput).
 
 import { fit, bitmap } from '../../canvas.js';
-import { heatmap, figure, part, robustMax, legendFor, columns, rectPixels, begin } from './draw.js';
+import { pixels } from '../../colour.js';
+import { heatmap, figure, part, robustMax, legendFor, columns, begin } from './draw.js';
+import { normName } from '../../architecture.js';
 
 /** `run`: the result contract; `opts`: {item, layer, head, width, fontPx, modelInfo}. */
 export function render(target, run, opts) {
@@ -17,19 +19,25 @@ export function render(target, run, opts) {
   const tokens = run.results[opts.item].labels, rows = run.results[opts.item].length;
   const mi = opts.modelInfo ?? {};
   const D = trace.get('q').width, H = mi.heads ?? run.H, dk = mi.head_dim ?? D / H;
-  const postLN = (mi.layer_norm_order ?? 'post') === 'post';
-  intro.textContent = `Layer ${layer} projects each token's vector x three ways: Q = x·W_Q, K = x·W_K, V = x·W_V, each (T, D) = (${rows}, ${D})${postLN ? '' : ' (from LN₁(x): this model is pre-LN)'}. The D = ${D} columns are ${H} heads of d_k = ${dk}: reshaping (T, D) → view (T, H, d_k) → transpose (H, T, d_k) gives every head its own (T, d_k) slice, and each head attends independently. Head ${h} is outlined.`;
+  const arch = mi.architecture, postLN = (arch?.norm_order ?? 'post') === 'post', N = normName(arch);
+  // each projection's heads: K and V have fewer under grouped-query attention, each shared by a group of query heads
+  const headsOf = (name) => (name === 'q' ? H : trace.get(name).width / dk);
+  const focusOf = (name) => Math.floor(h / (H / headsOf(name)));
+  const kv = headsOf('k'), grouped = kv !== H;
+  intro.textContent = `Layer ${layer} projects each token's vector x three ways: Q = x·W_Q, K = x·W_K, V = x·W_V${grouped ? `, Q (T, ${D}) = (${rows}, ${D}), K and V (T, ${kv}·d_k) = (${rows}, ${kv * dk})` : `, each (T, D) = (${rows}, ${D})`}${postLN ? '' : ` (from ${N}₁(x): this model is pre-norm)`}. ${grouped
+    ? `Q's ${D} columns are ${H} query heads of d_k = ${dk}; K's and V's are ${kv} key/value heads, each shared by ${H / kv} query heads (grouped-query attention): reshaping (T, heads·d_k) → view (T, heads, d_k) → transpose (heads, T, d_k) gives every head its own (T, d_k) slice. Query head ${h} (outlined) reads key/value head ${focusOf('k')}.`
+    : `The D = ${D} columns are ${H} heads of d_k = ${dk}: reshaping (T, D) → view (T, H, d_k) → transpose (H, T, d_k) gives every head its own (T, d_k) slice, and each head attends independently. Head ${h} is outlined.`}`;
   const width = Math.max(280, opts.width || 900);
   const figW = width >= 900 ? Math.floor((width - 24) / 3) : width - 4;
   const row1 = part(target, 'inside-row');
   let sc = null;
-  const max = Math.max(...['q', 'k', 'v'].map((n) => robustMax(trace.get(n).values.subarray(0, rows * D))));
+  const max = Math.max(...['q', 'k', 'v'].map((n) => robustMax(trace.get(n).values.subarray(0, rows * trace.get(n).width))));
   for (const [name, W] of [['q', 'W_Q'], ['k', 'W_K'], ['v', 'W_V']]) {
     const f = figure(row1, name);
-    const { values } = trace.get(name);
-    sc = heatmap(f.canvas, { values, rows, W: D, tokens, max, width: figW, fontPx: opts.fontPx, band: dk, focus: h, what: name.toUpperCase(), maxRowPx: 14 }).sc;
-    f.set(`${name.toUpperCase()} = x·${W}`, `(T, D) = (${rows}, ${D})`);
-    f.canvas.setAttribute('aria-label', `${name.toUpperCase()} of layer ${layer}: ${rows} tokens × ${D} columns in ${H} bands of ${dk}, head ${h} outlined`);
+    const { values, width: cols } = trace.get(name);
+    sc = heatmap(f.canvas, { values, rows, W: cols, tokens, max, width: figW, fontPx: opts.fontPx, band: dk, focus: focusOf(name), what: name.toUpperCase(), maxRowPx: 14 }).sc;
+    f.set(`${name.toUpperCase()} = x·${W}`, `(T, ${cols === D ? 'D' : 'heads·d_k'}) = (${rows}, ${cols})`);
+    f.canvas.setAttribute('aria-label', `${name.toUpperCase()} of layer ${layer}: ${rows} tokens × ${cols} columns in ${headsOf(name)} bands of ${dk}, head ${focusOf(name)} outlined`);
   }
   legendFor(part(target, 'legend legend-qkv'), { ...sc, label: 'Q, K, V value (±99th pct |value|)' });
   // the split: (H, T, d_k), a stack of heads with the focused one on top
@@ -37,10 +45,11 @@ export function render(target, run, opts) {
   const stackW = width >= 900 ? figW : width - 4;
   for (const name of ['q', 'k', 'v']) {
     const f = figure(row2, `split-${name}`);
-    const { values } = trace.get(name);
-    drawStack(f.canvas, { values, rows, D, H, dk, focus: h, width: stackW, sc, tokens, name });
-    f.set(`${name.toUpperCase()} split into heads`, `view (${rows}, ${H}, ${dk}) → transpose (${H}, ${rows}, ${dk})`);
-    f.canvas.setAttribute('aria-label', `${name.toUpperCase()} as ${H} heads of (${rows}, ${dk}), head ${h} in front`);
+    const { values, width: cols } = trace.get(name);
+    const heads = headsOf(name), focus = focusOf(name);
+    drawStack(f.canvas, { values, rows, D: cols, H: heads, dk, focus, width: stackW, sc, tokens, name });
+    f.set(`${name.toUpperCase()} split into heads`, `view (${rows}, ${heads}, ${dk}) → transpose (${heads}, ${rows}, ${dk})`);
+    f.canvas.setAttribute('aria-label', `${name.toUpperCase()} as ${heads} heads of (${rows}, ${dk}), head ${focus} in front`);
   }
   // after attention: concat (T, H·d_v), then W_o
   const after = part(target, 'inside-after', 'p');
@@ -56,9 +65,9 @@ export function render(target, run, opts) {
   const of = figure(row3, 'attentionOutput', { legendBox: true });
   const omax = robustMax(ao.values.subarray(0, rows * ao.width));
   const osc = heatmap(of.canvas, { values: ao.values, rows, W: ao.width, tokens, max: omax, width: width >= 900 ? Math.floor((width - 12) / 2) : width - 4, fontPx: opts.fontPx, what: 'attention output', maxRowPx: 14 }).sc;
-  of.set(postLN ? 'LN₁(x + context·W_o)' : 'x + context·W_o', `(T, D) = (${rows}, ${ao.width})`,
-    postLN ? 'Post-LN: the engine reports W_o·context after the residual and the LayerNorm (what HF\'s BertAttention returns), not W_o·context alone.'
-      : 'Pre-LN: the residual stream after attention, x + W_o·context (no norm here).');
+  of.set(postLN ? `${N}₁(x + context·W_o)` : 'x + context·W_o', `(T, D) = (${rows}, ${ao.width})`,
+    postLN ? `Post-norm: the engine reports W_o·context after the residual and the ${N} (what HF's BertAttention returns), not W_o·context alone.`
+      : 'Pre-norm: the residual stream after attention, x + W_o·context (no norm here).');
   legendFor(of.legend, { ...osc, label: 'attention output (±99th pct)' });
   of.canvas.setAttribute('aria-label', `the attention sub-layer's output of layer ${layer}: ${rows} × ${ao.width}`);
   target.dataset.drawn = String(run.id);
@@ -77,7 +86,7 @@ function drawStack(canvas, { values, rows, D, H, dk, focus, width, sc, tokens, n
   for (const i of order) {
     const slice = columns(values, D, rows, i * dk, dk);
     const { x, y } = pos(i);
-    ctx.drawImage(bitmap(rectPixels(slice, rows, dk, sc)), x, y, cardW, cardH);
+    ctx.drawImage(bitmap(pixels(slice, rows, sc, null, dk)), x, y, cardW, cardH);
     ctx.strokeStyle = i === focus ? '#f59e0b' : 'rgba(17,24,39,0.5)';
     ctx.lineWidth = i === focus ? 2.5 : 1;
     ctx.strokeRect(x, y, cardW, cardH);

@@ -1,9 +1,10 @@
 // Inside the encoder, panel "residual": the loaded model's order of residual connections and
-// LayerNorms (post-LN for BERT, pre-LN otherwise), and each token's hidden-state norm at the
-// layer's input, after its attention sub-layer and at its output.
+// norms (LayerNorm or RMSNorm; post-norm as BERT, or pre-norm as GPT-2 and Llama), and each
+// token's hidden-state norm at the layer's input, after its attention sub-layer and at its output.
 
 import { fit } from '../../canvas.js';
 import { part, rowNorms, begin } from './draw.js';
+import { normName } from '../../architecture.js';
 
 const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
 
@@ -15,23 +16,29 @@ export function render(target, run, opts) {
   if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
   const { layer, item } = opts;
-  const post = (opts.modelInfo?.layer_norm_order ?? 'post') === 'post';
+  const info = opts.modelInfo, arch = info?.architecture;
+  const post = (arch?.norm_order ?? 'post') === 'post', N = normName(arch);
   const tokens = run.results[item].labels, rows = run.results[item].length;
   const D = trace.get('input').width;
+  // what the norm does to a token's vector: LayerNorm centres it, RMSNorm only rescales it
+  const does = arch?.norm === 'rms'
+    ? `RMSNorm divides every token's vector by its root mean square over its D = ${D} dimensions (then a learned γ; no mean taken away, no shift)`
+    : `LayerNorm rescales every token's vector to mean 0 and variance 1 over its D = ${D} dimensions (then a learned γ, β)`;
+  const final = arch?.kind === 'decoder'
+    ? ` Only after the last layer does a final ${N} norm it: what the model returns (and the LM head reads) is ${N}(out of layer ${(info?.layers ?? 1) - 1}).`
+    : '';
   intro.textContent = post
-    ? `This model is post-LN (as BERT): each sub-layer's output is added to its input (the residual connection), then normalised: h = LN₁(x + MultiHeadAttention(x)), out = LN₂(h + FFN(h)). LayerNorm rescales every token's vector to mean 0 and variance 1 over its D = ${D} dimensions (then a learned γ, β), so the norms after each LN are similar whatever went in.`
-    : opts.modelInfo?.model_type === 'gpt2'
-      ? `GPT-2 is pre-LN: each block's sub-layers see a normalised copy (ln_1, ln_2) and their outputs are added to the unnormalised stream: h = x + attn(ln_1(x)), out = h + mlp(ln_2(x)). Nothing renormalises the stream inside the stack, so the norms can grow block by block; only after the last block does a final LayerNorm, ln_f, norm it: what the model returns (and the LM head reads) is ln_f(out of block ${(opts.modelInfo.layers ?? 1) - 1}).`
-      : `This model is pre-LN: each sub-layer sees a normalised copy and its output is added to the unnormalised stream: h = x + MultiHeadAttention(LN₁(x)), out = h + FFN(LN₂(h)). Nothing renormalises the stream, so the norms can grow layer by layer.`;
+    ? `This model is post-norm (as BERT): each sub-layer's output is added to its input (the residual connection), then normalised: h = ${N}₁(x + MultiHeadAttention(x)), out = ${N}₂(h + FFN(h)). ${does}, so the norms after each ${N} are similar whatever went in.`
+    : `This model is pre-norm: each sub-layer sees a normalised copy and its output is added to the unnormalised stream: h = x + MultiHeadAttention(${N}₁(x)), out = h + FFN(${N}₂(h)). ${does}, but nothing renormalises the stream inside the stack, so the norms can grow layer by layer.${final}`;
   // the order, as boxes
   const flow = part(target, 'inside-flow');
-  const last = opts.modelInfo?.model_type === 'gpt2' && layer === (opts.modelInfo.layers ?? 0) - 1;
+  const last = arch?.kind === 'decoder' && layer === (info?.layers ?? 0) - 1;
   const steps = post
-    ? ['x', 'MultiHeadAttention', '+ x', 'LayerNorm₁', 'h', 'FFN', '+ h', 'LayerNorm₂', 'out']
-    : ['x', 'LayerNorm₁', 'MultiHeadAttention', '+ x', 'h', 'LayerNorm₂', 'FFN', '+ h', 'out', ...(last ? ['LayerNorm (ln_f)', 'h_L'] : [])];
+    ? ['x', 'MultiHeadAttention', '+ x', `${N}₁`, 'h', 'FFN', '+ h', `${N}₂`, 'out']
+    : ['x', `${N}₁`, 'MultiHeadAttention', '+ x', 'h', `${N}₂`, 'FFN', '+ h', 'out', ...(last ? [`${N} (final)`, 'h_L'] : [])];
   flow.replaceChildren(...steps.flatMap((s, i) => {
     const b = document.createElement('span');
-    b.className = `flow-box${s.startsWith('+') ? ' flow-add' : s.startsWith('LayerNorm') ? ' flow-ln' : s.length <= 3 ? ' flow-value' : ''}`;
+    b.className = `flow-box${s.startsWith('+') ? ' flow-add' : s.startsWith(N) ? ' flow-ln' : s.length <= 3 ? ' flow-value' : ''}`;
     b.textContent = s;
     if (i === 0) return [b];
     const a = document.createElement('span');
@@ -43,8 +50,8 @@ export function render(target, run, opts) {
   // grouped bars: ‖x‖, ‖h‖, ‖out‖ per token
   const series = [
     ['input', `‖x‖ (layer ${layer} input)`],
-    ['attentionOutput', post ? '‖h‖ = ‖LN₁(x + MHA(x))‖' : '‖h‖ = ‖x + MHA(LN₁(x))‖'],
-    ['output', post ? '‖out‖ = ‖LN₂(h + FFN(h))‖' : '‖out‖ = ‖h + FFN(LN₂(h))‖'],
+    ['attentionOutput', post ? `‖h‖ = ‖${N}₁(x + MHA(x))‖` : `‖h‖ = ‖x + MHA(${N}₁(x))‖`],
+    ['output', post ? `‖out‖ = ‖${N}₂(h + FFN(h))‖` : `‖out‖ = ‖h + FFN(${N}₂(h))‖`],
   ].map(([name, label]) => ({ name, label, norms: rowNorms(trace.get(name).values, D, rows) }));
   const keyBox = part(target, 'inside-keys');
   keyBox.replaceChildren(...series.map((s, i) => {

@@ -8,6 +8,7 @@ import { fit } from '../../canvas.js';
 import { metricScale, scale, css } from '../../colour.js';
 import * as legend from '../legend.js';
 import { el, heatmap, hoverTip, num } from './plot.js';
+import { normName } from '../../architecture.js';
 
 /** softmax of logits (max-subtracted): the only number this panel computes itself from logits. */
 export function softmax(logits) {
@@ -49,7 +50,7 @@ export function render(target, run, opts) {
   const L = run.L, T = run.T, D = info.hidden ?? run.hiddenStatesOf(item)?.D;
   const width = Math.max(300, opts.width ?? 900);
   const tokens = run.results[item].labels;
-  p.intro.textContent = `Each of the ${L} layers reads every token's hidden state (${D} numbers) and writes a new one through attention, a residual, LayerNorm, the feed-forward network and another residual (${info.layer_norm_order === 'pre' ? 'pre-LN' : 'post-LN'}). How far does each layer move each token? Row l compares what layer l (0-based, as everywhere on this page) writes with what it read, for each of the ${T} tokens; a cosine near 1 means the layer left the token's direction nearly alone.`;
+  p.intro.textContent = `Each of the ${L} layers reads every token's hidden state (${D} numbers) and writes a new one through attention, a residual, ${normName(info.architecture)}, the feed-forward network and another residual (${info.architecture?.norm_order === 'pre' ? 'pre-norm' : 'post-norm'}). How far does each layer move each token? Row l compares what layer l (0-based, as everywhere on this page) writes with what it read, for each of the ${T} tokens; a cosine near 1 means the layer left the token's direction nearly alone.`;
   p.formula.textContent = `cos(out_l[t], in_l[t]) = out_l[t] · in_l[t] / (‖out_l[t]‖ ‖in_l[t]‖), in_l = hidden_states[l], out_l = hidden_states[l+1]; hidden states (L+1, T, D) = (${L + 1}, ${T}, ${D}) → cosines (L, T) = (${L}, ${T})`;
   const ls = run.layerSimilarityOf?.(item);
   if (ls) {

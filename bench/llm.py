@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""`make bench-llm`: SmolLM2-135M-Instruct's Q4_1 GGUF, a 64-token prompt then 64 greedy tokens,
+on attnscope's CPU engine beside llama.cpp (llama-cpp-python, on the same file) and PyTorch (HF
+transformers from the same GGUF, dequantized to float32, eager attention, with its cache), on 1
+and 2 threads: the prompt's pass in ms and the tokens after it per second (llama-bench's pp and
+tg). A peer that is not installed is skipped with a note.
+
+    python3 bench/llm.py [--model GGUF] [--iters 3] [--threads 1,2]
+
+Prints a Markdown table, then one JSON line of every figure.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GGUF = os.path.join(ROOT, "assets", "models", "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+# attnscope's `bench --prompt-tokens` text (src/bin/attnscope/bench.rs TEXT), repeated
+TEXT = "Attention lets every token look at every other token and decide how much of it to take. "
+PROMPT, NEW = 64, 64
+
+
+def attnscope(model, threads, iters):
+    exe = os.path.join(ROOT, "target", "release", "attnscope")
+    out = subprocess.run([exe, "bench", "--model", model, "--threads", str(threads), "--prompt-tokens", str(PROMPT),
+                          "--new-tokens", str(NEW), "--iters", str(iters), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    r = json.loads(out)
+    return r["prefill_ms"], r["decode_tokens_per_s"]
+
+
+def prompt_ids(tokenize):
+    ids = tokenize(TEXT * 16)
+    assert len(ids) >= PROMPT, len(ids)
+    return ids[:PROMPT]
+
+
+def llama_cpp(model, threads, iters):
+    from llama_cpp import Llama
+    llm = Llama(model_path=model, n_ctx=PROMPT + NEW + 8, n_threads=threads, n_threads_batch=threads,
+                n_batch=PROMPT, verbose=False, logits_all=False)
+    ids = prompt_ids(lambda t: llm.tokenize(t.encode(), add_bos=False))
+    pp, tg = [], []
+    for i in range(iters + 1):
+        llm.reset()
+        start = time.perf_counter()
+        llm.eval(ids)
+        prefill = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(NEW - 1):
+            token = int(llm.scores[llm.n_tokens - 1].argmax())
+            llm.eval([token])
+        decode = time.perf_counter() - start
+        if i:  # the first is the warm-up
+            pp.append(prefill * 1e3)
+            tg.append((NEW - 1) / decode)
+    return statistics.median(pp), statistics.median(tg)
+
+
+def pytorch(model, threads, iters):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.set_num_threads(threads)
+    d, name = os.path.split(model)
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+    m = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32,
+                                             attn_implementation="eager").eval()
+    ids = torch.tensor([prompt_ids(lambda t: tok(t).input_ids)])
+    pp, tg = [], []
+    with torch.no_grad():
+        for i in range(iters + 1):
+            start = time.perf_counter()
+            out = m(input_ids=ids, use_cache=True, output_attentions=True)
+            prefill = time.perf_counter() - start
+            cache, token = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+            start = time.perf_counter()
+            for _ in range(NEW - 1):
+                out = m(input_ids=token, past_key_values=cache, use_cache=True, output_attentions=True)
+                cache, token = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+            decode = time.perf_counter() - start
+            if i:
+                pp.append(prefill * 1e3)
+                tg.append((NEW - 1) / decode)
+    return statistics.median(pp), statistics.median(tg)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=GGUF)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    peers = [("attnscope (CPU engine, every attention kept)", attnscope),
+             ("llama.cpp (llama-cpp-python)", llama_cpp),
+             ("PyTorch (HF, float32, eager, every attention)", pytorch)]
+    rows, figures = [], {}
+    for name, run in peers:
+        cells = []
+        for t in threads:
+            try:
+                pp, tg = run(args.model, t, args.iters)
+                figures.setdefault(name, {})[t] = {"prefill_ms": pp, "decode_tokens_per_s": tg}
+                cells.append(f"{pp:.0f} ms | {tg:.1f}")
+            except ImportError as e:
+                cells.append(f"skipped ({e.name} is not installed) | –")
+            except Exception as e:  # a peer that fails is named, the others still run
+                cells.append(f"failed: {e} | –")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    head = " | ".join(f"prefill, {t} thread{'s' if t > 1 else ''} | decode tokens/s, {t}" for t in threads)
+    print(f"SmolLM2-135M-Instruct Q4_1, a {PROMPT}-token prompt then {NEW} greedy tokens, median of "
+          f"{args.iters} runs after a warm-up\n")
+    print(f"| engine | {head} |")
+    print("|---|" + "---:|" * (2 * len(threads)))
+    print("\n".join(rows))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+// The Llama family in the page: tests/fixtures/models/tiny-llama (a safetensors folder with its
+// chat template) and tiny-llama-Q4_K.gguf (one GGUF file, kept quantized) load by URL, run on the
+// CPU engine and on WebGPU and equal HF transformers' golden numbers (attention, next-token
+// probabilities); `gen=8` writes the tokens HF's greedy generate writes, the step control moves
+// through them and the head view grows with the steps.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { cpSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
+import { startServer, launch, openPage, ready, maxDiff, ROOT } from './harness.mjs';
+
+const FOLDER = path.join(ROOT, 'assets/models/e2e-tiny-llama');
+const GGUF_DIR = path.join(ROOT, 'assets/models/e2e-tiny-llama-gguf');
+const GGUF = 'tiny-llama-Q4_K.gguf';
+const TOL = 1e-4;
+
+let server, browser;
+before(async () => {
+  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama'), FOLDER, { recursive: true });
+  mkdirSync(GGUF_DIR, { recursive: true });
+  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama-gguf', GGUF), path.join(GGUF_DIR, GGUF));
+  server = await startServer();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  server?.stop();
+  rmSync(FOLDER, { recursive: true, force: true });
+  rmSync(GGUF_DIR, { recursive: true, force: true });
+});
+
+/** A golden fixture: its JSON and its safetensors' F32 tensors as `{data, shape}`. */
+function golden(name) {
+  const json = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${name}.json`), 'utf8'));
+  const buf = readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${name}.safetensors`));
+  const n = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
+  const tensors = {};
+  for (const [k, t] of Object.entries(header)) {
+    if (k === '__metadata__') continue;
+    assert.equal(t.dtype, 'F32', `${name}/${k}`);
+    const [a, b] = t.data_offsets;
+    const bytes = buf.subarray(8 + n + a, 8 + n + b);
+    tensors[k] = { data: new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)), shape: t.shape };
+  }
+  return { json, tensors };
+}
+
+/** Item 0 of a `(1, L, H, T, T)` tensor as nested `[L][H][T][T]`. */
+function nested({ data, shape: [, L, H, T] }) {
+  return Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) =>
+    Array.from({ length: T }, (_, q) => Array.from(data.subarray((((l * H + h) * T) + q) * T, (((l * H + h) * T) + q + 1) * T)))));
+}
+
+const clean = (problems) => assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
+
+async function open(model, text, hash, size = { width: 1280, height: 900 }) {
+  const url = `${server.url}${process.env.WASM ? `?wasm=${process.env.WASM}` : ""}#model=${encodeURIComponent(model)}&s=${encodeURIComponent(text)}&${hash}`;
+  const p = await openPage(browser, url, size);
+  assert.equal(await ready(p.page), null);
+  await p.page.waitForFunction((t) => window.attnscope.result?.text === t, text, { timeout: 120000 });
+  return p;
+}
+
+const MODELS = [
+  ['the safetensors folder', () => `${server.url}assets/models/e2e-tiny-llama/`, 'llama_single'],
+  ['the Q4_K GGUF file', () => `${server.url}assets/models/e2e-tiny-llama-gguf/${GGUF}`, 'llama_gguf_Q4_K'],
+];
+
+for (const [what, model, fixture] of MODELS) {
+  test(`Llama, ${what}: the page's attention and next-token probabilities equal HF's on the CPU engine and on WebGPU`, async () => {
+    const { json, tensors } = golden(fixture);
+    const want = nested(tensors.attention);
+    const probs = tensors.next_token_probs; // (1, T, V)
+    const V = probs.shape[2];
+    for (const engine of ['cpu', 'gpu']) {
+      const { page, problems } = await open(model(), json.texts[0], `e=${engine}`);
+      const got = await page.evaluate(() => {
+        const r = window.attnscope.result;
+        return { tokens: r.tokens, ids: r.token_ids, mask: r.mask_kind, backend: r.backend, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))), next: r.next_tokens };
+      });
+      const info = await page.evaluate(() => window.attnscope.info);
+      assert.equal(info.architecture.kind, 'decoder');
+      assert.ok(info.lm_head);
+      assert.equal(got.mask, 'causal');
+      assert.deepEqual(got.tokens, json.tokens[0]);
+      assert.deepEqual(got.ids, json.token_ids[0]);
+      if (engine === 'gpu') assert.match(got.backend, /WebGPU|gpu/i, `ran on ${got.backend}`);
+      const d = maxDiff(got.attention, want);
+      assert.ok(d <= TOL, `${engine} (${got.backend}): attention differs from HF's by ${d}`);
+      let worst = 0;
+      for (let q = 0; q < got.next.length; q++) {
+        for (const p of got.next[q]) worst = Math.max(worst, Math.abs(p.p - probs.data[q * V + p.id]));
+        // the likeliest is HF's likeliest
+        const row = probs.data.subarray(q * V, (q + 1) * V);
+        assert.ok(Math.abs(row[got.next[q][0].id] - Math.max(...row)) <= TOL, `position ${q}: the likeliest token`);
+      }
+      assert.ok(worst <= TOL, `${engine}: next-token probabilities differ from HF's by ${worst}`);
+      // the generate view is offered; the grid says which query heads share a key/value head
+      assert.ok(await page.isVisible('#generate'));
+      assert.match(await page.textContent('#kv-groups'), /heads 0–1 share key\/value head 0, heads 2–3 share key\/value head 1/);
+      assert.equal(await page.isVisible('#gen-chat'), info.chat_template === true);
+      clean(problems);
+      await page.close();
+    }
+  });
+}
+
+test('Llama: gen=8 writes the tokens HF writes, step by step; the step control moves through them and the heatmap grows', async () => {
+  const { json, tensors } = golden('llama_generate');
+  const prompt = json.texts[0];
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, prompt, 'e=cpu&gen=8');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 8 && !window.attnscope.result.running, null, { timeout: 60000 });
+  const got = await page.evaluate(() => {
+    const r = window.attnscope.result;
+    return { prompt_ids: r.prompt_ids, output_ids: r.output_ids, steps: r.steps.map((s) => s.top_k.map((p) => p.id)), n: r.generate.n, attention: Array.from(r.generate.attention), T: r.tokens.length };
+  });
+  assert.deepEqual(got.prompt_ids, json.prompt_ids);
+  assert.deepEqual(got.output_ids, json.output_ids);
+  assert.deepEqual(got.steps, json.step_top5_ids);
+  // the whole generation's attention, (L, H, N, N), N = P + 8 − 1: HF's over the same ids
+  const N = json.prompt_ids.length + 7;
+  assert.equal(got.n, N);
+  const { data, shape } = tensors.attention; // (1, L, H, 48, 48): prompt and output fed at once
+  const [, L, H, M] = shape;
+  let worst = 0;
+  for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < N; q++) for (let k = 0; k < N; k++) {
+    worst = Math.max(worst, Math.abs(got.attention[(lh * N + q) * N + k] - data[(lh * M + q) * M + k]));
+  }
+  assert.ok(worst <= TOL, `generation attention differs from HF's by ${worst}`);
+  assert.equal(got.T, N, 'at the last step the views show every position fed');
+  // the text as written, token by token; the step in the link
+  assert.equal(await page.locator('#generate-view .gen-token').count(), 8);
+  await page.waitForFunction(() => /(^|&)gen=8(&|$)/.test(location.hash.slice(1)));
+  // the slider to the first step: the views show the prompt alone, the link says st=0
+  const drawn = () => page.evaluate(() => document.querySelector('#head-view')._view.tokens.length); // the head view's rows
+  assert.equal(await drawn(), N);
+  const P = json.prompt_ids.length;
+  await page.locator('#gen-slider').fill('1');
+  await page.waitForFunction((P) => window.attnscope.result.step === 0 && window.attnscope.result.tokens.length === P, P);
+  await page.waitForFunction(() => /(^|&)st=0(&|$)/.test(location.hash.slice(1)));
+  await page.waitForFunction((P) => document.querySelector('#head-view')._view.tokens.length === P, P);
+  // → steps on: the heatmap grows a row and a column a step
+  for (let t = 1; t < 8; t++) {
+    await page.locator('#generate-view button[aria-label="next step"]').click();
+    await page.waitForFunction((t) => window.attnscope.result.step === t, t);
+    assert.equal(await page.evaluate(() => window.attnscope.result.attention[0][0].length), P + t);
+    await page.waitForFunction((n) => document.querySelector('#head-view')._view.tokens.length === n, P + t);
+  }
+  assert.equal(await drawn(), N);
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: Generate writes token by token (each step shown as it comes), Stop ends it, chat wraps the prompt in the template', async () => {
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu');
+  // every count of written tokens the page shows, as it shows them
+  await page.evaluate(() => {
+    window.seen = [];
+    new MutationObserver(() => window.seen.push(document.querySelectorAll('#generate-view .gen-token').length))
+      .observe(document.getElementById('generate-view'), { childList: true, subtree: true });
+  });
+  await page.fill('#gen-max', '6');
+  await page.click('#gen-go');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
+  const seen = await page.evaluate(() => [...new Set(window.seen)]);
+  for (let n = 1; n <= 6; n++) assert.ok(seen.includes(n), `the page showed ${n} written tokens on the way (saw ${seen})`);
+  // Stop: the tokens written so far stay
+  await page.fill('#gen-max', '100');
+  await page.click('#gen-go');
+  // (the tiny model writes fast: Stop is clicked in the frame that sees two tokens)
+  await page.waitForFunction(() => {
+    const r = window.attnscope.result;
+    if (!r?.running || r.output_ids.length < 2) return false;
+    document.getElementById('gen-stop').click();
+    return true;
+  }, null, { polling: 'raf' });
+  await page.waitForFunction(() => !window.attnscope.result.running);
+  const stopped = await page.evaluate(() => window.attnscope.result.output_ids.length);
+  assert.ok(stopped < 100, `stopped after ${stopped} tokens`);
+  assert.match(await page.textContent('#generate-view .gen-status'), /stopped/);
+  // chat: the prompt as the template's user message
+  await page.check('#gen-chat');
+  await page.fill('#gen-max', '3');
+  await page.click('#gen-go');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 3 && !window.attnscope.result.running, null, { timeout: 60000 });
+  const prompt = await page.evaluate(() => window.attnscope.result.prompt);
+  assert.match(prompt, /<\|im_start\|>user\ntime flies like an arrow<\|im_end\|>/);
+  // the link says so (it is rewritten a moment after each change)
+  await page.waitForFunction(() => /(^|&)chat=1(&|$)/.test(location.hash.slice(1)), null, { timeout: 5000 });
+  // typing a new sentence lets the generation go: the views show the sentence's own pass
+  await page.fill('#sentence', 'attention is all you need');
+  await page.waitForFunction(() => window.attnscope.result?.text === 'attention is all you need' && !window.attnscope.result.output_ids);
+  await page.waitForFunction(() => !/(^|&)gen=/.test(location.hash.slice(1)));
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: one .gguf chosen in the file picker loads and generates', async () => {
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu');
+  await page.setInputFiles('#files', [path.join(GGUF_DIR, GGUF)]);
+  await page.waitForFunction((name) => window.attnscope.info?.name === name && window.attnscope.result?.text === 'time flies like an arrow' && !window.attnscope.result.output_ids, GGUF, { timeout: 60000 })
+    .catch(async (e) => { throw new Error(`${e.message}: ${await page.evaluate(() => JSON.stringify([window.attnscope.info?.name, window.attnscope.store.get().modelError]))}`); });
+  const { json } = golden('llama_gguf_Q4_K');
+  assert.deepEqual(await page.evaluate(() => window.attnscope.result.token_ids), json.token_ids[0]);
+  await page.click('#gen-go');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 16 && !window.attnscope.result.running, null, { timeout: 60000 });
+  clean(problems);
+  await page.close();
+});

@@ -1,0 +1,132 @@
+// The generate view (a decoder-only model with an LM head): the controls (chat, max new tokens,
+// Generate, Stop), the prompt and what the model wrote token by token, the focused step's
+// likeliest tokens and the step control (← slider → and play). The attention views draw the
+// focused step's run (web/generation.js generationRun); this view draws the text around them.
+//
+// render(target, {info, generation, step, chat, maxNew, playing}, {onGenerate(maxNew, chat),
+// onStop, onStep(step), onPlay, onChat(chat)}); `generation`: {result (Generating.result()),
+// running, stopped, error} or null. User text is set as textContent only.
+
+import { visibleText } from '../result.js';
+import { stepOf, tokenText } from '../generation.js';
+
+function el(tag, attrs = {}, text = null) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== null) e.textContent = text;
+  return e;
+}
+
+const shown = (text) => visibleText(text);
+
+/** The parts drawn once (so typing in "max new tokens" or dragging the slider is never cut off). */
+function build(target) {
+  const v = {};
+  v.controls = el('div', { class: 'gen-controls' });
+  v.chatLabel = el('label', { class: 'inline gen-chat' });
+  v.chat = el('input', { type: 'checkbox', id: 'gen-chat' });
+  v.chatLabel.append(v.chat, document.createTextNode(' chat (the prompt as a user message, in the model\'s chat template)'));
+  const maxLabel = el('label', { class: 'inline' }, 'max new tokens ');
+  v.max = el('input', { type: 'number', min: '1', max: '256', id: 'gen-max', class: 'gen-max' });
+  maxLabel.append(v.max);
+  v.go = el('button', { type: 'button', id: 'gen-go', class: 'primary' }, 'Generate');
+  v.stop = el('button', { type: 'button', id: 'gen-stop' }, '■ Stop');
+  v.status = el('span', { class: 'muted gen-status', role: 'status' });
+  v.controls.append(v.chatLabel, maxLabel, v.go, v.stop, v.status);
+  v.text = el('p', { class: 'gen-text', 'aria-live': 'polite' });
+  v.step = el('div', { class: 'tr-step gen-step' });
+  v.heading = el('h3');
+  v.next = el('ol', { class: 'next-list tr-next', 'aria-label': 'the likeliest next tokens at this step' });
+  v.nav = el('div', { class: 'tr-nav' });
+  v.prev = el('button', { type: 'button', 'aria-label': 'previous step' }, '← step');
+  v.slider = el('input', { type: 'range', min: '1', max: '1', value: '1', 'aria-label': 'step', class: 'tr-slider', id: 'gen-slider' });
+  v.fwd = el('button', { type: 'button', 'aria-label': 'next step' }, 'step →');
+  v.play = el('button', { type: 'button' });
+  v.nav.append(v.prev, v.slider, v.fwd, v.play);
+  v.step.append(v.heading, v.next, v.nav);
+  target.replaceChildren(v.controls, v.text, v.step);
+  const h = () => target._gen.handlers;
+  v.go.addEventListener('click', () => h().onGenerate?.(Math.max(1, Math.min(256, Number(v.max.value) || 16)), v.chat.checked && !v.chatLabel.hidden));
+  v.stop.addEventListener('click', () => h().onStop?.());
+  v.chat.addEventListener('change', () => h().onChat?.(v.chat.checked));
+  v.max.addEventListener('keydown', (e) => { if (e.key === 'Enter') v.go.click(); });
+  v.prev.addEventListener('click', () => h().onStep?.(target._gen.t - 1));
+  v.fwd.addEventListener('click', () => h().onStep?.(target._gen.t + 1));
+  v.slider.addEventListener('input', () => h().onStep?.(Number(v.slider.value) - 1));
+  v.play.addEventListener('click', () => h().onPlay?.());
+  // ← → step through the output anywhere in the view but its text boxes
+  target.addEventListener('keydown', (e) => {
+    if (e.target === v.max || !target._gen.outputs || !['ArrowLeft', 'ArrowRight'].includes(e.key)) return;
+    if (e.target === v.slider) return; // the slider steps itself
+    e.preventDefault();
+    h().onStep?.(target._gen.t + (e.key === 'ArrowRight' ? 1 : -1));
+  });
+  target._gen = { v, handlers: {}, t: 0, outputs: 0 };
+  return target._gen;
+}
+
+export function render(target, { info, generation, step = null, chat = false, maxNew = 16, playing = false }, handlers) {
+  const g = target._gen ?? build(target);
+  g.handlers = handlers;
+  const { v } = g;
+  v.chatLabel.hidden = !info?.chat_template;
+  v.chat.checked = chat;
+  if (document.activeElement !== v.max) v.max.value = String(maxNew);
+  const running = Boolean(generation?.running);
+  v.go.disabled = running;
+  v.stop.hidden = !running;
+  const r = generation?.result;
+  const outputs = r?.output_ids.length ?? 0;
+  const t = stepOf(step, outputs);
+  g.t = t;
+  g.outputs = running ? 0 : outputs;
+  const ms = r?.step_ms ?? [];
+  const perToken = ms.length > 1 ? ms.slice(1).reduce((a, b) => a + b, 0) / (ms.length - 1) : null;
+  v.status.textContent = generation?.error ? '' : !r ? (running ? 'reading the prompt…' : '')
+    : `${running ? 'writing… ' : ''}${outputs} token${outputs === 1 ? '' : 's'}${generation.stopped ? ' (stopped)' : ''}; the prompt's pass ${ms[0].toFixed(0)} ms${perToken !== null ? `, then ${perToken.toFixed(perToken < 10 ? 1 : 0)} ms a token (CPU engine, keys and values cached)` : ''}`;
+
+  // the prompt (as the model read it) and the output, token by token: click one to see its step
+  const parts = [];
+  if (generation?.error) parts.push(el('span', { class: 'error' }, generation.error));
+  if (r) {
+    parts.push(el('span', { class: 'gen-prompt' }, shown(r.prompt)));
+    r.steps.forEach((s, i) => {
+      const token = el('button', { type: 'button', class: 'gen-token', 'aria-pressed': String(!running && i === t), 'data-step': String(i) }, shown(tokenOf(r, i)));
+      token.title = `step ${i + 1}: token ${r.output_ids[i]} (${s.top_k[0]?.token ?? ''}), p = ${(s.top_k.find((p) => p.id === r.output_ids[i])?.p ?? 0).toPrecision(3)}`;
+      token.addEventListener('click', () => g.handlers.onStep?.(i));
+      parts.push(token);
+    });
+  }
+  v.text.replaceChildren(...parts);
+  v.text.hidden = !parts.length;
+
+  // the focused step: what the model expected there, and the control that moves through them
+  v.step.hidden = !r || !outputs;
+  if (!r || !outputs) return;
+  const at = running ? outputs - 1 : t;
+  const before = r.tokens[r.prompt_ids.length - 1 + at];
+  v.heading.textContent = `Step ${at + 1} of ${outputs}: reading “${shown(tokenText(before))}” (position ${r.prompt_ids.length - 1 + at}) and everything before it, the model writes “${shown(tokenOf(r, at))}”`;
+  const rows = r.steps[at].top_k.map((p) => {
+    const li = el('li', p.id === r.output_ids[at] ? { class: 'chosen' } : {});
+    const bar = el('span', { class: 'next-bar' });
+    bar.style.width = `${Math.max(1, Math.round(p.p * 100))}%`;
+    li.append(bar, el('span', { class: 'next-label' }, `“${shown(p.text.includes('\ufffd') ? p.token : p.text)}” ${(100 * p.p).toFixed(1)}%${p.id === r.output_ids[at] ? ' ← chosen' : ''}`));
+    li.title = `token ${p.id} (${p.token}): p = ${p.p.toPrecision(4)}`;
+    return li;
+  });
+  v.next.replaceChildren(...rows);
+  v.nav.hidden = running;
+  v.slider.max = String(outputs);
+  v.slider.value = String(t + 1);
+  v.prev.disabled = t === 0;
+  v.fwd.disabled = t === outputs - 1;
+  v.play.textContent = playing ? '■ stop' : '▶ play';
+  v.play.setAttribute('aria-pressed', String(playing));
+  v.play.setAttribute('aria-label', playing ? 'stop' : 'play the generation from this step');
+}
+
+/** Output token i's text as written (its step's top-k entry), else the token itself. */
+function tokenOf(r, i) {
+  const p = r.steps[i].top_k.find((x) => x.id === r.output_ids[i]);
+  return p && !p.text.includes('\ufffd') ? p.text : r.tokens[r.prompt_ids.length + i] ?? p?.token ?? String(r.output_ids[i]);
+}
