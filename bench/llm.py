@@ -88,28 +88,48 @@ def pytorch(model, threads, iters):
     return statistics.median(pp), statistics.median(tg)
 
 
+PEERS = {"attnscope": ("attnscope (CPU engine, every attention kept)", attnscope),
+         "llama.cpp": ("llama.cpp (llama-cpp-python)", llama_cpp),
+         "pytorch": ("PyTorch (HF, float32, eager, every attention)", pytorch)}
+
+
+def measure(peer, model, threads, iters):
+    """One peer on `threads` threads in a process of its own (a peer built for instructions this
+    CPU lacks dies alone): (prefill ms, decode tokens/s), or the reason there are none."""
+    r = subprocess.run([sys.executable, __file__, "--one", peer, "--model", model, "--threads", str(threads),
+                        "--iters", str(iters)], capture_output=True, text=True)
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    if r.returncode == 0 and last.startswith("{"):
+        got = json.loads(last)
+        return (got["prefill_ms"], got["decode_tokens_per_s"]), None
+    if r.returncode < 0:
+        return None, f"crashed (signal {-r.returncode})"
+    why = (r.stderr.strip().splitlines() or ["failed"])[-1]
+    return None, "skipped (not installed)" if "ModuleNotFoundError" in why else f"failed: {why}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=GGUF)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--one", choices=PEERS, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:
+        pp, tg = PEERS[args.one][1](args.model, int(args.threads), args.iters)
+        print(json.dumps({"prefill_ms": pp, "decode_tokens_per_s": tg}))
+        return
     threads = [int(t) for t in args.threads.split(",")]
-    peers = [("attnscope (CPU engine, every attention kept)", attnscope),
-             ("llama.cpp (llama-cpp-python)", llama_cpp),
-             ("PyTorch (HF, float32, eager, every attention)", pytorch)]
     rows, figures = [], {}
-    for name, run in peers:
+    for peer, (name, _) in PEERS.items():
         cells = []
         for t in threads:
-            try:
-                pp, tg = run(args.model, t, args.iters)
-                figures.setdefault(name, {})[t] = {"prefill_ms": pp, "decode_tokens_per_s": tg}
-                cells.append(f"{pp:.0f} ms | {tg:.1f}")
-            except ImportError as e:
-                cells.append(f"skipped ({e.name} is not installed) | –")
-            except Exception as e:  # a peer that fails is named, the others still run
-                cells.append(f"failed: {e} | –")
+            got, why = measure(peer, args.model, t, args.iters)
+            if got:
+                figures.setdefault(name, {})[t] = {"prefill_ms": got[0], "decode_tokens_per_s": got[1]}
+                cells.append(f"{got[0]:.0f} ms | {got[1]:.1f}")
+            else:
+                cells.append(f"{why} | –")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     head = " | ".join(f"prefill, {t} thread{'s' if t > 1 else ''} | decode tokens/s, {t}" for t in threads)
     print(f"SmolLM2-135M-Instruct Q4_1, a {PROMPT}-token prompt then {NEW} greedy tokens, median of "
