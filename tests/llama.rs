@@ -73,16 +73,6 @@ fn the_architecture_is_read_from_each_config() {
     assert_eq!(qwen.lm_head, LmHead::Tied);
 }
 
-/// The fixture's `generate` case: the prompt, what HF wrote, and HF's pass over both.
-#[derive(serde::Deserialize)]
-struct GenerateMeta {
-    model: String,
-    prompt_ids: Vec<u32>,
-    output_ids: Vec<u32>,
-    max_new_tokens: usize,
-    step_top5_ids: Vec<Vec<u32>>,
-}
-
 #[test]
 fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
     for name in ["llama_generate", "qwen2_generate"] {

@@ -149,16 +149,6 @@ fn the_gpu_engine_equals_the_cpu_engine_on_every_case() {
     }
 }
 
-/// The fixture's `generate` case: the prompt, what HF wrote, and HF's pass over both.
-#[derive(serde::Deserialize)]
-struct GenerateMeta {
-    model: String,
-    prompt_ids: Vec<u32>,
-    output_ids: Vec<u32>,
-    max_new_tokens: usize,
-    step_top5_ids: Vec<Vec<u32>>,
-}
-
 #[test]
 fn greedy_generation_on_the_gpu_equals_hfs_generate_and_the_cpu_engines() {
     for name in ["llama_generate", "qwen2_generate"] {

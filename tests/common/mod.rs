@@ -421,3 +421,14 @@ pub fn check_translation(case: &str, translate: Translate) -> (f32, f32) {
     }
     worst
 }
+
+/// A generation golden case (`llama_generate`, `qwen2_generate`, `llama_gguf_generate`): the
+/// prompt, what HF's `generate` wrote, and each step's five likeliest ids.
+#[derive(Debug, Deserialize)]
+pub struct GenerateMeta {
+    pub model: String,
+    pub prompt_ids: Vec<u32>,
+    pub output_ids: Vec<u32>,
+    pub max_new_tokens: usize,
+    pub step_top5_ids: Vec<Vec<u32>>,
+}
