@@ -74,6 +74,7 @@ bench: setup web
 	cd tests/e2e && node first_view.mjs
 	$(MAKE) --no-print-directory bench-translate
 	$(MAKE) --no-print-directory bench-llm
+	cd tests/e2e && npm run bench-llm
 
 # A Llama-family model generating (SmolLM2-135M-Instruct's Q4_1 GGUF, fetched by setup): attnscope
 # beside llama.cpp (llama-cpp-python, built here from PyPI: ~10 minutes the first time, skipped

@@ -13,7 +13,7 @@ import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
 import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.js';
-import { readsPair, stackWord, normName } from './architecture.js';
+import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
 import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
 
@@ -144,6 +144,7 @@ store.subscribe((s, changed) => {
   if (!GENERATE_KEYS.some((k) => changed.has(k))) return;
   const on = canGenerate(s.modelInfo) && !s.embed;
   $('generate').hidden = !on;
+  document.body.classList.toggle('generating', on);
   const kv = kvGroups(s.modelInfo?.architecture);
   $('kv-groups').hidden = !kv;
   setText($('kv-groups'), kv);
@@ -304,6 +305,7 @@ function renderChrome(s, changed) {
 function familyWords(arch) {
   for (const e of document.querySelectorAll('.stack-word')) setText(e, stackWord(arch));
   for (const e of document.querySelectorAll('.norm-word')) setText(e, normName(arch));
+  for (const e of document.querySelectorAll('.ffn-words')) setText(e, ffnWords(arch));
   const parts = ['token', ...(arch.positions.type === 'rotary' ? [] : ['position']), ...(arch.token_types ? ['token type'] : [])];
   setText($('embeddings-parts'), `${parts.join(' + ')}${arch.norm_order === 'post' ? `, then ${normName(arch)}` : ''}`);
 }

@@ -42,3 +42,13 @@ export const readsPair = (arch) => arch?.kind !== 'decoder';
 
 /** The norm's name: 'LayerNorm' or 'RMSNorm'. */
 export const normName = (arch) => (arch?.norm === 'rms' ? 'RMSNorm' : 'LayerNorm');
+
+/** The feed-forward's steps in words: `Linear → GELU → Linear`, or a gated one's
+ *  `act(gate) ⊙ up → down` named by its activation (SiLU: SwiGLU). */
+export function ffnWords(arch) {
+  const ff = arch?.feed_forward, act = ff?.activation ?? 'activation';
+  const name = { gelu: 'GELU', gelu_tanh: 'GELU', relu: 'ReLU', silu: 'SiLU' }[act] ?? act;
+  if (ff?.type !== 'gated') return `Linear → ${name} → Linear`;
+  const glu = name === 'SiLU' ? 'SwiGLU' : name === 'GELU' ? 'GeGLU' : 'gated';
+  return `${name}(gate) ⊙ up → down (${glu})`;
+}

@@ -12,7 +12,8 @@
 // its view: model = every head, head, lines, masks = a batch's masks, inside = inside its
 // decoder; head and lines without one), batch (a translation's sources, separated by |, each
 // "source => target" to teacher-force; item the one shown), model (a checkpoint folder's base
-// URL; default: the model beside the script), hf (a model id on the Hugging Face Hub, instead), hub (a mirror of the Hub), engine
+// URL, or a .gguf file's; default: the model beside the script), hf (a model id on the Hugging
+// Face Hub, instead), file (with hf: the repository's .gguf file to load), hub (a mirror of the Hub), engine
 // (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
@@ -27,7 +28,7 @@ import * as translationView from './views/translation.js';
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'hub', 'engine', 'editable'];
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -64,7 +65,7 @@ class AttnScope extends HTMLElement {
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
       scale: a('scale') === 'head' ? 'head' : 'absolute', words: this.hasAttribute('words'), off: parseHeads(a('off') ?? ''),
-      engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', hub: a('hub') ?? '',
+      engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', file: a('file') ?? '', hub: a('hub') ?? '',
       step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
     };
   }
@@ -88,7 +89,7 @@ class AttnScope extends HTMLElement {
     if (!this.store) return;
     const next = this.intent();
     const now = this.store.get();
-    const modelChanged = next.model !== now.model || next.hf !== now.hf || next.hub !== now.hub || next.engine !== now.engine;
+    const modelChanged = next.model !== now.model || next.hf !== now.hf || next.file !== now.file || next.hub !== now.hub || next.engine !== now.engine;
     this.store.update({ ...next, win: null });
     if (name === 'sentence') this.$('.edit input').value = next.sentences[0];
     if (modelChanged) this.load(next);

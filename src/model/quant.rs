@@ -252,6 +252,9 @@ impl fmt::Debug for QuantMatrix {
 /// weight row at a time (a decoding step has 1).
 const GEMM_MIN_INPUTS: usize = 8;
 
+/// Weight rows a matrix–vector product takes together, reading each value of `x` once for them.
+const ROWS_TOGETHER: usize = 4;
+
 /// Weight rows dequantized together for the tiled product: four panels of the product's
 /// micro-kernel natively, eight in wasm.
 const GEMM_TILE_ROWS: usize = 64;
@@ -347,11 +350,12 @@ impl QuantMatrix {
         w
     }
 
-    /// `x · Wᵀ`, from the quantized bytes: the weight rows are shared among rayon's threads,
-    /// each dequantized into a buffer of the thread's and multiplied there. Below
+    /// `x · Wᵀ`, from the quantized bytes, the weight rows shared among rayon's threads. Below
     /// [`GEMM_MIN_INPUTS`] rows of `x` (decoding, a matrix–vector product), each weight row is
-    /// dotted with every row of `x` as it is dequantized; from there on (a prompt), tiles of
-    /// [`GEMM_TILE_ROWS`] weight rows go through the engine's packed matrix product.
+    /// dotted with every row of `x` straight from its blocks, never written out as f32
+    /// ([`dot_row`], [`dot_32s`]); from there on (a prompt), tiles of [`GEMM_TILE_ROWS`] weight rows are
+    /// dequantized into a buffer of the thread's and go through the engine's packed matrix
+    /// product.
     ///
     /// # Shapes
     /// * `x`: `(n, cols)` → `(n, rows)`
@@ -383,26 +387,67 @@ impl QuantMatrix {
         unsafe { out.assume_init() }
     }
 
-    /// `x · Wᵀ` into `out`, each weight row dequantized once and dotted with every row of `x`.
+    /// `x · Wᵀ` into `out`, each weight row read once from its blocks and dotted with every
+    /// row of `x` ([`dot_row`], [`dot_32s`]).
     fn matvec_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
         let (n, cols) = x.dim();
         let xs = x.as_slice().expect("standard layout");
+        // each row of x summed over every run of 32 values: the blocks' offsets multiply them
+        let sums_per_row = cols / 32;
+        let sums: Vec<f32> = xs
+            .chunks_exact(cols)
+            .flat_map(|row| row.chunks_exact(32).map(|run| run.iter().sum::<f32>()))
+            .collect();
+        let (data, row_bytes) = (self.data(), self.row_bytes);
+        let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
+        // a few tasks per thread, none too small to be worth handing over
         let per_row = (n * cols).max(1);
-        let chunk = TASK_MIN_WORK.div_ceil(per_row).max(1);
+        let chunk = TASK_MIN_WORK
+            .div_ceil(per_row)
+            .max(self.rows.div_ceil(4 * rayon::current_num_threads()))
+            .max(1);
         out.axis_chunks_iter_mut(Axis(1), chunk)
             .into_par_iter()
             .enumerate()
             .for_each_init(
-                || vec![0.0f32; cols],
-                |w, (c, mut out)| {
+                // the float types are converted into a row of scratch; blocks need none
+                || {
+                    if float {
+                        vec![0.0f32; cols]
+                    } else {
+                        Vec::new()
+                    }
+                },
+                |scratch, (c, mut out)| {
                     // compiled for the widest instruction set the CPU has (AVX2 natively)
                     isa::vectorised(
                         #[inline(always)]
                         || {
-                            for j in 0..out.ncols() {
-                                dequantize(self.ty, self.row_data(c * chunk + j), w);
+                            let rows = &data[c * chunk * row_bytes..][..out.ncols() * row_bytes];
+                            // 32-value blocks four weight rows at a time, each x read once
+                            // for the four (the K-quants' longer blocks gain nothing by it)
+                            let together = match self.ty.block_len() {
+                                32 => rows.len() / (ROWS_TOGETHER * row_bytes),
+                                _ => 0,
+                            };
+                            let (fours, rest) = rows.split_at(together * ROWS_TOGETHER * row_bytes);
+                            for (f, w) in fours.chunks_exact(ROWS_TOGETHER * row_bytes).enumerate()
+                            {
+                                let w: [&[u8]; ROWS_TOGETHER] =
+                                    std::array::from_fn(|r| &w[r * row_bytes..(r + 1) * row_bytes]);
                                 for (i, x) in xs.chunks_exact(cols).enumerate() {
-                                    out[[i, j]].write(dot(w, x));
+                                    let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
+                                    let dots = dot_32s(self.ty, w, x, sums);
+                                    for (r, d) in dots.into_iter().enumerate() {
+                                        out[[i, ROWS_TOGETHER * f + r]].write(d);
+                                    }
+                                }
+                            }
+                            let done = out.ncols() - rest.len() / row_bytes;
+                            for (j, w) in rest.chunks_exact(row_bytes).enumerate() {
+                                for (i, x) in xs.chunks_exact(cols).enumerate() {
+                                    let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
+                                    out[[i, done + j]].write(dot_row(self.ty, w, x, sums, scratch));
                                 }
                             }
                         },
@@ -454,6 +499,209 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     let tail: f32 = a_tail.iter().zip(b_tail).map(|(a, b)| a * b).sum();
     acc.iter().sum::<f32>() + tail
+}
+
+/// A weight row of type `ty` dotted with `x`, straight from its blocks: each block's
+/// integers are multiplied by `x` as they are unpacked and the block's scale is applied once to
+/// their sum (`Σ (d·q + m)·x = d·Σ q·x + m·Σ x`, with `Σ x` from `sums`); the float types go
+/// through `scratch`.
+///
+/// # Shapes
+/// * `w`: one row's bytes, `x`: `(cols,)`, `sums`: `(cols / 32,)`, `scratch`: `(cols,)`
+#[inline(always)]
+fn dot_row(ty: GgmlType, w: &[u8], x: &[f32], sums: &[f32], scratch: &mut [f32]) -> f32 {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {
+            dequantize(ty, w, scratch);
+            dot(scratch, x)
+        }
+        GgmlType::Q4_K => dot_q4_k(w, x, sums),
+        GgmlType::Q6_K => dot_q6_k(w, x),
+        _ => {
+            let [d] = dot_32s(ty, [w], x, sums);
+            d
+        }
+    }
+}
+
+/// [`dot_row`] of `R` rows of 32-value blocks at once, each value of `x` read once for them.
+///
+/// # Panics
+/// If `ty`'s blocks are not of 32 values (F32, F16, BF16 and the K-quants).
+#[inline(always)]
+fn dot_32s<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    match ty {
+        GgmlType::Q8_0 => dot_q8_0(w, x, sums),
+        GgmlType::Q4_0 => dot_q4_0(w, x, sums),
+        GgmlType::Q4_1 => dot_q4_1(w, x, sums),
+        GgmlType::Q5_0 => dot_q5_0(w, x, sums),
+        GgmlType::Q5_1 => dot_q5_1(w, x, sums),
+        _ => unreachable!("{ty} has no blocks of 32 values"),
+    }
+}
+
+/// Sixteen lanes that the blocks' partial sums are added into (one AVX-512 register, two AVX2
+/// or four `simd128` ones), summed once at the end of a row.
+type Lanes = [f32; 16];
+
+/// `acc += d · t`, lane by lane.
+#[inline(always)]
+fn add_scaled(acc: &mut Lanes, d: f32, t: &Lanes) {
+    for k in 0..16 {
+        acc[k] += d * t[k];
+    }
+}
+
+/// `Σ q·x` of 32 values in two runs of 16 (`q(j)` is value `j` of a run's first half, `q(j + 16)`
+/// of its second), lane by lane.
+#[inline(always)]
+fn pairs(x: &[f32; 32], q: impl Fn(usize) -> (f32, f32)) -> Lanes {
+    let mut t = [0.0; 16];
+    for j in 0..16 {
+        let (lo, hi) = q(j);
+        t[j] = lo * x[j] + hi * x[j + 16];
+    }
+    t
+}
+
+/// `R` rows of 32-value blocks of `B` bytes, each dotted with `x` (read once for all of them):
+/// `q(block, j)` gives a block's values `j` and `j + 16` as integers, multiplied by `x` lane by
+/// lane; then the block's `f16` scale at byte `d_at` multiplies their sum once (and its offset at
+/// `m_at`, if any, the block's `Σ x` from `sums`).
+///
+/// # Shapes
+/// * `w`: `R × (cols / 32 · B,)` bytes, `x`: `(cols,)`, `sums`: `(cols / 32,)` → `(R,)`
+#[inline(always)]
+fn dot_blocks<const B: usize, const R: usize>(
+    w: [&[u8]; R],
+    x: &[f32],
+    sums: &[f32],
+    d_at: usize,
+    m_at: Option<usize>,
+    q: impl Fn(&[u8; B], usize) -> (f32, f32),
+) -> [f32; R] {
+    let (mut acc, mut offsets) = ([[0.0; 16]; R], [0.0; R]);
+    let blocks = w.map(|w| w.as_chunks::<B>().0);
+    for (i, (x, s)) in x.as_chunks::<32>().0.iter().zip(sums).enumerate() {
+        for r in 0..R {
+            let b = &blocks[r][i];
+            let mut t = [0.0; 16];
+            for j in 0..16 {
+                let (lo, hi) = q(b, j);
+                t[j] = lo * x[j] + hi * x[j + 16];
+            }
+            add_scaled(&mut acc[r], half_at(b, d_at), &t);
+            if let Some(m_at) = m_at {
+                offsets[r] += half_at(b, m_at) * s;
+            }
+        }
+    }
+    std::array::from_fn(|r| acc[r].iter().sum::<f32>() + offsets[r])
+}
+
+#[inline(always)]
+fn dot_q8_0<const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    dot_blocks::<34, R>(w, x, sums, 0, None, |b, j| {
+        (f32::from(b[2 + j] as i8), f32::from(b[18 + j] as i8))
+    })
+}
+
+#[inline(always)]
+fn dot_q4_0<const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    dot_blocks::<18, R>(w, x, sums, 0, None, |b, j| {
+        let q = b[2 + j];
+        (
+            f32::from((q & 0x0F) as i8 - 8),
+            f32::from((q >> 4) as i8 - 8),
+        )
+    })
+}
+
+#[inline(always)]
+fn dot_q4_1<const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    dot_blocks::<20, R>(w, x, sums, 0, Some(2), |b, j| {
+        let q = b[4 + j];
+        (f32::from(q & 0x0F), f32::from(q >> 4))
+    })
+}
+
+#[inline(always)]
+fn dot_q5_0<const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    dot_blocks::<22, R>(w, x, sums, 0, None, |b, j| {
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        let (lo, hi) = five_bits(b[6 + j], qh, j);
+        ((i32::from(lo) - 16) as f32, (i32::from(hi) - 16) as f32)
+    })
+}
+
+#[inline(always)]
+fn dot_q5_1<const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    dot_blocks::<24, R>(w, x, sums, 0, Some(2), |b, j| {
+        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let (lo, hi) = five_bits(b[8 + j], qh, j);
+        (f32::from(lo), f32::from(hi))
+    })
+}
+
+/// Each run of 64 values is 32 bytes, low nibbles (scale `2i`) then high (`2i + 1`): two
+/// sub-blocks of 32, each `d·sc·Σ q·x − dmin·m·Σ x`.
+#[inline(always)]
+fn dot_q4_k(w: &[u8], x: &[f32], sums: &[f32]) -> f32 {
+    let (mut acc, mut offsets) = ([0.0; 16], 0.0);
+    let runs = x.as_chunks::<QK_K>().0.iter().zip(sums.as_chunks::<8>().0);
+    for (b, (x, s)) in w.as_chunks::<144>().0.iter().zip(runs) {
+        let (d, dmin) = (half_at(b, 0), half_at(b, 2));
+        let scales = &b[4..16];
+        for i in 0..4 {
+            let qs: &[u8; 32] = b[16 + 32 * i..48 + 32 * i].try_into().unwrap();
+            for (k, x) in x[64 * i..64 * i + 64]
+                .as_chunks::<32>()
+                .0
+                .iter()
+                .enumerate()
+            {
+                let (sc, m) = scale_min_k4(2 * i + k, scales);
+                let t = pairs(x, |j| {
+                    let shift = 4 * k as u32;
+                    (
+                        f32::from((qs[j] >> shift) & 0x0F),
+                        f32::from((qs[j + 16] >> shift) & 0x0F),
+                    )
+                });
+                add_scaled(&mut acc, d * f32::from(sc), &t);
+                offsets -= dmin * f32::from(m) * s[2 * i + k];
+            }
+        }
+    }
+    acc.iter().sum::<f32>() + offsets
+}
+
+/// In each half of 128 values, value `l + 32k` takes its low 4 bits from `ql[l + 32(k & 1)]`
+/// and its high 2 from bits `2k` of `qh[l]`; each run of 16 has its scale.
+#[inline(always)]
+fn dot_q6_k(w: &[u8], x: &[f32]) -> f32 {
+    let mut acc = [0.0; 16];
+    for (b, x) in w.as_chunks::<210>().0.iter().zip(x.as_chunks::<QK_K>().0) {
+        let d = half_at(b, 208);
+        for half in 0..2 {
+            let (ql, qh, sc) = (64 * half, 128 + 32 * half, 192 + 8 * half);
+            for k in 0..4 {
+                for run in 0..2 {
+                    let at = 128 * half + 32 * k + 16 * run;
+                    let x: &[f32; 16] = x[at..at + 16].try_into().unwrap();
+                    let mut t: Lanes = [0.0; 16];
+                    for j in 0..16 {
+                        let l = 16 * run + j;
+                        let low = (b[ql + l + 32 * (k & 1)] >> (4 * (k / 2))) & 0x0F;
+                        let high = (b[qh + l] >> (2 * k)) & 3;
+                        t[j] = f32::from((low | (high << 4)) as i8 - 32) * x[j];
+                    }
+                    add_scaled(&mut acc, d * f32::from(b[sc + 2 * k + run] as i8), &t);
+                }
+            }
+        }
+    }
+    acc.iter().sum()
 }
 
 /// Dequantizes whole blocks of type `ty` into `out`.
@@ -519,7 +767,27 @@ fn f16_row(bytes: &[u8], out: &mut [f32]) {
 /// The little-endian `f16` at byte `at`, as f32.
 #[inline(always)]
 fn half_at(b: &[u8], at: usize) -> f32 {
-    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+    f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+/// An `f16`'s bits as f32, exactly (as `half`'s conversion), in a few integer and float
+/// operations that inline into the blocks' loops: the magnitude's bits moved into an f32's
+/// place are the value times 2⁻¹¹², subnormals included; infinities and NaNs keep an all-ones
+/// exponent.
+#[inline(always)]
+fn f16_to_f32(h: u16) -> f32 {
+    let h = u32::from(h);
+    let (sign, magnitude) = ((h & 0x8000) << 16, (h & 0x7FFF) << 13);
+    let exponent = h & 0x7C00;
+    let value = if exponent != 0 && exponent != 0x7C00 {
+        // a normal number: its exponent rebased from f16's bias (15) to f32's (127)
+        magnitude + ((127 - 15) << 23)
+    } else if exponent == 0x7C00 {
+        magnitude | 0x7F80_0000
+    } else {
+        (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits() // 2¹¹²
+    };
+    f32::from_bits(value | sign)
 }
 
 /// `block_q8_0 { d: f16, qs: [i8; 32] }`: `x = qs·d`.
@@ -769,6 +1037,17 @@ mod tests {
         }
         for j in 0..8 {
             assert_eq!(scale_min_k4(j, &s), (ls[j], lm[j]), "scale {j}");
+        }
+    }
+
+    #[test]
+    fn f16_converts_as_half_does() {
+        for h in 0..=u16::MAX {
+            let (got, want) = (f16_to_f32(h), f16::from_bits(h).to_f32());
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{h:#06x}: {got} vs {want}"
+            );
         }
     }
 

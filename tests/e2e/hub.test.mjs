@@ -72,15 +72,31 @@ test('a Hub model id in the link loads through the redirect to the CDN, with one
 test('every family\'s fixture on the Hub loads by its id', async () => {
   const { page, problems, requests } = await openPage(browser, server.url + hubHash('acme/tiny-bert'));
   assert.equal(await ready(page), null);
-  const families = { 'acme/tiny-gpt2': 'gpt2', 'acme/tiny-roberta': 'roberta', 'acme/tiny-distilbert': 'distilbert' };
+  const families = { 'acme/tiny-gpt2': 'gpt2', 'acme/tiny-roberta': 'roberta', 'acme/tiny-distilbert': 'distilbert', 'acme/tiny-llama': 'llama' };
   const present = Object.keys(families).filter((id) => MODELS[id]);
   for (const id of present) {
     assert.equal(await loadId(page, id), '', id);
     await page.waitForFunction((t) => window.attnscope.result?.model_type === t, families[id], { timeout: 60000 });
     assert.match(await page.textContent('#model-name'), new RegExp(`^${id} · `));
   }
-  if (present.length < 3) console.log(`# no fixture yet for ${Object.keys(families).filter((id) => !MODELS[id]).join(', ')}`);
+  if (present.length < Object.keys(families).length) console.log(`# no fixture yet for ${Object.keys(families).filter((id) => !MODELS[id]).join(', ')}`);
   assert.ok(hub.requests.every((r) => r.method === 'GET'));
+  offline(requests);
+  clean(problems);
+  await page.close();
+});
+
+test('hf=…&file=NAME.gguf loads one GGUF file of a Hub repository through its CDN, kept in the link', async () => {
+  const id = 'acme/tiny-llama-GGUF', file = 'tiny-llama-Q4_K.gguf';
+  assert.ok(MODELS[id], 'the tiny Llama GGUF fixture exists (tools/make_fixtures.py --only llama)');
+  const from = hub.requests.length;
+  const { page, problems, requests } = await openPage(browser, server.url + hubHash(id, `&file=${file}&s=time%20flies%20like%20an%20arrow`));
+  assert.equal(await ready(page), null);
+  await page.waitForFunction(() => window.attnscope.result?.model_type === 'llama', null, { timeout: 60000 });
+  assert.match(await page.textContent('#model-name'), new RegExp(`^${id}`));
+  assert.ok(seen(from).includes(`hub GET /${id}/resolve/main/${file}`), seen(from).join('\n'));
+  assert.ok(seen(from).includes(`cdn GET /blobs/${id}/${file}`), seen(from).join('\n'));
+  assert.match(await page.evaluate(() => location.hash), new RegExp(`file=${file.replace('.', '\\.')}`));
   offline(requests);
   clean(problems);
   await page.close();

@@ -16,7 +16,7 @@ const fixture = (name) => path.join(ROOT, 'tests/fixtures/models', name);
  * wrong with it: `status` (every file answers it, with `code` as X-Error-Code, as the Hub names
  * its reasons), `noWeights`, `sharded`, `html` ('type': served as text/html; 'body': an HTML body
  * under another type), `modelType`, `bigConfig` ('announced' in Content-Length, or 'chunked'),
- * `hang` (the CDN sends half the weights, then nothing).
+ * `hang` (the CDN sends half the weights, then nothing), `gguf` (a GGUF repository: its .gguf files, through the CDN).
  */
 export const MODELS = {
   'acme/tiny-bert': { dir: fixture('tiny-bert') },
@@ -32,8 +32,9 @@ export const MODELS = {
   'acme/big-config-chunked': { dir: fixture('tiny-bert'), bigConfig: 'chunked' },
   'acme/slow-model': { dir: fixture('tiny-bert'), hang: true },
 };
-// the other families' fixtures, where they exist
-for (const name of ['tiny-gpt2', 'tiny-roberta', 'tiny-distilbert']) {
+// the other families' fixtures, where they exist (a GGUF repository holds .gguf files only)
+if (existsSync(path.join(fixture('tiny-llama-gguf'), 'tiny-llama-Q4_K.gguf'))) MODELS['acme/tiny-llama-GGUF'] = { dir: fixture('tiny-llama-gguf'), gguf: true };
+for (const name of ['tiny-gpt2', 'tiny-roberta', 'tiny-distilbert', 'tiny-llama']) {
   if (existsSync(path.join(fixture(name), 'model.safetensors'))) MODELS[`acme/${name}`] = { dir: fixture(name) };
 }
 
@@ -60,10 +61,10 @@ export async function startHub({ port = 0 } = {}) {
   };
   const cdn = await listen((req, res) => {
     if (refuse(req, res, 'cdn')) return;
-    const m = req.url.match(/^\/blobs\/([^/]+\/[^/]+)\/model\.safetensors$/);
+    const m = req.url.match(/^\/blobs\/([^/]+\/[^/]+)\/(model\.safetensors|[^/]+\.gguf)$/);
     const model = m && MODELS[m[1]];
-    if (!model) { res.writeHead(404, cors); res.end(); return; }
-    const bytes = readFileSync(path.join(model.dir, 'model.safetensors'));
+    if (!model || !existsSync(path.join(model.dir, m[2]))) { res.writeHead(404, cors); res.end(); return; }
+    const bytes = readFileSync(path.join(model.dir, m[2]));
     res.writeHead(200, { ...cors, 'Content-Type': 'application/octet-stream', 'Content-Length': bytes.length });
     // half the weights, once the small files are in (so the weights' progress is the page's last), then nothing
     if (model.hang) { hanging.add(res); setTimeout(() => res.write(bytes.subarray(0, bytes.length >> 1)), 500); return; }
@@ -81,8 +82,14 @@ export async function startHub({ port = 0 } = {}) {
     }
     const file = m[2];
     const notFound = () => { res.writeHead(404, { ...cors, 'X-Error-Code': 'EntryNotFound' }); res.end('Entry not found'); };
+    if (file.endsWith('.gguf')) {
+      if (!existsSync(path.join(model.dir, file))) return notFound();
+      res.writeHead(302, { ...cors, Location: `${cdn.url}/blobs/${m[1]}/${file}` });
+      res.end();
+      return;
+    }
     if (file === 'model.safetensors') {
-      if (model.noWeights) return notFound();
+      if (model.noWeights || model.gguf) return notFound();
       if (model.html) { res.writeHead(200, { ...cors, 'Content-Type': model.html === 'type' ? 'text/html; charset=utf-8' : 'application/octet-stream' }); res.end(HTML); return; }
       res.writeHead(302, { ...cors, Location: `${cdn.url}/blobs/${m[1]}/model.safetensors` });
       res.end();

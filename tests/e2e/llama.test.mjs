@@ -100,6 +100,9 @@ for (const [what, model, fixture] of MODELS) {
       assert.ok(await page.isVisible('#generate'));
       assert.match(await page.textContent('#kv-groups'), /heads 0–1 share key\/value head 0, heads 2–3 share key\/value head 1/);
       assert.equal(await page.isVisible('#gen-chat'), info.chat_template === true);
+      // the page's words follow the architecture: a Generate link, the gated feed-forward
+      assert.ok(await page.isVisible('#page-nav a[href="#generate"]'));
+      assert.equal(await page.textContent('details[data-panel="ffn"] summary'), '6 · Feed-forward: SiLU(gate) ⊙ up → down (SwiGLU)');
       clean(problems);
       await page.close();
     }
@@ -205,6 +208,26 @@ test('Llama: one .gguf chosen in the file picker loads and generates', async () 
   assert.deepEqual(await page.evaluate(() => window.attnscope.result.token_ids), json.token_ids[0]);
   await page.click('#gen-go');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 16 && !window.attnscope.result.running, null, { timeout: 60000 });
+  clean(problems);
+  await page.close();
+});
+
+test('<attn-scope> takes a .gguf file: its result equals HF\'s attention', async () => {
+  const { json, tensors } = golden('llama_gguf_Q4_K');
+  const { page, problems } = await openPage(browser, null, { width: 900, height: 800 });
+  const model = `${server.url}assets/models/e2e-tiny-llama-gguf/${GGUF}`;
+  await page.route('**/gguf-element.html', (route) => route.fulfill({ contentType: 'text/html', body: `<!doctype html><link rel="icon" href="data:,"><script type="module" src="/attn-scope.js"></script>
+    <attn-scope id="g" model="${model}" sentence="${json.texts[0]}" view="model" engine="cpu"></attn-scope>` }));
+  await page.goto(`${server.url}gguf-element.html`);
+  await page.waitForFunction(() => document.querySelector('#g')?.result, null, { timeout: 120000 })
+    .catch(async (e) => { throw new Error(`${e.message}: ${await page.evaluate(() => document.querySelector('#g')?.shadowRoot?.querySelector('.message')?.textContent)}`); });
+  const got = await page.evaluate(() => {
+    const r = document.querySelector('#g').result;
+    return { ids: r.token_ids, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) };
+  });
+  assert.deepEqual(got.ids, json.token_ids[0]);
+  const d = maxDiff(got.attention, nested(tensors.attention));
+  assert.ok(d <= TOL, `<attn-scope>: attention differs from HF's by ${d}`);
   clean(problems);
   await page.close();
 });
