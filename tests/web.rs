@@ -1,6 +1,7 @@
 //! In a real browser (`wasm-pack test --headless --chrome`): the GPU engine on WebGPU against
 //! the CPU engine in the same page, and both against HF transformers, on the committed tiny
-//! checkpoint (hidden 24, 3 heads: every kernel, sizes off the matmul tile).
+//! checkpoint (hidden 24, 3 heads: every kernel, sizes off the matmul tile); and GGUF files'
+//! matrices kept in their ggml types on WebGPU.
 #![cfg(target_arch = "wasm32")]
 
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
@@ -552,4 +553,82 @@ fn a_quantized_gguf_model_runs_in_wasm_as_hf_runs_it() {
     let d = max_abs_diff(&c.attention.into_dyn(), &tensor(golden, "attention"));
     web_sys::console::log_1(&format!("tiny-llama Q4_K in wasm: attention vs HF {d:.2e}").into());
     assert!(d <= 1e-4, "{d}");
+}
+
+/// The same files on WebGPU, their matrices kept in their ggml types and multiplied and gathered
+/// from by `quant.wgsl` as the browser compiles it (Q4_K and Q5_0 in one file, Q6_K and Q8_0 in
+/// the other): HF's attention, the CPU engine's in the same page, and the Q4_K file's greedy
+/// generation.
+#[wasm_bindgen_test]
+async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
+    let files: [(&str, &[u8], &[u8]); 2] = [
+        (
+            "tiny-llama-Q4_K.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q4_K.safetensors"),
+        ),
+        (
+            "tiny-llama-Q6_K.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q6_K.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q6_K.safetensors"),
+        ),
+    ];
+    for (name, bytes, golden) in files {
+        let file = attnscope::model::WeightsFile::from_bytes(bytes, name).unwrap();
+        let m = Model::from_gguf(name, &file).unwrap();
+        let gpu = GpuEngine::new(GpuDevice::acquire().await.unwrap(), &m).unwrap();
+        let input = m
+            .tokenizer
+            .encode(&["time flies like an arrow"], None)
+            .unwrap();
+        let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+        let opts = TraceOptions {
+            lm_logits: true,
+            ..TraceOptions::default()
+        };
+        let (g, _) = gpu.forward(&m, &input, &mask, &opts).await.unwrap();
+        let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
+        let att_hf = max_abs_diff(
+            &g.attention.clone().into_dyn(),
+            &tensor(golden, "attention"),
+        );
+        let att_cpu = max_abs_diff(&g.attention.into_dyn(), &c.attention.into_dyn());
+        let logits_cpu = max_abs_diff(
+            &g.lm_logits.unwrap().into_dyn(),
+            &c.lm_logits.unwrap().into_dyn(),
+        );
+        web_sys::console::log_1(
+            &format!(
+                "{name} on WebGPU: attention vs HF {att_hf:.2e}, vs CPU {att_cpu:.2e}, LM \
+                 logits vs CPU {logits_cpu:.2e}; {} bytes of parameters on the GPU",
+                gpu.parameter_bytes().unwrap()
+            )
+            .into(),
+        );
+        assert!(att_hf <= 1e-4 && att_cpu <= 1e-5 && logits_cpu <= 1e-4);
+        if name.contains("Q4_K") {
+            let meta: serde_json::Value =
+                serde_json::from_str(include_str!("fixtures/golden/llama_gguf_generate.json"))
+                    .unwrap();
+            let ids = |k: &str| -> Vec<u32> {
+                meta[k]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as u32)
+                    .collect()
+            };
+            let opts = GenerateOptions {
+                max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
+                top_k: 5,
+                stop_at_eos: true,
+            };
+            let gg = gpu.generate(&m, &ids("prompt_ids"), &opts).await.unwrap();
+            assert_eq!(
+                gg.output_ids,
+                ids("output_ids"),
+                "{name} on WebGPU: greedy ids"
+            );
+        }
+    }
 }

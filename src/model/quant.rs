@@ -585,11 +585,7 @@ fn dot_blocks<const B: usize, const R: usize>(
     for (i, (x, s)) in x.as_chunks::<32>().0.iter().zip(sums).enumerate() {
         for r in 0..R {
             let b = &blocks[r][i];
-            let mut t = [0.0; 16];
-            for j in 0..16 {
-                let (lo, hi) = q(b, j);
-                t[j] = lo * x[j] + hi * x[j + 16];
-            }
+            let t = pairs(x, |j| q(b, j));
             add_scaled(&mut acc[r], half_at(b, d_at), &t);
             if let Some(m_at) = m_at {
                 offsets[r] += half_at(b, m_at) * s;
@@ -770,10 +766,10 @@ fn half_at(b: &[u8], at: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 
-/// An `f16`'s bits as f32, exactly (as `half`'s conversion), in a few integer and float
-/// operations that inline into the blocks' loops: the magnitude's bits moved into an f32's
-/// place are the value times 2⁻¹¹², subnormals included; infinities and NaNs keep an all-ones
-/// exponent.
+/// An `f16`'s bits as f32, exactly (as `half`'s conversion), in a few integer operations that
+/// inline into the blocks' loops: a normal number's exponent is rebased; zero and subnormals,
+/// their bits moved into an f32's place, are the value times 2⁻¹¹², so multiplied back;
+/// infinities and NaNs keep an all-ones exponent.
 #[inline(always)]
 fn f16_to_f32(h: u16) -> f32 {
     let h = u32::from(h);
@@ -912,6 +908,92 @@ fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
             ];
             for (k, q) in q.into_iter().enumerate() {
                 y[128 * half + l + 32 * k] = scale[l / 16 + 2 * k] * f32::from(q as i8 - 32);
+            }
+        }
+    }
+}
+
+/// One block of a quantized type as the integers it is made of, for an engine that lays the
+/// blocks out its own way (the GPU's, `engine::gpu::quant`): its `block_len` values written into
+/// `q`, unsigned, so that a value is `x = d·(q − zero) + m` with `zero` as below, and the raw
+/// bits of its scales appended to `scales` (`d`, `m` and `dmin` as f16 bits):
+///
+/// | type           | `zero`                  | `scales`                                                |
+/// |----------------|-------------------------|---------------------------------------------------------|
+/// | `Q8_0`         | 128 (the `i8` plus 128) | `[d]`                                                   |
+/// | `Q4_0`, `Q5_0` | 8, 16                   | `[d]`                                                   |
+/// | `Q4_1`, `Q5_1` | 0                       | `[d, m]`                                                |
+/// | `Q4_K`         | 0                       | `[d, dmin, sc_0 + 256·m_0, …, sc_7 + 256·m_7]`: values `32j..32j + 32` are `x = (d·sc_j)·q − dmin·m_j` |
+/// | `Q6_K`         | 32                      | `[d, sc_0, …, sc_15]` (each `i8`'s bits): values `16j..16j + 16` are `x = (d·sc_j)·(q − 32)` |
+///
+/// `F32`, `F16` and `BF16` are not made of integers: nothing is written for them.
+///
+/// # Shapes
+/// * `b`: `(block_bytes,)`, `q`: `(block_len,)`
+pub(crate) fn block_integers(ty: GgmlType, b: &[u8], q: &mut [u8], scales: &mut Vec<u16>) {
+    let bits = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
+    // values j and j + 16 of a 32-value block: the nibbles of byte `at + j`
+    let nibbles = |q: &mut [u8], at: usize| {
+        for j in 0..16 {
+            (q[j], q[j + 16]) = (b[at + j] & 0x0F, b[at + j] >> 4);
+        }
+    };
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => {}
+        GgmlType::Q8_0 => {
+            scales.push(bits(0));
+            for j in 0..32 {
+                q[j] = b[2 + j] ^ 0x80;
+            }
+        }
+        GgmlType::Q4_0 => {
+            scales.push(bits(0));
+            nibbles(q, 2);
+        }
+        GgmlType::Q4_1 => {
+            scales.extend([bits(0), bits(2)]);
+            nibbles(q, 4);
+        }
+        GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let at = if ty == GgmlType::Q5_0 {
+                scales.push(bits(0));
+                2
+            } else {
+                scales.extend([bits(0), bits(2)]);
+                4
+            };
+            let qh = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+            for j in 0..16 {
+                (q[j], q[j + 16]) = five_bits(b[at + 4 + j], qh, j);
+            }
+        }
+        GgmlType::Q4_K => {
+            scales.extend([bits(0), bits(2)]);
+            scales.extend((0..8).map(|j| {
+                let (sc, m) = scale_min_k4(j, &b[4..16]);
+                u16::from(sc) | u16::from(m) << 8
+            }));
+            for i in 0..4 {
+                for l in 0..32 {
+                    let v = b[16 + 32 * i + l];
+                    (q[64 * i + l], q[64 * i + 32 + l]) = (v & 0x0F, v >> 4);
+                }
+            }
+        }
+        GgmlType::Q6_K => {
+            scales.push(bits(208));
+            scales.extend(b[192..208].iter().map(|&sc| u16::from(sc)));
+            // as `q6_k` reads them
+            for half in 0..2 {
+                let (ql, qh) = (64 * half, 128 + 32 * half);
+                for l in 0..32 {
+                    let h = b[qh + l];
+                    let at = 128 * half + l;
+                    q[at] = (b[ql + l] & 0x0F) | ((h & 3) << 4);
+                    q[at + 32] = (b[ql + l + 32] & 0x0F) | (((h >> 2) & 3) << 4);
+                    q[at + 64] = (b[ql + l] >> 4) | (((h >> 4) & 3) << 4);
+                    q[at + 96] = (b[ql + l + 32] >> 4) | (((h >> 6) & 3) << 4);
+                }
             }
         }
     }

@@ -394,20 +394,6 @@ impl Matrix {
         }
     }
 
-    /// Every value as f32, row after row: borrowed where they are f32 and contiguous, else
-    /// made (an engine that copies the matrix elsewhere, the GPU's buffers, reads them so).
-    pub fn values(&self) -> std::borrow::Cow<'_, [f32]> {
-        match self {
-            Self::F32(w) => match w.as_slice() {
-                Some(s) => std::borrow::Cow::Borrowed(s),
-                None => std::borrow::Cow::Owned(w.iter().copied().collect()),
-            },
-            Self::Quantized(q) => {
-                std::borrow::Cow::Owned(q.dequantize().into_raw_vec_and_offset().0)
-            }
-        }
-    }
-
     /// Rows `ids` (each below [`Matrix::nrows`]), as f32.
     ///
     /// # Shapes

@@ -115,6 +115,12 @@ impl GpuEngine {
         self.kernels.dev.describe()
     }
 
+    /// Bytes of the model's parameters on the device (uploaded when the engine is made): a GGUF
+    /// file's matrices in their ggml types, as `quant.rs` packs them, others as f32.
+    pub fn parameter_bytes(&self) -> Result<u64> {
+        Ok(self.params.lock().map_err(|_| poisoned())?.bytes())
+    }
+
     /// Runs `model` over a padded batch: one submission for
     /// the whole pass, then only what the trace keeps is read back (every layer's
     /// probabilities and the last hidden states; the scores, every layer's hidden states and

@@ -5,13 +5,19 @@
 //! composed at build time. Its buffers are declared once, here, as an explicit bind-group layout
 //! (binding 0 is always its parameters); its workgroup size is set from the constants below
 //! through the shader's `override`s, and the dispatches in `plan.rs` read the same constants.
-//! Pipelines are compiled once per device.
+//! Pipelines are compiled once per device; `quant.wgsl`'s once per ggml type, when a pass first
+//! records one ([`QuantSpec`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use super::device::GpuDevice;
+use super::quant::{BlockFormat, Packed};
+use crate::error::Result;
 use crate::model::config::Rotary;
-use crate::model::weights::{Linear, Norm, NormKind, ParamId, Table};
+use crate::model::quant::{GgmlType, QuantMatrix};
+use crate::model::weights::{Linear, Matrix, Norm, NormKind, ParamId, Table};
 
 /// Threads per workgroup of the row kernels (gather, scatter, the norms, rotary, gate): one
 /// workgroup per row, reducing across its threads (the `WG` override of `common.wgsl`).
@@ -30,6 +36,17 @@ pub const ATTENTION_ROWS: u32 = 4;
 /// Products of at most this many rows run `matmul_shared.wgsl`'s `main_shared_short` (groups of
 /// 16 rows), longer ones its `main_shared` (groups of 32).
 pub const SHORT_ROWS: u32 = 16;
+/// A `quant.wgsl` product workgroup (`main`) is `QUANT_SIDE × QUANT_SIDE` invocations (its
+/// `SIDE` override), each an 8 × 8 block of the output, so it covers a `QUANT_TILE × QUANT_TILE`
+/// tile.
+pub const QUANT_SIDE: u32 = 8;
+pub const QUANT_TILE: u32 = 8 * QUANT_SIDE;
+/// Products of at most this many rows run `quant.wgsl`'s `main_rows` (fixed by its `ROWS`
+/// accumulators), whose workgroups cover `QUANT_COLS` weight rows (its `VEC_COLS` override),
+/// each split `QUANT_SPLIT` ways along k (`VEC_SPLIT`).
+pub const QUANT_ROWS: u32 = 8;
+pub const QUANT_COLS: u32 = 16;
+pub const QUANT_SPLIT: u32 = 4;
 
 /// `shaders/common.wgsl` followed by `shaders/<name>.wgsl` for each name, as one source at build
 /// time.
@@ -44,7 +61,7 @@ macro_rules! composed {
 
 /// The kernels: one per `shaders/*.wgsl` besides `common.wgsl`, and `matmul.wgsl` in three
 /// specialisations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// An embedding lookup.
     Gather,
@@ -80,6 +97,16 @@ pub enum Kernel {
     AttentionProbsShared,
     /// `attention_probs.wgsl` reading scalars.
     AttentionProbsScalar,
+    /// `quant.wgsl`'s `main`: `x·Wᵀ` with `W` packed ggml blocks (`quant.rs`), x read as vec4s.
+    MatmulQuant,
+    /// [`Kernel::MatmulQuant`] reading x as scalars (any offset, stride and K).
+    MatmulQuantScalar,
+    /// `quant.wgsl`'s `main_rows`: [`Kernel::MatmulQuant`] for at most [`QUANT_ROWS`] rows of x.
+    MatmulQuantRows,
+    /// [`Kernel::MatmulQuantRows`] reading x as scalars.
+    MatmulQuantRowsScalar,
+    /// `quant.wgsl`'s `main_gather`: an embedding lookup in a packed table.
+    GatherQuant,
 }
 
 /// How a kernel binds one buffer.
@@ -91,7 +118,7 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 15] = [
+    pub const ALL: [Kernel; 20] = [
         Kernel::Gather,
         Kernel::Scatter,
         Kernel::Rotary,
@@ -107,6 +134,11 @@ impl Kernel {
         Kernel::AttentionProbs,
         Kernel::AttentionProbsShared,
         Kernel::AttentionProbsScalar,
+        Kernel::MatmulQuant,
+        Kernel::MatmulQuantScalar,
+        Kernel::MatmulQuantRows,
+        Kernel::MatmulQuantRowsScalar,
+        Kernel::GatherQuant,
     ];
 
     /// The files under `shaders/` composed after `common.wgsl`, the kernel's own file last.
@@ -126,6 +158,11 @@ impl Kernel {
             Kernel::AttentionProbsShared => {
                 &["attention_probs.wgsl", "attention_probs_shared.wgsl"]
             }
+            Kernel::MatmulQuant
+            | Kernel::MatmulQuantScalar
+            | Kernel::MatmulQuantRows
+            | Kernel::MatmulQuantRowsScalar
+            | Kernel::GatherQuant => &["quant.wgsl"],
         }
     }
 
@@ -152,18 +189,39 @@ impl Kernel {
                 composed!("attention_probs")
             }
             Kernel::AttentionProbsShared => composed!("attention_probs", "attention_probs_shared"),
+            Kernel::MatmulQuant
+            | Kernel::MatmulQuantScalar
+            | Kernel::MatmulQuantRows
+            | Kernel::MatmulQuantRowsScalar
+            | Kernel::GatherQuant => composed!("quant"),
         }
     }
 
-    /// The entry point: `main`, or a `*_shared.wgsl` file's `main_shared` (`main_shared_short`).
+    /// The entry point: `main`, a `*_shared.wgsl` file's `main_shared` (`main_shared_short`),
+    /// or `quant.wgsl`'s `main_rows` and `main_gather`.
     pub fn entry(self) -> &'static str {
         match self {
             Kernel::MatmulShared | Kernel::MatmulSharedBAlongN | Kernel::AttentionProbsShared => {
                 "main_shared"
             }
             Kernel::MatmulSharedShort | Kernel::MatmulSharedShortBAlongN => "main_shared_short",
+            Kernel::MatmulQuantRows | Kernel::MatmulQuantRowsScalar => "main_rows",
+            Kernel::GatherQuant => "main_gather",
             _ => "main",
         }
+    }
+
+    /// Whether it is compiled for each ggml type it multiplies by or gathers from
+    /// ([`QuantSpec`]): `quant.wgsl`'s kernels.
+    pub fn specialised(self) -> bool {
+        matches!(
+            self,
+            Kernel::MatmulQuant
+                | Kernel::MatmulQuantScalar
+                | Kernel::MatmulQuantRows
+                | Kernel::MatmulQuantRowsScalar
+                | Kernel::GatherQuant
+        )
     }
 
     /// Whether it runs only where [`GpuDevice::shares_rows`] (it shuffles among subgroup lanes).
@@ -207,6 +265,13 @@ impl Kernel {
             | Kernel::AttentionProbsScalar => {
                 &[Uniform, Read, Read, Read, Read, Read, ReadWrite, ReadWrite]
             }
+            // params, ids, x, x as vec4s, w, bias → c (a product binds no ids, a gather no x
+            // and no bias)
+            Kernel::MatmulQuant
+            | Kernel::MatmulQuantScalar
+            | Kernel::MatmulQuantRows
+            | Kernel::MatmulQuantRowsScalar
+            | Kernel::GatherQuant => &[Uniform, Read, Read, Read, Read, Read, ReadWrite],
         }
     }
 
@@ -227,8 +292,44 @@ impl Kernel {
                 &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 1.0)]
             }
             Kernel::AttentionProbsScalar => &[("QUERIES_WG", QUERIES_WG as f64), ("VEC4", 0.0)],
+            Kernel::MatmulQuant => &[("SIDE", QUANT_SIDE as f64), ("X_VEC4", 1.0)],
+            Kernel::MatmulQuantScalar => &[("SIDE", QUANT_SIDE as f64), ("X_VEC4", 0.0)],
+            Kernel::MatmulQuantRows => &[
+                ("VEC_COLS", QUANT_COLS as f64),
+                ("VEC_SPLIT", QUANT_SPLIT as f64),
+                ("X_VEC4", 1.0),
+            ],
+            Kernel::MatmulQuantRowsScalar => &[
+                ("VEC_COLS", QUANT_COLS as f64),
+                ("VEC_SPLIT", QUANT_SPLIT as f64),
+                ("X_VEC4", 0.0),
+            ],
             _ => &[("WG", ROW_WG as f64)],
         }
+    }
+}
+
+/// What one `quant.wgsl` pipeline is specialised for, through its overrides: the ggml type's
+/// layout (the integers' width and zero, their decoding, the scales), and for `main_rows` one row
+/// of x or up to [`QUANT_ROWS`]. Specialised, the shader branches on none of them: a CPU driver
+/// such as lavapipe runs both sides of every branch of a SIMD batch of invocations, taken or
+/// not, so a kernel that switched on the type at run time paid for every type (3× slower).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuantSpec {
+    pub format: BlockFormat,
+    pub one_row: bool,
+}
+
+impl QuantSpec {
+    fn constants(self) -> [(&'static str, f64); 5] {
+        let f = self.format;
+        [
+            ("BITS", f.bits as f64),
+            ("ZERO", f.zero as f64),
+            ("DECODE", f.decode as u32 as f64),
+            ("SCALES", f.scales as u32 as f64),
+            ("ONE_ROW", self.one_row as u32 as f64),
+        ]
     }
 }
 
@@ -238,40 +339,84 @@ pub struct Pipeline {
     pub layout: wgpu::BindGroupLayout,
 }
 
-/// Every kernel the device can run, compiled for it, indexed by [`Kernel`].
-pub struct Pipelines([Option<Pipeline>; Kernel::ALL.len()]);
+/// Every kernel the device can run, compiled for it: each once, by [`Kernel`], but `quant.wgsl`'s,
+/// compiled for each [`QuantSpec`] the first time a pass records one (a model uses a few of the
+/// types).
+pub struct Pipelines {
+    fixed: [Option<Pipeline>; Kernel::ALL.len()],
+    /// `quant.wgsl`: its module and layout (every entry point binds the same buffers), and its
+    /// pipelines so far.
+    quant_module: wgpu::ShaderModule,
+    quant_layout: wgpu::BindGroupLayout,
+    quant: Mutex<HashMap<(Kernel, QuantSpec), wgpu::ComputePipeline>>,
+}
 
 impl Pipelines {
     pub fn new(dev: &GpuDevice) -> Self {
-        Self(
-            Kernel::ALL
-                .map(|k| (!k.needs_subgroups() || dev.shares_rows()).then(|| compile(dev, k))),
-        )
+        let quant = Kernel::MatmulQuant;
+        Self {
+            fixed: Kernel::ALL.map(|k| {
+                let runs = !k.needs_subgroups() || dev.shares_rows();
+                (runs && !k.specialised()).then(|| {
+                    let layout = layout(dev, k);
+                    let module = module(dev, k);
+                    Pipeline {
+                        pipeline: pipeline(dev, k, &layout, &module, &[]),
+                        layout,
+                    }
+                })
+            }),
+            quant_module: module(dev, quant),
+            quant_layout: layout(dev, quant),
+            quant: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Whether `k` was compiled (see [`Kernel::needs_subgroups`]).
     pub fn has(&self, k: Kernel) -> bool {
-        self.0[k as usize].is_some()
+        self.fixed[k as usize].is_some()
     }
 
     /// Drops `k`, so that [`Pipelines::has`] says no.
     pub fn drop_kernel(&mut self, k: Kernel) {
-        self.0[k as usize] = None;
+        self.fixed[k as usize] = None;
     }
 
+    /// `k`'s pipeline and layout; a `quant.wgsl` kernel's for `spec`, compiled on first use.
+    ///
     /// # Panics
-    /// When `k` was not compiled: ask [`Pipelines::has`] first.
-    pub fn get(&self, k: Kernel) -> &Pipeline {
-        self.0[k as usize]
-            .as_ref()
-            .unwrap_or_else(|| panic!("{k:?} was not compiled for this device"))
+    /// When `k` was not compiled (ask [`Pipelines::has`] first), or is `quant.wgsl`'s and has
+    /// no `spec`.
+    pub fn get(
+        &self,
+        dev: &GpuDevice,
+        k: Kernel,
+        spec: Option<QuantSpec>,
+    ) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+        if !k.specialised() {
+            let p = self.fixed[k as usize]
+                .as_ref()
+                .unwrap_or_else(|| panic!("{k:?} was not compiled for this device"));
+            return (p.pipeline.clone(), p.layout.clone());
+        }
+        let spec = spec.unwrap_or_else(|| panic!("{k:?} is compiled for a ggml type"));
+        let mut cache = self.quant.lock().unwrap_or_else(|e| e.into_inner());
+        let p = cache.entry((k, spec)).or_insert_with(|| {
+            pipeline(
+                dev,
+                k,
+                &self.quant_layout,
+                &self.quant_module,
+                &spec.constants(),
+            )
+        });
+        (p.clone(), self.quant_layout.clone())
     }
 }
 
-fn compile(dev: &GpuDevice, kernel: Kernel) -> Pipeline {
-    let d = &dev.device;
+/// `kernel`'s bind-group layout: its buffers, as [`Kernel::bindings`] lists them.
+fn layout(dev: &GpuDevice, kernel: Kernel) -> wgpu::BindGroupLayout {
     let name = format!("{kernel:?}");
-    let label = Some(name.as_str());
     let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
         .bindings()
         .iter()
@@ -291,31 +436,52 @@ fn compile(dev: &GpuDevice, kernel: Kernel) -> Pipeline {
             count: None,
         })
         .collect();
-    let layout = d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label,
-        entries: &entries,
-    });
-    let pipeline_layout = d.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label,
-        bind_group_layouts: &[Some(&layout)],
-        immediate_size: 0,
-    });
-    let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label,
-        source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
-    });
-    let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label,
-        layout: Some(&pipeline_layout),
-        module: &module,
-        entry_point: Some(kernel.entry()),
-        compilation_options: wgpu::PipelineCompilationOptions {
-            constants: kernel.constants(),
-            ..Default::default()
-        },
-        cache: None,
-    });
-    Pipeline { pipeline, layout }
+    dev.device
+        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(&name),
+            entries: &entries,
+        })
+}
+
+/// `kernel`'s composed source, as a module.
+fn module(dev: &GpuDevice, kernel: Kernel) -> wgpu::ShaderModule {
+    dev.device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.file()),
+            source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+        })
+}
+
+/// `kernel`'s entry point of `module`, its overrides set from [`Kernel::constants`] and `more`.
+fn pipeline(
+    dev: &GpuDevice,
+    kernel: Kernel,
+    layout: &wgpu::BindGroupLayout,
+    module: &wgpu::ShaderModule,
+    more: &[(&str, f64)],
+) -> wgpu::ComputePipeline {
+    let name = format!("{kernel:?}");
+    let label = Some(name.as_str());
+    let pipeline_layout = dev
+        .device
+        .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label,
+            bind_group_layouts: &[Some(layout)],
+            immediate_size: 0,
+        });
+    let constants: Vec<(&str, f64)> = kernel.constants().iter().chain(more).copied().collect();
+    dev.device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label,
+            layout: Some(&pipeline_layout),
+            module,
+            entry_point: Some(kernel.entry()),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &constants,
+                ..Default::default()
+            },
+            cache: None,
+        })
 }
 
 /// A buffer size in bytes, rounded up to whole vec4s (the matmul may read any buffer as vec4s).
@@ -351,48 +517,154 @@ pub fn storage(dev: &GpuDevice, label: &str, data: &[f32]) -> wgpu::Buffer {
 
 fn slice<'a>(
     a: &'a ndarray::ArrayBase<impl ndarray::Data<Elem = f32>, impl ndarray::Dimension>,
-) -> std::borrow::Cow<'a, [f32]> {
+) -> Cow<'a, [f32]> {
     match a.as_slice() {
-        Some(s) => std::borrow::Cow::Borrowed(s),
-        None => std::borrow::Cow::Owned(a.iter().copied().collect()),
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(a.iter().copied().collect()),
     }
 }
 
-/// A dense layer: `weight` `(N, K)` as nn.Linear stores it, `bias` `(N,)`.
+/// A weight matrix on the GPU, `(rows, cols)`: f32 rows as nn.Linear stores them, or a GGUF
+/// file's ggml blocks packed as `quant.rs` lays them out (never an f32 copy of those).
+#[derive(Clone)]
+pub struct GpuMatrix {
+    pub buffer: wgpu::Buffer,
+    pub rows: u32,
+    pub cols: u32,
+    /// How its blocks are packed; `None` for f32 rows.
+    pub blocks: Option<GpuBlocks>,
+}
+
+/// A packed matrix's format and where its scales start (see [`Packed`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GpuBlocks {
+    pub format: BlockFormat,
+    pub scales_at: u32,
+    pub sub_at: u32,
+}
+
+/// What a matrix becomes on the GPU: f32 rows (an array's, or a GGUF file's `F32`), or blocks
+/// of one ggml type packed.
+fn gpu_kind(m: &Matrix) -> Option<GgmlType> {
+    match m {
+        Matrix::Quantized(q) if q.ty() != GgmlType::F32 => Some(q.ty()),
+        _ => None,
+    }
+}
+
+impl GpuMatrix {
+    /// `ms` stacked, `(Σ rows, cols)`: all f32, or all of one ggml type (see [`stackable`]).
+    fn upload(dev: &GpuDevice, label: &str, ms: &[&Matrix]) -> Result<Self> {
+        let rows = ms.iter().map(|m| m.nrows()).sum::<usize>() as u32;
+        let cols = ms.first().map_or(0, |m| m.ncols()) as u32;
+        let usage = wgpu::BufferUsages::STORAGE;
+        let quantized: Option<Vec<&QuantMatrix>> = ms
+            .iter()
+            .map(|m| match m {
+                Matrix::Quantized(q) if gpu_kind(m).is_some() => Some(q),
+                _ => None,
+            })
+            .collect();
+        if let Some(qs) = quantized {
+            let packed = Packed::new(label, &qs)?;
+            return Ok(Self {
+                buffer: filled(dev, label, bytemuck::cast_slice(&packed.words), usage),
+                rows: packed.rows,
+                cols: packed.cols,
+                blocks: Some(GpuBlocks {
+                    format: packed.format,
+                    scales_at: packed.scales_at,
+                    sub_at: packed.sub_at,
+                }),
+            });
+        }
+        // f32 rows: an array's values, or a GGUF F32 matrix's little-endian bytes as they are
+        fn bytes_of(m: &Matrix) -> Cow<'_, [u8]> {
+            match m {
+                Matrix::F32(w) => match slice(w) {
+                    Cow::Borrowed(s) => Cow::Borrowed(bytemuck::cast_slice(s)),
+                    Cow::Owned(v) => Cow::Owned(bytemuck::cast_slice(&v).to_vec()),
+                },
+                Matrix::Quantized(q) => Cow::Borrowed(q.data()),
+            }
+        }
+        let buffer = match ms {
+            [one] => filled(dev, label, &bytes_of(one), usage),
+            _ => {
+                let all: Vec<u8> = ms.iter().flat_map(|m| bytes_of(m).into_owned()).collect();
+                filled(dev, label, &all, usage)
+            }
+        };
+        Ok(Self {
+            buffer,
+            rows,
+            cols,
+            blocks: None,
+        })
+    }
+}
+
+/// Whether `ms` can be one matrix on the GPU, their rows stacked: all of one width and all f32,
+/// or all of one ggml type.
+fn stackable(ms: &[&Matrix]) -> bool {
+    ms.windows(2)
+        .all(|p| p[0].ncols() == p[1].ncols() && gpu_kind(p[0]) == gpu_kind(p[1]))
+}
+
+/// One matrix of a dense layer and its bias `(rows,)`.
+#[derive(Clone)]
+pub struct GpuPart {
+    pub weight: GpuMatrix,
+    pub bias: wgpu::Buffer,
+}
+
+/// A dense layer: its weight `(N, K)` as nn.Linear stores it and its bias `(N,)`, in one part,
+/// or in several when it is several layers fused (Q, K and V) that cannot be stacked into one
+/// matrix (an f32 one beside a quantized one, or two ggml types): each part is then a product
+/// of its own, into its own columns of the one output.
 #[derive(Clone)]
 pub struct GpuLinear {
-    pub weight: wgpu::Buffer,
-    pub bias: wgpu::Buffer,
+    pub parts: Vec<GpuPart>,
     pub n: u32,
     pub k: u32,
 }
 
 impl GpuLinear {
-    pub(super) fn upload(dev: &GpuDevice, label: &str, l: &Linear) -> Self {
-        Self::fused(dev, label, &[l])
-    }
-
     /// Several dense layers of the same input as one: their weights stacked, `(ΣN, K)`, and
-    /// their biases (Q, K and V in one product).
-    pub(super) fn fused(dev: &GpuDevice, label: &str, ls: &[&Linear]) -> Self {
-        let (w, b): (Vec<f32>, Vec<f32>) = match ls {
-            [one] => (
-                one.weight.values().into_owned(),
-                slice(&one.bias).into_owned(),
-            ),
-            _ => (
-                ls.iter()
-                    .flat_map(|l| l.weight.values().into_owned())
-                    .collect(),
-                ls.iter().flat_map(|l| l.bias.iter().copied()).collect(),
-            ),
-        };
-        Self {
-            weight: storage(dev, &format!("{label}.weight"), &w),
-            bias: storage(dev, &format!("{label}.bias"), &b),
-            n: ls.iter().map(|l| l.weight.nrows()).sum::<usize>() as u32,
-            k: ls.first().map_or(0, |l| l.weight.ncols()) as u32,
+    /// their biases (Q, K and V in one product), or side by side where they cannot be stacked.
+    pub(super) fn fused(dev: &GpuDevice, label: &str, ls: &[&Linear]) -> Result<Self> {
+        let weights: Vec<&Matrix> = ls.iter().map(|l| &l.weight).collect();
+        let k = weights.first().map_or(0, |w| w.ncols());
+        if let Some(w) = weights.iter().find(|w| w.ncols() != k) {
+            return Err(crate::error::Error::Shape {
+                what: format!("{label}: layers fused into one product take inputs of one width"),
+                expected: vec![w.nrows(), k],
+                found: vec![w.nrows(), w.ncols()],
+            });
         }
+        let bias = |ls: &[&Linear]| -> Vec<f32> {
+            ls.iter().flat_map(|l| l.bias.iter().copied()).collect()
+        };
+        let parts = if stackable(&weights) {
+            vec![GpuPart {
+                weight: GpuMatrix::upload(dev, &format!("{label}.weight"), &weights)?,
+                bias: storage(dev, &format!("{label}.bias"), &bias(ls)),
+            }]
+        } else {
+            ls.iter()
+                .map(|l| {
+                    Ok(GpuPart {
+                        weight: GpuMatrix::upload(dev, &format!("{label}.weight"), &[&l.weight])?,
+                        bias: storage(dev, &format!("{label}.bias"), &bias(&[l])),
+                    })
+                })
+                .collect::<Result<_>>()?
+        };
+        Ok(Self {
+            parts,
+            n: weights.iter().map(|w| w.nrows()).sum::<usize>() as u32,
+            k: k as u32,
+        })
     }
 }
 
@@ -418,17 +690,6 @@ impl GpuNorm {
     }
 }
 
-/// An embedding table on the GPU.
-///
-/// # Shapes
-/// * `weight`: `(rows, dim)`
-#[derive(Clone)]
-pub struct GpuTable {
-    pub weight: wgpu::Buffer,
-    pub rows: u32,
-    pub dim: u32,
-}
-
 /// A model's parameters on one device, uploaded the first time a recorded pass uses each, and
 /// found again by their [`ParamId`]s.
 #[derive(Default)]
@@ -436,7 +697,8 @@ pub struct GpuParams {
     /// One dense layer, or several of the same input fused into one product.
     linears: HashMap<Vec<ParamId>, GpuLinear>,
     norms: HashMap<ParamId, GpuNorm>,
-    tables: HashMap<ParamId, GpuTable>,
+    /// The embedding tables, `(rows, D)` each.
+    tables: HashMap<ParamId, GpuMatrix>,
     /// Each rotation's inverse frequencies `(d/2,)`, by `(theta's bits, head_dim)`.
     rotations: HashMap<(u32, usize), wgpu::Buffer>,
 }
@@ -444,24 +706,28 @@ pub struct GpuParams {
 impl GpuParams {
     /// `ls` as one product (uploaded on first use). A layer tied to a table already uploaded
     /// (an LM head) multiplies by that table's copy, with its own bias.
-    pub fn linear(&mut self, dev: &GpuDevice, ls: &[&Linear]) -> GpuLinear {
+    pub fn linear(&mut self, dev: &GpuDevice, ls: &[&Linear]) -> Result<GpuLinear> {
         let key: Vec<ParamId> = ls.iter().map(|l| l.id).collect();
+        if let Some(l) = self.linears.get(&key) {
+            return Ok(l.clone());
+        }
         let tied = match ls {
             [one] => one.tied.and_then(|t| self.tables.get(&t)).cloned(),
             _ => None,
         };
-        self.linears
-            .entry(key)
-            .or_insert_with(|| match tied {
-                Some(table) => GpuLinear {
-                    weight: table.weight,
+        let l = match tied {
+            Some(table) => GpuLinear {
+                n: table.rows,
+                k: table.cols,
+                parts: vec![GpuPart {
+                    weight: table,
                     bias: storage(dev, "bias", &ls[0].bias.to_vec()),
-                    n: table.rows,
-                    k: table.dim,
-                },
-                None => GpuLinear::fused(dev, "linear", ls),
-            })
-            .clone()
+                }],
+            },
+            None => GpuLinear::fused(dev, "linear", ls)?,
+        };
+        self.linears.insert(key, l.clone());
+        Ok(l)
     }
 
     pub fn norm(&mut self, dev: &GpuDevice, ln: &Norm) -> GpuNorm {
@@ -480,14 +746,29 @@ impl GpuParams {
             .clone()
     }
 
-    pub fn table(&mut self, dev: &GpuDevice, t: &Table) -> GpuTable {
-        self.tables
-            .entry(t.id)
-            .or_insert_with(|| GpuTable {
-                weight: storage(dev, "table", &t.weight.values()),
-                rows: t.weight.nrows() as u32,
-                dim: t.weight.ncols() as u32,
-            })
-            .clone()
+    /// An embedding table, `(rows, D)` (uploaded on first use).
+    pub fn table(&mut self, dev: &GpuDevice, t: &Table) -> Result<GpuMatrix> {
+        if let Some(m) = self.tables.get(&t.id) {
+            return Ok(m.clone());
+        }
+        let m = GpuMatrix::upload(dev, "table", &[&t.weight])?;
+        self.tables.insert(t.id, m.clone());
+        Ok(m)
+    }
+
+    /// Bytes of the parameters uploaded so far, each buffer once (an LM head tied to its table
+    /// multiplies by the table's).
+    pub fn bytes(&self) -> u64 {
+        let mut buffers: Vec<&wgpu::Buffer> = self
+            .linears
+            .values()
+            .flat_map(|l| l.parts.iter().flat_map(|p| [&p.weight.buffer, &p.bias]))
+            .chain(self.norms.values().flat_map(|n| [&n.gamma, &n.beta]))
+            .chain(self.tables.values().map(|t| &t.buffer))
+            .chain(self.rotations.values())
+            .collect();
+        buffers.sort();
+        buffers.dedup();
+        buffers.iter().map(|b| b.size()).sum()
     }
 }

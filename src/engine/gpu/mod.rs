@@ -8,6 +8,7 @@ mod generate;
 mod kernels;
 mod ops;
 mod plan;
+mod quant;
 mod record;
 
 pub use device::GpuDevice;

@@ -3,14 +3,14 @@
 
 use ndarray::{Array2, Array3, Array4, ArrayView2, ArrayView3};
 
-use super::kernels::{filled, storage, GpuLinear, GpuNorm};
+use super::kernels::{filled, storage, GpuLinear, GpuNorm, GpuParams};
 use super::plan::{AddNorm, AttentionLayout, GpuKernels, Plan, Rows};
 use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Rotary;
-use crate::model::weights::{Linear, Norm};
+use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 
 /// Every step of multi-head (or grouped-query) scaled dot-product attention, read back from the
@@ -77,7 +77,8 @@ impl GpuKernels {
         Ok(out)
     }
 
-    /// `matmul.wgsl` as a dense layer: `act(x·Wᵀ + b)`.
+    /// A dense layer, `act(x·Wᵀ + b)`: `matmul.wgsl` for f32 weights, `quant.wgsl` for a
+    /// GGUF file's ggml blocks.
     ///
     /// # Shapes
     /// * `x`: `(M, K)` → `(M, N)`
@@ -87,15 +88,29 @@ impl GpuKernels {
         l: &Linear,
         act: Option<Activation>,
     ) -> Result<Array2<f32>> {
+        self.fused_linear(x, &[l], act).await
+    }
+
+    /// Dense layers of the same input as one product, as `Ops::project` records Q, K and V:
+    /// their weights stacked where they can be, else a product each into its own columns.
+    ///
+    /// # Shapes
+    /// * `x`: `(M, K)`, `ls[i].weight`: `(N_i, K)` → `(M, Σ N_i)`
+    pub async fn fused_linear(
+        &self,
+        x: ArrayView2<'_, f32>,
+        ls: &[&Linear],
+        act: Option<Activation>,
+    ) -> Result<Array2<f32>> {
         let (m, k) = x.dim();
-        if l.weight.ncols() != k {
+        if let Some(l) = ls.iter().find(|l| l.weight.ncols() != k) {
             return Err(shape_err(
                 "linear input (M, K)",
                 vec![m, l.weight.ncols()],
                 x.shape(),
             ));
         }
-        let w = GpuLinear::upload(&self.dev, "linear", l);
+        let w = GpuLinear::fused(&self.dev, "linear", ls)?;
         let a = storage(&self.dev, "x", &flat(&x));
         let n = w.n as usize;
         let c = self.output("y", m * n);
@@ -103,6 +118,34 @@ impl GpuKernels {
         plan.linear(m as u32, &a, &w, act, &c);
         let out = self.run(plan, &[(&c, m * n)]).await?;
         Array2::from_shape_vec((m, n), out.concat()).map_err(|e| Error::Gpu(e.to_string()))
+    }
+
+    /// `gather.wgsl` (f32 rows) or `quant.wgsl`'s `main_gather` (packed blocks): rows `ids` of
+    /// an embedding table, times its scale.
+    ///
+    /// # Shapes
+    /// * `ids`: `(n,)` → `(n, D)`
+    pub async fn gather(&self, table: &Table, ids: &[u32]) -> Result<Array2<f32>> {
+        let rows = table.weight.nrows();
+        if let Some(&bad) = ids.iter().find(|&&i| i as usize >= rows) {
+            return Err(Error::Input(format!(
+                "id {bad} is outside an embedding table of {rows} rows"
+            )));
+        }
+        let mut params = GpuParams::default();
+        let t = params.table(&self.dev, table)?;
+        let idb = filled(
+            &self.dev,
+            "ids",
+            bytemuck::cast_slice(ids),
+            wgpu::BufferUsages::STORAGE,
+        );
+        let (n, d) = (ids.len(), t.cols as usize);
+        let out = self.output("rows", n * d);
+        let mut plan = Plan::new(self);
+        plan.gather(n as u32, &idb, &t, table.scale, &out);
+        let got = self.run(plan, &[(&out, n * d)]).await?;
+        Array2::from_shape_vec((n, d), got.concat()).map_err(|e| Error::Gpu(e.to_string()))
     }
 
     /// `add_layernorm.wgsl`: `LN(a + b)` (and the sum), or `LN(a)` when `b` is `None`, LN the

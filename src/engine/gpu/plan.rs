@@ -6,17 +6,18 @@ use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
 use super::kernels::{
-    filled, padded, GpuLinear, GpuNorm, Kernel, Pipelines, ATTENTION_ROWS, MATMUL_TILE, QUERIES_WG,
-    SHORT_ROWS,
+    filled, padded, GpuBlocks, GpuLinear, GpuMatrix, GpuNorm, Kernel, Pipelines, QuantSpec,
+    ATTENTION_ROWS, MATMUL_TILE, QUANT_COLS, QUANT_ROWS, QUANT_TILE, QUERIES_WG, SHORT_ROWS,
 };
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::model::weights::NormKind;
 use crate::model::Activation;
 
-/// One dispatch ready to record: its kernel, its buffers bound, its grid of workgroups.
+/// One dispatch ready to record: its kernel's pipeline, its buffers bound, its grid of
+/// workgroups.
 pub struct Dispatch {
-    pub kernel: Kernel,
+    pub pipeline: wgpu::ComputePipeline,
     pub bind_group: wgpu::BindGroup,
     pub workgroups: [u32; 3],
 }
@@ -33,6 +34,16 @@ fn matmul_grid(m: u32, n: u32, z: u32) -> [u32; 3] {
     [n.div_ceil(MATMUL_TILE), m.div_ceil(MATMUL_TILE), z]
 }
 
+/// `quant.wgsl`'s grid for an `(m, n)` product: one workgroup per `QUANT_TILE × QUANT_TILE`
+/// block (`main`), or per `QUANT_COLS` columns as a 2-D grid (`main_rows`).
+fn quant_grid(m: u32, n: u32, rows_kernel: bool) -> [u32; 3] {
+    if rows_kernel {
+        let groups = n.div_ceil(QUANT_COLS);
+        return [groups.min(65535), groups.div_ceil(65535), 1];
+    }
+    [n.div_ceil(QUANT_TILE), m.div_ceil(QUANT_TILE), 1]
+}
+
 /// The compiled kernels on one device.
 pub struct GpuKernels {
     pub dev: GpuDevice,
@@ -40,7 +51,8 @@ pub struct GpuKernels {
     /// Four bytes bound where a kernel's mode leaves a binding unused (no bias, no sum).
     unused: wgpu::Buffer,
     /// The same, for a read-only binding of a dispatch that binds [`GpuKernels::unused`] for
-    /// writing too (a buffer may not be bound both ways in one dispatch).
+    /// writing too (a buffer may not be bound both ways in one dispatch), or that its entry
+    /// point does not read (a `quant.wgsl` product's ids, a gather's x and bias).
     unused_read: wgpu::Buffer,
 }
 
@@ -113,7 +125,7 @@ impl GpuKernels {
                 timestamp_writes: None,
             });
             for d in dispatches {
-                pass.set_pipeline(&self.pipelines.get(d.kernel).pipeline);
+                pass.set_pipeline(&d.pipeline);
                 pass.set_bind_group(0, &d.bind_group, &[]);
                 let [x, y, z] = d.workgroups;
                 pass.dispatch_workgroups(x, y, z);
@@ -163,8 +175,15 @@ impl GpuKernels {
         })
     }
 
-    /// Binds `buffers` in the order of the kernel's layout (`Kernel::bindings`).
-    fn bind(&self, kernel: Kernel, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+    /// `kernel`'s pipeline (for `spec`, a `quant.wgsl` kernel's), and `buffers` bound in the
+    /// order of its layout (`Kernel::bindings`).
+    fn bind(
+        &self,
+        kernel: Kernel,
+        spec: Option<QuantSpec>,
+        buffers: &[&wgpu::Buffer],
+    ) -> (wgpu::ComputePipeline, wgpu::BindGroup) {
+        let (pipeline, layout) = self.pipelines.get(&self.dev, kernel, spec);
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .enumerate()
@@ -173,13 +192,15 @@ impl GpuKernels {
                 resource: b.as_entire_binding(),
             })
             .collect();
-        self.dev
+        let bind_group = self
+            .dev
             .device
             .create_bind_group(&wgpu::BindGroupDescriptor {
                 label: None,
-                layout: &self.pipelines.get(kernel).layout,
+                layout: &layout,
                 entries: &entries,
-            })
+            });
+        (pipeline, bind_group)
     }
 }
 
@@ -226,6 +247,40 @@ struct GatherParams {
     dim: u32,
     table_rows: u32,
     scale: f32,
+}
+
+/// The parameters of `quant.wgsl`: a product `c = act(alpha · x·Wᵀ + bias)` or a gather from
+/// `W`, packed ggml blocks (`Params` in the shader).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+struct QuantParams {
+    m: u32,
+    /// W's rows, and the stride of its group-major words.
+    n: u32,
+    k: u32,
+    scales_at: u32,
+    sub_at: u32,
+    x_base: u32,
+    x_row: u32,
+    c_base: u32,
+    c_row: u32,
+    act: u32,
+    has_bias: u32,
+    alpha: f32,
+}
+
+impl QuantParams {
+    /// `W`'s `(rows, cols)` and format.
+    fn of(w: &GpuMatrix, b: &GpuBlocks) -> Self {
+        Self {
+            n: w.rows,
+            k: w.cols,
+            scales_at: b.scales_at,
+            sub_at: b.sub_at,
+            alpha: 1.0,
+            ..Default::default()
+        }
+    }
 }
 
 /// The parameters of `add_layernorm.wgsl`.
@@ -360,6 +415,7 @@ pub struct AttentionLayout {
 /// A dispatch being recorded (it holds its buffers: a handle each).
 struct Pending {
     kernel: Kernel,
+    spec: Option<QuantSpec>,
     params: Vec<u8>,
     buffers: Vec<wgpu::Buffer>,
     workgroups: [u32; 3],
@@ -404,15 +460,29 @@ impl<'a> Plan<'a> {
         buffers: Vec<&wgpu::Buffer>,
         workgroups: [u32; 3],
     ) {
+        self.push_spec(kernel, None, params, buffers, workgroups);
+    }
+
+    /// [`Plan::push`], of a `quant.wgsl` kernel for `spec`.
+    fn push_spec(
+        &mut self,
+        kernel: Kernel,
+        spec: Option<QuantSpec>,
+        params: &impl Pod,
+        buffers: Vec<&wgpu::Buffer>,
+        workgroups: [u32; 3],
+    ) {
         self.pending.push(Pending {
             kernel,
+            spec,
             params: bytemuck::bytes_of(params).to_vec(),
             buffers: buffers.into_iter().cloned().collect(),
             workgroups,
         });
     }
 
-    /// Row `ids[r]` of `table` for each of `rows` rows.
+    /// Row `ids[r]` of `table` times `scale` for each of `rows` rows: `gather.wgsl` from f32
+    /// rows, `quant.wgsl`'s `main_gather` from packed blocks.
     ///
     /// # Shapes
     /// * `ids`: `(rows,)`, `table`: `(table_rows, dim)` → `out`: `(rows, dim)`
@@ -420,21 +490,41 @@ impl<'a> Plan<'a> {
         &mut self,
         rows: u32,
         ids: &wgpu::Buffer,
-        table: &wgpu::Buffer,
-        [table_rows, dim]: [u32; 2],
+        table: &GpuMatrix,
         scale: f32,
         out: &wgpu::Buffer,
     ) {
-        let params = GatherParams {
-            rows,
-            dim,
-            table_rows,
-            scale,
+        let Some(blocks) = &table.blocks else {
+            let params = GatherParams {
+                rows,
+                dim: table.cols,
+                table_rows: table.rows,
+                scale,
+            };
+            self.push(
+                Kernel::Gather,
+                &params,
+                vec![ids, &table.buffer, out],
+                row_grid(rows),
+            );
+            return;
         };
-        self.push(
-            Kernel::Gather,
+        let params = QuantParams {
+            m: rows,
+            c_row: table.cols,
+            alpha: scale,
+            ..QuantParams::of(table, blocks)
+        };
+        let none = self.kernels.unused_read.clone();
+        let spec = QuantSpec {
+            format: blocks.format,
+            one_row: false,
+        };
+        self.push_spec(
+            Kernel::GatherQuant,
+            Some(spec),
             &params,
-            vec![ids, table, out],
+            vec![ids, &none, &none, &table.buffer, &none, out],
             row_grid(rows),
         );
     }
@@ -485,7 +575,8 @@ impl<'a> Plan<'a> {
     }
 
     /// [`Plan::linear`] of a matrix whose rows are laid out as `rows` says (some columns of a
-    /// wider one).
+    /// wider one). Each of the layer's parts is a product into its own columns of `out`:
+    /// `matmul.wgsl` for f32 rows, `quant.wgsl` for packed blocks.
     ///
     /// # Shapes
     /// * `x`: `(M, K)` → `out`: `(M, N)`, dense
@@ -498,27 +589,80 @@ impl<'a> Plan<'a> {
         act: Option<Activation>,
         out: &wgpu::Buffer,
     ) {
-        let params = MatmulParams {
-            m,
-            n: w.n,
-            k: w.k,
-            heads: 1,
-            a: Operand {
-                base: rows.offset,
-                row: rows.stride,
-                ..Default::default()
-            },
-            b: Operand::matrix(w.k),
-            c: Operand::matrix(w.n),
-            b_col: 1,
-            act: activation_code(act),
-            alpha: 1.0,
-            has_bias: 1,
-            b_first_head: 0,
-            b_group: 1,
-            _pad: [0; 2],
+        let mut first = 0;
+        for part in &w.parts {
+            let weight = &part.weight;
+            match &weight.blocks {
+                None => {
+                    let params = MatmulParams {
+                        m,
+                        n: weight.rows,
+                        k: w.k,
+                        heads: 1,
+                        a: Operand {
+                            base: rows.offset,
+                            row: rows.stride,
+                            ..Default::default()
+                        },
+                        b: Operand::matrix(w.k),
+                        c: Operand {
+                            base: first,
+                            row: w.n,
+                            ..Default::default()
+                        },
+                        b_col: 1,
+                        act: activation_code(act),
+                        alpha: 1.0,
+                        has_bias: 1,
+                        b_first_head: 0,
+                        b_group: 1,
+                        _pad: [0; 2],
+                    };
+                    self.matmul(params, [x, &weight.buffer, &part.bias, out], false, 1);
+                }
+                Some(blocks) => {
+                    let params = QuantParams {
+                        m,
+                        x_base: rows.offset,
+                        x_row: rows.stride,
+                        c_base: first,
+                        c_row: w.n,
+                        act: activation_code(act),
+                        has_bias: 1,
+                        ..QuantParams::of(weight, blocks)
+                    };
+                    self.matmul_quant(params, blocks, [x, &weight.buffer, &part.bias, out]);
+                }
+            }
+            first += weight.rows;
+        }
+    }
+
+    /// `quant.wgsl`'s product over `[x, w, bias, c]`: `main_rows` for at most [`QUANT_ROWS`]
+    /// rows of x (specialised for one), `main` for more, each reading x as vec4s where its
+    /// layout allows.
+    fn matmul_quant(
+        &mut self,
+        p: QuantParams,
+        blocks: &GpuBlocks,
+        [x, w, bias, c]: [&wgpu::Buffer; 4],
+    ) {
+        let vec4 = [p.x_base, p.x_row, p.k].iter().all(|v| v.is_multiple_of(4))
+            && x.size().is_multiple_of(16);
+        let rows_kernel = p.m <= QUANT_ROWS;
+        let kernel = match (rows_kernel, vec4) {
+            (true, true) => Kernel::MatmulQuantRows,
+            (true, false) => Kernel::MatmulQuantRowsScalar,
+            (false, true) => Kernel::MatmulQuant,
+            (false, false) => Kernel::MatmulQuantScalar,
         };
-        self.matmul(params, [x, &w.weight, &w.bias, out], false, 1);
+        let none = self.kernels.unused_read.clone();
+        let grid = quant_grid(p.m, p.n, rows_kernel);
+        let spec = QuantSpec {
+            format: blocks.format,
+            one_row: p.m == 1,
+        };
+        self.push_spec(kernel, Some(spec), &p, vec![&none, x, x, w, bias, c], grid);
     }
 
     /// `matmul.wgsl` over `[a, b, bias, c]` for `z` = items × heads products, in its vec4 form
@@ -794,10 +938,10 @@ impl<'a> Plan<'a> {
                 );
                 let mut buffers = vec![&uniform];
                 buffers.extend(p.buffers.iter());
-                let bind_group = self.kernels.bind(p.kernel, &buffers);
+                let (pipeline, bind_group) = self.kernels.bind(p.kernel, p.spec, &buffers);
                 params.push(uniform);
                 Dispatch {
-                    kernel: p.kernel,
+                    pipeline,
                     bind_group,
                     workgroups: p.workgroups,
                 }

@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use super::kernels::{GpuParams, GpuTable};
+use super::kernels::GpuParams;
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::ops::{
@@ -255,7 +255,7 @@ impl<'a> Recorder<'a> {
     /// # Shapes
     /// * `x`: `(rows, in)` → `(rows, Σ out)`, dense
     fn product(&mut self, x: &GpuX, ws: &[&Linear], act: Option<Activation>) -> Result<GpuX> {
-        let gw = self.params.linear(&self.kernels.dev, ws);
+        let gw = self.params.linear(&self.kernels.dev, ws)?;
         if x.cols != gw.k {
             return Err(Error::Shape {
                 what: "a dense layer's input (rows, in)".into(),
@@ -406,12 +406,12 @@ impl Ops for Recorder<'_> {
     }
 
     fn gather(&mut self, table: &Table, ids: Ids) -> Result<GpuX> {
-        let GpuTable { weight, rows, dim } = self.params.table(&self.kernels.dev, table);
+        let weight = self.params.table(&self.kernels.dev, table)?;
         let n = (self.batch * self.len(ids)) as u32;
         let ids = self.ids(ids);
-        let out = self.output(n, dim);
+        let out = self.output(n, weight.cols);
         self.plan
-            .gather(n, &ids, &weight, [rows, dim], table.scale, &out.slot.buffer);
+            .gather(n, &ids, &weight, table.scale, &out.slot.buffer);
         Ok(out)
     }
 
