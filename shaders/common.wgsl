@@ -1,5 +1,6 @@
 // The prelude of every kernel: src/engine/gpu/kernels.rs composes each module at build time as
-// this file followed by shaders/<kernel>.wgsl (tests/shaders.rs validates the composed modules).
+// this file followed by shaders/<kernel>.wgsl, after the files it builds on (tiles.wgsl for the
+// products; `Kernel::files`); tests/shaders.rs validates the composed modules.
 
 // Threads per workgroup of the row kernels (one workgroup per row); set from `ROW_WG` in
 // src/engine/gpu/kernels.rs, which the dispatches read too.

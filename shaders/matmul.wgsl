@@ -14,10 +14,10 @@
 // * context: a = P (B, H, n_q, n_k), b = V (B·n_k, stride) with key/value head g at columns
 //            offset + g·d_v, read as (d_v, n_k) (b.row = 1, b_col = the stride); c (B·n_q, H·d_v)
 //
-// Register-tiled: each invocation computes an 8 × 8 block of C in registers, reading A and B
-// four k at a time; a workgroup of SIDE × SIDE invocations covers an (8·SIDE)² tile. There is
-// no workgroup memory: neighbouring invocations read the same rows, which the caches serve
-// (on a CPU Vulkan driver such as lavapipe this is also what runs fastest).
+// Register-tiled (tiles.wgsl): each invocation computes an 8 × 8 block of C in registers,
+// reading A and B four k at a time; a workgroup of SIDE × SIDE invocations covers an (8·SIDE)²
+// tile. There is no workgroup memory: neighbouring invocations read the same rows, which the
+// caches serve (on a CPU Vulkan driver such as lavapipe this is also what runs fastest).
 // Dispatch (ceil(N / (8·SIDE)), ceil(M / (8·SIDE)), items · heads).
 //
 // Three pipelines of this file: VEC4 reads vec4s through a4/b4 (every offset, stride and K a
@@ -62,27 +62,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read> b4: array<vec4<f32>>; // the same buffer as b
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> c: array<f32>;
-
-// Eight consecutive columns of one row of C.
-struct Row8 {
-    lo: vec4f,
-    hi: vec4f,
-}
-
-// B at four consecutive k (k0..k3), eight consecutive columns each.
-struct Block {
-    k0: Row8,
-    k1: Row8,
-    k2: Row8,
-    k3: Row8,
-}
-
-// acc + Σ_t a[t] · B[k_t]
-fn mac(acc: Row8, av: vec4f, bk: Block) -> Row8 {
-    let lo = acc.lo + av.x * bk.k0.lo + av.y * bk.k1.lo + av.z * bk.k2.lo + av.w * bk.k3.lo;
-    let hi = acc.hi + av.x * bk.k0.hi + av.y * bk.k1.hi + av.z * bk.k2.hi + av.w * bk.k3.hi;
-    return Row8(lo, hi);
-}
 
 // Where product z = item · heads + head starts in A, B and C (x, y, z).
 fn offsets(z: u32) -> vec3u {
@@ -156,42 +135,6 @@ fn load_b(b0: u32, n0: u32, k: u32) -> Block {
         }
     }
     return transposed(r);
-}
-
-// Eight rows of B (n0 + j), four k each, as the Block of four k, eight columns each.
-fn transposed(r: array<vec4f, 8>) -> Block {
-    return Block(
-        Row8(vec4f(r[0].x, r[1].x, r[2].x, r[3].x), vec4f(r[4].x, r[5].x, r[6].x, r[7].x)),
-        Row8(vec4f(r[0].y, r[1].y, r[2].y, r[3].y), vec4f(r[4].y, r[5].y, r[6].y, r[7].y)),
-        Row8(vec4f(r[0].z, r[1].z, r[2].z, r[3].z), vec4f(r[4].z, r[5].z, r[6].z, r[7].z)),
-        Row8(vec4f(r[0].w, r[1].w, r[2].w, r[3].w), vec4f(r[4].w, r[5].w, r[6].w, r[7].w)),
-    );
-}
-
-// An invocation's 8 × 8 block of C: rows m0 .. m0 + 8, eight columns each.
-struct Block8 {
-    r0: Row8,
-    r1: Row8,
-    r2: Row8,
-    r3: Row8,
-    r4: Row8,
-    r5: Row8,
-    r6: Row8,
-    r7: Row8,
-}
-
-// acc + the eight rows of A (`rows`, four k each) times B's Block: an 8 × 8 block, updated.
-fn mac_block(acc: Block8, rows: array<vec4f, 8>, bk: Block) -> Block8 {
-    return Block8(
-        mac(acc.r0, rows[0], bk),
-        mac(acc.r1, rows[1], bk),
-        mac(acc.r2, rows[2], bk),
-        mac(acc.r3, rows[3], bk),
-        mac(acc.r4, rows[4], bk),
-        mac(acc.r5, rows[5], bk),
-        mac(acc.r6, rows[6], bk),
-        mac(acc.r7, rows[7], bk),
-    );
 }
 
 // C[m0 .. m0 + 8][n0 .. n0 + 8] = act(alpha · acc + bias), within (M, N)

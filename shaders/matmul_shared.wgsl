@@ -1,6 +1,7 @@
 // `main` of matmul.wgsl in its VEC4 forms, B along k (x·Wᵀ) or along n (P·V, with B_ALONG_N),
 // each row of A and of B read once per group of eight lanes instead of once per invocation:
-// composed after matmul.wgsl, whose parameters, overrides, reads and epilogue it uses. It needs
+// composed after tiles.wgsl (the register tiles) and matmul.wgsl, whose parameters, overrides,
+// reads and epilogue it uses. It needs
 // subgroups (the engine compiles it only on a device whose subgroup sizes are multiples of 8)
 // laid out along the workgroup's invocations in order, as every implementation does (the engine
 // checks a product through it against the CPU's when it compiles it).

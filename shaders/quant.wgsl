@@ -19,15 +19,15 @@
 // * gather:  ids (M,) → c (M, K): row ids[r] of W, times alpha
 //
 // Three entry points:
-// * `main`: a product of any M, register-tiled as matmul.wgsl's `main`: each invocation an 8 × 8
-//   block of c, a workgroup of SIDE × SIDE invocations an (8·SIDE)² tile. Four k at a time an
-//   invocation reads four values of each of its eight rows of W (one or two words a row) and
-//   dequantizes them in registers, and reads its eight rows of x as vec4s, for 256 multiply-adds;
-//   the scales once per 16 k. The invocations of a workgroup that share columns read the same
-//   words, which the caches serve, as matmul.wgsl relies on; no workgroup memory, no barrier
-//   (staging W's tile through workgroup memory, each weight dequantized once per workgroup, ran
-//   about 2× slower on lavapipe, a CPU driver that pays for every barrier and every lane's
-//   read; docs/gpu.md).
+// * `main`: a product of any M, register-tiled as matmul.wgsl's `main` (tiles.wgsl): each
+//   invocation an 8 × 8 block of c, a workgroup of SIDE × SIDE invocations an (8·SIDE)² tile.
+//   Four k at a time an invocation reads four values of each of its eight rows of W (one or two
+//   words a row) and dequantizes them in registers, and reads its eight rows of x as vec4s, for
+//   256 multiply-adds; the scales once per 16 k. The invocations of a workgroup that share
+//   columns read the same words, which the caches serve, as matmul.wgsl relies on; no workgroup
+//   memory, no barrier (staging W's tile through workgroup memory, each weight dequantized once
+//   per workgroup, ran about 2× slower on lavapipe, a CPU driver that pays for every barrier and
+//   every lane's read; docs/gpu.md).
 //   Dispatch (ceil(N / (8·SIDE)), ceil(M / (8·SIDE)), 1).
 // * `main_rows`: a product of at most ROWS rows of x (a decoding step; ONE_ROW: of one): a
 //   workgroup of VEC_COLS × VEC_SPLIT invocations covers VEC_COLS rows of W, each split VEC_SPLIT
@@ -249,59 +249,12 @@ fn store(m: u32, n: u32, s: f32) {
     c[p.c_base + m * p.c_row + n] = activate(v, p.act);
 }
 
-// Eight consecutive columns of one row of c (as matmul.wgsl's).
-struct Row8 {
-    lo: vec4f,
-    hi: vec4f,
-}
-
-// W's eight rows at four consecutive k: for each k, the eight columns of c they make.
-struct Block {
-    k0: Row8,
-    k1: Row8,
-    k2: Row8,
-    k3: Row8,
-}
-
-// An invocation's 8 × 8 block of c: rows m0 .. m0 + 8.
-struct Block8 {
-    r0: Row8,
-    r1: Row8,
-    r2: Row8,
-    r3: Row8,
-    r4: Row8,
-    r5: Row8,
-    r6: Row8,
-    r7: Row8,
-}
-
 // The scales of eight rows of W: d and m of rows 0–3 and 4–7.
 struct Scales8 {
     d_lo: vec4f,
     d_hi: vec4f,
     m_lo: vec4f,
     m_hi: vec4f,
-}
-
-// acc + Σ_t a[t] · B[k_t]
-fn mac(acc: Row8, av: vec4f, bk: Block) -> Row8 {
-    let lo = acc.lo + av.x * bk.k0.lo + av.y * bk.k1.lo + av.z * bk.k2.lo + av.w * bk.k3.lo;
-    let hi = acc.hi + av.x * bk.k0.hi + av.y * bk.k1.hi + av.z * bk.k2.hi + av.w * bk.k3.hi;
-    return Row8(lo, hi);
-}
-
-// acc + the eight rows of x (`rows`, four k each) times W's Block.
-fn mac_block(acc: Block8, rows: array<vec4f, 8>, bk: Block) -> Block8 {
-    return Block8(
-        mac(acc.r0, rows[0], bk),
-        mac(acc.r1, rows[1], bk),
-        mac(acc.r2, rows[2], bk),
-        mac(acc.r3, rows[3], bk),
-        mac(acc.r4, rows[4], bk),
-        mac(acc.r5, rows[5], bk),
-        mac(acc.r6, rows[6], bk),
-        mac(acc.r7, rows[7], bk),
-    );
 }
 
 // The scales of W's rows n0 .. n0 + 8 (clamped to N) at column k.
@@ -334,12 +287,7 @@ fn load_w(n0: u32, k: u32, sc: Scales8) -> Block {
     let r5 = values4(min(n0 + 5u, last), k, vec2f(sc.d_hi.y, sc.m_hi.y));
     let r6 = values4(min(n0 + 6u, last), k, vec2f(sc.d_hi.z, sc.m_hi.z));
     let r7 = values4(min(n0 + 7u, last), k, vec2f(sc.d_hi.w, sc.m_hi.w));
-    return Block(
-        Row8(vec4f(r0.x, r1.x, r2.x, r3.x), vec4f(r4.x, r5.x, r6.x, r7.x)),
-        Row8(vec4f(r0.y, r1.y, r2.y, r3.y), vec4f(r4.y, r5.y, r6.y, r7.y)),
-        Row8(vec4f(r0.z, r1.z, r2.z, r3.z), vec4f(r4.z, r5.z, r6.z, r7.z)),
-        Row8(vec4f(r0.w, r1.w, r2.w, r3.w), vec4f(r4.w, r5.w, r6.w, r7.w)),
-    );
+    return transposed(array<vec4f, 8>(r0, r1, r2, r3, r4, r5, r6, r7));
 }
 
 // c[m][n0 .. n0 + 8] = act(alpha · acc + bias), within (M, N)

@@ -677,7 +677,6 @@ impl<'a> GenerationReport<'a> {
         g: &'a crate::engine::Generation,
     ) -> Self {
         let tok = &model.tokenizer;
-        let p = g.prompt_ids.len();
         Self {
             model: model.short_name(),
             model_type: model.config.family.name(),
@@ -691,7 +690,7 @@ impl<'a> GenerationReport<'a> {
             attention: Some(Nested(g.attention.view().into_dyn())),
             steps: (0..g.output_ids.len())
                 .map(|i| Step {
-                    top_k: predictions(&g.next[p - 1 + i], tok),
+                    top_k: predictions(&g.next[i], tok),
                 })
                 .collect(),
             step_ms: &g.step_ms,

@@ -22,8 +22,8 @@ use crate::model::{
     limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
 };
 use crate::report::{
-    item_attention, next_tokens, predictions, DecoderTraceItem, GenerationReport, ItemInput,
-    ModelInfo, PaddedBatch, RunInfo, TranslationReport,
+    item_attention, next_tokens, predictions, DecoderTraceItem, ItemInput, ModelInfo, PaddedBatch,
+    RunInfo, TranslationReport,
 };
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
@@ -130,8 +130,8 @@ impl Default for GenerateOptions {
 }
 
 /// A generation the page drives one token at a time on the CPU engine ([`Session::generate`]):
-/// each [`Generating::step`] runs one pass (the prompt's first), and [`Generating::result`]
-/// gives everything so far as the CLI's `generate` prints it.
+/// each [`Generating::step`] runs one pass (the prompt's first) and hands its attention to the
+/// page, which keeps the generation's; nothing of it stays here.
 #[wasm_bindgen]
 pub struct Generating {
     model: std::sync::Arc<Model>,
@@ -146,12 +146,15 @@ pub struct Generating {
 #[wasm_bindgen]
 impl Generating {
     /// Runs the next pass and returns what it wrote: `{id, token, text, top_k: [{id, token,
-    /// text, p}], step_ms, done, n_q, n_k, attention: Float32Array (L, H, n_q, n_k)}` (the
-    /// prompt's pass: `n_q = n_k = P`; a step: one row over every position so far); `null`
-    /// once the generation is over.
+    /// text, p}], step_ms, done, output_text (every token written so far, decoded), n_q, n_k,
+    /// attention: Float32Array (L, H, n_q, n_k)}` (the prompt's pass: `n_q = n_k = P`; a step:
+    /// one row over every position so far); the prompt's pass adds what `attnscope generate`
+    /// prints of the prompt, `{model, model_type, backend, prompt, prompt_ids, prompt_tokens}`;
+    /// `null` once the generation is over.
     pub fn step(&mut self) -> Result<JsValue, JsError> {
         let start = Instant::now();
-        let pass = match (self.started, self.next) {
+        let first = !self.started;
+        let mut pass = match (self.started, self.next) {
             (false, _) => {
                 self.started = true;
                 let prompt = self.state.prompt_ids().to_vec();
@@ -161,11 +164,22 @@ impl Generating {
             (true, None) => return Ok(JsValue::NULL),
         }
         .map_err(js_err)?;
+        let attention = std::mem::take(&mut pass.attention); // (1, L, H, n_q, n_k)
         self.next = self.state.accept(pass, start.elapsed().as_secs_f64() * 1e3);
         let i = self.state.output_ids().len() - 1;
         let id = self.state.output_ids()[i];
         let tok = &self.model.tokenizer;
         let o = Object::new();
+        if first {
+            let ids = self.state.prompt_ids();
+            set(&o, "model", self.model.short_name())?;
+            set(&o, "model_type", self.model.config.family.name())?;
+            set(&o, "backend", "cpu")?;
+            set(&o, "prompt", self.prompt.as_str())?;
+            set(&o, "prompt_ids", to_js(&ids)?)?;
+            let tokens: Vec<String> = ids.iter().map(|&id| tok.token(id)).collect();
+            set(&o, "prompt_tokens", to_js(&tokens)?)?;
+        }
         set(&o, "id", id)?;
         set(&o, "token", tok.token(id))?;
         set(&o, "text", tok.text_of(id))?;
@@ -176,31 +190,11 @@ impl Generating {
         )?;
         set(&o, "step_ms", *self.state.step_ms().last().unwrap_or(&0.0))?;
         set(&o, "done", self.next.is_none())?;
-        if let Some(a) = self.state.last_attention() {
-            let (_, _, _, n_q, n_k) = a.dim();
-            set(&o, "n_q", n_q as f64)?;
-            set(&o, "n_k", n_k as f64)?;
-            set(&o, "attention", flat(a))?;
-        }
-        Ok(o.into())
-    }
-
-    /// Everything so far as `attnscope generate` prints it: `{model, model_type, backend,
-    /// prompt, prompt_ids, output_ids, output_text, tokens [N], steps [{top_k}], step_ms}`,
-    /// with `attention` `(L, H, N, N)` beside it as a `Float32Array` and `n` (N).
-    pub fn result(&self) -> Result<JsValue, JsError> {
-        if self.state.output_ids().is_empty() {
-            return Err(JsError::new(
-                "nothing has been generated yet: call step() first",
-            ));
-        }
-        let g = self.state.generation();
-        let mut report = GenerationReport::new(&self.model, "cpu", &self.prompt, &g);
-        let attention = flat(&g.attention);
-        report.attention = None;
-        let o: Object = to_js(&report)?.into();
-        set(&o, "attention", attention)?;
-        set(&o, "n", g.attention.dim().2 as f64)?;
+        set(&o, "output_text", tok.decode(self.state.output_ids()))?;
+        let (_, _, _, n_q, n_k) = attention.dim();
+        set(&o, "n_q", n_q as f64)?;
+        set(&o, "n_k", n_k as f64)?;
+        set(&o, "attention", flat(&attention))?;
         Ok(o.into())
     }
 }
@@ -546,6 +540,7 @@ impl Session {
             layer_trace: options.layer_trace,
             embeddings: options.embeddings,
             lm_logits: options.top_k.is_some() && self.runner.model().weights.has_lm_head(),
+            next_logits: false,
             decoder_trace: None,
         };
         let cross = match (options.cross_attention, pair.as_deref()) {

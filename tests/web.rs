@@ -6,7 +6,7 @@
 
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
 use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
-use attnscope::{Mask, MaskKind, Model};
+use attnscope::{Mask, MaskKind, Model, Trace};
 use ndarray::{ArrayD, IxDyn};
 use wasm_bindgen_test::*;
 
@@ -440,6 +440,42 @@ async fn marian_translations_on_webgpu_and_the_cpu_equal_hf() {
     }
 }
 
+/// `texts` tokenised and run under a causal mask on WebGPU (`gpu`) and on the CPU engine, each
+/// keeping `opts`: (WebGPU's trace, the CPU's).
+async fn causal_on_both(
+    m: &Model,
+    gpu: &GpuEngine,
+    texts: &[&str],
+    opts: &TraceOptions,
+) -> (Trace, Trace) {
+    let input = m.tokenizer.encode(texts, None).unwrap();
+    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let (g, _) = gpu.forward(m, &input, &mask, opts).await.unwrap();
+    let c = cpu::forward(m, &input, &mask, opts).unwrap();
+    (g, c)
+}
+
+/// A generation golden case's `.json` (tools/make_fixtures.py): the prompt's ids, HF's greedy
+/// output ids, and options for as many new tokens (stopping at EOS, as HF's `generate`), keeping
+/// each step's five likeliest tokens.
+fn generate_case(json: &str) -> (Vec<u32>, Vec<u32>, GenerateOptions) {
+    let meta: serde_json::Value = serde_json::from_str(json).unwrap();
+    let ids = |k: &str| -> Vec<u32> {
+        meta[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let opts = GenerateOptions {
+        max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
+        top_k: 5,
+        stop_at_eos: true,
+    };
+    (ids("prompt_ids"), ids("output_ids"), opts)
+}
+
 #[wasm_bindgen_test]
 async fn the_llama_family_on_webgpu_and_the_cpu_equals_hf_and_generates_as_hf_does() {
     let m = Model::from_bytes(
@@ -454,25 +490,17 @@ async fn the_llama_family_on_webgpu_and_the_cpu_equals_hf_and_generates_as_hf_do
     assert!(name.contains("WebGPU"), "{name}");
     let gpu = GpuEngine::new(dev, &m).unwrap();
     let golden: &[u8] = include_bytes!("fixtures/golden/llama_batch.safetensors");
-    let input = m
-        .tokenizer
-        .encode(
-            &[
-                "time flies like an arrow",
-                "the cat sat",
-                "fruit flies like a banana",
-            ],
-            None,
-        )
-        .unwrap();
-    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let texts = [
+        "time flies like an arrow",
+        "the cat sat",
+        "fruit flies like a banana",
+    ];
     let opts = TraceOptions {
         hidden_states: true,
         lm_logits: true,
         ..TraceOptions::default()
     };
-    let (g, _) = gpu.forward(&m, &input, &mask, &opts).await.unwrap();
-    let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
+    let (g, c) = causal_on_both(&m, &gpu, &texts, &opts).await;
     let att_hf = max_abs_diff(
         &g.attention.clone().into_dyn(),
         &tensor(golden, "attention"),
@@ -493,25 +521,10 @@ async fn the_llama_family_on_webgpu_and_the_cpu_equals_hf_and_generates_as_hf_do
         &format!("{name}: llama_batch attention vs HF {att_hf:.2e}, hidden states vs HF {hs_hf:.2e}; vs CPU attention {att_cpu:.2e}, hidden {hs_cpu:.2e}").into(),
     );
     assert!(att_hf <= 1e-4 && hs_hf <= 1e-3 && att_cpu <= 1e-5 && hs_cpu <= 1e-4);
-    let meta: serde_json::Value =
-        serde_json::from_str(include_str!("fixtures/golden/llama_generate.json")).unwrap();
-    let ids = |k: &str| -> Vec<u32> {
-        meta[k]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap() as u32)
-            .collect()
-    };
-    let prompt = ids("prompt_ids");
-    let opts = GenerateOptions {
-        max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
-        top_k: 5,
-        stop_at_eos: true,
-    };
+    let (prompt, output, opts) = generate_case(include_str!("fixtures/golden/llama_generate.json"));
     let gg = gpu.generate(&m, &prompt, &opts).await.unwrap();
     let cg = generate(&m, &prompt, &opts).unwrap();
-    assert_eq!(gg.output_ids, ids("output_ids"));
+    assert_eq!(gg.output_ids, output);
     assert_eq!(gg.output_ids, cg.output_ids);
     let gen_att_hf = max_abs_diff(
         &gg.attention
@@ -577,17 +590,11 @@ async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
         let file = attnscope::model::WeightsFile::from_bytes(bytes, name).unwrap();
         let m = Model::from_gguf(name, &file).unwrap();
         let gpu = GpuEngine::new(GpuDevice::acquire().await.unwrap(), &m).unwrap();
-        let input = m
-            .tokenizer
-            .encode(&["time flies like an arrow"], None)
-            .unwrap();
-        let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
         let opts = TraceOptions {
             lm_logits: true,
             ..TraceOptions::default()
         };
-        let (g, _) = gpu.forward(&m, &input, &mask, &opts).await.unwrap();
-        let c = cpu::forward(&m, &input, &mask, &opts).unwrap();
+        let (g, c) = causal_on_both(&m, &gpu, &["time flies like an arrow"], &opts).await;
         let att_hf = max_abs_diff(
             &g.attention.clone().into_dyn(),
             &tensor(golden, "attention"),
@@ -607,28 +614,10 @@ async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
         );
         assert!(att_hf <= 1e-4 && att_cpu <= 1e-5 && logits_cpu <= 1e-4);
         if name.contains("Q4_K") {
-            let meta: serde_json::Value =
-                serde_json::from_str(include_str!("fixtures/golden/llama_gguf_generate.json"))
-                    .unwrap();
-            let ids = |k: &str| -> Vec<u32> {
-                meta[k]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_u64().unwrap() as u32)
-                    .collect()
-            };
-            let opts = GenerateOptions {
-                max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
-                top_k: 5,
-                stop_at_eos: true,
-            };
-            let gg = gpu.generate(&m, &ids("prompt_ids"), &opts).await.unwrap();
-            assert_eq!(
-                gg.output_ids,
-                ids("output_ids"),
-                "{name} on WebGPU: greedy ids"
-            );
+            let (prompt, output, opts) =
+                generate_case(include_str!("fixtures/golden/llama_gguf_generate.json"));
+            let gg = gpu.generate(&m, &prompt, &opts).await.unwrap();
+            assert_eq!(gg.output_ids, output, "{name} on WebGPU: greedy ids");
         }
     }
 }

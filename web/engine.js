@@ -76,7 +76,8 @@ class Engine {
     if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
     if (m.type === 'engine') { for (const f of this.engineChoices) f(m); return; }
     if (m.type === 'generated') {
-      try { this.generations.get(m.gen)?.(m); } finally { this.worker.postMessage({ type: 'generated-ack', gen: m.gen }); } // the next step
+      this.worker.postMessage({ type: 'generated-ack', gen: m.gen }); // the next step, while the page takes this one
+      this.generations.get(m.gen)?.(m);
       return;
     }
     const p = this.pending.get(m.id);
@@ -145,11 +146,11 @@ class Engine {
 
   /**
    * Writes after `prompt` with a decoder-only checkpoint, greedily, on the CPU engine, one token
-   * a step (src/wasm.rs `Session.generate`; `options`: {maxNewTokens, topK, chat}). `onStep({step,
-   * result})` gets each step as it comes: what it wrote (`{id, token, text, top_k, step_ms,
-   * done}`) and everything so far (`Generating.result()`: prompt_ids, output_ids, output_text,
-   * tokens, steps, step_ms, attention (L, H, N, N) flat, n). Returns `{done: Promise of {steps,
-   * stopped}, stop()}`.
+   * a step (src/wasm.rs `Session.generate`; `options`: {maxNewTokens, topK, chat}). `onStep({step})`
+   * gets each pass as it comes (src/wasm.rs `Generating.step()`: what it wrote, `{id, token, text,
+   * top_k, step_ms, done, output_text}`, and its attention, `(L, H, n_q, n_k)`; the prompt's
+   * first, with the prompt's fields): web/generation.js `GenerationResult` keeps them. Returns
+   * `{done: Promise of {steps, stopped}, stop()}`.
    */
   generate(key, { prompt, options = {} }, onStep) {
     const gen = this.nextId++;

@@ -1,6 +1,6 @@
-// Generating with a decoder-only model (the Llama family, GPT-2): whether a model can, and the
-// run the attention views draw from a generation (src/wasm.rs `Generating.result()`), cut at the
-// focused step, in the shape of a forward pass's (result.js `fromWorker`).
+// Generating with a decoder-only model (the Llama family, GPT-2): whether a model can, the
+// generation as it streams in (src/wasm.rs `Generating.step()`), and the run the attention views
+// draw from it, cut at the focused step, in the shape of a forward pass's (result.js `fromWorker`).
 
 import { fromWorker } from './result.js';
 import { summarise } from './summary.js';
@@ -44,20 +44,77 @@ export function tokenText(token) {
 }
 
 /**
- * The run the views draw for a generation (`result`: `Generating.result()`) at step `step`
+ * A generation as the worker streams it (web/worker.js `generate`: src/wasm.rs
+ * `Generating.step()` a pass at a time), so far, in the fields `attnscope generate` prints:
+ * model, model_type, backend, prompt, prompt_ids, output_ids, output_text, tokens (every
+ * position fed), steps [{top_k}], step_ms, n (N, the positions fed) and attention (L, H, N, N).
+ * Each pass's attention is written once into a buffer of (L, H, S, S), S the most positions the
+ * generation can feed (the prompt's P and `maxNew − 1`): a step costs its own row, and the
+ * (L, H, N, N) copy is made only when `attention` is read.
+ */
+export class GenerationResult {
+  #data; #S; #heads; #compact = null; #last = '';
+
+  /** From the prompt's pass (`first`: what `step()` returned first), `maxNew` tokens at most. */
+  constructor(first, maxNew) {
+    const P = first.prompt_ids.length;
+    Object.assign(this, {
+      model: first.model, model_type: first.model_type, backend: first.backend, prompt: first.prompt,
+      prompt_ids: first.prompt_ids, output_ids: [], output_text: '', tokens: [...first.prompt_tokens], steps: [], step_ms: [], n: P,
+    });
+    this.#S = P + Math.max(1, maxNew) - 1;
+    this.#heads = first.attention.length / (P * P); // L·H
+    this.#data = new Float32Array(this.#heads * this.#S * this.#S);
+    for (let lh = 0; lh < this.#heads; lh++) {
+      for (let q = 0; q < P; q++) this.#data.set(first.attention.subarray((lh * P + q) * P, (lh * P + q + 1) * P), (lh * this.#S + q) * this.#S);
+    }
+    // (L, H, N, N), as the CLI prints it: copied out of the buffer when read
+    Object.defineProperty(this, 'attention', { enumerable: true, get: () => this.cut(this.n) });
+    this.#written(first);
+  }
+
+  /** A step after the prompt's pass: it fed position `n` (the last token written), one row over `n + 1` keys. */
+  add(step) {
+    const q = this.n, S = this.#S;
+    if (q >= S || step.n_k !== q + 1) throw new Error(`a step over ${step.n_k} positions where the generation has fed ${q} of at most ${S}`);
+    for (let lh = 0; lh < this.#heads; lh++) this.#data.set(step.attention.subarray(lh * step.n_k, (lh + 1) * step.n_k), (lh * S + q) * S);
+    this.tokens.push(this.#last);
+    this.n = q + 1;
+    this.#written(step);
+  }
+
+  #written(step) {
+    this.output_ids.push(step.id);
+    this.steps.push({ top_k: step.top_k });
+    this.step_ms.push(step.step_ms);
+    this.output_text = step.output_text;
+    this.#last = step.token;
+  }
+
+  /** The attention over the first `n` positions, (L·H, n, n) (the last copy is kept). */
+  cut(n) {
+    if (this.#compact?.n === n) return this.#compact.values;
+    const S = this.#S, out = new Float32Array(this.#heads * n * n);
+    for (let lh = 0; lh < this.#heads; lh++) {
+      for (let q = 0; q < n; q++) out.set(this.#data.subarray((lh * S + q) * S, (lh * S + q) * S + n), (lh * n + q) * n);
+    }
+    this.#compact = { n, values: out };
+    return out;
+  }
+}
+
+/**
+ * The run the views draw for a generation (`result`: a {@link GenerationResult}) at step `step`
  * (null: the last): the prompt and what was written before the step, `n = P + step` positions,
- * its attention `(1, L, H, n, n)` cut from the generation's `(L, H, N, N)`, under the causal
- * mask, with each written position's likeliest next tokens (the prompt's but its last have none:
- * generating computes them only where it writes). `generated: {P, step, outputs}` marks it.
+ * its attention `(1, L, H, n, n)` cut from the generation's, under the causal mask, with each
+ * written position's likeliest next tokens (the prompt's but its last have none: generating
+ * computes them only where it writes). `generated: {P, step, outputs}` marks it.
  */
 export function generationRun(result, step, layers) {
-  const P = result.prompt_ids.length, outputs = result.output_ids.length, N = result.n;
+  const P = result.prompt_ids.length, outputs = result.output_ids.length;
   const t = stepOf(step, outputs), n = P + t;
-  const H = result.attention.length / (layers * N * N);
-  const attention = new Float32Array(layers * H * n * n);
-  for (let lh = 0; lh < layers * H; lh++) {
-    for (let q = 0; q < n; q++) attention.set(result.attention.subarray((lh * N + q) * N, (lh * N + q) * N + n), (lh * n + q) * n);
-  }
+  const attention = result.cut(n);
+  const H = attention.length / (layers * n * n);
   const mask = new Float32Array(n * n);
   for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
   const tokens = result.tokens.slice(0, n);
@@ -79,11 +136,14 @@ export function generationRun(result, step, layers) {
 /**
  * Connects generating to a store (the page's): `start(maxNew, chat)` writes after the sentence
  * with the loaded model, one step at a time in the worker, each step's text and attention put
- * in the store as it comes (`generation`: {id, running, result, stopped, error}; `run`: the
- * attention views' run at the last step, or at the focused `step` once done); `stop()` ends it
- * early. A generation goes when the sentence or the model changes, or another run replaces its
- * views (a head knocked out, another mask); a link's `gen=N` writes N tokens once the model and
- * the sentence's run are in. Returns {start, stop}.
+ * in the store as it comes (`generation`: {id, running, result, stopped, error}, each token;
+ * `run`: the attention views' run at the newest step, or at the focused `step` once done);
+ * `stop()` ends it early. While tokens stream, the attention views take a newer step at most
+ * once a frame, and no sooner after their last update than three times what it took: they
+ * never hold the engine back, and take at most a quarter of the page's time (the engine's
+ * threads share the machine's cores with it). A generation goes when the sentence or the model
+ * changes, or another run replaces its views (a head knocked out, another mask); a link's
+ * `gen=N` writes N tokens once the model and the sentence's run are in. Returns {start, stop}.
  */
 export function connectGeneration(store, eng) {
   let current = null, ids = 0, autoFor = '';
@@ -92,22 +152,42 @@ export function connectGeneration(store, eng) {
   function start(maxNew, chat, { keepStep = false } = {}) {
     const s = store.get();
     current?.handle.stop();
+    if (current) { cancelAnimationFrame(current.frame); clearTimeout(current.timer); }
     const id = ++ids;
     store.update({ generation: { id, running: true, result: null, stopped: false, error: null }, gen: maxNew, chat, ...(keepStep ? {} : { step: null }) });
-    const handle = eng.generate(s.modelKey, { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat } }, ({ result }) => {
+    let result = null;
+    const handle = eng.generate(s.modelKey, { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat } }, ({ step }) => {
       if (current?.id !== id) return;
-      store.update({ generation: { ...store.get().generation, result }, run: generationRun(result, null, layersOf(store.get())), translation: null });
+      if (result) result.add(step); else result = new GenerationResult(step, maxNew);
+      store.update({ generation: { ...store.get().generation, result } }); // the text, token by token
+      if (!current.frame && !current.timer) current.frame = requestAnimationFrame(draw);
     });
-    current = { id, handle };
+    const g = { id, handle, frame: 0, timer: 0, ready: 0 };
+    current = g;
+    // the attention views at the newest step, once a frame at most, not before `ready`
+    function draw() {
+      g.frame = 0;
+      if (current !== g) return;
+      const wait = g.ready - performance.now();
+      if (wait > 0) { g.timer = setTimeout(() => { g.timer = 0; g.frame = requestAnimationFrame(draw); }, wait); return; }
+      const t0 = performance.now();
+      store.update({ run: generationRun(result, null, layersOf(store.get())), translation: null });
+      const now = performance.now();
+      g.ready = now + 3 * (now - t0);
+    }
     handle.done.then(({ stopped }) => {
-      if (current?.id !== id) return;
+      if (current !== g) return;
       current = null;
-      const now = store.get(), g = now.generation;
-      store.update({ generation: { ...g, running: false, stopped }, ...(g.result ? { run: generationRun(g.result, now.step, layersOf(now)) } : {}) });
+      cancelAnimationFrame(g.frame);
+      clearTimeout(g.timer);
+      const now = store.get();
+      store.update({ generation: { ...now.generation, result, running: false, stopped }, ...(result ? { run: generationRun(result, now.step, layersOf(now)) } : {}) });
     }, (err) => {
-      if (current?.id !== id) return;
+      if (current !== g) return;
       current = null;
-      store.update({ generation: { ...store.get().generation, running: false, error: `Could not generate: ${String(err.message || err)}` } });
+      cancelAnimationFrame(g.frame);
+      clearTimeout(g.timer);
+      store.update({ generation: { ...store.get().generation, result, running: false, error: `Could not generate: ${String(err.message || err)}` } });
     });
   }
 
@@ -115,6 +195,7 @@ export function connectGeneration(store, eng) {
     const stale = changed.has('sentences') || changed.has('modelVersion') || (changed.has('run') && s.run && !s.run.generated);
     if (s.generation && stale) {
       current?.handle.stop();
+      if (current) { cancelAnimationFrame(current.frame); clearTimeout(current.timer); }
       current = null;
       store.update({ generation: null, gen: 0, step: null });
       return;

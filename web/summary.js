@@ -44,7 +44,7 @@ export function summarise(attention, scores, mask, [B, L, H, T]) {
     const m = mask.subarray(b * n, (b + 1) * n);
     const p = attention.subarray(i * n, (i + 1) * n);
     if (R) {
-      const t = pooled(p, m, T, R);
+      const t = pooled(p, i % (L * H) === 0 ? m : null, T, R); // the mask pooled once an item
       thumbs.set(t.values, i * R * R);
       if (i % (L * H) === 0) thumbMask.set(t.mask, b * R * R);
       probMax[i] = t.max; probArg[i] = t.arg;

@@ -5,8 +5,9 @@
 //      or files with one *.gguf: a GGUF file, the Llama family's one file)
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
 //      {id, type: 'generate', key, gen, prompt, options} (a decoder-only model writes after `prompt`
-//      one token a step, on the CPU engine; each step posted as {type: 'generated', gen, step, run},
-//      the next once the page answers {type: 'generated-ack', gen}; then the answer {steps, stopped};
+//      one token a step, on the CPU engine; each pass posted as {type: 'generated', gen, step}, its
+//      attention rows transferred, the next once the page answers {type: 'generated-ack', gen};
+//      then the answer {steps, stopped};
 //      {type: 'stop-generating', gen} ends it early)
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints, marks)  {type: 'drop', key}  {type: 'cancel', key}
 //      {type: 'lose-device'} (only with ?testhooks=1: destroys every WebGPU device, as a crash would;
@@ -659,18 +660,17 @@ async function runOn(s, msg, options) {
 // ---------- generating: a decoder-only model writes one token a step ----------
 const stopped = new Set(); // the ids of generations the page stopped
 const acks = new Map(); // a generation's id → what goes on once the page has taken its last step
-/** Waits until the page has taken generation `gen`'s last step (or stops it): the page never
- *  falls behind the engine, and a stop ends the generation at the step on screen. */
+/** Waits until the page has received generation `gen`'s last step (or stops it): messages never
+ *  pile up, and a stop is read between two steps. */
 const taken = (gen) => new Promise((r) => acks.set(gen, r));
 function ack(gen) { acks.get(gen)?.(); acks.delete(gen); }
 
 /**
  * Writes after `msg.prompt` with session `s` on the CPU engine (src/wasm.rs `Generating`),
- * posting each step as it comes, `{type: 'generated', gen, step, result}` (`step`: what
- * `step()` wrote, without its attention; `result`: everything so far, `result()`, its
- * attention (L, H, N, N) transferred), the next once the page has taken it
- * (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped}`: how many steps ran, and
- * whether the page stopped it.
+ * posting each pass as it comes, `{type: 'generated', gen, step}` (`step`: what `step()` wrote,
+ * its attention (L, H, n_q, n_k) transferred: the page keeps the generation), the next once the
+ * page has received it (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped}`: how
+ * many steps ran, and whether the page stopped it.
  */
 async function generate(s, msg) {
   const g = s.session.generate(msg.prompt, msg.options ?? {});
@@ -680,10 +680,8 @@ async function generate(s, msg) {
       if (stopped.has(msg.gen)) break;
       const step = g.step();
       if (!step) break;
-      delete step.attention;
       steps++;
-      const result = g.result();
-      self.postMessage({ type: 'generated', gen: msg.gen, step, result }, [result.attention.buffer]);
+      self.postMessage({ type: 'generated', gen: msg.gen, step }, [step.attention.buffer]);
       if (step.done) break;
       await taken(msg.gen);
     }

@@ -44,7 +44,8 @@ pub struct TokenProb {
 /// * `N = len(prompt_ids) + len(output_ids) − 1`: every position the model was fed
 /// * `attention`: `(L, H, N, N)`, H the query heads: equal to one causal pass over the prompt
 ///   and the output but its last token; row `P − 1 + i` is the step that wrote `output_ids[i]`
-/// * `next`: `[N][top_k]`, the likeliest next tokens after each position, best first
+/// * `next`: `[len(output_ids)][top_k]`, the likeliest next tokens at the step that wrote each
+///   output token (after position `P − 1 + i`), best first
 /// * `step_ms`: `(len(output_ids),)`, each step's time (the first's is the prefill's)
 #[derive(Debug, Clone)]
 pub struct Generation {
@@ -66,11 +67,26 @@ impl Generation {
 }
 
 /// One pass of a generation: the decoder's attention `(1, L, H, n_q, n_k)` and the logits of
-/// its last position, `(V,)`, and the `top_k` next tokens after each of its positions.
+/// its last position, `(V,)`, and the `top_k` next tokens after it.
 pub struct StepPass {
     pub attention: Array5<f32>,
     pub logits: ndarray::Array1<f32>,
-    pub next: Vec<Vec<TokenProb>>,
+    pub next: Vec<TokenProb>,
+}
+
+impl StepPass {
+    /// A pass's `attention` and what it `kept`: the logits of its last position
+    /// ([`Kept::NextLogits`], `(1, V)`).
+    pub(crate) fn new(attention: Array5<f32>, mut kept: KeptValues, top: usize) -> Result<Self> {
+        let logits = kept
+            .remove(&Kept::NextLogits)
+            .ok_or_else(|| Error::Engine("the pass kept no logits".into()))?; // (1, V)
+        Ok(Self {
+            attention,
+            next: top_k(&logits, top).swap_remove(0),
+            logits: logits.row(0).to_owned(),
+        })
+    }
 }
 
 /// The passes an engine runs for a generation: the driver ([`run`]) picks the tokens.
@@ -156,24 +172,58 @@ pub(crate) async fn run<S: Steps>(
     opts: &GenerateOptions,
 ) -> Result<Generation> {
     let mut state = Greedy::new(model, prompt, opts);
+    let mut rows = Vec::with_capacity(opts.max_new_tokens); // each pass's attention
     let mut start = web_time::Instant::now();
     let mut pass = steps.prefill(prompt).await?;
-    while let Some((n, token)) = state.accept(pass, start.elapsed().as_secs_f64() * 1e3) {
+    loop {
+        rows.push(std::mem::take(&mut pass.attention));
+        let Some((n, token)) = state.accept(pass, start.elapsed().as_secs_f64() * 1e3) else {
+            break;
+        };
         start = web_time::Instant::now();
         pass = steps.step(n, token).await?;
     }
-    Ok(state.finish())
+    let attention = causal_map(prompt.len(), &rows);
+    Ok(Generation {
+        prompt_ids: state.prompt_ids,
+        output_ids: state.output_ids,
+        attention,
+        next: state.next,
+        step_ms: state.step_ms,
+    })
 }
 
-/// Where a greedy generation stands: what it has written and every pass's attention so far. It
-/// takes each pass's result ([`Greedy::accept`]) and says what to feed next, so a caller may
-/// drive it one token at a time (the page shows each as it comes).
+/// Each pass's attention, `(1, L, H, n_q, n_k)` (the prefill's over the prompt's `p`
+/// positions, then one row a step), assembled into one causal map.
+///
+/// # Shapes
+/// * `rows`: `(1, L, H, p, p)`, then `(1, L, H, 1, p + i)` for step `i ≥ 1` → `(L, H, N, N)`,
+///   `N = p + len(rows) − 1`
+fn causal_map(p: usize, rows: &[Array5<f32>]) -> Array4<f32> {
+    let n = p + rows.len() - 1;
+    let (_, l, h, _, _) = rows[0].dim();
+    let mut attention = Array4::zeros((l, h, n, n));
+    attention
+        .slice_mut(s![.., .., ..p, ..p])
+        .assign(&rows[0].slice(s![0, .., .., .., ..]));
+    // the step that fed position `q` (the last token written is never fed): its one row
+    for (i, row) in rows.iter().enumerate().skip(1) {
+        let q = p + i - 1;
+        attention
+            .slice_mut(s![.., .., q, ..=q])
+            .assign(&row.slice(s![0, .., .., 0, ..]));
+    }
+    attention
+}
+
+/// Where a greedy generation stands: what it has written so far. It takes each pass's result
+/// ([`Greedy::accept`]) and says what to feed next, so a caller may drive it one token at a
+/// time (the page shows each as it comes); the passes' attention is the caller's to keep.
 #[derive(Debug, Clone)]
 pub struct Greedy {
     prompt_ids: Vec<u32>,
     output_ids: Vec<u32>,
-    /// Each pass's attention, `(1, L, H, n_q, n_k)`: the prefill's, then one row a step.
-    rows: Vec<Array5<f32>>,
+    /// Each pass's likeliest next tokens.
     next: Vec<Vec<TokenProb>>,
     step_ms: Vec<f64>,
     eos: Vec<u32>,
@@ -185,7 +235,6 @@ impl Greedy {
         Self {
             prompt_ids: prompt.to_vec(),
             output_ids: Vec::with_capacity(opts.max_new_tokens),
-            rows: Vec::with_capacity(opts.max_new_tokens),
             next: Vec::new(),
             step_ms: Vec::with_capacity(opts.max_new_tokens),
             eos: if opts.stop_at_eos {
@@ -197,14 +246,14 @@ impl Greedy {
         }
     }
 
-    /// Takes a pass's result (which took `ms`) and writes its likeliest token; returns the
+    /// Takes a pass's logits and likeliest tokens (it took `ms`) and writes its likeliest token;
+    /// returns the
     /// position and token the next pass feeds, or `None` when the generation is over (EOS, or
     /// `max_new_tokens` written).
     pub(crate) fn accept(&mut self, pass: StepPass, ms: f64) -> Option<(usize, u32)> {
         self.step_ms.push(ms);
         let token = argmax(pass.logits.view());
-        self.next.extend(pass.next);
-        self.rows.push(pass.attention);
+        self.next.push(pass.next);
         self.output_ids.push(token);
         let over = self.eos.contains(&token) || self.output_ids.len() >= self.max_new_tokens;
         (!over).then(|| (self.prompt_ids.len() + self.output_ids.len() - 1, token))
@@ -222,7 +271,7 @@ impl Greedy {
 
     /// The likeliest tokens at the step that wrote output token `i`.
     pub fn step_top_k(&self, i: usize) -> &[TokenProb] {
-        &self.next[self.prompt_ids.len() - 1 + i]
+        &self.next[i]
     }
 
     /// Whether the last token written ends the generation.
@@ -231,44 +280,9 @@ impl Greedy {
             || self.output_ids.len() >= self.max_new_tokens
     }
 
-    /// The last pass's attention, `(1, L, H, n_q, n_k)`, if any.
-    pub fn last_attention(&self) -> Option<&Array5<f32>> {
-        self.rows.last()
-    }
-
     /// The time each pass took so far, in ms.
     pub fn step_ms(&self) -> &[f64] {
         &self.step_ms
-    }
-
-    /// The generation so far, its attention assembled into one `(L, H, N, N)` causal map.
-    pub fn generation(&self) -> Generation {
-        self.clone().finish()
-    }
-
-    /// The generation, its attention assembled into one `(L, H, N, N)` causal map.
-    pub fn finish(self) -> Generation {
-        let p = self.prompt_ids.len();
-        let n = p + self.output_ids.len() - 1;
-        let (_, l, h, _, _) = self.rows[0].dim();
-        let mut attention = Array4::zeros((l, h, n, n));
-        attention
-            .slice_mut(s![.., .., ..p, ..p])
-            .assign(&self.rows[0].slice(s![0, .., .., .., ..]));
-        // the step that fed position `q` (the last token written is never fed): its one row
-        for (i, row) in self.rows.iter().enumerate().skip(1) {
-            let q = p + i - 1;
-            attention
-                .slice_mut(s![.., .., q, ..=q])
-                .assign(&row.slice(s![0, .., .., 0, ..]));
-        }
-        Generation {
-            prompt_ids: self.prompt_ids,
-            output_ids: self.output_ids,
-            attention,
-            next: self.next,
-            step_ms: self.step_ms,
-        }
     }
 }
 
@@ -328,7 +342,7 @@ impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
             model,
             cache: DecoderCache::default(),
             opts: TraceOptions {
-                lm_logits: true,
+                next_logits: true,
                 ..TraceOptions::default()
             },
             top_k,
@@ -338,7 +352,6 @@ impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
     /// The decoder over `ids` at positions `first..` under `mask`, reading and filling the
     /// cache.
     fn pass(&mut self, ids: &[u32], first: usize, mask: &Mask) -> Result<StepPass> {
-        let n = ids.len();
         let inputs = pass_inputs(ids, first);
         let model = self.model.borrow();
         let layers = model.config.num_hidden_layers;
@@ -354,12 +367,7 @@ impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
         let (mut groups, kept) = ops.finish()?;
         let attention =
             AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?.probs;
-        let logits = logits_of(kept)?; // (n, V)
-        Ok(StepPass {
-            attention,
-            next: top_k(&logits, self.top_k),
-            logits: logits.row(n - 1).to_owned(),
-        })
+        StepPass::new(attention, kept, self.top_k)
     }
 }
 
@@ -372,12 +380,6 @@ pub(crate) fn pass_inputs(ids: &[u32], first: usize) -> ModelInputs {
         positions: Array2::from_shape_fn((1, n), |(_, j)| (first + j) as u32),
         target: None,
     }
-}
-
-/// The LM logits a pass kept.
-pub(crate) fn logits_of(mut kept: KeptValues) -> Result<Array2<f32>> {
-    kept.remove(&Kept::LmLogits)
-        .ok_or_else(|| Error::Engine("the pass kept no logits".into()))
 }
 
 impl<M: std::borrow::Borrow<Model> + Send> CpuSteps<M> {

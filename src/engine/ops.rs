@@ -193,6 +193,9 @@ pub enum Kept {
     Output,
     /// The LM head's logits over the vocabulary, `(B·T, V)`, where the family has one.
     LmLogits,
+    /// The LM head's logits at each item's last position only, `(B, V)`: all a decoding step
+    /// writes from (a prompt's pass multiplies one row by the head, not every position's).
+    NextLogits,
     /// Layer `l`'s intermediate values (see [`crate::engine::LayerTrace`]).
     Layer(usize, LayerValue),
     /// An encoder–decoder's decoder embeddings, `(B·T, D)` each: the token rows times the
@@ -369,6 +372,12 @@ pub trait Ops {
     /// # Shapes
     /// * `gate`, `up`: `(rows, F)` → `(rows, F)`
     fn gate(&mut self, gate: &Self::X, up: &Self::X, act: Activation) -> Result<Self::X>;
+
+    /// Each item's last row (the position whose next token a decoding step writes).
+    ///
+    /// # Shapes
+    /// * `x`: `(B·n, c)` → `(B, c)`
+    fn last_rows(&mut self, x: &Self::X) -> Result<Self::X>;
 
     /// `x`'s columns cut into `parts` equal views (GPT-2's fused `c_attn` into Q, K and V).
     ///

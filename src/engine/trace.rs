@@ -130,6 +130,9 @@ pub struct TraceOptions {
     /// Keep the LM head's logits over the vocabulary ([`Trace::lm_logits`]), where the model
     /// has one.
     pub lm_logits: bool,
+    /// Keep the LM head's logits at each item's last position only ([`Kept::NextLogits`]),
+    /// what a generation's passes need.
+    pub next_logits: bool,
     /// An encoder–decoder's pass: keep this decoder layer's values and the decoder's
     /// embeddings ([`crate::engine::DecoderTrace`]).
     pub decoder_trace: Option<usize>,
@@ -323,6 +326,7 @@ impl TraceOptions {
             }
             Kept::Output => true,
             Kept::LmLogits => self.lm_logits,
+            Kept::NextLogits => self.next_logits,
             Kept::Layer(l, _) => traced(l),
             Kept::DecoderWord | Kept::DecoderPosition => self.decoder_trace.is_some(),
             Kept::Decoder(l, _) => self.decoder_trace == Some(l),

@@ -151,10 +151,7 @@ impl Gpt2Weights {
         }
         let out = ops.norm(&x, &self.ln_f)?;
         ops.keep(Kept::Output, &out)?;
-        if ops.wants(Kept::LmLogits) {
-            let logits = ops.linear(&out, &self.lm_head, None)?; // (B·T, V)
-            ops.keep(Kept::LmLogits, &logits)?;
-        }
+        super::lm_logits(ops, &out, &self.lm_head)?;
         Ok(out)
     }
 }

@@ -14,10 +14,10 @@ pub mod marian;
 
 use ndarray::{Array2, Array3};
 
-use crate::engine::ops::{Ops, Stack};
+use crate::engine::ops::{Kept, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::{Error, Result};
-use crate::model::weights::{Table, Tensors};
+use crate::model::weights::{Linear, Table, Tensors};
 use crate::model::{Config, Encoded, Family};
 
 /// A model's weights, by family.
@@ -121,6 +121,22 @@ impl Weights {
     pub fn has_lm_head(&self) -> bool {
         matches!(self, Self::Gpt2(_) | Self::Llama(_))
     }
+}
+
+/// A decoder's LM head on its output `out`, `(B·T, D)`, kept where the pass wants it: at every
+/// position ([`Kept::LmLogits`], `(B·T, V)`) and at each item's last ([`Kept::NextLogits`],
+/// `(B, V)`: one row through the head where a generation needs no more).
+pub(crate) fn lm_logits<O: Ops>(ops: &mut O, out: &O::X, lm_head: &Linear) -> Result<()> {
+    if ops.wants(Kept::LmLogits) {
+        let logits = ops.linear(out, lm_head, None)?; // (B·T, V)
+        ops.keep(Kept::LmLogits, &logits)?;
+    }
+    if ops.wants(Kept::NextLogits) {
+        let last = ops.last_rows(out)?; // (B, D)
+        let logits = ops.linear(&last, lm_head, None)?; // (B, V)
+        ops.keep(Kept::NextLogits, &logits)?;
+    }
+    Ok(())
 }
 
 /// The probability of every next token at every position: `softmax` over the vocabulary of

@@ -9,7 +9,7 @@ use attnscope::engine::gpu::{GpuDevice, GpuEngine};
 use attnscope::engine::{ScoreScale, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model, Trace};
-use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use ndarray::{s, ArrayD, ArrayViewD, IxDyn};
 use serde::Deserialize;
 
 pub fn root() -> PathBuf {
@@ -431,4 +431,59 @@ pub struct GenerateMeta {
     pub output_ids: Vec<u32>,
     pub max_new_tokens: usize,
     pub step_top5_ids: Vec<Vec<u32>>,
+}
+
+/// SmolLM2-135M-Instruct's prompts (the golden case `smollm2_prompts`, tools/make_fixtures.py
+/// `smollm2`): its GGUF file under the repository, and each prompt with HF's ids and ten likeliest
+/// next tokens at each position (their probabilities in the case's tensors, `top10_probs_{i}`).
+#[derive(Debug, Deserialize)]
+pub struct SmolMeta {
+    pub gguf_file: String,
+    pub max_new_tokens: usize,
+    pub items: Vec<SmolItem>,
+}
+
+/// One prompt of [`SmolMeta`], with HF's greedy answer where the case has one.
+#[derive(Debug, Deserialize)]
+pub struct SmolItem {
+    pub text: String,
+    pub token_ids: Vec<u32>,
+    pub top10_ids: Vec<Vec<u32>>,
+    #[serde(default)]
+    pub output_ids: Option<Vec<u32>>,
+}
+
+/// Prompt `i` of `smollm2_prompts` (`item`, the case's tensors `want`) against one causal pass
+/// over it by some engine, kept with its LM logits (`what` names the engine in the messages):
+/// every layer's attention within [`ATTENTION_TOL`] of HF's (`attention_{i}`), and at every
+/// position the probability of each of HF's ten likeliest next tokens within [`ATTENTION_TOL`]
+/// of HF's (`top10_probs_{i}`).
+pub fn assert_smollm2_prompt(
+    what: &str,
+    i: usize,
+    item: &SmolItem,
+    want: &HashMap<String, ArrayD<f32>>,
+    trace: &Trace,
+) {
+    let att = max_abs_diff(
+        trace.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+        want[&format!("attention_{i}")].view(),
+    );
+    let probs = attnscope::families::next_token_probs(trace.lm_logits.as_ref().unwrap());
+    let top = &want[&format!("top10_probs_{i}")];
+    let mut p = 0f32;
+    for (pos, ids) in item.top10_ids.iter().enumerate() {
+        for (j, &id) in ids.iter().enumerate() {
+            p = p.max((probs[[0, pos, id as usize]] - top[[pos, j]]).abs());
+        }
+    }
+    eprintln!("smollm2 prompt {i} {what}: attention {att:.2e}, top-10 next tokens {p:.2e}");
+    assert!(
+        att <= ATTENTION_TOL,
+        "{what} prompt {i}: attention differs by {att}"
+    );
+    assert!(
+        p <= ATTENTION_TOL,
+        "{what} prompt {i}: next-token probabilities differ by {p}"
+    );
 }

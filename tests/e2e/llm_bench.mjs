@@ -46,7 +46,7 @@ function instrumentPage() {
         if (b.bareId && e.data?.id === b.bareId) b.bareDone = e.data;
         if (e.data?.type !== 'generated') return f(e);
         const arrive = now();
-        try { return f(e); } finally { b.steps.push({ outputs: e.data.result.output_ids.length, arrive, handled: now() }); }
+        try { return f(e); } finally { b.steps.push({ outputs: b.steps.length + 1, arrive, handled: now() }); }
       };
     }
     get onmessage() { return super.onmessage; }
@@ -64,7 +64,7 @@ function instrumentWorker() {
   const now = () => performance.timeOrigin + performance.now();
   const post = self.postMessage.bind(self);
   self.postMessage = (m, ...rest) => {
-    if (m?.type === 'generated') b.posts.push({ t: now(), outputs: m.result.output_ids.length, stepMs: m.step.step_ms, prompt: m.result.prompt_ids.length, backend: m.result.backend });
+    if (m?.type === 'generated') b.posts.push({ t: now(), outputs: b.posts.length + 1, stepMs: m.step.step_ms, prompt: m.step.prompt_ids?.length ?? b.posts[0]?.prompt, backend: m.step.backend ?? b.posts[0]?.backend });
     return post(m, ...rest);
   };
   const on = self.onmessage;
@@ -149,8 +149,11 @@ async function generate(page, worker, { bare = false } = {}) {
   await worker.evaluate(() => { self.__bench.in = []; self.__bench.posts = []; });
   await page.fill('#gen-max', String(NEW));
   const start = await page.evaluate(({ bare, NEW }) => {
-    const b = Object.assign(window.__bench, { steps: [], measures: [], longtasks: [], bareDone: null });
+    const b = Object.assign(window.__bench, { steps: [], measures: [], longtasks: [], renders: [], bareDone: null });
     const t = performance.timeOrigin + performance.now();
+    // each time the views are given a newer step of the generation (web/generation.js draws at most once a frame)
+    b.unsubscribe?.();
+    b.unsubscribe = window.attnscope.store.subscribe((s, changed) => { if (changed.has('run') && s.run?.generated) b.renders.push(performance.timeOrigin + performance.now()); });
     if (!bare) { document.getElementById('gen-go').click(); return t; }
     const s = window.attnscope.store.get();
     b.bareId = 1e9 + Math.floor(Math.random() * 1e6);
@@ -167,7 +170,7 @@ async function generate(page, worker, { bare = false } = {}) {
     await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.run?.generated && s.rendered?.startsWith(`${s.run.id}:`); }, null, { timeout: 60000 });
   }
   const end = await page.evaluate(() => performance.timeOrigin + performance.now());
-  const p = await page.evaluate(() => { const { worker, ...rest } = window.__bench; return rest; });
+  const p = await page.evaluate(() => { const { worker, unsubscribe, ...rest } = window.__bench; return rest; });
   const w = await worker.evaluate(() => self.__bench);
   const k = w.posts.length, stepMs = w.posts.map((x) => x.stepMs);
   const acks = w.in.filter((x) => x.type === 'generated-ack').map((x) => x.t);
@@ -188,14 +191,16 @@ async function generate(page, worker, { bare = false } = {}) {
     // a decode step's wall time, part by part (medians over steps 1..k-1)
     split: {
       engine: median(decode),
-      workerRest: median(workerMs.slice(1).map((ms, i) => ms - decode[i])), // result() and the step's JS objects
+      workerRest: median(workerMs.slice(1).map((ms, i) => ms - decode[i])), // the step's JS objects
       toPage: median(p.steps.slice(1).map((x, i) => x.arrive - w.posts[i + 1].t)), // postMessage + waiting for the main thread
-      pageHandling: median(p.steps.slice(1).map((x) => x.handled - x.arrive)), // store update, generationRun, the views' first slice
+      pageHandling: median(p.steps.slice(1).map((x) => x.handled - x.arrive)), // the step's row into the generation's buffer
       ackToWorker: median(acks.slice(0, k - 1).map((t, i) => t - p.steps[i].handled)),
     },
     perViewMsPerStep: Object.fromEntries(Object.entries(perView).map(([n, ms]) => [n, ms / k])),
     longtasks: { count: p.longtasks.length, ms: sum(p.longtasks.map((x) => x.ms)) },
     untilRendered: end - shown[k - 1],
+    // how often the views drew a newer step while the tokens came (the last, after them, aside)
+    redraws: { count: p.renders.length, medianGap: p.renders.length > 2 ? median(p.renders.slice(1).map((t, i) => t - p.renders[i])) : null },
   };
 }
 
@@ -267,10 +272,10 @@ console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   console.log(`| ${r.engine} | ${r.prompt} | ${r.run} | ${r.backend} | ${f1(r.tokensPerS)} | ${f1(r.decodePerS)} | ${f1(r.engineDecodePerS)} | ${f1(r.prefillEngine)} / ${f1(r.prefillWall)} | ${f1(r.stepEngine[0])} / ${f1(r.stepEngine[1])} | ${f1(r.stepWall[0])} / ${f1(r.stepWall[1])} |${r.outputs !== NEW ? ` (${r.outputs} tokens: EOS)` : ''}`);
 }
-console.log('\nA decode step\'s wall time, part by part (medians, ms): engine step | rest of the worker\'s step (result(), JS objects) | post → page handler | page handling (store, generationRun, views\' first slice) | ack → worker; then the views\' ms a step (some in later tasks, beside the next step); main-thread long tasks');
+console.log('\nA decode step\'s wall time, part by part (medians, ms): engine step | rest of the worker\'s step (JS objects) | post → page handler | page handling (the row into the buffer) | ack → worker; then the views\' ms a step (drawn at most once a frame, beside the engine\'s steps), how many times they drew a newer step and the median gap; main-thread long tasks');
 for (const r of rows) {
   const s = r.split;
-  console.log(`  e=${r.engine} P=${r.prompt} ${r.run}: ${f1(s.engine)} | ${f1(s.workerRest)} | ${f1(s.toPage)} | ${f1(s.pageHandling)} | ${f1(s.ackToWorker)}${r.views ? `; views ${Object.entries(r.perViewMsPerStep).map(([n, ms]) => `${n} ${f1(ms)}`).join(', ')}; ${r.longtasks.count} long tasks, ${f1(r.longtasks.ms)} ms; last render ${f1(r.untilRendered)} ms after the 64th token` : ''}`);
+  console.log(`  e=${r.engine} P=${r.prompt} ${r.run}: ${f1(s.engine)} | ${f1(s.workerRest)} | ${f1(s.toPage)} | ${f1(s.pageHandling)} | ${f1(s.ackToWorker)}${r.views ? `; views ${Object.entries(r.perViewMsPerStep).map(([n, ms]) => `${n} ${f1(ms)}`).join(', ')}; redrawn ${r.redraws.count} times, every ${r.redraws.medianGap == null ? '–' : f1(r.redraws.medianGap)} ms; ${r.longtasks.count} long tasks, ${f1(r.longtasks.ms)} ms; last render ${f1(r.untilRendered)} ms after the 64th token` : ''}`);
 }
 if (profiles.length) {
   console.log('\nCPU profile of the first 64 + 64 Generate, self ms by function, each thread');

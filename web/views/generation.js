@@ -4,7 +4,7 @@
 // focused step's run (web/generation.js generationRun); this view draws the text around them.
 //
 // render(target, {info, generation, step, chat, maxNew, playing}, {onGenerate(maxNew, chat),
-// onStop, onStep(step), onPlay, onChat(chat)}); `generation`: {result (Generating.result()),
+// onStop, onStep(step), onPlay, onChat(chat)}); `generation`: {result (web/generation.js GenerationResult),
 // running, stopped, error} or null. User text is set as textContent only.
 
 import { visibleText } from '../result.js';

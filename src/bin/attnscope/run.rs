@@ -234,6 +234,7 @@ pub fn main() -> ExitCode {
                 layer_trace,
                 embeddings: false, // the layer trace has them for layer 0
                 lm_logits: top_k.is_some(),
+                next_logits: false,
                 decoder_trace: None,
             },
             cross_attention,

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
+use rayon::prelude::*;
 
 use super::attention::{heads_into, HeadArrays};
 use super::ops::{activate, gate, linear, norm, rotate};
@@ -231,6 +232,19 @@ impl AttentionRecord for Group {
     }
 }
 
+/// That `x`, `(rows, in)`, is what `w` takes.
+fn check_input(x: &CpuX, w: &Linear) -> Result<()> {
+    let (rows, input) = x.view().dim();
+    if input != w.weight.ncols() {
+        return Err(Error::Shape {
+            what: "a dense layer's input (rows, in)".into(),
+            expected: vec![rows, w.weight.ncols()],
+            found: vec![rows, input],
+        });
+    }
+    Ok(())
+}
+
 impl Ops for CpuOps<'_> {
     type X = CpuX;
 
@@ -284,14 +298,7 @@ impl Ops for CpuOps<'_> {
     }
 
     fn linear(&mut self, x: &CpuX, w: &Linear, act: Option<Activation>) -> Result<CpuX> {
-        let (rows, input) = x.view().dim();
-        if input != w.weight.ncols() {
-            return Err(Error::Shape {
-                what: "a dense layer's input (rows, in)".into(),
-                expected: vec![rows, w.weight.ncols()],
-                found: vec![rows, input],
-            });
-        }
+        check_input(x, w)?;
         let mut y = linear(x.view(), w);
         if let Some(act) = act {
             activate(&mut y, act);
@@ -300,7 +307,15 @@ impl Ops for CpuOps<'_> {
     }
 
     fn project(&mut self, x: &CpuX, ws: &[&Linear]) -> Result<Vec<CpuX>> {
-        ws.iter().map(|w| self.linear(x, w, None)).collect()
+        for w in ws {
+            check_input(x, w)?;
+        }
+        // the layers' products side by side: every thread has work from the start, where one
+        // product after another would wake the pool each time (slow in a browser)
+        Ok(ws
+            .par_iter()
+            .map(|w| CpuX::new(linear(x.view(), w)))
+            .collect())
     }
 
     fn extend(&mut self, slot: CacheSlot, x: &CpuX) -> Result<CpuX> {
@@ -377,6 +392,14 @@ impl Ops for CpuOps<'_> {
     fn gate(&mut self, g: &CpuX, up: &CpuX, act: Activation) -> Result<CpuX> {
         self.same_rows("a gated feed-forward's gate and up projection", g, up)?;
         Ok(CpuX::new(gate(g.view(), up.view(), act)))
+    }
+
+    fn last_rows(&mut self, x: &CpuX) -> Result<CpuX> {
+        let n = self.per_item("the rows whose last is taken", x)?;
+        if n == 0 {
+            return Err(Error::Engine("no rows to take the last of".into()));
+        }
+        Ok(CpuX::new(x.view().slice(s![n - 1..;n, ..]).to_owned())) // (B, c)
     }
 
     fn split(&mut self, x: &CpuX, parts: usize) -> Result<Vec<CpuX>> {

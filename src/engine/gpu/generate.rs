@@ -16,7 +16,7 @@ use web_time::Instant;
 use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
 use crate::engine::cpu::exec::StackLayers;
-use crate::engine::generate::{check, logits_of, pass_inputs, run, top_k, StepPass, Steps};
+use crate::engine::generate::{check, pass_inputs, run, StepPass, Steps};
 use crate::engine::ops::{AttentionKind, PassMasks, Stack};
 use crate::engine::trace::AttentionGroup;
 use crate::engine::{GenerateOptions, Generation, TraceOptions};
@@ -43,7 +43,7 @@ impl GpuEngine {
             prefill: None,
             step: None,
             opts: TraceOptions {
-                lm_logits: true,
+                next_logits: true,
                 ..TraceOptions::default()
             },
             top_k: opts.top_k,
@@ -93,7 +93,7 @@ impl GpuSteps<'_> {
     /// Replays `pass` over `ids` at positions `first..first + n`: their keys and values to the
     /// cache's rows `first..first + n`, each attending to the rows up to its own. The attention
     /// `(1, L, H, n, first + n)`, the logits of the last position and the likeliest tokens
-    /// after each.
+    /// after it.
     async fn replay(&self, pass: &Recorded, ids: &[u32], first: usize) -> Result<StepPass> {
         let start = Instant::now();
         let (n, rows) = (ids.len(), self.cache.rows_per_item);
@@ -116,12 +116,7 @@ impl GpuSteps<'_> {
         let all = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?;
         // the rows past the pass's last position are masked: exactly 0, and not shown
         let attention = all.probs.slice(s![.., .., .., .., ..first + n]).to_owned();
-        let logits = logits_of(kept)?; // (n, V)
-        Ok(StepPass {
-            attention,
-            next: top_k(&logits, self.top_k),
-            logits: logits.row(n - 1).to_owned(),
-        })
+        StepPass::new(attention, kept, self.top_k)
     }
 }
 

@@ -1,8 +1,9 @@
 //! The WGSL kernels and the model's weights on the GPU.
 //!
 //! Each kernel is `shaders/common.wgsl` (workgroup reductions, `erf`, the activations) followed by
-//! its own `shaders/<kernel>.wgsl` (a `*_shared.wgsl` kernel after the file it builds on),
-//! composed at build time. Its buffers are declared once, here, as an explicit bind-group layout
+//! its own `shaders/<kernel>.wgsl` (a `*_shared.wgsl` kernel after the file it builds on; the
+//! products, `matmul.wgsl` and `quant.wgsl`, after `tiles.wgsl`, their register tiles), composed
+//! at build time. Its buffers are declared once, here, as an explicit bind-group layout
 //! (binding 0 is always its parameters); its workgroup size is set from the constants below
 //! through the shader's `override`s, and the dispatches in `plan.rs` read the same constants.
 //! Pipelines are compiled once per device; `quant.wgsl`'s once per ggml type, when a pass first
@@ -59,8 +60,8 @@ macro_rules! composed {
     };
 }
 
-/// The kernels: one per `shaders/*.wgsl` besides `common.wgsl`, and `matmul.wgsl` in three
-/// specialisations.
+/// The kernels: one per `shaders/*.wgsl` besides `common.wgsl` and `tiles.wgsl`, and
+/// `matmul.wgsl` in three specialisations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// An embedding lookup.
@@ -148,11 +149,15 @@ impl Kernel {
             Kernel::Scatter => &["scatter.wgsl"],
             Kernel::Rotary => &["rotary.wgsl"],
             Kernel::Gate => &["gate.wgsl"],
-            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => &["matmul.wgsl"],
+            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
+                &["tiles.wgsl", "matmul.wgsl"]
+            }
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
             | Kernel::MatmulSharedShort
-            | Kernel::MatmulSharedShortBAlongN => &["matmul.wgsl", "matmul_shared.wgsl"],
+            | Kernel::MatmulSharedShortBAlongN => {
+                &["tiles.wgsl", "matmul.wgsl", "matmul_shared.wgsl"]
+            }
             Kernel::AddLayerNorm => &["add_layernorm.wgsl"],
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => &["attention_probs.wgsl"],
             Kernel::AttentionProbsShared => {
@@ -162,7 +167,7 @@ impl Kernel {
             | Kernel::MatmulQuantScalar
             | Kernel::MatmulQuantRows
             | Kernel::MatmulQuantRowsScalar
-            | Kernel::GatherQuant => &["quant.wgsl"],
+            | Kernel::GatherQuant => &["tiles.wgsl", "quant.wgsl"],
         }
     }
 
@@ -179,11 +184,13 @@ impl Kernel {
             Kernel::Scatter => composed!("scatter"),
             Kernel::Rotary => composed!("rotary"),
             Kernel::Gate => composed!("gate"),
-            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => composed!("matmul"),
+            Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
+                composed!("tiles", "matmul")
+            }
             Kernel::MatmulShared
             | Kernel::MatmulSharedBAlongN
             | Kernel::MatmulSharedShort
-            | Kernel::MatmulSharedShortBAlongN => composed!("matmul", "matmul_shared"),
+            | Kernel::MatmulSharedShortBAlongN => composed!("tiles", "matmul", "matmul_shared"),
             Kernel::AddLayerNorm => composed!("add_layernorm"),
             Kernel::AttentionProbs | Kernel::AttentionProbsScalar => {
                 composed!("attention_probs")
@@ -193,7 +200,7 @@ impl Kernel {
             | Kernel::MatmulQuantScalar
             | Kernel::MatmulQuantRows
             | Kernel::MatmulQuantRowsScalar
-            | Kernel::GatherQuant => composed!("quant"),
+            | Kernel::GatherQuant => composed!("tiles", "quant"),
         }
     }
 

@@ -592,6 +592,23 @@ impl Ops for Recorder<'_> {
         Ok(out)
     }
 
+    fn last_rows(&mut self, x: &GpuX) -> Result<GpuX> {
+        let n = self.per_item("the rows whose last is taken", x)?;
+        if n == 0 {
+            return Err(Error::Engine("no rows to take the last of".into()));
+        }
+        // a view: row n − 1 of each item, one item's rows apart
+        Ok(GpuX {
+            slot: x.slot.clone(),
+            rows: self.batch as u32,
+            at: Rows {
+                offset: x.at.offset + (n - 1) * x.at.stride,
+                stride: x.at.stride * n,
+            },
+            cols: x.cols,
+        })
+    }
+
     fn split(&mut self, x: &GpuX, parts: usize) -> Result<Vec<GpuX>> {
         let c = split_width(x.rows as usize, x.cols as usize, parts)? as u32;
         Ok((0..parts as u32)
