@@ -148,11 +148,13 @@ export function generationRun(result, step, layers) {
 export function connectGeneration(store, eng) {
   let current = null, ids = 0, autoFor = '';
   const layersOf = (s) => s.modelInfo.layers;
+  /** Drops a generation's pending redraw of the views. */
+  const halt = (g) => { cancelAnimationFrame(g.frame); clearTimeout(g.timer); };
 
   function start(maxNew, chat, { keepStep = false } = {}) {
     const s = store.get();
     current?.handle.stop();
-    if (current) { cancelAnimationFrame(current.frame); clearTimeout(current.timer); }
+    if (current) halt(current);
     const id = ++ids;
     store.update({ generation: { id, running: true, result: null, stopped: false, error: null }, gen: maxNew, chat, ...(keepStep ? {} : { step: null }) });
     let result = null;
@@ -178,15 +180,13 @@ export function connectGeneration(store, eng) {
     handle.done.then(({ stopped }) => {
       if (current !== g) return;
       current = null;
-      cancelAnimationFrame(g.frame);
-      clearTimeout(g.timer);
+      halt(g);
       const now = store.get();
       store.update({ generation: { ...now.generation, result, running: false, stopped }, ...(result ? { run: generationRun(result, now.step, layersOf(now)) } : {}) });
     }, (err) => {
       if (current !== g) return;
       current = null;
-      cancelAnimationFrame(g.frame);
-      clearTimeout(g.timer);
+      halt(g);
       store.update({ generation: { ...store.get().generation, result, running: false, error: `Could not generate: ${String(err.message || err)}` } });
     });
   }
@@ -195,7 +195,7 @@ export function connectGeneration(store, eng) {
     const stale = changed.has('sentences') || changed.has('modelVersion') || (changed.has('run') && s.run && !s.run.generated);
     if (s.generation && stale) {
       current?.handle.stop();
-      if (current) { cancelAnimationFrame(current.frame); clearTimeout(current.timer); }
+      if (current) halt(current);
       current = null;
       store.update({ generation: null, gen: 0, step: null });
       return;
