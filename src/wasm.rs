@@ -556,7 +556,8 @@ impl Session {
                 .collect::<crate::Result<Vec<_>>>()
                 .map_err(js_err)?,
         };
-        let run = self.forward(engine, &input, &mask, &opts).await?;
+        let mut run = self.forward(engine, &input, &mask, &opts).await?;
+        let lm_logits = run.trace.lm_logits.take(); // made probabilities in place, below
         let t = &run.trace;
         let shape = t.attention.shape();
         let (b, l, h, tt) = (shape[0], shape[1], shape[2], shape[3]);
@@ -587,8 +588,8 @@ impl Session {
         if let Some(l) = &t.logits {
             set(&o, "logits", flat(l))?;
         }
-        if let (Some(k), Some(logits)) = (options.top_k, &t.lm_logits) {
-            let probs = crate::families::next_token_probs(logits); // (B, T, V)
+        if let (Some(k), Some(logits)) = (options.top_k, lm_logits) {
+            let probs = crate::families::into_next_token_probs(logits); // (B, T, V)
             let all: Vec<_> = probs
                 .outer_iter()
                 .map(|item| next_tokens(item, k, &model.tokenizer))

@@ -23,7 +23,7 @@ import { summarise } from './summary.js';
 import { maxAbsDiff as maxDiff } from './result.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
-const WEIGHTS = 'model.safetensors'; // kept in wasm memory as a WeightsFile, the others as bytes
+const WEIGHTS = 'model.safetensors'; // moved into wasm memory as a WeightsFile, the others kept as bytes
 const AT_WEIGHTS = FILES.indexOf(WEIGHTS); // its place in a checkpoint's files
 /** A folder's optional file: an instruct model's chat template (a 404 means none). */
 const TOKENIZER_CONFIG = 'tokenizer_config.json';
@@ -135,8 +135,9 @@ function safetensorsSize(head, file, url) {
   return 8 + n + end;
 }
 
-/** One file of a checkpoint, from Cache Storage or the network: its bytes, or for the weights a
- *  WeightsFile in wasm memory (the caller frees it). A downloaded file is stored in Cache Storage
+/** One file of a checkpoint, from Cache Storage or the network: its bytes, or for cached weights
+ *  the Blob that Cache Storage gives (read into wasm memory by `intoWasm`, chunk by chunk, so
+ *  their bytes are never whole in JavaScript). A downloaded file is stored in Cache Storage
  *  while the model is built from it (writing 90 MB there takes longer than reading them); a lock
  *  per URL, held until it is stored, makes a second document (an iframe) wait for the first
  *  download and then read it from the cache. */
@@ -148,7 +149,12 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (cache && !refresh) {
       const hit = await cache.match(url);
       if (hit) {
-        if (isWeights(file)) return { value: await readWeights(await hit.blob(), file, onBytes, signal, url) };
+        if (isWeights(file)) {
+          const blob = await hit.blob();
+          if (blob.size > limit) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the page's limit of ${mb(limit)}: ${url}`);
+          onBytes(blob.size, blob.size);
+          return { value: blob };
+        }
         const bytes = new Uint8Array(await hit.arrayBuffer());
         onBytes(bytes.length, bytes.length);
         return { value: bytes };
@@ -202,7 +208,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     if (total && loaded !== total) throw new Error(`${file}: got ${loaded} bytes, the server announced ${total}`);
     const bytes = concat(chunks, loaded);
     const stored = cache?.put(url, new Response(bytes)).catch(() => {});
-    return { value: isWeights(file) ? WeightsFile.fromBytes(file, bytes) : bytes, stored };
+    return { value: bytes, stored };
   };
   if (!self.navigator.locks) return (await work()).value;
   return new Promise((resolve, reject) => {
@@ -214,12 +220,10 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
   });
 }
 
-/** A cached model.safetensors read into wasm memory chunk by chunk as Cache Storage hands it
- *  over, so the 90 MB are never whole in JavaScript and then copied in (and the model's
- *  matrices are then read in place: `WeightsFile` in src/model/weights.rs). */
-async function readWeights(blob, file, onBytes, signal, url) {
-  if (blob.size > limitOf(file)) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the page's limit of ${mb(limitOf(file))}: ${url}`);
-  if (signal.aborted) throw new Error('cancelled');
+/** Cached weights (a Blob of Cache Storage) read into a WeightsFile in wasm memory chunk by
+ *  chunk as Cache Storage hands them over, so the file is never whole in JavaScript and then
+ *  copied in (the model's matrices are then read in place: `WeightsFile` in src/model/weights.rs). */
+async function readWeights(blob, file) {
   const weights = new WeightsFile(file, blob.size);
   try {
     const reader = blob.stream().getReader();
@@ -227,15 +231,10 @@ async function readWeights(blob, file, onBytes, signal, url) {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      if (signal.aborted) {
-        reader.cancel().catch(() => {});
-        throw new Error('cancelled');
-      }
       weights.write(at, value); // an error past the end
       at += value.length;
     }
     if (at !== blob.size) throw new Error(`${file}: the cache gave ${at} bytes of ${blob.size}`);
-    onBytes(at, at);
     return weights;
   } catch (e) {
     weights.free();
@@ -268,7 +267,6 @@ async function download(key, base, refresh, hub) {
   const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
   const errors = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
   if (errors.length) {
-    if (got[AT_WEIGHTS].status === 'fulfilled') got[AT_WEIGHTS].value.free();
     const e = cancel.signal.aborted ? new Error('cancelled') : errors.find((x) => x.message !== 'cancelled') ?? errors[0];
     throw hub && e.message !== 'cancelled' ? await hubError(hub, root, e) : e;
   }
@@ -281,8 +279,8 @@ function chatFamily(config) {
   try { return ['llama', 'mistral', 'qwen2'].includes(JSON.parse(new TextDecoder().decode(config)).model_type); } catch { return false; }
 }
 
-/** A GGUF file by its URL, from the cache or downloaded, into wasm memory: `{bytes: [null,
- *  WeightsFile, null], gguf}` (`gguf`: its file name, as errors name it). */
+/** A GGUF file by its URL, from the cache or downloaded: `{bytes: [null, weights, null], gguf}`
+ *  (`gguf`: its file name, as errors name it). */
 async function downloadGguf(key, url, refresh, hub) {
   const cancel = new AbortController();
   aborts.set(key, cancel);
@@ -395,8 +393,7 @@ async function makeSession(cp, backend) {
     // after it (`timeEngines`)
     return { ...(await makeSession(cp, 'cpu')), backend, untimed: cp, status: { line: 'auto: the CPU engine while WebGPU is timed', details: 'WebGPU is set up and timed against the CPU once the first view is drawn' } };
   }
-  if (cp.freed) throw letGo();
-  if (!(cp.bytes[AT_WEIGHTS] instanceof WeightsFile)) cp.bytes[AT_WEIGHTS] = WeightsFile.fromBytes(cp.gguf ?? WEIGHTS, cp.bytes[AT_WEIGHTS]); // parked
+  await intoWasm(cp);
   const [config, weights, tokenizer] = cp.bytes;
   // the checkpoint's own errors throw here
   const setUp = cp.gguf ? loadGgufSession(cp.name, weights, backend) : loadSession(cp.name, config, weights, tokenizer, backend, cp.tokenizerConfig ?? undefined);
@@ -476,8 +473,23 @@ function drop(key) {
 }
 
 // ---------- a checkpoint's files: [config, weights, tokenizer] ----------
-// The weights are a WeightsFile in wasm memory, which the checkpoint's sessions share, or, while
-// the checkpoint is parked, its bytes in JavaScript (`park`).
+// The weights are a WeightsFile in wasm memory, which the checkpoint's sessions share. Until its
+// first session is made (`intoWasm`), and while the checkpoint is parked (`park`), they stay in
+// JavaScript: bytes, or the Blob of a cached file.
+
+/** Moves a checkpoint's weights into wasm memory, where its sessions read them in place. `load`
+ *  calls it only once the sessions the checkpoint replaces are freed, so that the file's large
+ *  block is placed while wasm memory holds no other model (placed beside one, it can leave a
+ *  hole that the next model's file does not fit, and wasm memory never shrinks). */
+async function intoWasm(cp) {
+  if (cp.freed) throw letGo();
+  const w = cp.bytes[AT_WEIGHTS];
+  if (w instanceof WeightsFile) return;
+  const name = cp.gguf ?? WEIGHTS;
+  const file = w instanceof Blob ? await readWeights(w, name) : WeightsFile.fromBytes(name, w);
+  if (cp.freed) { file.free(); throw letGo(); }
+  cp.bytes[AT_WEIGHTS] = file;
+}
 
 /** Lets a checkpoint's files go. */
 function forget(key) {
@@ -502,29 +514,27 @@ function park(cp) {
   file.free();
 }
 
-/** Throws when one of a checkpoint's files (bytes or a WeightsFile; a GGUF checkpoint has the
- *  weights' alone) is over its limit. */
+/** Throws when one of a checkpoint's files (bytes, a Blob or a WeightsFile; a GGUF checkpoint
+ *  has the weights' alone) is over its limit. */
 function checkSizes(files, gguf = null) {
   const names = gguf ? [null, gguf, null] : FILES;
-  const over = names.findIndex((f, i) => f && files[i].length > limitOf(f));
-  if (over >= 0) throw new Error(`${names[over]}: the file is ${files[over].length} bytes, over the limit of ${limitOf(names[over])}`);
+  const size = (f) => (f instanceof Blob ? f.size : f.length);
+  const over = names.findIndex((f, i) => f && size(files[i]) > limitOf(f));
+  if (over >= 0) throw new Error(`${names[over]}: the file is ${size(files[over])} bytes, over the limit of ${limitOf(names[over])}`);
 }
 
 /** A checkpoint's files as the page handed them over (ArrayBuffers by name: the three files,
- *  tokenizer_config.json where chosen too, or one *.gguf), the weights into wasm memory:
- *  `{bytes, tokenizerConfig?, gguf?}`. */
+ *  tokenizer_config.json where chosen too, or one *.gguf): `{bytes, tokenizerConfig?, gguf?}`. */
 function fromFiles(files) {
   const gguf = Object.keys(files).find(isGguf);
   if (gguf) {
     const bytes = [null, new Uint8Array(files[gguf]), null];
     checkSizes(bytes, gguf);
-    bytes[AT_WEIGHTS] = WeightsFile.fromBytes(gguf, bytes[AT_WEIGHTS]);
     return { bytes, gguf };
   }
   const bytes = FILES.map((f) => new Uint8Array(files[f]));
   checkSizes(bytes);
   const tokenizerConfig = files[TOKENIZER_CONFIG] ? new Uint8Array(files[TOKENIZER_CONFIG]) : null;
-  bytes[AT_WEIGHTS] = WeightsFile.fromBytes(WEIGHTS, bytes[AT_WEIGHTS]);
   return { bytes, tokenizerConfig };
 }
 
