@@ -3,7 +3,7 @@
 // draw from it, cut at the focused step, in the shape of a forward pass's (result.js `fromWorker`).
 
 import { fromWorker } from './result.js';
-import { summarise } from './summary.js';
+import { THUMB } from './summary.js';
 
 /** Whether a model writes text: decoder-only, with an LM head (decided by its architecture). */
 export const canGenerate = (info) => info?.architecture?.kind === 'decoder' && Boolean(info.lm_head);
@@ -49,7 +49,8 @@ export function tokenText(token) {
  * model, model_type, backend, prompt, prompt_ids, output_ids, output_text, tokens (every
  * position fed), steps [{top_k}], step_ms, n (N, the positions fed) and attention (L, H, N, N).
  * Each pass's attention is written once into a buffer of (L, H, S, S), S the most positions the
- * generation can feed (the prompt's P and `maxNew − 1`): a step costs its own row, and the
+ * generation can feed (the prompt's P and `maxNew − 1`): a step costs its own row, the views read
+ * the heads they draw and the summary of all of them in place (`head`, `summary`), and the
  * (L, H, N, N) copy is made only when `attention` is read.
  */
 export class GenerationResult {
@@ -91,6 +92,51 @@ export class GenerationResult {
     this.#last = step.token;
   }
 
+  /** How many heads: L·H. */
+  get heads() { return this.#heads; }
+
+  /** Head `lh` (of L·H) over the first `n` positions: a copy, (n, n). */
+  head(lh, n) {
+    const S = this.#S, out = new Float32Array(n * n);
+    for (let q = 0; q < n; q++) out.set(this.#data.subarray((lh * S + q) * S, (lh * S + q) * S + n), q * n);
+    return out;
+  }
+
+  /**
+   * What the views need of every head over the first `n` positions (summary.js `summarise`'s
+   * fields, read in place): each head's largest probability and its cell (`q·n + k`), and past
+   * THUMB positions each head max-pooled to THUMB × THUMB, as summary.js `pooled` pools it. Row
+   * `q` is read up to its diagonal: past it the causal mask left zeros, which change no maximum.
+   */
+  summary(n) {
+    const heads = this.#heads, S = this.#S, R = n > THUMB ? THUMB : 0;
+    const probMax = new Float32Array(heads), probArg = new Int32Array(heads);
+    const thumbs = R ? new Float32Array(heads * R * R) : null, thumbMask = R ? new Uint8Array(R * R) : null;
+    const col = Int32Array.from({ length: n }, (_, k) => Math.floor((k * R) / n)); // a key's bin
+    for (let lh = 0; lh < heads; lh++) {
+      const p = this.#data.subarray(lh * S * S, (lh + 1) * S * S);
+      let max = 0, arg = 0;
+      if (R) {
+        const out = thumbs.subarray(lh * R * R, (lh + 1) * R * R);
+        for (let q = 0; q < n; q++) {
+          const r = Math.floor((q * R) / n) * R, at = q * S;
+          for (let k = 0; k <= q; k++) {
+            const v = p[at + k], i = r + col[k];
+            if (v > out[i]) out[i] = v;
+            if (v > max) { max = v; arg = q * n + k; }
+          }
+          if (lh === 0) thumbMask.fill(1, r, r + col[q] + 1);
+        }
+      } else {
+        for (let q = 0; q < n; q++) {
+          for (let k = 0, at = q * S; k <= q; k++) if (p[at + k] > max) { max = p[at + k]; arg = q * n + k; }
+        }
+      }
+      probMax[lh] = max; probArg[lh] = arg;
+    }
+    return { R, thumbs, thumbMask, probMax, probArg, scoreMax: new Float32Array(heads) };
+  }
+
   /** The attention over the first `n` positions, (L·H, n, n) (the last copy is kept). */
   cut(n) {
     if (this.#compact?.n === n) return this.#compact.values;
@@ -106,15 +152,15 @@ export class GenerationResult {
 /**
  * The run the views draw for a generation (`result`: a {@link GenerationResult}) at step `step`
  * (null: the last): the prompt and what was written before the step, `n = P + step` positions,
- * its attention `(1, L, H, n, n)` cut from the generation's, under the causal mask, with each
+ * its attention `(1, L, H, n, n)` read from the generation's (each head copied out once a view
+ * asks for it; the summary from all of them in place), under the causal mask, with each
  * written position's likeliest next tokens (the prompt's but its last have none: generating
  * computes them only where it writes). `generated: {P, step, outputs}` marks it.
  */
 export function generationRun(result, step, layers) {
   const P = result.prompt_ids.length, outputs = result.output_ids.length;
   const t = stepOf(step, outputs), n = P + t;
-  const attention = result.cut(n);
-  const H = attention.length / (layers * n * n);
+  const H = result.heads / layers;
   const mask = new Float32Array(n * n);
   for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
   const tokens = result.tokens.slice(0, n);
@@ -128,7 +174,9 @@ export function generationRun(result, step, layers) {
     elapsed_ms: result.step_ms.reduce((a, b) => a + b, 0), shape, items: [item], head_mask: [], scale: 'sqrt_dk', head_metrics: [],
   };
   const nextTokens = [tokens.map((_, q) => (q >= P - 1 ? result.steps[q - P + 1]?.top_k ?? [] : []))];
-  const run = fromWorker({ info, attention, mask, nextTokens, summary: summarise(attention, null, mask, [1, layers, H, n]) });
+  const heads = new Map(); // l·H + h → its (n, n) copy, made once a view reads it
+  const head = (b, l, h) => heads.get(l * H + h) ?? heads.set(l * H + h, result.head(l * H + h, n)).get(l * H + h);
+  const run = fromWorker({ info, head, mask, nextTokens, summary: result.summary(n) });
   run.generated = { P, step: t, outputs };
   return run;
 }

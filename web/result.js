@@ -11,7 +11,8 @@ function lazy(obj, key, make) {
 
 /**
  * `raw`: `{info: RunInfo, attention, scores, mask, logits?, headMetrics?, rollout?,
- * sentenceEmbedding?, baselineEmbedding?}` from the worker.
+ * sentenceEmbedding?, baselineEmbedding?}` from the worker; or, in place of `attention`,
+ * `head(b, l, h)` giving each head's T·T values on demand (a generation's: web/generation.js).
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
  * scoresOf(b, l, h), maskOf(b)}`; each `results[b]` is the CLI's item for text b.
  */
@@ -21,7 +22,7 @@ export function fromWorker(raw) {
   const { info, attention, scores, mask, logits, summary, headMetrics, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
-  const head = (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T);
+  const head = raw.head ?? ((b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T));
   const scoresOf = (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T);
   const maskOf = (b) => mask.subarray(b * T * T, (b + 1) * T * T);
   const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));

@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
 import { startServer, launch, openPage, ready, maxDiff, ROOT } from './harness.mjs';
+import { GenerationResult } from '../../web/generation.js';
+import { summarise } from '../../web/summary.js';
 
 const FOLDER = path.join(ROOT, 'assets/models/e2e-tiny-llama');
 const GGUF_DIR = path.join(ROOT, 'assets/models/e2e-tiny-llama-gguf');
@@ -108,6 +110,26 @@ for (const [what, model, fixture] of MODELS) {
     }
   });
 }
+
+test('a generation\'s summary, read in place from its buffer, is summarise\'s over the cut attention (pooled past 64 positions, ties included), and each head its copy', () => {
+  let seed = 7;
+  const rnd = () => { seed = (seed * 16807) % 2147483647; return Math.round((seed / 2147483647) * 40) / 40; }; // ties
+  const [L, H] = [3, 4];
+  for (const [P, NEW] of [[5, 4], [40, 30], [64, 64], [100, 37]]) {
+    const prompt = new Float32Array(L * H * P * P); // causal: zeros past the diagonal
+    for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < P; q++) for (let k = 0; k <= q; k++) prompt[(lh * P + q) * P + k] = rnd();
+    const step = (n_k) => ({ n_k, attention: Float32Array.from({ length: L * H * n_k }, rnd), id: 1, token: 'b', top_k: [], step_ms: 1, output_text: '' });
+    const g = new GenerationResult({ ...step(P), attention: prompt, prompt_ids: Array(P).fill(1), prompt_tokens: Array(P).fill('a'), prompt: 'x' }, NEW);
+    for (let s = 1; s < NEW; s++) g.add(step(P + s));
+    for (const n of [2, P, P + NEW - 7, P + NEW - 1]) {
+      const mask = new Float32Array(n * n);
+      for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
+      const cut = g.cut(n), want = summarise(cut, null, mask, [1, L, H, n]), got = g.summary(n);
+      for (const f of ['R', 'thumbs', 'thumbMask', 'probMax', 'probArg']) assert.deepEqual(got[f], want[f], `P ${P}, n ${n}: ${f}`);
+      for (const lh of [0, 5, L * H - 1]) assert.deepEqual(g.head(lh, n), cut.subarray(lh * n * n, (lh + 1) * n * n), `P ${P}, n ${n}: head ${lh}`);
+    }
+  }
+});
 
 test('Llama: gen=8 writes the tokens HF writes, step by step; the step control moves through them and the heatmap grows', async () => {
   const { json, tensors } = golden('llama_generate');
