@@ -79,11 +79,13 @@ bench: setup web
 # A Llama-family model generating (SmolLM2-135M-Instruct's Q4_1 GGUF, fetched by setup): attnscope
 # beside llama.cpp (llama-cpp-python, built here from PyPI: ~10 minutes the first time, skipped
 # with a note where it cannot build; AMX off: this machine's CPU lists AMX, whose instructions trap
-# here) and PyTorch (HF from the same GGUF), on 1 and 2 threads.
+# here, and ggml's GGML_AMX_* options do nothing once GGML_NATIVE is on) and PyTorch (HF from the
+# same GGUF), on 1 and 2 threads.
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 .PHONY: bench-llm
 bench-llm: setup
 	cargo build --release
-	python3 -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" python3 -m pip install --quiet llama-cpp-python || echo "bench: llama-cpp-python did not build: llama.cpp will be skipped"
+	python3 -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'" python3 -m pip install --quiet llama-cpp-python || echo "bench: llama-cpp-python did not build: llama.cpp will be skipped"
 	python3 bench/llm.py
 
 # Translation at opus-mt-en-de's size (a random checkpoint, tools/make_opus_shape.py, git-ignored):

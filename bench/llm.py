@@ -40,10 +40,16 @@ def prompt_ids(tokenize):
 
 
 def llama_cpp(model, threads, iters):
+    import llama_cpp
+    import numpy as np
     from llama_cpp import Llama
     llm = Llama(model_path=model, n_ctx=PROMPT + NEW + 8, n_threads=threads, n_threads_batch=threads,
                 n_batch=PROMPT, verbose=False, logits_all=False)
     ids = prompt_ids(lambda t: llm.tokenize(t.encode(), add_bos=False))
+
+    def last_logits():
+        # the last token's (llm.scores is filled only with logits_all, which costs every row's)
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
     pp, tg = [], []
     for i in range(iters + 1):
         llm.reset()
@@ -52,7 +58,7 @@ def llama_cpp(model, threads, iters):
         prefill = time.perf_counter() - start
         start = time.perf_counter()
         for _ in range(NEW - 1):
-            token = int(llm.scores[llm.n_tokens - 1].argmax())
+            token = int(last_logits().argmax())
             llm.eval([token])
         decode = time.perf_counter() - start
         if i:  # the first is the warm-up

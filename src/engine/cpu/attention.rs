@@ -1,16 +1,18 @@
 //! Scaled dot-product attention and multi-head attention on the CPU.
 
+use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
 use ndarray::{
-    s, Array2, Array3, ArrayView2, ArrayView3, ArrayViewMut1, ArrayViewMut2, ArrayViewMut3, Axis,
+    s, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut1, ArrayViewMut2,
+    ArrayViewMut3, Axis,
 };
 
 use rayon::prelude::*;
 
 use super::gemm::{matmul_in_one_thread, PackedB};
 use super::isa;
-use super::ops::{linear, masked_softmax, masked_softmax_in_place};
+use super::ops::{dot, linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
@@ -134,6 +136,9 @@ fn attend_into(
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
     let factor = scale.factor(q.dim().1);
+    if q.nrows() < PACKED_MIN_QUERIES {
+        return attend_rows(q, k, v, mask, factor, scores, probs, output);
+    }
     let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
     let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
     let n_q = q.nrows();
@@ -163,6 +168,77 @@ fn attend_into(
             // (block, d_v)
             matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
         }
+    }
+}
+
+/// Query rows from which [`attend_into`] packs `Kᵀ` and `V` for the matrix product: below, as
+/// in a decoding step (one row), packing them would cost as much as the products themselves.
+const PACKED_MIN_QUERIES: usize = 4;
+
+/// [`attend_into`] for a few query rows, straight from `k` and `v`: each score a dot product of
+/// the query with a key, each output row the probabilities' sum of the value rows.
+///
+/// # Shapes
+/// As [`attend_into`]'s.
+#[allow(clippy::too_many_arguments)]
+fn attend_rows(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    mask: Option<ArrayView2<bool>>,
+    factor: f32,
+    mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    mut probs: ArrayViewMut2<MaybeUninit<f32>>,
+    mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+) {
+    // a head's rows are contiguous in the projections (its columns of each row)
+    fn slice<'a>(x: ArrayView1<'a, f32>) -> Cow<'a, [f32]> {
+        match x.to_slice() {
+            Some(x) => Cow::Borrowed(x),
+            None => Cow::Owned(x.to_vec()),
+        }
+    }
+    let mask = mask.as_ref().map(|m| m.as_standard_layout());
+    let (mut row, mut context) = (vec![0.0f32; k.nrows()], vec![0.0f32; v.ncols()]);
+    isa::vectorised(
+        #[inline(always)]
+        || {
+            for (i, q) in q.rows().into_iter().enumerate() {
+                let q = slice(q);
+                let allowed = mask.as_ref().map(|m| {
+                    let row = m.row(i);
+                    row.to_slice()
+                        .expect("a standard-layout array's row is contiguous")
+                });
+                // QKᵀ·factor
+                for (s, k) in row.iter_mut().zip(k.rows()) {
+                    *s = dot(&q, &slice(k)) * factor;
+                }
+                if let Some(scores) = scores.as_mut() {
+                    write_row(scores.row_mut(i), &row);
+                }
+                masked_softmax_in_place(&mut row, allowed);
+                write_row(probs.row_mut(i), &row);
+                if let Some(output) = output.as_mut() {
+                    // Σⱼ pⱼ·vⱼ
+                    context.fill(0.0);
+                    for (&p, v) in row.iter().zip(v.rows()) {
+                        for (c, &v) in context.iter_mut().zip(slice(v).iter()) {
+                            *c += p * v;
+                        }
+                    }
+                    write_row(output.row_mut(i), &context);
+                }
+            }
+        },
+    );
+}
+
+/// `values` written into `row`.
+#[inline(always)]
+fn write_row(mut row: ArrayViewMut1<MaybeUninit<f32>>, values: &[f32]) {
+    for (r, &v) in row.iter_mut().zip(values) {
+        r.write(v);
     }
 }
 

@@ -19,7 +19,7 @@ use crate::model::Activation;
 pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
     match (&l.weight, l.packed()) {
         (_, Some(packed)) => matmul_new(x, packed, 1.0, Some(l.bias.view())),
-        // block by block from the quantized bytes (src/model/quant.rs)
+        // block by block from the quantized bytes (src/model/quant/)
         (Matrix::Quantized(q), None) => {
             let mut y = q.matmul_t(x);
             y += &l.bias;
@@ -209,6 +209,22 @@ pub fn rotate(x: ArrayView2<f32>, heads: usize, rope: &Rotary, positions: &[u32]
             .for_each(rotate_row);
     }
     y
+}
+
+/// `a · b`, in 16 lanes that LLVM vectorises (SSE/AVX natively, `simd128` in wasm).
+#[inline(always)]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let (a16, a_tail) = a.as_chunks::<LANES>();
+    let (b16, b_tail) = b.as_chunks::<LANES>();
+    let mut acc = [0.0f32; LANES];
+    for (a, b) in a16.iter().zip(b16) {
+        for k in 0..LANES {
+            acc[k] += a[k] * b[k];
+        }
+    }
+    let tail: f32 = a_tail.iter().zip(b_tail).map(|(a, b)| a * b).sum();
+    acc.iter().sum::<f32>() + tail
 }
 
 /// Softmax of one row in place after `masked_fill(!allowed, -inf)`: masked cells become

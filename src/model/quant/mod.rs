@@ -30,6 +30,10 @@ use rayon::prelude::*;
 
 use crate::engine::cpu::gemm::{matmul_in_one_thread, PackedB};
 use crate::engine::cpu::isa;
+use crate::engine::cpu::ops::dot;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Values in a K-quant super-block (`QK_K`).
 const QK_K: usize = 256;
@@ -400,6 +404,10 @@ impl QuantMatrix {
             .collect();
         let (data, row_bytes) = (self.data(), self.row_bytes);
         let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
+        #[cfg(target_arch = "x86_64")]
+        let intrinsics = avx512::takes(self.ty) && avx512::available();
+        #[cfg(not(target_arch = "x86_64"))]
+        let intrinsics = false;
         // a few tasks per thread, none too small to be worth handing over
         let per_row = (n * cols).max(1);
         let chunk = TASK_MIN_WORK
@@ -437,7 +445,17 @@ impl QuantMatrix {
                                     std::array::from_fn(|r| &w[r * row_bytes..(r + 1) * row_bytes]);
                                 for (i, x) in xs.chunks_exact(cols).enumerate() {
                                     let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
-                                    let dots = dot_32s(self.ty, w, x, sums);
+                                    let dots = if intrinsics {
+                                        // SAFETY: `avx512::available` found what it needs
+                                        #[cfg(target_arch = "x86_64")]
+                                        unsafe {
+                                            avx512::dot_rows(self.ty, w, x, sums)
+                                        }
+                                        #[cfg(not(target_arch = "x86_64"))]
+                                        unreachable!()
+                                    } else {
+                                        dot_32s(self.ty, w, x, sums)
+                                    };
                                     for (r, d) in dots.into_iter().enumerate() {
                                         out[[i, ROWS_TOGETHER * f + r]].write(d);
                                     }
@@ -483,22 +501,6 @@ impl QuantMatrix {
                 },
             );
     }
-}
-
-/// `a · b`, in 16 lanes that LLVM vectorises (SSE/AVX natively, `simd128` in wasm).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let (a16, a_tail) = a.as_chunks::<LANES>();
-    let (b16, b_tail) = b.as_chunks::<LANES>();
-    let mut acc = [0.0f32; LANES];
-    for (a, b) in a16.iter().zip(b16) {
-        for k in 0..LANES {
-            acc[k] += a[k] * b[k];
-        }
-    }
-    let tail: f32 = a_tail.iter().zip(b_tail).map(|(a, b)| a * b).sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 /// A weight row of type `ty` dotted with `x`, straight from its blocks: each block's
@@ -766,22 +768,20 @@ fn half_at(b: &[u8], at: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 
-/// An `f16`'s bits as f32, exactly (as `half`'s conversion), in a few integer operations that
-/// inline into the blocks' loops: a normal number's exponent is rebased; zero and subnormals,
-/// their bits moved into an f32's place, are the value times 2⁻¹¹², so multiplied back;
-/// infinities and NaNs keep an all-ones exponent.
+/// An `f16`'s bits as f32, exactly (as `half`'s conversion), in a few integer operations and
+/// no branch, so that it inlines into the blocks' loops: the bits moved into an f32's place are
+/// the value times 2⁻¹¹² (a normal number's exponent is 112 short of f32's bias, a subnormal's
+/// mantissa lands in an f32 subnormal's), so multiplied back; infinities and NaNs keep an
+/// all-ones exponent.
 #[inline(always)]
 fn f16_to_f32(h: u16) -> f32 {
     let h = u32::from(h);
     let (sign, magnitude) = ((h & 0x8000) << 16, (h & 0x7FFF) << 13);
-    let exponent = h & 0x7C00;
-    let value = if exponent != 0 && exponent != 0x7C00 {
-        // a normal number: its exponent rebased from f16's bias (15) to f32's (127)
-        magnitude + ((127 - 15) << 23)
-    } else if exponent == 0x7C00 {
+    let scaled = (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits(); // 2¹¹²
+    let value = if h & 0x7C00 == 0x7C00 {
         magnitude | 0x7F80_0000
     } else {
-        (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits() // 2¹¹²
+        scaled
     };
     f32::from_bits(value | sign)
 }
@@ -1160,6 +1160,34 @@ mod tests {
                 assert!(
                     (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
                     "{ty} strided: {g} vs {w}"
+                );
+            }
+        }
+    }
+
+    /// The AVX-512 loop and the portable one (which the products above take only where the CPU
+    /// lacks AVX-512, and wasm always) give the same dots.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx512_blocks_equal_the_portable_ones() {
+        if !avx512::available() {
+            eprintln!("this CPU has no AVX-512: only the portable loop runs here");
+            return;
+        }
+        for ty in GgmlType::ALL.into_iter().filter(|&ty| avx512::takes(ty)) {
+            let cols = 32 * 9;
+            let m = matrix(ty, ROWS_TOGETHER, cols, 11 + ty.code() as u64);
+            let x = x(1, cols);
+            let x = x.as_slice().unwrap();
+            let sums: Vec<f32> = x.chunks_exact(32).map(|r| r.iter().sum()).collect();
+            let rows: [&[u8]; ROWS_TOGETHER] = std::array::from_fn(|r| m.row_data(r));
+            let want = dot_32s(ty, rows, x, &sums);
+            // SAFETY: `available` found what it needs
+            let got = unsafe { avx512::dot_rows(ty, rows, x, &sums) };
+            for (r, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{ty} row {r}: AVX-512 {g} vs portable {w}"
                 );
             }
         }
