@@ -33,7 +33,7 @@ use crate::engine::cpu::isa;
 use crate::engine::cpu::ops::dot;
 
 #[cfg(target_arch = "x86_64")]
-mod avx512;
+mod x86;
 
 /// Values in a K-quant super-block (`QK_K`).
 const QK_K: usize = 256;
@@ -404,10 +404,9 @@ impl QuantMatrix {
             .collect();
         let (data, row_bytes) = (self.data(), self.row_bytes);
         let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
+        // the x86-64 kernel for the 32-value block types, where the CPU runs one
         #[cfg(target_arch = "x86_64")]
-        let intrinsics = avx512::takes(self.ty) && avx512::available();
-        #[cfg(not(target_arch = "x86_64"))]
-        let intrinsics = false;
+        let kernel = x86::Kernel::best(self.ty);
         // a few tasks per thread, none too small to be worth handing over
         let per_row = (n * cols).max(1);
         let chunk = TASK_MIN_WORK
@@ -445,17 +444,14 @@ impl QuantMatrix {
                                     std::array::from_fn(|r| &w[r * row_bytes..(r + 1) * row_bytes]);
                                 for (i, x) in xs.chunks_exact(cols).enumerate() {
                                     let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
-                                    let dots = if intrinsics {
-                                        // SAFETY: `avx512::available` found what it needs
-                                        #[cfg(target_arch = "x86_64")]
-                                        unsafe {
-                                            avx512::dot_rows(self.ty, w, x, sums)
-                                        }
-                                        #[cfg(not(target_arch = "x86_64"))]
-                                        unreachable!()
-                                    } else {
-                                        dot_32s(self.ty, w, x, sums)
+                                    #[cfg(target_arch = "x86_64")]
+                                    let dots = match kernel {
+                                        // SAFETY: `Kernel::best` found it on this CPU
+                                        Some(k) => unsafe { x86::dot_rows(k, self.ty, w, x, sums) },
+                                        None => dot_32s(self.ty, w, x, sums),
                                     };
+                                    #[cfg(not(target_arch = "x86_64"))]
+                                    let dots = dot_32s(self.ty, w, x, sums);
                                     for (r, d) in dots.into_iter().enumerate() {
                                         out[[i, ROWS_TOGETHER * f + r]].write(d);
                                     }
@@ -1165,16 +1161,19 @@ mod tests {
         }
     }
 
-    /// The AVX-512 loop and the portable one (which the products above take only where the CPU
-    /// lacks AVX-512, and wasm always) give the same dots.
+    /// The x86-64 kernels and the portable loop (which the products above take only where the
+    /// CPU has no kernel, and wasm always) give the same dots.
     #[test]
     #[cfg(target_arch = "x86_64")]
-    fn the_avx512_blocks_equal_the_portable_ones() {
-        if !avx512::available() {
-            eprintln!("this CPU has no AVX-512: only the portable loop runs here");
-            return;
+    fn the_x86_kernels_equal_the_portable_loop() {
+        let kernels = x86::Kernel::available();
+        if kernels.is_empty() {
+            eprintln!("this CPU runs no x86 kernel: only the portable loop runs here");
         }
-        for ty in GgmlType::ALL.into_iter().filter(|&ty| avx512::takes(ty)) {
+        for ty in GgmlType::ALL
+            .into_iter()
+            .filter(|&ty| x86::Kernel::best(ty).is_some())
+        {
             let cols = 32 * 9;
             let m = matrix(ty, ROWS_TOGETHER, cols, 11 + ty.code() as u64);
             let x = x(1, cols);
@@ -1182,13 +1181,15 @@ mod tests {
             let sums: Vec<f32> = x.chunks_exact(32).map(|r| r.iter().sum()).collect();
             let rows: [&[u8]; ROWS_TOGETHER] = std::array::from_fn(|r| m.row_data(r));
             let want = dot_32s(ty, rows, x, &sums);
-            // SAFETY: `available` found what it needs
-            let got = unsafe { avx512::dot_rows(ty, rows, x, &sums) };
-            for (r, (g, w)) in got.iter().zip(want).enumerate() {
-                assert!(
-                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                    "{ty} row {r}: AVX-512 {g} vs portable {w}"
-                );
+            for &k in &kernels {
+                // SAFETY: `available` found it on this CPU
+                let got = unsafe { x86::dot_rows(k, ty, rows, x, &sums) };
+                for (r, (g, w)) in got.iter().zip(want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "{ty} row {r}: {k:?} {g} vs portable {w}"
+                    );
+                }
             }
         }
     }
