@@ -547,25 +547,46 @@ async fn the_llama_family_on_webgpu_and_the_cpu_equals_hf_and_generates_as_hf_do
 }
 
 /// A GGUF file's quantized matrices in wasm (SIMD128 or relaxed SIMD, one thread): the tiny
-/// Llama's Q4_K file on the CPU engine against HF's dequantized model.
+/// Llama's Q4_K file, and its Q4_0, Q4_1 and Q8_0 files (whose blocks `quant/simd128.rs`
+/// multiplies: seven tokens are a matrix–vector product), on the CPU engine against HF's
+/// dequantized model.
 #[wasm_bindgen_test]
-fn a_quantized_gguf_model_runs_in_wasm_as_hf_runs_it() {
-    let file = attnscope::model::WeightsFile::from_bytes(
-        include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf"),
-        "tiny-llama-Q4_K.gguf",
-    )
-    .unwrap();
-    let m = Model::from_gguf("tiny-llama-Q4_K.gguf", &file).unwrap();
-    let golden: &[u8] = include_bytes!("fixtures/golden/llama_gguf_Q4_K.safetensors");
-    let input = m
-        .tokenizer
-        .encode(&["time flies like an arrow"], None)
-        .unwrap();
-    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
-    let c = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap();
-    let d = max_abs_diff(&c.attention.into_dyn(), &tensor(golden, "attention"));
-    web_sys::console::log_1(&format!("tiny-llama Q4_K in wasm: attention vs HF {d:.2e}").into());
-    assert!(d <= 1e-4, "{d}");
+fn quantized_gguf_models_run_in_wasm_as_hf_runs_them() {
+    let files: [(&str, &[u8], &[u8]); 4] = [
+        (
+            "tiny-llama-Q4_K.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q4_K.safetensors"),
+        ),
+        (
+            "tiny-llama-Q4_0.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_0.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q4_0.safetensors"),
+        ),
+        (
+            "tiny-llama-Q4_1.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_1.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q4_1.safetensors"),
+        ),
+        (
+            "tiny-llama-Q8_0.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q8_0.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q8_0.safetensors"),
+        ),
+    ];
+    for (name, bytes, golden) in files {
+        let file = attnscope::model::WeightsFile::from_bytes(bytes, name).unwrap();
+        let m = Model::from_gguf(name, &file).unwrap();
+        let input = m
+            .tokenizer
+            .encode(&["time flies like an arrow"], None)
+            .unwrap();
+        let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+        let c = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap();
+        let d = max_abs_diff(&c.attention.into_dyn(), &tensor(golden, "attention"));
+        web_sys::console::log_1(&format!("{name} in wasm: attention vs HF {d:.2e}").into());
+        assert!(d <= 1e-4, "{name}: {d}");
+    }
 }
 
 /// The same files on WebGPU, their matrices kept in their ggml types and multiplied and gathered

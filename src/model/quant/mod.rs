@@ -32,6 +32,8 @@ use crate::engine::cpu::gemm::{matmul_in_one_thread, PackedB};
 use crate::engine::cpu::isa;
 use crate::engine::cpu::ops::dot;
 
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -450,7 +452,16 @@ impl QuantMatrix {
                                         Some(k) => unsafe { x86::dot_rows(k, self.ty, w, x, sums) },
                                         None => dot_32s(self.ty, w, x, sums),
                                     };
-                                    #[cfg(not(target_arch = "x86_64"))]
+                                    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+                                    let dots = if simd128::takes(self.ty) {
+                                        simd128::dot_rows(self.ty, w, x, sums)
+                                    } else {
+                                        dot_32s(self.ty, w, x, sums)
+                                    };
+                                    #[cfg(not(any(
+                                        target_arch = "x86_64",
+                                        all(target_arch = "wasm32", target_feature = "simd128")
+                                    )))]
                                     let dots = dot_32s(self.ty, w, x, sums);
                                     for (r, d) in dots.into_iter().enumerate() {
                                         out[[i, ROWS_TOGETHER * f + r]].write(d);
