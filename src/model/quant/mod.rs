@@ -481,16 +481,25 @@ impl QuantMatrix {
             );
     }
 
-    /// `x · Wᵀ` into `out`, tile by tile of weight rows, each dequantized, packed and
-    /// multiplied by the engine's matrix product on one thread.
+    /// `x · Wᵀ` into `out`, tile by tile of weight rows, each dequantized and multiplied by the
+    /// engine's matrix product on one thread as `W_tile · xᵀ`: the tile is the product's left
+    /// operand, read as it is, and `xᵀ` is packed once for every tile. (Packing each tile as the
+    /// right operand transposed it value by value: a fifth of a prompt's pass.) Each tile's
+    /// `(rows, n)` product is written transposed into its columns of `out`.
     fn gemm_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
-        let cols = self.cols;
+        let (n, cols) = x.dim();
+        let xt = PackedB::from_transposed(x); // xᵀ, (cols, n)
         out.axis_chunks_iter_mut(Axis(1), GEMM_TILE_ROWS)
             .into_par_iter()
             .enumerate()
             .for_each_init(
-                || Array2::<f32>::zeros((GEMM_TILE_ROWS, cols)),
-                |tile, (t, out)| {
+                || {
+                    (
+                        Array2::<f32>::zeros((GEMM_TILE_ROWS, cols)),
+                        Array2::<f32>::uninit((GEMM_TILE_ROWS, n)),
+                    )
+                },
+                |(tile, product), (t, mut out)| {
                     let rows = out.ncols();
                     isa::vectorised(
                         #[inline(always)]
@@ -503,8 +512,15 @@ impl QuantMatrix {
                             }
                         },
                     );
-                    let packed = PackedB::from_transposed(tile.slice(ndarray::s![..rows, ..]));
-                    matmul_in_one_thread(x, &packed, 1.0, None, out);
+                    let tile = tile.slice(ndarray::s![..rows, ..]);
+                    let product = product.slice_mut(ndarray::s![..rows, ..]);
+                    let product = matmul_in_one_thread(tile, &xt, 1.0, None, product); // (rows, n)
+                    for (i, mut out) in out.rows_mut().into_iter().enumerate() {
+                        let out = out.as_slice_mut().expect("a row of x · Wᵀ's columns");
+                        for (j, o) in out.iter_mut().enumerate() {
+                            o.write(product[[j, i]]);
+                        }
+                    }
                 },
             );
     }
