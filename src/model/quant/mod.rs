@@ -359,9 +359,9 @@ impl QuantMatrix {
     /// `x · Wᵀ`, from the quantized bytes, the weight rows shared among rayon's threads. Below
     /// [`GEMM_MIN_INPUTS`] rows of `x` (decoding, a matrix–vector product), each weight row is
     /// dotted with every row of `x` straight from its blocks, never written out as f32
-    /// ([`dot_row`], [`dot_32s`]); from there on (a prompt), tiles of [`GEMM_TILE_ROWS`] weight rows are
-    /// dequantized into a buffer of the thread's and go through the engine's packed matrix
-    /// product.
+    /// ([`dot_row`], [`dot_32s`], or the 32-value blocks' kernels: `x86.rs`, `simd128.rs`);
+    /// from there on (a prompt), tiles of [`GEMM_TILE_ROWS`] weight rows are dequantized into a
+    /// buffer of the thread's and go through the engine's matrix product.
     ///
     /// # Shapes
     /// * `x`: `(n, cols)` → `(n, rows)`
@@ -394,7 +394,8 @@ impl QuantMatrix {
     }
 
     /// `x · Wᵀ` into `out`, each weight row read once from its blocks and dotted with every
-    /// row of `x` ([`dot_row`], [`dot_32s`]).
+    /// row of `x` ([`dot_row`], [`dot_32s`]; four rows of 32-value blocks at a time by the
+    /// x86-64 or WebAssembly SIMD kernel where there is one).
     fn matvec_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
         let (n, cols) = x.dim();
         let xs = x.as_slice().expect("standard layout");
