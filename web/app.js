@@ -45,7 +45,8 @@ const api = {
     const g = s.generation?.result;
     if (!s.run.generated || !g) return out;
     // the run's own fields (`tokens`, `attention`: up to the focused step) stay; the generation's whole in `generate`
-    for (const [k, v] of Object.entries(g)) if (!(k in out)) out[k] = v;
+    // copied as properties, so that `attention` stays a getter: read, it copies (L, H, N, N) out
+    for (const [k, d] of Object.entries(Object.getOwnPropertyDescriptors(g))) if (d.enumerable && !(k in out)) Object.defineProperty(out, k, d);
     return Object.assign(out, { output_tokens: g.output_ids.map((id, i) => g.steps[i].top_k.find((p) => p.id === id)?.token ?? null), step: s.run.generated.step, running: s.generation.running, generate: g });
   },
   get info() { return store.get().modelInfo; },

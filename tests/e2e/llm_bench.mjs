@@ -165,7 +165,9 @@ async function generate(page, worker, { bare = false } = {}) {
     const done = await page.evaluate(() => window.__bench.bareDone);
     if (!done.ok) throw new Error(`generate: ${done.error}`);
   } else {
-    await page.waitForFunction(() => { const r = window.attnscope.result; return r?.output_ids && !r.running; }, null, { timeout: 600000 });
+    // polled each frame: the store's generation, not `attnscope.result` (whose `generate` carries
+    // the whole (L, H, N, N): reading it each frame would be the main thread's largest cost)
+    await page.waitForFunction(() => { const g = window.attnscope.store.get().generation; return g?.result?.output_ids && !g.running; }, null, { timeout: 600000 });
     // the views of the last step drawn (scope.js `render` ends with the store's `rendered`)
     await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.run?.generated && s.rendered?.startsWith(`${s.run.id}:`); }, null, { timeout: 60000 });
   }
