@@ -741,6 +741,27 @@ impl MicroKernel for Portable {
     }
 }
 
+/// `x·b + acc` in `f32x4` lanes, one fused instruction in the builds that enable relaxed SIMD
+/// (where the CPU has it): the wasm loops' multiply-add (the micro-kernel's, the quantized
+/// blocks').
+#[cfg(target_arch = "wasm32")]
+#[inline(always)]
+pub(crate) fn madd(
+    x: core::arch::wasm32::v128,
+    b: core::arch::wasm32::v128,
+    acc: core::arch::wasm32::v128,
+) -> core::arch::wasm32::v128 {
+    use core::arch::wasm32::*;
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(x, b, acc)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        f32x4_add(f32x4_mul(x, b), acc)
+    }
+}
+
 /// WebAssembly SIMD, two `f32x4` accumulators a row, each value of `A` loaded once as a
 /// splat. With `relaxed-simd` (a build that enables it) the multiply-add is one fused
 /// instruction where the CPU has it.
@@ -752,17 +773,6 @@ impl MicroKernel for Simd128 {
     #[inline(always)]
     unsafe fn accumulate<const R: usize>(t: &Tile, row: usize, k: usize) -> [[f32; NR]; R] {
         use core::arch::wasm32::*;
-        #[inline(always)]
-        fn madd(x: v128, b: v128, acc: v128) -> v128 {
-            #[cfg(target_feature = "relaxed-simd")]
-            {
-                f32x4_relaxed_madd(x, b, acc)
-            }
-            #[cfg(not(target_feature = "relaxed-simd"))]
-            {
-                f32x4_add(f32x4_mul(x, b), acc)
-            }
-        }
         let mut acc = [[f32x4_splat(0.0); 2]; R];
         for p in 0..t.kc {
             let b0 = v128_load(t.panel.add(p * NR) as *const v128);

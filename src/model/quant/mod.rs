@@ -254,6 +254,19 @@ impl fmt::Debug for QuantMatrix {
     }
 }
 
+/// Whether a matrix–vector product of `ty` has a hand-written kernel (`x86.rs`, `simd128.rs`):
+/// the 32-value block types. The others go through the portable loop.
+#[cfg_attr(
+    not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )),
+    allow(dead_code)
+)]
+fn has_kernel(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
+}
+
 /// Rows of `x` from which a product goes through the tiled matrix product rather than one
 /// weight row at a time (a decoding step has 1).
 const GEMM_MIN_INPUTS: usize = 8;
@@ -454,7 +467,7 @@ impl QuantMatrix {
                                         None => dot_32s(self.ty, w, x, sums),
                                     };
                                     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                                    let dots = if simd128::takes(self.ty) {
+                                    let dots = if has_kernel(self.ty) {
                                         simd128::dot_rows(self.ty, w, x, sums)
                                     } else {
                                         dot_32s(self.ty, w, x, sums)

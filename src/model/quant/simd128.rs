@@ -11,24 +11,7 @@
 use core::arch::wasm32::*;
 
 use super::{half_at, GgmlType};
-
-/// Whether [`dot_rows`] takes blocks of `ty`.
-pub(super) fn takes(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
-}
-
-/// `x·b + acc`, fused where the build enables relaxed SIMD (and the CPU has it).
-#[inline(always)]
-fn madd(x: v128, b: v128, acc: v128) -> v128 {
-    #[cfg(target_feature = "relaxed-simd")]
-    {
-        f32x4_relaxed_madd(x, b, acc)
-    }
-    #[cfg(not(target_feature = "relaxed-simd"))]
-    {
-        f32x4_add(f32x4_mul(x, b), acc)
-    }
-}
+use crate::engine::cpu::gemm::madd;
 
 /// Eight 16-bit integers as two `f32x4`.
 #[inline(always)]
@@ -46,7 +29,7 @@ fn floats(q: v128, signed: bool) -> [v128; 2] {
     }
 }
 
-/// `R` weight rows of `ty` (see [`takes`]) dotted with `x`, each value of `x` read once for
+/// `R` weight rows of `ty` (see [`super::has_kernel`]) dotted with `x`, each value of `x` read once for
 /// them; `sums` holds `Σ x` of each run of 32 values of `x` (the offsets of `Q4_1` multiply
 /// them).
 ///
@@ -62,7 +45,7 @@ pub(super) fn dot_rows<const R: usize>(
     x: &[f32],
     sums: &[f32],
 ) -> [f32; R] {
-    assert!(takes(ty), "no SIMD128 loop for {ty}");
+    assert!(super::has_kernel(ty), "no SIMD128 loop for {ty}");
     let bytes = ty.block_bytes();
     let at = if ty == GgmlType::Q4_1 { 4 } else { 2 };
     let (low, eight) = (u16x8_splat(0x0F), i16x8_splat(8));

@@ -26,7 +26,7 @@ impl Kernel {
     /// The widest kernel this CPU runs for blocks of `ty`, if any (detected once).
     pub(super) fn best(ty: GgmlType) -> Option<Kernel> {
         static BEST: std::sync::OnceLock<Option<Kernel>> = std::sync::OnceLock::new();
-        if !matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1) {
+        if !super::has_kernel(ty) {
             return None;
         }
         *BEST.get_or_init(|| Kernel::available().first().copied())
@@ -47,7 +47,7 @@ impl Kernel {
     }
 }
 
-/// `R` weight rows of `ty` (Q8_0, Q4_0 or Q4_1: [`Kernel::best`]) dotted with `x`, each value
+/// `R` weight rows of `ty` ([`super::has_kernel`]) dotted with `x`, each value
 /// of `x` read once for them; `sums` holds `Σ x` of each run of 32 values of `x` (the offsets of
 /// `Q4_1` multiply them).
 ///
