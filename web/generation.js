@@ -3,7 +3,7 @@
 // draw from it, cut at the focused step, in the shape of a forward pass's (result.js `fromWorker`).
 
 import { fromWorker } from './result.js';
-import { THUMB } from './summary.js';
+import { THUMB, thumbBins, foldRows } from './summary.js';
 
 /** Whether a model writes text: decoder-only, with an LM head (decided by its architecture). */
 export const canGenerate = (info) => info?.architecture?.kind === 'decoder' && Boolean(info.lm_head);
@@ -50,11 +50,15 @@ export function tokenText(token) {
  * position fed), steps [{top_k}], step_ms, n (N, the positions fed) and attention (L, H, N, N).
  * Each pass's attention is written once into a buffer of (L, H, S, S), S the most positions the
  * generation can feed (the prompt's P and `maxNew − 1`): a step costs its own row, the views read
- * the heads they draw and the summary of all of them in place (`head`, `summary`), and the
- * (L, H, N, N) copy is made only when `attention` is read.
+ * the heads they draw in place (`head`), and the (L, H, N, N) copy is made only when `attention`
+ * is read. The summary of every head (its largest probability, its thumbnail) is kept as the
+ * rows come, a row a step (`summary`), so the views never walk all L·H·N·N values while it streams.
  */
 export class GenerationResult {
   #data; #S; #heads; #compact = null; #last = '';
+  /** The summary of the rows fed so far (`#fold`): {bins, thumbs (L·H, THUMB × THUMB: a head's
+   *  thumbnail, its rows THUMB apart), thumbMask (THUMB × THUMB), best: [L·H] of {max, q, k}}. */
+  #kept = null;
 
   /** From the prompt's pass (`first`: what `step()` returned first), `maxNew` tokens at most. */
   constructor(first, maxNew) {
@@ -71,6 +75,7 @@ export class GenerationResult {
     }
     // (L, H, N, N), as the CLI prints it: copied out of the buffer when read
     Object.defineProperty(this, 'attention', { enumerable: true, get: () => this.cut(this.n) });
+    this.#kept = this.#fold(P);
     this.#written(first);
   }
 
@@ -81,6 +86,9 @@ export class GenerationResult {
     for (let lh = 0; lh < this.#heads; lh++) this.#data.set(step.attention.subarray(lh * step.n_k, (lh + 1) * step.n_k), (lh * S + q) * S);
     this.tokens.push(this.#last);
     this.n = q + 1;
+    // the new row into the summary, or all of them again once the thumbnails' bins widen
+    if (thumbBins(this.n).w === this.#kept.bins.w) this.#fold(this.n, this.#kept, q);
+    else this.#kept = this.#fold(this.n);
     this.#written(step);
   }
 
@@ -103,38 +111,43 @@ export class GenerationResult {
   }
 
   /**
+   * Rows [from, n) of every head into `into` (the summary of the first `from` positions, or a new
+   * one when null): each head's largest probability and its cell, and its thumbnail over the
+   * first n positions in bins of summary.js `thumbBins(n)`, its rows THUMB apart (so it grows in
+   * place). Returns the summary.
+   */
+  #fold(n, into = null, from = 0) {
+    const heads = this.#heads, S = this.#S, cells = THUMB * THUMB;
+    const kept = into ?? {
+      bins: thumbBins(n), thumbs: new Float32Array(heads * cells), thumbMask: new Uint8Array(cells),
+      best: Array.from({ length: heads }, () => ({ max: 0, q: 0, k: 0 })),
+    };
+    const laid = { w: kept.bins.w, side: THUMB };
+    for (let lh = 0; lh < heads; lh++) {
+      foldRows(this.#data.subarray(lh * S * S, (lh + 1) * S * S), S, null, from, n, n, laid,
+        kept.thumbs.subarray(lh * cells, (lh + 1) * cells), lh === 0 ? kept.thumbMask : null, kept.best[lh], true);
+    }
+    return kept;
+  }
+
+  /**
    * What the views need of every head over the first `n` positions (summary.js `summarise`'s
-   * fields, read in place): each head's largest probability and its cell (`q·n + k`), and past
-   * THUMB positions each head max-pooled to THUMB × THUMB, as summary.js `pooled` pools it. Row
-   * `q` is read up to its diagonal: past it the causal mask left zeros, which change no maximum.
+   * fields): each head's largest probability and its cell (`q·n + k`), and past THUMB positions
+   * its thumbnail (`R` its side) in summary.js `thumbBins(n)`. Over every position fed so far it
+   * is the summary kept as the rows came; over fewer (a step of a finished generation), made
+   * from their rows.
    */
   summary(n) {
-    const heads = this.#heads, S = this.#S, R = n > THUMB ? THUMB : 0;
-    const probMax = new Float32Array(heads), probArg = new Int32Array(heads);
-    const thumbs = R ? new Float32Array(heads * R * R) : null, thumbMask = R ? new Uint8Array(R * R) : null;
-    const col = Int32Array.from({ length: n }, (_, k) => Math.floor((k * R) / n)); // a key's bin
-    for (let lh = 0; lh < heads; lh++) {
-      const p = this.#data.subarray(lh * S * S, (lh + 1) * S * S);
-      let max = 0, arg = 0;
-      if (R) {
-        const out = thumbs.subarray(lh * R * R, (lh + 1) * R * R);
-        for (let q = 0; q < n; q++) {
-          const r = Math.floor((q * R) / n) * R, at = q * S;
-          for (let k = 0; k <= q; k++) {
-            const v = p[at + k], i = r + col[k];
-            if (v > out[i]) out[i] = v;
-            if (v > max) { max = v; arg = q * n + k; }
-          }
-          if (lh === 0) thumbMask.fill(1, r, r + col[q] + 1);
-        }
-      } else {
-        for (let q = 0; q < n; q++) {
-          for (let k = 0, at = q * S; k <= q; k++) if (p[at + k] > max) { max = p[at + k]; arg = q * n + k; }
-        }
-      }
-      probMax[lh] = max; probArg[lh] = arg;
-    }
-    return { R, thumbs, thumbMask, probMax, probArg, scoreMax: new Float32Array(heads) };
+    const kept = n === this.n ? this.#kept : this.#fold(n);
+    const heads = this.#heads, R = n > THUMB ? thumbBins(n).side : 0;
+    const compact = (from, to) => { for (let r = 0; r < R; r++) to.set(from.subarray(r * THUMB, r * THUMB + R), r * R); return to; };
+    const thumbs = R ? new Float32Array(heads * R * R) : null;
+    for (let lh = 0; R && lh < heads; lh++) compact(kept.thumbs.subarray(lh * THUMB * THUMB), thumbs.subarray(lh * R * R));
+    return {
+      R, thumbs, thumbMask: R ? compact(kept.thumbMask, new Uint8Array(R * R)) : null,
+      probMax: Float32Array.from(kept.best, (b) => b.max), probArg: Int32Array.from(kept.best, (b) => b.q * n + b.k),
+      scoreMax: new Float32Array(heads),
+    };
   }
 
   /** The attention over the first `n` positions, (L·H, n, n) (the last copy is kept). */
@@ -153,9 +166,11 @@ export class GenerationResult {
  * The run the views draw for a generation (`result`: a {@link GenerationResult}) at step `step`
  * (null: the last): the prompt and what was written before the step, `n = P + step` positions,
  * its attention `(1, L, H, n, n)` read from the generation's (each head copied out once a view
- * asks for it; the summary from all of them in place), under the causal mask, with each
+ * asks for it; the summary as `result.summary` keeps it), under the causal mask, with each
  * written position's likeliest next tokens (the prompt's but its last have none: generating
- * computes them only where it writes). `generated: {P, step, outputs}` marks it.
+ * computes them only where it writes). `generated: {P, step, outputs, source: result, w: its
+ * thumbnails' bin width}` marks it (a view that drew an earlier step of the same source over the
+ * same bins may draw only the rows added since).
  */
 export function generationRun(result, step, layers) {
   const P = result.prompt_ids.length, outputs = result.output_ids.length;
@@ -177,9 +192,12 @@ export function generationRun(result, step, layers) {
   const heads = new Map(); // l·H + h → its (n, n) copy, made once a view reads it
   const head = (b, l, h) => heads.get(l * H + h) ?? heads.set(l * H + h, result.head(l * H + h, n)).get(l * H + h);
   const run = fromWorker({ info, head, mask, nextTokens, summary: result.summary(n) });
-  run.generated = { P, step: t, outputs };
+  run.generated = { P, step: t, outputs, source: result, w: thumbBins(n).w };
   return run;
 }
+
+/** The share of the page's time the attention views may take while a generation streams. */
+const VIEWS_SHARE = 1 / 6;
 
 /**
  * Connects generating to a store (the page's): `start(maxNew, chat)` writes after the sentence
@@ -187,11 +205,12 @@ export function generationRun(result, step, layers) {
  * in the store as it comes (`generation`: {id, running, result, stopped, error}, each token;
  * `run`: the attention views' run at the newest step, or at the focused `step` once done);
  * `stop()` ends it early. While tokens stream, the attention views take a newer step at most
- * once a frame, and no sooner after their last update than three times what it took: they
- * never hold the engine back, and take at most a quarter of the page's time (the engine's
- * threads share the machine's cores with it). A generation goes when the sentence or the model
- * changes, or another run replaces its views (a head knocked out, another mask); a link's
- * `gen=N` writes N tokens once the model and the sentence's run are in. Returns {start, stop}.
+ * once a frame, and only once the page has been free long enough since their last update that
+ * it took at most VIEWS_SHARE of the page's time (its frame's style, layout, paint and commit
+ * included): they never hold the engine back, whose threads share the machine's cores with the
+ * page. A generation goes when the sentence or the model changes, or another run replaces its
+ * views (a head knocked out, another mask); a link's `gen=N` writes N tokens once the model and
+ * the sentence's run are in. Returns {start, stop}.
  */
 export function connectGeneration(store, eng) {
   let current = null, ids = 0, autoFor = '';
@@ -212,18 +231,24 @@ export function connectGeneration(store, eng) {
       store.update({ generation: { ...store.get().generation, result } }); // the text, token by token
       if (!current.frame && !current.timer) current.frame = requestAnimationFrame(draw);
     });
-    const g = { id, handle, frame: 0, timer: 0, ready: 0 };
+    const g = { id, handle, frame: 0, timer: 0, ready: 0, measuring: false };
     current = g;
     // the attention views at the newest step, once a frame at most, not before `ready`
     function draw() {
       g.frame = 0;
-      if (current !== g) return;
+      if (current !== g || g.measuring) return; // a step after this draw's frame asks again
       const wait = g.ready - performance.now();
       if (wait > 0) { g.timer = setTimeout(() => { g.timer = 0; g.frame = requestAnimationFrame(draw); }, wait); return; }
       const t0 = performance.now();
       store.update({ run: generationRun(result, null, layersOf(store.get())), translation: null });
-      const now = performance.now();
-      g.ready = now + 3 * (now - t0);
+      // what the draw cost the page, its frame's style, layout, paint and commit included: they
+      // run after this callback, in the same task, and a task posted now runs after them
+      g.measuring = true;
+      setTimeout(() => {
+        const now = performance.now();
+        g.measuring = false;
+        g.ready = now + ((1 - VIEWS_SHARE) / VIEWS_SHARE) * (now - t0);
+      }, 0);
     }
     handle.done.then(({ stopped }) => {
       if (current !== g) return;

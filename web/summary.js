@@ -2,10 +2,22 @@
 // where), the largest |score|, and max-pooled thumbnails of long inputs. The worker computes them
 // beside the engine, so the page's main thread never loops over 72 × 512 × 512 values at once.
 
-/** Side of a pooled thumbnail: inputs longer than this come pooled. */
+/** Side of a thumbnail at most: an input longer than this comes pooled. */
 export const THUMB = 64;
 
-/** Max-pools a T × T head to R × R (R ≥ T: unchanged), with the head's maximum and its cell. */
+/**
+ * How a T-position head is pooled into a thumbnail: bins of `w` consecutive positions (the last
+ * may hold fewer), `side` of them along each axis (at most THUMB). Every bin of a thumbnail is
+ * the same `w` positions whatever T is, so a generation's thumbnails grow a row at a time
+ * (web/generation.js) as long as `w` stays.
+ */
+export function thumbBins(T) {
+  const w = Math.max(1, Math.ceil(T / THUMB));
+  return { w, side: Math.ceil(T / w) };
+}
+
+/** Max-pools a T × T head to R × R (R ≥ T: unchanged), with the head's maximum and its cell
+ *  (the model view pools a head to its cell's pixels with it). */
 export function pooled(values, mask, T, R) {
   let max = 0, arg = 0;
   if (R >= T) {
@@ -28,26 +40,49 @@ export function pooled(values, mask, T, R) {
   return { values: out, mask: outMask, n: R, max, arg };
 }
 
+/**
+ * Folds rows [q0, q1) of a head (row q at `values[q·stride ..]`, over its first `keys` keys, or
+ * up to its diagonal when `causal`: a causal mask's zeros change no maximum) into a thumbnail
+ * (`out`, side × side, bins of `w` positions as {@link thumbBins} gives them) and into `best`
+ * ({max, q, k}: the first largest in row order). `outMask` (or null) gets 1 where a bin has an
+ * unmasked cell: by `mask` (stride as `values`), or the causal mask's when `causal`.
+ */
+export function foldRows(values, stride, mask, q0, q1, keys, { w, side }, out, outMask, best, causal = false) {
+  for (let q = q0; q < q1; q++) {
+    const at = q * stride, r = Math.floor(q / w) * side, n = causal ? Math.min(q + 1, keys) : keys;
+    for (let c = 0, k = 0; k < n; c++) {
+      const end = Math.min(k + w, n);
+      let m = out[r + c];
+      for (; k < end; k++) {
+        const v = values[at + k];
+        if (v > m) m = v;
+        if (v > best.max) { best.max = v; best.q = q; best.k = k; }
+        if (outMask !== null && !causal && mask[at + k] === 1) outMask[r + c] = 1;
+      }
+      out[r + c] = m;
+    }
+    if (outMask !== null && causal) outMask.fill(1, r, r + Math.floor((n - 1) / w) + 1);
+  }
+}
 
 /**
  * Everything of `raw` (the wasm run: attention and scores `(B, L, H, T, T)`, mask `(B, T, T)`):
- * `{R, thumbs (B·L·H·R·R) | null, thumbMask (B·R·R) | null, probMax, probArg, scoreMax (B·L·H)}`.
+ * `{R, thumbs (B·L·H·R·R) | null, thumbMask (B·R·R) | null, probMax, probArg, scoreMax (B·L·H)}`,
+ * R the thumbnails' side ({@link thumbBins}) past THUMB positions, else 0 (no thumbnails).
  */
 export function summarise(attention, scores, mask, [B, L, H, T]) {
   const heads = B * L * H, n = T * T;
   const probMax = new Float32Array(heads), probArg = new Int32Array(heads), scoreMax = new Float32Array(heads);
-  const R = T > THUMB ? THUMB : 0;
+  const bins = thumbBins(T), R = T > THUMB ? bins.side : 0;
   const thumbs = R ? new Float32Array(heads * R * R) : null;
   const thumbMask = R ? new Uint8Array(B * R * R) : null;
   for (let i = 0; i < heads; i++) {
     const b = Math.floor(i / (L * H));
-    const m = mask.subarray(b * n, (b + 1) * n);
     const p = attention.subarray(i * n, (i + 1) * n);
     if (R) {
-      const t = pooled(p, i % (L * H) === 0 ? m : null, T, R); // the mask pooled once an item
-      thumbs.set(t.values, i * R * R);
-      if (i % (L * H) === 0) thumbMask.set(t.mask, b * R * R);
-      probMax[i] = t.max; probArg[i] = t.arg;
+      const best = { max: 0, q: 0, k: 0 }, first = i % (L * H) === 0; // the mask pooled once an item
+      foldRows(p, T, first ? mask.subarray(b * n, (b + 1) * n) : null, 0, T, T, bins, thumbs.subarray(i * R * R, (i + 1) * R * R), first ? thumbMask.subarray(b * R * R, (b + 1) * R * R) : null, best);
+      probMax[i] = best.max; probArg[i] = best.q * T + best.k;
     } else {
       let max = 0, arg = 0;
       for (let j = 0; j < n; j++) if (p[j] > max) { max = p[j]; arg = j; }

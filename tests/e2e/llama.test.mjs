@@ -111,7 +111,7 @@ for (const [what, model, fixture] of MODELS) {
   });
 }
 
-test('a generation\'s summary, read in place from its buffer, is summarise\'s over the cut attention (pooled past 64 positions, ties included), and each head its copy', () => {
+test('a generation\'s summary, kept a row a step, is summarise\'s over the cut attention (pooled past 64 positions, ties included), and each head its copy', () => {
   let seed = 7;
   const rnd = () => { seed = (seed * 16807) % 2147483647; return Math.round((seed / 2147483647) * 40) / 40; }; // ties
   const [L, H] = [3, 4];
@@ -120,12 +120,19 @@ test('a generation\'s summary, read in place from its buffer, is summarise\'s ov
     for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < P; q++) for (let k = 0; k <= q; k++) prompt[(lh * P + q) * P + k] = rnd();
     const step = (n_k) => ({ n_k, attention: Float32Array.from({ length: L * H * n_k }, rnd), id: 1, token: 'b', top_k: [], step_ms: 1, output_text: '' });
     const g = new GenerationResult({ ...step(P), attention: prompt, prompt_ids: Array(P).fill(1), prompt_tokens: Array(P).fill('a'), prompt: 'x' }, NEW);
-    for (let s = 1; s < NEW; s++) g.add(step(P + s));
-    for (const n of [2, P, P + NEW - 7, P + NEW - 1]) {
+    const check = (n, what) => {
       const mask = new Float32Array(n * n);
       for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
       const cut = g.cut(n), want = summarise(cut, null, mask, [1, L, H, n]), got = g.summary(n);
-      for (const f of ['R', 'thumbs', 'thumbMask', 'probMax', 'probArg']) assert.deepEqual(got[f], want[f], `P ${P}, n ${n}: ${f}`);
+      for (const f of ['R', 'thumbs', 'thumbMask', 'probMax', 'probArg']) assert.deepEqual(got[f], want[f], `P ${P}, n ${n} (${what}): ${f}`);
+      return cut;
+    };
+    // the summary kept a row a step (the bins widening at 65 and 129 positions), at every step
+    check(P, 'the prompt');
+    for (let s = 1; s < NEW; s++) { g.add(step(P + s)); check(g.n, 'kept'); }
+    // and made afresh over fewer positions (a finished generation's earlier step)
+    for (const n of [2, P, P + NEW - 7]) {
+      const cut = check(n, 'made');
       for (const lh of [0, 5, L * H - 1]) assert.deepEqual(g.head(lh, n), cut.subarray(lh * n * n, (lh + 1) * n * n), `P ${P}, n ${n}: head ${lh}`);
     }
   }
@@ -173,6 +180,34 @@ test('Llama: gen=8 writes the tokens HF writes, step by step; the step control m
     await page.waitForFunction((n) => document.querySelector('#head-view')._view.tokens.length === n, P + t);
   }
   assert.equal(await drawn(), N);
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: while a generation streams past 64 positions, the model grid draws only each step\'s new rows, and they are what drawing every head again gives', async () => {
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });
+  const grid = () => page.evaluate(() => {
+    const v = document.querySelector('#model-view'), c = v.querySelector('canvas.thumbs');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let h = 2166136261;
+    for (let i = 0; i < d.length; i++) h = Math.imul(h ^ d[i], 16777619);
+    return { hash: h >>> 0, drawn: v.dataset.drawn, grown: Number(v.dataset.grown ?? 0), n: window.attnscope.result.tokens.length };
+  });
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))); // the last step's views
+  const streamed = await grid();
+  assert.ok(streamed.n > 64 + 20, `${streamed.n} positions`);
+  assert.ok(streamed.grown > 0, 'the grid drew a step by its new rows');
+  // the first step (the prompt alone, bins of 1), then the last again (bins of 2): drawn whole
+  await page.locator('#gen-slider').fill('1');
+  await page.waitForFunction((d) => document.querySelector('#model-view').dataset.drawn !== d, streamed.drawn);
+  const first = await grid();
+  await page.locator('#gen-slider').fill('90');
+  await page.waitForFunction((d) => document.querySelector('#model-view').dataset.drawn !== d, first.drawn);
+  const again = await grid();
+  assert.equal(again.grown, streamed.grown, 'drawn whole, not by rows');
+  assert.notEqual(first.hash, streamed.hash);
+  assert.equal(again.hash, streamed.hash, 'the grid drawn row by row while streaming equals the grid drawn whole');
   clean(problems);
   await page.close();
 });

@@ -29,6 +29,7 @@ const TEXT = 'Attention lets every token look at every other token and decide ho
 const promptOf = (words) => TEXT.repeat(40).split(' ').slice(0, words).join(' ');
 const PROMPTS = [{ tokens: 64, text: promptOf(61) }, { tokens: 256, text: promptOf(242) }];
 const NEW = 64;
+const POLL_MS = 50; // how often the bench looks for the end of a generation (the figures are the page's own times)
 const ENGINES = (process.env.ENGINES ?? 'cpu').split(',');
 const MiB = (n) => (n / 1048576).toFixed(1);
 
@@ -161,15 +162,16 @@ async function generate(page, worker, { bare = false } = {}) {
     return t;
   }, { bare, NEW });
   if (bare) {
-    await page.waitForFunction(() => window.__bench.bareDone, null, { timeout: 600000 });
+    await page.waitForFunction(() => window.__bench.bareDone, null, { timeout: 600000, polling: POLL_MS });
     const done = await page.evaluate(() => window.__bench.bareDone);
     if (!done.ok) throw new Error(`generate: ${done.error}`);
   } else {
-    // polled each frame: the store's generation, not `attnscope.result` (whose `generate` carries
-    // the whole (L, H, N, N): reading it each frame would be the main thread's largest cost)
-    await page.waitForFunction(() => { const g = window.attnscope.store.get().generation; return g?.result?.output_ids && !g.running; }, null, { timeout: 600000 });
+    // the store's generation, not `attnscope.result` (whose `generate` carries the whole
+    // (L, H, N, N)), polled every POLL_MS: Playwright's default, each animation frame, would
+    // make the page draw 60 frames a second that no reader's page draws
+    await page.waitForFunction(() => { const g = window.attnscope.store.get().generation; return g?.result?.output_ids && !g.running; }, null, { timeout: 600000, polling: POLL_MS });
     // the views of the last step drawn (scope.js `render` ends with the store's `rendered`)
-    await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.run?.generated && s.rendered?.startsWith(`${s.run.id}:`); }, null, { timeout: 60000 });
+    await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.run?.generated && s.rendered?.startsWith(`${s.run.id}:`); }, null, { timeout: 60000, polling: POLL_MS });
   }
   const end = await page.evaluate(() => performance.timeOrigin + performance.now());
   const p = await page.evaluate(() => { const { worker, unsubscribe, ...rest } = window.__bench; return rest; });

@@ -85,20 +85,33 @@ export function render(target, { info, generation, step = null, chat = false, ma
   v.status.textContent = generation?.error ? '' : !r ? (running ? 'reading the prompt…' : '')
     : `${running ? 'writing… ' : ''}${outputs} token${outputs === 1 ? '' : 's'}${generation.stopped ? ' (stopped)' : ''}; the prompt's pass ${ms[0].toFixed(0)} ms${perToken !== null ? `, then ${perToken.toFixed(perToken < 10 ? 1 : 0)} ms a token (CPU engine, keys and values cached)` : ''}`;
 
-  // the prompt (as the model read it) and the output, token by token: click one to see its step
-  const parts = [];
-  if (generation?.error) parts.push(el('span', { class: 'error' }, generation.error));
-  if (r) {
-    parts.push(el('span', { class: 'gen-prompt' }, shown(r.prompt)));
-    r.steps.forEach((s, i) => {
-      const token = el('button', { type: 'button', class: 'gen-token', 'aria-pressed': String(!running && i === t), 'data-step': String(i) }, shown(tokenOf(r, i)));
-      token.title = `step ${i + 1}: token ${r.output_ids[i]} (${s.top_k[0]?.token ?? ''}), p = ${(s.top_k.find((p) => p.id === r.output_ids[i])?.p ?? 0).toPrecision(3)}`;
-      token.addEventListener('click', () => g.handlers.onStep?.(i));
-      parts.push(token);
-    });
+  // the prompt (as the model read it) and the output, token by token: click one to see its step.
+  // A generation's tokens are appended as they come (a streaming step lays out one token, not
+  // the text), and drawn anew for another generation or error.
+  const error = generation?.error ?? null;
+  if (!g.shown || g.shown.result !== r || g.shown.error !== error) {
+    const head = [];
+    if (error) head.push(el('span', { class: 'error' }, error));
+    if (r) head.push(el('span', { class: 'gen-prompt' }, shown(r.prompt)));
+    v.text.replaceChildren(...head);
+    g.shown = { result: r, error, tokens: [], pressed: -1 };
   }
-  v.text.replaceChildren(...parts);
-  v.text.hidden = !parts.length;
+  const { tokens } = g.shown;
+  for (let i = tokens.length; i < (r?.steps.length ?? 0); i++) {
+    const s = r.steps[i];
+    const token = el('button', { type: 'button', class: 'gen-token', 'aria-pressed': 'false', 'data-step': String(i) }, shown(tokenOf(r, i)));
+    token.title = `step ${i + 1}: token ${r.output_ids[i]} (${s.top_k[0]?.token ?? ''}), p = ${(s.top_k.find((p) => p.id === r.output_ids[i])?.p ?? 0).toPrecision(3)}`;
+    token.addEventListener('click', () => g.handlers.onStep?.(i));
+    tokens.push(token);
+    v.text.append(token);
+  }
+  const pressed = running ? -1 : t;
+  if (g.shown.pressed !== pressed) {
+    tokens[g.shown.pressed]?.setAttribute('aria-pressed', 'false');
+    tokens[pressed]?.setAttribute('aria-pressed', 'true');
+    g.shown.pressed = pressed;
+  }
+  v.text.hidden = !v.text.childElementCount;
 
   // the focused step: what the model expected there, and the control that moves through them
   v.step.hidden = !r || !outputs;

@@ -1,6 +1,7 @@
 // The model view: every layer × head as a small heatmap (rows = layers). Click or arrow keys
 // focus a head; alt-click knocks it out (or back in). Large inputs are pooled (max) to the
-// thumbnail's pixels and drawn a few heads a frame, so no task blocks the page. Coloured by a
+// thumbnail's pixels and drawn a few heads a frame, so no task blocks the page; a streaming
+// generation's newer step draws only the thumbnails' rows it added. Coloured by a
 // head metric (or, comparing two sentences, by max |ΔA|), each head is one flat colour with its value.
 //
 // All heads are drawn into ONE canvas laid over the grid's cells: a canvas is a composited layer
@@ -8,7 +9,7 @@
 // frame's commit cost 20–30 ms in software. The cells under it are empty elements that carry
 // the layer/head, the click, the `focused`/`off` classes and each head's text alternative.
 
-import { scale, pixels, metricScale, css, inkOn } from '../colour.js';
+import { scale, pixels, metricScale, css, inkOn, MASKED_CSS } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
 import { pooled } from '../summary.js';
 import { metricLabel } from '../store.js';
@@ -208,6 +209,8 @@ export function render(target, run, opts) {
     return;
   }
   target._drawn = key;
+  const last = target._grown; // what a finished drawing of a generation's step left (below)
+  target._grown = null;
   const marksMoved = target._marksKey !== marksKey;
   target._marks = marks;
   target._marksKey = marksKey;
@@ -260,6 +263,32 @@ export function render(target, run, opts) {
   }
   if (marksMoved) paint(target, null); // the frames moved: start from a clean canvas
   const sctx = sheet.canvas.getContext('2d');
+  const probScale = (max) => scale('probability', { max: opts.scale === 'head' ? max : 1 });
+  const gen = run.generated;
+  // a streaming generation's newer step over the same bins: only its new thumbnail rows change
+  // (the rows of the queries fed since, and a new column, masked above them), not L·H heads
+  const thumbs = gen && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot
+    && last.item === opts.item && last.scale === 'absolute' && opts.scale === 'absolute' && sheet.n.every((n) => n === last.side)
+    ? cells.map((_, i) => run.thumb(opts.item, Math.floor(i / H), i % H)) : null;
+  if (thumbs?.every(Boolean)) {
+    const start = performance.now(), r0 = Math.floor(last.T / gen.w), sc = probScale(1);
+    thumbs.forEach((p, i) => {
+      const x = (i % H) * sheet.slot, y = Math.floor(i / H) * sheet.slot;
+      if (p.n > r0) sctx.putImageData(pixels(p.values.subarray(r0 * p.n), p.n - r0, sc, p.mask.subarray(r0 * p.n), p.n), x, y + r0);
+      if (p.n > last.side && r0 > 0) {
+        sctx.fillStyle = MASKED_CSS;
+        sctx.fillRect(x + last.side, y, p.n - last.side, r0);
+      }
+      sheet.n[i] = p.n;
+      label(i, `strongest ${tokens[Math.floor(p.arg / T)]} → ${tokens[p.arg % T]} (${p.max.toFixed(2)})`);
+    });
+    paint(target, null);
+    measure('attnscope:model:chunk', start);
+    target.dataset.drawn = key;
+    target.dataset.grown = String(Number(target.dataset.grown ?? 0) + 1); // how many times (the tests read it)
+    target._grown = { ...last, T, side: thumbs[0].n };
+    return;
+  }
   let i = 0;
   const step = () => {
     if (target._token !== token) return; // a newer render took over
@@ -269,7 +298,7 @@ export function render(target, run, opts) {
       // long inputs come pooled from the worker; short ones are pooled here (cheaply)
       const p = run.thumb(opts.item, l, h) ?? pooled(run.head(opts.item, l, h), mask, T, R);
       const { max, arg } = p;
-      sctx.putImageData(pixels(p.values, p.n, scale('probability', { max: opts.scale === 'head' ? max : 1 }), p.mask), h * sheet.slot, l * sheet.slot);
+      sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);
       sheet.n[i] = p.n;
       label(i, `strongest ${tokens[Math.floor(arg / T)]} → ${tokens[arg % T]} (${max.toFixed(2)})`);
       drawn.push(i++);
@@ -277,7 +306,11 @@ export function render(target, run, opts) {
     paint(target, drawn);
     measure('attnscope:model:chunk', start);
     if (i < cells.length) requestAnimationFrame(step);
-    else target.dataset.drawn = key;
+    else {
+      target.dataset.drawn = key;
+      const t = run.thumb(opts.item, 0, 0);
+      if (gen && t) target._grown = { source: gen.source, w: gen.w, T, side: t.n, slot: sheet.slot, item: opts.item, scale: opts.scale };
+    }
   };
   step();
 }
