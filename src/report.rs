@@ -2,13 +2,14 @@
 //! the browser (`src/wasm.rs`, through `serde-wasm-bindgen`, tensors as typed arrays):
 //!
 //! `{"model", "model_type", "backend", "mask", "mask_ablation"?: true, "head_mask"?: [[layer,
-//!   head]…], "scale"?: "none", "results":
+//!   head]…], "scale"?: "none", "no_rope"?: true, "results":
 //!   [{"text", "pair"?, "tokens", "token_ids", "length", "truncated", "attention": [L][H][T][T],
 //!   "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?:
 //!   {name: [L][H]}, "rollout"?: [T][T], "sentence_embedding"?: [D], "hidden_states"?:
 //!   [L+1][T][D], "layer_trace"?: {"layer", "embeddings"?: {"word", "position", "token_type",
 //!   "sum", "normed"}, "input", "q", "k", "v", "context", "attention_output", "pre_activation",
-//!   "intermediate", "output"}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]},
+//!   "intermediate", "output", "attn_norm"?, "q_rope"?, "k_rope"?, "ffn_norm"?, "gate"?, "up"?,
+//!   "act"?}, "cross_attention"?: {"layer", "queries", "keys", "attention": [H][n_q][n_k]},
 //!   "next_tokens"?: [T][K] of {"id", "token", "text", "p"}}]}`
 //!
 //! The page's `window.attnscope.result` is one item of `results` with the same field names and
@@ -110,6 +111,9 @@ impl<'a> ItemEmbeddings<'a> {
 /// # Shapes
 /// * `input`, `q`, `k`, `v`, `attention_output`, `output`: `[T][D]`
 /// * `context`: `[T][H·d_v]`; `pre_activation`, `intermediate`: `[T][intermediate_size]`
+/// * a Llama-family model's: `attn_norm`, `ffn_norm`: `[T][D]`; `q_rope`: `[H][T][d]`, `k_rope`:
+///   `[H_kv][T][d]`; `gate`, `up`, `act`: `[T][intermediate_size]` (`gate` is `pre_activation`
+///   and `act` is `intermediate`, `act(gate) · up`, named as the gated feed-forward names them)
 #[derive(serde::Serialize)]
 pub struct ItemLayerTrace<'a> {
     pub layer: usize,
@@ -124,6 +128,20 @@ pub struct ItemLayerTrace<'a> {
     pub pre_activation: Nested<'a, f32>,
     pub intermediate: Nested<'a, f32>,
     pub output: Nested<'a, f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attn_norm: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub q_rope: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub k_rope: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ffn_norm: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub up: Option<Nested<'a, f32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub act: Option<Nested<'a, f32>>,
 }
 
 impl<'a> ItemLayerTrace<'a> {
@@ -141,6 +159,19 @@ impl<'a> ItemLayerTrace<'a> {
             pre_activation: item(&t.pre_activation),
             intermediate: item(&t.intermediate),
             output: item(&t.output),
+            attn_norm: t.attn_norm.as_ref().map(item),
+            q_rope: t
+                .q_rope
+                .as_ref()
+                .map(|a| Nested(a.index_axis(Axis(0), b).into_dyn())),
+            k_rope: t
+                .k_rope
+                .as_ref()
+                .map(|a| Nested(a.index_axis(Axis(0), b).into_dyn())),
+            ffn_norm: t.ffn_norm.as_ref().map(item),
+            gate: t.up.as_ref().map(|_| item(&t.pre_activation)),
+            up: t.up.as_ref().map(item),
+            act: t.up.as_ref().map(|_| item(&t.intermediate)),
         }
     }
 }
@@ -332,6 +363,9 @@ pub struct Report<'a> {
     /// unscaled ablation.
     #[serde(skip_serializing_if = "is_sqrt_dk")]
     pub scale: ScoreScale,
+    /// Whether the rotary positions were left out (the ablation; absent when they were applied).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_rope: bool,
     pub results: Vec<ItemReport<'a>>,
 }
 
@@ -411,6 +445,7 @@ impl<'a> Report<'a> {
             mask,
             head_mask: vec![],
             scale: ScoreScale::SqrtDk,
+            no_rope: false,
             results,
         }
     }

@@ -78,15 +78,18 @@ impl std::str::FromStr for Engine {
 }
 
 /// What a run changes and computes beyond the attention (`run`'s last argument; every field
-/// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", scores: bool, headMetrics: bool,
-/// rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every layer's scores
-/// undivided by √d_k (the ablation; default `"sqrt_dk"`). The analyses cost time at long
-/// inputs, so the page asks only for what it shows.
+/// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", noRope: bool, scores: bool,
+/// headMetrics: bool, rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every
+/// layer's scores undivided by √d_k (the ablation; default `"sqrt_dk"`); `noRope` leaves a
+/// Llama-family model's rotary positions out. The analyses cost time at long inputs, so the page
+/// asks only for what it shows.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 struct RunOptions {
     head_mask: String,
     scale: ScoreScale,
+    /// Leave out the rotary positions (the ablation, [`TraceOptions::no_rope`]).
+    no_rope: bool,
     /// Every layer's scores, `QKᵀ/√d_k` before the mask (`scores`, `(B, L, H, T, T)`); unless
     /// `false`, as the page's steps and summaries read them. `false` returns the probabilities
     /// alone, as ONNX Runtime returns a BERT's attentions (`make bench` compares them so).
@@ -542,6 +545,7 @@ impl Session {
             lm_logits: options.top_k.is_some() && self.runner.model().weights.has_lm_head(),
             next_logits: false,
             decoder_trace: None,
+            no_rope: options.no_rope,
         };
         let cross = match (options.cross_attention, pair.as_deref()) {
             (None, _) => vec![],
@@ -647,6 +651,22 @@ impl Session {
                 ("output", &lt.output),
             ] {
                 set(&x, name, flat(a))?;
+            }
+            // a Llama-family layer's: `qRope` (B, H, T, d), `kRope` (B, H_kv, T, d), the rest
+            // (B, T, c)
+            for (name, a) in [
+                ("attnNorm", lt.attn_norm.as_ref()),
+                ("ffnNorm", lt.ffn_norm.as_ref()),
+                ("up", lt.up.as_ref()),
+            ] {
+                if let Some(a) = a {
+                    set(&x, name, flat(a))?;
+                }
+            }
+            for (name, a) in [("qRope", lt.q_rope.as_ref()), ("kRope", lt.k_rope.as_ref())] {
+                if let Some(a) = a {
+                    set(&x, name, flat(a))?;
+                }
             }
             if let Some(e) = &lt.embeddings {
                 let y = Object::new();

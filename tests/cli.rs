@@ -494,6 +494,64 @@ fn inside_the_encoder_adds_its_fields_and_leaves_the_rest() {
 }
 
 #[test]
+fn a_llama_layer_trace_names_its_norms_rotations_and_gate_and_no_rope_says_so() {
+    let dir = root().join("tests/fixtures/models/tiny-llama");
+    let dir = dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["attention", "--model", dir, "--layer-trace", "1"];
+        args.extend_from_slice(extra);
+        args.extend(["--", "time flies like an arrow"]);
+        attnscope(&args)
+    };
+    let (code, json, err) = run(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(json.get("no_rope").is_none());
+    let lt = &json["results"][0]["layer_trace"];
+    let t = json["results"][0]["tokens"].as_array().unwrap().len();
+    // d_model 256, 4 query heads over 2 key/value heads of 48, intermediate 256
+    for (key, shape) in [
+        ("attn_norm", vec![t, 256]),
+        ("ffn_norm", vec![t, 256]),
+        ("q", vec![t, 192]),
+        ("k", vec![t, 96]),
+        ("q_rope", vec![4, t, 48]),
+        ("k_rope", vec![2, t, 48]),
+        ("gate", vec![t, 256]),
+        ("up", vec![t, 256]),
+        ("act", vec![t, 256]),
+    ] {
+        assert_eq!(dims(&lt[key]), shape, "{key}");
+    }
+    // gate and act are the feed-forward's pre_activation and intermediate, by their gated names
+    assert_eq!(lt["gate"], lt["pre_activation"]);
+    assert_eq!(lt["act"], lt["intermediate"]);
+    // position 0 is turned by angle 0: its rotated query is query head 1's slice of q
+    let q0 = lt["q"][0].as_array().unwrap();
+    assert_eq!(lt["q_rope"][1][0].as_array().unwrap()[..], q0[48..96]);
+    assert_ne!(
+        lt["q_rope"][1][1].as_array().unwrap()[..],
+        lt["q"][1].as_array().unwrap()[48..96]
+    );
+    // --no-rope: the rotation left out, and said
+    let (code, plain, err) = run(&["--no-rope"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(plain["no_rope"], true);
+    let lt = &plain["results"][0]["layer_trace"];
+    assert_eq!(
+        lt["q_rope"][1][1].as_array().unwrap()[..],
+        lt["q"][1].as_array().unwrap()[48..96]
+    );
+    assert_ne!(
+        plain["results"][0]["attention"],
+        json["results"][0]["attention"]
+    );
+    // a model without rotary positions refuses it
+    let (code, _, err) = attnscope(&["attention", "--model", &minilm(), "--no-rope", "--", "hi"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no rotary positions to leave out"), "{err}");
+}
+
+#[test]
 fn no_scale_saturates_softmax_and_says_so() {
     let dir = minilm();
     let run = |extra: &[&str]| {

@@ -1,7 +1,8 @@
 //! The Llama family (Llama with grouped-query attention and its own head size, Qwen2 with Q/K/V
 //! biases and a tied head) against HF transformers: tokens, every layer's attention and hidden
 //! states, the next-token probabilities, and greedy generation with a key/value cache equal to
-//! HF's `generate(do_sample=False)` and to one causal pass over the same tokens
+//! HF's `generate(do_sample=False)` and to one causal pass over the same tokens; inside a layer
+//! (the norms, the rotation, the SwiGLU), the rotation left out and heads knocked out
 //! (tests/fixtures/models/tiny-llama, tiny-qwen2; golden cases by tools/make_fixtures.py).
 #![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
@@ -26,6 +27,9 @@ fn every_llama_family_fixture_has_a_test() {
             "qwen2_generate",
             "llama_gguf_generate",
             "smollm2_prompts",
+            "llama_trace",
+            "llama_norope",
+            "llama_knockout",
         ]
         .map(String::from),
     );
@@ -55,6 +59,28 @@ fn every_llama_family_case_equals_hf_on_the_cpu_engine() {
         let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
         assert_lm_case(&format!("{name} cpu"), &g, &trace);
     }
+}
+
+#[test]
+fn inside_a_llama_layer_the_rotation_left_out_and_heads_knocked_out_equal_hf_on_the_cpu_engine() {
+    check_llama_inside("cpu", |m, input, mask, opts| {
+        cpu::forward(m, input, mask, opts).unwrap()
+    });
+}
+
+#[test]
+fn leaving_out_rotary_positions_that_a_model_does_not_have_is_refused() {
+    let m = model("tiny-bert");
+    let input = m.tokenizer.encode(&["time flies"], None).unwrap();
+    let mask = Mask::from_kind(m.own_mask(), input.valid.view());
+    let opts = TraceOptions {
+        no_rope: true,
+        ..TraceOptions::default()
+    };
+    let e = cpu::forward(m, &input, &mask, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no rotary positions to leave out"), "{e}");
 }
 
 #[test]

@@ -52,6 +52,13 @@ fn gpu_trace(
 }
 
 #[test]
+fn inside_a_llama_layer_the_rotation_left_out_and_heads_knocked_out_equal_hf_on_the_gpu_engine() {
+    check_llama_inside("gpu", |m, input, mask, opts| {
+        gpu_trace(m, input, mask, opts)
+    });
+}
+
+#[test]
 fn every_llama_family_case_equals_hf_on_the_gpu_engine() {
     for name in CASES {
         let (g, m, input, mask) = case_input(name);

@@ -33,7 +33,12 @@ The Llama family (`--only llama`; pip install gguf too; needs scripts/setup.sh's
     cases llama_gguf_{type} from HF loading each file alone (it dequantizes), and
     llama_gguf_generate (Q4_K);
   * smollm2_prompts: SmolLM2-135M-Instruct's Q4_1 GGUF under HF: ids, f32 attention of every layer,
-    top-10 next-token ids and probabilities per position for each prompt, 16 greedy tokens.
+    top-10 next-token ids and probabilities per position for each prompt, 16 greedy tokens;
+  * (also `--only llama-inside`, from tiny-llama as it is on disk) llama_trace: layer 1's values
+    through hooks (layer1_{input, attn_norm, q, k, v, q_rope, k_rope, context, attention_output,
+    ffn_norm, gate, up, act, output}; q_rope and k_rope as HF's apply_rotary_pos_emb returned
+    them, (1, heads, T, d)), llama_norope (apply_rotary_pos_emb returning Q and K unturned), and
+    llama_knockout (heads 0:0, 0:1 and 1:2 zeroed before o_proj).
 Their safetensors: attention (B, L, H, T, T), next_token_probs (B, T, V), and for the padded cases
 hidden (B, T, D) and hidden_states (B, L+1, T, D) (the last after the final RMSNorm, as HF returns it).
 """
@@ -1249,17 +1254,119 @@ def smollm2():
           f"; {items[-1]['output_text']!r}")
 
 
+# What a modern LLM does differently (issue 31), on tests/fixtures/models/tiny-llama as it is on
+# disk: layer 1 from the inside through hooks (the RMSNorms' outputs; Q and K as projected and as
+# HF's own apply_rotary_pos_emb turned them, recorded from its call; the SwiGLU's gate, up and
+# act, what down_proj reads), the model with apply_rotary_pos_emb returning Q and K unturned, and
+# heads knocked out by zeroing their slices before o_proj (Llama has no head_mask): a whole
+# key/value group of layer 0 (heads 0 and 1 read key/value head 0) and head 2 of layer 1.
+LLAMA_INSIDE_TEXT = "time flies like an arrow and fruit flies like a banana"
+LLAMA_INSIDE_LAYER = 1
+LLAMA_KNOCKOUT = [[0, 0], [0, 1], [1, 2]]
+
+
+@torch.no_grad()
+def llama_inside():
+    from transformers import LlamaForCausalLM
+    from transformers.models.llama import modeling_llama
+    d = os.path.join(MODELS, "tiny-llama")
+    model = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    enc = tok.encode(LLAMA_INSIDE_TEXT)
+    ids = torch.tensor([enc.ids])
+    types = torch.zeros_like(ids)
+    spec = dict(texts=[LLAMA_INSIDE_TEXT], mask="causal")
+    head_dim = model.config.head_dim
+
+    def run():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
+        att = torch.stack(out.attentions, dim=1)  # (1, L, H, T, T)
+        check_causal(att, torch.ones_like(ids))
+        return dict(attention=att, next_token_probs=F.softmax(out.logits, dim=-1))
+
+    # llama_trace: the plain pass, and layer 1's values
+    layer, got, hooks = model.model.layers[LLAMA_INSIDE_LAYER], {}, []
+    out = lambda key: (lambda _m, _a, o: got.__setitem__(key, o[0] if isinstance(o, tuple) else o))
+    into = lambda key: (lambda _m, args, kwargs: got.__setitem__(key, args[0] if args else kwargs["hidden_states"]))
+    hooks += [layer.register_forward_pre_hook(into("input"), with_kwargs=True),
+              layer.input_layernorm.register_forward_hook(out("attn_norm")),
+              layer.self_attn.q_proj.register_forward_hook(out("q")),
+              layer.self_attn.k_proj.register_forward_hook(out("k")),
+              layer.self_attn.v_proj.register_forward_hook(out("v")),
+              layer.self_attn.o_proj.register_forward_pre_hook(into("context"), with_kwargs=True),
+              layer.post_attention_layernorm.register_forward_pre_hook(into("attention_output"), with_kwargs=True),
+              layer.post_attention_layernorm.register_forward_hook(out("ffn_norm")),
+              layer.mlp.gate_proj.register_forward_hook(out("gate")),
+              layer.mlp.up_proj.register_forward_hook(out("up")),
+              layer.mlp.down_proj.register_forward_pre_hook(into("act"), with_kwargs=True),
+              layer.register_forward_hook(out("output"))]
+    rotations, rotate = [], modeling_llama.apply_rotary_pos_emb
+
+    def recording(q, k, cos, sin, *a, **kw):
+        turned = rotate(q, k, cos, sin, *a, **kw)
+        rotations.append(turned)
+        return turned
+    modeling_llama.apply_rotary_pos_emb = recording
+    try:
+        tensors = run()
+    finally:
+        modeling_llama.apply_rotary_pos_emb = rotate
+        for hk in hooks:
+            hk.remove()
+    q_rope, k_rope = rotations[LLAMA_INSIDE_LAYER]  # (1, H, T, d), (1, H_kv, T, d)
+    # they are the hooked projections turned: HF split them into heads before turning them
+    split = lambda x: x.view(1, x.shape[1], -1, head_dim).transpose(1, 2)
+    cos, sin = model.model.rotary_emb(got["q"], torch.arange(ids.shape[1])[None])
+    again = rotate(split(got["q"]), split(got["k"]), cos, sin)
+    assert (again[0] - q_rope).abs().max() < 1e-6 and (again[1] - k_rope).abs().max() < 1e-6
+    p = f"layer{LLAMA_INSIDE_LAYER}_"
+    tensors.update({p + k: v for k, v in got.items()})
+    tensors.update({p + "q_rope": q_rope, p + "k_rope": k_rope})
+    write_case("llama_trace", "tiny-llama", spec, [enc], ids, types, tensors,
+               extra=dict(model_type="llama", layer_trace=[LLAMA_INSIDE_LAYER]))
+
+    # llama_norope: the rotation left out in every layer
+    modeling_llama.apply_rotary_pos_emb = lambda q, k, cos, sin, *a, **kw: (q, k)
+    try:
+        plain = run()
+    finally:
+        modeling_llama.apply_rotary_pos_emb = rotate
+    change = (plain["attention"] - tensors["attention"]).abs().max()
+    print(f"  llama_norope: the attention moves by up to {change:.3f} without the rotation")
+    write_case("llama_norope", "tiny-llama", spec, [enc], ids, types, plain,
+               extra=dict(model_type="llama", no_rope=True))
+
+    # llama_knockout: the heads' slices of the context zeroed before o_proj
+    hooks = []
+    for n, h in LLAMA_KNOCKOUT:
+        def zero(_m, args, h=h):
+            ctx = args[0].clone()
+            ctx[..., h * head_dim:(h + 1) * head_dim] = 0
+            return (ctx,)
+        hooks.append(model.model.layers[n].self_attn.o_proj.register_forward_pre_hook(zero))
+    try:
+        knocked = run()
+    finally:
+        for hk in hooks:
+            hk.remove()
+    change = (knocked["next_token_probs"] - tensors["next_token_probs"]).abs().max()
+    print(f"  llama_knockout: the next-token probabilities move by up to {change:.3f}")
+    write_case("llama_knockout", "tiny-llama", spec, [enc], ids, types, knocked,
+               extra=dict(model_type="llama", head_mask=LLAMA_KNOCKOUT))
+
+
 def llama_family():
     src_dir, model, tok = tiny_llama()
     tiny_qwen2()
     tiny_llama_gguf(src_dir, model, tok)
     smollm2()
+    llama_inside()
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama"]
+    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -1286,6 +1393,8 @@ def main():
         dates()
     if "llama" in only:
         llama_family()
+    elif "llama-inside" in only:
+        llama_inside()
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ pub use translate::{decoder_trace, translate, DecoderTrace, Decoding, Translatio
 
 use crate::error::{Error, Result};
 use crate::masks::Mask;
+use crate::model::config::Positions;
 use crate::model::limits::MAX_ATTENTION_VALUES;
 use crate::model::{Config, Encoded};
 
@@ -30,6 +31,16 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
         .check(c.num_hidden_layers, c.num_attention_heads)?;
     if let Some(layer) = opts.layer_trace {
         check_layer("layer trace", layer, c)?;
+    }
+    if opts.no_rope && !matches!(c.architecture.positions, Positions::Rotary(_)) {
+        return Err(Error::Input(format!(
+            "no rotary positions to leave out: {} places its positions by {}",
+            c.family.name(),
+            match c.architecture.positions {
+                Positions::Learned { .. } => "a learned table added to the embeddings",
+                _ => "sinusoids added to the embeddings",
+            }
+        )));
     }
     let (b, t) = input.ids.dim();
     if b == 0 || t == 0 {

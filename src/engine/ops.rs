@@ -245,6 +245,15 @@ pub enum LayerValue {
     AttentionOutput,
     PreActivation,
     Intermediate,
+    /// The norm's output entering attention, in a pre-norm layer that keeps it (Llama's).
+    AttnNorm,
+    /// Q and K after the rotary positions turned them.
+    QRotated,
+    KRotated,
+    /// The norm's output entering the feed-forward.
+    FfnNorm,
+    /// A gated feed-forward's up projection (its gate is [`LayerValue::PreActivation`]).
+    Up,
 }
 
 /// An attention's heads: `query` heads, each reading key/value head `h / (query / key_value)`.

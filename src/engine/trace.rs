@@ -136,6 +136,10 @@ pub struct TraceOptions {
     /// An encoder–decoder's pass: keep this decoder layer's values and the decoder's
     /// embeddings ([`crate::engine::DecoderTrace`]).
     pub decoder_trace: Option<usize>,
+    /// The ablation of rotary positions: a model that turns its queries and keys by their
+    /// positions ([`crate::engine::Ops::rotate`]) leaves them as projected, so its scores no
+    /// longer depend on where the tokens are (only the causal mask still does).
+    pub no_rope: bool,
 }
 
 impl TraceOptions {
@@ -183,6 +187,12 @@ pub struct EmbeddingTrace {
 /// * `pre_activation`: `(B, T, intermediate_size)`, `dense₁(·)` before the activation
 /// * `intermediate`: `(B, T, intermediate_size)`, after the activation
 /// * `embeddings`: for layer 0 (or with [`TraceOptions::embeddings`]), see [`EmbeddingTrace`]
+/// * the Llama family's layer (pre-RMSNorm, rotary positions, a gated feed-forward) keeps more,
+///   `None` in the other families: `attn_norm`, `(B, T, D)`, the norm's output that Q, K and V
+///   project; `q_rope`, `(B, H, T, d)`, and `k_rope`, `(B, H_kv, T, d)`, Q and K after the
+///   rotation, split into their heads; `ffn_norm`, `(B, T, D)`, the norm's output entering the
+///   feed-forward; `up`, `(B, T, intermediate_size)`, its up projection (`pre_activation` is
+///   then the gate and `intermediate` is `act(gate) ⊙ up`, what the down projection reads)
 #[derive(Debug, Clone)]
 pub struct LayerTrace {
     /// 0-based.
@@ -197,6 +207,11 @@ pub struct LayerTrace {
     pub pre_activation: Array3<f32>,
     pub intermediate: Array3<f32>,
     pub output: Array3<f32>,
+    pub attn_norm: Option<Array3<f32>>,
+    pub q_rope: Option<Array4<f32>>,
+    pub k_rope: Option<Array4<f32>>,
+    pub ffn_norm: Option<Array3<f32>>,
+    pub up: Option<Array3<f32>>,
 }
 
 /// A traced forward pass over a padded batch.
@@ -372,6 +387,31 @@ impl Trace {
                     None
                 };
                 let value = |v: LayerValue| Kept::Layer(layer, v);
+                let heads = attention.probs.dim().2;
+                let mut optional = |v: LayerValue| {
+                    kept.contains_key(&value(v))
+                        .then(|| take(&mut kept, value(v), b, t))
+                        .transpose()
+                };
+                let attn_norm = optional(LayerValue::AttnNorm)?;
+                let ffn_norm = optional(LayerValue::FfnNorm)?;
+                let up = optional(LayerValue::Up)?;
+                let q_rope = optional(LayerValue::QRotated)?;
+                let k_rope = optional(LayerValue::KRotated)?;
+                // (B, T, heads·d) → (B, heads, T, d): d from the query heads, H_kv from K's width
+                let d = q_rope
+                    .as_ref()
+                    .map_or(1, |q| q.dim().2 / heads.max(1))
+                    .max(1);
+                let split = |x: Array3<f32>| -> Result<Array4<f32>> {
+                    let n = x.dim().2 / d;
+                    let x = x.into_shape_with_order((b, t, n, d)).map_err(|e| {
+                        Error::Engine(format!("rotated Q or K into {n} heads: {e}"))
+                    })?;
+                    Ok(x.permuted_axes([0, 2, 1, 3])
+                        .as_standard_layout()
+                        .into_owned())
+                };
                 Some(LayerTrace {
                     layer,
                     embeddings,
@@ -384,6 +424,11 @@ impl Trace {
                     pre_activation: take(&mut kept, value(LayerValue::PreActivation), b, t)?,
                     intermediate: take(&mut kept, value(LayerValue::Intermediate), b, t)?,
                     output: kept_copy(&kept, Kept::Hidden(layer + 1), b, t)?,
+                    attn_norm,
+                    q_rope: q_rope.map(split).transpose()?,
+                    k_rope: k_rope.map(split).transpose()?,
+                    ffn_norm,
+                    up,
                 })
             }
             None => None,

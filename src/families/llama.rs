@@ -152,12 +152,15 @@ impl LlamaWeights {
             let value = |v: LayerValue| Kept::Layer(i, v);
             // x = x + attn(input_layernorm(x))
             let n = ops.norm(&x, &l.input_layernorm)?;
+            ops.keep(value(LayerValue::AttnNorm), &n)?;
             let qkv = ops.project(&n, &[&l.q_proj, &l.k_proj, &l.v_proj])?;
             let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]); // (B·T, H·d), 2 × (B·T, H_kv·d)
             ops.keep(value(LayerValue::Q), q)?;
             ops.keep(value(LayerValue::K), k)?;
             ops.keep(value(LayerValue::V), v)?;
             let (q, k) = rotated(ops, &rope, a.heads.query, a.heads.key_value, q, k)?;
+            ops.keep(value(LayerValue::QRotated), &q)?;
+            ops.keep(value(LayerValue::KRotated), &k)?;
             // a decoding step's keys and values join those of the positions before it
             let k = ops.extend(CacheSlot::SelfKeys(i), &k)?;
             let v = ops.extend(CacheSlot::SelfValues(i), v)?;
@@ -167,9 +170,11 @@ impl LlamaWeights {
             let attn = ops.linear(&context, &l.o_proj, None)?;
             let h = ops.add_norm(&x, &attn, &l.post_attention_layernorm)?;
             ops.keep(value(LayerValue::AttentionOutput), &h.sum)?;
+            ops.keep(value(LayerValue::FfnNorm), &h.norm)?;
             // x = x + mlp(post_attention_layernorm(x))
             let gu = ops.project(&h.norm, &[&l.gate_proj, &l.up_proj])?; // 2 × (B·T, F)
             ops.keep(value(LayerValue::PreActivation), &gu[0])?;
+            ops.keep(value(LayerValue::Up), &gu[1])?;
             let inner = ops.gate(&gu[0], &gu[1], activation)?; // act(gate) ⊙ up
             ops.keep(value(LayerValue::Intermediate), &inner)?;
             let mlp = ops.linear(&inner, &l.down_proj, None)?;

@@ -63,6 +63,9 @@ pub struct Meta {
     /// The layers whose intermediate values the reference recorded.
     #[serde(default)]
     pub layer_trace: Vec<usize>,
+    /// Whether the reference left its rotary positions out.
+    #[serde(default)]
+    pub no_rope: bool,
     /// The reference's cross-attention from the pair's second sentence to its first.
     pub cross_attention: Option<CrossMeta>,
 }
@@ -486,4 +489,95 @@ pub fn assert_smollm2_prompt(
         p <= ATTENTION_TOL,
         "{what} prompt {i}: next-token probabilities differ by {p}"
     );
+}
+
+/// The tiny Llama from the inside (tools/make_fixtures.py `llama_inside`), each case through
+/// `forward` (an engine's pass) and against HF: `llama_trace`, layer 1's values (the RMSNorms'
+/// outputs, Q and K before and after HF's own rotation, the SwiGLU's gate, up and act…);
+/// `llama_norope`, the rotation left out; `llama_knockout`, heads zeroed before `o_proj`. Each
+/// within [`ATTENTION_TOL`], with the attention and the next-token probabilities; `what` names the
+/// engine in the messages.
+pub fn check_llama_inside(
+    what: &str,
+    forward: impl Fn(&Model, &Encoded, &Mask, &TraceOptions) -> Trace,
+) {
+    for name in ["llama_trace", "llama_norope", "llama_knockout"] {
+        let g = golden(name);
+        let m = model(&g.meta.model);
+        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+        let input = m.tokenizer.encode(&texts, None).unwrap();
+        let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
+        assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
+        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let opts = TraceOptions {
+            lm_logits: true,
+            layer_trace: g.meta.layer_trace.first().copied(),
+            no_rope: g.meta.no_rope,
+            head_mask: attnscope::engine::HeadMask::from_pairs(
+                g.meta.head_mask.iter().map(|&[l, h]| (l, h)),
+            ),
+            ..TraceOptions::default()
+        };
+        let trace = forward(m, &input, &mask, &opts);
+        let att = max_abs_diff(
+            trace.attention.view().into_dyn(),
+            g.tensors["attention"].view(),
+        );
+        let probs = attnscope::families::next_token_probs(trace.lm_logits.as_ref().unwrap());
+        let p = max_abs_diff(
+            probs.view().into_dyn(),
+            g.tensors["next_token_probs"].view(),
+        );
+        eprintln!("{name} {what}: attention {att:.2e}, next tokens {p:.2e}");
+        assert!(
+            att <= ATTENTION_TOL,
+            "{name} {what}: attention differs by {att}"
+        );
+        assert!(
+            p <= ATTENTION_TOL,
+            "{name} {what}: next-token probabilities differ by {p}"
+        );
+        let Some(&layer) = g.meta.layer_trace.first() else {
+            continue;
+        };
+        let lt = trace.layer_trace.as_ref().expect("the layer trace");
+        let fields = [
+            ("input", lt.input.view().into_dyn()),
+            (
+                "attn_norm",
+                lt.attn_norm.as_ref().expect("attn_norm").view().into_dyn(),
+            ),
+            ("q", lt.q.view().into_dyn()),
+            ("k", lt.k.view().into_dyn()),
+            ("v", lt.v.view().into_dyn()),
+            (
+                "q_rope",
+                lt.q_rope.as_ref().expect("q_rope").view().into_dyn(),
+            ),
+            (
+                "k_rope",
+                lt.k_rope.as_ref().expect("k_rope").view().into_dyn(),
+            ),
+            ("context", lt.context.view().into_dyn()),
+            ("attention_output", lt.attention_output.view().into_dyn()),
+            (
+                "ffn_norm",
+                lt.ffn_norm.as_ref().expect("ffn_norm").view().into_dyn(),
+            ),
+            ("gate", lt.pre_activation.view().into_dyn()),
+            ("up", lt.up.as_ref().expect("up").view().into_dyn()),
+            ("act", lt.intermediate.view().into_dyn()),
+            ("output", lt.output.view().into_dyn()),
+        ];
+        for (field, got) in fields {
+            let want = &g.tensors[&format!("layer{layer}_{field}")];
+            assert_eq!(got.shape(), want.shape(), "{name} {what}: {field}'s shape");
+            let d = max_abs_diff(got, want.view());
+            eprintln!("  layer {layer} {field}: {d:.2e}");
+            assert!(
+                d <= ATTENTION_TOL,
+                "{name} {what}: layer {layer}'s {field} differs by {d}"
+            );
+        }
+    }
 }

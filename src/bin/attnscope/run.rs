@@ -101,13 +101,18 @@ enum Command {
         /// saturate); the JSON says "scale": "none".
         #[arg(long)]
         no_scale: bool,
+        /// Leave out the rotary positions (a Llama-family model: Q and K as projected, unturned;
+        /// the ablation shows what positions do to the scores); the JSON says "no_rope": true.
+        #[arg(long)]
+        no_rope: bool,
         /// Include every layer's output [L+1][T][D], the embeddings' first (HF's
         /// output_hidden_states).
         #[arg(long)]
         hidden_states: bool,
         /// Include one layer's intermediate values ("layer_trace": input, q, k, v, context,
         /// attention_output, pre_activation, intermediate, output; the embeddings' steps for
-        /// layer 0), 0-based.
+        /// layer 0; a Llama-family model adds attn_norm, q_rope, k_rope, ffn_norm, gate, up and
+        /// act), 0-based.
         #[arg(long, value_name = "LAYER")]
         layer_trace: Option<usize>,
         /// Include the attention [H][n_q][n_k] of LAYER (0-based) from the pair's second sentence
@@ -210,6 +215,7 @@ pub fn main() -> ExitCode {
             sentence_embedding,
             head_mask,
             no_scale,
+            no_rope,
             hidden_states,
             layer_trace,
             cross_attention,
@@ -236,6 +242,7 @@ pub fn main() -> ExitCode {
                 lm_logits: top_k.is_some(),
                 next_logits: false,
                 decoder_trace: None,
+                no_rope,
             },
             cross_attention,
             ReportOptions {
@@ -469,6 +476,7 @@ fn attention(
     report.fallback = run.fallback.as_deref();
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     report.scale = opts.scale;
+    report.no_rope = opts.no_rope;
     if let (Some(layer), Some(second)) = (cross_attention, pair) {
         for (item, first) in report.results.iter_mut().zip(texts) {
             item.cross_attention = Some(cpu::cross_attention(model, first, second, layer, opts)?);

@@ -374,6 +374,9 @@ impl Ops for CpuOps<'_> {
                 found: vec![rows, cols],
             });
         }
+        if self.opts.no_rope {
+            return Ok(x.clone()); // the ablation: Q and K as projected
+        }
         let positions = self
             .inputs
             .ids(which)

@@ -565,6 +565,9 @@ impl Ops for Recorder<'_> {
                 found: vec![x.rows as usize, x.cols as usize],
             });
         }
+        if self.opts.no_rope {
+            return Ok(x.clone()); // the ablation: Q and K as projected
+        }
         let inv_freq = self.params.rotation(&self.kernels.dev, rope);
         let positions = self.ids(which);
         let out = self.output(x.rows, x.cols);
