@@ -474,6 +474,8 @@ pub struct RunInfo<'a> {
     pub head_mask: Vec<[usize; 2]>,
     /// What the scores were divided by: `"sqrt_dk"` or `"none"`.
     pub scale: ScoreScale,
+    /// Whether the rotary positions were left out (the ablation).
+    pub no_rope: bool,
     /// The names of the head metrics beside the run (`headMetrics`, `(B, metric, L, H)`), in
     /// that order; empty when none were asked for.
     pub head_metrics: &'static [&'static str],

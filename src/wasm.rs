@@ -579,6 +579,7 @@ impl Session {
             items: ItemInput::all(&texts, pair.as_deref(), &input),
             head_mask: opts.head_mask.pairs().map(|(l, h)| [l, h]).collect(),
             scale: opts.scale,
+            no_rope: opts.no_rope,
             head_metrics: if options.head_metrics { &METRICS } else { &[] },
         };
         let o = Object::new();

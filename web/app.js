@@ -309,6 +309,7 @@ function familyWords(arch) {
   for (const e of document.querySelectorAll('.ffn-words')) setText(e, ffnWords(arch));
   const parts = ['token', ...(arch.positions.type === 'rotary' ? [] : ['position']), ...(arch.token_types ? ['token type'] : [])];
   setText($('embeddings-parts'), `${parts.join(' + ')}${arch.norm_order === 'post' ? `, then ${normName(arch)}` : ''}`);
+  document.querySelector('details[data-panel="rope"]').hidden = arch.positions.type !== 'rotary';
 }
 
 /**

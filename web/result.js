@@ -59,6 +59,8 @@ export function fromWorker(raw) {
     embedding: (b) => (sentenceEmbedding ? embeddingOf(sentenceEmbedding, b) : null),
     baseline: (b) => (baselineEmbedding ? embeddingOf(baselineEmbedding, b) : null),
     scale: info.scale,
+    /** Whether the run left the rotary positions out (the ablation). */
+    noRope: Boolean(info.no_rope),
     /** One head metric of item b under the other score scale (÷√d_k or not), (L·H) flat, or null. */
     /** The head metrics under the other score scale, (B, metric, L, H), once the √d_k panel has asked for them. */
     otherScaleMetrics: null,

@@ -22,6 +22,7 @@ import * as residualView from './views/inside/residual.js';
 import * as ffnView from './views/inside/ffn.js';
 import * as stackView from './views/inside/stack.js';
 import * as crossView from './views/inside/cross.js';
+import * as ropeView from './views/inside/rope.js';
 import * as decEmbeddingsView from './views/decoder/embeddings.js';
 import * as decCrossView from './views/decoder/cross.js';
 import * as decLayerView from './views/decoder/layer.js';
@@ -59,7 +60,7 @@ export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
 
 /** The likeliest next tokens a translation's steps show. */
 const TOP_K = 5;
-const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView]; // INSIDE's order
+const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView]; // INSIDE's order
 import { wordsOf } from './words.js';
 import { clampSel } from './select.js';
 
@@ -139,6 +140,8 @@ export function runOptions(s) {
   const traced = eager || TRACED.some(open);
   return {
     headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',
+    // the rotation left out: only a model that has one (the link may say so for any)
+    ...(s.noRope && s.modelInfo?.architecture?.positions?.type === 'rotary' ? { noRope: true } : {}),
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // inside the encoder: what the open panels draw, and nothing else
     layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
@@ -176,7 +179,7 @@ function runHas(r, s) {
 const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines'];
 
 /** The panels that draw the focused layer's trace. */
-const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn'];
+const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn', 'rope'];
 
 /** The knocked-out heads (`"layer:head"`, sorted) with head `layer`, `head` knocked out, or back in if it was. */
 export function toggleHead(off, layer, head) {
@@ -386,6 +389,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: pairOf(s),
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
+        noRope: s.noRope, onNoRope: (noRope) => store.update({ noRope }),
         onPair: (pair) => store.update({ pair }),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
         onMove: (dl, dh) => {
@@ -431,7 +435,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
 
   const RENDER_KEYS = ['extras', 'run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
-  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale'];
+  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);

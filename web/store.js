@@ -37,8 +37,9 @@ export const INTENT_DEFAULTS = {
   // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
   // knocked-out heads ("layer:head", sorted), a second sentence to compare with
   metric: '', table: false, rollout: false, off: [], compare: false,
-  // inside the encoder: the open panels (INSIDE ids) and the √d_k ablation
-  inside: [], noScale: false,
+  // inside the encoder: the open panels (INSIDE ids), the √d_k ablation and (a model with
+  // rotary positions) the ablation that leaves the rotation out
+  inside: [], noScale: false, noRope: false,
   compareText: 'The trophy didn\'t fit in the suitcase because it was too small.',
   // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
   // views merge WordPiece pieces into words (web/words.js)
@@ -84,6 +85,6 @@ export const ATTENTIONS = Object.keys(ATTENTION_KINDS);
 export const MAX_BATCH = 4;
 
 /** The "inside the encoder" panels, in the order a layer computes them, and the cross-attention panel after them (a section of its own). */
-export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross'];
+export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross', 'rope'];
 /** Inside a translation model's decoder: its panels (web/views/decoder/), open or not. */
 export const DECODER_INSIDE = ['dec-embeddings', 'dec-cross', 'dec-layer'];

@@ -613,7 +613,7 @@ async function run(s, msg) {
   const r = await runOn(s, msg, options);
   remember(s, msg, options, r);
   if (options.headMask && options.sentenceEmbedding) {
-    const plain = { scale: options.scale, sentenceEmbedding: true };
+    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), sentenceEmbedding: true };
     r.baselineEmbedding = recall(s, msg, plain)?.sentenceEmbedding?.slice()
       ?? (await runOn(s, msg, plain)).sentenceEmbedding;
   }
@@ -622,7 +622,7 @@ async function run(s, msg) {
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
 async function otherScale(s, msg, options) {
-  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', headMetrics: true };
+  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), headMetrics: true };
   const known = recall(s, msg, other)?.headMetrics;
   if (known) return known.slice();
   const r = await runOn(s, msg, other);
@@ -634,7 +634,7 @@ async function otherScale(s, msg, options) {
 // The sentence embedding and head metrics (a few hundred floats each) of the last few runs of a
 // session, by what decides them: the input, the heads knocked out and the score scale.
 const RECENT = 8;
-const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk']);
+const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope)]);
 
 function remember(s, msg, options, r) {
   const memo = (s.memo ??= new Map());

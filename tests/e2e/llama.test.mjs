@@ -184,6 +184,38 @@ test('Llama: gen=8 writes the tokens HF writes, step by step; the step control m
   await page.close();
 });
 
+test('Llama: the RoPE panel turns the engine\'s query by its position, its score-by-distance curve meets the engine\'s score, and the switch reruns the model without the rotation', async () => {
+  const text = 'time flies like an arrow and fruit flies like a banana';
+  for (const engine of ['cpu', 'gpu']) {
+    const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, `e=${engine}&l=1&h=2&inside=rope`);
+    assert.ok(await page.isVisible('details[data-panel="rope"][open]'), 'the panel is offered, open');
+    const drawn = (ablated) => page.waitForFunction((a) => document.querySelector('#inside-rope')._rope?.ablated === a, ablated, { timeout: 60000 });
+    await drawn(false);
+    const r = await page.evaluate(() => ({ ...document.querySelector('#inside-rope')._rope, attention: window.attnscope.result.attention[1][2] }));
+    assert.ok(r.p > 0 && r.j <= r.p, `query ${r.p}, key ${r.j}`);
+    // the curve, computed in the page from the engine's q and k and the model's θ, is the engine's score at their distance
+    assert.ok(Math.abs(r.curve[r.p - r.j] - r.engine) <= 1e-4 * Math.max(1, Math.abs(r.engine)), `${engine}: curve ${r.curve[r.p - r.j]} vs the engine's score ${r.engine}`);
+    // the dials: the engine's turned pair is the projected one turned by p·θᵢ, its length kept
+    for (const { angle, before, after } of r.shown) {
+      const want = [before[0] * Math.cos(angle) - before[1] * Math.sin(angle), before[1] * Math.cos(angle) + before[0] * Math.sin(angle)];
+      assert.ok(Math.abs(want[0] - after[0]) <= 1e-4 && Math.abs(want[1] - after[1]) <= 1e-4, `${engine}: ${after} vs ${want}`);
+    }
+    assert.ok(Math.max(...r.curve) - Math.min(...r.curve) > 1e-3, 'the score moves with the distance');
+    // the ablation: the whole model reruns unturned, the link says so, the panel and every view show it
+    await page.click('#inside-rope .inside-switch input');
+    await drawn(true);
+    await page.waitForFunction(() => /(^|&)norope=1(&|$)/.test(location.hash.slice(1)));
+    assert.ok(await page.isVisible('#inside-rope .inside-banner'));
+    const a = await page.evaluate(() => ({ ...document.querySelector('#inside-rope')._rope, attention: window.attnscope.result.attention[1][2] }));
+    assert.ok(Math.abs(a.engine - a.plain) <= 1e-4 * Math.max(1, Math.abs(a.plain)), `${engine}: unturned, the engine's score ${a.engine} is q·k/√d ${a.plain}`);
+    let moved = 0;
+    for (let q = 0; q < r.attention.length; q++) for (let k = 0; k <= q; k++) moved = Math.max(moved, Math.abs(r.attention[q][k] - a.attention[q][k]));
+    assert.ok(moved > 0.01, `${engine}: the attention without the rotation moved by ${moved}`);
+    clean(problems);
+    await page.close();
+  }
+});
+
 test('Llama: while a generation streams past 64 positions, the model grid draws only each step\'s new rows, and they are what drawing every head again gives', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });
