@@ -310,6 +310,7 @@ function familyWords(arch) {
   const parts = ['token', ...(arch.positions.type === 'rotary' ? [] : ['position']), ...(arch.token_types ? ['token type'] : [])];
   setText($('embeddings-parts'), `${parts.join(' + ')}${arch.norm_order === 'post' ? `, then ${normName(arch)}` : ''}`);
   document.querySelector('details[data-panel="rope"]').hidden = arch.positions.type !== 'rotary';
+  document.querySelector('details[data-panel="cache"]').hidden = arch.kind !== 'decoder';
 }
 
 /**

@@ -23,6 +23,7 @@ import * as ffnView from './views/inside/ffn.js';
 import * as stackView from './views/inside/stack.js';
 import * as crossView from './views/inside/cross.js';
 import * as ropeView from './views/inside/rope.js';
+import * as cacheView from './views/inside/cache.js';
 import * as decEmbeddingsView from './views/decoder/embeddings.js';
 import * as decCrossView from './views/decoder/cross.js';
 import * as decLayerView from './views/decoder/layer.js';
@@ -60,7 +61,7 @@ export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
 
 /** The likeliest next tokens a translation's steps show. */
 const TOP_K = 5;
-const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView]; // INSIDE's order
+const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView, cacheView]; // INSIDE's order
 import { wordsOf } from './words.js';
 import { clampSel } from './select.js';
 
@@ -175,8 +176,9 @@ function runHas(r, s) {
     && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
 
-/** The views that draw a generation's run (its attention, no scores, metrics or trace). */
-const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines'];
+/** The views that draw a generation's run (its attention, no scores, metrics or trace; the
+ *  cache panel reads the architecture and how many positions are fed). */
+const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache'];
 
 /** The panels that draw the focused layer's trace. */
 const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn', 'rope'];

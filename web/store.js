@@ -85,6 +85,6 @@ export const ATTENTIONS = Object.keys(ATTENTION_KINDS);
 export const MAX_BATCH = 4;
 
 /** The "inside the encoder" panels, in the order a layer computes them, and the cross-attention panel after them (a section of its own). */
-export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross', 'rope'];
+export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross', 'rope', 'cache'];
 /** Inside a translation model's decoder: its panels (web/views/decoder/), open or not. */
 export const DECODER_INSIDE = ['dec-embeddings', 'dec-cross', 'dec-layer'];

@@ -216,6 +216,35 @@ test('Llama: the RoPE panel turns the engine\'s query by its position, its score
   }
 });
 
+test('Llama: the cache panel gives the key/value cache at the config\'s sizes, against multi-head and multi-query, and follows the generation step by step', async () => {
+  const cfg = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama/config.json'), 'utf8'));
+  const { json } = golden('llama_generate');
+  const prompt = json.texts[0], P = json.prompt_ids.length;
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, prompt, 'e=cpu&gen=8&inside=cache&h=3');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 8 && !window.attnscope.result.running, null, { timeout: 60000 });
+  assert.ok(await page.isVisible('details[data-panel="cache"][open]'));
+  const cache = (n) => page.waitForFunction((n) => { const c = document.querySelector('#inside-cache')._cache; return c?.n === n && c; }, n).then((h) => h.jsonValue());
+  // K and V × layers × key/value heads × head_dim × 4 bytes (float32), from config.json
+  const perToken = (kv) => 2 * cfg.num_hidden_layers * kv * cfg.head_dim * 4;
+  let c = await cache(P + 7);
+  assert.deepEqual([c.H, c.kv, c.d, c.L], [cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.num_hidden_layers]);
+  assert.equal(c.perToken, perToken(cfg.num_key_value_heads));
+  assert.equal(c.multiHead, perToken(cfg.num_attention_heads));
+  assert.equal(c.multiQuery, perToken(1));
+  assert.equal(c.onScreen, (P + 7) * c.perToken);
+  assert.equal(c.step, 7);
+  assert.match(await page.textContent('#inside-cache .cache-growth'), /step 8 of 8/);
+  // query head 3 reads key/value head 1, with head 2
+  assert.match(await page.getAttribute('#inside-cache figure[data-fig="heads"] canvas', 'aria-label'), /query head 3 reads key\/value head 1, with heads 2 to 3/);
+  // the first step: the prompt's positions alone
+  await page.locator('#gen-slider').fill('1');
+  c = await cache(P);
+  assert.equal(c.step, 0);
+  assert.equal(c.onScreen, P * c.perToken);
+  clean(problems);
+  await page.close();
+});
+
 test('Llama: while a generation streams past 64 positions, the model grid draws only each step\'s new rows, and they are what drawing every head again gives', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });
