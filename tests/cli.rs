@@ -379,7 +379,8 @@ fn reading_the_heads_adds_its_fields_and_leaves_the_rest() {
     let metrics = r["head_metrics"].as_object().unwrap();
     let names: Vec<&str> = metrics.keys().map(String::as_str).collect();
     for name in [
-        "entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance",
+        "entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance", "to_first",
+        "sink",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
         assert_eq!(dims(&metrics[name]), [6, 12], "{name}");

@@ -8,6 +8,7 @@
 
 mod common;
 
+use attnscope::analysis::{HeadMetrics, ItemAttention};
 use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
 use attnscope::families::next_token_probs;
 use attnscope::model::config::{LmHead, Positions};
@@ -66,6 +67,50 @@ fn inside_a_llama_layer_the_rotation_left_out_and_heads_knocked_out_equal_hf_on_
     check_llama_inside("cpu", |m, input, mask, opts| {
         cpu::forward(m, input, mask, opts).unwrap()
     });
+}
+
+#[test]
+fn the_attention_sink_metrics_are_the_shares_hfs_attention_gives_the_first_and_the_top_key() {
+    let g = golden("llama_trace");
+    let m = model(&g.meta.model);
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, None).unwrap();
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
+    let item = ItemAttention {
+        attention: trace.attention.index_axis(Axis(0), 0),
+        scores: None,
+        ids: input.ids.row(0),
+        valid: input.valid.row(0),
+        special: m.tokenizer.special_ids(),
+    };
+    let metrics = HeadMetrics::of(&item);
+    // from HF's attention, (1, L, H, T, T): each key's mean share over the queries
+    let hf = &g.tensors["attention"];
+    let (l, h, t) = (hf.shape()[1], hf.shape()[2], hf.shape()[3]);
+    let mut strongest_first = 0f32;
+    for li in 0..l {
+        for hi in 0..h {
+            let share =
+                |k: usize| (0..t).map(|q| hf[[0, li, hi, q, k]] as f64).sum::<f64>() / t as f64;
+            let first = share(0) as f32;
+            let top = (0..t).map(share).fold(0f64, f64::max) as f32;
+            assert!(
+                (metrics.to_first[[li, hi]] - first).abs() <= ATTENTION_TOL,
+                "L{li} H{hi}: to_first {} vs {first}",
+                metrics.to_first[[li, hi]]
+            );
+            assert!(
+                (metrics.sink[[li, hi]] - top).abs() <= ATTENTION_TOL,
+                "L{li} H{hi}: sink {} vs {top}",
+                metrics.sink[[li, hi]]
+            );
+            assert!(metrics.sink[[li, hi]] >= metrics.to_first[[li, hi]]);
+            strongest_first = strongest_first.max(first);
+        }
+    }
+    // causal: the first token is every query's only key at position 0, so it takes a real share
+    assert!(strongest_first > 0.2, "{strongest_first}");
 }
 
 #[test]

@@ -175,11 +175,12 @@ HEAD_CASES = {
     "heads_knockout": dict(texts=["The animal didn't cross the street because it was too tired.", "hi there"],
                            mask="padding", head_mask=[[0, 1], [2, 3], [2, 4], [5, 11]]),
 }
-METRICS = ["entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance"]
+METRICS = ["entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance", "to_first", "sink"]
 
 
 def head_metrics(att, ids, valid, cls_id, sep_id):
-    """(B, L, H, T, T) attention -> (B, 7, L, H): Clark et al.'s summaries over each text's real queries."""
+    """(B, L, H, T, T) attention -> (B, 9, L, H): Clark et al.'s summaries over each text's real queries, and
+    the attention sinks': the share on the first token, and the largest share any one key receives."""
     att = att.double()
     b_, l_, h_, t, _ = att.shape
     out = torch.zeros(b_, len(METRICS), l_, h_, dtype=torch.float64)
@@ -200,6 +201,8 @@ def head_metrics(att, ids, valid, cls_id, sep_id):
         out[b, 5] = a[:, :, q[:-1], q[:-1] + 1].mean(-1) if n > 1 else 0
         dist = (pos[None, :] - pos[:n, None]).abs()  # (n, T): |q - k|
         out[b, 6] = (a * dist).sum(-1).mean(-1)
+        out[b, 7] = a[..., 0].mean(-1)  # right-padded: the first real position is 0
+        out[b, 8] = a[..., :n].mean(-2).max(-1).values  # each real key's mean share, the largest
     return out.float()
 
 

@@ -38,6 +38,8 @@ export const METRIC_NOTES = {
   to_prev: 'how much of each head\'s attention goes to the token just before (a "previous token" head)',
   to_next: 'how much of each head\'s attention goes to the token just after',
   distance: 'how far, in tokens, each head looks on average: near (syntax) or far (whole sentence)',
+  to_first: 'how much of each head\'s attention goes to the very first token, on average over the tokens: in a decoder-only LLM many heads park most of their attention there (an "attention sink"), whatever that token says',
+  sink: 'the largest share of a head\'s attention that any one token receives, on average over the tokens: high when a head pours its attention into one key (a sink, the first token or another)',
 };
 export const METRIC_HELP = 'Colour the model view by one number a head: each head becomes one flat colour, from the lowest head to the highest (the legend). "their attention" draws each head\'s own pattern instead.';
 

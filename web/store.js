@@ -49,9 +49,10 @@ export const INTENT_DEFAULTS = {
 export const METRICS = {
   entropy: 'entropy (nats)', to_cls: 'attention to [CLS]', to_sep: 'attention to [SEP]', to_self: 'attention to itself',
   to_prev: 'attention to the previous token', to_next: 'attention to the next token', distance: 'mean distance (tokens)',
+  to_first: 'attention to the first token (the sink)', sink: 'the most-attended key\'s share',
 };
 /** The short names of the head metrics, for table headers. */
-const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_self: '→self', to_prev: '→prev', to_next: '→next', distance: 'distance' };
+const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_self: '→self', to_prev: '→prev', to_next: '→next', distance: 'distance', to_first: '→first', sink: 'top key' };
 
 /**
  * What the page calls head metric `name` for a model (`info`: its ModelInfo): `to_cls` and

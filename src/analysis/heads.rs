@@ -7,6 +7,10 @@
 //! * `to_prev` = mean over q ∈ Q with q−1 ∈ Q of p(q,q−1); `to_next` = mean over q ∈ Q with
 //!   q+1 ∈ Q of p(q,q+1) (0 when no query has such a neighbour)
 //! * `distance` = mean over q ∈ Q of Σ_k p(q,k)·|q−k| (in tokens)
+//! * `to_first` = mean over q ∈ Q of p(q, f), f the first real position: the attention sink of
+//!   a decoder-only model (Xiao et al. 2023), [CLS] in BERT
+//! * `sink` = max over k ∈ Q of the mean over q ∈ Q of p(q,k): the share of attention the one
+//!   key most attended to receives, whichever it is (a sink that is not the first token too)
 //!
 //! With the scores `s` that softmax turned into `p`, `ln p(q,k) = s(q,k) − lse(q)` and
 //! `lse(q) = s(q,m) − ln p(q,m)` for the row's largest `p(q,m)`, so a row's entropy is
@@ -29,11 +33,13 @@ pub struct HeadMetrics {
     pub to_prev: Array2<f32>,
     pub to_next: Array2<f32>,
     pub distance: Array2<f32>,
+    pub to_first: Array2<f32>,
+    pub sink: Array2<f32>,
 }
 
 /// The names of [`HeadMetrics`]' fields, in the order [`HeadMetrics::all`] gives them.
-pub const METRICS: [&str; 7] = [
-    "entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance",
+pub const METRICS: [&str; 9] = [
+    "entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next", "distance", "to_first", "sink",
 ];
 
 impl HeadMetrics {
@@ -49,7 +55,8 @@ impl HeadMetrics {
                 .collect()
         };
         let (cls, sep) = (marks(item.special.cls), marks(item.special.sep));
-        let mut out = [(); 7].map(|_| Array2::<f32>::zeros((l, h)));
+        let mut out = [(); 9].map(|_| Array2::<f32>::zeros((l, h)));
+        let first = real.first().copied();
         let t = item.valid.len();
         for (li, layer) in item.attention.outer_iter().enumerate() {
             for (hi, head) in layer.outer_iter().enumerate() {
@@ -61,8 +68,9 @@ impl HeadMetrics {
                     .as_ref()
                     .map(|v| v.as_slice().expect("standard layout"));
                 // sums over queries, and how many queries each sum has
-                let mut sum = [0f64; 7];
+                let mut sum = [0f64; 8];
                 let (mut n_prev, mut n_next) = (0usize, 0usize);
+                let mut columns = vec![0f64; t]; // Σ over queries of p(q, k), each key
                 for &q in &real {
                     let row = &p[q * t..(q + 1) * t];
                     // per row in f32, summed over rows in f64
@@ -101,15 +109,21 @@ impl HeadMetrics {
                         n_next += 1;
                     }
                     sum[6] += distance as f64;
+                    sum[7] += first.map_or(0.0, |f| row[f] as f64);
+                    for &k in &real {
+                        columns[k] += row[k] as f64;
+                    }
                 }
                 let n = real.len();
-                let counts = [n, n, n, n, n_prev, n_next, n];
+                let counts = [n, n, n, n, n_prev, n_next, n, n];
                 for (m, (s, c)) in sum.iter().zip(counts).enumerate() {
                     out[m][[li, hi]] = if c == 0 { 0.0 } else { (s / c as f64) as f32 };
                 }
+                let top = real.iter().map(|&k| columns[k]).fold(0f64, f64::max);
+                out[8][[li, hi]] = if n == 0 { 0.0 } else { (top / n as f64) as f32 };
             }
         }
-        let [entropy, to_cls, to_sep, to_self, to_prev, to_next, distance] = out;
+        let [entropy, to_cls, to_sep, to_self, to_prev, to_next, distance, to_first, sink] = out;
         Self {
             entropy,
             to_cls,
@@ -118,12 +132,14 @@ impl HeadMetrics {
             to_prev,
             to_next,
             distance,
+            to_first,
+            sink,
         }
     }
 
     /// `(name, values)` for every metric, in [`METRICS`] order.
-    pub fn all(&self) -> [(&'static str, &Array2<f32>); 7] {
-        let [e, c, s, me, p, n, d] = METRICS;
+    pub fn all(&self) -> [(&'static str, &Array2<f32>); 9] {
+        let [e, c, s, me, p, n, d, f, k] = METRICS;
         [
             (e, &self.entropy),
             (c, &self.to_cls),
@@ -132,6 +148,8 @@ impl HeadMetrics {
             (p, &self.to_prev),
             (n, &self.to_next),
             (d, &self.distance),
+            (f, &self.to_first),
+            (k, &self.sink),
         ]
     }
 }

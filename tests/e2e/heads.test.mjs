@@ -44,7 +44,7 @@ test('the grid is coloured by a head metric, and the heads table lists and sorts
   const { page } = p;
   await gridDrawn(page, 'previous token');
   const want = cli(['--head-metrics', '--', SENTENCE]).results[0].head_metrics;
-  assert.deepEqual(Object.keys(want), ['entropy', 'to_cls', 'to_sep', 'to_self', 'to_prev', 'to_next', 'distance']);
+  assert.deepEqual(Object.keys(want), ['entropy', 'to_cls', 'to_sep', 'to_self', 'to_prev', 'to_next', 'distance', 'to_first', 'sink']);
   // the page's numbers are the CLI's
   const got = await page.evaluate(() => window.attnscope.result.head_metrics);
   for (const m of Object.keys(want)) assert.ok(maxDiff([[got[m]]], [[want[m]]]) <= 1e-4, `${m} equals the CLI's`);

@@ -245,7 +245,7 @@ test('Llama: the cache panel gives the key/value cache at the config\'s sizes, a
   await page.close();
 });
 
-test('Llama: while a generation streams past 64 positions, the model grid draws only each step\'s new rows, and they are what drawing every head again gives', async () => {
+test('Llama: a generation past 64 positions: the model grid draws a newer step by the rows it added, and they are what drawing every head again gives', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });
   const grid = () => page.evaluate(() => {
@@ -255,20 +255,23 @@ test('Llama: while a generation streams past 64 positions, the model grid draws 
     for (let i = 0; i < d.length; i++) h = Math.imul(h ^ d[i], 16777619);
     return { hash: h >>> 0, drawn: v.dataset.drawn, grown: Number(v.dataset.grown ?? 0), n: window.attnscope.result.tokens.length };
   });
-  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))); // the last step's views
-  const streamed = await grid();
-  assert.ok(streamed.n > 64 + 20, `${streamed.n} positions`);
-  assert.ok(streamed.grown > 0, 'the grid drew a step by its new rows');
-  // the first step (the prompt alone, bins of 1), then the last again (bins of 2): drawn whole
-  await page.locator('#gen-slider').fill('1');
-  await page.waitForFunction((d) => document.querySelector('#model-view').dataset.drawn !== d, streamed.drawn);
-  const first = await grid();
-  await page.locator('#gen-slider').fill('90');
-  await page.waitForFunction((d) => document.querySelector('#model-view').dataset.drawn !== d, first.drawn);
-  const again = await grid();
-  assert.equal(again.grown, streamed.grown, 'drawn whole, not by rows');
-  assert.notEqual(first.hash, streamed.hash);
-  assert.equal(again.hash, streamed.hash, 'the grid drawn row by row while streaming equals the grid drawn whole');
+  // the step control: a step's run, then the next one's (one more position, the same bins of 2)
+  const to = async (step, before) => {
+    await page.locator('#gen-slider').fill(String(step + 1));
+    await page.waitForFunction(([d, n]) => { const v = document.querySelector('#model-view'); return v.dataset.drawn !== d && window.attnscope.result.tokens.length === n; }, [before.drawn, before.n + (step - before.step)]);
+    return { ...(await grid()), step };
+  };
+  const last = { ...(await grid()), step: 89 };
+  const at70 = await to(70, last);
+  assert.ok(at70.n > 64 + 2 && at70.n < 128, `${at70.n} positions: bins of 2`);
+  const at71 = await to(71, at70);
+  assert.equal(at71.grown, at70.grown + 1, 'the next step drew only its new rows');
+  // the first step (the prompt alone, bins of 1), then step 71 again (bins of 2): drawn whole
+  const first = await to(0, at71);
+  const again = await to(71, first);
+  assert.equal(again.grown, at71.grown, 'drawn whole, not by rows');
+  assert.notEqual(first.hash, at71.hash);
+  assert.equal(again.hash, at71.hash, 'the grid drawn by the rows a step added equals the grid drawn whole');
   clean(problems);
   await page.close();
 });
