@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startServer, launch, openPage, ready, ARTIFACTS } from './harness.mjs';
+import { startServer, launch, openPage, ready, ARTIFACTS, freePort } from './harness.mjs';
 
 const DATES = 'Sunday, September 9, 2018';
 const PHONE = { viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, hasTouch: true, isMobile: true };
@@ -19,7 +19,7 @@ before(async () => {
   app = await startServer();
   // "another site": a plain static server on its own port, pages written under a path of their own
   const dir = mkdtempSync(path.join(tmpdir(), 'attnscope-blog-'));
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = freePort();
   const proc = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dir], { stdio: 'ignore' });
   const url = `http://127.0.0.1:${port}/`;
   for (let i = 0; i < 100; i++) {

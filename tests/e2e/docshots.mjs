@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { cpSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, ROOT, freePort } from './harness.mjs';
 
 const server = await startServer();
 const browser = await launch({ webgpu: false });
@@ -45,7 +45,7 @@ try {
   const dir = mkdtempSync(path.join(tmpdir(), 'attnscope-docs-'));
   cpSync(path.join(ROOT, 'dist'), path.join(dir, 'attnscope'), { recursive: true });
   copyFileSync(path.join(ROOT, 'examples/blog.html'), path.join(dir, 'blog.html'));
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = freePort();
   const proc = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dir], { stdio: 'ignore' });
   await new Promise((r) => setTimeout(r, 800));
   const blog = await openPage(browser, null, { width: 900, height: 1500 });

@@ -7,7 +7,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { cpSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startServer, launch, openPage, cli, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, cli, ready, maxDiff, ARTIFACTS, ROOT, freePort } from './harness.mjs';
 
 let browser, site, app;
 before(async () => {
@@ -17,7 +17,7 @@ before(async () => {
   mkdirSync(path.join(dir, 'sub'));
   cpSync(path.join(ROOT, 'dist'), path.join(dir, 'sub/attnscope'), { recursive: true });
   copyFileSync(path.join(ROOT, 'examples/blog.html'), path.join(dir, 'sub/blog.html'));
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = freePort();
   const proc = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dir], { stdio: 'ignore' });
   const url = `http://127.0.0.1:${port}/`;
   for (let i = 0; i < 100; i++) {

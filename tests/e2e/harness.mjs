@@ -13,21 +13,32 @@ mkdirSync(ARTIFACTS, { recursive: true });
 
 const BASE_ARGS = ['--no-sandbox', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
 
+/** A random local port for a test's server, below Linux's ephemeral ports (32768–60999), which
+ *  the browser's and Node's own connections take. */
+export const freePort = () => 20000 + Math.floor(Math.random() * 12000);
+
 /** Starts scripts/serve.py on a free local port (with `isolation` false, without the COOP and COEP
- *  headers, as a plain static host: the engine then runs on one thread); resolves to {url, stop}. */
+ *  headers, as a plain static host: the engine then runs on one thread); resolves to {url, stop}.
+ *  A port that does not answer within 10 s (taken, say) is left for another, three times at most. */
 export async function startServer({ isolation = true } = {}) {
-  const port = 20000 + Math.floor(Math.random() * 20000);
-  const proc = spawn('python3', [path.join(ROOT, 'scripts/serve.py')], {
-    env: { ...process.env, PORT: String(port), ATTNSCOPE_QUIET: '1', ...(isolation ? {} : { ATTNSCOPE_ISOLATION: '0' }) },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}/`;
-  for (let i = 0; i < 100; i++) {
-    try { if ((await fetch(url)).ok) return { url, stop: () => proc.kill() }; } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100));
+  const tried = [];
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = freePort();
+    tried.push(port);
+    const proc = spawn('python3', [path.join(ROOT, 'scripts/serve.py')], {
+      env: { ...process.env, PORT: String(port), ATTNSCOPE_QUIET: '1', ...(isolation ? {} : { ATTNSCOPE_ISOLATION: '0' }) },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    let exited = false;
+    proc.on('exit', () => { exited = true; });
+    const url = `http://127.0.0.1:${port}/`;
+    for (let i = 0; i < 100 && !exited; i++) {
+      try { if ((await fetch(url)).ok) return { url, stop: () => proc.kill() }; } catch { /* not yet */ }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    proc.kill();
   }
-  proc.kill();
-  throw new Error(`the app server did not start on ${url}`);
+  throw new Error(`the app server did not start on 127.0.0.1, ports ${tried.join(', ')}`);
 }
 
 /** Debian's Chromium; with WebGPU on SwiftShader unless `webgpu` is false. */
