@@ -91,7 +91,7 @@ export function render(target, run, opts) {
   for (let t = 0; t <= p; t++) if (probs[t] > probs[j]) j = t;
   const n = Math.max(64, 2 * rows);
   const curve = scoreByDistance(qOf(p), kOf(j), theta, n);
-  const plain = curve.length ? scoreByDistance(qOf(p), kOf(j), theta, 1)[0] : 0; // Δ = 0: no turn at all
+  const plain = curve[0]; // Δ = 0: no turn at all, q·k/√d
   const engine = run.scoresOf(item, layer, h)[p * run.T + j];
   const dist = figure(part(target, 'inside-row inside-distance'), 'distance');
   dist.set(`Query “${tokens[p]}” (position ${p}) against key “${tokens[j]}” (position ${j}), moved apart`, `score q·k/√d at distance Δ = 0 … ${n - 1}`,
