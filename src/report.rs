@@ -147,6 +147,7 @@ pub struct ItemLayerTrace<'a> {
 impl<'a> ItemLayerTrace<'a> {
     pub fn new(t: &'a LayerTrace, b: usize) -> Self {
         let item = |a: &'a ndarray::Array3<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
+        let heads = |a: &'a ndarray::Array4<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
         Self {
             layer: t.layer,
             embeddings: t.embeddings.as_ref().map(|e| ItemEmbeddings::new(e, b)),
@@ -160,14 +161,8 @@ impl<'a> ItemLayerTrace<'a> {
             intermediate: item(&t.intermediate),
             output: item(&t.output),
             attn_norm: t.attn_norm.as_ref().map(item),
-            q_rope: t
-                .q_rope
-                .as_ref()
-                .map(|a| Nested(a.index_axis(Axis(0), b).into_dyn())),
-            k_rope: t
-                .k_rope
-                .as_ref()
-                .map(|a| Nested(a.index_axis(Axis(0), b).into_dyn())),
+            q_rope: t.q_rope.as_ref().map(heads),
+            k_rope: t.k_rope.as_ref().map(heads),
             ffn_norm: t.ffn_norm.as_ref().map(item),
             gate: t.up.as_ref().map(|_| item(&t.pre_activation)),
             up: t.up.as_ref().map(item),
