@@ -50,13 +50,7 @@ fn every_llama_family_case_equals_hf_on_the_cpu_engine() {
         ..TraceOptions::default()
     };
     for name in CASES {
-        let g = golden(name);
-        let m = model(&g.meta.model);
-        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
-        let input = m.tokenizer.encode(&texts, None).unwrap();
-        let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
-        assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
-        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let (g, m, input, mask) = case_input(name);
         let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
         assert_lm_case(&format!("{name} cpu"), &g, &trace);
     }

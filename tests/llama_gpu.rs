@@ -28,18 +28,6 @@ fn options() -> TraceOptions {
     }
 }
 
-/// A golden case's batch, tokenised by attnscope (the ids checked against HF's), and its mask.
-fn case_input(name: &str) -> (Golden, &'static Model, attnscope::model::Encoded, Mask) {
-    let g = golden(name);
-    let m = model(&g.meta.model);
-    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
-    let input = m.tokenizer.encode(&texts, None).unwrap();
-    let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
-    assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
-    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
-    (g, m, input, mask)
-}
-
 fn gpu_trace(
     m: &Model,
     input: &attnscope::model::Encoded,

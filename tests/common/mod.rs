@@ -491,6 +491,18 @@ pub fn assert_smollm2_prompt(
     );
 }
 
+/// A golden case's batch, tokenised by attnscope (the ids checked against HF's), and its mask.
+pub fn case_input(name: &str) -> (Golden, &'static Model, Encoded, Mask) {
+    let g = golden(name);
+    let m = model(&g.meta.model);
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, None).unwrap();
+    let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
+    assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
+    let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    (g, m, input, mask)
+}
+
 /// The tiny Llama from the inside (tools/make_fixtures.py `llama_inside`), each case through
 /// `forward` (an engine's pass) and against HF: `llama_trace`, layer 1's values (the RMSNorms'
 /// outputs, Q and K before and after HF's own rotation, the SwiGLU's gate, up and act…);
@@ -502,13 +514,7 @@ pub fn check_llama_inside(
     forward: impl Fn(&Model, &Encoded, &Mask, &TraceOptions) -> Trace,
 ) {
     for name in ["llama_trace", "llama_norope", "llama_knockout"] {
-        let g = golden(name);
-        let m = model(&g.meta.model);
-        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
-        let input = m.tokenizer.encode(&texts, None).unwrap();
-        let ids: Vec<Vec<u32>> = input.ids.outer_iter().map(|r| r.to_vec()).collect();
-        assert_eq!(ids, g.meta.token_ids, "{name}: token ids");
-        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let (g, m, input, mask) = case_input(name);
         let opts = TraceOptions {
             lm_logits: true,
             layer_trace: g.meta.layer_trace.first().copied(),
