@@ -699,6 +699,9 @@ pub struct GenerationReport<'a> {
     pub steps: Vec<Step>,
     /// Each step's time in ms (the first's is the prompt's pass).
     pub step_ms: &'a [f64],
+    /// The heads knocked out while writing, `[layer, head]` (absent when none were).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub head_mask: Vec<[usize; 2]>,
 }
 
 impl<'a> GenerationReport<'a> {
@@ -726,6 +729,7 @@ impl<'a> GenerationReport<'a> {
                 })
                 .collect(),
             step_ms: &g.step_ms,
+            head_mask: vec![],
         }
     }
 }

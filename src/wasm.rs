@@ -120,6 +120,8 @@ struct GenerateOptions {
     top_k: usize,
     /// Wrap the prompt in the model's chat template as a user message.
     chat: bool,
+    /// Heads knocked out while writing, `L:H[,L:H…]` (as a run's `headMask`).
+    head_mask: String,
 }
 
 impl Default for GenerateOptions {
@@ -128,6 +130,7 @@ impl Default for GenerateOptions {
             max_new_tokens: 32,
             top_k: 5,
             chat: false,
+            head_mask: String::new(),
         }
     }
 }
@@ -805,10 +808,11 @@ impl Session {
             max_new_tokens: options.max_new_tokens,
             top_k: options.top_k,
             stop_at_eos: true,
+            head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
         };
         crate::engine::generate::check(&model, &ids, &opts).map_err(js_err)?;
         Ok(Generating {
-            steps: crate::engine::generate::CpuSteps::new(model.clone(), opts.top_k),
+            steps: crate::engine::generate::CpuSteps::new(model.clone(), &opts),
             state: crate::engine::generate::Greedy::new(&model, &ids, &opts),
             model,
             prompt: text,

@@ -9,7 +9,7 @@
 mod common;
 
 use attnscope::analysis::{HeadMetrics, ItemAttention};
-use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
+use attnscope::engine::{cpu, generate, GenerateOptions, HeadMask, TraceOptions};
 use attnscope::families::next_token_probs;
 use attnscope::model::config::{LmHead, Positions};
 use attnscope::Mask;
@@ -148,6 +148,7 @@ fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
             max_new_tokens: meta.max_new_tokens,
             top_k: 5,
             stop_at_eos: true,
+            head_mask: Default::default(),
         };
         let g = generate(m, &meta.prompt_ids, &opts).unwrap();
         assert_eq!(g.output_ids, meta.output_ids, "{name}: greedy ids");
@@ -163,36 +164,97 @@ fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
         );
         eprintln!("{name}: cached generation vs HF's pass, attention {att:.2e}");
         assert!(att <= ATTENTION_TOL, "{name}: attention differs by {att}");
-        // and the engine's own causal pass over the same tokens
-        let fed = g.fed();
-        let input = m.tokenizer.from_ids(&fed);
-        let mask = Mask::causal(1, fed.len());
-        let opts = TraceOptions {
-            lm_logits: true,
-            ..TraceOptions::default()
-        };
-        let full = cpu::forward(m, &input, &mask, &opts).unwrap();
-        let d = max_abs_diff(
-            full.attention.slice(s![0, .., .., .., ..]).into_dyn(),
-            g.attention.view().into_dyn(),
-        );
-        assert!(d <= 1e-5, "{name}: cached decoding vs the full pass: {d}");
-        let probs = next_token_probs(full.lm_logits.as_ref().unwrap());
-        // each step's likeliest tokens: those of the full pass at the position it fed
-        assert_eq!(g.next.len(), g.output_ids.len(), "{name}: one step a token");
-        for (i, top) in g.next.iter().enumerate() {
-            let pos = p - 1 + i;
-            for t in top {
-                let full_p = probs[[0, pos, t.id as usize]];
-                assert!(
-                    (t.p - full_p).abs() <= 1e-5,
-                    "{name}: position {pos} token {}: {} vs {full_p}",
-                    t.id,
-                    t.p
-                );
-            }
+        assert_cached_equals_the_full_pass(name, m, &g, p, &opts);
+    }
+}
+
+/// Generation `g` (after a prompt of `p` tokens, under `gen`'s head mask) against the engine's
+/// one causal pass over every token it fed, under the same mask: the attention, and each step's
+/// likeliest tokens with their probabilities at the position it fed.
+fn assert_cached_equals_the_full_pass(
+    name: &str,
+    m: &attnscope::Model,
+    g: &attnscope::engine::Generation,
+    p: usize,
+    gen: &GenerateOptions,
+) {
+    let fed = g.fed();
+    let input = m.tokenizer.from_ids(&fed);
+    let mask = Mask::causal(1, fed.len());
+    let opts = TraceOptions {
+        lm_logits: true,
+        head_mask: gen.head_mask.clone(),
+        ..TraceOptions::default()
+    };
+    let full = cpu::forward(m, &input, &mask, &opts).unwrap();
+    let d = max_abs_diff(
+        full.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+        g.attention.view().into_dyn(),
+    );
+    assert!(d <= 1e-5, "{name}: cached decoding vs the full pass: {d}");
+    let probs = next_token_probs(full.lm_logits.as_ref().unwrap());
+    // each step's likeliest tokens: those of the full pass at the position it fed
+    assert_eq!(g.next.len(), g.output_ids.len(), "{name}: one step a token");
+    for (i, top) in g.next.iter().enumerate() {
+        let pos = p - 1 + i;
+        for t in top {
+            let full_p = probs[[0, pos, t.id as usize]];
+            assert!(
+                (t.p - full_p).abs() <= 1e-5,
+                "{name}: position {pos} token {}: {} vs {full_p}",
+                t.id,
+                t.p
+            );
         }
     }
+}
+
+#[test]
+fn a_generation_with_heads_knocked_out_equals_hf_and_the_knocked_out_full_pass() {
+    let (g, m, input, _) = case_input("llama_knockout");
+    let prompt: Vec<u32> = input
+        .ids
+        .row(0)
+        .iter()
+        .take(input.length(0))
+        .copied()
+        .collect();
+    let p = prompt.len();
+    let knocked = GenerateOptions {
+        max_new_tokens: 6,
+        top_k: 5,
+        stop_at_eos: false,
+        head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
+    };
+    let gen = generate(m, &prompt, &knocked).unwrap();
+    // the prompt's pass: HF's next-token probabilities with those heads zeroed before o_proj
+    let want = &g.tensors["next_token_probs"];
+    for t in &gen.next[0] {
+        let hf = want[[0, p - 1, t.id as usize]];
+        assert!(
+            (t.p - hf).abs() <= ATTENTION_TOL,
+            "token {} after the prompt: {} vs HF's {hf}",
+            t.id,
+            t.p
+        );
+    }
+    // every step after it: the knocked-out model's one causal pass
+    assert_cached_equals_the_full_pass("llama_knockout", m, &gen, p, &knocked);
+    // and the knock-out is felt: the plain model expects otherwise
+    let plain = generate(
+        m,
+        &prompt,
+        &GenerateOptions {
+            head_mask: HeadMask::none(),
+            ..knocked.clone()
+        },
+    )
+    .unwrap();
+    let (a, b) = (&gen.next[0][0], &plain.next[0][0]);
+    assert!(
+        a.id != b.id || (a.p - b.p).abs() > 1e-3,
+        "the knock-out left the likeliest next token and its probability as they were: {a:?} vs {b:?}"
+    );
 }
 
 #[test]
@@ -223,6 +285,7 @@ fn a_window_the_text_would_exceed_is_refused() {
             max_new_tokens: 3,
             top_k: 1,
             stop_at_eos: true,
+            head_mask: Default::default(),
         },
     )
     .unwrap_err();
@@ -239,6 +302,55 @@ fn cli(args: &[&str]) -> Result<serde_json::Value, String> {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     Ok(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn the_cli_generates_with_heads_knocked_out_as_hf_zeroes_them() {
+    let (g, _, input, _) = case_input("llama_knockout");
+    let spec: Vec<String> = g
+        .meta
+        .head_mask
+        .iter()
+        .map(|[l, h]| format!("{l}:{h}"))
+        .collect();
+    let dir = model_dir("tiny-llama");
+    let json = cli(&[
+        "generate",
+        "--model",
+        dir.to_str().unwrap(),
+        "--max-new-tokens",
+        "3",
+        "--head-mask",
+        &spec.join(","),
+        "--",
+        &g.meta.texts[0],
+    ])
+    .unwrap();
+    assert_eq!(json["head_mask"], serde_json::json!(g.meta.head_mask));
+    let (p, want) = (input.length(0), &g.tensors["next_token_probs"]);
+    for t in json["steps"][0]["top_k"].as_array().unwrap() {
+        let (id, got) = (
+            t["id"].as_u64().unwrap() as usize,
+            t["p"].as_f64().unwrap() as f32,
+        );
+        let hf = want[[0, p - 1, id]];
+        assert!(
+            (got - hf).abs() <= ATTENTION_TOL,
+            "token {id}: {got} vs HF's {hf}"
+        );
+    }
+    // a head the model does not have is refused by name
+    let e = cli(&[
+        "generate",
+        "--model",
+        dir.to_str().unwrap(),
+        "--head-mask",
+        "1:4",
+        "--",
+        "time",
+    ])
+    .unwrap_err();
+    assert!(e.contains("1:4") || e.contains("head 4"), "{e}");
 }
 
 #[test]
@@ -441,6 +553,7 @@ fn a_gguf_model_keeps_its_quantized_matrices_and_generates_as_hf_does() {
             max_new_tokens: meta.max_new_tokens,
             top_k: 5,
             stop_at_eos: true,
+            head_mask: Default::default(),
         },
     )
     .unwrap();
@@ -488,6 +601,7 @@ fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_cpu_engine() {
                     max_new_tokens: meta.max_new_tokens,
                     top_k: 1,
                     stop_at_eos: true,
+                    head_mask: Default::default(),
                 },
             )
             .unwrap();

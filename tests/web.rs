@@ -472,6 +472,7 @@ fn generate_case(json: &str) -> (Vec<u32>, Vec<u32>, GenerateOptions) {
         max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
         top_k: 5,
         stop_at_eos: true,
+        head_mask: Default::default(),
     };
     (ids("prompt_ids"), ids("output_ids"), opts)
 }

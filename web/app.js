@@ -4,7 +4,7 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, toggleHead, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
+import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
@@ -410,9 +410,10 @@ function modelInputs(s) {
 }
 
 /**
- * A model with an LM head (GPT-2): the likeliest next tokens after the focused position (the
- * hovered row, else the last selected one, else the text's last token), best first, with the
- * token the text goes on with marked.
+ * A model with an LM head (GPT-2, the Llama family): the likeliest next tokens after the focused
+ * position (the hovered row, else the last selected one, else the text's last token), best first,
+ * with the token the text goes on with marked; with heads knocked out, each beside its
+ * probability with every head (a hollow bar), and the likeliest of that model.
  */
 function nextTokens(s) {
   const r = s.run, b = r ? Math.min(s.item, r.B - 1) : 0, item = r?.results[b], next = item?.next_tokens;
@@ -426,24 +427,52 @@ function nextTokens(s) {
   const shown = (t) => `“${visibleText(t)}”`;
   // a byte-level token that is only part of a character's bytes has no text of its own
   const predicted = (p) => (p.text.includes('\ufffd') ? `${p.token} (a byte of a character)` : shown(p.text));
+  const pct = (p) => `${(100 * p).toFixed(1)}%`;
   const before = item.labels.slice(0, q + 1).join('').trim();
   const following = q + 1 < n ? item.token_ids[q + 1] : null;
+  // with heads knocked out: the same position's likeliest tokens with every head
+  const plain = r.head_mask?.length ? r.baselineNext?.(b)?.[q] ?? null : null;
   setText($('next-caption'), `· after token ${q + 1} of ${n} (position ${q}): the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)`);
   const goes = following === null ? 'the text ends here' : `the text goes on with ${shown(item.labels[q + 1])}`;
-  setText($('next-line'), `After ${shown(before)}, the model expects:` + ` (${goes})`);
-  const rows = next[q].map((p) => {
+  let line = `After ${shown(before)}, the model expects: (${goes})`;
+  if (plain) {
+    const names = r.head_mask.map(([l, h]) => `L${l} H${h}`).join(', ');
+    const [was, now] = [plain[0], next[q][0]];
+    line = `After ${shown(before)}, with ${names} knocked out the model expects (${goes}). `
+      + (was.id === now.id ? `Its likeliest stays ${predicted(now)}: ${pct(was.p)} with every head → ${pct(now.p)}.`
+        : `Its likeliest changes: ${predicted(was)} ${pct(was.p)} with every head → ${predicted(now)} ${pct(now.p)}.`)
+      + ' Hollow bars: with every head.';
+  }
+  setText($('next-line'), line);
+  const row = (p, was) => {
     const li = document.createElement('li');
     const bar = document.createElement('span');
     bar.className = 'next-bar';
     bar.style.width = `${Math.max(1, Math.round(p.p * 100))}%`;
     const label = document.createElement('span');
     label.className = 'next-label';
-    label.textContent = `${predicted(p)} ${(100 * p.p).toFixed(1)}%${p.id === following ? ' ← the text\'s next token' : ''}`;
+    const change = was === undefined ? '' : was ? ` (${pct(was.p)} with every head)` : ` (not in the ${plain.length} likeliest with every head)`;
+    label.textContent = `${predicted(p)} ${pct(p.p)}${change}${p.id === following ? ' ← the text\'s next token' : ''}`;
     li.classList.toggle('chosen', p.id === following);
+    if (was) {
+      const ghost = document.createElement('span');
+      ghost.className = 'next-was';
+      ghost.style.width = `${Math.max(1, Math.round(was.p * 100))}%`;
+      li.append(ghost);
+    }
     li.append(bar, label);
-    li.title = `token ${p.id} (${p.token}): p = ${p.p.toPrecision(4)}`;
+    li.title = `token ${p.id} (${p.token}): p = ${p.p.toPrecision(4)}${was ? `; with every head ${was.p.toPrecision(4)}` : ''}`;
     return li;
-  });
+  };
+  const rows = next[q].map((p) => row(p, plain ? plain.find((x) => x.id === p.id) ?? null : undefined));
+  // the likeliest with every head that the knock-out pushed out of the list
+  const gone = plain ? plain.filter((x) => !next[q].some((p) => p.id === x.id)) : [];
+  if (gone.length) {
+    const li = document.createElement('li');
+    li.className = 'next-gone';
+    li.textContent = `With every head, also: ${gone.map((x) => `${predicted(x)} ${pct(x.p)}`).join(', ')} (now below the ${next[q].length} likeliest).`;
+    rows.push(li);
+  }
   $('next-list').replaceChildren(...rows);
 }
 
@@ -456,8 +485,17 @@ function knockStatus(s) {
   const focused = `${s.layer}:${s.head}`;
   setText($('knock-toggle'), `knock out L${s.layer} H${s.head}`);
   $('knock-toggle').setAttribute('aria-pressed', String(s.off.includes(focused)));
+  // grouped-query attention: the query heads sharing the focused head's key/value head, at once
+  const q = s.modelInfo?.architecture?.heads?.query, kv = s.modelInfo?.architecture?.heads?.key_value;
+  const per = q && kv && kv < q ? q / kv : 0, group = per ? Math.floor(s.head / per) : 0;
+  $('knock-group').hidden = !per;
+  if (per) {
+    const keys = Array.from({ length: per }, (_, i) => `${s.layer}:${group * per + i}`);
+    setText($('knock-group'), `knock out L${s.layer} H${group * per}–${group * per + per - 1} (they share key/value head ${group})`);
+    $('knock-group').setAttribute('aria-pressed', String(keys.every((k) => s.off.includes(k))));
+  }
   if (!s.off.length) {
-    setText($('knock-line'), 'Knock the focused head out (or Alt-click a head): its context is zeroed before the output projection, and every later layer feels it.');
+    setText($('knock-line'), `Knock the focused head out (or Alt-click a head): its context is zeroed before the output projection, and every later layer feels it${s.modelInfo?.lm_head ? '; the next-token panel then shows the probabilities with and without it, and a generation writes again without it' : ''}.`);
     return;
   }
   const names = s.off.map((k) => k.replace(/^(\d+):(\d+)$/, 'L$1 H$2')).join(', ');
@@ -550,6 +588,10 @@ on('engine', 'change', (e) => store.update({ engine: e.target.value }));
 on('metric', 'change', (e) => { store.update({ metric: e.target.value }); describeChoices(); });
 on('knock-reset', 'click', () => store.update({ off: [] }));
 on('knock-toggle', 'click', () => { const s = store.get(); store.update({ off: toggleHead(s.off, s.layer, s.head) }); });
+on('knock-group', 'click', () => {
+  const s = store.get(), { query, key_value: kv } = s.modelInfo.architecture.heads, per = query / kv;
+  store.update({ off: toggleGroup(s.off, s.layer, Math.floor(s.head / per), per) });
+});
 // "On this page:": the hash holds the view, so a link scrolls to its section (and moves the
 // keyboard there) instead of navigating
 on('page-nav', 'click', (e) => {

@@ -47,7 +47,8 @@ export function tokenText(token) {
  * A generation as the worker streams it (web/worker.js `generate`: src/wasm.rs
  * `Generating.step()` a pass at a time), so far, in the fields `attnscope generate` prints:
  * model, model_type, backend, prompt, prompt_ids, output_ids, output_text, tokens (every
- * position fed), steps [{top_k}], step_ms, n (N, the positions fed) and attention (L, H, N, N).
+ * position fed), steps [{top_k}], step_ms, head_mask ([layer, head] knocked out), n (N, the
+ * positions fed) and attention (L, H, N, N).
  * Each pass's attention is written once into a buffer of (L, H, S, S), S the most positions the
  * generation can feed (the prompt's P and `maxNew − 1`): a step costs its own row, the views read
  * the heads they draw in place (`head`), and the (L, H, N, N) copy is made only when `attention`
@@ -60,11 +61,13 @@ export class GenerationResult {
    *  thumbnail, its rows THUMB apart), thumbMask (THUMB × THUMB), best: [L·H] of {max, q, k}}. */
   #kept = null;
 
-  /** From the prompt's pass (`first`: what `step()` returned first), `maxNew` tokens at most. */
-  constructor(first, maxNew) {
+  /** From the prompt's pass (`first`: what `step()` returned first), `maxNew` tokens at most,
+   *  `off` the heads knocked out while writing ("layer:head"). */
+  constructor(first, maxNew, off = []) {
     const P = first.prompt_ids.length;
     Object.assign(this, {
       model: first.model, model_type: first.model_type, backend: first.backend, prompt: first.prompt,
+      head_mask: off.map((k) => k.split(':').map(Number)),
       prompt_ids: first.prompt_ids, output_ids: [], output_text: '', tokens: [...first.prompt_tokens], steps: [], step_ms: [], n: P,
     });
     this.#S = P + Math.max(1, maxNew) - 1;
@@ -186,7 +189,7 @@ export function generationRun(result, step, layers) {
   const shape = [1, layers, H, n, n];
   const info = {
     model: result.model, model_type: result.model_type, backend: result.backend, fallback: null, mask: 'causal', mask_ablation: false,
-    elapsed_ms: result.step_ms.reduce((a, b) => a + b, 0), shape, items: [item], head_mask: [], scale: 'sqrt_dk', head_metrics: [],
+    elapsed_ms: result.step_ms.reduce((a, b) => a + b, 0), shape, items: [item], head_mask: result.head_mask, scale: 'sqrt_dk', head_metrics: [],
   };
   const nextTokens = [tokens.map((_, q) => (q >= P - 1 ? result.steps[q - P + 1]?.top_k ?? [] : []))];
   const heads = new Map(); // l·H + h → its (n, n) copy, made once a view reads it
@@ -208,9 +211,10 @@ const VIEWS_SHARE = 1 / 6;
  * once a frame, and only once the page has been free long enough since their last update that
  * it took at most VIEWS_SHARE of the page's time (its frame's style, layout, paint and commit
  * included): they never hold the engine back, whose threads share the machine's cores with the
- * page. A generation goes when the sentence or the model changes, or another run replaces its
- * views (a head knocked out, another mask); a link's `gen=N` writes N tokens once the model and
- * the sentence's run are in. Returns {start, stop}.
+ * page. Heads knocked out (the store's `off`) are knocked out while writing, and knocking one
+ * out (or back in) writes again; a generation goes when the sentence or the model changes, or
+ * another run replaces its views (another mask, the scale); a link's `gen=N` writes N tokens
+ * once the model and the sentence's run are in. Returns {start, stop}.
  */
 export function connectGeneration(store, eng) {
   let current = null, ids = 0, autoFor = '';
@@ -223,11 +227,13 @@ export function connectGeneration(store, eng) {
     current?.handle.stop();
     if (current) halt(current);
     const id = ++ids;
-    store.update({ generation: { id, running: true, result: null, stopped: false, error: null }, gen: maxNew, chat, ...(keepStep ? {} : { step: null }) });
+    // the heads knocked out write too: every pass, the prompt's and each step's
+    const off = [...s.off];
+    store.update({ generation: { id, running: true, result: null, stopped: false, error: null, off, baseline: null }, gen: maxNew, chat, ...(keepStep ? {} : { step: null }) });
     let result = null;
-    const handle = eng.generate(s.modelKey, { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat } }, ({ step }) => {
+    const handle = eng.generate(s.modelKey, { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat, headMask: off.join(',') } }, ({ step }) => {
       if (current?.id !== id) return;
-      if (result) result.add(step); else result = new GenerationResult(step, maxNew);
+      if (result) result.add(step); else result = new GenerationResult(step, maxNew, off);
       store.update({ generation: { ...store.get().generation, result } }); // the text, token by token
       if (!current.frame && !current.timer) current.frame = requestAnimationFrame(draw);
     });
@@ -250,12 +256,12 @@ export function connectGeneration(store, eng) {
         g.ready = now + ((1 - VIEWS_SHARE) / VIEWS_SHARE) * (now - t0);
       }, 0);
     }
-    handle.done.then(({ stopped }) => {
+    handle.done.then(({ stopped, baseline }) => {
       if (current !== g) return;
       current = null;
       halt(g);
       const now = store.get();
-      store.update({ generation: { ...now.generation, result, running: false, stopped }, ...(result ? { run: generationRun(result, now.step, layersOf(now)) } : {}) });
+      store.update({ generation: { ...now.generation, result, running: false, stopped, baseline: baseline ?? null }, ...(result ? { run: generationRun(result, now.step, layersOf(now)) } : {}) });
     }, (err) => {
       if (current !== g) return;
       current = null;
@@ -265,7 +271,14 @@ export function connectGeneration(store, eng) {
   }
 
   store.subscribe((s, changed) => {
-    const stale = changed.has('sentences') || changed.has('modelVersion') || (changed.has('run') && s.run && !s.run.generated);
+    const replaced = changed.has('run') && s.run && !s.run.generated;
+    const stale = changed.has('sentences') || changed.has('modelVersion') || replaced;
+    // a head knocked out (or back in) under a generation: the model writes again with them out
+    if (s.generation && replaced && !changed.has('sentences') && !changed.has('modelVersion') && s.gen
+      && s.generation.off.join(',') !== s.off.join(',') && canGenerate(s.modelInfo)) {
+      start(s.gen, s.chat && Boolean(s.modelInfo.chat_template));
+      return;
+    }
     if (s.generation && stale) {
       current?.handle.stop();
       if (current) halt(current);

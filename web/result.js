@@ -11,7 +11,7 @@ function lazy(obj, key, make) {
 
 /**
  * `raw`: `{info: RunInfo, attention, scores, mask, logits?, headMetrics?, rollout?,
- * sentenceEmbedding?, baselineEmbedding?}` from the worker; or, in place of `attention`,
+ * sentenceEmbedding?, baselineEmbedding?, nextTokens?, baselineNext?}` from the worker; or, in place of `attention`,
  * `head(b, l, h)` giving each head's T·T values on demand (a generation's: web/generation.js).
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
  * scoresOf(b, l, h), maskOf(b)}`; each `results[b]` is the CLI's item for text b.
@@ -58,6 +58,8 @@ export function fromWorker(raw) {
     /** The sentence embedding of item b, and the same without the knocked-out heads. */
     embedding: (b) => (sentenceEmbedding ? embeddingOf(sentenceEmbedding, b) : null),
     baseline: (b) => (baselineEmbedding ? embeddingOf(baselineEmbedding, b) : null),
+    /** Item b's likeliest next tokens without the knocked-out heads, `[T][K]` as `next_tokens` (null when none were knocked out). */
+    baselineNext: (b) => raw.baselineNext?.[b] ?? null,
     scale: info.scale,
     /** Whether the run left the rotary positions out (the ablation). */
     noRope: Boolean(info.no_rope),
@@ -140,6 +142,7 @@ export function published(run, b) {
   const out = {
     model: run.model, backend: run.backend, fallback: run.fallback, elapsed_ms: run.elapsed_ms, elapsedMs: run.elapsed_ms,
     model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
+    ...(run.head_mask?.length ? { head_mask: run.head_mask } : {}), // as the CLI's, [layer, head] knocked out
     item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
   };
   for (const k of Object.keys(item)) if (k !== 'labels') Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });

@@ -190,6 +190,18 @@ export function toggleHead(off, layer, head) {
   return off.includes(key) ? off.filter((k) => k !== key) : [...off, key].sort(byPlace);
 }
 
+/**
+ * The knocked-out heads with every query head of layer `layer` that shares key/value head `group`
+ * (`per` query heads a key/value head) knocked out, or all back in when they all were.
+ */
+export function toggleGroup(off, layer, group, per) {
+  const keys = Array.from({ length: per }, (_, i) => `${layer}:${group * per + i}`);
+  const all = keys.every((k) => off.includes(k));
+  const rest = off.filter((k) => !keys.includes(k));
+  const byPlace = (a, b) => a.split(':')[0] - b.split(':')[0] || a.split(':')[1] - b.split(':')[1];
+  return all ? rest : [...rest, ...keys].sort(byPlace);
+}
+
 /** The run the attention views show: the word-piece run, or its words (web/words.js) with "words" on. */
 export function shownOf(s) {
   return s.run && s.words ? wordsOf(s.run) : s.run;

@@ -605,17 +605,25 @@ function sessionFor(key) {
 }
 
 /**
- * A run with `msg.options` (src/wasm.rs `RunOptions`); when heads are knocked out and the
- * sentence embedding is asked for, also the embedding without them (`baselineEmbedding`).
+ * A run with `msg.options` (src/wasm.rs `RunOptions`); when heads are knocked out, also what the
+ * model gives without them: the sentence embedding (`baselineEmbedding`) and the likeliest next
+ * tokens (`baselineNext`), when the run asks for them.
  */
 async function run(s, msg) {
   const options = msg.options ?? {};
   const r = await runOn(s, msg, options);
   remember(s, msg, options, r);
-  if (options.headMask && options.sentenceEmbedding) {
-    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), sentenceEmbedding: true };
-    r.baselineEmbedding = recall(s, msg, plain)?.sentenceEmbedding?.slice()
-      ?? (await runOn(s, msg, plain)).sentenceEmbedding;
+  const embedding = Boolean(options.sentenceEmbedding), next = options.topK;
+  if (options.headMask && (embedding || next)) {
+    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}) };
+    let known = recall(s, msg, plain);
+    if ((embedding && !known?.sentenceEmbedding) || (next && known?.nextTokens?.topK !== next)) {
+      const p = await runOn(s, msg, plain);
+      remember(s, msg, plain, p);
+      known = recall(s, msg, plain);
+    }
+    if (embedding) r.baselineEmbedding = known.sentenceEmbedding.slice();
+    if (next) r.baselineNext = known.nextTokens.items;
   }
   return r;
 }
@@ -631,8 +639,9 @@ async function otherScale(s, msg, options) {
 }
 
 // ---------- what recent runs gave, so a knock-out or the √d_k panel need not rerun them ----------
-// The sentence embedding and head metrics (a few hundred floats each) of the last few runs of a
-// session, by what decides them: the input, the heads knocked out and the score scale.
+// The sentence embedding, head metrics (a few hundred floats each) and likeliest next tokens of
+// the last few runs of a session, by what decides them: the input, the heads knocked out, the
+// score scale and the rotation.
 const RECENT = 8;
 const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope)]);
 
@@ -644,6 +653,8 @@ function remember(s, msg, options, r) {
   memo.set(key, {
     sentenceEmbedding: r.sentenceEmbedding?.slice() ?? had.sentenceEmbedding, // copies: r's arrays go to the page
     headMetrics: r.headMetrics?.slice() ?? had.headMetrics,
+    // plain objects, cloned when posted: the page's copy is its own
+    nextTokens: r.nextTokens ? { topK: options.topK, items: r.nextTokens } : had.nextTokens,
   });
   if (memo.size > RECENT) memo.delete(memo.keys().next().value);
 }
@@ -679,11 +690,14 @@ function ack(gen) { acks.get(gen)?.(); acks.delete(gen); }
  * Writes after `msg.prompt` with session `s` on the CPU engine (src/wasm.rs `Generating`),
  * posting each pass as it comes, `{type: 'generated', gen, step}` (`step`: what `step()` wrote,
  * its attention (L, H, n_q, n_k) transferred: the page keeps the generation), the next once the
- * page has received it (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped}`: how
- * many steps ran, and whether the page stopped it.
+ * page has received it (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped, baseline}`:
+ * how many steps ran, whether the page stopped it, and with heads knocked out (`headMask`) what
+ * the model writes with every head under the same options, `{output_ids, output_text}` (null
+ * otherwise, or when stopped).
  */
 async function generate(s, msg) {
-  const g = s.session.generate(msg.prompt, msg.options ?? {});
+  const options = msg.options ?? {};
+  const g = s.session.generate(msg.prompt, options);
   try {
     let steps = 0;
     for (;;) {
@@ -695,10 +709,32 @@ async function generate(s, msg) {
       if (step.done) break;
       await taken(msg.gen);
     }
-    return { steps, stopped: stopped.has(msg.gen) };
+    const baseline = options.headMask && !stopped.has(msg.gen) ? plainGeneration(s, msg, options) : null;
+    return { steps, stopped: stopped.has(msg.gen), baseline };
   } finally {
     stopped.delete(msg.gen);
     acks.delete(msg.gen);
+    g.free();
+  }
+}
+
+/** What the model writes after `msg.prompt` with every head (`options` without the knock-out),
+ *  `{output_ids, output_text}`, the last one remembered; nothing is posted on the way. */
+function plainGeneration(s, msg, options) {
+  const plain = { ...options, headMask: '' };
+  const key = JSON.stringify([msg.prompt, plain]);
+  if (s.plainGeneration?.key === key) return s.plainGeneration.value;
+  const g = s.session.generate(msg.prompt, plain);
+  try {
+    const value = { output_ids: [], output_text: '' };
+    for (let step = g.step(); step; step = g.step()) {
+      value.output_ids.push(step.id);
+      value.output_text = step.output_text;
+      if (step.done) break;
+    }
+    s.plainGeneration = { key, value };
+    return value;
+  } finally {
     g.free();
   }
 }

@@ -12,15 +12,16 @@ use ndarray::{s, Array2, Array4, Array5, ArrayView1};
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
-use super::trace::{AttentionGroup, KeptValues, ModelInputs, TraceOptions};
+use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::limits::MAX_ATTENTION_VALUES;
 use crate::model::Model;
 
-/// How many new tokens to write, and how many likeliest tokens to report at each position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How many new tokens to write, how many likeliest tokens to report at each position, and
+/// which heads are knocked out while writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenerateOptions {
     /// At most this many new tokens (fewer when EOS comes first).
     pub max_new_tokens: usize,
@@ -29,6 +30,8 @@ pub struct GenerateOptions {
     /// Stop at the model's EOS token (HF's `generate`); `false` writes all `max_new_tokens`
     /// whatever they are (a benchmark's fixed length).
     pub stop_at_eos: bool,
+    /// Heads knocked out in every pass, the prompt's and each step's (see [`HeadMask`]).
+    pub head_mask: HeadMask,
 }
 
 /// A token and its probability (the softmax of its position's logits over the vocabulary).
@@ -101,7 +104,7 @@ pub(crate) trait Steps {
 pub fn generate(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<Generation> {
     check(model, prompt, opts)?;
     {
-        let mut steps = CpuSteps::new(model, opts.top_k);
+        let mut steps = CpuSteps::new(model, opts);
         let run = std::pin::pin!(run(model, &mut steps, prompt, opts));
         // the CPU's passes never wait: polled once, the future is done
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
@@ -129,6 +132,8 @@ pub fn check(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<()
     if prompt.is_empty() {
         return Err(Error::Input("the prompt has no tokens".into()));
     }
+    opts.head_mask
+        .check(c.num_hidden_layers, c.num_attention_heads)?;
     if opts.max_new_tokens == 0 {
         return Err(Error::Input("max_new_tokens must be at least 1".into()));
     }
@@ -337,15 +342,17 @@ pub struct CpuSteps<M: std::borrow::Borrow<Model>> {
 }
 
 impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
-    pub fn new(model: M, top_k: usize) -> Self {
+    /// The passes of a generation under `opts` (its head mask and top-k).
+    pub fn new(model: M, opts: &GenerateOptions) -> Self {
         Self {
             model,
             cache: DecoderCache::default(),
             opts: TraceOptions {
                 next_logits: true,
+                head_mask: opts.head_mask.clone(),
                 ..TraceOptions::default()
             },
-            top_k,
+            top_k: opts.top_k,
         }
     }
 

@@ -245,6 +245,67 @@ test('Llama: the cache panel gives the key/value cache at the config\'s sizes, a
   await page.close();
 });
 
+test('Llama: a knock-out gives HF\'s next token with those heads zeroed beside every head\'s, a key/value group knocks out at once, and a generation writes again without them beside what every head writes', async () => {
+  const knock = golden('llama_knockout'), plain = golden('llama_trace'); // the same text: heads zeroed before o_proj, and not
+  const text = knock.json.texts[0], T = knock.json.token_ids[0].length;
+  const off = knock.json.head_mask.map(([l, h]) => `${l}:${h}`).join(',');
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, `e=cpu&l=1&h=2&off=${encodeURIComponent(off)}`);
+  const V = knock.tensors.next_token_probs.shape[2];
+  const hf = (g, id) => g.tensors.next_token_probs.data[(T - 1) * V + id];
+  // the last position's likeliest tokens, knocked out and with every head, against HF's
+  await page.waitForSelector('#next-list .next-was');
+  const got = await page.evaluate(() => {
+    const r = window.attnscope.result;
+    return { head_mask: r.head_mask, next: r.next_tokens.at(-1), line: document.getElementById('next-line').textContent };
+  });
+  assert.deepEqual(got.head_mask, knock.json.head_mask);
+  for (const p of got.next) assert.ok(Math.abs(p.p - hf(knock, p.id)) <= TOL, `knocked out, token ${p.id}: ${p.p} vs HF's ${hf(knock, p.id)}`);
+  const rows = await page.$$eval('#next-list li:not(.next-gone)', (lis) => lis.map((li) => li.querySelector('.next-label').textContent));
+  assert.equal(rows.length, got.next.length);
+  let compared = 0;
+  for (const [i, row] of rows.entries()) {
+    const m = /\(([\d.]+)% with every head\)/.exec(row);
+    if (!m) { assert.match(row, /not in the \d+ likeliest with every head/); continue; }
+    compared++;
+    const want = 100 * hf(plain, got.next[i].id);
+    assert.ok(Math.abs(Number(m[1]) - want) <= 0.051, `token ${got.next[i].id} with every head: ${m[1]}% vs HF's ${want.toFixed(2)}%`);
+  }
+  assert.ok(compared > 0, 'some of the knocked-out model\'s likeliest were among every head\'s');
+  assert.match(got.line, /with L0 H0, L0 H1, L1 H2 knocked out the model expects/);
+  // the focused head's key/value group (H2 and H3 share key/value head 1) knocks out at once, and back in
+  const group = page.locator('#knock-group');
+  assert.equal(await group.textContent(), 'knock out L1 H2–3 (they share key/value head 1)');
+  assert.equal(await group.getAttribute('aria-pressed'), 'false');
+  await group.click();
+  await page.waitForFunction(() => /(^|&)off=0%3A0%2C0%3A1%2C1%3A2%2C1%3A3(&|$)|(^|&)off=0:0,0:1,1:2,1:3(&|$)/.test(location.hash.slice(1)));
+  await page.waitForFunction(() => JSON.stringify(window.attnscope.result.head_mask) === '[[0,0],[0,1],[1,2],[1,3]]', null, { timeout: 60000 });
+  assert.equal(await group.getAttribute('aria-pressed'), 'true');
+  await group.click();
+  await page.waitForFunction(() => JSON.stringify(window.attnscope.result.head_mask) === '[[0,0],[0,1]]', null, { timeout: 60000 });
+  // generating with L0 H0, L0 H1 knocked out: the first step is the knocked-out model's
+  await page.locator('#gen-max').fill('6');
+  await page.click('#gen-go');
+  await page.waitForFunction(() => { const g = document.getElementById('gen-compare'); return g && !g.hidden && /every head/.test(g.textContent) && !window.attnscope.result.running; }, null, { timeout: 60000 });
+  const gen = await page.evaluate(() => ({ ids: window.attnscope.result.output_ids, first: window.attnscope.result.steps[0].top_k, compare: document.getElementById('gen-compare').textContent, parts: [...document.querySelectorAll('#generate-view .gen-token')].findIndex((t) => t.classList.contains('gen-parts')) }));
+  assert.ok(gen.ids.length >= 1 && gen.ids.length <= 6, `${gen.ids.length} tokens`);
+  // restoring every head writes again: what the comparison said every head writes
+  await page.click('#knock-reset');
+  await page.waitForFunction(() => { const r = window.attnscope.result; return r.output_ids?.length > 0 && !r.running && !r.head_mask?.length && document.getElementById('gen-compare').hidden; }, null, { timeout: 60000 });
+  const every = await page.evaluate(() => ({ ids: window.attnscope.result.output_ids, text: window.attnscope.result.output_text }));
+  const parted = every.ids.findIndex((id, i) => id !== gen.ids[i]);
+  if (parted < 0 && every.ids.length === gen.ids.length) assert.match(gen.compare, /writes the same \d+ tokens? as with every head/);
+  else {
+    assert.equal(gen.parts, parted, 'the first token the knock-out changed is marked');
+    assert.ok(gen.compare.includes(`parts from token ${parted + 1} on`), gen.compare);
+    assert.ok(gen.compare.includes(every.text.trim()), `${gen.compare} names every head's text ${every.text}`);
+  }
+  // and every head's first step is the plain model's (HF's with every head)
+  const firstPlain = await page.evaluate(() => window.attnscope.result.steps[0].top_k);
+  for (const p of firstPlain) assert.ok(Math.abs(p.p - hf(plain, p.id)) <= TOL, `every head, token ${p.id}: ${p.p} vs HF's ${hf(plain, p.id)}`);
+  clean(problems);
+  await page.close();
+});
+
 test('Llama: a generation past 64 positions: the model grid draws a newer step by the rows it added, and they are what drawing every head again gives', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });

@@ -5,7 +5,9 @@
 //
 // render(target, {info, generation, step, chat, maxNew, playing}, {onGenerate(maxNew, chat),
 // onStop, onStep(step), onPlay, onChat(chat)}); `generation`: {result (web/generation.js GenerationResult),
-// running, stopped, error} or null. User text is set as textContent only.
+// running, stopped, error, off (the heads knocked out while writing, "layer:head"), baseline (then,
+// what the model writes with every head: {output_ids, output_text})} or null. User text is set as
+// textContent only.
 
 import { visibleText } from '../result.js';
 import { stepOf, tokenText } from '../generation.js';
@@ -34,6 +36,7 @@ function build(target) {
   v.status = el('span', { class: 'muted gen-status', role: 'status' });
   v.controls.append(v.chatLabel, maxLabel, v.go, v.stop, v.status);
   v.text = el('p', { class: 'gen-text', 'aria-live': 'polite' });
+  v.compare = el('p', { class: 'gen-compare', id: 'gen-compare' });
   v.step = el('div', { class: 'tr-step gen-step' });
   v.heading = el('h3');
   v.next = el('ol', { class: 'next-list tr-next', 'aria-label': 'the likeliest next tokens at this step' });
@@ -44,7 +47,7 @@ function build(target) {
   v.play = el('button', { type: 'button' });
   v.nav.append(v.prev, v.slider, v.fwd, v.play);
   v.step.append(v.heading, v.next, v.nav);
-  target.replaceChildren(v.controls, v.text, v.step);
+  target.replaceChildren(v.controls, v.text, v.compare, v.step);
   const h = () => target._gen.handlers;
   v.go.addEventListener('click', () => h().onGenerate?.(Math.max(1, Math.min(256, Number(v.max.value) || 16)), v.chat.checked && !v.chatLabel.hidden));
   v.stop.addEventListener('click', () => h().onStop?.());
@@ -112,6 +115,7 @@ export function render(target, { info, generation, step = null, chat = false, ma
     g.shown.pressed = pressed;
   }
   v.text.hidden = !v.text.childElementCount;
+  knockedOut(v.compare, generation, tokens);
 
   // the focused step: what the model expected there, and the control that moves through them
   v.step.hidden = !r || !outputs;
@@ -136,6 +140,34 @@ export function render(target, { info, generation, step = null, chat = false, ma
   v.play.textContent = playing ? '■ stop' : '▶ play';
   v.play.setAttribute('aria-pressed', String(playing));
   v.play.setAttribute('aria-label', playing ? 'stop' : 'play the generation from this step');
+}
+
+/**
+ * With heads knocked out while writing: which, and once written, what the model writes with
+ * every head beside it, the first token where the two part marked in the text (`tokens`).
+ */
+function knockedOut(p, generation, tokens) {
+  const off = generation?.off ?? [], r = generation?.result;
+  for (const t of tokens) t.classList.remove('gen-parts');
+  p.hidden = !off.length || !r;
+  if (p.hidden) return;
+  const names = off.map((k) => k.replace(/^(\d+):(\d+)$/, 'L$1 H$2')).join(', ');
+  const base = generation.baseline;
+  if (generation.running || !base) {
+    p.replaceChildren(`Written with ${names} knocked out, in every pass (the prompt's and each token's)${generation.stopped ? '; stopped, so nothing to compare with' : generation.running ? '' : '.'}`);
+    return;
+  }
+  const ours = r.output_ids, n = Math.max(ours.length, base.output_ids.length);
+  let i = 0;
+  while (i < n && ours[i] === base.output_ids[i]) i++;
+  if (i === n) {
+    p.replaceChildren(`With ${names} knocked out the model writes the same ${ours.length} token${ours.length === 1 ? '' : 's'} as with every head.`);
+    return;
+  }
+  tokens[i]?.classList.add('gen-parts');
+  if (tokens[i]) tokens[i].title += ' · the first token the knock-out changed';
+  const text = el('span', { class: 'gen-baseline' }, `“${shown(base.output_text)}”`);
+  p.replaceChildren(`With ${names} knocked out the text parts from token ${i + 1} on (underlined). With every head the model writes: `, text);
 }
 
 /** Output token i's text as written (its step's top-k entry), else the token itself. */

@@ -187,6 +187,7 @@ pub fn generation(
         max_new_tokens: new_tokens,
         top_k: 5,
         stop_at_eos: false,
+        head_mask: Default::default(),
     };
     generate(&model, &prompt, &opts)?; // warm-up
     let (mut prefill, mut decode) = (vec![], vec![]);

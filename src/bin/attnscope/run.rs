@@ -170,6 +170,9 @@ enum Command {
         /// Wrap PROMPT in the model's chat template as a user message (an instruct model).
         #[arg(long)]
         chat: bool,
+        /// Knock these heads out while writing (0-based), as `attention --head-mask`.
+        #[arg(long, value_name = "L:H[,L:H…]", value_parser = parse_head_mask)]
+        head_mask: Option<HeadMask>,
         prompt: String,
     },
     /// Time the forward pass at several sequence lengths.
@@ -269,8 +272,20 @@ pub fn main() -> ExitCode {
             max_new_tokens,
             top_k,
             chat,
+            head_mask,
             prompt,
-        } => generate(&model, backend, max_new_tokens, top_k, chat, &prompt),
+        } => generate(
+            &model,
+            backend,
+            GenerateOptions {
+                max_new_tokens,
+                top_k,
+                stop_at_eos: true,
+                head_mask: head_mask.unwrap_or_default(),
+            },
+            chat,
+            &prompt,
+        ),
         Command::Bench {
             model,
             threads,
@@ -375,8 +390,7 @@ fn parse_head_mask(s: &str) -> Result<HeadMask, String> {
 fn generate(
     dir: &std::path::Path,
     backend: BackendArg,
-    max_new_tokens: usize,
-    top_k: usize,
+    opts: GenerateOptions,
     chat: bool,
     prompt: &str,
 ) -> Result<(), Error> {
@@ -389,11 +403,6 @@ fn generate(
     let ids = model.tokenizer.encode(&[&text], None)?;
     let n = ids.length(0);
     let prompt_ids: Vec<u32> = ids.ids.row(0).iter().take(n).copied().collect();
-    let opts = GenerateOptions {
-        max_new_tokens,
-        top_k,
-        stop_at_eos: true,
-    };
     let runner = pollster::block_on(Runner::new(model, backend.into()))?;
     let run = pollster::block_on(runner.generate(&prompt_ids, &opts))?;
     if let Some(why) = &run.fallback {
@@ -401,6 +410,7 @@ fn generate(
     }
     let mut report = GenerationReport::new(runner.model(), &run.backend, &text, &run.generation);
     report.fallback = run.fallback.as_deref();
+    report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     print_json(&report)
 }
 

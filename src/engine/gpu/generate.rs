@@ -44,6 +44,7 @@ impl GpuEngine {
             step: None,
             opts: TraceOptions {
                 next_logits: true,
+                head_mask: opts.head_mask.clone(),
                 ..TraceOptions::default()
             },
             top_k: opts.top_k,
