@@ -306,6 +306,50 @@ test('Llama: a knock-out gives HF\'s next token with those heads zeroed beside e
   await page.close();
 });
 
+/** A safetensors file's F16 tensor `key` as floats. */
+function f16Tensor(file, key) {
+  const buf = readFileSync(file), n = Number(buf.readBigUInt64LE(0));
+  const t = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'))[key];
+  assert.equal(t.dtype, 'F16', key);
+  const [a, b] = t.data_offsets, out = [];
+  for (let i = 8 + n + a; i < 8 + n + b; i += 2) {
+    const h = buf.readUInt16LE(i), e = (h >> 10) & 31, m = h & 1023, sign = h >> 15 ? -1 : 1;
+    out.push(sign * (e === 0 ? m * 2 ** -24 : e === 31 ? (m ? NaN : Infinity) : (1 + m / 1024) * 2 ** (e - 15)));
+  }
+  return out;
+}
+
+test('Llama: RMSNorm beside LayerNorm and the SwiGLU\'s gate, up projection and product, on the focused token, are HF\'s numbers', async () => {
+  const { json, tensors } = golden('llama_trace');
+  const layer = json.layer_trace[0], text = json.texts[0];
+  const cfg = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama/config.json'), 'utf8'));
+  const gamma = f16Tensor(path.join(ROOT, 'tests/fixtures/models/tiny-llama/model.safetensors'), `model.layers.${layer}.input_layernorm.weight`);
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, `e=cpu&l=${layer}&inside=residual,ffn`);
+  const rms = await page.waitForFunction(() => document.querySelector('#inside-residual')._rms, null, { timeout: 60000 }).then((h) => h.jsonValue());
+  const D = cfg.hidden_size, at = (name, t, j) => tensors[`layer${layer}_${name}`].data[t * tensors[`layer${layer}_${name}`].shape[2] + j];
+  const x = Array.from({ length: D }, (_, j) => at('input', rms.token, j));
+  const mu = x.reduce((a, v) => a + v, 0) / D, want = Math.sqrt(x.reduce((a, v) => a + v * v, 0) / D + cfg.rms_norm_eps);
+  assert.ok(Math.abs(rms.mu - mu) <= TOL && Math.abs(rms.rms - want) <= TOL * want, `μ ${rms.mu} vs ${mu}, RMS ${rms.rms} vs ${want}`);
+  assert.equal(rms.rows.length, 6);
+  for (const r of rms.rows) {
+    assert.ok(Math.abs(r.engine - at('attn_norm', rms.token, r.dim)) <= TOL, `dim ${r.dim}: RMSNorm ${r.engine} vs HF's ${at('attn_norm', rms.token, r.dim)}`);
+    assert.ok(Math.abs(r.gamma - gamma[r.dim]) <= 1e-3, `dim ${r.dim}: γ ${r.gamma} vs the checkpoint's ${gamma[r.dim]}`);
+  }
+  assert.match(await page.textContent('#inside-residual .inside-rms'), /takes no mean away/);
+  const sw = await page.waitForFunction(() => document.querySelector('#inside-ffn')._swiglu, null, { timeout: 60000 }).then((h) => h.jsonValue());
+  assert.equal(sw.rows.length, 8);
+  const silu = (z) => z / (1 + Math.exp(-z));
+  for (const r of sw.rows) {
+    assert.ok(Math.abs(r.gate - at('gate', sw.token, r.unit)) <= TOL, `unit ${r.unit}: gate ${r.gate} vs HF's`);
+    assert.ok(Math.abs(r.up - at('up', sw.token, r.unit)) <= TOL, `unit ${r.unit}: up ${r.up} vs HF's`);
+    assert.ok(Math.abs(r.engine - at('act', sw.token, r.unit)) <= TOL, `unit ${r.unit}: act ${r.engine} vs HF's`);
+    assert.ok(Math.abs(r.product - silu(r.gate) * r.up) <= 1e-6 && Math.abs(r.product - r.engine) <= TOL, `unit ${r.unit}: SiLU(gate)·up ${r.product} vs the engine's ${r.engine}`);
+  }
+  assert.equal(await page.locator('#inside-ffn .inside-swiglu tbody tr').count(), 8);
+  clean(problems);
+  await page.close();
+});
+
 test('Llama: a generation past 64 positions: the model grid draws a newer step by the rows it added, and they are what drawing every head again gives', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });

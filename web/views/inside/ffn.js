@@ -1,7 +1,8 @@
 // Inside the encoder, panel "ffn": Linear(D → I) → act → Linear(I → D) (or a gated one's
 // act(W_gate·x) ⊙ W_up·x), the activation's curve with the focused token's real pre-activations
 // (engine: preActivation, the gate's) plotted at what W₂ reads (engine: intermediate), and the
-// share of units the activation nearly zeroes.
+// share of units the activation nearly zeroes; a gated one's (SwiGLU) gate, up projection and
+// their product for the focused token's strongest units, in a table.
 
 import { fit } from '../../canvas.js';
 import { part, focusToken, tokenPicker, begin } from './draw.js';
@@ -99,9 +100,42 @@ export function render(target, run, opts) {
   canvas.setAttribute('aria-label', `${act.name} curve with the ${I} pre-activations of token ${tok} (${tokens[tok]}) in layer ${layer}; ${near} of ${I} nearly zero`);
   const stats = part(target, 'inside-stats', 'p');
   stats.textContent = `Token ${tok} (${tokens[tok]}): ${negative} of ${I} units (${((100 * negative) / I).toFixed(1)}%) have z < 0; the activation nearly zeroes ${near} of ${I} (${((100 * near) / I).toFixed(1)}%), i.e. |${y}| < ${NEAR_ZERO} × the token's largest |${y}| (${yMax.toFixed(3)}), the shaded band. Those units add almost nothing through W₂: the layer uses a sparse subset of its ${I} units for each token.`;
+  swiglu(target, trace, tok, I, act, gated && trace.names.includes('up'));
   target.dataset.drawn = String(run.id);
   target.dataset.token = String(tok);
   target.dataset.nearZero = String(near);
+}
+
+/** How many of the focused token's units the gated network's table lists. */
+export const GATE_UNITS = 8;
+
+/**
+ * A gated network (SwiGLU): the focused token's units with the largest |act(gate) · up|, the gate
+ * z, act(z), the up projection and their product, each from the engine (`preActivation`, `up`,
+ * `intermediate`, what W_down reads) but act(z) and the product, computed here from them
+ * (`target._swiglu`: the rows and the largest |product − engine|).
+ */
+function swiglu(target, trace, tok, I, act, shown) {
+  const box = part(target, 'inside-swiglu');
+  box.hidden = !shown;
+  if (!shown) { target._swiglu = null; return; }
+  const at = (name) => trace.get(name).values.subarray(tok * I, (tok + 1) * I);
+  const gate = at('preActivation'), up = at('up'), out = at('intermediate');
+  const units = Array.from({ length: I }, (_, j) => j).sort((a, b) => Math.abs(out[b]) - Math.abs(out[a])).slice(0, GATE_UNITS);
+  const rows = units.map((j) => ({ unit: j, gate: gate[j], act: act.f(gate[j]), up: up[j], product: act.f(gate[j]) * up[j], engine: out[j] }));
+  const worst = rows.reduce((m, r) => Math.max(m, Math.abs(r.product - r.engine)), 0);
+  const caption = part(box, 'inside-caption', 'p');
+  caption.textContent = `The gate and the up projection of token ${tok}, unit by unit: its ${GATE_UNITS} units with the largest output, of ${I}. act(z) is ${act.name} of the gate; times the up projection it is what W_down reads (the engine's value in the last column, equal to the product within ${worst.toExponential(1)}). A unit whose act(z) is near 0 (z near 0, or for SiLU well below it) is shut however large its up projection; the up projection's sign decides whether an open unit adds or subtracts.`;
+  const table = part(box, 'inside-table', 'table');
+  const head = ['unit', 'gate z = W_gate·x', `act(z) = ${act.name.split(' ')[0]}(z)`, 'up = W_up·x', 'act(z) × up', 'engine (W_down reads)'];
+  const tr = (cells, tag) => { const r = document.createElement('tr'); for (const [i, c] of cells.entries()) { const e = document.createElement(tag); e.textContent = c; if (i && tag === 'td') e.className = 'num'; r.append(e); } return r; };
+  const f = (v) => v.toFixed(4);
+  const thead = document.createElement('thead');
+  thead.append(tr(head, 'th'));
+  const tbody = document.createElement('tbody');
+  tbody.append(...rows.map((r) => tr([String(r.unit), f(r.gate), f(r.act), f(r.up), f(r.product), f(r.engine)], 'td')));
+  table.replaceChildren(thead, tbody);
+  target._swiglu = { token: tok, rows, worst };
 }
 
 function niceStep(span) {

@@ -3,7 +3,7 @@
 // token's hidden-state norm at the layer's input, after its attention sub-layer and at its output.
 
 import { fit } from '../../canvas.js';
-import { part, rowNorms, begin } from './draw.js';
+import { part, rowNorms, begin, focusToken, tokenPicker } from './draw.js';
 import { normName } from '../../architecture.js';
 
 const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
@@ -11,7 +11,7 @@ const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
 /** `run`: the result contract; `opts`: {item, layer, width, fontPx, modelInfo}. */
 export function render(target, run, opts) {
   const trace = run.traceOf(opts.item);
-  const key = [run.id, opts.item, opts.layer, opts.width, trace?.layer].join('|');
+  const key = [run.id, opts.item, opts.layer, opts.width, trace?.layer, opts.sel?.[0]].join('|');
   const intro = begin(target, key);
   if (!intro) return;
   if (!trace || trace.layer !== opts.layer) { intro.textContent = `Layer ${opts.layer}'s values are not in this run yet.`; return; }
@@ -108,5 +108,45 @@ export function render(target, run, opts) {
   };
   const mean = (a) => a.reduce((x, v) => x + v, 0) / a.length;
   canvas.setAttribute('aria-label', `L2 norm of each of ${rows} tokens' hidden state in layer ${layer}: mean ${series.map((s) => `${s.name} ${mean(s.norms).toFixed(2)}`).join(', ')}`);
+  rmsBesideLayerNorm(target, run, trace, opts, tokens, rows, D, arch);
   target.dataset.drawn = String(run.id);
+}
+
+/** How many of the focused token's dimensions the RMSNorm table lists. */
+export const NORM_DIMS = 6;
+
+/**
+ * An RMSNorm model (Llama): what its first norm does to the focused token's vector x (the layer's
+ * input), beside what a LayerNorm would: the mean μ, the RMS √(mean x² + ε) and σ, and for the
+ * dimensions of x largest in size, x/RMS, (x − μ)/σ, the engine's RMSNorm(x) (`attnNorm`, what
+ * Q, K and V read) and the learned scale γ it applied (RMSNorm(x) ÷ x/RMS). `target._rms`.
+ */
+function rmsBesideLayerNorm(target, run, trace, opts, tokens, rows, D, arch) {
+  const box = part(target, 'inside-rms');
+  const shown = arch?.norm === 'rms' && trace.names.includes('attnNorm');
+  box.hidden = !shown;
+  if (!shown) { target._rms = null; return; }
+  const tok = focusToken(target, opts, rows);
+  tokenPicker(box, target, tokens.slice(0, rows), tok, Number.isInteger(opts.sel?.[0]), () => { target._key = null; render(target, run, opts); });
+  const x = trace.get('input').values.subarray(tok * D, (tok + 1) * D), y = trace.get('attnNorm').values.subarray(tok * D, (tok + 1) * D);
+  const eps = arch.norm_eps ?? 1e-5;
+  let sum = 0, sq = 0;
+  for (const v of x) { sum += v; sq += v * v; }
+  const mu = sum / D, rms = Math.sqrt(sq / D + eps);
+  let varc = 0;
+  for (const v of x) varc += (v - mu) ** 2;
+  const sigma = Math.sqrt(varc / D + eps);
+  const dims = Array.from({ length: D }, (_, j) => j).sort((a, b) => Math.abs(x[b]) - Math.abs(x[a])).slice(0, NORM_DIMS);
+  const list = dims.map((j) => ({ dim: j, x: x[j], byRms: x[j] / rms, byLayerNorm: (x[j] - mu) / sigma, engine: y[j], gamma: y[j] / (x[j] / rms) }));
+  const f = (v) => v.toFixed(4);
+  const caption = part(box, 'inside-caption', 'p');
+  caption.textContent = `RMSNorm beside LayerNorm, on token ${tok} (${tokens[tok]})'s input to layer ${opts.layer}: its ${D} values have mean μ = ${f(mu)}, RMS = √(mean x² + ε) = ${f(rms)} (ε = ${eps}) and σ = ${f(sigma)}. RMSNorm divides by the RMS and scales each dimension by its learned γ; it takes no mean away and adds no β, one statistic where LayerNorm takes two. With μ this ${Math.abs(mu) < 0.1 * rms ? 'small beside the RMS the two would nearly agree' : 'far from 0 the two differ'}. The ${NORM_DIMS} dimensions largest in size, with the engine's RMSNorm(x), what Q, K and V read:`;
+  const table = part(box, 'inside-table', 'table');
+  const tr = (cells, tag) => { const r = document.createElement('tr'); for (const c of cells) { const e = document.createElement(tag); e.textContent = c; r.append(e); } return r; };
+  const thead = document.createElement('thead');
+  thead.append(tr(['dim', 'x', 'x / RMS', 'LayerNorm: (x − μ) / σ', 'γ (learned)', 'engine: RMSNorm(x) = γ · x / RMS'], 'th'));
+  const tbody = document.createElement('tbody');
+  tbody.append(...list.map((r) => tr([String(r.dim), f(r.x), f(r.byRms), f(r.byLayerNorm), f(r.gamma), f(r.engine)], 'td')));
+  table.replaceChildren(thead, tbody);
+  target._rms = { token: tok, mu, rms, sigma, rows: list };
 }
