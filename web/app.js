@@ -287,6 +287,7 @@ function renderChrome(s, changed) {
     $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
   $('noscale-note').hidden = r?.scale !== 'none'; // the √d_k ablation: the head view shows unscaled attention
+  sinkNote(s);
   setText($('steps-caption'), r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
   knockStatus(s);
   compareStatus(s);
@@ -476,6 +477,21 @@ function nextTokens(s) {
   $('next-list').replaceChildren(...rows);
 }
 
+/** The sink switch, and while it is on, the line that says the views are not the model's attention. */
+function sinkNote(s) {
+  $('nosink').checked = s.noSink;
+  const r = s.run, on = s.noSink && Boolean(r) && !s.translation;
+  $('sink-note').hidden = !on;
+  $('nosink-note').hidden = !on;
+  if (!on) return;
+  const b = Math.min(s.item, r.B - 1), first = r.results[b]?.labels?.[0] ?? '';
+  // the share the focused head gives the first token, averaged over its rows (the sink's size)
+  const T = r.T, n = r.results[b].length, v = r.head(b, Math.min(s.layer, r.L - 1), Math.min(s.head, r.H - 1));
+  let share = 0;
+  for (let q = 0; q < n; q++) share += v[q * T];
+  setText($('sink-note'), `A view, not the model's attention: the first token (“${visibleText(first)}”) is hidden from every attention view and each row is rescaled to sum to 1 over the other tokens. L${s.layer} H${s.head} gives it ${(100 * share / n).toFixed(1)}% of its attention on average.${r.mask_kind === 'causal' ? ' The first row, which can read only the first token, is left empty.' : ''}`);
+}
+
 const sim = (x) => x.toFixed(4);
 /** The knocked-out heads and what they change: the sentence embedding with vs without them. */
 function knockStatus(s) {
@@ -587,6 +603,7 @@ on('words', 'change', (e) => { // the selection follows: a piece's word, or a wo
 on('engine', 'change', (e) => store.update({ engine: e.target.value }));
 on('metric', 'change', (e) => { store.update({ metric: e.target.value }); describeChoices(); });
 on('knock-reset', 'click', () => store.update({ off: [] }));
+on('nosink', 'change', (e) => store.update({ noSink: e.target.checked }));
 on('knock-toggle', 'click', () => { const s = store.get(); store.update({ off: toggleHead(s.off, s.layer, s.head) }); });
 on('knock-group', 'click', () => {
   const s = store.get(), { query, key_value: kv } = s.modelInfo.architecture.heads, per = query / kv;

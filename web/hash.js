@@ -49,6 +49,7 @@ export function parseHash(hash) {
   s.inside = [...INSIDE, ...DECODER_INSIDE].filter((id) => (h.get('inside') ?? '').split(',').includes(id));
   s.noScale = h.get('noscale') === '1';
   s.noRope = h.get('norope') === '1';
+  s.noSink = h.get('nosink') === '1';
   s.sel = parseSel(h.get('q') ?? '');
   s.words = h.get('words') === '1';
   return s;
@@ -85,6 +86,7 @@ export function writeHash(s) {
   if (s.inside.length) h.set('inside', s.inside.join(','));
   if (s.noScale) h.set('noscale', '1');
   if (s.noRope) h.set('norope', '1');
+  if (s.noSink) h.set('nosink', '1');
   if (s.sel?.length) h.set('q', s.sel.join(','));
   if (s.words) h.set('words', '1');
   return '#' + h.toString().replace(/(^|&)q=[\d%C]+/, (q) => q.replace(/%2C/g, ',')); // q=3,5 reads better than q=3%2C5

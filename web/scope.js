@@ -63,6 +63,7 @@ export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
 const TOP_K = 5;
 const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView, cacheView]; // INSIDE's order
 import { wordsOf } from './words.js';
+import { withoutSink } from './sink.js';
 import { clampSel } from './select.js';
 
 export const VIEWS = {
@@ -202,9 +203,12 @@ export function toggleGroup(off, layer, group, per) {
   return all ? rest : [...rest, ...keys].sort(byPlace);
 }
 
-/** The run the attention views show: the word-piece run, or its words (web/words.js) with "words" on. */
+/** The run the attention views show: the word-piece run, or its words (web/words.js) with
+ *  "words" on; with the sink switch on, that run with the first key hidden and each row
+ *  renormalised (web/sink.js). */
 export function shownOf(s) {
-  return s.run && s.words ? wordsOf(s.run) : s.run;
+  const r = s.run && s.words ? wordsOf(s.run) : s.run;
+  return r && s.noSink ? withoutSink(r) : r;
 }
 
 /** Whether two runs hold the same tokens (a selection of query indices still means the same). */
@@ -367,7 +371,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (!r) return;
     const opts = layout(s);
     // the attention views show words with "words" on; the steps keep the pieces (scores are per piece)
-    const shown = shownOf(s), samePieces = shown.id === r.id;
+    const shown = shownOf(s), samePieces = (s.words ? wordsOf(r) : r).id === r.id;
     const base = {
       item: Math.min(s.item, r.B - 1), layer: Math.min(s.layer, r.L - 1), head: Math.min(s.head, r.H - 1), scale: s.scale,
       win: s.win?.T === shown.T && s.win.words === s.words ? s.win : null,
@@ -448,7 +452,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
   }
 
-  const RENDER_KEYS = ['extras', 'run', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
+  const RENDER_KEYS = ['extras', 'run', 'noSink', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {

@@ -40,6 +40,7 @@ export const INTENT_DEFAULTS = {
   // inside the encoder: the open panels (INSIDE ids), the √d_k ablation and (a model with
   // rotary positions) the ablation that leaves the rotation out
   inside: [], noScale: false, noRope: false,
+  noSink: false, // the sink switch: the attention views with the first key hidden, rows renormalised (web/sink.js)
   compareText: 'The trophy didn\'t fit in the suitcase because it was too small.',
   // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
   // views merge WordPiece pieces into words (web/words.js)

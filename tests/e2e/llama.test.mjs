@@ -350,6 +350,40 @@ test('Llama: RMSNorm beside LayerNorm and the SwiGLU\'s gate, up projection and 
   await page.close();
 });
 
+test('Llama: the sink switch hides the first token from the attention views and renormalises each row, labelled as a view, in the link; the result keeps the model\'s attention', async () => {
+  const text = 'time flies like an arrow and fruit flies like a banana';
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, 'e=cpu&l=1&h=2');
+  assert.ok(await page.isHidden('#sink-note'));
+  const model = await page.evaluate(() => window.attnscope.result.attention[1][2].map((r) => Array.from(r)));
+  await page.check('#nosink');
+  await page.waitForFunction(() => /(^|&)nosink=1(&|$)/.test(location.hash.slice(1)));
+  const note = await page.textContent('#sink-note');
+  assert.match(note, /^A view, not the model's attention: the first token \(“tim”\) is hidden/);
+  assert.ok(await page.isVisible('#nosink-note'), 'the head view says so too');
+  // the head view draws the renormalised rows: the first column 0, each other row the model's over keys 1…q
+  const drawn = await page.waitForFunction(() => { const v = document.querySelector('#head-view')._view; return v?.run.sinkHidden && Array.from(v.values); }, null, { timeout: 30000 }).then((h) => h.jsonValue());
+  const T = model.length;
+  let worst = 0, share = 0;
+  for (let q = 0; q < T; q++) {
+    share += model[q][0];
+    const rest = model[q].slice(1).reduce((a, v) => a + v, 0);
+    for (let k = 0; k < T; k++) worst = Math.max(worst, Math.abs(drawn[q * T + k] - (k === 0 || rest === 0 ? 0 : model[q][k] / rest)));
+  }
+  assert.ok(worst <= 1e-6, `the head view's rows differ from the renormalised attention by ${worst}`);
+  assert.ok(note.includes(`gives it ${(100 * share / T).toFixed(1)}% of its attention`), note);
+  // every attention view reads the same view: the model grid too
+  await page.waitForFunction(() => /s\|/.test(document.querySelector('#model-view').dataset.drawn ?? ''));
+  // the result is the model's, unchanged
+  const still = await page.evaluate(() => window.attnscope.result.attention[1][2].map((r) => Array.from(r)));
+  assert.deepEqual(still, model);
+  // off again: the model's rows
+  await page.uncheck('#nosink');
+  await page.waitForFunction(() => !document.querySelector('#head-view')._view.run.sinkHidden);
+  assert.ok(await page.isHidden('#sink-note'));
+  clean(problems);
+  await page.close();
+});
+
 test('Llama: a generation past 64 positions: the model grid draws a newer step by the rows it added, and they are what drawing every head again gives', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });

@@ -289,6 +289,7 @@ export function render(target, run, opts) {
     target._grown = { ...last, T, side: thumbs[0].n };
     return;
   }
+  target._grown = null; // drawn whole: a later step grows from this drawing, if any
   let i = 0;
   const step = () => {
     if (target._token !== token) return; // a newer render took over
