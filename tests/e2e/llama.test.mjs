@@ -272,6 +272,8 @@ test('Llama: a knock-out gives HF\'s next token with those heads zeroed beside e
   }
   assert.ok(compared > 0, 'some of the knocked-out model\'s likeliest were among every head\'s');
   assert.match(got.line, /with L0 H0, L0 H1, L1 H2 knocked out the model expects/);
+  // the grid brackets the query heads by the key/value head they read
+  assert.deepEqual(await page.$$eval('#model-view .kvlabel', (s) => s.map((e) => [e.textContent, e.title])), [['K/V head 0', 'query heads 0–1 read key/value head 0'], ['K/V head 1', 'query heads 2–3 read key/value head 1']]);
   // the focused head's key/value group (H2 and H3 share key/value head 1) knocks out at once, and back in
   const group = page.locator('#knock-group');
   assert.equal(await group.textContent(), 'knock out L1 H2–3 (they share key/value head 1)');

@@ -20,6 +20,12 @@ const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
 const BUDGET_MS = 5;
 const FOCUS = '#1d4ed8', OFF = '#c0392b';
 
+/** Grouped-query attention: how many query heads share a key/value head (0: each has its own). */
+const perGroup = (info, H) => {
+  const kv = info?.architecture?.heads?.key_value;
+  return kv && kv < H && info.architecture.heads.query === H ? H / kv : 0;
+};
+
 function build(target, L, H, opts) {
   target.replaceChildren();
   target.classList.add('grid-view');
@@ -45,6 +51,24 @@ function build(target, L, H, opts) {
     s.setAttribute('aria-label', name);
     return s;
   };
+  // grouped-query attention: which query heads share a key/value head, a bracket over them
+  // (said in words beside the grid: the row is for the eye)
+  const per = perGroup(opts.modelInfo, H);
+  if (per) {
+    const groups = Array.from({ length: H / per }, (_, g) => {
+      const s = document.createElement('span');
+      s.className = 'kvlabel';
+      s.style.gridColumn = `span ${per}`;
+      s.textContent = `K/V head ${g}`;
+      s.title = `query heads ${g * per}–${(g + 1) * per - 1} read key/value head ${g}`;
+      return s;
+    });
+    const r = document.createElement('div');
+    r.setAttribute('aria-hidden', 'true');
+    r.className = 'kvrow';
+    r.append(document.createElement('span'), ...groups);
+    grid.append(r);
+  }
   const corner = header('corner', '', 'columnheader', 'layer');
   corner.append(Object.assign(document.createElement('span'), { className: 'sr-only', textContent: 'layer' }));
   row(corner, ...Array.from({ length: H }, (_, h) => header('collabel', h, 'columnheader', `head ${h}`)));
@@ -78,7 +102,7 @@ function build(target, L, H, opts) {
     target._opts.onMove?.(mv[0], mv[1]); // relative: a second key before the next render still counts
   });
   target.append(grid);
-  target._shape = `${L}x${H}`;
+  target._shape = `${L}x${H}x${per}`;
   target._sheet = null;
   target._geo = null;
   // a new size re-lays the canvas over the cells and redraws what is there
@@ -185,7 +209,7 @@ export function render(target, run, opts) {
   target._opts = opts;
   const { L, H, T } = run;
   const off = opts.off ?? new Set();
-  if (target._shape !== `${L}x${H}`) build(target, L, H, opts);
+  if (target._shape !== `${L}x${H}x${perGroup(opts.modelInfo, H)}`) build(target, L, H, opts);
   target._H = H;
   const cells = [...target.querySelectorAll('.grid .cell')];
   for (const c of cells) {
@@ -289,7 +313,6 @@ export function render(target, run, opts) {
     target._grown = { ...last, T, side: thumbs[0].n };
     return;
   }
-  target._grown = null; // drawn whole: a later step grows from this drawing, if any
   let i = 0;
   const step = () => {
     if (target._token !== token) return; // a newer render took over
