@@ -451,6 +451,11 @@ test('Llama: Generate writes token by token (each step shown as it comes), Stop 
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 3 && !window.attnscope.result.running, null, { timeout: 60000 });
   const prompt = await page.evaluate(() => window.attnscope.result.prompt);
   assert.match(prompt, /<\|im_start\|>user\ntime flies like an arrow<\|im_end\|>/);
+  // shown with the template's special tokens boxed, the message as text
+  const specials = await page.$$eval('#generate-view .gen-prompt .gen-special', (s) => s.map((e) => e.textContent));
+  assert.equal(specials.length, (prompt.match(/<\|im_(start|end)\|>/g) ?? []).length);
+  assert.ok(specials.every((t) => /^<\|im_(start|end)\|>$/.test(t)), specials.join(' '));
+  assert.match(await page.textContent('#generate-view .gen-prompt'), /user⏎\ntime flies like an arrow<\|im_end\|>/);
   // the link says so (it is rewritten a moment after each change)
   await page.waitForFunction(() => /(^|&)chat=1(&|$)/.test(location.hash.slice(1)), null, { timeout: 5000 });
   // typing a new sentence lets the generation go: the views show the sentence's own pass

@@ -95,7 +95,7 @@ export function render(target, { info, generation, step = null, chat = false, ma
   if (!g.shown || g.shown.result !== r || g.shown.error !== error) {
     const head = [];
     if (error) head.push(el('span', { class: 'error' }, error));
-    if (r) head.push(el('span', { class: 'gen-prompt' }, shown(r.prompt)));
+    if (r) head.push(promptOf(r.prompt));
     v.text.replaceChildren(...head);
     g.shown = { result: r, error, tokens: [], pressed: -1 };
   }
@@ -168,6 +168,26 @@ function knockedOut(p, generation, tokens) {
   if (tokens[i]) tokens[i].title += ' · the first token the knock-out changed';
   const text = el('span', { class: 'gen-baseline' }, `“${shown(base.output_text)}”`);
   p.replaceChildren(`With ${names} knocked out the text parts from token ${i + 1} on (underlined). With every head the model writes: `, text);
+}
+
+/** A chat template's special tokens (`<|im_start|>`, `<|user|>`, `<s>`, `[INST]`…) in a prompt. */
+const SPECIAL = /(<\|[^|<>\s]{1,40}\|>|<\/?s>|\[\/?INST\])/;
+
+/**
+ * The prompt as the model read it: a chat template's special tokens boxed (each is one token the
+ * model reads, as it reads the text), the rest as text, its newlines and tabs visible.
+ */
+function promptOf(prompt) {
+  const p = el('span', { class: 'gen-prompt' });
+  const parts = prompt.split(SPECIAL);
+  if (parts.length === 1) { p.textContent = shown(prompt); return p; }
+  parts.forEach((part, i) => {
+    if (!part) return;
+    // a template's newlines: the sign, and the line break the model's text would have
+    p.append(i % 2 ? el('span', { class: 'gen-special', title: 'a special token of the chat template' }, part) : document.createTextNode(part.split('\n').map((line) => (line ? shown(line) : '')).join('⏎\n')));
+  });
+  p.title = 'the prompt in the model\'s chat template: the boxed special tokens are read like any other';
+  return p;
 }
 
 /** Output token i's text as written (its step's top-k entry), else the token itself. */
