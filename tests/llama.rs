@@ -211,21 +211,8 @@ fn assert_cached_equals_the_full_pass(
 
 #[test]
 fn a_generation_with_heads_knocked_out_equals_hf_and_the_knocked_out_full_pass() {
-    let (g, m, input, _) = case_input("llama_knockout");
-    let prompt: Vec<u32> = input
-        .ids
-        .row(0)
-        .iter()
-        .take(input.length(0))
-        .copied()
-        .collect();
+    let (g, m, prompt, knocked) = knockout_generation();
     let p = prompt.len();
-    let knocked = GenerateOptions {
-        max_new_tokens: 6,
-        top_k: 5,
-        stop_at_eos: false,
-        head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
-    };
     let gen = generate(m, &prompt, &knocked).unwrap();
     // the prompt's pass: HF's next-token probabilities with those heads zeroed before o_proj
     let want = &g.tensors["next_token_probs"];

@@ -227,20 +227,7 @@ fn engines_differ(name: &str, g: &Generation, c: &Generation) -> (f32, f32) {
 
 #[test]
 fn a_generation_with_heads_knocked_out_on_the_gpu_equals_the_cpu_engines() {
-    let (g, m, input, _) = case_input("llama_knockout");
-    let prompt: Vec<u32> = input
-        .ids
-        .row(0)
-        .iter()
-        .take(input.length(0))
-        .copied()
-        .collect();
-    let opts = GenerateOptions {
-        max_new_tokens: 6,
-        top_k: 5,
-        stop_at_eos: false,
-        head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
-    };
+    let (_, m, prompt, opts) = knockout_generation();
     let gpu = block_on(gpu_engine(m).generate(m, &prompt, &opts)).unwrap();
     let cpu = generate(m, &prompt, &opts).unwrap();
     let (att, probs) = engines_differ("llama_knockout", &gpu, &cpu);

@@ -3,6 +3,8 @@
 // so what a head reads besides the sink shows. A view for reading, not the model's attention: the
 // page labels it wherever it is on, and `window.attnscope.result` keeps the model's numbers.
 
+import { maskedMaxes } from './summary.js';
+
 const runs = new WeakMap();
 
 /**
@@ -30,7 +32,7 @@ export function renormalised(values, T) {
 export function withoutSink(run) {
   if (runs.has(run)) return runs.get(run);
   const { B, L, H, T } = run;
-  const heads = new Array(B * L * H), maxes = new Float32Array(B * L * H).fill(-1), rollouts = new Map();
+  const heads = new Array(B * L * H), rollouts = new Map();
   const head = (b, l, h) => (heads[(b * L + l) * H + h] ??= renormalised(run.head(b, l, h), T));
   const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
   const results = run.results.map((item, b) => {
@@ -45,16 +47,7 @@ export function withoutSink(run) {
     ...run,
     id: `${run.id}s`, results, head, sinkHidden: true,
     thumb: () => null,
-    probMax(b, l, h) {
-      const i = (b * L + l) * H + h;
-      if (maxes[i] < 0) {
-        const v = head(b, l, h), m = run.maskOf(b);
-        let max = 0;
-        for (let j = 0; j < v.length; j++) if (m[j] && v[j] > max) max = v[j];
-        maxes[i] = max;
-      }
-      return maxes[i];
-    },
+    probMax: maskedMaxes(head, run.maskOf, B, L, H),
     rolloutOf(b) {
       const r = run.rolloutOf?.(b);
       if (!r) return null;

@@ -97,3 +97,21 @@ export function summarise(attention, scores, mask, [B, L, H, T]) {
   }
   return { R, thumbs, thumbMask, probMax, probArg, scoreMax };
 }
+
+/**
+ * `probMax(b, l, h)` for a run whose heads are made on demand (words.js, sink.js): the largest
+ * value of head `head(b, l, h)` over item b's unmasked cells (`maskOf(b)`), computed once each.
+ */
+export function maskedMaxes(head, maskOf, B, L, H) {
+  const maxes = new Float32Array(B * L * H).fill(-1);
+  return (b, l, h) => {
+    const i = (b * L + l) * H + h;
+    if (maxes[i] < 0) {
+      const v = head(b, l, h), m = maskOf(b);
+      let max = 0;
+      for (let j = 0; j < v.length; j++) if (m[j] && v[j] > max) max = v[j];
+      maxes[i] = max;
+    }
+    return maxes[i];
+  };
+}

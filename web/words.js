@@ -5,6 +5,8 @@
 // Each item of a padded batch merges its own pieces; T is the longest item's word count and the
 // shorter items' extra rows and columns are masked. Heads are merged lazily, once each.
 
+import { maskedMaxes } from './summary.js';
+
 const SPECIAL = /^\[[A-Z]+\]$/; // [CLS], [SEP], [PAD], [UNK], [MASK]: never merged into
 
 /**
@@ -85,7 +87,6 @@ export function wordsOf(run) {
     const { B, L, H } = run;
     const heads = new Array(B * L * H);
     const masks = new Array(B);
-    const maxes = new Float32Array(B * L * H).fill(-1);
     const rollouts = new Map();
     const head = (b, l, h) => {
       const i = (b * L + l) * H + h;
@@ -108,16 +109,7 @@ export function wordsOf(run) {
       scoresOf: () => null,
       scoreMax: () => 0,
       thumb: () => null,
-      probMax(b, l, h) {
-        const i = (b * L + l) * H + h;
-        if (maxes[i] < 0) {
-          const v = head(b, l, h), m = maskOf(b);
-          let max = 0;
-          for (let j = 0; j < v.length; j++) if (m[j] && v[j] > max) max = v[j];
-          maxes[i] = max;
-        }
-        return maxes[i];
-      },
+      probMax: maskedMaxes(head, maskOf, B, L, H),
       rolloutOf(b) {
         const piece = run.rolloutOf?.(b);
         if (!piece) return null;

@@ -503,6 +503,33 @@ pub fn case_input(name: &str) -> (Golden, &'static Model, Encoded, Mask) {
     (g, m, input, mask)
 }
 
+/// The `llama_knockout` case as a generation: its golden values, the model, the prompt's ids and
+/// options that write 6 tokens (EOS or not) with the case's heads knocked out.
+pub fn knockout_generation() -> (
+    Golden,
+    &'static Model,
+    Vec<u32>,
+    attnscope::engine::GenerateOptions,
+) {
+    let (g, m, input, _) = case_input("llama_knockout");
+    let prompt: Vec<u32> = input
+        .ids
+        .row(0)
+        .iter()
+        .take(input.length(0))
+        .copied()
+        .collect();
+    let opts = attnscope::engine::GenerateOptions {
+        max_new_tokens: 6,
+        top_k: 5,
+        stop_at_eos: false,
+        head_mask: attnscope::engine::HeadMask::from_pairs(
+            g.meta.head_mask.iter().map(|&[l, h]| (l, h)),
+        ),
+    };
+    (g, m, prompt, opts)
+}
+
 /// The tiny Llama from the inside (tools/make_fixtures.py `llama_inside`), each case through
 /// `forward` (an engine's pass) and against HF: `llama_trace`, layer 1's values (the RMSNorms'
 /// outputs, Q and K before and after HF's own rotation, the SwiGLU's gate, up and act…);
