@@ -462,6 +462,10 @@ pub struct RunInfo<'a> {
     pub mask_ablation: bool,
     /// The forward pass alone, in milliseconds.
     pub elapsed_ms: f64,
+    /// How many of the text's first positions the CPU engine took from its last pass over the
+    /// same beginning rather than computing them (typing at the end: see
+    /// [`crate::engine::cpu::forward_reusing`]); 0 when it ran the whole text.
+    pub reused: usize,
     /// `[B, L, H, T, T]`
     pub shape: [usize; 5],
     pub items: Vec<ItemInput<'a>>,

@@ -320,6 +320,9 @@ pub fn file_limits() -> Result<JsValue, JsError> {
 #[wasm_bindgen]
 pub struct Session {
     runner: Runner,
+    /// The CPU engine's last passes, which a text typed at the end reuses
+    /// ([`cpu::forward_reusing`]).
+    prefixes: std::cell::RefCell<cpu::Prefixes>,
 }
 
 /// A checkpoint's `model.safetensors` in wasm memory (`new WeightsFile(name, length)`), which
@@ -425,7 +428,11 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
         let runner = Runner::new(model, choice)
             .await
             .map_err(|e| JsValue::from(js_err(e)))?;
-        Ok(Session { runner }.into())
+        Ok(Session {
+            runner,
+            prefixes: Default::default(),
+        }
+        .into())
     }))
 }
 
@@ -455,19 +462,28 @@ impl Session {
         input: &Encoded,
         mask: &Mask,
         opts: &TraceOptions,
-    ) -> Result<Run, JsError> {
+    ) -> Result<(Run, usize), JsError> {
         match engine {
-            Engine::Gpu => self.runner.forward(input, mask, opts).await.map_err(js_err),
+            Engine::Gpu => Ok((
+                self.runner
+                    .forward(input, mask, opts)
+                    .await
+                    .map_err(js_err)?,
+                0,
+            )),
             Engine::Cpu => {
                 let start = Instant::now();
-                let trace = cpu::forward(self.runner.model(), input, mask, opts).map_err(js_err)?;
-                Ok(Run {
-                    trace,
+                let mut prefixes = self.prefixes.borrow_mut();
+                let r = cpu::forward_reusing(self.runner.model(), input, mask, opts, &mut prefixes)
+                    .map_err(js_err)?;
+                let run = Run {
+                    trace: r.trace,
                     backend: "cpu".into(),
                     fallback: None,
                     elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
                     gpu_timing: None,
-                })
+                };
+                Ok((run, r.reused))
             }
         }
     }
@@ -563,7 +579,7 @@ impl Session {
                 .collect::<crate::Result<Vec<_>>>()
                 .map_err(js_err)?,
         };
-        let mut run = self.forward(engine, &input, &mask, &opts).await?;
+        let (mut run, reused) = self.forward(engine, &input, &mask, &opts).await?;
         let lm_logits = run.trace.lm_logits.take(); // made probabilities in place, below
         let t = &run.trace;
         let shape = t.attention.shape();
@@ -578,6 +594,7 @@ impl Session {
             mask: kind,
             mask_ablation: kind != model.own_mask(),
             elapsed_ms: run.elapsed_ms,
+            reused,
             shape: [shape[0], shape[1], shape[2], shape[3], shape[4]],
             items: ItemInput::all(&texts, pair.as_deref(), &input),
             head_mask: opts.head_mask.pairs().map(|(l, h)| [l, h]).collect(),
@@ -859,8 +876,8 @@ impl Session {
         let pair = pair.filter(|p| !p.trim().is_empty());
         let (input, mask, _) = self.prepare(&texts, pair.as_deref(), &mask)?;
         let opts = TraceOptions::default();
-        let c = self.forward(Engine::Cpu, &input, &mask, &opts).await?;
-        let other = self.forward(Engine::Gpu, &input, &mask, &opts).await?;
+        let (c, _) = self.forward(Engine::Cpu, &input, &mask, &opts).await?;
+        let (other, _) = self.forward(Engine::Gpu, &input, &mask, &opts).await?;
         let diff = c
             .trace
             .attention

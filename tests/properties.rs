@@ -325,3 +325,157 @@ fn probabilities_are_the_same_with_or_without_the_scores_kept() {
     assert_eq!(with.attention, without.attention);
     assert_eq!(with.hidden, without.hidden);
 }
+
+/// Every field of two traces of one text, within `tol`: the attention, the scores, the hidden
+/// states, the traced layer's values and the LM head's logits.
+fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Trace, tol: f32) {
+    let mut fields = vec![
+        (
+            "attention",
+            got.attention.view().into_dyn(),
+            want.attention.view().into_dyn(),
+        ),
+        (
+            "hidden",
+            got.hidden.view().into_dyn(),
+            want.hidden.view().into_dyn(),
+        ),
+    ];
+    let pairs = [(got.scores.as_ref(), want.scores.as_ref(), "scores")];
+    for (g, w, name) in pairs {
+        fields.push((
+            name,
+            g.expect(name).view().into_dyn(),
+            w.expect(name).view().into_dyn(),
+        ));
+    }
+    let (gh, wh) = (
+        got.hidden_states.as_ref().unwrap(),
+        want.hidden_states.as_ref().unwrap(),
+    );
+    fields.push(("hidden_states", gh.view().into_dyn(), wh.view().into_dyn()));
+    let (gl, wl) = (
+        got.lm_logits.as_ref().unwrap(),
+        want.lm_logits.as_ref().unwrap(),
+    );
+    fields.push(("lm_logits", gl.view().into_dyn(), wl.view().into_dyn()));
+    let (gt, wt) = (
+        got.layer_trace.as_ref().unwrap(),
+        want.layer_trace.as_ref().unwrap(),
+    );
+    for (name, g, w) in [
+        ("input", &gt.input, &wt.input),
+        ("q", &gt.q, &wt.q),
+        ("k", &gt.k, &wt.k),
+        ("v", &gt.v, &wt.v),
+        ("context", &gt.context, &wt.context),
+        (
+            "attention_output",
+            &gt.attention_output,
+            &wt.attention_output,
+        ),
+        ("pre_activation", &gt.pre_activation, &wt.pre_activation),
+        ("intermediate", &gt.intermediate, &wt.intermediate),
+        ("output", &gt.output, &wt.output),
+    ] {
+        fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
+    }
+    for (name, g, w) in [
+        ("attn_norm", &gt.attn_norm, &wt.attn_norm),
+        ("ffn_norm", &gt.ffn_norm, &wt.ffn_norm),
+        ("up", &gt.up, &wt.up),
+    ] {
+        assert_eq!(g.is_some(), w.is_some(), "{what}: {name}");
+        if let (Some(g), Some(w)) = (g, w) {
+            fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
+        }
+    }
+    for (name, g, w) in [
+        ("q_rope", &gt.q_rope, &wt.q_rope),
+        ("k_rope", &gt.k_rope, &wt.k_rope),
+    ] {
+        assert_eq!(g.is_some(), w.is_some(), "{what}: {name}");
+        if let (Some(g), Some(w)) = (g, w) {
+            fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
+        }
+    }
+    assert_eq!(got.mask, want.mask, "{what}: the mask");
+    for (name, g, w) in fields {
+        assert_eq!(g.shape(), w.shape(), "{what}: {name}'s shape");
+        let d = max_abs_diff(g, w);
+        assert!(
+            d <= tol,
+            "{what}: {name} differs from the whole pass by {d}"
+        );
+    }
+}
+
+#[test]
+fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
+    // a text typed a character at a time, a character taken back, and one changed in the middle
+    let texts = [
+        "time flies like an arrow",
+        "time flies like an arrows",
+        "time flies like an arrow",
+        "time flies like an arrow a",
+        "time flies like an arrow an",
+        "time flies like an arrow and",
+        "time flies like an arrow and fruit",
+        "time files like an arrow and fruit",
+    ];
+    for name in ["tiny-llama", "tiny-qwen2", "tiny-gpt2"] {
+        let m = model(name);
+        for layer in [0, 1] {
+            let opts = TraceOptions {
+                scores: true,
+                hidden_states: true,
+                lm_logits: true,
+                layer_trace: Some(layer),
+                ..TraceOptions::default()
+            };
+            let mut prefixes = cpu::Prefixes::default();
+            let mut last: Option<Vec<u32>> = None;
+            let mut reused_any = false;
+            for text in texts {
+                let input = m.tokenizer.encode(&[text], None).unwrap();
+                let mask = Mask::causal(1, input.len());
+                let ids = input.ids.row(0).to_vec();
+                let r = cpu::forward_reusing(m, &input, &mask, &opts, &mut prefixes).unwrap();
+                // it reuses every position both texts begin with, but the last
+                let shared = last.as_ref().map_or(0, |l| {
+                    l.iter()
+                        .zip(&ids)
+                        .take_while(|(a, b)| a == b)
+                        .count()
+                        .min(ids.len() - 1)
+                });
+                assert_eq!(r.reused, shared, "{name} {text:?}: positions reused");
+                reused_any |= r.reused > 0;
+                let whole = cpu::forward(m, &input, &mask, &opts).unwrap();
+                assert_traces_equal(
+                    &format!("{name} layer {layer} {text:?}"),
+                    &r.trace,
+                    &whole,
+                    1e-5,
+                );
+                last = Some(ids);
+            }
+            assert!(reused_any, "{name}: no pass reused the last one");
+        }
+        // another option set, a batch or the padding mask run whole
+        let input = m
+            .tokenizer
+            .encode(&["time flies", "like an arrow"], None)
+            .unwrap();
+        let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+        let r = cpu::forward_reusing(
+            m,
+            &input,
+            &mask,
+            &TraceOptions::default(),
+            &mut cpu::Prefixes::default(),
+        )
+        .unwrap();
+        assert_eq!(r.reused, 0, "{name}: a batch of two");
+    }
+}

@@ -49,7 +49,7 @@ export function fromWorker(raw) {
   });
   return {
     id: ++runs, model: info.model, model_type: info.model_type, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask, mask_ablation: info.mask_ablation,
-    elapsed_ms: info.elapsed_ms, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
+    elapsed_ms: info.elapsed_ms, reused: info.reused ?? 0, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
     head_mask: info.head_mask, metricNames: info.head_metrics,
     /** One head metric of item b, (L·H) flat (null when the run has none). */
     metric: (b, name) => (headMetrics && info.head_metrics.includes(name) ? metricOf(b, info.head_metrics.indexOf(name)) : null),
@@ -143,6 +143,7 @@ export function published(run, b) {
     model: run.model, backend: run.backend, fallback: run.fallback, elapsed_ms: run.elapsed_ms, elapsedMs: run.elapsed_ms,
     model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
     ...(run.head_mask?.length ? { head_mask: run.head_mask } : {}), // as the CLI's, [layer, head] knocked out
+    reused: run.reused, // the first positions the CPU engine took from its last pass (typing at the end)
     item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
   };
   for (const k of Object.keys(item)) if (k !== 'labels') Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });

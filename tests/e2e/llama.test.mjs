@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { startServer, launch, openPage, ready, maxDiff, ROOT } from './harness.mjs';
 import { GenerationResult } from '../../web/generation.js';
 import { summarise } from '../../web/summary.js';
@@ -382,6 +383,32 @@ test('Llama: the sink switch hides the first token from the attention views and 
   await page.uncheck('#nosink');
   await page.waitForFunction(() => !document.querySelector('#head-view')._view.run.sinkHidden);
   assert.ok(await page.isHidden('#sink-note'));
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: typing at the end reuses the last pass for the tokens both texts begin with, and every run equals the CLI\'s whole pass', async () => {
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu');
+  const cliOf = (text) => JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, 'tests/fixtures/models/tiny-llama'), '--top-k', '5', '--', text], { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'] }));
+  await page.focus('#sentence');
+  await page.keyboard.press('End');
+  let text = 'time flies like an arrow', reusedAny = 0;
+  for (const key of [' ', 'a', 'n', 'd', 'Backspace']) {
+    text = key === 'Backspace' ? text.slice(0, -1) : text + key;
+    await page.keyboard.press(key === ' ' ? 'Space' : key);
+    await page.waitForFunction((t) => window.attnscope.result?.text === t && !window.attnscope.store.get().busy, text, { timeout: 60000 });
+    const got = await page.evaluate(() => { const r = window.attnscope.result; return { reused: r.reused, T: r.tokens.length, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))), next: r.next_tokens }; });
+    const want = cliOf(text).results[0];
+    assert.ok(got.reused < got.T, `${got.reused} of ${got.T} positions reused`);
+    reusedAny = Math.max(reusedAny, got.reused);
+    const d = maxDiff(got.attention, want.attention);
+    assert.ok(d <= 1e-5, `"${text}": attention differs from the CLI's whole pass by ${d}`);
+    for (const [q, top] of want.next_tokens.entries()) {
+      assert.deepEqual(got.next[q].map((p) => p.id), top.map((p) => p.id), `"${text}" position ${q}: the likeliest next tokens`);
+      for (const [i, p] of top.entries()) assert.ok(Math.abs(got.next[q][i].p - p.p) <= 1e-5, `"${text}" position ${q}: ${got.next[q][i].p} vs ${p.p}`);
+    }
+  }
+  assert.ok(reusedAny >= 5, `typing reused at most ${reusedAny} positions`);
   clean(problems);
   await page.close();
 });

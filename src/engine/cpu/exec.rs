@@ -94,6 +94,54 @@ impl StackLayers {
 #[derive(Debug, Default)]
 pub struct DecoderCache {
     values: HashMap<CacheSlot, CpuX>,
+    /// In a pass that reuses a prefix ([`super::prefix`]): each layer's self-attention queries
+    /// of the positions so far, so that the pass's attention is every position's rows, not only
+    /// the new ones' (`None`: a decoding's steps, which keep only their own row).
+    queries: Option<HashMap<usize, CpuX>>,
+}
+
+impl DecoderCache {
+    /// A cache that also keeps every layer's self-attention queries (see `queries`).
+    pub(crate) fn with_queries() -> Self {
+        Self {
+            values: HashMap::new(),
+            queries: Some(HashMap::new()),
+        }
+    }
+
+    /// Keeps the first `rows` rows of every cached value (one item's: `(n, c)` each): the
+    /// positions a pass that starts at `rows` reads.
+    pub(crate) fn truncate(&mut self, rows: usize) {
+        let queries = self.queries.iter_mut().flat_map(|q| q.values_mut());
+        for x in self.values.values_mut().chain(queries) {
+            if x.rows() > rows {
+                *x = CpuX::new(x.view().slice(s![..rows, ..]).to_owned());
+            }
+        }
+    }
+}
+
+/// `old`'s rows then `new`'s, item by item: `(B·n, c)` and `(B·m, c)` → `(B·(n+m), c)`.
+fn join_rows(what: &str, old: &CpuX, new: &CpuX, b: usize, m: usize) -> Result<CpuX> {
+    let (n, c) = (old.rows() / b, old.cols.len());
+    if c != new.cols.len() {
+        return Err(Error::Shape {
+            what: format!("{what}: a step's new rows (B·m, c) as the cache's"),
+            expected: vec![b * m, c],
+            found: vec![new.rows(), new.cols.len()],
+        });
+    }
+    let (old, new) = (old.view(), new.view());
+    let parts: Vec<ArrayView2<f32>> = (0..b)
+        .flat_map(|i| {
+            [
+                old.slice_move(s![i * n..(i + 1) * n, ..]),
+                new.slice_move(s![i * m..(i + 1) * m, ..]),
+            ]
+        })
+        .collect();
+    let joined = concatenate(Axis(0), &parts).map_err(|e| Error::Engine(format!("{what}: {e}")))?;
+    Ok(CpuX::new(joined))
 }
 
 /// The attention of every layer of one kind of one stack, written layer by layer.
@@ -324,31 +372,10 @@ impl Ops for CpuOps<'_> {
         let Some(cache) = self.cache.as_deref_mut() else {
             return Ok(x.clone());
         };
+        // item by item: its n cached rows, then its m new ones
         let all = match cache.values.get(&slot) {
             None => x.clone(),
-            Some(old) => {
-                let (n, c) = (old.rows() / b, old.cols.len());
-                if c != x.cols.len() {
-                    return Err(Error::Shape {
-                        what: format!("{slot:?}: a step's new rows (B·m, c) as the cache's"),
-                        expected: vec![b * m, c],
-                        found: vec![x.rows(), x.cols.len()],
-                    });
-                }
-                let (old, new) = (old.view(), x.view());
-                // item by item: its n cached rows, then its m new ones
-                let parts: Vec<ArrayView2<f32>> = (0..b)
-                    .flat_map(|i| {
-                        [
-                            old.slice_move(s![i * n..(i + 1) * n, ..]),
-                            new.slice_move(s![i * m..(i + 1) * m, ..]),
-                        ]
-                    })
-                    .collect();
-                let joined = concatenate(Axis(0), &parts)
-                    .map_err(|e| Error::Engine(format!("{slot:?}: {e}")))?; // (B·(n+m), c)
-                CpuX::new(joined)
-            }
+            Some(old) => join_rows(&format!("{slot:?}"), old, x, b, m)?,
         };
         cache.values.insert(slot, all.clone());
         Ok(all)
@@ -424,6 +451,27 @@ impl Ops for CpuOps<'_> {
         v: &CpuX,
     ) -> Result<CpuX> {
         let b = self.batch();
+        let new_rows = self.per_item("attention queries", q)?;
+        // a pass that reuses a prefix: its new queries join the prefix's, and the attention is
+        // every position's rows, as a pass over the whole text computes them
+        let joined = match (id.kind, self.cache.as_deref_mut()) {
+            (
+                AttentionKind::SelfAttention,
+                Some(DecoderCache {
+                    queries: Some(kept),
+                    ..
+                }),
+            ) => {
+                let all = match kept.get(&id.layer) {
+                    None => q.clone(),
+                    Some(old) => join_rows("queries", old, q, b, new_rows)?,
+                };
+                kept.insert(id.layer, all.clone());
+                Some(all)
+            }
+            _ => None,
+        };
+        let q = joined.as_ref().unwrap_or(q);
         let n_q = self.per_item("attention queries", q)?;
         let n_k = self.per_item("attention keys", k)?;
         if v.rows() != k.rows() {
@@ -475,6 +523,16 @@ impl Ops for CpuOps<'_> {
         }
         g.written[layer] = true;
         // SAFETY: `heads_into` returned Ok for every item, writing every row of the context
-        Ok(CpuX::new(unsafe { context.assume_init() }))
+        let context = unsafe { context.assume_init() };
+        if n_q == new_rows {
+            return Ok(CpuX::new(context));
+        }
+        // the new positions' rows go on through the layer: each item's last `new_rows`
+        let parts: Vec<ArrayView2<f32>> = (0..b)
+            .map(|i| context.slice(s![(i + 1) * n_q - new_rows..(i + 1) * n_q, ..]))
+            .collect();
+        let rows =
+            concatenate(Axis(0), &parts).map_err(|e| Error::Engine(format!("{id:?}: {e}")))?;
+        Ok(CpuX::new(rows))
     }
 }

@@ -6,6 +6,7 @@ pub mod forward;
 pub mod gemm;
 pub(crate) mod isa;
 pub mod ops;
+pub mod prefix;
 
 pub use attention::{
     dot_product_attention, multi_head_attention, scaled_dot_product_attention, Attention,
@@ -14,3 +15,4 @@ pub use attention::{
 pub use exec::{CpuOps, CpuX};
 pub(crate) use forward::on_the_pool;
 pub use forward::{cross_attention, forward, CrossAttention};
+pub use prefix::{forward_reusing, Prefixes, Reused, MAX_PREFIX_TOKENS};

@@ -1,0 +1,142 @@
+//! Typing at the end of a text: a decoder-only model's causal pass that reuses what the last pass
+//! over the same beginning computed. Under the causal mask a position reads only the positions
+//! before it, so every value of the tokens two texts share at their start is the same in both
+//! passes: their keys and values (the cache a decoding keeps), their queries, and everything
+//! kept per position (hidden states, the traced layer's values, the LM head's logits). The
+//! pass runs the layers over the new tokens alone, reading the kept keys and values, and
+//! computes the attention of every position's rows from the kept queries and the new ones (a
+//! few `T × T` products: the projections, the feed-forward and the LM head are the cost, and
+//! they run on the new tokens only). What it returns equals [`super::forward`] over the whole
+//! text.
+
+use ndarray::{concatenate, s, Axis};
+
+use super::exec::{CpuOps, DecoderCache, StackLayers};
+use super::forward::{forward, on_the_pool};
+use crate::engine::generate::pass_inputs;
+use crate::engine::ops::{AttentionKind, PassMasks};
+use crate::engine::trace::KeptValues;
+use crate::engine::{check_input, AttentionGroup, Trace, TraceOptions};
+use crate::error::{Error, Result};
+use crate::masks::Mask;
+use crate::model::config::ModelKind;
+use crate::model::{Encoded, Model};
+
+/// The longest text whose pass is kept for the next (its per-position values: at 64 tokens,
+/// SmolLM2's LM-head logits alone are 12.6 MB).
+pub const MAX_PREFIX_TOKENS: usize = 64;
+
+/// How many passes under different options are kept (a page runs a text under its options, and
+/// with heads knocked out also without them).
+const KEPT_PASSES: usize = 2;
+
+/// What one pass over a text kept for the next: its token ids, its options, each layer's keys,
+/// values and queries, and its per-position values.
+#[derive(Debug)]
+struct KeptPass {
+    ids: Vec<u32>,
+    opts: TraceOptions,
+    cache: DecoderCache,
+    values: KeptValues,
+}
+
+/// The last passes of a session, the newest last ([`forward_reusing`]).
+#[derive(Debug, Default)]
+pub struct Prefixes {
+    kept: Vec<KeptPass>,
+}
+
+/// A pass's trace and how many of its first positions came from the last pass (0: none).
+#[derive(Debug)]
+pub struct Reused {
+    pub trace: Trace,
+    pub reused: usize,
+}
+
+/// [`forward`], reusing the positions `input` shares at its start with the last pass under the
+/// same `opts` that `prefixes` kept; then keeps this pass for the next. A pass reuses when the
+/// model is decoder-only, the batch one text under the causal mask of at most
+/// [`MAX_PREFIX_TOKENS`] tokens, and at least its first token is the same; at least its last
+/// token is always computed. Any other pass runs whole, and is not kept.
+///
+/// # Shapes
+/// * as [`forward`]
+pub fn forward_reusing(
+    model: &Model,
+    input: &Encoded,
+    mask: &Mask,
+    opts: &TraceOptions,
+    prefixes: &mut Prefixes,
+) -> Result<Reused> {
+    let c = &model.config;
+    check_input(c, input, mask, opts)?;
+    let (b, t) = input.ids.dim();
+    let reusable = c.architecture.kind == ModelKind::Decoder
+        && b == 1
+        && t <= MAX_PREFIX_TOKENS
+        && input.length(0) == t
+        && opts.decoder_trace.is_none()
+        && !opts.next_logits
+        && *mask == Mask::causal(1, t);
+    if !reusable {
+        let trace = forward(model, input, mask, opts)?;
+        return Ok(Reused { trace, reused: 0 });
+    }
+    let ids: Vec<u32> = input.ids.row(0).to_vec();
+    let last = prefixes.kept.iter().position(|k| k.opts == *opts);
+    let last = last.map(|i| prefixes.kept.remove(i));
+    // the positions both texts begin with, the last always computed
+    let shared = last.as_ref().map_or(0, |k| {
+        let same = k.ids.iter().zip(&ids).take_while(|(a, b)| a == b).count();
+        same.min(t - 1)
+    });
+    let (mut cache, old) = match last {
+        Some(mut k) if shared > 0 => {
+            k.cache.truncate(shared);
+            (k.cache, Some(k.values))
+        }
+        _ => (DecoderCache::with_queries(), None),
+    };
+    let (trace, values) = on_the_pool(|| -> Result<_> {
+        let inputs = pass_inputs(&ids[shared..], shared);
+        let stack = model.stack();
+        let layers = c.num_hidden_layers;
+        let mut ops = CpuOps::new(
+            &inputs,
+            PassMasks::single(stack, mask),
+            opts,
+            StackLayers::single(stack, layers),
+            layers,
+            Some(&mut cache),
+        );
+        model.forward(&mut ops)?;
+        let (mut groups, mut values) = ops.finish()?;
+        // each kept value: the shared positions' rows from the last pass, then the new ones'
+        if let Some(old) = &old {
+            for (what, x) in values.iter_mut() {
+                let before = old.get(what).ok_or_else(|| {
+                    Error::Engine(format!("the last pass kept no {what:?} to reuse"))
+                })?;
+                *x = concatenate(Axis(0), &[before.slice(s![..shared, ..]), x.view()])
+                    .map_err(|e| Error::Engine(format!("{what:?}: {e}")))?;
+            }
+        }
+        let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
+        let mut trace = Trace::assemble(attention, values.clone(), opts, layers, mask)?;
+        trace.logits = model.logits(&trace.hidden);
+        Ok((trace, values))
+    })?;
+    prefixes.kept.push(KeptPass {
+        ids,
+        opts: opts.clone(),
+        cache,
+        values,
+    });
+    if prefixes.kept.len() > KEPT_PASSES {
+        prefixes.kept.remove(0);
+    }
+    Ok(Reused {
+        trace,
+        reused: shared,
+    })
+}
