@@ -462,6 +462,26 @@ fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
             }
             assert!(reused_any, "{name}: no pass reused the last one");
         }
+        // a text longer than MAX_PREFIX_TOKENS is not kept: the next runs whole
+        let long = "time flies like an arrow and fruit flies like a banana ".repeat(5);
+        let opts = TraceOptions::default();
+        let mut prefixes = cpu::Prefixes::default();
+        // (tiny-gpt2 has 64 positions: no text of its is too long to keep)
+        let room = m.config.max_tokens() > cpu::MAX_PREFIX_TOKENS + 8;
+        for text in [long.clone(), format!("{long}x")]
+            .into_iter()
+            .filter(|_| room)
+        {
+            let input = m.tokenizer.encode(&[&text], None).unwrap();
+            assert!(
+                input.len() > cpu::MAX_PREFIX_TOKENS,
+                "{name}: {} tokens",
+                input.len()
+            );
+            let mask = Mask::causal(1, input.len());
+            let r = cpu::forward_reusing(m, &input, &mask, &opts, &mut prefixes).unwrap();
+            assert_eq!(r.reused, 0, "{name}: a long text");
+        }
         // another option set, a batch or the padding mask run whole
         let input = m
             .tokenizer

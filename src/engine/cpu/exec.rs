@@ -109,6 +109,16 @@ impl DecoderCache {
         }
     }
 
+    /// The bytes of every cached value.
+    pub(crate) fn bytes(&self) -> usize {
+        let queries = self.queries.iter().flat_map(|q| q.values());
+        self.values
+            .values()
+            .chain(queries)
+            .map(|x| x.rows() * x.cols.len() * std::mem::size_of::<f32>())
+            .sum()
+    }
+
     /// Keeps the first `rows` rows of every cached value (one item's: `(n, c)` each): the
     /// positions a pass that starts at `rows` reads.
     pub(crate) fn truncate(&mut self, rows: usize) {

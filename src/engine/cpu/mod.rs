@@ -15,4 +15,4 @@ pub use attention::{
 pub use exec::{CpuOps, CpuX};
 pub(crate) use forward::on_the_pool;
 pub use forward::{cross_attention, forward, CrossAttention};
-pub use prefix::{forward_reusing, Prefixes, Reused, MAX_PREFIX_TOKENS};
+pub use prefix::{forward_reusing, Prefixes, Reused, MAX_KEPT_BYTES, MAX_PREFIX_TOKENS};

@@ -22,9 +22,13 @@ use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::{Encoded, Model};
 
-/// The longest text whose pass is kept for the next (its per-position values: at 64 tokens,
-/// SmolLM2's LM-head logits alone are 12.6 MB).
+/// The longest text whose pass is kept for the next.
 pub const MAX_PREFIX_TOKENS: usize = 64;
+
+/// The most memory the kept passes hold together, their per-position values and caches (about
+/// 0.45 MB a token for SmolLM2-135M, its LM head's logits over 49,152 tokens half of it: a pass
+/// of up to 50 tokens is kept). The oldest go first; a pass larger than this is not kept.
+pub const MAX_KEPT_BYTES: usize = 24 << 20;
 
 /// How many passes under different options are kept (a page runs a text under its options, and
 /// with heads knocked out also without them).
@@ -40,6 +44,17 @@ struct KeptPass {
     values: KeptValues,
 }
 
+impl KeptPass {
+    fn bytes(&self) -> usize {
+        let values: usize = self
+            .values
+            .values()
+            .map(|x| x.len() * std::mem::size_of::<f32>())
+            .sum();
+        values + self.cache.bytes()
+    }
+}
+
 /// The last passes of a session, the newest last ([`forward_reusing`]).
 #[derive(Debug, Default)]
 pub struct Prefixes {
@@ -51,6 +66,31 @@ pub struct Prefixes {
 pub struct Reused {
     pub trace: Trace,
     pub reused: usize,
+}
+
+/// About what a pass over `t` tokens keeps ([`KeptPass::bytes`]), from the config: each layer's
+/// keys, values and queries, and the per-position values `opts` asks for (the LM head's logits,
+/// every layer's hidden states, the traced layer's values, the model's output). A pass that
+/// would keep more than [`MAX_KEPT_BYTES`] runs whole, so it never holds them even for a moment.
+fn kept_bytes(model: &Model, opts: &TraceOptions, t: usize) -> usize {
+    let c = &model.config;
+    let a = &c.architecture;
+    let (d, h, kv) = (a.head_dim, a.heads.query, a.heads.key_value);
+    let cache = c.num_hidden_layers * (2 * kv * d + h * d);
+    let lm = if opts.lm_logits { c.vocab_size } else { 0 };
+    let states = if opts.hidden_states {
+        (c.num_hidden_layers + 1) * c.hidden_size
+    } else {
+        c.hidden_size
+    };
+    // the traced layer: its norms, Q, K, V, rotated Q and K, context and sums (≈ 12 D), its
+    // feed-forward's gate, up and product (3 F)
+    let traced = if opts.layer_trace.is_some() {
+        12 * c.hidden_size + 3 * c.intermediate_size
+    } else {
+        0
+    };
+    t * std::mem::size_of::<f32>() * (cache + lm + states + traced)
 }
 
 /// [`forward`], reusing the positions `input` shares at its start with the last pass under the
@@ -74,6 +114,7 @@ pub fn forward_reusing(
     let reusable = c.architecture.kind == ModelKind::Decoder
         && b == 1
         && t <= MAX_PREFIX_TOKENS
+        && kept_bytes(model, opts, t) <= MAX_KEPT_BYTES
         && input.length(0) == t
         && opts.decoder_trace.is_none()
         && !opts.next_logits
@@ -126,13 +167,19 @@ pub fn forward_reusing(
         trace.logits = model.logits(&trace.hidden);
         Ok((trace, values))
     })?;
-    prefixes.kept.push(KeptPass {
+    let pass = KeptPass {
         ids,
         opts: opts.clone(),
         cache,
         values,
-    });
-    if prefixes.kept.len() > KEPT_PASSES {
+    };
+    if pass.bytes() <= MAX_KEPT_BYTES {
+        prefixes.kept.push(pass);
+    }
+    // the oldest go while there are too many, or they hold too much
+    while prefixes.kept.len() > KEPT_PASSES
+        || prefixes.kept.iter().map(KeptPass::bytes).sum::<usize>() > MAX_KEPT_BYTES
+    {
         prefixes.kept.remove(0);
     }
     Ok(Reused {
