@@ -12,6 +12,8 @@
 // generation is timed part by part (the engine's step, the rest of the worker's, the page's
 // handling, the views), and once more with no views (the same `generate` message straight to the
 // worker); PROFILE=1 adds a CPU profile of each thread; WASM=relaxed-simd runs the one-thread build.
+// Last, typing at the end of a 40-token prompt: each keystroke to the views drawn again (the CPU
+// engine reuses the last pass for the tokens the two texts begin with).
 //   make setup && make web && node tests/e2e/llm_bench.mjs      (ENGINES=cpu,gpu PROFILE=1 WASM=…)
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -208,10 +210,35 @@ async function generate(page, worker, { bare = false } = {}) {
   };
 }
 
+// Typing at the end of a 40-token prompt: KEYS keystrokes alternating "…take" and "…takes", from
+// the keydown to the end of the render pass that draws the new run (every visible view), with
+// the engine's pass and how many positions it took from the last pass (web/result.js `reused`).
+const TYPED = { tokens: 40, text: promptOf(37) };
+const KEYS = 16;
+async function keystrokes(page) {
+  await page.fill('#sentence', TYPED.text);
+  await page.waitForFunction((t) => { const s = window.attnscope.store.get(); return window.attnscope.result?.text === t && !s.generation && !s.busy && s.run && s.rendered?.startsWith(`${s.run.id}:`); }, TYPED.text, { timeout: 600000 });
+  const tokens = await page.evaluate(() => window.attnscope.result.token_ids.length);
+  await page.evaluate(() => { window.__keyAt = 0; document.getElementById('sentence').addEventListener('keydown', () => { window.__keyAt = performance.now(); }, true); });
+  await page.focus('#sentence');
+  await page.keyboard.press('End');
+  const ms = [], pass = [], reused = [];
+  for (let i = 0; i < KEYS; i++) {
+    const renders = await page.evaluate(() => window.attnscope.renders);
+    await page.keyboard.press(i % 2 ? 'Backspace' : 's');
+    await page.waitForFunction((r) => window.attnscope.renders > r && !window.attnscope.store.get().busy, renders, { timeout: 60000 });
+    const [m, p, u] = await page.evaluate(() => [window.attnscope.lastRenderAt - window.__keyAt, window.attnscope.result.elapsedMs, window.attnscope.result.reused]);
+    ms.push(m); pass.push(p); reused.push(u);
+    await page.waitForTimeout(150);
+  }
+  const sorted = (a) => [...a].sort((x, y) => x - y);
+  return { tokens, median: sorted(ms)[KEYS >> 1], worst: Math.max(...ms), passMedian: sorted(pass)[KEYS >> 1], reused };
+}
+
 const server = await startServer();
 const browser = await launch({ extraArgs: ['--enable-precise-memory-info'] });
 const WASM = process.env.WASM ?? 'threads';
-const rows = [], memory = [], profiles = [];
+const rows = [], memory = [], profiles = [], typing = [];
 let env;
 try {
   for (const engine of ENGINES) {
@@ -258,6 +285,7 @@ try {
     mem.heap256 = await heaps(page, workers);
     rows.push({ engine, run: 'no views', ...(await generate(page, worker, { bare: true })) });
     memory.push(mem);
+    typing.push({ engine, ...(await keystrokes(page)) });
     await workers.detach();
     const left = problems.filter((x) => !/favicon/.test(x));
     if (left.length) console.log(left.join('\n'));
@@ -292,4 +320,6 @@ for (const m of memory) {
   const h = (x) => `${MiB(x.page)} / ${x.worker == null ? 'n/a' : MiB(x.worker)}`;
   console.log(`| ${m.engine} | ${MiB(m.loaded)} | ${MiB(m.after64)} | ${MiB(m.pass256)} | ${MiB(m.after256)} | ${(m.after256 / FILE_BYTES).toFixed(2)} | ${h(m.heapLoaded)} | ${h(m.heap256)} |`);
 }
-console.log(JSON.stringify({ rows, memory, profiles }));
+console.log(`\nTyping at the end of a ${TYPED.tokens}-token prompt, ${KEYS} keystrokes ("…take" ↔ "…takes"): keydown → every visible view drawn again (ms), and the engine's pass`);
+for (const t of typing) console.log(`  e=${t.engine} (${t.tokens} tokens): median ${f1(t.median)} ms, worst ${f1(t.worst)} ms; the pass median ${f1(t.passMedian)} ms; positions taken from the last pass: ${t.reused.join(' ')}`);
+console.log(JSON.stringify({ rows, memory, profiles, typing }));
