@@ -181,10 +181,11 @@ export async function toPNG(svgText) {
   }
 }
 
-/** `{tokens, attention: [L][H][T][T]}` of one item. */
+/** `{tokens, attention: [L][H][T][T]}` of one item (with the sink switch on, `sink_hidden: true`:
+ *  the first key hidden and each row renormalised, web/sink.js, not the model's attention). */
 export function toJSON(run, item) {
   const r = run.results[item];
-  return JSON.stringify({ tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) });
+  return JSON.stringify({ tokens: r.tokens, ...(run.sinkHidden ? { sink_hidden: true } : {}), attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) });
 }
 
 /** The focused head as CSV: a header of keys, one row a query. */
