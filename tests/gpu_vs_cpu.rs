@@ -218,21 +218,7 @@ fn every_layer_trace_and_the_hidden_states_of_every_family() {
                 worst <= HIDDEN_TOL,
                 "{what}: hidden states differ by {worst}"
             );
-            for (field, a, b) in [
-                ("input", &gt.input, &ct.input),
-                ("q", &gt.q, &ct.q),
-                ("k", &gt.k, &ct.k),
-                ("v", &gt.v, &ct.v),
-                ("context", &gt.context, &ct.context),
-                (
-                    "attention_output",
-                    &gt.attention_output,
-                    &ct.attention_output,
-                ),
-                ("pre_activation", &gt.pre_activation, &ct.pre_activation),
-                ("intermediate", &gt.intermediate, &ct.intermediate),
-                ("output", &gt.output, &ct.output),
-            ] {
+            for (field, a, b) in layer_trace_pairs(&gt, &ct) {
                 worst = worst.max(diff(field, a, b));
             }
             let (ge, ce) = (gt.embeddings.unwrap(), ct.embeddings.unwrap());

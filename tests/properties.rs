@@ -363,21 +363,7 @@ fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Tra
         got.layer_trace.as_ref().unwrap(),
         want.layer_trace.as_ref().unwrap(),
     );
-    for (name, g, w) in [
-        ("input", &gt.input, &wt.input),
-        ("q", &gt.q, &wt.q),
-        ("k", &gt.k, &wt.k),
-        ("v", &gt.v, &wt.v),
-        ("context", &gt.context, &wt.context),
-        (
-            "attention_output",
-            &gt.attention_output,
-            &wt.attention_output,
-        ),
-        ("pre_activation", &gt.pre_activation, &wt.pre_activation),
-        ("intermediate", &gt.intermediate, &wt.intermediate),
-        ("output", &gt.output, &wt.output),
-    ] {
+    for (name, g, w) in layer_trace_pairs(gt, wt) {
         fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
     }
     for (name, g, w) in [

@@ -503,6 +503,28 @@ pub fn case_input(name: &str) -> (Golden, &'static Model, Encoded, Mask) {
     (g, m, input, mask)
 }
 
+/// The values every layer trace has, by name, from two traces of the same layer: `(name, a's, b's)`.
+pub fn layer_trace_pairs<'a>(
+    a: &'a attnscope::engine::LayerTrace,
+    b: &'a attnscope::engine::LayerTrace,
+) -> [(
+    &'static str,
+    &'a ndarray::Array3<f32>,
+    &'a ndarray::Array3<f32>,
+); 9] {
+    [
+        ("input", &a.input, &b.input),
+        ("q", &a.q, &b.q),
+        ("k", &a.k, &b.k),
+        ("v", &a.v, &b.v),
+        ("context", &a.context, &b.context),
+        ("attention_output", &a.attention_output, &b.attention_output),
+        ("pre_activation", &a.pre_activation, &b.pre_activation),
+        ("intermediate", &a.intermediate, &b.intermediate),
+        ("output", &a.output, &b.output),
+    ]
+}
+
 /// The `llama_knockout` case as a generation: its golden values, the model, the prompt's ids and
 /// options that write 6 tokens (EOS or not) with the case's heads knocked out.
 pub fn knockout_generation() -> (
