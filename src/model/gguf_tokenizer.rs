@@ -27,7 +27,6 @@
 //! Gemma's and Phi-3's SentencePiece vocabularies (which transformers builds their own ways),
 //! `"t5"` and the other models are refused, naming the model.
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value as Json};
@@ -399,6 +398,18 @@ fn derive_merges(tokens: &[String], scores: &[f32]) -> Result<Vec<(String, Strin
              them from (Σ len² = {work}, over {MAX_MERGE_DERIVATION_WORK})"
         ));
     }
+    // the merges are ordered by score: a NaN has no place in that order
+    if let Some((i, t)) = tokens
+        .iter()
+        .zip(scores)
+        .enumerate()
+        .find_map(|(i, (t, s))| s.is_nan().then_some((i, t)))
+    {
+        return Err(format!(
+            "the file lists no `tokenizer.ggml.merges`, and `tokenizer.ggml.scores` gives \
+             token {i} ({t:?}) the score NaN: the merges derived from the scores have no order"
+        ));
+    }
     // {token: id}, a repeated token keeping its last id
     let ids: HashMap<&str, usize> = tokens
         .iter()
@@ -428,8 +439,7 @@ fn derive_merges(tokens: &[String], scores: &[f32]) -> Result<Vec<(String, Strin
     }
     let chars = |s: &str| s.chars().count();
     merges.sort_by(|a, b| {
-        b.2.partial_cmp(&a.2)
-            .unwrap_or(Ordering::Equal)
+        b.2.total_cmp(&a.2)
             .then_with(|| chars(b.0).cmp(&chars(a.0)))
             .then_with(|| chars(b.1).cmp(&chars(a.1)))
     });
@@ -492,5 +502,23 @@ mod tests {
             json!([{"Sequence": {"id": "A", "type_id": 0}}])
         );
         assert_eq!(t["special_tokens"], json!({}));
+    }
+
+    #[test]
+    fn merges_come_by_score_and_a_nan_score_is_refused_by_token() {
+        let tokens: Vec<String> = ["a", "b", "c", "ab", "bc", "abc"].map(String::from).into();
+        let merges = derive_merges(&tokens, &[0.0, 0.0, 0.0, -1.0, -2.0, -3.0]).unwrap();
+        let pair = |l: &str, r: &str| (l.to_owned(), r.to_owned());
+        assert_eq!(
+            merges,
+            [
+                pair("a", "b"),
+                pair("b", "c"),
+                pair("ab", "c"),
+                pair("a", "bc")
+            ]
+        );
+        let err = derive_merges(&tokens, &[0.0, 0.0, 0.0, -1.0, f32::NAN, -3.0]).unwrap_err();
+        assert!(err.contains("token 4 (\"bc\") the score NaN"), "{err}");
     }
 }
