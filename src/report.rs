@@ -18,9 +18,11 @@
 use ndarray::{s, Array2, ArrayViewD, Axis};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
-use crate::analysis::{rollout, sentence_embedding, HeadMetrics, ItemAttention, SpecialIds};
+use crate::analysis::{
+    rollout, sentence_embedding, HeadMetrics, ItemAttention, ItemHeads, SpecialIds,
+};
 use crate::engine::cpu::CrossAttention;
-use crate::engine::{EmbeddingTrace, LayerTrace, ScoreScale, Trace};
+use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
 use crate::masks::MaskKind;
 use crate::model::{Activation, Encoded, LayerNormOrder, Model};
 
@@ -172,8 +174,12 @@ impl<'a> ItemLayerTrace<'a> {
 }
 
 /// What to include beyond tokens and attention.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
+    /// `(layer, head)` pairs: only these heads' attention, computed from a trace that kept
+    /// each layer's queries and keys ([`crate::engine::AttentionKept::QueriesKeys`]), in
+    /// `heads` rather than every head's in `attention`.
+    pub heads: Vec<(usize, usize)>,
     pub hidden: bool,
     pub scores: bool,
     /// Per-head summaries ([`HeadMetrics`]).
@@ -238,12 +244,22 @@ pub fn item_attention<'a>(
     b: usize,
     special: SpecialIds,
 ) -> ItemAttention<'a> {
+    let heads = match &trace.queries_keys {
+        Some(from) => ItemHeads::Recomputed {
+            from,
+            mask: &trace.mask,
+            item: b,
+        },
+        None => ItemHeads::Kept {
+            probs: trace.attention.slice(s![b, .., .., .., ..]),
+            scores: trace
+                .scores
+                .as_ref()
+                .map(|sc| sc.slice(s![b, .., .., .., ..])),
+        },
+    };
     ItemAttention {
-        attention: trace.attention.slice(s![b, .., .., .., ..]),
-        scores: trace
-            .scores
-            .as_ref()
-            .map(|sc| sc.slice(s![b, .., .., .., ..])),
+        heads,
         ids: input.ids.row(b),
         valid: input.valid.row(b),
         special,
@@ -299,8 +315,12 @@ impl<'a> ItemInput<'a> {
 pub struct ItemReport<'a> {
     #[serde(flatten)]
     pub input: ItemInput<'a>,
-    /// `[L][H][T][T]`
-    pub attention: Nested<'a, f32>,
+    /// `[L][H][T][T]`; absent when the pass kept each layer's queries and keys (`heads`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Nested<'a, f32>>,
+    /// The heads asked for, computed from the pass's queries and keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<Vec<HeadReport>>,
     /// `[T][T]`, 1 where attending is allowed.
     pub mask: Vec<Vec<u8>>,
     /// `[T][D]`
@@ -334,6 +354,29 @@ pub struct ItemReport<'a> {
     /// `[T][K]`: at each position, the likeliest next tokens (a model with an LM head).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_tokens: Option<Vec<Vec<NextToken>>>,
+}
+
+/// One head's attention over one text, `(layer, head)` 0-based.
+///
+/// # Shapes
+/// * `attention`, `scores`: `[T][T]`
+#[derive(serde::Serialize)]
+pub struct HeadReport {
+    pub layer: usize,
+    pub head: usize,
+    #[serde(serialize_with = "nested_array")]
+    pub attention: Array2<f32>,
+    /// `QKᵀ/√d_k` (`QKᵀ` under `"scale": "none"`) before the mask, with `--scores`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "nested_owned"
+    )]
+    pub scores: Option<Array2<f32>>,
+}
+
+/// An owned array as nested JSON arrays.
+fn nested_array<S: Serializer>(a: &Array2<f32>, s: S) -> Result<S::Ok, S::Error> {
+    Nested(a.view().into_dyn()).serialize(s)
 }
 
 /// The whole report.
@@ -379,59 +422,81 @@ impl<'a> Report<'a> {
         input: &'a Encoded,
         trace: &'a Trace,
         opts: ReportOptions,
-    ) -> Self {
+    ) -> crate::Result<Self> {
         let special = model.tokenizer.special_ids();
         let probs = match (opts.top_k, &trace.lm_logits) {
             (Some(_), Some(logits)) => Some(crate::families::next_token_probs(logits)),
             _ => None,
         };
+        // the heads asked for, each item's, from the pass's queries and keys
+        let heads = |b: usize| -> crate::Result<Option<Vec<HeadReport>>> {
+            let Some(from) = &trace.queries_keys else {
+                return Ok(None);
+            };
+            let heads = opts.heads.iter().map(|&(layer, head)| {
+                let one = from.head(b, layer, head, &trace.mask, opts.scores)?;
+                Ok(HeadReport {
+                    layer,
+                    head,
+                    attention: one.probs,
+                    scores: one.scores,
+                })
+            });
+            heads.collect::<crate::Result<_>>().map(Some)
+        };
         let results = ItemInput::all(texts, pair, input)
             .into_iter()
             .enumerate()
-            .map(|(b, item)| ItemReport {
-                head_metrics: opts
-                    .head_metrics
-                    .then(|| HeadMetrics::of(&item_attention(trace, input, b, special))),
-                rollout: opts
-                    .rollout
-                    .then(|| rollout(&item_attention(trace, input, b, special))),
-                sentence_embedding: opts.sentence_embedding.then(|| {
-                    sentence_embedding(trace.hidden.slice(s![b, .., ..]), input.valid.row(b))
-                        .to_vec()
-                }),
-                input: item,
-                attention: Nested(trace.attention.slice(s![b, .., .., .., ..]).into_dyn()),
-                mask: trace
-                    .mask
-                    .item(b)
-                    .outer_iter()
-                    .map(|r| r.iter().map(|&m| m as u8).collect())
-                    .collect(),
-                hidden: opts
-                    .hidden
-                    .then(|| Nested(trace.hidden.slice(s![b, .., ..]).into_dyn())),
-                scores: trace
-                    .scores
-                    .as_ref()
-                    .filter(|_| opts.scores)
-                    .map(|sc| Nested(sc.slice(s![b, .., .., .., ..]).into_dyn())),
-                logits: trace.logits.as_ref().map(|l| l.row(b).to_vec()),
-                hidden_states: trace
-                    .hidden_states
-                    .as_ref()
-                    .map(|hs| Nested(hs.index_axis(Axis(0), b).into_dyn())),
-                layer_trace: trace
-                    .layer_trace
-                    .as_ref()
-                    .map(|lt| ItemLayerTrace::new(lt, b)),
-                cross_attention: None,
-                next_tokens: probs
-                    .as_ref()
-                    .zip(opts.top_k)
-                    .map(|(p, k)| next_tokens(p.index_axis(Axis(0), b), k, &model.tokenizer)),
+            .map(|(b, item)| -> crate::Result<ItemReport> {
+                let of = || item_attention(trace, input, b, special);
+                Ok(ItemReport {
+                    head_metrics: opts
+                        .head_metrics
+                        .then(|| HeadMetrics::of(&of()))
+                        .transpose()?,
+                    rollout: opts.rollout.then(|| rollout(&of())).transpose()?,
+                    sentence_embedding: opts.sentence_embedding.then(|| {
+                        sentence_embedding(trace.hidden.slice(s![b, .., ..]), input.valid.row(b))
+                            .to_vec()
+                    }),
+                    input: item,
+                    attention: trace
+                        .queries_keys
+                        .is_none()
+                        .then(|| Nested(trace.attention.slice(s![b, .., .., .., ..]).into_dyn())),
+                    heads: heads(b)?,
+                    mask: trace
+                        .mask
+                        .item(b)
+                        .outer_iter()
+                        .map(|r| r.iter().map(|&m| m as u8).collect())
+                        .collect(),
+                    hidden: opts
+                        .hidden
+                        .then(|| Nested(trace.hidden.slice(s![b, .., ..]).into_dyn())),
+                    scores: trace
+                        .scores
+                        .as_ref()
+                        .filter(|_| opts.scores)
+                        .map(|sc| Nested(sc.slice(s![b, .., .., .., ..]).into_dyn())),
+                    logits: trace.logits.as_ref().map(|l| l.row(b).to_vec()),
+                    hidden_states: trace
+                        .hidden_states
+                        .as_ref()
+                        .map(|hs| Nested(hs.index_axis(Axis(0), b).into_dyn())),
+                    layer_trace: trace
+                        .layer_trace
+                        .as_ref()
+                        .map(|lt| ItemLayerTrace::new(lt, b)),
+                    cross_attention: None,
+                    next_tokens: probs
+                        .as_ref()
+                        .zip(opts.top_k)
+                        .map(|(p, k)| next_tokens(p.index_axis(Axis(0), b), k, &model.tokenizer)),
+                })
             })
-            .collect();
-        Self {
+            .collect::<crate::Result<_>>()?;
+        Ok(Self {
             model: model.short_name(),
             model_type: model.config.family.name(),
             backend,
@@ -442,7 +507,7 @@ impl<'a> Report<'a> {
             scale: ScoreScale::SqrtDk,
             no_rope: false,
             results,
-        }
+        })
     }
 }
 
@@ -466,6 +531,14 @@ pub struct RunInfo<'a> {
     /// same beginning rather than computing them (typing at the end: see
     /// [`crate::engine::cpu::forward_reusing`]); 0 when it ran the whole text.
     pub reused: usize,
+    /// What the run kept of its attention: `"probabilities"` (every head's, in `attention`),
+    /// or `"queries_keys"` for a long text, whose heads the page asks for by layer
+    /// (`Session.layerHeads(long_run, item, layer)`).
+    pub attention: AttentionKept,
+    /// The number a long run is known by in its session, for `layerHeads` (absent for a long
+    /// run asked with `noHeadsLater`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub long_run: Option<u32>,
     /// `[B, L, H, T, T]`
     pub shape: [usize; 5],
     pub items: Vec<ItemInput<'a>>,

@@ -15,7 +15,8 @@ use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use crate::engine::{
-    cpu, BackendChoice, Decoding, HeadMask, Run, Runner, ScoreScale, TraceOptions,
+    cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
+    TraceOptions,
 };
 use crate::masks::{Mask, MaskKind};
 use crate::model::{
@@ -110,6 +111,9 @@ struct RunOptions {
     /// For a model with an LM head: the K likeliest next tokens at every position
     /// (`nextTokens`, `[B][T][K]` of `{id, token, text, p}`, as the CLI's `--top-k`).
     top_k: Option<usize>,
+    /// A run whose heads nobody will ask for (the plain run beside a knock-out): a long one
+    /// does not take the place of the session's long run ([`Session::layer_heads`]).
+    no_heads_later: bool,
 }
 
 /// How a generation runs (see [`Session::generate`]).
@@ -323,7 +327,25 @@ pub struct Session {
     /// The CPU engine's last passes, which a text typed at the end reuses
     /// ([`cpu::forward_reusing`]).
     prefixes: std::cell::RefCell<cpu::Prefixes>,
+    /// The last long run's queries and keys, from which the page asks for the heads it shows
+    /// ([`Session::layer_heads`]); dropped before the next long run's pass, so that only one is
+    /// ever held (SmolLM2-135M at 1,024 tokens: 94 MB).
+    long: std::cell::RefCell<Option<LongRun>>,
+    /// The number the next long run is known by.
+    next_long: std::cell::Cell<u32>,
 }
+
+/// A long run's queries and keys and its mask, `(B, T, T)`, by the number its `RunInfo` gives.
+struct LongRun {
+    id: u32,
+    from: QueriesKeys,
+    mask: Mask,
+}
+
+/// Past this many attention probabilities (`B·L·H·T²`: 128 MiB of them, and as much again of
+/// scores) a run keeps each layer's queries and keys instead ([`AttentionKept::QueriesKeys`]),
+/// and the page asks for the heads it shows: SmolLM2-135M past 352 tokens, GPT-2 past 482.
+const LONG_RUN_VALUES: usize = 1 << 25;
 
 /// A checkpoint's `model.safetensors` in wasm memory (`new WeightsFile(name, length)`), which
 /// the worker fills chunk by chunk as it reads a cached file (`write`), so that the file is never
@@ -431,6 +453,8 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
         Ok(Session {
             runner,
             prefixes: Default::default(),
+            long: Default::default(),
+            next_long: Default::default(),
         }
         .into())
     }))
@@ -554,6 +578,10 @@ impl Session {
         };
         let pair = pair.filter(|p| !p.trim().is_empty());
         let (input, mask, kind) = self.prepare(&texts, pair.as_deref(), &mask)?;
+        let c = &self.runner.model().config;
+        let (batch, tokens) = input.ids.dim();
+        let probabilities = batch * c.num_hidden_layers * c.num_attention_heads * tokens * tokens;
+        let long = probabilities > LONG_RUN_VALUES && c.decoder.is_none();
         let opts = TraceOptions {
             scores: options.scores.unwrap_or(true),
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
@@ -561,11 +589,26 @@ impl Session {
             hidden_states: options.hidden_states,
             layer_trace: options.layer_trace,
             embeddings: options.embeddings,
-            lm_logits: options.top_k.is_some() && self.runner.model().weights.has_lm_head(),
-            next_logits: false,
+            // a long run's LM head at the last position only (every position's logits over the
+            // vocabulary: 201 MB for SmolLM2-135M at 1,024 tokens)
+            lm_logits: options.top_k.is_some()
+                && self.runner.model().weights.has_lm_head()
+                && !long,
+            next_logits: options.top_k.is_some()
+                && self.runner.model().weights.has_lm_head()
+                && long,
             decoder_trace: None,
             no_rope: options.no_rope,
+            attention: match long {
+                true => AttentionKept::QueriesKeys,
+                false => AttentionKept::Probabilities,
+            },
         };
+        // a long run takes the place of the last: its queries and keys go before the pass
+        let keeps_heads = long && !options.no_heads_later;
+        if keeps_heads {
+            self.long.borrow_mut().take();
+        }
         let cross = match (options.cross_attention, pair.as_deref()) {
             (None, _) => vec![],
             (Some(_), None) => {
@@ -581,9 +624,10 @@ impl Session {
         };
         let (mut run, reused) = self.forward(engine, &input, &mask, &opts).await?;
         let lm_logits = run.trace.lm_logits.take(); // made probabilities in place, below
+        let next_logits = run.trace.next_logits.take();
         let t = &run.trace;
         let shape = t.attention.shape();
-        let (b, l, h, tt) = (shape[0], shape[1], shape[2], shape[3]);
+        let (b, l, h, tt) = (shape[0], shape[1], shape[2], tokens);
         let special = self.runner.model().tokenizer.special_ids();
         let model = self.runner.model();
         let info = RunInfo {
@@ -595,7 +639,9 @@ impl Session {
             mask_ablation: kind != model.own_mask(),
             elapsed_ms: run.elapsed_ms,
             reused,
-            shape: [shape[0], shape[1], shape[2], shape[3], shape[4]],
+            attention: opts.attention,
+            long_run: keeps_heads.then(|| self.next_long.get()),
+            shape: [b, l, h, tokens, tokens],
             items: ItemInput::all(&texts, pair.as_deref(), &input),
             head_mask: opts.head_mask.pairs().map(|(l, h)| [l, h]).collect(),
             scale: opts.scale,
@@ -604,7 +650,9 @@ impl Session {
         };
         let o = Object::new();
         set(&o, "info", to_js(&info)?)?;
-        set(&o, "attention", flat(&t.attention))?;
+        if !long {
+            set(&o, "attention", flat(&t.attention))?;
+        }
         if let Some(s) = &t.scores {
             set(&o, "scores", flat(s))?;
         }
@@ -621,21 +669,41 @@ impl Session {
                 .collect();
             set(&o, "nextTokens", to_js(&all)?)?;
         }
+        // a long run's: the last position's alone, the others empty
+        if let (Some(k), Some(logits)) = (options.top_k, next_logits) {
+            let (items, v) = logits.dim();
+            let probs = crate::families::into_next_token_probs(
+                logits
+                    .into_shape_with_order((items, 1, v))
+                    .map_err(|e| JsError::new(&format!("next logits: {e}")))?,
+            ); // (B, 1, V)
+            let all: Vec<Vec<Vec<_>>> = probs
+                .outer_iter()
+                .map(|item| {
+                    let mut rows = vec![vec![]; tt - 1];
+                    rows.extend(next_tokens(item, k, &model.tokenizer));
+                    rows
+                })
+                .collect();
+            set(&o, "nextTokens", to_js(&all)?)?;
+        }
         if options.head_metrics {
             // (B, metric, L, H), metrics in `info.head_metrics` order
             let mut all = Vec::with_capacity(b * METRICS.len() * l * h);
             for i in 0..b {
-                let m = HeadMetrics::of(&item_attention(t, &input, i, special));
+                let m = HeadMetrics::of(&item_attention(t, &input, i, special)).map_err(js_err)?;
                 for (_, values) in m.all() {
                     all.extend(values.iter());
                 }
             }
             set(&o, "headMetrics", Float32Array::from(all.as_slice()))?;
         }
-        if options.rollout {
+        // a long run's rollout would multiply L matrices of T × T: the page says so instead
+        if options.rollout && !long {
             let mut all = Vec::with_capacity(b * tt * tt); // (B, T, T)
             for i in 0..b {
-                all.extend(rollout(&item_attention(t, &input, i, special)).iter());
+                let r = rollout(&item_attention(t, &input, i, special)).map_err(js_err)?;
+                all.extend(r.iter());
             }
             set(&o, "rollout", Float32Array::from(all.as_slice()))?;
         }
@@ -718,6 +786,55 @@ impl Session {
             }
             set(&o, "crossAttention", all)?;
         }
+        if let Some(from) = run.trace.queries_keys.take().filter(|_| keeps_heads) {
+            let id = self.next_long.get();
+            self.next_long.set(id.wrapping_add(1));
+            *self.long.borrow_mut() = Some(LongRun {
+                id,
+                from,
+                mask: run.trace.mask.clone(),
+            });
+        }
+        Ok(o.into())
+    }
+
+    /// Layer `layer`'s heads of item `item` of long run `run` (its `info.long_run`), computed
+    /// from the run's queries and keys: `{probs: Float32Array, scores: Float32Array}`, each
+    /// `(H, T, T)`. An error when the session no longer keeps that run (it keeps the last),
+    /// or names a layer or item the run does not have.
+    #[wasm_bindgen(js_name = layerHeads)]
+    pub fn layer_heads(&self, run: u32, item: usize, layer: usize) -> Result<JsValue, JsError> {
+        let kept = self.long.borrow();
+        let long = kept.as_ref().filter(|r| r.id == run).ok_or_else(|| {
+            JsError::new(&format!(
+                "long run {run} is no longer kept (the session keeps its last long run's \
+                 queries and keys): run the text again"
+            ))
+        })?;
+        let (_, t, _) = long.mask.dim();
+        let heads = long.from.heads.query;
+        // each head straight into the JavaScript arrays: the layer is never whole in wasm memory
+        let n = (t * t) as u32;
+        let (probs, scores) = (
+            Float32Array::new_with_length(heads as u32 * n),
+            Float32Array::new_with_length(heads as u32 * n),
+        );
+        for h in 0..heads {
+            let one = long
+                .from
+                .head(item, layer, h, &long.mask, true)
+                .map_err(js_err)?;
+            let at = h as u32 * n;
+            for (to, from) in [(&probs, Some(&one.probs)), (&scores, one.scores.as_ref())] {
+                let from = from
+                    .and_then(|a| a.as_slice())
+                    .ok_or_else(|| JsError::new("a head's values are not one contiguous array"))?;
+                to.subarray(at, at + n).copy_from(from);
+            }
+        }
+        let o = Object::new();
+        set(&o, "probs", probs)?;
+        set(&o, "scores", scores)?;
         Ok(o.into())
     }
 

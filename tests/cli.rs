@@ -435,6 +435,63 @@ fn a_head_mask_naming_a_missing_head_is_an_error() {
     assert!(err.contains("expected LAYER:HEAD"), "{err}");
 }
 
+/// `--heads` gives the heads asked for, computed from the kept queries and keys, equal to the
+/// same heads of the whole attention; the head metrics read every head so; a head the model
+/// lacks is named.
+#[test]
+fn heads_gives_those_heads_computed_again_equal_to_the_whole_attention() {
+    let dir = model_dir("tiny-llama").display().to_string();
+    let text = "time flies like an arrow and fruit flies like a banana";
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "attention",
+            "--model",
+            &dir,
+            "--head-metrics",
+            "--top-k",
+            "2",
+        ];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["--", text]);
+        a
+    };
+    let (code, whole, err) = attnscope(&args(&[]));
+    assert_eq!(code, 0, "{err}");
+    let (code, some, err) = attnscope(&args(&["--heads", "1:3,0:0", "--scores"]));
+    assert_eq!(code, 0, "{err}");
+    let (w, g) = (&whole["results"][0], &some["results"][0]);
+    assert!(g.get("attention").is_none(), "no [L][H][T][T] with --heads");
+    let heads = g["heads"].as_array().unwrap();
+    let t = w["tokens"].as_array().unwrap().len();
+    // in layer order, then head
+    for (one, (l, h)) in heads.iter().zip([(0, 0), (1, 3)]) {
+        assert_eq!(
+            (one["layer"].as_u64(), one["head"].as_u64()),
+            (Some(l), Some(h))
+        );
+        assert_eq!(dims(&one["attention"]), [t, t]);
+        assert_eq!(dims(&one["scores"]), [t, t]);
+        let mut worst = 0f64;
+        for q in 0..t {
+            for k in 0..t {
+                let got = one["attention"][q][k].as_f64().unwrap();
+                worst =
+                    worst.max((got - cell(&w["attention"], l as usize, h as usize, q, k)).abs());
+            }
+        }
+        assert!(
+            worst <= 1e-6,
+            "head {l}:{h} differs from the whole attention by {worst}"
+        );
+    }
+    for key in ["head_metrics", "next_tokens", "tokens"] {
+        assert_eq!(g[key], w[key], "{key}");
+    }
+    let (code, _, err) = attnscope(&args(&["--heads", "2:0"]));
+    assert_ne!(code, 0);
+    assert!(err.contains("layer 2 does not exist"), "{err}");
+}
+
 #[test]
 fn inside_the_encoder_adds_its_fields_and_leaves_the_rest() {
     let (code, json, _) = attnscope(&[

@@ -78,10 +78,17 @@ fn check(engine: Engine, name: &str) {
     let mut pooled = ndarray::Array2::<f32>::zeros((b, trace.hidden.dim().2));
     for i in 0..b {
         let item = item_attention(&trace, &input, i, m.tokenizer.special_ids());
-        for (j, (_, values)) in HeadMetrics::of(&item).all().into_iter().enumerate() {
+        for (j, (_, values)) in HeadMetrics::of(&item)
+            .unwrap()
+            .all()
+            .into_iter()
+            .enumerate()
+        {
             metrics.slice_mut(s![i, j, .., ..]).assign(values);
         }
-        rolled.slice_mut(s![i, .., ..]).assign(&rollout(&item));
+        rolled
+            .slice_mut(s![i, .., ..])
+            .assign(&rollout(&item).unwrap());
         pooled.row_mut(i).assign(&sentence_embedding(
             trace.hidden.slice(s![i, .., ..]),
             input.valid.row(i),
@@ -169,8 +176,8 @@ fn a_padded_batch_gives_each_text_its_numbers_alone() {
         let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
         let item = item_attention(&trace, &input, i, special);
         let n = input.valid.row(i).iter().filter(|&&v| v).count();
-        let r = rollout(&item).slice(s![..n, ..n]).to_owned();
-        (HeadMetrics::of(&item), r)
+        let r = rollout(&item).unwrap().slice(s![..n, ..n]).to_owned();
+        (HeadMetrics::of(&item).unwrap(), r)
     };
     for (i, text) in texts.iter().enumerate() {
         let (batched, r_batched) = analyse(&texts, i);

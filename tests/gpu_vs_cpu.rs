@@ -5,7 +5,7 @@
 
 mod common;
 
-use attnscope::engine::{cpu, HeadMask, TraceOptions};
+use attnscope::engine::{cpu, AttentionKept, HeadMask, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model};
 use common::*;
@@ -252,5 +252,71 @@ fn every_layer_trace_and_the_hidden_states_of_every_family() {
                 .all(|&x| x == 0.0));
             eprintln!("{what}: max |Δ| {worst:.2e}");
         }
+    }
+}
+
+/// A pass keeping each layer's queries and keys (a long text's way) on the GPU reads back no
+/// probability: each head computed from its queries and keys equals the CPU engine's kept head,
+/// its output equals the GPU's own pass keeping every probability, and it replays with the rest.
+#[test]
+fn heads_from_the_gpu_s_queries_and_keys_equal_the_cpu_s_probabilities() {
+    for name in ["tiny-llama", "tiny-gpt2", "tiny-bert"] {
+        let m = model(name);
+        let input = synthetic(m, 33, &[33, 7]);
+        let mask = Mask::from_kind(m.own_mask(), input.valid.view());
+        let kept = TraceOptions::with_scores();
+        let qk = TraceOptions {
+            attention: AttentionKept::QueriesKeys,
+            ..kept.clone()
+        };
+        let c = cpu::forward(m, &input, &mask, &kept).unwrap();
+        let gpu = |opts: &TraceOptions| {
+            pollster::block_on(gpu_engine(m).forward(m, &input, &mask, opts))
+                .unwrap()
+                .0
+        };
+        let (g, whole) = (gpu(&qk), gpu(&kept));
+        let (b, l, h, t, _) = c.attention.dim();
+        assert_eq!(
+            g.attention.dim(),
+            (b, l, h, 0, 0),
+            "{name}: no probabilities read back"
+        );
+        assert!(g.scores.is_none());
+        let from = g.queries_keys.as_ref().expect("queries and keys read back");
+        let mut worst = 0f32;
+        for i in 0..b {
+            for li in 0..l {
+                for hi in 0..h {
+                    let one = from.head(i, li, hi, &g.mask, true).unwrap();
+                    let at = ndarray::s![i, li, hi, .., ..];
+                    assert_eq!(one.probs.dim(), (t, t));
+                    let d = max_abs_diff(
+                        one.probs.view().into_dyn(),
+                        c.attention.slice(at).into_dyn(),
+                    );
+                    assert!(
+                        d <= ATTENTION_TOL,
+                        "{name} item {i} head {li}:{hi} differs by {d}"
+                    );
+                    worst = worst.max(d);
+                }
+            }
+        }
+        let d = max_abs_diff(g.hidden.view().into_dyn(), whole.hidden.view().into_dyn());
+        assert!(
+            d <= HIDDEN_TOL,
+            "{name}: the output differs from the GPU's whole pass by {d}"
+        );
+        // a second pass of the same shape replays the recording
+        let again = gpu(&qk);
+        assert_eq!(
+            again.queries_keys.unwrap().queries,
+            from.queries,
+            "{name}: replayed"
+        );
+        eprintln!(
+            "{name}: heads from the GPU's queries and keys vs the CPU's, max |Δ| {worst:.2e}"
+        );
     }
 }

@@ -8,10 +8,11 @@
 
 mod common;
 
-use attnscope::analysis::{HeadMetrics, ItemAttention};
+use attnscope::analysis::HeadMetrics;
 use attnscope::engine::{cpu, generate, GenerateOptions, HeadMask, TraceOptions};
 use attnscope::families::next_token_probs;
 use attnscope::model::config::{LmHead, Positions};
+use attnscope::report::item_attention;
 use attnscope::Mask;
 use common::*;
 use ndarray::{s, Axis};
@@ -71,14 +72,8 @@ fn the_attention_sink_metrics_are_the_shares_hfs_attention_gives_the_first_and_t
     let input = m.tokenizer.encode(&texts, None).unwrap();
     let mask = Mask::from_kind(g.meta.mask, input.valid.view());
     let trace = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
-    let item = ItemAttention {
-        attention: trace.attention.index_axis(Axis(0), 0),
-        scores: None,
-        ids: input.ids.row(0),
-        valid: input.valid.row(0),
-        special: m.tokenizer.special_ids(),
-    };
-    let metrics = HeadMetrics::of(&item);
+    let item = item_attention(&trace, &input, 0, m.tokenizer.special_ids());
+    let metrics = HeadMetrics::of(&item).unwrap();
     // from HF's attention, (1, L, H, T, T): each key's mean share over the queries
     let hf = &g.tensors["attention"];
     let (l, h, t) = (hf.shape()[1], hf.shape()[2], hf.shape()[3]);

@@ -3,8 +3,10 @@
 
 mod common;
 
+use attnscope::analysis::{rollout, HeadMetrics};
 use attnscope::engine::cpu::{self, attention::scaled_dot_product_attention};
-use attnscope::engine::{ScoreScale, TraceOptions};
+use attnscope::engine::{AttentionKept, ScoreScale, TraceOptions};
+use attnscope::report::item_attention;
 use attnscope::{Mask, MaskKind};
 use common::*;
 use ndarray::{s, Array2, Array3, Axis};
@@ -484,4 +486,114 @@ fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
         .unwrap();
         assert_eq!(r.reused, 0, "{name}: a batch of two");
     }
+}
+
+/// A pass that keeps each layer's queries and keys in place of the probabilities (a long text's
+/// way): each head computed from them equals the head a pass keeping every probability returns,
+/// scores too, and so do the head metrics and the rollout read through them; the rest of the
+/// trace is the same values. On every single-stack family, a padded batch of two under the
+/// model's own mask, with a head knocked out (its attention is still computed and kept).
+#[test]
+fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() {
+    for name in [
+        "tiny-llama",
+        "tiny-qwen2",
+        "tiny-gpt2",
+        "tiny-bert",
+        "tiny-roberta",
+    ] {
+        let m = model(name);
+        let input = m
+            .tokenizer
+            .encode(&["time flies like an arrow and fruit flies", "hi"], None)
+            .unwrap();
+        let mask = Mask::from_kind(m.own_mask(), input.valid.view());
+        let kept = TraceOptions {
+            scores: true,
+            head_mask: attnscope::engine::HeadMask::parse("1:1").unwrap(),
+            hidden_states: true,
+            lm_logits: m.weights.has_lm_head(),
+            ..TraceOptions::default()
+        };
+        let qk = TraceOptions {
+            attention: AttentionKept::QueriesKeys,
+            ..kept.clone()
+        };
+        let want = cpu::forward(m, &input, &mask, &kept).unwrap();
+        let got = cpu::forward(m, &input, &mask, &qk).unwrap();
+        let (b, l, h, t, _) = want.attention.dim();
+        assert_eq!(
+            got.attention.dim(),
+            (b, l, h, 0, 0),
+            "{name}: no probabilities kept"
+        );
+        assert!(got.scores.is_none(), "{name}: no scores kept");
+        let from = got.queries_keys.as_ref().expect("queries and keys kept");
+        assert!(want.queries_keys.is_none());
+        assert_eq!((from.queries.len(), from.heads.query), (l, h));
+        for i in 0..b {
+            for li in 0..l {
+                for hi in 0..h {
+                    let one = from.head(i, li, hi, &got.mask, true).unwrap();
+                    let at = s![i, li, hi, .., ..];
+                    let (p, sc) = (
+                        want.attention.slice(at),
+                        want.scores.as_ref().unwrap().slice(at),
+                    );
+                    assert_eq!(one.probs.dim(), (t, t));
+                    let dp = max_abs_diff(one.probs.view().into_dyn(), p.into_dyn());
+                    let ds = max_abs_diff(one.scores.unwrap().view().into_dyn(), sc.into_dyn());
+                    assert!(dp <= 1e-6 && ds <= 1e-5, "{name} item {i} head {li}:{hi}: probabilities differ by {dp}, scores by {ds}");
+                }
+            }
+        }
+        // the knocked-out head's context is zero in both, so every layer after it agrees
+        assert_eq!(got.hidden, want.hidden, "{name}: the output");
+        assert_eq!(
+            got.hidden_states, want.hidden_states,
+            "{name}: every layer's output"
+        );
+        assert_eq!(
+            got.lm_logits, want.lm_logits,
+            "{name}: the LM head's logits"
+        );
+        let special = m.tokenizer.special_ids();
+        for i in 0..b {
+            let (g, w) = (
+                item_attention(&got, &input, i, special),
+                item_attention(&want, &input, i, special),
+            );
+            let (gm, wm) = (HeadMetrics::of(&g).unwrap(), HeadMetrics::of(&w).unwrap());
+            for ((metric, gv), (_, wv)) in gm.all().into_iter().zip(wm.all()) {
+                let d = max_abs_diff(gv.view().into_dyn(), wv.view().into_dyn());
+                assert!(d <= 1e-5, "{name} item {i}: {metric} differs by {d}");
+            }
+            let d = max_abs_diff(
+                rollout(&g).unwrap().view().into_dyn(),
+                rollout(&w).unwrap().view().into_dyn(),
+            );
+            assert!(d <= 1e-5, "{name} item {i}: the rollout differs by {d}");
+        }
+        // a head the pass does not have is named
+        let err = from
+            .head(0, l, 0, &got.mask, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("layer {l} does not exist")), "{err}");
+        let err = from
+            .head(b, 0, 0, &got.mask, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("item {b}, head 0")), "{err}");
+    }
+    // a translation model's two stacks are refused by name
+    let m = model("tiny-marian");
+    let input = m.tokenizer.encode(&["hello"], None).unwrap();
+    let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
+    let qk = TraceOptions {
+        attention: AttentionKept::QueriesKeys,
+        ..TraceOptions::default()
+    };
+    let err = cpu::forward(m, &input, &mask, &qk).unwrap_err().to_string();
+    assert!(err.contains("translation model"), "{err}");
 }

@@ -56,6 +56,7 @@ const api = {
     const s = store.get(), run = shownOf(s);
     if (!run || !s.sel.length) return null;
     const b = Math.min(s.item, run.B - 1), l = Math.min(s.layer, run.L - 1), h = Math.min(s.head, run.H - 1);
+    if (!run.hasLayer(b, l)) return null; // a long text's layer not computed yet
     const c = combine(run.head(b, l, h), run.maskOf(b), run.T, s.sel);
     return c && { rows: c.rows, combined: Array.from(c.combined) };
   },
@@ -288,6 +289,7 @@ function renderChrome(s, changed) {
   }
   $('noscale-note').hidden = r?.scale !== 'none'; // the √d_k ablation: the head view shows unscaled attention
   sinkNote(s);
+  longNote(s);
   setText($('steps-caption'), r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
   knockStatus(s);
   compareStatus(s);
@@ -424,7 +426,10 @@ function nextTokens(s) {
   // the focused row, in word pieces (with "words" on, the last piece of the focused word)
   const toPiece = (q) => (s.words ? wordsOf(r).words(b).pieces[q]?.at(-1) ?? n - 1 : q);
   const hovered = s.hover && toPiece(s.hover.q);
-  const q = Math.min(n - 1, hovered ?? (s.sel.length ? toPiece(s.sel[s.sel.length - 1]) : n - 1));
+  let q = Math.min(n - 1, hovered ?? (s.sel.length ? toPiece(s.sel[s.sel.length - 1]) : n - 1));
+  // a long text's run has the LM head at its last position only
+  if (!next[q]?.length) q = next.findLastIndex((x) => x.length > 0);
+  if (q < 0) { $('next-view').hidden = true; return; }
   const shown = (t) => `“${visibleText(t)}”`;
   // a byte-level token that is only part of a character's bytes has no text of its own
   const predicted = (p) => (p.text.includes('\ufffd') ? `${p.token} (a byte of a character)` : shown(p.text));
@@ -433,7 +438,7 @@ function nextTokens(s) {
   const following = q + 1 < n ? item.token_ids[q + 1] : null;
   // with heads knocked out: the same position's likeliest tokens with every head
   const plain = r.head_mask?.length ? r.baselineNext?.(b)?.[q] ?? null : null;
-  setText($('next-caption'), `· after token ${q + 1} of ${n} (position ${q}): the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)`);
+  setText($('next-caption'), `· after token ${q + 1} of ${n} (position ${q}): the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)${r.long ? '; a text this long gets it at its last position only' : ''}`);
   const goes = following === null ? 'the text ends here' : `the text goes on with ${shown(item.labels[q + 1])}`;
   let line = `After ${shown(before)}, the model expects: (${goes})`;
   if (plain) {
@@ -482,14 +487,32 @@ function sinkNote(s) {
   $('nosink').checked = s.noSink;
   const r = s.run, on = s.noSink && Boolean(r) && !s.translation;
   $('sink-note').hidden = !on;
-  $('nosink-note').hidden = !on;
+  $('nosink-note').hidden = !on || r.long;
   if (!on) return;
+  if (r.long) {
+    setText($('sink-note'), `The sink switch remakes every head: for a text of ${r.T} tokens the page shows the model's own attention.`);
+    return;
+  }
   const b = Math.min(s.item, r.B - 1), first = r.results[b]?.labels?.[0] ?? '';
   // the share the focused head gives the first token, averaged over its rows (the sink's size)
   const T = r.T, n = r.results[b].length, v = r.head(b, Math.min(s.layer, r.L - 1), Math.min(s.head, r.H - 1));
   let share = 0;
   for (let q = 0; q < n; q++) share += v[q * T];
   setText($('sink-note'), `A view, not the model's attention: the first token (“${visibleText(first)}”) is hidden from every attention view and each row is rescaled to sum to 1 over the other tokens. L${s.layer} H${s.head} gives it ${(100 * share / n).toFixed(1)}% of its attention on average.${r.mask_kind === 'causal' ? ' The first row, which can read only the first token, is left empty.' : ''}`);
+}
+
+/** A long text's run: what the engine kept, and what the page does for it. */
+function longNote(s) {
+  const r = s.run, on = Boolean(r?.long) && !s.translation;
+  $('long-note').hidden = !on;
+  if (!on) return;
+  const mb = (x) => `${Math.round(x / 1e6)} MB`;
+  const a = s.modelInfo?.architecture, d = a?.head_dim ?? 0, kv = a?.heads.key_value ?? r.H;
+  const kept = r.B * r.L * r.T * (r.H + kv) * d * 4, all = r.B * r.L * r.H * r.T * r.T;
+  const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1);
+  setText($('long-note'), `${r.T} tokens: every head's attention would be ${(all / 1e6).toFixed(0)}M probabilities (${mb(4 * all)}), so the engine kept each layer's queries and keys${d ? ` (${mb(kept)})` : ''} and computes a layer's heads again when you look at it. `
+    + (r.hasLayer(b, l) ? `Layer ${l}'s heads are here.` : `Computing layer ${l}'s heads…`)
+    + ' The grid and the table summarise every head; the rollout, words and the sink switch are for shorter texts.');
 }
 
 const sim = (x) => x.toFixed(4);

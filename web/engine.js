@@ -176,6 +176,12 @@ class Engine {
     return (await this.call({ type: 'decoder-trace', key, sources, outputs, layer, item })).result;
   }
 
+  /** Layer `layer`'s heads of item `item` of a long run (`info.long_run`), computed from its kept
+   *  queries and keys: `{probs, scores}`, each `(H, T, T)` (src/wasm.rs `Session.layerHeads`). */
+  async layerHeads(key, { run, item, layer }) {
+    return (await this.call({ type: 'layer-heads', key, run, item, layer })).result;
+  }
+
   /** The head metrics (B, metric, L, H) of the same input under the other score scale than `options.scale`. */
   async otherScale(key, { texts, pair, mask, options }) {
     return (await this.call({ type: 'other-scale', key, texts, pair, mask, options })).result;

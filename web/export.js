@@ -48,6 +48,11 @@ export function toSVG(run, view, { item, layer, head, scale: per }) {
       + legendSVG(sc, pad, pad + T * cell + 16);
     return svg(w, h, body, title);
   }
+  if (view === 'model' && run.long) {
+    // a long text's heads are not all held: each head's thumbnail, max-pooled by the worker
+    const R = run.thumb(item, 0, 0).n;
+    return gridSVG(run.L, run.H, R, R, (l, h2, at) => { const t = run.thumb(item, l, h2); return matrix(t.values, R, probScale(l, h2), t.mask, at); }, `attnscope: ${run.model}, every layer and head, each max-pooled to ${R} × ${R}: ${run.results[item].text}`);
+  }
   if (view === 'model') {
     return gridSVG(run.L, run.H, T, T, (l, h2, at) => matrix(run.head(item, l, h2), T, probScale(l, h2), mask, at), `attnscope: ${run.model}, every layer and head: ${run.results[item].text}`);
   }
@@ -182,10 +187,12 @@ export async function toPNG(svgText) {
 }
 
 /** `{tokens, attention: [L][H][T][T]}` of one item (with the sink switch on, `sink_hidden: true`:
- *  the first key hidden and each row renormalised, web/sink.js, not the model's attention). */
+ *  the first key hidden and each row renormalised, web/sink.js, not the model's attention). A
+ *  long text's run gives the layers the page holds, null for the others, and says so. */
 export function toJSON(run, item) {
   const r = run.results[item];
-  return JSON.stringify({ tokens: r.tokens, ...(run.sinkHidden ? { sink_hidden: true } : {}), attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) });
+  const held = run.long ? { layers_held: 'the layers the page holds (the rest are null): `attnscope attention --heads L:H` gives any head' } : {};
+  return JSON.stringify({ tokens: r.tokens, ...(run.sinkHidden ? { sink_hidden: true } : {}), ...held, attention: r.attention.map((l) => l && l.map((h) => h.map((row) => Array.from(row)))) });
 }
 
 /** The focused head as CSV: a header of keys, one row a query. */

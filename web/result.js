@@ -13,17 +13,29 @@ function lazy(obj, key, make) {
  * `raw`: `{info: RunInfo, attention, scores, mask, logits?, headMetrics?, rollout?,
  * sentenceEmbedding?, baselineEmbedding?, nextTokens?, baselineNext?}` from the worker; or, in place of `attention`,
  * `head(b, l, h)` giving each head's T·T values on demand (a generation's: web/generation.js).
+ * A long text's run (`info.attention` "queries_keys") has no `attention`: its heads come a
+ * layer at a time (`addLayer`), and `head`/`scoresOf` give null for a layer not here yet.
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
  * scoresOf(b, l, h), maskOf(b)}`; each `results[b]` is the CLI's item for text b.
  */
 let runs = 0;
 
+/** How many layers of a long run the page holds (SmolLM2-135M at 1,024 tokens: 72 MB each). */
+const LONG_LAYERS_KEPT = 2;
+
 export function fromWorker(raw) {
   const { info, attention, scores, mask, logits, summary, headMetrics, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
-  const head = raw.head ?? ((b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T));
-  const scoresOf = (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T);
+  // a long run kept each layer's queries and keys, not its probabilities: the page asks the
+  // engine for a layer's heads when a view needs them (scope.js `longHeads`), and holds a few
+  const long = info.attention === 'queries_keys', layers = new Map();
+  const layerOf = (b, l) => layers.get(`${b}:${l}`);
+  const part = (a, h) => a.subarray(h * T * T, (h + 1) * T * T);
+  const head = raw.head ?? (long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).probs, h) : null)
+    : (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T));
+  const scoresOf = long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).scores, h) : null)
+    : (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T);
   const maskOf = (b) => mask.subarray(b * T * T, (b + 1) * T * T);
   const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
   const nested = (get, b) => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(get(b, l, h))));
@@ -37,8 +49,14 @@ export function fromWorker(raw) {
   const embeddingOf = (e, b) => e.subarray(b * D, (b + 1) * D);
   const results = info.items.map((item, b) => {
     const r = { ...item, labels: labelsOf(item) };
-    lazy(r, 'attention', () => nested(head, b));
-    lazy(r, 'scores', () => nested(scoresOf, b));
+    if (long) {
+      // the layers the page has asked for; null for the others (see `hasLayer`)
+      Object.defineProperty(r, 'attention', { enumerable: true, get: () => Array.from({ length: L }, (_, l) => (layerOf(b, l) ? Array.from({ length: H }, (_, h) => rows(head(b, l, h))) : null)) });
+      Object.defineProperty(r, 'scores', { enumerable: true, get: () => Array.from({ length: L }, (_, l) => (layerOf(b, l) ? Array.from({ length: H }, (_, h) => rows(scoresOf(b, l, h))) : null)) });
+    } else {
+      lazy(r, 'attention', () => nested(head, b));
+      lazy(r, 'scores', () => nested(scoresOf, b));
+    }
     lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
     if (raw.nextTokens) r.next_tokens = raw.nextTokens[b];
@@ -50,6 +68,17 @@ export function fromWorker(raw) {
   return {
     id: ++runs, model: info.model, model_type: info.model_type, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask, mask_ablation: info.mask_ablation,
     elapsed_ms: info.elapsed_ms, reused: info.reused ?? 0, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
+    /** A long text's run: its heads come a layer at a time (`hasLayer`, `addLayer`); `longRun` names it to the engine. */
+    long, longRun: info.long_run ?? null,
+    /** Whether layer l's heads of item b are here (always, but in a long run). */
+    hasLayer: (b, l) => !long || layers.has(`${b}:${l}`),
+    /** A long run's layer l of item b from the engine, `{probs, scores}` (H·T·T each); the two
+     *  layers asked for last are kept. */
+    addLayer(b, l, heads) {
+      layers.delete(`${b}:${l}`);
+      layers.set(`${b}:${l}`, heads);
+      while (layers.size > LONG_LAYERS_KEPT) layers.delete(layers.keys().next().value);
+    },
     head_mask: info.head_mask, metricNames: info.head_metrics,
     /** One head metric of item b, (L·H) flat (null when the run has none). */
     metric: (b, name) => (headMetrics && info.head_metrics.includes(name) ? metricOf(b, info.head_metrics.indexOf(name)) : null),

@@ -138,7 +138,9 @@ export function pairOf(s) {
 
 export function runOptions(s) {
   const open = (id) => s.inside.includes(id);
-  const eager = !s.run || s.run.T <= EAGER_TOKENS;
+  // the last run's length, and the text's: a text of over 8 characters a token is surely past
+  // EAGER_TOKENS (a long text's run need not hold every layer's states)
+  const eager = (!s.run || s.run.T <= EAGER_TOKENS) && textsOf(s).every((t) => t.length <= 8 * EAGER_TOKENS);
   const traced = eager || TRACED.some(open);
   return {
     headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',
@@ -172,7 +174,8 @@ function runHas(r, s) {
   if (!r) return false;
   const o = runOptions(s), trace = r.traceOf(0), open = (id) => s.inside.includes(id);
   // what the open panels draw must be there (what a short input brings eagerly need not)
-  return (!o.headMetrics || r.metricNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null)
+  // (a long text's run has no rollout: the view says so)
+  return (!o.headMetrics || r.metricNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null || r.long)
     && (!TRACED.some(open) || (trace?.layer === s.layer && (!open('embeddings') || trace.names.includes('embeddings.word'))))
     && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
@@ -180,6 +183,10 @@ function runHas(r, s) {
 /** The views that draw a generation's run (its attention, no scores, metrics or trace; the
  *  cache panel reads the architecture and how many positions are fed). */
 const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache'];
+
+/** The views a long text's run draws before its focused layer's heads come (they read the
+ *  summaries of every head). */
+const LONG_FIRST = ['model', 'heads'];
 
 /** The panels that draw the focused layer's trace. */
 const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn', 'rope'];
@@ -207,6 +214,9 @@ export function toggleGroup(off, layer, group, per) {
  *  "words" on; with the sink switch on, that run with the first key hidden and each row
  *  renormalised (web/sink.js). */
 export function shownOf(s) {
+  // a long text's run has its heads a layer at a time: words and the sink switch, which remake
+  // every head, are for shorter texts (the page says so)
+  if (s.run?.long) return s.run;
   const r = s.run && s.words ? wordsOf(s.run) : s.run;
   return r && s.noSink ? withoutSink(r) : r;
 }
@@ -375,7 +385,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const base = {
       item: Math.min(s.item, r.B - 1), layer: Math.min(s.layer, r.L - 1), head: Math.min(s.head, r.H - 1), scale: s.scale,
       win: s.win?.T === shown.T && s.win.words === s.words ? s.win : null,
-      metric: s.metric, off: new Set(s.off), compare: s.compare ? compareOf(shown) : null,
+      metric: s.metric, off: new Set(s.off), compare: s.compare && !r.long ? compareOf(shown) : null,
       sel: clampSel(s.sel, shown.T),
     };
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
@@ -384,9 +394,13 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
     let slice = performance.now();
+    // a long text's run before its focused layer's heads are here: the grid and the table
+    // (summaries of every head) now, the views of the layer's heads once they come
+    const waiting = !r.hasLayer(base.item, base.layer);
     for (const name of order) {
       const el = targets[name];
       if (!el || !opts[name] || (name === 'headB' ? !sideBySide : el.hidden)) continue;
+      if (waiting && !LONG_FIRST.includes(name)) continue;
       // a generation keeps its attention alone: the panels of a pass's insides keep the sentence's
       if (r.generated && !GENERATED_VIEWS.includes(name)) continue;
       // views in one task while they are quick (one frame paints them all); past SLICE_MS the
@@ -422,7 +436,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       });
       measure(`attnscope:${name}`, t0); // per-view cost, for the benchmark and DevTools
     }
-    store.update({ rendered: r.id + ':' + token });
+    if (!waiting) store.update({ rendered: r.id + ':' + token });
   }
 
   /** Inside the decoder: the focused layer's values for the focused source, once one of its
@@ -439,6 +453,22 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     eng.decoderTrace(s.modelKey, { sources: [r.source], outputs: [r.output_ids], layer, item: 0 })
       .then((data) => ({ key, data }), (err) => ({ key, error: String(err.message || err) }))
       .then((decoderTrace) => { if (decoderPending === key) decoderPending = ''; store.update({ decoderTrace }); });
+  }
+
+  // a long text's run: the focused layer's heads, asked of the engine when they are not here
+  let layerFor = '';
+  function longHeads(s) {
+    const r = s.run;
+    if (!r?.long) return;
+    const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), want = `${r.id}:${b}:${l}`;
+    if (r.hasLayer(b, l) || layerFor === want) return;
+    layerFor = want;
+    eng.layerHeads(s.modelKey, { run: r.longRun, item: b, layer: l }).then((heads) => {
+      r.addLayer(b, l, heads);
+      if (store.get().run === r) store.update({ extras: `${r.id}:layer:${b}:${l}` });
+    }, (err) => {
+      if (store.get().run === r) store.update({ runError: { line: `layer ${l + 1}'s heads: ${String(err.message || err)}` } });
+    }).finally(() => { if (layerFor === want) layerFor = ''; });
   }
 
   let otherFor = null; // the run whose other-scale metrics are being computed
@@ -459,6 +489,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     decoderInside(s);
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows
     if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
+    if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
     if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng.scaling(2000).then((scaling) => store.update({ scaling }), () => {});

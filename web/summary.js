@@ -70,7 +70,17 @@ export function foldRows(values, stride, mask, q0, q1, keys, { w, side }, out, o
  * `{R, thumbs (B·L·H·R·R) | null, thumbMask (B·R·R) | null, probMax, probArg, scoreMax (B·L·H)}`,
  * R the thumbnails' side ({@link thumbBins}) past THUMB positions, else 0 (no thumbnails).
  */
-export function summarise(attention, scores, mask, [B, L, H, T]) {
+export function summarise(attention, scores, mask, shape) {
+  const n = shape[3] * shape[3];
+  return summariseHeads((i) => attention.subarray(i * n, (i + 1) * n), scores && ((i) => scores.subarray(i * n, (i + 1) * n)), mask, shape);
+}
+
+/**
+ * {@link summarise} of heads given one at a time: `probsOf(i)` and `scoresOf(i)` (or null) the
+ * T·T values of head i = (b·L + l)·H + h, asked for in that order (a long run's come from the
+ * engine a layer at a time: web/worker.js `longSummary`).
+ */
+export function summariseHeads(probsOf, scoresOf, mask, [B, L, H, T]) {
   const heads = B * L * H, n = T * T;
   const probMax = new Float32Array(heads), probArg = new Int32Array(heads), scoreMax = new Float32Array(heads);
   const bins = thumbBins(T), R = T > THUMB ? bins.side : 0;
@@ -78,7 +88,7 @@ export function summarise(attention, scores, mask, [B, L, H, T]) {
   const thumbMask = R ? new Uint8Array(B * R * R) : null;
   for (let i = 0; i < heads; i++) {
     const b = Math.floor(i / (L * H));
-    const p = attention.subarray(i * n, (i + 1) * n);
+    const p = probsOf(i);
     if (R) {
       const best = { max: 0, q: 0, k: 0 }, first = i % (L * H) === 0; // the mask pooled once an item
       foldRows(p, T, first ? mask.subarray(b * n, (b + 1) * n) : null, 0, T, T, bins, thumbs.subarray(i * R * R, (i + 1) * R * R), first ? thumbMask.subarray(b * R * R, (b + 1) * R * R) : null, best);
@@ -88,8 +98,8 @@ export function summarise(attention, scores, mask, [B, L, H, T]) {
       for (let j = 0; j < n; j++) if (p[j] > max) { max = p[j]; arg = j; }
       probMax[i] = max; probArg[i] = arg;
     }
-    if (scores) {
-      const s = scores.subarray(i * n, (i + 1) * n);
+    if (scoresOf) {
+      const s = scoresOf(i);
       let smax = 0;
       for (let j = 0; j < n; j++) { const v = s[j]; if (v > smax) smax = v; else if (-v > smax) smax = -v; }
       scoreMax[i] = smax;

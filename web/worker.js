@@ -19,7 +19,7 @@
 //      {type: 'crashed', panic} once the wasm module has trapped (a Rust panic): the page
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
-import { summarise } from './summary.js';
+import { summarise, summariseHeads } from './summary.js';
 import { maxAbsDiff as maxDiff } from './result.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -615,7 +615,8 @@ async function run(s, msg) {
   remember(s, msg, options, r);
   const embedding = Boolean(options.sentenceEmbedding), next = options.topK;
   if (options.headMask && (embedding || next)) {
-    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}) };
+    // (a long text's plain run keeps no heads for later: the page shows the knocked-out run's)
+    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), noHeadsLater: true };
     let known = recall(s, msg, plain);
     if ((embedding && !known?.sentenceEmbedding) || (next && known?.nextTokens?.topK !== next)) {
       const p = await runOn(s, msg, plain);
@@ -628,9 +629,26 @@ async function run(s, msg) {
   return r;
 }
 
+/**
+ * A long run's summary (`info.attention` "queries_keys": the engine kept each layer's queries
+ * and keys, not its L·H·T² probabilities): every head computed again a layer at a time from
+ * them (src/wasm.rs `Session.layerHeads`), folded into the thumbnails and maxima, and let go.
+ */
+function longSummary(s, r) {
+  const [, L, H, T] = r.info.shape, n = T * T;
+  let at = -1, layer = null;
+  const of = (i) => {
+    const bl = Math.floor(i / H); // item · L + layer
+    if (bl !== at) { at = bl; layer = s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L); }
+    return layer;
+  };
+  const part = (a, i) => a.subarray((i % H) * n, (i % H + 1) * n);
+  return summariseHeads((i) => part(of(i).probs, i), (i) => part(of(i).scores, i), r.mask, r.info.shape);
+}
+
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
 async function otherScale(s, msg, options) {
-  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), headMetrics: true };
+  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), headMetrics: true, noHeadsLater: true };
   const known = recall(s, msg, other)?.headMetrics;
   if (known) return known.slice();
   const r = await runOn(s, msg, other);
@@ -782,8 +800,9 @@ self.onmessage = async (e) => {
       const s = sessionFor(msg.key);
       const before = s.status;
       const r = await run(s, msg);
-      r.summary = summarise(r.attention, r.scores, r.mask, r.info.shape);
-      const transfer = [r.attention.buffer, r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
+      r.summary = r.attention ? summarise(r.attention, r.scores, r.mask, r.info.shape) : longSummary(s, r);
+      const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
+      if (r.attention) transfer.push(r.attention.buffer);
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
       for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity']) if (r[k]) transfer.push(r[k].buffer);
@@ -806,6 +825,9 @@ self.onmessage = async (e) => {
       s.answered?.();
     } else if (msg.type === 'generate') { // a decoder-only model writes: src/wasm.rs Session.generate
       self.postMessage({ id: msg.id, ok: true, ...(await generate(sessionFor(msg.key), msg)) });
+    } else if (msg.type === 'layer-heads') { // a long run's heads, a layer at a time: src/wasm.rs Session.layerHeads
+      const h = sessionFor(msg.key).session.layerHeads(msg.run, msg.item, msg.layer);
+      self.postMessage({ id: msg.id, ok: true, result: h }, [h.probs.buffer, h.scores.buffer]);
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });

@@ -16,9 +16,10 @@
 //! `lse(q) = s(q,m) − ln p(q,m)` for the row's largest `p(q,m)`, so a row's entropy is
 //! `s(q,m) − ln p(q,m) − Σ_k p(q,k)·s(q,k)`: one logarithm a row instead of one a cell.
 
-use ndarray::{s, Array2};
+use ndarray::Array2;
 
 use super::ItemAttention;
+use crate::error::Result;
 
 /// Every head's summaries for one text.
 ///
@@ -43,9 +44,10 @@ pub const METRICS: [&str; 9] = [
 ];
 
 impl HeadMetrics {
-    /// Summarises every head of one text.
-    pub fn of(item: &ItemAttention) -> Self {
-        let (l, h, _, _) = item.attention.dim();
+    /// Summarises every head of one text (computing each from the pass's queries and keys in
+    /// turn, where the pass kept those).
+    pub fn of(item: &ItemAttention) -> Result<Self> {
+        let (l, h) = item.layers_heads();
         let real = item.real();
         let is_real = |i: usize| i < item.valid.len() && item.valid[i];
         let marks = |id: Option<u32>| -> Vec<usize> {
@@ -58,11 +60,11 @@ impl HeadMetrics {
         let mut out = [(); 9].map(|_| Array2::<f32>::zeros((l, h)));
         let first = real.first().copied();
         let t = item.valid.len();
-        for (li, layer) in item.attention.outer_iter().enumerate() {
-            for (hi, head) in layer.outer_iter().enumerate() {
+        for li in 0..l {
+            for hi in 0..h {
+                let (head, s_head) = item.head(li, hi)?;
                 let head = head.as_standard_layout(); // (T, T), contiguous rows
                 let p = head.as_slice().expect("standard layout");
-                let s_head = item.scores.map(|sc| sc.slice_move(s![li, hi, .., ..]));
                 let s_head = s_head.as_ref().map(|v| v.as_standard_layout());
                 let scores = s_head
                     .as_ref()
@@ -124,7 +126,7 @@ impl HeadMetrics {
             }
         }
         let [entropy, to_cls, to_sep, to_self, to_prev, to_next, distance, to_first, sink] = out;
-        Self {
+        Ok(Self {
             entropy,
             to_cls,
             to_sep,
@@ -134,7 +136,7 @@ impl HeadMetrics {
             distance,
             to_first,
             sink,
-        }
+        })
     }
 
     /// `(name, values)` for every metric, in [`METRICS`] order.

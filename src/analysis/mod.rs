@@ -22,6 +22,12 @@ pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;
 pub use rollout::rollout;
 
+use ndarray::{s, CowArray, Ix2};
+
+use crate::engine::QueriesKeys;
+use crate::error::{Error, Result};
+use crate::masks::Mask;
+
 /// The ids of the tokenizer's sentence markers (`[CLS]` and `[SEP]` for BERT), as its
 /// post-processor adds them: the first and the last special token of an encoded empty text.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,20 +39,68 @@ pub struct SpecialIds {
 /// One text of a batch as the analyses see it.
 ///
 /// # Shapes
-/// * `attention`: `(L, H, T, T)`; `ids`, `valid`: `(T,)`
+/// * `ids`, `valid`: `(T,)`; each head `(T, T)` (see [`ItemHeads`])
 pub struct ItemAttention<'a> {
-    pub attention: ndarray::ArrayView4<'a, f32>,
-    /// `(L, H, T, T)`, the scores `QKᵀ/√d_k` softmax turned into `attention`, when kept: with
-    /// them a row's entropy needs one logarithm, not one a cell (see [`heads`]).
-    pub scores: Option<ndarray::ArrayView4<'a, f32>>,
+    pub heads: ItemHeads<'a>,
     pub ids: ndarray::ArrayView1<'a, u32>,
     pub valid: ndarray::ArrayView1<'a, bool>,
     pub special: SpecialIds,
 }
 
+/// Where a text's heads come from: the pass kept them, or they are computed one at a time from
+/// the pass's queries and keys (a long text, whose `L·H·T²` probabilities are never all held).
+pub enum ItemHeads<'a> {
+    /// `probs`: `(L, H, T, T)`; `scores`: the same, `QKᵀ/√d_k` before the mask, when kept: with
+    /// them a row's entropy needs one logarithm, not one a cell (see [`heads`]).
+    Kept {
+        probs: ndarray::ArrayView4<'a, f32>,
+        scores: Option<ndarray::ArrayView4<'a, f32>>,
+    },
+    /// Item `item` of a pass that kept its queries and keys, under its `mask`, `(B, T, T)`.
+    Recomputed {
+        from: &'a QueriesKeys,
+        mask: &'a Mask,
+        item: usize,
+    },
+}
+
+/// One head's probabilities and, when there are any, its scores, `(T, T)` each.
+pub type Head<'a> = (CowArray<'a, f32, Ix2>, Option<CowArray<'a, f32, Ix2>>);
+
 impl ItemAttention<'_> {
     /// The positions of the real (not padding) tokens.
     pub fn real(&self) -> Vec<usize> {
         (0..self.valid.len()).filter(|&i| self.valid[i]).collect()
+    }
+
+    /// `(L, H)`: the layers and the heads of each.
+    pub fn layers_heads(&self) -> (usize, usize) {
+        match &self.heads {
+            ItemHeads::Kept { probs, .. } => (probs.dim().0, probs.dim().1),
+            ItemHeads::Recomputed { from, .. } => (from.queries.len(), from.heads.query),
+        }
+    }
+
+    /// Head `head` of layer `layer`: a view of the kept values, or computed (with its scores).
+    pub fn head(&self, layer: usize, head: usize) -> Result<Head<'_>> {
+        match &self.heads {
+            ItemHeads::Kept { probs, scores } => {
+                let (l, h) = (probs.dim().0, probs.dim().1);
+                if layer >= l || head >= h {
+                    return Err(Error::Input(format!(
+                        "head {layer}:{head} does not exist: the pass has {l} layers of {h} heads"
+                    )));
+                }
+                let at = s![layer, head, .., ..];
+                Ok((
+                    probs.slice(at).into(),
+                    scores.as_ref().map(|sc| sc.slice(at).into()),
+                ))
+            }
+            ItemHeads::Recomputed { from, mask, item } => {
+                let one = from.head(*item, layer, head, mask, true)?;
+                Ok((one.probs.into(), one.scores.map(Into::into)))
+            }
+        }
     }
 }

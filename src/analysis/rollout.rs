@@ -4,24 +4,26 @@
 //! Per layer `Â_l = 0.5·mean_h(A_l) + 0.5·I`, each row renormalised to sum to 1, and
 //! `R = Â_L · … · Â_1` (the last layer on the left). Computed over the real tokens only.
 
-use ndarray::{Array2, Axis};
+use ndarray::Array2;
 
 use super::ItemAttention;
+use crate::error::Result;
 
 /// The rollout of one text.
 ///
 /// # Shapes
 /// * `(T, T)`, `[query][key]`; rows and columns of padding are 0, real rows sum to 1.
-pub fn rollout(item: &ItemAttention) -> Array2<f32> {
+pub fn rollout(item: &ItemAttention) -> Result<Array2<f32>> {
     let t = item.valid.len();
     let real = item.real();
     let n = real.len();
+    let (layers, heads) = item.layers_heads();
     let mut r: Option<Array2<f64>> = None;
-    for layer in item.attention.outer_iter() {
+    for l in 0..layers {
         // Â = 0.5·mean_h(A) + 0.5·I over the real tokens, rows renormalised
-        let heads = layer.len_of(Axis(0)) as f64;
         let mut a = Array2::<f64>::zeros((n, n));
-        for head in layer.outer_iter() {
+        for h in 0..heads {
+            let (head, _) = item.head(l, h)?;
             let head = head.as_standard_layout(); // (T, T)
             let p = head.as_slice().expect("standard layout");
             for (i, &qi) in real.iter().enumerate() {
@@ -31,7 +33,7 @@ pub fn rollout(item: &ItemAttention) -> Array2<f32> {
                 }
             }
         }
-        a.mapv_inplace(|x| 0.5 * x / heads);
+        a.mapv_inplace(|x| 0.5 * x / heads as f64);
         for (i, mut row) in a.outer_iter_mut().enumerate() {
             row[i] += 0.5;
             let sum = row.sum();
@@ -52,5 +54,5 @@ pub fn rollout(item: &ItemAttention) -> Array2<f32> {
             }
         }
     }
-    out
+    Ok(out)
 }

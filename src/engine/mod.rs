@@ -14,8 +14,8 @@ pub mod translate;
 pub use backend::{BackendChoice, GenerationRun, Run, Runner};
 pub use generate::{generate, GenerateOptions, Generation, TokenProb};
 pub use trace::{
-    AttentionGroup, EmbeddingTrace, HeadMask, LayerTrace, ModelInputs, ScoreScale, TargetInputs,
-    Trace, TraceOptions,
+    AttentionGroup, AttentionKept, EmbeddingTrace, HeadAttention, HeadMask, LayerTrace,
+    ModelInputs, QueriesKeys, ScoreScale, TargetInputs, Trace, TraceOptions,
 };
 pub use translate::{decoder_trace, translate, DecoderTrace, Decoding, Translation};
 
@@ -82,15 +82,9 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
         )));
     }
     let (l, h) = (c.num_hidden_layers, c.num_attention_heads);
-    let kept = (b * l * h) as u128 * (t * t) as u128;
-    if kept > MAX_ATTENTION_VALUES as u128 {
-        // the longest text a pass of this batch may have
-        let most = ((MAX_ATTENTION_VALUES / (b * l * h)) as f64).sqrt() as usize;
-        return Err(Error::Input(format!(
-            "{b} text(s) of {t} tokens would keep {kept} attention probabilities ({b} × {l} layers \
-             × {h} heads × {t}²), over the limit of {MAX_ATTENTION_VALUES}: this model takes at \
-             most {most} tokens in a batch of {b}"
-        )));
+    match opts.attention {
+        AttentionKept::Probabilities => check_kept_attention(b, t, l, h)?,
+        AttentionKept::QueriesKeys => check_queries_keys(c, b, t)?,
     }
     if mask.dim() != (b, t, t) {
         return Err(Error::Shape {
@@ -98,6 +92,50 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
             expected: vec![b, t, t],
             found: mask.0.shape().to_vec(),
         });
+    }
+    Ok(())
+}
+
+/// Refuses a pass whose `B·L·H·T²` probabilities would be over [`MAX_ATTENTION_VALUES`],
+/// saying how many tokens fit.
+fn check_kept_attention(b: usize, t: usize, l: usize, h: usize) -> Result<()> {
+    let kept = (b * l * h) as u128 * (t * t) as u128;
+    if kept > MAX_ATTENTION_VALUES as u128 {
+        // the longest text a pass of this batch may have
+        let most = ((MAX_ATTENTION_VALUES / (b * l * h)) as f64).sqrt() as usize;
+        return Err(Error::Input(format!(
+            "{b} text(s) of {t} tokens would keep {kept} attention probabilities ({b} × {l} layers \
+             × {h} heads × {t}²), over the limit of {MAX_ATTENTION_VALUES}: this model takes at \
+             most {most} tokens in a batch of {b}, or keep each layer's queries and keys instead \
+             (a long text)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a pass keeping queries and keys ([`AttentionKept::QueriesKeys`]) that cannot: a
+/// translation model (two stacks, and a cross-attention); or one whose queries and keys, or
+/// one layer's heads' `H·T²` probabilities (each item's, while its layer runs), would be over
+/// [`MAX_ATTENTION_VALUES`].
+fn check_queries_keys(c: &Config, b: usize, t: usize) -> Result<()> {
+    if c.decoder.is_some() {
+        return Err(Error::Input(format!(
+            "{} is a translation model: a pass keeping queries and keys in place of the \
+             attention is for a single stack",
+            c.family.name()
+        )));
+    }
+    let a = &c.architecture;
+    let width = (a.heads.query + a.heads.key_value) * a.head_dim;
+    let kept = (b * c.num_hidden_layers * t) as u128 * width as u128;
+    let layer = (a.heads.query * t) as u128 * t as u128;
+    if kept.max(layer) > MAX_ATTENTION_VALUES as u128 {
+        return Err(Error::Input(format!(
+            "{b} text(s) of {t} tokens: {kept} queries and keys kept ({b} × {} layers × {t} × \
+             {width}), and one layer's {} heads × {t}² = {layer} probabilities at a time; the \
+             limit is {MAX_ATTENTION_VALUES}",
+            c.num_hidden_layers, a.heads.query
+        )));
     }
     Ok(())
 }

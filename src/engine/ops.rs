@@ -198,6 +198,12 @@ pub enum Kept {
     NextLogits,
     /// Layer `l`'s intermediate values (see [`crate::engine::LayerTrace`]).
     Layer(usize, LayerValue),
+    /// Layer `l`'s self-attention queries, `(B·T, H·d)`, and keys, `(B·T, H_kv·d)`, as its
+    /// attention reads them (turned by their positions, where the family turns them): kept by
+    /// the engine's attention in place of the probabilities
+    /// ([`crate::engine::AttentionKept::QueriesKeys`]).
+    Queries(usize),
+    Keys(usize),
     /// An encoder–decoder's decoder embeddings, `(B·T, D)` each: the token rows times the
     /// embedding scale (`√d_model` for Marian), and the positions' rows.
     DecoderWord,

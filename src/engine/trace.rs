@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use ndarray::{s, Array2, Array3, Array4, Array5};
 
-use super::ops::{AttentionKind, Ids, Kept, LayerValue, Stack};
+use super::ops::{AttentionKind, Heads, Ids, Kept, LayerValue, Stack};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 
@@ -140,6 +140,23 @@ pub struct TraceOptions {
     /// positions ([`crate::engine::Ops::rotate`]) leaves them as projected, so its scores no
     /// longer depend on where the tokens are (only the causal mask still does).
     pub no_rope: bool,
+    /// What the pass keeps of its attention (see [`AttentionKept`]).
+    pub attention: AttentionKept,
+}
+
+/// What a pass keeps of its self-attention.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionKept {
+    /// Every head's probabilities, and their scores with [`TraceOptions::scores`]
+    /// ([`Trace::attention`], `B·L·H·T²` values).
+    #[default]
+    Probabilities,
+    /// Each layer's queries and keys as its attention read them ([`QueriesKeys`], `B·L·T·(H +
+    /// H_kv)·d` values), from which any head's probabilities and scores are computed again: a
+    /// long text, whose `L·H·T²` probabilities would not fit in memory (SmolLM2-135M at 1,024
+    /// tokens: 283M of them, 1.1 GB, against 24M queries and keys).
+    QueriesKeys,
 }
 
 impl TraceOptions {
@@ -214,10 +231,87 @@ pub struct LayerTrace {
     pub up: Option<Array3<f32>>,
 }
 
+/// Each layer's self-attention queries and keys, as the pass's attention read them (turned by
+/// their positions, in a family with rotary ones), kept in place of the probabilities
+/// ([`AttentionKept::QueriesKeys`]): [`QueriesKeys::head`] computes any head's probabilities
+/// and scores again with the CPU engine's attention, the same values a pass keeping them
+/// returns.
+///
+/// # Shapes
+/// * `queries[l]`: `(B·T, H·d)`, item after item; `keys[l]`: `(B·T, H_kv·d)`
+#[derive(Debug, Clone)]
+pub struct QueriesKeys {
+    pub heads: Heads,
+    pub scale: ScoreScale,
+    pub queries: Vec<Array2<f32>>,
+    pub keys: Vec<Array2<f32>>,
+}
+
+/// One head's attention over one text: its probabilities, and its scores when asked for.
+///
+/// # Shapes
+/// * each `(T, T)`, `[query][key]`
+#[derive(Debug, Clone)]
+pub struct HeadAttention {
+    pub probs: Array2<f32>,
+    pub scores: Option<Array2<f32>>,
+}
+
+impl QueriesKeys {
+    /// Head `head` of layer `layer` over item `b` of the batch, under `mask` (the pass's,
+    /// `(B, T, T)`), with its scores when `scores` says so.
+    pub fn head(
+        &self,
+        b: usize,
+        layer: usize,
+        head: usize,
+        mask: &Mask,
+        scores: bool,
+    ) -> Result<HeadAttention> {
+        let (batch, t, _) = mask.dim();
+        let (q, k) = match (self.queries.get(layer), self.keys.get(layer)) {
+            (Some(q), Some(k)) => (q, k),
+            _ => {
+                return Err(Error::Input(format!(
+                    "layer {layer} does not exist: the pass kept {} layers (0-based)",
+                    self.queries.len()
+                )))
+            }
+        };
+        if b >= batch || head >= self.heads.query {
+            return Err(Error::Input(format!(
+                "item {b}, head {head}: the pass ran {batch} item(s) of {} heads (0-based)",
+                self.heads.query
+            )));
+        }
+        let rows = s![b * t..(b + 1) * t, ..];
+        let (probs, scores) = crate::engine::cpu::head_attention(
+            q.slice(rows),
+            k.slice(rows),
+            self.heads,
+            head,
+            mask.item(b),
+            self.scale,
+            scores,
+        )?;
+        Ok(HeadAttention { probs, scores })
+    }
+
+    /// The values held, `Σ_l` the queries' and keys'.
+    pub fn len(&self) -> usize {
+        self.queries.iter().chain(&self.keys).map(|x| x.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A traced forward pass over a padded batch.
 ///
 /// # Shapes
-/// * `attention`: `(B, L, H, T, T)`, `[batch][layer][head][query][key]`
+/// * `attention`: `(B, L, H, T, T)`, `[batch][layer][head][query][key]`; `(B, L, H, 0, 0)`
+///   when the pass kept each layer's queries and keys instead (`queries_keys`)
 /// * `scores`: `(B, L, H, T, T)` when requested, before the mask (scaled as [`TraceOptions::scale`] says)
 /// * `hidden`: `(B, T, D)`, the model's output (HF's `last_hidden_state`: GPT-2's after `ln_f`)
 /// * `hidden_states`: `(B, L+1, T, D)` when requested: the embeddings' output, then every
@@ -225,7 +319,7 @@ pub struct LayerTrace {
 /// * `layer_trace`: one layer's intermediate values when requested, see [`LayerTrace`]
 /// * `logits`: `(B, num_labels)` when the checkpoint has a [CLS] classification head
 /// * `lm_logits`: `(B, T, V)` when asked for and the model has an LM head: at each position,
-///   the logits of the next token
+///   the logits of the next token; `next_logits`: `(B, V)`, at each item's last position
 /// * `mask`: `(B, T, T)`, the mask that was applied
 #[derive(Debug, Clone)]
 pub struct Trace {
@@ -236,7 +330,12 @@ pub struct Trace {
     pub layer_trace: Option<LayerTrace>,
     pub logits: Option<Array2<f32>>,
     pub lm_logits: Option<Array3<f32>>,
+    /// `(B, V)`: the LM head's logits at each item's last position, with
+    /// [`TraceOptions::next_logits`].
+    pub next_logits: Option<Array2<f32>>,
     pub mask: Mask,
+    /// With [`AttentionKept::QueriesKeys`]: what any head's attention is computed from.
+    pub queries_keys: Option<QueriesKeys>,
 }
 
 impl Trace {
@@ -343,6 +442,7 @@ impl TraceOptions {
             Kept::LmLogits => self.lm_logits,
             Kept::NextLogits => self.next_logits,
             Kept::Layer(l, _) => traced(l),
+            Kept::Queries(_) | Kept::Keys(_) => self.attention == AttentionKept::QueriesKeys,
             Kept::DecoderWord | Kept::DecoderPosition => self.decoder_trace.is_some(),
             Kept::Decoder(l, _) => self.decoder_trace == Some(l),
         }
@@ -366,7 +466,8 @@ impl Trace {
         layers: usize,
         mask: &Mask,
     ) -> Result<Self> {
-        let (b, _, _, t, _) = attention.probs.dim();
+        let (b, _, heads, _, _) = attention.probs.dim();
+        let t = mask.dim().1;
         let layer_trace = match opts.layer_trace {
             Some(layer) => {
                 let embeddings = if opts.wants(Kept::EmbeddingWord, layers) {
@@ -387,7 +488,6 @@ impl Trace {
                     None
                 };
                 let value = |v: LayerValue| Kept::Layer(layer, v);
-                let heads = attention.probs.dim().2;
                 let mut optional = |v: LayerValue| {
                     kept.contains_key(&value(v))
                         .then(|| take(&mut kept, value(v), b, t))
@@ -450,6 +550,36 @@ impl Trace {
             .contains_key(&Kept::LmLogits)
             .then(|| take(&mut kept, Kept::LmLogits, b, t))
             .transpose()?;
+        let queries_keys = match opts.attention {
+            AttentionKept::Probabilities => None,
+            AttentionKept::QueriesKeys => {
+                let mut all = |of: fn(usize) -> Kept| -> Result<Vec<Array2<f32>>> {
+                    (0..layers)
+                        .map(|l| {
+                            kept.remove(&of(l)).ok_or_else(|| {
+                                Error::Engine(format!("the pass kept no {:?}", of(l)))
+                            })
+                        })
+                        .collect()
+                };
+                let (queries, keys) = (all(Kept::Queries)?, all(Kept::Keys)?);
+                // d from the query heads, H_kv from the keys' width
+                let d = queries
+                    .first()
+                    .map_or(1, |q| q.ncols() / heads.max(1))
+                    .max(1);
+                let key_value = keys.first().map_or(heads, |k| k.ncols() / d);
+                Some(QueriesKeys {
+                    heads: Heads {
+                        query: heads,
+                        key_value,
+                    },
+                    scale: opts.scale,
+                    queries,
+                    keys,
+                })
+            }
+        };
         Ok(Trace {
             attention: attention.probs,
             scores: attention.scores,
@@ -458,7 +588,9 @@ impl Trace {
             layer_trace,
             logits: None,
             lm_logits,
+            next_logits: kept.remove(&Kept::NextLogits),
             mask: mask.clone(),
+            queries_keys,
         })
     }
 }

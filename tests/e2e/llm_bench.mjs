@@ -13,7 +13,8 @@
 // handling, the views), and once more with no views (the same `generate` message straight to the
 // worker); PROFILE=1 adds a CPU profile of each thread; WASM=relaxed-simd runs the one-thread build.
 // Last, typing at the end of a 40-token prompt: each keystroke to the views drawn again (the CPU
-// engine reuses the last pass for the tokens the two texts begin with).
+// engine reuses the last pass for the tokens the two texts begin with); then a 1,024-token
+// prompt (a long text's run: each layer's queries and keys kept) and the wasm memory after it.
 //   make setup && make web && node tests/e2e/llm_bench.mjs      (ENGINES=cpu,gpu PROFILE=1 WASM=…)
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -28,7 +29,7 @@ const FILE_BYTES = statSync(path.join(ROOT, GGUF)).size;
 // bench/llm.py's (and `attnscope bench`'s) text, cut after a whole word: SmolLM2's tokenizer
 // makes 64 and 256 tokens of these (checked against the page's prompt_ids below)
 const TEXT = 'Attention lets every token look at every other token and decide how much of it to take. ';
-const promptOf = (words) => TEXT.repeat(40).split(' ').slice(0, words).join(' ');
+const promptOf = (words) => TEXT.repeat(80).split(' ').slice(0, words).join(' ');
 const PROMPTS = [{ tokens: 64, text: promptOf(61) }, { tokens: 256, text: promptOf(242) }];
 const NEW = 64;
 const POLL_MS = 50; // how often the bench looks for the end of a generation (the figures are the page's own times)
@@ -235,10 +236,22 @@ async function keystrokes(page) {
   return { tokens, median: sorted(ms)[KEYS >> 1], worst: Math.max(...ms), passMedian: sorted(pass)[KEYS >> 1], reused };
 }
 
+// A 1,024-token prompt, a long text's run (each layer's queries and keys kept, web/result.js
+// `long`): from the text set to every view drawn with the focused layer's heads, the engine's
+// pass, and the wasm memory after it.
+const LONG = { tokens: 1024, text: promptOf(975) };
+async function longPrompt(page) {
+  const t0 = performance.now();
+  await page.fill('#sentence', LONG.text);
+  await page.waitForFunction((t) => { const s = window.attnscope.store.get(); return window.attnscope.result?.text === t && s.run?.long && s.run.hasLayer(0, Math.min(s.layer, s.run.L - 1)) && s.rendered?.startsWith(`${s.run.id}:`); }, LONG.text, { timeout: 900000, polling: 250 });
+  const ms = performance.now() - t0;
+  return { ms, ...(await page.evaluate(async () => ({ tokens: window.attnscope.result.token_ids.length, pass: window.attnscope.result.elapsedMs, wasm: (await window.attnscope.stats()).wasmBytes }))) };
+}
+
 const server = await startServer();
 const browser = await launch({ extraArgs: ['--enable-precise-memory-info'] });
 const WASM = process.env.WASM ?? 'threads';
-const rows = [], memory = [], profiles = [], typing = [];
+const rows = [], memory = [], profiles = [], typing = [], longs = [];
 let env;
 try {
   for (const engine of ENGINES) {
@@ -286,6 +299,7 @@ try {
     rows.push({ engine, run: 'no views', ...(await generate(page, worker, { bare: true })) });
     memory.push(mem);
     typing.push({ engine, ...(await keystrokes(page)) });
+    longs.push({ engine, ...(await longPrompt(page)) });
     await workers.detach();
     const left = problems.filter((x) => !/favicon/.test(x));
     if (left.length) console.log(left.join('\n'));
@@ -322,4 +336,6 @@ for (const m of memory) {
 }
 console.log(`\nTyping at the end of a ${TYPED.tokens}-token prompt, ${KEYS} keystrokes ("…take" ↔ "…takes"): keydown → every visible view drawn again (ms), and the engine's pass`);
 for (const t of typing) console.log(`  e=${t.engine} (${t.tokens} tokens): median ${f1(t.median)} ms, worst ${f1(t.worst)} ms; the pass median ${f1(t.passMedian)} ms; positions taken from the last pass: ${t.reused.join(' ')}`);
-console.log(JSON.stringify({ rows, memory, profiles, typing }));
+console.log(`\nA long prompt (each layer's queries and keys kept, the heads computed again a layer at a time): the text set → every view drawn with the focused layer's heads, the engine's pass, and the wasm memory after it (goal ≤ 512 MiB)`);
+for (const l of longs) console.log(`  e=${l.engine} (${l.tokens} tokens): ${f1(l.ms / 1000)} s to every view, the pass ${f1(l.pass / 1000)} s; wasm memory ${MiB(l.wasm)} MiB`);
+console.log(JSON.stringify({ rows, memory, profiles, typing, longs }));

@@ -98,6 +98,12 @@ export function render(target, run, opts) {
   if (!target.querySelector('.rollout-maps')) build(target);
   const R0 = run.rolloutOf(opts.item);
   const note = target.querySelector('.rollout-note');
+  target.querySelector('.rollout-maps').hidden = run.long;
+  if (run.long) {
+    target._drawn = null;
+    note.textContent = `The rollout multiplies every layer's ${run.T} × ${run.T} attention: for a text this long the page leaves it out (it runs up to a few hundred tokens). The grid, the head views and the table read every head.`;
+    return;
+  }
   if (!R0) { note.textContent = 'Computing the rollout…'; return; }
   const key = [run.id, opts.item, opts.fontPx, target.clientWidth].join('|');
   if (target._drawn === key) return;

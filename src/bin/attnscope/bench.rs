@@ -118,12 +118,13 @@ pub fn run(
         for _ in 0..iters {
             let r = pollster::block_on(cpu.forward(&input, &mask, &TraceOptions::with_scores()))?;
             metrics.push(ms_of(&|| {
-                std::hint::black_box(HeadMetrics::of(&item_attention(
+                let _ = std::hint::black_box(HeadMetrics::of(&item_attention(
                     &r.trace, &input, 0, special,
                 )));
             }));
             rollouts.push(ms_of(&|| {
-                std::hint::black_box(rollout(&item_attention(&r.trace, &input, 0, special)));
+                let _ =
+                    std::hint::black_box(rollout(&item_attention(&r.trace, &input, 0, special)));
             }));
         }
         let (metrics_ms, rollout_ms) = (median(metrics), median(rollouts));

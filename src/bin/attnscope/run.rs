@@ -3,7 +3,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use attnscope::engine::{
-    cpu, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale, TraceOptions,
+    cpu, AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale,
+    TraceOptions,
 };
 use attnscope::report::{GenerationReport, Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
@@ -97,6 +98,15 @@ enum Command {
         /// layer feels it; their own attention is still reported. 0-based LAYER:HEAD pairs.
         #[arg(long, value_name = "L:H[,L:H…]", value_parser = parse_head_mask)]
         head_mask: Option<HeadMask>,
+        /// Report only these heads' attention ("heads": [{layer, head, attention [T][T],
+        /// scores with --scores}] in layer then head order, in place of "attention"), 0-based
+        /// LAYER:HEAD pairs. The pass
+        /// keeps each layer's queries and keys rather than every probability and computes these
+        /// heads from them, so a text too long for every head's attention runs (SmolLM2-135M at
+        /// 1,024 tokens: 24M values kept, not 283M); --head-metrics and --rollout read every
+        /// head, computed in turn.
+        #[arg(long, value_name = "L:H[,L:H…]", value_parser = parse_head_mask)]
+        heads: Option<HeadMask>,
         /// Do not divide the scores by √d_k in any layer (the ablation that shows softmax
         /// saturate); the JSON says "scale": "none".
         #[arg(long)]
@@ -217,6 +227,7 @@ pub fn main() -> ExitCode {
             rollout,
             sentence_embedding,
             head_mask,
+            heads,
             no_scale,
             no_rope,
             hidden_states,
@@ -246,9 +257,14 @@ pub fn main() -> ExitCode {
                 next_logits: false,
                 decoder_trace: None,
                 no_rope,
+                attention: match heads {
+                    Some(_) => AttentionKept::QueriesKeys,
+                    None => AttentionKept::Probabilities,
+                },
             },
             cross_attention,
             ReportOptions {
+                heads: heads.map_or_else(Vec::new, |h| h.pairs().collect()),
                 hidden,
                 scores,
                 head_metrics,
@@ -482,7 +498,7 @@ fn attention(
         &input,
         &run.trace,
         report_opts,
-    );
+    )?;
     report.fallback = run.fallback.as_deref();
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     report.scale = opts.scale;

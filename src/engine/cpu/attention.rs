@@ -460,6 +460,54 @@ pub fn multi_head_attention(
     })
 }
 
+/// One query head's probabilities (and scores, when `scores` says so) from a pass's queries
+/// and keys, computed as [`heads_into`] computes them in the pass (the same steps over the same
+/// rows: the same values): query head `head` with key head `head / (H / H_kv)`.
+///
+/// # Shapes
+/// * `q`: `(n_q, H·d)`, `k`: `(n_k, H_kv·d)`, `mask`: `(n_q, n_k)` → `(n_q, n_k)` each
+pub fn head_attention(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    heads: Heads,
+    head: usize,
+    mask: ArrayView2<bool>,
+    scale: ScoreScale,
+    scores: bool,
+) -> Result<(Array2<f32>, Option<Array2<f32>>)> {
+    heads.check("attention")?;
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let d = q.ncols() / heads.query;
+    if head >= heads.query || q.ncols() != heads.query * d || k.ncols() != heads.key_value * d {
+        return Err(Error::Shape {
+            what: format!(
+                "head {head} of queries (n_q, H·d) and keys (n_k, H_kv·d), {} query and {} \
+                 key/value heads",
+                heads.query, heads.key_value
+            ),
+            expected: vec![n_q, heads.query * d, n_k, heads.key_value * d],
+            found: vec![n_q, q.ncols(), n_k, k.ncols()],
+        });
+    }
+    check_mask(Some(mask), n_q, n_k)?;
+    let mut probs = Array2::uninit((n_q, n_k));
+    let mut kept = scores.then(|| Array2::uninit((n_q, n_k)));
+    let g = head / heads.group();
+    attend_into(
+        self::head(q, head, d),
+        self::head(k, g, d),
+        // no values: `·V` is skipped
+        ArrayView2::from_shape((n_k, 0), &[]).expect("an empty (n_k, 0) view"),
+        Some(mask),
+        scale,
+        kept.as_mut().map(|s| s.view_mut()),
+        probs.view_mut(),
+        None,
+    );
+    // SAFETY: `attend_into` writes every value of `probs` and of the scores it is given
+    unsafe { Ok((probs.assume_init(), kept.map(|s| s.assume_init()))) }
+}
+
 /// Head `h`'s columns of `x`, `h·d..(h+1)·d`.
 fn head(x: ArrayView2<'_, f32>, h: usize, d: usize) -> ArrayView2<'_, f32> {
     x.slice_move(s![.., h * d..(h + 1) * d])

@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 
-use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
+use ndarray::{concatenate, s, Array2, Array3, Array5, ArrayView2, Axis};
 use rayon::prelude::*;
 
 use super::attention::{heads_into, HeadArrays};
@@ -15,7 +15,7 @@ use crate::engine::ops::{
     Ids, Kept, Ops, PassMasks, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
-use crate::engine::{ModelInputs, TraceOptions};
+use crate::engine::{AttentionKept, ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
 use crate::model::config::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
@@ -158,7 +158,10 @@ fn join_rows(what: &str, old: &CpuX, new: &CpuX, b: usize, m: usize) -> Result<C
 struct Group {
     stack: Stack,
     kind: AttentionKind,
-    /// `(B, L, H, n_q, n_k)`; `written[l]` once layer `l`'s is whole.
+    /// `(H, n_q, n_k)`, each layer's.
+    shape: [usize; 3],
+    /// `(B, L, H, n_q, n_k)`, or `(B, L, H, 0, 0)` in a pass that keeps the queries and keys
+    /// instead ([`AttentionKept::QueriesKeys`]); `written[l]` once layer `l`'s is whole.
     probs: Array5<MaybeUninit<f32>>,
     scores: Option<Array5<MaybeUninit<f32>>>,
     written: Vec<bool>,
@@ -178,6 +181,10 @@ pub struct CpuOps<'a> {
     groups: Vec<Group>,
     kept: HashMap<Kept, CpuX>,
     cache: Option<&'a mut DecoderCache>,
+    /// In a pass that keeps the queries and keys: the one `(H, n_q, n_k)` array every layer's
+    /// heads are written to in turn (one allocation a pass, not one a layer: wasm's memory never
+    /// shrinks, and a long text's 42 MB a layer would scatter it).
+    own: Option<Array3<MaybeUninit<f32>>>,
 }
 
 impl<'a> CpuOps<'a> {
@@ -200,6 +207,7 @@ impl<'a> CpuOps<'a> {
             groups: vec![],
             kept: HashMap::new(),
             cache,
+            own: None,
         }
     }
 
@@ -245,6 +253,12 @@ impl<'a> CpuOps<'a> {
         })
     }
 
+    /// Whether attention `id` keeps its queries and keys rather than its probabilities
+    /// ([`AttentionKept::QueriesKeys`]: the self-attention of the pass's one stack).
+    fn keeps_queries_keys(&self, id: AttentionId) -> bool {
+        self.opts.attention == AttentionKept::QueriesKeys && id.kind == AttentionKind::SelfAttention
+    }
+
     /// The rows per item of `x`, `(B·n, c)` → `n`.
     fn per_item(&self, what: &str, x: &CpuX) -> Result<usize> {
         let b = self.batch();
@@ -260,15 +274,21 @@ impl<'a> CpuOps<'a> {
 
     /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
     fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
-        let (b, layers, scores) = (self.batch(), self.layers.of(id.stack), self.opts.scores);
+        let (b, layers) = (self.batch(), self.layers.of(id.stack));
+        let kept = !self.keeps_queries_keys(id);
+        let scores = self.opts.scores && kept;
         group_of(&mut self.groups, id, layers, shape, || {
             // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write
             // their slices
             let [h, n_q, n_k] = shape;
-            let dim = (b, layers, h, n_q, n_k);
+            let dim = match kept {
+                true => (b, layers, h, n_q, n_k),
+                false => (b, layers, h, 0, 0),
+            };
             Group {
                 stack: id.stack,
                 kind: id.kind,
+                shape,
                 probs: Array5::uninit(dim),
                 scores: scores.then(|| Array5::uninit(dim)),
                 written: vec![false; layers],
@@ -285,8 +305,7 @@ impl AttentionRecord for Group {
         self.kind
     }
     fn shape(&self) -> [usize; 3] {
-        let (_, _, h, n_q, n_k) = self.probs.dim();
-        [h, n_q, n_k]
+        self.shape
     }
 }
 
@@ -510,14 +529,32 @@ impl Ops for CpuOps<'_> {
         // (B·n_q, H·d_v): every query head writes its context, from its group's values
         let d_v = vv.ncols() / heads.key_value;
         let mut context = Array2::uninit((b * n_q, heads.query * d_v));
+        // a pass that keeps the queries and keys writes an item's heads into an array of its
+        // own (`own`), every layer's in turn
+        let queries_keys = self.keeps_queries_keys(id);
+        if queries_keys {
+            self.keep(Kept::Queries(layer), q)?;
+            self.keep(Kept::Keys(layer), k)?;
+        }
+        let shape = (heads.query, n_q, n_k);
+        let mut own = match self.own.take() {
+            Some(a) if queries_keys && a.dim() == shape => Some(a),
+            _ => queries_keys.then(|| Array3::uninit(shape)),
+        };
         let g = self.group(id, [heads.query, n_q, n_k])?;
         for i in 0..b {
-            let arrays = HeadArrays {
-                probs: g.probs.slice_mut(s![i, layer, .., .., ..]),
-                scores: g
-                    .scores
-                    .as_mut()
-                    .map(|sc| sc.slice_mut(s![i, layer, .., .., ..])),
+            let arrays = match own.as_mut() {
+                Some(probs) => HeadArrays {
+                    probs: probs.view_mut(),
+                    scores: None,
+                },
+                None => HeadArrays {
+                    probs: g.probs.slice_mut(s![i, layer, .., .., ..]),
+                    scores: g
+                        .scores
+                        .as_mut()
+                        .map(|sc| sc.slice_mut(s![i, layer, .., .., ..])),
+                },
             };
             heads_into(
                 qv.slice(s![i * n_q..(i + 1) * n_q, ..]),
@@ -532,6 +569,7 @@ impl Ops for CpuOps<'_> {
             )?;
         }
         g.written[layer] = true;
+        self.own = own;
         // SAFETY: `heads_into` returned Ok for every item, writing every row of the context
         let context = unsafe { context.assume_init() };
         if n_q == new_rows {

@@ -9,8 +9,8 @@ pub mod ops;
 pub mod prefix;
 
 pub use attention::{
-    dot_product_attention, multi_head_attention, scaled_dot_product_attention, Attention,
-    MultiHeadOutput,
+    dot_product_attention, head_attention, multi_head_attention, scaled_dot_product_attention,
+    Attention, MultiHeadOutput,
 };
 pub use exec::{CpuOps, CpuX};
 pub(crate) use forward::on_the_pool;

@@ -16,7 +16,7 @@ use super::forward::{forward, on_the_pool};
 use crate::engine::generate::pass_inputs;
 use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::trace::KeptValues;
-use crate::engine::{check_input, AttentionGroup, Trace, TraceOptions};
+use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
@@ -96,8 +96,9 @@ fn kept_bytes(model: &Model, opts: &TraceOptions, t: usize) -> usize {
 /// [`forward`], reusing the positions `input` shares at its start with the last pass under the
 /// same `opts` that `prefixes` kept; then keeps this pass for the next. A pass reuses when the
 /// model is decoder-only, the batch one text under the causal mask of at most
-/// [`MAX_PREFIX_TOKENS`] tokens, and at least its first token is the same; at least its last
-/// token is always computed. Any other pass runs whole, and is not kept.
+/// [`MAX_PREFIX_TOKENS`] tokens, the pass keeps every probability, and at least its first token
+/// is the same; at least its last token is always computed. Any other pass runs whole, and is
+/// not kept.
 ///
 /// # Shapes
 /// * as [`forward`]
@@ -118,6 +119,7 @@ pub fn forward_reusing(
         && input.length(0) == t
         && opts.decoder_trace.is_none()
         && !opts.next_logits
+        && opts.attention == AttentionKept::Probabilities
         && *mask == Mask::causal(1, t);
     if !reusable {
         let trace = forward(model, input, mask, opts)?;

@@ -15,7 +15,7 @@ use crate::engine::ops::{
     group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Heads,
     Ids, Kept, Ops, Stack,
 };
-use crate::engine::TraceOptions;
+use crate::engine::{AttentionKept, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Rotary;
@@ -70,6 +70,10 @@ pub(super) struct GroupRead {
     pub shape: [usize; 3],
     /// The mask as bits, `(B, n_q, ⌈n_k/32⌉)` words.
     pub mask: wgpu::Buffer,
+    /// The layers of its stack.
+    pub layers: usize,
+    /// The reads of each layer's probabilities and scores, `(B, H, n_q, n_k)` each: none in a
+    /// pass that keeps the queries and keys instead ([`AttentionKept::QueriesKeys`]).
     pub probs: Vec<usize>,
     pub scores: Vec<usize>,
 }
@@ -95,6 +99,9 @@ struct Group {
     mask: wgpu::Buffer,
     probs: Vec<Option<wgpu::Buffer>>,
     scores: Vec<Option<wgpu::Buffer>>,
+    /// In a pass that keeps the queries and keys: the one buffer every layer's probabilities
+    /// are written to in turn, never read back.
+    own: Option<wgpu::Buffer>,
 }
 
 /// A decoding's cache on the GPU, shared by the passes of its steps: each slot's buffer of
@@ -297,12 +304,16 @@ impl<'a> Recorder<'a> {
         let mut groups = Vec::with_capacity(self.groups.len());
         for g in self.groups {
             let floats = self.batch * g.shape.iter().product::<usize>(); // (B, H, n_q, n_k)
-            let probs = g
-                .probs
-                .iter()
-                .flatten()
-                .map(|b| read_of(b, floats))
-                .collect();
+            let layers = g.probs.len();
+            let probs = match g.own {
+                Some(_) => vec![],
+                None => g
+                    .probs
+                    .iter()
+                    .flatten()
+                    .map(|b| read_of(b, floats))
+                    .collect(),
+            };
             let scores = g
                 .scores
                 .iter()
@@ -316,6 +327,7 @@ impl<'a> Recorder<'a> {
                 kind: g.kind,
                 shape: g.shape,
                 mask: g.mask,
+                layers,
                 probs,
                 scores,
             });
@@ -370,6 +382,7 @@ impl<'a> Recorder<'a> {
                 mask,
                 probs: vec![None; layers],
                 scores: vec![None; layers],
+                own: None,
             }
         })
     }
@@ -685,10 +698,31 @@ impl Ops for Recorder<'_> {
         let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
         let floats = self.batch * heads * (n_q * n_k) as usize; // (B, H, n_q, n_k)
         let label = format!("{:?} {:?} {layer}", id.stack, id.kind);
-        let probs = self.kernels.buffer(&format!("probs {label}"), floats, rw);
-        let scores = self
-            .opts
-            .scores
+        // a pass that keeps the queries and keys reads them back, and writes every layer's
+        // probabilities into one buffer (the dispatches run in order)
+        let queries_keys = self.opts.attention == AttentionKept::QueriesKeys
+            && id.kind == AttentionKind::SelfAttention;
+        if queries_keys {
+            self.keep(Kept::Queries(layer), q)?;
+            self.keep(Kept::Keys(layer), k)?;
+        }
+        let own = match queries_keys {
+            true => {
+                let shape = [heads, n_q as usize, n_k as usize];
+                let g = self.group(id, shape)?;
+                let own = g.own.clone();
+                Some(own.unwrap_or_else(|| {
+                    self.kernels
+                        .buffer(&format!("probs {:?} {:?}", id.stack, id.kind), floats, rw)
+                }))
+            }
+            false => None,
+        };
+        let probs = match &own {
+            Some(own) => own.clone(),
+            None => self.kernels.buffer(&format!("probs {label}"), floats, rw),
+        };
+        let scores = (self.opts.scores && own.is_none())
             .then(|| self.kernels.buffer(&format!("scores {label}"), floats, rw));
         let context = self.output(b * n_q, h * layout.d_v);
         let off = self.opts.head_mask.layer(layer, heads);
@@ -708,6 +742,7 @@ impl Ops for Recorder<'_> {
         let g = self.group(id, [heads, n_q as usize, n_k as usize])?;
         g.probs[layer] = Some(probs);
         g.scores[layer] = scores;
+        g.own = own;
         Ok(context)
     }
 }
