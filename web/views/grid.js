@@ -291,7 +291,7 @@ export function render(target, run, opts) {
   const gen = run.generated;
   // a streaming generation's newer step over the same bins: only its new thumbnail rows change
   // (the rows of the queries fed since, and a new column, masked above them), not L·H heads
-  const thumbs = gen && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot
+  const thumbs = gen && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot && last.side <= sheet.slot
     && last.item === opts.item && last.scale === 'absolute' && opts.scale === 'absolute' && sheet.n.every((n) => n === last.side)
     ? cells.map((_, i) => run.thumb(opts.item, Math.floor(i / H), i % H)) : null;
   if (thumbs?.every(Boolean)) {
@@ -319,8 +319,11 @@ export function render(target, run, opts) {
     const start = performance.now(), drawn = [];
     while (i < cells.length && performance.now() - start < BUDGET_MS) {
       const l = Math.floor(i / H), h = i % H;
-      // long inputs come pooled from the worker; short ones are pooled here (cheaply)
-      const p = run.thumb(opts.item, l, h) ?? pooled(run.head(opts.item, l, h), mask, T, R);
+      // long inputs come pooled from the worker (pooled again here where a slot is smaller
+      // than the thumbnail: a phone's cells; the strongest cell stays the worker's); short ones
+      // are pooled here (cheaply)
+      const t = run.thumb(opts.item, l, h);
+      const p = !t ? pooled(run.head(opts.item, l, h), mask, T, R) : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
       const { max, arg } = p;
       sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);
       sheet.n[i] = p.n;
