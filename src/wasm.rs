@@ -582,6 +582,7 @@ impl Session {
         let (batch, tokens) = input.ids.dim();
         let probabilities = batch * c.num_hidden_layers * c.num_attention_heads * tokens * tokens;
         let long = probabilities > LONG_RUN_VALUES && c.decoder.is_none();
+        let next = options.top_k.is_some() && self.runner.model().weights.has_lm_head();
         let opts = TraceOptions {
             scores: options.scores.unwrap_or(true),
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
@@ -591,12 +592,8 @@ impl Session {
             embeddings: options.embeddings,
             // a long run's LM head at the last position only (every position's logits over the
             // vocabulary: 201 MB for SmolLM2-135M at 1,024 tokens)
-            lm_logits: options.top_k.is_some()
-                && self.runner.model().weights.has_lm_head()
-                && !long,
-            next_logits: options.top_k.is_some()
-                && self.runner.model().weights.has_lm_head()
-                && long,
+            lm_logits: next && !long,
+            next_logits: next && long,
             decoder_trace: None,
             no_rope: options.no_rope,
             attention: match long {

@@ -160,6 +160,12 @@ pub enum AttentionKept {
 }
 
 impl TraceOptions {
+    /// Whether an attention of `kind` keeps its queries and keys rather than its probabilities
+    /// ([`AttentionKept::QueriesKeys`]: the self-attention of the pass's one stack).
+    pub(crate) fn keeps_queries_keys(&self, kind: AttentionKind) -> bool {
+        self.attention == AttentionKept::QueriesKeys && kind == AttentionKind::SelfAttention
+    }
+
     /// Keep the scores, change nothing.
     pub fn with_scores() -> Self {
         Self {

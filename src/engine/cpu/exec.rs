@@ -15,7 +15,7 @@ use crate::engine::ops::{
     Ids, Kept, Ops, PassMasks, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
-use crate::engine::{AttentionKept, ModelInputs, TraceOptions};
+use crate::engine::{ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
 use crate::model::config::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
@@ -161,7 +161,8 @@ struct Group {
     /// `(H, n_q, n_k)`, each layer's.
     shape: [usize; 3],
     /// `(B, L, H, n_q, n_k)`, or `(B, L, H, 0, 0)` in a pass that keeps the queries and keys
-    /// instead ([`AttentionKept::QueriesKeys`]); `written[l]` once layer `l`'s is whole.
+    /// instead ([`crate::engine::AttentionKept::QueriesKeys`]); `written[l]` once layer `l`'s
+    /// is whole.
     probs: Array5<MaybeUninit<f32>>,
     scores: Option<Array5<MaybeUninit<f32>>>,
     written: Vec<bool>,
@@ -253,12 +254,6 @@ impl<'a> CpuOps<'a> {
         })
     }
 
-    /// Whether attention `id` keeps its queries and keys rather than its probabilities
-    /// ([`AttentionKept::QueriesKeys`]: the self-attention of the pass's one stack).
-    fn keeps_queries_keys(&self, id: AttentionId) -> bool {
-        self.opts.attention == AttentionKept::QueriesKeys && id.kind == AttentionKind::SelfAttention
-    }
-
     /// The rows per item of `x`, `(B·n, c)` → `n`.
     fn per_item(&self, what: &str, x: &CpuX) -> Result<usize> {
         let b = self.batch();
@@ -275,7 +270,7 @@ impl<'a> CpuOps<'a> {
     /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
     fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
         let (b, layers) = (self.batch(), self.layers.of(id.stack));
-        let kept = !self.keeps_queries_keys(id);
+        let kept = !self.opts.keeps_queries_keys(id.kind);
         let scores = self.opts.scores && kept;
         group_of(&mut self.groups, id, layers, shape, || {
             // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write
@@ -531,7 +526,7 @@ impl Ops for CpuOps<'_> {
         let mut context = Array2::uninit((b * n_q, heads.query * d_v));
         // a pass that keeps the queries and keys writes an item's heads into an array of its
         // own (`own`), every layer's in turn
-        let queries_keys = self.keeps_queries_keys(id);
+        let queries_keys = self.opts.keeps_queries_keys(id.kind);
         if queries_keys {
             self.keep(Kept::Queries(layer), q)?;
             self.keep(Kept::Keys(layer), k)?;

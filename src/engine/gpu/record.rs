@@ -15,7 +15,7 @@ use crate::engine::ops::{
     group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Heads,
     Ids, Kept, Ops, Stack,
 };
-use crate::engine::{AttentionKept, TraceOptions};
+use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Rotary;
@@ -73,7 +73,8 @@ pub(super) struct GroupRead {
     /// The layers of its stack.
     pub layers: usize,
     /// The reads of each layer's probabilities and scores, `(B, H, n_q, n_k)` each: none in a
-    /// pass that keeps the queries and keys instead ([`AttentionKept::QueriesKeys`]).
+    /// pass that keeps the queries and keys instead
+    /// ([`crate::engine::AttentionKept::QueriesKeys`]).
     pub probs: Vec<usize>,
     pub scores: Vec<usize>,
 }
@@ -700,8 +701,7 @@ impl Ops for Recorder<'_> {
         let label = format!("{:?} {:?} {layer}", id.stack, id.kind);
         // a pass that keeps the queries and keys reads them back, and writes every layer's
         // probabilities into one buffer (the dispatches run in order)
-        let queries_keys = self.opts.attention == AttentionKept::QueriesKeys
-            && id.kind == AttentionKind::SelfAttention;
+        let queries_keys = self.opts.keeps_queries_keys(id.kind);
         if queries_keys {
             self.keep(Kept::Queries(layer), q)?;
             self.keep(Kept::Keys(layer), k)?;
