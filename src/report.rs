@@ -204,36 +204,18 @@ pub struct NextToken {
     pub p: f32,
 }
 
-/// The `k` likeliest next tokens at each of an item's positions, best first.
+/// The `k` likeliest next tokens after each row of an LM head's `logits`, best first, named.
 ///
 /// # Shapes
-/// * `probs`: `(T, V)` → `[T][k]`
+/// * `logits`: `(T, V)` → `[T][k]`
 pub fn next_tokens(
-    probs: ndarray::ArrayView2<f32>,
+    logits: ndarray::ArrayView2<f32>,
     k: usize,
     tokenizer: &crate::model::TextTokenizer,
 ) -> Vec<Vec<NextToken>> {
-    probs
-        .outer_iter()
-        .map(|row| {
-            let mut order: Vec<usize> = (0..row.len()).collect();
-            let k = k.min(order.len());
-            let by_p = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
-            if k > 0 && k < order.len() {
-                order.select_nth_unstable_by(k - 1, by_p);
-            }
-            order.truncate(k);
-            order.sort_by(by_p);
-            order
-                .into_iter()
-                .map(|i| NextToken {
-                    id: i as u32,
-                    token: tokenizer.token(i as u32),
-                    text: tokenizer.text_of(i as u32),
-                    p: row[i],
-                })
-                .collect()
-        })
+    crate::engine::top_k(logits, k)
+        .iter()
+        .map(|top| predictions(top, tokenizer))
         .collect()
 }
 
@@ -424,10 +406,6 @@ impl<'a> Report<'a> {
         opts: ReportOptions,
     ) -> crate::Result<Self> {
         let special = model.tokenizer.special_ids();
-        let probs = match (opts.top_k, &trace.lm_logits) {
-            (Some(_), Some(logits)) => Some(crate::families::next_token_probs(logits)),
-            _ => None,
-        };
         // the heads asked for, each item's, from the pass's queries and keys
         let heads = |b: usize| -> crate::Result<Option<Vec<HeadReport>>> {
             let Some(from) = &trace.queries_keys else {
@@ -489,10 +467,11 @@ impl<'a> Report<'a> {
                         .as_ref()
                         .map(|lt| ItemLayerTrace::new(lt, b)),
                     cross_attention: None,
-                    next_tokens: probs
+                    next_tokens: trace
+                        .lm_logits
                         .as_ref()
                         .zip(opts.top_k)
-                        .map(|(p, k)| next_tokens(p.index_axis(Axis(0), b), k, &model.tokenizer)),
+                        .map(|(l, k)| next_tokens(l.index_axis(Axis(0), b), k, &model.tokenizer)),
                 })
             })
             .collect::<crate::Result<_>>()?;
@@ -982,7 +961,6 @@ impl<'a> TranslationReport<'a> {
         top_k: Option<usize>,
     ) -> Self {
         let tok = &model.tokenizer;
-        let probs = top_k.map(|_| crate::families::next_token_probs(&tr.step_logits));
         let results = sources
             .iter()
             .enumerate()
@@ -1016,8 +994,8 @@ impl<'a> TranslationReport<'a> {
                     cross_attention: Nested(
                         tr.cross_attention.slice(s![b, .., .., ..t, ..s]).into_dyn(),
                     ),
-                    steps: probs.as_ref().zip(top_k).map(|(p, k)| {
-                        next_tokens(p.slice(s![b, ..t, ..]), k, tok)
+                    steps: top_k.map(|k| {
+                        next_tokens(tr.step_logits.slice(s![b, ..t, ..]), k, tok)
                             .into_iter()
                             .map(|top_k| Step { top_k })
                             .collect()

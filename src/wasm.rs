@@ -620,7 +620,7 @@ impl Session {
                 .map_err(js_err)?,
         };
         let (mut run, reused) = self.forward(engine, &input, &mask, &opts).await?;
-        let lm_logits = run.trace.lm_logits.take(); // made probabilities in place, below
+        let lm_logits = run.trace.lm_logits.take();
         let next_logits = run.trace.next_logits.take();
         let t = &run.trace;
         let shape = t.attention.shape();
@@ -659,8 +659,7 @@ impl Session {
             set(&o, "logits", flat(l))?;
         }
         if let (Some(k), Some(logits)) = (options.top_k, lm_logits) {
-            let probs = crate::families::into_next_token_probs(logits); // (B, T, V)
-            let all: Vec<_> = probs
+            let all: Vec<_> = logits // (B, T, V)
                 .outer_iter()
                 .map(|item| next_tokens(item, k, &model.tokenizer))
                 .collect();
@@ -668,17 +667,11 @@ impl Session {
         }
         // a long run's: the last position's alone, the others empty
         if let (Some(k), Some(logits)) = (options.top_k, next_logits) {
-            let (items, v) = logits.dim();
-            let probs = crate::families::into_next_token_probs(
-                logits
-                    .into_shape_with_order((items, 1, v))
-                    .map_err(|e| JsError::new(&format!("next logits: {e}")))?,
-            ); // (B, 1, V)
-            let all: Vec<Vec<Vec<_>>> = probs
-                .outer_iter()
-                .map(|item| {
+            let all: Vec<Vec<Vec<_>>> = next_tokens(logits.view(), k, &model.tokenizer) // (B, V)
+                .into_iter()
+                .map(|last| {
                     let mut rows = vec![vec![]; tt - 1];
-                    rows.extend(next_tokens(item, k, &model.tokenizer));
+                    rows.push(last);
                     rows
                 })
                 .collect();

@@ -120,12 +120,16 @@ export function translationInputs(s) {
   return { sources: lines.map((x) => x.source), targets: forced ? lines.map((x) => x.target) : null };
 }
 
-/** What a state asks the engine to compute beyond attention (src/wasm.rs `RunOptions`). */
 /**
- * Inputs this short also bring the head metrics, the focused layer's trace and every layer's
- * states, panels open or not (a few hundred kB at 64 tokens): opening a panel then draws at once.
+ * A run this small also brings the head metrics, the focused layer's trace and every layer's
+ * states, panels open or not, so opening a panel draws at once: at most EAGER_TOKENS tokens, and
+ * at most EAGER_VALUES values of every layer's states (T·(L + 1)·D a text: MiniLM's 64 tokens
+ * are 172k). A larger model's run brings what the open panels draw and no more, so a keystroke
+ * does not pay for the closed ones (SmolLM2's 39 tokens: 696k values, and as many again of the
+ * other kinds, copied and converted at every keystroke: a quarter of its time).
  */
 const EAGER_TOKENS = 64;
+const EAGER_VALUES = 1 << 18;
 
 /** How many next tokens a run of a model with an LM head brings, at every position. */
 export const NEXT_TOKENS = 5;
@@ -136,11 +140,14 @@ export function pairOf(s) {
   return readsPair(s.modelInfo?.architecture) ? s.pair : '';
 }
 
+/** What a state asks the engine to compute beyond attention (src/wasm.rs `RunOptions`). */
 export function runOptions(s) {
   const open = (id) => s.inside.includes(id);
   // the last run's length, and the text's: a text of over 8 characters a token is surely past
   // EAGER_TOKENS (a long text's run need not hold every layer's states)
-  const eager = (!s.run || s.run.T <= EAGER_TOKENS) && textsOf(s).every((t) => t.length <= 8 * EAGER_TOKENS);
+  const texts = textsOf(s), info = s.modelInfo;
+  const states = (T) => texts.length * T * ((info?.layers ?? 0) + 1) * (info?.hidden ?? 0);
+  const eager = (!s.run || (s.run.T <= EAGER_TOKENS && states(s.run.T) <= EAGER_VALUES)) && texts.every((t) => t.length <= 8 * EAGER_TOKENS);
   const traced = eager || TRACED.some(open);
   return {
     headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',

@@ -7,10 +7,10 @@
 
 use std::future::Future;
 
-use ndarray::{s, Array2, Array4, Array5, ArrayView1};
+use ndarray::{s, Array2, Array4, Array5, ArrayView1, ArrayView2, Axis};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
-use super::cpu::on_the_pool;
+use super::cpu::{self, on_the_pool};
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
@@ -86,7 +86,7 @@ impl StepPass {
             .ok_or_else(|| Error::Engine("the pass kept no logits".into()))?; // (1, V)
         Ok(Self {
             attention,
-            next: top_k(&logits, top).swap_remove(0),
+            next: top_k(logits.view(), top).swap_remove(0),
             logits: logits.row(0).to_owned(),
         })
     }
@@ -302,30 +302,44 @@ fn argmax(logits: ArrayView1<f32>) -> u32 {
     best.1
 }
 
-/// The `k` likeliest next tokens after each row of `logits`, best first, with their
-/// probabilities (softmax over the row).
+/// The `k` likeliest next tokens after each row of `logits`, best first (of equal logits, the
+/// lower id first), with their probabilities (the softmax of the row over the vocabulary).
+///
+/// A row is read twice: once for its `k` largest logits (a sorted list of `k` that most values
+/// only compare with its last), once for the softmax's denominator `Σ e^(v − max)`, added in
+/// lanes by [`cpu::sum_exp`] (a loop that vectorises). Rows run in parallel. Nothing of `(n, V)`
+/// is allocated: a 39-token prompt's rows over SmolLM2's 49,152 tokens took 65 ms in wasm as a
+/// softmax of every value then a partial sort of every row's indices, and a few ms so.
 ///
 /// # Shapes
-/// * `logits`: `(n, V)` → `[n][k]`
-pub(crate) fn top_k(logits: &Array2<f32>, k: usize) -> Vec<Vec<TokenProb>> {
+/// * `logits`: `(n, V)` → `[n][min(k, V)]`
+pub fn top_k(logits: ArrayView2<f32>, k: usize) -> Vec<Vec<TokenProb>> {
+    use ndarray::parallel::prelude::*;
     logits
-        .outer_iter()
+        .axis_iter(Axis(0))
+        .into_par_iter()
         .map(|row| {
-            let max = row.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-            let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
-            let mut order: Vec<usize> = (0..row.len()).collect();
-            let k = k.min(order.len());
-            let by = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
-            if k > 0 && k < order.len() {
-                order.select_nth_unstable_by(k - 1, by);
+            let row = row
+                .as_slice()
+                .map_or_else(|| row.to_vec().into(), std::borrow::Cow::Borrowed);
+            let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+            for (i, &v) in row.iter().enumerate() {
+                if best.len() == k && !best.last().is_some_and(|&(w, _)| v > w) {
+                    continue;
+                }
+                // after every value at least as large: equals keep the order they came in
+                let at = best.partition_point(|&(w, _)| w >= v);
+                best.insert(at, (v, i as u32));
+                best.truncate(k);
             }
-            order.truncate(k);
-            order.sort_by(by);
-            order
-                .into_iter()
-                .map(|i| TokenProb {
-                    id: i as u32,
-                    p: (row[i] - max).exp() / sum,
+            let Some(&(max, _)) = best.first() else {
+                return vec![];
+            };
+            let sum = cpu::sum_exp(&row, max);
+            best.into_iter()
+                .map(|(v, id)| TokenProb {
+                    id,
+                    p: cpu::exp_nonpositive(v - max) / sum,
                 })
                 .collect()
         })
@@ -408,5 +422,64 @@ impl<M: std::borrow::Borrow<Model> + Send> Steps for CpuSteps<M> {
 
     async fn step(&mut self, n: usize, token: u32) -> Result<StepPass> {
         self.step_now(n, token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::top_k;
+    use ndarray::Array2;
+    use proptest::prelude::*;
+
+    /// The plain reference: every probability in f64, every index sorted by (p descending, id).
+    fn reference(row: &[f32], k: usize) -> Vec<(u32, f64)> {
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+        let mut order: Vec<usize> = (0..row.len()).collect();
+        order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+        order
+            .into_iter()
+            .take(k)
+            .map(|i| (i as u32, (row[i] as f64 - max).exp() / sum))
+            .collect()
+    }
+
+    proptest! {
+        /// Ids in the reference's order (ties by the lower id: logits drawn from a few values
+        /// tie often) and probabilities within 1e-6 of the f64 softmax, for any k.
+        #[test]
+        fn top_k_equals_a_full_softmax_sorted(
+            rows in 1usize..4, v in 1usize..300, k in 0usize..12, levels in 1u32..40, seed in any::<u64>()
+        ) {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+            let logits = Array2::from_shape_fn((rows, v), |_| rng.random_range(0..levels) as f32 * 0.37 - 5.0);
+            let got = top_k(logits.view(), k);
+            prop_assert_eq!(got.len(), rows);
+            for (r, top) in got.iter().enumerate() {
+                let want = reference(logits.row(r).as_slice().unwrap(), k);
+                prop_assert_eq!(top.iter().map(|t| t.id).collect::<Vec<_>>(), want.iter().map(|w| w.0).collect::<Vec<_>>(), "row {}", r);
+                for (t, w) in top.iter().zip(&want) {
+                    prop_assert!((t.p as f64 - w.1).abs() <= 1e-6, "row {} id {}: {} vs {}", r, t.id, t.p, w.1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn top_k_of_a_vocabulary_row_reads_a_non_contiguous_view() {
+        // a column-major (n, V): its rows are strided
+        let stored =
+            Array2::from_shape_fn((500, 3), |(i, r)| ((i * 7 + r * 13) % 101) as f32 / 10.0);
+        let logits = stored.t(); // (3, 500), each row strided
+        assert!(logits.row(0).as_slice().is_none());
+        let got = top_k(logits, 3);
+        for (r, top) in got.iter().enumerate() {
+            let want = reference(&logits.row(r).to_vec(), 3);
+            assert_eq!(
+                top.iter().map(|t| t.id).collect::<Vec<_>>(),
+                want.iter().map(|w| w.0).collect::<Vec<_>>()
+            );
+        }
     }
 }

@@ -12,7 +12,7 @@ mod trace;
 pub mod translate;
 
 pub use backend::{BackendChoice, GenerationRun, Run, Runner};
-pub use generate::{generate, GenerateOptions, Generation, TokenProb};
+pub use generate::{generate, top_k, GenerateOptions, Generation, TokenProb};
 pub use trace::{
     AttentionGroup, AttentionKept, EmbeddingTrace, HeadAttention, HeadMask, LayerTrace,
     ModelInputs, QueriesKeys, ScoreScale, TargetInputs, Trace, TraceOptions,

@@ -140,20 +140,13 @@ pub(crate) fn lm_logits<O: Ops>(ops: &mut O, out: &O::X, lm_head: &Linear) -> Re
 }
 
 /// The probability of every next token at every position: `softmax` over the vocabulary of
-/// each row of an LM head's logits.
+/// each row of an LM head's logits (the page and the CLI take only the likeliest:
+/// [`crate::engine::top_k`]).
 ///
 /// # Shapes
 /// * `logits`: `(B, T, V)` → `(B, T, V)`
 pub fn next_token_probs(logits: &Array3<f32>) -> Array3<f32> {
-    into_next_token_probs(logits.clone())
-}
-
-/// [`next_token_probs`] in the logits' own memory (a 256-token prompt's logits over SmolLM2's
-/// vocabulary take 50 MB: the page's peak memory is a pass's).
-///
-/// # Shapes
-/// * `logits`: `(B, T, V)` → `(B, T, V)`
-pub fn into_next_token_probs(mut p: Array3<f32>) -> Array3<f32> {
+    let mut p = logits.clone();
     for mut row in p.rows_mut() {
         let max = row.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
         row.mapv_inplace(|v| (v - max).exp());

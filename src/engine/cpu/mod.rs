@@ -15,4 +15,5 @@ pub use attention::{
 pub use exec::{CpuOps, CpuX};
 pub(crate) use forward::on_the_pool;
 pub use forward::{cross_attention, forward, CrossAttention};
+pub use ops::{exp_nonpositive, sum_exp};
 pub use prefix::{forward_reusing, Prefixes, Reused, MAX_KEPT_BYTES, MAX_PREFIX_TOKENS};

@@ -362,6 +362,12 @@ fn map_and_sum_lanes(xs: &mut [f32], f: impl Fn(f32) -> f32) -> f32 {
     })
 }
 
+/// `Σ e^(x − max)` over `xs` (`max` at least every `x`: a softmax's denominator), added in
+/// [`LANES`] lanes with [`exp_nonpositive`], a loop that vectorises.
+pub fn sum_exp(xs: &[f32], max: f32) -> f32 {
+    sum_lanes(xs, |x| exp_nonpositive(x - max))
+}
+
 /// `eˣ` for `x ≤ 0` (what softmax exponentiates after subtracting the row's max), `-inf` → 0,
 /// within 2 ulp of `f32::exp` (tested). Written without branches or calls, so a loop over it
 /// vectorises; `f32::exp` is a library call per value, 7–10 % of a forward pass in wasm.
