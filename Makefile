@@ -18,7 +18,6 @@ lint:
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
 test: setup lint web
-	cargo build --lib --target wasm32-unknown-unknown
 	cargo test
 	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
 	bash scripts/dist.sh

@@ -24,6 +24,8 @@ The Llama family (`--only llama`; pip install gguf too; needs scripts/setup.sh's
     tokenizer_config.json; cases llama_batch (3 texts, right-padded, causal), llama_single, and
     llama_generate (8 greedy tokens after a chat prompt; prompt_ids, output_ids, step_top5_ids, and
     one forward pass over prompt + output[:-1]);
+  * tiny-llama-wide (also `--only llama-wide`): 4 layers of 16 query heads over 4 KV heads of 16
+    dimensions, 2,048 positions: no golden case; the page's 1,024-token test on WebGPU runs it;
   * tiny-qwen2: Qwen2ForCausalLM, bf16 weights, q/k/v biases, tied embeddings, sliding_window in the
     config but use_sliding_window false; cases qwen2_batch and qwen2_generate;
   * tiny-llama-gguf/tiny-llama-{F16,Q8_0,Q4_0,Q4_1,Q4_K,Q6_K}.gguf: tiny-llama as llama.cpp's
@@ -970,6 +972,42 @@ def tiny_llama():
 
 
 @torch.no_grad()
+def tiny_llama_wide():
+    """tests/fixtures/models/tiny-llama-wide: LlamaForCausalLM, f16 weights, 4 layers of 16 query heads
+    over 4 KV heads of 16 dimensions (hidden 64), 2,048 positions, tiny-llama's tokenizer. Many
+    heads over little width: at 1,025 tokens its L·H·T² probabilities (67M) pass the page's long
+    run threshold (2^25) at a small fraction of SmolLM2's work, so the end-to-end test runs a
+    1,024-token prompt on WebGPU (SwiftShader) in seconds; its numbers are checked against the
+    CLI there, the CPU engine's against HF on the other tiny Llamas."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    d = os.path.join(MODELS, "tiny-llama-wide")
+    os.makedirs(d, exist_ok=True)
+    n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), LLAMA_SPECIALS, False)
+    chatml_tokenizer_config(os.path.join(d, "tokenizer_config.json"), "<|im_start|>", "<|im_end|>", "<|im_end|>",
+                            "<|endoftext|>")
+    torch.manual_seed(32)
+    cfg = LlamaConfig(vocab_size=n, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=16,
+                      num_key_value_heads=4, head_dim=16, max_position_embeddings=2048, rms_norm_eps=1e-5,
+                      rope_parameters=dict(rope_type="default", rope_theta=10000.0), initializer_range=0.2,
+                      tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
+                      attn_implementation="eager")
+    model = LlamaForCausalLM(cfg).eval()
+    spread_1d(model, 0.0)
+    round_to(model, torch.float16)
+    save_file({k: v.half().contiguous() for k, v in model.state_dict().items()}, os.path.join(d, "model.safetensors"),
+              metadata={"format": "pt"})
+    spec = hub_config(cfg, 10000.0, architectures=["LlamaForCausalLM"], torch_dtype="float16")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(spec, f, indent=2)
+    again = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    probe = torch.tensor([tok.encode("time flies like an arrow").ids])
+    assert (again(probe).logits - model(probe).logits).abs().max() < 1e-5, "the saved file does not load back"
+    ent, top = attention_spread(torch.stack(again(probe, output_attentions=True).attentions, 1), torch.ones(probe.shape, dtype=torch.bool))
+    print(f"  tiny-llama-wide: attention entropy {ent:.3f} nats on average, mean row maximum {top:.3f}")
+
+
+@torch.no_grad()
 def tiny_qwen2():
     """tests/fixtures/models/tiny-qwen2: Qwen2ForCausalLM, bf16 weights, q/k/v biases, tied embeddings."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -1360,6 +1398,7 @@ def llama_inside():
 
 def llama_family():
     src_dir, model, tok = tiny_llama()
+    tiny_llama_wide()
     tiny_qwen2()
     tiny_llama_gguf(src_dir, model, tok)
     smollm2()
@@ -1369,7 +1408,8 @@ def llama_family():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
-    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside"]
+    groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
+              "llama-wide"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -1396,8 +1436,11 @@ def main():
         dates()
     if "llama" in only:
         llama_family()
-    elif "llama-inside" in only:
-        llama_inside()
+    else:
+        if "llama-inside" in only:
+            llama_inside()
+        if "llama-wide" in only:
+            tiny_llama_wide()
 
 
 if __name__ == "__main__":
