@@ -487,18 +487,15 @@ function sinkNote(s) {
   $('nosink').checked = s.noSink;
   const r = s.run, on = s.noSink && Boolean(r) && !s.translation;
   $('sink-note').hidden = !on;
-  $('nosink-note').hidden = !on || r.long;
+  $('nosink-note').hidden = !on;
   if (!on) return;
-  if (r.long) {
-    setText($('sink-note'), `The sink switch remakes every head: for a text of ${r.T} tokens the page shows the model's own attention.`);
-    return;
-  }
   const b = Math.min(s.item, r.B - 1), first = r.results[b]?.labels?.[0] ?? '';
-  // the share the focused head gives the first token, averaged over its rows (the sink's size)
+  // the share the focused head gives the first token, averaged over its rows (the sink's size;
+  // a long text's once its layer is here)
   const T = r.T, n = r.results[b].length, v = r.head(b, Math.min(s.layer, r.L - 1), Math.min(s.head, r.H - 1));
   let share = 0;
-  for (let q = 0; q < n; q++) share += v[q * T];
-  setText($('sink-note'), `A view, not the model's attention: the first token (“${visibleText(first)}”) is hidden from every attention view and each row is rescaled to sum to 1 over the other tokens. L${s.layer} H${s.head} gives it ${(100 * share / n).toFixed(1)}% of its attention on average.${r.mask_kind === 'causal' ? ' The first row, which can read only the first token, is left empty.' : ''}`);
+  for (let q = 0; v && q < n; q++) share += v[q * T];
+  setText($('sink-note'), `A view, not the model's attention: the first token (“${visibleText(first)}”) is hidden from every attention view and each row is rescaled to sum to 1 over the other tokens.${v ? ` L${s.layer} H${s.head} gives it ${(100 * share / n).toFixed(1)}% of its attention on average.` : ''}${r.mask_kind === 'causal' ? ' The first row, which can read only the first token, is left empty.' : ''}`);
 }
 
 /** A long text's run: what the engine kept, and what the page does for it. */
@@ -512,7 +509,7 @@ function longNote(s) {
   const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1);
   setText($('long-note'), `${r.T} tokens: every head's attention would be ${(all / 1e6).toFixed(0)}M probabilities (${mb(4 * all)}), so the engine kept each layer's queries and keys${d ? ` (${mb(kept)})` : ''} and computes a layer's heads again when you look at it. `
     + (r.hasLayer(b, l) ? `Layer ${l}'s heads are here.` : `Computing layer ${l}'s heads…`)
-    + ' The grid and the table summarise every head; the rollout, words and the sink switch are for shorter texts.');
+    + ' The grid and the table summarise every head; the rollout and words are for shorter texts.');
 }
 
 const sim = (x) => x.toFixed(4);

@@ -2,6 +2,8 @@
 // plus flat typed arrays) turned into `results` items with the CLI's field names and shapes.
 // Nested arrays are views into the flat buffers (no copies), built on first access.
 
+import { thumbOf } from './summary.js';
+
 function lazy(obj, key, make) {
   Object.defineProperty(obj, key, {
     enumerable: true, configurable: true,
@@ -124,11 +126,11 @@ export function fromWorker(raw) {
     probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
     scoreMax: (b, l, h) => summary.scoreMax[(b * L + l) * H + h],
     /** A long input's head, max-pooled to R × R by the worker (null for short inputs). */
-    thumb(b, l, h) {
-      if (!summary.R) return null;
-      const { R } = summary, i = (b * L + l) * H + h;
-      return { values: summary.thumbs.subarray(i * R * R, (i + 1) * R * R), mask: summary.thumbMask.subarray(b * R * R, (b + 1) * R * R), n: R, max: summary.probMax[i], arg: summary.probArg[i] };
-    },
+    thumb: (b, l, h) => thumbOf(summary, info.shape, b, l, h),
+    /** A long text's heads with the first key hidden (web/sink.js), summarised by the worker
+     *  beside the model's, `summarise`'s fields (null for other runs: their views summarise
+     *  the heads they make). */
+    sinkSummary: summary?.sink ?? null,
   };
 }
 

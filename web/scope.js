@@ -221,10 +221,10 @@ export function toggleGroup(off, layer, group, per) {
  *  "words" on; with the sink switch on, that run with the first key hidden and each row
  *  renormalised (web/sink.js). */
 export function shownOf(s) {
-  // a long text's run has its heads a layer at a time: words and the sink switch, which remake
-  // every head, are for shorter texts (the page says so)
-  if (s.run?.long) return s.run;
-  const r = s.run && s.words ? wordsOf(s.run) : s.run;
+  // a long text's run has its heads a layer at a time: words, which remake every head, are for
+  // shorter texts (the page says so); the sink switch reads the worker's summary of every head
+  // with the sink hidden, and hides it in the layers here
+  const r = s.run && s.words && !s.run.long ? wordsOf(s.run) : s.run;
   return r && s.noSink ? withoutSink(r) : r;
 }
 

@@ -71,41 +71,50 @@ export function foldRows(values, stride, mask, q0, q1, keys, { w, side }, out, o
  * R the thumbnails' side ({@link thumbBins}) past THUMB positions, else 0 (no thumbnails).
  */
 export function summarise(attention, scores, mask, shape) {
-  const n = shape[3] * shape[3];
-  return summariseHeads((i) => attention.subarray(i * n, (i + 1) * n), scores && ((i) => scores.subarray(i * n, (i + 1) * n)), mask, shape);
+  const n = shape[3] * shape[3], fold = headsSummary(mask, shape);
+  for (let i = 0; i < shape[0] * shape[1] * shape[2]; i++) fold.add(i, attention.subarray(i * n, (i + 1) * n), scores ? scores.subarray(i * n, (i + 1) * n) : null);
+  return fold.done();
 }
 
 /**
- * {@link summarise} of heads given one at a time: `probsOf(i)` and `scoresOf(i)` (or null) the
- * T·T values of head i = (b·L + l)·H + h, asked for in that order (a long run's come from the
- * engine a layer at a time: web/worker.js `longSummary`).
+ * The summary of {@link summarise} built a head at a time: `add(i, probs, scores | null)` for
+ * heads i = (b·L + l)·H + h in that order, then `done()` gives it (a long run's heads come from
+ * the engine a layer at a time, and fold into two summaries at once: web/worker.js `longSummary`).
  */
-export function summariseHeads(probsOf, scoresOf, mask, [B, L, H, T]) {
+export function headsSummary(mask, [B, L, H, T]) {
   const heads = B * L * H, n = T * T;
   const probMax = new Float32Array(heads), probArg = new Int32Array(heads), scoreMax = new Float32Array(heads);
   const bins = thumbBins(T), R = T > THUMB ? bins.side : 0;
   const thumbs = R ? new Float32Array(heads * R * R) : null;
   const thumbMask = R ? new Uint8Array(B * R * R) : null;
-  for (let i = 0; i < heads; i++) {
-    const b = Math.floor(i / (L * H));
-    const p = probsOf(i);
-    if (R) {
-      const best = { max: 0, q: 0, k: 0 }, first = i % (L * H) === 0; // the mask pooled once an item
-      foldRows(p, T, first ? mask.subarray(b * n, (b + 1) * n) : null, 0, T, T, bins, thumbs.subarray(i * R * R, (i + 1) * R * R), first ? thumbMask.subarray(b * R * R, (b + 1) * R * R) : null, best);
-      probMax[i] = best.max; probArg[i] = best.q * T + best.k;
-    } else {
-      let max = 0, arg = 0;
-      for (let j = 0; j < n; j++) if (p[j] > max) { max = p[j]; arg = j; }
-      probMax[i] = max; probArg[i] = arg;
-    }
-    if (scoresOf) {
-      const s = scoresOf(i);
-      let smax = 0;
-      for (let j = 0; j < n; j++) { const v = s[j]; if (v > smax) smax = v; else if (-v > smax) smax = -v; }
-      scoreMax[i] = smax;
-    }
-  }
-  return { R, thumbs, thumbMask, probMax, probArg, scoreMax };
+  return {
+    add(i, p, s) {
+      const b = Math.floor(i / (L * H));
+      if (R) {
+        const best = { max: 0, q: 0, k: 0 }, first = i % (L * H) === 0; // the mask pooled once an item
+        foldRows(p, T, first ? mask.subarray(b * n, (b + 1) * n) : null, 0, T, T, bins, thumbs.subarray(i * R * R, (i + 1) * R * R), first ? thumbMask.subarray(b * R * R, (b + 1) * R * R) : null, best);
+        probMax[i] = best.max; probArg[i] = best.q * T + best.k;
+      } else {
+        let max = 0, arg = 0;
+        for (let j = 0; j < n; j++) if (p[j] > max) { max = p[j]; arg = j; }
+        probMax[i] = max; probArg[i] = arg;
+      }
+      if (s) {
+        let smax = 0;
+        for (let j = 0; j < n; j++) { const v = s[j]; if (v > smax) smax = v; else if (-v > smax) smax = -v; }
+        scoreMax[i] = smax;
+      }
+    },
+    done: () => ({ R, thumbs, thumbMask, probMax, probArg, scoreMax }),
+  };
+}
+
+/** Head (b, l, h) of a summary of {@link summarise}'s as a thumbnail: `{values, mask, n, max, arg}`
+ *  (null when the summary has none: a short input's views pool the heads themselves). */
+export function thumbOf(summary, [, L, H], b, l, h) {
+  if (!summary?.R) return null;
+  const { R } = summary, i = (b * L + l) * H + h;
+  return { values: summary.thumbs.subarray(i * R * R, (i + 1) * R * R), mask: summary.thumbMask.subarray(b * R * R, (b + 1) * R * R), n: R, max: summary.probMax[i], arg: summary.probArg[i] };
 }
 
 /**

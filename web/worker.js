@@ -19,7 +19,8 @@
 //      {type: 'crashed', panic} once the wasm module has trapped (a Rust panic): the page
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
-import { summarise, summariseHeads } from './summary.js';
+import { summarise, headsSummary } from './summary.js';
+import { renormalised } from './sink.js';
 import { maxAbsDiff as maxDiff } from './result.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -633,17 +634,22 @@ async function run(s, msg) {
  * A long run's summary (`info.attention` "queries_keys": the engine kept each layer's queries
  * and keys, not its L·H·T² probabilities): every head computed again a layer at a time from
  * them (src/wasm.rs `Session.layerHeads`), folded into the thumbnails and maxima, and let go.
+ * The same heads with the first key hidden (web/sink.js) fold into `sink`, the summary the
+ * sink switch shows, so it needs no second sweep.
  */
 function longSummary(s, r) {
-  const [, L, H, T] = r.info.shape, n = T * T;
-  let at = -1, layer = null;
-  const of = (i) => {
-    const bl = Math.floor(i / H); // item · L + layer
-    if (bl !== at) { at = bl; layer = s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L); }
-    return layer;
-  };
-  const part = (a, i) => a.subarray((i % H) * n, (i % H + 1) * n);
-  return summariseHeads((i) => part(of(i).probs, i), (i) => part(of(i).scores, i), r.mask, r.info.shape);
+  const [B, L, H, T] = r.info.shape, n = T * T;
+  const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape);
+  const hidden = new Float32Array(n);
+  for (let bl = 0; bl < B * L; bl++) {
+    const layer = s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L);
+    for (let h = 0; h < H; h++) {
+      const p = layer.probs.subarray(h * n, (h + 1) * n);
+      own.add(bl * H + h, p, layer.scores.subarray(h * n, (h + 1) * n));
+      sink.add(bl * H + h, renormalised(p, T, hidden), null);
+    }
+  }
+  return { ...own.done(), sink: sink.done() };
 }
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
@@ -804,6 +810,8 @@ self.onmessage = async (e) => {
       const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       if (r.attention) transfer.push(r.attention.buffer);
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
+      const sink = r.summary.sink; // a long run's, with the first key hidden
+      if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer, sink.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
       for (const k of ['logits', 'headMetrics', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));

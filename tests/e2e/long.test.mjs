@@ -14,6 +14,7 @@ import path from 'node:path';
 import { cpSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+import { thumbBins, foldRows } from '../../web/summary.js';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
 const WIDE = 'assets/models/e2e-tiny-llama-wide'; // a copy of the fixture where the server serves models
@@ -74,7 +75,7 @@ function worst(got, want, T) {
 }
 
 for (const { engine, name, model, text, heads } of CASES) {
-  test(`${name}: the engine keeps queries and keys, the grid and table summarise every head, the focused layer's heads equal the CLI's --heads, and the wasm memory stays under 512 MiB`, async () => {
+  test(`${name}: the engine keeps queries and keys, the grid and table summarise every head, the focused layer's heads equal the CLI's --heads, the wasm memory stays under 512 MiB, and the sink switch hides the first key from them`, async () => {
     // a short text first (the model loads and runs), then the long one typed in
     const want = reference({ model, text, heads });
     const url = `${server.url}${process.env.WASM ? `?wasm=${process.env.WASM}` : ''}#model=${encodeURIComponent(model)}&s=${encodeURIComponent('The committee met.')}&e=${engine}`;
@@ -107,6 +108,28 @@ for (const { engine, name, model, text, heads } of CASES) {
     const stats = await page.evaluate(() => window.attnscope.stats());
     console.log(`# ${engine}: wasm memory after the ${run.T}-token run ${(stats.wasmBytes / MIB).toFixed(1)} MiB`);
     assert.ok(stats.wasmBytes <= 512 * MIB, `wasm memory ${(stats.wasmBytes / MIB).toFixed(1)} MiB`);
+    // the sink switch: the focused head (the last asked for) drawn with the first key hidden and
+    // each row renormalised, and the grid's thumbnails of every head so (the worker's summary)
+    await page.check('#nosink');
+    const hidden = await page.waitForFunction(() => { const v = document.querySelector('#head-view')._view; return v?.run.sinkHidden && Array.from(v.values); }, null, { timeout: 60000, polling: 250 }).then((h) => h.jsonValue());
+    const cli = want.heads.at(-1).attention, T = run.T;
+    const expected = new Float32Array(T * T);
+    for (let q = 0; q < T; q++) {
+      const rest = cli[q].reduce((a, v, k) => a + (k ? v : 0), 0);
+      for (let k = 1; k < T; k++) expected[q * T + k] = rest === 0 ? 0 : cli[q][k] / rest;
+    }
+    const dSink = hidden.reduce((d, v, i) => Math.max(d, Math.abs(v - expected[i])), 0);
+    assert.ok(dSink <= TOL, `${engine}: the sink-hidden head differs from the CLI's renormalised by ${dSink}`);
+    // its thumbnail in the grid: the worker's, max-pooled as summary.js pools every head
+    const bins = thumbBins(T), want2 = new Float32Array(bins.side * bins.side);
+    foldRows(expected, T, null, 0, T, T, bins, want2, null, { max: 0, q: 0, k: 0 });
+    const thumb = await page.evaluate(([l, h]) => Array.from(document.querySelector('#head-view')._view.run.thumb(0, l, h).values), heads.at(-1));
+    const dThumb = thumb.reduce((d, v, i) => Math.max(d, Math.abs(v - want2[i])), thumb.length === want2.length ? 0 : Infinity);
+    assert.ok(dThumb <= TOL, `${engine}: the sink-hidden thumbnail differs by ${dThumb}`);
+    console.log(`# ${engine}: head ${heads.at(-1).join(':')} with the sink hidden vs the CLI's renormalised: max |Δ| ${dSink.toExponential(2)}, its thumbnail ${dThumb.toExponential(2)}`);
+    await page.waitForFunction(() => document.getElementById('model-view').dataset.drawn?.split('|')[0] === `${window.attnscope.store.get().run.id}s`, null, { timeout: 60000 });
+    assert.match(await page.textContent('#sink-note'), /^A view, not the model's attention/);
+    assert.doesNotMatch(await page.textContent('#long-note'), /sink/);
     assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
     await page.close();
   });
