@@ -145,12 +145,53 @@ impl Default for GenerateOptions {
 #[wasm_bindgen]
 pub struct Generating {
     model: std::sync::Arc<Model>,
-    steps: crate::engine::generate::CpuSteps<std::sync::Arc<Model>>,
+    steps: GenerationSteps,
     state: crate::engine::generate::Greedy,
     prompt: String,
     /// What the next pass feeds (`None` before the prompt's pass and after the last).
     next: Option<(usize, u32)>,
     started: bool,
+}
+
+/// The passes of a generation the page drives, on the engine the session runs.
+enum GenerationSteps {
+    Cpu(crate::engine::generate::CpuSteps<std::sync::Arc<Model>>),
+    Gpu(
+        crate::engine::gpu::GpuSteps<
+            std::rc::Rc<crate::engine::gpu::GpuEngine>,
+            std::sync::Arc<Model>,
+        >,
+    ),
+}
+
+impl GenerationSteps {
+    /// What runs the passes: `cpu` or `gpu: <adapter> (<API>)`.
+    fn backend(&self) -> String {
+        match self {
+            Self::Cpu(_) => "cpu".into(),
+            Self::Gpu(g) => g.describe(),
+        }
+    }
+
+    async fn prefill(&mut self, ids: &[u32]) -> crate::Result<crate::engine::generate::StepPass> {
+        use crate::engine::generate::Steps;
+        match self {
+            Self::Cpu(c) => c.prefill_now(ids),
+            Self::Gpu(g) => g.prefill(ids).await,
+        }
+    }
+
+    async fn step(
+        &mut self,
+        n: usize,
+        token: u32,
+    ) -> crate::Result<crate::engine::generate::StepPass> {
+        use crate::engine::generate::Steps;
+        match self {
+            Self::Cpu(c) => c.step_now(n, token),
+            Self::Gpu(g) => g.step(n, token).await,
+        }
+    }
 }
 
 #[wasm_bindgen]
@@ -161,16 +202,16 @@ impl Generating {
     /// one row over every position so far); the prompt's pass adds what `attnscope generate`
     /// prints of the prompt, `{model, model_type, backend, prompt, prompt_ids, prompt_tokens}`;
     /// `null` once the generation is over.
-    pub fn step(&mut self) -> Result<JsValue, JsError> {
+    pub async fn step(&mut self) -> Result<JsValue, JsError> {
         let start = Instant::now();
         let first = !self.started;
         let mut pass = match (self.started, self.next) {
             (false, _) => {
                 self.started = true;
                 let prompt = self.state.prompt_ids().to_vec();
-                self.steps.prefill_now(&prompt)
+                self.steps.prefill(&prompt).await
             }
-            (true, Some((n, token))) => self.steps.step_now(n, token),
+            (true, Some((n, token))) => self.steps.step(n, token).await,
             (true, None) => return Ok(JsValue::NULL),
         }
         .map_err(js_err)?;
@@ -184,7 +225,7 @@ impl Generating {
             let ids = self.state.prompt_ids();
             set(&o, "model", self.model.short_name())?;
             set(&o, "model_type", self.model.config.family.name())?;
-            set(&o, "backend", "cpu")?;
+            set(&o, "backend", self.steps.backend())?;
             set(&o, "prompt", self.prompt.as_str())?;
             set(&o, "prompt_ids", to_js(&ids)?)?;
             let tokens: Vec<String> = ids.iter().map(|&id| tok.token(id)).collect();
@@ -903,11 +944,18 @@ impl Session {
         Ok(o)
     }
 
-    /// Starts writing after `prompt` with a decoder-only model on the CPU engine, greedily:
-    /// `options` `{maxNewTokens?: number (32), topK?: number (5), chat?: bool}`. Returns a
-    /// [`Generating`] the page steps one token at a time; the prompt's errors (no chat
-    /// template, too long, not a decoder) are thrown here.
-    pub fn generate(&self, prompt: String, options: JsValue) -> Result<Generating, JsError> {
+    /// Starts writing after `prompt` with a decoder-only model on `engine` (`cpu`, or `gpu`:
+    /// WebGPU where the session has a device, else the CPU engine), greedily: `options`
+    /// `{maxNewTokens?: number (32), topK?: number (5), chat?: bool, headMask?: string}`.
+    /// Returns a [`Generating`] the page steps one token at a time; the prompt's errors (no
+    /// chat template, too long, not a decoder) are thrown here.
+    pub fn generate(
+        &self,
+        prompt: String,
+        engine: String,
+        options: JsValue,
+    ) -> Result<Generating, JsError> {
+        let engine: Engine = engine.parse()?;
         let options: GenerateOptions = if options.is_undefined() || options.is_null() {
             GenerateOptions::default()
         } else {
@@ -935,8 +983,15 @@ impl Session {
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
         };
         crate::engine::generate::check(&model, &ids, &opts).map_err(js_err)?;
+        let steps = match (engine, self.runner.shared_gpu()) {
+            (Engine::Gpu, Some(gpu)) => GenerationSteps::Gpu(
+                crate::engine::gpu::GpuSteps::new(gpu, model.clone(), ids.len(), &opts)
+                    .map_err(js_err)?,
+            ),
+            _ => GenerationSteps::Cpu(crate::engine::generate::CpuSteps::new(model.clone(), &opts)),
+        };
         Ok(Generating {
-            steps: crate::engine::generate::CpuSteps::new(model.clone(), &opts),
+            steps,
             state: crate::engine::generate::Greedy::new(&model, &ids, &opts),
             model,
             prompt: text,

@@ -721,19 +721,19 @@ function ack(gen) { acks.get(gen)?.(); acks.delete(gen); }
  */
 async function generate(s, msg) {
   const options = msg.options ?? {};
-  const g = s.session.generate(msg.prompt, options);
+  const g = s.session.generate(msg.prompt, s.engine, options);
   try {
     let steps = 0;
     for (;;) {
       if (stopped.has(msg.gen)) break;
-      const step = g.step();
+      const step = await g.step();
       if (!step) break;
       steps++;
       self.postMessage({ type: 'generated', gen: msg.gen, step }, [step.attention.buffer]);
       if (step.done) break;
       await taken(msg.gen);
     }
-    const baseline = options.headMask && !stopped.has(msg.gen) ? plainGeneration(s, msg, options) : null;
+    const baseline = options.headMask && !stopped.has(msg.gen) ? await plainGeneration(s, msg, options) : null;
     return { steps, stopped: stopped.has(msg.gen), baseline };
   } finally {
     stopped.delete(msg.gen);
@@ -744,14 +744,14 @@ async function generate(s, msg) {
 
 /** What the model writes after `msg.prompt` with every head (`options` without the knock-out),
  *  `{output_ids, output_text}`, the last one remembered; nothing is posted on the way. */
-function plainGeneration(s, msg, options) {
+async function plainGeneration(s, msg, options) {
   const plain = { ...options, headMask: '' };
-  const key = JSON.stringify([msg.prompt, plain]);
+  const key = JSON.stringify([msg.prompt, plain, s.engine]);
   if (s.plainGeneration?.key === key) return s.plainGeneration.value;
-  const g = s.session.generate(msg.prompt, plain);
+  const g = s.session.generate(msg.prompt, s.engine, plain);
   try {
     const value = { output_ids: [], output_text: '' };
-    for (let step = g.step(); step; step = g.step()) {
+    for (let step = await g.step(); step; step = await g.step()) {
       value.output_ids.push(step.id);
       value.output_text = step.output_text;
       if (step.done) break;

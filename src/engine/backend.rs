@@ -1,6 +1,7 @@
 //! Choosing an engine, with an honest fallback: the GPU when asked for and available, the CPU
 //! otherwise, and every result names what really ran.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use web_time::Instant;
@@ -59,7 +60,7 @@ pub struct GenerationRun {
 pub struct Runner {
     model: Arc<Model>,
     choice: BackendChoice,
-    gpu: Option<GpuEngine>,
+    gpu: Option<Rc<GpuEngine>>,
     /// Why there is no GPU engine, when one was wanted.
     unavailable: Option<String>,
 }
@@ -82,7 +83,7 @@ impl Runner {
             Err(e) => Err(e),
         };
         match (gpu, choice) {
-            (Ok(g), _) => runner.gpu = Some(g),
+            (Ok(g), _) => runner.gpu = Some(Rc::new(g)),
             (Err(e), BackendChoice::Gpu) => return Err(e),
             (Err(e), _) => runner.unavailable = Some(e.to_string()),
         }
@@ -94,7 +95,7 @@ impl Runner {
         Self {
             model: model.into(),
             choice,
-            gpu: Some(gpu),
+            gpu: Some(Rc::new(gpu)),
             unavailable: None,
         }
     }
@@ -109,11 +110,17 @@ impl Runner {
         self.model.clone()
     }
 
+    /// The GPU engine, shared (a generation the page drives step by step on it holds it), if
+    /// the runner has one.
+    pub fn shared_gpu(&self) -> Option<Rc<GpuEngine>> {
+        self.gpu.clone()
+    }
+
     /// What will run: `"cpu"` or the GPU's description.
     pub fn describe(&self) -> String {
         self.gpu
             .as_ref()
-            .map_or_else(|| "cpu".to_owned(), GpuEngine::describe)
+            .map_or_else(|| "cpu".to_owned(), |g| g.describe())
     }
 
     /// Why the GPU is not used although it was wanted.

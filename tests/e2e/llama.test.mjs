@@ -139,50 +139,55 @@ test('a generation\'s summary, kept a row a step, is summarise\'s over the cut a
   }
 });
 
-test('Llama: gen=8 writes the tokens HF writes, step by step; the step control moves through them and the heatmap grows', async () => {
+test('Llama: gen=8 writes the tokens HF writes, step by step, on the CPU engine and on WebGPU; the step control moves through them and the heatmap grows', async () => {
   const { json, tensors } = golden('llama_generate');
   const prompt = json.texts[0];
-  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, prompt, 'e=cpu&gen=8');
-  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 8 && !window.attnscope.result.running, null, { timeout: 60000 });
-  const got = await page.evaluate(() => {
-    const r = window.attnscope.result;
-    return { prompt_ids: r.prompt_ids, output_ids: r.output_ids, steps: r.steps.map((s) => s.top_k.map((p) => p.id)), n: r.generate.n, attention: Array.from(r.generate.attention), T: r.tokens.length };
-  });
-  assert.deepEqual(got.prompt_ids, json.prompt_ids);
-  assert.deepEqual(got.output_ids, json.output_ids);
-  assert.deepEqual(got.steps, json.step_top5_ids);
-  // the whole generation's attention, (L, H, N, N), N = P + 8 − 1: HF's over the same ids
-  const N = json.prompt_ids.length + 7;
-  assert.equal(got.n, N);
-  const { data, shape } = tensors.attention; // (1, L, H, 48, 48): prompt and output fed at once
-  const [, L, H, M] = shape;
-  let worst = 0;
-  for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < N; q++) for (let k = 0; k < N; k++) {
-    worst = Math.max(worst, Math.abs(got.attention[(lh * N + q) * N + k] - data[(lh * M + q) * M + k]));
+  for (const engine of ['cpu', 'gpu']) {
+    const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, prompt, `e=${engine}&gen=8`);
+    await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 8 && !window.attnscope.result.running, null, { timeout: 60000 });
+    const got = await page.evaluate(() => {
+      const r = window.attnscope.result;
+      return { prompt_ids: r.prompt_ids, output_ids: r.output_ids, steps: r.steps.map((s) => s.top_k.map((p) => p.id)), n: r.generate.n, attention: Array.from(r.generate.attention), T: r.tokens.length, backend: r.backend };
+    });
+    assert.equal(got.backend.startsWith('gpu'), engine === 'gpu', `${engine}: generated on ${got.backend}`);
+    assert.match(await page.textContent('#generate-caption'), engine === 'gpu' ? /8 new tokens on WebGPU/ : /8 new tokens on the CPU engine/);
+    assert.deepEqual(got.prompt_ids, json.prompt_ids);
+    assert.deepEqual(got.output_ids, json.output_ids);
+    assert.deepEqual(got.steps, json.step_top5_ids);
+    // the whole generation's attention, (L, H, N, N), N = P + 8 − 1: HF's over the same ids
+    const N = json.prompt_ids.length + 7;
+    assert.equal(got.n, N);
+    const { data, shape } = tensors.attention; // (1, L, H, 48, 48): prompt and output fed at once
+    const [, L, H, M] = shape;
+    let worst = 0;
+    for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < N; q++) for (let k = 0; k < N; k++) {
+      worst = Math.max(worst, Math.abs(got.attention[(lh * N + q) * N + k] - data[(lh * M + q) * M + k]));
+    }
+    assert.ok(worst <= TOL, `${engine}: generation attention differs from HF's by ${worst}`);
+    console.log(`# ${engine}: gen=8, the attention over ${N} positions vs HF's: max |Δ| ${worst.toExponential(2)}`);
+    assert.equal(got.T, N, 'at the last step the views show every position fed');
+    // the text as written, token by token; the step in the link
+    assert.equal(await page.locator('#generate-view .gen-token').count(), 8);
+    await page.waitForFunction(() => /(^|&)gen=8(&|$)/.test(location.hash.slice(1)));
+    // the slider to the first step: the views show the prompt alone, the link says st=0
+    const drawn = () => page.evaluate(() => document.querySelector('#head-view')._view.tokens.length); // the head view's rows
+    assert.equal(await drawn(), N);
+    const P = json.prompt_ids.length;
+    await page.locator('#gen-slider').fill('1');
+    await page.waitForFunction((P) => window.attnscope.result.step === 0 && window.attnscope.result.tokens.length === P, P);
+    await page.waitForFunction(() => /(^|&)st=0(&|$)/.test(location.hash.slice(1)));
+    await page.waitForFunction((P) => document.querySelector('#head-view')._view.tokens.length === P, P);
+    // → steps on: the heatmap grows a row and a column a step
+    for (let t = 1; t < 8; t++) {
+      await page.locator('#generate-view button[aria-label="next step"]').click();
+      await page.waitForFunction((t) => window.attnscope.result.step === t, t);
+      assert.equal(await page.evaluate(() => window.attnscope.result.attention[0][0].length), P + t);
+      await page.waitForFunction((n) => document.querySelector('#head-view')._view.tokens.length === n, P + t);
+    }
+    assert.equal(await drawn(), N);
+    clean(problems);
+    await page.close();
   }
-  assert.ok(worst <= TOL, `generation attention differs from HF's by ${worst}`);
-  assert.equal(got.T, N, 'at the last step the views show every position fed');
-  // the text as written, token by token; the step in the link
-  assert.equal(await page.locator('#generate-view .gen-token').count(), 8);
-  await page.waitForFunction(() => /(^|&)gen=8(&|$)/.test(location.hash.slice(1)));
-  // the slider to the first step: the views show the prompt alone, the link says st=0
-  const drawn = () => page.evaluate(() => document.querySelector('#head-view')._view.tokens.length); // the head view's rows
-  assert.equal(await drawn(), N);
-  const P = json.prompt_ids.length;
-  await page.locator('#gen-slider').fill('1');
-  await page.waitForFunction((P) => window.attnscope.result.step === 0 && window.attnscope.result.tokens.length === P, P);
-  await page.waitForFunction(() => /(^|&)st=0(&|$)/.test(location.hash.slice(1)));
-  await page.waitForFunction((P) => document.querySelector('#head-view')._view.tokens.length === P, P);
-  // → steps on: the heatmap grows a row and a column a step
-  for (let t = 1; t < 8; t++) {
-    await page.locator('#generate-view button[aria-label="next step"]').click();
-    await page.waitForFunction((t) => window.attnscope.result.step === t, t);
-    assert.equal(await page.evaluate(() => window.attnscope.result.attention[0][0].length), P + t);
-    await page.waitForFunction((n) => document.querySelector('#head-view')._view.tokens.length === n, P + t);
-  }
-  assert.equal(await drawn(), N);
-  clean(problems);
-  await page.close();
 });
 
 test('Llama: the RoPE panel turns the engine\'s query by its position, its score-by-distance curve meets the engine\'s score, and the switch reruns the model without the rotation', async () => {

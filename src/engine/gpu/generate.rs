@@ -10,6 +10,8 @@
 //! the host cuts each pass's attention to the positions so far. So a step changes only what
 //! the host writes (ids, positions, the mask, the cache rows), never a buffer or a dispatch.
 
+use std::borrow::Borrow;
+
 use ndarray::{s, Array3};
 use web_time::Instant;
 
@@ -34,21 +36,7 @@ impl GpuEngine {
         opts: &GenerateOptions,
     ) -> Result<Generation> {
         check(model, prompt, opts)?;
-        self.kernels.dev.check()?;
-        let positions = prompt.len() + opts.max_new_tokens - 1;
-        let mut steps = GpuSteps {
-            engine: self,
-            model,
-            cache: GpuCache::new(&self.kernels, 1, positions),
-            prefill: None,
-            step: None,
-            opts: TraceOptions {
-                next_logits: true,
-                head_mask: opts.head_mask.clone(),
-                ..TraceOptions::default()
-            },
-            top_k: opts.top_k,
-        };
+        let mut steps = GpuSteps::new(self, model, prompt.len(), opts)?;
         run(model, &mut steps, prompt, opts).await
     }
 }
@@ -59,10 +47,11 @@ struct Recorded {
     staging: wgpu::Buffer,
 }
 
-/// The GPU's passes of one generation.
-struct GpuSteps<'e> {
-    engine: &'e GpuEngine,
-    model: &'e Model,
+/// The GPU's passes of one generation; `E` and `M` hold the engine and the model (references,
+/// or the page's shared `Arc`s: a generation the page drives a step at a time).
+pub struct GpuSteps<E: Borrow<GpuEngine>, M: Borrow<Model>> {
+    engine: E,
+    model: M,
     cache: GpuCache,
     /// The prefill's pass and every step's, recorded when first run.
     prefill: Option<Recorded>,
@@ -71,23 +60,48 @@ struct GpuSteps<'e> {
     top_k: usize,
 }
 
-impl GpuSteps<'_> {
+impl<E: Borrow<GpuEngine>, M: Borrow<Model>> GpuSteps<E, M> {
+    /// The passes of a generation after a prompt of `prompt_len` tokens, with a cache of every
+    /// position it will feed (`prompt_len + opts.max_new_tokens − 1`).
+    pub fn new(engine: E, model: M, prompt_len: usize, opts: &GenerateOptions) -> Result<Self> {
+        engine.borrow().kernels.dev.check()?;
+        let positions = prompt_len + opts.max_new_tokens - 1;
+        let cache = GpuCache::new(&engine.borrow().kernels, 1, positions);
+        Ok(Self {
+            engine,
+            model,
+            cache,
+            prefill: None,
+            step: None,
+            opts: TraceOptions {
+                next_logits: true,
+                head_mask: opts.head_mask.clone(),
+                ..TraceOptions::default()
+            },
+            top_k: opts.top_k,
+        })
+    }
+
+    /// What runs the passes: `gpu: <adapter> (<API>)`.
+    pub fn describe(&self) -> String {
+        self.engine.borrow().describe()
+    }
+
     /// Records the decoder over `n` positions, reading and writing the cache.
     fn record(&mut self, n: usize) -> Result<Recorded> {
-        let layers = self.model.config.num_hidden_layers;
+        let model = self.model.borrow();
+        let layers = model.config.num_hidden_layers;
         let shape = Shape {
             batch: 1,
             lens: [n, 0],
             layers: StackLayers::single(Stack::Decoder, layers),
             trace_layers: layers,
         };
-        let model = self.model;
-        let recording = self
-            .engine
-            .record(shape, &self.opts, Some(&mut self.cache), |rec| {
-                model.forward(rec).map(|_| ())
-            })?;
-        let staging = self.engine.staging_for(&recording);
+        let engine = self.engine.borrow();
+        let recording = engine.record(shape, &self.opts, Some(&mut self.cache), |rec| {
+            model.forward(rec).map(|_| ())
+        })?;
+        let staging = engine.staging_for(&recording);
         Ok(Recorded { recording, staging })
     }
 
@@ -104,6 +118,7 @@ impl GpuSteps<'_> {
         let rows_at: Vec<u32> = (first..first + n).map(|r| r as u32).collect();
         let (mut groups, kept, _) = self
             .engine
+            .borrow()
             .replay(
                 &pass.recording,
                 &pass.staging,
@@ -121,7 +136,7 @@ impl GpuSteps<'_> {
     }
 }
 
-impl Steps for GpuSteps<'_> {
+impl<E: Borrow<GpuEngine>, M: Borrow<Model>> Steps for GpuSteps<E, M> {
     async fn prefill(&mut self, ids: &[u32]) -> Result<StepPass> {
         if self.prefill.is_none() {
             self.prefill = Some(self.record(ids.len())?);

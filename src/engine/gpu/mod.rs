@@ -13,6 +13,7 @@ mod record;
 
 pub use device::GpuDevice;
 pub use forward::{GpuEngine, GpuTiming};
+pub use generate::GpuSteps;
 pub use kernels::{Kernel, MATMUL_TILE, ROW_WG};
 pub use ops::AttentionOutput;
 pub use plan::GpuKernels;
