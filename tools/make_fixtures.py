@@ -929,36 +929,45 @@ def padded_case(name, model_dir, model_type, texts, tok, model, pad_id):
     return att
 
 
-@torch.no_grad()
-def tiny_llama():
-    """tests/fixtures/models/tiny-llama: LlamaForCausalLM, f16 weights, GQA 4/2 heads, head_dim 48."""
+def tiny_llama_folder(name, seed, rope_theta, **fields):
+    """tests/fixtures/models/<name>: a LlamaForCausalLM of `fields` (seeded `seed`) in f16 weights,
+    the byte-level BPE with SmolLM2's specials and ChatML template, config.json as the Hub spells
+    it; the folder, and the model and tokenizer loaded back from it (checked to be the model)."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    d = os.path.join(MODELS, "tiny-llama")
+    d = os.path.join(MODELS, name)
     os.makedirs(d, exist_ok=True)
     n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), LLAMA_SPECIALS, False)
     chatml_tokenizer_config(os.path.join(d, "tokenizer_config.json"), "<|im_start|>", "<|im_end|>", "<|im_end|>",
                             "<|endoftext|>")
-    torch.manual_seed(30)
-    # hidden 256: every row length is a multiple of 256 (Q4_K, Q6_K) except o_proj's 4·48 = 192;
-    # initializer_range 0.1 at width 256 gives attention logits of a few units, neither flat nor one-hot
-    cfg = LlamaConfig(vocab_size=n, hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=48, max_position_embeddings=128, rms_norm_eps=1e-5,
-                      rope_parameters=dict(rope_type="default", rope_theta=100000.0), initializer_range=0.1,
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=n, rms_norm_eps=1e-5, rope_parameters=dict(rope_type="default", rope_theta=rope_theta),
                       tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-                      attn_implementation="eager")
+                      attn_implementation="eager", **fields)
     model = LlamaForCausalLM(cfg).eval()
     spread_1d(model, 0.0)
     round_to(model, torch.float16)
     save_file({k: v.half().contiguous() for k, v in model.state_dict().items()}, os.path.join(d, "model.safetensors"),
               metadata={"format": "pt"})
-    spec = hub_config(cfg, 100000.0, architectures=["LlamaForCausalLM"], torch_dtype="float16")
+    spec = hub_config(cfg, rope_theta, architectures=["LlamaForCausalLM"], torch_dtype="float16")
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(spec, f, indent=2)
     again = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
-    assert again.config.rope_parameters["rope_theta"] == 100000.0 and again.config.head_dim == 48
+    assert again.config.rope_parameters["rope_theta"] == rope_theta and again.config.head_dim == fields["head_dim"]
     tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     probe = torch.tensor([tok.encode("time flies like an arrow").ids])
     assert (again(probe).logits - model(probe).logits).abs().max() < 1e-5, "the saved file does not load back"
+    return d, again, tok, probe
+
+
+@torch.no_grad()
+def tiny_llama():
+    """tests/fixtures/models/tiny-llama: LlamaForCausalLM, f16 weights, GQA 4/2 heads, head_dim 48."""
+    # hidden 256: every row length is a multiple of 256 (Q4_K, Q6_K) except o_proj's 4·48 = 192;
+    # initializer_range 0.1 at width 256 gives attention logits of a few units, neither flat nor one-hot
+    d, again, tok, _ = tiny_llama_folder("tiny-llama", 30, 100000.0, hidden_size=256, intermediate_size=256,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         head_dim=48, max_position_embeddings=128, initializer_range=0.1)
+    cfg = again.config
     padded_case("llama_batch", "tiny-llama", "llama",
                 ["time flies like an arrow", "the cat sat", "fruit flies like a banana"], tok, again, cfg.pad_token_id)
     padded_case("llama_single", "tiny-llama", "llama", ["attention is all you need"], tok, again, cfg.pad_token_id)
@@ -979,30 +988,9 @@ def tiny_llama_wide():
     run threshold (2^25) at a small fraction of SmolLM2's work, so the end-to-end test runs a
     1,024-token prompt on WebGPU (SwiftShader) in seconds; its numbers are checked against the
     CLI there, the CPU engine's against HF on the other tiny Llamas."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-    d = os.path.join(MODELS, "tiny-llama-wide")
-    os.makedirs(d, exist_ok=True)
-    n = byte_level_tokenizer(os.path.join(d, "tokenizer.json"), LLAMA_SPECIALS, False)
-    chatml_tokenizer_config(os.path.join(d, "tokenizer_config.json"), "<|im_start|>", "<|im_end|>", "<|im_end|>",
-                            "<|endoftext|>")
-    torch.manual_seed(32)
-    cfg = LlamaConfig(vocab_size=n, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=16,
-                      num_key_value_heads=4, head_dim=16, max_position_embeddings=2048, rms_norm_eps=1e-5,
-                      rope_parameters=dict(rope_type="default", rope_theta=10000.0), initializer_range=0.2,
-                      tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-                      attn_implementation="eager")
-    model = LlamaForCausalLM(cfg).eval()
-    spread_1d(model, 0.0)
-    round_to(model, torch.float16)
-    save_file({k: v.half().contiguous() for k, v in model.state_dict().items()}, os.path.join(d, "model.safetensors"),
-              metadata={"format": "pt"})
-    spec = hub_config(cfg, 10000.0, architectures=["LlamaForCausalLM"], torch_dtype="float16")
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(spec, f, indent=2)
-    again = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
-    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
-    probe = torch.tensor([tok.encode("time flies like an arrow").ids])
-    assert (again(probe).logits - model(probe).logits).abs().max() < 1e-5, "the saved file does not load back"
+    _, again, _, probe = tiny_llama_folder("tiny-llama-wide", 32, 10000.0, hidden_size=64, intermediate_size=128,
+                                           num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
+                                           head_dim=16, max_position_embeddings=2048, initializer_range=0.2)
     ent, top = attention_spread(torch.stack(again(probe, output_attentions=True).attentions, 1), torch.ones(probe.shape, dtype=torch.bool))
     print(f"  tiny-llama-wide: attention entropy {ent:.3f} nats on average, mean row maximum {top:.3f}")
 
