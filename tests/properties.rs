@@ -597,3 +597,54 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
     let err = cpu::forward(m, &input, &mask, &qk).unwrap_err().to_string();
     assert!(err.contains("translation model"), "{err}");
 }
+
+/// The plain reference: every probability in f64, every index sorted by (p descending, id).
+fn top_k_reference(row: &[f32], k: usize) -> Vec<(u32, f64)> {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+    let mut order: Vec<usize> = (0..row.len()).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    order
+        .into_iter()
+        .take(k)
+        .map(|i| (i as u32, (row[i] as f64 - max).exp() / sum))
+        .collect()
+}
+
+proptest! {
+    /// Ids in the reference's order (ties by the lower id: logits drawn from a few values
+    /// tie often) and probabilities within 1e-6 of the f64 softmax, for any k.
+    #[test]
+    fn top_k_equals_a_full_softmax_sorted(
+        rows in 1usize..4, v in 1usize..300, k in 0usize..12, levels in 1u32..40, seed in any::<u64>()
+    ) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let logits = Array2::from_shape_fn((rows, v), |_| rng.random_range(0..levels) as f32 * 0.37 - 5.0);
+        let got = attnscope::engine::top_k(logits.view(), k);
+        prop_assert_eq!(got.len(), rows);
+        for (r, top) in got.iter().enumerate() {
+            let want = top_k_reference(logits.row(r).as_slice().unwrap(), k);
+            prop_assert_eq!(top.iter().map(|t| t.id).collect::<Vec<_>>(), want.iter().map(|w| w.0).collect::<Vec<_>>(), "row {}", r);
+            for (t, w) in top.iter().zip(&want) {
+                prop_assert!((t.p as f64 - w.1).abs() <= 1e-6, "row {} id {}: {} vs {}", r, t.id, t.p, w.1);
+            }
+        }
+    }
+}
+
+#[test]
+fn top_k_of_a_vocabulary_row_reads_a_non_contiguous_view() {
+    // (V, n) as stored, read transposed: each row of the (n, V) view is strided
+    let stored = Array2::from_shape_fn((500, 3), |(i, r)| ((i * 7 + r * 13) % 101) as f32 / 10.0);
+    let logits = stored.t(); // (3, 500), each row strided
+    assert!(logits.row(0).as_slice().is_none());
+    let got = attnscope::engine::top_k(logits, 3);
+    for (r, top) in got.iter().enumerate() {
+        let want = top_k_reference(&logits.row(r).to_vec(), 3);
+        assert_eq!(
+            top.iter().map(|t| t.id).collect::<Vec<_>>(),
+            want.iter().map(|w| w.0).collect::<Vec<_>>()
+        );
+    }
+}
