@@ -48,7 +48,8 @@ struct Recorded {
 }
 
 /// The GPU's passes of one generation; `E` and `M` hold the engine and the model (references,
-/// or the page's shared `Arc`s: a generation the page drives a step at a time).
+/// or, for a generation the page drives a step at a time, the session's shared `Rc` of the
+/// engine and `Arc` of the model).
 pub struct GpuSteps<E: Borrow<GpuEngine>, M: Borrow<Model>> {
     engine: E,
     model: M,
