@@ -8,7 +8,7 @@ import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, 
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, maxAbsDiff, visibleText } from './result.js';
+import { published, publishedTranslation, maxAbsDiff, visibleText, engineOf } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
@@ -152,7 +152,7 @@ store.subscribe((s, changed) => {
   setText($('kv-groups'), kv);
   if (!on) return;
   const r = s.generation?.result;
-  setText($('generate-caption'), r ? `· ${r.output_ids.length} new tokens on ${r.backend?.startsWith('gpu') ? 'WebGPU' : 'the CPU engine'}${s.chat && s.modelInfo.chat_template ? ', as a chat' : ''}` : '');
+  setText($('generate-caption'), r ? `· ${r.output_ids.length} new tokens on ${engineOf(r.backend)}${s.chat && s.modelInfo.chat_template ? ', as a chat' : ''}` : '');
   generationView.render($('generate-view'), { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16, playing: s.playing }, {
     onGenerate: (maxNew, chat) => { stopPlaying(); generating.start(maxNew, chat); },
     onStop: () => generating.stop(),

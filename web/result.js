@@ -167,6 +167,11 @@ export function visibleText(text) {
   return signed.trim() ? signed : signed.replace(/\s/g, '␣');
 }
 
+/** The engine a result's `backend` names, as the page writes it: `WebGPU` or `the CPU engine`. */
+export function engineOf(backend) {
+  return backend?.startsWith('gpu') ? 'WebGPU' : 'the CPU engine';
+}
+
 /** `window.attnscope.result`: item `b` with the run's fields beside it. */
 export function published(run, b) {
   const item = run.results[b];

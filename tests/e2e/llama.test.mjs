@@ -151,6 +151,7 @@ test('Llama: gen=8 writes the tokens HF writes, step by step, on the CPU engine 
     });
     assert.equal(got.backend.startsWith('gpu'), engine === 'gpu', `${engine}: generated on ${got.backend}`);
     assert.match(await page.textContent('#generate-caption'), engine === 'gpu' ? /8 new tokens on WebGPU/ : /8 new tokens on the CPU engine/);
+    assert.match(await page.textContent('#generate-view .gen-status'), engine === 'gpu' ? /ms a token \(on WebGPU, keys and values cached\)/ : /ms a token \(on the CPU engine, keys and values cached\)/);
     assert.deepEqual(got.prompt_ids, json.prompt_ids);
     assert.deepEqual(got.output_ids, json.output_ids);
     assert.deepEqual(got.steps, json.step_top5_ids);
