@@ -26,13 +26,14 @@ pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions)
 /// Runs `f` on one of rayon's threads. Every parallel step of a pass (the heads, a product's
 /// panels, GELU's chunks) is then a job on the pool's own queues, which its other threads
 /// steal; from outside the pool each one would be handed over and waited for, fifty times a
-/// pass. In the browser that hand-over is a message through shared memory and a wake-up, and it
-/// cost more than a 16-token pass gained from the second thread. The caller waits once, for the
-/// whole pass.
+/// pass (150 times a decoding step). In the browser that hand-over is a message through shared
+/// memory and a wake-up, and it cost more than a 16-token pass gained from the second thread;
+/// natively, with a pool of one thread (`attnscope bench --threads 1`), the hand-overs took two
+/// fifths of a decoding step. The caller waits once, for the whole pass.
 pub(crate) fn on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     // the single-threaded wasm build has no pool: `f` runs where it is
     #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
-    if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
+    if rayon::current_thread_index().is_none() {
         return rayon::join(f, || ()).0;
     }
     f()
