@@ -45,7 +45,18 @@ pub(super) fn dot_rows<const R: usize>(
     x: &[f32],
     sums: &[f32],
 ) -> [f32; R] {
-    assert!(super::has_kernel(ty), "no SIMD128 loop for {ty}");
+    // one loop per type, each with its type known: no test of the type inside it
+    match ty {
+        GgmlType::Q8_0 => dot_blocks_of(GgmlType::Q8_0, w, x, sums),
+        GgmlType::Q4_0 => dot_blocks_of(GgmlType::Q4_0, w, x, sums),
+        GgmlType::Q4_1 => dot_blocks_of(GgmlType::Q4_1, w, x, sums),
+        _ => panic!("no SIMD128 loop for {ty}"),
+    }
+}
+
+/// [`dot_rows`] for one type, which the caller gives as a constant.
+#[inline(always)]
+fn dot_blocks_of<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
     let bytes = ty.block_bytes();
     let at = if ty == GgmlType::Q4_1 { 4 } else { 2 };
     let (low, eight) = (u16x8_splat(0x0F), i16x8_splat(8));

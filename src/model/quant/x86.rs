@@ -73,9 +73,53 @@ pub(super) unsafe fn dot_rows<const R: usize>(
     assert!(sums.len() >= runs);
     // SAFETY: the caller's CPU runs `kernel`; the lengths are checked above
     unsafe {
+        match ty {
+            GgmlType::Q8_0 => on::<blocks::Q8_0, R>(kernel, w, x, sums),
+            GgmlType::Q4_0 => on::<blocks::Q4_0, R>(kernel, w, x, sums),
+            GgmlType::Q4_1 => on::<blocks::Q4_1, R>(kernel, w, x, sums),
+            _ => panic!("no x86 kernel reads {ty}"),
+        }
+    }
+}
+
+/// The 32-value block types the kernels read, one type each: a kernel is compiled once per
+/// block type, so its loop tests no type.
+mod blocks {
+    use super::GgmlType;
+
+    pub(super) trait Block {
+        const TY: GgmlType;
+    }
+    pub(super) struct Q8_0;
+    pub(super) struct Q4_0;
+    pub(super) struct Q4_1;
+    impl Block for Q8_0 {
+        const TY: GgmlType = GgmlType::Q8_0;
+    }
+    impl Block for Q4_0 {
+        const TY: GgmlType = GgmlType::Q4_0;
+    }
+    impl Block for Q4_1 {
+        const TY: GgmlType = GgmlType::Q4_1;
+    }
+}
+use blocks::Block;
+
+/// [`dot_rows`] for blocks of `B` on `kernel`.
+///
+/// # Safety
+/// As [`dot_rows`]'s, whose checks it needs.
+unsafe fn on<B: Block, const R: usize>(
+    kernel: Kernel,
+    w: [&[u8]; R],
+    x: &[f32],
+    sums: &[f32],
+) -> [f32; R] {
+    // SAFETY: the caller's
+    unsafe {
         match kernel {
-            Kernel::Avx512 => avx512(ty, w, x, sums),
-            Kernel::Avx2 => avx2(ty, w, x, sums),
+            Kernel::Avx512 => avx512::<B, R>(w, x, sums),
+            Kernel::Avx2 => avx2::<B, R>(w, x, sums),
         }
     }
 }
@@ -96,7 +140,8 @@ fn values_at(ty: GgmlType) -> usize {
 }
 
 #[target_feature(enable = "avx512f,f16c,fma")]
-unsafe fn avx512<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+unsafe fn avx512<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    let ty = B::TY;
     let (bytes, at) = (ty.block_bytes(), values_at(ty));
     let mut acc = [_mm512_setzero_ps(); R];
     let mut offsets = [_mm_setzero_ps(); R];
@@ -148,16 +193,20 @@ unsafe fn avx512<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &
 }
 
 #[target_feature(enable = "avx2,f16c,fma")]
-unsafe fn avx2<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+unsafe fn avx2<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
+    let ty = B::TY;
     let (bytes, at) = (ty.block_bytes(), values_at(ty));
+    // a row's lanes; `Q4_1`'s offsets go into its lane 0 (sixteen registers hold the four rows
+    // and the run of `x` with no spill, where a register of offsets per row did not)
     let mut acc = [_mm256_setzero_ps(); R];
-    let mut offsets = [_mm_setzero_ps(); R];
     let (low, eight) = (_mm256_set1_epi32(0x0F), _mm256_set1_epi32(8));
     for (i, run) in x.as_chunks::<32>().0.iter().enumerate() {
         // SAFETY: as `avx512`'s
         unsafe {
             let p = run.as_ptr();
             let xs = [0, 8, 16, 24].map(|k| _mm256_loadu_ps(p.add(k)));
+            // Σ x of the run in lane 0, the others 0
+            let sum = _mm256_setr_ps(sums[i], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
             for r in 0..R {
                 let b = w[r].as_ptr().add(i * bytes);
                 _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(R * w[r].len()) as *const i8);
@@ -195,7 +244,9 @@ unsafe fn avx2<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &[f
                 let s = scales(b);
                 acc[r] = _mm256_fmadd_ps(t, _mm256_broadcastss_ps(s), acc[r]);
                 if ty == GgmlType::Q4_1 {
-                    offsets[r] = _mm_fmadd_ps(s, _mm_set_ps(0.0, 0.0, sums[i], 0.0), offsets[r]);
+                    // lane 0: m · Σ x
+                    let m = _mm256_broadcastss_ps(_mm_movehdup_ps(s));
+                    acc[r] = _mm256_fmadd_ps(m, sum, acc[r]);
                 }
             }
         }
@@ -205,6 +256,6 @@ unsafe fn avx2<const R: usize>(ty: GgmlType, w: [&[u8]; R], x: &[f32], sums: &[f
         let four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
         let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
         let one = _mm_add_ss(two, _mm_movehdup_ps(two));
-        _mm_cvtss_f32(one) + _mm_cvtss_f32(_mm_movehdup_ps(offsets[r]))
+        _mm_cvtss_f32(one)
     })
 }
