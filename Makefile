@@ -19,6 +19,7 @@ lint:
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
 test: setup lint web
 	cargo test
+	cd python && ../target/py/bin/python -m pytest -q
 	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
 	bash scripts/dist.sh
 	cd tests/e2e && npm test

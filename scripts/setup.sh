@@ -115,4 +115,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   say "installing cargo-fuzz"
   cargo install cargo-fuzz --locked
 fi
+# 7. A Python environment for the Python package's tests (python/: numpy and pytest), in
+#    target/py (git-ignored), apart from the system's Python.
+PY_ENV=target/py
+if ! "$PY_ENV/bin/python" -c "import numpy, pytest" 2>/dev/null; then
+  say "making $PY_ENV (numpy, pytest) for the Python package's tests"
+  python3 -m venv "$PY_ENV"
+  "$PY_ENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.21" "pytest>=7"
+fi
 say "ready"

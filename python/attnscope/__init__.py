@@ -1,0 +1,14 @@
+"""attnscope in Python: attention computed by any PyTorch or HF model, as the records attnscope's
+views draw (docs/given.md).
+
+    import attnscope
+    out = model(**inputs, output_attentions=True)
+    attnscope.given(out.attentions, tokens).save("attention.safetensors")
+
+Every input is checked here, before anything is written: a bad one raises a ValueError naming the
+argument and the layout expected.
+"""
+
+from .records import FORMAT, Given, Record, assemble_generate, from_generate, given, prettify
+
+__all__ = ["FORMAT", "Given", "Record", "assemble_generate", "from_generate", "given", "prettify"]
