@@ -14,7 +14,9 @@
 // "source => target" to teacher-force; item the one shown), model (a checkpoint folder's base
 // URL, or a .gguf file's; default: the model beside the script), hf (a model id on the Hugging
 // Face Hub, instead), file (with hf: the repository's .gguf file to load), hub (a mirror of the Hub), engine
-// (auto | cpu | gpu), editable (adds a sentence box). Changing one re-renders.
+// (auto | cpu | gpu), editable (adds a sentence box), src (attention computed elsewhere, in place
+// of a model: a file of docs/given.md's records, or the CLI's JSON; the `data` property takes the
+// same as bytes, text or an object). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
@@ -24,11 +26,12 @@ import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, DE
 import { published, publishedTranslation } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
+import { readGiven, givenRun } from './given.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable'];
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src'];
 const STYLES = new URL('./views.css', import.meta.url).href;
 const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
@@ -50,7 +53,20 @@ class AttnScope extends HTMLElement {
     this.$ = (sel) => root.querySelector(sel);
     this.$('.edit input').addEventListener('input', (e) => this.store?.update({ sentences: [e.target.value] }));
     this.result = null;
+    this.given = null; // the `data` property's
   }
+
+  /** Attention computed elsewhere, shown in place of a model's (docs/given.md): an ArrayBuffer
+   *  or byte view (a safetensors file or JSON text), a string of JSON, or the parsed object. */
+  set data(value) {
+    this.given = value ?? null;
+    if (this.store) this.loadGiven();
+  }
+
+  get data() { return this.given; }
+
+  /** Whether the element shows given attention (the `data` property or the `src` attribute). */
+  showsGiven() { return this.given !== null || this.hasAttribute('src'); }
 
   /** The intent the attributes describe. */
   intent() {
@@ -92,7 +108,8 @@ class AttnScope extends HTMLElement {
     const modelChanged = next.model !== now.model || next.hf !== now.hf || next.file !== now.file || next.hub !== now.hub || next.engine !== now.engine;
     this.store.update({ ...next, win: null });
     if (name === 'sentence') this.$('.edit input').value = next.sentences[0];
-    if (modelChanged) this.load(next);
+    if (name === 'src') this.loadGiven();
+    else if (modelChanged && !this.showsGiven()) this.load(next);
   }
 
   start() {
@@ -124,7 +141,39 @@ class AttnScope extends HTMLElement {
     this.store.subscribe((s, changed) => this.show(s, changed));
     this.resize = new ResizeObserver(() => this.store.update({ size: `${this.clientWidth}x${this.clientHeight}` }));
     this.resize.observe(this);
-    this.load(intent);
+    if (this.showsGiven()) this.loadGiven();
+    else this.load(intent);
+  }
+
+  /** Shows the given attention (`data`, else `src`'s file): its run, and a model's description
+   *  made from its records; a file that cannot be read is shown as the error. */
+  async loadGiven() {
+    const ticket = (this.givenTicket = {});
+    const src = this.getAttribute('src');
+    const source = this.given !== null ? 'data' : src;
+    let shown;
+    try {
+      let input = this.given;
+      if (input === null) {
+        this.store.update({ loading: { name: src, loaded: 0, total: 0 }, modelError: null });
+        const res = await fetch(new URL(src, location.href));
+        if (!res.ok) throw new Error(`${src}: HTTP ${res.status}`);
+        input = await res.arrayBuffer();
+      }
+      if (ticket !== this.givenTicket) return;
+      shown = givenRun(readGiven(input, source), source);
+    } catch (e) {
+      if (ticket !== this.givenTicket) return;
+      this.store.update({ loading: null, modelInfo: null, run: null, modelError: { line: String(e.message || e) } });
+      return;
+    }
+    const { modelInfo, run, focus } = shown;
+    const s = this.store.get();
+    const at = (k) => (this.hasAttribute(k) ? s[k] : focus[k]); // the attributes, else the file's view
+    this.store.update({
+      loading: null, modelError: null, runError: null, modelKey: '', modelInfo, modelVersion: s.modelVersion + 1, translation: null,
+      run, layer: Math.min(at('layer'), run.L - 1), head: Math.min(at('head'), run.H - 1),
+    });
   }
 
   /** Loads the model an intent names (a Hub id, a base URL or the default); a bad id is shown as the error. */
@@ -168,7 +217,7 @@ class AttnScope extends HTMLElement {
     this.$('.view').hidden = failed;
     this.$('.caption').hidden = failed;
     this.showBusy(s.busy);
-    if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
+    if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.given ? 'given' : `${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`}`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
     if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {
       const view = this.$('.view');

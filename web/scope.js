@@ -195,6 +195,19 @@ const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache'];
  *  summaries of every head). */
 const LONG_FIRST = ['model', 'heads'];
 
+/** The views attention computed elsewhere (web/given.js) draws: the others compute from a model. */
+const GIVEN_VIEWS = ['model', 'head', 'headB', 'lines'];
+
+/** In place of a view that needs a model, under given attention: a line saying so. */
+function needsModel(el) {
+  if (el._needsModel) return;
+  const p = document.createElement('p');
+  p.className = 'muted';
+  p.textContent = 'This view computes from the model itself (its queries, keys, values or heads knocked out): the attention shown was given, with no model to ask.';
+  el.replaceChildren(p);
+  el._needsModel = true;
+}
+
 /** The panels that draw the focused layer's trace. */
 const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn', 'rope'];
 
@@ -410,6 +423,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       if (waiting && !LONG_FIRST.includes(name)) continue;
       // a generation keeps its attention alone: the panels of a pass's insides keep the sentence's
       if (r.generated && !GENERATED_VIEWS.includes(name)) continue;
+      if (r.given && !GIVEN_VIEWS.includes(name)) { needsModel(el); continue; }
+      el._needsModel = false;
       // views in one task while they are quick (one frame paints them all); past SLICE_MS the
       // rest wait for a task of their own, so a long input's views never hold up the page
       if (!onlyHover && performance.now() - slice > SLICE_MS) {

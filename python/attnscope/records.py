@@ -25,6 +25,9 @@ import numpy as np
 #: The format's name and version, in every file and message (docs/given.md).
 FORMAT = "attnscope.given/1"
 
+#: The largest probability taken: 1, and bfloat16's rounding above it.
+MAX_P = 1.01
+
 LAYOUT = (
     "a tuple (or list) with one array per layer, each (batch, heads, n_q, n_k) as "
     "`model(..., output_attentions=True).attentions` gives it, or (heads, n_q, n_k), "
@@ -197,10 +200,12 @@ def layers_of(attention: Any, what: str, kv_heads: int | None = None) -> list[np
                 f"{what}[{i}]: shape {tuple(a.shape)}, but layer 0 is {tuple(out[0].shape)}: "
                 f"every layer has the same heads, n_q and n_k"
             )
-        bad = np.argwhere(~np.isfinite(a))
+        bad = np.argwhere(~((a >= 0) & (a <= MAX_P)))  # NaN fails both
         if len(bad):
             h, q, k = (int(v) for v in bad[0])
-            raise ValueError(f"{what}[{i}]: {a[h, q, k]} at head {h}, query {q}, key {k}; attention is finite")
+            raise ValueError(
+                f"{what}[{i}]: {a[h, q, k]} at head {h}, query {q}, key {k}; attention probabilities are in [0, 1]"
+            )
         out.append(np.ascontiguousarray(a, dtype=np.float32))
     heads = out[0].shape[0]
     if kv_heads is not None and (kv_heads < 1 or heads % kv_heads):

@@ -1,0 +1,137 @@
+// Attention computed elsewhere (docs/given.md) in <attn-scope>: a file python/attnscope wrote
+// (safetensors, by `src`), the CLI's JSON (by the `data` property), and input that cannot be
+// read. The element's `result` carries the numbers given, bit for bit; the views that need a
+// model say so; a bad file is an error naming it, nothing thrown.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { startServer, launch, openPage, cli, ARTIFACTS, ROOT } from './harness.mjs';
+
+let browser, server;
+before(async () => { server = await startServer(); browser = await launch({ webgpu: false }); });
+after(async () => { await browser?.close(); server?.stop(); });
+
+/** A page of the app's origin with an <attn-scope> (`attrs`) in it, `data` set first when given
+ *  (in the page: bytes as a Uint8Array, an object as itself), resolved with its first `result`
+ *  or the error it shows. */
+async function element(page, attrs, data = null) {
+  await origin(page);
+  return page.evaluate(async ({ attrs, data }) => {
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.id = 'given';
+    el.style.cssText = 'display:block;width:640px;height:640px';
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+    if (data) el.data = data.bytes ? new Uint8Array(data.bytes) : data.object;
+    document.body.prepend(el);
+    el.scrollIntoView();
+    const shown = () => el.result ?? (el.shadowRoot.querySelector('.message:not([hidden])')?.textContent || null);
+    for (let i = 0; i < 600 && !shown(); i++) await new Promise((r) => setTimeout(r, 100));
+    const r = el.result;
+    return {
+      error: r ? null : shown(),
+      caption: el.shadowRoot.querySelector('.caption').textContent,
+      view: el.shadowRoot.querySelector('.view').textContent,
+      cells: el.shadowRoot.querySelectorAll('.grid .cell').length,
+      result: r && { model: r.model, backend: r.backend, mask_kind: r.mask_kind, tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) },
+    };
+  }, { attrs, data });
+}
+
+/** The app's origin (its modules import from there), on a page of its own: a stylesheet's, with
+ *  the browser's request for a favicon answered (the server has none). */
+async function origin(page) {
+  await page.route('**/favicon.ico', (r) => r.fulfill({ status: 204 }));
+  await page.goto(`${server.url}web/views.css`);
+}
+
+/** python/attnscope's file for a random decoder with grouped-query heads, and its numbers. */
+function pythonFile() {
+  const py = path.join(ROOT, 'target/py/bin/python');
+  const out = execFileSync(py, ['-c', `
+import json, sys
+import numpy as np
+import attnscope
+rng = np.random.default_rng(3)
+L, H, K, T = 3, 6, 2, 7
+x = rng.normal(size=(L, H, T, T))
+x = np.where(np.tril(np.ones((T, T), bool)), x, -np.inf)
+a = np.exp(x - x.max(-1, keepdims=True)); a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+tokens = ["<s>", "Ġthe", "Ġcat", "Ġsat", "Ġon", "Ġit", "."]
+g = attnscope.given(tuple(layer[None] for layer in a), tokens, num_key_value_heads=K, layer=2, heads=[4], model="tiny-gqa")
+sys.stdout.buffer.write(json.dumps({"bytes": list(g.to_safetensors()), "attention": a.tolist(), "tokens": g.tokens}).encode())
+`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') }, maxBuffer: 1 << 26 });
+  return JSON.parse(out);
+}
+
+test('a safetensors file python/attnscope wrote: the decoder\'s heads as given, in groups, the file\'s layer and head', async () => {
+  const want = pythonFile();
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  // the file by `src`: a blob URL of its bytes (the element fetches it as it would a URL)
+  await origin(page);
+  const got = await page.evaluate(async ({ bytes }) => {
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.style.cssText = 'display:block;width:640px;height:640px';
+    el.setAttribute('view', 'model');
+    el.setAttribute('src', URL.createObjectURL(new Blob([new Uint8Array(bytes)])));
+    document.body.prepend(el);
+    el.scrollIntoView();
+    for (let i = 0; i < 600 && !el.result; i++) await new Promise((r) => setTimeout(r, 100));
+    const r = el.result;
+    return {
+      caption: el.shadowRoot.querySelector('.caption').textContent,
+      cells: el.shadowRoot.querySelectorAll('.grid .cell').length,
+      groups: [...el.shadowRoot.querySelectorAll('.grid')].map((g) => g.getAttribute('aria-label')).join(' '),
+      result: r && { model: r.model, backend: r.backend, mask_kind: r.mask_kind, tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) },
+    };
+  }, { bytes: want.bytes });
+  await page.screenshot({ path: path.join(ARTIFACTS, 'given-python.png') });
+  assert.ok(got.result, `the element rendered the file (caption "${got.caption}")`);
+  assert.deepEqual(got.result.tokens, want.tokens);
+  assert.deepEqual(got.result.attention, want.attention, 'the numbers given, bit for bit');
+  assert.equal(got.result.mask_kind, 'causal');
+  assert.equal(got.result.model, 'tiny-gqa');
+  assert.equal(got.cells, 3 * 6, 'a cell a head');
+  assert.match(got.caption, /^tiny-gqa · layer 2, head 4 · given$/, 'the file\'s layer and head, and "given" where an engine would be named');
+  assert.deepEqual(problems, []);
+});
+
+test('the CLI\'s JSON by the `data` property: the CLI\'s numbers; the steps view says it needs the model', async () => {
+  const out = cli(['--', 'time flies like an arrow']);
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const got = await element(page, { view: 'head', layer: '1', head: '3' }, { object: out });
+  assert.equal(got.error, null);
+  assert.deepEqual(got.result.tokens, out.results[0].tokens);
+  // the CLI prints each f32 in its shortest decimal: as f32, the same bits
+  const f32 = out.results[0].attention.map((l) => l.map((h) => h.map((row) => row.map(Math.fround))));
+  assert.deepEqual(got.result.attention, f32, 'the CLI\'s numbers, bit for bit');
+  assert.equal(got.result.mask_kind, 'none');
+  assert.match(got.caption, /^all-MiniLM-L6-v2 · layer 1, head 3 · given$/);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'given-cli.png') });
+  const steps = await element(page, { view: 'steps' }, { object: out });
+  assert.match(steps.view, /computes from the model itself/, 'the steps inside a layer need the model');
+  assert.deepEqual(problems, []);
+});
+
+test('input that cannot be read is an error naming it, and nothing is thrown', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const cases = [
+    [{ bytes: [1, 2, 3] }, /^data: 3 bytes: not a safetensors file/],
+    [{ bytes: [...new Uint8Array(new BigUint64Array([4n]).buffer), ...new TextEncoder().encode('{}  ')] }, /^data: a safetensors file without attnscope's records/],
+    [{ object: { format: 'attnscope.given/9' } }, /^data: format "attnscope.given\/9": this page reads attnscope.given\/1/],
+    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a', 'b'], records: [{ stack: 'decoder', kind: 'self', layer: 0, query_heads: 1, kv_heads: 1, n_q: 2, n_k: 2, values: [[[1, 0], [0.5, 'x']]] }] } }, /^data: records\[0\]: NaN at head 0, query 1, key 1; attention probabilities are in \[0, 1\]/],
+    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a'], records: [{ stack: 'decoder', kind: 'self', layer: 0, query_heads: 1, kv_heads: 1, n_q: 2, n_k: 2, values: [[[1, 0], [0.5, 0.5]]] }] } }, /^data: records\[0\]: 2 queries, but tokens has 1/],
+    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a', 'b'], records: [{ stack: 'decoder', kind: 'self', layer: 0, query_heads: 3, kv_heads: 2, n_q: 2, n_k: 2, values: [] }] } }, /^data: records\[0\]: 3 query heads do not split into groups over 2 key\/value heads/],
+    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'encoder' }, tokens: ['a'], records: [{ stack: 'encoder', kind: 'self', layer: 1, query_heads: 1, kv_heads: 1, n_q: 1, n_k: 1, values: [[[1]]] }] } }, /^data: records\[0\] is layer 1: this element draws a stack's layers 0, 1, 2, … in order \(leave include_layers out\)/],
+  ];
+  for (const [data, message] of cases) {
+    const got = await element(page, { view: 'head' }, data);
+    assert.equal(got.result, null);
+    assert.match(got.error ?? '', message);
+  }
+  const missing = await element(page, { view: 'head', src: `${server.url}web/no-such-file.safetensors` });
+  assert.match(missing.error ?? '', /no-such-file\.safetensors: HTTP 404/);
+  assert.deepEqual(problems.filter((p) => !/404/.test(p)), [], 'no uncaught error (the 404 is the browser\'s own console line)');
+});
