@@ -87,6 +87,12 @@ class AttnScope extends HTMLElement {
   }
 
   connectedCallback() {
+    // `data` set on the element before its module defined it: an own property hiding the setter
+    if (Object.hasOwn(this, 'data')) {
+      const value = this.data;
+      delete this.data;
+      this.data = value;
+    }
     if (this.seen) return;
     this.seen = new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) { this.seen.disconnect(); this.start(); }
@@ -146,9 +152,11 @@ class AttnScope extends HTMLElement {
   }
 
   /** Shows the given attention (`data`, else `src`'s file): its run, and a model's description
-   *  made from its records; a file that cannot be read is shown as the error. */
+   *  made from its records, in place of the model's (a model loading is dropped); a file that
+   *  cannot be read is shown as the error, naming it. With neither, the model comes back. */
   async loadGiven() {
     const ticket = (this.givenTicket = {});
+    if (!this.showsGiven()) { this.load(this.intent()); return; }
     const src = this.getAttribute('src');
     const source = this.given !== null ? 'data' : src;
     let shown;
@@ -156,7 +164,12 @@ class AttnScope extends HTMLElement {
       let input = this.given;
       if (input === null) {
         this.store.update({ loading: { name: src, loaded: 0, total: 0 }, modelError: null });
-        const res = await fetch(new URL(src, location.href));
+        let res;
+        try {
+          res = await fetch(new URL(src, document.baseURI));
+        } catch (e) {
+          throw new Error(`${src}: ${e.message}`);
+        }
         if (!res.ok) throw new Error(`${src}: HTTP ${res.status}`);
         input = await res.arrayBuffer();
       }
@@ -164,16 +177,14 @@ class AttnScope extends HTMLElement {
       shown = givenRun(readGiven(input, source), source);
     } catch (e) {
       if (ticket !== this.givenTicket) return;
-      this.store.update({ loading: null, modelInfo: null, run: null, modelError: { line: String(e.message || e) } });
+      this.result = null;
+      this.store.update({ loading: null, modelInfo: null, modelKey: '', run: null, modelError: { line: String(e.message || e) } });
       return;
     }
-    const { modelInfo, run, focus } = shown;
+    if (ticket !== this.givenTicket) return;
     const s = this.store.get();
-    const at = (k) => (this.hasAttribute(k) ? s[k] : focus[k]); // the attributes, else the file's view
-    this.store.update({
-      loading: null, modelError: null, runError: null, modelKey: '', modelInfo, modelVersion: s.modelVersion + 1, translation: null,
-      run, layer: Math.min(at('layer'), run.L - 1), head: Math.min(at('head'), run.H - 1),
-    });
+    const at = (k) => (this.hasAttribute(k) ? s[k] : shown.focus[k]); // the attributes, else the file's view
+    this.scope.showGiven(shown, { layer: at('layer'), head: at('head') });
   }
 
   /** Loads the model an intent names (a Hub id, a base URL or the default); a bad id is shown as the error. */
@@ -217,6 +228,16 @@ class AttnScope extends HTMLElement {
     this.$('.view').hidden = failed;
     this.$('.caption').hidden = failed;
     this.showBusy(s.busy);
+    this.$('.edit').hidden = !this.hasAttribute('editable') || Boolean(s.run?.given); // given attention's text is the file's
+    // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
+    if (s.run?.given && TRANSLATION_EMBEDS.includes(s.embed) && changed.has('run')) {
+      const line = document.createElement('p');
+      line.className = 'muted';
+      line.textContent = `The ${s.embed} view computes from a translation model: the attention shown was given, with no model to ask.`;
+      this.$('.view').replaceChildren(line);
+      this.$('.view').classList.remove('pending');
+      this.$('.view').style.aspectRatio = '';
+    }
     if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.given ? 'given' : `${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`}`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
     if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {

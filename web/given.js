@@ -30,35 +30,41 @@ const isInt = (n) => Number.isInteger(n) && n >= 0;
 export function readGiven(input, source = 'the given attention') {
   if (input instanceof ArrayBuffer || ArrayBuffer.isView(input)) {
     const bytes = input instanceof ArrayBuffer ? new Uint8Array(input) : new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-    // a safetensors file starts with its header's length, a little-endian u64; JSON with `{` or space
-    const first = bytes.find((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09);
-    if (first === 0x7b) return readGiven(new TextDecoder().decode(bytes), source);
-    return fromSafetensors(bytes, source);
+    // a safetensors file: its header's length (a little-endian u64 the file holds), then the
+    // header's JSON; else JSON text (after a byte-order mark and white space)
+    if (bytes.length >= 9 && bytes[8] === 0x7b) {
+      const n = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
+      if (n <= BigInt(bytes.length - 8)) return fromSafetensors(bytes, Number(n), source);
+    }
+    let text = new TextDecoder().decode(bytes);
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    if (text.trimStart().startsWith('{')) return readGiven(text, source);
+    const start = [...bytes.subarray(0, 8)].map((b) => b.toString(16).padStart(2, '0')).join(' ');
+    throw bad(source, `${bytes.length} bytes, neither JSON nor a safetensors file (it starts ${start || 'empty'})`);
   }
   if (typeof input === 'string') {
     let parsed;
-    try { parsed = JSON.parse(input); } catch (e) { throw bad(source, `not JSON (${e.message}) nor a safetensors file`); }
+    try { parsed = JSON.parse(input); } catch (e) { throw bad(source, `not JSON (${e.message})`); }
     return readGiven(parsed, source);
   }
-  if (!input || typeof input !== 'object') throw bad(source, 'expected the records of docs/given.md (an object, JSON text or a safetensors file)');
+  if (!isObject(input)) throw bad(source, 'expected the records of docs/given.md (an object, JSON text or a safetensors file)');
   if (input.format === undefined && Array.isArray(input.results)) return fromCliAttention(input, source);
-  if (input.format === undefined && Array.isArray(input.attention) && Array.isArray(input.tokens)) return fromCliGenerate(input, source);
+  if (input.format === undefined && Array.isArray(input.output_ids) && Array.isArray(input.attention)) return fromCliGenerate(input, source);
   return checked(input, null, source);
 }
 
+const isObject = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
+
 /** The binary form: tensor `records.{i}` (F32, `[H, n_q, n_k]`) a record, the metadata as JSON
  *  under `__metadata__.attnscope`. */
-function fromSafetensors(bytes, source) {
-  if (bytes.length < 8) throw bad(source, `${bytes.length} bytes: not a safetensors file (its first 8 bytes give its header's length)`);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = Number(view.getBigUint64(0, true));
-  if (n > bytes.length - 8) throw bad(source, `a safetensors header of ${n} bytes in a file of ${bytes.length}`);
+function fromSafetensors(bytes, n, source) {
   let header;
   try { header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))); } catch (e) { throw bad(source, `the safetensors header is not JSON (${e.message})`); }
   const text = header?.__metadata__?.attnscope;
   if (typeof text !== 'string') throw bad(source, 'a safetensors file without attnscope\'s records (__metadata__.attnscope: docs/given.md)');
   let meta;
   try { meta = JSON.parse(text); } catch (e) { throw bad(source, `__metadata__.attnscope is not JSON (${e.message})`); }
+  if (!isObject(meta)) throw bad(source, '__metadata__.attnscope: expected an object, the records\' metadata');
   const body = bytes.subarray(8 + n);
   const tensor = (i) => {
     const key = `records.${i}`, t = header[key];
@@ -90,56 +96,82 @@ function checked(meta, tensor, source) {
     if (!Array.isArray(t) || !t.every((x) => typeof x === 'string')) throw bad(source, `${field}: expected a list of strings, one a position`);
     return t;
   };
+  const has = (stack, k) => meta.records.some((r) => r?.stack === stack && (!k || r.kind === k));
   const tokens = kind === 'encoder-decoder' ? null : strings('tokens');
-  const encoderTokens = kind === 'encoder-decoder' ? strings('encoder_tokens') : null;
-  const decoderTokens = kind === 'encoder-decoder' ? strings('decoder_tokens') : null;
+  // an encoder–decoder's lists: those of the stacks its records hold (a cross-attention's keys are the encoder's)
+  const encoderTokens = kind === 'encoder-decoder' && (has('encoder') || has('decoder', 'cross')) ? strings('encoder_tokens') : null;
+  const decoderTokens = kind === 'encoder-decoder' && has('decoder') ? strings('decoder_tokens') : null;
+  const order = { 'encoder self': 0, 'decoder self': 1, 'decoder cross': 2 };
+  const buffers = new Set();
+  let last = null;
   const records = meta.records.map((r, i) => {
     const at = `records[${i}]`;
+    if (!isObject(r)) throw bad(source, `${at}: expected an object (stack, kind, layer, query_heads, kv_heads, n_q, n_k)`);
     if (!['encoder', 'decoder'].includes(r.stack)) throw bad(source, `${at}.stack ${JSON.stringify(r.stack)}: "encoder" or "decoder"`);
     if (!['self', 'cross'].includes(r.kind)) throw bad(source, `${at}.kind ${JSON.stringify(r.kind)}: "self" or "cross"`);
+    if (kind !== 'encoder-decoder' && (r.stack !== kind || r.kind !== 'self')) throw bad(source, `${at}: ${r.stack} ${r.kind}-attention in the records of ${kind === 'encoder' ? 'an' : 'a'} ${kind}: its own self-attention only`);
+    if (r.kind === 'cross' && r.stack !== 'decoder') throw bad(source, `${at}: a cross-attention is the decoder's`);
+    const place = order[`${r.stack} ${r.kind}`];
+    if (last !== null && (place < last.place || (place === last.place && r.layer <= last.layer))) {
+      throw bad(source, `${at} (${r.stack} ${r.kind}, layer ${r.layer}) after ${last.what}: records go by stack (the encoder's, the decoder's, its cross-attention), each by layer`);
+    }
     for (const f of ['layer', 'query_heads', 'kv_heads', 'n_q', 'n_k']) if (!isInt(r[f])) throw bad(source, `${at}.${f} ${JSON.stringify(r[f])}: a whole number`);
+    last = { place, layer: r.layer, what: `${at} (${r.stack} ${r.kind}, layer ${r.layer})` };
     const { query_heads: H, kv_heads: K, n_q, n_k } = r;
     if (!H || !K || !n_q || !n_k) throw bad(source, `${at}: ${H} heads over ${K} key/value heads, ${n_q} × ${n_k}: none may be 0`);
     if (H % K) throw bad(source, `${at}: ${H} query heads do not split into groups over ${K} key/value heads`);
-    if (r.kind === 'cross' && (kind !== 'encoder-decoder' || r.stack !== 'decoder')) throw bad(source, `${at}: a cross-attention is an encoder–decoder's decoder's`);
     if (r.kind === 'self' && n_q !== n_k) throw bad(source, `${at}: self-attention over ${n_q} queries and ${n_k} keys; it is square`);
-    const want = H * n_q * n_k;
-    let values;
-    if (tensor) {
-      if (r.buffer === undefined) throw bad(source, `${at}: no buffer (the binary form's records name their tensor)`);
-      const t = tensor(r.buffer);
-      if (JSON.stringify(t.shape) !== JSON.stringify([H, n_q, n_k])) throw bad(source, `${t.key}: shape ${JSON.stringify(t.shape)}, but ${at} says [${H}, ${n_q}, ${n_k}]`);
-      values = t.values;
-    } else {
-      if (!Array.isArray(r.values)) throw bad(source, `${at}.values: expected (${H}, ${n_q}, ${n_k}) nested lists`);
-      values = new Float32Array(want);
-      r.values.forEach((head, h) => head?.forEach?.((row, q) => { if (h < H && q < n_q && row?.length === n_k) values.set(row, (h * n_q + q) * n_k); }));
-      const shape = [r.values.length, r.values[0]?.length, r.values[0]?.[0]?.length];
-      const rows = r.values.every((head) => head?.length === n_q && head.every((row) => row?.length === n_k));
-      if (r.values.length !== H || !rows) throw bad(source, `${at}.values: shape [${shape}], expected [${H}, ${n_q}, ${n_k}]`);
-    }
-    if (values.length !== want) throw bad(source, `${at}: ${values.length} values, expected ${H} × ${n_q} × ${n_k} = ${want}`);
-    for (let j = 0; j < want; j++) {
-      const v = values[j];
-      if (!(v >= 0 && v <= MAX_P)) { // NaN fails both
-        const h = Math.floor(j / (n_q * n_k)), q = Math.floor(j / n_k) % n_q, k = j % n_k;
-        throw bad(source, `${at}: ${v} at head ${h}, query ${q}, key ${k}; attention probabilities are in [0, 1]`);
-      }
-    }
+    // the positions before the values: a record's sizes are checked against the tokens before
+    // anything is made of that size
     const positions = r.stack === 'encoder' ? (tokens ?? encoderTokens) : (tokens ?? decoderTokens);
     if (positions.length !== n_q) throw bad(source, `${at}: ${n_q} queries, but ${tokens ? 'tokens' : `${r.stack}_tokens`} has ${positions.length}`);
     if (r.kind === 'cross' && n_k !== encoderTokens.length) throw bad(source, `${at}: ${n_k} keys, but encoder_tokens has ${encoderTokens.length}`);
+    const want = H * n_q * n_k;
+    let values;
+    if (tensor) {
+      if (!isInt(r.buffer)) throw bad(source, `${at}.buffer ${JSON.stringify(r.buffer)}: the binary form's records name their tensor`);
+      if (buffers.has(r.buffer)) throw bad(source, `${at}.buffer ${r.buffer}: another record's`);
+      buffers.add(r.buffer);
+      const t = tensor(r.buffer);
+      if (JSON.stringify(t.shape) !== JSON.stringify([H, n_q, n_k])) throw bad(source, `${t.key}: shape ${JSON.stringify(t.shape)}, but ${at} says [${H}, ${n_q}, ${n_k}]`);
+      if (t.values.length !== want) throw bad(source, `${t.key}: ${t.values.length} values, expected ${H} × ${n_q} × ${n_k} = ${want}`);
+      values = t.values;
+    } else {
+      const v = r.values;
+      const rows = Array.isArray(v) && v.length === H && v.every((head) => Array.isArray(head) && head.length === n_q && head.every((row) => Array.isArray(row) && row.length === n_k));
+      if (!rows) throw bad(source, `${at}.values: expected (${H}, ${n_q}, ${n_k}) nested lists, as query_heads, n_q and n_k say`);
+      values = new Float32Array(want);
+      for (let h = 0; h < H; h++) {
+        for (let q = 0; q < n_q; q++) {
+          const row = v[h][q];
+          for (let k = 0; k < n_k; k++) {
+            if (typeof row[k] !== 'number') throw bad(source, `${at}.values: ${JSON.stringify(row[k])} at head ${h}, query ${q}, key ${k}: a number`);
+            values[(h * n_q + q) * n_k + k] = row[k];
+          }
+        }
+      }
+    }
+    const causal = meta.mask === 'causal' && r.kind === 'self' && r.stack === 'decoder';
+    for (let j = 0; j < want; j++) {
+      const x = values[j], k = j % n_k, q = Math.floor(j / n_k) % n_q;
+      if (!(x >= 0 && x <= MAX_P) || (causal && k > q && x !== 0)) { // NaN fails both
+        const h = Math.floor(j / (n_q * n_k));
+        throw bad(source, `${at}: ${x} at head ${h}, query ${q}, key ${k}; ${causal && x >= 0 && x <= MAX_P ? 'the mask is causal: a query attends to no later key' : 'attention probabilities are in [0, 1]'}`);
+      }
+    }
     return { stack: r.stack, kind: r.kind, layer: r.layer, query_heads: H, kv_heads: K, n_q, n_k, values };
   });
   return { meta, records, kind, tokens, encoderTokens, decoderTokens };
 }
 
-/** `attnscope attention`'s JSON: its first result's tokens and `attention [L][H][T][T]`. */
+/** `attnscope attention`'s JSON: its first result's tokens and `attention [L][H][T][T]`, cut to
+ *  its real tokens (`length`: a padded batch's others are padding), under its mask. */
 function fromCliAttention(out, source) {
   const r = out.results[0];
-  if (!r || !Array.isArray(r.attention)) throw bad(source, 'results[0].attention: missing ([L][H][T][T], as `attnscope attention` prints it)');
-  const causal = out.mask === 'causal';
-  return cliRecords({ model: out.model, tokens: r.tokens, attention: r.attention, causal }, source);
+  if (!isObject(r) || !Array.isArray(r.attention) || !Array.isArray(r.tokens)) throw bad(source, 'results[0]: no tokens and attention [L][H][T][T], as `attnscope attention` prints them');
+  const n = isInt(r.length) && r.length > 0 && r.length <= r.tokens.length ? r.length : r.tokens.length;
+  const cut = n === r.tokens.length ? r.attention : r.attention.map((heads) => heads?.map?.((rows) => rows?.slice?.(0, n).map((row) => row?.slice?.(0, n))));
+  return cliRecords({ model: out.model, tokens: r.tokens.slice(0, n), texts: r.token_texts?.slice?.(0, n), attention: cut, causal: out.mask === 'causal' }, source);
 }
 
 /** `attnscope generate`'s JSON: every position fed, `attention [L][H][N][N]`, causal. */
@@ -147,13 +179,16 @@ function fromCliGenerate(out, source) {
   return cliRecords({ model: out.model, tokens: out.tokens, attention: out.attention, causal: true }, source);
 }
 
-function cliRecords({ model, tokens, attention, causal }, source) {
+function cliRecords({ model, tokens, texts, attention, causal }, source) {
   const stack = causal ? 'decoder' : 'encoder';
+  const heads = (x) => (Array.isArray(x) ? x.length : 0), rows = (x) => (Array.isArray(x?.[0]) ? x[0].length : 0);
   const meta = {
     format: FORMAT, architecture: { kind: causal ? 'decoder' : 'encoder' }, mask: causal ? 'causal' : 'none', model, tokens,
-    records: attention.map((heads, layer) => ({ stack, kind: 'self', layer, query_heads: heads.length, kv_heads: heads.length, n_q: heads[0]?.length ?? 0, n_k: heads[0]?.length ?? 0, values: heads })),
+    records: attention.map((a, layer) => ({ stack, kind: 'self', layer, query_heads: heads(a), kv_heads: heads(a), n_q: rows(a), n_k: rows(a), values: a })),
   };
-  return checked(meta, null, source);
+  const g = checked(meta, null, source);
+  if (Array.isArray(texts) && texts.length === tokens.length && texts.every((t) => typeof t === 'string')) g.texts = texts;
+  return g;
 }
 
 /**
@@ -183,7 +218,7 @@ export function givenRun(g, source = 'the given attention') {
   const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : 'given attention';
   const item = {
     // byte-level BPE's and SentencePiece's pieces carry their spaces; WordPiece's do not
-    text: tokens.join(tokens.some((t) => /^\s/.test(t)) ? '' : ' '), tokens, token_ids: tokens.map(() => null), token_texts: tokens,
+    text: tokens.join(tokens.some((t) => /^\s/.test(t)) ? '' : ' '), tokens, token_ids: tokens.map(() => null), token_texts: g.texts ?? tokens,
     offsets: tokens.map(() => [0, 0]), word_ids: tokens.map((_, i) => i), length: T, truncated: false,
   };
   const info = {

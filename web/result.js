@@ -36,8 +36,9 @@ export function fromWorker(raw) {
   const part = (a, h) => a.subarray(h * T * T, (h + 1) * T * T);
   const head = raw.head ?? (long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).probs, h) : null)
     : (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T));
+  // a run with no scores (a generation's, given attention): null, as a long run's missing layer
   const scoresOf = long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).scores, h) : null)
-    : (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T);
+    : scores ? (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T) : () => null;
   const maskOf = (b) => mask.subarray(b * T * T, (b + 1) * T * T);
   const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
   const nested = (get, b) => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(get(b, l, h))));
@@ -57,7 +58,7 @@ export function fromWorker(raw) {
       Object.defineProperty(r, 'scores', { enumerable: true, get: () => Array.from({ length: L }, (_, l) => (layerOf(b, l) ? Array.from({ length: H }, (_, h) => rows(scoresOf(b, l, h))) : null)) });
     } else {
       lazy(r, 'attention', () => nested(head, b));
-      lazy(r, 'scores', () => nested(scoresOf, b));
+      lazy(r, 'scores', () => (scores ? nested(scoresOf, b) : null));
     }
     lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));

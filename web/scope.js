@@ -357,10 +357,12 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
    */
   async function loadModel(source, { refresh = false, opening = null } = {}) {
     const s = store.get();
+    const era = givenShown; // given attention shown since this load began: its model is not wanted
     store.update({ loading: { key: source.key, name: source.name, loaded: 0, total: 0, file: '' }, modelError: null });
     try {
       const asked = s.engine;
-      const r = await eng.load(source, asked, (p) => store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }), { refresh, exclusive: dropOld });
+      const r = await eng.load(source, asked, (p) => { if (era === givenShown) store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }); }, { refresh, exclusive: dropOld });
+      if (era !== givenShown) return false;
       const old = store.get().modelKey;
       if (dropOld && old && old !== source.key) eng.drop(old);
       const info = withArchitecture(r.info);
@@ -380,6 +382,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       });
       return true;
     } catch (err) {
+      if (era !== givenShown) return false;
       const msg = String(err.message || err);
       // the worker's errors about a Hub model already name it (worker.js hubError), and the
       // engine's may name the file within it ("<name>/config.json: …"): the name once, not twice
@@ -389,6 +392,22 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       store.update({ loading: null, modelError: { line } });
       return false;
     }
+  }
+
+  /**
+   * Shows attention computed elsewhere (web/given.js `givenRun`: `{modelInfo, run}`) in place of
+   * a model's, focused on `layer` and `head`: a model loading is cancelled and its result, when
+   * it comes, dropped; no model is asked for a run (`modelKey` is empty).
+   */
+  let givenShown = 0;
+  function showGiven({ modelInfo, run }, { layer, head }) {
+    givenShown++;
+    const loading = store.get().loading;
+    if (loading?.key) eng.cancel(loading.key);
+    store.update({
+      loading: null, modelError: null, runError: null, busy: false, modelKey: '', modelSource: null, modelInfo, translation: null,
+      run, layer: Math.min(layer, run.L - 1), head: Math.min(head, run.H - 1), modelVersion: ++loads,
+    });
   }
 
   // ---------- rendering: the views that are shown, in tasks of at most SLICE_MS ----------
@@ -550,5 +569,5 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     store.update({ engineStatus: { line: `${line ? `${line}; ` : ''}restarted after a crash`, details: err.message } });
   });
 
-  return { loadModel, run, render, cancel: () => store.get().loading && eng.cancel(store.get().loading.key) };
+  return { loadModel, showGiven, run, render, cancel: () => store.get().loading && eng.cancel(store.get().loading.key) };
 }

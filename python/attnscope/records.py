@@ -94,8 +94,11 @@ class Given:
         if self.model is not None:
             out["model"] = self.model
         if self.kind == "encoder-decoder":
-            out["encoder_tokens"] = self.encoder_tokens
-            out["decoder_tokens"] = self.decoder_tokens
+            # the lists of the stacks the records hold (a cross-attention's keys are the encoder's)
+            if self.encoder_tokens is not None:
+                out["encoder_tokens"] = self.encoder_tokens
+            if self.decoder_tokens is not None:
+                out["decoder_tokens"] = self.decoder_tokens
         else:
             out["tokens"] = self.tokens
         if self.sentence_b_start is not None:
@@ -169,6 +172,16 @@ def layers_of(attention: Any, what: str, kv_heads: int | None = None) -> list[np
     if attention is None:
         raise ValueError(f"{what}: missing; expected {LAYOUT}")
     if isinstance(attention, (tuple, list)) and attention and not _is_number_list(attention):
+        if any(a is None for a in attention):
+            raise ValueError(
+                f"{what}: a layer is None: the model's attention implementation hands no probabilities "
+                f"out; load it with attn_implementation=\"eager\""
+            )
+        if all(isinstance(a, (tuple, list)) and a and len(getattr(a[0], "shape", ())) >= 3 for a in attention):
+            raise ValueError(
+                f"{what}: a tuple of tuples, as generate's per-step attentions are: "
+                f"attnscope.assemble_generate(output) makes them one map a layer"
+            )
         layers = [to_numpy(a, f"{what}[{i}]") for i, a in enumerate(attention)]
     else:
         whole = to_numpy(attention, what)
@@ -208,7 +221,7 @@ def layers_of(attention: Any, what: str, kv_heads: int | None = None) -> list[np
             )
         out.append(np.ascontiguousarray(a, dtype=np.float32))
     heads = out[0].shape[0]
-    if kv_heads is not None and (kv_heads < 1 or heads % kv_heads):
+    if kv_heads is not None and (int(kv_heads) != kv_heads or kv_heads < 1 or heads % int(kv_heads)):
         raise ValueError(
             f"num_key_value_heads={kv_heads}: the {heads} query heads of {what} do not split into "
             f"groups of equal size"
@@ -226,7 +239,13 @@ def _is_number_list(x: Any) -> bool:
 def tokens_of(tokens: Any, n: int, what: str, prettify_tokens: bool) -> list[str]:
     if tokens is None:
         raise ValueError(f"{what}: missing; expected {n} strings, one a position")
-    tokens = [str(t) for t in tokens]
+    tokens = list(tokens)
+    for i, t in enumerate(tokens):
+        if not isinstance(t, str):
+            raise ValueError(
+                f"{what}[{i}]: {t!r} is not a string; pass the tokens as text "
+                f"(tokenizer.convert_ids_to_tokens(ids))"
+            )
     if len(tokens) != n:
         raise ValueError(f"{what}: {len(tokens)} tokens, but the attention is over {n} positions")
     return prettify(tokens) if prettify_tokens else tokens
@@ -308,7 +327,7 @@ def given(
             raise ValueError(f"sentence_b_start={sentence_b_start}: not a position of the {n_k} tokens")
         keep, view = view_of(len(layers), layer, heads, include_layers, H)
         causal = is_causal(layers)
-        kv = num_key_value_heads or H
+        kv = int(num_key_value_heads or H)
         stack = "decoder" if causal else "encoder"
         records = [Record(stack, "self", i, kv, layers[i]) for i in keep]
         return Given(
@@ -343,7 +362,7 @@ def given(
         H = layers[0].shape[0]
         keep, v = view_of(len(layers), layer, heads, include_layers, H)
         view = view or v
-        kv = H if stack == "encoder" else (num_key_value_heads or H)
+        kv = H if stack == "encoder" else int(num_key_value_heads or H)
         records += [Record(stack, kind, i, kv, layers[i]) for i in keep]
     return Given(
         kind="encoder-decoder", records=records, encoder_tokens=enc_toks, decoder_tokens=dec_toks,
@@ -364,6 +383,14 @@ def from_generate(steps: Any, what: str = "attentions", cross: bool = False) -> 
     """
     if steps is None or len(steps) == 0:
         raise ValueError(f"{what}: empty; expected generate(..., output_attentions=True, return_dict_in_generate=True).{what}")
+    first = steps[0][0] if isinstance(steps[0], (tuple, list)) and len(steps[0]) else None
+    shape = (getattr(first, "shape", None) or np.shape(first)) if first is not None else ()
+    if len(shape) == 4 and shape[0] != 1:
+        raise ValueError(
+            f"{what}[0][0]: shape {tuple(shape)}: {shape[0]} sequences (num_beams or "
+            f"num_return_sequences above 1, or a batch); beams are reordered at each step, so "
+            f"generate one sequence (num_beams=1) to assemble its attention"
+        )
     per_step = [layers_of(s, f"{what}[{t}]") for t, s in enumerate(steps)]
     L = len(per_step[0])
     for t, s in enumerate(per_step):
@@ -371,7 +398,10 @@ def from_generate(steps: Any, what: str = "attentions", cross: bool = False) -> 
             raise ValueError(f"{what}[{t}]: {len(s)} layers, but step 0 has {L}")
     H, P, K0 = per_step[0][0].shape
     if not cross and K0 != P:
-        raise ValueError(f"{what}[0]: {P} queries over {K0} keys; a self-attention's first step is square (P, P)")
+        raise ValueError(
+            f"{what}[0]: {P} queries over {K0} keys; a self-attention's first step is square (P, P) "
+            f"(a static cache's keys span the whole cache: generate with the default dynamic cache)"
+        )
     rows = P + len(per_step) - 1
     cols = K0 if cross else rows
     out = [np.zeros((H, rows, cols), np.float32) for _ in range(L)]
@@ -384,7 +414,8 @@ def from_generate(steps: Any, what: str = "attentions", cross: bool = False) -> 
             if a.shape != want:
                 raise ValueError(
                     f"{what}[{t}][{l}]: shape {tuple(a.shape)}; step {t} feeds one token: expected "
-                    f"(batch, {H}, 1, {want[2]}) (a cache's step) — was generate run with use_cache=False?"
+                    f"(batch, {H}, 1, {want[2]}) (a cache's step): generate with use_cache=True and a "
+                    f"dynamic cache (not use_cache=False, nor cache_implementation=\"static\")"
                 )
             out[l][:, q, : want[2]] = a[:, 0]
         q += 1

@@ -34,6 +34,10 @@ class Tensor:
         self.a, self.bf16 = np.asarray(a), bf16
         self.calls = []
 
+    @property
+    def shape(self):
+        return self.a.shape
+
     def detach(self):
         self.calls.append("detach")
         return self
@@ -155,11 +159,32 @@ def test_generate_steps_assemble_into_the_full_causal_map():
     assert g.mask == "causal" and g.records[0].n_q == 9
 
 
+def test_what_generate_and_other_implementations_hand_out_is_refused_with_the_way_out():
+    full = attention(L=2, H=2, n_q=6, n_k=6, causal=True)
+    with pytest.raises(ValueError, match=r"attention: a tuple of tuples, as generate's per-step attentions are: attnscope\.assemble_generate"):
+        given(steps_of(full, P=4), tokens=list("abcdef"))
+    with pytest.raises(ValueError, match=r'attention: a layer is None: .*attn_implementation="eager"'):
+        given((None, None), tokens=list("abcdef"))
+    beams = [tuple(Tensor(np.repeat(full[l, :, :4, :4][None], 3, 0)) for l in range(2))]
+    with pytest.raises(ValueError, match=r"attentions\[0\]\[0\]: shape \(3, 2, 4, 4\): 3 sequences \(num_beams"):
+        from_generate(beams)
+    with pytest.raises(ValueError, match=r"tokens\[1\]: 464 is not a string; pass the tokens as text \(tokenizer\.convert_ids_to_tokens"):
+        given(full, tokens=["a", 464, "c", "d", "e", "f"])
+
+
+def test_an_encoder_decoder_without_an_encoder_writes_no_encoder_tokens():
+    g = given(decoder_attention=attention(L=1, causal=True), decoder_tokens=list("abcde"))
+    meta = g.meta()
+    assert "encoder_tokens" not in meta and meta["decoder_tokens"] == list("abcde")
+    g = given(attention(L=1, H=4, causal=True), tokens=list("abcde"), num_key_value_heads=np.int64(2))
+    assert type(g.records[0].kv_heads) is int and json.loads(g.to_json())["records"][0]["kv_heads"] == 2
+
+
 def test_generate_without_a_cache_is_refused():
     full = attention(L=1, H=2, n_q=6, n_k=6, causal=True)
     steps = [tuple(Tensor(full[l, :, :4, :4][None]) for l in range(1))]
     steps.append(tuple(Tensor(full[l, :, :5, :5][None]) for l in range(1)))  # the whole square again
-    with pytest.raises(ValueError, match=r"attentions\[1\]\[0\]: shape \(2, 5, 5\); step 1 feeds one token.*use_cache=False"):
+    with pytest.raises(ValueError, match=r"attentions\[1\]\[0\]: shape \(2, 5, 5\); step 1 feeds one token.*use_cache=True and a"):
         from_generate(steps)
 
 

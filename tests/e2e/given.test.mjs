@@ -117,14 +117,23 @@ test('the CLI\'s JSON by the `data` property: the CLI\'s numbers; the steps view
 
 test('input that cannot be read is an error naming it, and nothing is thrown', async () => {
   const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const rec = (r) => ({ stack: 'decoder', kind: 'self', layer: 0, query_heads: 1, kv_heads: 1, n_q: 2, n_k: 2, values: [[[1, 0], [0.5, 0.5]]], ...r });
+  const file = (r, extra = {}) => ({ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, mask: 'causal', tokens: ['a', 'b'], records: [rec(r)], ...extra } });
+  const bytes = (text) => [...new TextEncoder().encode(text)];
   const cases = [
-    [{ bytes: [1, 2, 3] }, /^data: 3 bytes: not a safetensors file/],
-    [{ bytes: [...new Uint8Array(new BigUint64Array([4n]).buffer), ...new TextEncoder().encode('{}  ')] }, /^data: a safetensors file without attnscope's records/],
-    [{ object: { format: 'attnscope.given/9' } }, /^data: format "attnscope.given\/9": this page reads attnscope.given\/1/],
-    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a', 'b'], records: [{ stack: 'decoder', kind: 'self', layer: 0, query_heads: 1, kv_heads: 1, n_q: 2, n_k: 2, values: [[[1, 0], [0.5, 'x']]] }] } }, /^data: records\[0\]: NaN at head 0, query 1, key 1; attention probabilities are in \[0, 1\]/],
-    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a'], records: [{ stack: 'decoder', kind: 'self', layer: 0, query_heads: 1, kv_heads: 1, n_q: 2, n_k: 2, values: [[[1, 0], [0.5, 0.5]]] }] } }, /^data: records\[0\]: 2 queries, but tokens has 1/],
-    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a', 'b'], records: [{ stack: 'decoder', kind: 'self', layer: 0, query_heads: 3, kv_heads: 2, n_q: 2, n_k: 2, values: [] }] } }, /^data: records\[0\]: 3 query heads do not split into groups over 2 key\/value heads/],
-    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'encoder' }, tokens: ['a'], records: [{ stack: 'encoder', kind: 'self', layer: 1, query_heads: 1, kv_heads: 1, n_q: 1, n_k: 1, values: [[[1]]] }] } }, /^data: records\[0\] is layer 1: this element draws a stack's layers 0, 1, 2, … in order \(leave include_layers out\)/],
+    [{ bytes: [1, 2, 3] }, /^data: 3 bytes, neither JSON nor a safetensors file \(it starts 01 02 03\)/],
+    [{ bytes: bytes('<!doctype html><p>not found') }, /^data: 27 bytes, neither JSON nor a safetensors file \(it starts 3c 21 64 6f/],
+    [{ bytes: [...new Uint8Array(new BigUint64Array([4n]).buffer), ...bytes('{}  ')] }, /^data: a safetensors file without attnscope's records/],
+    [{ bytes: [0xef, 0xbb, 0xbf, ...bytes('{"format": "attnscope.given/9"}')] }, /^data: format "attnscope.given\/9": this page reads attnscope.given\/1/],
+    [{ object: { format: 'attnscope.given/1', architecture: { kind: 'decoder' }, tokens: ['a'], records: [null] } }, /^data: records\[0\]: expected an object/],
+    [file({ values: [[[1, 0], [0.5, 'x']]] }), /^data: records\[0\]\.values: "x" at head 0, query 1, key 1: a number/],
+    [file({ values: [[[1, 0], [0.5, 1.5]]] }), /^data: records\[0\]: 1\.5 at head 0, query 1, key 1; attention probabilities are in \[0, 1\]/],
+    [file({ values: [[[0.5, 0.5], [0.5, 0.5]]] }), /^data: records\[0\]: 0\.5 at head 0, query 0, key 1; the mask is causal: a query attends to no later key/],
+    [file({}, { tokens: ['a'] }), /^data: records\[0\]: 2 queries, but tokens has 1/],
+    [file({ query_heads: 64, kv_heads: 64, n_q: 100000, n_k: 100000 }), /^data: records\[0\]: 100000 queries, but tokens has 2/],
+    [file({ query_heads: 3, kv_heads: 2 }), /^data: records\[0\]: 3 query heads do not split into groups over 2 key\/value heads/],
+    [file({ stack: 'encoder' }), /^data: records\[0\]: encoder self-attention in the records of a decoder: its own self-attention only/],
+    [file({ layer: 1 }), /^data: records\[0\] is layer 1: this element draws a stack's layers 0, 1, 2, … in order \(leave include_layers out\)/],
   ];
   for (const [data, message] of cases) {
     const got = await element(page, { view: 'head' }, data);
@@ -134,4 +143,45 @@ test('input that cannot be read is an error naming it, and nothing is thrown', a
   const missing = await element(page, { view: 'head', src: `${server.url}web/no-such-file.safetensors` });
   assert.match(missing.error ?? '', /no-such-file\.safetensors: HTTP 404/);
   assert.deepEqual(problems.filter((p) => !/404/.test(p)), [], 'no uncaught error (the 404 is the browser\'s own console line)');
+});
+
+test('data set while the element\'s model loads replaces it, before its module defines the element too; data = null brings the model back', async () => {
+  const out = cli(['--', 'time flies like an arrow']);
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  await origin(page);
+  const got = await page.evaluate(async (out) => {
+    const wait = async (ok, ms = 60000) => { for (let t = 0; t < ms && !ok(); t += 100) await new Promise((r) => setTimeout(r, 100)); return ok(); };
+    // set before the module defines <attn-scope>: an own property the element takes on upgrade
+    const early = document.createElement('attn-scope');
+    early.setAttribute('view', 'head');
+    early.data = out;
+    early.style.cssText = 'display:block;width:400px;height:400px';
+    document.body.prepend(early);
+    await import('/web/attn-scope.js');
+    await wait(() => early.result);
+    // the default model loading when data comes: its model, when it is in, does not replace the data's
+    const late = document.createElement('attn-scope');
+    late.setAttribute('view', 'head');
+    late.setAttribute('sentence', 'a dog');
+    late.style.cssText = 'display:block;width:400px;height:400px';
+    document.body.prepend(late);
+    await wait(() => late.shadowRoot.querySelector('.loading:not([hidden])'), 10000);
+    late.data = out;
+    await wait(() => late.result?.backend === 'given');
+    await new Promise((r) => setTimeout(r, 8000)); // long enough for the model to load
+    const kept = { backend: late.result?.backend, tokens: late.result?.tokens, message: late.shadowRoot.querySelector('.message').hidden ? '' : late.shadowRoot.querySelector('.message').textContent, caption: late.shadowRoot.querySelector('.caption').textContent };
+    // data = null, no src: the model, and the sentence's run
+    late.data = null;
+    await wait(() => late.result && late.result.backend !== 'given');
+    return { early: early.result?.backend, earlyTokens: early.result?.tokens, kept, back: { backend: late.result?.backend, tokens: late.result?.tokens } };
+  }, out);
+  assert.equal(got.early, 'given', 'data set before the module defined the element');
+  assert.deepEqual(got.earlyTokens, out.results[0].tokens);
+  assert.equal(got.kept.backend, 'given', 'the model that was loading did not replace the given attention');
+  assert.deepEqual(got.kept.tokens, out.results[0].tokens);
+  assert.equal(got.kept.message, '');
+  assert.match(got.kept.caption, /· given$/);
+  assert.notEqual(got.back.backend, 'given');
+  assert.deepEqual(got.back.tokens, ['[CLS]', 'a', 'dog', '[SEP]'], 'data = null: the model runs the element\'s sentence');
+  assert.deepEqual(problems, []);
 });
