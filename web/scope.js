@@ -295,7 +295,14 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
  * {loadModel(source, opts), check()}.
  */
 export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false }) {
-  const eng = engine();
+  // the engine (its worker, its wasm) once a model is asked for: given attention needs none
+  let made = null;
+  const eng = () => {
+    if (made) return made;
+    made = engine();
+    listen(made);
+    return made;
+  };
   let loads = 0;
   // a link that names the layer or head keeps them for the model it opens; any later model
   // opens where its own config says (a trained model's most readable head), if anywhere
@@ -320,7 +327,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       try {
         const { sources, targets } = translationInputs(s);
         // a batch brings itself as the engine ran it, padded: the masks view draws it
-        const tr = await eng.translate(s.modelKey, { sources, targets, options: { topK: TOP_K, padded: sources.length > 1 } });
+        const tr = await eng().translate(s.modelKey, { sources, targets, options: { topK: TOP_K, padded: sources.length > 1 } });
         tr.id = ++translations;
         // a new source starts at its last step; the same one (a new target, an engine) keeps it,
         // as does the first translation, whose step a link may give
@@ -337,7 +344,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       return;
     }
     try {
-      const r = await eng.run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) });
+      const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) });
       const latest = store.get();
       // the selection survives a run over the same tokens (clamped to them), not new tokens
       const sel = latest.run && !sameTokens(latest.run, r) ? [] : clampSel(latest.sel, shownOf({ ...latest, run: r }).T);
@@ -361,10 +368,10 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     store.update({ loading: { key: source.key, name: source.name, loaded: 0, total: 0, file: '' }, modelError: null });
     try {
       const asked = s.engine;
-      const r = await eng.load(source, asked, (p) => { if (era === givenShown) store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }); }, { refresh, exclusive: dropOld });
+      const r = await eng().load(source, asked, (p) => { if (era === givenShown) store.update({ loading: { key: source.key, name: source.name, file: p.file, loaded: p.loaded, total: p.total } }); }, { refresh, exclusive: dropOld });
       if (era !== givenShown) return false;
       const old = store.get().modelKey;
-      if (dropOld && old && old !== source.key) eng.drop(old);
+      if (dropOld && old && old !== source.key) eng().drop(old);
       const info = withArchitecture(r.info);
       const latest = store.get();
       // a model's own mask (GPT-2's causal one) is where its view starts: a model trained with
@@ -403,7 +410,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   function showGiven({ modelInfo, run }, { layer, head }) {
     givenShown++;
     const loading = store.get().loading;
-    if (loading?.key) eng.cancel(loading.key);
+    if (loading?.key) made?.cancel(loading.key);
     store.update({
       loading: null, modelError: null, runError: null, busy: false, modelKey: '', modelSource: null, modelInfo, translation: null,
       run, layer: Math.min(layer, run.L - 1), head: Math.min(head, run.H - 1), modelVersion: ++loads,
@@ -491,7 +498,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     decoderPending = key;
     // the focused source alone (a padded batch's item equals it): one item's pass, not the batch's
     const r = tr.results[item];
-    eng.decoderTrace(s.modelKey, { sources: [r.source], outputs: [r.output_ids], layer, item: 0 })
+    eng().decoderTrace(s.modelKey, { sources: [r.source], outputs: [r.output_ids], layer, item: 0 })
       .then((data) => ({ key, data }), (err) => ({ key, error: String(err.message || err) }))
       .then((decoderTrace) => { if (decoderPending === key) decoderPending = ''; store.update({ decoderTrace }); });
   }
@@ -504,7 +511,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), want = `${r.id}:${b}:${l}`;
     if (r.hasLayer(b, l) || layerFor === want) return;
     layerFor = want;
-    eng.layerHeads(s.modelKey, { run: r.longRun, item: b, layer: l }).then((heads) => {
+    eng().layerHeads(s.modelKey, { run: r.longRun, item: b, layer: l }).then((heads) => {
       r.addLayer(b, l, heads);
       if (store.get().run === r) store.update({ extras: `${r.id}:layer:${b}:${l}` });
     }, (err) => {
@@ -517,7 +524,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const r = s.run;
     if (!r || r.otherScaleMetrics || otherFor === r) return;
     otherFor = r;
-    eng.otherScale(s.modelKey, { texts: textsOf(s), pair: pairOf(s), mask: s.mask, options: runOptions(s) }).then((m) => {
+    eng().otherScale(s.modelKey, { texts: textsOf(s), pair: pairOf(s), mask: s.mask, options: runOptions(s) }).then((m) => {
       r.otherScaleMetrics = m;
       if (store.get().run === r) store.update({ extras: `${r.id}:scale` });
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
@@ -533,7 +540,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
-    if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng.scaling(2000).then((scaling) => store.update({ scaling }), () => {});
+    if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng().scaling(2000).then((scaling) => store.update({ scaling }), () => {});
     // the √d_k panel's other scale: one more pass for the run on screen, not a whole new run
     if ((changed.has('inside') || changed.has('run')) && s.inside.includes('scale')) otherScale(s);
     // learned vs sinusoidal position similarity: from the engine once a model (again for a longer input)
@@ -541,33 +548,36 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (s.inside.includes('embeddings') && s.modelKey && !positionsPending && (s.positions?.key !== s.modelKey || (s.positions.want ?? 0) < posN)) {
       positionsPending = true;
       const key = s.modelKey;
-      eng.positions(key, posN).then((p) => ({ ...p, key, want: posN }), (err) => ({ key, want: posN, error: String(err.message || err) }))
+      eng().positions(key, posN).then((p) => ({ ...p, key, want: posN }), (err) => ({ key, want: posN, error: String(err.message || err) }))
         .then((positions) => { positionsPending = false; store.update({ positions }); });
     }
   });
 
-  // `auto` showed the first view on the CPU engine and has now timed WebGPU: the engine's line
-  // says which it keeps, and a run on WebGPU shows it at once
-  eng.onEngineChosen(({ key, engine: chosen, status }) => {
-    if (key !== store.get().modelKey) return;
-    store.update({ engineStatus: status });
-    if (chosen === 'gpu') run();
-  });
+  /** What the engine tells this page unasked: the engine `auto` kept, a restart after a crash. */
+  function listen(e) {
+    // `auto` showed the first view on the CPU engine and has now timed WebGPU: the engine's line
+    // says which it keeps, and a run on WebGPU shows it at once
+    e.onEngineChosen(({ key, engine: chosen, status }) => {
+      if (key !== store.get().modelKey) return;
+      store.update({ engineStatus: status });
+      if (chosen === 'gpu') run();
+    });
 
-  // a fresh engine after a crash: the checkpoint loads again (a URL's files from the browser's
-  // cache) and the run with it, and the engine's line says what happened; files chosen from disk
-  // went to the old engine and must be chosen again. What is on screen stays until then.
-  eng.onRestart(async (err) => {
-    const s = store.get();
-    if (!s.modelSource) return;
-    if (!s.modelSource.base) {
-      store.update({ modelError: { line: `${err.message}: choose the checkpoint's files again to go on.` } });
-      return;
-    }
-    if (!(await loadModel(s.modelSource))) return;
-    const line = store.get().engineStatus?.line;
-    store.update({ engineStatus: { line: `${line ? `${line}; ` : ''}restarted after a crash`, details: err.message } });
-  });
+    // a fresh engine after a crash: the checkpoint loads again (a URL's files from the browser's
+    // cache) and the run with it, and the engine's line says what happened; files chosen from disk
+    // went to the old engine and must be chosen again. What is on screen stays until then.
+    e.onRestart(async (err) => {
+      const s = store.get();
+      if (!s.modelSource) return;
+      if (!s.modelSource.base) {
+        store.update({ modelError: { line: `${err.message}: choose the checkpoint's files again to go on.` } });
+        return;
+      }
+      if (!(await loadModel(s.modelSource))) return;
+      const line = store.get().engineStatus?.line;
+      store.update({ engineStatus: { line: `${line ? `${line}; ` : ''}restarted after a crash`, details: err.message } });
+    });
+  }
 
-  return { loadModel, showGiven, run, render, cancel: () => store.get().loading && eng.cancel(store.get().loading.key) };
+  return { loadModel, showGiven, run, render, cancel: () => store.get().loading && made?.cancel(store.get().loading.key) };
 }

@@ -67,7 +67,7 @@ sys.stdout.buffer.write(json.dumps({"bytes": list(g.to_safetensors()), "attentio
 
 test('a safetensors file python/attnscope wrote: the decoder\'s heads as given, in groups, the file\'s layer and head', async () => {
   const want = pythonFile();
-  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const { page, problems, requests } = await openPage(browser, null, { width: 800, height: 800 });
   // the file by `src`: a blob URL of its bytes (the element fetches it as it would a URL)
   await origin(page);
   const got = await page.evaluate(async ({ bytes }) => {
@@ -95,6 +95,7 @@ test('a safetensors file python/attnscope wrote: the decoder\'s heads as given, 
   assert.equal(got.result.model, 'tiny-gqa');
   assert.equal(got.cells, 3 * 6, 'a cell a head');
   assert.match(got.caption, /^tiny-gqa · layer 2, head 4 · given$/, 'the file\'s layer and head, and "given" where an engine would be named');
+  assert.deepEqual(requests.filter((u) => /worker\.js|\.wasm|\/assets\/models\//.test(u)), [], 'no engine (its worker, its wasm) and no model for given attention');
   assert.deepEqual(problems, []);
 });
 
