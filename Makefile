@@ -5,7 +5,7 @@ MODEL ?= assets/models/all-MiniLM-L6-v2
 PORT ?= 8080
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup test serve bench lint fixtures web dist
+.PHONY: setup test serve bench lint fixtures web dist wheel
 
 setup:
 	@bash scripts/setup.sh
@@ -17,8 +17,9 @@ lint:
 
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
-test: setup lint web
+test: setup lint web wheel
 	cargo test
+	target/py/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/attnscope-*.whl
 	cd python && ../target/py/bin/python -m pytest -q
 	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
 	bash scripts/dist.sh
@@ -57,6 +58,14 @@ web:
 dist: setup web
 	bash scripts/dist.sh
 
+# The Python package (python/) as a wheel in target/wheels/, the notebook's front end inside it
+# (python/js/build.mjs: <attn-scope> as one ES module for anywidget).
+wheel: setup
+	cd python/js && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && node build.mjs
+	rm -rf python/build
+	target/py/bin/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir target/wheels ./python
+	rm -rf python/build
+
 serve: setup web
 	PORT=$(PORT) python3 scripts/serve.py
 
@@ -75,6 +84,14 @@ bench: setup web
 	$(MAKE) --no-print-directory bench-translate
 	$(MAKE) --no-print-directory bench-llm
 	cd tests/e2e && npm run bench-llm
+	$(MAKE) --no-print-directory bench-notebook
+
+# The notebook: the wheel's size, and a 512-token model's attention from head_view / model_view to
+# the view drawn in a real JupyterLab (tests/e2e/notebook_bench.mjs).
+.PHONY: bench-notebook
+bench-notebook: wheel
+	target/py/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/attnscope-*.whl
+	cd tests/e2e && node notebook_bench.mjs
 
 # A Llama-family model generating (SmolLM2-135M-Instruct's Q4_1 GGUF, fetched by setup): attnscope
 # beside llama.cpp (llama-cpp-python, built here from PyPI: ~10 minutes the first time, skipped

@@ -115,12 +115,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   say "installing cargo-fuzz"
   cargo install cargo-fuzz --locked
 fi
-# 7. A Python environment for the Python package's tests (python/: numpy and pytest), in
-#    target/py (git-ignored), apart from the system's Python.
+# 7. A Python environment for the Python package (python/) and its tests, in target/py
+#    (git-ignored), apart from the system's Python: numpy and pytest; setuptools and wheel for
+#    `make wheel`; JupyterLab, nbconvert, ipykernel and anywidget for the notebook's tests.
 PY_ENV=target/py
-if ! "$PY_ENV/bin/python" -c "import numpy, pytest" 2>/dev/null; then
-  say "making $PY_ENV (numpy, pytest) for the Python package's tests"
-  python3 -m venv "$PY_ENV"
-  "$PY_ENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.21" "pytest>=7"
+PY_NEEDS=("numpy>=1.21" "pytest>=7" "setuptools>=77" wheel "jupyterlab>=4" "nbconvert>=7" ipykernel "anywidget>=0.9")
+if ! "$PY_ENV/bin/python" -c "
+import numpy, pytest, wheel, jupyterlab, nbconvert, ipykernel, anywidget, setuptools
+assert int(setuptools.__version__.split('.')[0]) >= 77" 2>/dev/null; then
+  say "making $PY_ENV (numpy, pytest, setuptools, JupyterLab, nbconvert, anywidget) for the Python package"
+  [ -x "$PY_ENV/bin/python" ] || python3 -m venv "$PY_ENV"
+  "$PY_ENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_NEEDS[@]}"
 fi
 say "ready"

@@ -26,14 +26,13 @@ import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, DE
 import { published, publishedTranslation } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
-import { readGiven, givenRun } from './given.js';
+import { readGiven, givenRun, UNNAMED } from './given.js';
+import { STYLE_MARKUP } from './element-styles.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
 
 const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src'];
-const STYLES = new URL('./views.css', import.meta.url).href;
-const ELEMENT_STYLES = new URL('./attn-scope.css', import.meta.url).href;
 
 class AttnScope extends HTMLElement {
   static observedAttributes = ATTRS;
@@ -42,7 +41,7 @@ class AttnScope extends HTMLElement {
     super();
     const root = this.attachShadow({ mode: 'open' });
     root.innerHTML = `
-      <link rel="stylesheet" href="${STYLES}"><link rel="stylesheet" href="${ELEMENT_STYLES}">
+      ${STYLE_MARKUP}
       <div class="frame">
         <label class="edit" hidden>Sentence <input type="text" spellcheck="false" autocomplete="off"></label>
         <div class="loading" hidden><progress max="1" value="0"></progress> <span></span></div>
@@ -183,7 +182,11 @@ class AttnScope extends HTMLElement {
     }
     if (ticket !== this.givenTicket) return;
     const s = this.store.get();
-    const at = (k) => (this.hasAttribute(k) ? s[k] : shown.focus[k]); // the attributes, else the file's view
+    // the attributes, else where the reader is when the same attention comes again (the notebook
+    // widget's float32 numbers after its bfloat16 preview), else the file's view
+    const again = s.run?.given && s.modelInfo?.layers === shown.modelInfo.layers && s.modelInfo?.heads === shown.modelInfo.heads
+      && s.run.results[0].tokens.join('\u0000') === shown.run.results[0].tokens.join('\u0000');
+    const at = (k) => (this.hasAttribute(k) || again ? s[k] : shown.focus[k]);
     this.scope.showGiven(shown, { layer: at('layer'), head: at('head') });
   }
 
@@ -238,7 +241,8 @@ class AttnScope extends HTMLElement {
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
     }
-    if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.given ? 'given' : `${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`}`;
+    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}layer ${s.layer}, head ${s.head} · given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
+    else if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
     if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {
       const view = this.$('.view');

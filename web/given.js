@@ -14,6 +14,12 @@ const KINDS = ['encoder', 'decoder', 'encoder-decoder'];
 /** The largest probability taken: 1, and bfloat16's rounding above it. */
 const MAX_P = 1.01;
 
+/** What summary.js `summarise` gives. */
+const SUMMARY_FIELDS = ['R', 'thumbs', 'thumbMask', 'probMax', 'probArg', 'scoreMax'];
+
+/** The model's name where the records name none. */
+export const UNNAMED = 'given attention';
+
 /** An error about given attention: names the source and the field at fault. */
 function bad(source, msg) {
   return new Error(`${source}: ${msg}`);
@@ -69,16 +75,25 @@ function fromSafetensors(bytes, n, source) {
   const tensor = (i) => {
     const key = `records.${i}`, t = header[key];
     if (!t) throw bad(source, `records[${i}] names buffer ${i}, but the file has no tensor ${key}`);
-    if (t.dtype !== 'F32') throw bad(source, `${key} is ${t.dtype}; given attention is F32`);
+    if (t.dtype !== 'F32' && t.dtype !== 'BF16') throw bad(source, `${key} is ${t.dtype}; given attention is F32 (or BF16)`);
     const [a, b] = t.data_offsets ?? [];
     if (!isInt(a) || !isInt(b) || a > b || b > body.length) throw bad(source, `${key}: data_offsets ${JSON.stringify(t.data_offsets)} outside the ${body.length} bytes of data`);
-    if ((b - a) % 4) throw bad(source, `${key}: ${b - a} bytes is not a whole number of F32`);
+    const size = t.dtype === 'F32' ? 4 : 2;
+    if ((b - a) % size) throw bad(source, `${key}: ${b - a} bytes is not a whole number of ${t.dtype}`);
     const at = body.byteOffset + a;
+    if (t.dtype === 'BF16') return { values: fromBF16(body.subarray(a, b)), shape: t.shape, key, precision: 'bfloat16' };
     // aligned in the file (its data starts 8-byte aligned): a view; else a copy
     const values = at % 4 === 0 ? new Float32Array(body.buffer, at, (b - a) / 4) : new Float32Array(body.slice(a, b).buffer);
-    return { values, shape: t.shape, key };
+    return { values, shape: t.shape, key, precision: 'float32' };
   };
   return checked(meta, tensor, source);
+}
+
+/** Little-endian BF16 bytes (float32's upper halves) as a Float32Array, each value exactly. */
+function fromBF16(bytes) {
+  const n = bytes.length >> 1, out = new Float32Array(n), bits = new Uint32Array(out.buffer);
+  for (let i = 0, j = 0; i < n; i++, j += 2) bits[i] = (bytes[j] | (bytes[j + 1] << 8)) << 16;
+  return out;
 }
 
 /**
@@ -103,6 +118,7 @@ function checked(meta, tensor, source) {
   const decoderTokens = kind === 'encoder-decoder' && has('decoder') ? strings('decoder_tokens') : null;
   const order = { 'encoder self': 0, 'decoder self': 1, 'decoder cross': 2 };
   const buffers = new Set();
+  let precision = 'float32'; // bfloat16 where a tensor is BF16 (its values float32 here, exactly)
   let last = null;
   const records = meta.records.map((r, i) => {
     const at = `records[${i}]`;
@@ -136,6 +152,7 @@ function checked(meta, tensor, source) {
       if (JSON.stringify(t.shape) !== JSON.stringify([H, n_q, n_k])) throw bad(source, `${t.key}: shape ${JSON.stringify(t.shape)}, but ${at} says [${H}, ${n_q}, ${n_k}]`);
       if (t.values.length !== want) throw bad(source, `${t.key}: ${t.values.length} values, expected ${H} × ${n_q} × ${n_k} = ${want}`);
       values = t.values;
+      if (t.precision === 'bfloat16') precision = 'bfloat16';
     } else {
       const v = r.values;
       const rows = Array.isArray(v) && v.length === H && v.every((head) => Array.isArray(head) && head.length === n_q && head.every((row) => Array.isArray(row) && row.length === n_k));
@@ -152,16 +169,19 @@ function checked(meta, tensor, source) {
       }
     }
     const causal = meta.mask === 'causal' && r.kind === 'self' && r.stack === 'decoder';
-    for (let j = 0; j < want; j++) {
-      const x = values[j], k = j % n_k, q = Math.floor(j / n_k) % n_q;
-      if (!(x >= 0 && x <= MAX_P) || (causal && k > q && x !== 0)) { // NaN fails both
-        const h = Math.floor(j / (n_q * n_k));
-        throw bad(source, `${at}: ${x} at head ${h}, query ${q}, key ${k}; ${causal && x >= 0 && x <= MAX_P ? 'the mask is causal: a query attends to no later key' : 'attention probabilities are in [0, 1]'}`);
+    for (let h = 0, j = 0; h < H; h++) {
+      for (let q = 0; q < n_q; q++) {
+        for (let k = 0; k < n_k; k++, j++) {
+          const x = values[j];
+          if (!(x >= 0 && x <= MAX_P) || (causal && k > q && x !== 0)) { // NaN fails both
+            throw bad(source, `${at}: ${x} at head ${h}, query ${q}, key ${k}; ${causal && x >= 0 && x <= MAX_P ? 'the mask is causal: a query attends to no later key' : 'attention probabilities are in [0, 1]'}`);
+          }
+        }
       }
     }
     return { stack: r.stack, kind: r.kind, layer: r.layer, query_heads: H, kv_heads: K, n_q, n_k, values };
   });
-  return { meta, records, kind, tokens, encoderTokens, decoderTokens };
+  return { meta, records, kind, tokens, encoderTokens, decoderTokens, precision };
 }
 
 /** `attnscope attention`'s JSON: its first result's tokens and `attention [L][H][T][T]`, cut to
@@ -215,7 +235,7 @@ export function givenRun(g, source = 'the given attention') {
   for (let q = 0; q < T; q++) mask.fill(1, q * T, causal ? q * T + q + 1 : (q + 1) * T);
   const shape = [1, L, H, T, T];
   const tokens = g.tokens;
-  const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : 'given attention';
+  const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : UNNAMED;
   const item = {
     // byte-level BPE's and SentencePiece's pieces carry their spaces; WordPiece's do not
     text: tokens.join(tokens.some((t) => /^\s/.test(t)) ? '' : ' '), tokens, token_ids: tokens.map(() => null), token_texts: g.texts ?? tokens,
@@ -225,8 +245,15 @@ export function givenRun(g, source = 'the given attention') {
     model, model_type: 'given', backend: 'given', fallback: null, mask: causal ? 'causal' : 'none', mask_ablation: false,
     elapsed_ms: 0, reused: 0, attention: 'probabilities', shape, items: [item], head_mask: [], scale: 'sqrt_dk', head_metrics: [],
   };
-  const run = fromWorker({ info, attention, scores: null, mask, summary: summarise(attention, null, mask, shape) });
+  // the heads' summary (their thumbnails, their largest values) made when a view first reads it:
+  // the model view does, the head view need not (a long input's first view comes sooner)
+  let made = null;
+  const summary = Object.defineProperties({}, Object.fromEntries(SUMMARY_FIELDS.map((k) => [k, {
+    enumerable: true, get: () => (made ??= summarise(attention, null, mask, shape))[k],
+  }])));
+  const run = fromWorker({ info, attention, scores: null, mask, summary });
   run.given = true;
+  run.precision = g.precision ?? 'float32';
   const kind = g.kind;
   const modelInfo = {
     name: model, given: true, layers: L, heads: H, hidden: null, head_dim: null, max_length: T, stack: kind,

@@ -181,6 +181,7 @@ export function published(run, b) {
     model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
     ...(run.head_mask?.length ? { head_mask: run.head_mask } : {}), // as the CLI's, [layer, head] knocked out
     reused: run.reused, // the first positions the CPU engine took from its last pass (typing at the end)
+    ...(run.given ? { precision: run.precision } : {}), // given attention's: float32, or bfloat16 as a file stored it
     item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
   };
   for (const k of Object.keys(item)) if (k !== 'labels') Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });

@@ -28,6 +28,9 @@ FORMAT = "attnscope.given/1"
 #: The largest probability taken: 1, and bfloat16's rounding above it.
 MAX_P = 1.01
 
+#: The binary form's value types: numpy's and safetensors' names.
+DTYPES = {"float32": "F32", "bfloat16": "BF16"}
+
 LAYOUT = (
     "a tuple (or list) with one array per layer, each (batch, heads, n_q, n_k) as "
     "`model(..., output_attentions=True).attentions` gives it, or (heads, n_q, n_k), "
@@ -108,9 +111,17 @@ class Given:
         out["records"] = [r.meta(i) for i, r in enumerate(self.records)]
         return out
 
-    def buffers(self) -> list[bytes]:
-        """Each record's values, float32 little-endian, in the records' order."""
-        return [np.ascontiguousarray(r.values, dtype="<f4").tobytes() for r in self.records]
+    def buffers(self, dtype: str = "float32") -> list[memoryview]:
+        """Each record's values, little-endian float32 (views, not copies) or bfloat16 (float32's
+        upper half, rounded to nearest even), in the records' order."""
+        out = []
+        for r in self.records:
+            f32 = np.ascontiguousarray(r.values, dtype="<f4")
+            if dtype == "bfloat16":
+                u = f32.view("<u4")
+                f32 = ((u + (0x7FFF + ((u >> 16) & 1))) >> 16).astype("<u2")  # no NaN here: checked
+            out.append(memoryview(f32).cast("B"))
+        return out
 
     def to_json(self) -> str:
         """The JSON form: the metadata with each record's values as nested lists (small inputs)."""
@@ -120,18 +131,21 @@ class Given:
             m["values"] = r.values.tolist()
         return json.dumps(meta, ensure_ascii=False)
 
-    def to_safetensors(self) -> bytes:
-        """The binary form: a safetensors file, one F32 tensor ``records.{i}`` a record, the
+    def to_safetensors(self, dtype: str = "float32") -> bytes:
+        """The binary form: a safetensors file, one tensor ``records.{i}`` a record (F32, or BF16
+        with ``dtype="bfloat16"``: half the bytes, each value rounded to 8 significant bits), the
         metadata as JSON under ``__metadata__["attnscope"]``."""
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype={dtype!r}: expected 'float32' or 'bfloat16'")
         header: dict[str, Any] = {"__metadata__": {"attnscope": json.dumps(self.meta(), ensure_ascii=False)}}
         at = 0
-        data = self.buffers()
+        data = self.buffers(dtype)
         for i, (r, b) in enumerate(zip(self.records, data)):
-            header[f"records.{i}"] = {"dtype": "F32", "shape": list(r.values.shape), "data_offsets": [at, at + len(b)]}
-            at += len(b)
+            header[f"records.{i}"] = {"dtype": DTYPES[dtype], "shape": list(r.values.shape), "data_offsets": [at, at + b.nbytes]}
+            at += b.nbytes
         text = json.dumps(header, ensure_ascii=False).encode()
         text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-        return struct.pack("<Q", len(text)) + text + b"".join(data)
+        return b"".join([struct.pack("<Q", len(text)), text, *data])  # one copy of the values
 
     def save(self, path: str | Path) -> Path:
         """Writes the binary form (``.safetensors``) or the JSON form (``.json``) to ``path``."""
@@ -213,9 +227,9 @@ def layers_of(attention: Any, what: str, kv_heads: int | None = None) -> list[np
                 f"{what}[{i}]: shape {tuple(a.shape)}, but layer 0 is {tuple(out[0].shape)}: "
                 f"every layer has the same heads, n_q and n_k"
             )
-        bad = np.argwhere(~((a >= 0) & (a <= MAX_P)))  # NaN fails both
-        if len(bad):
-            h, q, k = (int(v) for v in bad[0])
+        ok = (a >= 0) & (a <= MAX_P)  # NaN fails both
+        if not ok.all():
+            h, q, k = (int(v) for v in np.argwhere(~ok)[0])
             raise ValueError(
                 f"{what}[{i}]: {a[h, q, k]} at head {h}, query {q}, key {k}; attention probabilities are in [0, 1]"
             )

@@ -352,3 +352,28 @@ def test_hf_bart_generate_equals_one_pass_of_its_decoder():
         np.testing.assert_allclose(out["cross_attention"][l], d[f"full_cross.layer{l}"][0], rtol=0, atol=1e-6)
     g = given(**out, encoder_tokens=list("abcdef"), decoder_tokens=list("wxyz"))
     assert g.mask == "causal" and [r.n_k for r in g.records] == [6, 6, 4, 4, 6, 6]
+
+
+def test_bfloat16_form_rounds_to_nearest_even_and_halves_the_bytes():
+    a = attention(L=2, H=2, n_q=6, n_k=6)
+    a[0, 0, 0, :3] = [1.0, 0.0, 2.0**-130]  # exact, zero, subnormal
+    g = given(a, list("abcdef"))
+    f32, bf16 = g.to_safetensors(), g.to_safetensors("bfloat16")
+    n = struct.unpack("<Q", bf16[:8])[0]
+    header = json.loads(bf16[8 : 8 + n])
+    assert header["records.0"]["dtype"] == "BF16" and header["records.0"]["shape"] == [2, 6, 6]
+    held = np.frombuffer(bf16[8 + n :], dtype="<u2").astype(np.uint32) << 16
+    back = held.view(np.float32).reshape(a.shape)
+    # each value the nearest bfloat16 (8 significant bits): within half a step of it
+    step = np.spacing(np.abs(a).astype(np.float32)) * 2**16
+    assert np.all(np.abs(back - a) <= step / 2)
+    assert back[0, 0, 0, 0] == 1.0 and back[0, 0, 0, 1] == 0.0
+    n32 = struct.unpack("<Q", f32[:8])[0]
+    assert len(bf16) - 8 - n == (len(f32) - 8 - n32) // 2 == a.size * 2  # half the bytes of values
+    # ties go to the even neighbour: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7
+    tie = given(np.full((1, 1, 2, 2), 0.5, np.float32), ["a", "b"])
+    tie.records[0].values[0, 0, 0] = np.float32(1 + 2**-8)
+    n = struct.unpack("<Q", tie.to_safetensors("bfloat16")[:8])[0]
+    assert np.frombuffer(tie.to_safetensors("bfloat16")[8 + n :], "<u2")[0] == 0x3F80
+    with pytest.raises(ValueError, match=r"dtype='float16': expected 'float32' or 'bfloat16'"):
+        g.to_safetensors("float16")

@@ -34,7 +34,7 @@ async function element(page, attrs, data = null) {
       caption: el.shadowRoot.querySelector('.caption').textContent,
       view: el.shadowRoot.querySelector('.view').textContent,
       cells: el.shadowRoot.querySelectorAll('.grid .cell').length,
-      result: r && { model: r.model, backend: r.backend, mask_kind: r.mask_kind, tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) },
+      result: r && { model: r.model, backend: r.backend, mask_kind: r.mask_kind, precision: r.precision, tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) },
     };
   }, { attrs, data });
 }
@@ -96,6 +96,33 @@ test('a safetensors file python/attnscope wrote: the decoder\'s heads as given, 
   assert.equal(got.cells, 3 * 6, 'a cell a head');
   assert.match(got.caption, /^tiny-gqa · layer 2, head 4 · given$/, 'the file\'s layer and head, and "given" where an engine would be named');
   assert.deepEqual(requests.filter((u) => /worker\.js|\.wasm|\/assets\/models\//.test(u)), [], 'no engine (its worker, its wasm) and no model for given attention');
+  assert.deepEqual(problems, []);
+});
+
+test('a bfloat16 file (half the bytes): each value as the file stored it, the precision said', async () => {
+  const py = path.join(ROOT, 'target/py/bin/python');
+  const want = JSON.parse(execFileSync(py, ['-c', `
+import json, sys
+import numpy as np
+import attnscope
+rng = np.random.default_rng(5)
+x = rng.normal(size=(2, 3, 6, 6)) * 3
+a = np.exp(x - x.max(-1, keepdims=True)); a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+g = attnscope.given(a, [f"t{i}" for i in range(6)])
+data = g.to_safetensors("bfloat16")
+# the values the file holds: float32's upper halves, rounded to nearest even (numpy has no bfloat16)
+u = a.view(np.uint32)
+held = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact": a.tolist(), "f32_bytes": len(g.to_safetensors())}))
+`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') } }));
+  assert.ok(want.bytes.length < want.f32_bytes, `${want.bytes.length} bytes against float32's ${want.f32_bytes}`);
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const got = await element(page, { view: 'model' }, { bytes: want.bytes });
+  assert.equal(got.error, null);
+  assert.deepEqual(got.result.attention, want.held, 'each value as the file stored it, bit for bit');
+  assert.notDeepEqual(got.result.attention, want.exact.map((l) => l.map((h) => h.map((row) => row.map(Math.fround)))), 'bfloat16 rounds: the test can tell');
+  assert.equal(got.result.precision, 'bfloat16');
+  assert.match(got.caption, /· given \(bfloat16\)$/);
   assert.deepEqual(problems, []);
 });
 

@@ -1,0 +1,226 @@
+"""attnscope in the notebook: bertviz's ``head_view`` and ``model_view``, drawn by attnscope's
+``<attn-scope>`` element as an anywidget widget (JupyterLab, Notebook 7, VS Code, Colab, marimo).
+
+    from attnscope import head_view      # was: from bertviz import head_view
+    head_view(outputs.attentions, tokens)
+
+The front end (the element, its views and styles: one ES module, ``static/widget.js``) ships in
+the wheel; nothing is fetched from a CDN. The matrices travel as one binary buffer (docs/given.md's
+safetensors form), not as JSON lists. ``html_action="return"`` gives a :class:`Page`: one
+standalone HTML file that works offline (``Page.save(path)``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+from .records import Given, given
+
+STATIC = Path(__file__).parent / "static"
+WIDGET_JS = STATIC / "widget.js"
+
+#: Above this many bytes of float32 values, the widget sends a bfloat16 preview first: the
+#: browser draws it sooner (half the bytes through the kernel, the server and the socket), and
+#: the float32 numbers follow at once (measured: tests/e2e/notebook_bench.mjs, docs/notebook.md).
+PREVIEW_ABOVE = 16 << 20
+
+#: bertviz's values of ``html_action``.
+HTML_ACTIONS = ("view", "return")
+
+#: bertviz's values of ``display_mode`` (model_view).
+DISPLAY_MODES = ("light", "dark")
+
+
+def front_end() -> str:
+    """The widget's ES module: built by ``make wheel`` (python/js/build.mjs) into the package."""
+    if not WIDGET_JS.is_file():
+        raise RuntimeError(
+            f"{WIDGET_JS}: missing; attnscope's front end is built into the wheel "
+            "(`make wheel` in the repository, then `pip install target/wheels/attnscope-*.whl`)"
+        )
+    return WIDGET_JS.read_text(encoding="utf-8")
+
+
+def _widget_class():
+    try:
+        import anywidget
+        import traitlets
+    except ImportError as e:  # the records work without them; the widget does not
+        raise ImportError(
+            "attnscope's notebook views need anywidget: `pip install attnscope[notebook]` (or `pip install anywidget`)"
+        ) from e
+
+    class AttnScope(anywidget.AnyWidget):
+        """One ``<attn-scope>`` element showing given attention.
+
+        * ``_given``: docs/given.md's safetensors form (bytes: one buffer, never JSON lists);
+        * ``_preview``: a large input's bfloat16 form, sent first (half the bytes: drawn sooner),
+          emptied once ``_given`` is sent (:meth:`show`); the saved state holds ``_given`` only;
+        * ``attributes``: the element's attributes (``view``, ``layer``, ``head``, …).
+        """
+
+        _esm = front_end()
+        _given = traitlets.Bytes(b"").tag(sync=True)
+        _preview = traitlets.Bytes(b"").tag(sync=True)
+        attributes = traitlets.Dict().tag(sync=True)
+
+        def __init__(self, g: Given, attributes: dict[str, Any]) -> None:
+            large = sum(r.values.size for r in g.records) * 4 > PREVIEW_ABOVE
+            if large:
+                super().__init__(_preview=g.to_safetensors("bfloat16"), attributes=attributes)
+            else:
+                super().__init__(_given=g.to_safetensors(), attributes=attributes)
+            self.given = g
+
+        def show(self) -> None:
+            """Displays the widget; a large input's float32 numbers follow its preview."""
+            from IPython.display import display
+
+            display(self)
+            if not self._given:
+                self._given = self.given.to_safetensors()
+                self._preview = b""
+
+        def page(self) -> "Page":
+            """This view as one standalone HTML file (:class:`Page`)."""
+            return Page(self.given, self.attributes)
+
+    return AttnScope
+
+
+_AttnScope = None
+
+
+def AttnScope(g: Given, attributes: dict[str, Any]):  # noqa: N802: the widget's class, made once
+    """The widget showing ``g`` (see :func:`head_view`)."""
+    global _AttnScope
+    if _AttnScope is None:
+        _AttnScope = _widget_class()
+    return _AttnScope(g, attributes)
+
+
+class Page:
+    """Given attention as one standalone HTML file: the element, its code and the numbers, inline.
+
+    In a notebook it displays itself (``_repr_html_``, as bertviz's ``html_action="return"``
+    gives an ``IPython.display.HTML``); ``save(path)`` writes it; ``data`` is the HTML text.
+    The element's ``result`` carries the given numbers, as on any page.
+    """
+
+    def __init__(self, g: Given, attributes: dict[str, Any]) -> None:
+        self.given = g
+        self.attributes = dict(attributes)
+        self.data = self._html()
+
+    def _html(self) -> str:
+        tag = f"attnscope-{uuid.uuid4().hex}"
+        attrs = "".join(f' {k}="{html.escape(str(v))}"' for k, v in self.attributes.items())
+        payload = base64.b64encode(self.given.to_safetensors()).decode("ascii")
+        # the module inline: `</script` cannot end it early
+        code = front_end().replace("</script", "<\\/script")
+        return (
+            f'<div class="attnscope-page"><attn-scope id="{tag}"{attrs}></attn-scope>\n'
+            f'<script type="module">\n{code}\n'
+            f'const b64 = {json.dumps(payload)};\n'
+            "const bytes = Uint8Array.fromBase64 ? Uint8Array.fromBase64(b64) : Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));\n"
+            f"document.getElementById({json.dumps(tag)}).data = bytes;\n"
+            "</script></div>\n"
+        )
+
+    def _repr_html_(self) -> str:
+        return self.data
+
+    def save(self, path: str | Path) -> Path:
+        """Writes a whole HTML document to ``path`` (opens offline, in any browser)."""
+        path = Path(path)
+        title = html.escape(self.given.model or "attention")
+        path.write_text(
+            f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{title} · attnscope</title></head>\n<body>\n{self.data}</body></html>\n",
+            encoding="utf-8",
+        )
+        return path
+
+
+def _show(g: Given, attributes: dict[str, Any], html_action: str):
+    """The widget, shown (``"view"``), or the standalone page (``"return"``). The layer and heads
+    the view opens on travel in the records' own ``view`` (docs/given.md)."""
+    if html_action not in HTML_ACTIONS:
+        raise ValueError(f"html_action={html_action!r}: expected 'view' (show it) or 'return' (an HTML page)")
+    if html_action == "return":
+        return Page(g, attributes)
+    AttnScope(g, attributes).show()
+    return None
+
+
+def head_view(
+    attention: Any = None,
+    tokens: Sequence[str] | None = None,
+    sentence_b_start: int | None = None,
+    prettify_tokens: bool = True,
+    layer: int | None = None,
+    heads: Sequence[int] | None = None,
+    encoder_attention: Any = None,
+    decoder_attention: Any = None,
+    cross_attention: Any = None,
+    encoder_tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+    include_layers: Sequence[int] | None = None,
+    html_action: str = "view",
+    num_key_value_heads: int | None = None,
+    model: str | None = None,
+):
+    """bertviz's ``head_view``: one layer's heads, query by query, as lines and a heatmap.
+
+    The arguments are bertviz's (see :func:`attnscope.given` for the layouts taken), plus
+    ``num_key_value_heads`` (grouped-query attention's key/value heads) and ``model`` (a name for
+    the caption). ``html_action="view"`` shows the widget; ``"return"`` gives a :class:`Page`.
+    """
+    g = given(
+        attention, tokens, sentence_b_start, prettify_tokens, layer, heads, encoder_attention, decoder_attention,
+        cross_attention, encoder_tokens, decoder_tokens, include_layers, num_key_value_heads, model,
+    )
+    # a few tokens' heatmap no wider than it reads well; a long input's as wide as the output
+    n = max(r.n_k for r in g.records)
+    return _show(g, {"view": "head", "style": f"display:block;max-width:{max(480, 32 * n + 220)}px"}, html_action)
+
+
+def model_view(
+    attention: Any = None,
+    tokens: Sequence[str] | None = None,
+    sentence_b_start: int | None = None,
+    prettify_tokens: bool = True,
+    display_mode: str = "dark",
+    encoder_attention: Any = None,
+    decoder_attention: Any = None,
+    cross_attention: Any = None,
+    encoder_tokens: Sequence[str] | None = None,
+    decoder_tokens: Sequence[str] | None = None,
+    include_layers: Sequence[int] | None = None,
+    include_heads: Sequence[int] | None = None,
+    html_action: str = "view",
+    num_key_value_heads: int | None = None,
+    model: str | None = None,
+):
+    """bertviz's ``model_view``: every layer's every head at once, each a small heatmap.
+
+    ``display_mode`` is taken for bertviz's calls ('light' or 'dark'); attnscope draws in its
+    own colours, whose scale reads the same in both. ``include_heads`` selects the heads the
+    view opens on. The rest is as :func:`head_view`.
+    """
+    if display_mode not in DISPLAY_MODES:
+        raise ValueError(f"display_mode={display_mode!r}: expected 'light' or 'dark'")
+    g = given(
+        attention, tokens, sentence_b_start, prettify_tokens, None, include_heads, encoder_attention,
+        decoder_attention, cross_attention, encoder_tokens, decoder_tokens, include_layers, num_key_value_heads, model,
+    )
+    # each head's thumbnail no larger than a few tokens need (about 8 px a token, 48 to 160)
+    H, n = g.records[0].query_heads, max(r.n_k for r in g.records)
+    width = max(360, H * min(160, max(48, 8 * n)) + 80)
+    return _show(g, {"view": "model", "style": f"display:block;max-width:{width}px"}, html_action)

@@ -1,0 +1,96 @@
+"""The notebook's calls (python/attnscope/notebook.py): bertviz's head_view and model_view as the
+widget (its traits: the records' safetensors bytes, the element's attributes) or as the standalone
+page; every bad argument refused before anything is sent. The widget's rendering in a real
+JupyterLab is tests/e2e/notebook.test.mjs's."""
+
+import base64
+import re
+
+import numpy as np
+import pytest
+
+import attnscope
+from attnscope import notebook
+
+anywidget = pytest.importorskip("anywidget")
+
+rng = np.random.default_rng(11)
+
+
+def attention(L=2, H=3, T=5):
+    x = rng.normal(size=(L, H, T, T))
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+
+
+TOKENS = ["[CLS]", "Ġa", "Ġcat", "Ġsat", "[SEP]"]
+
+
+def test_head_view_shows_a_widget_with_the_records_as_one_buffer(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda w: shown.append(w))
+    a = attention()
+    assert attnscope.head_view(tuple(layer[None] for layer in a), TOKENS, layer=1, heads=[2]) is None
+    (w,) = shown
+    assert isinstance(w, anywidget.AnyWidget)
+    g = attnscope.given(tuple(layer[None] for layer in a), TOKENS, layer=1, heads=[2])
+    assert w._given == g.to_safetensors()  # bytes: a binary buffer, not JSON lists
+    assert w.attributes["view"] == "head"
+    # the front end, bundled and inline: the element and its styles, no URL of a CDN
+    assert "customElements.define" in w._esm and "<style>" in w._esm
+    urls = set(re.findall(r"https?://[^\s\"'`)]+", w._esm))
+    assert urls <= {"http://www.w3.org/2000/svg", "https://huggingface.co"}, urls  # SVG's namespace; the Hub, for the element's hf attribute
+
+
+def test_model_view_display_mode_and_include_heads(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda w: shown.append(w))
+    a = attention(L=3, H=4)
+    attnscope.model_view(list(a), TOKENS, display_mode="light", include_heads=[1, 3], include_layers=[0, 1, 2])
+    (w,) = shown
+    assert w.attributes == {"view": "model", "style": "display:block;max-width:360px"}  # 4 heads of 5 tokens
+    assert w.given.view == {"heads": [1, 3]}
+    with pytest.raises(ValueError, match=r"display_mode='grey': expected 'light' or 'dark'"):
+        attnscope.model_view(list(a), TOKENS, display_mode="grey")
+    assert len(shown) == 1
+
+
+@pytest.mark.parametrize("call", [attnscope.head_view, attnscope.model_view])
+def test_html_action_other_than_view_or_return_is_refused(call):
+    with pytest.raises(ValueError, match=r"html_action='show': expected 'view' \(show it\) or 'return' \(an HTML page\)"):
+        call(attention(), TOKENS, html_action="show")
+
+
+def test_bad_input_raises_before_anything_is_shown(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda w: shown.append(w))
+    with pytest.raises(ValueError, match="tokens"):
+        attnscope.head_view(attention(), TOKENS[:3])
+    a = attention()
+    a[0, 0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"attention\[0\]: nan at head 0, query 0, key 0"):
+        attnscope.model_view(a, TOKENS)
+    with pytest.raises(ValueError, match="attention"):
+        attnscope.head_view([], [])
+    assert shown == []
+
+
+def test_returned_page_is_standalone_html_with_the_numbers(tmp_path):
+    a = attention()
+    page = attnscope.head_view(a, ["a", "b", "<c>", "d", "e"], html_action="return", model='x"<b>')
+    assert isinstance(page, attnscope.Page)
+    html = page._repr_html_()
+    assert "<attn-scope " in html and 'view="head"' in html
+    assert "<script src" not in html and "http" not in re.sub(r"https?://[^\s\"'`]*w3\.org[^\s\"'`]*", "", html.split("const b64")[1])
+    b64 = re.search(r'const b64 = "([A-Za-z0-9+/=]*)"', html).group(1)
+    assert base64.b64decode(b64) == page.given.to_safetensors()
+    assert "</script" not in html.split('<script type="module">', 1)[1].rsplit("</script>", 1)[0]
+    out = page.save(tmp_path / "attention.html")
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>") and "<title>x&quot;&lt;b&gt; · attnscope</title>" in text
+
+
+def test_a_missing_front_end_is_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(notebook, "WIDGET_JS", tmp_path / "widget.js")
+    with pytest.raises(RuntimeError, match=r"widget\.js: missing; attnscope's front end is built into the wheel"):
+        notebook.front_end()

@@ -1,0 +1,166 @@
+// The Python package in a real JupyterLab (started here on 127.0.0.1 from target/py, where
+// `make test` installed the wheel) driven by headless Chromium: a notebook calls bertviz's
+// head_view and model_view through attnscope, the widgets render, and the numbers each
+// element's `result` carries equal the ones the notebook gave, bit for bit; nothing is requested
+// from outside the machine. Then the same notebook, executed and exported by nbconvert with its
+// widget state (the package's `attnscope` template), opens from a file with no kernel and no
+// network and renders the same numbers.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { launch, openPage, ARTIFACTS } from './harness.mjs';
+import { PY, notebook, startLab, onlyLocal, runNotebook } from './jupyter.mjs';
+
+/** The notebook: the seeds' kind of attention (a softmax over scaled scores, masked for a
+ *  decoder), an encoder in head_view, a decoder with grouped-query heads in model_view, the
+ *  standalone page of html_action="return", shown and saved, and a decoder sent as a large input
+ *  is (its bfloat16 preview, then its float32 numbers); each cell also writes the numbers it
+ *  gave, for the test to compare. */
+const CELLS = [
+  `import json
+import numpy as np
+import attnscope
+
+def softmax_attention(rng, layers, heads, T, causal):
+    x = rng.normal(size=(layers, heads, T, T)) * 2
+    if causal:
+        x = np.where(np.tril(np.ones((T, T), bool)), x, -np.inf)
+    a = np.exp(x - x.max(-1, keepdims=True))
+    return (a / a.sum(-1, keepdims=True)).astype(np.float32)`,
+  `rng = np.random.default_rng(7)
+enc = softmax_attention(rng, 2, 4, 6, causal=False)
+enc_tokens = ["[CLS]", "the", "cat", "sat", "down", "[SEP]"]
+json.dump({"attention": enc.tolist(), "tokens": enc_tokens}, open("encoder.json", "w"))
+attnscope.head_view(tuple(layer[None] for layer in enc), enc_tokens, layer=1, heads=[2])`,
+  `dec = softmax_attention(rng, 3, 6, 5, causal=True)
+dec_tokens = ["<s>", "Ġa", "Ġdog", "Ġran", "."]
+json.dump({"attention": dec.tolist(), "tokens": attnscope.prettify(dec_tokens)}, open("decoder.json", "w"))
+attnscope.model_view(list(dec), dec_tokens, num_key_value_heads=2)`,
+  `small = softmax_attention(rng, 1, 2, 4, causal=False)
+json.dump({"attention": small.tolist(), "tokens": ["a", "b", "c", "d"]}, open("page.json", "w"))
+page = attnscope.head_view(small, ["a", "b", "c", "d"], html_action="return")
+page.save("page.html")
+page`,
+  `attnscope.notebook.PREVIEW_ABOVE = 0  # a small input the large ones' way: bfloat16 first, float32 after
+late = softmax_attention(rng, 2, 3, 7, causal=True)
+json.dump({"attention": late.tolist(), "tokens": [f"x{i}" for i in range(7)]}, open("late.json", "w"))
+attnscope.model_view(late, [f"x{i}" for i in range(7)])`,
+];
+
+let browser, lab;
+
+before(async () => {
+  lab = await startLab({ 'attention.ipynb': JSON.stringify(notebook(CELLS), null, 1) });
+  browser = await launch({ webgpu: false });
+});
+after(async () => {
+  await browser?.close();
+  lab?.stop();
+});
+
+/** What each cell gave, as it wrote it. */
+const given = (name) => JSON.parse(readFileSync(path.join(lab.work, `${name}.json`)));
+
+/** Every <attn-scope> in the page (in output order): its result's numbers, or the message it shows. */
+const ELEMENTS = async () => {
+  const all = [...document.querySelectorAll('attn-scope')];
+  return all.map((el) => {
+    const r = el.result;
+    const cells = el.shadowRoot.querySelectorAll('.grid .cell, canvas').length;
+    return r
+      ? { backend: r.backend, mask_kind: r.mask_kind, precision: r.precision, tokens: r.tokens, heads: r.attention[0].length, cells, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) }
+      : { message: el.shadowRoot.querySelector('.message:not([hidden])')?.textContent ?? null };
+  });
+};
+
+/** Every value the element shows equals the one given, as float32 (what the kernel sent). */
+function assertGiven(got, want, what) {
+  assert.equal(got.backend, 'given', what);
+  assert.deepEqual(got.tokens, want.tokens, `${what}: tokens`);
+  const f32 = (x) => Math.fround(x);
+  assert.deepEqual(got.attention, want.attention.map((l) => l.map((h) => h.map((row) => row.map(f32)))), `${what}: the numbers, bit for bit`);
+}
+
+/** The page's elements once `n` of them show something; else an error with what the page shows
+ *  (its outputs' text, its console's errors) and a screenshot. */
+async function elementsShown(page, n, problems, shot) {
+  try {
+    await page.waitForFunction((n) => {
+      const all = [...document.querySelectorAll('attn-scope')];
+      // a large input's bfloat16 preview is not yet the numbers given
+      const waiting = all.find((el) => el.result?.precision !== 'float32' && !el.shadowRoot.querySelector('.message:not([hidden])'));
+      waiting?.scrollIntoView(); // an element draws once scrolled into view
+      return all.length >= n && !waiting;
+    }, n, { timeout: 90000 });
+  } catch (e) {
+    await page.screenshot({ path: path.join(ARTIFACTS, `${shot}-failed.png`) });
+    const outputs = await page.evaluate(() => [...document.querySelectorAll('.jp-OutputArea-output, pre')].map((o) => o.textContent.slice(0, 300)));
+    throw new Error(`${e.message}\n<attn-scope> elements: ${await page.evaluate(() => document.querySelectorAll('attn-scope').length)}\noutputs: ${JSON.stringify(outputs)}\nproblems: ${problems.join('\n')}`);
+  }
+  return page.evaluate(ELEMENTS);
+}
+
+test('JupyterLab: head_view, model_view and the returned page render the numbers given, nothing fetched from outside', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 1280, height: 1400 });
+  const outside = await onlyLocal(page);
+  await runNotebook(page, lab, 'attention.ipynb');
+  const shown = await elementsShown(page, 4, problems, 'notebook-lab');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'notebook-lab.png'), fullPage: false });
+  assert.equal(shown.length, 4, JSON.stringify(shown.map((s) => s.message)));
+  assertGiven(shown[0], given('encoder'), 'head_view');
+  assertGiven(shown[1], given('decoder'), 'model_view');
+  assertGiven(shown[2], given('page'), 'html_action="return"');
+  assertGiven(shown[3], given('late'), 'a large input\'s float32 numbers, after its preview');
+  assert.deepEqual(shown.map((s) => s.precision), ['float32', 'float32', 'float32', 'float32']);
+  assert.equal(shown[1].mask_kind, 'causal');
+  assert.ok(shown.every((s) => s.cells > 0), 'the views drew');
+  // no error output in the notebook's cells
+  const errors = await page.evaluate(() => [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output .ansi-red-fg')].map((e) => e.textContent));
+  assert.deepEqual(errors, []);
+  assert.deepEqual(outside, [], 'nothing requested from outside the machine');
+  assert.deepEqual(problems.filter((p) => /attn|widget/i.test(p)), []);
+  await page.close();
+});
+
+test('nbconvert: the executed notebook exported with its widget state renders with no kernel and no network', async () => {
+  execFileSync(path.join(PY, 'bin/jupyter'), [
+    'nbconvert', '--to', 'html', '--execute', '--template', 'attnscope', '--output', 'exported', 'attention.ipynb',
+  ], { cwd: lab.work, env: lab.env, stdio: 'pipe' });
+  const html = readFileSync(path.join(lab.work, 'exported.html'), 'utf8');
+  assert.match(html, /application\/vnd\.jupyter\.widget-state\+json/, 'the widget state is in the export');
+  const { page, problems } = await openPage(browser, null, { width: 1280, height: 1400 });
+  const outside = await onlyLocal(page);
+  await page.goto(`file://${path.join(lab.work, 'exported.html')}`);
+  const shown = await elementsShown(page, 4, problems, 'notebook-export');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'notebook-export.png'), fullPage: false });
+  assertGiven(shown[0], given('encoder'), 'head_view, exported');
+  assertGiven(shown[1], given('decoder'), 'model_view, exported');
+  assertGiven(shown[2], given('page'), 'the returned page, exported');
+  assertGiven(shown[3], given('late'), 'a large input, exported: its float32 numbers (the preview is not saved)');
+  // the saved state: each widget's float32 file, and no preview
+  const state = JSON.parse(readFileSync(path.join(lab.work, 'exported.html'), 'utf8').match(/<script type="application\/vnd\.jupyter\.widget-state\+json">([^]*?)<\/script>/)[1]).state;
+  const ours = Object.values(state).filter((m) => m.model_module === 'anywidget');
+  assert.equal(ours.length, 3);
+  for (const m of ours) {
+    const [given, preview] = ['_given', '_preview'].map((k) => m.buffers.find((b) => b.path.join('.') === k)?.data ?? '');
+    assert.ok(given.length > 0, 'the records, float32');
+    assert.equal(preview, '', 'no preview kept');
+  }
+  // the lab template's MathJax is the one thing it asks a CDN for (the widgets ask nothing)
+  assert.deepEqual(outside.filter((u) => !/mathjax/i.test(u)), []);
+  assert.deepEqual(problems.filter((p) => /attn|widget|anywidget/i.test(p)), []);
+  await page.close();
+});
+
+test('Page.save: one HTML file that opens from disk with no network and carries the numbers', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 900 });
+  const outside = await onlyLocal(page);
+  await page.goto(`file://${path.join(lab.work, 'page.html')}`);
+  const shown = await elementsShown(page, 1, problems, 'notebook-page');
+  assertGiven(shown[0], given('page'), 'page.html');
+  assert.deepEqual(outside, []);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
