@@ -23,7 +23,7 @@
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
 import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, DECODER_PANELS } from './scope.js';
-import { published, publishedTranslation } from './result.js';
+import { published, publishedTranslation, layerNumber } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
 import { readGiven, givenRun, UNNAMED } from './given.js';
@@ -182,11 +182,13 @@ class AttnScope extends HTMLElement {
     }
     if (ticket !== this.givenTicket) return;
     const s = this.store.get();
-    // the attributes, else where the reader is when the same attention comes again (the notebook
-    // widget's float32 numbers after its bfloat16 preview), else the file's view
-    const again = s.run?.given && s.modelInfo?.layers === shown.modelInfo.layers && s.modelInfo?.heads === shown.modelInfo.heads
+    // the attributes, else where the reader is when more of the same attention comes (the notebook
+    // widget's layers after the one it sent first: the same layer by its number), else the file's view
+    const again = s.run?.given && s.modelInfo?.heads === shown.modelInfo.heads
       && s.run.results[0].tokens.join('\u0000') === shown.run.results[0].tokens.join('\u0000');
-    const at = (k) => (this.hasAttribute(k) || again ? s[k] : shown.focus[k]);
+    const layer = again ? Array.from({ length: shown.run.L }, (_, l) => layerNumber(shown.run, l)).indexOf(layerNumber(s.run, s.layer)) : -1;
+    const focus = layer >= 0 ? { layer, head: s.head } : shown.focus;
+    const at = (k) => (this.hasAttribute(k) ? s[k] : focus[k]);
     this.scope.showGiven(shown, { layer: at('layer'), head: at('head') });
   }
 
@@ -241,7 +243,7 @@ class AttnScope extends HTMLElement {
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
     }
-    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}layer ${s.layer}, head ${s.head} · given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
+    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}layer ${layerNumber(s.run, s.layer)}, head ${s.head} · given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
     else if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
     if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {

@@ -223,8 +223,8 @@ export function givenRun(g, source = 'the given attention') {
   const records = g.records.filter((r) => r.kind === 'self');
   const { query_heads: H, kv_heads: K, n_q: T } = records[0];
   records.forEach((r, i) => {
-    // the views number a stack's layers 0..L-1 (a file of some layers only: python/attnscope's include_layers)
-    if (r.layer !== i) throw bad(source, `records[${i}] is layer ${r.layer}: this element draws a stack's layers 0, 1, 2, … in order (leave include_layers out)`);
+    // a file of some layers only (python/attnscope's include_layers): the views show their own numbers
+    if (i && r.layer <= records[i - 1].layer) throw bad(source, `records[${i}] is layer ${r.layer} after layer ${records[i - 1].layer}: a stack's layers go up`);
     if (r.query_heads !== H || r.kv_heads !== K || r.n_q !== T) throw bad(source, `records[${i}]: ${r.query_heads} heads over ${r.kv_heads}, ${r.n_q} positions; records[0] has ${H} over ${K}, ${T}: a stack's layers are alike`);
   });
   const L = records.length, n = T * T;
@@ -253,6 +253,8 @@ export function givenRun(g, source = 'the given attention') {
   }])));
   const run = fromWorker({ info, attention, scores: null, mask, summary });
   run.given = true;
+  // the model's numbers of the layers given, where they are not 0, 1, 2, … (result.js layerNumber)
+  run.layerNumbers = records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer);
   run.precision = g.precision ?? 'float32';
   const kind = g.kind;
   const modelInfo = {

@@ -174,6 +174,10 @@ export function engineOf(backend) {
 }
 
 /** `window.attnscope.result`: item `b` with the run's fields beside it. */
+/** Layer `l` of a run as its model numbers it: given attention of some layers only
+ *  (include_layers) keeps their own numbers; every other run's layers are 0, 1, 2, … */
+export const layerNumber = (run, l) => run?.layerNumbers?.[l] ?? l;
+
 export function published(run, b) {
   const item = run.results[b];
   const out = {
@@ -181,7 +185,8 @@ export function published(run, b) {
     model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
     ...(run.head_mask?.length ? { head_mask: run.head_mask } : {}), // as the CLI's, [layer, head] knocked out
     reused: run.reused, // the first positions the CPU engine took from its last pass (typing at the end)
-    ...(run.given ? { precision: run.precision } : {}), // given attention's: float32, or bfloat16 as a file stored it
+    // given attention's: float32, or bfloat16 as a file stored it; the model's numbers of its layers
+    ...(run.given ? { precision: run.precision, layers: Array.from({ length: run.L }, (_, l) => layerNumber(run, l)) } : {}),
     item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
   };
   for (const k of Object.keys(item)) if (k !== 'labels') Object.defineProperty(out, k, { enumerable: true, get: () => item[k] });

@@ -13,6 +13,7 @@ standalone HTML file that works offline (``Page.save(path)``).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import json
 import uuid
@@ -24,10 +25,21 @@ from .records import Given, given
 STATIC = Path(__file__).parent / "static"
 WIDGET_JS = STATIC / "widget.js"
 
-#: Above this many bytes of float32 values, the widget sends a bfloat16 preview first: the
-#: browser draws it sooner (half the bytes through the kernel, the server and the socket), and
-#: the float32 numbers follow at once (measured: tests/e2e/notebook_bench.mjs, docs/notebook.md).
+#: Above this many bytes of float32 values, the widget sends the layer its view opens on first:
+#: the browser draws it sooner (a fraction of the bytes through the kernel, the server and the
+#: socket), and every layer follows at once (measured: tests/e2e/notebook_bench.mjs,
+#: docs/notebook.md).
 PREVIEW_ABOVE = 16 << 20
+
+
+def _first_layer(g: Given) -> Given | None:
+    """A large encoder's or decoder's records of the layer the view opens on, alone (else None)."""
+    if g.kind == "encoder-decoder" or len(g.records) < 2:
+        return None
+    if sum(r.values.size for r in g.records) * 4 <= PREVIEW_ABOVE:
+        return None
+    want = g.view.get("layer", g.records[0].layer)
+    return dataclasses.replace(g, records=[r for r in g.records if r.layer == want])
 
 #: bertviz's values of ``html_action``.
 HTML_ACTIONS = ("view", "return")
@@ -59,7 +71,7 @@ def _widget_class():
         """One ``<attn-scope>`` element showing given attention.
 
         * ``_given``: docs/given.md's safetensors form (bytes: one buffer, never JSON lists);
-        * ``_preview``: a large input's bfloat16 form, sent first (half the bytes: drawn sooner),
+        * ``_preview``: a large input's layer the view opens on, alone, sent first (drawn sooner),
           emptied once ``_given`` is sent (:meth:`show`); the saved state holds ``_given`` only;
         * ``attributes``: the element's attributes (``view``, ``layer``, ``head``, …).
         """
@@ -70,18 +82,22 @@ def _widget_class():
         attributes = traitlets.Dict().tag(sync=True)
 
         def __init__(self, g: Given, attributes: dict[str, Any]) -> None:
-            large = sum(r.values.size for r in g.records) * 4 > PREVIEW_ABOVE
-            if large:
-                super().__init__(_preview=g.to_safetensors("bfloat16"), attributes=attributes)
+            first = _first_layer(g)
+            if first is not None:
+                super().__init__(_preview=first.to_safetensors(), attributes=attributes)
             else:
                 super().__init__(_given=g.to_safetensors(), attributes=attributes)
             self.given = g
 
         def show(self) -> None:
-            """Displays the widget; a large input's float32 numbers follow its preview."""
+            """Displays the widget; a large input's every layer follows the one sent first."""
             from IPython.display import display
 
             display(self)
+            self.send_all()
+
+        def send_all(self) -> None:
+            """Sends every layer, where only the first went (the saved state keeps them alone)."""
             if not self._given:
                 self._given = self.given.to_safetensors()
                 self._preview = b""

@@ -94,3 +94,28 @@ def test_a_missing_front_end_is_named(monkeypatch, tmp_path):
     monkeypatch.setattr(notebook, "WIDGET_JS", tmp_path / "widget.js")
     with pytest.raises(RuntimeError, match=r"widget\.js: missing; attnscope's front end is built into the wheel"):
         notebook.front_end()
+
+
+def test_a_large_input_sends_the_layer_its_view_opens_on_first(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda w: shown.append((w, w._given, w._preview)))
+    monkeypatch.setattr(notebook, "PREVIEW_ABOVE", 0)
+    a = attention(L=4, H=2)
+    attnscope.head_view(a, TOKENS, layer=2)
+    ((w, given_then, preview_then),) = shown
+    first = attnscope.given(a[2:3], TOKENS)
+    assert given_then == b"" and preview_then  # displayed with layer 2 alone
+    n = int.from_bytes(preview_then[:8], "little")
+    meta = __import__("json").loads(__import__("json").loads(preview_then[8 : 8 + n])["__metadata__"]["attnscope"])
+    assert [r["layer"] for r in meta["records"]] == [2]
+    assert preview_then[8 + n :] == first.to_safetensors()[-len(a[2].tobytes()) :]
+    # then every layer, and no preview kept
+    assert w._given == attnscope.given(a, TOKENS, layer=2).to_safetensors() and w._preview == b""
+
+
+def test_a_small_input_goes_once(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda w: shown.append((w._given, w._preview)))
+    attnscope.model_view(attention(), TOKENS)
+    ((given_then, preview_then),) = shown
+    assert given_then and preview_then == b""

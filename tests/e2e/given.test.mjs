@@ -34,7 +34,7 @@ async function element(page, attrs, data = null) {
       caption: el.shadowRoot.querySelector('.caption').textContent,
       view: el.shadowRoot.querySelector('.view').textContent,
       cells: el.shadowRoot.querySelectorAll('.grid .cell').length,
-      result: r && { model: r.model, backend: r.backend, mask_kind: r.mask_kind, precision: r.precision, tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) },
+      result: r && { model: r.model, backend: r.backend, mask_kind: r.mask_kind, precision: r.precision, layers: r.layers, tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) },
     };
   }, { attrs, data });
 }
@@ -126,6 +126,29 @@ sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact"
   assert.deepEqual(problems, []);
 });
 
+test('some layers only (include_layers): each drawn and published under its own number', async () => {
+  const py = path.join(ROOT, 'target/py/bin/python');
+  const want = JSON.parse(execFileSync(py, ['-c', `
+import json, sys
+import numpy as np
+import attnscope
+rng = np.random.default_rng(9)
+x = rng.normal(size=(5, 2, 4, 4))
+a = np.exp(x - x.max(-1, keepdims=True)); a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+g = attnscope.given(a, ["w", "x", "y", "z"], include_layers=[1, 3, 4], layer=3, heads=[1])
+sys.stdout.write(json.dumps({"bytes": list(g.to_safetensors()), "kept": a[[1, 3, 4]].tolist()}))
+`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') } }));
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const got = await element(page, { view: 'model' }, { bytes: want.bytes });
+  assert.equal(got.error, null);
+  assert.deepEqual(got.result.layers, [1, 3, 4]);
+  assert.deepEqual(got.result.attention, want.kept, 'the layers kept, in order, bit for bit');
+  assert.match(got.caption, /^layer 3, head 1 · given$/, 'the file\'s layer by its own number');
+  const labels = await page.evaluate(() => [...document.querySelector('#given').shadowRoot.querySelectorAll('.grid .rowlabel')].map((e) => e.textContent));
+  assert.deepEqual(labels, ['L1', 'L3', 'L4']);
+  assert.deepEqual(problems, []);
+});
+
 test('the CLI\'s JSON by the `data` property: the CLI\'s numbers; the steps view says it needs the model', async () => {
   const out = cli(['--', 'time flies like an arrow']);
   const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
@@ -161,7 +184,7 @@ test('input that cannot be read is an error naming it, and nothing is thrown', a
     [file({ query_heads: 64, kv_heads: 64, n_q: 100000, n_k: 100000 }), /^data: records\[0\]: 100000 queries, but tokens has 2/],
     [file({ query_heads: 3, kv_heads: 2 }), /^data: records\[0\]: 3 query heads do not split into groups over 2 key\/value heads/],
     [file({ stack: 'encoder' }), /^data: records\[0\]: encoder self-attention in the records of a decoder: its own self-attention only/],
-    [file({ layer: 1 }), /^data: records\[0\] is layer 1: this element draws a stack's layers 0, 1, 2, … in order \(leave include_layers out\)/],
+    [{ object: { ...file({}).object, records: [rec({ layer: 1 }), rec({ layer: 0 })] } }, /^data: records\[1\] \(decoder self, layer 0\) after records\[0\] \(decoder self, layer 1\): records go by stack/],
   ];
   for (const [data, message] of cases) {
     const got = await element(page, { view: 'head' }, data);

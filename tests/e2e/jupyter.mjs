@@ -71,12 +71,18 @@ export async function onlyLocal(page) {
   return outside;
 }
 
-/** Opens the notebook `name` in JupyterLab and runs all its cells (once its kernel is ready). */
-export async function runNotebook(page, lab, name) {
+/** Opens the notebook `name` in JupyterLab and runs all its cells once its kernel is ready, or
+ *  those above cell `before` (which is left the active cell). */
+export async function runNotebook(page, lab, name, before = null) {
   await page.goto(lab.url(name));
   await page.waitForFunction(() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel, null, { timeout: 120000 });
-  await page.evaluate(async () => {
-    await window.jupyterapp.shell.currentWidget.sessionContext.ready;
-    await window.jupyterapp.commands.execute('notebook:run-all-cells');
-  });
+  await page.evaluate(async (before) => {
+    const nb = window.jupyterapp.shell.currentWidget;
+    await nb.sessionContext.ready;
+    if (before === null) await window.jupyterapp.commands.execute('notebook:run-all-cells');
+    else {
+      nb.content.activeCellIndex = before;
+      await window.jupyterapp.commands.execute('notebook:run-all-above');
+    }
+  }, before);
 }

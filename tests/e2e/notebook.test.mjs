@@ -16,7 +16,7 @@ import { PY, notebook, startLab, onlyLocal, runNotebook } from './jupyter.mjs';
 /** The notebook: the seeds' kind of attention (a softmax over scaled scores, masked for a
  *  decoder), an encoder in head_view, a decoder with grouped-query heads in model_view, the
  *  standalone page of html_action="return", shown and saved, and a decoder sent as a large input
- *  is (its bfloat16 preview, then its float32 numbers); each cell also writes the numbers it
+ *  is (the layer its view opens on first, then every layer); each cell also writes the numbers it
  *  gave, for the test to compare. */
 const CELLS = [
   `import json
@@ -43,11 +43,15 @@ json.dump({"attention": small.tolist(), "tokens": ["a", "b", "c", "d"]}, open("p
 page = attnscope.head_view(small, ["a", "b", "c", "d"], html_action="return")
 page.save("page.html")
 page`,
-  `attnscope.notebook.PREVIEW_ABOVE = 0  # a small input the large ones' way: bfloat16 first, float32 after
+  `from IPython.display import display
+attnscope.notebook.PREVIEW_ABOVE = 0  # a small input the large ones' way: its first layer alone, then all
 late = softmax_attention(rng, 2, 3, 7, causal=True)
 json.dump({"attention": late.tolist(), "tokens": [f"x{i}" for i in range(7)]}, open("late.json", "w"))
-attnscope.model_view(late, [f"x{i}" for i in range(7)])`,
+w = attnscope.notebook.AttnScope(attnscope.given(late, [f"x{i}" for i in range(7)]), {"view": "model"})
+display(w)  # model_view's show(), its two halves apart: the first layer now, every layer in the next cell`,
+  'w.send_all()',
 ];
+const LAST = CELLS.length - 1; // run by the test once the first layer alone is seen
 
 let browser, lab;
 
@@ -70,7 +74,7 @@ const ELEMENTS = async () => {
     const r = el.result;
     const cells = el.shadowRoot.querySelectorAll('.grid .cell, canvas').length;
     return r
-      ? { backend: r.backend, mask_kind: r.mask_kind, precision: r.precision, tokens: r.tokens, heads: r.attention[0].length, cells, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) }
+      ? { backend: r.backend, mask_kind: r.mask_kind, precision: r.precision, layers: r.layers, tokens: r.tokens, heads: r.attention[0].length, cells, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))) }
       : { message: el.shadowRoot.querySelector('.message:not([hidden])')?.textContent ?? null };
   });
 };
@@ -85,15 +89,16 @@ function assertGiven(got, want, what) {
 
 /** The page's elements once `n` of them show something; else an error with what the page shows
  *  (its outputs' text, its console's errors) and a screenshot. */
-async function elementsShown(page, n, problems, shot) {
+async function elementsShown(page, n, problems, shot, { preview = false } = {}) {
   try {
-    await page.waitForFunction((n) => {
+    await page.waitForFunction(({ n, preview }) => {
       const all = [...document.querySelectorAll('attn-scope')];
-      // a large input's bfloat16 preview is not yet the numbers given
-      const waiting = all.find((el) => el.result?.precision !== 'float32' && !el.shadowRoot.querySelector('.message:not([hidden])'));
+      // a large input's first layer alone is not yet what was given (the widget marks it
+      // data-preview), unless that is what is awaited
+      const waiting = all.find((el) => (!el.result || el.hasAttribute('data-preview') !== (preview && el === all[n - 1])) && !el.shadowRoot.querySelector('.message:not([hidden])'));
       waiting?.scrollIntoView(); // an element draws once scrolled into view
       return all.length >= n && !waiting;
-    }, n, { timeout: 90000 });
+    }, { n, preview }, { timeout: 90000 });
   } catch (e) {
     await page.screenshot({ path: path.join(ARTIFACTS, `${shot}-failed.png`) });
     const outputs = await page.evaluate(() => [...document.querySelectorAll('.jp-OutputArea-output, pre')].map((o) => o.textContent.slice(0, 300)));
@@ -105,8 +110,15 @@ async function elementsShown(page, n, problems, shot) {
 test('JupyterLab: head_view, model_view and the returned page render the numbers given, nothing fetched from outside', async () => {
   const { page, problems } = await openPage(browser, null, { width: 1280, height: 1400 });
   const outside = await onlyLocal(page);
-  await runNotebook(page, lab, 'attention.ipynb');
+  // every cell but the last: the large input's widget shows its first layer alone
+  await runNotebook(page, lab, 'attention.ipynb', LAST);
+  const first = await elementsShown(page, 4, problems, 'notebook-lab', { preview: true });
+  assert.deepEqual(first[3].layers, [0], 'the large input\'s first view: its layer 0 alone');
+  assert.match(await page.evaluate(() => document.querySelectorAll('attn-scope')[3].nextElementSibling?.textContent), /other layers are on their way/);
+  // then the last cell sends every layer: drawn where the reader is, the note gone
+  await page.evaluate(() => window.jupyterapp.commands.execute('notebook:run-cell'));
   const shown = await elementsShown(page, 4, problems, 'notebook-lab');
+  assert.equal(await page.evaluate(() => document.querySelectorAll('attn-scope')[3].nextElementSibling), null);
   await page.screenshot({ path: path.join(ARTIFACTS, 'notebook-lab.png'), fullPage: false });
   assert.equal(shown.length, 4, JSON.stringify(shown.map((s) => s.message)));
   assertGiven(shown[0], given('encoder'), 'head_view');
@@ -114,6 +126,7 @@ test('JupyterLab: head_view, model_view and the returned page render the numbers
   assertGiven(shown[2], given('page'), 'html_action="return"');
   assertGiven(shown[3], given('late'), 'a large input\'s float32 numbers, after its preview');
   assert.deepEqual(shown.map((s) => s.precision), ['float32', 'float32', 'float32', 'float32']);
+  assert.deepEqual(shown[3].layers, [0, 1], 'every layer, after the first one alone');
   assert.equal(shown[1].mask_kind, 'causal');
   assert.ok(shown.every((s) => s.cells > 0), 'the views drew');
   // no error output in the notebook's cells

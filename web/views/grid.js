@@ -13,6 +13,7 @@ import { scale, pixels, metricScale, css, inkOn, MASKED_CSS } from '../colour.js
 import { dpr, measure } from '../canvas.js';
 import { pooled } from '../summary.js';
 import { metricLabel } from '../store.js';
+import { layerNumber } from '../result.js';
 import * as legend from './legend.js';
 
 const fmt = (v) => (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
@@ -26,7 +27,8 @@ const perGroup = (info, H) => {
   return kv && kv < H && info.architecture.heads.query === H ? H / kv : 0;
 };
 
-function build(target, L, H, opts) {
+/** The grid's cells and labels; `number(l)`: layer l as its model numbers it. */
+function build(target, L, H, opts, number) {
   target.replaceChildren();
   target.classList.add('grid-view');
   const grid = document.createElement('div');
@@ -80,10 +82,10 @@ function build(target, L, H, opts) {
       c.dataset.head = h;
       c.id = `${target.id || 'grid'}-l${l}h${h}`; // the grid's active descendant when focused
       c.setAttribute('role', 'gridcell');
-      c.setAttribute('aria-label', `layer ${l}, head ${h}`);
+      c.setAttribute('aria-label', `layer ${number(l)}, head ${h}`);
       return c;
     });
-    row(header('rowlabel', `L${l}`, 'rowheader', `layer ${l}`), ...cells);
+    row(header('rowlabel', `L${number(l)}`, 'rowheader', `layer ${number(l)}`), ...cells);
   }
   const canvas = document.createElement('canvas');
   canvas.className = 'thumbs';
@@ -102,7 +104,6 @@ function build(target, L, H, opts) {
     target._opts.onMove?.(mv[0], mv[1]); // relative: a second key before the next render still counts
   });
   target.append(grid);
-  target._shape = `${L}x${H}x${per}`;
   target._sheet = null;
   target._geo = null;
   // a new size re-lays the canvas over the cells and redraws what is there
@@ -209,7 +210,12 @@ export function render(target, run, opts) {
   target._opts = opts;
   const { L, H, T } = run;
   const off = opts.off ?? new Set();
-  if (target._shape !== `${L}x${H}x${perGroup(opts.modelInfo, H)}`) build(target, L, H, opts);
+  const number = (l) => layerNumber(run, l);
+  const shape = `${L}x${H}x${perGroup(opts.modelInfo, H)}x${run.layerNumbers ?? ''}`;
+  if (target._shape !== shape) {
+    build(target, L, H, opts, number);
+    target._shape = shape;
+  }
   target._H = H;
   const cells = [...target.querySelectorAll('.grid .cell')];
   for (const c of cells) {
@@ -252,7 +258,7 @@ export function render(target, run, opts) {
   // the cells move only when the grid is resized (the ResizeObserver lays them out again then)
   // or rebuilt: reading their places at every keystroke forced a layout of the page
   if (!target._geo || target._geo.ratio !== dpr()) layout(target);
-  const label = (i, text) => cells[i].setAttribute('aria-label', `layer ${Math.floor(i / H)}, head ${i % H}: ${text}${marks.off.has(i) ? ' (knocked out)' : ''}`);
+  const label = (i, text) => cells[i].setAttribute('aria-label', `layer ${layerNumber(run, Math.floor(i / H))}, head ${i % H}: ${text}${marks.off.has(i) ? ' (knocked out)' : ''}`);
   if (by) {
     const value = (i) => by.values(Math.floor(i / H), i % H);
     target._sheet = {

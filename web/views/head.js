@@ -11,6 +11,7 @@ import { square, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } fro
 import { noteTip, specialNotes } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
+import { layerNumber } from '../result.js';
 
 const MIN_N = 4;
 
@@ -323,13 +324,13 @@ export function render(target, run, opts) {
     drawMatrix(ctx, g, { img, masked: maskedBy(mask, T), rows: tokens, cols: tokens });
     if (sel.length) dimRows(ctx, g, sel, tokens);
     Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, t: T, labels: g.showLabels });
-    heat.setAttribute('aria-label', `layer ${layer}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
+    heat.setAttribute('aria-label', `layer ${layerNumber(run, layer)}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
     legend.render(target.querySelector('.legend'), sc, { masked: true });
   }
   const overlayCtx = fit(overlay, size, size); // outlines only: the screen's pixels are enough
   target.querySelector('.stage').style.height = `${size}px`;
   overlay.classList.toggle('pannable', g.n < T); // zoomed in: a drag pans (a finger's too), else the page scrolls
-  target.querySelector('.focus-label').textContent = `layer ${layer}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
+  target.querySelector('.focus-label').textContent = `layer ${layerNumber(run, layer)}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);
   // the selected rows, summed and renormalised: a strip under the columns
   const comb = sel.length ? combine(values, mask, T, sel) : null;

@@ -5,6 +5,7 @@
 
 import { fit } from '../canvas.js';
 import { pick } from '../select.js';
+import { layerNumber } from '../result.js';
 
 const MAX_ROWS = 64;     // more rows than this: the view follows the head view's zoom window
 const MAX_LINES = 1500;  // the strongest lines of a long window
@@ -99,6 +100,6 @@ export function render(target, run, opts) {
   const selIn = [...sel].filter((q) => q >= q0 && q < q0 + n);
   notes.push(only !== null ? `lines of "${tokens[only]}"` : sel.size ? `lines of the selected ${selIn.map((q) => `"${tokens[q]}"`).join(', ') || 'tokens (outside this window)'} (Esc clears)` : `weights ≥ ${floor}`);
   target.querySelector('.lines-note').textContent = notes.join(' · ');
-  target.querySelector('canvas').setAttribute('aria-label', `line view of layer ${opts.layer}, head ${opts.head}: queries on the left, keys on the right`);
+  target.querySelector('canvas').setAttribute('aria-label', `line view of layer ${layerNumber(run, opts.layer)}, head ${opts.head}: queries on the left, keys on the right`);
   target._view = { opts, q0, n, step, top, xl, hoverRow: target._view?.hoverRow ?? -1 };
 }
