@@ -59,8 +59,9 @@ dist: setup web
 	bash scripts/dist.sh
 
 # The Python package (python/) as a wheel in target/wheels/, the notebook's front end inside it
-# (python/js/build.mjs: <attn-scope> as one ES module for anywidget).
-wheel: setup
+# (python/js/build.mjs: <attn-scope>, its views and the engine's worker as one ES module for
+# anywidget, and the one-thread wasm build, which the kernel sends to the page for run()).
+wheel: setup web
 	cd python/js && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && node build.mjs
 	rm -rf python/build
 	target/py/bin/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir target/wheels ./python

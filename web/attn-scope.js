@@ -22,12 +22,13 @@
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, DECODER_PANELS } from './scope.js';
+import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation, layerNumber } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
 import { readGiven, givenRun, UNNAMED } from './given.js';
 import { STYLE_MARKUP } from './element-styles.js';
+import { useWorker } from './engine.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
@@ -53,6 +54,7 @@ class AttnScope extends HTMLElement {
     this.$('.edit input').addEventListener('input', (e) => this.store?.update({ sentences: [e.target.value] }));
     this.result = null;
     this.given = null; // the `data` property's
+    this.checkpoint = null; // the `files` property's
   }
 
   /** Attention computed elsewhere, shown in place of a model's (docs/given.md): an ArrayBuffer
@@ -63,6 +65,21 @@ class AttnScope extends HTMLElement {
   }
 
   get data() { return this.given; }
+
+  /** A checkpoint's files, loaded in place of the `model` or `hf` attribute's: `{key, name,
+   *  files}`, `files` ArrayBuffers by name (config.json, model.safetensors, tokenizer.json and
+   *  tokenizer_config.json; or one .gguf), `key` naming them for the engine's cache (the
+   *  notebook's `attnscope.run`: the kernel reads them). null brings the attributes' model back. */
+  set files(value) {
+    this.checkpoint = value ?? null;
+    if (this.store && !this.showsGiven()) this.load(this.intent());
+  }
+
+  get files() { return this.checkpoint; }
+
+  /** Where the engine's worker comes from, for every element on the page (web/engine.js
+   *  `useWorker`): a bundle with no worker.js beside it makes its own. */
+  static useWorker(make) { useWorker(make); }
 
   /** Whether the element shows given attention (the `data` property or the `src` attribute). */
   showsGiven() { return this.given !== null || this.hasAttribute('src'); }
@@ -87,10 +104,11 @@ class AttnScope extends HTMLElement {
 
   connectedCallback() {
     // `data` set on the element before its module defined it: an own property hiding the setter
-    if (Object.hasOwn(this, 'data')) {
-      const value = this.data;
-      delete this.data;
-      this.data = value;
+    for (const p of ['data', 'files']) {
+      if (!Object.hasOwn(this, p)) continue;
+      const value = this[p];
+      delete this[p];
+      this[p] = value;
     }
     if (this.seen) return;
     this.seen = new IntersectionObserver((entries) => {
@@ -192,10 +210,11 @@ class AttnScope extends HTMLElement {
     this.scope.showGiven(shown, { layer: at('layer'), head: at('head') });
   }
 
-  /** Loads the model an intent names (a Hub id, a base URL or the default); a bad id is shown as the error. */
+  /** Loads the checkpoint the `files` property holds, else the model an intent names (a Hub id,
+   *  a base URL or the default); a bad id is shown as the error. */
   load(intent) {
     let source;
-    try { source = sourceOf(intent); } catch (e) { this.store.update({ modelError: { line: e.message } }); return; }
+    try { source = this.checkpoint ?? sourceOf(intent); } catch (e) { this.store.update({ modelError: { line: e.message } }); return; }
     this.scope.loadModel(source);
   }
 
@@ -236,10 +255,7 @@ class AttnScope extends HTMLElement {
     this.$('.edit').hidden = !this.hasAttribute('editable') || Boolean(s.run?.given); // given attention's text is the file's
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
     if (s.run?.given && TRANSLATION_EMBEDS.includes(s.embed) && changed.has('run')) {
-      const line = document.createElement('p');
-      line.className = 'muted';
-      line.textContent = `The ${s.embed} view computes from a translation model: the attention shown was given, with no model to ask.`;
-      this.$('.view').replaceChildren(line);
+      needsModel(this.$('.view'), `The ${s.embed} view computes from a translation model`);
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
     }

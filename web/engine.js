@@ -7,6 +7,11 @@ import { fromWorker } from './result.js';
 /** The default checkpoint: beside the scripts, as `make serve` and `dist/` lay it out. */
 export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', import.meta.url).href;
 
+/** Makes the engine's worker where no worker.js lies beside this module (a bundle: the notebook
+ *  widget, python/js/widget.js): null here, worker.js then. */
+let makeWorker = null;
+export function useWorker(make) { makeWorker = make; }
+
 class Engine {
   constructor() {
     this.nextId = 1;
@@ -34,7 +39,7 @@ class Engine {
     // worker's script must be the page's own, so a module of the page's (a blob) imports ours,
     // by CORS; worker.js reads its parameters from its own URL (import.meta.url) either way
     const script = url.origin === location.origin ? url : URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};`], { type: 'text/javascript' }));
-    this.worker = new Worker(script, { type: 'module' });
+    this.worker = makeWorker ? makeWorker() : new Worker(script, { type: 'module' });
     this.worker.onmessage = (e) => this.receive(e.data);
     // an error the worker did not handle (it could not start, say): the calls under way fail
     this.worker.onerror = (e) => {

@@ -2,7 +2,7 @@
 // generation as it streams in (src/wasm.rs `Generating.step()`), and the run the attention views
 // draw from it, cut at the focused step, in the shape of a forward pass's (result.js `fromWorker`).
 
-import { fromWorker } from './result.js';
+import { fromWorker, squareMask } from './result.js';
 import { THUMB, thumbBins, foldRows } from './summary.js';
 
 /** Whether a model writes text: decoder-only, with an LM head (decided by its architecture). */
@@ -179,8 +179,7 @@ export function generationRun(result, step, layers) {
   const P = result.prompt_ids.length, outputs = result.output_ids.length;
   const t = stepOf(step, outputs), n = P + t;
   const H = result.heads / layers;
-  const mask = new Float32Array(n * n);
-  for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
+  const mask = squareMask(n, true);
   const tokens = result.tokens.slice(0, n);
   const item = {
     text: result.prompt, tokens, token_ids: [...result.prompt_ids, ...result.output_ids].slice(0, n),

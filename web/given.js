@@ -4,7 +4,7 @@
 // into the run the views draw (the result contract of web/result.js) with a model's description
 // (`modelInfo`) built from the records: its kind, layers, query and key/value heads.
 
-import { fromWorker } from './result.js';
+import { fromWorker, squareMask } from './result.js';
 import { summarise } from './summary.js';
 
 export const FORMAT = 'attnscope.given/1';
@@ -220,7 +220,7 @@ function cliRecords({ model, tokens, texts, attention, causal }, source) {
  */
 export function givenRun(g, source = 'the given attention') {
   if (g.kind === 'encoder-decoder') throw bad(source, 'an encoder–decoder\'s given attention: this page shows given attention of an encoder or a decoder for now');
-  const records = g.records.filter((r) => r.kind === 'self');
+  const records = g.records; // an encoder's or a decoder's: self-attention only (checked)
   const { query_heads: H, kv_heads: K, n_q: T } = records[0];
   records.forEach((r, i) => {
     // a file of some layers only (python/attnscope's include_layers): the views show their own numbers
@@ -231,8 +231,7 @@ export function givenRun(g, source = 'the given attention') {
   const attention = new Float32Array(L * H * n);
   records.forEach((r, l) => attention.set(r.values, l * H * n));
   const causal = g.meta.mask === 'causal';
-  const mask = new Float32Array(n);
-  for (let q = 0; q < T; q++) mask.fill(1, q * T, causal ? q * T + q + 1 : (q + 1) * T);
+  const mask = squareMask(T, causal);
   const shape = [1, L, H, T, T];
   const tokens = g.tokens;
   const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : UNNAMED;

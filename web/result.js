@@ -174,6 +174,13 @@ export function engineOf(backend) {
 }
 
 /** `window.attnscope.result`: item `b` with the run's fields beside it. */
+/** A (T, T) mask: 1 where a query may attend, every key, or (causal) the keys up to its own. */
+export function squareMask(T, causal) {
+  const mask = new Float32Array(T * T);
+  for (let q = 0; q < T; q++) mask.fill(1, q * T, causal ? q * T + q + 1 : (q + 1) * T);
+  return mask;
+}
+
 /** Layer `l` of a run as its model numbers it: given attention of some layers only
  *  (include_layers) keeps their own numbers; every other run's layers are 0, 1, 2, … */
 export const layerNumber = (run, l) => run?.layerNumbers?.[l] ?? l;

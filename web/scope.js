@@ -198,12 +198,12 @@ const LONG_FIRST = ['model', 'heads'];
 /** The views attention computed elsewhere (web/given.js) draws: the others compute from a model. */
 const GIVEN_VIEWS = ['model', 'head', 'headB', 'lines'];
 
-/** In place of a view that needs a model, under given attention: a line saying so. */
-function needsModel(el) {
+/** In place of a view that needs a model, under given attention: a line saying so (`what`). */
+export function needsModel(el, what = 'This view computes from the model itself (its queries, keys, values or heads knocked out)') {
   if (el._needsModel) return;
   const p = document.createElement('p');
   p.className = 'muted';
-  p.textContent = 'This view computes from the model itself (its queries, keys, values or heads knocked out): the attention shown was given, with no model to ask.';
+  p.textContent = `${what}: the attention shown was given, with no model to ask.`;
   el.replaceChildren(p);
   el._needsModel = true;
 }
@@ -480,7 +480,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         onZoom: (win) => store.update({ win: win ? { ...win, T: shown.T, words: s.words } : null }),
         onSelect: (sel) => store.update({ sel }),
         onHover: (cell) => store.update({ hover: cell }),
-        onKnock: (layer, headIdx) => store.update({ off: toggleHead(store.get().off, layer, headIdx) }),
+        // given attention has no model to run again without a head
+        onKnock: r.given ? null : (layer, headIdx) => store.update({ off: toggleHead(store.get().off, layer, headIdx) }),
       });
       measure(`attnscope:${name}`, t0); // per-view cost, for the benchmark and DevTools
     }

@@ -22,6 +22,7 @@
 import { summarise, headsSummary } from './summary.js';
 import { renormalised } from './sink.js';
 import { maxAbsDiff as maxDiff } from './result.js';
+import { loadBuild } from './wasm-build.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const WEIGHTS = 'model.safetensors'; // moved into wasm memory as a WeightsFile, the others kept as bytes
@@ -57,8 +58,7 @@ function chooseBuild(asked) {
   const can = { threads: relaxed && self.crossOriginIsolated === true && THREADS > 1, 'relaxed-simd': relaxed, simd128: true };
   return BUILDS.slice(Math.max(0, BUILDS.indexOf(asked))).find((b) => can[b]);
 }
-const WASM_BUILD = chooseBuild(PARAMS.get('wasm'));
-const PKG = { threads: './pkg-threads/attnscope.js', 'relaxed-simd': './pkg-relaxed/attnscope.js', simd128: './pkg/attnscope.js' };
+let WASM_BUILD = chooseBuild(PARAMS.get('wasm')); // the build loaded, once it is (wasm-build.js)
 /**
  * The Worker class for the threaded build's pool. wasm-bindgen-rayon 1.3's helper (its
  * `no-bundler` one) sends each thread the build's module to import (`mainJS`) and calls that
@@ -75,8 +75,8 @@ const poolThread = (Base) => class PoolThread extends Base {
 let loadSession, loadGgufSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
-const wasmCore = import(PKG[WASM_BUILD]).then(async (m) => {
-  const wasm = await m.default();
+const wasmCore = loadBuild(WASM_BUILD).then(async ({ m, wasm, build }) => {
+  WASM_BUILD = build;
   performance.mark('attnscope: wasm instantiated'); // the first view's milestones (tests/e2e/first_view.mjs)
   ({ loadSession, loadGgufSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
   const channel = PARAMS.get('crash');
@@ -795,6 +795,7 @@ self.onmessage = async (e) => {
   if (msg.type === 'stop-generating') { stopped.add(msg.gen); ack(msg.gen); return; }
   if (msg.type === 'generated-ack') { ack(msg.gen); return; }
   if (msg.type === 'lose-device') { for (const d of devices) d.destroy(); return; }
+  if (msg.type === 'wasm-module') return; // the notebook's bundle takes it (python/js/wasm-given.js)
   try {
     const { wasm } = await wasmCore;
     limits ??= fileLimits();

@@ -10,10 +10,10 @@ Every input is checked here, before anything is written: a bad one raises a Valu
 argument and the layout expected.
 """
 
-from .notebook import Page, head_view, model_view
+from .notebook import Page, head_view, model_view, run
 from .records import FORMAT, Given, Record, assemble_generate, from_generate, given, prettify
 
 __all__ = [
     "FORMAT", "Given", "Page", "Record", "assemble_generate", "from_generate", "given", "head_view", "model_view",
-    "prettify",
+    "prettify", "run",
 ]

@@ -16,6 +16,7 @@ import base64
 import dataclasses
 import html
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,15 @@ from .records import Given, given
 
 STATIC = Path(__file__).parent / "static"
 WIDGET_JS = STATIC / "widget.js"
+#: The engine's one-thread SIMD128 wasm build (python/js/build.mjs copies it from web/pkg).
+WASM = STATIC / "attnscope_bg.wasm"
+
+#: A checkpoint folder's files the engine reads (tokenizer_config.json: a chat template, optional).
+CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+OPTIONAL_FILES = ("tokenizer_config.json",)
+
+#: The views of run() (the element's `view` attribute).
+RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside")
 
 #: Above this many bytes of float32 values, the widget sends the layer its view opens on first:
 #: the browser draws it sooner (a fraction of the bytes through the kernel, the server and the
@@ -67,6 +77,35 @@ def _widget_class():
             "attnscope's notebook views need anywidget: `pip install attnscope[notebook]` (or `pip install anywidget`)"
         ) from e
 
+    class Run(anywidget.AnyWidget):
+        """One ``<attn-scope>`` element running attnscope's engine on a checkpoint (:func:`run`).
+
+        * ``_checkpoint``: ``{key, name}`` of the files, which the page asks for by a custom
+          message (sent as buffers, never saved in the notebook), as it asks for the wasm, once a
+          page; a Hub id needs neither (the element fetches it);
+        * ``attributes``: the element's (``sentence``, ``view``, ``layer``, ``head``, …).
+        """
+
+        _esm = front_end()
+        _checkpoint = traitlets.Dict().tag(sync=True)
+        attributes = traitlets.Dict().tag(sync=True)
+
+        def __init__(self, files: dict[str, Path] | None, checkpoint: dict[str, str], attributes: dict[str, Any]) -> None:
+            super().__init__(_checkpoint=checkpoint, attributes=attributes)
+            self.checkpoint_files = files or {}
+            self.on_msg(self._answer)
+
+        def _answer(self, _widget, content: dict[str, Any], _buffers) -> None:
+            kind = content.get("type")
+            try:
+                if kind == "wasm?":
+                    self.send({"type": "wasm"}, buffers=[WASM.read_bytes()])
+                elif kind == "files?":
+                    names = list(self.checkpoint_files)
+                    self.send({"type": "files", "names": names}, buffers=[self.checkpoint_files[n].read_bytes() for n in names])
+            except OSError as e:  # the file moved or went: the widget says so
+                self.send({"type": "error", "about": kind, "message": f"{e.filename}: {e.strerror}"})
+
     class AttnScope(anywidget.AnyWidget):
         """One ``<attn-scope>`` element showing given attention.
 
@@ -106,18 +145,23 @@ def _widget_class():
             """This view as one standalone HTML file (:class:`Page`)."""
             return Page(self.given, self.attributes)
 
-    return AttnScope
+    return AttnScope, Run
 
 
 _AttnScope = None
+_Run = None
 
 
 def AttnScope(g: Given, attributes: dict[str, Any]):  # noqa: N802: the widget's class, made once
     """The widget showing ``g`` (see :func:`head_view`)."""
-    global _AttnScope
+    return _classes()[0](g, attributes)
+
+
+def _classes():
+    global _AttnScope, _Run
     if _AttnScope is None:
-        _AttnScope = _widget_class()
-    return _AttnScope(g, attributes)
+        _AttnScope, _Run = _widget_class()
+    return _AttnScope, _Run
 
 
 class Page:
@@ -135,17 +179,22 @@ class Page:
 
     def _html(self) -> str:
         tag = f"attnscope-{uuid.uuid4().hex}"
-        attrs = "".join(f' {k}="{html.escape(str(v))}"' for k, v in self.attributes.items())
         payload = base64.b64encode(self.given.to_safetensors()).decode("ascii")
         # the module inline: `</script` cannot end it early
         code = front_end().replace("</script", "<\\/script")
+        attrs = json.dumps({k: str(v) for k, v in self.attributes.items()}).replace("</", "<\\/")
+        # the element made with its data, then placed: where the page already defines
+        # <attn-scope> (a notebook's widget did), one placed bare would start on its default model
         return (
-            f'<div class="attnscope-page"><attn-scope id="{tag}"{attrs}></attn-scope>\n'
+            f'<div class="attnscope-page" id="{tag}"></div>\n'
             f'<script type="module">\n{code}\n'
-            f'const b64 = {json.dumps(payload)};\n'
+            f"const b64 = {json.dumps(payload)};\n"
             "const bytes = Uint8Array.fromBase64 ? Uint8Array.fromBase64(b64) : Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));\n"
-            f"document.getElementById({json.dumps(tag)}).data = bytes;\n"
-            "</script></div>\n"
+            "const el = document.createElement('attn-scope');\n"
+            f"for (const [k, v] of Object.entries({attrs})) el.setAttribute(k, v);\n"
+            "el.data = bytes;\n"
+            f"document.getElementById({json.dumps(tag)}).append(el);\n"
+            "</script>\n"
         )
 
     def _repr_html_(self) -> str:
@@ -240,3 +289,76 @@ def model_view(
     H, n = g.records[0].query_heads, max(r.n_k for r in g.records)
     width = max(360, H * min(160, max(48, 8 * n)) + 80)
     return _show(g, {"view": "model", "style": f"display:block;max-width:{width}px"}, html_action)
+
+
+def run(
+    model: str | Path,
+    text: str,
+    view: str = "model",
+    layer: int = 0,
+    head: int = 0,
+    pair: str | None = None,
+    mask: str | None = None,
+    engine: str = "auto",
+    editable: bool = True,
+):
+    """attnscope's own engine in the notebook's browser: ``model`` (a checkpoint folder with
+    config.json, model.safetensors and tokenizer.json; a .gguf file; or a Hub id such as
+    ``"sentence-transformers/all-MiniLM-L6-v2"``, which the browser fetches) run on ``text``,
+    with every view of the page: ``view`` one of ``"model"``, ``"head"``, ``"lines"``,
+    ``"steps"`` (scaled dot-product attention step by step), and for a translation model
+    ``"masks"`` and ``"inside"``; ``pair`` a translation's target to teacher-force, ``mask``
+    ``"padding"``, ``"causal"`` or ``"none"``, ``engine`` ``"auto"``, ``"cpu"`` or ``"gpu"``
+    (WebGPU). Click a head to focus it, alt-click to knock it out; ``editable`` adds a box to
+    type another sentence. Returns the widget (shown when it ends a cell).
+
+    The kernel reads the files and sends them, and the engine's wasm once a page, by custom
+    messages: the saved notebook keeps neither.
+    """
+    if view not in RUN_VIEWS:
+        raise ValueError(f"view={view!r}: expected one of {', '.join(RUN_VIEWS)}")
+    if engine not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"engine={engine!r}: expected 'auto', 'cpu' or 'gpu'")
+    if mask is not None and mask not in ("padding", "causal", "none"):
+        raise ValueError(f"mask={mask!r}: expected 'padding', 'causal' or 'none'")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text: expected the sentence to run, a non-empty string")
+    for name, v in (("layer", layer), ("head", head)):
+        if int(v) != v or v < 0:
+            raise ValueError(f"{name}={v!r}: expected a whole number ≥ 0")
+    attributes: dict[str, Any] = {"sentence": text, "view": view, "layer": int(layer), "head": int(head), "engine": engine}
+    if pair is not None:
+        attributes["pair"] = pair
+    if mask is not None:
+        attributes["mask"] = mask
+    if editable:
+        attributes["editable"] = ""
+    files, checkpoint = _checkpoint(model, attributes)
+    if not WASM.is_file():
+        raise RuntimeError(f"{WASM}: missing; attnscope's engine is built into the wheel (`make wheel` in the repository)")
+    return _classes()[1](files, checkpoint, attributes)
+
+
+def _checkpoint(model: str | Path, attributes: dict[str, Any]) -> tuple[dict[str, Path] | None, dict[str, str]]:
+    """The files of a folder or a .gguf file, checked; or a Hub id, for the element to fetch."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        missing = [f for f in CHECKPOINT_FILES if not (path / f).is_file()]
+        if missing:
+            raise ValueError(
+                f"{path}: no {', '.join(missing)}; a checkpoint folder holds {', '.join(CHECKPOINT_FILES)} "
+                f"(a slow tokenizer's vocab.txt or merges.txt is not read: save it with a fast tokenizer)"
+            )
+        files = {f: path / f for f in CHECKPOINT_FILES + OPTIONAL_FILES if (path / f).is_file()}
+    elif path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ValueError(f"{path}: a file, but not a .gguf one; pass a checkpoint folder, a .gguf file or a Hub id")
+        files = {path.name: path}
+    elif isinstance(model, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+        attributes["hf"] = model  # the element fetches it from the Hub
+        return None, {}
+    else:
+        raise ValueError(f"{model}: no such folder or file, and not a Hub id (owner/name)")
+    stat = [(n, f.stat().st_size, int(f.stat().st_mtime)) for n, f in files.items()]
+    key = f"notebook:{path.resolve()}:" + "|".join(f"{n}:{size}:{mtime}" for n, size, mtime in stat)
+    return files, {"key": key, "name": path.name}

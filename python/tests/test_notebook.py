@@ -80,7 +80,7 @@ def test_returned_page_is_standalone_html_with_the_numbers(tmp_path):
     page = attnscope.head_view(a, ["a", "b", "<c>", "d", "e"], html_action="return", model='x"<b>')
     assert isinstance(page, attnscope.Page)
     html = page._repr_html_()
-    assert "<attn-scope " in html and 'view="head"' in html
+    assert "document.createElement('attn-scope')" in html and '{"view": "head", "style": ' in html
     assert "<script src" not in html and "http" not in re.sub(r"https?://[^\s\"'`]*w3\.org[^\s\"'`]*", "", html.split("const b64")[1])
     b64 = re.search(r'const b64 = "([A-Za-z0-9+/=]*)"', html).group(1)
     assert base64.b64decode(b64) == page.given.to_safetensors()
@@ -119,3 +119,55 @@ def test_a_small_input_goes_once(monkeypatch):
     attnscope.model_view(attention(), TOKENS)
     ((given_then, preview_then),) = shown
     assert given_then and preview_then == b""
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "tests/fixtures/models"
+
+
+def test_run_sends_the_checkpoint_and_the_wasm_when_asked_and_saves_neither(monkeypatch):
+    w = attnscope.run(FIXTURES / "tiny-gpt2", "attention is all you need", view="head", layer=1, head=2)
+    assert w._checkpoint["name"] == "tiny-gpt2" and w._checkpoint["key"].startswith("notebook:")
+    assert w.attributes == {"sentence": "attention is all you need", "view": "head", "layer": 1, "head": 2, "engine": "auto", "editable": ""}
+    assert not [k for k, t in w.traits(sync=True).items() if isinstance(t, __import__("traitlets").Bytes)], "no bytes in the saved state"
+    sent = []
+    monkeypatch.setattr(w, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    w._answer(w, {"type": "files?"}, [])
+    w._answer(w, {"type": "wasm?"}, [])
+    (files, fbufs), (wasm, wbufs) = sent
+    assert files == {"type": "files", "names": ["config.json", "model.safetensors", "tokenizer.json"]}
+    assert fbufs == [(FIXTURES / "tiny-gpt2" / n).read_bytes() for n in files["names"]]
+    assert wasm == {"type": "wasm"} and wbufs[0][:4] == b"\0asm"
+
+
+def test_run_gguf_hub_id_and_bad_input(tmp_path):
+    gguf = next((FIXTURES / "tiny-llama-gguf").glob("*.gguf"))
+    w = attnscope.run(gguf, "hi")
+    assert w._checkpoint["name"] == gguf.name
+    w = attnscope.run("sentence-transformers/all-MiniLM-L6-v2", "hi", engine="cpu", editable=False)
+    assert w.attributes["hf"] == "sentence-transformers/all-MiniLM-L6-v2" and w._checkpoint == {}
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"no model\.safetensors, tokenizer\.json; a checkpoint folder holds"):
+        attnscope.run(tmp_path, "hi")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"notes\.txt: a file, but not a \.gguf one"):
+        attnscope.run(tmp_path / "notes.txt", "hi")
+    with pytest.raises(ValueError, match=r"/no/such: no such folder or file, and not a Hub id"):
+        attnscope.run("/no/such", "hi")
+    with pytest.raises(ValueError, match=r"view='grid': expected one of model, head, lines, steps, masks, inside"):
+        attnscope.run(gguf, "hi", view="grid")
+    with pytest.raises(ValueError, match=r"text: expected the sentence to run"):
+        attnscope.run(gguf, "  ")
+    with pytest.raises(ValueError, match=r"engine='webgpu'"):
+        attnscope.run(gguf, "hi", engine="webgpu")
+
+
+def test_run_names_a_file_that_went(monkeypatch, tmp_path):
+    for f in ("config.json", "model.safetensors", "tokenizer.json"):
+        (tmp_path / f).write_bytes((FIXTURES / "tiny-bert" / f).read_bytes())
+    w = attnscope.run(tmp_path, "hi")
+    (tmp_path / "model.safetensors").unlink()
+    sent = []
+    monkeypatch.setattr(w, "send", lambda content, buffers=None: sent.append(content))
+    w._answer(w, {"type": "files?"}, [])
+    assert sent[0]["type"] == "error" and sent[0]["about"] == "files?"
+    assert sent[0]["message"].endswith("model.safetensors: No such file or directory")

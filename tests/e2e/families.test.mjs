@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { cpSync, rmSync, readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, golden, ARTIFACTS, ROOT } from './harness.mjs';
 
 // the app server serves checkpoints from assets/models/ (git-ignored): the fixtures go there for the run
 const FAMILIES = ['tiny-roberta', 'tiny-distilbert', 'tiny-gpt2'];
@@ -109,16 +109,6 @@ for (const [name, type] of [['tiny-roberta', 'roberta'], ['tiny-distilbert', 'di
       await page.close();
     }
   });
-}
-
-/** Tensor `name` of a golden case (tools/make_fixtures.py, HF transformers' numbers): `{shape, data}`. */
-function golden(caseName, name) {
-  const bytes = readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${caseName}.safetensors`));
-  const n = Number(bytes.readBigUInt64LE(0));
-  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
-  const t = header[name], [from, to] = t.data_offsets;
-  const raw = bytes.subarray(8 + n + from, 8 + n + to);
-  return { shape: t.shape, data: new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length)) };
 }
 
 for (const [caseName, name] of [['roberta_batch', 'tiny-roberta'], ['distilbert_batch', 'tiny-distilbert'], ['gpt2_batch', 'tiny-gpt2']]) {

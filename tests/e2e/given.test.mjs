@@ -146,6 +146,15 @@ sys.stdout.write(json.dumps({"bytes": list(g.to_safetensors()), "kept": a[[1, 3,
   assert.match(got.caption, /^layer 3, head 1 · given$/, 'the file\'s layer by its own number');
   const labels = await page.evaluate(() => [...document.querySelector('#given').shadowRoot.querySelectorAll('.grid .rowlabel')].map((e) => e.textContent));
   assert.deepEqual(labels, ['L1', 'L3', 'L4']);
+  // no model to run again without a head: alt-click knocks nothing out, and the grid does not offer it
+  const knock = await page.evaluate(async () => {
+    const el = document.querySelector('#given'), grid = el.shadowRoot.querySelector('.grid');
+    el.shadowRoot.querySelector('.grid .cell').dispatchEvent(new MouseEvent('click', { bubbles: true, altKey: true }));
+    await new Promise((r) => setTimeout(r, 300));
+    return { off: el.store.get().off, label: grid.getAttribute('aria-label') };
+  });
+  assert.equal(knock.off.length, 0, `nothing knocked out (${JSON.stringify(knock.off)})`);
+  assert.doesNotMatch(knock.label, /alt-click/);
   assert.deepEqual(problems, []);
 });
 
@@ -234,5 +243,33 @@ test('data set while the element\'s model loads replaces it, before its module d
   assert.match(got.kept.caption, /· given$/);
   assert.notEqual(got.back.backend, 'given');
   assert.deepEqual(got.back.tokens, ['[CLS]', 'a', 'dog', '[SEP]'], 'data = null: the model runs the element\'s sentence');
+  assert.deepEqual(problems, []);
+});
+
+test('a view that needed the model, back with the model (data = null): drawn in full, nothing of the note left', async () => {
+  const out = cli(['--', 'time flies like an arrow']);
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 900 });
+  await origin(page);
+  const got = await page.evaluate(async (out) => {
+    const wait = async (ok, ms = 90000) => { for (let t = 0; t < ms && !ok(); t += 100) await new Promise((r) => setTimeout(r, 100)); return ok(); };
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.setAttribute('view', 'steps');
+    el.setAttribute('sentence', 'a dog');
+    el.style.cssText = 'display:block;width:700px';
+    el.data = out;
+    document.body.prepend(el);
+    await wait(() => el.result?.backend === 'given' && /computes from the model/.test(el.shadowRoot.querySelector('.view').textContent));
+    const given = el.shadowRoot.querySelector('.view').textContent;
+    el.data = null;
+    await wait(() => el.result && el.result.backend !== 'given' && el.shadowRoot.querySelectorAll('.view canvas').length > 0);
+    await new Promise((r) => setTimeout(r, 500));
+    const view = el.shadowRoot.querySelector('.view');
+    return { given, back: view.textContent, canvases: view.querySelectorAll('canvas').length, backend: el.result?.backend };
+  }, out);
+  assert.match(got.given, /computes from the model itself/);
+  assert.notEqual(got.backend, 'given');
+  assert.doesNotMatch(got.back, /computes from the model itself/, 'the note is gone');
+  assert.ok(got.canvases >= 4, `the steps drawn (${got.canvases} canvases)`);
   assert.deepEqual(problems, []);
 });

@@ -1,7 +1,7 @@
 // Shared set-up for the end-to-end tests and the latency benchmark: the app served as
 // `make serve` serves it, and Debian's Chromium driven by playwright-core.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -124,4 +124,14 @@ export async function hoverTranslationCell(page, q, k, root = '.tr-head .tr-canv
   }, [root, q, k]);
   await page.mouse.move(pt.x, pt.y);
   return page.evaluate((sel) => document.querySelector(sel).firstChild.textContent, `${root} .tooltip`);
+}
+
+/** Tensor `name` of a golden case (tools/make_fixtures.py, HF transformers' numbers): `{shape, data}`. */
+export function golden(caseName, name) {
+  const bytes = readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${caseName}.safetensors`));
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
+  const t = header[name], [from, to] = t.data_offsets;
+  const raw = bytes.subarray(8 + n + from, 8 + n + to);
+  return { shape: t.shape, data: new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length)) };
 }

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { launch, openPage, ARTIFACTS } from './harness.mjs';
+import { launch, openPage, golden, ARTIFACTS, ROOT } from './harness.mjs';
 import { PY, notebook, startLab, onlyLocal, runNotebook } from './jupyter.mjs';
 
 /** The notebook: the seeds' kind of attention (a softmax over scaled scores, masked for a
@@ -43,6 +43,8 @@ json.dump({"attention": small.tolist(), "tokens": ["a", "b", "c", "d"]}, open("p
 page = attnscope.head_view(small, ["a", "b", "c", "d"], html_action="return")
 page.save("page.html")
 page`,
+  `w_run = attnscope.run(${JSON.stringify(path.join(ROOT, 'tests/fixtures/models/tiny-gpt2'))}, "attention is all you need", view="model")
+w_run`,
   `from IPython.display import display
 attnscope.notebook.PREVIEW_ABOVE = 0  # a small input the large ones' way: its first layer alone, then all
 late = softmax_attention(rng, 2, 3, 7, causal=True)
@@ -107,33 +109,45 @@ async function elementsShown(page, n, problems, shot, { preview = false } = {}) 
   return page.evaluate(ELEMENTS);
 }
 
-test('JupyterLab: head_view, model_view and the returned page render the numbers given, nothing fetched from outside', async () => {
-  const { page, problems } = await openPage(browser, null, { width: 1280, height: 1400 });
+test('JupyterLab: head_view, model_view, the returned page and run() render the numbers given (run(): HF\'s), nothing fetched from outside', async () => {
+  const { page, problems, requests } = await openPage(browser, null, { width: 1280, height: 1400 });
   const outside = await onlyLocal(page);
   // every cell but the last: the large input's widget shows its first layer alone
   await runNotebook(page, lab, 'attention.ipynb', LAST);
-  const first = await elementsShown(page, 4, problems, 'notebook-lab', { preview: true });
-  assert.deepEqual(first[3].layers, [0], 'the large input\'s first view: its layer 0 alone');
-  assert.match(await page.evaluate(() => document.querySelectorAll('attn-scope')[3].nextElementSibling?.textContent), /other layers are on their way/);
+  const first = await elementsShown(page, 5, problems, 'notebook-lab', { preview: true });
+  assert.deepEqual(first[4].layers, [0], 'the large input\'s first view: its layer 0 alone');
+  assert.match(await page.evaluate(() => document.querySelectorAll('attn-scope')[4].nextElementSibling?.textContent), /other layers are on their way/);
   // then the last cell sends every layer: drawn where the reader is, the note gone
   await page.evaluate(() => window.jupyterapp.commands.execute('notebook:run-cell'));
-  const shown = await elementsShown(page, 4, problems, 'notebook-lab');
-  assert.equal(await page.evaluate(() => document.querySelectorAll('attn-scope')[3].nextElementSibling), null);
+  const shown = await elementsShown(page, 5, problems, 'notebook-lab');
+  assert.equal(await page.evaluate(() => document.querySelectorAll('attn-scope')[4].nextElementSibling), null);
   await page.screenshot({ path: path.join(ARTIFACTS, 'notebook-lab.png'), fullPage: false });
-  assert.equal(shown.length, 4, JSON.stringify(shown.map((s) => s.message)));
+  assert.equal(shown.length, 5, JSON.stringify(shown.map((s) => s.message)));
   assertGiven(shown[0], given('encoder'), 'head_view');
   assertGiven(shown[1], given('decoder'), 'model_view');
   assertGiven(shown[2], given('page'), 'html_action="return"');
-  assertGiven(shown[3], given('late'), 'a large input\'s float32 numbers, after its preview');
-  assert.deepEqual(shown.map((s) => s.precision), ['float32', 'float32', 'float32', 'float32']);
-  assert.deepEqual(shown[3].layers, [0, 1], 'every layer, after the first one alone');
+  assertGiven(shown[4], given('late'), 'a large input\'s float32 numbers, after its preview');
+  assert.deepEqual(shown[4].layers, [0, 1], 'every layer, after the first one alone');
+  // run(): attnscope's engine on tiny-gpt2 (the kernel sent its files and the wasm) equals HF
+  const hf = golden('gpt2_single', 'attention'), meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/gpt2_single.json'), 'utf8'));
+  assert.equal(shown[3].backend, 'cpu');
+  assert.deepEqual(shown[3].tokens, meta.tokens[0]);
+  const [, L, H, T] = hf.shape;
+  let max = 0;
+  for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) {
+    max = Math.max(max, Math.abs(shown[3].attention[l][h][q][k] - hf.data[((l * H + h) * T + q) * T + k]));
+  }
+  assert.ok(max <= 1e-4, `run() against HF transformers: max |Δ| ${max}`);
+  console.log(`# run() on tiny-gpt2 against HF transformers: max |Δ| ${max.toExponential(2)}`);
   assert.equal(shown[1].mask_kind, 'causal');
   assert.ok(shown.every((s) => s.cells > 0), 'the views drew');
   // no error output in the notebook's cells
   const errors = await page.evaluate(() => [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output .ansi-red-fg')].map((e) => e.textContent));
   assert.deepEqual(errors, []);
   assert.deepEqual(outside, [], 'nothing requested from outside the machine');
-  assert.deepEqual(problems.filter((p) => /attn|widget/i.test(p)), []);
+  // nor from the notebook's server: no element started on a default model, run() asked its kernel
+  assert.deepEqual(requests.filter((u) => /worker\.js|\/assets\/models\/|\.wasm/.test(u)), []);
+  assert.deepEqual(problems.filter((p) => /attn|widget|engine|wasm/i.test(p)), []);
   await page.close();
 });
 
@@ -147,6 +161,8 @@ test('nbconvert: the executed notebook exported with its widget state renders wi
   const outside = await onlyLocal(page);
   await page.goto(`file://${path.join(lab.work, 'exported.html')}`);
   const shown = await elementsShown(page, 4, problems, 'notebook-export');
+  // run()'s widget asks its kernel for the files and the wasm: a saved page has none, and says so
+  assert.match(await page.evaluate(() => document.body.textContent), /attnscope could not start its engine: no kernel/);
   await page.screenshot({ path: path.join(ARTIFACTS, 'notebook-export.png'), fullPage: false });
   assertGiven(shown[0], given('encoder'), 'head_view, exported');
   assertGiven(shown[1], given('decoder'), 'model_view, exported');
@@ -154,8 +170,11 @@ test('nbconvert: the executed notebook exported with its widget state renders wi
   assertGiven(shown[3], given('late'), 'a large input, exported: its float32 numbers (the preview is not saved)');
   // the saved state: each widget's float32 file, and no preview
   const state = JSON.parse(readFileSync(path.join(lab.work, 'exported.html'), 'utf8').match(/<script type="application\/vnd\.jupyter\.widget-state\+json">([^]*?)<\/script>/)[1]).state;
-  const ours = Object.values(state).filter((m) => m.model_module === 'anywidget');
+  const ours = Object.values(state).filter((m) => m.model_module === 'anywidget' && !m.state._checkpoint?.key);
   assert.equal(ours.length, 3);
+  const runs = Object.values(state).filter((m) => m.state._checkpoint?.key);
+  assert.equal(runs.length, 1);
+  assert.deepEqual(runs[0].buffers ?? [], [], 'run() saves no file of the model, and no wasm');
   for (const m of ours) {
     const [given, preview] = ['_given', '_preview'].map((k) => m.buffers.find((b) => b.path.join('.') === k)?.data ?? '');
     assert.ok(given.length > 0, 'the records, float32');

@@ -253,7 +253,7 @@ export function render(target, run, opts) {
   }
   if (by) legend.render(keyEl, by.sc, { masked: false });
   else keyEl?.remove();
-  target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : ''}; arrow keys move the focused head, alt-click knocks a head out`);
+  target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : ''}; arrow keys move the focused head${opts.onKnock ? ', alt-click knocks a head out' : ''}`);
   const token = (target._token = {});
   // the cells move only when the grid is resized (the ResizeObserver lays them out again then)
   // or rebuilt: reading their places at every keystroke forced a layout of the page

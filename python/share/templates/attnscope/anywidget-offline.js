@@ -28,7 +28,7 @@ function modelOf(values) {
     get: (name) => values[name],
     set: (name, value) => { values[name] = value; for (const f of listeners.get(`change:${name}`) ?? []) f(); },
     save_changes() {},
-    send() {},
+    send() { throw new Error('no kernel: this page was saved from a notebook, and this widget asks its kernel'); },
     on: (name, f) => listeners.set(name, [...(listeners.get(name) ?? []), f]),
     off: (name, f) => listeners.set(name, (listeners.get(name) ?? []).filter((g) => f && g !== f)),
     widget_manager: { get_model: async () => { throw new Error('no kernel: a saved page has no other models'); } },
