@@ -112,9 +112,12 @@ class Engine {
     }
     // the worker keeps one session a checkpoint: another backend replaces it
     for (const other of [...this.loads.keys()]) if (other.startsWith(`${source.key} `) && other !== id) this.loads.delete(other);
-    if (!this.loads.has(id) || refresh || source.files) {
-      const transfer = source.files ? Object.values(source.files) : [];
-      const p = this.call({ type: 'load', backend, refresh, exclusive, ...source }, transfer).finally(() => {
+    // files the worker already has (their buffers went to it: an element keeps its source) are
+    // not sent again: the worker reuses its copy of the key's
+    const files = source.files && !Object.values(source.files).some((b) => b.detached) ? source.files : null;
+    if (!this.loads.has(id) || refresh || files) {
+      const transfer = files ? Object.values(files) : [];
+      const p = this.call({ type: 'load', backend, refresh, exclusive, ...source, files }, transfer).finally(() => {
         if (onProgress) this.progress.get(source.key)?.delete(onProgress);
       });
       p.catch(() => this.loads.get(id) === p && this.loads.delete(id));

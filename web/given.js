@@ -222,9 +222,9 @@ export function givenRun(g, source = 'the given attention') {
   if (g.kind === 'encoder-decoder') throw bad(source, 'an encoder–decoder\'s given attention: this page shows given attention of an encoder or a decoder for now');
   const records = g.records; // an encoder's or a decoder's: self-attention only (checked)
   const { query_heads: H, kv_heads: K, n_q: T } = records[0];
+  // a file of some layers only (python/attnscope's include_layers; checked() keeps them in order):
+  // the views show their own numbers
   records.forEach((r, i) => {
-    // a file of some layers only (python/attnscope's include_layers): the views show their own numbers
-    if (i && r.layer <= records[i - 1].layer) throw bad(source, `records[${i}] is layer ${r.layer} after layer ${records[i - 1].layer}: a stack's layers go up`);
     if (r.query_heads !== H || r.kv_heads !== K || r.n_q !== T) throw bad(source, `records[${i}]: ${r.query_heads} heads over ${r.kv_heads}, ${r.n_q} positions; records[0] has ${H} over ${K}, ${T}: a stack's layers are alike`);
   });
   const L = records.length, n = T * T;

@@ -173,7 +173,6 @@ export function engineOf(backend) {
   return backend?.startsWith('gpu') ? 'WebGPU' : 'the CPU engine';
 }
 
-/** `window.attnscope.result`: item `b` with the run's fields beside it. */
 /** A (T, T) mask: 1 where a query may attend, every key, or (causal) the keys up to its own. */
 export function squareMask(T, causal) {
   const mask = new Float32Array(T * T);
@@ -185,6 +184,7 @@ export function squareMask(T, causal) {
  *  (include_layers) keeps their own numbers; every other run's layers are 0, 1, 2, … */
 export const layerNumber = (run, l) => run?.layerNumbers?.[l] ?? l;
 
+/** `window.attnscope.result`: item `b` with the run's fields beside it. */
 export function published(run, b) {
   const item = run.results[b];
   const out = {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import html
 import json
 import re
@@ -82,11 +83,12 @@ def _widget_class():
 
         * ``_checkpoint``: ``{key, name}`` of the files, which the page asks for by a custom
           message (sent as buffers, never saved in the notebook), as it asks for the wasm, once a
-          page; a Hub id needs neither (the element fetches it);
+          page; a Hub id's files the element fetches (``_checkpoint`` empty);
         * ``attributes``: the element's (``sentence``, ``view``, ``layer``, ``head``, …).
         """
 
         _esm = front_end()
+        _run = traitlets.Bool(True).tag(sync=True)
         _checkpoint = traitlets.Dict().tag(sync=True)
         attributes = traitlets.Dict().tag(sync=True)
 
@@ -96,15 +98,17 @@ def _widget_class():
             self.on_msg(self._answer)
 
         def _answer(self, _widget, content: dict[str, Any], _buffers) -> None:
-            kind = content.get("type")
+            kind, at = content.get("type"), content.get("id")  # the answer carries the request's id
             try:
                 if kind == "wasm?":
-                    self.send({"type": "wasm"}, buffers=[WASM.read_bytes()])
+                    self.send({"type": "wasm", "id": at}, buffers=[WASM.read_bytes()])
                 elif kind == "files?":
                     names = list(self.checkpoint_files)
-                    self.send({"type": "files", "names": names}, buffers=[self.checkpoint_files[n].read_bytes() for n in names])
+                    self.send({"type": "files", "id": at, "names": names}, buffers=[self.checkpoint_files[n].read_bytes() for n in names])
             except OSError as e:  # the file moved or went: the widget says so
-                self.send({"type": "error", "about": kind, "message": f"{e.filename}: {e.strerror}"})
+                self.send({"type": "error", "id": at, "message": f"{e.filename}: {e.strerror}"})
+            except Exception as e:  # noqa: BLE001: whatever it is, the widget says it, not waits
+                self.send({"type": "error", "id": at, "message": f"{type(e).__name__}: {e}"})
 
     class AttnScope(anywidget.AnyWidget):
         """One ``<attn-scope>`` element showing given attention.
@@ -181,7 +185,7 @@ class Page:
         tag = f"attnscope-{uuid.uuid4().hex}"
         payload = base64.b64encode(self.given.to_safetensors()).decode("ascii")
         # the module inline: `</script` cannot end it early
-        code = front_end().replace("</script", "<\\/script")
+        code = re.sub(r"</(script)", r"<\\/\1", front_end(), flags=re.IGNORECASE)
         attrs = json.dumps({k: str(v) for k, v in self.attributes.items()}).replace("</", "<\\/")
         # the element made with its data, then placed: where the page already defines
         # <attn-scope> (a notebook's widget did), one placed bare would start on its default model
@@ -301,16 +305,18 @@ def run(
     mask: str | None = None,
     engine: str = "auto",
     editable: bool = True,
+    hub: str | None = None,
 ):
     """attnscope's own engine in the notebook's browser: ``model`` (a checkpoint folder with
     config.json, model.safetensors and tokenizer.json; a .gguf file; or a Hub id such as
     ``"sentence-transformers/all-MiniLM-L6-v2"``, which the browser fetches) run on ``text``,
-    with every view of the page: ``view`` one of ``"model"``, ``"head"``, ``"lines"``,
+    with the views of the ``<attn-scope>`` element: ``view`` one of ``"model"``, ``"head"``, ``"lines"``,
     ``"steps"`` (scaled dot-product attention step by step), and for a translation model
     ``"masks"`` and ``"inside"``; ``pair`` a translation's target to teacher-force, ``mask``
     ``"padding"``, ``"causal"`` or ``"none"``, ``engine`` ``"auto"``, ``"cpu"`` or ``"gpu"``
     (WebGPU). Click a head to focus it, alt-click to knock it out; ``editable`` adds a box to
-    type another sentence. Returns the widget (shown when it ends a cell).
+    type another sentence; ``hub`` a mirror of the Hub for a Hub id (its base URL). Returns the
+    widget (shown when it ends a cell).
 
     The kernel reads the files and sends them, and the engine's wasm once a page, by custom
     messages: the saved notebook keeps neither.
@@ -333,6 +339,8 @@ def run(
         attributes["mask"] = mask
     if editable:
         attributes["editable"] = ""
+    if hub is not None:
+        attributes["hub"] = hub
     files, checkpoint = _checkpoint(model, attributes)
     if not WASM.is_file():
         raise RuntimeError(f"{WASM}: missing; attnscope's engine is built into the wheel (`make wheel` in the repository)")
@@ -359,6 +367,8 @@ def _checkpoint(model: str | Path, attributes: dict[str, Any]) -> tuple[dict[str
         return None, {}
     else:
         raise ValueError(f"{model}: no such folder or file, and not a Hub id (owner/name)")
-    stat = [(n, f.stat().st_size, int(f.stat().st_mtime)) for n, f in files.items()]
-    key = f"notebook:{path.resolve()}:" + "|".join(f"{n}:{size}:{mtime}" for n, size, mtime in stat)
+    # the engine's cache key: the files' place, sizes and times, hashed (the saved notebook keeps
+    # it: no local path in it)
+    stat = [f"{n}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for n, f in files.items()]
+    key = "notebook:" + hashlib.sha256("|".join([str(path.resolve()), *stat]).encode()).hexdigest()[:24]
     return files, {"key": key, "name": path.name}

@@ -285,6 +285,8 @@ def view_of(layers: int, layer: int | None, heads: Sequence[int] | None, include
             raise ValueError(f"include_layers: layer {i}, but the attention has layers 0..{layers - 1}")
     if not keep:
         raise ValueError("include_layers: empty, no layer to show")
+    if any(b <= a for a, b in zip(keep, keep[1:])):
+        raise ValueError(f"include_layers={keep}: the layers in increasing order, each once")
     view: dict[str, Any] = {}
     if layer is not None:
         if int(layer) not in keep:

@@ -20,8 +20,7 @@ const inlineStyles = {
   name: 'inline-styles',
   setup(build) {
     build.onResolve({ filter: /\/element-styles\.js$/ }, () => ({ path: 'element-styles', namespace: 'attnscope' }));
-    build.onLoad({ filter: /.*/, namespace: 'attnscope' }, async (args) => {
-      if (args.path === 'worker-source') return { contents: `export default ${JSON.stringify(worker.outputFiles[0].text)};`, loader: 'js' };
+    build.onLoad({ filter: /^element-styles$/, namespace: 'attnscope' }, async () => {
       const css = await Promise.all(['views.css', 'attn-scope.css'].map((f) => readFile(WEB + f, 'utf8')));
       return { contents: `export const STYLE_MARKUP = ${JSON.stringify(`<style>${css.join('\n')}</style>`)};`, loader: 'js' };
     });
@@ -51,6 +50,7 @@ const workerSource = {
   name: 'worker-source',
   setup(build) {
     build.onResolve({ filter: /^attnscope:worker-source$/ }, () => ({ path: 'worker-source', namespace: 'attnscope' }));
+    build.onLoad({ filter: /^worker-source$/, namespace: 'attnscope' }, () => ({ contents: `export default ${JSON.stringify(worker.outputFiles[0].text)};`, loader: 'js' }));
   },
 };
 

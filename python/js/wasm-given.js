@@ -1,6 +1,6 @@
 // web/wasm-build.js for the notebook's worker (a blob: nothing beside it): the one-thread SIMD128
 // build's glue bundled in, its module compiled by the page (from the bytes the kernel sent, once
-// a page) and posted to the worker first (widget.js `makeWorker`).
+// a page) and posted to the worker first (widget.js `engineFor`).
 
 import * as m from '../../web/pkg/attnscope.js';
 

@@ -2,9 +2,9 @@
 // * attention the kernel computed (head_view, model_view): `_given`, a docs/given.md safetensors
 //   file (bytes: a DataView here); before it, for a large input, `_preview`, the layer the view
 //   opens on alone (a fraction of the bytes, drawn sooner); or
-// * attnscope's own engine on a checkpoint (run): `_checkpoint` names its files, which the kernel
-//   sends when asked (custom messages: never saved in the notebook), as it sends the engine's
-//   wasm, once a page;
+// * attnscope's own engine on a checkpoint (run: `_run`): `_checkpoint` names its files, which
+//   the kernel sends when asked (custom messages: never saved in the notebook), as it sends the
+//   engine's wasm, once a page (a Hub id: the element fetches the files itself);
 // and `attributes`, the element's (sentence, view, layer, head, …). python/attnscope/notebook.py
 // is the other side.
 
@@ -17,23 +17,26 @@ const bytesOf = (dv) => (dv?.byteLength ? new Uint8Array(dv.buffer, dv.byteOffse
 /** An ArrayBuffer of exactly a DataView's bytes (a copy where it views part of a larger one). */
 const bufferOf = (dv) => (dv.byteOffset === 0 && dv.byteLength === dv.buffer.byteLength ? dv.buffer : dv.buffer.slice(dv.byteOffset, dv.byteOffset + dv.byteLength));
 
-/** How long the kernel may take to answer (a GGUF file of some hundred MB included). */
-const ASK_MS = 120000;
-
-/** Asks the kernel (`request`: a custom message) and resolves with its answer of type `answer`:
- *  `{content, buffers}`. */
+/** Asks the kernel (`request`: a custom message) and resolves with its answer of type `answer`
+ *  to this request (the kernel echoes its id: one widget shown twice asks twice), `{content,
+ *  buffers}`. The kernel answers when it is idle (after the cells queued before), so no timeout;
+ *  where there is no kernel (a saved page) `send` throws. */
 function ask(model, request, answer) {
+  const id = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
   return new Promise((resolve, reject) => {
-    const late = setTimeout(() => { model.off('msg:custom', on); reject(new Error('no answer from the kernel: run the cell again')); }, ASK_MS);
     const on = (msg, buffers) => {
-      if (msg?.type === 'error' && msg.about === request.type) { clearTimeout(late); model.off('msg:custom', on); reject(new Error(msg.message)); }
-      if (msg?.type !== answer) return;
-      clearTimeout(late);
+      if (msg?.id !== id || (msg.type !== answer && msg.type !== 'error')) return;
       model.off('msg:custom', on);
-      resolve({ content: msg, buffers });
+      if (msg.type === 'error') reject(new Error(msg.message));
+      else resolve({ content: msg, buffers });
     };
     model.on('msg:custom', on);
-    try { model.send(request); } catch (e) { clearTimeout(late); model.off('msg:custom', on); reject(e); } // no kernel (a saved page)
+    try {
+      model.send({ ...request, id });
+    } catch (e) {
+      model.off('msg:custom', on);
+      reject(e);
+    }
   });
 }
 
@@ -49,7 +52,7 @@ function engineFor(model) {
     const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: 'text/javascript' }));
     customElements.get('attn-scope').useWorker(() => {
       const worker = new Worker(url, { type: 'module' });
-      page.wasm.then((module) => worker.postMessage({ type: 'wasm-module', module }));
+      page.wasm.then((module) => worker.postMessage({ type: 'wasm-module', module }), () => {}); // the element shows the load's error
       return worker;
     });
   }
@@ -67,14 +70,27 @@ function render({ model, el }) {
   };
   attributes();
   model.on('change:attributes', attributes);
-  const checkpoint = model.get('_checkpoint');
-  if (checkpoint?.key) {
-    // attnscope's engine: the element appears once the wasm and the checkpoint's files are here
-    note.textContent = `Loading ${checkpoint.name} from the kernel…`;
+  if (model.get('_run')) {
+    // attnscope's engine: the element appears once the wasm (and a checkpoint's files, where the
+    // kernel read them: a Hub id's the element fetches) are here
+    const checkpoint = model.get('_checkpoint') ?? {};
+    note.textContent = `Loading ${checkpoint.name ?? 'the engine'} from the kernel (it answers once it is idle)…`;
     el.append(note);
-    Promise.all([engineFor(model), ask(model, { type: 'files?' }, 'files')]).then(([, { content, buffers }]) => {
-      const files = Object.fromEntries(content.names.map((n, i) => [n, bufferOf(buffers[i])]));
-      scope.files = { key: checkpoint.key, name: checkpoint.name, files };
+    // once a page a checkpoint (one widget shown twice, or run again): its buffers go to the
+    // engine's worker at the first load, which the later ones reuse (web/engine.js)
+    const page = (globalThis.__attnscope ??= {});
+    page.checkpoints ??= new Map();
+    if (checkpoint.key && !page.checkpoints.has(checkpoint.key)) {
+      const asked = ask(model, { type: 'files?' }, 'files');
+      page.checkpoints.set(checkpoint.key, asked);
+      asked.catch(() => page.checkpoints.delete(checkpoint.key)); // asked again next time
+    }
+    const files = checkpoint.key ? page.checkpoints.get(checkpoint.key) : null;
+    Promise.all([engineFor(model), files]).then(([, sent]) => {
+      if (sent) {
+        const { content, buffers } = sent;
+        scope.files = { key: checkpoint.key, name: checkpoint.name, files: Object.fromEntries(content.names.map((n, i) => [n, bufferOf(buffers[i])])) };
+      }
       note.replaceWith(scope);
     }).catch((e) => {
       note.textContent = `attnscope could not start its engine: ${e?.message ?? e}`;

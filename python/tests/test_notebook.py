@@ -90,6 +90,15 @@ def test_returned_page_is_standalone_html_with_the_numbers(tmp_path):
     assert text.startswith("<!doctype html>") and "<title>x&quot;&lt;b&gt; · attnscope</title>" in text
 
 
+def test_the_page_keeps_its_script_whole(monkeypatch):
+    # a `</script>` in the module (in a string, any case) would end the page's script early
+    monkeypatch.setattr(notebook, "front_end", lambda: 'const s = "</script><b>x</b></SCRIPT >";')
+    html = attnscope.head_view(attention(), list("abcde"), html_action="return").data
+    body = html.split('<script type="module">', 1)[1]
+    assert body.lower().count("</script") == 1 and body.rstrip().endswith("</script>")
+    assert '"<\\/script><b>x</b><\\/SCRIPT >"' in body
+
+
 def test_a_missing_front_end_is_named(monkeypatch, tmp_path):
     monkeypatch.setattr(notebook, "WIDGET_JS", tmp_path / "widget.js")
     with pytest.raises(RuntimeError, match=r"widget\.js: missing; attnscope's front end is built into the wheel"):
@@ -131,12 +140,13 @@ def test_run_sends_the_checkpoint_and_the_wasm_when_asked_and_saves_neither(monk
     assert not [k for k, t in w.traits(sync=True).items() if isinstance(t, __import__("traitlets").Bytes)], "no bytes in the saved state"
     sent = []
     monkeypatch.setattr(w, "send", lambda content, buffers=None: sent.append((content, buffers)))
-    w._answer(w, {"type": "files?"}, [])
-    w._answer(w, {"type": "wasm?"}, [])
+    w._answer(w, {"type": "files?", "id": "a"}, [])
+    w._answer(w, {"type": "wasm?", "id": "b"}, [])
     (files, fbufs), (wasm, wbufs) = sent
-    assert files == {"type": "files", "names": ["config.json", "model.safetensors", "tokenizer.json"]}
+    assert files == {"type": "files", "id": "a", "names": ["config.json", "model.safetensors", "tokenizer.json"]}
     assert fbufs == [(FIXTURES / "tiny-gpt2" / n).read_bytes() for n in files["names"]]
-    assert wasm == {"type": "wasm"} and wbufs[0][:4] == b"\0asm"
+    assert wasm == {"type": "wasm", "id": "b"} and wbufs[0][:4] == b"\0asm"
+    assert str(FIXTURES) not in w._checkpoint["key"], "no local path in the saved state"
 
 
 def test_run_gguf_hub_id_and_bad_input(tmp_path):
@@ -144,7 +154,7 @@ def test_run_gguf_hub_id_and_bad_input(tmp_path):
     w = attnscope.run(gguf, "hi")
     assert w._checkpoint["name"] == gguf.name
     w = attnscope.run("sentence-transformers/all-MiniLM-L6-v2", "hi", engine="cpu", editable=False)
-    assert w.attributes["hf"] == "sentence-transformers/all-MiniLM-L6-v2" and w._checkpoint == {}
+    assert w.attributes["hf"] == "sentence-transformers/all-MiniLM-L6-v2" and w._checkpoint == {} and w._run
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ValueError, match=r"no model\.safetensors, tokenizer\.json; a checkpoint folder holds"):
         attnscope.run(tmp_path, "hi")
@@ -168,6 +178,6 @@ def test_run_names_a_file_that_went(monkeypatch, tmp_path):
     (tmp_path / "model.safetensors").unlink()
     sent = []
     monkeypatch.setattr(w, "send", lambda content, buffers=None: sent.append(content))
-    w._answer(w, {"type": "files?"}, [])
-    assert sent[0]["type"] == "error" and sent[0]["about"] == "files?"
+    w._answer(w, {"type": "files?", "id": "r1"}, [])
+    assert sent[0]["type"] == "error" and sent[0]["id"] == "r1"
     assert sent[0]["message"].endswith("model.safetensors: No such file or directory")

@@ -377,3 +377,9 @@ def test_bfloat16_form_rounds_to_nearest_even_and_halves_the_bytes():
     assert np.frombuffer(tie.to_safetensors("bfloat16")[8 + n :], "<u2")[0] == 0x3F80
     with pytest.raises(ValueError, match=r"dtype='float16': expected 'float32' or 'bfloat16'"):
         g.to_safetensors("float16")
+
+
+@pytest.mark.parametrize("layers", [[2, 0], [1, 1]])
+def test_include_layers_in_increasing_order_each_once(layers):
+    with pytest.raises(ValueError, match=r"include_layers=\[\d, \d\]: the layers in increasing order, each once"):
+        given(attention(), list("abcde"), include_layers=layers)

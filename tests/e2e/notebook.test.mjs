@@ -12,16 +12,18 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { launch, openPage, golden, ARTIFACTS, ROOT } from './harness.mjs';
 import { PY, notebook, startLab, onlyLocal, runNotebook } from './jupyter.mjs';
+import { startHub } from './hubserver.mjs';
 
 /** The notebook: the seeds' kind of attention (a softmax over scaled scores, masked for a
  *  decoder), an encoder in head_view, a decoder with grouped-query heads in model_view, the
  *  standalone page of html_action="return", shown and saved, and a decoder sent as a large input
  *  is (the layer its view opens on first, then every layer); each cell also writes the numbers it
  *  gave, for the test to compare. */
-const CELLS = [
+const cells = (hubUrl) => [
   `import json
 import numpy as np
 import attnscope
+HUB = ${JSON.stringify(hubUrl)}
 
 def softmax_attention(rng, layers, heads, T, causal):
     x = rng.normal(size=(layers, heads, T, T)) * 2
@@ -43,27 +45,31 @@ json.dump({"attention": small.tolist(), "tokens": ["a", "b", "c", "d"]}, open("p
 page = attnscope.head_view(small, ["a", "b", "c", "d"], html_action="return")
 page.save("page.html")
 page`,
-  `w_run = attnscope.run(${JSON.stringify(path.join(ROOT, 'tests/fixtures/models/tiny-gpt2'))}, "attention is all you need", view="model")
-w_run`,
   `from IPython.display import display
-attnscope.notebook.PREVIEW_ABOVE = 0  # a small input the large ones' way: its first layer alone, then all
+w_run = attnscope.run(${JSON.stringify(path.join(ROOT, 'tests/fixtures/models/tiny-gpt2'))}, "attention is all you need", view="model")
+display(w_run)
+display(w_run)  # one widget in two views: each asks, each draws`,
+  `attnscope.run("acme/tiny-bert", "the cat sat", view="head", hub=HUB)  # a Hub id, through a local mirror`,
+  `attnscope.notebook.PREVIEW_ABOVE = 0  # a small input the large ones' way: its first layer alone, then all
 late = softmax_attention(rng, 2, 3, 7, causal=True)
 json.dump({"attention": late.tolist(), "tokens": [f"x{i}" for i in range(7)]}, open("late.json", "w"))
 w = attnscope.notebook.AttnScope(attnscope.given(late, [f"x{i}" for i in range(7)]), {"view": "model"})
 display(w)  # model_view's show(), its two halves apart: the first layer now, every layer in the next cell`,
   'w.send_all()',
 ];
-const LAST = CELLS.length - 1; // run by the test once the first layer alone is seen
+const LAST = cells('').length - 1; // run by the test once the first layer alone is seen
 
-let browser, lab;
+let browser, lab, hub;
 
 before(async () => {
-  lab = await startLab({ 'attention.ipynb': JSON.stringify(notebook(CELLS), null, 1) });
+  hub = await startHub();
+  lab = await startLab({ 'attention.ipynb': JSON.stringify(notebook(cells(hub.hub)), null, 1) });
   browser = await launch({ webgpu: false });
 });
 after(async () => {
   await browser?.close();
   lab?.stop();
+  hub?.stop();
 });
 
 /** What each cell gave, as it wrote it. */
@@ -114,23 +120,23 @@ test('JupyterLab: head_view, model_view, the returned page and run() render the 
   const outside = await onlyLocal(page);
   // every cell but the last: the large input's widget shows its first layer alone
   await runNotebook(page, lab, 'attention.ipynb', LAST);
-  const first = await elementsShown(page, 5, problems, 'notebook-lab', { preview: true });
-  assert.deepEqual(first[4].layers, [0], 'the large input\'s first view: its layer 0 alone');
-  assert.match(await page.evaluate(() => document.querySelectorAll('attn-scope')[4].nextElementSibling?.textContent), /other layers are on their way/);
+  const first = await elementsShown(page, 7, problems, 'notebook-lab', { preview: true });
+  assert.deepEqual(first[6].layers, [0], 'the large input\'s first view: its layer 0 alone');
+  assert.match(await page.evaluate(() => document.querySelectorAll('attn-scope')[6].nextElementSibling?.textContent), /other layers are on their way/);
   // then the last cell sends every layer: drawn where the reader is, the note gone
   await page.evaluate(() => window.jupyterapp.commands.execute('notebook:run-cell'));
-  const shown = await elementsShown(page, 5, problems, 'notebook-lab');
-  assert.equal(await page.evaluate(() => document.querySelectorAll('attn-scope')[4].nextElementSibling), null);
+  const shown = await elementsShown(page, 7, problems, 'notebook-lab');
+  assert.equal(await page.evaluate(() => document.querySelectorAll('attn-scope')[6].nextElementSibling), null);
   await page.screenshot({ path: path.join(ARTIFACTS, 'notebook-lab.png'), fullPage: false });
-  assert.equal(shown.length, 5, JSON.stringify(shown.map((s) => s.message)));
+  assert.equal(shown.length, 7, JSON.stringify(shown.map((s) => s.message)));
   assertGiven(shown[0], given('encoder'), 'head_view');
   assertGiven(shown[1], given('decoder'), 'model_view');
   assertGiven(shown[2], given('page'), 'html_action="return"');
-  assertGiven(shown[4], given('late'), 'a large input\'s float32 numbers, after its preview');
-  assert.deepEqual(shown[4].layers, [0, 1], 'every layer, after the first one alone');
+  assertGiven(shown[6], given('late'), 'a large input\'s float32 numbers, after its preview');
+  assert.deepEqual(shown[6].layers, [0, 1], 'every layer, after the first one alone');
   // run(): attnscope's engine on tiny-gpt2 (the kernel sent its files and the wasm) equals HF
   const hf = golden('gpt2_single', 'attention'), meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/gpt2_single.json'), 'utf8'));
-  assert.equal(shown[3].backend, 'cpu');
+  assert.equal(shown[3].backend, 'cpu', JSON.stringify(shown.slice(3, 6).map((s) => s.message ?? s.backend)));
   assert.deepEqual(shown[3].tokens, meta.tokens[0]);
   const [, L, H, T] = hf.shape;
   let max = 0;
@@ -138,6 +144,11 @@ test('JupyterLab: head_view, model_view, the returned page and run() render the 
     max = Math.max(max, Math.abs(shown[3].attention[l][h][q][k] - hf.data[((l * H + h) * T + q) * T + k]));
   }
   assert.ok(max <= 1e-4, `run() against HF transformers: max |Δ| ${max}`);
+  assert.deepEqual(shown[4].attention, shown[3].attention, 'the same widget\'s second view: the same numbers');
+  // a Hub id: the element fetched it from the (local) Hub, the kernel sent the wasm
+  assert.equal(shown[5].backend, 'cpu');
+  assert.deepEqual(shown[5].tokens, ['[CLS]', 'the', 'cat', 'sat', '[SEP]']);
+  assert.ok(hub.requests.some((r) => r.path === '/acme/tiny-bert/resolve/main/config.json'), 'the Hub asked for the model');
   console.log(`# run() on tiny-gpt2 against HF transformers: max |Δ| ${max.toExponential(2)}`);
   assert.equal(shown[1].mask_kind, 'causal');
   assert.ok(shown.every((s) => s.cells > 0), 'the views drew');
@@ -170,11 +181,11 @@ test('nbconvert: the executed notebook exported with its widget state renders wi
   assertGiven(shown[3], given('late'), 'a large input, exported: its float32 numbers (the preview is not saved)');
   // the saved state: each widget's float32 file, and no preview
   const state = JSON.parse(readFileSync(path.join(lab.work, 'exported.html'), 'utf8').match(/<script type="application\/vnd\.jupyter\.widget-state\+json">([^]*?)<\/script>/)[1]).state;
-  const ours = Object.values(state).filter((m) => m.model_module === 'anywidget' && !m.state._checkpoint?.key);
+  const ours = Object.values(state).filter((m) => m.model_module === 'anywidget' && !m.state._run);
   assert.equal(ours.length, 3);
-  const runs = Object.values(state).filter((m) => m.state._checkpoint?.key);
-  assert.equal(runs.length, 1);
-  assert.deepEqual(runs[0].buffers ?? [], [], 'run() saves no file of the model, and no wasm');
+  const runs = Object.values(state).filter((m) => m.state._run);
+  assert.equal(runs.length, 2);
+  for (const r of runs) assert.deepEqual(r.buffers ?? [], [], 'run() saves no file of the model, and no wasm');
   for (const m of ours) {
     const [given, preview] = ['_given', '_preview'].map((k) => m.buffers.find((b) => b.path.join('.') === k)?.data ?? '');
     assert.ok(given.length > 0, 'the records, float32');

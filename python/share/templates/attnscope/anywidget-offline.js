@@ -57,8 +57,19 @@ async function renderView(script, models) {
   const el = document.createElement('div');
   el.className = 'attnscope-anywidget';
   script.replaceWith(el);
-  await widget.render?.({ model, el, experimental: {} });
+  try {
+    await widget.render?.({ model, el, experimental: {} });
+  } catch (e) {
+    el.replaceChildren(unrendered(e));
+  }
   return true;
+}
+
+/** The line shown where a widget could not be drawn. */
+function unrendered(e) {
+  const p = document.createElement('pre');
+  p.textContent = `This widget could not be drawn from the saved state: ${e?.message ?? e}`;
+  return p;
 }
 
 async function renderAll() {
@@ -70,9 +81,7 @@ async function renderAll() {
     try {
       if (!(await renderView(script, models))) others = true;
     } catch (e) {
-      const p = document.createElement('pre');
-      p.textContent = `This widget could not be drawn from the saved state: ${e?.message ?? e}`;
-      script.replaceWith(p);
+      script.replaceWith(unrendered(e));
     }
   }
   // widgets anywidget does not make: JupyterLab's own renderer, from its CDN, as the lab template does
