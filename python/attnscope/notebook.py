@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import html
 import json
@@ -69,7 +70,9 @@ def front_end() -> str:
     return WIDGET_JS.read_text(encoding="utf-8")
 
 
-def _widget_class():
+@functools.cache
+def _widget_classes():
+    """The widgets' classes (given attention's, run()'s), made once: anywidget is imported here."""
     try:
         import anywidget
         import traitlets
@@ -77,6 +80,7 @@ def _widget_class():
         raise ImportError(
             "attnscope's notebook views need anywidget: `pip install attnscope[notebook]` (or `pip install anywidget`)"
         ) from e
+    esm = front_end()  # one module serves both (python/js/widget.js)
 
     class Run(anywidget.AnyWidget):
         """One ``<attn-scope>`` element running attnscope's engine on a checkpoint (:func:`run`).
@@ -87,7 +91,7 @@ def _widget_class():
         * ``attributes``: the element's (``sentence``, ``view``, ``layer``, ``head``, …).
         """
 
-        _esm = front_end()
+        _esm = esm
         _run = traitlets.Bool(True).tag(sync=True)
         _checkpoint = traitlets.Dict().tag(sync=True)
         attributes = traitlets.Dict().tag(sync=True)
@@ -119,7 +123,7 @@ def _widget_class():
         * ``attributes``: the element's attributes (``view``, ``layer``, ``head``, …).
         """
 
-        _esm = front_end()
+        _esm = esm
         _given = traitlets.Bytes(b"").tag(sync=True)
         _preview = traitlets.Bytes(b"").tag(sync=True)
         attributes = traitlets.Dict().tag(sync=True)
@@ -152,20 +156,9 @@ def _widget_class():
     return AttnScope, Run
 
 
-_AttnScope = None
-_Run = None
-
-
 def AttnScope(g: Given, attributes: dict[str, Any]):  # noqa: N802: the widget's class, made once
     """The widget showing ``g`` (see :func:`head_view`)."""
-    return _classes()[0](g, attributes)
-
-
-def _classes():
-    global _AttnScope, _Run
-    if _AttnScope is None:
-        _AttnScope, _Run = _widget_class()
-    return _AttnScope, _Run
+    return _widget_classes()[0](g, attributes)
 
 
 class Page:
@@ -344,7 +337,7 @@ def run(
     files, checkpoint = _checkpoint(model, attributes)
     if not WASM.is_file():
         raise RuntimeError(f"{WASM}: missing; attnscope's engine is built into the wheel (`make wheel` in the repository)")
-    return _classes()[1](files, checkpoint, attributes)
+    return _widget_classes()[1](files, checkpoint, attributes)
 
 
 def _checkpoint(model: str | Path, attributes: dict[str, Any]) -> tuple[dict[str, Path] | None, dict[str, str]]:
