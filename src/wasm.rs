@@ -344,6 +344,48 @@ pub fn scaling_experiment(samples: usize) -> Result<JsValue, JsError> {
     to_js(&variance_experiment(&d_ks, samples.clamp(10, 20_000), 1))
 }
 
+/// The heads' summaries and the rollout of attention computed elsewhere (web/given.js, the page's
+/// heads table and rollout panel): `probs` `(L, H, T, T)` flat, `cls` and `sep` the positions of
+/// its sentence markers (crate::analysis::of_given): `{headMetrics: (metric, L, H) flat in
+/// `metrics`' order, rollout: (T, T) flat, metrics}`.
+#[wasm_bindgen(js_name = analyseGiven)]
+pub fn analyse_given(
+    probs: &[f32],
+    layers: usize,
+    heads: usize,
+    tokens: usize,
+    cls: Vec<u32>,
+    sep: Vec<u32>,
+) -> Result<JsValue, JsError> {
+    let shape = (layers, heads, tokens, tokens);
+    let probs = ndarray::ArrayView4::from_shape(shape, probs).map_err(|_| {
+        JsError::new(&format!(
+            "given attention: {} values, not {layers} × {heads} × {tokens} × {tokens}",
+            probs.len()
+        ))
+    })?;
+    let at = |v: Vec<u32>| v.into_iter().map(|p| p as usize).collect::<Vec<_>>();
+    let (metrics, rolled) = crate::analysis::of_given(probs, &at(cls), &at(sep)).map_err(js_err)?;
+    let mut all = Vec::with_capacity(METRICS.len() * layers * heads);
+    for (_, values) in metrics.all() {
+        all.extend(values.iter());
+    }
+    let o = Object::new();
+    set(&o, "headMetrics", Float32Array::from(all.as_slice()))?;
+    set(
+        &o,
+        "rollout",
+        Float32Array::from(
+            rolled
+                .as_standard_layout()
+                .as_slice()
+                .expect("standard layout"),
+        ),
+    )?;
+    set(&o, "metrics", to_js(&METRICS)?)?;
+    Ok(o.into())
+}
+
 /// The largest file the worker may download for each of a checkpoint's three files, in bytes
 /// (`{"config.json": n, "model.safetensors": n, "tokenizer.json": n}`, from [`limits`]): a
 /// download over its limit is stopped before the bytes pile up.

@@ -1,11 +1,8 @@
 //! The CLI contract: `attnscope attention ...` prints one JSON object; errors go to stderr.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
-
-mod common;
 
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn attnscope(args: &[&str]) -> (i32, Value, String) {

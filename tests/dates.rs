@@ -2,14 +2,11 @@
 //! `tools/train_dates.py`), run by attnscope's CPU engine on the held-out dates the training
 //! never saw (`models/dates/heldout.json`, every form): the exact-match accuracy and how readable
 //! its cross-attention is at the head it opens on, as the training script printed them.
-#![cfg(not(target_arch = "wasm32"))]
-
-mod common;
 
 use std::collections::BTreeMap;
 
+use crate::common::*;
 use attnscope::engine::{translate, Decoding};
-use common::*;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -1,14 +1,11 @@
 //! Bad input gets a clear error naming what is at fault, never a panic.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
-
-mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::common::*;
 use attnscope::engine::{cpu, TraceOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
-use common::*;
 use safetensors::tensor::TensorView;
 
 /// A copy of the tiny checkpoint in a temporary folder, with `edit` applied to its files.

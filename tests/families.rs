@@ -1,16 +1,13 @@
 //! Every family as a person loading their own checkpoint meets it: HF's hidden states layer by
 //! layer, GPT-2's files as either class saves them, the tokenizers of each family, and the CLI's
 //! fields (tests/fixtures/models/tiny-*, made by tools/make_fixtures.py).
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
-
-mod common;
 
 use std::process::Command;
 
+use crate::common::*;
 use attnscope::engine::{cpu, TraceOptions};
 use attnscope::model::TextTokenizer;
 use attnscope::{Mask, Model};
-use common::*;
 use serde_json::Value;
 
 const FAMILY_CASES: [&str; 5] = [

@@ -1,14 +1,13 @@
 //! Every input the fuzz targets (`fuzz/`, nightly) crashed on, and hostile inputs written by
 //! hand for each target, replayed on stable through the very same harness:
 //! `tests/fixtures/fuzz-regressions/<target>/<what it is>`.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
-
-mod common;
 
 #[path = "../fuzz/harness.rs"]
 mod harness;
 
 use std::path::PathBuf;
+
+use crate::common;
 
 use attnscope::model::TextTokenizer;
 use attnscope::Error;

@@ -4,8 +4,6 @@
 //! quantized bytes equals the product with those values; damaged and hostile files are refused,
 //! never a panic, with an error naming the key or tensor at fault.
 
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
-
 use std::sync::Arc;
 
 use attnscope::model::gguf::{Array, GgufFile, Value};

@@ -1,10 +1,7 @@
 //! The CPU engine against HF transformers (fixtures by `tools/make_fixtures.py`).
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
-mod common;
-
+use crate::common::*;
 use attnscope::engine::cpu;
-use common::*;
 
 fn cpu_forward(
     m: &attnscope::Model,

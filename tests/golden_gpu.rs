@@ -1,12 +1,9 @@
 //! The GPU engine (WGSL through wgpu; on lavapipe where there is no GPU) against HF
 //! transformers and against the CPU engine.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
-mod common;
-
+use crate::common::*;
 use attnscope::engine::{cpu, TraceOptions};
 use attnscope::Mask;
-use common::*;
 
 golden_tests!(gpu_forward);
 

@@ -1,15 +1,12 @@
 //! Reading the heads against HF transformers (fixtures `heads_*` by `tools/make_fixtures.py`):
 //! head summaries, rollout and the pooled sentence embedding from HF's outputs, and heads
 //! knocked out by a hooked PyTorch forward, on the CPU and the GPU engines.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
-
+use crate::common::*;
 use attnscope::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use attnscope::engine::{cpu, HeadMask, TraceOptions};
 use attnscope::report::item_attention;
 use attnscope::{Mask, Model, Trace};
-use common::*;
 use ndarray::{s, Array3, Array4};
 
 const CASES: &[&str] = &[
@@ -189,6 +186,50 @@ fn a_padded_batch_gives_each_text_its_numbers_alone() {
         let d = max_abs_diff(r_batched.view().into_dyn(), r_alone.view().into_dyn());
         assert!(d <= 1e-5, "{text:?}: rollout differs in a batch by {d}");
     }
+}
+
+/// Attention computed elsewhere (HF's, as the page gets it from a notebook) gives the heads'
+/// summaries and rollout HF's own numbers give, its markers found by position.
+#[test]
+fn given_attention_has_the_summaries_and_rollout_of_hfs() {
+    let g = golden("heads_pair");
+    let m = model(&g.meta.model);
+    let input = m
+        .tokenizer
+        .encode(&[g.meta.texts[0].as_str()], g.meta.pair.as_deref())
+        .unwrap();
+    let special = m.tokenizer.special_ids();
+    let at = |id: Option<u32>| -> Vec<usize> {
+        (0..input.len())
+            .filter(|&k| id == Some(input.ids[[0, k]]))
+            .collect()
+    };
+    let (cls, sep) = (at(special.cls), at(special.sep));
+    assert!(
+        !cls.is_empty() && sep.len() == 2,
+        "a pair: one [CLS], two [SEP]"
+    );
+    let probs = g.tensors["attention"]
+        .slice(s![0, .., .., .., ..])
+        .into_dimensionality::<ndarray::Ix4>()
+        .unwrap();
+    let (metrics, rolled) = attnscope::analysis::of_given(probs, &cls, &sep).unwrap();
+    let want = &g.tensors["head_metrics"];
+    for (j, (name, values)) in metrics.all().into_iter().enumerate() {
+        let d = max_abs_diff(
+            values.view().into_dyn(),
+            want.slice(s![0, j, .., ..]).into_dyn(),
+        );
+        assert!(d <= ATTENTION_TOL, "given {name}: max |Δ| {d}");
+    }
+    let d = max_abs_diff(
+        rolled.view().into_dyn(),
+        g.tensors["rollout"].slice(s![0, .., ..]).into_dyn(),
+    );
+    assert!(d <= ATTENTION_TOL, "given rollout: max |Δ| {d}");
+    // a marker past the tokens is refused, naming it
+    let err = attnscope::analysis::of_given(probs, &[99], &[]).unwrap_err();
+    assert!(err.to_string().contains("position 99"), "{err}");
 }
 
 #[test]

@@ -3,15 +3,12 @@
 //! values (forward hooks) and every layer's hidden states (`output_hidden_states`) on the CPU
 //! and the GPU engines; and cross-attention between two sentences encoded alone on the CPU
 //! engine.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
-
+use crate::common::*;
 use attnscope::engine::gpu::GpuEngine;
 use attnscope::engine::{cpu, BackendChoice, Runner, ScoreScale, Trace, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Mask, Model};
-use common::*;
 use ndarray::{s, ArrayViewD};
 
 const CASES: &[&str] = &["inside_noscale", "inside_trace", "inside_cross"];

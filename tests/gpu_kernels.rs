@@ -1,4 +1,3 @@
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 //! Each WGSL kernel on its own against its CPU reference, at awkward sizes: 1, 7, 33 and 512
 //! rows, widths off the 64-wide matmul tile and the 64-wide row workgroup, sizes and strides
 //! that are not multiples of 4 (the matmul's and attention's scalar forms), n_q ≠ n_k,
@@ -6,10 +5,9 @@
 //! gate; and a GGUF file's matrices of every ggml type multiplied and gathered from block by
 //! block.
 
-mod common;
-
 use std::sync::OnceLock;
 
+use crate::common::*;
 use attnscope::engine::cpu::attention::{merge_heads, scaled_dot_product_attention, split_heads};
 use attnscope::engine::cpu::ops;
 use attnscope::engine::gpu::GpuKernels;
@@ -19,7 +17,6 @@ use attnscope::model::quant::{self, GgmlType, QuantMatrix};
 use attnscope::model::weights::{Linear, Matrix, Norm, Table};
 use attnscope::model::Activation;
 use attnscope::Mask;
-use common::*;
 use half::{bf16, f16};
 use ndarray::{s, Array1, Array2, Array3, Axis};
 use pollster::block_on;

@@ -1,14 +1,11 @@
 //! The GPU kernels against the CPU engine at awkward sizes: sequence lengths 1, 7, 33 and 512,
 //! a hidden size (24) that is not a multiple of the 64-wide matmul tile, padded batches,
 //! causal and explicit masks, pre-LN layers and the tanh GELU.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
-mod common;
-
+use crate::common::*;
 use attnscope::engine::{cpu, AttentionKept, HeadMask, TraceOptions};
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model};
-use common::*;
 use ndarray::{Array2, Array3};
 
 /// A batch of `b` sequences of length `t` with `real[i]` real tokens each (the rest padding),

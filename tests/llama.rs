@@ -4,17 +4,14 @@
 //! HF's `generate(do_sample=False)` and to one causal pass over the same tokens; inside a layer
 //! (the norms, the rotation, the SwiGLU), the rotation left out and heads knocked out
 //! (tests/fixtures/models/tiny-llama, tiny-qwen2; golden cases by tools/make_fixtures.py).
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
-mod common;
-
+use crate::common::*;
 use attnscope::analysis::HeadMetrics;
 use attnscope::engine::{cpu, generate, GenerateOptions, HeadMask, TraceOptions};
 use attnscope::families::next_token_probs;
 use attnscope::model::config::{LmHead, Positions};
 use attnscope::report::item_attention;
 use attnscope::Mask;
-use common::*;
 use ndarray::{s, Axis};
 
 const CASES: [&str; 3] = ["llama_batch", "llama_single", "qwen2_batch"];

@@ -3,15 +3,12 @@
 //! cases of tests/llama.rs against HF transformers and against the CPU engine, and greedy
 //! generation equal to HF's `generate(do_sample=False)` and to the CPU engine's; GGUF files of
 //! every type and SmolLM2's Q4_1, their matrices kept quantized on the GPU.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
-mod common;
-
+use crate::common::*;
 use attnscope::engine::{
     cpu, generate, BackendChoice, GenerateOptions, Generation, HeadMask, Runner, TraceOptions,
 };
 use attnscope::{Mask, Model, Trace};
-use common::*;
 use ndarray::{s, Axis};
 use pollster::block_on;
 

@@ -2,12 +2,9 @@
 //! `tools/make_fixtures.py --only marian`): greedy decoding equal to HF's `generate`, teacher
 //! forcing, a padded batch equal to each source alone, and the cached step-by-step decoding
 //! equal to one masked pass over the same output.
-#![cfg(not(target_arch = "wasm32"))]
 
-mod common;
-
+use crate::common::*;
 use attnscope::engine::translate;
-use common::*;
 
 #[test]
 fn every_translation_fixture_has_a_test() {

@@ -1,14 +1,11 @@
 //! Properties every attention computation must have, on random inputs and on the real model.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
-mod common;
-
+use crate::common::*;
 use attnscope::analysis::{rollout, HeadMetrics};
 use attnscope::engine::cpu::{self, attention::scaled_dot_product_attention};
 use attnscope::engine::{AttentionKept, ScoreScale, TraceOptions};
 use attnscope::report::item_attention;
 use attnscope::{Mask, MaskKind};
-use common::*;
 use ndarray::{s, Array2, Array3, Axis};
 use proptest::prelude::*;
 

@@ -1,7 +1,6 @@
 //! Every kernel as the engine compiles it (`shaders/common.wgsl` followed by its own file,
 //! composed at build time) parses and validates with naga, so a shader error fails fast with the
 //! file and line it comes from.
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
 
 use std::path::Path;
 

@@ -1,4 +1,5 @@
-//! In a real browser (`wasm-pack test --headless --chrome`): the GPU engine on WebGPU against
+//! In a real browser (headless Chromium through Debian's chromedriver, wasm-bindgen's test runner
+//! as cargo's runner for wasm32: `make test` gives the command): the GPU engine on WebGPU against
 //! the CPU engine in the same page, and both against HF transformers, on the committed tiny
 //! checkpoint (hidden 24, 3 heads: every kernel, sizes off the matmul tile); and GGUF files'
 //! matrices kept in their ggml types on WebGPU.

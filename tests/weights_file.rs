@@ -1,14 +1,10 @@
 //! A checkpoint's f32 matrices are read in place from its `WeightsFile` (shared, not copied),
 //! and a file whose tensors are not word-aligned still loads, with the same values.
 
-#![cfg(not(target_arch = "wasm32"))] // native tests; the browser's are in tests/web.rs
-
-mod common;
-
 use std::ops::Range;
 
+use crate::common::model_dir;
 use attnscope::model::{Model, WeightsFile};
-use common::model_dir;
 
 fn tiny_file(f: &str) -> Vec<u8> {
     std::fs::read(model_dir("tiny-bert").join(f)).unwrap()

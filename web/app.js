@@ -4,11 +4,11 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy } from './scope.js';
+import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, maxAbsDiff, visibleText, engineOf } from './result.js';
+import { published, publishedTranslation, maxAbsDiff, visibleText, engineOf, decoderSteps } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
@@ -16,6 +16,7 @@ import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.
 import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
 import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
+import { readGiven, fromGiven } from './given.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -241,8 +242,8 @@ function renderChrome(s, changed) {
   setText($('presenter-keys'), `PgDn/→ next ${along[0]} · PgUp/← back · Space plays`);
   $('presenter-keys').title = `a presentation clicker: PageDown or → shows the next ${along[0]}, PageUp or ← the one before, Space plays ${along[1]} from the ${along[0]} shown (from the first after the last) or stops`;
   const info = s.modelInfo;
-  setText($('model-name'), info
-    ? `${s.modelSource?.hub ?? info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
+  setText($('model-name'), info?.given ? `${info.name} · given attention: ${givenSize(info)}`
+    : info ? `${s.modelSource?.hub ?? info.name} · ${info.layers} layers × ${info.heads} heads · hidden ${info.hidden}`
     : s.loading ? `loading ${s.loading.name}…` : 'no model loaded');
   const failed = !info && !s.loading && !!s.modelError;
   $('model-name').classList.toggle('error-text', failed);
@@ -265,7 +266,7 @@ function renderChrome(s, changed) {
   $('engine-details').hidden = !es?.details;
   setText($('engine-why'), es?.details ?? '');
   const r = s.run;
-  setText($('backend'), r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…'));
+  setText($('backend'), givenShown(s) ? `given${(r ?? s.translation).precision === 'bfloat16' ? ' (bfloat16)' : ''}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…'));
   showBusy(s.busy);
   // the input's own line: why nothing runs, what was cut, what answered instead
   const notes = [];
@@ -290,18 +291,19 @@ function renderChrome(s, changed) {
   $('noscale-note').hidden = r?.scale !== 'none'; // the √d_k ablation: the head view shows unscaled attention
   sinkNote(s);
   longNote(s);
-  setText($('steps-caption'), r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
+  setText($('steps-caption'), r?.given ? '' : r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
   knockStatus(s);
   compareStatus(s);
   modelInputs(s);
   nextTokens(s);
   translation(s, changed);
+  givenInputs(s); // after the two above, whose model's choices it overrides
   insideDecoder(s, changed);
   $('example').value = exampleShown(s)?.id ?? ''; // after translation(), which lists the model's examples
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
   // the head summaries name the model's special tokens: what those are, on hover
   if (changed.has('modelInfo')) $('table-details').querySelector('summary').title = specialNotes(...(info?.specials ?? ['[CLS]', '[SEP]']));
-  if (changed.has('modelInfo') && info) familyWords(info.architecture);
+  if (changed.has('modelInfo') && info && !info.given) familyWords(info.architecture); // given attention names no family
 }
 
 /** The inside sections' words for the loaded model's architecture: its stack (the encoder, or a
@@ -340,8 +342,8 @@ function translation(s, changed) {
   const tr = s.translation;
   if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo', 'attn', 'view', 'size', 'presenter', 'embed'].some((k) => changed.has(k))) return;
   const item = tr.results[Math.min(s.item, tr.results.length - 1)];
-  setText($('translation-caption'), `· ${item.target ? 'teacher-forced' : 'greedy decoding'}, ${item.output_ids.length - 1} steps`);
-  const steps = item.output_ids.length - 1;
+  const steps = decoderSteps(item).T;
+  setText($('translation-caption'), `· ${item.given ? 'given' : item.target ? 'teacher-forced' : 'greedy decoding'}, ${steps} steps`);
   translationView.render($('translation-view'), tr, {
     item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: !!playTimer,
     attn: s.attn, panes: translationPanes(s), width: $('translation-view').clientWidth || 900, fontPx: presenterFont(s),
@@ -362,10 +364,11 @@ function insideDecoder(s, changed) {
   const tr = s.translation, dec = s.modelInfo?.decoder;
   if (!tr || !dec || !['decoderTrace', 'translation', 'step', 'head', 'layer', 'item', 'inside', 'size', 'presenter'].some((k) => changed.has(k))) return;
   const b = Math.min(s.item, tr.results.length - 1), r = tr.results[b];
-  const T = r.output_ids.length - 1, step = Math.min(s.step ?? T - 1, T - 1);
+  const T = decoderSteps(r).T, step = Math.min(s.step ?? T - 1, T - 1);
   const layer = Math.min(s.layer, dec.layers - 1), head = Math.min(s.head, dec.heads - 1);
   setText($('inside-decoder-caption'), `· source ${b + 1}, decoder layer ${layer}, head ${head}, step ${step + 1} of ${T}`);
   const open = DECODER_INSIDE.filter((id) => s.inside.includes(id));
+  if (tr.given) { for (const id of open) needsModel($(`inside-${id}`), 'The decoder\'s insides compute from the model itself'); return; }
   if (drawDecoderPanels(s, Object.fromEntries(open.map((id) => [id, $(`inside-${id}`)])), { fontPx: presenterFont(s) }) && open.length) {
     api.insideRenders++;
     api.insideAt = performance.now();
@@ -394,6 +397,26 @@ function stopPlaying() {
   playTimer = 0;
   store.update({ playing: false });
 }
+
+/** Given attention: the inputs hold its text, and what only a model reads (a second sentence, a
+ *  batch, a mask, an example) is off; a model loaded below brings them back. */
+function givenInputs(s) {
+  const given = givenShown(s);
+  $('sentence').readOnly = given;
+  $('sentence').title = given ? 'the text of the given attention\'s tokens: it was computed elsewhere, with no model here to run another' : '';
+  if (given) {
+    const r = s.run?.results[0] ?? s.translation.results[0];
+    $('sentence').value = r.text ?? r.source;
+  }
+  for (const id of ['pair', 'batch-mode', 'words', 'compare-mode', 'mask', 'example', 'check']) {
+    const e = $(id);
+    if (given && e.title !== GIVEN_OFF) { e.dataset.titleBefore = e.title; e.title = GIVEN_OFF; }
+    else if (!given && e.title === GIVEN_OFF) { e.disabled = false; e.title = e.dataset.titleBefore ?? ''; } // the model's renders set the rest again
+    if (given) e.disabled = true;
+  }
+  if (given) $('mask').value = s.run?.mask_kind === 'causal' ? 'causal' : 'padding';
+}
+const GIVEN_OFF = 'not for given attention: there is no model here to run';
 
 /** What the loaded model's family changes in the inputs: its own mask marked, the mask an
  *  ablation when it is another, and no pair for a model that reads one text. */
@@ -516,6 +539,7 @@ const sim = (x) => x.toFixed(4);
 /** The knocked-out heads and what they change: the sentence embedding with vs without them. */
 function knockStatus(s) {
   const r = s.run;
+  $('knock-status').hidden = givenShown(s); // given attention has no model to run again without a head
   $('knock-reset').hidden = !s.off.length;
   // the focused head's own switch: a phone has no Alt-click, a keyboard no click
   const focused = `${s.layer}:${s.head}`;
@@ -585,6 +609,7 @@ store.subscribe((s, changed) => {
 /** Loads the model with the engine just chosen: the one on screen, or, where none loaded (the
  *  first load failed), the one the link names, so that switching engines recovers from any failure. */
 function loadWithEngine(s) {
+  if (givenShown(s)) return; // given attention has no engine to change
   try { scope.loadModel(s.modelSource ?? sourceOf(s)); } catch (e) { store.update({ modelError: { line: e.message } }); }
 }
 /** Whether a link is loading another model (the engine it names goes with that load). */
@@ -943,6 +968,55 @@ for (const d of document.querySelectorAll('details[data-panel]')) {
   d.querySelector('summary').after(span);
 }
 
+// ---------- attention computed elsewhere (web/given.js, docs/given.md) ----------
+/** Whether the page shows given attention, not a model's. */
+const givenShown = (s) => Boolean(s.run?.given || s.translation?.given);
+
+/** Given attention's size, as its records say: an encoder's or a decoder's layers and heads, an encoder–decoder's stacks. */
+function givenSize(info) {
+  const groups = (q, kv) => (kv && kv !== q ? ` (${kv} key/value heads)` : '');
+  const { query, key_value: kv } = info.architecture.heads;
+  if (!info.decoder) return `${info.stack ?? 'encoder'}, ${info.layers} layers × ${info.heads} heads${groups(query, kv)}`;
+  return `encoder–decoder, decoder ${info.decoder.layers} layers × ${info.decoder.heads} heads${groups(query, kv)}${info.layers ? `, encoder ${info.layers} × ${info.heads}` : ''}`;
+}
+
+/**
+ * Shows attention computed elsewhere, in place of the model's: `input` the bytes of a file
+ * (`name` names it in errors), `data` the URL the link keeps ('' for a file from disk). It opens
+ * where the link says (`link` names a layer or a head), else where the file says. A file that
+ * cannot be read is the error, naming it; what was shown stays.
+ */
+function showGivenFile(input, name, data, link = '') {
+  let shown;
+  try {
+    shown = fromGiven(readGiven(input, name), name);
+  } catch (e) {
+    store.update({ loading: null, modelError: { line: String(e.message || e) } });
+    return false;
+  }
+  const s = store.get();
+  scope.showGiven(shown, /(^|[#&])(l|h)=/.test(link) ? { layer: s.layer, head: s.head } : shown.focus);
+  // what only a model has: its knocked-out heads, a second sentence, its generation
+  store.update({ data, model: '', hf: '', file: '', off: [], sel: [], compare: false, gen: 0, generation: null });
+  showSource();
+  return true;
+}
+
+/** Given attention from a URL (the link's `data=`): fetched, then shown. */
+async function loadGivenUrl(url, link = '') {
+  store.update({ loading: { name: url, loaded: 0, total: 0 }, modelError: null });
+  let bytes;
+  try {
+    const res = await fetch(new URL(url, location.href));
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    bytes = await res.arrayBuffer();
+  } catch (e) {
+    store.update({ loading: null, modelError: { line: `Could not load ${url}: ${e.message}` } });
+    return false;
+  }
+  return showGivenFile(bytes, url, url, link);
+}
+
 // ---------- loading a model ----------
 /** The intent keys a worked example sets, by their names in a link. */
 const EXAMPLE_KEYS = { sentences: 's', pair: 'p', batch: 'batch', item: 'i', step: 'st', attn: 'a', layer: 'l', head: 'h', compare: 'cmp' };
@@ -977,16 +1051,22 @@ async function loadFiles(fileList) {
   for (const f of fileList) files[f.name] = f;
   // one GGUF file holds a whole checkpoint; a folder's three files may bring its chat template
   const gguf = Object.keys(files).find((n) => /\.gguf$/i.test(n));
+  // one .json or .safetensors file alone: attention computed elsewhere (docs/given.md)
+  const names = Object.keys(files);
+  if (!gguf && names.length === 1 && /\.(json|safetensors)$/i.test(names[0]) && names[0] !== 'config.json') {
+    await showGivenFile(await files[names[0]].arrayBuffer(), names[0], '');
+    return;
+  }
   const need = gguf ? [gguf] : ['config.json', 'model.safetensors', 'tokenizer.json', ...(files['tokenizer_config.json'] ? ['tokenizer_config.json'] : [])];
   const missing = need.filter((n) => !files[n]);
   if (missing.length) {
-    store.update({ modelError: { line: `Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json (or one .gguf file).` } });
+    store.update({ modelError: { line: `Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json (or one .gguf file); attention computed elsewhere is one .json or .safetensors file (docs/given.md).` } });
     return;
   }
   const bufs = {};
   for (const n of need) bufs[n] = await files[n].arrayBuffer();
   const key = `files:${need.map((n) => `${files[n].name}:${files[n].size}:${files[n].lastModified}`).join('|')}`;
-  if (await scope.loadModel({ key, name: gguf ?? 'local files', files: bufs }, { opening: openingOf() })) store.update({ model: '', hf: '' });
+  if (await scope.loadModel({ key, name: gguf ?? 'local files', files: bufs }, { opening: openingOf() })) store.update({ model: '', hf: '', data: '' });
   showSource();
 }
 on('files', 'change', (e) => { loadFiles([...e.target.files]); e.target.value = ''; }); // picking the same files again loads them again
@@ -996,7 +1076,7 @@ document.addEventListener('drop', (e) => { e.preventDefault(); $('drop-hint').hi
 on('load-url', 'click', async () => {
   const url = $('model-url').value.trim();
   if (!url) { store.update({ modelError: { line: 'Give the base URL of a folder with config.json, model.safetensors and tokenizer.json.' } }); return; }
-  if (await scope.loadModel(urlSource(url), { refresh: true, opening: openingOf() })) store.update({ model: url, hf: '' });
+  if (await scope.loadModel(urlSource(url), { refresh: true, opening: openingOf() })) store.update({ model: url, hf: '', data: '' });
   showSource();
 });
 async function loadHub() {
@@ -1007,7 +1087,7 @@ async function loadHub() {
   if (!id) { store.update({ modelError: { line: 'Give a model id on the Hugging Face Hub, e.g. openai-community/gpt2.' } }); return; }
   let source;
   try { source = hubSource(id, store.get().hub, file); } catch (e) { store.update({ modelError: { line: e.message } }); return; }
-  if (await scope.loadModel(source, { opening: openingOf() })) store.update({ hf: id, file, model: '' });
+  if (await scope.loadModel(source, { opening: openingOf() })) store.update({ hf: id, file, model: '', data: '' });
   showSource();
 }
 
@@ -1022,7 +1102,8 @@ $('model-pick').replaceChildren(
 function showSource() {
   const s = store.get();
   const fromFiles = s.modelSource && !s.modelSource.base; // chosen from disk: no URL, no id
-  const builtin = [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf && !fromFiles;
+  const given = givenShown(s); // attention computed elsewhere: no model
+  const builtin = !given && [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf && !fromFiles;
   $('model-builtin').value = builtin ? s.model : '';
   $('model-url').value = builtin ? '' : s.model;
   $('model-hf').value = s.hf && s.file ? `${s.hf}/resolve/main/${s.file}` : s.hf;
@@ -1031,12 +1112,12 @@ function showSource() {
   // was asked for, as failed, and choosing any model, that one too, loads it
   const failed = !s.modelInfo && !!s.modelError;
   other.hidden = builtin && !failed;
-  other.textContent = failed ? `${s.hf || (builtin ? urlSource(s.model).name : s.model)} (failed)`
+  other.textContent = given ? `${s.modelInfo.name} (given attention)` : failed ? `${s.hf || (builtin ? urlSource(s.model).name : s.model)} (failed)`
     : builtin ? '' : `${s.hf || (fromFiles ? s.modelSource.name : urlSource(s.model).name)} (loaded below)`;
   $('model-pick').value = builtin && !failed ? s.model : OTHER_MODEL;
 }
 async function loadBuiltin(url) {
-  if (await scope.loadModel(urlSource(url), { opening: openingOf() })) store.update({ model: url, hf: '' });
+  if (await scope.loadModel(urlSource(url), { opening: openingOf() })) store.update({ model: url, hf: '', data: '' });
   showSource(); // the choice that failed to load gives way to the model still running
 }
 on('load-hf', 'click', loadHub);
@@ -1050,9 +1131,11 @@ window.addEventListener('hashchange', () => {
   // a link to another model (the cross-attention panel's to the dates model, the back button):
   // the state first (its engine too), then the one load, with that engine
   linkedModel = next.model !== before.model || next.hf !== before.hf || next.hub !== before.hub || next.file !== before.file;
+  const linkedData = next.data !== before.data;
   store.update(next);
   syncInputs(store.get());
-  if (linkedModel) {
+  if (linkedData && next.data) { linkedModel = false; loadGivenUrl(next.data); return; }
+  if (linkedModel || linkedData) {
     linkedModel = false;
     try { scope.loadModel(sourceOf(next), { opening: openingOf(location.hash) }); } catch (e) { store.update({ modelError: { line: e.message } }); }
     // a link into the decoder's panels (the encoder's cross panel's) shows them once drawn
@@ -1071,7 +1154,9 @@ syncHash(); // the link shows the whole state from the start
 syncInputs(store.get());
 renderChrome(store.get(), new Set(['run']));
 let start;
-try { start = scope.loadModel(sourceOf(store.get()), { opening: openingOf(startLink) }); } catch (e) { store.update({ modelError: { line: e.message } }); start = Promise.resolve(false); }
+try {
+  start = store.get().data ? loadGivenUrl(store.get().data, startLink) : scope.loadModel(sourceOf(store.get()), { opening: openingOf(startLink) });
+} catch (e) { store.update({ modelError: { line: e.message } }); start = Promise.resolve(false); }
 start.then((ok) => {
   if (ok) { performance.mark('attnscope: model loaded'); resolveReady(store.get().modelInfo); }
   else { api.error = store.get().modelError.line; rejectReady(new Error(api.error)); }

@@ -15,18 +15,19 @@
 // URL, or a .gguf file's; default: the model beside the script), hf (a model id on the Hugging
 // Face Hub, instead), file (with hf: the repository's .gguf file to load), hub (a mirror of the Hub), engine
 // (auto | cpu | gpu), editable (adds a sentence box), src (attention computed elsewhere, in place
-// of a model: a file of docs/given.md's records, or the CLI's JSON; the `data` property takes the
-// same as bytes, text or an object). Changing one re-renders.
+// of a model: a file of docs/given.md's records, an encoder's, a decoder's or an encoder–decoder's,
+// or the CLI's JSON; the `data` property takes the same as bytes, text or an object). Changing one
+// re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
 import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, DECODER_PANELS } from './scope.js';
-import { published, publishedTranslation, layerNumber } from './result.js';
+import { published, publishedTranslation, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
-import { readGiven, givenRun, UNNAMED } from './given.js';
+import { readGiven, fromGiven, UNNAMED } from './given.js';
 import { STYLE_MARKUP } from './element-styles.js';
 import { useWorker } from './engine.js';
 
@@ -191,7 +192,7 @@ class AttnScope extends HTMLElement {
         input = await res.arrayBuffer();
       }
       if (ticket !== this.givenTicket) return;
-      shown = givenRun(readGiven(input, source), source);
+      shown = fromGiven(readGiven(input, source), source);
     } catch (e) {
       if (ticket !== this.givenTicket) return;
       this.result = null;
@@ -202,7 +203,7 @@ class AttnScope extends HTMLElement {
     const s = this.store.get();
     // the attributes, else where the reader is when more of the same attention comes (the notebook
     // widget's layers after the one it sent first: the same layer by its number), else the file's view
-    const again = s.run?.given && s.modelInfo?.heads === shown.modelInfo.heads
+    const again = s.run?.given && shown.run && s.modelInfo?.heads === shown.modelInfo.heads
       && s.run.results[0].tokens.join('\u0000') === shown.run.results[0].tokens.join('\u0000');
     const layer = again ? Array.from({ length: shown.run.L }, (_, l) => layerNumber(shown.run, l)).indexOf(layerNumber(s.run, s.layer)) : -1;
     const focus = layer >= 0 ? { layer, head: s.head } : shown.focus;
@@ -252,22 +253,25 @@ class AttnScope extends HTMLElement {
     this.$('.view').hidden = failed;
     this.$('.caption').hidden = failed;
     this.showBusy(s.busy);
-    this.$('.edit').hidden = !this.hasAttribute('editable') || Boolean(s.run?.given); // given attention's text is the file's
+    const given = Boolean(s.run?.given || s.translation?.given);
+    this.$('.edit').hidden = !this.hasAttribute('editable') || given; // given attention's text is the file's
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
-    if (s.run?.given && TRANSLATION_EMBEDS.includes(s.embed) && changed.has('run')) {
+    if (given && TRANSLATION_EMBEDS.includes(s.embed) && (changed.has('run') || changed.has('translation'))) {
       needsModel(this.$('.view'), `The ${s.embed} view computes from a translation model`);
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
+      // the numbers given are the result still
+      if (s.translation) this.publish(publishedTranslation(s.translation, 0));
     }
     if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}layer ${layerNumber(s.run, s.layer)}, head ${s.head} · given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
     else if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
-    if (s.translation && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {
+    if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {
       const view = this.$('.view');
       view.classList.remove('pending');
       view.style.aspectRatio = '';
       const b = Math.min(s.item, s.translation.results.length - 1);
-      const steps = s.translation.results[b].output_ids.length - 1;
+      const steps = decoderSteps(s.translation.results[b]).T;
       translationView.render(view, s.translation, {
         item: b, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, attn: s.attn,
         // the head and its lines, or the one view the `view` attribute names
@@ -277,16 +281,22 @@ class AttnScope extends HTMLElement {
         onFocus: (layer, head) => this.store.update({ layer, head }),
       });
       if (s.embed === 'inside') this.insideDecoder(s);
-      this.$('.caption').textContent = `${s.translation.model} · ${s.translation.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.translation.elapsed_ms.toFixed(0)} ms`;
-      this.result = publishedTranslation(s.translation, b);
-      this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));
+      const tr = s.translation;
+      this.$('.caption').textContent = tr.given ? `${tr.model === UNNAMED ? '' : `${tr.model} · `}given${tr.precision === 'bfloat16' ? ' (bfloat16)' : ''}`
+        : `${tr.model} · ${tr.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${tr.elapsed_ms.toFixed(0)} ms`;
+      this.publish(publishedTranslation(s.translation, b));
     }
     if (changed.has('rendered') && s.run) {
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
-      this.result = published(s.run, Math.min(s.item, s.run.B - 1));
-      this.dispatchEvent(new CustomEvent('attnscope-render', { detail: this.result, bubbles: true, composed: true }));
+      this.publish(published(s.run, Math.min(s.item, s.run.B - 1)));
     }
+  }
+
+  /** `result`, and the `attnscope-render` event that carries it. */
+  publish(result) {
+    this.result = result;
+    this.dispatchEvent(new CustomEvent('attnscope-render', { detail: result, bubbles: true, composed: true }));
   }
 }
 

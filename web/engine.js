@@ -198,6 +198,13 @@ class Engine {
   /** The √d_k experiment, computed by the engine: `[{d_k, raw, scaled}]` (src/analysis/scaling.rs). */
   async scaling(samples = 2000) { return (await this.call({ type: 'scaling', samples })).result; }
 
+  /** The heads' summaries and rollout of attention computed elsewhere (web/given.js): `probs`
+   *  (L, H, T, T) flat, `cls` and `sep` its sentence markers' positions → `{headMetrics: (metric,
+   *  L, H), rollout: (T, T), metrics: names}` (src/analysis/mod.rs `of_given`). */
+  async analyseGiven({ probs, layers, heads, tokens, cls, sep }) {
+    return (await this.call({ type: 'analyse-given', probs, layers, heads, tokens, cls, sep })).result;
+  }
+
   /** How alike the first n positions are, learned and sinusoidal: `{learned, sinusoidal: Float32Array n·n, n, dim}` (src/analysis/positions.rs). */
   async positions(key, n) { return (await this.call({ type: 'positions', key, n })).result; }
 

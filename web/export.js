@@ -4,7 +4,7 @@
 // except the inside-the-layer panels (`panelSVG`): their canvases as pictures, their text as text.
 
 import { scale, hex, MASKED, STEPS } from './colour.js';
-import { matricesOf, ATTENTION_KINDS } from './result.js';
+import { matricesOf, translationLayer, ATTENTION_KINDS } from './result.js';
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 const FONT = 'font-family="system-ui, sans-serif"';
@@ -101,14 +101,15 @@ export function translationSVG(tr, view, { item, attn, layer, head }) {
   const m = matrices[layer][head];
   const nq = m.rows.length, nk = m.cols.length;
   const sc = scale('probability');
-  const title = `attnscope: ${tr.model}, ${ATTENTION_KINDS[attn].name}, layer ${layer}, head ${head}: ${r.source} → ${r.output_text}`;
+  const n = translationLayer(r, attn, layer); // the model's number of the layer
+  const title = `attnscope: ${tr.model}, ${ATTENTION_KINDS[attn].name}, layer ${n}, head ${head}: ${r.source}${r.given ? '' : ` → ${r.output_text}`}`;
   const longest = Math.max(...m.rows.map((t) => t.length), ...m.cols.map((t) => t.length));
   const pad = Math.min(160, 16 + longest * 7);
   if (view === 'head') {
     const cell = Math.max(4, Math.min(28, Math.floor(720 / Math.max(nq, nk))));
     const w = pad + nk * cell + 20, h = pad + nq * cell + 60;
-    const axes = attn === 'encoder' ? 'queries are rows, keys columns' : 'rows: the steps, each writes ← reads; columns: the keys';
-    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTENTION_KINDS[attn].name}, layer ${layer}, head ${head} (${axes})`)}</text>`
+    const axes = attn === 'encoder' ? 'queries are rows, keys columns' : `rows: the steps, each ${r.given ? 'by what it reads' : 'writes ← reads'}; columns: the keys`;
+    const body = `<text x="8" y="16" font-size="13" ${FONT}>${esc(`${ATTENTION_KINDS[attn].name}, layer ${n}, head ${head} (${axes})`)}</text>`
       + rectMatrix(m, sc, { x: pad, y: pad, cell, fontPx: Math.min(12, Math.max(6, cell - 2)) })
       + legendSVG(sc, pad, pad + nq * cell + 16);
     return svg(Math.max(w, pad + 320), h, body, title);
@@ -154,7 +155,7 @@ function linesSVG(m, pad, title) {
 /** A translation item as JSON: its tokens and its three attentions, every layer and head. */
 export function translationJSON(tr, item) {
   const r = tr.results[item];
-  const keep = ['source', 'source_tokens', 'target', 'output_ids', 'output_tokens', 'output_text', 'encoder_attention', 'decoder_attention', 'cross_attention'];
+  const keep = ['source', 'source_tokens', 'target', 'output_ids', 'output_tokens', 'output_text', 'decoder_tokens', 'layer_numbers', 'encoder_attention', 'decoder_attention', 'cross_attention'];
   return JSON.stringify({ model: tr.model, model_type: tr.model_type, ...Object.fromEntries(keep.filter((k) => r[k] !== undefined).map((k) => [k, r[k]])) });
 }
 

@@ -17,6 +17,9 @@ const MAX_P = 1.01;
 /** What summary.js `summarise` gives. */
 const SUMMARY_FIELDS = ['R', 'thumbs', 'thumbMask', 'probMax', 'probArg', 'scoreMax'];
 
+/** A tokenizer's special token, as it writes them: [CLS], <s>, </s>, <|endoftext|>, <pad>… */
+const SPECIAL = /^(\[[A-Za-z_]+\]|<\/?[A-Za-z_]+>|<\|[^|]+\|>)$/;
+
 /** The model's name where the records name none. */
 export const UNNAMED = 'given attention';
 
@@ -212,14 +215,85 @@ function cliRecords({ model, tokens, texts, attention, causal }, source) {
 }
 
 /**
- * The run the views draw for given attention of an encoder or a decoder (`g` from
- * {@link readGiven}): `{modelInfo, run, focus: {layer, head}}`. The records of the stack become
- * the run's layers in their order; `modelInfo` describes what the records say (kind, layers,
- * query and key/value heads) and no more: the views that need a model (the steps inside a layer,
- * knocking heads out, the next tokens) have none to ask.
+ * What the views draw for given attention (`g` from {@link readGiven}): `{modelInfo, run,
+ * translation, focus: {layer, head}}`, with `modelInfo` describing what the records say (kind,
+ * layers, query and key/value heads) and no more: the views that need a model (the steps inside a
+ * layer, knocking heads out, the next tokens) have none to ask. An encoder's or a decoder's
+ * records make a `run` (result.js's contract); an encoder–decoder's a `translation` (what the
+ * translation view draws, views/translation.js), or a `run` where the records hold one stack's
+ * self-attention alone.
  */
-export function givenRun(g, source = 'the given attention') {
-  if (g.kind === 'encoder-decoder') throw bad(source, 'an encoder–decoder\'s given attention: this page shows given attention of an encoder or a decoder for now');
+export function fromGiven(g, source = 'the given attention') {
+  if (g.kind !== 'encoder-decoder') return { ...givenRun(g, source), translation: null };
+  const of = (stack, kind) => g.records.filter((r) => r.stack === stack && r.kind === kind);
+  const enc = of('encoder', 'self'), dec = of('decoder', 'self'), cross = of('decoder', 'cross');
+  // one stack's self-attention alone: that stack's run, as an encoder's or a decoder's
+  if (!cross.length && !(enc.length && dec.length)) {
+    const stack = enc.length ? 'encoder' : 'decoder';
+    const meta = { ...g.meta, mask: stack === 'decoder' ? g.meta.mask : 'none' };
+    const one = { ...g, meta, kind: stack, records: stack === 'encoder' ? enc : dec, tokens: stack === 'encoder' ? g.encoderTokens : g.decoderTokens };
+    return { ...givenRun(one, source), translation: null };
+  }
+  return givenTranslation(g, { enc, dec, cross }, source);
+}
+
+/** An encoder–decoder's given attention as the translation view's `translation`: one item, its
+ *  source the encoder's tokens, its steps the decoder's (what each reads: what a step writes is the
+ *  model's, which given attention does not carry), its attentions those the records hold. */
+function givenTranslation(g, { enc, dec, cross }, source) {
+  const alike = (records, what) => records.forEach((r, i) => {
+    const [a] = records;
+    if (r.query_heads !== a.query_heads || r.kv_heads !== a.kv_heads || r.n_q !== a.n_q || r.n_k !== a.n_k) {
+      throw bad(source, `the ${what}'s layer ${r.layer}: ${r.query_heads} heads over ${r.kv_heads}, ${r.n_q} × ${r.n_k}; its layer ${a.layer} has ${a.query_heads} over ${a.kv_heads}, ${a.n_q} × ${a.n_k}: a stack's layers are alike`);
+    }
+  });
+  alike(enc, 'encoder self-attention');
+  alike(dec, 'decoder self-attention');
+  alike(cross, 'cross-attention');
+  const numbers = (records) => records.map((r) => r.layer).join(', ');
+  if (dec.length && cross.length && (numbers(dec) !== numbers(cross) || dec[0].query_heads !== cross[0].query_heads)) {
+    throw bad(source, `decoder self-attention of layers ${numbers(dec)} × ${dec[0].query_heads} heads beside cross-attention of layers ${numbers(cross)} × ${cross[0].query_heads}: both are the decoder's layers`);
+  }
+  // a file of some layers only (include_layers): the views show the model's numbers of them
+  const ownNumbers = (records) => (records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer));
+  // [L][H][n_q] rows of n_k numbers, as the engine's translation gives them (plain arrays)
+  const nested = (records) => (records.length ? records.map((r) => Array.from({ length: r.query_heads }, (_, h) => Array.from({ length: r.n_q }, (_, q) => {
+    const at = (h * r.n_q + q) * r.n_k;
+    return Array.from(r.values.subarray(at, at + r.n_k));
+  }))) : null);
+  const src = g.encoderTokens, steps = g.decoderTokens;
+  const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : UNNAMED;
+  const item = {
+    given: true, source: textOf(src), source_tokens: src, decoder_tokens: steps, causal: g.meta.mask === 'causal',
+    encoder_attention: nested(enc), decoder_attention: nested(dec), cross_attention: nested(cross),
+    layer_numbers: { encoder: ownNumbers(enc), decoder: ownNumbers(dec.length ? dec : cross) },
+  };
+  const translation = {
+    id: `given:${++givenTranslations}`, given: true, model, model_type: 'given', backend: 'given', fallback: null,
+    elapsed_ms: 0, precision: g.precision ?? 'float32', results: [item],
+  };
+  const decoder = dec[0] ?? cross[0];
+  const modelInfo = {
+    name: model, given: true, layers: enc.length, heads: enc[0]?.query_heads ?? 0, hidden: null, head_dim: null, max_length: src.length,
+    decoder: { layers: dec.length || cross.length, heads: decoder.query_heads },
+    architecture: {
+      kind: 'encoder-decoder', positions: null, norm: null, norm_order: null, norm_eps: null, feed_forward: null,
+      heads: { query: decoder.query_heads, key_value: decoder.kv_heads }, head_dim: null, biases: null, lm_head: 'none', token_types: false, sliding_window: null,
+    },
+  };
+  const view = g.meta.view ?? {};
+  const at = (dec.length ? dec : cross).findIndex((r) => r.layer === view.layer);
+  const focus = { layer: at >= 0 ? at : 0, head: Array.isArray(view.heads) && isInt(view.heads[0]) && view.heads[0] < decoder.query_heads ? view.heads[0] : 0 };
+  return { modelInfo, run: null, translation, focus };
+}
+
+let givenTranslations = 0;
+
+/** The text tokens spell: byte-level BPE's and SentencePiece's pieces carry their spaces; WordPiece's do not. */
+const textOf = (tokens) => tokens.join(tokens.some((t) => /^\s/.test(t)) ? '' : ' ');
+
+/** An encoder's or a decoder's given attention as a run (result.js's contract). */
+function givenRun(g, source) {
   const records = g.records; // an encoder's or a decoder's: self-attention only (checked)
   const { query_heads: H, kv_heads: K, n_q: T } = records[0];
   // a file of some layers only (python/attnscope's include_layers; checked() keeps them in order):
@@ -236,8 +310,7 @@ export function givenRun(g, source = 'the given attention') {
   const tokens = g.tokens;
   const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : UNNAMED;
   const item = {
-    // byte-level BPE's and SentencePiece's pieces carry their spaces; WordPiece's do not
-    text: tokens.join(tokens.some((t) => /^\s/.test(t)) ? '' : ' '), tokens, token_ids: tokens.map(() => null), token_texts: g.texts ?? tokens,
+    text: textOf(tokens), tokens, token_ids: tokens.map(() => null), token_texts: g.texts ?? tokens,
     offsets: tokens.map(() => [0, 0]), word_ids: tokens.map((_, i) => i), length: T, truncated: false,
   };
   const info = {
@@ -250,21 +323,40 @@ export function givenRun(g, source = 'the given attention') {
   const summary = Object.defineProperties({}, Object.fromEntries(SUMMARY_FIELDS.map((k) => [k, {
     enumerable: true, get: () => (made ??= summarise(attention, null, mask, shape))[k],
   }])));
-  const run = fromWorker({ info, attention, scores: null, mask, summary });
-  run.given = true;
-  // the model's numbers of the layers given, where they are not 0, 1, 2, … (result.js layerNumber)
-  run.layerNumbers = records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer);
-  run.precision = g.precision ?? 'float32';
+  // the sentence markers the heads' summaries name ([CLS] and [SEP] for BERT): the special-looking
+  // tokens at the first and the last position, as a tokenizer adds them
+  const specials = [...new Set([tokens[0], tokens[T - 1]].filter((t) => SPECIAL.test(t)))];
+  const at = (t) => (t === undefined ? [] : tokens.flatMap((x, i) => (x === t ? [i] : [])));
+  const layerNumbers = records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer);
+  /** The run, with the heads' summaries and rollout once the engine has computed them (`analyses`
+   *  from web/engine.js `analyseGiven`; rollout only of every layer). */
+  const make = (analyses = null) => {
+    const run = fromWorker({
+      info: analyses ? { ...info, head_metrics: analyses.metrics } : info, attention, scores: null, mask, summary,
+      headMetrics: analyses?.headMetrics, rollout: layerNumbers ? null : analyses?.rollout,
+    });
+    run.given = true;
+    // the model's numbers of the layers given, where they are not 0, 1, 2, … (result.js layerNumber)
+    run.layerNumbers = layerNumbers;
+    run.precision = g.precision ?? 'float32';
+    // what the engine needs for them, and the run they make (scope.js `givenAnalyses`)
+    run.analysis = analyses ? null : {
+      ask: { probs: attention, layers: L, heads: H, tokens: T, cls: at(specials[0]), sep: at(specials[specials.length - 1]) },
+      with: make,
+    };
+    return run;
+  };
+  const run = make();
   const kind = g.kind;
   const modelInfo = {
-    name: model, given: true, layers: L, heads: H, hidden: null, head_dim: null, max_length: T, stack: kind,
+    name: model, given: true, layers: L, heads: H, hidden: null, head_dim: null, max_length: T, stack: kind, specials,
     architecture: {
       kind, positions: null, norm: null, norm_order: null, norm_eps: null, feed_forward: null,
       heads: { query: H, key_value: K }, head_dim: null, biases: null, lm_head: 'none', token_types: false, sliding_window: null,
     },
   };
   const view = g.meta.view ?? {};
-  const at = records.findIndex((r) => r.layer === view.layer);
-  const focus = { layer: at >= 0 ? at : 0, head: Array.isArray(view.heads) && isInt(view.heads[0]) && view.heads[0] < H ? view.heads[0] : 0 };
+  const opens = records.findIndex((r) => r.layer === view.layer);
+  const focus = { layer: opens >= 0 ? opens : 0, head: Array.isArray(view.heads) && isInt(view.heads[0]) && view.heads[0] < H ? view.heads[0] : 0 };
   return { modelInfo, run, focus };
 }

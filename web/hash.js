@@ -39,6 +39,7 @@ export function parseHash(hash) {
   if (h.has('hf')) s.hf = h.get('hf');
   if (h.has('hub')) s.hub = h.get('hub');
   if (h.has('file')) s.file = h.get('file');
+  if (h.has('data')) s.data = h.get('data');
   s.presenter = h.get('present') === '1';
   if (EMBEDS.includes(h.get('embed'))) s.embed = h.get('embed');
   if (Object.hasOwn(METRICS, h.get('metric') ?? '')) s.metric = h.get('metric');
@@ -75,6 +76,7 @@ export function writeHash(s) {
   if (s.model) h.set('model', s.model);
   if (s.hf) h.set('hf', s.hf);
   if (s.hf && s.file) h.set('file', s.file);
+  if (s.data) h.set('data', s.data); // given attention: the model's fields are what comes back without it
   if (s.hf && s.hub && s.hub.replace(/\/+$/, '') !== DEFAULT_HUB) h.set('hub', s.hub); // a mirror; the Hub goes without saying
   if (s.presenter) h.set('present', '1');
   if (s.embed) h.set('embed', s.embed);

@@ -206,6 +206,7 @@ export function publishedTranslation(tr, b) {
   const out = {
     model: tr.model, model_type: tr.model_type, backend: tr.backend, fallback: tr.fallback, elapsed_ms: tr.elapsed_ms,
     step_ms: tr.step_ms, item: b, batch: tr.results.map((r) => ({ source: r.source })),
+    ...(tr.given ? { precision: tr.precision } : {}), // given attention's: float32, or bfloat16 as a file stored it
   };
   return Object.assign(out, tr.results[b]);
 }
@@ -222,8 +223,20 @@ export function maxAbsDiff(want, got) {
 /** A token as a reader sees it: SentencePiece's ▁ as the space it stands for, control characters and whitespace visible (visibleText). */
 export const shownToken = (t) => visibleText(t.replace(/▁/g, ' ').trim() || t);
 
-/** A decoder step's row label: the token it writes, then the one it reads (`5 ← 0`). */
-export const stepLabel = (writes, reads) => `${shownToken(writes)} ← ${shownToken(reads)}`;
+/** A decoder step's row label: the token it writes, then the one it reads (`5 ← 0`); the one it
+ *  reads alone where what it writes is not known (given attention). */
+export const stepLabel = (writes, reads) => (writes === null ? shownToken(reads) : `${shownToken(writes)} ← ${shownToken(reads)}`);
+
+/**
+ * A translation item's decoder steps: `{T, inputs, written}`, what each of its T steps reads and
+ * writes. Given attention (web/given.js) carries the tokens the decoder read (`decoder_tokens`)
+ * and not what it wrote, which is the model's: `written` null.
+ */
+export function decoderSteps(r) {
+  if (r.given) return { T: r.decoder_tokens.length, inputs: r.decoder_tokens, written: null };
+  const T = r.output_ids.length - 1;
+  return { T, inputs: r.output_tokens.slice(0, T), written: r.output_tokens.slice(1) };
+}
 
 /** An encoder–decoder's three attentions (the ids of store.js's ATTENTIONS): each one's name and what it is, in one line. */
 export const ATTENTION_KINDS = {
@@ -232,19 +245,25 @@ export const ATTENTION_KINDS = {
   encoder: { name: 'encoder self-attention', line: 'The encoder reads the whole source at once, every token over every token (padding masked).' },
 };
 
+/** The attentions a translation item holds (the ids of ATTENTION_KINDS): given attention may hold some only. */
+export const attentionsOf = (r) => Object.keys(ATTENTION_KINDS).filter((id) => r[`${id}_attention`]);
+
+/** The model's number of layer `l` of attention `attn` of a translation item: its own where given attention holds some layers only. */
+export const translationLayer = (r, attn, l) => r.layer_numbers?.[attn === 'encoder' ? 'encoder' : 'decoder']?.[l] ?? l;
+
 /**
  * The matrices of attention `attn` ('cross' | 'decoder' | 'encoder') of translation item `r`:
  * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them); a
  * decoder step's row is labelled by what it writes and what it reads (stepLabel).
  */
 export function matricesOf(r, attn) {
-  const T = r.output_ids.length - 1;
-  const inputs = r.output_tokens.slice(0, T).map(shownToken), src = r.source_tokens.map(shownToken);
+  const { inputs, written } = decoderSteps(r);
+  const src = r.source_tokens.map(shownToken);
   // a step's row: what it writes, with what it reads beside it
-  const steps = r.output_tokens.slice(0, T).map((reads, t) => stepLabel(r.output_tokens[t + 1], reads));
+  const steps = inputs.map((reads, t) => stepLabel(written?.[t] ?? null, reads));
   const [values, rows, cols, masked] = {
     cross: [r.cross_attention, steps, src, null],
-    decoder: [r.decoder_attention, steps, inputs, (q, k) => k > q],
+    decoder: [r.decoder_attention, steps, inputs.map(shownToken), r.given && !r.causal ? null : (q, k) => k > q],
     encoder: [r.encoder_attention, src, src, null],
   }[attn];
   return values.map((heads) => heads.map((v) => ({ values: v, rows, cols, masked })));

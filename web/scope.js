@@ -195,8 +195,9 @@ const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache'];
  *  summaries of every head). */
 const LONG_FIRST = ['model', 'heads'];
 
-/** The views attention computed elsewhere (web/given.js) draws: the others compute from a model. */
-const GIVEN_VIEWS = ['model', 'head', 'headB', 'lines'];
+/** The views attention computed elsewhere (web/given.js) draws: the others compute from a model
+ *  (the heads' summaries and rollout come from the engine, from the attention given). */
+const GIVEN_VIEWS = ['model', 'head', 'headB', 'lines', 'heads', 'rollout'];
 
 /** In place of a view that needs a model, under given attention: a line saying so (`what`). */
 export function needsModel(el, what = 'This view computes from the model itself (its queries, keys, values or heads knocked out)') {
@@ -402,18 +403,20 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
 
   /**
-   * Shows attention computed elsewhere (web/given.js `givenRun`: `{modelInfo, run}`) in place of
+   * Shows attention computed elsewhere (web/given.js `fromGiven`: `{modelInfo, run, translation}`) in place of
    * a model's, focused on `layer` and `head`: a model loading is cancelled and its result, when
    * it comes, dropped; no model is asked for a run (`modelKey` is empty).
    */
   let givenShown = 0;
-  function showGiven({ modelInfo, run }, { layer, head }) {
+  function showGiven({ modelInfo, run, translation }, { layer, head }) {
     givenShown++;
     const loading = store.get().loading;
     if (loading?.key) made?.cancel(loading.key);
+    // an encoder–decoder's: its decoder's layers and heads (the encoder's are clamped where drawn)
+    const [L, H] = run ? [run.L, run.H] : [modelInfo.decoder.layers, modelInfo.decoder.heads];
     store.update({
-      loading: null, modelError: null, runError: null, busy: false, modelKey: '', modelSource: null, modelInfo, translation: null,
-      run, layer: Math.min(layer, run.L - 1), head: Math.min(head, run.H - 1), modelVersion: ++loads,
+      loading: null, modelError: null, runError: null, busy: false, modelKey: '', modelSource: null, modelInfo, translation,
+      run, layer: Math.min(layer, L - 1), head: Math.min(head, H - 1), modelVersion: ++loads,
     });
   }
 
@@ -492,7 +495,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
    *  panels is open (a teacher-forced pass over the translation's own output of that source). */
   function decoderInside(s) {
     const tr = s.translation;
-    if (!tr || !s.modelInfo?.decoder || !s.inside.some((id) => DECODER_INSIDE.includes(id))) return;
+    if (!tr || tr.given || !s.modelInfo?.decoder || !s.inside.some((id) => DECODER_INSIDE.includes(id))) return;
     const item = Math.min(s.item, tr.results.length - 1), layer = Math.min(s.layer, s.modelInfo.decoder.layers - 1);
     const key = decoderTraceKey(s);
     if (s.decoderTrace?.key === key || decoderPending === key) return;
@@ -520,6 +523,19 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }).finally(() => { if (layerFor === want) layerFor = ''; });
   }
 
+  // given attention: the heads' summaries and rollout, from the engine, once a view shows them
+  let analysing = null;
+  function givenAnalyses(s) {
+    const r = s.run;
+    if (!r?.analysis || analysing === r || !(s.table || s.rollout || s.metric)) return;
+    analysing = r;
+    eng().analyseGiven(r.analysis.ask).then((analyses) => {
+      if (store.get().run === r) store.update({ run: r.analysis.with(analyses) });
+    }, (err) => {
+      if (store.get().run === r) store.update({ runError: { line: `the heads' summaries: ${String(err.message || err)}` } });
+    }).finally(() => { if (analysing === r) analysing = null; });
+  }
+
   let otherFor = null; // the run whose other-scale metrics are being computed
   function otherScale(s) {
     const r = s.run;
@@ -539,6 +555,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows
     if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
     if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);
+    if (['run', 'table', 'rollout', 'metric'].some((k) => changed.has(k))) givenAnalyses(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
     if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng().scaling(2000).then((scaling) => store.update({ scaling }), () => {});

@@ -34,6 +34,8 @@ export const INTENT_DEFAULTS = {
   hf: '', hub: '',
   // a GGUF file of the Hub model (`hf`) rather than its folder's safetensors: its path in the repository
   file: '',
+  // attention computed elsewhere (web/given.js), shown in place of a model's: its file's URL
+  data: '',
   // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
   // knocked-out heads ("layer:head", sorted), a second sentence to compare with
   metric: '', table: false, rollout: false, off: [], compare: false,

@@ -72,13 +72,13 @@ const poolThread = (Base) => class PoolThread extends Base {
     return super.postMessage(init ? { ...data, mainJS: new URL('./threads-init.js', import.meta.url).href } : data, ...rest);
   }
 };
-let loadSession, loadGgufSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
+let loadSession, loadGgufSession, fileLimits, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = loadBuild(WASM_BUILD).then(async ({ m, wasm, build }) => {
   WASM_BUILD = build;
   performance.mark('attnscope: wasm instantiated'); // the first view's milestones (tests/e2e/first_view.mjs)
-  ({ loadSession, loadGgufSession, fileLimits, scalingExperiment, WeightsFile, lastPanic, crashForTests } = m);
+  ({ loadSession, loadGgufSession, fileLimits, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests } = m);
   const channel = PARAMS.get('crash');
   if (channel) m.reportCrashesOn(channel);
   return { m, wasm };
@@ -856,6 +856,9 @@ self.onmessage = async (e) => {
       self.postMessage({ id: msg.id, ok: true, result: m }, [m.buffer]);
     } else if (msg.type === 'scaling') {
       self.postMessage({ id: msg.id, ok: true, result: scalingExperiment(msg.samples) });
+    } else if (msg.type === 'analyse-given') { // the heads' summaries and rollout of attention computed elsewhere
+      const r = analyseGiven(msg.probs, msg.layers, msg.heads, msg.tokens, Uint32Array.from(msg.cls), Uint32Array.from(msg.sep));
+      self.postMessage({ id: msg.id, ok: true, result: r }, [r.headMetrics.buffer, r.rollout.buffer]);
     } else if (msg.type === 'positions') {
       const r = sessionFor(msg.key).session.positionSimilarity(msg.n);
       self.postMessage({ id: msg.id, ok: true, result: r }, [r.learned.buffer, r.sinusoidal.buffer]);

@@ -22,7 +22,7 @@ pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;
 pub use rollout::rollout;
 
-use ndarray::{s, CowArray, Ix2};
+use ndarray::{s, Array1, Array2, ArrayView4, CowArray, Ix2};
 
 use crate::engine::QueriesKeys;
 use crate::error::{Error, Result};
@@ -103,4 +103,52 @@ impl ItemAttention<'_> {
             }
         }
     }
+}
+
+/// The heads' summaries and the rollout of attention computed elsewhere (web/given.js): `probs`
+/// of one text, every position a real token, whose sentence markers are given by position (`cls`
+/// and `sep`: where the tokens the summaries call [CLS] and [SEP] are, none for a tokenizer that
+/// adds none). The same numbers as a pass's own ([`HeadMetrics::of`], [`rollout`]).
+///
+/// # Shapes
+/// * `probs`: `(L, H, T, T)`; the rollout `(T, T)`, the summaries `(L, H)` each
+pub fn of_given(
+    probs: ArrayView4<'_, f32>,
+    cls: &[usize],
+    sep: &[usize],
+) -> Result<(HeadMetrics, Array2<f32>)> {
+    let (_, _, t, k) = probs.dim();
+    if t != k {
+        return Err(Error::Input(format!(
+            "given attention of {t} queries over {k} keys: self-attention is square"
+        )));
+    }
+    // the markers as ids the summaries look for: 1 a [CLS], 2 a [SEP] (1 too where the same
+    // token is both, as a tokenizer that adds one special token has it), 0 any other token
+    let sep_id = if cls == sep { 1 } else { 2 };
+    let mut ids = Array1::<u32>::zeros(t);
+    for (marks, id) in [(cls, 1), (sep, sep_id)] {
+        for &p in marks {
+            if p >= t {
+                return Err(Error::Input(format!(
+                    "a sentence marker at position {p} of {t} tokens"
+                )));
+            }
+            ids[p] = id;
+        }
+    }
+    let valid = Array1::from_elem(t, true);
+    let item = ItemAttention {
+        heads: ItemHeads::Kept {
+            probs,
+            scores: None,
+        },
+        ids: ids.view(),
+        valid: valid.view(),
+        special: SpecialIds {
+            cls: Some(1),
+            sep: Some(sep_id),
+        },
+    };
+    Ok((HeadMetrics::of(&item)?, rollout(&item)?))
 }

@@ -1,11 +1,13 @@
 //! Choosing an engine, with an honest fallback: the GPU when asked for and available, the CPU
 //! otherwise, and every result names what really ran.
 
+#[cfg(feature = "gpu")]
 use std::rc::Rc;
 use std::sync::Arc;
 
 use web_time::Instant;
 
+#[cfg(feature = "gpu")]
 use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
 use super::{cpu, Decoding, GenerateOptions, Generation, Trace, TraceOptions, Translation};
 use crate::error::{Error, Result};
@@ -44,6 +46,7 @@ pub struct Run {
     /// Why the CPU ran although the GPU was wanted.
     pub fallback: Option<String>,
     pub elapsed_ms: f64,
+    #[cfg(feature = "gpu")]
     pub gpu_timing: Option<GpuTiming>,
 }
 
@@ -59,7 +62,9 @@ pub struct GenerationRun {
 /// A model and the engine that runs it.
 pub struct Runner {
     model: Arc<Model>,
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // what a GPU failure falls back by
     choice: BackendChoice,
+    #[cfg(feature = "gpu")]
     gpu: Option<Rc<GpuEngine>>,
     /// Why there is no GPU engine, when one was wanted.
     unavailable: Option<String>,
@@ -72,16 +77,27 @@ impl Runner {
         let mut runner = Self {
             model,
             choice,
+            #[cfg(feature = "gpu")]
             gpu: None,
             unavailable: None,
         };
         if choice == BackendChoice::Cpu {
             return Ok(runner);
         }
+        #[cfg(not(feature = "gpu"))]
+        {
+            let why = "attnscope was built without the GPU engine (the `gpu` feature)";
+            if choice == BackendChoice::Gpu {
+                return Err(Error::Gpu(why.into()));
+            }
+            runner.unavailable = Some(why.into());
+        }
+        #[cfg(feature = "gpu")]
         let gpu = match GpuDevice::acquire().await {
             Ok(dev) => GpuEngine::new(dev, &runner.model),
             Err(e) => Err(e),
         };
+        #[cfg(feature = "gpu")]
         match (gpu, choice) {
             (Ok(g), _) => runner.gpu = Some(Rc::new(g)),
             (Err(e), BackendChoice::Gpu) => return Err(e),
@@ -91,6 +107,7 @@ impl Runner {
     }
 
     /// Runs `model` on a GPU engine the caller built for it (tests pass their own device).
+    #[cfg(feature = "gpu")]
     pub fn with_gpu(model: impl Into<Arc<Model>>, gpu: GpuEngine, choice: BackendChoice) -> Self {
         Self {
             model: model.into(),
@@ -112,12 +129,16 @@ impl Runner {
 
     /// The GPU engine, shared (a generation the page drives step by step on it holds it), if
     /// the runner has one.
+    #[cfg(feature = "gpu")]
     pub fn shared_gpu(&self) -> Option<Rc<GpuEngine>> {
         self.gpu.clone()
     }
 
     /// What will run: `"cpu"` or the GPU's description.
     pub fn describe(&self) -> String {
+        #[cfg(not(feature = "gpu"))]
+        return "cpu".to_owned();
+        #[cfg(feature = "gpu")]
         self.gpu
             .as_ref()
             .map_or_else(|| "cpu".to_owned(), |g| g.describe())
@@ -136,7 +157,9 @@ impl Runner {
         sources: &[&str],
         decoding: &Decoding,
     ) -> Result<(Translation, String, Option<String>)> {
+        #[allow(unused_mut)] // the GPU's failure may set it
         let mut fallback = self.unavailable.clone();
+        #[cfg(feature = "gpu")]
         if let Some(g) = &self.gpu {
             match g.translate(&self.model, sources, decoding).await {
                 Ok(tr) => return Ok((tr, g.describe(), None)),
@@ -153,7 +176,9 @@ impl Runner {
     /// Writes after `prompt` greedily (a decoder-only model). With `auto`, a GPU failure is
     /// answered by the CPU engine; with `gpu` it is an error.
     pub async fn generate(&self, prompt: &[u32], opts: &GenerateOptions) -> Result<GenerationRun> {
+        #[allow(unused_mut)] // the GPU's failure may set it
         let mut fallback = self.unavailable.clone();
+        #[cfg(feature = "gpu")]
         if let Some(g) = &self.gpu {
             match g.generate(&self.model, prompt, opts).await {
                 Ok(generation) => {
@@ -181,7 +206,9 @@ impl Runner {
     /// engine and the run says so; with `gpu` it is an error.
     pub async fn forward(&self, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Run> {
         let start = Instant::now();
+        #[allow(unused_mut)] // the GPU's failure may set it
         let mut fallback = self.unavailable.clone();
+        #[cfg(feature = "gpu")]
         if let Some(g) = &self.gpu {
             match g.forward(&self.model, input, mask, opts).await {
                 Ok((trace, timing)) => {
@@ -205,6 +232,7 @@ impl Runner {
             backend: "cpu".into(),
             fallback,
             elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+            #[cfg(feature = "gpu")]
             gpu_timing: None,
         })
     }

@@ -6,6 +6,7 @@
 mod backend;
 pub mod cpu;
 pub mod generate;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod ops;
 mod trace;

@@ -9,6 +9,9 @@ import path from 'node:path';
 import { startServer, launch, openPage, cli, ARTIFACTS, ROOT } from './harness.mjs';
 
 let browser, server;
+
+/** The largest |a − b| over two nested arrays of numbers of the same shape. */
+const maxAbsDiff = (a, b) => (typeof a === 'number' ? Math.abs(a - b) : a.reduce((m, x, i) => Math.max(m, maxAbsDiff(x, b[i])), 0));
 before(async () => { server = await startServer(); browser = await launch({ webgpu: false }); });
 after(async () => { await browser?.close(); server?.stop(); });
 
@@ -271,5 +274,212 @@ test('a view that needed the model, back with the model (data = null): drawn in 
   assert.notEqual(got.backend, 'given');
   assert.doesNotMatch(got.back, /computes from the model itself/, 'the note is gone');
   assert.ok(got.canvases >= 4, `the steps drawn (${got.canvases} canvases)`);
+  assert.deepEqual(problems, []);
+});
+
+/** python/attnscope's file for a random encoder–decoder (bertviz's trio, `attnscope.given`):
+ *  `keep` names the attentions the file holds; `layers` include_layers. */
+function encoderDecoderFile({ keep = ['encoder', 'decoder', 'cross'], layers = null } = {}) {
+  const py = path.join(ROOT, 'target/py/bin/python');
+  return JSON.parse(execFileSync(py, ['-c', `
+import json, sys
+import numpy as np
+import attnscope
+keep, layers = ${JSON.stringify(JSON.stringify(keep))}, ${JSON.stringify(JSON.stringify(layers))}
+keep, layers = json.loads(keep), json.loads(layers)
+rng = np.random.default_rng(7)
+def probs(L, H, n_q, n_k, causal=False):
+    x = rng.normal(size=(L, H, n_q, n_k)) * 2
+    if causal:
+        x = np.where(np.tril(np.ones((n_q, n_k), bool)), x, -np.inf)
+    a = np.exp(x - x.max(-1, keepdims=True))
+    return (a / a.sum(-1, keepdims=True)).astype(np.float32)
+S, T = 6, 5
+enc, dec, cross = probs(3, 4, S, S), probs(3, 4, T, T, causal=True), probs(3, 4, T, S)
+src = ["▁The", "▁cat", "▁sat", "▁down", ".", "</s>"]
+tgt = ["<pad>", "▁Die", "▁Katze", "▁saß", "."]
+args = {"encoder": enc, "decoder": dec, "cross": cross}
+g = attnscope.given(**{f"{k}_attention": tuple(l[None] for l in args[k]) for k in keep},
+                    encoder_tokens=src, decoder_tokens=tgt, include_layers=layers, model="tiny-marian")
+want = {f"{k}_attention": args[k][layers if layers else slice(None)].tolist() for k in keep}
+sys.stdout.write(json.dumps({"bytes": list(g.to_safetensors()), "want": want, "src": g.encoder_tokens, "tgt": g.decoder_tokens}))
+`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') }, maxBuffer: 1 << 26 }));
+}
+
+/** An <attn-scope> (`attrs`) given `bytes`: its result's attentions and tokens, its view's text
+ *  and controls, after `then(el)` (clicks) where given. */
+async function encoderDecoder(page, attrs, bytes, clicks = []) {
+  await origin(page);
+  return page.evaluate(async ({ attrs, bytes, clicks }) => {
+    const wait = async (ok, ms = 30000) => { for (let t = 0; t < ms && !ok(); t += 50) await new Promise((r) => setTimeout(r, 50)); return ok(); };
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.style.cssText = 'display:block;width:900px';
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+    el.data = new Uint8Array(bytes);
+    document.body.prepend(el);
+    el.scrollIntoView();
+    await wait(() => el.result || el.shadowRoot.querySelector('.message:not([hidden])'));
+    const root = el.shadowRoot;
+    const shot = () => ({
+      pressed: root.querySelector('.tr-attn[aria-pressed="true"]')?.dataset.attn ?? null,
+      attentions: [...root.querySelectorAll('.tr-attn')].map((b) => b.dataset.attn),
+      layers: [...root.querySelectorAll('select[aria-label="layer"] option')].map((o) => o.textContent),
+      head: root.querySelector('.tr-head figcaption')?.textContent ?? null,
+      step: root.querySelector('.tr-step h3')?.textContent ?? null,
+      output: root.querySelector('.tr-output')?.textContent ?? null,
+      grid: root.querySelector('canvas.rect-grid')?.getAttribute('aria-label') ?? null,
+    });
+    const states = [shot()];
+    for (const c of clicks) {
+      root.querySelector(c).click();
+      await new Promise((r) => setTimeout(r, 200));
+      states.push(shot());
+    }
+    const r = el.result;
+    return {
+      error: root.querySelector('.message:not([hidden])')?.textContent ?? null,
+      caption: root.querySelector('.caption').textContent, view: root.querySelector('.view').textContent, states,
+      result: r && { model: r.model, backend: r.backend, source_tokens: r.source_tokens, decoder_tokens: r.decoder_tokens, encoder_attention: r.encoder_attention, decoder_attention: r.decoder_attention, cross_attention: r.cross_attention },
+    };
+  }, { attrs, bytes, clicks });
+}
+
+test('an encoder–decoder\'s given attention (bertviz\'s trio): the three attentions as given, each drawn, the decoder\'s steps by what they read', async () => {
+  const file = encoderDecoderFile();
+  const { page, problems, requests } = await openPage(browser, null, { width: 1000, height: 1000 });
+  const got = await encoderDecoder(page, { view: 'model' }, file.bytes, ['.tr-attn[data-attn="decoder"]', '.tr-attn[data-attn="encoder"]']);
+  await page.screenshot({ path: path.join(ARTIFACTS, 'given-encoder-decoder.png') });
+  assert.equal(got.error, null);
+  assert.ok(got.result, `the element rendered the file (caption "${got.caption}")`);
+  assert.equal(got.result.backend, 'given');
+  assert.equal(got.result.model, 'tiny-marian');
+  assert.deepEqual(got.result.source_tokens, file.src);
+  assert.deepEqual(got.result.decoder_tokens, file.tgt);
+  for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) assert.deepEqual(got.result[k], file.want[k], `${k}: the numbers given, bit for bit`);
+  assert.match(got.caption, /^tiny-marian · given$/);
+  const [cross, dec, enc] = got.states;
+  assert.deepEqual(cross.attentions, ['cross', 'decoder', 'encoder']);
+  assert.equal(cross.pressed, 'cross', 'it opens on the cross-attention');
+  assert.match(cross.grid, /every layer and head of the cross-attention: 3 layers × 4 heads/);
+  assert.match(cross.step, /^Step 5 of 5: the decoder reads “\.”/, 'a step by what it reads: what it wrote is the model\'s, not given');
+  assert.doesNotMatch(cross.step, /writes/);
+  assert.match(cross.output, /^Decoder input \(given\): /);
+  assert.equal(dec.pressed, 'decoder');
+  assert.match(dec.grid, /decoder self-attention/);
+  assert.equal(enc.pressed, 'encoder');
+  assert.match(enc.grid, /encoder self-attention: 3 layers × 4 heads/);
+  assert.deepEqual(requests.filter((u) => /worker\.js|\.wasm|\/assets\/models\//.test(u)), [], 'no engine and no model for given attention');
+  assert.deepEqual(problems, []);
+});
+
+test('an encoder–decoder\'s given attention, some of it: the cross-attention alone of two layers, each under its own number; inside the decoder needs the model', async () => {
+  const file = encoderDecoderFile({ keep: ['cross'], layers: [0, 2] });
+  const { page, problems } = await openPage(browser, null, { width: 1000, height: 1000 });
+  const got = await encoderDecoder(page, { view: 'head', layer: '1' }, file.bytes);
+  assert.equal(got.error, null);
+  assert.deepEqual(got.result.cross_attention, file.want.cross_attention);
+  assert.equal(got.result.encoder_attention, null);
+  const [s] = got.states;
+  assert.deepEqual(s.attentions, ['cross'], 'only the attention the file holds');
+  assert.deepEqual(s.layers, ['0', '2'], 'the layers under their own numbers');
+  assert.match(s.head, /^Layer 2, head 0: 5 steps \(rows: what each reads\) × 6 source tokens/);
+  const inside = await encoderDecoder(page, { view: 'inside' }, file.bytes);
+  assert.match(inside.view, /The inside view computes from a translation model: the attention shown was given/);
+  assert.deepEqual(problems, []);
+});
+
+test('the page opens given attention: a link\'s data=, then a file chosen (an encoder–decoder\'s), a file it cannot read, then a model again', async () => {
+  const dec = pythonFile(), encdec = encoderDecoderFile();
+  const { page, problems } = await openPage(browser, null, { width: 1400, height: 1000 });
+  await page.route('**/given/dec.safetensors', (r) => r.fulfill({ body: Buffer.from(dec.bytes) }));
+  await page.goto(`${server.url}#data=/given/dec.safetensors`);
+  await page.waitForFunction(() => window.attnscope?.result?.backend === 'given', null, { timeout: 60000 });
+  const first = await page.evaluate(() => {
+    const r = window.attnscope.result, s = window.attnscope.store.get();
+    return {
+      tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))), focus: [s.layer, s.head],
+      name: document.getElementById('model-name').textContent, badge: document.getElementById('backend').textContent,
+      sentence: document.getElementById('sentence').value, readOnly: document.getElementById('sentence').readOnly,
+      knock: document.getElementById('knock-status').hidden, steps: document.getElementById('steps-view').textContent,
+      cells: document.querySelectorAll('#model-view .grid .cell').length, pick: document.getElementById('model-pick').selectedOptions[0].textContent,
+    };
+  });
+  assert.deepEqual(first.tokens, dec.tokens);
+  assert.deepEqual(first.attention, dec.attention, 'the numbers given, bit for bit');
+  assert.deepEqual(first.focus, [2, 4], 'where the file says');
+  assert.match(first.name, /^tiny-gqa · given attention: decoder, 3 layers × 6 heads \(2 key\/value heads\)$/);
+  assert.equal(first.badge, 'given');
+  assert.equal(first.pick, 'tiny-gqa (given attention)');
+  assert.ok(first.readOnly, 'the sentence is the file\'s');
+  assert.equal(first.sentence, dec.tokens.join(''));
+  assert.ok(first.knock, 'no knock-outs without a model');
+  assert.match(first.steps, /computes from the model itself/);
+  assert.equal(first.cells, 3 * 6);
+  assert.match(page.url(), /[#&]data=%2Fgiven%2Fdec\.safetensors/, 'the link keeps it');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'given-page.png') });
+  // a file chosen from disk: an encoder–decoder's, drawn by the translation view
+  await page.setInputFiles('#files', { name: 'tiny-marian.safetensors', mimeType: 'application/octet-stream', buffer: Buffer.from(encdec.bytes) });
+  await page.waitForFunction(() => window.attnscope.result?.cross_attention, null, { timeout: 30000 });
+  const second = await page.evaluate(() => {
+    const r = window.attnscope.result;
+    return { r: { source_tokens: r.source_tokens, decoder_tokens: r.decoder_tokens, encoder_attention: r.encoder_attention, decoder_attention: r.decoder_attention, cross_attention: r.cross_attention }, step: document.querySelector('#translation-view .tr-step h3')?.textContent, hidden: document.getElementById('translation').hidden };
+  });
+  for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) assert.deepEqual(second.r[k], encdec.want[k], k);
+  assert.deepEqual(second.r.decoder_tokens, encdec.tgt);
+  assert.equal(second.hidden, false);
+  assert.match(second.step, /^Step 5 of 5: the decoder reads/);
+  await page.waitForFunction(() => !/[#&]data=/.test(location.hash), null, { timeout: 5000 }); // a file from disk has no URL to keep
+  // a file it cannot read: the error names it, and the attention shown stays
+  await page.setInputFiles('#files', { name: 'notes.json', mimeType: 'application/json', buffer: Buffer.from('{"format": "something else"}') });
+  await page.waitForFunction(() => /notes\.json/.test(document.getElementById('error').textContent), null, { timeout: 10000 });
+  assert.match(await page.textContent('#error'), /notes\.json: format "something else": this page reads attnscope\.given\/1/);
+  assert.ok(await page.evaluate(() => Boolean(window.attnscope.result?.cross_attention)), 'still showing the encoder–decoder');
+  // a model again (built in): its own run, the inputs back
+  await page.selectOption('#model-builtin', '');
+  await page.waitForFunction(() => window.attnscope.result && window.attnscope.result.backend !== 'given' && !window.attnscope.result.cross_attention, null, { timeout: 90000 });
+  assert.equal(await page.evaluate(() => document.getElementById('sentence').readOnly), false);
+  assert.equal(await page.evaluate(() => document.getElementById('knock-status').hidden), false);
+  assert.deepEqual(problems, []);
+});
+
+test('the page\'s heads table and rollout of given attention: the engine\'s numbers for the same attention as for its own run', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 1400, height: 1000 });
+  // the model's own run, its heads table and rollout open
+  await page.goto(`${server.url}#s=${encodeURIComponent('The cat sat on the mat.')}&e=cpu&table=1&rollout=1`);
+  await page.waitForFunction(() => window.attnscope?.result?.head_metrics && window.attnscope.result.rollout, null, { timeout: 90000 });
+  const own = await page.evaluate(() => {
+    const r = window.attnscope.result;
+    return { tokens: r.tokens, attention: r.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))), head_metrics: r.head_metrics, rollout: r.rollout.map((row) => Array.from(row)) };
+  });
+  // the same attention given (JSON records), by a link
+  const L = own.attention.length, H = own.attention[0].length, T = own.tokens.length;
+  const records = own.attention.map((values, layer) => ({ stack: 'encoder', kind: 'self', layer, query_heads: H, kv_heads: H, n_q: T, n_k: T, values }));
+  const file = JSON.stringify({ format: 'attnscope.given/1', architecture: { kind: 'encoder' }, tokens: own.tokens, records });
+  await page.route('**/given/minilm.json', (r) => r.fulfill({ body: file, contentType: 'application/json' }));
+  await page.goto(`${server.url}#data=/given/minilm.json&table=1&rollout=1`); // the same page, a link followed
+  await page.waitForFunction(() => window.attnscope?.result?.backend === 'given' && window.attnscope.result.head_metrics && window.attnscope.result.rollout, null, { timeout: 60000 });
+  const got = await page.evaluate(() => {
+    const r = window.attnscope.result;
+    return {
+      head_metrics: r.head_metrics, rollout: r.rollout.map((row) => Array.from(row)),
+      rows: document.querySelectorAll('#heads-view tbody tr').length, note: document.querySelector('#heads-view .heads-note').textContent,
+      header: document.querySelector('#heads-view th button[data-sort="to_cls"]').textContent,
+      maps: [...document.querySelectorAll('#rollout-view canvas')].map((c) => c.width > 0),
+    };
+  });
+  assert.equal(got.rows, L * H, 'a row a head');
+  assert.equal(got.header, '→[CLS]', 'the markers found in the tokens');
+  assert.doesNotMatch(got.note, /knock/, 'no knock-outs without a model');
+  assert.ok(got.maps.every(Boolean));
+  let worst = 0;
+  for (const [name, grid] of Object.entries(own.head_metrics)) {
+    const d = maxAbsDiff(grid, got.head_metrics[name]);
+    assert.ok(d <= 1e-5, `${name}: max |Δ| ${d}`);
+    worst = Math.max(worst, d);
+  }
+  const dr = maxAbsDiff(own.rollout, got.rollout);
+  assert.ok(dr <= 1e-5, `rollout: max |Δ| ${dr}`);
+  console.log(`given attention's heads table and rollout against the model's own: max |Δ| ${worst.toExponential(2)}, rollout ${dr.toExponential(2)}`);
   assert.deepEqual(problems, []);
 });

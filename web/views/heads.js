@@ -4,6 +4,7 @@
 
 import { metricScale, css, inkOn } from '../colour.js';
 import { METRICS, metricLabel } from '../store.js';
+import { layerNumber } from '../result.js';
 
 
 function build(target, opts) {
@@ -84,7 +85,7 @@ export function render(target, run, opts) {
       tr.dataset.head = h;
       const th = document.createElement('th');
       th.scope = 'row';
-      th.textContent = l;
+      th.textContent = layerNumber(run, l); // given attention of some layers: the model's numbers
       const td = document.createElement('td');
       td.textContent = h;
       tr.append(th, td);
@@ -104,7 +105,7 @@ export function render(target, run, opts) {
     for (const b of target.querySelectorAll('th button')) {
       b.parentElement.setAttribute('aria-sort', b.dataset.sort === sortKey ? (desc ? 'descending' : 'ascending') : 'none');
     }
-    note.textContent = `${run.L * run.H} heads of sentence ${opts.item + 1}, means over its ${run.results[opts.item].length} real tokens. Click a column to sort, a row to focus the head, alt-click to knock it out.`;
+    note.textContent = `${run.L * run.H} heads of sentence ${opts.item + 1}, means over its ${run.results[opts.item].length} real tokens. Click a column to sort, a row to focus the head${opts.onKnock ? ', alt-click to knock it out' : ''}.`;
   }
   for (const tr of body.rows) tr.classList.toggle('focused', +tr.dataset.layer === opts.layer && +tr.dataset.head === opts.head);
 }

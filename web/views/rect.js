@@ -99,9 +99,10 @@ export function head(target, { matrix, width = 480, maxHeight = Infinity, maxCel
 /**
  * Every layer and head of one attention, each a thumbnail (n_q × n_k, the same aspect); the
  * focused head outlined, a click (or Enter on the focused canvas) focuses one. `opts`:
- * {matrices: [L][H] of matrix, layer, head, width, fontPx, onFocus(layer, head), label}.
+ * {matrices: [L][H] of matrix, layer, head, width, fontPx, onFocus(layer, head), label, number(l):
+ * the model's number of layer l (given attention of some layers only)}.
  */
-export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 11, onFocus, label = '' }) {
+export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 11, onFocus, label = '', number = (l) => l }) {
   if (!target.querySelector('canvas.rect-grid')) {
     target.classList.add('rect-grid-view');
     target.innerHTML = '<canvas class="rect-grid" role="img" tabindex="0"></canvas><div class="tooltip" role="tooltip" hidden></div>';
@@ -118,7 +119,7 @@ export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 
       c.style.cursor = p ? 'pointer' : '';
       tip.hidden = !p;
       if (!p) return;
-      tip.textContent = `layer ${p.l}, head ${p.h} (click to focus it)`;
+      tip.textContent = `layer ${target._view.number(p.l)}, head ${p.h} (click to focus it)`;
       placeTip(tip, p.x, p.y);
     });
     c.addEventListener('mouseleave', () => { tip.hidden = true; });
@@ -148,7 +149,7 @@ export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 
   for (let l = 0; l < L; l++) {
     ctx.textAlign = 'left';
     ctx.fillStyle = '#374151';
-    ctx.fillText(`L${l}`, 2, y0 + l * (th + gap) + th / 2);
+    ctx.fillText(`L${number(l)}`, 2, y0 + l * (th + gap) + th / 2);
     for (let h = 0; h < H; h++) {
       const x = x0 + h * (tw + gap), y = y0 + l * (th + gap);
       ctx.drawImage(bitmapOf(matrices[l][h]), x, y, tw, th);
@@ -159,10 +160,10 @@ export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 
       }
     }
   }
-  c.setAttribute('aria-label', `${label}: ${L} layers × ${H} heads; layer ${layer}, head ${h0} focused (arrow keys move it)`);
+  c.setAttribute('aria-label', `${label}: ${L} layers × ${H} heads; layer ${number(layer)}, head ${h0} focused (arrow keys move it)`);
   c.dataset.layers = String(L);
   c.dataset.heads = String(H);
-  target._view = { x0, y0, gap, tw, th, L, H, layer, head: h0, onFocus };
+  target._view = { x0, y0, gap, tw, th, L, H, layer, head: h0, onFocus, number };
 }
 
 /**

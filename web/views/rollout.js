@@ -104,6 +104,12 @@ export function render(target, run, opts) {
     note.textContent = `The rollout multiplies every layer's ${run.T} × ${run.T} attention: for a text this long the page leaves it out (it runs up to a few hundred tokens). The grid, the head views and the table read every head.`;
     return;
   }
+  target.querySelector('.rollout-maps').hidden = Boolean(run.layerNumbers);
+  if (run.layerNumbers) { // given attention of some layers only
+    target._drawn = null;
+    note.textContent = `The rollout multiplies every layer's attention, from the first: the attention given holds layers ${run.layerNumbers.join(', ')} only.`;
+    return;
+  }
   if (!R0) { note.textContent = 'Computing the rollout…'; return; }
   const key = [run.id, opts.item, opts.fontPx, target.clientWidth].join('|');
   if (target._drawn === key) return;

@@ -16,7 +16,7 @@
 // the attention's controls sit beside the views, and the focused head's heatmap ends above the
 // fold (its top as drawn, measured, and the head drawn again to fit under it when it did not).
 
-import { matricesOf, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
+import { matricesOf, decoderSteps, attentionsOf, translationLayer, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
 import { isDatesModel, dateProblem } from '../examples.js';
 import * as rect from './rect.js';
 import * as legend from './legend.js';
@@ -32,33 +32,35 @@ function el(tag, attrs = {}, text = null) {
 }
 
 
-export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, foldPx = null, onStep, onFocus, onPlay, onAttn, onShow }) {
+export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn: asked = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, foldPx = null, onStep, onFocus, onPlay, onAttn, onShow }) {
   const b = Math.min(item, tr.results.length - 1);
   const r = tr.results[b];
   const dec = info?.decoder ?? { layers: r.decoder_attention.length, heads: r.decoder_attention[0]?.length ?? 1 };
-  const T = r.output_ids.length - 1, S = r.source_tokens.length;
+  // what the decoder reads at each step, and what each step writes (null: given attention's, not known)
+  const { T, inputs, written } = decoderSteps(r), S = r.source_tokens.length;
   const t = Math.max(0, Math.min(T - 1, step ?? T - 1));
-  const inputs = r.output_tokens.slice(0, T); // what the decoder reads at each step
-  const written = r.output_tokens.slice(1); // what each step writes
+  const available = attentionsOf(r); // given attention may hold some of the three only
+  const attn = available.includes(asked) ? asked : available[0];
   const stack = attn === 'encoder' ? { layers: info.layers, heads: info.heads } : dec;
   const fl = Math.min(layer, stack.layers - 1), fh = Math.min(head, stack.heads - 1);
+  const nl = translationLayer(r, attn, fl); // the model's number of the focused layer
 
   const out = el('div', { class: 'tr' });
   // the output, token by token: each a button that focuses its step
   const line = el('p', { class: 'tr-output' });
-  line.append(el('span', { class: 'muted' }, r.target ? 'Target (teacher-forced): ' : 'Output: '));
-  written.forEach((tok, i) => {
+  line.append(el('span', { class: 'muted' }, r.given ? 'Decoder input (given): ' : r.target ? 'Target (teacher-forced): ' : 'Output: '));
+  (written ?? inputs).forEach((tok, i) => {
     const bt = el('button', { type: 'button', class: 'tr-token', 'aria-pressed': String(i === t) }, shown(tok));
-    bt.title = `step ${i + 1}: reads ${shown(inputs[i])}, writes ${shown(tok)}`;
+    bt.title = written ? `step ${i + 1}: reads ${shown(inputs[i])}, writes ${shown(tok)}` : `step ${i + 1}: reads ${shown(tok)}`;
     bt.addEventListener('click', () => onStep?.(i));
     line.append(bt);
   });
-  line.append(el('span', { class: 'tr-text' }, ` → “${visibleText(r.output_text)}”`));
+  if (!r.given) line.append(el('span', { class: 'tr-text' }, ` → “${visibleText(r.output_text)}”`));
   out.append(line);
   // the dates model writes what its training taught it, right or not: an output that is no date says so
-  const problem = !r.target && isDatesModel(info) ? dateProblem(r.output_text) : null;
+  const problem = !r.target && !r.given && isDatesModel(info) ? dateProblem(r.output_text) : null;
   if (problem) out.append(el('p', { class: 'tr-invalid' }, `“${r.output_text}” is not a valid date: ${problem}. The model was trained on dates written in its 19 forms; it writes the digits it reads in the places it learned, checked or not.`));
-  const unknown = [r.source_tokens, r.target ? r.output_tokens : []].some((x) => x.includes('<unk>'));
+  const unknown = !r.given && [r.source_tokens, r.target ? r.output_tokens : []].some((x) => x.includes('<unk>'));
   // the source's unknown words by their character spans; a target's as a whole
   const unknownWords = r.source_tokens.flatMap((t, i) => (t === '<unk>' ? [`“${[...r.source].slice(...r.source_offsets[i]).join('')}”`] : []));
   if (unknown) out.append(el('p', { class: 'muted tr-unk' }, unknownWords.length
@@ -71,7 +73,9 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   // teacher forcing feeds the target's next token whatever the model predicts
   const predicted = r.steps?.[t]?.top_k?.[0];
   const before = t ? ' (and everything before it)' : '';
-  next.append(el('h3', {}, r.target
+  next.append(el('h3', {}, !written
+    ? `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}”${before}`
+    : r.target
     ? `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}”${before}; the target's next token is “${shown(written[t])}”${predicted && predicted.id !== r.output_ids[t + 1] ? ` (the model predicts “${shown(predicted.token)}”)` : ''}`
     : `Step ${t + 1} of ${T}: the decoder reads “${shown(inputs[t])}”${before}, writes “${shown(written[t])}”`));
   const stepRow = el('div', { class: 'tr-step-row' });
@@ -89,11 +93,11 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   }
   // where the focused head's cross-attention reads in the source at this step, as text
   if (attn !== 'encoder') {
-    const row = (attn === 'cross' ? r.cross_attention : r.decoder_attention)[Math.min(layer, dec.layers - 1)][Math.min(head, dec.heads - 1)][t];
+    const row = (attn === 'cross' ? r.cross_attention : r.decoder_attention)[fl][fh][t];
     const keys = attn === 'cross' ? r.source_tokens : inputs;
     const best = [...row.keys()].sort((x, y) => row[y] - row[x]).slice(0, 3).filter((k) => row[k] >= 0.01);
     // a token's position tells two equal tokens apart (the 0s of a date)
-    stepRow.append(el('p', { class: 'tr-reads' }, `${attn === 'cross' ? 'Reads in the source' : 'Reads in its output'} (layer ${fl}, head ${fh}): ${best.map((k) => `“${shown(keys[k])}” (position ${k}) ${(100 * row[k]).toFixed(0)}%`).join(', ')}`));
+    stepRow.append(el('p', { class: 'tr-reads' }, `${attn === 'cross' ? 'Reads in the source' : 'Reads in its output'} (layer ${nl}, head ${fh}): ${best.map((k) => `“${shown(keys[k])}” (position ${k}) ${(100 * row[k]).toFixed(0)}%`).join(', ')}`));
   } else {
     stepRow.append(el('p', { class: 'tr-reads' }, 'The encoder runs once, before the first step: the steps change the decoder\'s attentions, not this one.'));
   }
@@ -126,23 +130,24 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
 
   // which attention, and its focused layer and head
   const bar = el('div', { class: 'tr-pick', role: 'group', 'aria-label': 'which attention' });
-  for (const [id, a] of Object.entries(ATTENTION_KINDS)) {
+  for (const id of available) {
+    const a = ATTENTION_KINDS[id];
     const bt = el('button', { type: 'button', class: 'tr-attn', 'data-attn': id, 'aria-pressed': String(id === attn) }, a.name);
     bt.title = a.line;
     bt.addEventListener('click', () => onAttn?.(id));
     bar.append(bt);
   }
-  const select = (label, n, value, onChange) => {
+  const select = (label, n, value, onChange, name = String) => {
     const l = el('label', { class: 'inline' }, label + ' ');
     const s = el('select', { 'aria-label': label });
-    for (let i = 0; i < n; i++) s.append(el('option', { value: String(i) }, String(i)));
+    for (let i = 0; i < n; i++) s.append(el('option', { value: String(i) }, name(i)));
     s.value = String(value);
     s.addEventListener('change', () => onChange(Number(s.value)));
     l.append(s);
     return l;
   };
   bar.append(
-    select('layer', stack.layers, fl, (v) => onFocus?.(v, fh)),
+    select('layer', stack.layers, fl, (v) => onFocus?.(v, fh), (l) => String(translationLayer(r, attn, l))),
     select('head', stack.heads, fh, (v) => onFocus?.(fl, v)),
   );
   // the head view, its lines or both (the page's choice, kept in the link)
@@ -173,7 +178,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const matrices = matricesOf(r, attn);
   const m = matrices[fl][fh];
   const focusRow = attn === 'encoder' ? -1 : t;
-  const label = `${ATTENTION_KINDS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${fl}, head ${fh}`;
+  const label = `${ATTENTION_KINDS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${nl}, head ${fh}`;
   const views = el('div', { class: 'tr-views' });
   const pane = (cls, title) => {
     const f = el('figure', { class: `tr-pane ${cls}` });
@@ -196,14 +201,14 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   let linesEl = null, headEl = null, headOpts = null;
   const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: linesW, fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
   if (panes.includes('head')) {
-    const v = pane('tr-head', `Layer ${fl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : `${T} steps (rows: writes ← reads) × ${attn === 'cross' ? `${S} source tokens` : `the ${T} tokens read`}, step ${t + 1} outlined`}`);
+    const v = pane('tr-head', `Layer ${nl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : `${T} steps (rows: ${written ? 'writes ← reads' : 'what each reads'}) × ${attn === 'cross' ? `${S} source tokens` : `the ${T} tokens read`}, step ${t + 1} outlined`}`);
     headEl = v;
     headOpts = {
       // a projector's width gives the cells room: up to 52 px each; beside the step, what the lines leave
       matrix: m, width: beside ? room - (panes.includes('lines') ? linesW + 22 : 0) : Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
       axes: attn === 'encoder' ? { rows: 'source tokens (queries)', cols: 'source tokens (keys)' } : { rows: 'decoder steps (queries)', cols: attn === 'cross' ? 'source tokens (keys)' : 'steps so far (keys)' },
       describe: (q, k) => {
-        const from = attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : `step ${q + 1} (writes “${shown(written[q])}”, reads “${shown(inputs[q])}”)`;
+        const from = attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : written ? `step ${q + 1} (writes “${shown(written[q])}”, reads “${shown(inputs[q])}”)` : `step ${q + 1} (reads “${shown(inputs[q])}”)`;
         const to = attn === 'decoder' ? `“${m.cols[k]}” at position ${k}` : `source “${m.cols[k]}” at position ${k}`;
         return m.masked?.(q, k) ? `${from} → ${to}: masked (−∞ before softmax, so 0)` : `${from} → ${to}: ${m.values[q][k].toFixed(3)}`;
       },
@@ -212,7 +217,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
       after: attn === 'encoder' ? null : t, // the steps after the focused one, not yet written: dimmed
     };
     rect.head(v, headOpts);
-    legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), scale('probability'), { masked: attn === 'decoder' });
+    legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), scale('probability'), { masked: attn === 'decoder' && Boolean(m.masked) });
   }
   if (panes.includes('lines')) {
     linesEl = pane('tr-lines', attn === 'cross' ? 'Lines: decoder steps left, source right' : attn === 'decoder' ? 'Lines: each step over the steps so far' : 'Lines: the source over itself');
@@ -220,13 +225,15 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   }
   if (panes.includes('grid')) {
     const v = pane('tr-grid', `Every layer and head of the ${ATTENTION_KINDS[attn].name} (click one to focus it)`);
-    rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, label: `every layer and head of the ${ATTENTION_KINDS[attn].name}` });
+    rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, number: (l) => translationLayer(r, attn, l), label: `every layer and head of the ${ATTENTION_KINDS[attn].name}` });
   }
   main.append(side, views);
   out.append(main);
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
   else if (panes.length === 1 && panes[0] === 'masks') out.append(el('p', { class: 'muted' }, 'The masks need a batch of two or more sources of different lengths (each "source => target" to teacher-force).'));
-  out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads, encoder: ${info.layers} × ${info.heads} · ${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`));
+  const encoder = info.layers ? `, encoder: ${info.layers} × ${info.heads}` : '';
+  const how = tr.given ? `given${tr.precision === 'bfloat16' ? ' (bfloat16)' : ''}` : `${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`;
+  out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads${encoder} · ${how}`));
   // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view,
   // without scrolling the page (a view taller than the screen would scroll the header away)
   const had = target.contains(document.activeElement) ? document.activeElement.getAttribute('aria-label') ?? '' : null;

@@ -967,6 +967,7 @@ fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
 ///
 /// # Shapes
 /// * `b`: `(block_bytes,)`, `q`: `(block_len,)`
+#[cfg(feature = "gpu")]
 pub(crate) fn block_integers(ty: GgmlType, b: &[u8], q: &mut [u8], scales: &mut Vec<u16>) {
     let bits = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
     // values j and j + 16 of a 32-value block: the nibbles of byte `at + j`
