@@ -329,6 +329,7 @@ async function encoderDecoder(page, attrs, bytes, clicks = []) {
       step: root.querySelector('.tr-step h3')?.textContent ?? null,
       output: root.querySelector('.tr-output')?.textContent ?? null,
       grid: root.querySelector('canvas.rect-grid')?.getAttribute('aria-label') ?? null,
+      line: root.querySelector('.tr-line')?.textContent ?? null,
     });
     const states = [shot()];
     for (const c of clicks) {
@@ -365,6 +366,7 @@ test('an encoder–decoder\'s given attention (bertviz\'s trio): the three atten
   assert.match(cross.step, /^Step 5 of 5: the decoder reads “\.”/, 'a step by what it reads: what it wrote is the model\'s, not given');
   assert.doesNotMatch(cross.step, /writes/);
   assert.match(cross.output, /^Decoder input \(given\): /);
+  assert.match(cross.line, /as given: .*rows: the token each step reads/, 'the line says what the rows are, not "writes ← reads"');
   assert.equal(dec.pressed, 'decoder');
   assert.match(dec.grid, /decoder self-attention/);
   assert.equal(enc.pressed, 'encoder');

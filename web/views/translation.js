@@ -172,7 +172,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   bar.append(exports);
   // the attention's controls and line where one of its views is shown (not an element's inside view)
   if (panes.length) {
-    side.append(bar, el('p', { class: 'tr-line muted' }, ATTENTION_KINDS[attn].line));
+    side.append(bar, el('p', { class: 'tr-line muted' }, r.given ? GIVEN_LINES[attn] : ATTENTION_KINDS[attn].line));
   }
 
   const matrices = matricesOf(r, attn);
@@ -251,6 +251,14 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     onStep?.(Math.max(0, Math.min(T - 1, t + (e.key === 'ArrowRight' ? 1 : -1))));
   };
 }
+
+/** What each attention is, for given attention: its steps are the positions the decoder read
+ *  (what a step wrote is the model's, not given). */
+const GIVEN_LINES = {
+  cross: 'Encoder–decoder attention, as given: each decoder position\'s query over the source\'s keys; rows: the token each step reads.',
+  decoder: 'The decoder\'s self-attention, as given: each position over the positions read so far (under a causal mask, the later ones are hatched); rows and columns: the tokens read.',
+  encoder: ATTENTION_KINDS.encoder.line,
+};
 
 /** Presenter mode: the translation's step beside its views from this wide (CSS px), with this gap (views.css `.tr-main.beside`). */
 const BESIDE_PX = 1000, BESIDE_GAP_PX = 28;
