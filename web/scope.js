@@ -322,6 +322,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (!texts.length) { store.update({ run: null, sel: [], busy: false, runError: { line: 'Type a sentence: there is nothing to attend to yet.' } }); return; }
     running = true;
     store.update({ busy: true });
+    // given attention shown while this run is under way replaces the model: its result is dropped
+    const era = givenShown;
     // an encoder–decoder model translates: the sources, and the targets to teacher-force when
     // there are (views/translation.js draws it)
     if (s.modelInfo?.decoder) {
@@ -329,6 +331,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         const { sources, targets } = translationInputs(s);
         // a batch brings itself as the engine ran it, padded: the masks view draws it
         const tr = await eng().translate(s.modelKey, { sources, targets, options: { topK: TOP_K, padded: sources.length > 1 } });
+        if (era !== givenShown) return;
         tr.id = ++translations;
         // a new source starts at its last step; the same one (a new target, an engine) keeps it,
         // as does the first translation, whose step a link may give
@@ -337,7 +340,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         const step = !prev || sourcesOf(prev) === sourcesOf(tr) ? store.get().step : null;
         store.update({ run: null, translation: tr, step, item: Math.min(store.get().item, tr.results.length - 1), runError: null, busy: again, ...(tr.status ? { engineStatus: tr.status } : {}) });
       } catch (err) {
-        store.update({ busy: again, runError: { line: String(err.message || err) } });
+        if (era === givenShown) store.update({ busy: again, runError: { line: String(err.message || err) } });
       } finally {
         running = false;
         if (again) { again = false; run(); }
@@ -346,12 +349,13 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }
     try {
       const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) });
+      if (era !== givenShown) return;
       const latest = store.get();
       // the selection survives a run over the same tokens (clamped to them), not new tokens
       const sel = latest.run && !sameTokens(latest.run, r) ? [] : clampSel(latest.sel, shownOf({ ...latest, run: r }).T);
       store.update({ run: r, translation: null, sel, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
     } catch (err) {
-      store.update({ busy: again, runError: { line: String(err.message || err) } });
+      if (era === givenShown) store.update({ busy: again, runError: { line: String(err.message || err) } });
     } finally {
       running = false;
       if (again) { again = false; run(); }
