@@ -4,7 +4,7 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel } from './scope.js';
+import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
@@ -266,7 +266,7 @@ function renderChrome(s, changed) {
   $('engine-details').hidden = !es?.details;
   setText($('engine-why'), es?.details ?? '');
   const r = s.run;
-  setText($('backend'), givenShown(s) ? `given${(r ?? s.translation).precision === 'bfloat16' ? ' (bfloat16)' : ''}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…'));
+  setText($('backend'), isGiven(s) ? `given${(r ?? s.translation).precision === 'bfloat16' ? ' (bfloat16)' : ''}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…'));
   showBusy(s.busy);
   // the input's own line: why nothing runs, what was cut, what answered instead
   const notes = [];
@@ -401,7 +401,7 @@ function stopPlaying() {
 /** Given attention: the inputs hold its text, and what only a model reads (a second sentence, a
  *  batch, a mask, an example) is off; a model loaded below brings them back. */
 function givenInputs(s) {
-  const given = givenShown(s);
+  const given = isGiven(s);
   $('sentence').readOnly = given;
   $('sentence').title = given ? 'the text of the given attention\'s tokens: it was computed elsewhere, with no model here to run another' : '';
   if (given) {
@@ -539,7 +539,7 @@ const sim = (x) => x.toFixed(4);
 /** The knocked-out heads and what they change: the sentence embedding with vs without them. */
 function knockStatus(s) {
   const r = s.run;
-  $('knock-status').hidden = givenShown(s); // given attention has no model to run again without a head
+  $('knock-status').hidden = isGiven(s); // given attention has no model to run again without a head
   $('knock-reset').hidden = !s.off.length;
   // the focused head's own switch: a phone has no Alt-click, a keyboard no click
   const focused = `${s.layer}:${s.head}`;
@@ -609,7 +609,7 @@ store.subscribe((s, changed) => {
 /** Loads the model with the engine just chosen: the one on screen, or, where none loaded (the
  *  first load failed), the one the link names, so that switching engines recovers from any failure. */
 function loadWithEngine(s) {
-  if (givenShown(s)) return; // given attention has no engine to change
+  if (isGiven(s)) return; // given attention has no engine to change
   try { scope.loadModel(s.modelSource ?? sourceOf(s)); } catch (e) { store.update({ modelError: { line: e.message } }); }
 }
 /** Whether a link is loading another model (the engine it names goes with that load). */
@@ -969,8 +969,6 @@ for (const d of document.querySelectorAll('details[data-panel]')) {
 }
 
 // ---------- attention computed elsewhere (web/given.js, docs/given.md) ----------
-/** Whether the page shows given attention, not a model's. */
-const givenShown = (s) => Boolean(s.run?.given || s.translation?.given);
 
 /** Given attention's size, as its records say: an encoder's or a decoder's layers and heads, an encoder–decoder's stacks. */
 function givenSize(info) {
@@ -1102,7 +1100,7 @@ $('model-pick').replaceChildren(
 function showSource() {
   const s = store.get();
   const fromFiles = s.modelSource && !s.modelSource.base; // chosen from disk: no URL, no id
-  const given = givenShown(s); // attention computed elsewhere: no model
+  const given = isGiven(s); // attention computed elsewhere: no model
   const builtin = !given && [...$('model-builtin').options].some((o) => o.value === s.model) && !s.hf && !fromFiles;
   $('model-builtin').value = builtin ? s.model : '';
   $('model-url').value = builtin ? '' : s.model;

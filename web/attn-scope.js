@@ -23,7 +23,7 @@
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, DECODER_PANELS } from './scope.js';
+import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
@@ -253,7 +253,7 @@ class AttnScope extends HTMLElement {
     this.$('.view').hidden = failed;
     this.$('.caption').hidden = failed;
     this.showBusy(s.busy);
-    const given = Boolean(s.run?.given || s.translation?.given);
+    const given = isGiven(s);
     this.$('.edit').hidden = !this.hasAttribute('editable') || given; // given attention's text is the file's
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
     if (given && TRANSLATION_EMBEDS.includes(s.embed) && (changed.has('run') || changed.has('translation'))) {

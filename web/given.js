@@ -254,15 +254,13 @@ function givenTranslation(g, { enc, dec, cross }, source) {
   if (dec.length && cross.length && (numbers(dec) !== numbers(cross) || dec[0].query_heads !== cross[0].query_heads)) {
     throw bad(source, `decoder self-attention of layers ${numbers(dec)} × ${dec[0].query_heads} heads beside cross-attention of layers ${numbers(cross)} × ${cross[0].query_heads}: both are the decoder's layers`);
   }
-  // a file of some layers only (include_layers): the views show the model's numbers of them
-  const ownNumbers = (records) => (records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer));
   // [L][H][n_q] rows of n_k numbers, as the engine's translation gives them (plain arrays)
   const nested = (records) => (records.length ? records.map((r) => Array.from({ length: r.query_heads }, (_, h) => Array.from({ length: r.n_q }, (_, q) => {
     const at = (h * r.n_q + q) * r.n_k;
     return Array.from(r.values.subarray(at, at + r.n_k));
   }))) : null);
   const src = g.encoderTokens, steps = g.decoderTokens;
-  const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : UNNAMED;
+  const model = modelName(g.meta);
   const item = {
     given: true, source: textOf(src), source_tokens: src, decoder_tokens: steps, causal: g.meta.mask === 'causal',
     encoder_attention: nested(enc), decoder_attention: nested(dec), cross_attention: nested(cross),
@@ -281,13 +279,25 @@ function givenTranslation(g, { enc, dec, cross }, source) {
       heads: { query: decoder.query_heads, key_value: decoder.kv_heads }, head_dim: null, biases: null, lm_head: 'none', token_types: false, sliding_window: null,
     },
   };
-  const view = g.meta.view ?? {};
-  const at = (dec.length ? dec : cross).findIndex((r) => r.layer === view.layer);
-  const focus = { layer: at >= 0 ? at : 0, head: Array.isArray(view.heads) && isInt(view.heads[0]) && view.heads[0] < decoder.query_heads ? view.heads[0] : 0 };
-  return { modelInfo, run: null, translation, focus };
+  return { modelInfo, run: null, translation, focus: focusOf(g.meta, dec.length ? dec : cross) };
 }
 
 let givenTranslations = 0;
+
+/** The model's numbers of a stack's records where they are not 0, 1, 2, … (a file of some layers
+ *  only: include_layers), else null. */
+const ownNumbers = (records) => (records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer));
+
+/** The model's name the records give, or UNNAMED. */
+const modelName = (meta) => (typeof meta.model === 'string' && meta.model ? meta.model : UNNAMED);
+
+/** Where the file's view opens (`meta.view`): its layer among a stack's `records` (by the model's
+ *  number) and its first head, where they exist. */
+function focusOf(meta, records) {
+  const view = meta.view ?? {}, H = records[0].query_heads;
+  const at = records.findIndex((r) => r.layer === view.layer);
+  return { layer: at >= 0 ? at : 0, head: Array.isArray(view.heads) && isInt(view.heads[0]) && view.heads[0] < H ? view.heads[0] : 0 };
+}
 
 /** The text tokens spell: byte-level BPE's and SentencePiece's pieces carry their spaces; WordPiece's do not. */
 const textOf = (tokens) => tokens.join(tokens.some((t) => /^\s/.test(t)) ? '' : ' ');
@@ -308,7 +318,7 @@ function givenRun(g, source) {
   const mask = squareMask(T, causal);
   const shape = [1, L, H, T, T];
   const tokens = g.tokens;
-  const model = typeof g.meta.model === 'string' && g.meta.model ? g.meta.model : UNNAMED;
+  const model = modelName(g.meta);
   const item = {
     text: textOf(tokens), tokens, token_ids: tokens.map(() => null), token_texts: g.texts ?? tokens,
     offsets: tokens.map(() => [0, 0]), word_ids: tokens.map((_, i) => i), length: T, truncated: false,
@@ -327,7 +337,7 @@ function givenRun(g, source) {
   // tokens at the first and the last position, as a tokenizer adds them
   const specials = [...new Set([tokens[0], tokens[T - 1]].filter((t) => SPECIAL.test(t)))];
   const at = (t) => (t === undefined ? [] : tokens.flatMap((x, i) => (x === t ? [i] : [])));
-  const layerNumbers = records.every((r, l) => r.layer === l) ? null : records.map((r) => r.layer);
+  const layerNumbers = ownNumbers(records);
   /** The run, with the heads' summaries and rollout once the engine has computed them (`analyses`
    *  from web/engine.js `analyseGiven`; rollout only of every layer). */
   const make = (analyses = null) => {
@@ -355,8 +365,5 @@ function givenRun(g, source) {
       heads: { query: H, key_value: K }, head_dim: null, biases: null, lm_head: 'none', token_types: false, sliding_window: null,
     },
   };
-  const view = g.meta.view ?? {};
-  const opens = records.findIndex((r) => r.layer === view.layer);
-  const focus = { layer: opens >= 0 ? opens : 0, head: Array.isArray(view.heads) && isInt(view.heads[0]) && view.heads[0] < H ? view.heads[0] : 0 };
-  return { modelInfo, run, focus };
+  return { modelInfo, run, focus: focusOf(g.meta, records) };
 }

@@ -199,6 +199,9 @@ const LONG_FIRST = ['model', 'heads'];
  *  (the heads' summaries and rollout come from the engine, from the attention given). */
 const GIVEN_VIEWS = ['model', 'head', 'headB', 'lines', 'heads', 'rollout'];
 
+/** Whether a state shows attention computed elsewhere (web/given.js), not a model's. */
+export const isGiven = (s) => Boolean(s.run?.given || s.translation?.given);
+
 /** In place of a view that needs a model, under given attention: a line saying so (`what`). */
 export function needsModel(el, what = 'This view computes from the model itself (its queries, keys, values or heads knocked out)') {
   if (el._needsModel) return;
