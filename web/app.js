@@ -598,7 +598,9 @@ store.subscribe((s, changed) => {
     clearTimeout(hashTimer);
     hashTimer = setTimeout(syncHash, 120);
   }
-  renderChrome(s, changed);
+  // a token written (the generation alone changed) changes nothing the chrome shows: the
+  // generate view's subscriber draws it, and a generating page draws a frame a token
+  if (changed.size > 1 || !changed.has('generation')) renderChrome(s, changed);
   // a model trained with another mask switches it (scope.js): the control follows
   if (changed.has('mask') && $('mask').value !== s.mask) $('mask').value = s.mask;
   if (changed.has('rendered') && s.run) { api.renders++; api.lastRenderAt = performance.now(); }

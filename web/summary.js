@@ -41,6 +41,28 @@ export function pooled(values, mask, T, R) {
 }
 
 /**
+ * Max-pools a generation's s × s thumbnail (s ≤ F) to its cell's R pixels (R < s) in the frame of
+ * an F × F one: cell (r, c) goes to pixel (⌊r·R/F⌋, ⌊c·R/F⌋), which no later step moves, so a
+ * step that adds rows changes only the pixel rows they fall in. Pixel rows [p0, n) of the image,
+ * n = ⌈s·R/F⌉ its side: {values, mask (or null), n, rows: n − p0}, row-major, n to a row.
+ */
+export function pooledFrame(values, mask, s, R, F, p0 = 0) {
+  const n = Math.ceil((s * R) / F), rows = Math.max(0, n - p0);
+  const out = new Float32Array(rows * n), outMask = mask ? new Uint8Array(rows * n) : null;
+  const col = new Int32Array(s);
+  for (let c = 0; c < s; c++) col[c] = Math.floor((c * R) / F);
+  for (let r = Math.ceil((p0 * F) / R); r < s; r++) {
+    const at = (Math.floor((r * R) / F) - p0) * n, row = r * s;
+    for (let c = 0; c < s; c++) {
+      const v = values[row + c], i = at + col[c];
+      if (v > out[i]) out[i] = v;
+      if (outMask !== null && mask[row + c] === 1) outMask[i] = 1;
+    }
+  }
+  return { values: out, mask: outMask, n, rows };
+}
+
+/**
  * Folds rows [q0, q1) of a head (row q at `values[q·stride ..]`, over its first `keys` keys, or
  * up to its diagonal when `causal`: a causal mask's zeros change no maximum) into a thumbnail
  * (`out`, side × side, bins of `w` positions as {@link thumbBins} gives them) and into `best`

@@ -419,36 +419,52 @@ test('Llama: typing at the end reuses the last pass for the tokens both texts be
   await page.close();
 });
 
-test('Llama: a generation past 64 positions: the model grid draws a newer step by the rows it added, and they are what drawing every head again gives', async () => {
-  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
-  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });
-  const grid = () => page.evaluate(() => {
-    const v = document.querySelector('#model-view'), c = v.querySelector('canvas.thumbs');
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    let h = 2166136261;
-    for (let i = 0; i < d.length; i++) h = Math.imul(h ^ d[i], 16777619);
-    return { hash: h >>> 0, drawn: v.dataset.drawn, grown: Number(v.dataset.grown ?? 0), n: window.attnscope.result.tokens.length };
+// cells as wide as a thumbnail or wider (a laptop's, for this model's 4 heads), and narrower (a
+// phone's, or a model with more heads: the thumbnails pooled again, in a full thumbnail's frame)
+for (const [cells, narrow] of [['cells wider than a thumbnail', false], ['cells narrower than a thumbnail (pooled again)', true]]) {
+  test(`Llama: a generation past 64 positions, ${cells}: the model grid draws a newer step by the rows it added, and they are what drawing every head again gives`, async () => {
+    const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=90');
+    await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 90 && !window.attnscope.result.running, null, { timeout: 120000 });
+    if (narrow) {
+      await page.evaluate(() => { document.querySelector('#model-view').style.maxWidth = '130px'; });
+      await page.waitForFunction(() => { const c = document.querySelector('#model-view .cell'); return c && c.offsetWidth < 30; });
+    }
+    const grid = () => page.evaluate(() => {
+      const v = document.querySelector('#model-view'), c = v.querySelector('canvas.thumbs');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let h = 2166136261;
+      for (let i = 0; i < d.length; i++) h = Math.imul(h ^ d[i], 16777619);
+      return { hash: h >>> 0, drawn: v.dataset.drawn, grown: Number(v.dataset.grown ?? 0), n: window.attnscope.result.tokens.length, side: v._sheet.n[0], slot: v._sheet.slot };
+    });
+    // the step control: a step's run, then the next ones' (a position more each, the same bins of 2)
+    const to = async (step, before) => {
+      await page.locator('#gen-slider').fill(String(step + 1));
+      await page.waitForFunction(([d, n]) => { const v = document.querySelector('#model-view'); return v.dataset.drawn !== d && window.attnscope.result.tokens.length === n; }, [before.drawn, before.n + (step - before.step)]);
+      return { ...(await grid()), step };
+    };
+    const last = { ...(await grid()), step: 89 };
+    const at70 = await to(70, last);
+    assert.ok(at70.n > 64 + 2 && at70.n < 126, `${at70.n} positions: bins of 2`);
+    const thumb = Math.ceil(at70.n / 2);
+    if (narrow) assert.ok(at70.slot < thumb && at70.side < at70.slot, `a ${thumb}-cell thumbnail in ${at70.side} of a slot's ${at70.slot} pixels`);
+    else assert.equal(at70.side, thumb, 'a thumbnail drawn cell for cell');
+    // two steps: one of them adds a thumbnail column (its rows above masked)
+    const at71 = await to(71, at70);
+    assert.equal(at71.grown, at70.grown + 1, 'the next step drew only its new rows');
+    const at72 = await to(72, at71);
+    assert.equal(at72.grown, at71.grown + 1, 'and the next');
+    // the first step (the prompt alone, bins of 1), then each step again: drawn whole
+    for (const step of [at71, at72]) {
+      const first = await to(0, step);
+      const again = await to(step.step, first);
+      assert.equal(again.grown, at72.grown, 'drawn whole, not by rows');
+      assert.notEqual(first.hash, step.hash);
+      assert.equal(again.hash, step.hash, `step ${step.step}: the grid drawn by the rows a step added equals the grid drawn whole`);
+    }
+    clean(problems);
+    await page.close();
   });
-  // the step control: a step's run, then the next one's (one more position, the same bins of 2)
-  const to = async (step, before) => {
-    await page.locator('#gen-slider').fill(String(step + 1));
-    await page.waitForFunction(([d, n]) => { const v = document.querySelector('#model-view'); return v.dataset.drawn !== d && window.attnscope.result.tokens.length === n; }, [before.drawn, before.n + (step - before.step)]);
-    return { ...(await grid()), step };
-  };
-  const last = { ...(await grid()), step: 89 };
-  const at70 = await to(70, last);
-  assert.ok(at70.n > 64 + 2 && at70.n < 128, `${at70.n} positions: bins of 2`);
-  const at71 = await to(71, at70);
-  assert.equal(at71.grown, at70.grown + 1, 'the next step drew only its new rows');
-  // the first step (the prompt alone, bins of 1), then step 71 again (bins of 2): drawn whole
-  const first = await to(0, at71);
-  const again = await to(71, first);
-  assert.equal(again.grown, at71.grown, 'drawn whole, not by rows');
-  assert.notEqual(first.hash, at71.hash);
-  assert.equal(again.hash, at71.hash, 'the grid drawn by the rows a step added equals the grid drawn whole');
-  clean(problems);
-  await page.close();
-});
+}
 
 test('Llama: Generate writes token by token (each step shown as it comes), Stop ends it, chat wraps the prompt in the template', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu');

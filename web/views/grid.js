@@ -11,7 +11,7 @@
 
 import { scale, pixels, metricScale, css, inkOn, MASKED_CSS } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
-import { pooled } from '../summary.js';
+import { pooled, pooledFrame, THUMB } from '../summary.js';
 import { metricLabel } from '../store.js';
 import { layerNumber } from '../result.js';
 import * as legend from './legend.js';
@@ -295,28 +295,35 @@ export function render(target, run, opts) {
   const sctx = sheet.canvas.getContext('2d');
   const probScale = (max) => scale('probability', { max: opts.scale === 'head' ? max : 1 });
   const gen = run.generated;
+  // a generation's thumbnails wider than a slot are pooled in the frame of a full one (THUMB
+  // cells), so that its bins stay put as the thumbnails grow
+  const framed = (side) => Boolean(gen) && side > sheet.slot;
   // a streaming generation's newer step over the same bins: only its new thumbnail rows change
   // (the rows of the queries fed since, and a new column, masked above them), not L·H heads
-  const thumbs = gen && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot && last.side <= sheet.slot
-    && last.item === opts.item && last.scale === 'absolute' && opts.scale === 'absolute' && sheet.n.every((n) => n === last.side)
+  const thumbs = gen && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot
+    && last.item === opts.item && last.scale === 'absolute' && opts.scale === 'absolute' && sheet.n.every((n) => n === last.px)
     ? cells.map((_, i) => run.thumb(opts.item, Math.floor(i / H), i % H)) : null;
-  if (thumbs?.every(Boolean)) {
+  if (thumbs?.every(Boolean) && framed(thumbs[0].n) === framed(last.side)) {
     const start = performance.now(), r0 = Math.floor(last.T / gen.w), sc = probScale(1);
     thumbs.forEach((p, i) => {
       const x = (i % H) * sheet.slot, y = Math.floor(i / H) * sheet.slot;
-      if (p.n > r0) sctx.putImageData(pixels(p.values.subarray(r0 * p.n), p.n - r0, sc, p.mask.subarray(r0 * p.n), p.n), x, y + r0);
-      if (p.n > last.side && r0 > 0) {
+      // the rows from the first that changed: the thumbnail's own, or its pooled pixels'
+      const p0 = framed(p.n) ? Math.floor((r0 * sheet.slot) / THUMB) : r0;
+      const q = framed(p.n) ? pooledFrame(p.values, p.mask, p.n, sheet.slot, THUMB, p0)
+        : { values: p.values.subarray(r0 * p.n), mask: p.mask.subarray(r0 * p.n), n: p.n, rows: p.n - r0 };
+      if (q.rows > 0) sctx.putImageData(pixels(q.values, q.rows, sc, q.mask, q.n), x, y + p0);
+      if (q.n > last.px && p0 > 0) {
         sctx.fillStyle = MASKED_CSS;
-        sctx.fillRect(x + last.side, y, p.n - last.side, r0);
+        sctx.fillRect(x + last.px, y, q.n - last.px, p0);
       }
-      sheet.n[i] = p.n;
+      sheet.n[i] = q.n;
       label(i, `strongest ${tokens[Math.floor(p.arg / T)]} → ${tokens[p.arg % T]} (${p.max.toFixed(2)})`);
     });
     paint(target, null);
     measure('attnscope:model:chunk', start);
     target.dataset.drawn = key;
     target.dataset.grown = String(Number(target.dataset.grown ?? 0) + 1); // how many times (the tests read it)
-    target._grown = { ...last, T, side: thumbs[0].n };
+    target._grown = { ...last, T, side: thumbs[0].n, px: sheet.n[0] };
     return;
   }
   let i = 0;
@@ -326,10 +333,11 @@ export function render(target, run, opts) {
     while (i < cells.length && performance.now() - start < BUDGET_MS) {
       const l = Math.floor(i / H), h = i % H;
       // long inputs come pooled from the worker (pooled again here where a slot is smaller
-      // than the thumbnail: a phone's cells; the strongest cell stays the worker's); short ones
-      // are pooled here (cheaply)
+      // than the thumbnail: a phone's or a laptop's cells; the strongest cell stays the worker's);
+      // short ones are pooled here (cheaply)
       const t = run.thumb(opts.item, l, h);
-      const p = !t ? pooled(run.head(opts.item, l, h), mask, T, R) : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
+      const p = !t ? pooled(run.head(opts.item, l, h), mask, T, R) : framed(t.n) ? { ...pooledFrame(t.values, t.mask, t.n, R, THUMB), max: t.max, arg: t.arg }
+        : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
       const { max, arg } = p;
       sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);
       sheet.n[i] = p.n;
@@ -342,7 +350,7 @@ export function render(target, run, opts) {
     else {
       target.dataset.drawn = key;
       const t = run.thumb(opts.item, 0, 0);
-      if (gen && t) target._grown = { source: gen.source, w: gen.w, T, side: t.n, slot: sheet.slot, item: opts.item, scale: opts.scale };
+      if (gen && t) target._grown = { source: gen.source, w: gen.w, T, side: t.n, px: sheet.n[0], slot: sheet.slot, item: opts.item, scale: opts.scale };
     }
   };
   step();
