@@ -269,6 +269,9 @@ pub struct ItemInput<'a> {
     pub length: usize,
     /// Whether the text was cut at the model's `max_position_embeddings`.
     pub truncated: bool,
+    /// With a pair: the position of its first token (bertviz's `sentence_b_start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sentence_b_start: Option<usize>,
 }
 
 impl<'a> ItemInput<'a> {
@@ -287,6 +290,7 @@ impl<'a> ItemInput<'a> {
                 word_ids: &input.word_ids[b],
                 length: input.length(b),
                 truncated: input.truncated[b],
+                sentence_b_start: input.sentence_b_start[b],
             })
             .collect()
     }

@@ -179,6 +179,13 @@ fn pair_makes_one_sentence_pair() {
         serde_json::json!(g.meta.tokens[0])
     );
     assert_eq!(json["results"][0]["pair"], "it was very comfortable.");
+    // where the pair starts, as bertviz finds it: HF's first token type id of 1
+    let b_start = g.meta.type_ids[0].iter().position(|&t| t == 1).unwrap();
+    assert_eq!(json["results"][0]["sentence_b_start"], b_start);
+    assert_eq!(json["results"][0]["tokens"][b_start - 1], "[SEP]");
+    // a text alone has none
+    let (_, alone, _) = attnscope(&["attention", "--model", &minilm(), "The cat sat."]);
+    assert!(alone["results"][0].get("sentence_b_start").is_none());
 }
 
 #[test]

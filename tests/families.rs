@@ -85,6 +85,31 @@ fn gpt2_loads_with_or_without_the_transformer_prefix_and_ignores_its_mask_buffer
     assert!(d <= ATTENTION_TOL, "{d}");
 }
 
+/// RoBERTa's pair (`<s> A </s></s> B </s>`) gives every token type 0: where B starts is the
+/// tokenizer's sequence ids', after both of its separators.
+#[test]
+fn a_roberta_pair_starts_after_its_two_separators() {
+    let g = golden("roberta_pair");
+    let m = model(&g.meta.model);
+    let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+    let input = m.tokenizer.encode(&texts, g.meta.pair.as_deref()).unwrap();
+    assert!(g.meta.type_ids[0].iter().all(|&t| t == 0));
+    let tokens = &g.meta.tokens[0];
+    let b = input.sentence_b_start[0].unwrap();
+    assert_eq!(tokens[b - 2..b], ["</s>", "</s>"], "{tokens:?}: B at {b}");
+    assert_eq!(tokens.last().unwrap(), "</s>");
+    // B's pieces are the pair's text encoded alone, its specials aside
+    let alone = m
+        .tokenizer
+        .encode(&[g.meta.pair.as_deref().unwrap()], None)
+        .unwrap();
+    let n = input.length(0);
+    assert_eq!(
+        input.tokens[0][b..n - 1],
+        alone.tokens[0][1..alone.length(0) - 1]
+    );
+}
+
 #[test]
 fn roberta_counts_positions_after_its_padding_index() {
     let m = model("tiny-roberta");

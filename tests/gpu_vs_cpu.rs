@@ -31,6 +31,7 @@ fn synthetic(m: &Model, t: usize, real: &[usize]) -> Encoded {
         truncated: vec![false; b],
         offsets: vec![vec![]; b],
         word_ids: vec![vec![]; b],
+        sentence_b_start: vec![None; b],
         texts: vec![vec![]; b],
     }
 }

@@ -647,6 +647,7 @@ fn gpt2_small_loads_and_a_pass_over_the_attention_limit_is_refused_by_its_tokens
             truncated: vec![false; b],
             offsets: vec![vec![]; b],
             word_ids: vec![vec![]; b],
+            sentence_b_start: vec![None; b],
             texts: vec![vec![]; b],
         };
         let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());

@@ -1,7 +1,7 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, metricLabel } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
 import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven } from './scope.js';
@@ -174,6 +174,7 @@ function syncInputs(s) {
   $('sentence').closest('label').hidden = s.batch;
   $('engine').value = s.engine;
   $('view').value = s.view;
+  $('part').value = s.part;
   $('scale').value = s.scale;
   $('presenter').checked = s.presenter;
   $('words').checked = s.words;
@@ -189,6 +190,7 @@ function syncInputs(s) {
   $('rollout-details').open = s.rollout;
 }
 
+$('part').append(...Object.entries(PARTS).map(([value, name]) => Object.assign(document.createElement('option'), { value, textContent: name })));
 for (const [name, label] of Object.entries(METRICS)) {
   const o = document.createElement('option');
   o.value = name;
@@ -289,6 +291,9 @@ function renderChrome(s, changed) {
     $('item').value = String(Math.min(s.item, Math.max(0, items.length - 1)));
   }
   $('noscale-note').hidden = r?.scale !== 'none'; // the √d_k ablation: the head view shows unscaled attention
+  // a sentence pair's parts, where the run knows where its second sentence starts
+  $('part-wrap').hidden = !Number.isInteger(r?.results[Math.min(s.item, r.B - 1)]?.sentence_b_start);
+  if ($('part').value !== s.part) $('part').value = s.part;
   sinkNote(s);
   longNote(s);
   setText($('steps-caption'), r?.given ? '' : r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
@@ -638,6 +643,7 @@ on('batch-mode', 'change', (e) => {
 on('batch', 'input', (e) => store.update({ sentences: e.target.value.split('\n') }));
 on('item', 'change', (e) => store.update({ item: +e.target.value }));
 on('view', 'change', (e) => store.update({ view: e.target.value }));
+on('part', 'change', (e) => store.update({ part: e.target.value, sel: [] }));
 on('scale', 'change', (e) => store.update({ scale: e.target.value }));
 on('presenter', 'change', (e) => {
   store.update({ presenter: e.target.checked });
@@ -849,7 +855,7 @@ function shareSnippets(s) {
     ['sentence', texts[item] ?? ''], batch && ['batch', texts.join('|')], batch && item && ['item', item],
     s.pair && ['pair', s.pair], ['mask', s.mask], ['view', view],
     s.modelInfo?.decoder && s.attn !== 'cross' && ['attention', s.attn],
-    ['layer', s.layer], ['head', s.head], s.scale !== 'absolute' && ['scale', s.scale], s.words && ['words', ''],
+    ['layer', s.layer], ['head', s.head], s.scale !== 'absolute' && ['scale', s.scale], s.words && ['words', ''], s.part !== 'all' && ['part', s.part],
     s.off.length && ['off', s.off.join(',')], s.step !== null && s.step !== undefined && ['step', s.step],
     ...(s.hf ? [['hf', s.hf], s.hub && ['hub', absolute(s.hub)]] : [s.model && ['model', absolute(s.model)]]),
     s.engine !== 'auto' && ['engine', s.engine],

@@ -16,13 +16,15 @@
 // Face Hub, instead), file (with hf: the repository's .gguf file to load), hub (a mirror of the Hub), engine
 // (auto | cpu | gpu), editable (adds a sentence box), src (attention computed elsewhere, in place
 // of a model: a file of docs/given.md's records, an encoder's, a decoder's or an encoder–decoder's,
-// or the CLI's JSON; the `data` property takes the same as bytes, text or an object). Changing one
-// re-renders.
+// or the CLI's JSON; the `data` property takes the same as bytes, text or an object), controls
+// (present: a layer and a head to choose above a view of one head, and for a sentence pair which
+// sentence's queries over which one's keys), part (that choice: all | aa | bb | ab | ba, sentence B
+// from the attention's sentence_b_start). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
-import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH } from './store.js';
+import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
 import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
@@ -34,7 +36,10 @@ import { useWorker } from './engine.js';
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src'];
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part'];
+
+/** The views of one layer's one head: the `controls` attribute's layer and head choices are theirs. */
+const ONE_HEAD = ['head', 'lines', 'steps'];
 
 class AttnScope extends HTMLElement {
   static observedAttributes = ATTRS;
@@ -46,6 +51,11 @@ class AttnScope extends HTMLElement {
       ${STYLE_MARKUP}
       <div class="frame">
         <label class="edit" hidden>Sentence <input type="text" spellcheck="false" autocomplete="off"></label>
+        <div class="controls" hidden>
+          <label>Layer <select class="layer"></select></label>
+          <label>Head <select class="head"></select></label>
+          <label class="part" hidden>Attention <select>${Object.entries(PARTS).map(([k, name]) => `<option value="${k}">${name}</option>`).join('')}</select></label>
+        </div>
         <div class="loading" hidden><progress max="1" value="0"></progress> <span></span></div>
         <p class="message" role="alert" hidden></p>
         <div class="view pending" part="view"></div>
@@ -53,6 +63,9 @@ class AttnScope extends HTMLElement {
       </div>`;
     this.$ = (sel) => root.querySelector(sel);
     this.$('.edit input').addEventListener('input', (e) => this.store?.update({ sentences: [e.target.value] }));
+    this.$('.controls .layer').addEventListener('change', (e) => this.store?.update({ layer: Number(e.target.value), win: null }));
+    this.$('.controls .head').addEventListener('change', (e) => this.store?.update({ head: Number(e.target.value) }));
+    this.$('.controls .part select').addEventListener('change', (e) => this.store?.update({ part: e.target.value, sel: [] }));
     this.result = null;
     this.given = null; // the `data` property's
     this.checkpoint = null; // the `files` property's
@@ -100,6 +113,7 @@ class AttnScope extends HTMLElement {
       scale: a('scale') === 'head' ? 'head' : 'absolute', words: this.hasAttribute('words'), off: parseHeads(a('off') ?? ''),
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', file: a('file') ?? '', hub: a('hub') ?? '',
       step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
+      part: Object.hasOwn(PARTS, a('part') ?? '') ? a('part') : 'all',
     };
   }
 
@@ -255,6 +269,7 @@ class AttnScope extends HTMLElement {
     this.showBusy(s.busy);
     const given = isGiven(s);
     this.$('.edit').hidden = !this.hasAttribute('editable') || given; // given attention's text is the file's
+    this.controls(s, changed);
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
     if (given && TRANSLATION_EMBEDS.includes(s.embed) && (changed.has('run') || changed.has('translation'))) {
       needsModel(this.$('.view'), `The ${s.embed} view computes from a translation model`);
@@ -291,6 +306,32 @@ class AttnScope extends HTMLElement {
       this.$('.view').style.aspectRatio = '';
       this.publish(published(s.run, Math.min(s.item, s.run.B - 1)));
     }
+  }
+
+  /**
+   * The `controls` attribute's choices above a view of one head: its layer (under the model's own
+   * numbers), its head (with its key/value head where several share one) and, for a sentence
+   * pair (`sentence_b_start`), which sentence's queries over which sentence's keys (bertviz's filter).
+   */
+  controls(s, changed) {
+    const box = this.$('.controls'), r = s.run;
+    box.hidden = !this.hasAttribute('controls') || !r || Boolean(s.translation) || !ONE_HEAD.includes(s.embed);
+    if (box.hidden) return;
+    const options = (select, labels) => {
+      if (select.options.length === labels.length && [...select.options].every((o, i) => o.textContent === labels[i])) return;
+      select.replaceChildren(...labels.map((text, i) => Object.assign(document.createElement('option'), { value: String(i), textContent: text })));
+    };
+    if (changed.has('run') || !box.dataset.filled) {
+      const kv = s.modelInfo?.architecture?.heads?.key_value, per = kv && kv < r.H ? r.H / kv : 0;
+      options(this.$('.controls .layer'), Array.from({ length: r.L }, (_, l) => String(layerNumber(r, l))));
+      options(this.$('.controls .head'), Array.from({ length: r.H }, (_, h) => (per ? `${h} (K/V ${Math.floor(h / per)})` : String(h))));
+      box.dataset.filled = '1';
+    }
+    this.$('.controls .layer').value = String(Math.min(s.layer, r.L - 1));
+    this.$('.controls .head').value = String(Math.min(s.head, r.H - 1));
+    const pair = Number.isInteger(r.results[Math.min(s.item, r.B - 1)]?.sentence_b_start);
+    this.$('.controls .part').hidden = !pair;
+    this.$('.controls .part select').value = s.part;
   }
 
   /** `result`, and the `attnscope-render` event that carries it. */

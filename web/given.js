@@ -116,6 +116,10 @@ function checked(meta, tensor, source) {
   };
   const has = (stack, k) => meta.records.some((r) => r?.stack === stack && (!k || r.kind === k));
   const tokens = kind === 'encoder-decoder' ? null : strings('tokens');
+  const sb = meta.sentence_b_start;
+  if (sb !== undefined && sb !== null && (!isInt(sb) || (tokens && sb >= tokens.length))) {
+    throw bad(source, `sentence_b_start ${JSON.stringify(sb)}: the position where a sentence pair's second sentence starts, one of the ${tokens?.length ?? 'encoder\'s'} tokens`);
+  }
   // an encoder–decoder's lists: those of the stacks its records hold (a cross-attention's keys are the encoder's)
   const encoderTokens = kind === 'encoder-decoder' && (has('encoder') || has('decoder', 'cross')) ? strings('encoder_tokens') : null;
   const decoderTokens = kind === 'encoder-decoder' && has('decoder') ? strings('decoder_tokens') : null;
@@ -194,7 +198,7 @@ function fromCliAttention(out, source) {
   if (!isObject(r) || !Array.isArray(r.attention) || !Array.isArray(r.tokens)) throw bad(source, 'results[0]: no tokens and attention [L][H][T][T], as `attnscope attention` prints them');
   const n = isInt(r.length) && r.length > 0 && r.length <= r.tokens.length ? r.length : r.tokens.length;
   const cut = n === r.tokens.length ? r.attention : r.attention.map((heads) => heads?.map?.((rows) => rows?.slice?.(0, n).map((row) => row?.slice?.(0, n))));
-  return cliRecords({ model: out.model, tokens: r.tokens.slice(0, n), texts: r.token_texts?.slice?.(0, n), attention: cut, causal: out.mask === 'causal' }, source);
+  return cliRecords({ model: out.model, tokens: r.tokens.slice(0, n), texts: r.token_texts?.slice?.(0, n), attention: cut, causal: out.mask === 'causal', sentenceB: r.sentence_b_start }, source);
 }
 
 /** `attnscope generate`'s JSON: every position fed, `attention [L][H][N][N]`, causal. */
@@ -202,11 +206,12 @@ function fromCliGenerate(out, source) {
   return cliRecords({ model: out.model, tokens: out.tokens, attention: out.attention, causal: true }, source);
 }
 
-function cliRecords({ model, tokens, texts, attention, causal }, source) {
+function cliRecords({ model, tokens, texts, attention, causal, sentenceB }, source) {
   const stack = causal ? 'decoder' : 'encoder';
   const heads = (x) => (Array.isArray(x) ? x.length : 0), rows = (x) => (Array.isArray(x?.[0]) ? x[0].length : 0);
   const meta = {
     format: FORMAT, architecture: { kind: causal ? 'decoder' : 'encoder' }, mask: causal ? 'causal' : 'none', model, tokens,
+    ...(sentenceB === undefined ? {} : { sentence_b_start: sentenceB }), // a pair's (the CLI's --pair)
     records: attention.map((a, layer) => ({ stack, kind: 'self', layer, query_heads: heads(a), kv_heads: heads(a), n_q: rows(a), n_k: rows(a), values: a })),
   };
   const g = checked(meta, null, source);
@@ -322,6 +327,8 @@ function givenRun(g, source) {
   const item = {
     text: textOf(tokens), tokens, token_ids: tokens.map(() => null), token_texts: g.texts ?? tokens,
     offsets: tokens.map(() => [0, 0]), word_ids: tokens.map((_, i) => i), length: T, truncated: false,
+    // a sentence pair's second sentence (bertviz's sentence_b_start): the head and line views' parts
+    ...(isInt(g.meta.sentence_b_start) ? { sentence_b_start: g.meta.sentence_b_start } : {}),
   };
   const info = {
     model, model_type: 'given', backend: 'given', fallback: null, mask: causal ? 'causal' : 'none', mask_ablation: false,

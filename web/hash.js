@@ -1,7 +1,7 @@
 // The URL hash ↔ the intent. Everything a link needs to reproduce a view; nothing else.
 // Values are only ever read as text (URLSearchParams), never as markup.
 
-import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, METRICS, INSIDE, DEFAULT_HUB } from './store.js';
+import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, PARTS, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, METRICS, INSIDE, DEFAULT_HUB } from './store.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
 
@@ -53,6 +53,7 @@ export function parseHash(hash) {
   s.noSink = h.get('nosink') === '1';
   s.sel = parseSel(h.get('q') ?? '');
   s.words = h.get('words') === '1';
+  if (Object.hasOwn(PARTS, h.get('part') ?? '')) s.part = h.get('part');
   return s;
 }
 
@@ -91,5 +92,6 @@ export function writeHash(s) {
   if (s.noSink) h.set('nosink', '1');
   if (s.sel?.length) h.set('q', s.sel.join(','));
   if (s.words) h.set('words', '1');
+  if (s.part && s.part !== 'all') h.set('part', s.part);
   return '#' + h.toString().replace(/(^|&)q=[\d%C]+/, (q) => q.replace(/%2C/g, ',')); // q=3,5 reads better than q=3%2C5
 }

@@ -6,12 +6,14 @@
 // layout that places them differs:
 //
 //   square(…)   a window of a T × T matrix in a square, its labels shown once they are legible;
+//   region(…)   rows [q0, q1) over columns [k0, k1) (a sentence pair's part) in the same room;
 //   labelled(…) every cell of an n_q × n_k matrix, in the room its measured labels leave.
 //
 // A layout `g`: {nq, nk (the rows and columns shown), q0, k0 (the first of each), x0, y0 (the
 // cells' top-left, CSS pixels), cell (a cell's side), showLabels, fontPx, axisNames (the axes
-// named in the corner where there is room)}; a square one also {T, n (= nq = nk), size (= n ·
-// cell)}, a labelled one {w, h} (the canvas it needs).
+// named in the corner where there is room)}; a square or region one also {n (the longer side),
+// size (= n · cell), fixed (a region: no zoom)} and a square one {T} (n = nq = nk), a labelled
+// one {w, h} (the canvas it needs).
 
 import { hatchPattern } from './canvas.js';
 
@@ -26,13 +28,24 @@ export function square({ width, height, T, win, labels, fontPx }) {
   const n = Math.max(1, Math.min(T, win?.n ?? T));
   const q0 = Math.max(0, Math.min(T - n, win?.q0 ?? 0));
   const k0 = Math.max(0, Math.min(T - n, win?.k0 ?? 0));
+  return { T, ...region({ width, height, part: { q0, q1: q0 + n, k0, k1: k0 + n }, labels, fontPx }), fixed: false };
+}
+
+/**
+ * Rows `[q0, q1)` over columns `[k0, k1)` of a matrix (a sentence pair's part: one sentence's
+ * queries over one sentence's keys) in the square `width × height` CSS pixels leave, its cells
+ * square, its labels shown only where a cell is large enough. `n`: the longer side, `size` its
+ * length; `fixed`: a window that does not zoom or pan.
+ */
+export function region({ width, height, part: { q0, q1, k0, k1 }, labels, fontPx }) {
+  const nq = Math.max(1, q1 - q0), nk = Math.max(1, k1 - k0), n = Math.max(nq, nk);
   const room = Math.min(width, height);
   let pad = labels ? Math.min(Math.round(room * 0.28), Math.round(fontPx * 7)) : 0;
   let cell = (room - pad - 2) / n;
   const showLabels = labels && cell >= Math.min(fontPx, 9);
   if (!showLabels) { pad = labels ? 14 : 0; cell = (room - pad - 2) / n; }
   return {
-    T, n, nq: n, nk: n, q0, k0, cell, x0: pad, y0: pad, size: cell * n, showLabels, axisNames: true,
+    n, nq, nk, q0, k0, cell, x0: pad, y0: pad, size: cell * n, showLabels, axisNames: true, fixed: true,
     fontPx: Math.min(fontPx, Math.max(7, Math.floor(cell - 1))),
   };
 }

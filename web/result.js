@@ -184,6 +184,20 @@ export function squareMask(T, causal) {
  *  (include_layers) keeps their own numbers; every other run's layers are 0, 1, 2, … */
 export const layerNumber = (run, l) => run?.layerNumbers?.[l] ?? l;
 
+/**
+ * The rows and columns of item `b`'s attention a sentence pair's `part` (store.js PARTS: `ab`,
+ * sentence A's queries over sentence B's keys) shows: `{name, q0, q1, k0, k1}`, sentence B from
+ * the item's `sentence_b_start` to its last real token. null for every token: `all`, an item
+ * with no second sentence, or a part with no tokens.
+ */
+export function partOf(run, b, part) {
+  const item = run?.results?.[b], sb = item?.sentence_b_start;
+  if (!part || part === 'all' || !Number.isInteger(sb)) return null;
+  const n = item.length ?? run.T, b0 = Math.min(sb, n);
+  const [q0, q1] = part[0] === 'a' ? [0, b0] : [b0, n], [k0, k1] = part[1] === 'a' ? [0, b0] : [b0, n];
+  return q1 > q0 && k1 > k0 ? { name: part, q0, q1, k0, k1 } : null;
+}
+
 /** `window.attnscope.result`: item `b` with the run's fields beside it. */
 export function published(run, b) {
   const item = run.results[b];

@@ -65,6 +65,7 @@ const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualV
 import { wordsOf } from './words.js';
 import { withoutSink } from './sink.js';
 import { clampSel } from './select.js';
+import { partOf } from './result.js';
 
 export const VIEWS = {
   model: grid, head, lines, steps, heads, rollout: rolloutView, headB: head,
@@ -444,6 +445,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       metric: s.metric, off: new Set(s.off), compare: s.compare && !r.long ? compareOf(shown) : null,
       sel: clampSel(s.sel, shown.T),
     };
+    base.part = partOf(shown, base.item, s.part); // a sentence pair's part: the head and line views'
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
     const onlySel = changed && [...changed].every((k) => k === 'hover' || k === 'sel'); // dims rows, draws the strip and lines
     const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', ...INSIDE.map((id) => `inside:${id}`)];
@@ -554,7 +556,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
   }
 
-  const RENDER_KEYS = ['extras', 'run', 'noSink', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions'];
+  const RENDER_KEYS = ['extras', 'run', 'noSink', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {

@@ -47,6 +47,8 @@ export const INTENT_DEFAULTS = {
   // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
   // views merge WordPiece pieces into words (web/words.js)
   sel: [], words: false,
+  // a sentence pair's part the head and line views show (bertviz's filter): PARTS
+  part: 'all',
 };
 /** The head metrics (src/analysis/heads.rs), with what the page calls them. */
 export const METRICS = {
@@ -83,6 +85,9 @@ export const COMPARE_FIRST = 'The trophy didn\'t fit in the suitcase because it 
 export const MASKS = ['padding', 'causal', 'none'];
 export const ENGINES = ['auto', 'cpu', 'gpu'];
 export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];
+/** A sentence pair's parts (bertviz's filter): every token, or queries of one sentence over the
+ *  keys of one (a: the first, b: the second, from `sentence_b_start`). */
+export const PARTS = { all: 'all', aa: 'sentence A → sentence A', bb: 'sentence B → sentence B', ab: 'sentence A → sentence B', ba: 'sentence B → sentence A' };
 export const EMBEDS = ['model', 'head', 'lines', 'steps'];
 /** An encoder–decoder's three attentions: the cross-attention, the decoder's and the encoder's self-attention. */
 export const ATTENTIONS = Object.keys(ATTENTION_KINDS);

@@ -99,6 +99,7 @@ export function wordsOf(run) {
       const labels = g.labels.concat(Array(W - g.labels.length).fill('[PAD]'));
       const real = item.length ?? T; // the item's pieces before its padding
       const r = { text: item.text, pair: item.pair, tokens: labels, labels, pieces: g.pieces, length: real >= T ? g.labels.length : g.of[real - 1] + 1, truncated: item.truncated };
+      if (Number.isInteger(item.sentence_b_start)) r.sentence_b_start = g.of[item.sentence_b_start]; // the word its first piece is in
       lazy(r, 'attention', () => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(head(b, l, h)))));
       lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
       return r;

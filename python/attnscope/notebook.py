@@ -238,7 +238,9 @@ def head_view(
     num_key_value_heads: int | None = None,
     model: str | None = None,
 ):
-    """bertviz's ``head_view``: one layer's heads, query by query, as lines and a heatmap.
+    """bertviz's ``head_view``: a head's attention, query by query, as a heatmap, with the layer
+    and the head to choose above it (and with ``sentence_b_start``, bertviz's filter: sentence A's
+    or B's queries over A's or B's keys).
 
     The arguments are bertviz's (see :func:`attnscope.given` for the layouts taken), plus
     ``num_key_value_heads`` (grouped-query attention's key/value heads) and ``model`` (a name for
@@ -250,7 +252,7 @@ def head_view(
     )
     # a few tokens' heatmap no wider than it reads well; a long input's as wide as the output
     n = max(r.n_k for r in g.records)
-    return _show(g, {"view": "head", "style": f"display:block;max-width:{max(480, 32 * n + 220)}px"}, html_action)
+    return _show(g, {"view": "head", "controls": "", "style": f"display:block;max-width:{max(480, 32 * n + 220)}px"}, html_action)
 
 
 def model_view(

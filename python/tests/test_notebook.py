@@ -35,7 +35,7 @@ def test_head_view_shows_a_widget_with_the_records_as_one_buffer(monkeypatch):
     assert isinstance(w, anywidget.AnyWidget)
     g = attnscope.given(tuple(layer[None] for layer in a), TOKENS, layer=1, heads=[2])
     assert w._given == g.to_safetensors()  # bytes: a binary buffer, not JSON lists
-    assert w.attributes["view"] == "head"
+    assert w.attributes["view"] == "head" and w.attributes["controls"] == ""  # the layer and head chosen above it
     # the front end, bundled and inline: the element and its styles, no URL of a CDN
     assert "customElements.define" in w._esm and "<style>" in w._esm
     urls = set(re.findall(r"https?://[^\s\"'`)]+", w._esm))
@@ -80,7 +80,7 @@ def test_returned_page_is_standalone_html_with_the_numbers(tmp_path):
     page = attnscope.head_view(a, ["a", "b", "<c>", "d", "e"], html_action="return", model='x"<b>')
     assert isinstance(page, attnscope.Page)
     html = page._repr_html_()
-    assert "document.createElement('attn-scope')" in html and '{"view": "head", "style": ' in html
+    assert "document.createElement('attn-scope')" in html and '{"view": "head", "controls": "", "style": ' in html
     assert "<script src" not in html and "http" not in re.sub(r"https?://[^\s\"'`]*w3\.org[^\s\"'`]*", "", html.split("const b64")[1])
     b64 = re.search(r'const b64 = "([A-Za-z0-9+/=]*)"', html).group(1)
     assert base64.b64decode(b64) == page.given.to_safetensors()

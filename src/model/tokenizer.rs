@@ -44,6 +44,9 @@ pub struct Encoded {
     /// Each real token as a person reads it: its span of the text, a space before it where the
     /// token carries one (`Ġ`, `▁`); a special token as it is (`[CLS]`, `<s>`). `[B][n_b]`.
     pub texts: Vec<Vec<String>>,
+    /// Where each item's second sentence (the pair's) starts: the position of its first token,
+    /// as bertviz's `sentence_b_start`; `None` for a text alone. `[B]`.
+    pub sentence_b_start: Vec<Option<usize>>,
 }
 
 impl Encoded {
@@ -212,6 +215,7 @@ impl TextTokenizer {
             offsets: vec![vec![(0, 0); n]],
             word_ids: vec![vec![None; n]],
             texts: vec![ids.iter().map(|&id| self.text_of(id)).collect()],
+            sentence_b_start: vec![None],
         }
     }
 
@@ -265,6 +269,11 @@ impl TextTokenizer {
                 return Err(Error::NoTokens { index: texts.len() });
             }
         }
+        // the pair's first token (a template's special tokens belong to neither sentence)
+        let sentence_b_start = encodings
+            .iter()
+            .map(|e| e.get_sequence_ids().iter().position(|s| *s == Some(1)))
+            .collect();
         let was_cut = |i: usize| cut_texts[i].1 || cut_pair.is_some_and(|(_, c)| c);
         let truncated: Vec<bool> = encodings
             .iter()
@@ -322,6 +331,7 @@ impl TextTokenizer {
             offsets,
             word_ids,
             texts,
+            sentence_b_start,
         })
     }
 }

@@ -197,6 +197,7 @@ test('input that cannot be read is an error naming it, and nothing is thrown', a
     [file({ query_heads: 3, kv_heads: 2 }), /^data: records\[0\]: 3 query heads do not split into groups over 2 key\/value heads/],
     [file({ stack: 'encoder' }), /^data: records\[0\]: encoder self-attention in the records of a decoder: its own self-attention only/],
     [{ object: { ...file({}).object, records: [rec({ layer: 1 }), rec({ layer: 0 })] } }, /^data: records\[1\] \(decoder self, layer 0\) after records\[0\] \(decoder self, layer 1\): records go by stack/],
+    [file({}, { sentence_b_start: 2 }), /^data: sentence_b_start 2: the position where a sentence pair's second sentence starts, one of the 2 tokens/],
   ];
   for (const [data, message] of cases) {
     const got = await element(page, { view: 'head' }, data);

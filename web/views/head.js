@@ -3,15 +3,17 @@
 // to 512 readable. The heatmap is a pixel buffer drawn once per input; hover and the keyboard
 // cursor redraw only the overlay canvas above it. Clicking a query token (a row label; shift-click
 // adds or removes one, Enter on the keyboard cursor's row) keeps only the selected rows at full
-// colour and shows their mean as a 1 × T strip under the columns.
+// colour and shows their mean as a 1 × T strip under the columns. A sentence pair's part (one
+// sentence's queries over one sentence's keys: bertviz's filter) is shown whole, without zoom.
 
 import { scale, pixels, MASKED, inkOn } from '../colour.js';
 import { fit, bitmap, hatchPattern, axesCaption, placeTip } from '../canvas.js';
-import { square, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
+import { square, region, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
 import { noteTip, specialNotes } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
 import { layerNumber } from '../result.js';
+import { PARTS } from '../store.js';
 
 const MIN_N = 4;
 
@@ -21,6 +23,7 @@ function build(target) {
     <div class="view-tools">
       <span class="focus-label"></span>
       <span class="axes"></span>
+      <span class="part-label muted"></span>
       <span class="zoom">
         <button type="button" class="zoom-out" aria-label="zoom out">−</button>
         <button type="button" class="zoom-in" aria-label="zoom in">+</button>
@@ -45,6 +48,7 @@ function build(target) {
   const want = () => target._want ?? v().g;
   const zoomTo = (n, centre) => {
     const { run, opts } = v();
+    if (v().g.fixed) return; // a sentence pair's part: its region, whole
     const g = want();
     const T = run.T;
     n = Math.max(Math.min(MIN_N, T), Math.min(T, Math.round(n)));
@@ -93,7 +97,7 @@ function build(target) {
   strip.addEventListener('mouseleave', () => { target.querySelector('.tooltip').hidden = true; });
   let drag = null;
   overlay.addEventListener('pointerdown', (e) => {
-    if (v().g.n >= v().run.T) return;
+    if (v().g.fixed || v().g.n >= v().run.T) return;
     drag = { x: e.clientX, y: e.clientY, q0: v().g.q0, k0: v().g.k0 };
     overlay.setPointerCapture(e.pointerId);
   });
@@ -128,9 +132,11 @@ function build(target) {
     if (mv) {
       e.preventDefault();
       const c = v().cursor ?? { q: g.q0, k: g.k0 };
-      const next = { q: Math.max(0, Math.min(run.T - 1, c.q + mv[0])), k: Math.max(0, Math.min(run.T - 1, c.k + mv[1])) };
+      // over every token (the window follows), or over a sentence pair's part
+      const [qs, ks] = g.fixed ? [[g.q0, g.q0 + g.nq - 1], [g.k0, g.k0 + g.nk - 1]] : [[0, run.T - 1], [0, run.T - 1]];
+      const next = { q: Math.max(qs[0], Math.min(qs[1], c.q + mv[0])), k: Math.max(ks[0], Math.min(ks[1], c.k + mv[1])) };
       v().cursor = next;
-      if (next.q < g.q0 || next.q >= g.q0 + g.n || next.k < g.k0 || next.k >= g.k0 + g.n) zoomTo(g.n, next);
+      if (!inside(g, next)) zoomTo(g.n, next);
       hover(target, next);
       cursorTip(target);
       target.querySelector('.readout').textContent = [describe(v(), next), specialNotes(v().tokens[next.q], v().tokens[next.k])].filter(Boolean).join('\n');
@@ -144,6 +150,9 @@ function build(target) {
 }
 
 const fmtP = (p) => p.toFixed(4);
+
+/** Whether cell {q, k} is among those layout `g` shows. */
+const inside = (g, { q, k }) => q >= g.q0 && q < g.q0 + g.nq && k >= g.k0 && k < g.k0 + g.nk;
 
 /** "query → key: p", and what the mask did to the cell. */
 export function describe({ tokens, values, mask, run, diff }, { q, k }) {
@@ -177,7 +186,7 @@ function hover(target, cell, clientX, clientY) {
 function cursorTip(target) {
   const v = target._view, g = v.g, { q, k } = v.cursor, tip = target.querySelector('.tooltip');
   v.keyTip = true;
-  if (q < g.q0 || q >= g.q0 + g.n || k < g.k0 || k >= g.k0 + g.n) { tip.hidden = true; return; }
+  if (!inside(g, v.cursor)) { tip.hidden = true; return; }
   const r = target.querySelector('.overlay').getBoundingClientRect();
   tip.textContent = describe(v, v.cursor);
   noteTip(tip, v.tokens[q], v.tokens[k]);
@@ -220,18 +229,18 @@ function selName(tokens, rows) {
 function dimRows(ctx, g, sel, tokens) {
   const on = new Set(sel);
   ctx.fillStyle = 'rgba(255, 255, 255, 0.78)';
-  for (let i = 0; i < g.n;) { // one rect a run of unselected rows: no seams between them
+  for (let i = 0; i < g.nq;) { // one rect a run of unselected rows: no seams between them
     if (on.has(g.q0 + i)) { i++; continue; }
     let j = i;
-    while (j < g.n && !on.has(g.q0 + j)) j++;
-    ctx.fillRect(g.x0, g.y0 + i * g.cell, g.size, (j - i) * g.cell);
+    while (j < g.nq && !on.has(g.q0 + j)) j++;
+    ctx.fillRect(g.x0, g.y0 + i * g.cell, g.nk * g.cell, (j - i) * g.cell);
     i = j;
   }
   ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
   ctx.font = `600 ${g.fontPx}px system-ui, sans-serif`;
   for (const q of sel) {
-    if (q < g.q0 || q >= g.q0 + g.n) continue;
+    if (q < g.q0 || q >= g.q0 + g.nq) continue;
     const y = g.y0 + (q - g.q0) * g.cell;
     ctx.clearRect(0, y, g.x0 - 1, g.cell);
     ctx.fillStyle = '#fde68a';
@@ -251,25 +260,25 @@ function drawStrip(canvas, g, st, sc, size, tokens) {
   const h = Math.round(Math.max(18, Math.min(30, g.cell)));
   const ctx = fit(canvas, size, h + 2);
   ctx.clearRect(0, 0, size, h + 2);
-  const img = new ImageData(g.n, 1);
-  for (let j = 0; j < g.n; j++) {
+  const img = new ImageData(g.nk, 1);
+  for (let j = 0; j < g.nk; j++) {
     const k = g.k0 + j;
     const rgb = st.mask && !st.mask[k] ? MASKED : sc.table[sc.index(st.combined[k])];
     img.data.set([...rgb, 255], 4 * j);
   }
-  ctx.drawImage(bitmap(img), 0, 0, g.n, 1, g.x0, 1, g.size, h);
+  ctx.drawImage(bitmap(img), 0, 0, g.nk, 1, g.x0, 1, g.nk * g.cell, h);
   if (st.mask && g.cell >= 5) {
     ctx.fillStyle = hatchPattern(ctx);
-    for (let j = 0; j < g.n; j++) if (!st.mask[g.k0 + j]) ctx.fillRect(g.x0 + j * g.cell, 1, g.cell, h);
+    for (let j = 0; j < g.nk; j++) if (!st.mask[g.k0 + j]) ctx.fillRect(g.x0 + j * g.cell, 1, g.cell, h);
   }
   ctx.strokeStyle = '#9ca3af';
   ctx.lineWidth = 1;
-  ctx.strokeRect(g.x0 - 0.5, 0.5, g.size + 1, h + 1);
+  ctx.strokeRect(g.x0 - 0.5, 0.5, g.nk * g.cell + 1, h + 1);
   ctx.textBaseline = 'middle';
   if (g.cell >= 28) {
     ctx.font = '10px system-ui, sans-serif';
     ctx.textAlign = 'center';
-    for (let j = 0; j < g.n; j++) {
+    for (let j = 0; j < g.nk; j++) {
       const p = st.combined[g.k0 + j];
       if (st.mask && !st.mask[g.k0 + j]) continue;
       ctx.fillStyle = inkOn(sc.table[sc.index(p)]);
@@ -288,7 +297,7 @@ function drawStrip(canvas, g, st, sc, size, tokens) {
 
 /**
  * `run`: the result contract. `opts`: {item, layer, head, scale: 'absolute' | 'head', win:
- * {q0, k0, n} | null, fontPx, maxHeight, cellsLike (a longer matrix's T beside it: cells of its
+ * {q0, k0, n} | null, part: a sentence pair's part (result.js partOf) | null, fontPx, maxHeight, cellsLike (a longer matrix's T beside it: cells of its
  * size), sel: number[] (selected query rows, sorted), onZoom(win), onHover(cell), onSelect(sel)}.
  */
 export function render(target, run, opts) {
@@ -314,24 +323,29 @@ export function render(target, run, opts) {
     const like = square({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx: opts.fontPx ?? 12 });
     size = Math.ceil(like.x0 + 2 + like.cell * T);
   }
-  const g = square({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
+  // a sentence pair's part (one sentence's queries over one's keys), whole; else the window
+  const part = opts.part ?? null;
+  const g = part ? region({ width: size, height: size, part, labels: true, fontPx: opts.fontPx ?? 12 })
+    : square({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
-  const drawKey = [imgKey, size, g.q0, g.k0, g.n, g.fontPx, g.showLabels, sel.join(',')].join('|');
+  const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.fontPx, g.showLabels, sel.join(',')].join('|');
   const minPx = Math.ceil((g.n * size) / g.size) + 1; // at least one device pixel per row
   if (prev?.drawKey !== drawKey) {
     const ctx = fit(heat, size, size, minPx);
     drawMatrix(ctx, g, { img, masked: maskedBy(mask, T), rows: tokens, cols: tokens });
     if (sel.length) dimRows(ctx, g, sel, tokens);
-    Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, t: T, labels: g.showLabels });
+    Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, nq: g.nq, nk: g.nk, t: T, labels: g.showLabels });
     heat.setAttribute('aria-label', `layer ${layerNumber(run, layer)}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
     legend.render(target.querySelector('.legend'), sc, { masked: true });
   }
   const overlayCtx = fit(overlay, size, size); // outlines only: the screen's pixels are enough
   target.querySelector('.stage').style.height = `${size}px`;
-  overlay.classList.toggle('pannable', g.n < T); // zoomed in: a drag pans (a finger's too), else the page scrolls
+  overlay.classList.toggle('pannable', !g.fixed && g.n < T); // zoomed in: a drag pans (a finger's too), else the page scrolls
   target.querySelector('.focus-label').textContent = `layer ${layerNumber(run, layer)}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
+  target.querySelector('.zoom').hidden = g.fixed;
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);
+  target.querySelector('.part-label').textContent = part ? `${PARTS[part.name]}: queries ${g.q0}–${g.q0 + g.nq - 1} × keys ${g.k0}–${g.k0 + g.nk - 1} of ${T}` : '';
   // the selected rows, summed and renormalised: a strip under the columns
   const comb = sel.length ? combine(values, mask, T, sel) : null;
   const st = comb && { ...comb, name: selName(tokens, comb.rows) };
