@@ -330,17 +330,19 @@ export function render(target, run, opts) {
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
   const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.fontPx, g.showLabels, sel.join(',')].join('|');
-  const minPx = Math.ceil((g.n * size) / g.size) + 1; // at least one device pixel per row
+  // a part's block as tall as its rows need (a square's room is `size` both ways)
+  const height = g.fixed ? Math.min(size, Math.ceil(g.y0 + g.nq * g.cell + 2)) : size;
+  const minPx = Math.ceil((g.n * height) / g.size) + 1; // at least one device pixel per row
   if (prev?.drawKey !== drawKey) {
-    const ctx = fit(heat, size, size, minPx);
+    const ctx = fit(heat, size, height, minPx);
     drawMatrix(ctx, g, { img, masked: maskedBy(mask, T), rows: tokens, cols: tokens });
     if (sel.length) dimRows(ctx, g, sel, tokens);
     Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, nq: g.nq, nk: g.nk, t: T, labels: g.showLabels });
     heat.setAttribute('aria-label', `layer ${layerNumber(run, layer)}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
     legend.render(target.querySelector('.legend'), sc, { masked: true });
   }
-  const overlayCtx = fit(overlay, size, size); // outlines only: the screen's pixels are enough
-  target.querySelector('.stage').style.height = `${size}px`;
+  const overlayCtx = fit(overlay, size, height); // outlines only: the screen's pixels are enough
+  target.querySelector('.stage').style.height = `${height}px`;
   overlay.classList.toggle('pannable', !g.fixed && g.n < T); // zoomed in: a drag pans (a finger's too), else the page scrolls
   target.querySelector('.focus-label').textContent = `layer ${layerNumber(run, layer)}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom').hidden = g.fixed;
