@@ -24,8 +24,8 @@
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
-import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, DECODER_PANELS } from './scope.js';
+import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, INSIDE, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
+import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
@@ -39,7 +39,7 @@ const TRANSLATION_EMBEDS = ['masks', 'inside'];
 const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part'];
 
 /** The views of one layer's one head: the `controls` attribute's layer and head choices are theirs. */
-const ONE_HEAD = ['head', 'lines', 'steps'];
+const ONE_HEAD = ['head', 'lines', 'steps', 'inside'];
 
 class AttnScope extends HTMLElement {
   static observedAttributes = ATTRS;
@@ -107,7 +107,8 @@ class AttnScope extends HTMLElement {
     const batch = (a('batch') ?? '').split('|').map((x) => x.trim()).filter(Boolean).slice(0, MAX_BATCH);
     return {
       sentences: batch.length ? batch : [a('sentence') ?? ''], batch: batch.length > 0, item: int('item'), pair: a('pair') ?? '',
-      inside: view === 'inside' ? DECODER_INSIDE : [],
+      // a translation's decoder panels (all three), or the first of an encoder's or a decoder's layer (the others open on a click)
+      inside: view === 'inside' ? [...DECODER_INSIDE, INSIDE[0]] : [],
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
       scale: a('scale') === 'head' ? 'head' : 'absolute', words: this.hasAttribute('words'), off: parseHeads(a('off') ?? ''),
@@ -144,7 +145,8 @@ class AttnScope extends HTMLElement {
     const next = this.intent();
     const now = this.store.get();
     const modelChanged = next.model !== now.model || next.hf !== now.hf || next.file !== now.file || next.hub !== now.hub || next.engine !== now.engine;
-    this.store.update({ ...next, win: null });
+    const { inside, ...rest } = next; // the panels opened stay open while the view does
+    this.store.update({ ...rest, ...(name === 'view' ? { inside } : {}), win: null });
     if (name === 'sentence') this.$('.edit input').value = next.sentences[0];
     if (name === 'src') this.loadGiven();
     else if (modelChanged && !this.showsGiven()) this.load(next);
@@ -162,6 +164,30 @@ class AttnScope extends HTMLElement {
     const view = this.$('.view');
     const name = intent.embed;
     const targets = { [name]: view };
+    // view="inside" on an encoder or a decoder-only model: the panels inside its focused layer
+    // (a translation model's are its decoder's: insideDecoder)
+    if (name === 'inside') {
+      const box = document.createElement('div');
+      box.className = 'layer-inside';
+      box.hidden = true;
+      for (const id of LAYER_PANELS) {
+        const panel = document.createElement('details');
+        panel.dataset.panel = id;
+        const v = document.createElement('div');
+        v.className = 'view';
+        v.id = `inside-${id}`;
+        panel.append(document.createElement('summary'), v);
+        // a panel opened is computed and drawn (scope.js draws the open ones: `inside`)
+        panel.addEventListener('toggle', () => {
+          const open = new Set(this.store.get().inside);
+          if (panel.open) open.add(id); else open.delete(id);
+          this.store.update({ inside: [...DECODER_INSIDE, ...INSIDE.filter((x) => open.has(x))] });
+        });
+        box.append(panel);
+        targets[`inside:${id}`] = v;
+      }
+      view.after(box);
+    }
     this.scope = connect(this.store, {
       targets, dropOld: false,
       // a translation model opens on its most readable head unless the attributes name one
@@ -173,6 +199,7 @@ class AttnScope extends HTMLElement {
           model: {}, head: { maxHeight: Math.min(width, height), fontPx: 12 },
           lines: { height: Math.min(height, 640), fontPx: 12 },
           steps: { panelPx: Math.floor(width / (width >= 720 ? 4 : 2)) - 14, fontPx: 10 },
+          ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, name === 'inside' && s.inside.includes(id) ? { fontPx: 11, width } : null])),
         };
       },
     });
@@ -264,12 +291,15 @@ class AttnScope extends HTMLElement {
     this.$('.message').hidden = !err;
     // a model that never loaded: the error alone, not the space its view would have taken
     const failed = Boolean(s.modelError && !s.modelInfo);
-    this.$('.view').hidden = failed;
+    // view="inside" on an encoder or a decoder-only model: its layer's panels in place of the one view
+    const layerInside = s.embed === 'inside' && Boolean(s.modelInfo?.architecture) && !s.translation && !s.modelInfo.decoder;
+    this.$('.view').hidden = failed || layerInside;
     this.$('.caption').hidden = failed;
     this.showBusy(s.busy);
     const given = isGiven(s);
     this.$('.edit').hidden = !this.hasAttribute('editable') || given; // given attention's text is the file's
     this.controls(s, changed);
+    if (s.embed === 'inside' && ['modelInfo', 'run', 'translation', 'pair', 'inside'].some((k) => changed.has(k))) this.layerPanels(s, layerInside && !failed);
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
     if (given && TRANSLATION_EMBEDS.includes(s.embed) && (changed.has('run') || changed.has('translation'))) {
       needsModel(this.$('.view'), `The ${s.embed} view computes from a translation model`);
@@ -305,6 +335,24 @@ class AttnScope extends HTMLElement {
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
       this.publish(published(s.run, Math.min(s.item, s.run.B - 1)));
+    }
+  }
+
+  /** view="inside" on an encoder or a decoder-only model: the panels its model has, titled in
+   *  its own words (its norm, its feed-forward), in place of the one view; those open that the
+   *  state's `inside` names. */
+  layerPanels(s, on) {
+    const box = this.$('.layer-inside');
+    box.hidden = !on;
+    if (!on) return;
+    const shown = new Map(insidePanels(s.modelInfo.architecture, { pair: Boolean(s.pair.trim()) }));
+    for (const panel of box.querySelectorAll('[data-panel]')) {
+      const title = shown.get(panel.dataset.panel);
+      panel.hidden = !title;
+      panel.lastElementChild.hidden = !title; // scope.js draws the targets that are not hidden
+      panel.firstElementChild.textContent = title ?? '';
+      const open = Boolean(title) && s.inside.includes(panel.dataset.panel);
+      if (panel.open !== open) panel.open = open;
     }
   }
 

@@ -5,7 +5,7 @@
 import { engine, DEFAULT_MODEL } from './engine.js';
 import { MAX_BATCH, DEFAULT_HUB, isHubId } from './store.js';
 import { measure, SLICE_MS } from './canvas.js';
-import { withArchitecture, readsPair } from './architecture.js';
+import { withArchitecture, readsPair, normName, ffnWords } from './architecture.js';
 import * as grid from './views/grid.js';
 import * as head from './views/head.js';
 import * as lines from './views/lines.js';
@@ -57,6 +57,33 @@ export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
     DECODER_PANELS[id].view.render(target, dt.data, { step: Math.min(s.step ?? T - 1, T - 1), head, probs: r.cross_attention[layer][head], written: r.output_tokens.slice(1), width: target.clientWidth || 600, fontPx });
   }
   return Boolean(dt && !dt.error);
+}
+
+/** The panels inside a layer (store.js INSIDE) in the order they are read: the rotary
+ *  positions and the cache after the heads, as the page's index.html has them. */
+export const LAYER_PANELS = ['embeddings', 'qkv', 'rope', 'cache', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross'];
+
+/**
+ * The panels inside a layer of an encoder's or a decoder-only model's stack, in LAYER_PANELS'
+ * order, as `[id, title]` for `arch` (ModelInfo.architecture): those its model has (rotary
+ * positions, a decoder's cache; the imitated cross-attention reads a sentence pair). The page's
+ * are in its index.html; an element's `view="inside"` shows these.
+ */
+export function insidePanels(arch, { pair = false } = {}) {
+  const parts = ['token', ...(arch.positions?.type === 'rotary' ? [] : ['position']), ...(arch.token_types ? ['token type'] : [])];
+  const titles = {
+    embeddings: `1 · Embeddings: ${parts.join(' + ')}${arch.norm_order === 'post' ? `, then ${normName(arch)}` : ''}`,
+    qkv: '2 · Q, K, V and the heads: split, attend, concatenate, W_o',
+    rope: arch.positions?.type === 'rotary' ? '2b · Rotary positions (RoPE): each query and key turned by where its token stands' : null,
+    cache: arch.kind === 'decoder' ? '2c · Grouped-query attention and the KV cache: what writing token by token keeps' : null,
+    context: '3 · Scaled dot-product attention ·V: the focused head\'s context',
+    scale: '4 · Why divide by √d_k?',
+    residual: `5 · Residual + ${normName(arch)}`,
+    ffn: `6 · Feed-forward: ${ffnWords(arch)}`,
+    stack: '7 · The stack and its output',
+    cross: pair && readsPair(arch) ? 'Cross-attention (encoder–decoder), imitated with the sentence pair' : null,
+  };
+  return LAYER_PANELS.filter((id) => titles[id]).map((id) => [id, titles[id]]);
 }
 
 /** The likeliest next tokens a translation's steps show. */
@@ -315,7 +342,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   const linkFocus = /(^|[#&])(l|h)=/.test(location.hash);
   const opensOnModelFocus = () => (modelFocus ? modelFocus() : loads > 0 || !linkFocus);
   let running = false, again = false;
-  let positionsPending = false;
+  let positionsPending = false, scalingAsked = false;
   let translations = 0, decoderPending = '';
 
   async function run() {
@@ -567,7 +594,10 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (['run', 'table', 'rollout', 'metric'].some((k) => changed.has(k))) givenAnalyses(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens
-    if (changed.has('inside') && s.inside.includes('scale') && !s.scaling) eng().scaling(2000).then((scaling) => store.update({ scaling }), () => {});
+    if (s.inside.includes('scale') && !s.scaling && s.modelKey && !scalingAsked) {
+      scalingAsked = true;
+      eng().scaling(2000).then((scaling) => store.update({ scaling }), () => { scalingAsked = false; });
+    }
     // the √d_k panel's other scale: one more pass for the run on screen, not a whole new run
     if ((changed.has('inside') || changed.has('run')) && s.inside.includes('scale')) otherScale(s);
     // learned vs sinusoidal position similarity: from the engine once a model (again for a longer input)

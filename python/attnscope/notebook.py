@@ -306,8 +306,10 @@ def run(
     config.json, model.safetensors and tokenizer.json; a .gguf file; or a Hub id such as
     ``"sentence-transformers/all-MiniLM-L6-v2"``, which the browser fetches) run on ``text``,
     with the views of the ``<attn-scope>`` element: ``view`` one of ``"model"``, ``"head"``, ``"lines"``,
-    ``"steps"`` (scaled dot-product attention step by step), and for a translation model
-    ``"masks"`` and ``"inside"``; ``pair`` a translation's target to teacher-force, ``mask``
+    ``"steps"`` (scaled dot-product attention step by step), ``"inside"`` (the panels inside the
+    focused layer: embeddings, Q/K/V and the heads, RoPE, the KV cache, ·V, √d_k, the residual and
+    norm, the feed-forward, the stack; a translation model's decoder layer), and for a translation
+    model ``"masks"``; ``pair`` a translation's target to teacher-force, ``mask``
     ``"padding"``, ``"causal"`` or ``"none"``, ``engine`` ``"auto"``, ``"cpu"`` or ``"gpu"``
     (WebGPU). Click a head to focus it, alt-click to knock it out; ``editable`` adds a box to
     type another sentence; ``hub`` a mirror of the Hub for a Hub id (its base URL). Returns the
@@ -327,7 +329,8 @@ def run(
     for name, v in (("layer", layer), ("head", head)):
         if int(v) != v or v < 0:
             raise ValueError(f"{name}={v!r}: expected a whole number ≥ 0")
-    attributes: dict[str, Any] = {"sentence": text, "view": view, "layer": int(layer), "head": int(head), "engine": engine}
+    # `controls`: the layer and the head chosen above a view of one head
+    attributes: dict[str, Any] = {"sentence": text, "view": view, "layer": int(layer), "head": int(head), "engine": engine, "controls": ""}
     if pair is not None:
         attributes["pair"] = pair
     if mask is not None:

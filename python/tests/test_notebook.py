@@ -136,7 +136,7 @@ FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "tests/fi
 def test_run_sends_the_checkpoint_and_the_wasm_when_asked_and_saves_neither(monkeypatch):
     w = attnscope.run(FIXTURES / "tiny-gpt2", "attention is all you need", view="head", layer=1, head=2)
     assert w._checkpoint["name"] == "tiny-gpt2" and w._checkpoint["key"].startswith("notebook:")
-    assert w.attributes == {"sentence": "attention is all you need", "view": "head", "layer": 1, "head": 2, "engine": "auto", "editable": ""}
+    assert w.attributes == {"sentence": "attention is all you need", "view": "head", "layer": 1, "head": 2, "engine": "auto", "controls": "", "editable": ""}
     assert not [k for k, t in w.traits(sync=True).items() if isinstance(t, __import__("traitlets").Bytes)], "no bytes in the saved state"
     sent = []
     monkeypatch.setattr(w, "send", lambda content, buffers=None: sent.append((content, buffers)))

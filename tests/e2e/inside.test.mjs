@@ -159,3 +159,56 @@ test('a phone: the panels do not overflow the page', async () => {
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('<attn-scope view="inside">: the panels inside the focused layer, its model\'s own, each the engine\'s numbers (the CLI\'s), the layer and the head chosen above them', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 900, height: 900 });
+  await page.route('**/favicon.ico', (r) => r.fulfill({ status: 204 }));
+  await page.goto(`${server.url}web/views.css`);
+  const shown = () => page.evaluate(async () => {
+    const el = document.getElementById('in'), root = el.shadowRoot;
+    const panels = () => [...root.querySelectorAll('.layer-inside [data-panel]:not([hidden])')];
+    const open = () => panels().filter((p) => p.open);
+    const drawn = () => el.result && open().length > 0 && open().every((p) => p.querySelector('.view').dataset.drawn === String(el.store.get().run?.id));
+    for (let i = 0; i < 900 && !drawn(); i++) await new Promise((r) => setTimeout(r, 100));
+    return {
+      drawn: drawn(), panels: panels().map((p) => [p.dataset.panel, p.querySelector('summary').textContent]), open: open().map((p) => p.dataset.panel), oneView: !root.querySelector('.view').hidden,
+      controls: !root.querySelector('.controls').hidden, layer: el.store.get().layer, head: el.store.get().head,
+    };
+  });
+  await page.evaluate(async ({ sentence, model }) => {
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.id = 'in';
+    for (const [k, v] of Object.entries({ sentence, model, view: 'inside', layer: '1', head: '3', engine: 'cpu', controls: '' })) el.setAttribute(k, v);
+    el.style.cssText = 'display:block;width:860px';
+    document.body.prepend(el);
+  }, { sentence: SENTENCE, model: `${server.url}assets/models/all-MiniLM-L6-v2/` });
+  const first = await shown();
+  assert.ok(first.drawn, 'the open panel drawn from the run');
+  assert.deepEqual(first.open, ['embeddings'], 'the first panel open, the others a click away');
+  assert.equal(first.oneView, false);
+  assert.deepEqual(first.panels.map(([id]) => id), ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack'], 'BERT\'s: no rotary positions, no cache, no pair');
+  assert.deepEqual(first.panels.find(([id]) => id === 'residual'), ['residual', '5 · Residual + LayerNorm']);
+  assert.match(first.panels.find(([id]) => id === 'ffn')[1], /Linear → GELU → Linear/);
+  // panels opened, then the layer chosen above them: its trace is the CLI's
+  for (const id of ['qkv', 'ffn']) await page.locator(`#in [data-panel="${id}"] > summary`).click();
+  await page.locator('#in .controls .layer').selectOption('2');
+  const second = await shown();
+  assert.ok(second.drawn && second.layer === 2 && second.head === 3, JSON.stringify(second));
+  assert.deepEqual(second.open, ['embeddings', 'qkv', 'ffn']);
+  const want = cliTrace(2).layer_trace;
+  for (const [n, k] of [['q', 'q'], ['context', 'context'], ['attentionOutput', 'attention_output'], ['intermediate', 'intermediate']]) {
+    const d = await page.evaluate(([n, rows]) => {
+      const f = document.getElementById('in').store.get().run.traceOf(0).get(n);
+      let max = 0;
+      rows.forEach((row, t) => row.forEach((v, j) => { max = Math.max(max, Math.abs(f.values[t * f.width + j] - v)); }));
+      return max;
+    }, [n, want[k]]);
+    assert.ok(d < TOL, `${n}: max |Δ| ${d}`);
+  }
+  const labels = await page.evaluate(() => [...document.getElementById('in').shadowRoot.querySelectorAll('[data-panel="qkv"] canvas[role="img"]')].map((c) => c.getAttribute('aria-label')));
+  assert.ok(labels.some((l) => l.includes('12 bands of 32, head 3 outlined')), labels.join(' / '));
+  await page.locator('#in').screenshot({ path: path.join(ARTIFACTS, 'inside-element.png') });
+  assert.deepEqual(problems, []);
+  await page.close();
+});

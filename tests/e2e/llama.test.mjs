@@ -547,3 +547,25 @@ test('<attn-scope> takes a .gguf file: its result equals HF\'s attention', async
   clean(problems);
   await page.close();
 });
+
+test('<attn-scope view="inside"> on a Llama: its panels (rotary positions and the cache among them) in its own words, RMSNorm and SwiGLU, each drawn when opened', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 900, height: 800 });
+  const model = `${server.url}assets/models/e2e-tiny-llama/`;
+  await page.route('**/inside-element.html', (route) => route.fulfill({ contentType: 'text/html', body: `<!doctype html><link rel="icon" href="data:,"><script type="module" src="/attn-scope.js"></script>
+    <attn-scope id="g" model="${model}" sentence="time flies like an arrow" view="inside" engine="cpu" layer="1"></attn-scope>` }));
+  await page.goto(`${server.url}inside-element.html`);
+  const panels = () => page.evaluate(() => [...document.querySelector('#g').shadowRoot.querySelectorAll('.layer-inside [data-panel]:not([hidden])')].map((p) => [p.dataset.panel, p.querySelector('summary').textContent, p.open, p.querySelector('.view').dataset.drawn ?? '']));
+  await page.waitForFunction(() => document.querySelector('#g')?.result && document.querySelector('#g').shadowRoot.querySelector('[data-panel="embeddings"] .view').dataset.drawn, null, { timeout: 120000 })
+    .catch(async (e) => { throw new Error(`${e.message}: ${JSON.stringify(await page.evaluate(() => { const el = document.querySelector('#g'); return [Boolean(el?.result), el?.store?.get().positions, el?.shadowRoot?.querySelector('[data-panel="embeddings"] .inside-note')?.textContent]; }))} ${JSON.stringify(problems)} ${JSON.stringify(await panels())}`); });
+  const got = await panels();
+  assert.deepEqual(got.map(([id]) => id), ['embeddings', 'qkv', 'rope', 'cache', 'context', 'scale', 'residual', 'ffn', 'stack']);
+  assert.deepEqual(got.find(([id]) => id === 'residual').slice(0, 2), ['residual', '5 · Residual + RMSNorm']);
+  assert.match(got.find(([id]) => id === 'ffn')[1], /SiLU\(gate\) ⊙ up → down \(SwiGLU\)/);
+  assert.equal(got.find(([id]) => id === 'embeddings')[1], '1 · Embeddings: token', 'rotary positions: nothing added to the token');
+  for (const id of ['rope', 'cache']) {
+    await page.locator(`#g [data-panel="${id}"] > summary`).click();
+    await page.waitForFunction((pid) => { const el = document.querySelector('#g'); return el.shadowRoot.querySelector(`[data-panel="${pid}"] .view`).dataset.drawn === String(el.store.get().run?.id); }, id, { timeout: 60000 });
+  }
+  clean(problems);
+  await page.close();
+});

@@ -81,7 +81,7 @@ export function render(target, run, opts) {
   const simRow = part(target, 'inside-sim');
   const note = part(target, 'inside-note', 'p');
   if (!pos) { note.textContent = 'Position similarity: computing…'; return; }
-  if (pos.error) { note.textContent = `Position similarity: ${pos.error}`; return; }
+  if (pos.error) { note.textContent = `Position similarity: ${pos.error}`; target.dataset.drawn = String(run.id); return; } // all there is (a rotary model has no table)
   const n = pos.n;
   const size = Math.max(220, Math.min(330, Math.floor((width - 40) / 2)));
   const sc = diverging(1, 'cosine similarity');
