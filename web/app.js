@@ -8,7 +8,7 @@ import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, 
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, maxAbsDiff, visibleText, engineOf, decoderSteps } from './result.js';
+import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, engineOf, decoderSteps } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
@@ -40,15 +40,8 @@ const api = {
     const s = store.get();
     if (s.translation) return publishedTranslation(s.translation, Math.min(s.item, s.translation.results.length - 1));
     if (!s.run) return null;
-    const out = published(s.run, Math.min(s.item, s.run.B - 1));
-    // a generation's run: its fields as `attnscope generate` prints them beside (`attention` the
-    // focused step's, as the views draw it; `generate` the whole result, its (L, H, N, N) typed)
-    const g = s.generation?.result;
-    if (!s.run.generated || !g) return out;
-    // the run's own fields (`tokens`, `attention`: up to the focused step) stay; the generation's whole in `generate`
-    // copied as properties, so that `attention` stays a getter: read, it copies (L, H, N, N) out
-    for (const [k, d] of Object.entries(Object.getOwnPropertyDescriptors(g))) if (d.enumerable && !(k in out)) Object.defineProperty(out, k, d);
-    return Object.assign(out, { output_tokens: g.output_ids.map((id, i) => g.steps[i].top_k.find((p) => p.id === id)?.token ?? null), step: s.run.generated.step, running: s.generation.running, generate: g });
+    // a generation's run: its fields as `attnscope generate` prints them beside
+    return withGeneration(published(s.run, Math.min(s.item, s.run.B - 1)), s.run, s.generation);
   },
   get info() { return store.get().modelInfo; },
   get engine() { return store.get().engineStatus; },

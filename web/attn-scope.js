@@ -19,27 +19,36 @@
 // or the CLI's JSON; the `data` property takes the same as bytes, text or an object), controls
 // (present: a layer and a head to choose above a view of one head, and for a sentence pair which
 // sentence's queries over which one's keys), part (that choice: all | aa | bb | ab | ba, sentence B
-// from the attention's sentence_b_start). Changing one re-renders.
+// from the attention's sentence_b_start); view="generate" (a decoder-only model with an LM head
+// writing after the sentence, token by token, the focused step's head view under it) with gen (how
+// many tokens to write once the sentence's run is in; else on its Generate button) and chat (present:
+// the sentence as a chat's user message). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, INSIDE, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
 import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
-import { published, publishedTranslation, layerNumber, decoderSteps } from './result.js';
+import { published, publishedTranslation, withGeneration, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
 import { readGiven, fromGiven, UNNAMED } from './given.js';
 import { STYLE_MARKUP } from './element-styles.js';
-import { useWorker } from './engine.js';
+import { useWorker, engine } from './engine.js';
+import { connectGeneration, canGenerate } from './generation.js';
+import * as generationView from './views/generation.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part'];
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part', 'gen', 'chat'];
+
+/** A decoder-only model writing after the sentence (`view="generate"`): the text token by token,
+ *  its steps, and the focused head's attention over prompt and output. The element's own view. */
+const GENERATE = 'generate';
 
 /** The views of one layer's one head: the `controls` attribute's layer and head choices are theirs. */
-const ONE_HEAD = ['head', 'lines', 'steps', 'inside'];
+const ONE_HEAD = ['head', 'lines', 'steps', 'inside', GENERATE];
 
 class AttnScope extends HTMLElement {
   static observedAttributes = ATTRS;
@@ -102,7 +111,7 @@ class AttnScope extends HTMLElement {
   intent() {
     const a = (k) => this.getAttribute(k);
     const int = (k) => Math.max(0, parseInt(a(k), 10) || 0);
-    const view = EMBEDS.includes(a('view')) || TRANSLATION_EMBEDS.includes(a('view')) ? a('view') : 'head';
+    const view = EMBEDS.includes(a('view')) || TRANSLATION_EMBEDS.includes(a('view')) || a('view') === GENERATE ? a('view') : 'head';
     // a batch: its sources separated by |, each "source => target" to teacher-force its own
     const batch = (a('batch') ?? '').split('|').map((x) => x.trim()).filter(Boolean).slice(0, MAX_BATCH);
     return {
@@ -115,6 +124,8 @@ class AttnScope extends HTMLElement {
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', file: a('file') ?? '', hub: a('hub') ?? '',
       step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
       part: Object.hasOwn(PARTS, a('part') ?? '') ? a('part') : 'all',
+      // view="generate": how many tokens to write once the sentence's run is in, and as a chat's user message
+      gen: Math.min(int('gen'), 256), chat: this.hasAttribute('chat'),
     };
   }
 
@@ -159,11 +170,18 @@ class AttnScope extends HTMLElement {
     this.store = createStore({
       ...INTENT_DEFAULTS, ...intent,
       modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null, translation: null,
-      runError: null, busy: false, hover: null, win: null, rendered: '', size: '',
+      runError: null, busy: false, hover: null, win: null, rendered: '', size: '', generation: null,
     });
     const view = this.$('.view');
     const name = intent.embed;
     const targets = { [name]: view };
+    // view="generate": the generate view, and under it the head view of the step it focuses
+    if (name === GENERATE) {
+      const head = document.createElement('div');
+      head.className = 'view generated-head';
+      view.after(head);
+      targets.head = head;
+    }
     // view="inside" on an encoder or a decoder-only model: the panels inside its focused layer
     // (a translation model's are its decoder's: insideDecoder)
     if (name === 'inside') {
@@ -196,13 +214,14 @@ class AttnScope extends HTMLElement {
         const width = Math.max(160, view.clientWidth || this.clientWidth || 480);
         const height = this.clientHeight > 120 ? this.clientHeight - 40 : width;
         return {
-          model: {}, head: { maxHeight: Math.min(width, height), fontPx: 12 },
+          model: {}, head: { maxHeight: name === GENERATE ? Math.min(width, 560) : Math.min(width, height), fontPx: 12 },
           lines: { height: Math.min(height, 640), fontPx: 12 },
           steps: { panelPx: Math.floor(width / (width >= 720 ? 4 : 2)) - 14, fontPx: 10 },
           ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, name === 'inside' && s.inside.includes(id) ? { fontPx: 11, width } : null])),
         };
       },
     });
+    if (name === GENERATE) this.generating = connectGeneration(this.store, engine());
     this.store.subscribe((s, changed) => this.show(s, changed));
     this.resize = new ResizeObserver(() => this.store.update({ size: `${this.clientWidth}x${this.clientHeight}` }));
     this.resize.observe(this);
@@ -300,6 +319,7 @@ class AttnScope extends HTMLElement {
     this.$('.edit').hidden = !this.hasAttribute('editable') || given; // given attention's text is the file's
     this.controls(s, changed);
     if (s.embed === 'inside' && ['modelInfo', 'run', 'translation', 'pair', 'inside'].some((k) => changed.has(k))) this.layerPanels(s, layerInside && !failed);
+    if (s.embed === GENERATE && ['modelInfo', 'run', 'generation', 'step', 'chat', 'gen'].some((k) => changed.has(k))) this.generate(s);
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
     if (given && TRANSLATION_EMBEDS.includes(s.embed) && (changed.has('run') || changed.has('translation'))) {
       needsModel(this.$('.view'), `The ${s.embed} view computes from a translation model`);
@@ -334,8 +354,34 @@ class AttnScope extends HTMLElement {
     if (changed.has('rendered') && s.run) {
       this.$('.view').classList.remove('pending');
       this.$('.view').style.aspectRatio = '';
-      this.publish(published(s.run, Math.min(s.item, s.run.B - 1)));
+      this.publish(withGeneration(published(s.run, Math.min(s.item, s.run.B - 1)), s.run, s.generation));
     }
+  }
+
+  /** view="generate": the generate view (web/views/generation.js) for a decoder-only model with an
+   *  LM head, writing after the sentence on the Generate button (or the `gen` attribute's tokens
+   *  once the sentence's run is in); the head view under it draws the focused step. Any other
+   *  model, or given attention, says what it needs. */
+  generate(s) {
+    const view = this.$('.view');
+    if (!s.modelInfo) return;
+    view.classList.remove('pending');
+    view.style.aspectRatio = '';
+    if (!canGenerate(s.modelInfo)) {
+      const line = document.createElement('p');
+      line.className = 'muted';
+      line.textContent = s.modelInfo.given ? 'Writing token by token needs the model itself: the attention shown was given, with no model to ask.'
+        : `${s.modelInfo.name} does not write text: writing token by token needs a decoder-only model with an LM head (GPT-2, a Llama).`;
+      view.replaceChildren(line);
+      view._gen = null; // the generate view's parts, drawn anew for a model that writes
+      return;
+    }
+    generationView.render(view, { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16 }, {
+      onGenerate: (maxNew, chat) => this.generating.start(maxNew, chat),
+      onStop: () => this.generating.stop(),
+      onChat: (chat) => this.store.update({ chat }),
+      onStep: (step) => { const n = this.store.get().generation?.result?.output_ids.length ?? 1; this.store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
+    });
   }
 
   /** view="inside" on an encoder or a decoder-only model: the panels its model has, titled in

@@ -216,7 +216,8 @@ const VIEWS_SHARE = 1 / 6;
  * once the model and the sentence's run are in. Returns {start, stop}.
  */
 export function connectGeneration(store, eng) {
-  let current = null, ids = 0, autoFor = '';
+  // `from`: the sentence's run the latest generation wrote after (another one replaces it)
+  let current = null, ids = 0, autoFor = '', from = null;
   const layersOf = (s) => s.modelInfo.layers;
   /** Drops a generation's pending redraw of the views. */
   const halt = (g) => { cancelAnimationFrame(g.frame); clearTimeout(g.timer); };
@@ -226,6 +227,7 @@ export function connectGeneration(store, eng) {
     current?.handle.stop();
     if (current) halt(current);
     const id = ++ids;
+    from = s.run?.generated ? from : s.run;
     // the heads knocked out write too: every pass, the prompt's and each step's
     const off = [...s.off];
     store.update({ generation: { id, running: true, result: null, stopped: false, error: null, off, baseline: null }, gen: maxNew, chat, ...(keepStep ? {} : { step: null }) });
@@ -270,7 +272,10 @@ export function connectGeneration(store, eng) {
   }
 
   store.subscribe((s, changed) => {
-    const replaced = changed.has('run') && s.run && !s.run.generated;
+    // another run in place of the one written after (not that run itself: an update a subscriber
+    // makes while the store tells of an earlier one comes first, so a generation started on a run
+    // can hear of that run's arrival after it)
+    const replaced = changed.has('run') && s.run && !s.run.generated && s.run !== from;
     const stale = changed.has('sentences') || changed.has('modelVersion') || replaced;
     // a head knocked out (or back in) under a generation: the model writes again with them out
     if (s.generation && replaced && !changed.has('sentences') && !changed.has('modelVersion') && s.gen

@@ -214,6 +214,21 @@ export function published(run, b) {
   return out;
 }
 
+/**
+ * `out` (published()'s) of a generation's run with the generation's fields beside it, as
+ * `attnscope generate` prints them (`generation`: the store's, web/generation.js): the run's
+ * own fields (`tokens`, `attention`: up to the focused step, as the views draw it) stay; the
+ * whole generation's are copied as properties (so that `attention` stays a getter: read, it
+ * copies (L, H, N, N) out), with `output_tokens`, the focused `step`, `running` and `generate`
+ * (the whole result). Any other run's `out` is returned as it is.
+ */
+export function withGeneration(out, run, generation) {
+  const g = generation?.result;
+  if (!run.generated || !g) return out;
+  for (const [k, d] of Object.entries(Object.getOwnPropertyDescriptors(g))) if (d.enumerable && !(k in out)) Object.defineProperty(out, k, d);
+  return Object.assign(out, { output_tokens: g.output_ids.map((id, i) => g.steps[i].top_k.find((p) => p.id === id)?.token ?? null), step: run.generated.step, running: generation.running, generate: g });
+}
+
 /** `window.attnscope.result` for an encoder–decoder model: item `b` of a translation (the
  *  fields of `attnscope translate`'s items) with the translation's fields beside it. */
 export function publishedTranslation(tr, b) {

@@ -35,7 +35,7 @@ CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 OPTIONAL_FILES = ("tokenizer_config.json",)
 
 #: The views of run() (the element's `view` attribute).
-RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside")
+RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside", "generate")
 
 #: Above this many bytes of float32 values, the widget sends the layer its view opens on first:
 #: the browser draws it sooner (a fraction of the bytes through the kernel, the server and the
@@ -301,6 +301,8 @@ def run(
     engine: str = "auto",
     editable: bool = True,
     hub: str | None = None,
+    max_new_tokens: int | None = None,
+    chat: bool = False,
 ):
     """attnscope's own engine in the notebook's browser: ``model`` (a checkpoint folder with
     config.json, model.safetensors and tokenizer.json; a .gguf file; or a Hub id such as
@@ -309,7 +311,10 @@ def run(
     ``"steps"`` (scaled dot-product attention step by step), ``"inside"`` (the panels inside the
     focused layer: embeddings, Q/K/V and the heads, RoPE, the KV cache, ·V, √d_k, the residual and
     norm, the feed-forward, the stack; a translation model's decoder layer), and for a translation
-    model ``"masks"``; ``pair`` a translation's target to teacher-force, ``mask``
+    model ``"masks"``; ``"generate"`` (a decoder-only model with an LM head writing after
+    ``text`` greedily, token by token, with a step control and the focused step's head view:
+    ``max_new_tokens`` of them at once, else on its Generate button; ``chat`` the text as a chat's
+    user message in the model's template); ``pair`` a translation's target to teacher-force, ``mask``
     ``"padding"``, ``"causal"`` or ``"none"``, ``engine`` ``"auto"``, ``"cpu"`` or ``"gpu"``
     (WebGPU). Click a head to focus it, alt-click to knock it out; ``editable`` adds a box to
     type another sentence; ``hub`` a mirror of the Hub for a Hub id (its base URL). Returns the
@@ -329,12 +334,20 @@ def run(
     for name, v in (("layer", layer), ("head", head)):
         if int(v) != v or v < 0:
             raise ValueError(f"{name}={v!r}: expected a whole number ≥ 0")
+    if max_new_tokens is not None and (int(max_new_tokens) != max_new_tokens or not 1 <= max_new_tokens <= 256):
+        raise ValueError(f"max_new_tokens={max_new_tokens!r}: expected a whole number from 1 to 256")
+    if (max_new_tokens is not None or chat) and view != "generate":
+        raise ValueError(f"max_new_tokens and chat go with view='generate', not view={view!r}")
     # `controls`: the layer and the head chosen above a view of one head
     attributes: dict[str, Any] = {"sentence": text, "view": view, "layer": int(layer), "head": int(head), "engine": engine, "controls": ""}
     if pair is not None:
         attributes["pair"] = pair
     if mask is not None:
         attributes["mask"] = mask
+    if max_new_tokens is not None:
+        attributes["gen"] = int(max_new_tokens)
+    if chat:
+        attributes["chat"] = ""
     if editable:
         attributes["editable"] = ""
     if hub is not None:

@@ -153,6 +153,9 @@ def test_run_gguf_hub_id_and_bad_input(tmp_path):
     gguf = next((FIXTURES / "tiny-llama-gguf").glob("*.gguf"))
     w = attnscope.run(gguf, "hi")
     assert w._checkpoint["name"] == gguf.name
+    # writing after the text: so many tokens at once, as a chat
+    w = attnscope.run(gguf, "hi", view="generate", max_new_tokens=8, chat=True)
+    assert w.attributes["view"] == "generate" and w.attributes["gen"] == 8 and w.attributes["chat"] == ""
     w = attnscope.run("sentence-transformers/all-MiniLM-L6-v2", "hi", engine="cpu", editable=False)
     assert w.attributes["hf"] == "sentence-transformers/all-MiniLM-L6-v2" and w._checkpoint == {} and w._run
     (tmp_path / "config.json").write_text("{}")
@@ -163,8 +166,12 @@ def test_run_gguf_hub_id_and_bad_input(tmp_path):
         attnscope.run(tmp_path / "notes.txt", "hi")
     with pytest.raises(ValueError, match=r"/no/such: no such folder or file, and not a Hub id"):
         attnscope.run("/no/such", "hi")
-    with pytest.raises(ValueError, match=r"view='grid': expected one of model, head, lines, steps, masks, inside"):
+    with pytest.raises(ValueError, match=r"view='grid': expected one of model, head, lines, steps, masks, inside, generate"):
         attnscope.run(gguf, "hi", view="grid")
+    with pytest.raises(ValueError, match=r"max_new_tokens=0: expected a whole number from 1 to 256"):
+        attnscope.run(gguf, "hi", view="generate", max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"max_new_tokens and chat go with view='generate', not view='model'"):
+        attnscope.run(gguf, "hi", max_new_tokens=4)
     with pytest.raises(ValueError, match=r"text: expected the sentence to run"):
         attnscope.run(gguf, "  ")
     with pytest.raises(ValueError, match=r"engine='webgpu'"):

@@ -569,3 +569,38 @@ test('<attn-scope view="inside"> on a Llama: its panels (rotary positions and th
   clean(problems);
   await page.close();
 });
+
+test('<attn-scope view="generate" gen="8">: the element writes the tokens HF writes, token by token, and its head view follows the step chosen', async () => {
+  const { json } = golden('llama_generate');
+  const { page, problems } = await openPage(browser, null, { width: 900, height: 900 });
+  const model = `${server.url}assets/models/e2e-tiny-llama/`;
+  const attr = (t) => t.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+  await page.route('**/generate-element.html', (route) => route.fulfill({ contentType: 'text/html', body: `<!doctype html><link rel="icon" href="data:,"><script type="module" src="/attn-scope.js"></script>
+    <attn-scope id="g" model="${model}" sentence="${attr(json.texts[0])}" view="generate" gen="8" engine="cpu" controls></attn-scope>` }));
+  await page.goto(`${server.url}generate-element.html`);
+  await page.waitForFunction(() => { const r = document.querySelector('#g')?.result; return r?.output_ids?.length === 8 && !r.running; }, null, { timeout: 120000 })
+    .catch(async (e) => { throw new Error(`${e.message}: ${await page.evaluate(() => { const s = document.querySelector('#g').store.get(); return JSON.stringify({ gen: s.gen, run: Boolean(s.run), busy: s.busy, generation: Boolean(s.generation), err: s.runError, merr: s.modelError, sentences: s.sentences, embed: s.embed }); })}`); });
+  const P = json.prompt_ids.length;
+  const got = await page.evaluate(() => {
+    const el = document.querySelector('#g'), root = el.shadowRoot, r = el.result;
+    return {
+      prompt_ids: r.prompt_ids, output_ids: r.output_ids, tokens: root.querySelectorAll('.gen-token').length, play: root.querySelector('.tr-nav button:last-child').hidden,
+      t: Number(root.querySelector('.generated-head canvas.heat').dataset.t), controls: !root.querySelector('.controls').hidden,
+    };
+  });
+  assert.deepEqual(got.prompt_ids, json.prompt_ids);
+  assert.deepEqual(got.output_ids, json.output_ids, 'HF\'s greedy tokens');
+  assert.equal(got.tokens, 8);
+  assert.equal(got.play, true, 'no play button in an element');
+  assert.equal(got.t, P + 7, 'the head view over every position fed');
+  assert.ok(got.controls);
+  // a written token chosen: its step, the head view over the positions fed until then
+  await page.locator('#g .gen-token[data-step="3"]').click();
+  await page.waitForFunction((n) => Number(document.querySelector('#g').shadowRoot.querySelector('.generated-head canvas.heat').dataset.t) === n, P + 3);
+  assert.equal(await page.evaluate(() => document.querySelector('#g').result.step), 3);
+  // an encoder does not write: it says so
+  await page.evaluate((m) => document.querySelector('#g').setAttribute('model', m), `${server.url}assets/models/all-MiniLM-L6-v2/`);
+  await page.waitForFunction(() => /does not write text/.test(document.querySelector('#g').shadowRoot.querySelector('.view').textContent), null, { timeout: 60000 });
+  clean(problems);
+  await page.close();
+});
