@@ -16,28 +16,12 @@ export function thumbBins(T) {
   return { w, side: Math.ceil(T / w) };
 }
 
-/** Max-pools a T × T head to R × R (R ≥ T: unchanged), with the head's maximum and its cell
- *  (the model view pools a head to its cell's pixels with it). */
+/** Max-pools a T × T head to R × R (R ≥ T: unchanged; {@link pooledFrame} in its own frame),
+ *  with the head's maximum and its cell (the model view pools a head to its cell's pixels with it). */
 export function pooled(values, mask, T, R) {
   let max = 0, arg = 0;
-  if (R >= T) {
-    for (let i = 0; i < values.length; i++) if (values[i] > max) { max = values[i]; arg = i; }
-    return { values, mask, n: T, max, arg };
-  }
-  const col = new Int32Array(T);
-  for (let k = 0; k < T; k++) col[k] = Math.floor((k * R) / T);
-  const out = new Float32Array(R * R);
-  const outMask = mask ? new Uint8Array(R * R) : null;
-  for (let q = 0; q < T; q++) {
-    const r = Math.floor((q * R) / T) * R, row = q * T;
-    for (let k = 0; k < T; k++) {
-      const v = values[row + k], i = r + col[k];
-      if (v > out[i]) out[i] = v;
-      if (v > max) { max = v; arg = row + k; }
-      if (outMask !== null && mask[row + k] === 1) outMask[i] = 1;
-    }
-  }
-  return { values: out, mask: outMask, n: R, max, arg };
+  for (let i = 0, n = R >= T ? values.length : T * T; i < n; i++) if (values[i] > max) { max = values[i]; arg = i; }
+  return R >= T ? { values, mask, n: T, max, arg } : { ...pooledFrame(values, mask, T, R, T), max, arg };
 }
 
 /**
