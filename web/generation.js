@@ -272,9 +272,8 @@ export function connectGeneration(store, eng) {
   }
 
   store.subscribe((s, changed) => {
-    // another run in place of the one written after (not that run itself: an update a subscriber
-    // makes while the store tells of an earlier one comes first, so a generation started on a run
-    // can hear of that run's arrival after it)
+    // another run in place of the one written after (not that run itself, whose arrival a
+    // generation started on it may hear of after it started)
     const replaced = changed.has('run') && s.run && !s.run.generated && s.run !== from;
     const stale = changed.has('sentences') || changed.has('modelVersion') || replaced;
     // a head knocked out (or back in) under a generation: the model writes again with them out

@@ -4,9 +4,18 @@
 
 import { ATTENTION_KINDS } from './result.js';
 
+/**
+ * The store. `update(patch)` applies at once (`get()` sees it); its subscribers hear of it in
+ * the order the updates were made: an update a subscriber makes while they hear of an earlier
+ * one waits until every subscriber has heard of that one. So no subscriber is entered again
+ * while it runs, and none hears of a later update before an earlier one. Each is called with the
+ * newest state and the keys that its update changed.
+ */
 export function createStore(initial) {
   let state = { ...initial };
   const subs = new Set();
+  const waiting = []; // the changed keys of updates not yet told, oldest first
+  let telling = false;
   return {
     get: () => state,
     update(patch) {
@@ -14,7 +23,18 @@ export function createStore(initial) {
       for (const [k, v] of Object.entries(patch)) if (state[k] !== v) changed.add(k);
       if (!changed.size) return;
       state = { ...state, ...patch };
-      for (const f of subs) f(state, changed);
+      waiting.push(changed);
+      if (telling) return;
+      telling = true;
+      try {
+        while (waiting.length) {
+          const keys = waiting.shift();
+          for (const f of subs) f(state, keys);
+        }
+      } finally {
+        telling = false;
+        waiting.length = 0; // a subscriber threw: the updates after it are applied, their telling dropped
+      }
     },
     subscribe(f) { subs.add(f); return () => subs.delete(f); },
   };
