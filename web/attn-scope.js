@@ -18,8 +18,9 @@
 // of a model: a file of docs/given.md's records, an encoder's, a decoder's or an encoder–decoder's,
 // or the CLI's JSON; the `data` property takes the same as bytes, text or an object), controls
 // (present: a layer and a head to choose above a view of one head, and for a sentence pair which
-// sentence's queries over which one's keys), part (that choice: all | aa | bb | ab | ba, sentence B
-// from the attention's sentence_b_start); view="generate" (a decoder-only model with an LM head
+// sentence's queries over which one's keys, also above the model view), part (that choice: all | aa
+// | bb | ab | ba, sentence B from the attention's sentence_b_start); view="heads" (every head's
+// summaries, a sortable table) and view="rollout" (attention rollout through the stack); view="generate" (a decoder-only model with an LM head
 // writing after the sentence, token by token, the focused step's head view under it) with gen (how
 // many tokens to write once the sentence's run is in; else on its Generate button) and chat (present:
 // the sentence as a chat's user message). Changing one re-renders.
@@ -40,6 +41,10 @@ import * as generationView from './views/generation.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
+
+/** The reading of every head an element shows alone (the page's "heads" and "rollout" sections):
+ *  the heads table (each head's summaries, sortable) and attention rollout through the stack. */
+const READINGS = ['heads', 'rollout'];
 
 const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part', 'gen', 'chat'];
 
@@ -111,7 +116,7 @@ class AttnScope extends HTMLElement {
   intent() {
     const a = (k) => this.getAttribute(k);
     const int = (k) => Math.max(0, parseInt(a(k), 10) || 0);
-    const view = EMBEDS.includes(a('view')) || TRANSLATION_EMBEDS.includes(a('view')) || a('view') === GENERATE ? a('view') : 'head';
+    const view = [...EMBEDS, ...TRANSLATION_EMBEDS, ...READINGS, GENERATE].includes(a('view')) ? a('view') : 'head';
     // a batch: its sources separated by |, each "source => target" to teacher-force its own
     const batch = (a('batch') ?? '').split('|').map((x) => x.trim()).filter(Boolean).slice(0, MAX_BATCH);
     return {
@@ -120,6 +125,8 @@ class AttnScope extends HTMLElement {
       inside: view === 'inside' ? [...DECODER_INSIDE, INSIDE[0]] : [],
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
+      // the heads table and the rollout: the engine computes what they read for the views that show them
+      table: view === 'heads', rollout: view === 'rollout',
       scale: a('scale') === 'head' ? 'head' : 'absolute', words: this.hasAttribute('words'), off: parseHeads(a('off') ?? ''),
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', file: a('file') ?? '', hub: a('hub') ?? '',
       step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
@@ -151,7 +158,7 @@ class AttnScope extends HTMLElement {
     // the space the view will take, until its first render: no layout shift, and an element
     // below the fold stays below it (this style is inline: the shadow's stylesheet loads later)
     const view = this.$('.view');
-    if (view.classList.contains('pending')) view.style.aspectRatio = { model: '2 / 1', steps: '3 / 1', lines: '1 / 1' }[this.intent().embed] ?? '1 / 1.15';
+    if (view.classList.contains('pending')) view.style.aspectRatio = { model: '2 / 1', steps: '3 / 1', lines: '1 / 1', heads: '3 / 2', rollout: '2 / 1' }[this.intent().embed] ?? '1 / 1.15';
     if (!this.store) return;
     const next = this.intent();
     const now = this.store.get();
@@ -216,6 +223,7 @@ class AttnScope extends HTMLElement {
         return {
           model: {}, head: { maxHeight: name === GENERATE ? Math.min(width, 560) : Math.min(width, height), fontPx: 12 },
           lines: { height: Math.min(height, 640), fontPx: 12 },
+          heads: {}, rollout: { fontPx: 12, panelPx: Math.min(420, Math.floor(width / (width >= 640 ? 2 : 1)) - 24) },
           steps: { panelPx: Math.floor(width / (width >= 720 ? 4 : 2)) - 14, fontPx: 10 },
           ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, name === 'inside' && s.inside.includes(id) ? { fontPx: 11, width } : null])),
         };
@@ -405,12 +413,16 @@ class AttnScope extends HTMLElement {
   /**
    * The `controls` attribute's choices above a view of one head: its layer (under the model's own
    * numbers), its head (with its key/value head where several share one) and, for a sentence
-   * pair (`sentence_b_start`), which sentence's queries over which sentence's keys (bertviz's filter).
+   * pair (`sentence_b_start`), which sentence's queries over which sentence's keys (bertviz's
+   * filter; above the model view, that alone).
    */
   controls(s, changed) {
     const box = this.$('.controls'), r = s.run;
-    box.hidden = !this.hasAttribute('controls') || !r || Boolean(s.translation) || !ONE_HEAD.includes(s.embed);
+    const oneHead = ONE_HEAD.includes(s.embed), pair = Number.isInteger(r?.results[Math.min(s.item, r.B - 1)]?.sentence_b_start);
+    // the model view: a pair's part alone (every head is drawn: the grid chooses the head)
+    box.hidden = !this.hasAttribute('controls') || !r || Boolean(s.translation) || !(oneHead || (s.embed === 'model' && pair));
     if (box.hidden) return;
+    for (const select of ['.layer', '.head']) this.$(`.controls ${select}`).parentElement.hidden = !oneHead;
     const options = (select, labels) => {
       if (select.options.length === labels.length && [...select.options].every((o, i) => o.textContent === labels[i])) return;
       select.replaceChildren(...labels.map((text, i) => Object.assign(document.createElement('option'), { value: String(i), textContent: text })));
@@ -423,7 +435,6 @@ class AttnScope extends HTMLElement {
     }
     this.$('.controls .layer').value = String(Math.min(s.layer, r.L - 1));
     this.$('.controls .head').value = String(Math.min(s.head, r.H - 1));
-    const pair = Number.isInteger(r.results[Math.min(s.item, r.B - 1)]?.sentence_b_start);
     this.$('.controls .part').hidden = !pair;
     this.$('.controls .part select').value = s.part;
   }

@@ -47,6 +47,29 @@ export function pooledFrame(values, mask, s, R, F, p0 = 0) {
 }
 
 /**
+ * Max-pools a sentence pair's part of a T × T head (`part` {q0, q1, k0, k1}: result.js partOf, its
+ * queries q0..q1 over its keys k0..k1) to at most R pixels a side, in bins of `w` positions along
+ * both axes (w = ⌈max(nq, nk) / R⌉, so a cell stays square): `{values, mask (or null), rows, cols,
+ * max, arg}`, row-major, `cols` to a row; `max` the part's largest value and `arg` (q·T + k) where.
+ */
+export function pooledPart(values, mask, T, part, R) {
+  const nq = part.q1 - part.q0, nk = part.k1 - part.k0, w = Math.max(1, Math.ceil(Math.max(nq, nk) / R));
+  const rows = Math.ceil(nq / w), cols = Math.ceil(nk / w);
+  const out = new Float32Array(rows * cols), outMask = mask ? new Uint8Array(rows * cols) : null;
+  let max = 0, arg = part.q0 * T + part.k0;
+  for (let q = 0; q < nq; q++) {
+    const at = (part.q0 + q) * T + part.k0, r = Math.floor(q / w) * cols;
+    for (let k = 0; k < nk; k++) {
+      const v = values[at + k], i = r + Math.floor(k / w);
+      if (v > out[i]) out[i] = v;
+      if (v > max) { max = v; arg = at + k; }
+      if (outMask !== null && mask[at + k] === 1) outMask[i] = 1;
+    }
+  }
+  return { values: out, mask: outMask, rows, cols, max, arg };
+}
+
+/**
  * Folds rows [q0, q1) of a head (row q at `values[q·stride ..]`, over its first `keys` keys, or
  * up to its diagonal when `causal`: a causal mask's zeros change no maximum) into a thumbnail
  * (`out`, side × side, bins of `w` positions as {@link thumbBins} gives them) and into `best`

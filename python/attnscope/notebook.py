@@ -18,6 +18,7 @@ import functools
 import hashlib
 import html
 import json
+import numbers
 import re
 import uuid
 from pathlib import Path
@@ -35,7 +36,7 @@ CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 OPTIONAL_FILES = ("tokenizer_config.json",)
 
 #: The views of run() (the element's `view` attribute).
-RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside", "generate")
+RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside", "generate", "heads", "rollout")
 
 #: Above this many bytes of float32 values, the widget sends the layer its view opens on first:
 #: the browser draws it sooner (a fraction of the bytes through the kernel, the server and the
@@ -272,7 +273,9 @@ def model_view(
     num_key_value_heads: int | None = None,
     model: str | None = None,
 ):
-    """bertviz's ``model_view``: every layer's every head at once, each a small heatmap.
+    """bertviz's ``model_view``: every layer's every head at once, each a small heatmap (and with
+    ``sentence_b_start``, bertviz's filter above them: each head's part of sentence A's or B's
+    queries over A's or B's keys).
 
     ``display_mode`` is taken for bertviz's calls ('light' or 'dark'); attnscope draws in its
     own colours, whose scale reads the same in both. ``include_heads`` selects the heads the
@@ -287,7 +290,8 @@ def model_view(
     # each head's thumbnail no larger than a few tokens need (about 8 px a token, 48 to 160)
     H, n = g.records[0].query_heads, max(r.n_k for r in g.records)
     width = max(360, H * min(160, max(48, 8 * n)) + 80)
-    return _show(g, {"view": "model", "style": f"display:block;max-width:{width}px"}, html_action)
+    # `controls`: with sentence_b_start, bertviz's filter above the heads (the element offers it for a pair)
+    return _show(g, {"view": "model", "controls": "", "style": f"display:block;max-width:{width}px"}, html_action)
 
 
 def run(
@@ -303,6 +307,8 @@ def run(
     hub: str | None = None,
     max_new_tokens: int | None = None,
     chat: bool = False,
+    words: bool = False,
+    knocked_out: Sequence[tuple[int, int]] = (),
 ):
     """attnscope's own engine in the notebook's browser: ``model`` (a checkpoint folder with
     config.json, model.safetensors and tokenizer.json; a .gguf file; or a Hub id such as
@@ -314,9 +320,15 @@ def run(
     model ``"masks"``; ``"generate"`` (a decoder-only model with an LM head writing after
     ``text`` greedily, token by token, with a step control and the focused step's head view:
     ``max_new_tokens`` of them at once, else on its Generate button; ``chat`` the text as a chat's
-    user message in the model's template); ``pair`` a translation's target to teacher-force, ``mask``
+    user message in the model's template); ``"heads"`` (every head's summaries: entropy, attention to
+    the special tokens, to itself, the previous and next token, mean distance; a table sorted by a
+    click) and ``"rollout"`` (attention rollout through the stack beside the last layer's mean);
+    ``pair`` a translation's target to teacher-force, ``mask``
     ``"padding"``, ``"causal"`` or ``"none"``, ``engine`` ``"auto"``, ``"cpu"`` or ``"gpu"``
-    (WebGPU). Click a head to focus it, alt-click to knock it out; ``editable`` adds a box to
+    (WebGPU); ``words`` the tokenizer's words in place of its pieces (each word's attention the sum
+    over its pieces' keys, the mean over its pieces' queries); ``knocked_out`` heads knocked out
+    from the start, ``(layer, head)`` pairs. Click a head to focus it, alt-click to knock it out
+    (or back in); ``editable`` adds a box to
     type another sentence; ``hub`` a mirror of the Hub for a Hub id (its base URL). Returns the
     widget (shown when it ends a cell).
 
@@ -336,6 +348,11 @@ def run(
             raise ValueError(f"{name}={v!r}: expected a whole number ≥ 0")
     if max_new_tokens is not None and (int(max_new_tokens) != max_new_tokens or not 1 <= max_new_tokens <= 256):
         raise ValueError(f"max_new_tokens={max_new_tokens!r}: expected a whole number from 1 to 256")
+    off = []
+    for pair_ in knocked_out:
+        if not (isinstance(pair_, (tuple, list)) and len(pair_) == 2 and all(isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0 for x in pair_)):
+            raise ValueError(f"knocked_out: {pair_!r}: expected (layer, head), two whole numbers ≥ 0")
+        off.append(f"{pair_[0]}:{pair_[1]}")
     if (max_new_tokens is not None or chat) and view != "generate":
         raise ValueError(f"max_new_tokens and chat go with view='generate', not view={view!r}")
     # `controls`: the layer and the head chosen above a view of one head
@@ -348,6 +365,10 @@ def run(
         attributes["gen"] = int(max_new_tokens)
     if chat:
         attributes["chat"] = ""
+    if words:
+        attributes["words"] = ""
+    if off:
+        attributes["off"] = ",".join(off)
     if editable:
         attributes["editable"] = ""
     if hub is not None:

@@ -49,7 +49,8 @@ function engineFor(model) {
   if (!page.wasm) {
     page.wasm = ask(model, { type: 'wasm?' }, 'wasm').then(({ buffers }) => WebAssembly.compile(bufferOf(buffers[0])));
     page.wasm.catch(() => { page.wasm = null; }); // another widget may ask again
-    const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: 'text/javascript' }));
+    // the worker's source, once a page (asked again after a failed wasm, the same URL)
+    const url = (page.workerUrl ??= URL.createObjectURL(new Blob([WORKER_SOURCE], { type: 'text/javascript' })));
     customElements.get('attn-scope').useWorker(() => {
       const worker = new Worker(url, { type: 'module' });
       page.wasm.then((module) => worker.postMessage({ type: 'wasm-module', module }), () => {}); // the element shows the load's error

@@ -48,7 +48,8 @@ def test_model_view_display_mode_and_include_heads(monkeypatch):
     a = attention(L=3, H=4)
     attnscope.model_view(list(a), TOKENS, display_mode="light", include_heads=[1, 3], include_layers=[0, 1, 2])
     (w,) = shown
-    assert w.attributes == {"view": "model", "style": "display:block;max-width:360px"}  # 4 heads of 5 tokens
+    # 4 heads of 5 tokens; `controls`: a pair's filter above the heads (none here: no sentence_b_start)
+    assert w.attributes == {"view": "model", "controls": "", "style": "display:block;max-width:360px"}
     assert w.given.view == {"heads": [1, 3]}
     with pytest.raises(ValueError, match=r"display_mode='grey': expected 'light' or 'dark'"):
         attnscope.model_view(list(a), TOKENS, display_mode="grey")
@@ -156,6 +157,15 @@ def test_run_gguf_hub_id_and_bad_input(tmp_path):
     # writing after the text: so many tokens at once, as a chat
     w = attnscope.run(gguf, "hi", view="generate", max_new_tokens=8, chat=True)
     assert w.attributes["view"] == "generate" and w.attributes["gen"] == 8 and w.attributes["chat"] == ""
+    # every head's summaries, and the rollout
+    assert [attnscope.run(gguf, "hi", view=v).attributes["view"] for v in ("heads", "rollout")] == ["heads", "rollout"]
+    # words in place of pieces, heads knocked out from the start (the element's `words` and `off`)
+    w = attnscope.run(gguf, "hi", words=True, knocked_out=[(0, 1), (2, 3)])
+    assert w.attributes["words"] == "" and w.attributes["off"] == "0:1,2:3"
+    assert "words" not in attnscope.run(gguf, "hi").attributes and "off" not in attnscope.run(gguf, "hi").attributes
+    for bad in ([(0,)], [(0, -1)], [(True, 1)], ["0:1"]):
+        with pytest.raises(ValueError, match=r"knocked_out: .*: expected \(layer, head\), two whole numbers ≥ 0"):
+            attnscope.run(gguf, "hi", knocked_out=bad)
     w = attnscope.run("sentence-transformers/all-MiniLM-L6-v2", "hi", engine="cpu", editable=False)
     assert w.attributes["hf"] == "sentence-transformers/all-MiniLM-L6-v2" and w._checkpoint == {} and w._run
     (tmp_path / "config.json").write_text("{}")
@@ -166,7 +176,7 @@ def test_run_gguf_hub_id_and_bad_input(tmp_path):
         attnscope.run(tmp_path / "notes.txt", "hi")
     with pytest.raises(ValueError, match=r"/no/such: no such folder or file, and not a Hub id"):
         attnscope.run("/no/such", "hi")
-    with pytest.raises(ValueError, match=r"view='grid': expected one of model, head, lines, steps, masks, inside, generate"):
+    with pytest.raises(ValueError, match=r"view='grid': expected one of model, head, lines, steps, masks, inside, generate, heads, rollout$"):
         attnscope.run(gguf, "hi", view="grid")
     with pytest.raises(ValueError, match=r"max_new_tokens=0: expected a whole number from 1 to 256"):
         attnscope.run(gguf, "hi", view="generate", max_new_tokens=0)

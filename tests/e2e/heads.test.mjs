@@ -202,3 +202,52 @@ test('compare mode: a minimal pair colours the grid by max |ΔA| and shows ΔA; 
   assertClean(p);
   await page.close();
 });
+
+test('<attn-scope view="heads"> and view="rollout">: the table and the rollout alone, the CLI\'s numbers, on the model and on the CLI\'s JSON given', async () => {
+  const { page, problems } = await openPage(browser, null, { width: 1000, height: 900 });
+  await page.route('**/favicon.ico', (r) => r.fulfill({ status: 204 }));
+  await page.goto(`${server.url}web/views.css`);
+  const out = cli(['--head-metrics', '--rollout', '--', SENTENCE]), want = out.results[0];
+  /** An element of `view` on the model (or `data` given), once its result and its view are in. */
+  const make = (id, view, data) => page.evaluate(async ({ id, view, data, sentence, model }) => {
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.id = id;
+    for (const [k, v] of Object.entries({ sentence, model, view, engine: 'cpu' })) el.setAttribute(k, v);
+    el.style.cssText = 'display:block;width:900px';
+    if (data) el.data = data;
+    document.body.prepend(el); // in view: an element starts when it scrolls into view
+    const root = el.shadowRoot;
+    const done = () => (view === 'heads' ? el.result?.head_metrics && root.querySelectorAll('.heads-view tbody tr').length === 72
+      : el.result?.rollout && root.querySelector('.rollout-view .bars')?.getAttribute('aria-label'));
+    for (let i = 0; i < 900 && !done(); i++) await new Promise((r) => setTimeout(r, 100));
+    return {
+      done: Boolean(done()), metrics: el.result?.head_metrics ?? null, rollout: el.result?.rollout?.map((r) => Array.from(r)) ?? null,
+      table: [...root.querySelectorAll('.heads-view tbody tr')].map((tr) => ({ l: +tr.dataset.layer, h: +tr.dataset.head, v: Object.fromEntries([...tr.querySelectorAll('td[data-metric]')].map((td) => [td.dataset.metric, +td.textContent])) })),
+      bars: root.querySelector('.rollout-view .bars')?.getAttribute('aria-label') ?? null, message: root.querySelector('.message').hidden ? '' : root.querySelector('.message').textContent,
+    };
+  }, { id, view, data, sentence: SENTENCE, model: `${server.url}assets/models/all-MiniLM-L6-v2/` });
+  const tokens = want.tokens;
+  const checkTable = (got, what) => {
+    assert.ok(got.done, `${what}: the table drawn (${got.message})`);
+    for (const m of Object.keys(want.head_metrics)) assert.ok(maxDiff([[got.metrics[m]]], [[want.head_metrics[m]]]) <= 1e-4, `${what}: ${m} equals the CLI's`);
+    assert.equal(got.table.length, 72);
+    for (const row of got.table) for (const m of Object.keys(want.head_metrics)) assert.ok(Math.abs(row.v[m] - want.head_metrics[m][row.l][row.h]) <= 6e-4, `${what}: L${row.l}H${row.h} ${m}`);
+  };
+  const checkRollout = (got, what) => {
+    assert.ok(got.done, `${what}: the rollout drawn (${got.message})`);
+    assert.ok(maxDiff([[got.rollout]], [[want.rollout]]) <= 1e-4, `${what}: the rollout equals the CLI's`);
+    const top = want.rollout[0].map((v, k) => [v, k]).sort((a, b) => b[0] - a[0]).slice(0, 3).map(([v, k]) => `${tokens[k]} ${v.toFixed(3)}`);
+    assert.equal(got.bars, `rollout from ${tokens[0]}: ${top.join(', ')}`);
+  };
+  checkTable(await make('heads', 'heads'), 'the model');
+  checkRollout(await make('rollout', 'rollout'), 'the model');
+  // attention given (the CLI's JSON, its attention alone): the engine's summaries of it
+  const given = { ...out, results: out.results.map(({ head_metrics: _m, rollout: _r, ...rest }) => rest) };
+  checkTable(await make('given-heads', 'heads', given), 'given');
+  checkRollout(await make('given-rollout', 'rollout', given), 'given');
+  await page.locator('#heads').screenshot({ path: path.join(ARTIFACTS, 'element-heads.png') });
+  await page.locator('#rollout').screenshot({ path: path.join(ARTIFACTS, 'element-rollout.png') });
+  assert.deepEqual(problems, []);
+  await page.close();
+});

@@ -124,3 +124,54 @@ test('the page on a pair: where B starts is the CLI\'s, the part chosen is in th
   assert.equal(await page.evaluate(() => document.querySelector('#head-view canvas.heat').dataset.q0), '0');
   assert.deepEqual(problems, []);
 });
+
+test('the model view of a pair (bertviz\'s model_view filter): every head\'s thumbnail is the part chosen above it, its strongest cell the CLI\'s', async () => {
+  const out = cli(['--pair', B, '--', A]);
+  const r = out.results[0], sb = r.sentence_b_start, T = r.tokens.length;
+  const { page, problems } = await openPage(browser, null, { width: 1000, height: 900 });
+  await page.route('**/favicon.ico', (x) => x.fulfill({ status: 204 }));
+  await page.goto(`${server.url}web/views.css`);
+  await page.evaluate(async (out) => {
+    await import('/web/attn-scope.js');
+    const el = document.createElement('attn-scope');
+    el.id = 'm';
+    el.setAttribute('view', 'model');
+    el.setAttribute('controls', '');
+    el.style.cssText = 'display:block;width:900px';
+    el.data = out;
+    document.body.prepend(el);
+    for (let i = 0; i < 300 && !el.result; i++) await new Promise((res) => setTimeout(res, 100));
+  }, out);
+  /** Each cell's text alternative, `[L][H]`, once the grid has drawn with `part` in its key. */
+  const cells = (part) => page.evaluate(async (part) => {
+    const root = document.getElementById('m').shadowRoot, view = root.querySelector('.grid-view');
+    for (let i = 0; i < 300 && !(view?.dataset.drawn ?? '').endsWith(`|${part}`); i++) await new Promise((res) => setTimeout(res, 100));
+    const out = [];
+    for (const c of root.querySelectorAll('.grid .cell')) (out[c.dataset.layer] ??= [])[c.dataset.head] = c.getAttribute('aria-label');
+    return { out, note: root.querySelector('.grid-part')?.textContent ?? null, selects: [...root.querySelectorAll('.controls label')].filter((l) => !l.hidden).map((l) => l.firstChild.textContent.trim()) };
+  }, part);
+  /** What a cell should say: the strongest cell of the part (the first of the largest in row order). */
+  const strongest = (a, [q0, q1, k0, k1]) => {
+    let best = [-1, 0, 0];
+    for (let q = q0; q < q1; q++) for (let k = k0; k < k1; k++) if (a[q][k] > best[0]) best = [a[q][k], q, k];
+    return `strongest ${r.tokens[best[1]]} → ${r.tokens[best[2]]} (${best[0].toFixed(2)})`;
+  };
+  const all = await cells('');
+  assert.deepEqual(all.selects, ['Attention'], 'above the model view: the part alone (the grid chooses the head)');
+  assert.equal(all.note, null);
+  assert.match(all.out[0][0], new RegExp(`^layer 0, head 0: ${strongest(r.attention[0][0], [0, T, 0, T]).replace(/[()[\]]/g, '\\$&')}$`));
+  for (const [part, box] of [['ab', [0, sb, sb, T]], ['ba', [sb, T, 0, sb]]]) {
+    await page.locator('#m .controls .part select').selectOption(part);
+    const got = await cells(part);
+    assert.equal(got.note, `${part === 'ab' ? 'sentence A → sentence B' : 'sentence B → sentence A'}: each head's queries ${box[0]}–${box[1] - 1} × keys ${box[2]}–${box[3] - 1}`);
+    let differs = 0;
+    r.attention.forEach((layer, l) => layer.forEach((a, h) => {
+      const want = `layer ${l}, head ${h}: ${strongest(a, box)}`;
+      assert.equal(got.out[l][h], want);
+      if (want !== `layer ${l}, head ${h}: ${strongest(a, [0, T, 0, T])}`) differs++;
+    }));
+    assert.ok(differs > 36, `${part}: most heads' strongest cell lies outside the part (${differs} of 72 differ): the grid drew the part`);
+  }
+  await page.locator('#m').screenshot({ path: path.join(ARTIFACTS, 'pair-part-model.png') });
+  assert.deepEqual(problems, []);
+});

@@ -11,8 +11,8 @@
 
 import { scale, pixels, metricScale, css, inkOn, MASKED_CSS } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
-import { pooled, pooledFrame, THUMB } from '../summary.js';
-import { metricLabel } from '../store.js';
+import { pooled, pooledFrame, pooledPart, thumbBins, THUMB } from '../summary.js';
+import { metricLabel, PARTS } from '../store.js';
 import { layerNumber } from '../result.js';
 import * as legend from './legend.js';
 
@@ -133,7 +133,9 @@ function layout(target) {
 /**
  * Draws heads from the sheet (`indices`, or all when null) onto the canvas at their cells, then the
  * focus frame and the knocked-out marks. `target._sheet`: {canvas: one slot a head, slot: its
- * side, n: [L·H] pixels used (0: not drawn yet)} or {coloured: {fill(i), ink(i), text(i)}}.
+ * side, n: [L·H] pixel columns used (0: not drawn yet), rows: [L·H] pixel rows used (a sentence
+ * pair's part may be wider than tall: drawn stretched to its square cell)} or {coloured: {fill(i),
+ * ink(i), text(i)}}.
  */
 function paint(target, indices) {
   const canvas = target.querySelector('.grid canvas.thumbs');
@@ -155,7 +157,7 @@ function paint(target, indices) {
       ctx.fillText(sheet.coloured.text(i), r.x + r.s / 2, r.y + r.s / 2);
     } else if (sheet.n[i] > 0) {
       const sx = (i % H) * sheet.slot, sy = Math.floor(i / H) * sheet.slot;
-      ctx.drawImage(sheet.canvas, sx, sy, sheet.n[i], sheet.n[i], r.x, r.y, r.s, r.s);
+      ctx.drawImage(sheet.canvas, sx, sy, sheet.n[i], sheet.rows[i], r.x, r.y, r.s, r.s);
     } else {
       ctx.fillStyle = '#fff';
       ctx.fillRect(r.x, r.y, r.s, r.s);
@@ -183,6 +185,14 @@ function paint(target, indices) {
   frame(focused, FOCUS, []);
   for (const i of off) frame(i, OFF, [3 * w, 2 * w]);
   ctx.setLineDash([]);
+}
+
+/** A pair's part of a long text's head from its thumbnail (bins of w positions: those the part's
+ *  rows and columns fall in), as pooledPart gives it; `arg` null (no cell of the head is known). */
+function partOfThumb(t, T, part, R) {
+  const { w } = thumbBins(T);
+  const bins = { q0: Math.floor(part.q0 / w), q1: Math.ceil(part.q1 / w), k0: Math.floor(part.k0 / w), k1: Math.ceil(part.k1 / w) };
+  return { ...pooledPart(t.values, t.mask, t.n, bins, R), arg: null };
 }
 
 /**
@@ -228,7 +238,9 @@ export function render(target, run, opts) {
   const marks = { focused: opts.layer * H + opts.head, off: new Set([...off].map((k) => { const [l, h] = k.split(':'); return +l * H + +h; })) };
   const marksKey = `${marks.focused}|${[...marks.off].join(',')}`;
   const by = colouring(run, opts);
-  const key = [run.id, opts.item, opts.scale, by ? by.what : '', [...off].join(',')].join('|');
+  // a sentence pair's part (one sentence's queries over one's keys): each head's block of it
+  const part = by ? null : opts.part ?? null;
+  const key = [run.id, opts.item, opts.scale, by ? by.what : '', [...off].join(','), part?.name ?? ''].join('|');
   if (target._drawn === key) {
     // the same heads: only the focus frame may have moved
     if (target._marksKey !== marksKey && target._sheet) {
@@ -253,7 +265,15 @@ export function render(target, run, opts) {
   }
   if (by) legend.render(keyEl, by.sc, { masked: false });
   else keyEl?.remove();
-  target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : ''}; arrow keys move the focused head${opts.onKnock ? ', alt-click knocks a head out' : ''}`);
+  let partEl = target.querySelector('.grid-part');
+  if (part && !partEl) {
+    partEl = document.createElement('p');
+    partEl.className = 'grid-part part-label muted';
+    target.prepend(partEl);
+  }
+  if (part) partEl.textContent = `${PARTS[part.name]}: each head's queries ${part.q0}–${part.q1 - 1} × keys ${part.k0}–${part.k1 - 1}`;
+  else partEl?.remove();
+  target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : part ? `, ${PARTS[part.name]}` : ''}; arrow keys move the focused head${opts.onKnock ? ', alt-click knocks a head out' : ''}`);
   const token = (target._token = {});
   // the cells move only when the grid is resized (the ResizeObserver lays them out again then)
   // or rebuilt: reading their places at every keystroke forced a layout of the page
@@ -280,13 +300,13 @@ export function render(target, run, opts) {
   // (a slot of R pixels a head, kept while R is: short inputs use a corner of theirs)
   let sheet = target._sheet;
   if (!sheet?.canvas || sheet.slot !== R) {
-    const fresh = { canvas: new OffscreenCanvas(H * R, L * R), slot: R, n: new Int32Array(L * H) };
+    const fresh = { canvas: new OffscreenCanvas(H * R, L * R), slot: R, n: new Int32Array(L * H), rows: new Int32Array(L * H) };
     if (sheet?.canvas) { // until the new heads arrive, the old ones, rescaled
       const c = fresh.canvas.getContext('2d');
       c.imageSmoothingEnabled = false;
       sheet.n.forEach((n, i) => {
-        if (n > 0) c.drawImage(sheet.canvas, (i % H) * sheet.slot, Math.floor(i / H) * sheet.slot, n, n, (i % H) * R, Math.floor(i / H) * R, R, R);
-        fresh.n[i] = n > 0 ? R : 0;
+        if (n > 0) c.drawImage(sheet.canvas, (i % H) * sheet.slot, Math.floor(i / H) * sheet.slot, n, sheet.rows[i], (i % H) * R, Math.floor(i / H) * R, R, R);
+        fresh.n[i] = fresh.rows[i] = n > 0 ? R : 0;
       });
     }
     sheet = target._sheet = fresh;
@@ -300,7 +320,7 @@ export function render(target, run, opts) {
   const framed = (side) => Boolean(gen) && side > sheet.slot;
   // a streaming generation's newer step over the same bins: only its new thumbnail rows change
   // (the rows of the queries fed since, and a new column, masked above them), not L·H heads
-  const thumbs = gen && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot
+  const thumbs = gen && !part && last?.source === gen.source && last.w === gen.w && last.T <= T && last.slot === sheet.slot
     && last.item === opts.item && last.scale === 'absolute' && opts.scale === 'absolute' && sheet.n.every((n) => n === last.px)
     ? cells.map((_, i) => run.thumb(opts.item, Math.floor(i / H), i % H)) : null;
   if (thumbs?.every(Boolean) && framed(thumbs[0].n) === framed(last.side)) {
@@ -316,7 +336,7 @@ export function render(target, run, opts) {
         sctx.fillStyle = MASKED_CSS;
         sctx.fillRect(x + last.px, y, q.n - last.px, p0);
       }
-      sheet.n[i] = q.n;
+      sheet.n[i] = sheet.rows[i] = q.n;
       label(i, `strongest ${tokens[Math.floor(p.arg / T)]} → ${tokens[p.arg % T]} (${p.max.toFixed(2)})`);
     });
     paint(target, null);
@@ -336,11 +356,21 @@ export function render(target, run, opts) {
       // than the thumbnail: a phone's or a laptop's cells; the strongest cell stays the worker's);
       // short ones are pooled here (cheaply)
       const t = run.thumb(opts.item, l, h);
+      if (part) { // a pair's part: from the head, or (a long text's layer not fetched) its thumbnail's bins
+        const p = run.hasLayer(opts.item, l) ? pooledPart(run.head(opts.item, l, h), mask, T, part, R) : partOfThumb(t, T, part, R);
+        sctx.clearRect(h * sheet.slot, l * sheet.slot, sheet.slot, sheet.slot);
+        sctx.putImageData(pixels(p.values, p.rows, probScale(p.max), p.mask, p.cols), h * sheet.slot, l * sheet.slot);
+        sheet.n[i] = p.cols;
+        sheet.rows[i] = p.rows;
+        label(i, p.arg === null ? `${PARTS[part.name]}, strongest ${p.max.toFixed(2)}` : `strongest ${tokens[Math.floor(p.arg / T)]} → ${tokens[p.arg % T]} (${p.max.toFixed(2)})`);
+        drawn.push(i++);
+        continue;
+      }
       const p = !t ? pooled(run.head(opts.item, l, h), mask, T, R) : framed(t.n) ? { ...pooledFrame(t.values, t.mask, t.n, R, THUMB), max: t.max, arg: t.arg }
         : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
       const { max, arg } = p;
       sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);
-      sheet.n[i] = p.n;
+      sheet.n[i] = sheet.rows[i] = p.n;
       label(i, `strongest ${tokens[Math.floor(arg / T)]} → ${tokens[arg % T]} (${max.toFixed(2)})`);
       drawn.push(i++);
     }
