@@ -17,6 +17,7 @@ import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
 import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
 import { readGiven, fromGiven } from './given.js';
+import { player, PLAY_MS } from './play.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -28,6 +29,9 @@ const store = createStore({
   translation: null, decoderTrace: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
   generation: null, // a decoder-only model's generation (web/generation.js), its focused step the intent's `step`
 });
+/** Play: a decoding step by step from the focused step, one every PLAY_MS (web/play.js). */
+const play = player(store);
+const stopPlaying = play.stop;
 
 const embed = store.get().embed;
 if (embed) document.body.classList.add('embed', `embed-${embed}`);
@@ -152,7 +156,7 @@ store.subscribe((s, changed) => {
     onStop: () => generating.stop(),
     onChat: (chat) => store.update({ chat }),
     onStep: (step) => { stopPlaying(); const n = store.get().generation?.result?.output_ids.length ?? 1; store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
-    onPlay: () => (playTimer ? stopPlaying() : startPlaying({ key: 'step', count: r?.output_ids.length ?? 1, ms: PLAY_MS })),
+    onPlay: () => play.toggle({ key: 'step', count: r?.output_ids.length ?? 1 }),
   });
 });
 
@@ -343,14 +347,14 @@ function translation(s, changed) {
   const steps = decoderSteps(item).T;
   setText($('translation-caption'), `· ${item.given ? 'given' : item.target ? 'teacher-forced' : 'greedy decoding'}, ${steps} steps`);
   translationView.render($('translation-view'), tr, {
-    item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: !!playTimer,
+    item: s.item, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, playing: play.playing,
     attn: s.attn, panes: translationPanes(s), width: $('translation-view').clientWidth || 900, fontPx: presenterFont(s),
     foldPx: s.presenter && !s.embed ? window.innerHeight : null, // presenter mode: the focused head above the fold
     show: s.view, onShow: s.embed ? null : (view) => store.update({ view }), // an embed shows the view it names
     onAttn: (attn) => store.update({ attn }),
     onStep: (step) => { stopPlaying(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
-    onPlay: () => (playTimer ? stopPlaying() : startPlaying(presentedSteps(store.get()))),
+    onPlay: () => play.toggle(presentedSteps(store.get())),
   });
   api.renders++;
   api.lastRenderAt = performance.now();
@@ -374,27 +378,8 @@ function insideDecoder(s, changed) {
   }
 }
 
-/** Play: the decoding step by step from the focused step (from its first when at its last), one
- *  step every PLAY_MS, until its last; in presenter mode, an encoder's layers too, one every
- *  LAYER_PLAY_MS (a whole new heatmap to read). */
-const PLAY_MS = 700, LAYER_PLAY_MS = 1200;
-let playTimer = 0;
-/** `along`: {key: the state's 'step' or 'layer', count: how many, ms: the time on each}. */
-function startPlaying({ key, count, ms }) {
-  playTimer = setInterval(() => {
-    const now = store.get()[key] ?? count - 1;
-    if (now >= count - 1) stopPlaying();
-    else store.update({ [key]: now + 1 });
-  }, ms);
-  const now = store.get()[key] ?? count - 1; // a translation's step is null at its last
-  store.update({ [key]: now >= count - 1 ? 0 : now, playing: true });
-}
-function stopPlaying() {
-  if (!playTimer) return;
-  clearInterval(playTimer);
-  playTimer = 0;
-  store.update({ playing: false });
-}
+/** Play (web/play.js `play`): in presenter mode, an encoder's layers too, one every LAYER_PLAY_MS (a whole new heatmap to read). */
+const LAYER_PLAY_MS = 1200;
 
 /** Given attention: the inputs hold its text, and what only a model reads (a second sentence, a
  *  batch, a mask, an example) is off; a model loaded below brings them back. */
@@ -732,8 +717,7 @@ function clickerKey(key, target) {
   const s = store.get(), along = presentedSteps(s);
   if (!along) return false;
   if (key === ' ') {
-    if (playTimer) stopPlaying();
-    else startPlaying(along);
+    play.toggle(along);
     return true;
   }
   const d = CLICKER_STEPS[key];

@@ -38,6 +38,7 @@ import { STYLE_MARKUP } from './element-styles.js';
 import { useWorker, engine } from './engine.js';
 import { connectGeneration, canGenerate } from './generation.js';
 import * as generationView from './views/generation.js';
+import { player } from './play.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
@@ -151,7 +152,7 @@ class AttnScope extends HTMLElement {
     this.seen.observe(this);
   }
 
-  disconnectedCallback() { this.resize?.disconnect(); }
+  disconnectedCallback() { this.resize?.disconnect(); this.play?.stop(); }
 
   attributeChangedCallback(name) {
     this.$('.edit').hidden = !this.hasAttribute('editable');
@@ -177,8 +178,9 @@ class AttnScope extends HTMLElement {
     this.store = createStore({
       ...INTENT_DEFAULTS, ...intent,
       modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null, translation: null,
-      runError: null, busy: false, hover: null, win: null, rendered: '', size: '', generation: null,
+      runError: null, busy: false, hover: null, win: null, rendered: '', size: '', generation: null, playing: false,
     });
+    this.play = player(this.store); // a decoding's steps one by one (a translation's, a generation's)
     const view = this.$('.view');
     const name = intent.embed;
     const targets = { [name]: view };
@@ -327,7 +329,7 @@ class AttnScope extends HTMLElement {
     this.$('.edit').hidden = !this.hasAttribute('editable') || given; // given attention's text is the file's
     this.controls(s, changed);
     if (s.embed === 'inside' && ['modelInfo', 'run', 'translation', 'pair', 'inside'].some((k) => changed.has(k))) this.layerPanels(s, layerInside && !failed);
-    if (s.embed === GENERATE && ['modelInfo', 'run', 'generation', 'step', 'chat', 'gen'].some((k) => changed.has(k))) this.generate(s);
+    if (s.embed === GENERATE && ['modelInfo', 'run', 'generation', 'step', 'chat', 'gen', 'playing'].some((k) => changed.has(k))) this.generate(s);
     // a translation model's own views (`masks`, `inside`) have nothing to draw under given attention
     if (given && TRANSLATION_EMBEDS.includes(s.embed) && (changed.has('run') || changed.has('translation'))) {
       needsModel(this.$('.view'), `The ${s.embed} view computes from a translation model`);
@@ -336,21 +338,24 @@ class AttnScope extends HTMLElement {
       // the numbers given are the result still
       if (s.translation) this.publish(publishedTranslation(s.translation, 0));
     }
-    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}layer ${layerNumber(s.run, s.layer)}, head ${s.head} · given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
-    else if (s.run) this.$('.caption').textContent = `${s.run.model} · layer ${s.layer}, head ${s.head} · ${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
+    // the focused head, where the view shows one (the rollout reads every layer's every head)
+    const focus = s.run && s.embed !== 'rollout' ? `layer ${layerNumber(s.run, s.layer)}, head ${s.head} · ` : '';
+    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}${focus}given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
+    else if (s.run) this.$('.caption').textContent = `${s.run.model} · ${focus}${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
-    if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace'].some((k) => changed.has(k))) {
+    if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace', 'playing'].some((k) => changed.has(k))) {
       const view = this.$('.view');
       view.classList.remove('pending');
       view.style.aspectRatio = '';
       const b = Math.min(s.item, s.translation.results.length - 1);
       const steps = decoderSteps(s.translation.results[b]).T;
       translationView.render(view, s.translation, {
-        item: b, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, attn: s.attn,
+        item: b, layer: s.layer, head: s.head, step: s.step, info: s.modelInfo, attn: s.attn, playing: s.playing,
         // the head and its lines, or the one view the `view` attribute names
         panes: this.hasAttribute('view') ? translationPanes(s) : ['head', 'lines'], width: view.clientWidth || this.clientWidth || 480,
         onAttn: (attn) => this.store.update({ attn }),
-        onStep: (step) => this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }),
+        onStep: (step) => { this.play.stop(); this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
+        onPlay: () => this.play.toggle({ key: 'step', count: steps }),
         onFocus: (layer, head) => this.store.update({ layer, head }),
       });
       if (s.embed === 'inside') this.insideDecoder(s);
@@ -368,7 +373,8 @@ class AttnScope extends HTMLElement {
 
   /** view="generate": the generate view (web/views/generation.js) for a decoder-only model with an
    *  LM head, writing after the sentence on the Generate button (or the `gen` attribute's tokens
-   *  once the sentence's run is in); the head view under it draws the focused step. Any other
+   *  once the sentence's run is in), its steps played one by one on ▶; the head view under it
+   *  draws the focused step. Any other
    *  model, or given attention, says what it needs. */
   generate(s) {
     const view = this.$('.view');
@@ -384,11 +390,12 @@ class AttnScope extends HTMLElement {
       view._gen = null; // the generate view's parts, drawn anew for a model that writes
       return;
     }
-    generationView.render(view, { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16 }, {
-      onGenerate: (maxNew, chat) => this.generating.start(maxNew, chat),
+    generationView.render(view, { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16, playing: s.playing }, {
+      onGenerate: (maxNew, chat) => { this.play.stop(); this.generating.start(maxNew, chat); },
       onStop: () => this.generating.stop(),
       onChat: (chat) => this.store.update({ chat }),
-      onStep: (step) => { const n = this.store.get().generation?.result?.output_ids.length ?? 1; this.store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
+      onStep: (step) => { this.play.stop(); const n = this.store.get().generation?.result?.output_ids.length ?? 1; this.store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
+      onPlay: () => this.play.toggle({ key: 'step', count: this.store.get().generation?.result?.output_ids.length ?? 1 }),
     });
   }
 

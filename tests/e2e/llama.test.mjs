@@ -570,7 +570,7 @@ test('<attn-scope view="inside"> on a Llama: its panels (rotary positions and th
   await page.close();
 });
 
-test('<attn-scope view="generate" gen="8">: the element writes the tokens HF writes, token by token, and its head view follows the step chosen', async () => {
+test('<attn-scope view="generate" gen="8">: the element writes the tokens HF writes, token by token, and its head view follows the step chosen and the steps played', async () => {
   const { json } = golden('llama_generate');
   const { page, problems } = await openPage(browser, null, { width: 900, height: 900 });
   const model = `${server.url}assets/models/e2e-tiny-llama/`;
@@ -591,13 +591,29 @@ test('<attn-scope view="generate" gen="8">: the element writes the tokens HF wri
   assert.deepEqual(got.prompt_ids, json.prompt_ids);
   assert.deepEqual(got.output_ids, json.output_ids, 'HF\'s greedy tokens');
   assert.equal(got.tokens, 8);
-  assert.equal(got.play, true, 'no play button in an element');
+  assert.equal(got.play, false, 'a play button');
   assert.equal(got.t, P + 7, 'the head view over every position fed');
   assert.ok(got.controls);
   // a written token chosen: its step, the head view over the positions fed until then
   await page.locator('#g .gen-token[data-step="3"]').click();
   await page.waitForFunction((n) => Number(document.querySelector('#g').shadowRoot.querySelector('.generated-head canvas.heat').dataset.t) === n, P + 3);
   assert.equal(await page.evaluate(() => document.querySelector('#g').result.step), 3);
+  // play: the steps one by one from the one focused, the head view following, until the last
+  const seen = await page.evaluate(async () => {
+    const el = document.querySelector('#g'), root = el.shadowRoot, play = root.querySelector('.tr-nav button:last-child');
+    const seen = [];
+    play.click();
+    const pressed = play.getAttribute('aria-pressed');
+    for (let i = 0; i < 200 && (el.store.get().playing || !seen.length); i++) {
+      const t = Number(root.querySelector('.generated-head canvas.heat').dataset.t);
+      if (seen.at(-1) !== t) seen.push(t);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return { seen, pressed, after: root.querySelector('.tr-nav button:last-child').getAttribute('aria-pressed'), step: el.result.step };
+  });
+  assert.equal(seen.pressed, 'true');
+  assert.deepEqual(seen.seen, [3, 4, 5, 6, 7].map((k) => P + k), 'each step in turn');
+  assert.deepEqual([seen.after, seen.step], ['false', 7], 'stopped at the last');
   // an encoder does not write: it says so
   await page.evaluate((m) => document.querySelector('#g').setAttribute('model', m), `${server.url}assets/models/all-MiniLM-L6-v2/`);
   await page.waitForFunction(() => /does not write text/.test(document.querySelector('#g').shadowRoot.querySelector('.view').textContent), null, { timeout: 60000 });

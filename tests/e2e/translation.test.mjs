@@ -204,8 +204,18 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
     const wait = (f) => new Promise((res) => { const t = setInterval(() => { if (f()) { clearInterval(t); res(); } }, 50); });
     await wait(() => e.shadowRoot.querySelectorAll('.dec-inside canvas').length >= 9);
     const masks = d.shadowRoot.querySelectorAll('.tr-mask');
+    const aStep = a.shadowRoot.querySelector('.tr-step h3').textContent;
+    // play: a's steps from the one its attribute names (5) to the last (10), one after another
+    const steps = [];
+    a.shadowRoot.querySelector('.tr-nav button:last-child').click();
+    for (let i = 0; i < 300 && (a.store.get().playing || !steps.length); i++) {
+      const h = a.shadowRoot.querySelector('.tr-step h3').textContent.match(/^Step (\d+)/)[1];
+      if (steps.at(-1) !== h) steps.push(h);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     return {
-      a: { text: ra.output_text, step: a.shadowRoot.querySelector('.tr-step h3').textContent, caption: caption(a), panes: panes(a) },
+      played: { steps, label: a.shadowRoot.querySelector('.tr-nav button:last-child').textContent },
+      a: { text: ra.output_text, step: aStep, caption: caption(a), panes: panes(a) },
       b: { text: rb.output_text, target: rb.target, caption: caption(b), select: b.shadowRoot.querySelector('select[aria-label=layer]').value },
       c: { text: rc.output_text, panes: panes(c), grid: [c.shadowRoot.querySelector('canvas.rect-grid').dataset.layers, c.shadowRoot.querySelector('canvas.rect-grid').dataset.heads], pressed: c.shadowRoot.querySelector('.tr-attn[aria-pressed=true]').dataset.attn },
       d: { masks: masks.length, combined: masks[3]?.querySelector('caption').textContent, applied: d.shadowRoot.querySelector('.tr-applied figcaption')?.textContent, panes: panes(d), result: d.result.source },
@@ -213,6 +223,8 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
     };
   });
   assert.equal(got.a.text, '2018-09-09');
+  assert.deepEqual(got.played.steps, ['6', '7', '8', '9', '10', '11'], 'play: each step in turn, to the last');
+  assert.equal(got.played.label, '▶ play', 'stopped at the last');
   assert.match(got.a.step, /^Step 6 of 11/);
   assert.match(got.a.caption, /^Layer 1, head 2/, 'the model\'s own head');
   assert.deepEqual(got.a.panes, ['tr-head', 'tr-lines'], 'the head and its lines without a view attribute');

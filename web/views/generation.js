@@ -137,7 +137,7 @@ export function render(target, { info, generation, step = null, chat = false, ma
   v.slider.value = String(t + 1);
   v.prev.disabled = t === 0;
   v.fwd.disabled = t === outputs - 1;
-  v.play.hidden = !handlers.onPlay; // an element has no play
+  v.play.hidden = !handlers.onPlay; // no play without a player
   v.play.textContent = playing ? '■ stop' : '▶ play';
   v.play.setAttribute('aria-pressed', String(playing));
   v.play.setAttribute('aria-label', playing ? 'stop' : 'play the generation from this step');
