@@ -108,6 +108,11 @@ export const HEAD_VIEWS = ['both', 'heatmap', 'lines'];
 /** A sentence pair's parts (bertviz's filter): every token, or queries of one sentence over the
  *  keys of one (a: the first, b: the second, from `sentence_b_start`). */
 export const PARTS = { all: 'all', aa: 'sentence A → sentence A', bb: 'sentence B → sentence B', ab: 'sentence A → sentence B', ba: 'sentence B → sentence A' };
+/** A sentence pair's part (result.js partOf) in words, the rows and columns a view shows of it
+ *  (all of them unless it says): "sentence A → sentence B: queries 0–9 × keys 10–15". */
+export function partWords(part, { q0 = part.q0, nq = part.q1 - part.q0, k0 = part.k0, nk = part.k1 - part.k0 } = {}) {
+  return `${PARTS[part.name]}: queries ${q0}–${q0 + nq - 1} × keys ${k0}–${k0 + nk - 1}`;
+}
 export const EMBEDS = ['model', 'head', 'lines', 'steps'];
 /** An encoder–decoder's three attentions: the cross-attention, the decoder's and the encoder's self-attention. */
 export const ATTENTIONS = Object.keys(ATTENTION_KINDS);

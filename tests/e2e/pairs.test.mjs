@@ -84,7 +84,7 @@ test('<attn-scope controls> on the CLI\'s JSON of a pair: the layer and the head
   // the lines view, attributes only: B's queries over A's keys
   await make('lines', 'l', { part: 'ba', layer: '4', head: '7' });
   const note = await page.evaluate(() => document.getElementById('l').shadowRoot.querySelector('.lines-note').textContent);
-  assert.match(note, new RegExp(`^sentence B → sentence A: queries ${sb}–${T - 1}, keys 0–${sb - 1}`));
+  assert.match(note, new RegExp(`^sentence B → sentence A: queries ${sb}–${T - 1} × keys 0–${sb - 1}`));
   assert.equal(await page.evaluate(() => document.getElementById('l').shadowRoot.querySelector('.controls').hidden), true, 'no controls without the attribute');
   // a text alone: the layer and the head, no parts
   const alone = cli(['--', A]);
@@ -108,7 +108,7 @@ test('the page on a pair: where B starts is the CLI\'s, the part chosen is in th
   const ba = await headView(page, null);
   assert.deepEqual([ba.q0, ba.nq, ba.k0, ba.nk], [sb, T - sb, 0, sb]);
   assert.equal(ba.tip, `${want.tokens[sb]} → ${want.tokens[0]}: ${want.attention[2][5][sb][0].toFixed(4)}`);
-  assert.match(await page.evaluate(() => document.querySelector('#lines-view .lines-note').textContent), new RegExp(`^sentence B → sentence A: queries ${sb}–${T - 1}, keys 0–${sb - 1}`));
+  assert.match(await page.evaluate(() => document.querySelector('#lines-view .lines-note').textContent), new RegExp(`^sentence B → sentence A: queries ${sb}–${T - 1} × keys 0–${sb - 1}`));
   await page.screenshot({ path: path.join(ARTIFACTS, 'pair-part-page.png') });
   // the pieces merged into words: B starts at the word of its first piece (one piece fewer before it)
   assert.ok(want.tokens.slice(0, sb).some((t) => t.startsWith('##')), `${want.tokens}: a word of two pieces in A`);
@@ -163,7 +163,7 @@ test('the model view of a pair (bertviz\'s model_view filter): every head\'s thu
   for (const [part, box] of [['ab', [0, sb, sb, T]], ['ba', [sb, T, 0, sb]]]) {
     await page.locator('#m .controls .part select').selectOption(part);
     const got = await cells(part);
-    assert.equal(got.note, `${part === 'ab' ? 'sentence A → sentence B' : 'sentence B → sentence A'}: each head's queries ${box[0]}–${box[1] - 1} × keys ${box[2]}–${box[3] - 1}`);
+    assert.equal(got.note, `${part === 'ab' ? 'sentence A → sentence B' : 'sentence B → sentence A'}: queries ${box[0]}–${box[1] - 1} × keys ${box[2]}–${box[3] - 1}, in every head`);
     let differs = 0;
     r.attention.forEach((layer, l) => layer.forEach((a, h) => {
       const want = `layer ${l}, head ${h}: ${strongest(a, box)}`;

@@ -12,7 +12,7 @@
 import { scale, pixels, metricScale, css, inkOn, MASKED_CSS } from '../colour.js';
 import { dpr, measure } from '../canvas.js';
 import { pooled, pooledFrame, pooledPart, thumbBins, THUMB } from '../summary.js';
-import { metricLabel, PARTS } from '../store.js';
+import { metricLabel, PARTS, partWords } from '../store.js';
 import { layerNumber } from '../result.js';
 import * as legend from './legend.js';
 
@@ -271,7 +271,7 @@ export function render(target, run, opts) {
     partEl.className = 'grid-part part-label muted';
     target.prepend(partEl);
   }
-  if (part) partEl.textContent = `${PARTS[part.name]}: each head's queries ${part.q0}–${part.q1 - 1} × keys ${part.k0}–${part.k1 - 1}`;
+  if (part) partEl.textContent = `${partWords(part)}, in every head`;
   else partEl?.remove();
   target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : part ? `, ${PARTS[part.name]}` : ''}; arrow keys move the focused head${opts.onKnock ? ', alt-click knocks a head out' : ''}`);
   const token = (target._token = {});

@@ -13,7 +13,7 @@ import { noteTip, specialNotes } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
 import { layerNumber } from '../result.js';
-import { PARTS } from '../store.js';
+import { partWords } from '../store.js';
 
 const MIN_N = 4;
 
@@ -347,7 +347,7 @@ export function render(target, run, opts) {
   target.querySelector('.focus-label').textContent = `layer ${layerNumber(run, layer)}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom').hidden = g.fixed;
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);
-  target.querySelector('.part-label').textContent = part ? `${PARTS[part.name]}: queries ${g.q0}–${g.q0 + g.nq - 1} × keys ${g.k0}–${g.k0 + g.nk - 1} of ${T}` : '';
+  target.querySelector('.part-label').textContent = part ? `${partWords(part, g)} of ${T}` : '';
   // the selected rows, summed and renormalised: a strip under the columns
   const comb = sel.length ? combine(values, mask, T, sel) : null;
   const st = comb && { ...comb, name: selName(tokens, comb.rows) };

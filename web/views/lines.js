@@ -7,7 +7,7 @@
 import { fit } from '../canvas.js';
 import { pick } from '../select.js';
 import { layerNumber } from '../result.js';
-import { PARTS } from '../store.js';
+import { partWords } from '../store.js';
 
 const MAX_ROWS = 64;     // more rows than this: the view follows the head view's zoom window
 const MAX_LINES = 1500;  // the strongest lines of a long window
@@ -106,7 +106,7 @@ export function render(target, run, opts) {
     for (let j = 0; j < nk; j++) ctx.fillText(tokens[k0 + j], xr + 6, top + (j + 0.5) * stepK, labelW - 8);
   }
   const notes = [];
-  if (part) notes.push(`${PARTS[part.name]}: queries ${q0}–${q0 + nq - 1}, keys ${k0}–${k0 + nk - 1}${nq < part.q1 - part.q0 || nk < part.k1 - part.k0 ? ` (the first ${MAX_ROWS} of each)` : ''}`);
+  if (part) notes.push(`${partWords(part, { q0, nq, k0, nk })}${nq < part.q1 - part.q0 || nk < part.k1 - part.k0 ? ` (the first ${MAX_ROWS} of each)` : ''}`);
   else if (nq < T) notes.push(`tokens ${q0}–${q0 + nq - 1} of ${T} (zoom or drag the head view to move)`);
   if (drawn.length < cand.length) notes.push(`the ${MAX_LINES} strongest lines`);
   const selIn = [...sel].filter((q) => q >= q0 && q < q0 + nq);
