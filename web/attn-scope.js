@@ -217,6 +217,8 @@ class AttnScope extends HTMLElement {
     }
     this.scope = connect(this.store, {
       targets, dropOld: false,
+      // the `files` property's checkpoint went to the engine that crashed (the notebook's `run()`: the kernel sends them)
+      filesAgain: 'set the element\'s files again to go on (in a notebook, run the cell again)',
       // a translation model opens on its most readable head unless the attributes name one
       modelFocus: () => !this.hasAttribute('layer') && !this.hasAttribute('head'),
       layout: (s) => {

@@ -323,10 +323,11 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
  * `targets`: {model?, head?, lines?, steps?} elements; `layout(state)` → per-view options
  * (sizes, fonts). With `engineFollows` (the page, whose engine select and link show the store's
  * `engine`), a load that asked for WebGPU where it cannot start (the CPU engine runs instead,
- * worker.js) sets `engine` to 'cpu', in the update that brings the model. Returns
- * {loadModel(source, opts), check()}.
+ * worker.js) sets `engine` to 'cpu', in the update that brings the model. `filesAgain`: what to
+ * do after the engine crashed on a checkpoint whose files were handed to it (the new engine does
+ * not have them). Returns {loadModel(source, opts), check()}.
  */
-export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false }) {
+export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false, filesAgain = 'choose the checkpoint\'s files again to go on' }) {
   // the engine (its worker, its wasm) once a model is asked for: given attention needs none
   let made = null;
   const eng = () => {
@@ -627,7 +628,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       const s = store.get();
       if (!s.modelSource) return;
       if (!s.modelSource.base) {
-        store.update({ modelError: { line: `${err.message}: choose the checkpoint's files again to go on.` } });
+        store.update({ modelError: { line: `${err.message}: ${filesAgain}.` } });
         return;
       }
       if (!(await loadModel(s.modelSource))) return;

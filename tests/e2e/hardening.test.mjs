@@ -235,6 +235,32 @@ for (const [site, where] of Object.entries(CRASH_SITES)) {
   });
 }
 
+test('a panic under an <attn-scope> whose checkpoint came as its `files` (the notebook\'s run()): the element says to set them again, not to choose them', { timeout: 120000 }, async () => {
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 700 });
+  await page.route('**/favicon.ico', (r) => r.fulfill({ status: 204 }));
+  await page.goto(`${server.url}web/views.css?testhooks=1`);
+  const said = await page.evaluate(async () => {
+    await import('/web/attn-scope.js');
+    const names = ['config.json', 'model.safetensors', 'tokenizer.json'];
+    const files = Object.fromEntries(await Promise.all(names.map(async (n) => [n, await (await fetch(`/models/dates/${n}`)).arrayBuffer()])));
+    const el = document.createElement('attn-scope');
+    el.setAttribute('sentence', '9 May 2018');
+    el.setAttribute('engine', 'cpu');
+    el.files = { key: 'files:dates', name: 'dates', files };
+    document.body.prepend(el);
+    for (let i = 0; i < 300 && !el.result; i++) await new Promise((r) => setTimeout(r, 100));
+    if (!el.result) return `no result before the crash: ${el.shadowRoot.querySelector('.message').textContent}`;
+    const { engine } = await import('/web/engine.js');
+    await engine().crash('call').catch(() => {});
+    const message = () => el.shadowRoot.querySelector('.message');
+    for (let i = 0; i < 300 && message().hidden; i++) await new Promise((r) => setTimeout(r, 100));
+    return message().textContent;
+  });
+  assert.match(said, /^the engine crashed \(panicked at src\/wasm\.rs:\d+:\d+: the page's test hook asked the engine to crash\); a fresh engine has started: set the element's files again to go on \(in a notebook, run the cell again\)\.$/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('auto, when WebGPU fails on its test pass: the CPU engine is chosen, saying why, and runs', async () => {
   const p = await open('#e=auto', '?testhooks=lose-at-probe');
   const { page } = p;
