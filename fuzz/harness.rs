@@ -167,7 +167,7 @@ pub fn gguf(data: &[u8]) {
         return;
     };
     if let Ok(t) = GgufTokenizer::from_gguf(&file) {
-        let _ = TextTokenizer::from_bytes(&t.json_bytes(), "fuzz.gguf", 64, t.pad_token_id)
+        let _ = TextTokenizer::from_json(t.json, "fuzz.gguf", 64, t.pad_token_id)
             .map(|t| t.encode(&["fuzz <s> text"], None));
     }
     let bytes: SharedBytes = std::sync::Arc::new(data.to_vec());

@@ -316,12 +316,6 @@ impl GgufTokenizer {
             chat_template,
         })
     }
-
-    /// [`GgufTokenizer::json`] as the bytes of a `tokenizer.json`, for
-    /// [`super::TextTokenizer::from_bytes`].
-    pub fn json_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.json).expect("a JSON value serialises")
-    }
 }
 
 /// The added tokens of a tokenizer being built, given ids as the tokenizers crate gives them:

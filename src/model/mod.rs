@@ -146,13 +146,11 @@ impl Model {
                     .map(|w| Weights::Llama(w.into()))
             },
             || -> Result<_> {
-                let t = gguf_tokenizer::GgufTokenizer::from_gguf(&g)?;
-                let text = TextTokenizer::from_bytes(
-                    &t.json_bytes(),
-                    name,
-                    config.max_tokens(),
-                    config.pad_token_id,
-                )?;
+                let mut t = gguf_tokenizer::GgufTokenizer::from_gguf(&g)?;
+                // its tree as it is: the vocabulary and merges held once more at most
+                let json = std::mem::take(&mut t.json);
+                let text =
+                    TextTokenizer::from_json(json, name, config.max_tokens(), config.pad_token_id)?;
                 Ok((t, text))
             },
         );

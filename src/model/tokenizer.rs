@@ -83,7 +83,23 @@ impl TextTokenizer {
         }
         // Parsed as JSON first: the tokenizers crate panics on some malformed or inconsistent
         // files instead of returning an error (see `check_components`).
-        let mut json: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        let json: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        Self::from_json(json, file, max_len, pad_token_id)
+    }
+
+    /// [`TextTokenizer::from_bytes`] of a `tokenizer.json` already parsed, or built (a GGUF
+    /// file's, from its metadata: no bytes and no second tree in between, which would raise the
+    /// peak of a page's wasm memory, a peak it keeps).
+    pub fn from_json(
+        mut json: Value,
+        file: &str,
+        max_len: usize,
+        pad_token_id: Option<u32>,
+    ) -> Result<Self> {
+        let err = |msg: String| Error::Tokenizer {
+            file: file.into(),
+            msg,
+        };
         drop_null_precompiled(&mut json);
         check_components(&json).map_err(err)?;
         let mut inner: Tokenizer = serde_json::from_value(json).map_err(|e| err(e.to_string()))?;
