@@ -1,6 +1,8 @@
 //! attnscope: see how transformer attention works.
 //!
-//! * [`model`]: a checkpoint (config, weights, tokenizer), from a folder or from bytes.
+//! * [`model`]: a checkpoint's files read (config, weights, tokenizer; or one GGUF file), from a
+//!   folder or from bytes.
+//! * [`checkpoint`]: a checkpoint loaded, its family's weights in it ([`Model`]).
 //! * [`families`]: each model family once: its weights by HF's key names and its forward pass
 //!   over the engines' operations.
 //! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
@@ -12,6 +14,7 @@
 //! * `wasm`: the browser API (`#[wasm_bindgen]`), compiled for wasm32 only.
 
 pub mod analysis;
+pub mod checkpoint;
 pub mod engine;
 pub mod error;
 pub mod families;
@@ -21,7 +24,7 @@ pub mod report;
 #[cfg(all(target_arch = "wasm32", feature = "gpu"))]
 pub mod wasm;
 
+pub use checkpoint::Model;
 pub use engine::{Trace, TraceOptions};
 pub use error::{Error, Result};
 pub use masks::{Mask, MaskKind};
-pub use model::Model;

@@ -24,7 +24,8 @@ use crate::analysis::{
 use crate::engine::cpu::CrossAttention;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
 use crate::masks::MaskKind;
-use crate::model::{Activation, Encoded, LayerNormOrder, Model};
+use crate::model::{Activation, Encoded, LayerNormOrder};
+use crate::Model;
 
 /// Serialises an n-dimensional array as nested JSON arrays, without copying it.
 pub struct Nested<'a, T>(pub ArrayViewD<'a, T>);
@@ -696,7 +697,7 @@ impl<'a> DecoderTraceItem<'a> {
         b: usize,
         output_ids: &[u32],
     ) -> crate::error::Result<Self> {
-        let d = crate::families::marian::decoder_of(&model.config)?;
+        let d = model.config.decoder()?;
         let source = &tr.source;
         let s = source.length(b);
         let t = output_ids.len().saturating_sub(1).min(tr.input.dim().1);

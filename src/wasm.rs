@@ -19,13 +19,12 @@ use crate::engine::{
     TraceOptions,
 };
 use crate::masks::{Mask, MaskKind};
-use crate::model::{
-    limits, Encoded, Model, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
-};
+use crate::model::{limits, Encoded, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
 use crate::report::{
     item_attention, next_tokens, predictions, DecoderTraceItem, ItemInput, ModelInfo, PaddedBatch,
     RunInfo, TranslationReport,
 };
+use crate::Model;
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
 /// this module's memory (the worker calls it once, after `init`, where the page is
@@ -935,7 +934,7 @@ impl Session {
                 .map_err(|e| JsError::new(&format!("translate options: {e}")))?
         };
         let model = self.runner.model();
-        crate::engine::translate::marian(model).map_err(js_err)?;
+        crate::engine::translate::EncoderDecoder::translating(model).map_err(js_err)?;
         let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
         let decoding = match &targets {
             Some(t) if t.len() != sources.len() => {

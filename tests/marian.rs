@@ -431,8 +431,8 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
 #[test]
 fn the_output_text_leaves_out_the_decoder_s_own_special_tokens() {
     use attnscope::engine::Decoding;
-    use attnscope::model::Model;
     use attnscope::report::TranslationReport;
+    use attnscope::Model;
     let dir = model_dir("tiny-marian");
     let mut tokenizer: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();

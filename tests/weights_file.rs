@@ -4,7 +4,8 @@
 use std::ops::Range;
 
 use crate::common::model_dir;
-use attnscope::model::{Model, WeightsFile};
+use attnscope::model::WeightsFile;
+use attnscope::Model;
 
 fn tiny_file(f: &str) -> Vec<u8> {
     std::fs::read(model_dir("tiny-bert").join(f)).unwrap()

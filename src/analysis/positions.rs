@@ -5,7 +5,7 @@
 
 use ndarray::{s, Array2, ArrayView2};
 
-use crate::model::Model;
+use crate::Model;
 
 /// Cosine similarity between every pair of rows of `rows` (a zero row is similar to nothing: 0).
 ///

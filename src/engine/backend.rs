@@ -12,7 +12,8 @@ use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
 use super::{cpu, Decoding, GenerateOptions, Generation, Trace, TraceOptions, Translation};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::{Encoded, Model};
+use crate::model::Encoded;
+use crate::Model;
 
 /// What the user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::limits::MAX_ATTENTION_VALUES;
-use crate::model::Model;
+use crate::Model;
 
 /// How many new tokens to write, how many likeliest tokens to report at each position, and
 /// which heads are knocked out while writing.

@@ -11,14 +11,15 @@ use ndarray::{s, Array2, Array3, Array5};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
-use super::ops::{AttentionKind, Kept, PassMasks, Stack};
+use super::ops::{AttentionKind, Kept, Ops, PassMasks, Stack};
 use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
 use crate::error::{Error, Result};
-use crate::families::marian::{decoder_of, MarianWeights};
+use crate::families::marian::MarianWeights;
 use crate::families::Weights;
 use crate::masks::Mask;
 use crate::model::limits::MAX_ATTENTION_VALUES;
-use crate::model::{Encoded, Model};
+use crate::model::{Config, Encoded};
+use crate::Model;
 
 /// How the decoder's output is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,10 +91,10 @@ pub(crate) trait Passes {
 
 /// Translates `sources` with an encoder–decoder `model` on the CPU engine.
 pub fn translate(model: &Model, sources: &[&str], decoding: &Decoding) -> Result<Translation> {
-    let w = marian(model)?;
+    let passes_of = EncoderDecoder::translating(model)?;
     let source = model.tokenizer.encode(sources, None)?;
     on_the_pool(|| {
-        let mut passes = CpuPasses::new(model, w, &source)?;
+        let mut passes = CpuPasses::new(model, passes_of, &source)?;
         let decoding = std::pin::pin!(decode(model, &mut passes, &source, decoding));
         // the CPU's passes never wait: polled once, the future is done
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
@@ -110,7 +111,7 @@ impl Decoding {
     /// Teacher forcing of `targets`, one per source: each the decoder start token followed by
     /// the target's ids as the tokenizer encodes it (with its special tokens: Marian's `</s>`).
     pub fn forced(model: &Model, targets: &[&str]) -> Result<Self> {
-        let start = decoder_of(&model.config)?.start_token_id;
+        let start = model.config.decoder()?.start_token_id;
         let enc = model.tokenizer.encode(targets, None)?;
         let outputs = (0..enc.batch())
             .map(|b| {
@@ -124,14 +125,46 @@ impl Decoding {
     }
 }
 
-/// The model's encoder–decoder weights, or an error saying it has none.
-pub fn marian(model: &Model) -> Result<&MarianWeights> {
-    match &model.weights {
-        Weights::Marian(w) => Ok(w),
-        _ => Err(Error::Input(format!(
-            "{} is not an encoder–decoder model: `translate` needs one (marian); use `attention`",
-            model.short_name()
-        ))),
+/// An encoder–decoder model's two passes over an engine's operations, its family's forward pass
+/// (the engines know no family: the CPU engine runs these, the GPU engine records them).
+#[derive(Clone, Copy)]
+pub struct EncoderDecoder<'m> {
+    weights: &'m MarianWeights,
+    config: &'m Config,
+}
+
+impl<'m> EncoderDecoder<'m> {
+    /// `model`'s passes, if it is an encoder–decoder model.
+    pub fn of(model: &'m Model) -> Option<Self> {
+        match &model.weights {
+            Weights::Marian(weights) => Some(Self {
+                weights,
+                config: &model.config,
+            }),
+            _ => None,
+        }
+    }
+
+    /// `model`'s passes, or an error saying it is not an encoder–decoder model.
+    pub fn translating(model: &'m Model) -> Result<Self> {
+        Self::of(model).ok_or_else(|| {
+            Error::Input(format!(
+                "{} is not an encoder–decoder model: `translate` needs one (marian); use \
+                 `attention`",
+                model.short_name()
+            ))
+        })
+    }
+
+    /// The source through the encoder, then every target position given through the decoder.
+    pub fn forward<O: Ops>(self, ops: &mut O) -> Result<()> {
+        self.weights.forward(ops, self.config).map(drop)
+    }
+
+    /// The decoder alone over its new positions: the cache holds the earlier positions' keys
+    /// and values, and the source's for the cross-attention.
+    pub fn decode_cached<O: Ops>(self, ops: &mut O) -> Result<()> {
+        self.weights.decode(ops, self.config, None).map(drop)
     }
 }
 
@@ -170,7 +203,7 @@ pub(crate) fn cross_mask(valid: &Array2<bool>, n_q: usize) -> Mask {
 pub(crate) fn stack_layers(model: &Model) -> Result<StackLayers> {
     Ok(StackLayers {
         encoder: model.config.num_hidden_layers,
-        decoder: decoder_of(&model.config)?.layers,
+        decoder: model.config.decoder()?.layers,
     })
 }
 
@@ -191,7 +224,7 @@ pub(crate) fn logits_of(mut kept: KeptValues) -> Result<Array2<f32>> {
 /// Refuses a translation over the model's positions or the attention a pass may keep.
 fn check_size(model: &Model, b: usize, s: usize, t: usize) -> Result<()> {
     let c = &model.config;
-    let d = decoder_of(c)?;
+    let d = c.decoder()?;
     let max = c.max_position_embeddings;
     if s > max || t > max {
         return Err(Error::Input(format!(
@@ -240,7 +273,7 @@ async fn greedy<P: Passes>(
     max_new_tokens: usize,
 ) -> Result<Translation> {
     let c = &model.config;
-    let d = decoder_of(c)?;
+    let d = c.decoder()?;
     let (b, s) = source.ids.dim();
     check_greedy(model, source, max_new_tokens)?;
     let pad = model.tokenizer.pad_id();
@@ -408,9 +441,9 @@ pub fn decoder_trace(
     outputs: &[Vec<u32>],
     layer: usize,
 ) -> Result<DecoderTrace> {
-    let w = marian(model)?;
+    let passes = EncoderDecoder::translating(model)?;
     let c = &model.config;
-    let d = decoder_of(c)?;
+    let d = c.decoder()?;
     if layer >= d.layers {
         return Err(Error::Input(format!(
             "decoder layer {layer}: the decoder has {} layers",
@@ -434,7 +467,7 @@ pub fn decoder_trace(
             cross: &cross,
         };
         let (mut groups, mut kept) = cpu_pass(model, &source, target, masks, &opts, None, |ops| {
-            w.forward(ops, c).map(drop)
+            passes.forward(ops)
         })?;
         let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
             .scores
@@ -513,7 +546,7 @@ async fn forced<P: Passes>(
 /// The CPU engine's passes: each computed when asked, a step's cache kept between steps.
 struct CpuPasses<'m> {
     model: &'m Model,
-    w: &'m MarianWeights,
+    passes: EncoderDecoder<'m>,
     source: &'m Encoded,
     encoder_mask: Mask,
     /// `(B, 1, S)`: a step's cross-attention mask.
@@ -523,10 +556,10 @@ struct CpuPasses<'m> {
 }
 
 impl<'m> CpuPasses<'m> {
-    fn new(model: &'m Model, w: &'m MarianWeights, source: &'m Encoded) -> Result<Self> {
+    fn new(model: &'m Model, passes: EncoderDecoder<'m>, source: &'m Encoded) -> Result<Self> {
         Ok(Self {
             model,
-            w,
+            passes,
             source,
             encoder_mask: Mask::padding(source.valid.view()),
             cross: cross_mask(&source.valid, 1),
@@ -576,7 +609,7 @@ fn cpu_pass(
 
 impl Passes for CpuPasses<'_> {
     async fn step(&mut self, t: usize, tokens: &[u32]) -> Result<Pass> {
-        let (c, w) = (&self.model.config, self.w);
+        let m = self.passes;
         let decoder = Mask::none(tokens.len(), 1, t + 1);
         let masks = StackMasks {
             encoder: &self.encoder_mask,
@@ -595,9 +628,9 @@ impl Passes for CpuPasses<'_> {
             |ops| {
                 // the first step runs the encoder too, and caches its keys and values for the rest
                 if t == 0 {
-                    w.forward(ops, c).map(drop)
+                    m.forward(ops)
                 } else {
-                    w.decode(ops, c, None).map(drop)
+                    m.decode_cached(ops)
                 }
             },
         )?;
@@ -608,7 +641,7 @@ impl Passes for CpuPasses<'_> {
     }
 
     async fn whole(&mut self, target: TargetInputs, decoder: &Mask, cross: &Mask) -> Result<Pass> {
-        let (c, w) = (&self.model.config, self.w);
+        let m = self.passes;
         let masks = StackMasks {
             encoder: &self.encoder_mask,
             decoder,
@@ -621,7 +654,7 @@ impl Passes for CpuPasses<'_> {
             masks,
             &self.opts,
             None,
-            |ops| w.forward(ops, c).map(drop),
+            |ops| m.forward(ops),
         )?;
         Ok(Pass {
             groups,

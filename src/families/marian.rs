@@ -25,7 +25,6 @@ use crate::engine::ops::{
     AddNorm, AttentionId, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
 };
 use crate::error::{Error, Result};
-use crate::model::config::DecoderConfig;
 use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
 
@@ -131,7 +130,7 @@ impl MarianWeights {
     /// Loads every tensor the model needs; each missing or misshapen one is an error naming
     /// its key.
     pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
-        let dec = decoder_of(c)?;
+        let dec = c.decoder()?;
         let (d, v, eps) = (c.hidden_size, c.vocab_size, c.layer_norm_eps);
         t.check_holds(
             c.parameter_count(),
@@ -251,7 +250,7 @@ impl MarianWeights {
     /// cross-attention's keys and values). Returns the logits of the next token at each
     /// position, `(B·T, V)`.
     pub fn decode<O: Ops>(&self, ops: &mut O, c: &Config, memory: Option<&O::X>) -> Result<O::X> {
-        let heads = decoder_of(c)?.heads;
+        let heads = c.decoder()?.heads;
         let word = ops.gather(&self.decoder_embed, Ids::TargetTokens)?; // × √d_model
         let position = ops.gather(&self.positions, Ids::TargetPositions)?;
         ops.keep(Kept::DecoderWord, &word)?;
@@ -342,14 +341,4 @@ impl MarianWeights {
         let sum = ops.add_norm(x, &out, ln)?;
         Ok((out, sum))
     }
-}
-
-/// The decoder's config of an encoder–decoder model.
-pub fn decoder_of(c: &Config) -> Result<&DecoderConfig> {
-    c.decoder.as_ref().ok_or_else(|| {
-        Error::Engine(format!(
-            "a {} model has no decoder to translate with",
-            c.family.name()
-        ))
-    })
 }

@@ -646,6 +646,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// The decoder's config of an encoder–decoder model; an error for a model without one.
+    pub fn decoder(&self) -> Result<&DecoderConfig> {
+        self.decoder.as_ref().ok_or_else(|| {
+            Error::Engine(format!(
+                "a {} model has no decoder to translate with",
+                self.family.name()
+            ))
+        })
+    }
+
     /// Parses and validates `config.json`; `file` names it in errors. A file over
     /// [`MAX_CONFIG_BYTES`] is refused unread.
     pub fn from_json(bytes: &[u8], file: &str) -> Result<Self> {

@@ -343,7 +343,7 @@ fn translate(
     sources: &[String],
 ) -> Result<(), Error> {
     let model = Model::from_path(dir)?;
-    attnscope::engine::translate::marian(&model)?;
+    attnscope::engine::translate::EncoderDecoder::translating(&model)?;
     let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
     let targets: Option<Vec<String>> = match targets.len() {
         0 => None,

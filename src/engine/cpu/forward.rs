@@ -11,7 +11,8 @@ use crate::engine::AttentionGroup;
 use crate::engine::{check_input, check_layer, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::{Mask, MaskKind};
-use crate::model::{Encoded, LayerNormOrder, Model};
+use crate::model::{Encoded, LayerNormOrder};
+use crate::Model;
 
 /// The model over a padded batch, keeping every layer's and head's attention and what `opts`
 /// asks for besides (scores, every layer's hidden states, one layer's trace).

@@ -20,7 +20,8 @@ use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOpti
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
-use crate::model::{Encoded, Model};
+use crate::model::Encoded;
+use crate::Model;
 
 /// The longest text whose pass is kept for the next.
 pub const MAX_PREFIX_TOKENS: usize = 64;

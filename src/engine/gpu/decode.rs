@@ -14,14 +14,14 @@ use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
 use crate::engine::trace::TargetInputs;
 use crate::engine::translate::{
-    check_greedy, cross_mask, decode, logits_of, marian, pass_options, source_inputs, stack_layers,
-    step_inputs, Pass, Passes, StackMasks,
+    check_greedy, cross_mask, decode, logits_of, pass_options, source_inputs, stack_layers,
+    step_inputs, EncoderDecoder, Pass, Passes, StackMasks,
 };
 use crate::engine::{Decoding, TraceOptions, Translation};
 use crate::error::Result;
-use crate::families::marian::MarianWeights;
 use crate::masks::Mask;
-use crate::model::{Encoded, Model};
+use crate::model::Encoded;
+use crate::Model;
 
 impl GpuEngine {
     /// Translates `sources` with an encoder–decoder `model` on the GPU (see
@@ -32,7 +32,7 @@ impl GpuEngine {
         sources: &[&str],
         decoding: &Decoding,
     ) -> Result<Translation> {
-        let w = marian(model)?;
+        let passes_of = EncoderDecoder::translating(model)?;
         self.kernels.dev.check()?;
         let source = model.tokenizer.encode(sources, None)?;
         let rows_per_item = match decoding {
@@ -45,7 +45,7 @@ impl GpuEngine {
         let mut passes = GpuPasses {
             engine: self,
             model,
-            w,
+            passes_of,
             source: &source,
             encoder_mask: Mask::padding(source.valid.view()),
             cross: cross_mask(&source.valid, 1),
@@ -68,7 +68,8 @@ struct Recorded {
 struct GpuPasses<'e> {
     engine: &'e GpuEngine,
     model: &'e Model,
-    w: &'e MarianWeights,
+    /// The model's passes, which this records.
+    passes_of: EncoderDecoder<'e>,
     source: &'e Encoded,
     encoder_mask: Mask,
     /// `(B, 1, S)`: a step's cross-attention mask.
@@ -80,13 +81,13 @@ struct GpuPasses<'e> {
     opts: TraceOptions,
 }
 
-impl GpuPasses<'_> {
+impl<'e> GpuPasses<'e> {
     /// Records a pass over `lens` positions (source, target), with the cache or without.
     fn record(
         &mut self,
         lens: [usize; 2],
         cached: bool,
-        f: impl FnOnce(&MarianWeights, &mut super::record::Recorder) -> Result<()>,
+        f: impl FnOnce(EncoderDecoder<'e>, &mut super::record::Recorder) -> Result<()>,
     ) -> Result<Recorded> {
         let c = &self.model.config;
         let shape = Shape {
@@ -95,11 +96,11 @@ impl GpuPasses<'_> {
             layers: stack_layers(self.model)?,
             trace_layers: c.num_hidden_layers,
         };
-        let w = self.w;
+        let m = self.passes_of;
         let cache = cached.then_some(&mut self.cache);
         let recording = self
             .engine
-            .record(shape, &self.opts, cache, |rec| f(w, rec))?;
+            .record(shape, &self.opts, cache, |rec| f(m, rec))?;
         let staging = self.engine.staging_for(&recording);
         Ok(Recorded { recording, staging })
     }
@@ -144,14 +145,13 @@ impl GpuPasses<'_> {
 impl Passes for GpuPasses<'_> {
     async fn step(&mut self, t: usize, tokens: &[u32]) -> Result<Pass> {
         let start = Instant::now();
-        let c = &self.model.config;
         let (b, s) = self.source.ids.dim();
         if t == 0 && self.first.is_none() {
-            let r = self.record([s, 1], true, |w, rec| w.forward(rec, c).map(|_| ()))?;
+            let r = self.record([s, 1], true, |m, rec| m.forward(rec))?;
             self.first = Some(r);
         }
         if t > 0 && self.rest.is_none() {
-            let r = self.record([s, 1], true, |w, rec| w.decode(rec, c, None).map(|_| ()))?;
+            let r = self.record([s, 1], true, |m, rec| m.decode_cached(rec))?;
             self.rest = Some(r);
         }
         let pass = if t == 0 { &self.first } else { &self.rest };
@@ -172,10 +172,9 @@ impl Passes for GpuPasses<'_> {
 
     async fn whole(&mut self, target: TargetInputs, decoder: &Mask, cross: &Mask) -> Result<Pass> {
         let start = Instant::now();
-        let c = &self.model.config;
         let s = self.source.ids.ncols();
         let t = target.tokens.ncols();
-        let pass = self.record([s, t], false, |w, rec| w.forward(rec, c).map(|_| ()))?;
+        let pass = self.record([s, t], false, |m, rec| m.forward(rec))?;
         self.replay(&pass, target, decoder, cross, &[], start).await
     }
 }

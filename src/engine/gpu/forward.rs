@@ -13,13 +13,13 @@ use super::record::{GpuCache, Recorder, Recording};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::ops::{AttentionId, AttentionKind, PassMasks};
 use crate::engine::trace::{AttentionGroup, KeptValues};
+use crate::engine::translate::EncoderDecoder;
 use crate::engine::{check_input, ModelInputs, Trace, TraceOptions};
 use crate::error::{Error, Result};
-use crate::families::marian::decoder_of;
-use crate::families::Weights;
 use crate::masks::Mask;
 use crate::model::weights::ParamId;
-use crate::model::{Encoded, Model};
+use crate::model::Encoded;
+use crate::Model;
 
 /// Where a GPU forward pass spent its time, in milliseconds (one submission: the phases are
 /// measured on the host around it).
@@ -76,12 +76,12 @@ impl GpuEngine {
         };
         let opts = TraceOptions::default();
         let c = &model.config;
-        let warm = match &model.weights {
+        let warm = match EncoderDecoder::of(model) {
             // an encoder–decoder's parameters, by a whole pass over one token each side
-            Weights::Marian(w) => {
+            Some(passes) => {
                 let layers = StackLayers {
                     encoder: c.num_hidden_layers,
-                    decoder: decoder_of(c)?.layers,
+                    decoder: c.decoder()?.layers,
                 };
                 let shape = Shape {
                     batch: 1,
@@ -89,10 +89,10 @@ impl GpuEngine {
                     layers,
                     trace_layers: c.num_hidden_layers,
                 };
-                engine.record(shape, &opts, None, |rec| w.forward(rec, c).map(|_| ()))?;
+                engine.record(shape, &opts, None, |rec| passes.forward(rec))?;
                 None
             }
-            _ => {
+            None => {
                 let stack = model.stack();
                 let shape = Shape {
                     batch: 1,

@@ -24,7 +24,7 @@ use crate::engine::trace::AttentionGroup;
 use crate::engine::{GenerateOptions, Generation, TraceOptions};
 use crate::error::Result;
 use crate::masks::Mask;
-use crate::model::Model;
+use crate::Model;
 
 impl GpuEngine {
     /// Writes after `prompt` greedily with a decoder-only `model` on the GPU (see
