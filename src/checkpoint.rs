@@ -6,7 +6,6 @@ use ndarray::{Array2, Array3};
 use crate::engine::ops::{Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::{Error, Result};
-use crate::families::bert::BertWeights;
 use crate::families::Weights;
 use crate::masks::MaskKind;
 use crate::model::weights::ParamId;
@@ -291,14 +290,6 @@ impl Model {
             MaskKind::Causal
         } else {
             MaskKind::Padding
-        }
-    }
-
-    /// BERT's (and RoBERTa's) weights, when the model is one.
-    pub fn bert(&self) -> Option<&BertWeights> {
-        match &self.weights {
-            Weights::Bert(w) => Some(w),
-            _ => None,
         }
     }
 

@@ -246,11 +246,11 @@ fn loading_from_bytes_equals_loading_from_a_folder() {
         &read("tokenizer.json"),
     )
     .unwrap();
-    assert!(m.bert().unwrap().classifier.is_some());
+    assert!(bert(&m).unwrap().classifier.is_some());
     let folder = model("tiny-bert");
     assert_eq!(
-        m.bert().unwrap().layers[1].output.weight,
-        folder.bert().unwrap().layers[1].output.weight
+        bert(&m).unwrap().layers[1].output.weight,
+        bert(folder).unwrap().layers[1].output.weight
     );
     let e = Model::from_bytes("upload", b"{}", &[], &[]).err().unwrap();
     assert!(e.to_string().contains("upload/config.json"), "{e}");

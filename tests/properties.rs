@@ -107,7 +107,7 @@ fn cross_attention_has_n_q_by_n_k_weights() {
     let d = m.config.hidden_size;
     let x_dec = Array2::from_shape_fn((3, d), |(i, j)| ((i * 7 + j) as f32 * 0.37).sin()); // (n_q, D)
     let x_enc = Array2::from_shape_fn((5, d), |(i, j)| ((i * 3 + j) as f32 * 0.11).cos()); // (n_k, D)
-    let w = &m.bert().unwrap().layers[0].attention;
+    let w = &bert(m).unwrap().layers[0].attention;
     let out = cpu::multi_head_attention(
         w,
         m.config.num_attention_heads,

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use crate::common::model_dir;
+use crate::common::{bert, model_dir};
 use attnscope::model::WeightsFile;
 use attnscope::Model;
 
@@ -79,7 +79,7 @@ fn loaded(bytes: &[u8]) -> (WeightsFile, Range<usize>, Model) {
 #[test]
 fn a_model_shares_its_f32_matrices_with_the_weights_file() {
     let (_file, span, m) = loaded(&tiny_f32(false));
-    let w = m.bert().unwrap();
+    let w = bert(&m).unwrap();
     assert!(inside(
         w.embeddings.word.weight.as_f32().unwrap().as_ptr(),
         &span
@@ -104,15 +104,15 @@ fn a_model_shares_its_f32_matrices_with_the_weights_file() {
     let f16 = Model::from_dir(model_dir("tiny-bert")).unwrap();
     assert_eq!(
         w.embeddings.word.weight,
-        f16.bert().unwrap().embeddings.word.weight
+        bert(&f16).unwrap().embeddings.word.weight
     );
     assert_eq!(
         w.layers[1].intermediate.weight,
-        f16.bert().unwrap().layers[1].intermediate.weight
+        bert(&f16).unwrap().layers[1].intermediate.weight
     );
     assert_eq!(
         w.layers[1].intermediate.bias,
-        f16.bert().unwrap().layers[1].intermediate.bias
+        bert(&f16).unwrap().layers[1].intermediate.bias
     );
     // and the same attention
     let run = |m: &Model| {
@@ -137,7 +137,7 @@ fn an_unaligned_file_loads_the_same_values_by_copying_them() {
     let (_file, span, m) = loaded(&tiny_f32(true));
     let f16 = Model::from_dir(model_dir("tiny-bert")).unwrap();
     assert!(!inside(
-        m.bert()
+        bert(&m)
             .unwrap()
             .embeddings
             .word
@@ -148,15 +148,14 @@ fn an_unaligned_file_loads_the_same_values_by_copying_them() {
         &span
     ));
     assert_eq!(
-        m.bert().unwrap().embeddings.word.weight,
-        f16.bert().unwrap().embeddings.word.weight
+        bert(&m).unwrap().embeddings.word.weight,
+        bert(&f16).unwrap().embeddings.word.weight
     );
-    for (a, b) in m
-        .bert()
+    for (a, b) in bert(&m)
         .unwrap()
         .layers
         .iter()
-        .zip(&f16.bert().unwrap().layers)
+        .zip(&bert(&f16).unwrap().layers)
     {
         assert!(!inside(
             a.attention.query.weight.as_f32().unwrap().as_ptr(),

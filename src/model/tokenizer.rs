@@ -65,6 +65,14 @@ impl Encoded {
     }
 }
 
+/// An error about tokenizer file `file`, its message given.
+fn tokenizer_error(file: &str) -> impl Fn(String) -> Error + Copy + '_ {
+    move |msg| Error::Tokenizer {
+        file: file.into(),
+        msg,
+    }
+}
+
 impl TextTokenizer {
     /// Loads `tokenizer.json`; a file over [`MAX_TOKENIZER_BYTES`] is refused unparsed.
     /// `pad_token_id` comes from the model config when the tokenizer has no padding.
@@ -74,10 +82,7 @@ impl TextTokenizer {
         max_len: usize,
         pad_token_id: Option<u32>,
     ) -> Result<Self> {
-        let err = |msg: String| Error::Tokenizer {
-            file: file.into(),
-            msg,
-        };
+        let err = tokenizer_error(file);
         if bytes.len() > MAX_TOKENIZER_BYTES {
             return Err(err(file_too_big(bytes.len() as u64, MAX_TOKENIZER_BYTES)));
         }
@@ -96,10 +101,7 @@ impl TextTokenizer {
         max_len: usize,
         pad_token_id: Option<u32>,
     ) -> Result<Self> {
-        let err = |msg: String| Error::Tokenizer {
-            file: file.into(),
-            msg,
-        };
+        let err = tokenizer_error(file);
         drop_null_precompiled(&mut json);
         check_components(&json).map_err(err)?;
         let mut inner: Tokenizer = serde_json::from_value(json).map_err(|e| err(e.to_string()))?;

@@ -7,10 +7,20 @@ use std::sync::{Mutex, OnceLock};
 
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
 use attnscope::engine::{ScoreScale, TraceOptions};
+use attnscope::families::bert::BertWeights;
+use attnscope::families::Weights;
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model, Trace};
 use ndarray::{s, ArrayD, ArrayViewD, IxDyn};
 use serde::Deserialize;
+
+/// BERT's (and RoBERTa's) weights of `m`, when it is one.
+pub fn bert(m: &Model) -> Option<&BertWeights> {
+    match &m.weights {
+        Weights::Bert(w) => Some(w),
+        _ => None,
+    }
+}
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
