@@ -31,7 +31,6 @@ const store = createStore({
 });
 /** Play: a decoding step by step from the focused step, one every PLAY_MS (web/play.js). */
 const play = player(store);
-const stopPlaying = play.stop;
 
 const embed = store.get().embed;
 if (embed) document.body.classList.add('embed', `embed-${embed}`);
@@ -152,10 +151,10 @@ store.subscribe((s, changed) => {
   const r = s.generation?.result;
   setText($('generate-caption'), r ? `· ${r.output_ids.length} new tokens on ${engineOf(r.backend)}${s.chat && s.modelInfo.chat_template ? ', as a chat' : ''}` : '');
   generationView.render($('generate-view'), { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16, playing: s.playing }, {
-    onGenerate: (maxNew, chat) => { stopPlaying(); generating.start(maxNew, chat); },
+    onGenerate: (maxNew, chat) => { play.stop(); generating.start(maxNew, chat); },
     onStop: () => generating.stop(),
     onChat: (chat) => store.update({ chat }),
-    onStep: (step) => { stopPlaying(); const n = store.get().generation?.result?.output_ids.length ?? 1; store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
+    onStep: (step) => { play.stop(); const n = store.get().generation?.result?.output_ids.length ?? 1; store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
     onPlay: () => play.toggle({ key: 'step', count: r?.output_ids.length ?? 1 }),
   });
 });
@@ -352,7 +351,7 @@ function translation(s, changed) {
     foldPx: s.presenter && !s.embed ? window.innerHeight : null, // presenter mode: the focused head above the fold
     show: s.view, onShow: s.embed ? null : (view) => store.update({ view }), // an embed shows the view it names
     onAttn: (attn) => store.update({ attn }),
-    onStep: (step) => { stopPlaying(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
+    onStep: (step) => { play.stop(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
     onPlay: () => play.toggle(presentedSteps(store.get())),
   });
@@ -722,7 +721,7 @@ function clickerKey(key, target) {
   }
   const d = CLICKER_STEPS[key];
   if (!d) return false;
-  stopPlaying();
+  play.stop();
   const now = s[along.key] ?? along.count - 1; // a translation's step is null at its last
   store.update({ [along.key]: Math.max(0, Math.min(along.count - 1, now + d)) });
   return true;
