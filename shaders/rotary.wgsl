@@ -1,6 +1,7 @@
 // Rotary position embeddings (RoPE) in HF's rotate-half layout: in each head of d columns, the
 // pair (x_i, x_{i+d/2}) of row r becomes
 //   (x_i·cos − x_{i+d/2}·sin, x_{i+d/2}·cos + x_i·sin)   of the angle positions[r]·inv_freq[i],
+// cos and sin multiplied by p.scale (HF's attention_scaling: YaRN's attention_factor, else 1),
 // as the CPU's `rotate` (src/engine/cpu/ops.rs) computes it in f32: the host uploads the same
 // inv_freq (`Rotary::inverse_frequencies`), the angle is the same f32 product, and its cosine
 // and sine come from `cos_sin` below rather than WGSL's cos and sin, whose error WebGPU bounds
@@ -19,9 +20,9 @@ struct Params {
     head_dim: u32,
     x_stride: u32,
     x_offset: u32,
+    scale: f32,
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -79,7 +80,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     for (var j = lid3.x; j < p.heads * half; j += WG) {
         let i = j % half;
         let at = (j / half) * p.head_dim + i;
-        let cs = cos_sin(position * inv_freq[i]);
+        let cs = cos_sin(position * inv_freq[i]) * p.scale;
         let x1 = x[src + at];
         let x2 = x[src + at + half];
         out[dst + at] = x1 * cs.x + -x2 * cs.y;

@@ -8,11 +8,24 @@ use crate::engine::ModelInputs;
 use crate::error::{Error, Result};
 use crate::families::Weights;
 use crate::masks::MaskKind;
+use crate::model::tokenizer::Specials;
 use crate::model::weights::ParamId;
 use crate::model::{
     chat, config, gguf, gguf_tokenizer, limits, quant, weights, Config, Encoded, TextTokenizer,
-    WeightsFile, CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
+    WeightsFile, CHAT_TEMPLATE_FILE, CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE,
+    WEIGHTS_FILE,
 };
+
+/// The files beside a checkpoint folder's three where an instruct model keeps its chat template,
+/// each as its bytes where the folder has it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ChatFiles<'a> {
+    /// `tokenizer_config.json`: the template before transformers 5 (`chat_template`), and the
+    /// `bos_token` and `eos_token` a template is given.
+    pub tokenizer_config: Option<&'a [u8]>,
+    /// `chat_template.jinja`: the template as transformers 5 saves it.
+    pub chat_template: Option<&'a [u8]>,
+}
 
 /// A loaded checkpoint: what the engines need, independent of where the bytes came from.
 pub struct Model {
@@ -77,23 +90,32 @@ impl Model {
         })
     }
 
-    /// The model with the chat template of its `tokenizer_config.json` (`chat_template`, given
-    /// `bos_token` and `eos_token`), when the file has one; `name` prefixes the file's name in
-    /// errors.
-    pub fn with_tokenizer_config(mut self, bytes: &[u8], name: &str) -> Result<Self> {
-        let file = file_name(name, TOKENIZER_CONFIG_FILE);
-        let bad = |msg: String| Error::Tokenizer {
-            file: file.clone(),
+    /// The model with the chat template its folder keeps (`chat_template.jinja`, as transformers
+    /// 5 saves it, or `tokenizer_config.json`'s `chat_template`, as before), given the
+    /// `bos_token` and `eos_token` of `tokenizer_config.json`. `name` prefixes the files' names
+    /// in errors. A folder whose two templates differ is refused, naming both files.
+    pub fn with_chat_files(mut self, files: ChatFiles, name: &str) -> Result<Self> {
+        let config_file = file_name(name, TOKENIZER_CONFIG_FILE);
+        let jinja_file = file_name(name, CHAT_TEMPLATE_FILE);
+        let bad = |file: &str, msg: String| Error::Tokenizer {
+            file: file.to_owned(),
             msg,
         };
-        if bytes.len() > limits::MAX_CONFIG_BYTES {
-            return Err(bad(limits::file_too_big(
-                bytes.len() as u64,
-                limits::MAX_CONFIG_BYTES,
-            )));
+        for (file, bytes) in [
+            (&config_file, files.tokenizer_config),
+            (&jinja_file, files.chat_template),
+        ] {
+            if let Some(b) = bytes.filter(|b| b.len() > limits::MAX_CONFIG_BYTES) {
+                let msg = limits::file_too_big(b.len() as u64, limits::MAX_CONFIG_BYTES);
+                return Err(bad(file, msg));
+            }
         }
-        let json: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        let json: serde_json::Value = match files.tokenizer_config {
+            Some(bytes) => {
+                serde_json::from_slice(bytes).map_err(|e| bad(&config_file, e.to_string()))?
+            }
+            None => serde_json::Value::Null,
+        };
         // a special token is a string, or an added token's `{"content": …}`
         let token = |key: &str| -> String {
             match &json[key] {
@@ -101,16 +123,71 @@ impl Model {
                 v => v["content"].as_str().unwrap_or_default().to_owned(),
             }
         };
-        self.chat = match &json["chat_template"] {
-            serde_json::Value::String(source) => Some(chat::ChatTemplate::new(
-                source.as_str(),
-                &token("bos_token"),
-                &token("eos_token"),
-                &file,
-            )?),
+        // one template, or HF's list of named ones, of which a chat uses "default"
+        let in_config = match &json["chat_template"] {
+            serde_json::Value::String(source) => Some(source.as_str()),
+            serde_json::Value::Array(named) => named
+                .iter()
+                .find(|t| t["name"] == "default")
+                .and_then(|t| t["template"].as_str()),
             _ => None,
         };
+        let jinja = match files.chat_template {
+            Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|e| {
+                bad(
+                    &jinja_file,
+                    format!("the chat template is not UTF-8 text: {e}"),
+                )
+            })?),
+            None => None,
+        };
+        let source = match (jinja, in_config) {
+            (Some(a), Some(b)) if a != b => {
+                let at = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+                return Err(bad(
+                    &jinja_file,
+                    format!(
+                        "the chat template differs from {config_file}'s `chat_template` (from \
+                         byte {at} on): a folder that gives both must give one template \
+                         (transformers 5 reads {CHAT_TEMPLATE_FILE} and ignores the other)"
+                    ),
+                ));
+            }
+            (Some(t), _) => Some((t, &jinja_file)),
+            (None, Some(t)) => Some((t, &config_file)),
+            (None, None) => None,
+        };
+        self.chat = match source {
+            Some((t, file)) => Some(chat::ChatTemplate::new(
+                t,
+                &token("bos_token"),
+                &token("eos_token"),
+                file,
+            )?),
+            None => None,
+        };
         Ok(self)
+    }
+
+    /// `texts`, each as a user message in the model's chat template with the assistant's turn
+    /// opened, tokenised as HF's `apply_chat_template(…, tokenize=True)` tokenises them: the
+    /// special tokens the template writes and none added ([`Specials::InText`]). Returns the
+    /// texts as the template wrote them, and their tokens.
+    pub fn encode_chat(&self, texts: &[&str]) -> Result<(Vec<String>, Encoded)> {
+        let template = self.chat.as_ref().ok_or_else(|| {
+            Error::Input(format!(
+                "{} has no chat template ({CHAT_TEMPLATE_FILE}, {TOKENIZER_CONFIG_FILE}'s \
+                 chat_template, or a GGUF file's tokenizer.chat_template)",
+                self.short_name()
+            ))
+        })?;
+        let written: Vec<String> = texts
+            .iter()
+            .map(|t| template.user(t))
+            .collect::<Result<_>>()?;
+        let refs: Vec<&str> = written.iter().map(String::as_str).collect();
+        let encoded = self.tokenizer.encode_as(&refs, None, Specials::InText)?;
+        Ok((written, encoded))
     }
 
     /// Loads a GGUF file (a Llama-family model): its config from the metadata
@@ -230,10 +307,16 @@ impl Model {
             }
         }
         let name = dir.display().to_string();
-        let tokenizer_config = match std::fs::metadata(dir.join(TOKENIZER_CONFIG_FILE)) {
-            Ok(m) if m.is_file() => Some(read(TOKENIZER_CONFIG_FILE, limits::MAX_CONFIG_BYTES)?),
-            _ => None,
+        let optional = |f: &'static str| -> Result<Option<Vec<u8>>> {
+            match std::fs::metadata(dir.join(f)) {
+                Ok(m) if m.is_file() => Ok(Some(read(f, limits::MAX_CONFIG_BYTES)?)),
+                _ => Ok(None),
+            }
         };
+        let (tokenizer_config, chat_template) = (
+            optional(TOKENIZER_CONFIG_FILE)?,
+            optional(CHAT_TEMPLATE_FILE)?,
+        );
         // a regular file is read straight into the weights' storage; one that is not, or that
         // changes size while it is read, is read as any other stream
         let path = dir.join(WEIGHTS_FILE);
@@ -261,11 +344,11 @@ impl Model {
                 WeightsFile::from_bytes(&read(WEIGHTS_FILE, limits::MAX_WEIGHTS_BYTES)?, &shown)?
             }
         };
-        let model = Self::load(&name, &c, &w, &t)?;
-        match tokenizer_config {
-            Some(bytes) => model.with_tokenizer_config(&bytes, &name),
-            None => Ok(model),
-        }
+        let chat = ChatFiles {
+            tokenizer_config: tokenizer_config.as_deref(),
+            chat_template: chat_template.as_deref(),
+        };
+        Self::load(&name, &c, &w, &t)?.with_chat_files(chat, &name)
     }
 
     /// The stack the model's layers form: an encoder, or a decoder-only model's decoder.

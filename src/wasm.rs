@@ -14,6 +14,7 @@ use crate::analysis::positions::{learned_position_similarity, sinusoidal_similar
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
 use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
+use crate::checkpoint::ChatFiles;
 use crate::engine::{
     cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
     TraceOptions,
@@ -492,8 +493,9 @@ impl WeightsBuffer {
 /// read before this returns (its errors are thrown here); the promise resolves to the
 /// [`Session`] once the backend is up. The session shares the weights file's matrices; the file
 /// stays the caller's, to `free()` whenever it likes.
-/// `tokenizer_config`: the folder's `tokenizer_config.json` where it has one (an instruct
-/// model's chat template), else `undefined`.
+/// `tokenizer_config` and `chat_template`: the folder's `tokenizer_config.json` and
+/// `chat_template.jinja` where it has them (an instruct model's chat template), else
+/// `undefined`.
 #[wasm_bindgen(js_name = loadSession)]
 pub fn load_session(
     name: String,
@@ -502,13 +504,16 @@ pub fn load_session(
     tokenizer_json: &[u8],
     backend: String,
     tokenizer_config: Option<Vec<u8>>,
+    chat_template: Option<Vec<u8>>,
 ) -> Result<js_sys::Promise, JsError> {
     let choice: BackendChoice = backend.parse().map_err(js_err)?;
-    let mut model =
-        Model::load(&name, config_json, &safetensors.file, tokenizer_json).map_err(js_err)?;
-    if let Some(bytes) = tokenizer_config {
-        model = model.with_tokenizer_config(&bytes, &name).map_err(js_err)?;
-    }
+    let chat = ChatFiles {
+        tokenizer_config: tokenizer_config.as_deref(),
+        chat_template: chat_template.as_deref(),
+    };
+    let model = Model::load(&name, config_json, &safetensors.file, tokenizer_json)
+        .and_then(|m| m.with_chat_files(chat, &name))
+        .map_err(js_err)?;
     start_session(model, choice)
 }
 
@@ -1004,18 +1009,13 @@ impl Session {
                 .map_err(|e| JsError::new(&format!("generate options: {e}")))?
         };
         let model = self.runner.shared_model();
-        let text = if options.chat {
-            let template = model.chat.as_ref().ok_or_else(|| {
-                JsError::new(&format!(
-                    "{} has no chat template: turn chat off",
-                    model.short_name()
-                ))
-            })?;
-            template.user(&prompt).map_err(js_err)?
+        let (text, enc) = if options.chat {
+            let (mut written, enc) = model.encode_chat(&[&prompt]).map_err(js_err)?;
+            (written.remove(0), enc)
         } else {
-            prompt
+            let enc = model.tokenizer.encode(&[&prompt], None).map_err(js_err)?;
+            (prompt, enc)
         };
-        let enc = model.tokenizer.encode(&[&text], None).map_err(js_err)?;
         let ids: Vec<u32> = enc.ids.row(0).iter().take(enc.length(0)).copied().collect();
         let opts = crate::engine::GenerateOptions {
             max_new_tokens: options.max_new_tokens,

@@ -1032,6 +1032,7 @@ async function loadFiles(fileList) {
   const files = {};
   for (const f of fileList) files[f.name] = f;
   // one GGUF file holds a whole checkpoint; a folder's three files may bring its chat template
+  // (tokenizer_config.json, chat_template.jinja)
   const gguf = Object.keys(files).find((n) => /\.gguf$/i.test(n));
   // one .json or .safetensors file alone: attention computed elsewhere (docs/given.md)
   const names = Object.keys(files);
@@ -1039,7 +1040,7 @@ async function loadFiles(fileList) {
     await showGivenFile(await files[names[0]].arrayBuffer(), names[0], '');
     return;
   }
-  const need = gguf ? [gguf] : ['config.json', 'model.safetensors', 'tokenizer.json', ...(files['tokenizer_config.json'] ? ['tokenizer_config.json'] : [])];
+  const need = gguf ? [gguf] : ['config.json', 'model.safetensors', 'tokenizer.json', ...['tokenizer_config.json', 'chat_template.jinja'].filter((n) => files[n])];
   const missing = need.filter((n) => !files[n]);
   if (missing.length) {
     store.update({ modelError: { line: `Missing ${missing.join(', ')}: a checkpoint needs config.json, model.safetensors and tokenizer.json (or one .gguf file); attention computed elsewhere is one .json or .safetensors file (docs/given.md).` } });

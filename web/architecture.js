@@ -4,7 +4,9 @@
 // `modelInfo.architecture`:
 //
 //   {kind: 'encoder' | 'decoder' | 'encoder_decoder',
-//    positions: {type: 'learned', offset} | {type: 'sinusoidal'} | {type: 'rotary', theta, head_dim},
+//    positions: {type: 'learned', offset} | {type: 'sinusoidal'}
+//      | {type: 'rotary', theta, head_dim, rope_type: 'default' | 'linear' | 'llama3' | 'yarn', its
+//         parameters (factor, …), inv_freq: the θᵢ the engines turn by, attention_scaling},
 //    norm: 'layer' | 'rms', norm_order: 'pre' | 'post', norm_eps,
 //    feed_forward: {type: 'plain' | 'gated', activation}, heads: {query, key_value}, head_dim,
 //    biases: {qkv, output, feed_forward}, lm_head: 'none' | 'tied' | 'separate',

@@ -96,8 +96,8 @@ class AttnScope extends HTMLElement {
   get data() { return this.given; }
 
   /** A checkpoint's files, loaded in place of the `model` or `hf` attribute's: `{key, name,
-   *  files}`, `files` ArrayBuffers by name (config.json, model.safetensors, tokenizer.json and
-   *  tokenizer_config.json; or one .gguf), `key` naming them for the engine's cache (the
+   *  files}`, `files` ArrayBuffers by name (config.json, model.safetensors, tokenizer.json, and
+   *  tokenizer_config.json and chat_template.jinja where a folder has them; or one .gguf), `key` naming them for the engine's cache (the
    *  notebook's `attnscope.run`: the kernel reads them). null brings the attributes' model back. */
   set files(value) {
     this.checkpoint = value ?? null;

@@ -27,14 +27,15 @@ import { loadBuild } from './wasm-build.js';
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
 const WEIGHTS = 'model.safetensors'; // moved into wasm memory as a WeightsFile, the others kept as bytes
 const AT_WEIGHTS = FILES.indexOf(WEIGHTS); // its place in a checkpoint's files
-/** A folder's optional file: an instruct model's chat template (a 404 means none). */
-const TOKENIZER_CONFIG = 'tokenizer_config.json';
+/** A folder's optional files: an instruct model's chat template, in tokenizer_config.json
+ *  (before transformers 5) or chat_template.jinja (as transformers 5 saves it); a 404 means none. */
+const CHAT_FILES = ['tokenizer_config.json', 'chat_template.jinja'];
 /** Whether a file (a name or a URL) is a GGUF file: one file for config, tokenizer and weights. */
 const isGguf = (name) => /\.gguf$/i.test(name.split(/[?#]/)[0]);
 /** Whether a file goes into wasm memory as a WeightsFile (safetensors weights, a GGUF file). */
 const isWeights = (file) => file === WEIGHTS || isGguf(file);
-/** A file's size limit (`fileLimits()`): a GGUF file's is the weights', tokenizer_config.json's the config's. */
-const limitOf = (file) => (isWeights(file) ? limits[WEIGHTS] : file === TOKENIZER_CONFIG ? limits['config.json'] : limits[file]);
+/** A file's size limit (`fileLimits()`): a GGUF file's is the weights', a chat file's the config's. */
+const limitOf = (file) => (isWeights(file) ? limits[WEIGHTS] : CHAT_FILES.includes(file) ? limits['config.json'] : limits[file]);
 const CACHE = 'attnscope-models-v1';
 const PROBE = 'The engine is timed on this short sentence first.';
 
@@ -94,7 +95,7 @@ const wasmReady = wasmCore.then(async ({ m, wasm }) => {
 });
 let limits = null;
 
-const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer], tokenizerConfig?, gguf?: its file name (config and tokenizer null)}
+const checkpoints = new Map(); // key → {name, bytes: [config, weights, tokenizer], chat?: [tokenizer_config, chat_template] (each bytes or null), gguf?: its file name (config and tokenizer null)}
 const sessions = new Map();    // key → {backend, session, engine: 'cpu' | 'gpu', status}
 const aborts = new Map();      // key → AbortController of a download under way
 
@@ -262,20 +263,21 @@ async function download(key, base, refresh, hub) {
   const reads = FILES.map((f) =>
     fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), f === 'config.json' ? cancel.signal : failed.signal, refresh)
       .catch((e) => { failed.abort(); throw e; }));
-  // the chat template, where the folder may have one (config.json names a chat family): any
-  // failure of its own (a 404) means none; other folders are not asked, so no 404 is logged
-  const chat = reads[0].then((config) => (chatFamily(config) ? fetchFile(root + TOKENIZER_CONFIG, TOKENIZER_CONFIG, () => {}, failed.signal, refresh) : null)).catch(() => null);
+  // the chat files, where the folder may have them (config.json names a chat family): any
+  // failure of one's own (a 404) means none; other folders are not asked, so no 404 is logged
+  const family = reads[0].then(chatFamily).catch(() => false);
+  const chat = Promise.all(CHAT_FILES.map((f) => family.then((yes) => (yes ? fetchFile(root + f, f, () => {}, failed.signal, refresh) : null)).catch(() => null)));
   const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
   const errors = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
   if (errors.length) {
     const e = cancel.signal.aborted ? new Error('cancelled') : errors.find((x) => x.message !== 'cancelled') ?? errors[0];
     throw hub && e.message !== 'cancelled' ? await hubError(hub, root, e) : e;
   }
-  return { bytes: got.map((r) => r.value), tokenizerConfig: await chat };
+  return { bytes: got.map((r) => r.value), chat: await chat };
 }
 
-/** Whether a config.json is of a family whose instruct checkpoints carry a chat template in
- *  tokenizer_config.json (the Llama family: src/model/config.rs). */
+/** Whether a config.json is of a family whose instruct checkpoints carry a chat template (the
+ *  Llama family: src/model/config.rs). */
 function chatFamily(config) {
   try { return ['llama', 'mistral', 'qwen2'].includes(JSON.parse(new TextDecoder().decode(config)).model_type); } catch { return false; }
 }
@@ -397,7 +399,7 @@ async function makeSession(cp, backend) {
   await intoWasm(cp);
   const [config, weights, tokenizer] = cp.bytes;
   // the checkpoint's own errors throw here
-  const setUp = cp.gguf ? loadGgufSession(cp.name, weights, backend) : loadSession(cp.name, config, weights, tokenizer, backend, cp.tokenizerConfig ?? undefined);
+  const setUp = cp.gguf ? loadGgufSession(cp.name, weights, backend) : loadSession(cp.name, config, weights, tokenizer, backend, ...CHAT_FILES.map((_, i) => cp.chat?.[i] ?? undefined));
   let session;
   try {
     session = await setUp; // ... and WebGPU's here: `gpu` asked for it, and it could not start
@@ -525,7 +527,8 @@ function checkSizes(files, gguf = null) {
 }
 
 /** A checkpoint's files as the page handed them over (ArrayBuffers by name: the three files,
- *  tokenizer_config.json where chosen too, or one *.gguf): `{bytes, tokenizerConfig?, gguf?}`. */
+ *  tokenizer_config.json and chat_template.jinja where chosen too, or one *.gguf):
+ *  `{bytes, chat?, gguf?}`. */
 function fromFiles(files) {
   const gguf = Object.keys(files).find(isGguf);
   if (gguf) {
@@ -535,8 +538,8 @@ function fromFiles(files) {
   }
   const bytes = FILES.map((f) => new Uint8Array(files[f]));
   checkSizes(bytes);
-  const tokenizerConfig = files[TOKENIZER_CONFIG] ? new Uint8Array(files[TOKENIZER_CONFIG]) : null;
-  return { bytes, tokenizerConfig };
+  const chat = CHAT_FILES.map((f) => (files[f] ? new Uint8Array(files[f]) : null));
+  return { bytes, chat };
 }
 
 const letGo = () => new Error('the model was let go while it loaded');

@@ -31,9 +31,10 @@ WIDGET_JS = STATIC / "widget.js"
 #: The engine's one-thread SIMD128 wasm build (python/js/build.mjs copies it from web/pkg).
 WASM = STATIC / "attnscope_bg.wasm"
 
-#: A checkpoint folder's files the engine reads (tokenizer_config.json: a chat template, optional).
+#: A checkpoint folder's files the engine reads (tokenizer_config.json and chat_template.jinja:
+#: a chat template, as transformers saved it before 5 and since; optional).
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-OPTIONAL_FILES = ("tokenizer_config.json",)
+OPTIONAL_FILES = ("tokenizer_config.json", "chat_template.jinja")
 
 #: The views of run() (the element's `view` attribute).
 RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside", "generate", "heads", "rollout")

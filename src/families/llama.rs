@@ -19,9 +19,10 @@ use crate::engine::ops::{AttentionId, CacheSlot, Ids, Kept, LayerValue, Ops, Sta
 use crate::error::{Error, Result};
 use ndarray::Array1;
 
-use crate::model::config::{FeedForward, LmHead, Positions, Rotary};
+use crate::model::config::{FeedForward, LmHead, Positions};
 use crate::model::gguf::GgufFile;
 use crate::model::quant::{QuantMatrix, SharedBytes};
+use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::{Config, Family};
 

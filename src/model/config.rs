@@ -7,6 +7,7 @@ use super::limits::{
     file_too_big, MAX_CONFIG_BYTES, MAX_HEADS, MAX_HIDDEN_SIZE, MAX_INTERMEDIATE_SIZE, MAX_LAYERS,
     MAX_MODEL_ATTENTION_VALUES, MAX_PARAMETERS, MAX_POSITIONS, MAX_TYPE_VOCAB_SIZE, MAX_VOCAB_SIZE,
 };
+use super::rope::{RopeJson, Rotary};
 use crate::error::{Error, Result};
 
 /// The activation inside the feed-forward layer (`hidden_act`, GPT-2's `activation_function`,
@@ -242,8 +243,9 @@ struct Gpt2Json {
     id2label: Option<BTreeMap<String, String>>,
 }
 
+/// `MarianConfig`'s default (opus-mt configs name theirs: `swish`).
 fn default_marian_activation() -> Activation {
-    Activation::Silu
+    Activation::Gelu
 }
 
 /// Marian's `config.json` (`MarianConfig`).
@@ -280,9 +282,6 @@ struct MarianJson {
 
 fn default_rms_norm_eps() -> f64 {
     1e-6
-}
-fn default_rope_theta() -> f64 {
-    10000.0
 }
 fn default_silu() -> Activation {
     Activation::Silu
@@ -323,10 +322,9 @@ struct LlamaJson {
     max_position_embeddings: usize,
     #[serde(default = "default_rms_norm_eps")]
     rms_norm_eps: f64,
-    #[serde(default = "default_rope_theta")]
-    rope_theta: f64,
-    #[serde(default)]
-    rope_scaling: Option<serde_json::Value>,
+    /// `rope_parameters`, or the older `rope_theta` and `rope_scaling`.
+    #[serde(flatten)]
+    rope: RopeJson,
     #[serde(default)]
     tie_word_embeddings: bool,
     #[serde(default)]
@@ -339,30 +337,26 @@ struct LlamaJson {
     eos_token_id: Option<TokenIds>,
     #[serde(default)]
     pad_token_id: Option<u32>,
-    #[serde(default)]
-    sliding_window: Option<usize>,
+    /// `null` (no window) told apart from a config without the key (Mistral's default window).
+    #[serde(default, deserialize_with = "given")]
+    sliding_window: Option<Option<usize>>,
+    /// Qwen2's switch for its window (off: no layer slides).
     #[serde(default)]
     use_sliding_window: bool,
+    /// Qwen2's layers from this one on slide, where `layer_types` is not given (HF's default: 28).
+    #[serde(default)]
+    max_window_layers: Option<usize>,
+    /// Qwen2's `"full_attention"` or `"sliding_attention"` per layer (transformers 5 writes it).
+    #[serde(default)]
+    layer_types: Option<Vec<String>>,
 }
 
-/// Rotary position embeddings (RoPE): the angle of the pair of dimensions `(i, i + d/2)` of a
-/// head at position `p` is `p·θᵢ`, `θᵢ = theta^(−2i/d)` (HF's rotate-half layout).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Rotary {
-    /// `rope_theta`, the base of the frequencies.
-    pub theta: f32,
-    /// The dimensions turned: every dimension of a head.
-    pub head_dim: usize,
-}
-
-impl Rotary {
-    /// `θᵢ = 1 / theta^(2i/d)` for `i < d/2`, in f32 as HF computes `inv_freq`.
-    pub fn inverse_frequencies(&self) -> Vec<f32> {
-        let d = self.head_dim;
-        (0..d / 2)
-            .map(|i| 1.0 / self.theta.powf((2 * i) as f32 / d as f32))
-            .collect()
-    }
+/// A key's value, `null` included: `Some(None)` for a `null`, where the key's absence (serde's
+/// default) is `None`.
+fn given<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// Which stacks a model has.
@@ -489,20 +483,6 @@ fn llama_config(
     model_type: Option<String>,
     c: LlamaJson,
 ) -> std::result::Result<Config, String> {
-    match &c.rope_scaling {
-        None | Some(serde_json::Value::Null) => {}
-        Some(scaling) => {
-            let kind = scaling
-                .get("rope_type")
-                .or_else(|| scaling.get("type"))
-                .and_then(|t| t.as_str());
-            if kind != Some("default") {
-                return Err(format!(
-                    "`rope_scaling` {scaling} is not supported (only none or \"default\")"
-                ));
-            }
-        }
-    }
     let heads = c.num_attention_heads;
     let kv_heads = c.num_key_value_heads.unwrap_or(heads);
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads.max(1)) {
@@ -518,18 +498,8 @@ fn llama_config(
             super::limits::MAX_HIDDEN_SIZE
         ));
     }
-    let theta = c.rope_theta as f32;
-    if !(theta.is_finite() && theta > 1.0) {
-        return Err(format!(
-            "`rope_theta` {} must be finite and over 1",
-            c.rope_theta
-        ));
-    }
-    let sliding_window = match family {
-        Family::Mistral => c.sliding_window,
-        _ if c.use_sliding_window => c.sliding_window,
-        _ => None,
-    };
+    let rope = c.rope.rotary(head_dim, c.max_position_embeddings)?;
+    let sliding_window = sliding_window(family, &c)?;
     let qkv_bias = family == Family::Qwen2 || c.attention_bias;
     Ok(Config {
         family,
@@ -549,7 +519,7 @@ fn llama_config(
         decoder: None,
         architecture: Architecture {
             kind: ModelKind::Decoder,
-            positions: Positions::Rotary(Rotary { theta, head_dim }),
+            positions: Positions::Rotary(rope),
             norm: crate::model::weights::NormKind::Rms,
             norm_order: LayerNormOrder::Pre,
             norm_eps: c.rms_norm_eps,
@@ -577,6 +547,48 @@ fn llama_config(
         eos_token_ids: c.eos_token_id.map(TokenIds::into_vec).unwrap_or_default(),
         bos_token_id: c.bos_token_id,
     })
+}
+
+/// The window a Llama-family model's sliding layers attend through, as HF's config classes read
+/// it: Mistral's `sliding_window` (4,096 where the key is absent) over every layer; Qwen2's where
+/// `use_sliding_window` is on and a layer slides (by `layer_types`, or from `max_window_layers`
+/// on); Llama has none. The engines refuse a text longer than the window, so that every layer
+/// attends as HF's does whichever of them slide.
+fn sliding_window(family: Family, c: &LlamaJson) -> std::result::Result<Option<usize>, String> {
+    match family {
+        Family::Mistral => Ok(c.sliding_window.unwrap_or(Some(4096))),
+        Family::Qwen2 => {
+            let window = c.sliding_window.flatten().filter(|_| c.use_sliding_window);
+            let slides = match &c.layer_types {
+                Some(types) => {
+                    if types.len() != c.num_hidden_layers {
+                        return Err(format!(
+                            "`layer_types` names {} layers, and `num_hidden_layers` is {}",
+                            types.len(),
+                            c.num_hidden_layers
+                        ));
+                    }
+                    let mut slides = false;
+                    for (i, t) in types.iter().enumerate() {
+                        match t.as_str() {
+                            "full_attention" => {}
+                            "sliding_attention" => slides = true,
+                            other => {
+                                return Err(format!(
+                                    "`layer_types[{i}]` {other:?} is not supported (only \
+                                     \"full_attention\" and \"sliding_attention\")"
+                                ))
+                            }
+                        }
+                    }
+                    slides
+                }
+                None => c.max_window_layers.unwrap_or(28) < c.num_hidden_layers,
+            };
+            Ok(window.filter(|_| slides))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Where a view of a model opens: a decoder layer and one of its heads (`None`: the layer's

@@ -1,5 +1,6 @@
 //! A checkpoint's files read: `config.json`, `model.safetensors` and `tokenizer.json` (and an
-//! instruct model's `tokenizer_config.json` for its chat template), or one GGUF file. What they
+//! instruct model's `chat_template.jinja` or `tokenizer_config.json` for its chat template), or
+//! one GGUF file. What they
 //! make once loaded, with its family's weights, is a [`crate::Model`] (`crate::checkpoint`).
 
 pub mod chat;
@@ -8,6 +9,7 @@ pub mod gguf;
 pub mod gguf_tokenizer;
 pub mod limits;
 pub mod quant;
+pub mod rope;
 pub mod tokenizer;
 pub mod weights;
 
@@ -19,8 +21,11 @@ pub use weights::WeightsFile;
 pub const CONFIG_FILE: &str = "config.json";
 pub const WEIGHTS_FILE: &str = "model.safetensors";
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
-/// Beside them, where an instruct model has one: its chat template.
+/// Beside them, where an instruct model has one: its chat template (before transformers 5), and
+/// the special tokens the template is given.
 pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
+/// The chat template as transformers 5 saves it.
+pub const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
 
 /// A sharded checkpoint's index, beside no `model.safetensors`.
 pub const SHARDED_INDEX_FILE: &str = "model.safetensors.index.json";

@@ -65,6 +65,17 @@ impl Encoded {
     }
 }
 
+/// Whether a text is given the tokenizer's own special tokens (`[CLS] … [SEP]`, a BOS token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Specials {
+    /// As the tokenizer's template adds them (HF's `add_special_tokens=True`, the default).
+    Added,
+    /// None added: the text writes its own, as a chat template's rendering does (HF's
+    /// `apply_chat_template(…, tokenize=True)` tokenizes it with `add_special_tokens=False`, so
+    /// that a template that begins with `{{ bos_token }}` gives one BOS, not two).
+    InText,
+}
+
 /// An error about tokenizer file `file`, its message given.
 fn tokenizer_error(file: &str) -> impl Fn(String) -> Error + Copy + '_ {
     move |msg| Error::Tokenizer {
@@ -237,12 +248,23 @@ impl TextTokenizer {
         }
     }
 
-    /// Tokenises `texts` (each paired with `pair` when given) into one batch right-padded to the longest.
+    /// Tokenises `texts` (each paired with `pair` when given) into one batch right-padded to the
+    /// longest, with the tokenizer's special tokens ([`Specials::Added`]).
     ///
     /// At most [`MAX_BATCH`] texts; each must hold something besides whitespace and characters
     /// the tokenizer drops. Text over [`MAX_TEXT_BYTES`] is cut there before tokenising, and
     /// text over the model's length is truncated; both are reported in [`Encoded::truncated`].
     pub fn encode(&self, texts: &[&str], pair: Option<&str>) -> Result<Encoded> {
+        self.encode_as(texts, pair, Specials::Added)
+    }
+
+    /// [`TextTokenizer::encode`], the special tokens added or not as `specials` says.
+    pub fn encode_as(
+        &self,
+        texts: &[&str],
+        pair: Option<&str>,
+        specials: Specials,
+    ) -> Result<Encoded> {
         if texts.is_empty() {
             return Err(Error::Input("no text given".into()));
         }
@@ -271,13 +293,13 @@ impl TextTokenizer {
                 None => t.into(),
             })
             .collect();
-        let mut encodings =
-            self.inner
-                .encode_batch(inputs, true)
-                .map_err(|e| Error::Tokenizer {
-                    file: self.file.clone(),
-                    msg: e.to_string(),
-                })?;
+        let mut encodings = self
+            .inner
+            .encode_batch(inputs, specials == Specials::Added)
+            .map_err(|e| Error::Tokenizer {
+                file: self.file.clone(),
+                msg: e.to_string(),
+            })?;
         for (i, e) in encodings.iter().enumerate() {
             let ids = e.get_sequence_ids();
             if !ids.contains(&Some(0)) {

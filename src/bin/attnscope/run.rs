@@ -63,8 +63,9 @@ enum Command {
         /// Checkpoint folder with config.json, model.safetensors and tokenizer.json.
         #[arg(long)]
         model: PathBuf,
-        /// Wrap each TEXT in the model's chat template as a user message (an instruct model).
-        #[arg(long)]
+        /// Wrap each TEXT in the model's chat template as a user message (an instruct model),
+        /// tokenised as HF's apply_chat_template does (the template's special tokens, none added).
+        #[arg(long, conflicts_with = "pair")]
         chat: bool,
         /// cpu, gpu (an error when there is no adapter) or auto (the GPU when there is one).
         #[arg(long, value_enum, default_value = "cpu")]
@@ -411,12 +412,12 @@ fn generate(
     prompt: &str,
 ) -> Result<(), Error> {
     let model = Model::from_path(dir)?;
-    let text = if chat {
-        chat_text(&model, prompt)?
+    let (text, ids) = if chat {
+        let (mut written, ids) = model.encode_chat(&[prompt])?;
+        (written.remove(0), ids)
     } else {
-        prompt.to_owned()
+        (prompt.to_owned(), model.tokenizer.encode(&[prompt], None)?)
     };
-    let ids = model.tokenizer.encode(&[&text], None)?;
     let n = ids.length(0);
     let prompt_ids: Vec<u32> = ids.ids.row(0).iter().take(n).copied().collect();
     let runner = pollster::block_on(Runner::new(model, backend.into()))?;
@@ -428,18 +429,6 @@ fn generate(
     report.fallback = run.fallback.as_deref();
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     print_json(&report)
-}
-
-/// `text` as a user message in the model's chat template, or an error when it has none.
-fn chat_text(model: &Model, text: &str) -> Result<String, Error> {
-    let template = model.chat.as_ref().ok_or_else(|| {
-        Error::Input(format!(
-            "--chat: {} has no chat template (tokenizer_config.json's chat_template, or a GGUF \
-             file's tokenizer.chat_template)",
-            model.short_name()
-        ))
-    })?;
-    template.user(text)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -463,17 +452,13 @@ fn attention(
         )));
     }
     let mask_kind = mask_kind.unwrap_or_else(|| model.own_mask());
-    let texts: Vec<String> = if chat {
-        texts
-            .iter()
-            .map(|t| chat_text(&model, t))
-            .collect::<Result<_, _>>()?
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (texts, input) = if chat {
+        model.encode_chat(&refs)?
     } else {
-        texts.to_vec()
+        (texts.to_vec(), model.tokenizer.encode(&refs, pair)?)
     };
     let texts = &texts[..];
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let input = model.tokenizer.encode(&refs, pair)?;
     for (text, cut) in texts.iter().zip(&input.truncated) {
         if *cut {
             eprintln!(

@@ -17,7 +17,7 @@ use crate::engine::ops::{
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
-use crate::model::config::Rotary;
+use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 

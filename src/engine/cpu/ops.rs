@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::gemm::matmul_new;
 use super::isa;
-use crate::model::config::Rotary;
+use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind};
 use crate::model::Activation;
 
@@ -171,7 +171,8 @@ pub fn gate(gate: ArrayView2<f32>, up: ArrayView2<f32>, act: Activation) -> Arra
 /// Rotary position embeddings in HF's rotate-half layout: in each head of `d` columns, the pair
 /// `(x_i, x_{i+d/2})` of the row at position `p` becomes
 /// `(x_i·cos − x_{i+d/2}·sin, x_{i+d/2}·cos + x_i·sin)` of the angle `p·θᵢ`
-/// ([`Rotary::inverse_frequencies`]), computed in f32 in HF's order.
+/// ([`Rotary::inverse_frequencies`]), the cosine and sine multiplied by
+/// [`Rotary::attention_scaling`] (1 but for YaRN), computed in f32 in HF's order.
 ///
 /// # Shapes
 /// * `x`: `(rows, heads·d)`, `positions`: `(rows,)` → `(rows, heads·d)`
@@ -179,6 +180,7 @@ pub fn rotate(x: ArrayView2<f32>, heads: usize, rope: &Rotary, positions: &[u32]
     let d = rope.head_dim;
     let half = d / 2;
     let inv = rope.inverse_frequencies();
+    let scale = rope.attention_scaling();
     let mut y = x.as_standard_layout().into_owned();
     let cols = y.ncols();
     debug_assert_eq!(cols, heads * d);
@@ -190,7 +192,7 @@ pub fn rotate(x: ArrayView2<f32>, heads: usize, rope: &Rotary, positions: &[u32]
             .iter()
             .map(|&f| {
                 let angle = p as f32 * f;
-                (angle.cos(), angle.sin())
+                (angle.cos() * scale, angle.sin() * scale)
             })
             .unzip();
         for head in row.chunks_exact_mut(d) {

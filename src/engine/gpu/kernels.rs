@@ -16,8 +16,8 @@ use std::sync::Mutex;
 use super::device::GpuDevice;
 use super::quant::{BlockFormat, Packed};
 use crate::error::Result;
-use crate::model::config::Rotary;
 use crate::model::quant::{GgmlType, QuantMatrix};
+use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind, ParamId, Table};
 
 /// Threads per workgroup of the row kernels (gather, scatter, the norms, rotary, gate): one
@@ -706,8 +706,8 @@ pub struct GpuParams {
     norms: HashMap<ParamId, GpuNorm>,
     /// The embedding tables, `(rows, D)` each.
     tables: HashMap<ParamId, GpuMatrix>,
-    /// Each rotation's inverse frequencies `(d/2,)`, by `(theta's bits, head_dim)`.
-    rotations: HashMap<(u32, usize), wgpu::Buffer>,
+    /// Each rotation's inverse frequencies `(d/2,)` (a model has one or a few).
+    rotations: Vec<(Rotary, wgpu::Buffer)>,
 }
 
 impl GpuParams {
@@ -747,10 +747,12 @@ impl GpuParams {
     /// The inverse frequencies of `rope`, `(d/2,)`: the CPU's own values
     /// ([`Rotary::inverse_frequencies`]), so that both engines turn by the same angles.
     pub fn rotation(&mut self, dev: &GpuDevice, rope: &Rotary) -> wgpu::Buffer {
-        self.rotations
-            .entry((rope.theta.to_bits(), rope.head_dim))
-            .or_insert_with(|| storage(dev, "inv_freq", &rope.inverse_frequencies()))
-            .clone()
+        if let Some((_, b)) = self.rotations.iter().find(|(r, _)| r == rope) {
+            return b.clone();
+        }
+        let b = storage(dev, "inv_freq", &rope.inverse_frequencies());
+        self.rotations.push((*rope, b.clone()));
+        b
     }
 
     /// An embedding table, `(rows, D)` (uploaded on first use).
@@ -772,7 +774,7 @@ impl GpuParams {
             .flat_map(|l| l.parts.iter().flat_map(|p| [&p.weight.buffer, &p.bias]))
             .chain(self.norms.values().flat_map(|n| [&n.gamma, &n.beta]))
             .chain(self.tables.values().map(|t| &t.buffer))
-            .chain(self.rotations.values())
+            .chain(self.rotations.iter().map(|(_, b)| b))
             .collect();
         buffers.sort();
         buffers.dedup();

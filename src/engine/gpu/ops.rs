@@ -9,7 +9,7 @@ use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::config::Rotary;
+use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 
@@ -241,7 +241,7 @@ impl GpuKernels {
         plan.rotary(
             [rows as u32, heads as u32, d as u32],
             &pb,
-            &inv_freq,
+            (&inv_freq, rope.attention_scaling()),
             &xb,
             Rows::dense(cols as u32),
             &out,

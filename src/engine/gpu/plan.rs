@@ -313,7 +313,9 @@ struct RotaryParams {
     head_dim: u32,
     x_stride: u32,
     x_offset: u32,
-    _pad: [u32; 3],
+    /// What the cosine and sine are multiplied by ([`crate::model::rope::Rotary::attention_scaling`]).
+    scale: f32,
+    _pad: [u32; 2],
 }
 
 /// The parameters of `gate.wgsl`.
@@ -710,7 +712,8 @@ impl<'a> Plan<'a> {
     }
 
     /// Rotary position embeddings on each of `heads` heads of `head_dim` columns of `x`, row `r`
-    /// turned by the angles `positions[r]·inv_freq[i]`.
+    /// turned by the angles `positions[r]·inv_freq[i]`, the cosines and sines multiplied by
+    /// `scale`.
     ///
     /// # Shapes
     /// * `positions`: `(rows,)`, `inv_freq`: `(head_dim/2,)`, `x`: `(rows, heads·head_dim)` at
@@ -720,7 +723,7 @@ impl<'a> Plan<'a> {
         &mut self,
         [rows, heads, head_dim]: [u32; 3],
         positions: &wgpu::Buffer,
-        inv_freq: &wgpu::Buffer,
+        (inv_freq, scale): (&wgpu::Buffer, f32),
         x: &wgpu::Buffer,
         at: Rows,
         out: &wgpu::Buffer,
@@ -731,7 +734,8 @@ impl<'a> Plan<'a> {
             head_dim,
             x_stride: at.stride,
             x_offset: at.offset,
-            _pad: [0; 3],
+            scale,
+            _pad: [0; 2],
         };
         self.push(
             Kernel::Rotary,

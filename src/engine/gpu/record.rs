@@ -18,7 +18,7 @@ use crate::engine::ops::{
 use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
-use crate::model::config::Rotary;
+use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
 
@@ -588,7 +588,7 @@ impl Ops for Recorder<'_> {
         self.plan.rotary(
             [x.rows, heads as u32, d],
             &positions,
-            &inv_freq,
+            (&inv_freq, rope.attention_scaling()),
             &x.slot.buffer,
             x.at,
             &out.slot.buffer,

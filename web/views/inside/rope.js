@@ -1,11 +1,13 @@
 // Inside the layer, panel "rope" (a model with rotary positions): how RoPE turns the focused
 // head's query and key by their positions, with the engine's numbers. Each pair of dimensions
-// (i, i + d/2) of a head at position p turns by p·θᵢ, θᵢ = θ^(−2i/d): the first pairs spin fast,
-// the last barely move (a bar chart of the angles at the focused token; two dials with its real
-// query pair before and after, engine: q, qRope). A score then depends only on how far apart the
-// two tokens are: the focused query against the key it attends to most, moved to every distance
-// (computed here from the engine's q and k with the model's θ; at their real distance it is the
-// engine's score). The switch reruns the model with the rotation left out (the ablation).
+// (i, i + d/2) of a head at position p turns by p·θᵢ, θᵢ = θ^(−2i/d) (rescaled by the config's
+// rope_type: linear, llama3, yarn; the engine's own θᵢ, `positions.inv_freq`, are the ones
+// drawn): the first pairs spin fast, the last barely move (a bar chart of the angles at the
+// focused token; two dials with its real query pair before and after, engine: q, qRope). A score
+// then depends only on how far apart the two tokens are: the focused query against the key it
+// attends to most, moved to every distance (computed here from the engine's q and k with the
+// model's θᵢ and YaRN's attention_scaling; at their real distance it is the engine's score). The
+// switch reruns the model with the rotation left out (the ablation).
 
 import { fit } from '../../canvas.js';
 import { part, focusToken, tokenPicker, begin, figure } from './draw.js';
@@ -16,16 +18,27 @@ const TURNED = '#d94801', PROJECTED = '#6b7280', LINE = '#2166ac';
 /**
  * The score of query `q` at position p + Δ against key `k` at position p (each a head's d
  * values, as projected: before the rotation), divided by √d, for Δ = 0 … `n − 1`: with HF's
- * rotate-half pairs (a = i, b = i + d/2) turned by their positions,
- * R(p+Δ)q · R(p)k = Σᵢ (q_a k_a + q_b k_b) cos(Δθᵢ) + (q_a k_b − q_b k_a) sin(Δθᵢ).
+ * rotate-half pairs (a = i, b = i + d/2) turned by their positions at the frequencies
+ * `invFreq` (θᵢ) and multiplied by `scale` (YaRN's attention_scaling, else 1),
+ * s·R(p+Δ)q · s·R(p)k = s² Σᵢ (q_a k_a + q_b k_b) cos(Δθᵢ) + (q_a k_b − q_b k_a) sin(Δθᵢ).
  */
-export function scoreByDistance(q, k, theta, n) {
+export function scoreByDistance(q, k, invFreq, n, scale = 1) {
   const d = q.length, half = d / 2, out = new Float64Array(n);
   for (let i = 0; i < half; i++) {
-    const w = theta ** (-(2 * i) / d), c = q[i] * k[i] + q[i + half] * k[i + half], s = q[i] * k[i + half] - q[i + half] * k[i];
+    const w = invFreq[i], c = q[i] * k[i] + q[i + half] * k[i + half], s = q[i] * k[i + half] - q[i + half] * k[i];
     for (let delta = 0; delta < n; delta++) out[delta] += c * Math.cos(delta * w) + s * Math.sin(delta * w);
   }
-  return out.map((v) => v / Math.sqrt(d));
+  return out.map((v) => (scale * scale * v) / Math.sqrt(d));
+}
+
+/** What the config's rope_type does to the frequencies, in words (`rope`: the architecture's positions). */
+export function scalingWords(rope) {
+  switch (rope.rope_type) {
+    case 'linear': return ` This model stretches its context by ${rope.factor} (rope_type linear): every θᵢ is divided by ${rope.factor}, so positions ${rope.factor} apart look as neighbours did in training.`;
+    case 'llama3': return ` This model stretches its context Llama 3's way (rope_type llama3): the slow pairs, whose wavelength 2π/θᵢ exceeds ${num(rope.original_max_position_embeddings / rope.low_freq_factor, 0)} positions, are divided by ${rope.factor}; the fast ones, under ${num(rope.original_max_position_embeddings / rope.high_freq_factor, 0)}, are kept; those between are blended.`;
+    case 'yarn': return ` This model stretches its context by ${rope.factor} with YaRN (rope_type yarn): the slow pairs are divided by ${rope.factor}, the fast ones kept, those between blended, and every turned query and key is multiplied by ${num(rope.attention_scaling, 4)}, which sharpens the scores by ${num(rope.attention_scaling ** 2, 4)}.`;
+    default: return '';
+  }
 }
 
 /** `run`: the result contract; `opts`: {item, layer, head, sel, width, fontPx, modelInfo, noRope, onNoRope}. */
@@ -43,7 +56,7 @@ export function render(target, run, opts) {
   if (!trace || trace.layer !== opts.layer || !trace.names.includes('qRope')) { intro.textContent = `Layer ${opts.layer}'s rotated queries and keys are not in this run yet.`; return; }
   const { layer, head: h, item } = opts;
   const tokens = run.results[item].labels;
-  const d = rope.head_dim, half = d / 2, theta = rope.theta;
+  const d = rope.head_dim, half = d / 2, theta = rope.theta, inv = rope.inv_freq, scale = rope.attention_scaling ?? 1;
   const H = run.H, kv = arch.heads?.key_value ?? H, g = Math.floor(h / (H / kv));
   const q = trace.get('q'), k = trace.get('k'), qr = trace.get('qRope').values;
   const qOf = (t) => q.values.subarray(t * q.width + h * d, t * q.width + (h + 1) * d);
@@ -66,7 +79,7 @@ export function render(target, run, opts) {
   const banner = part(target, 'inside-banner', 'p');
   banner.hidden = !ablated;
   banner.textContent = 'Ablation on: no layer turns its queries and keys. A score no longer knows how far apart two tokens are (only the causal mask still says which come first); every view on this page shows this attention, not the model\'s.';
-  intro.textContent = `Rotary positions (RoPE, θ = ${theta}, head size d = ${d}): nothing is added to the embeddings. Instead, inside every layer, each query and key head is cut into ${half} pairs of dimensions (i, i + ${half}), and the pair at position p is turned by the angle p·θᵢ, θᵢ = ${theta}^(−2i/${d}). Pair 0 turns 1 radian a position; pair ${half - 1} turns ${num(theta ** (-(d - 2) / d), 6)}. Turning both by their own positions leaves a dot product that depends only on their distance: R(m)q · R(n)k = q · R(n − m)k. Query head ${h} reads key/value head ${g}${kv < H ? ` (shared by ${H / kv} query heads)` : ''}.`;
+  intro.textContent = `Rotary positions (RoPE, θ = ${theta}, head size d = ${d}): nothing is added to the embeddings. Instead, inside every layer, each query and key head is cut into ${half} pairs of dimensions (i, i + ${half}), and the pair at position p is turned by the angle p·θᵢ, θᵢ = ${theta}^(−2i/${d}).${scalingWords(rope)} Pair 0 turns ${num(inv[0], 4)} radian a position; pair ${half - 1} turns ${num(inv[half - 1], 6)}. Turning both by their own positions leaves a dot product that depends only on their distance: R(m)q · R(n)k = q · R(n − m)k. Query head ${h} reads key/value head ${g}${kv < H ? ` (shared by ${H / kv} query heads)` : ''}.`;
   tokenPicker(target, target, tokens.slice(0, rows), p, Number.isInteger(opts.sel?.[0]), () => render(target, run, opts));
 
   // 1 · the angles at position p, every pair; the fastest and slowest pair of the real query
@@ -76,13 +89,13 @@ export function render(target, run, opts) {
   const angles = figure(row, 'angles');
   angles.set(`The angle each pair turns at position ${p} (“${tokens[p]}”)`, `p·θᵢ for i = 0 … ${half - 1}, radians, log scale`,
     `${ablated ? 'With the ablation on, the engine turns nothing: these are the angles the model was trained with. ' : ''}A full turn is 2π ≈ 6.28: the first pairs wrap around many times within a sentence, the last ones tell positions thousands of tokens apart.`);
-  drawAngles(angles.canvas, { p, half, d, theta, width: figW, fontPx: opts.fontPx });
+  drawAngles(angles.canvas, { p, inv, width: figW, fontPx: opts.fontPx });
   const dials = figure(row, 'dials');
   const before = qOf(p), after = qTurned(p);
   const pairOf = (x, i) => [x[i], x[i + half]];
-  const shown = [0, half - 1].map((i) => ({ i, angle: p * theta ** (-(2 * i) / d), before: pairOf(before, i), after: pairOf(after, i) }));
+  const shown = [0, half - 1].map((i) => ({ i, angle: p * inv[i], before: pairOf(before, i), after: pairOf(after, i) }));
   dials.set(`Query head ${h} at “${tokens[p]}”: its fastest and slowest pair`, '(q_i, q_i+d/2) before (grey) and after (orange) the engine turned it',
-    ablated ? 'The ablation is on: the engine left the query as projected, so both arrows are one.' : `Pair 0 turned ${num(shown[0].angle, 2)} rad, pair ${half - 1} ${num(shown[1].angle, 5)} rad: the arrows keep their length.`);
+    ablated ? 'The ablation is on: the engine left the query as projected, so both arrows are one.' : `Pair 0 turned ${num(shown[0].angle, 2)} rad, pair ${half - 1} ${num(shown[1].angle, 5)} rad: ${scale === 1 ? 'the arrows keep their length' : `each arrow is ${num(scale, 4)} times as long (YaRN's attention_scaling)`}.`);
   drawDials(dials.canvas, { shown, width: figW, fontPx: opts.fontPx });
 
   // 2 · the score against distance: the focused query and the key it attends to most
@@ -90,8 +103,8 @@ export function render(target, run, opts) {
   let j = 0;
   for (let t = 0; t <= p; t++) if (probs[t] > probs[j]) j = t;
   const n = Math.max(64, 2 * rows);
-  const curve = scoreByDistance(qOf(p), kOf(j), theta, n);
-  const plain = curve[0]; // Δ = 0: no turn at all, q·k/√d
+  const curve = scoreByDistance(qOf(p), kOf(j), inv, n, scale);
+  const plain = curve[0] / (scale * scale); // Δ = 0 and no scaling: no turn at all, q·k/√d
   const engine = run.scoresOf(item, layer, h)[p * run.T + j];
   const dist = figure(part(target, 'inside-row inside-distance'), 'distance');
   dist.set(`Query “${tokens[p]}” (position ${p}) against key “${tokens[j]}” (position ${j}), moved apart`, `score q·k/√d at distance Δ = 0 … ${n - 1}`,
@@ -101,12 +114,13 @@ export function render(target, run, opts) {
   drawDistance(dist.canvas, { curve, plain, at: p - j, engine, width: Math.min(width, 900), fontPx: opts.fontPx });
   dist.canvas.setAttribute('aria-label', `the score of query ${p} against key ${j} at distances 0 to ${n - 1}; ${num(engine)} at their real distance ${p - j}`);
   // what the panel drew, for the tests
-  target._rope = { p, j, curve: Array.from(curve), plain, engine, ablated, shown };
+  target._rope = { p, j, curve: Array.from(curve), plain, engine, ablated, shown, scale };
   target.dataset.drawn = String(run.id);
 }
 
-/** Bars of p·θᵢ (log scale) for every pair, with a line at one full turn (2π). */
-function drawAngles(canvas, { p, half, d, theta, width, fontPx = 11 }) {
+/** Bars of p·θᵢ (log scale) for every pair (`inv`: the θᵢ), with a line at one full turn (2π). */
+function drawAngles(canvas, { p, inv, width, fontPx = 11 }) {
+  const half = inv.length;
   const hgt = Math.round(Math.min(220, width * 0.55)), padL = 44, padB = 26, top = 8, padR = 8;
   const ctx = fit(canvas, width, hgt, 0);
   ctx.clearRect(0, 0, width, hgt);
@@ -119,7 +133,7 @@ function drawAngles(canvas, { p, half, d, theta, width, fontPx = 11 }) {
   for (let e = lo; e <= hi; e += 2) { ctx.fillText(`1e${e}`, padL - 4, Y(10 ** e)); ctx.fillRect(padL, Y(10 ** e), width - padL - padR, 0.5); }
   const bw = Math.max(1, (width - padL - padR) / half - 1);
   for (let i = 0; i < half; i++) {
-    const a = p * theta ** (-(2 * i) / d);
+    const a = p * inv[i];
     ctx.fillStyle = a >= 2 * Math.PI ? TURNED : '#fdae6b';
     ctx.fillRect(X(i), Y(a), bw, Math.max(0, Y(10 ** lo) - Y(a)));
   }
@@ -134,10 +148,10 @@ function drawAngles(canvas, { p, half, d, theta, width, fontPx = 11 }) {
   ctx.textAlign = 'center';
   ctx.textBaseline = 'top';
   ctx.fillText(`pair i (0 … ${half - 1})`, padL + (width - padL - padR) / 2, hgt - padB + 8);
-  canvas.setAttribute('aria-label', `the angle p·θᵢ at position ${p} for each of ${half} pairs, from ${num(p, 0)} radians for pair 0 down to ${num(p * theta ** (-(d - 2) / d), 6)}`);
+  canvas.setAttribute('aria-label', `the angle p·θᵢ at position ${p} for each of ${half} pairs, from ${num(p * inv[0], 2)} radians for pair 0 down to ${num(p * inv[half - 1], 6)}`);
   canvas._describe = (x) => {
     const i = Math.floor(((x - padL) / (width - padL - padR)) * half);
-    return i >= 0 && i < half ? `pair ${i} (dims ${i}, ${i + half}): θ = ${(theta ** (-(2 * i) / d)).toExponential(3)} rad a position, ${num(p * theta ** (-(2 * i) / d), 4)} rad at position ${p}` : null;
+    return i >= 0 && i < half ? `pair ${i} (dims ${i}, ${i + half}): θ = ${inv[i].toExponential(3)} rad a position, ${num(p * inv[i], 4)} rad at position ${p}` : null;
   };
 }
 
