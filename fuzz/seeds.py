@@ -47,6 +47,20 @@ def seeds():
                  {"eos_token_id": 100000}, {"decoder_vocab_size": 7}, {"d_model": 1 << 30}, {"decoder_ffn_dim": 1 << 40},
                  {"activation_function": "tanh"}, {"max_position_embeddings": 1}, {"share_encoder_decoder_embeddings": False}):
         configs.append(json.dumps({**marian, **edit}).encode())
+    # configs as transformers 5 writes them: each rope_type, Qwen2's layer_types, and edits of both forms
+    for m in ("v5-llama-yarn", "v5-llama-llama3", "v5-llama-linear", "v5-qwen2", "v5-mistral"):
+        configs.append(read(os.path.join(ROOT, "tests/fixtures/models", m), "config.json"))
+    yarn = json.loads(read(os.path.join(ROOT, "tests/fixtures/models/v5-llama-yarn"), "config.json"))
+    rope = yarn["rope_parameters"]
+    for edit in ({"rope_parameters": {**rope, "rope_type": "dynamic"}}, {"rope_theta": 7.0},
+                 {"rope_scaling": {"type": "yarn", "factor": 2.0}}, {"rope_parameters": {**rope, "beta_fast": 1e300}},
+                 {"rope_parameters": {**rope, "factor": 1e-300, "attention_factor": -1}},
+                 {"rope_parameters": {**rope, "original_max_position_embeddings": 0, "truncate": False}},
+                 {"rope_parameters": {"full_attention": rope, "sliding_attention": {"rope_theta": 1}}},
+                 {"rope_parameters": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4}},
+                 {"model_type": "qwen2", "layer_types": ["sliding_attention"], "use_sliding_window": True,
+                  "sliding_window": 1}):
+        configs.append(json.dumps({**yarn, **edit}).encode())
     weights.append(safetensors({"embeddings.word_embeddings.weight":
                                 {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16)))
     weights.append(safetensors({"__metadata__": {"format": "pt"}}))

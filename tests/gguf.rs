@@ -340,7 +340,23 @@ fn gguf_tokenizers_give_transformers_ids() {
             assert_eq!(got, ids, "{name}: {text:?}");
         }
         // the page's tokenizer takes the same JSON
-        TextTokenizer::from_bytes(&json, name, 64, t.pad_token_id).unwrap();
+        let text = TextTokenizer::from_bytes(&json, name, 64, t.pad_token_id).unwrap();
+        // a chat template that writes the BOS itself (Llama 3's, Gemma's): one BOS, as HF's
+        // apply_chat_template(…, tokenize=True) gives, though the file adds one to plain text
+        if let (true, Some(bos)) = (add_bos, t.bos_token_id) {
+            let written = format!("{}hi", text.token(bos));
+            let count = |e: &attnscope::model::Encoded| e.ids.iter().filter(|&&i| i == bos).count();
+            let plain = text.encode(&[&written], None).unwrap();
+            let chat = text
+                .encode_as(
+                    &[&written],
+                    None,
+                    attnscope::model::tokenizer::Specials::InText,
+                )
+                .unwrap();
+            assert_eq!((count(&plain), count(&chat)), (2, 1), "{name}");
+            assert_eq!(chat.ids[[0, 0]], bos, "{name}");
+        }
     }
 }
 

@@ -16,9 +16,10 @@ golden_tests!(cpu_forward);
 #[test]
 fn every_fixture_has_a_test() {
     // heads_*, inside_* and marian_* are tests/golden_heads.rs', tests/golden_inside.rs' and
-    // tests/marian.rs'; the Llama family's (llama_*, qwen2_*, smollm2_*) tests/llama.rs'
+    // tests/marian.rs'; the Llama family's (llama_*, qwen2_*, smollm2_*) tests/llama.rs';
+    // those of checkpoints saved by transformers 5 (v5_*) tests/transformers5.rs'
     let elsewhere = [
-        "heads_", "inside_", "marian_", "llama_", "qwen2_", "smollm2_",
+        "heads_", "inside_", "marian_", "llama_", "qwen2_", "smollm2_", "v5_",
     ];
     assert_cases_cover_fixtures(GOLDEN_CASES, |n| {
         !elsewhere.iter().any(|p| n.starts_with(p))

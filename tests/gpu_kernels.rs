@@ -12,8 +12,8 @@ use attnscope::engine::cpu::attention::{merge_heads, scaled_dot_product_attentio
 use attnscope::engine::cpu::ops;
 use attnscope::engine::gpu::GpuKernels;
 use attnscope::engine::ops::Heads;
-use attnscope::model::config::Rotary;
 use attnscope::model::quant::{self, GgmlType, QuantMatrix};
+use attnscope::model::rope::{RopeScaling, Rotary};
 use attnscope::model::weights::{Linear, Matrix, Norm, Table};
 use attnscope::model::Activation;
 use attnscope::Mask;
@@ -153,16 +153,35 @@ fn rms_norm_in_both_forms() {
 }
 
 /// Rotary positions against the CPU's `rotate`, up to the last position a model may have
-/// (`MAX_POSITIONS`), where the angle is largest: the kernel's own cosine and sine.
+/// (`MAX_POSITIONS`), where the angle is largest: the kernel's own cosine and sine; and each
+/// `rope_type`'s frequencies, YaRN's scaled cosines and sines among them.
 #[test]
 fn rotary_positions_match_the_cpu() {
-    for (rows, heads, d, theta) in [
-        (1, 1, 2, 10000.0),
-        (7, 4, 48, 100000.0),
-        (33, 3, 64, 10000.0),
-        (130, 2, 128, 1000000.0),
+    let yarn = RopeScaling::Yarn {
+        factor: 4.0,
+        ramp: (3.0, 20.0),
+        attention_factor: 1.1386,
+    };
+    let llama3 = RopeScaling::Llama3 {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: 64.0,
+    };
+    for (rows, heads, d, theta, scaling) in [
+        (1, 1, 2, 10000.0, RopeScaling::Default),
+        (7, 4, 48, 100000.0, RopeScaling::Default),
+        (33, 3, 64, 10000.0, RopeScaling::Default),
+        (130, 2, 128, 1000000.0, RopeScaling::Default),
+        (33, 3, 64, 10000.0, RopeScaling::Linear { factor: 2.0 }),
+        (33, 3, 64, 500000.0, llama3),
+        (130, 2, 128, 10000.0, yarn),
     ] {
-        let rope = Rotary { theta, head_dim: d };
+        let rope = Rotary {
+            theta,
+            head_dim: d,
+            scaling,
+        };
         let x = matrix(rows, heads * d, 21) * 3.0;
         // early positions, and late ones up to the largest
         let positions: Vec<u32> = (0..rows as u32)
@@ -171,15 +190,16 @@ fn rotary_positions_match_the_cpu() {
         let gpu = block_on(kernels().rotate(x.view(), heads, &rope, &positions)).unwrap();
         let want = ops::rotate(x.view(), heads, &rope, &positions);
         let d_max = diff(&gpu, &want);
-        eprintln!("rotate {rows}×{heads}·{d} θ={theta}: {d_max:.2e}");
+        eprintln!("rotate {rows}×{heads}·{d} θ={theta} {scaling:?}: {d_max:.2e}");
         assert!(
             d_max < 1e-5,
-            "{rows}×{heads}·{d} θ={theta}: differs by {d_max}"
+            "{rows}×{heads}·{d} θ={theta} {scaling:?}: differs by {d_max}"
         );
     }
     let rope = Rotary {
         theta: 10000.0,
         head_dim: 4,
+        scaling: RopeScaling::Default,
     };
     let odd = block_on(kernels().rotate(matrix(2, 12, 1).view(), 2, &rope, &[0, 1]));
     assert!(odd.is_err(), "12 columns are not 2 heads of 4");

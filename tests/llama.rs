@@ -8,11 +8,10 @@
 use crate::common::*;
 use attnscope::analysis::HeadMetrics;
 use attnscope::engine::{cpu, generate, GenerateOptions, HeadMask, TraceOptions};
-use attnscope::families::next_token_probs;
 use attnscope::model::config::{LmHead, Positions};
 use attnscope::report::item_attention;
 use attnscope::Mask;
-use ndarray::{s, Axis};
+use ndarray::Axis;
 
 const CASES: [&str; 3] = ["llama_batch", "llama_single", "qwen2_batch"];
 
@@ -160,47 +159,6 @@ fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
     }
 }
 
-/// Generation `g` (after a prompt of `p` tokens, under `gen`'s head mask) against the engine's
-/// one causal pass over every token it fed, under the same mask: the attention, and each step's
-/// likeliest tokens with their probabilities at the position it fed.
-fn assert_cached_equals_the_full_pass(
-    name: &str,
-    m: &attnscope::Model,
-    g: &attnscope::engine::Generation,
-    p: usize,
-    gen: &GenerateOptions,
-) {
-    let fed = g.fed();
-    let input = m.tokenizer.from_ids(&fed);
-    let mask = Mask::causal(1, fed.len());
-    let opts = TraceOptions {
-        lm_logits: true,
-        head_mask: gen.head_mask.clone(),
-        ..TraceOptions::default()
-    };
-    let full = cpu::forward(m, &input, &mask, &opts).unwrap();
-    let d = max_abs_diff(
-        full.attention.slice(s![0, .., .., .., ..]).into_dyn(),
-        g.attention.view().into_dyn(),
-    );
-    assert!(d <= 1e-5, "{name}: cached decoding vs the full pass: {d}");
-    let probs = next_token_probs(full.lm_logits.as_ref().unwrap());
-    // each step's likeliest tokens: those of the full pass at the position it fed
-    assert_eq!(g.next.len(), g.output_ids.len(), "{name}: one step a token");
-    for (i, top) in g.next.iter().enumerate() {
-        let pos = p - 1 + i;
-        for t in top {
-            let full_p = probs[[0, pos, t.id as usize]];
-            assert!(
-                (t.p - full_p).abs() <= 1e-5,
-                "{name}: position {pos} token {}: {} vs {full_p}",
-                t.id,
-                t.p
-            );
-        }
-    }
-}
-
 #[test]
 fn a_generation_with_heads_knocked_out_equals_hf_and_the_knocked_out_full_pass() {
     let (g, m, prompt, knocked) = knockout_generation();
@@ -272,17 +230,6 @@ fn a_window_the_text_would_exceed_is_refused() {
 }
 
 /// `attnscope ARGS…`'s JSON, or its error message.
-fn cli(args: &[&str]) -> Result<serde_json::Value, String> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attnscope"))
-        .args(args)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    Ok(serde_json::from_slice(&out.stdout).unwrap())
-}
-
 #[test]
 fn the_cli_generates_with_heads_knocked_out_as_hf_zeroes_them() {
     let (g, _, input, _) = case_input("llama_knockout");

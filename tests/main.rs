@@ -24,4 +24,5 @@ mod llama_gpu;
 mod marian;
 mod properties;
 mod shaders;
+mod transformers5;
 mod weights_file;

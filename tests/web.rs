@@ -192,6 +192,7 @@ async fn weights_written_in_chunks_load_a_session() {
         include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
         "cpu".into(),
         None,
+        None,
     )
     .unwrap();
     let session = wasm_bindgen_futures::JsFuture::from(session).await.unwrap();
@@ -236,6 +237,19 @@ macro_rules! family_case {
     };
 }
 
+/// The texts of tools/make_fixtures.py's `transformers5` cases.
+const V5_TEXTS: &[&str] = &[
+    "time flies like an arrow and fruit flies like a banana",
+    "the cat sat",
+    "where does the model look",
+];
+
+/// Whether a golden case's safetensors file has tensor `name`.
+fn has_tensor(golden: &[u8], name: &str) -> bool {
+    let st = safetensors::SafeTensors::deserialize(golden).unwrap();
+    st.names().contains(&name)
+}
+
 /// Tensor `name` of a golden case's safetensors file.
 fn tensor(golden: &[u8], name: &str) -> ArrayD<f32> {
     let st = safetensors::SafeTensors::deserialize(golden).unwrap();
@@ -248,8 +262,10 @@ fn tensor(golden: &[u8], name: &str) -> ArrayD<f32> {
     ArrayD::from_shape_vec(IxDyn(v.shape()), vals).unwrap()
 }
 
-/// RoBERTa (F16), DistilBERT (BF16) and GPT-2 (its next-token probabilities too) on WebGPU and on
-/// the CPU engine in the browser, each against HF.
+/// RoBERTa (F16), DistilBERT (BF16) and GPT-2 (its next-token probabilities too), and folders
+/// as transformers 5 saves them (`rope_parameters`: YaRN's scaled rotation in BF16, Llama 3's in
+/// F32; Qwen2's `layer_types`; BERT's weights under its names) on WebGPU and on the CPU engine in
+/// the browser, each against HF.
 #[wasm_bindgen_test]
 async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
     let cases = [
@@ -269,6 +285,15 @@ async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
             &["time flies like an arrow", "a dog!"],
             MaskKind::Padding
         ),
+        family_case!("v5_llama_yarn", "v5-llama-yarn", V5_TEXTS, MaskKind::Causal),
+        family_case!(
+            "v5_llama_llama3",
+            "v5-llama-llama3",
+            V5_TEXTS,
+            MaskKind::Causal
+        ),
+        family_case!("v5_qwen2", "v5-qwen2", V5_TEXTS, MaskKind::Causal),
+        family_case!("v5_bert", "v5-bert", V5_TEXTS, MaskKind::Padding),
         family_case!(
             "gpt2_batch",
             "tiny-gpt2",
@@ -311,7 +336,7 @@ async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
             );
             assert!(da <= 1e-4, "{} {engine}: attention {da}", case.name);
             assert!(dh <= 1e-3, "{} {engine}: hidden {dh}", case.name);
-            if case.name.starts_with("gpt2") {
+            if has_tensor(case.golden, "next_token_probs") {
                 let p = attnscope::families::next_token_probs(t.lm_logits.as_ref().unwrap());
                 let dp = max_abs_diff(&p.into_dyn(), &tensor(case.golden, "next_token_probs"));
                 assert!(
@@ -546,6 +571,52 @@ async fn the_llama_family_on_webgpu_and_the_cpu_equals_hf_and_generates_as_hf_do
         &format!("llama_generate on WebGPU: ids equal HF's, attention vs HF {gen_att_hf:.2e}, vs CPU {gen_att_cpu:.2e}; step ms {:.1?}", gg.step_ms).into(),
     );
     assert!(gen_att_hf <= 1e-4 && gen_att_cpu <= 1e-5);
+}
+
+/// A folder as transformers 5 saves it, its chat template in chat_template.jinja writing its own
+/// BOS before a tokenizer that adds one: the chat prompt's ids are HF's `apply_chat_template(…,
+/// tokenize=True)`'s (one BOS), and greedy generation on WebGPU and the CPU engine writes HF's.
+#[wasm_bindgen_test]
+async fn a_chat_template_saved_by_transformers_5_gives_hfs_ids_and_generation_on_webgpu() {
+    let chat = attnscope::checkpoint::ChatFiles {
+        tokenizer_config: Some(include_bytes!(
+            "fixtures/models/v5-llama/tokenizer_config.json"
+        )),
+        chat_template: Some(include_bytes!(
+            "fixtures/models/v5-llama/chat_template.jinja"
+        )),
+    };
+    let m = Model::from_bytes(
+        "v5-llama",
+        include_bytes!("fixtures/models/v5-llama/config.json"),
+        include_bytes!("fixtures/models/v5-llama/model.safetensors"),
+        include_bytes!("fixtures/models/v5-llama/tokenizer.json"),
+    )
+    .and_then(|m| m.with_chat_files(chat, "v5-llama"))
+    .unwrap();
+    let (prompt, output, opts) =
+        generate_case(include_str!("fixtures/golden/v5_llama_generate.json"));
+    let (_, enc) = m.encode_chat(&["time flies like an arrow"]).unwrap();
+    assert_eq!(enc.ids.row(0).to_vec(), prompt, "the chat prompt's ids");
+    let gpu = GpuEngine::new(GpuDevice::acquire().await.unwrap(), &m).unwrap();
+    let gg = gpu.generate(&m, &prompt, &opts).await.unwrap();
+    let cg = generate(&m, &prompt, &opts).unwrap();
+    assert_eq!(gg.output_ids, output);
+    assert_eq!(cg.output_ids, output);
+    let att = max_abs_diff(
+        &gg.attention
+            .clone()
+            .insert_axis(ndarray::Axis(0))
+            .into_dyn(),
+        &tensor(
+            include_bytes!("fixtures/golden/v5_llama_generate.safetensors"),
+            "attention",
+        ),
+    );
+    web_sys::console::log_1(
+        &format!("v5_llama_generate on WebGPU: ids equal HF's, attention vs HF {att:.2e}").into(),
+    );
+    assert!(att <= 1e-4);
 }
 
 /// A GGUF file's quantized matrices in wasm (SIMD128 or relaxed SIMD, one thread): the tiny

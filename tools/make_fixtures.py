@@ -1384,6 +1384,210 @@ def llama_inside():
                extra=dict(model_type="llama", head_mask=LLAMA_KNOCKOUT))
 
 
+# Checkpoints as transformers 5 saves them (issue 48): every family's folder written by
+# `save_pretrained` (config.json with transformers 5's keys: `rope_parameters` and no top-level
+# `rope_theta`, `layer_types`, `dtype`; its weights under the names it saves; a chat template as
+# chat_template.jinja), and a Llama for each `rope_type` small real models ship with. Their texts
+# are long enough for each rotation to matter (a scaled frequency turns differently from the
+# second position on).
+V5_SPECIALS = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"]  # ids 0-4
+# A Gemma / Llama 3-style template, which writes the BOS token itself
+V5_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n"
+    "{{ message['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+V5_CHAT = [{"role": "user", "content": "time flies like an arrow"}]
+V5_TEXTS = ["time flies like an arrow and fruit flies like a banana", "the cat sat", "where does the model look"]
+V5_ROPES = {
+    "linear": dict(rope_type="linear", factor=4.0),
+    "llama3": dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=16),
+    "yarn": dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16),
+}
+
+
+def v5_tokenizer(d, bos, chat):
+    """The byte-level BPE on CORPUS with V5_SPECIALS, written by transformers 5's own
+    save_pretrained: tokenizer.json (a BOS before every text where `bos`), tokenizer_config.json
+    and, where `chat`, chat_template.jinja. Returns the tokenizers library's tokenizer."""
+    from tokenizers import Tokenizer as Tok, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tok(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=V5_SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    byte_level = processors.ByteLevel(trim_offsets=False)
+    tok.post_processor = processors.Sequence([byte_level, processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", 1)])]) if bos else byte_level
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "tokenizer.json")
+    tok.save(path)
+    hf = PreTrainedTokenizerFast(tokenizer_file=path, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
+    if chat:
+        hf.chat_template = V5_CHAT_TEMPLATE
+    hf.save_pretrained(d)
+    assert os.path.exists(os.path.join(d, "chat_template.jinja")) == chat
+    return Tokenizer.from_file(path)
+
+
+def v5_saved(d, model, model_class):
+    """`model` saved by transformers 5 into `d` and loaded back in f32, eager, checked to be it."""
+    model.save_pretrained(d)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(d, extra)):
+            os.remove(os.path.join(d, extra))  # attnscope reads the config's ids; not needed
+    config = json.load(open(os.path.join(d, "config.json")))
+    assert "rope_theta" not in config and "rope_scaling" not in config, "transformers 5 wrote the old form"
+    again = model_class.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    return again
+
+
+def v5_decoder(name, model_class, cfg, seed, dtype, bias_std=0.0, bos=False):
+    """A decoder-only model of `cfg` (seeded `seed`, weights rounded to and saved in `dtype`) in
+    tests/fixtures/models/<name>; its padded batch case and a greedy generation after a chat
+    prompt, as transformers' apply_chat_template(…, tokenize=True) tokenises it."""
+    d = os.path.join(MODELS, name)
+    shutil.rmtree(d, ignore_errors=True)
+    tok = v5_tokenizer(d, bos, True)
+    torch.manual_seed(seed)
+    cfg.vocab_size = tok.get_vocab_size()
+    model = model_class(cfg).eval()
+    spread_1d(model, bias_std)
+    round_to(model, dtype)
+    again = v5_saved(d, copy.deepcopy(model).to(dtype), model_class)  # (its rotary buffer kept in f32)
+    probe = torch.tensor([tok.encode("time flies like an arrow").ids])
+    assert (again(probe).logits - model(probe).logits).abs().max() < 1e-4, "the saved file does not load back"
+    case = name.replace("-", "_")
+    model_type = cfg.model_type
+    padded_case(case, name, model_type, V5_TEXTS, tok, again, cfg.pad_token_id)
+    from transformers import AutoTokenizer
+    hf_tok = AutoTokenizer.from_pretrained(d)
+    prompt = hf_tok.apply_chat_template(V5_CHAT, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+    text = hf_tok.apply_chat_template(V5_CHAT, add_generation_prompt=True, tokenize=False)
+    if bos:
+        assert prompt.count(1) == 1 and hf_tok(text).input_ids.count(1) == 2, "one BOS from the template, two if added again"
+    v5_generate(case + "_generate", name, model_type, tok, again, prompt, text)
+    return d, again, tok
+
+
+@torch.no_grad()
+def v5_generate(name, model_dir, model_type, tok, model, prompt_ids, text, max_new_tokens=8):
+    """generate_case's greedy generation from `prompt_ids` (the chat template's rendering `text`,
+    tokenised as apply_chat_template does)."""
+    ids = torch.tensor([prompt_ids])
+    gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=1,
+                         max_new_tokens=max_new_tokens, output_scores=True, return_dict_in_generate=True)
+    output_ids = gen.sequences[0, ids.shape[1]:].tolist()
+    seq = torch.tensor([prompt_ids + output_ids[:-1]])
+    out = model(input_ids=seq, attention_mask=torch.ones_like(seq), output_attentions=True)
+    att = torch.stack(out.attentions, dim=1)
+    check_causal(att, torch.ones_like(seq))
+    probs = F.softmax(out.logits, dim=-1)
+    assert probs[0, len(prompt_ids) - 1:].argmax(-1).tolist() == output_ids, "the forward pass disagrees with generate"
+
+    class Enc:
+        tokens = [tok.id_to_token(t) for t in seq[0].tolist()]
+    write_case(name, model_dir, dict(texts=[text], mask="causal"), [Enc()], seq, torch.zeros_like(seq),
+               dict(attention=att, next_token_probs=probs),
+               extra=dict(model_type=model_type, prompt_ids=prompt_ids, output_ids=output_ids,
+                          output_tokens=[tok.id_to_token(t) for t in output_ids], max_new_tokens=max_new_tokens,
+                          eos_token_id=model.config.eos_token_id, step_top5_ids=top_k_ids(gen.scores, 5),
+                          chat=V5_CHAT, add_generation_prompt=True))
+
+
+def v5_old_form(d, model_class, probe):
+    """config.json of `d` written in the form before transformers 5 (top-level `rope_theta`,
+    `rope_scaling` with `type`), checked to give transformers 5 the same model: attnscope's test
+    rewrites it so too and must give the same numbers."""
+    spec = json.load(open(os.path.join(d, "config.json")))
+    rope = dict(spec.pop("rope_parameters"))
+    old = dict(spec, rope_theta=rope.pop("rope_theta"))
+    kind = rope.pop("rope_type")
+    old["rope_scaling"] = dict(type=kind, **rope) if kind != "default" else None
+    tmp = d + "-old-form"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(d, tmp)
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(old, f, indent=2)
+    a = model_class.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    b = model_class.from_pretrained(tmp, attn_implementation="eager", dtype=torch.float32).eval()
+    params = lambda m: {k: v for k, v in m.config.rope_parameters.items() if k != "type"}  # kept beside rope_type
+    assert params(a) == params(b), (a.config.rope_parameters, b.config.rope_parameters)
+    assert torch.equal(a(probe).logits, b(probe).logits)
+    shutil.rmtree(tmp)
+
+
+@torch.no_grad()
+def transformers5():
+    from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel, GPT2Config, GPT2LMHeadModel,
+                              LlamaConfig, LlamaForCausalLM, MarianMTModel, MistralConfig, MistralForCausalLM,
+                              Qwen2Config, Qwen2ForCausalLM, RobertaConfig, RobertaModel)
+    small = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, max_position_embeddings=64, initializer_range=0.3,
+                 rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
+    # Llama in f32 with θ = 500,000 and a BOS-writing chat template (Llama 3's and Gemma's way)
+    d, _, tok = v5_decoder("v5-llama", LlamaForCausalLM, LlamaConfig(
+        rope_parameters=dict(rope_type="default", rope_theta=500000.0), tie_word_embeddings=False, **small),
+        40, torch.float32, bos=True)
+    # one Llama for each rope_type, in bf16 and f32
+    for i, (kind, rope) in enumerate(V5_ROPES.items()):
+        name = f"v5-llama-{kind}"
+        v5_decoder(name, LlamaForCausalLM, LlamaConfig(
+            rope_parameters=dict(rope_theta=10000.0, **rope), tie_word_embeddings=False, **small),
+            41 + i, torch.bfloat16 if i % 2 == 0 else torch.float32)
+        v5_old_form(os.path.join(MODELS, name), LlamaForCausalLM, torch.tensor([tok.encode(V5_TEXTS[0]).ids]))
+    # Qwen2 in bf16: biases, a tied head, a window on its second layer (layer_types), wider than the texts
+    v5_decoder("v5-qwen2", Qwen2ForCausalLM, Qwen2Config(
+        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), tie_word_embeddings=True,
+        use_sliding_window=True, sliding_window=48, max_window_layers=1, **small), 44, torch.bfloat16, bias_std=0.2)
+    assert json.load(open(os.path.join(MODELS, "v5-qwen2", "config.json")))["layer_types"] == ["full_attention", "sliding_attention"]
+    # Mistral: a window over every layer, wider than the texts
+    v5_decoder("v5-mistral", MistralForCausalLM, MistralConfig(
+        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), sliding_window=48, **small),
+        45, torch.float32)
+    # GPT-2 as transformers 5 saves GPT2LMHeadModel (its `transformer.` prefix, no lm_head)
+    d = os.path.join(MODELS, "v5-gpt2")
+    shutil.rmtree(d, ignore_errors=True)
+    tok = v5_tokenizer(d, False, False)
+    torch.manual_seed(46)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=64, n_embd=24, n_layer=2, n_head=3,
+                                      initializer_range=0.25, bos_token_id=2, eos_token_id=2, pad_token_id=0)).eval()
+    spread_1d(gpt2, 0.1)
+    again = v5_saved(d, gpt2, GPT2LMHeadModel)
+    padded_case("v5_gpt2", "v5-gpt2", "gpt2", V5_TEXTS, tok, again, 0)
+    # the encoders: BERT, RoBERTa and DistilBERT as their base models save themselves
+    for name, model_class, cfg, seed in [
+        ("v5-bert", BertModel, BertConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                                          intermediate_size=40, max_position_embeddings=64, initializer_range=0.25,
+                                          pad_token_id=0), 47),
+        ("v5-roberta", RobertaModel, RobertaConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                                                   intermediate_size=40, max_position_embeddings=66, type_vocab_size=1,
+                                                   initializer_range=0.25, pad_token_id=0, bos_token_id=1,
+                                                   eos_token_id=2), 48),
+        ("v5-distilbert", DistilBertModel, DistilBertConfig(dim=24, n_layers=2, n_heads=3, hidden_dim=40,
+                                                            max_position_embeddings=64, initializer_range=0.25,
+                                                            pad_token_id=0), 49),
+    ]:
+        d = os.path.join(MODELS, name)
+        shutil.rmtree(d, ignore_errors=True)
+        tok = v5_tokenizer(d, True, False)
+        cfg.vocab_size = tok.get_vocab_size()
+        torch.manual_seed(seed)
+        model = (model_class(cfg, add_pooling_layer=False) if model_class is not DistilBertModel else model_class(cfg)).eval()
+        spread_1d(model, 0.1)
+        again = v5_saved(d, model, model_class)
+        case = name.replace("-", "_")
+        family_case(case, name, cfg.model_type, dict(texts=V5_TEXTS, mask="padding"), tok, again, 0)
+    # Marian, as MarianMTModel saves itself
+    d, tok, pad, marian = tiny_marian("v5-marian", 50, torch.float32, False, True, 3.0)
+    for f in ("config.json", "model.safetensors"):  # tiny_marian's own, written by hand
+        os.remove(os.path.join(d, f))
+    marian = v5_saved(d, marian, MarianMTModel)
+    marian_case("v5_marian_generate", "v5-marian", tok, marian, pad, MARIAN_SOURCES, max_new_tokens=10)
+
+
 def llama_family():
     src_dir, model, tok = tiny_llama()
     tiny_llama_wide()
@@ -1397,7 +1601,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide"]
+              "llama-wide", "v5"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     args = ap.parse_args()
@@ -1422,6 +1626,8 @@ def main():
         tiny_marians()
     if "dates" in only:
         dates()
+    if "v5" in only:
+        transformers5()
     if "llama" in only:
         llama_family()
     else:

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
-use attnscope::engine::{ScoreScale, TraceOptions};
+use attnscope::engine::{cpu, GenerateOptions, ScoreScale, TraceOptions};
 use attnscope::families::bert::BertWeights;
 use attnscope::families::Weights;
 use attnscope::model::Encoded;
@@ -645,4 +645,57 @@ pub fn check_llama_inside(
             );
         }
     }
+}
+
+/// Generation `g` (after a prompt of `p` tokens, under `gen`'s head mask) against the engine's
+/// one causal pass over every token it fed, under the same mask: the attention, and each step's
+/// likeliest tokens with their probabilities at the position it fed.
+pub fn assert_cached_equals_the_full_pass(
+    name: &str,
+    m: &Model,
+    g: &attnscope::engine::Generation,
+    p: usize,
+    gen: &GenerateOptions,
+) {
+    let fed = g.fed();
+    let input = m.tokenizer.from_ids(&fed);
+    let mask = Mask::causal(1, fed.len());
+    let opts = TraceOptions {
+        lm_logits: true,
+        head_mask: gen.head_mask.clone(),
+        ..TraceOptions::default()
+    };
+    let full = cpu::forward(m, &input, &mask, &opts).unwrap();
+    let d = max_abs_diff(
+        full.attention.slice(s![0, .., .., .., ..]).into_dyn(),
+        g.attention.view().into_dyn(),
+    );
+    assert!(d <= 1e-5, "{name}: cached decoding vs the full pass: {d}");
+    let probs = attnscope::families::next_token_probs(full.lm_logits.as_ref().unwrap());
+    // each step's likeliest tokens: those of the full pass at the position it fed
+    assert_eq!(g.next.len(), g.output_ids.len(), "{name}: one step a token");
+    for (i, top) in g.next.iter().enumerate() {
+        let pos = p - 1 + i;
+        for t in top {
+            let full_p = probs[[0, pos, t.id as usize]];
+            assert!(
+                (t.p - full_p).abs() <= 1e-5,
+                "{name}: position {pos} token {}: {} vs {full_p}",
+                t.id,
+                t.p
+            );
+        }
+    }
+}
+
+/// The attnscope CLI run with `args`: its JSON, or its error output.
+pub fn cli(args: &[&str]) -> Result<serde_json::Value, String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_attnscope"))
+        .args(args)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).unwrap())
 }

@@ -13,6 +13,7 @@ import { GenerationResult } from '../../web/generation.js';
 import { summarise } from '../../web/summary.js';
 
 const FOLDER = path.join(ROOT, 'assets/models/e2e-tiny-llama');
+const YARN = path.join(ROOT, 'assets/models/e2e-v5-llama-yarn'); // rope_type yarn: scaled frequencies and cosines
 const GGUF_DIR = path.join(ROOT, 'assets/models/e2e-tiny-llama-gguf');
 const GGUF = 'tiny-llama-Q4_K.gguf';
 const TOL = 1e-4;
@@ -20,6 +21,7 @@ const TOL = 1e-4;
 let server, browser;
 before(async () => {
   cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama'), FOLDER, { recursive: true });
+  cpSync(path.join(ROOT, 'tests/fixtures/models/v5-llama-yarn'), YARN, { recursive: true });
   mkdirSync(GGUF_DIR, { recursive: true });
   cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama-gguf', GGUF), path.join(GGUF_DIR, GGUF));
   server = await startServer();
@@ -29,6 +31,7 @@ after(async () => {
   await browser?.close();
   server?.stop();
   rmSync(FOLDER, { recursive: true, force: true });
+  rmSync(YARN, { recursive: true, force: true });
   rmSync(GGUF_DIR, { recursive: true, force: true });
 });
 
@@ -191,10 +194,10 @@ test('Llama: gen=8 writes the tokens HF writes, step by step, on the CPU engine 
   }
 });
 
-test('Llama: the RoPE panel turns the engine\'s query by its position, its score-by-distance curve meets the engine\'s score, and the switch reruns the model without the rotation', async () => {
+test('Llama: the RoPE panel turns the engine\'s query by its position, its score-by-distance curve meets the engine\'s score, and the switch reruns the model without the rotation; a YaRN model\'s too', async () => {
   const text = 'time flies like an arrow and fruit flies like a banana';
-  for (const engine of ['cpu', 'gpu']) {
-    const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, `e=${engine}&l=1&h=2&inside=rope`);
+  for (const [folder, engine] of [['e2e-tiny-llama', 'cpu'], ['e2e-tiny-llama', 'gpu'], ['e2e-v5-llama-yarn', 'cpu'], ['e2e-v5-llama-yarn', 'gpu']]) {
+    const { page, problems } = await open(`${server.url}assets/models/${folder}/`, text, `e=${engine}&l=1&h=2&inside=rope`);
     assert.ok(await page.isVisible('details[data-panel="rope"][open]'), 'the panel is offered, open');
     const drawn = (ablated) => page.waitForFunction((a) => document.querySelector('#inside-rope')._rope?.ablated === a, ablated, { timeout: 60000 });
     await drawn(false);
@@ -202,9 +205,13 @@ test('Llama: the RoPE panel turns the engine\'s query by its position, its score
     assert.ok(r.p > 0 && r.j <= r.p, `query ${r.p}, key ${r.j}`);
     // the curve, computed in the page from the engine's q and k and the model's θ, is the engine's score at their distance
     assert.ok(Math.abs(r.curve[r.p - r.j] - r.engine) <= 1e-4 * Math.max(1, Math.abs(r.engine)), `${engine}: curve ${r.curve[r.p - r.j]} vs the engine's score ${r.engine}`);
-    // the dials: the engine's turned pair is the projected one turned by p·θᵢ, its length kept
+    // the dials: the engine's turned pair is the projected one turned by p·θᵢ (the engine's θᵢ,
+    // YaRN's rescaled), its length kept (YaRN: multiplied by its attention_scaling)
+    const yarn = folder.includes('yarn');
+    assert.equal(r.scale === 1, !yarn, `${folder}: scale ${r.scale}`);
+    if (yarn) assert.match(await page.textContent('#inside-rope'), /rope_type yarn/);
     for (const { angle, before, after } of r.shown) {
-      const want = [before[0] * Math.cos(angle) - before[1] * Math.sin(angle), before[1] * Math.cos(angle) + before[0] * Math.sin(angle)];
+      const want = [before[0] * Math.cos(angle) - before[1] * Math.sin(angle), before[1] * Math.cos(angle) + before[0] * Math.sin(angle)].map((v) => v * r.scale);
       assert.ok(Math.abs(want[0] - after[0]) <= 1e-4 && Math.abs(want[1] - after[1]) <= 1e-4, `${engine}: ${after} vs ${want}`);
     }
     assert.ok(Math.max(...r.curve) - Math.min(...r.curve) > 1e-3, 'the score moves with the distance');
