@@ -508,16 +508,24 @@ CORPUS = [
 ] * 20
 
 
-def byte_level_tokenizer(path, specials, roberta):
-    """A byte-level BPE tokenizer.json as GPT-2's (no special tokens added) or RoBERTa's
-    (`<s> A </s>`, `<s> A </s></s> B </s>`), trained on CORPUS."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+def byte_level_bpe(specials):
+    """A byte-level BPE of 400 tokens trained on CORPUS, `specials` its first ids, no
+    post-processor yet."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(CORPUS, trainer)
+    return tok
+
+
+def byte_level_tokenizer(path, specials, roberta):
+    """A byte-level BPE tokenizer.json as GPT-2's (no special tokens added) or RoBERTa's
+    (`<s> A </s>`, `<s> A </s></s> B </s>`), trained on CORPUS."""
+    from tokenizers import processors
+    tok = byte_level_bpe(specials)
     if roberta:
         tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")),
                                                           ("<s>", tok.token_to_id("<s>")))
@@ -1410,14 +1418,9 @@ def v5_tokenizer(d, bos, chat):
     """The byte-level BPE on CORPUS with V5_SPECIALS, written by transformers 5's own
     save_pretrained: tokenizer.json (a BOS before every text where `bos`), tokenizer_config.json
     and, where `chat`, chat_template.jinja. Returns the tokenizers library's tokenizer."""
-    from tokenizers import Tokenizer as Tok, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
-    tok = Tok(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=V5_SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(CORPUS, trainer)
+    tok = byte_level_bpe(V5_SPECIALS)
     byte_level = processors.ByteLevel(trim_offsets=False)
     tok.post_processor = processors.Sequence([byte_level, processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", 1)])]) if bos else byte_level
