@@ -94,6 +94,17 @@ impl Mask {
         }
     }
 
+    /// This mask where each query also sees no key `window` or more positions before its own
+    /// (HF's sliding window: key `j` is seen from position `p` when `p − j < window`); key `j`
+    /// is at position `j`, and query `i` of item `b` at `position(b, i)`.
+    pub fn within_window(&self, window: usize, position: impl Fn(usize, usize) -> usize) -> Self {
+        let mut out = self.0.clone();
+        for ((b, i, j), allowed) in out.indexed_iter_mut() {
+            *allowed = *allowed && position(b, i) < j + window;
+        }
+        Self(out)
+    }
+
     /// `(B, n_q, n_k)`
     pub fn dim(&self) -> (usize, usize, usize) {
         self.0.dim()
@@ -161,6 +172,24 @@ mod tests {
         assert_eq!(
             Mask::none(1, 2, 33).to_bits(),
             vec![u32::MAX, 1, u32::MAX, 1]
+        );
+    }
+
+    /// HF's `sliding_window_overlay`: `kv_idx > q_idx − window`, on top of the causal mask.
+    #[test]
+    fn a_window_keeps_the_last_keys_up_to_the_query_s_own() {
+        let causal = Mask::causal(1, 6);
+        let w = causal.within_window(3, |_, i| i);
+        for i in 0..6 {
+            for j in 0..6 {
+                assert_eq!(w.0[[0, i, j]], j <= i && i - j < 3, "query {i}, key {j}");
+            }
+        }
+        // a decoding step: one query at position 5 over 6 keys
+        let step = Mask::none(1, 1, 6).within_window(2, |_, _| 5);
+        assert_eq!(
+            step.0.iter().copied().collect::<Vec<_>>(),
+            [false, false, false, false, true, true]
         );
     }
 }

@@ -120,9 +120,8 @@ fn the_architecture_is_read_from_each_config() {
     assert_eq!(llama.head_dim, 48, "head_dim, not hidden_size / heads (64)");
     assert_eq!(llama.lm_head, LmHead::Separate);
     assert!(!llama.biases.qkv);
-    let Positions::Rotary(rope) = llama.positions else {
-        panic!("rotary positions: {:?}", llama.positions)
-    };
+    assert_eq!(llama.positions, Positions::Rotary);
+    let rope = llama.rotary(1).unwrap();
     assert_eq!((rope.theta, rope.head_dim), (100000.0, 48));
     let qwen = &model("tiny-qwen2").config.architecture;
     assert!(qwen.biases.qkv && !qwen.biases.output);
@@ -194,8 +193,11 @@ fn a_generation_with_heads_knocked_out_equals_hf_and_the_knocked_out_full_pass()
     );
 }
 
+/// A sliding window shorter than the text (HF's against it: tests/transformers5.rs): no query
+/// sees a key `window` or more positions back, each row still sums to 1, and a generation with
+/// the key/value cache equals the windowed full pass on both engines.
 #[test]
-fn a_window_the_text_would_exceed_is_refused() {
+fn a_sliding_window_hides_the_keys_behind_it_in_a_pass_and_in_a_generation() {
     let dir = tempfile::tempdir().unwrap();
     let src = model_dir("tiny-llama");
     for f in ["model.safetensors", "tokenizer.json"] {
@@ -207,26 +209,60 @@ fn a_window_the_text_would_exceed_is_refused() {
     config["sliding_window"] = 4.into();
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     let m = attnscope::Model::from_dir(dir.path()).unwrap();
-    assert_eq!(m.config.architecture.sliding_window, Some(4));
     let input = m
         .tokenizer
-        .encode(&["time flies like an arrow"], None)
+        .encode(
+            &["time flies like an arrow and fruit flies like a banana"],
+            None,
+        )
         .unwrap();
-    let mask = Mask::causal(1, input.len());
-    let e = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("sliding window of 4"), "{e}");
-    let e = generate(
-        &m,
-        &[1, 2, 3],
-        &GenerateOptions {
-            max_new_tokens: 3,
-            top_k: 1,
-            stop_at_eos: true,
-            head_mask: Default::default(),
-        },
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("sliding window of 4"), "{e}");
+    let t = input.len();
+    assert!(t > 8, "the text crosses the window twice");
+    let mask = Mask::causal(1, t);
+    let pass = cpu::forward(&m, &input, &mask, &TraceOptions::default()).unwrap();
+    let gpu =
+        pollster::block_on(gpu_engine(&m).forward(&m, &input, &mask, &TraceOptions::default()))
+            .unwrap()
+            .0;
+    for (engine, a) in [("cpu", &pass.attention), ("gpu", &gpu.attention)] {
+        for ((_, _, _, q, k), &p) in a.indexed_iter() {
+            if k + 4 <= q || k > q {
+                assert_eq!(
+                    p, 0.0,
+                    "{engine}: query {q} sees key {k} outside its window"
+                );
+            }
+        }
+        for row in a.lanes(ndarray::Axis(4)) {
+            assert!(
+                (row.sum() - 1.0).abs() < 1e-5,
+                "{engine}: a row sums to {}",
+                row.sum()
+            );
+        }
+    }
+    assert!(
+        max_abs_diff(
+            pass.attention.view().into_dyn(),
+            gpu.attention.view().into_dyn()
+        ) < 1e-5
+    );
+    let opts = GenerateOptions {
+        max_new_tokens: 6,
+        top_k: 3,
+        stop_at_eos: false,
+        head_mask: Default::default(),
+    };
+    let prompt: Vec<u32> = input.ids.row(0).to_vec();
+    let g = generate(&m, &prompt, &opts).unwrap();
+    assert_cached_equals_the_full_pass("a window of 4", &m, &g, prompt.len(), &opts);
+    let on_gpu = pollster::block_on(gpu_engine(&m).generate(&m, &prompt, &opts)).unwrap();
+    assert_eq!(on_gpu.output_ids, g.output_ids);
+    let d = max_abs_diff(
+        on_gpu.attention.view().into_dyn(),
+        g.attention.view().into_dyn(),
+    );
+    assert!(d < 1e-5, "the GPU's cached generation vs the CPU's: {d}");
 }
 
 /// `attnscope ARGS…`'s JSON, or its error message.

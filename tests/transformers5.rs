@@ -9,7 +9,7 @@
 
 use crate::common::*;
 use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
-use attnscope::model::config::{Config, Positions};
+use attnscope::model::config::{Config, Positions, Reach};
 use attnscope::model::rope::RopeScaling;
 use attnscope::{Mask, Model};
 use ndarray::Axis;
@@ -258,10 +258,10 @@ fn each_rope_type_and_base_is_honoured_the_one_read_before_would_be_off() {
     for name in ["v5-llama"].into_iter().chain(ROPE_FOLDERS) {
         let case = name.replace('-', "_");
         let g = golden(&case);
-        let positions = model(name).config.architecture.positions;
-        let Positions::Rotary(rope) = positions else {
-            panic!("{name}: {positions:?}")
-        };
+        let arch = &model(name).config.architecture;
+        assert_eq!(arch.positions, Positions::Rotary);
+        let rope = arch.rotary(0).unwrap();
+        assert!(arch.layers.iter().all(|l| l.rotary.as_ref() == Some(rope)));
         assert!(
             rope.scaling != RopeScaling::Default || rope.theta != 10000.0,
             "{name}: {rope:?}"
@@ -276,38 +276,48 @@ fn each_rope_type_and_base_is_honoured_the_one_read_before_would_be_off() {
         eprintln!("{name}: θ = 10,000 and the default rotation: attention off HF's by {d:.3}");
         assert!(d > 0.01, "{name}: its rotation made no difference ({d})");
     }
-    let Positions::Rotary(yarn) = model("v5-llama-yarn").config.architecture.positions else {
-        unreachable!()
-    };
+    let yarn = model("v5-llama-yarn")
+        .config
+        .architecture
+        .rotary(1)
+        .unwrap();
     // HF's default: 0.1·ln(factor 4) + 1
     assert!((yarn.attention_scaling() - 1.138_629_5).abs() < 1e-6);
 }
 
+/// The windows each layer reaches through: what HF's config class makes of each form.
+fn windows(c: &Config) -> Vec<Option<usize>> {
+    c.architecture
+        .layers
+        .iter()
+        .map(|l| match l.reach {
+            Reach::Sliding(w) => Some(w),
+            Reach::Global => None,
+        })
+        .collect()
+}
+
 #[test]
-fn each_family_reads_its_window_as_transformers_5_writes_it() {
-    // Qwen2: `layer_types` puts its second layer behind the window
-    assert_eq!(
-        model("v5-qwen2").config.architecture.sliding_window,
-        Some(48)
-    );
-    assert_eq!(
-        model("v5-mistral").config.architecture.sliding_window,
-        Some(48)
-    );
+fn each_family_reads_its_windows_as_transformers_5_writes_them() {
+    // Qwen2: `layer_types` puts its second layer behind the window; Mistral's every layer
+    assert_eq!(windows(&model("v5-qwen2").config), [None, Some(5)]);
+    assert_eq!(windows(&model("v5-mistral").config), [Some(5), Some(5)]);
     let bytes = std::fs::read(model_dir("v5-qwen2").join("config.json")).unwrap();
     let qwen2: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    let window = |edit: &dyn Fn(&mut serde_json::Value)| {
+    let read = |edit: &dyn Fn(&mut serde_json::Value)| {
         let mut c = qwen2.clone();
         edit(&mut c);
-        Config::from_json(c.to_string().as_bytes(), "config.json")
-            .map(|c| c.architecture.sliding_window)
+        Config::from_json(c.to_string().as_bytes(), "config.json").map(|c| windows(&c))
     };
     // no layer slides, or the window is switched off: none
     let full = serde_json::json!(["full_attention", "full_attention"]);
-    assert_eq!(window(&|c| c["layer_types"] = full.clone()).unwrap(), None);
     assert_eq!(
-        window(&|c| c["use_sliding_window"] = false.into()).unwrap(),
-        None
+        read(&|c| c["layer_types"] = full.clone()).unwrap(),
+        [None, None]
+    );
+    assert_eq!(
+        read(&|c| c["use_sliding_window"] = false.into()).unwrap(),
+        [None, None]
     );
     // without `layer_types`: the layers from `max_window_layers` on slide
     let without = |layers: usize| {
@@ -316,17 +326,36 @@ fn each_family_reads_its_window_as_transformers_5_writes_it() {
             c["max_window_layers"] = layers.into();
         }
     };
-    assert_eq!(window(&without(1)).unwrap(), Some(48));
-    assert_eq!(window(&without(2)).unwrap(), None);
-    let e = window(&|c| c["layer_types"] = serde_json::json!(["full_attention", "chunked"]))
+    assert_eq!(read(&without(0)).unwrap(), [Some(5), Some(5)]);
+    assert_eq!(read(&without(1)).unwrap(), [None, Some(5)]);
+    assert_eq!(read(&without(2)).unwrap(), [None, None]);
+    let e = read(&|c| c["layer_types"] = serde_json::json!(["full_attention", "chunked"]))
         .unwrap_err()
         .to_string();
     assert!(e.contains("`layer_types[1]` \"chunked\""), "{e}");
+    let e = read(&|c| c["sliding_window"] = 0.into())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`sliding_window` 0"), "{e}");
     // a Llama has no window, whatever its config says
     let mut llama = qwen2.clone();
     llama["model_type"] = "llama".into();
     let c = Config::from_json(llama.to_string().as_bytes(), "config.json").unwrap();
-    assert_eq!(c.architecture.sliding_window, None);
+    assert_eq!(windows(&c), [None, None]);
+    // Mistral's default where the key is absent, none where it is null
+    let mistral = |window: Option<serde_json::Value>| {
+        let mut c = qwen2.clone();
+        c["model_type"] = "mistral".into();
+        match window {
+            Some(w) => c["sliding_window"] = w,
+            None => {
+                c.as_object_mut().unwrap().remove("sliding_window");
+            }
+        }
+        windows(&Config::from_json(c.to_string().as_bytes(), "config.json").unwrap())
+    };
+    assert_eq!(mistral(None), [Some(4096), Some(4096)]);
+    assert_eq!(mistral(Some(serde_json::Value::Null)), [None, None]);
 }
 
 #[test]

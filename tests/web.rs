@@ -264,8 +264,8 @@ fn tensor(golden: &[u8], name: &str) -> ArrayD<f32> {
 
 /// RoBERTa (F16), DistilBERT (BF16) and GPT-2 (its next-token probabilities too), and folders
 /// as transformers 5 saves them (`rope_parameters`: YaRN's scaled rotation in BF16, Llama 3's in
-/// F32; Qwen2's `layer_types`; BERT's weights under its names) on WebGPU and on the CPU engine in
-/// the browser, each against HF.
+/// F32; Qwen2's `layer_types` and Mistral's window, crossed by the text; BERT's weights under
+/// its names) on WebGPU and on the CPU engine in the browser, each against HF.
 #[wasm_bindgen_test]
 async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
     let cases = [
@@ -292,7 +292,8 @@ async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
             V5_TEXTS,
             MaskKind::Causal
         ),
-        family_case!("v5_qwen2", "v5-qwen2", V5_TEXTS, MaskKind::Causal),
+        family_case!("v5_qwen2", "v5-qwen2", &V5_TEXTS[..1], MaskKind::Causal),
+        family_case!("v5_mistral", "v5-mistral", &V5_TEXTS[..1], MaskKind::Causal),
         family_case!("v5_bert", "v5-bert", V5_TEXTS, MaskKind::Padding),
         family_case!(
             "gpt2_batch",

@@ -1406,6 +1406,7 @@ V5_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 V5_CHAT = [{"role": "user", "content": "time flies like an arrow"}]
 V5_TEXTS = ["time flies like an arrow and fruit flies like a banana", "the cat sat", "where does the model look"]
+V5_WINDOW = 5  # Mistral's and Qwen2's sliding window: a few tokens, so that every text crosses it
 V5_ROPES = {
     "linear": dict(rope_type="linear", factor=4.0),
     "llama3": dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
@@ -1447,10 +1448,10 @@ def v5_saved(d, model, model_class):
     return again
 
 
-def v5_decoder(name, model_class, cfg, seed, dtype, bias_std=0.0, bos=False):
+def v5_decoder(name, model_class, cfg, seed, dtype, bias_std=0.0, bos=False, texts=V5_TEXTS):
     """A decoder-only model of `cfg` (seeded `seed`, weights rounded to and saved in `dtype`) in
-    tests/fixtures/models/<name>; its padded batch case and a greedy generation after a chat
-    prompt, as transformers' apply_chat_template(…, tokenize=True) tokenises it."""
+    tests/fixtures/models/<name>; its padded batch case of `texts` and a greedy generation after
+    a chat prompt, as transformers' apply_chat_template(…, tokenize=True) tokenises it."""
     d = os.path.join(MODELS, name)
     shutil.rmtree(d, ignore_errors=True)
     tok = v5_tokenizer(d, bos, True)
@@ -1464,7 +1465,7 @@ def v5_decoder(name, model_class, cfg, seed, dtype, bias_std=0.0, bos=False):
     assert (again(probe).logits - model(probe).logits).abs().max() < 1e-4, "the saved file does not load back"
     case = name.replace("-", "_")
     model_type = cfg.model_type
-    padded_case(case, name, model_type, V5_TEXTS, tok, again, cfg.pad_token_id)
+    padded_case(case, name, model_type, texts, tok, again, cfg.pad_token_id)
     from transformers import AutoTokenizer
     hf_tok = AutoTokenizer.from_pretrained(d)
     prompt = hf_tok.apply_chat_template(V5_CHAT, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
@@ -1541,15 +1542,19 @@ def transformers5():
             rope_parameters=dict(rope_theta=10000.0, **rope), tie_word_embeddings=False, **small),
             41 + i, torch.bfloat16 if i % 2 == 0 else torch.float32)
         v5_old_form(os.path.join(MODELS, name), LlamaForCausalLM, torch.tensor([tok.encode(V5_TEXTS[0]).ids]))
-    # Qwen2 in bf16: biases, a tied head, a window on its second layer (layer_types), wider than the texts
+    # Qwen2 in bf16: biases, a tied head, a window of 5 on its second layer (layer_types), and
+    # Mistral's over every layer: each crossed by the texts. One text a batch: a padded query row
+    # past a short text's end would see no key inside its window, and HF's eager attention
+    # spreads such a row over every key where attnscope's gives it none
+    one = V5_TEXTS[:1]
     v5_decoder("v5-qwen2", Qwen2ForCausalLM, Qwen2Config(
         rope_parameters=dict(rope_type="default", rope_theta=1000000.0), tie_word_embeddings=True,
-        use_sliding_window=True, sliding_window=48, max_window_layers=1, **small), 44, torch.bfloat16, bias_std=0.2)
+        use_sliding_window=True, sliding_window=V5_WINDOW, max_window_layers=1, **small), 44, torch.bfloat16,
+        bias_std=0.2, texts=one)
     assert json.load(open(os.path.join(MODELS, "v5-qwen2", "config.json")))["layer_types"] == ["full_attention", "sliding_attention"]
-    # Mistral: a window over every layer, wider than the texts
     v5_decoder("v5-mistral", MistralForCausalLM, MistralConfig(
-        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), sliding_window=48, **small),
-        45, torch.float32)
+        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), sliding_window=V5_WINDOW, **small),
+        45, torch.float32, texts=one)
     # GPT-2 as transformers 5 saves GPT2LMHeadModel (its `transformer.` prefix, no lm_head)
     d = os.path.join(MODELS, "v5-gpt2")
     shutil.rmtree(d, ignore_errors=True)

@@ -4,13 +4,15 @@
 // `modelInfo.architecture`:
 //
 //   {kind: 'encoder' | 'decoder' | 'encoder_decoder',
-//    positions: {type: 'learned', offset} | {type: 'sinusoidal'}
-//      | {type: 'rotary', theta, head_dim, rope_type: 'default' | 'linear' | 'llama3' | 'yarn', its
-//         parameters (factor, …), inv_freq: the θᵢ the engines turn by, attention_scaling},
+//    positions: {type: 'learned', offset} | {type: 'sinusoidal'} | {type: 'rotary'},
 //    norm: 'layer' | 'rms', norm_order: 'pre' | 'post', norm_eps,
 //    feed_forward: {type: 'plain' | 'gated', activation}, heads: {query, key_value}, head_dim,
 //    biases: {qkv, output, feed_forward}, lm_head: 'none' | 'tied' | 'separate',
-//    token_types, sliding_window: null | number}
+//    token_types,
+//    layers: [{attention: 'global' | 'sliding', window?: number,
+//              rotary: null | {theta, head_dim, rope_type: 'default' | 'linear' | 'llama3' | 'yarn',
+//                              its parameters (factor, …), inv_freq: the θᵢ the engines turn by,
+//                              attention_scaling}}]}
 
 /** `info` with its `architecture`: the engine's, or (an engine built before it sent one) the
  *  one its other fields imply. The one place the page reads a model's architecture from. */
@@ -31,7 +33,8 @@ function legacyArchitecture(info) {
     heads: { query: info.heads, key_value: info.heads }, head_dim: info.head_dim,
     biases: { qkv: true, output: true, feed_forward: true },
     lm_head: info.lm_head ? 'tied' : 'none',
-    token_types: Boolean(info.token_types), sliding_window: null,
+    token_types: Boolean(info.token_types),
+    layers: Array.from({ length: info.layers ?? 0 }, () => ({ attention: 'global', rotary: null })),
   };
 }
 

@@ -281,7 +281,7 @@ function givenTranslation(g, { enc, dec, cross }, source) {
     decoder: { layers: dec.length || cross.length, heads: decoder.query_heads },
     architecture: {
       kind: 'encoder-decoder', positions: null, norm: null, norm_order: null, norm_eps: null, feed_forward: null,
-      heads: { query: decoder.query_heads, key_value: decoder.kv_heads }, head_dim: null, biases: null, lm_head: 'none', token_types: false, sliding_window: null,
+      heads: { query: decoder.query_heads, key_value: decoder.kv_heads }, head_dim: null, biases: null, lm_head: 'none', token_types: false, layers: [],
     },
   };
   return { modelInfo, run: null, translation, focus: focusOf(g.meta, dec.length ? dec : cross) };
@@ -369,7 +369,7 @@ function givenRun(g, source) {
     name: model, given: true, layers: L, heads: H, hidden: null, head_dim: null, max_length: T, stack: kind, specials,
     architecture: {
       kind, positions: null, norm: null, norm_order: null, norm_eps: null, feed_forward: null,
-      heads: { query: H, key_value: K }, head_dim: null, biases: null, lm_head: 'none', token_types: false, sliding_window: null,
+      heads: { query: H, key_value: K }, head_dim: null, biases: null, lm_head: 'none', token_types: false, layers: [],
     },
   };
   return { modelInfo, run, focus: focusOf(g.meta, records) };

@@ -152,12 +152,6 @@ pub fn check(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<()
             c.max_tokens()
         )));
     }
-    if let Some(w) = c.architecture.sliding_window.filter(|&w| n > w) {
-        return Err(Error::Input(format!(
-            "{n} positions exceed the model's sliding window of {w} (`sliding_window`), which \
-             attnscope does not apply: a shorter prompt or fewer new tokens"
-        )));
-    }
     let values = (c.num_hidden_layers * c.num_attention_heads) as u128 * (n * n) as u128;
     if values > MAX_ATTENTION_VALUES as u128 {
         return Err(Error::Input(format!(

@@ -33,7 +33,7 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
     if let Some(layer) = opts.layer_trace {
         check_layer("layer trace", layer, c)?;
     }
-    if opts.no_rope && !matches!(c.architecture.positions, Positions::Rotary(_)) {
+    if opts.no_rope && !matches!(c.architecture.positions, Positions::Rotary) {
         return Err(Error::Input(format!(
             "no rotary positions to leave out: {} places its positions by {}",
             c.family.name(),
@@ -58,12 +58,6 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
         return Err(Error::Input(format!(
             "{t} tokens exceed the model's {} positions",
             c.max_tokens()
-        )));
-    }
-    if let Some(w) = c.architecture.sliding_window.filter(|&w| t > w) {
-        return Err(Error::Input(format!(
-            "{t} tokens exceed the model's sliding window of {w} (`sliding_window`), which \
-             attnscope does not apply: a shorter text"
         )));
     }
     if let Some(&id) = input.ids.iter().find(|&&id| id as usize >= c.vocab_size) {

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::masks::Mask;
+pub use crate::model::config::{Heads, Reach};
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
@@ -262,37 +263,20 @@ pub enum LayerValue {
     Up,
 }
 
-/// An attention's heads: `query` heads, each reading key/value head `h / (query / key_value)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub struct Heads {
-    pub query: usize,
-    pub key_value: usize,
+/// What one attention is beyond its inputs: its heads, and how far back it reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionSpec {
+    pub heads: Heads,
+    pub reach: Reach,
 }
 
-impl Heads {
-    /// Multi-head attention: a key/value head for every query head.
-    pub fn all(n: usize) -> Self {
+impl AttentionSpec {
+    /// `heads` over every key the pass's mask allows.
+    pub fn global(heads: Heads) -> Self {
         Self {
-            query: n,
-            key_value: n,
+            heads,
+            reach: Reach::Global,
         }
-    }
-
-    /// The query heads that share one key/value head.
-    pub fn group(self) -> usize {
-        self.query / self.key_value.max(1)
-    }
-
-    /// An error unless the query heads fall into equal groups, one per key/value head.
-    pub fn check(self, what: &str) -> Result<()> {
-        if self.query == 0 || self.key_value == 0 || !self.query.is_multiple_of(self.key_value) {
-            return Err(crate::error::Error::Shape {
-                what: format!("{what}: query heads in equal groups, one per key/value head"),
-                expected: vec![self.key_value * (self.query / self.key_value.max(1)).max(1)],
-                found: vec![self.query],
-            });
-        }
-        Ok(())
     }
 }
 
@@ -405,7 +389,8 @@ pub trait Ops {
     /// Query head `h` reads key/value head `h / (H / H_kv)` (grouped-query attention; `H_kv = H`
     /// is multi-head attention). The engine applies the mask it holds for `id`, the scale and the
     /// heads knocked out that the caller chose, and keeps the probabilities (and scores, when
-    /// asked) under `id`, as `(B, H, n_q, n_k)`.
+    /// asked) under `id`, as `(B, H, n_q, n_k)`. A sliding layer ([`Reach::Sliding`]) also
+    /// hides the keys outside its window (key `j` is at position `j`).
     ///
     /// # Shapes
     /// * `q`: `(B·n_q, H·d_k)`, `k`: `(B·n_k, H_kv·d_k)`, `v`: `(B·n_k, H_kv·d_v)` →
@@ -413,7 +398,7 @@ pub trait Ops {
     fn attention(
         &mut self,
         id: AttentionId,
-        heads: Heads,
+        spec: AttentionSpec,
         q: &Self::X,
         k: &Self::X,
         v: &Self::X,

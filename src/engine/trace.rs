@@ -5,9 +5,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use ndarray::{s, Array2, Array3, Array4, Array5};
 
-use super::ops::{AttentionKind, Heads, Ids, Kept, LayerValue, Stack};
+use super::ops::{AttentionKind, Heads, Ids, Kept, LayerValue, Reach, Stack};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
+use crate::model::config::Layer;
 
 /// Heads knocked out of a forward pass: their context `softmax(QKᵀ/√d_k)·V` is zero in the
 /// concatenation before the output projection (as HF's former `head_mask` did), so every later
@@ -248,6 +249,8 @@ pub struct LayerTrace {
 #[derive(Debug, Clone)]
 pub struct QueriesKeys {
     pub heads: Heads,
+    /// How far back each layer reaches (a sliding layer's window hides more than the mask).
+    pub reaches: Vec<Reach>,
     pub scale: ScoreScale,
     pub queries: Vec<Array2<f32>>,
     pub keys: Vec<Array2<f32>>,
@@ -291,6 +294,14 @@ impl QueriesKeys {
             )));
         }
         let rows = s![b * t..(b + 1) * t, ..];
+        let windowed;
+        let mask = match self.reaches.get(layer) {
+            Some(&Reach::Sliding(w)) => {
+                windowed = mask.within_window(w, |_, i| i);
+                &windowed
+            }
+            _ => mask,
+        };
         let (probs, scores) = crate::engine::cpu::head_attention(
             q.slice(rows),
             k.slice(rows),
@@ -469,9 +480,10 @@ impl Trace {
         attention: AttentionGroup,
         mut kept: KeptValues,
         opts: &TraceOptions,
-        layers: usize,
+        arch: &[Layer],
         mask: &Mask,
     ) -> Result<Self> {
+        let layers = arch.len();
         let (b, _, heads, _, _) = attention.probs.dim();
         let t = mask.dim().1;
         let layer_trace = match opts.layer_trace {
@@ -580,6 +592,7 @@ impl Trace {
                         query: heads,
                         key_value,
                     },
+                    reaches: arch.iter().map(|l| l.reach).collect(),
                     scale: opts.scale,
                     queries,
                     keys,

@@ -14,7 +14,7 @@
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 use rayon::prelude::*;
 
-use crate::engine::ops::{AttentionId, Heads, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ops::{AttentionId, AttentionSpec, Heads, Ids, Kept, LayerValue, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::Result;
 use crate::model::weights::{Linear, Norm, Table, Tensors};
@@ -311,7 +311,13 @@ fn self_attention<O: Ops>(
     ops.keep(Kept::Layer(i, LayerValue::K), k)?;
     ops.keep(Kept::Layer(i, LayerValue::V), v)?;
     let id = AttentionId::self_attention(Stack::Encoder, i);
-    let context = ops.attention(id, Heads::all(c.num_attention_heads), q, k, v)?;
+    let context = ops.attention(
+        id,
+        AttentionSpec::global(Heads::all(c.num_attention_heads)),
+        q,
+        k,
+        v,
+    )?;
     ops.keep(Kept::Layer(i, LayerValue::Context), &context)?;
     ops.linear(&context, &w.output, None)
 }

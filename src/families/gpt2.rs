@@ -13,7 +13,9 @@
 
 use rayon::prelude::*;
 
-use crate::engine::ops::{AttentionId, CacheSlot, Heads, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ops::{
+    AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, LayerValue, Ops, Stack,
+};
 use crate::error::Result;
 use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
@@ -132,7 +134,13 @@ impl Gpt2Weights {
             let k = ops.extend(CacheSlot::SelfKeys(i), k)?;
             let v = ops.extend(CacheSlot::SelfValues(i), v)?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
-            let context = ops.attention(id, Heads::all(c.num_attention_heads), q, &k, &v)?;
+            let context = ops.attention(
+                id,
+                AttentionSpec::global(Heads::all(c.num_attention_heads)),
+                q,
+                &k,
+                &v,
+            )?;
             ops.keep(value(LayerValue::Context), &context)?;
             let attn = ops.linear(&context, &b.c_proj, None)?;
             let h = ops.add_norm(&x, &attn, &b.ln_2)?; // x + attn, and ln_2 of it

@@ -15,11 +15,13 @@
 
 use rayon::prelude::*;
 
-use crate::engine::ops::{AttentionId, CacheSlot, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ops::{
+    AttentionId, AttentionSpec, CacheSlot, Ids, Kept, LayerValue, Ops, Stack,
+};
 use crate::error::{Error, Result};
 use ndarray::Array1;
 
-use crate::model::config::{FeedForward, LmHead, Positions};
+use crate::model::config::{FeedForward, LmHead};
 use crate::model::gguf::GgufFile;
 use crate::model::quant::{QuantMatrix, SharedBytes};
 use crate::model::rope::Rotary;
@@ -135,11 +137,6 @@ impl LlamaWeights {
     /// Returns `norm` of the last layer's output, `(B·T, D)`.
     pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
         let a = &c.architecture;
-        let Positions::Rotary(rope) = a.positions else {
-            return Err(Error::Engine(
-                "a Llama-family model needs rotary positions".into(),
-            ));
-        };
         let FeedForward::Gated { activation } = a.feed_forward else {
             return Err(Error::Engine(
                 "a Llama-family model needs a gated feed-forward".into(),
@@ -149,8 +146,20 @@ impl LlamaWeights {
         ops.keep(Kept::EmbeddingWord, &x)?;
         ops.keep(Kept::EmbeddingSum, &x)?;
         ops.keep(Kept::Hidden(0), &x)?;
-        for (i, l) in self.layers.iter().enumerate() {
+        if a.layers.len() != self.layers.len() {
+            return Err(Error::Engine(format!(
+                "the architecture declares {} layers, and the weights have {}",
+                a.layers.len(),
+                self.layers.len()
+            )));
+        }
+        for (i, (l, arch)) in self.layers.iter().zip(&a.layers).enumerate() {
             let value = |v: LayerValue| Kept::Layer(i, v);
+            let Some(rope) = &arch.rotary else {
+                return Err(Error::Engine(format!(
+                    "layer {i} of a Llama-family model needs rotary positions"
+                )));
+            };
             // x = x + attn(input_layernorm(x))
             let n = ops.norm(&x, &l.input_layernorm)?;
             ops.keep(value(LayerValue::AttnNorm), &n)?;
@@ -159,14 +168,18 @@ impl LlamaWeights {
             ops.keep(value(LayerValue::Q), q)?;
             ops.keep(value(LayerValue::K), k)?;
             ops.keep(value(LayerValue::V), v)?;
-            let (q, k) = rotated(ops, &rope, a.heads.query, a.heads.key_value, q, k)?;
+            let (q, k) = rotated(ops, rope, a.heads.query, a.heads.key_value, q, k)?;
             ops.keep(value(LayerValue::QRotated), &q)?;
             ops.keep(value(LayerValue::KRotated), &k)?;
             // a decoding step's keys and values join those of the positions before it
             let k = ops.extend(CacheSlot::SelfKeys(i), &k)?;
             let v = ops.extend(CacheSlot::SelfValues(i), v)?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
-            let context = ops.attention(id, a.heads, &q, &k, &v)?; // (B·T, H·d)
+            let spec = AttentionSpec {
+                heads: a.heads,
+                reach: arch.reach,
+            };
+            let context = ops.attention(id, spec, &q, &k, &v)?; // (B·T, H·d)
             ops.keep(value(LayerValue::Context), &context)?;
             let attn = ops.linear(&context, &l.o_proj, None)?;
             let h = ops.add_norm(&x, &attn, &l.post_attention_layernorm)?;

@@ -22,7 +22,7 @@
 use ndarray::{Array1, Array2};
 
 use crate::engine::ops::{
-    AddNorm, AttentionId, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
+    AddNorm, AttentionId, AttentionSpec, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
 };
 use crate::error::{Error, Result};
 use crate::model::weights::{Linear, Norm, Table, Tensors};
@@ -227,7 +227,7 @@ impl MarianWeights {
             let id = AttentionId::self_attention(Stack::Encoder, i);
             let context = ops.attention(
                 id,
-                Heads::all(c.num_attention_heads),
+                AttentionSpec::global(Heads::all(c.num_attention_heads)),
                 &qkv[0],
                 &qkv[1],
                 &qkv[2],
@@ -265,7 +265,13 @@ impl MarianWeights {
             let k = ops.extend(CacheSlot::SelfKeys(i), &qkv[1])?;
             let v = ops.extend(CacheSlot::SelfValues(i), &qkv[2])?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
-            let context = ops.attention(id, Heads::all(heads), &qkv[0], &k, &v)?;
+            let context = ops.attention(
+                id,
+                AttentionSpec::global(Heads::all(heads)),
+                &qkv[0],
+                &k,
+                &v,
+            )?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
             let sub = ops.add_norm(&y, &attn, &l.self_attn_layer_norm)?;
             keep(ops, DecoderValue::SelfOutput, &attn)?;
@@ -293,7 +299,13 @@ impl MarianWeights {
                     (kv[0].clone(), kv[1].clone())
                 }
             };
-            let context = ops.attention(AttentionId::cross(i), Heads::all(heads), &q, &k, &v)?;
+            let context = ops.attention(
+                AttentionId::cross(i),
+                AttentionSpec::global(Heads::all(heads)),
+                &q,
+                &k,
+                &v,
+            )?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
             let sub = ops.add_norm(&y, &attn, &l.encoder_attn_layer_norm)?;
             for (v, x) in [

@@ -359,6 +359,61 @@ fn given<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// An attention's heads: `query` heads, each reading key/value head `h / (query / key_value)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Heads {
+    pub query: usize,
+    pub key_value: usize,
+}
+
+impl Heads {
+    /// Multi-head attention: a key/value head for every query head.
+    pub fn all(n: usize) -> Self {
+        Self {
+            query: n,
+            key_value: n,
+        }
+    }
+
+    /// The query heads that share one key/value head.
+    pub fn group(self) -> usize {
+        self.query / self.key_value.max(1)
+    }
+
+    /// An error unless the query heads fall into equal groups, one per key/value head.
+    pub fn check(self, what: &str) -> Result<()> {
+        if self.query == 0 || self.key_value == 0 || !self.query.is_multiple_of(self.key_value) {
+            return Err(Error::Shape {
+                what: format!("{what}: query heads in equal groups, one per key/value head"),
+                expected: vec![self.key_value * (self.query / self.key_value.max(1)).max(1)],
+                found: vec![self.query],
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How far back one layer's attention reaches, beyond what the pass's mask allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "attention", content = "window")]
+pub enum Reach {
+    /// Every key the mask allows (a causal decoder's every earlier position, an encoder's every
+    /// position): a global layer.
+    Global,
+    /// Only the keys fewer than `window` positions before the query's own, it included
+    /// (HF's `sliding_window`: Mistral's layers, Qwen2's and Gemma 3's local ones).
+    Sliding(usize),
+}
+
+/// One layer of a model's stack, as its family declares it: what its attention reaches, and
+/// the rotation it turns its queries and keys by (`None`: positions added to the embeddings).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Layer {
+    #[serde(flatten)]
+    pub reach: Reach,
+    pub rotary: Option<Rotary>,
+}
+
 /// Which stacks a model has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -380,8 +435,9 @@ pub enum Positions {
     Learned { offset: usize },
     /// Fixed sinusoids added to the token embeddings (Marian).
     Sinusoidal,
-    /// Rotary embeddings turning each head's queries and keys (Llama).
-    Rotary(Rotary),
+    /// Rotary embeddings turning each head's queries and keys inside every layer (Llama), each
+    /// layer by its own rotation ([`Layer::rotary`]).
+    Rotary,
 }
 
 /// A model's feed-forward.
@@ -427,15 +483,14 @@ pub struct Architecture {
     pub norm_eps: f64,
     pub feed_forward: FeedForward,
     /// Query heads and key/value heads (grouped-query attention where they differ).
-    pub heads: crate::engine::ops::Heads,
+    pub heads: Heads,
     pub head_dim: usize,
     pub biases: Biases,
     pub lm_head: LmHead,
     /// Segment A / B embeddings.
     pub token_types: bool,
-    /// The keys a query sees are at most this many positions back (Mistral's
-    /// `sliding_window`); `None`: every earlier key.
-    pub sliding_window: Option<usize>,
+    /// The stack's layers, first to last (an encoder–decoder's: its encoder's).
+    pub layers: Vec<Layer>,
 }
 
 impl Architecture {
@@ -452,6 +507,7 @@ impl Architecture {
         eps: f64,
         heads: usize,
         hidden: usize,
+        layers: usize,
     ) -> Self {
         Self {
             kind,
@@ -460,7 +516,7 @@ impl Architecture {
             norm_order: order,
             norm_eps: eps,
             feed_forward: FeedForward::Plain { activation },
-            heads: crate::engine::ops::Heads::all(heads),
+            heads: Heads::all(heads),
             head_dim: hidden / heads.max(1),
             biases: Biases {
                 qkv: true,
@@ -472,8 +528,19 @@ impl Architecture {
                 ModelKind::Decoder | ModelKind::EncoderDecoder => LmHead::Tied,
             },
             token_types: matches!(family, Family::Bert | Family::Roberta),
-            sliding_window: None,
+            layers: vec![
+                Layer {
+                    reach: Reach::Global,
+                    rotary: None,
+                };
+                layers
+            ],
         }
+    }
+
+    /// The rotation layer `layer` turns its queries and keys by, where it has one.
+    pub fn rotary(&self, layer: usize) -> Option<&Rotary> {
+        self.layers.get(layer).and_then(|l| l.rotary.as_ref())
     }
 }
 
@@ -499,7 +566,8 @@ fn llama_config(
         ));
     }
     let rope = c.rope.rotary(head_dim, c.max_position_embeddings)?;
-    let sliding_window = sliding_window(family, &c)?;
+    let reaches = reaches(family, &c)?;
+    check_windows(&reaches)?;
     let qkv_bias = family == Family::Qwen2 || c.attention_bias;
     Ok(Config {
         family,
@@ -519,14 +587,14 @@ fn llama_config(
         decoder: None,
         architecture: Architecture {
             kind: ModelKind::Decoder,
-            positions: Positions::Rotary(rope),
+            positions: Positions::Rotary,
             norm: crate::model::weights::NormKind::Rms,
             norm_order: LayerNormOrder::Pre,
             norm_eps: c.rms_norm_eps,
             feed_forward: FeedForward::Gated {
                 activation: c.hidden_act,
             },
-            heads: crate::engine::ops::Heads {
+            heads: Heads {
                 query: heads,
                 key_value: kv_heads,
             },
@@ -542,52 +610,66 @@ fn llama_config(
                 LmHead::Separate
             },
             token_types: false,
-            sliding_window,
+            layers: reaches
+                .into_iter()
+                .map(|reach| Layer {
+                    reach,
+                    rotary: Some(rope),
+                })
+                .collect(),
         },
         eos_token_ids: c.eos_token_id.map(TokenIds::into_vec).unwrap_or_default(),
         bos_token_id: c.bos_token_id,
     })
 }
 
-/// The window a Llama-family model's sliding layers attend through, as HF's config classes read
-/// it: Mistral's `sliding_window` (4,096 where the key is absent) over every layer; Qwen2's where
-/// `use_sliding_window` is on and a layer slides (by `layer_types`, or from `max_window_layers`
-/// on); Llama has none. The engines refuse a text longer than the window, so that every layer
-/// attends as HF's does whichever of them slide.
-fn sliding_window(family: Family, c: &LlamaJson) -> std::result::Result<Option<usize>, String> {
+/// What each layer of a Llama-family model reaches, as HF's config classes read it: Mistral's
+/// `sliding_window` (4,096 where the key is absent; `null`: none) over every layer; Qwen2's
+/// over the layers that slide (by `layer_types`, or from `max_window_layers` on) where
+/// `use_sliding_window` is on; Llama's layers are all global.
+fn reaches(family: Family, c: &LlamaJson) -> std::result::Result<Vec<Reach>, String> {
+    let n = c.num_hidden_layers;
+    let sliding = |window: Option<usize>, slides: &dyn Fn(usize) -> bool| -> Vec<Reach> {
+        (0..n)
+            .map(|i| match window {
+                Some(w) if slides(i) => Reach::Sliding(w),
+                _ => Reach::Global,
+            })
+            .collect()
+    };
     match family {
-        Family::Mistral => Ok(c.sliding_window.unwrap_or(Some(4096))),
+        Family::Mistral => Ok(sliding(c.sliding_window.unwrap_or(Some(4096)), &|_| true)),
         Family::Qwen2 => {
             let window = c.sliding_window.flatten().filter(|_| c.use_sliding_window);
-            let slides = match &c.layer_types {
-                Some(types) => {
-                    if types.len() != c.num_hidden_layers {
-                        return Err(format!(
-                            "`layer_types` names {} layers, and `num_hidden_layers` is {}",
-                            types.len(),
-                            c.num_hidden_layers
-                        ));
-                    }
-                    let mut slides = false;
-                    for (i, t) in types.iter().enumerate() {
-                        match t.as_str() {
-                            "full_attention" => {}
-                            "sliding_attention" => slides = true,
-                            other => {
-                                return Err(format!(
-                                    "`layer_types[{i}]` {other:?} is not supported (only \
-                                     \"full_attention\" and \"sliding_attention\")"
-                                ))
-                            }
-                        }
-                    }
-                    slides
-                }
-                None => c.max_window_layers.unwrap_or(28) < c.num_hidden_layers,
+            let Some(types) = &c.layer_types else {
+                let from = c.max_window_layers.unwrap_or(28);
+                return Ok(sliding(window, &|i| i >= from));
             };
-            Ok(window.filter(|_| slides))
+            if types.len() != n {
+                return Err(format!(
+                    "`layer_types` names {} layers, and `num_hidden_layers` is {n}",
+                    types.len()
+                ));
+            }
+            for (i, t) in types.iter().enumerate() {
+                if !matches!(t.as_str(), "full_attention" | "sliding_attention") {
+                    return Err(format!(
+                        "`layer_types[{i}]` {t:?} is not supported (only \"full_attention\" and \
+                         \"sliding_attention\")"
+                    ));
+                }
+            }
+            Ok(sliding(window, &|i| types[i] == "sliding_attention"))
         }
-        _ => Ok(None),
+        _ => Ok(sliding(None, &|_| false)),
+    }
+}
+
+/// A window of 0 positions would hide every key, the query's own too.
+fn check_windows(reaches: &[Reach]) -> std::result::Result<(), String> {
+    match reaches.iter().find(|r| **r == Reach::Sliding(0)) {
+        Some(_) => Err("`sliding_window` 0 hides every key: it must be at least 1".into()),
+        None => Ok(()),
     }
 }
 
@@ -736,6 +818,7 @@ impl Config {
                         c.layer_norm_eps,
                         c.num_attention_heads,
                         c.hidden_size,
+                        c.num_hidden_layers,
                     ),
                     eos_token_ids: vec![],
                     bos_token_id: None,
@@ -769,6 +852,7 @@ impl Config {
                         1e-12,
                         c.n_heads,
                         c.dim,
+                        c.n_layers,
                     ),
                     eos_token_ids: vec![],
                     bos_token_id: None,
@@ -817,6 +901,7 @@ impl Config {
                         c.layer_norm_epsilon,
                         c.n_head,
                         c.n_embd,
+                        c.n_layer,
                     ),
                     eos_token_ids: c.eos_token_id.into_iter().collect(),
                     bos_token_id: None,
@@ -871,6 +956,7 @@ impl Config {
                         1e-5,
                         c.encoder_attention_heads,
                         c.d_model,
+                        c.encoder_layers,
                     ),
                     eos_token_ids: vec![c.eos_token_id],
                     bos_token_id: None,
@@ -1002,7 +1088,7 @@ impl Config {
                 return bad(format!("`{field}` must be positive"));
             }
             // rotary positions have no table: a longer text is refused when it is run
-            let rotary = matches!(self.architecture.positions, Positions::Rotary(_));
+            let rotary = matches!(self.architecture.positions, Positions::Rotary);
             if v > limit && !(rotary && name == "max_position_embeddings") {
                 return bad(format!("`{field}` {v} is over the limit of {limit}"));
             }
@@ -1096,7 +1182,7 @@ impl Config {
             self.num_attention_heads as u128,
             self.max_tokens() as u128,
         );
-        if matches!(self.architecture.positions, Positions::Rotary(_)) {
+        if matches!(self.architecture.positions, Positions::Rotary) {
             // a long context is the point of these models: a pass over more tokens than
             // `MAX_ATTENTION_VALUES` allows is refused when it is run, saying how many fit
             return Ok(());
@@ -1171,7 +1257,7 @@ impl Config {
     /// The longest text in tokens: the position table's rows, less RoBERTa's padding index and
     /// the row before it.
     pub fn max_tokens(&self) -> usize {
-        if let Positions::Rotary(_) = self.architecture.positions {
+        if let Positions::Rotary = self.architecture.positions {
             return self.max_position_embeddings.min(MAX_POSITIONS);
         }
         match (self.family, self.pad_token_id) {

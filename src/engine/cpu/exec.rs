@@ -11,8 +11,8 @@ use rayon::prelude::*;
 use super::attention::{heads_into, HeadArrays};
 use super::ops::{activate, gate, linear, norm, rotate};
 use crate::engine::ops::{
-    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Heads,
-    Ids, Kept, Ops, PassMasks, Stack,
+    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, AttentionSpec,
+    CacheSlot, Ids, Kept, Ops, PassMasks, Reach, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::{ModelInputs, TraceOptions};
@@ -469,7 +469,7 @@ impl Ops for CpuOps<'_> {
     fn attention(
         &mut self,
         id: AttentionId,
-        heads: Heads,
+        spec: AttentionSpec,
         q: &CpuX,
         k: &CpuX,
         v: &CpuX,
@@ -516,6 +516,16 @@ impl Ops for CpuOps<'_> {
                 found: mask.0.shape().to_vec(),
             });
         }
+        // a sliding layer's: the queries are the last `n_q` of the `n_k` positions
+        let windowed;
+        let mask = match spec.reach {
+            Reach::Global => mask,
+            Reach::Sliding(w) => {
+                windowed = mask.within_window(w, |_, i| n_k - n_q + i);
+                &windowed
+            }
+        };
+        let heads = spec.heads;
         let off = self.opts.head_mask.layer(id.layer, heads.query);
         let scale = self.opts.scale;
         let layer = id.layer;

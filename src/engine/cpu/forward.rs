@@ -57,7 +57,7 @@ fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions
     model.forward(&mut ops)?;
     let (mut groups, kept) = ops.finish()?;
     let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
-    let mut trace = Trace::assemble(attention, kept, opts, c.num_hidden_layers, mask)?;
+    let mut trace = Trace::assemble(attention, kept, opts, &c.architecture.layers, mask)?;
     trace.logits = model.logits(&trace.hidden);
     Ok(trace)
 }

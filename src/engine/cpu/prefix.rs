@@ -166,7 +166,13 @@ pub fn forward_reusing(
             }
         }
         let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
-        let mut trace = Trace::assemble(attention, values.clone(), opts, layers, mask)?;
+        let mut trace = Trace::assemble(
+            attention,
+            values.clone(),
+            opts,
+            &c.architecture.layers,
+            mask,
+        )?;
         trace.logits = model.logits(&trace.hidden);
         Ok((trace, values))
     })?;

@@ -11,7 +11,7 @@ use super::kernels::GpuParams;
 use super::plan::GpuKernels;
 use super::record::{GpuCache, Recorder, Recording};
 use crate::engine::cpu::exec::StackLayers;
-use crate::engine::ops::{AttentionId, AttentionKind, PassMasks};
+use crate::engine::ops::{AttentionId, AttentionKind, Ids, PassMasks, Stack};
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::translate::EncoderDecoder;
 use crate::engine::{check_input, ModelInputs, Trace, TraceOptions};
@@ -174,7 +174,7 @@ impl GpuEngine {
         let (mut groups, kept, mut timing) = pass;
         let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
         let reading = Instant::now();
-        let mut trace = Trace::assemble(attention, kept, opts, c.num_hidden_layers, mask)?;
+        let mut trace = Trace::assemble(attention, kept, opts, &c.architecture.layers, mask)?;
         trace.logits = model.logits(&trace.hidden);
         timing.readback_ms += reading.elapsed().as_secs_f64() * 1e3;
         // back to the pool only after a clean pass (a failed one may leave staging mapped)
@@ -269,6 +269,21 @@ impl GpuEngine {
                 });
             }
             q.write_buffer(&g.mask, 0, bytemuck::cast_slice(&mask.to_bits()));
+            if !g.windows.is_empty() {
+                // each query at its position: the stack's own (a decoder's of an encoder–decoder
+                // model: its targets')
+                let which = match (g.stack, &inputs.target) {
+                    (Stack::Decoder, Some(_)) => Ids::TargetPositions,
+                    _ => Ids::Positions,
+                };
+                let positions = inputs
+                    .ids(which)
+                    .ok_or_else(|| Error::Engine(format!("this pass has no {which:?}")))?;
+                for (w, buf) in &g.windows {
+                    let within = mask.within_window(*w, |b, i| positions[[b, i]] as usize);
+                    q.write_buffer(buf, 0, bytemuck::cast_slice(&within.to_bits()));
+                }
+            }
         }
         for (buf, data) in writes {
             q.write_buffer(buf, 0, bytemuck::cast_slice(data));

@@ -12,8 +12,8 @@ use super::kernels::GpuParams;
 use super::plan::{AddNorm as AddNormMode, AttentionLayout, Dispatch, GpuKernels, Plan, Rows};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::ops::{
-    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, CacheSlot, Heads,
-    Ids, Kept, Ops, Stack,
+    group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, AttentionSpec,
+    CacheSlot, Ids, Kept, Ops, Reach, Stack,
 };
 use crate::engine::TraceOptions;
 use crate::error::{Error, Result};
@@ -70,6 +70,8 @@ pub(super) struct GroupRead {
     pub shape: [usize; 3],
     /// The mask as bits, `(B, n_q, ⌈n_k/32⌉)` words.
     pub mask: wgpu::Buffer,
+    /// The mask within each window the stack's sliding layers attend through, the same shape.
+    pub windows: Vec<(usize, wgpu::Buffer)>,
     /// The layers of its stack.
     pub layers: usize,
     /// The reads of each layer's probabilities and scores, `(B, H, n_q, n_k)` each: none in a
@@ -98,6 +100,7 @@ struct Group {
     kind: AttentionKind,
     shape: [usize; 3],
     mask: wgpu::Buffer,
+    windows: Vec<(usize, wgpu::Buffer)>,
     probs: Vec<Option<wgpu::Buffer>>,
     scores: Vec<Option<wgpu::Buffer>>,
     /// In a pass that keeps the queries and keys: the one buffer every layer's probabilities
@@ -328,6 +331,7 @@ impl<'a> Recorder<'a> {
                 kind: g.kind,
                 shape: g.shape,
                 mask: g.mask,
+                windows: g.windows,
                 layers,
                 probs,
                 scores,
@@ -381,6 +385,7 @@ impl<'a> Recorder<'a> {
                 kind: id.kind,
                 shape,
                 mask,
+                windows: vec![],
                 probs: vec![None; layers],
                 scores: vec![None; layers],
                 own: None,
@@ -644,11 +649,12 @@ impl Ops for Recorder<'_> {
     fn attention(
         &mut self,
         id: AttentionId,
-        heads: Heads,
+        spec: AttentionSpec,
         q: &GpuX,
         k: &GpuX,
         v: &GpuX,
     ) -> Result<GpuX> {
+        let heads = spec.heads;
         heads.check(&format!("{id:?}"))?;
         let (h, kv) = (heads.query as u32, heads.key_value as u32);
         let b = self.batch as u32;
@@ -726,10 +732,23 @@ impl Ops for Recorder<'_> {
             .then(|| self.kernels.buffer(&format!("scores {label}"), floats, rw));
         let context = self.output(b * n_q, h * layout.d_v);
         let off = self.opts.head_mask.layer(layer, heads);
-        let mask = self
-            .group(id, [heads, n_q as usize, n_k as usize])?
-            .mask
-            .clone();
+        let shape = [heads, n_q as usize, n_k as usize];
+        let g = self.group(id, shape)?;
+        let mask = match spec.reach {
+            Reach::Global => g.mask.clone(),
+            // a sliding layer's mask: the host writes the stack's within the window
+            Reach::Sliding(w) => match g.windows.iter().find(|(at, _)| *at == w) {
+                Some((_, m)) => m.clone(),
+                None => {
+                    let words = g.mask.size() as usize / 4;
+                    let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+                    let label = format!("{:?} {:?} mask within {w}", id.stack, id.kind);
+                    let m = self.kernels.buffer(&label, words, input);
+                    self.group(id, shape)?.windows.push((w, m.clone()));
+                    m
+                }
+            },
+        };
         self.plan.attention(
             &layout,
             [&q.slot.buffer, &k.slot.buffer, &v.slot.buffer],

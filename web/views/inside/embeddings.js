@@ -37,8 +37,9 @@ function introOf(info, D) {
   const after = pre
     ? `${types ? `No ${norm} here` : `${info.name} has no token types, and no ${norm} here`}: it is pre-norm, so each layer norms its input itself and a final ${norm} norms the last layer's output.`
     : `${types ? '' : `${info?.name ?? 'This model'} has no token types; `}${norm} then ${rescales} each token's sum.`;
+  const thetas = [...new Set((arch?.layers ?? []).map((l) => l.rotary?.theta).filter((t) => t))];
   const rotary = positions.type === 'rotary'
-    ? ` No position is added here: rotary embeddings (RoPE, θ = ${positions.theta}) rotate each query and key inside every attention by its position, so a score depends on how far apart the two tokens are.`
+    ? ` No position is added here: rotary embeddings (RoPE, θ = ${thetas.join(' or ')}) rotate each query and key inside every attention by its position, so a score depends on how far apart the two tokens are.`
     : '';
   const offset = positions.type === 'learned' && positions.offset
     ? ` Positions count from ${positions.offset}, not 0: RoBERTa keeps the rows before it for its padding token (its pad id is ${positions.offset - 1}), so P[t] is row t + ${positions.offset} for the t-th token and padding takes row ${positions.offset - 1}.`

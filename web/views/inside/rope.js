@@ -1,8 +1,8 @@
 // Inside the layer, panel "rope" (a model with rotary positions): how RoPE turns the focused
 // head's query and key by their positions, with the engine's numbers. Each pair of dimensions
 // (i, i + d/2) of a head at position p turns by p·θᵢ, θᵢ = θ^(−2i/d) (rescaled by the config's
-// rope_type: linear, llama3, yarn; the engine's own θᵢ, `positions.inv_freq`, are the ones
-// drawn): the first pairs spin fast, the last barely move (a bar chart of the angles at the
+// rope_type: linear, llama3, yarn; the engine's own θᵢ, the focused layer's
+// `architecture.layers[l].rotary.inv_freq`, are the ones drawn): the first pairs spin fast, the last barely move (a bar chart of the angles at the
 // focused token; two dials with its real query pair before and after, engine: q, qRope). A score
 // then depends only on how far apart the two tokens are: the focused query against the key it
 // attends to most, moved to every distance (computed here from the engine's q and k with the
@@ -31,7 +31,7 @@ export function scoreByDistance(q, k, invFreq, n, scale = 1) {
   return out.map((v) => (scale * scale * v) / Math.sqrt(d));
 }
 
-/** What the config's rope_type does to the frequencies, in words (`rope`: the architecture's positions). */
+/** What the config's rope_type does to the frequencies, in words (`rope`: a layer's rotary). */
 export function scalingWords(rope) {
   switch (rope.rope_type) {
     case 'linear': return ` This model stretches its context by ${rope.factor} (rope_type linear): every θᵢ is divided by ${rope.factor}, so positions ${rope.factor} apart look as neighbours did in training.`;
@@ -51,8 +51,8 @@ export function render(target, run, opts) {
   const intro = begin(target, key);
   if (!intro) return;
   target.classList.add('rope-panel');
-  const arch = opts.modelInfo?.architecture, rope = arch?.positions;
-  if (rope?.type !== 'rotary') { intro.textContent = 'This model adds its positions to the embeddings: no rotation inside attention.'; return; }
+  const arch = opts.modelInfo?.architecture, rope = arch?.layers?.[opts.layer]?.rotary;
+  if (arch?.positions?.type !== 'rotary' || !rope) { intro.textContent = 'This model adds its positions to the embeddings: no rotation inside attention.'; return; }
   if (!trace || trace.layer !== opts.layer || !trace.names.includes('qRope')) { intro.textContent = `Layer ${opts.layer}'s rotated queries and keys are not in this run yet.`; return; }
   const { layer, head: h, item } = opts;
   const tokens = run.results[item].labels;
