@@ -64,7 +64,7 @@ impl Model {
         tokenizer_json: &[u8],
     ) -> Result<Self> {
         let file = |f: &str| file_name(name, f);
-        let config = Config::from_json(config_json, &file(CONFIG_FILE))?;
+        let config = crate::families::read_config(config_json, &file(CONFIG_FILE))?;
         let tensors = weights::Tensors::new(safetensors, &file(WEIGHTS_FILE))?;
         // the weights and the tokenizer are read side by side where there are threads; a
         // weights error comes first, as when they were read one after the other
@@ -191,19 +191,16 @@ impl Model {
     }
 
     /// Loads a GGUF file (a Llama-family model): its config from the metadata
-    /// ([`Config::from_gguf`]), its tokenizer and chat template from `tokenizer.ggml.*` and
+    /// ([`crate::families::read_gguf_config`]), its tokenizer and chat template from `tokenizer.ggml.*` and
     /// `tokenizer.chat_template` (as HF's `from_pretrained(…, gguf_file=…)` builds them), its
     /// matrices kept in their ggml types inside `file`, which the model then shares. `name`
     /// names the file in errors.
     pub fn from_gguf(name: &str, file: &WeightsFile) -> Result<Self> {
         let g = gguf::GgufFile::parse(file.bytes(), name)?;
-        let config = Config::from_gguf(&g)?;
+        let (family, config) = crate::families::read_gguf_config(&g)?;
         let shared: quant::SharedBytes = std::sync::Arc::new(file.clone());
         let (weights, tokenizer) = rayon::join(
-            || {
-                crate::families::llama::LlamaWeights::from_gguf(&g, &shared, &config)
-                    .map(|w| Weights::Llama(w.into()))
-            },
+            || (family.weights)(&g, &shared, &config),
             || -> Result<_> {
                 let mut t = gguf_tokenizer::GgufTokenizer::from_gguf(&g)?;
                 // its tree as it is: the vocabulary and merges held once more at most

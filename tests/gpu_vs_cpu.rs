@@ -235,7 +235,7 @@ fn every_layer_trace_and_the_hidden_states_of_every_family() {
             if let (Some(a), Some(b)) = (&ge.position, &ce.position) {
                 worst = worst.max(diff("position", a, b));
             }
-            let has_types = m.config.family.has_token_types();
+            let has_types = m.config.architecture.token_types;
             assert_eq!(ge.token_type.is_some(), has_types, "{what}: token types");
             assert_eq!(ce.token_type.is_some(), has_types, "{what}: token types");
             if let (Some(a), Some(b)) = (&ge.token_type, &ce.token_type) {

@@ -459,7 +459,7 @@ fn the_limits_admit_bert_large() {
         ("intermediate_size", "4096"),
         ("max_position_embeddings", "512"),
     ]);
-    let c = attnscope::model::Config::from_json(&config, "config.json").unwrap();
+    let c = attnscope::families::read_config(&config, "config.json").unwrap();
     assert!(c.parameter_count() > 300_000_000);
 }
 
@@ -635,7 +635,7 @@ fn gpt2_small_loads_and_a_pass_over_the_attention_limit_is_refused_by_its_tokens
     // GPT-2 small's config: 12 layers × 12 heads at 1024 positions (151M values at full length)
     let config = br#"{"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024,
         "n_embd": 768, "n_layer": 12, "n_head": 12, "activation_function": "gelu_new"}"#;
-    let c = attnscope::model::Config::from_json(config, "config.json").unwrap();
+    let c = attnscope::families::read_config(config, "config.json").unwrap();
     assert_eq!(c.parameter_count() / 1_000_000, 124);
     // one text of 965 tokens fits the limit on what a pass keeps; 966 do not, nor two of 700
     let run = |b: usize, t: usize| {

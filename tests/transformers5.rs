@@ -9,6 +9,7 @@
 
 use crate::common::*;
 use attnscope::engine::{cpu, generate, GenerateOptions, TraceOptions};
+use attnscope::families::read_config;
 use attnscope::model::config::{Config, Positions, Reach};
 use attnscope::model::rope::RopeScaling;
 use attnscope::{Mask, Model};
@@ -307,7 +308,7 @@ fn each_family_reads_its_windows_as_transformers_5_writes_them() {
     let read = |edit: &dyn Fn(&mut serde_json::Value)| {
         let mut c = qwen2.clone();
         edit(&mut c);
-        Config::from_json(c.to_string().as_bytes(), "config.json").map(|c| windows(&c))
+        read_config(c.to_string().as_bytes(), "config.json").map(|c| windows(&c))
     };
     // no layer slides, or the window is switched off: none
     let full = serde_json::json!(["full_attention", "full_attention"]);
@@ -340,7 +341,7 @@ fn each_family_reads_its_windows_as_transformers_5_writes_them() {
     // a Llama has no window, whatever its config says
     let mut llama = qwen2.clone();
     llama["model_type"] = "llama".into();
-    let c = Config::from_json(llama.to_string().as_bytes(), "config.json").unwrap();
+    let c = read_config(llama.to_string().as_bytes(), "config.json").unwrap();
     assert_eq!(windows(&c), [None, None]);
     // Mistral's default where the key is absent, none where it is null
     let mistral = |window: Option<serde_json::Value>| {
@@ -352,7 +353,7 @@ fn each_family_reads_its_windows_as_transformers_5_writes_them() {
                 c.as_object_mut().unwrap().remove("sliding_window");
             }
         }
-        windows(&Config::from_json(c.to_string().as_bytes(), "config.json").unwrap())
+        windows(&read_config(c.to_string().as_bytes(), "config.json").unwrap())
     };
     assert_eq!(mistral(None), [Some(4096), Some(4096)]);
     assert_eq!(mistral(Some(serde_json::Value::Null)), [None, None]);
@@ -365,7 +366,7 @@ fn a_rotation_that_cannot_be_honoured_is_refused_naming_its_key_and_value() {
     let refused = |edit: &dyn Fn(&mut serde_json::Value)| -> String {
         let mut c = yarn.clone();
         edit(&mut c);
-        Config::from_json(c.to_string().as_bytes(), "v5/config.json")
+        read_config(c.to_string().as_bytes(), "v5/config.json")
             .unwrap_err()
             .to_string()
     };
@@ -427,7 +428,7 @@ fn a_rotation_that_cannot_be_honoured_is_refused_naming_its_key_and_value() {
     both["rope_theta"] = 1e4.into();
     both["rope_scaling"] =
         serde_json::json!({"type": "yarn", "factor": 4, "original_max_position_embeddings": 16});
-    let c = Config::from_json(both.to_string().as_bytes(), "config.json").unwrap();
+    let c = read_config(both.to_string().as_bytes(), "config.json").unwrap();
     assert_eq!(
         c.architecture.positions,
         model("v5-llama-yarn").config.architecture.positions

@@ -17,8 +17,112 @@ use rayon::prelude::*;
 use crate::engine::ops::{AttentionId, AttentionSpec, Heads, Ids, Kept, LayerValue, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::Result;
+use crate::model::config::{global_layers, Activation, Architecture, Family, ModelKind, Positions};
 use crate::model::weights::{Linear, Norm, Table, Tensors};
-use crate::model::{Config, Encoded, Family, LayerNormOrder};
+use crate::model::{Config, Encoded, LayerNormOrder};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// BERT and RoBERTa (`bert`, or no `model_type`; `roberta`, `xlm-roberta`, `camembert`).
+pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
+    model_types: &["bert", "roberta", "xlm-roberta", "camembert"],
+    untyped: true,
+    config,
+    weights: |t, c| Ok(super::Weights::Bert(BertWeights::load(t, c)?.into())),
+    gguf: None,
+};
+
+/// The `model_type`s read as RoBERTa (BERT's layers, positions after the padding index).
+pub(super) const ROBERTA: [&str; 3] = ["roberta", "xlm-roberta", "camembert"];
+
+fn default_type_vocab_size() -> usize {
+    2
+}
+fn default_layer_norm_eps() -> f64 {
+    1e-12
+}
+fn default_position_embedding_type() -> String {
+    "absolute".into()
+}
+
+/// BERT's `config.json` (and RoBERTa's, the same fields), with HF's field names.
+#[derive(Debug, Clone, Deserialize)]
+struct BertJson {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    hidden_act: Activation,
+    max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab_size")]
+    type_vocab_size: usize,
+    #[serde(default = "default_layer_norm_eps")]
+    layer_norm_eps: f64,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    #[serde(default = "default_position_embedding_type")]
+    position_embedding_type: String,
+    /// Not an HF field: `"post"` (default, BERT) or `"pre"` (pre-LN encoder layers).
+    #[serde(default)]
+    layer_norm_order: LayerNormOrder,
+    #[serde(default)]
+    id2label: Option<BTreeMap<String, String>>,
+}
+
+/// BERT's config (or RoBERTa's, where `model_type` is one of [`ROBERTA`]).
+pub(super) fn config(
+    json: serde_json::Value,
+    model_type: Option<&str>,
+) -> std::result::Result<Config, String> {
+    let c: BertJson = serde_json::from_value(json).map_err(|e| e.to_string())?;
+    if c.position_embedding_type != "absolute" {
+        return Err(format!(
+            "`position_embedding_type` {:?} is not supported (only \"absolute\")",
+            c.position_embedding_type
+        ));
+    }
+    let roberta = model_type.is_some_and(|t| ROBERTA.contains(&t));
+    // RoBERTa's positions start after its padding index
+    let offset = match (roberta, c.pad_token_id) {
+        (true, Some(pad)) => pad as usize + 1,
+        _ => 0,
+    };
+    Ok(Config {
+        family: Family {
+            name: if roberta { "roberta" } else { "bert" },
+            renamed: &[],
+        },
+        model_type: model_type.map(str::to_owned),
+        vocab_size: c.vocab_size,
+        hidden_size: c.hidden_size,
+        num_hidden_layers: c.num_hidden_layers,
+        num_attention_heads: c.num_attention_heads,
+        intermediate_size: c.intermediate_size,
+        hidden_act: c.hidden_act,
+        max_position_embeddings: c.max_position_embeddings,
+        type_vocab_size: c.type_vocab_size,
+        layer_norm_eps: c.layer_norm_eps,
+        pad_token_id: c.pad_token_id,
+        layer_norm_order: c.layer_norm_order,
+        id2label: c.id2label,
+        decoder: None,
+        architecture: Architecture::classic(
+            true,
+            ModelKind::Encoder,
+            Positions::Learned { offset },
+            c.hidden_act,
+            c.layer_norm_order,
+            c.layer_norm_eps,
+            c.num_attention_heads,
+            c.hidden_size,
+            global_layers(c.num_hidden_layers, "num_hidden_layers")?,
+        ),
+        eos_token_ids: vec![],
+        bos_token_id: None,
+        parameters: Config::classic_parameters,
+    })
+}
 
 /// Token + position + token-type embeddings, then LayerNorm.
 ///
@@ -194,8 +298,11 @@ impl BertWeights {
     /// # Shapes
     /// * `input`: `(B, T)` → each `(B, T)`
     pub fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
-        let positions = match (c.family, c.pad_token_id) {
-            (Family::Roberta, Some(pad)) => roberta_positions(input, pad),
+        // RoBERTa's positions start after its padding index
+        let positions = match c.architecture.positions {
+            Positions::Learned { offset } if offset > 0 => {
+                roberta_positions(input, offset as u32 - 1)
+            }
             _ => positions_from_zero(input),
         };
         ModelInputs {

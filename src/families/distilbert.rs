@@ -14,8 +14,95 @@ use rayon::prelude::*;
 use super::bert::{encoder, AttentionWeights, Embeddings, LayerWeights};
 use crate::engine::ops::Ops;
 use crate::error::Result;
+use crate::model::config::{
+    global_layers, Activation, Architecture, Family, LayerNormOrder, ModelKind, Positions,
+};
 use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+fn default_distilbert_activation() -> Activation {
+    Activation::Gelu
+}
+
+/// DistilBERT (`distilbert`).
+pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
+    model_types: &["distilbert"],
+    untyped: false,
+    config,
+    weights: |t, c| {
+        Ok(super::Weights::DistilBert(
+            DistilBertWeights::load(t, c)?.into(),
+        ))
+    },
+    gguf: None,
+};
+
+/// DistilBERT's `config.json`.
+#[derive(Debug, Clone, Deserialize)]
+struct DistilBertJson {
+    vocab_size: usize,
+    dim: usize,
+    n_layers: usize,
+    n_heads: usize,
+    hidden_dim: usize,
+    #[serde(default = "default_distilbert_activation")]
+    activation: Activation,
+    max_position_embeddings: usize,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    #[serde(default)]
+    id2label: Option<BTreeMap<String, String>>,
+}
+
+/// DistilBERT's config.
+pub(super) fn config(
+    json: serde_json::Value,
+    model_type: Option<&str>,
+) -> std::result::Result<Config, String> {
+    let c: DistilBertJson = serde_json::from_value(json).map_err(|e| e.to_string())?;
+    Ok(Config {
+        family: Family {
+            name: "distilbert",
+            renamed: &[
+                ("hidden_size", "dim"),
+                ("num_hidden_layers", "n_layers"),
+                ("num_attention_heads", "n_heads"),
+                ("intermediate_size", "hidden_dim"),
+            ],
+        },
+        model_type: model_type.map(str::to_owned),
+        vocab_size: c.vocab_size,
+        hidden_size: c.dim,
+        num_hidden_layers: c.n_layers,
+        num_attention_heads: c.n_heads,
+        intermediate_size: c.hidden_dim,
+        hidden_act: c.activation,
+        max_position_embeddings: c.max_position_embeddings,
+        type_vocab_size: 0,
+        // HF's DistilBERT builds every LayerNorm with eps 1e-12
+        layer_norm_eps: 1e-12,
+        pad_token_id: c.pad_token_id,
+        layer_norm_order: LayerNormOrder::Post,
+        id2label: c.id2label,
+        decoder: None,
+        architecture: Architecture::classic(
+            false,
+            ModelKind::Encoder,
+            Positions::Learned { offset: 0 },
+            c.activation,
+            LayerNormOrder::Post,
+            1e-12,
+            c.n_heads,
+            c.dim,
+            global_layers(c.n_layers, "n_layers")?,
+        ),
+        eos_token_ids: vec![],
+        bos_token_id: None,
+        parameters: Config::classic_parameters,
+    })
+}
 
 /// The key every DistilBERT checkpoint holds, under its model prefix (`distilbert.` in
 /// `DistilBertForSequenceClassification`, none in `DistilBertModel`).

@@ -17,8 +17,121 @@ use crate::engine::ops::{
     AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, LayerValue, Ops, Stack,
 };
 use crate::error::Result;
+use crate::model::config::{
+    default_true, global_layers, Activation, Architecture, Family, LayerNormOrder, ModelKind,
+    Positions,
+};
 use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// GPT-2 (`gpt2`).
+pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
+    model_types: &["gpt2"],
+    untyped: false,
+    config,
+    weights: |t, c| Ok(super::Weights::Gpt2(Gpt2Weights::load(t, c)?.into())),
+    gguf: None,
+};
+
+fn default_gpt2_activation() -> Activation {
+    Activation::GeluTanh
+}
+fn default_gpt2_eps() -> f64 {
+    1e-5
+}
+
+/// GPT-2's `config.json`.
+#[derive(Debug, Clone, Deserialize)]
+struct Gpt2Json {
+    vocab_size: usize,
+    n_positions: usize,
+    n_embd: usize,
+    n_layer: usize,
+    n_head: usize,
+    #[serde(default)]
+    n_inner: Option<usize>,
+    #[serde(default = "default_gpt2_activation")]
+    activation_function: Activation,
+    #[serde(default = "default_gpt2_eps")]
+    layer_norm_epsilon: f64,
+    #[serde(default)]
+    eos_token_id: Option<u32>,
+    #[serde(default = "default_true")]
+    scale_attn_weights: bool,
+    #[serde(default)]
+    scale_attn_by_inverse_layer_idx: bool,
+    #[serde(default)]
+    reorder_and_upcast_attn: bool,
+    #[serde(default)]
+    id2label: Option<BTreeMap<String, String>>,
+}
+
+/// GPT-2's config.
+pub(super) fn config(
+    json: serde_json::Value,
+    model_type: Option<&str>,
+) -> std::result::Result<Config, String> {
+    let c: Gpt2Json = serde_json::from_value(json).map_err(|e| e.to_string())?;
+    for (name, on) in [
+        (
+            "scale_attn_by_inverse_layer_idx",
+            c.scale_attn_by_inverse_layer_idx,
+        ),
+        ("reorder_and_upcast_attn", c.reorder_and_upcast_attn),
+    ] {
+        if on {
+            return Err(format!("`{name}` is not supported (only false)"));
+        }
+    }
+    if !c.scale_attn_weights {
+        return Err(
+            "`scale_attn_weights` false is not supported (the scores are divided by √d_k)".into(),
+        );
+    }
+    Ok(Config {
+        family: Family {
+            name: "gpt2",
+            renamed: &[
+                ("hidden_size", "n_embd"),
+                ("num_hidden_layers", "n_layer"),
+                ("num_attention_heads", "n_head"),
+                ("intermediate_size", "n_inner"),
+                ("max_position_embeddings", "n_positions"),
+                ("layer_norm_eps", "layer_norm_epsilon"),
+            ],
+        },
+        model_type: model_type.map(str::to_owned),
+        vocab_size: c.vocab_size,
+        hidden_size: c.n_embd,
+        num_hidden_layers: c.n_layer,
+        num_attention_heads: c.n_head,
+        intermediate_size: c.n_inner.unwrap_or(4 * c.n_embd),
+        hidden_act: c.activation_function,
+        max_position_embeddings: c.n_positions,
+        type_vocab_size: 0,
+        layer_norm_eps: c.layer_norm_epsilon,
+        pad_token_id: c.eos_token_id,
+        layer_norm_order: LayerNormOrder::Pre,
+        id2label: c.id2label,
+        decoder: None,
+        architecture: Architecture::classic(
+            false,
+            ModelKind::Decoder,
+            Positions::Learned { offset: 0 },
+            c.activation_function,
+            LayerNormOrder::Pre,
+            c.layer_norm_epsilon,
+            c.n_head,
+            c.n_embd,
+            global_layers(c.n_layer, "n_layer")?,
+        ),
+        eos_token_ids: c.eos_token_id.into_iter().collect(),
+        bos_token_id: None,
+        parameters: Config::classic_parameters,
+    })
+}
 
 /// The key every GPT-2 checkpoint holds, under its model prefix (`transformer.` in
 /// `GPT2LMHeadModel`, none in `GPT2Model` and the original `gpt2` files).

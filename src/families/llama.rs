@@ -21,12 +21,412 @@ use crate::engine::ops::{
 use crate::error::{Error, Result};
 use ndarray::Array1;
 
-use crate::model::config::{FeedForward, LmHead};
-use crate::model::gguf::GgufFile;
+use crate::model::config::{
+    stack_of, Activation, Architecture, Biases, Family, FeedForward, Heads, Layer as LayerArch,
+    LayerNormOrder, LmHead, ModelKind, Positions, Reach,
+};
+use crate::model::gguf::{self, GgufFile};
+use crate::model::limits::MAX_HIDDEN_SIZE;
 use crate::model::quant::{QuantMatrix, SharedBytes};
-use crate::model::rope::Rotary;
+use crate::model::rope::{RopeJson, Rotary};
 use crate::model::weights::{Linear, Norm, Table, Tensors};
-use crate::model::{Config, Family};
+use crate::model::Config;
+use serde::Deserialize;
+
+/// Llama, Mistral and Qwen2 (`llama`, `mistral`, `qwen2`), from safetensors or GGUF.
+pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
+    model_types: &Variant::NAMES,
+    untyped: false,
+    config,
+    weights: |t, c| Ok(super::Weights::Llama(LlamaWeights::load(t, c)?.into())),
+    gguf: Some(super::GgufFamily {
+        architectures: &Variant::NAMES,
+        config: gguf_config,
+        weights: |g, bytes, c| {
+            Ok(super::Weights::Llama(
+                LlamaWeights::from_gguf(g, bytes, c)?.into(),
+            ))
+        },
+    }),
+};
+
+/// The family's three `model_type`s (and GGUF architectures): Llama's layers, Mistral's with a
+/// window over every layer, Qwen2's with biases on Q, K and V and a window on some layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Llama,
+    Mistral,
+    Qwen2,
+}
+
+impl Variant {
+    /// Its names: `config.json`'s `model_type`, a GGUF file's `general.architecture`.
+    pub(super) const NAMES: [&str; 3] = ["llama", "mistral", "qwen2"];
+
+    fn of(name: &str) -> Option<Self> {
+        match name {
+            "llama" => Some(Self::Llama),
+            "mistral" => Some(Self::Mistral),
+            "qwen2" => Some(Self::Qwen2),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Mistral => "mistral",
+            Self::Qwen2 => "qwen2",
+        }
+    }
+}
+
+/// A Llama, Mistral or Qwen2 `config.json`.
+pub(super) fn config(
+    json: serde_json::Value,
+    model_type: Option<&str>,
+) -> std::result::Result<Config, String> {
+    let variant = model_type
+        .and_then(Variant::of)
+        .ok_or_else(|| format!("model_type {model_type:?} is not a Llama-family model's"))?;
+    let c: LlamaJson = serde_json::from_value(json).map_err(|e| e.to_string())?;
+    llama_config(variant, model_type.map(str::to_owned), c)
+}
+
+fn default_rms_norm_eps() -> f64 {
+    1e-6
+}
+fn default_silu() -> Activation {
+    Activation::Silu
+}
+
+/// One token id or several (`eos_token_id` is a list in some configs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum TokenIds {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl TokenIds {
+    fn into_vec(self) -> Vec<u32> {
+        match self {
+            Self::One(id) => vec![id],
+            Self::Many(ids) => ids,
+        }
+    }
+}
+
+/// The `config.json` of Llama, Mistral and Qwen2 (`LlamaConfig`, `MistralConfig`,
+/// `Qwen2Config`), with HF's field names.
+#[derive(Debug, Clone, Deserialize)]
+struct LlamaJson {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    #[serde(default)]
+    num_key_value_heads: Option<usize>,
+    #[serde(default)]
+    head_dim: Option<usize>,
+    #[serde(default = "default_silu")]
+    hidden_act: Activation,
+    max_position_embeddings: usize,
+    #[serde(default = "default_rms_norm_eps")]
+    rms_norm_eps: f64,
+    /// `rope_parameters`, or the older `rope_theta` and `rope_scaling`.
+    #[serde(flatten)]
+    rope: RopeJson,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    #[serde(default)]
+    attention_bias: bool,
+    #[serde(default)]
+    mlp_bias: bool,
+    #[serde(default)]
+    bos_token_id: Option<u32>,
+    #[serde(default)]
+    eos_token_id: Option<TokenIds>,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+    /// `null` (no window) told apart from a config without the key (Mistral's default window).
+    #[serde(default, deserialize_with = "given")]
+    sliding_window: Option<Option<usize>>,
+    /// Qwen2's switch for its window (off: no layer slides).
+    #[serde(default)]
+    use_sliding_window: bool,
+    /// Qwen2's layers from this one on slide, where `layer_types` is not given (HF's default: 28).
+    #[serde(default)]
+    max_window_layers: Option<usize>,
+    /// Qwen2's `"full_attention"` or `"sliding_attention"` per layer (transformers 5 writes it).
+    #[serde(default)]
+    layer_types: Option<Vec<String>>,
+}
+
+/// A key's value, `null` included: `Some(None)` for a `null`, where the key's absence (serde's
+/// default) is `None`.
+fn given<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// A Llama, Mistral or Qwen2 config: the fields the engines read, or why it cannot run.
+fn llama_config(
+    variant: Variant,
+    model_type: Option<String>,
+    c: LlamaJson,
+) -> std::result::Result<Config, String> {
+    let heads = c.num_attention_heads;
+    let kv_heads = c.num_key_value_heads.unwrap_or(heads);
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads.max(1)) {
+        return Err(format!(
+            "`num_attention_heads` {heads} is not a multiple of `num_key_value_heads` {kv_heads}"
+        ));
+    }
+    let head_dim = c.head_dim.unwrap_or(c.hidden_size / heads.max(1));
+    if head_dim == 0 || !head_dim.is_multiple_of(2) || head_dim > MAX_HIDDEN_SIZE {
+        return Err(format!(
+            "the head size {head_dim} (`head_dim`, or `hidden_size` / `num_attention_heads`) must be \
+             even and positive for rotary positions, and at most {}",
+            MAX_HIDDEN_SIZE
+        ));
+    }
+    let rope = c.rope.rotary(head_dim, c.max_position_embeddings)?;
+    let layers = {
+        let (window, slides) = windows(variant, &c)?;
+        stack_of(c.num_hidden_layers, "num_hidden_layers", |i| LayerArch {
+            reach: match window {
+                Some(w) if slides.slides(i) => Reach::Sliding(w),
+                _ => Reach::Global,
+            },
+            rotary: Some(rope),
+        })?
+    };
+    check_windows(&layers)?;
+    let qkv_bias = variant == Variant::Qwen2 || c.attention_bias;
+    Ok(Config {
+        family: Family {
+            name: variant.name(),
+            renamed: &[("layer_norm_eps", "rms_norm_eps")],
+        },
+        model_type,
+        vocab_size: c.vocab_size,
+        hidden_size: c.hidden_size,
+        num_hidden_layers: c.num_hidden_layers,
+        num_attention_heads: heads,
+        intermediate_size: c.intermediate_size,
+        hidden_act: c.hidden_act,
+        max_position_embeddings: c.max_position_embeddings,
+        type_vocab_size: 0,
+        layer_norm_eps: c.rms_norm_eps,
+        pad_token_id: c.pad_token_id,
+        layer_norm_order: LayerNormOrder::Pre,
+        id2label: None,
+        decoder: None,
+        architecture: Architecture {
+            kind: ModelKind::Decoder,
+            positions: Positions::Rotary,
+            norm: crate::model::weights::NormKind::Rms,
+            norm_order: LayerNormOrder::Pre,
+            norm_eps: c.rms_norm_eps,
+            feed_forward: FeedForward::Gated {
+                activation: c.hidden_act,
+            },
+            heads: Heads {
+                query: heads,
+                key_value: kv_heads,
+            },
+            head_dim,
+            biases: Biases {
+                qkv: qkv_bias,
+                output: c.attention_bias,
+                feed_forward: c.mlp_bias,
+            },
+            lm_head: if c.tie_word_embeddings {
+                LmHead::Tied
+            } else {
+                LmHead::Separate
+            },
+            token_types: false,
+            layers,
+        },
+        eos_token_ids: c.eos_token_id.map(TokenIds::into_vec).unwrap_or_default(),
+        bos_token_id: c.bos_token_id,
+        parameters,
+    })
+}
+
+/// The parameters of a Llama-family model: the token embeddings (and an LM head of its own),
+/// each layer's projections (Q of `H·d`, K and V of `H_kv·d`, with the biases it has), the
+/// gated feed-forward's three matrices, its two RMSNorms, and the final norm.
+fn parameters(c: &Config) -> u128 {
+    let a = &c.architecture;
+    let (v, d, i) = (
+        c.vocab_size as u128,
+        c.hidden_size as u128,
+        c.intermediate_size as u128,
+    );
+    let (q, kv) = (
+        (a.heads.query * a.head_dim) as u128,
+        (a.heads.key_value * a.head_dim) as u128,
+    );
+    let bias = |on: bool, n: u128| if on { n } else { 0 };
+    let layer = d * q
+        + 2 * d * kv
+        + bias(a.biases.qkv, q + 2 * kv)
+        + q * d
+        + bias(a.biases.output, d)
+        + 3 * d * i
+        + bias(a.biases.feed_forward, 2 * i + d)
+        + 2 * d;
+    let head = if a.lm_head == LmHead::Separate {
+        v * d
+    } else {
+        0
+    };
+    v * d + head + c.num_hidden_layers as u128 * layer + d
+}
+
+/// Which of a Llama-family model's layers slide.
+enum Slides<'a> {
+    Every,
+    /// Qwen2's layers from this one on (`max_window_layers`).
+    From(usize),
+    /// Qwen2's `layer_types`: those of `"sliding_attention"`.
+    Types(&'a [String]),
+}
+
+impl Slides<'_> {
+    fn slides(&self, i: usize) -> bool {
+        match self {
+            Self::Every => true,
+            Self::From(from) => i >= *from,
+            Self::Types(types) => types[i] == "sliding_attention",
+        }
+    }
+}
+
+/// The window a Llama-family model's sliding layers attend through, and which layers slide, as
+/// HF's config classes read them: Mistral's `sliding_window` (4,096 where the key is absent;
+/// `null`: none) over every layer; Qwen2's over the layers that slide (by `layer_types`, or from
+/// `max_window_layers` on) where `use_sliding_window` is on; Llama none.
+fn windows(
+    variant: Variant,
+    c: &LlamaJson,
+) -> std::result::Result<(Option<usize>, Slides<'_>), String> {
+    match variant {
+        Variant::Mistral => Ok((c.sliding_window.unwrap_or(Some(4096)), Slides::Every)),
+        Variant::Qwen2 => {
+            let window = c.sliding_window.flatten().filter(|_| c.use_sliding_window);
+            let Some(types) = &c.layer_types else {
+                return Ok((window, Slides::From(c.max_window_layers.unwrap_or(28))));
+            };
+            if types.len() != c.num_hidden_layers {
+                return Err(format!(
+                    "`layer_types` names {} layers, and `num_hidden_layers` is {}",
+                    types.len(),
+                    c.num_hidden_layers
+                ));
+            }
+            for (i, t) in types.iter().enumerate() {
+                if !matches!(t.as_str(), "full_attention" | "sliding_attention") {
+                    return Err(format!(
+                        "`layer_types[{i}]` {t:?} is not supported (only \"full_attention\" and \
+                         \"sliding_attention\")"
+                    ));
+                }
+            }
+            Ok((window, Slides::Types(types)))
+        }
+        Variant::Llama => Ok((None, Slides::Every)),
+    }
+}
+
+/// A window of 0 positions would hide every key, the query's own too.
+fn check_windows(layers: &[LayerArch]) -> std::result::Result<(), String> {
+    match layers.iter().find(|l| l.reach == Reach::Sliding(0)) {
+        Some(_) => Err("`sliding_window` 0 hides every key: it must be at least 1".into()),
+        None => Ok(()),
+    }
+}
+
+/// A Llama-family model's config from a GGUF file's metadata (`general.architecture` and its
+/// `{arch}.*` keys, as llama.cpp's converter writes them), read as HF's GGUF loader reads it:
+/// the head size from `{arch}.rope.dimension_count` (or `attention.key_length`), the vocabulary
+/// from `tokenizer.ggml.tokens`, the LM head tied when the file has no `output.weight`, Q/K/V
+/// biases when it has `blk.0.attn_q.bias`.
+pub(super) fn gguf_config(g: &GgufFile) -> Result<Config> {
+    let bad = |msg: String| Error::Config {
+        file: g.file.clone(),
+        msg,
+    };
+    let arch = g.get_str("general.architecture")?;
+    let variant = Variant::of(arch).ok_or_else(|| {
+        bad(format!(
+            "general.architecture {arch:?} is not a Llama-family model's"
+        ))
+    })?;
+    let key = |k: &str| format!("{arch}.{k}");
+    let optional_u32 = |k: &str| -> Result<Option<u32>> {
+        match g.get(&key(k)) {
+            Some(_) => g.get_u32(&key(k)).map(Some),
+            None => Ok(None),
+        }
+    };
+    if let Some(scaling) = g.get(&key("rope.scaling.type")) {
+        if !matches!(scaling, gguf::Value::String(s) if s == "none") {
+            return Err(bad(format!(
+                "`{}` {scaling:?} is not supported (only none)",
+                key("rope.scaling.type")
+            )));
+        }
+    }
+    let vocab = match g.get("tokenizer.ggml.tokens") {
+        Some(_) => g.get_str_array("tokenizer.ggml.tokens")?.len(),
+        None => g.get_u32(&key("vocab_size"))? as usize,
+    };
+    let token_id = |k: &str| -> Result<Option<u32>> {
+        match g.get(k) {
+            Some(_) => g.get_u32(k).map(Some),
+            None => Ok(None),
+        }
+    };
+    let heads = g.get_u32(&key("attention.head_count"))?;
+    let head_dim = match optional_u32("rope.dimension_count")? {
+        Some(d) => Some(d),
+        None => optional_u32("attention.key_length")?,
+    };
+    let eps = g.get_f32(&key("attention.layer_norm_rms_epsilon"))?;
+    let theta = match g.get(&key("rope.freq_base")) {
+        Some(_) => g.get_f32(&key("rope.freq_base"))?,
+        None => 10000.0,
+    };
+    let json = serde_json::json!({
+        "vocab_size": vocab,
+        "hidden_size": g.get_u32(&key("embedding_length"))?,
+        "intermediate_size": g.get_u32(&key("feed_forward_length"))?,
+        "num_hidden_layers": g.get_u32(&key("block_count"))?,
+        "num_attention_heads": heads,
+        "num_key_value_heads": optional_u32("attention.head_count_kv")?.unwrap_or(heads),
+        "head_dim": head_dim,
+        "max_position_embeddings": g.get_u32(&key("context_length"))?,
+        // f32 in the file: read as the f64 HF's loader makes of it
+        "rms_norm_eps": eps as f64,
+        "rope_theta": theta as f64,
+        "tie_word_embeddings": g.tensor("output.weight").is_none(),
+        "attention_bias": g.tensor("blk.0.attn_q.bias").is_some(),
+        "bos_token_id": token_id("tokenizer.ggml.bos_token_id")?,
+        "eos_token_id": token_id("tokenizer.ggml.eos_token_id")?,
+        "pad_token_id": token_id("tokenizer.ggml.padding_token_id")?,
+        "sliding_window": optional_u32("attention.sliding_window")?,
+    });
+    let c: LlamaJson = serde_json::from_value(json).map_err(|e| bad(e.to_string()))?;
+    let config = llama_config(variant, Some(arch.to_owned()), c).map_err(bad)?;
+    config.validate(&g.file)?;
+    Ok(config)
+}
 
 /// The key every checkpoint of the family holds, under its model prefix (`model.` in
 /// `LlamaForCausalLM`, none in `LlamaModel`).
@@ -294,7 +694,7 @@ impl LlamaWeights {
         let b = a.biases;
         // llama.cpp turns Llama's (and Mistral's) pairs `(2j, 2j+1)`, so its converter
         // interleaves their Q and K rows; Qwen2's it turns as HF does, and leaves alone
-        let permuted = matches!(c.family, Family::Llama | Family::Mistral);
+        let permuted = Variant::of(c.family.name()) != Some(Variant::Qwen2);
         let layer = |i: usize| -> Result<Layer> {
             let k = |name: &str| gguf_keys::layer(i, name);
             let (mut wq, mut wk) = (

@@ -25,8 +25,146 @@ use crate::engine::ops::{
     AddNorm, AttentionId, AttentionSpec, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
 };
 use crate::error::{Error, Result};
+use crate::model::config::{
+    classic_layer, default_true, global_layers, Activation, Architecture, DecoderConfig, Family,
+    Focus, LayerNormOrder, ModelKind, Positions,
+};
 use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
+use serde::Deserialize;
+
+/// Marian (`marian`).
+pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
+    model_types: &["marian"],
+    untyped: false,
+    config,
+    weights: |t, c| Ok(super::Weights::Marian(MarianWeights::load(t, c)?.into())),
+    gguf: None,
+};
+
+/// `MarianConfig`'s default (opus-mt configs name theirs: `swish`).
+fn default_marian_activation() -> Activation {
+    Activation::Gelu
+}
+
+/// Marian's `config.json` (`MarianConfig`).
+#[derive(Debug, Clone, Deserialize)]
+struct MarianJson {
+    vocab_size: usize,
+    #[serde(default)]
+    decoder_vocab_size: Option<usize>,
+    d_model: usize,
+    encoder_layers: usize,
+    decoder_layers: usize,
+    encoder_attention_heads: usize,
+    decoder_attention_heads: usize,
+    encoder_ffn_dim: usize,
+    decoder_ffn_dim: usize,
+    #[serde(default = "default_marian_activation")]
+    activation_function: Activation,
+    max_position_embeddings: usize,
+    #[serde(default)]
+    scale_embedding: bool,
+    pad_token_id: u32,
+    eos_token_id: u32,
+    #[serde(default)]
+    decoder_start_token_id: Option<u32>,
+    #[serde(default)]
+    forced_eos_token_id: Option<u32>,
+    #[serde(default = "default_true")]
+    share_encoder_decoder_embeddings: bool,
+    /// Not an HF field: the cross-attention head a training found most readable
+    /// (`tools/train_dates.py`), where the page opens.
+    #[serde(default)]
+    attnscope_focus: Option<Focus>,
+}
+
+/// Marian's config: the encoder's sizes under BERT's names, the decoder's in a
+/// [`DecoderConfig`].
+pub(super) fn config(
+    json: serde_json::Value,
+    model_type: Option<&str>,
+) -> std::result::Result<Config, String> {
+    let c: MarianJson = serde_json::from_value(json).map_err(|e| e.to_string())?;
+    if let Some(v) = c.decoder_vocab_size.filter(|&v| v != c.vocab_size) {
+        return Err(format!(
+            "`decoder_vocab_size` {v} differs from `vocab_size` {}: a separate target \
+             vocabulary is not supported",
+            c.vocab_size
+        ));
+    }
+    Ok(Config {
+        family: Family {
+            name: "marian",
+            // the encoder's sizes (the decoder's are checked under their own names)
+            renamed: &[
+                ("hidden_size", "d_model"),
+                ("num_hidden_layers", "encoder_layers"),
+                ("num_attention_heads", "encoder_attention_heads"),
+                ("intermediate_size", "encoder_ffn_dim"),
+            ],
+        },
+        model_type: model_type.map(str::to_owned),
+        vocab_size: c.vocab_size,
+        hidden_size: c.d_model,
+        num_hidden_layers: c.encoder_layers,
+        num_attention_heads: c.encoder_attention_heads,
+        intermediate_size: c.encoder_ffn_dim,
+        hidden_act: c.activation_function,
+        max_position_embeddings: c.max_position_embeddings,
+        type_vocab_size: 0,
+        // HF's Marian builds every LayerNorm with PyTorch's default eps
+        layer_norm_eps: 1e-5,
+        pad_token_id: Some(c.pad_token_id),
+        layer_norm_order: LayerNormOrder::Post,
+        id2label: None,
+        decoder: Some(DecoderConfig {
+            layers: c.decoder_layers,
+            heads: c.decoder_attention_heads,
+            ffn_dim: c.decoder_ffn_dim,
+            start_token_id: c.decoder_start_token_id.unwrap_or(c.pad_token_id),
+            eos_token_id: c.eos_token_id,
+            forced_eos_token_id: c.forced_eos_token_id,
+            embed_scale: if c.scale_embedding {
+                (c.d_model as f32).sqrt()
+            } else {
+                1.0
+            },
+            shared_embeddings: c.share_encoder_decoder_embeddings,
+            focus: c.attnscope_focus,
+        }),
+        architecture: Architecture::classic(
+            false,
+            ModelKind::EncoderDecoder,
+            Positions::Sinusoidal,
+            c.activation_function,
+            LayerNormOrder::Post,
+            1e-5,
+            c.encoder_attention_heads,
+            c.d_model,
+            global_layers(c.encoder_layers, "encoder_layers")?,
+        ),
+        eos_token_ids: vec![c.eos_token_id],
+        bos_token_id: None,
+        parameters,
+    })
+}
+
+/// Marian's parameters: one table of token embeddings (its positions computed), the logits'
+/// bias, the encoder's classic layers, and decoder layers with a cross-attention and its
+/// LayerNorm more.
+fn parameters(c: &Config) -> u128 {
+    let (v, d, i) = (
+        c.vocab_size as u128,
+        c.hidden_size as u128,
+        c.intermediate_size as u128,
+    );
+    let decoder = c.decoder.as_ref().map_or(0, |dec| {
+        let f = dec.ffn_dim as u128;
+        dec.layers as u128 * (8 * (d * d + d) + 3 * 2 * d + (d * f + f) + (f * d + d))
+    });
+    v * d + v + c.num_hidden_layers as u128 * classic_layer(d, i) + decoder
+}
 
 /// The key every Marian checkpoint holds, under its model prefix (`model.` in
 /// `MarianMTModel`, none in `MarianModel`).

@@ -1,10 +1,11 @@
-//! Model families, each written once: its weights found by its own HF key names and its forward
-//! pass over the engines' operations ([`Ops`]), which the CPU engine computes and the GPU engine
-//! records. Its config is read by [`Config::from_json`] from its own field names.
+//! Model families, each written once in its own module: its config read from its own field
+//! names, its weights found by its own HF key names (and a GGUF file's, where it reads them),
+//! and its forward pass over the engines' operations ([`Ops`]), which the CPU engine computes
+//! and the GPU engine records.
 //!
-//! A new family is a module here (its keys and its forward), a variant of [`Weights`], and a
-//! [`Family`] that `Config::from_json` reads its `model_type` into, declaring its
-//! [`Architecture`](crate::model::config::Architecture).
+//! [`FAMILIES`] lists them: the only place a `model_type` or a GGUF architecture is looked up.
+//! A new family is a module here and a line in [`FAMILIES`] (and, until the engines run any
+//! family's forward pass, a variant of [`Weights`]).
 
 pub mod bert;
 pub mod distilbert;
@@ -17,8 +18,119 @@ use ndarray::{Array2, Array3};
 use crate::engine::ops::{Kept, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::{Error, Result};
+use crate::model::config::Config;
+use crate::model::gguf::GgufFile;
+use crate::model::limits::{file_too_big, MAX_CONFIG_BYTES};
+use crate::model::quant::SharedBytes;
 use crate::model::weights::{Linear, Table, Tensors};
-use crate::model::{Config, Encoded, Family};
+use crate::model::Encoded;
+
+/// What a family reads, and how: one entry a family.
+pub struct FamilyEntry {
+    /// The `model_type`s it reads, as a person would list them.
+    pub model_types: &'static [&'static str],
+    /// Whether a config without `model_type` is this family's (BERT's, as configs before it).
+    pub untyped: bool,
+    /// Its config from `config.json`'s JSON and its `model_type`, or why it cannot run.
+    pub config: fn(serde_json::Value, Option<&str>) -> std::result::Result<Config, String>,
+    /// Its weights from a checkpoint's tensors.
+    pub weights: fn(&Tensors, &Config) -> Result<Weights>,
+    /// The GGUF files it reads, where it reads them.
+    pub gguf: Option<GgufFamily>,
+}
+
+/// How a family reads a GGUF file.
+pub struct GgufFamily {
+    /// The `general.architecture`s it reads.
+    pub architectures: &'static [&'static str],
+    /// Its config from the file's metadata.
+    pub config: fn(&GgufFile) -> Result<Config>,
+    /// Its weights from the file's tensors, kept in their ggml types inside `bytes`.
+    pub weights: fn(&GgufFile, &SharedBytes, &Config) -> Result<Weights>,
+}
+
+/// Every family attnscope runs.
+pub static FAMILIES: &[FamilyEntry] = &[
+    bert::FAMILY,
+    distilbert::FAMILY,
+    gpt2::FAMILY,
+    marian::FAMILY,
+    llama::FAMILY,
+];
+
+/// The `model_type`s read, as a person would list them.
+pub fn supported() -> String {
+    let types: Vec<&str> = FAMILIES
+        .iter()
+        .flat_map(|f| f.model_types)
+        .copied()
+        .collect();
+    types.join(", ")
+}
+
+/// The family of a config read by it (its `family.name` is one of the entry's `model_types`).
+pub fn of(c: &Config) -> Result<&'static FamilyEntry> {
+    FAMILIES
+        .iter()
+        .find(|f| f.model_types.contains(&c.family.name()))
+        .ok_or_else(|| Error::Engine(format!("no family reads {:?}", c.family.name())))
+}
+
+/// Parses and validates `config.json` by its family's own field names; `file` names it in
+/// errors. A file over [`MAX_CONFIG_BYTES`] is refused unread.
+pub fn read_config(bytes: &[u8], file: &str) -> Result<Config> {
+    let bad = |msg: String| Error::Config {
+        file: file.into(),
+        msg,
+    };
+    if bytes.len() > MAX_CONFIG_BYTES {
+        return Err(bad(file_too_big(bytes.len() as u64, MAX_CONFIG_BYTES)));
+    }
+    let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+    let model_type = match json.get("model_type") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(t)) => Some(t.clone()),
+        Some(other) => return Err(bad(format!("`model_type` {other} is not a string"))),
+    };
+    let family = FAMILIES
+        .iter()
+        .find(|f| match &model_type {
+            None => f.untyped,
+            Some(t) => f.model_types.contains(&t.as_str()),
+        })
+        .ok_or_else(|| {
+            bad(format!(
+                "model_type {:?} is not supported (supported: {})",
+                model_type.clone().unwrap_or_default(),
+                supported()
+            ))
+        })?;
+    let config = (family.config)(json, model_type.as_deref()).map_err(bad)?;
+    config.validate(file)?;
+    Ok(config)
+}
+
+/// A GGUF file's family (by its `general.architecture`) with its config, read from the file's
+/// metadata.
+pub fn read_gguf_config(g: &GgufFile) -> Result<(&'static GgufFamily, Config)> {
+    let arch = g.get_str("general.architecture")?;
+    let readers = || FAMILIES.iter().filter_map(|f| f.gguf.as_ref());
+    let family = readers()
+        .find(|r| r.architectures.contains(&arch))
+        .ok_or_else(|| {
+            let known: Vec<&str> = readers()
+                .flat_map(|r| r.architectures.iter().copied())
+                .collect();
+            Error::Config {
+                file: g.file.clone(),
+                msg: format!(
+                    "general.architecture {arch:?} is not supported (supported in GGUF files: {})",
+                    known.join(", ")
+                ),
+            }
+        })?;
+    Ok((family, (family.config)(g)?))
+}
 
 /// A model's weights, by family.
 #[derive(Debug, Clone)]
@@ -36,17 +148,7 @@ pub enum Weights {
 impl Weights {
     /// Reads the weights of `c`'s family from `t`.
     pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
-        Ok(match c.family {
-            Family::Bert | Family::Roberta => Self::Bert(bert::BertWeights::load(t, c)?.into()),
-            Family::DistilBert => {
-                Self::DistilBert(distilbert::DistilBertWeights::load(t, c)?.into())
-            }
-            Family::Gpt2 => Self::Gpt2(gpt2::Gpt2Weights::load(t, c)?.into()),
-            Family::Marian => Self::Marian(marian::MarianWeights::load(t, c)?.into()),
-            Family::Llama | Family::Mistral | Family::Qwen2 => {
-                Self::Llama(llama::LlamaWeights::load(t, c)?.into())
-            }
-        })
+        (of(c)?.weights)(t, c)
     }
 
     /// The stack the model's layers form (an encoder–decoder model's first: its encoder).
