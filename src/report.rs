@@ -109,68 +109,48 @@ impl<'a> ItemEmbeddings<'a> {
     }
 }
 
-/// One text's layer trace (item `b` of a [`LayerTrace`], which says what each value is).
-///
-/// # Shapes
-/// * `input`, `q`, `k`, `v`, `attention_output`, `output`: `[T][D]`
-/// * `context`: `[T][H·d_v]`; `pre_activation`, `intermediate`: `[T][intermediate_size]`
-/// * a Llama-family model's: `attn_norm`, `ffn_norm`: `[T][D]`; `q_rope`: `[H][T][d]`, `k_rope`:
-///   `[H_kv][T][d]`; `gate`, `up`, `act`: `[T][intermediate_size]` (`gate` is `pre_activation`
-///   and `act` is `intermediate`, `act(gate) · up`, named as the gated feed-forward names them)
-#[derive(serde::Serialize)]
+/// One text's layer trace (item `b` of a [`LayerTrace`], which says what each value is): its
+/// values by their names, `[T][c]` each, or `[heads][T][d]` for a value split into heads
+/// (`q_rope`, `k_rope`). A gated feed-forward's are named as it names them too: `gate` (its
+/// `pre_activation`) and `act` (`act(gate) ⊙ up`, its `intermediate`) beside `up`.
 pub struct ItemLayerTrace<'a> {
     pub layer: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub embeddings: Option<ItemEmbeddings<'a>>,
-    pub input: Nested<'a, f32>,
-    pub q: Nested<'a, f32>,
-    pub k: Nested<'a, f32>,
-    pub v: Nested<'a, f32>,
-    pub context: Nested<'a, f32>,
-    pub attention_output: Nested<'a, f32>,
-    pub pre_activation: Nested<'a, f32>,
-    pub intermediate: Nested<'a, f32>,
-    pub output: Nested<'a, f32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attn_norm: Option<Nested<'a, f32>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub q_rope: Option<Nested<'a, f32>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub k_rope: Option<Nested<'a, f32>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ffn_norm: Option<Nested<'a, f32>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gate: Option<Nested<'a, f32>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub up: Option<Nested<'a, f32>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub act: Option<Nested<'a, f32>>,
+    pub values: Vec<(&'static str, Nested<'a, f32>)>,
 }
 
 impl<'a> ItemLayerTrace<'a> {
     pub fn new(t: &'a LayerTrace, b: usize) -> Self {
-        let item = |a: &'a ndarray::Array3<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
-        let heads = |a: &'a ndarray::Array4<f32>| Nested(a.index_axis(Axis(0), b).into_dyn());
+        let item = |a: &'a ndarray::ArrayD<f32>| Nested(a.index_axis(Axis(0), b));
+        let mut values: Vec<(&'static str, Nested<'a, f32>)> =
+            t.values.iter().map(|(name, a)| (*name, item(a))).collect();
+        if t.values.contains_key("up") {
+            for (alias, name) in [("gate", "pre_activation"), ("act", "intermediate")] {
+                if let Some(a) = t.values.get(name) {
+                    values.push((alias, item(a)));
+                }
+            }
+        }
         Self {
             layer: t.layer,
             embeddings: t.embeddings.as_ref().map(|e| ItemEmbeddings::new(e, b)),
-            input: item(&t.input),
-            q: item(&t.q),
-            k: item(&t.k),
-            v: item(&t.v),
-            context: item(&t.context),
-            attention_output: item(&t.attention_output),
-            pre_activation: item(&t.pre_activation),
-            intermediate: item(&t.intermediate),
-            output: item(&t.output),
-            attn_norm: t.attn_norm.as_ref().map(item),
-            q_rope: t.q_rope.as_ref().map(heads),
-            k_rope: t.k_rope.as_ref().map(heads),
-            ffn_norm: t.ffn_norm.as_ref().map(item),
-            gate: t.up.as_ref().map(|_| item(&t.pre_activation)),
-            up: t.up.as_ref().map(item),
-            act: t.up.as_ref().map(|_| item(&t.intermediate)),
+            values,
         }
+    }
+}
+
+impl serde::Serialize for ItemLayerTrace<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("layer", &self.layer)?;
+        if let Some(e) = &self.embeddings {
+            m.serialize_entry("embeddings", e)?;
+        }
+        for (name, v) in &self.values {
+            m.serialize_entry(name, v)?;
+        }
+        m.end()
     }
 }
 

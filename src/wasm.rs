@@ -29,6 +29,23 @@ use crate::Model;
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
 /// this module's memory (the worker calls it once, after `init`, where the page is
+/// A value's name as the page reads it: `attention_output` as `attentionOutput`.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for ch in name.chars() {
+        match ch {
+            '_' => upper = true,
+            _ if upper => {
+                out.extend(ch.to_uppercase());
+                upper = false;
+            }
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
 /// cross-origin isolated).
 #[cfg(feature = "threads")]
 pub use wasm_bindgen_rayon::init_thread_pool;
@@ -805,34 +822,10 @@ impl Session {
         if let Some(lt) = &t.layer_trace {
             let x = Object::new();
             set(&x, "layer", lt.layer as f64)?;
-            for (name, a) in [
-                ("input", &lt.input),
-                ("q", &lt.q),
-                ("k", &lt.k),
-                ("v", &lt.v),
-                ("context", &lt.context),
-                ("attentionOutput", &lt.attention_output),
-                ("preActivation", &lt.pre_activation),
-                ("intermediate", &lt.intermediate),
-                ("output", &lt.output),
-            ] {
-                set(&x, name, flat(a))?;
-            }
-            // a Llama-family layer's: `qRope` (B, H, T, d), `kRope` (B, H_kv, T, d), the rest
-            // (B, T, c)
-            for (name, a) in [
-                ("attnNorm", lt.attn_norm.as_ref()),
-                ("ffnNorm", lt.ffn_norm.as_ref()),
-                ("up", lt.up.as_ref()),
-            ] {
-                if let Some(a) = a {
-                    set(&x, name, flat(a))?;
-                }
-            }
-            for (name, a) in [("qRope", lt.q_rope.as_ref()), ("kRope", lt.k_rope.as_ref())] {
-                if let Some(a) = a {
-                    set(&x, name, flat(a))?;
-                }
+            // each value by its name in camelCase (`q`, `attentionOutput`, `qRope`, …): (B, T, c),
+            // or (B, heads, T, d) for a value split into heads
+            for (name, a) in &lt.values {
+                set(&x, &camel_case(name), flat(a))?;
             }
             if let Some(e) = &lt.embeddings {
                 let y = Object::new();

@@ -362,28 +362,8 @@ fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Tra
         got.layer_trace.as_ref().unwrap(),
         want.layer_trace.as_ref().unwrap(),
     );
-    for (name, g, w) in layer_trace_pairs(gt, wt) {
-        fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
-    }
-    for (name, g, w) in [
-        ("attn_norm", &gt.attn_norm, &wt.attn_norm),
-        ("ffn_norm", &gt.ffn_norm, &wt.ffn_norm),
-        ("up", &gt.up, &wt.up),
-    ] {
-        assert_eq!(g.is_some(), w.is_some(), "{what}: {name}");
-        if let (Some(g), Some(w)) = (g, w) {
-            fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
-        }
-    }
-    for (name, g, w) in [
-        ("q_rope", &gt.q_rope, &wt.q_rope),
-        ("k_rope", &gt.k_rope, &wt.k_rope),
-    ] {
-        assert_eq!(g.is_some(), w.is_some(), "{what}: {name}");
-        if let (Some(g), Some(w)) = (g, w) {
-            fields.push((name, g.view().into_dyn(), w.view().into_dyn()));
-        }
-    }
+    // every value the family named (a Llama's norms, rotations and up projection among them)
+    fields.extend(layer_trace_pairs(gt, wt));
     assert_eq!(got.mask, want.mask, "{what}: the mask");
     for (name, g, w) in fields {
         assert_eq!(g.shape(), w.shape(), "{what}: {name}'s shape");

@@ -197,8 +197,8 @@ pub enum Kept {
     /// The LM head's logits at each item's last position only, `(B, V)`: all a decoding step
     /// writes from (a prompt's pass multiplies one row by the head, not every position's).
     NextLogits,
-    /// Layer `l`'s intermediate values (see [`crate::engine::LayerTrace`]).
-    Layer(usize, LayerValue),
+    /// Layer `l`'s intermediate values, by name (see [`Value`], [`crate::engine::LayerTrace`]).
+    Layer(usize, Value),
     /// Layer `l`'s self-attention queries, `(B·T, H·d)`, and keys, `(B·T, H_kv·d)`, as its
     /// attention reads them (turned by their positions, where the family turns them): kept by
     /// the engine's attention in place of the probabilities
@@ -242,25 +242,46 @@ pub enum DecoderValue {
     Output,
 }
 
-/// One of a layer's intermediate values (see [`crate::engine::LayerTrace`] for each).
+/// One of a layer's values, by the name its family gives it (HF's module names where it has
+/// them): a row a position, `(B·T, c)`, or the rows of `heads` heads side by side (Q or K
+/// split into its heads), which the trace gives as `(B, heads, T, d)`. A new value is a new name
+/// in a family's forward pass ([`crate::engine::LayerTrace`] keeps whatever the family names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LayerValue {
-    Q,
-    K,
-    V,
-    Context,
-    AttentionOutput,
-    PreActivation,
-    Intermediate,
-    /// The norm's output entering attention, in a pre-norm layer that keeps it (Llama's).
-    AttnNorm,
-    /// Q and K after the rotary positions turned them.
-    QRotated,
-    KRotated,
-    /// The norm's output entering the feed-forward.
-    FfnNorm,
-    /// A gated feed-forward's up projection (its gate is [`LayerValue::PreActivation`]).
-    Up,
+pub struct Value {
+    pub name: &'static str,
+    pub heads: Option<usize>,
+}
+
+impl Value {
+    /// A value of rows.
+    pub const fn rows(name: &'static str) -> Self {
+        Self { name, heads: None }
+    }
+
+    /// A value of `heads` heads' rows side by side.
+    pub const fn heads(name: &'static str, heads: usize) -> Self {
+        Self {
+            name,
+            heads: Some(heads),
+        }
+    }
+}
+
+/// The values every family's layer keeps (the page's panels read them by these names).
+pub mod values {
+    use super::Value;
+    /// The projections of Q, K and V, before any rotation or split into heads.
+    pub const Q: Value = Value::rows("q");
+    pub const K: Value = Value::rows("k");
+    pub const V: Value = Value::rows("v");
+    /// The heads' contexts, concatenated before the output projection.
+    pub const CONTEXT: Value = Value::rows("context");
+    /// The residual after the attention (post-LN: after its norm).
+    pub const ATTENTION_OUTPUT: Value = Value::rows("attention_output");
+    /// The feed-forward's first projection before its activation (a gated one's gate).
+    pub const PRE_ACTIVATION: Value = Value::rows("pre_activation");
+    /// The feed-forward's inner values, what its last projection reads.
+    pub const INTERMEDIATE: Value = Value::rows("intermediate");
 }
 
 /// What one attention is beyond its inputs: its heads, and how far back it reaches.

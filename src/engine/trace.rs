@@ -1,11 +1,11 @@
 //! What a forward pass returns (everything the visualiser draws), and what to change or keep
 //! while running it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use ndarray::{s, Array2, Array3, Array4, Array5};
+use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView3};
 
-use super::ops::{AttentionKind, Heads, Ids, Kept, LayerValue, Reach, Stack};
+use super::ops::{AttentionKind, Heads, Ids, Kept, Reach, Stack};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Layer;
@@ -194,48 +194,58 @@ pub struct EmbeddingTrace {
     pub normed: Array3<f32>,
 }
 
-/// One encoder layer's intermediate values over a padded batch, named as HF's `BertLayer` names
-/// its modules.
+/// One layer's values over a padded batch, by the names its family gives them
+/// ([`crate::engine::ops::Value`]): `input` and `output` (the hidden states entering and
+/// leaving it), and what its forward pass kept, each family its own.
 ///
-/// * post-LN (BERT): `attention_output = LN₁(input + W_o·context)` (what `BertAttention`
-///   returns), `output = LN₂(attention_output + dense₂(intermediate))`
-/// * pre-LN: `attention_output = input + W_o·context` (no norm: the residual stream),
-///   `output = attention_output + dense₂(intermediate)`; `q`, `k`, `v` project `LN₁(input)` and
-///   `intermediate` is `act(dense₁(LN₂(attention_output)))`
+/// * every family's ([`crate::engine::ops::values`]): `q`, `k`, `v` (the projections, before
+///   any rotation or split into heads), `context` (the heads' outputs concatenated before `W_o`;
+///   a knocked-out head's slice is zero), `attention_output` (post-LN: `LN₁(input + W_o·context)`;
+///   pre-LN: `input + W_o·context`, the residual stream), `pre_activation` (the feed-forward's
+///   first projection before its activation; a gated one's gate) and `intermediate` (what its
+///   last projection reads: `act(pre_activation)`, or `act(gate) ⊙ up`)
+/// * the Llama family's also: `attn_norm` and `ffn_norm` (the norms' outputs entering the
+///   attention and the feed-forward), `q_rope` and `k_rope` (Q and K after the rotation, split
+///   into their heads), `up` (the gated feed-forward's up projection)
+/// * `embeddings`: for layer 0 (or with [`TraceOptions::embeddings`]), see [`EmbeddingTrace`]
 ///
 /// # Shapes
-/// * `input`, `q`, `k`, `v`, `attention_output`, `output`: `(B, T, D)`; `q`, `k`, `v` are the
-///   linear projections before the split into heads
-/// * `context`: `(B, T, H·d_v)`, the heads' outputs concatenated before `W_o` (a knocked-out
-///   head's slice is zero)
-/// * `pre_activation`: `(B, T, intermediate_size)`, `dense₁(·)` before the activation
-/// * `intermediate`: `(B, T, intermediate_size)`, after the activation
-/// * `embeddings`: for layer 0 (or with [`TraceOptions::embeddings`]), see [`EmbeddingTrace`]
-/// * the Llama family's layer (pre-RMSNorm, rotary positions, a gated feed-forward) keeps more,
-///   `None` in the other families: `attn_norm`, `(B, T, D)`, the norm's output that Q, K and V
-///   project; `q_rope`, `(B, H, T, d)`, and `k_rope`, `(B, H_kv, T, d)`, Q and K after the
-///   rotation, split into their heads; `ffn_norm`, `(B, T, D)`, the norm's output entering the
-///   feed-forward; `up`, `(B, T, intermediate_size)`, its up projection (`pre_activation` is
-///   then the gate and `intermediate` is `act(gate) ⊙ up`, what the down projection reads)
+/// * a value of rows: `(B, T, c)` (`input`, `q`, `attention_output`, `output`: `(B, T, D)`;
+///   `context`: `(B, T, H·d_v)`; `pre_activation`, `intermediate`: `(B, T, intermediate_size)`)
+/// * a value of heads: `(B, heads, T, d)` (`q_rope`: `(B, H, T, d)`; `k_rope`: `(B, H_kv, T, d)`)
 #[derive(Debug, Clone)]
 pub struct LayerTrace {
     /// 0-based.
     pub layer: usize,
     pub embeddings: Option<EmbeddingTrace>,
-    pub input: Array3<f32>,
-    pub q: Array3<f32>,
-    pub k: Array3<f32>,
-    pub v: Array3<f32>,
-    pub context: Array3<f32>,
-    pub attention_output: Array3<f32>,
-    pub pre_activation: Array3<f32>,
-    pub intermediate: Array3<f32>,
-    pub output: Array3<f32>,
-    pub attn_norm: Option<Array3<f32>>,
-    pub q_rope: Option<Array4<f32>>,
-    pub k_rope: Option<Array4<f32>>,
-    pub ffn_norm: Option<Array3<f32>>,
-    pub up: Option<Array3<f32>>,
+    /// Every value, by name.
+    pub values: BTreeMap<&'static str, ArrayD<f32>>,
+}
+
+impl LayerTrace {
+    /// The value `name`, or an error naming it.
+    pub fn get(&self, name: &str) -> Result<&ArrayD<f32>> {
+        self.values.get(name).ok_or_else(|| {
+            Error::Engine(format!(
+                "layer {}'s trace has no {name:?} (it has {})",
+                self.layer,
+                self.names().join(", ")
+            ))
+        })
+    }
+
+    /// A value of rows, `(B, T, c)`.
+    pub fn rows(&self, name: &str) -> Result<ArrayView3<'_, f32>> {
+        self.get(name)?
+            .view()
+            .into_dimensionality()
+            .map_err(|e| Error::Engine(format!("layer {}'s {name:?}: {e}", self.layer)))
+    }
+
+    /// The names of its values, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.values.keys().copied().collect()
+    }
 }
 
 /// Each layer's self-attention queries and keys, as the pass's attention read them (turned by
@@ -505,48 +515,46 @@ impl Trace {
                 } else {
                     None
                 };
-                let value = |v: LayerValue| Kept::Layer(layer, v);
-                let mut optional = |v: LayerValue| {
-                    kept.contains_key(&value(v))
-                        .then(|| take(&mut kept, value(v), b, t))
-                        .transpose()
-                };
-                let attn_norm = optional(LayerValue::AttnNorm)?;
-                let ffn_norm = optional(LayerValue::FfnNorm)?;
-                let up = optional(LayerValue::Up)?;
-                let q_rope = optional(LayerValue::QRotated)?;
-                let k_rope = optional(LayerValue::KRotated)?;
-                // (B, T, heads·d) → (B, heads, T, d): d from the query heads, H_kv from K's width
-                let d = q_rope
-                    .as_ref()
-                    .map_or(1, |q| q.dim().2 / heads.max(1))
-                    .max(1);
-                let split = |x: Array3<f32>| -> Result<Array4<f32>> {
-                    let n = x.dim().2 / d;
-                    let x = x.into_shape_with_order((b, t, n, d)).map_err(|e| {
-                        Error::Engine(format!("rotated Q or K into {n} heads: {e}"))
-                    })?;
-                    Ok(x.permuted_axes([0, 2, 1, 3])
-                        .as_standard_layout()
-                        .into_owned())
-                };
+                let mut values = BTreeMap::new();
+                values.insert(
+                    "input",
+                    kept_copy(&kept, Kept::Hidden(layer), b, t)?.into_dyn(),
+                );
+                values.insert(
+                    "output",
+                    kept_copy(&kept, Kept::Hidden(layer + 1), b, t)?.into_dyn(),
+                );
+                let names: Vec<Kept> = kept
+                    .keys()
+                    .filter(|k| matches!(k, Kept::Layer(l, _) if *l == layer))
+                    .copied()
+                    .collect();
+                for what in names {
+                    let Kept::Layer(_, v) = what else {
+                        unreachable!("filtered above")
+                    };
+                    let x = take(&mut kept, what, b, t)?;
+                    let value = match v.heads {
+                        None => x.into_dyn(),
+                        // (B, T, heads·d) → (B, heads, T, d)
+                        Some(heads) => {
+                            let d = x.dim().2 / heads.max(1);
+                            x.into_shape_with_order((b, t, heads, d))
+                                .map_err(|e| {
+                                    Error::Engine(format!("{} into {heads} heads: {e}", v.name))
+                                })?
+                                .permuted_axes([0, 2, 1, 3])
+                                .as_standard_layout()
+                                .into_owned()
+                                .into_dyn()
+                        }
+                    };
+                    values.insert(v.name, value);
+                }
                 Some(LayerTrace {
                     layer,
                     embeddings,
-                    input: kept_copy(&kept, Kept::Hidden(layer), b, t)?,
-                    q: take(&mut kept, value(LayerValue::Q), b, t)?,
-                    k: take(&mut kept, value(LayerValue::K), b, t)?,
-                    v: take(&mut kept, value(LayerValue::V), b, t)?,
-                    context: take(&mut kept, value(LayerValue::Context), b, t)?,
-                    attention_output: take(&mut kept, value(LayerValue::AttentionOutput), b, t)?,
-                    pre_activation: take(&mut kept, value(LayerValue::PreActivation), b, t)?,
-                    intermediate: take(&mut kept, value(LayerValue::Intermediate), b, t)?,
-                    output: kept_copy(&kept, Kept::Hidden(layer + 1), b, t)?,
-                    attn_norm,
-                    q_rope: q_rope.map(split).transpose()?,
-                    k_rope: k_rope.map(split).transpose()?,
-                    ffn_norm,
-                    up,
+                    values,
                 })
             }
             None => None,

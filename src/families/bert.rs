@@ -14,7 +14,7 @@
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 use rayon::prelude::*;
 
-use crate::engine::ops::{AttentionId, AttentionSpec, Heads, Ids, Kept, LayerValue, Ops, Stack};
+use crate::engine::ops::{values, AttentionId, AttentionSpec, Heads, Ids, Kept, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::Result;
 use crate::model::config::{global_layers, Activation, Architecture, Family, ModelKind, Positions};
@@ -389,7 +389,7 @@ fn layer<O: Ops>(ops: &mut O, c: &Config, w: &LayerWeights, i: usize, x: &O::X) 
         LayerNormOrder::Post => {
             let attn = self_attention(ops, c, &w.attention, i, x)?;
             let h = ops.add_norm(&attn, x, &w.attention_norm)?.norm; // LN₁(x + MHA(x))
-            ops.keep(Kept::Layer(i, LayerValue::AttentionOutput), &h)?;
+            ops.keep(Kept::Layer(i, values::ATTENTION_OUTPUT), &h)?;
             let ff = feed_forward(ops, c, w, i, &h)?;
             Ok(ops.add_norm(&ff, &h, &w.output_norm)?.norm) // LN₂(h + FFN(h))
         }
@@ -397,7 +397,7 @@ fn layer<O: Ops>(ops: &mut O, c: &Config, w: &LayerWeights, i: usize, x: &O::X) 
             let normed = ops.norm(x, &w.attention_norm)?;
             let attn = self_attention(ops, c, &w.attention, i, &normed)?;
             let h = ops.add_norm(x, &attn, &w.output_norm)?; // x + MHA(LN₁(x)), and LN₂ of it
-            ops.keep(Kept::Layer(i, LayerValue::AttentionOutput), &h.sum)?;
+            ops.keep(Kept::Layer(i, values::ATTENTION_OUTPUT), &h.sum)?;
             let ff = feed_forward(ops, c, w, i, &h.norm)?;
             ops.add(&h.sum, &ff) // h + FFN(LN₂(h))
         }
@@ -414,9 +414,9 @@ fn self_attention<O: Ops>(
 ) -> Result<O::X> {
     let qkv = ops.project(x, &[&w.query, &w.key, &w.value])?;
     let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
-    ops.keep(Kept::Layer(i, LayerValue::Q), q)?;
-    ops.keep(Kept::Layer(i, LayerValue::K), k)?;
-    ops.keep(Kept::Layer(i, LayerValue::V), v)?;
+    ops.keep(Kept::Layer(i, values::Q), q)?;
+    ops.keep(Kept::Layer(i, values::K), k)?;
+    ops.keep(Kept::Layer(i, values::V), v)?;
     let id = AttentionId::self_attention(Stack::Encoder, i);
     let context = ops.attention(
         id,
@@ -425,7 +425,7 @@ fn self_attention<O: Ops>(
         k,
         v,
     )?;
-    ops.keep(Kept::Layer(i, LayerValue::Context), &context)?;
+    ops.keep(Kept::Layer(i, values::CONTEXT), &context)?;
     ops.linear(&context, &w.output, None)
 }
 
@@ -438,12 +438,12 @@ fn feed_forward<O: Ops>(
     i: usize,
     x: &O::X,
 ) -> Result<O::X> {
-    let pre = Kept::Layer(i, LayerValue::PreActivation);
+    let pre = Kept::Layer(i, values::PRE_ACTIVATION);
     if ops.wants(pre) {
         let before = ops.linear(x, &w.intermediate, None)?;
         ops.keep(pre, &before)?;
     }
     let intermediate = ops.linear(x, &w.intermediate, Some(c.hidden_act))?;
-    ops.keep(Kept::Layer(i, LayerValue::Intermediate), &intermediate)?;
+    ops.keep(Kept::Layer(i, values::INTERMEDIATE), &intermediate)?;
     ops.linear(&intermediate, &w.output, None)
 }

@@ -14,7 +14,7 @@
 use rayon::prelude::*;
 
 use crate::engine::ops::{
-    AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, LayerValue, Ops, Stack,
+    values, AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, Ops, Stack, Value,
 };
 use crate::error::Result;
 use crate::model::config::{
@@ -234,15 +234,15 @@ impl Gpt2Weights {
         ops.keep(Kept::EmbeddingSum, &x)?;
         ops.keep(Kept::Hidden(0), &x)?;
         for (i, b) in self.blocks.iter().enumerate() {
-            let value = |v: LayerValue| Kept::Layer(i, v);
+            let value = |v: Value| Kept::Layer(i, v);
             // x = x + attn(ln_1(x))
             let a = ops.norm(&x, &b.ln_1)?;
             let qkv = ops.linear(&a, &b.c_attn, None)?; // (B·T, 3·D)
             let qkv = ops.split(&qkv, 3)?; // 3 × (B·T, D)
             let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
-            ops.keep(value(LayerValue::Q), q)?;
-            ops.keep(value(LayerValue::K), k)?;
-            ops.keep(value(LayerValue::V), v)?;
+            ops.keep(value(values::Q), q)?;
+            ops.keep(value(values::K), k)?;
+            ops.keep(value(values::V), v)?;
             // a generation step's keys and values join those of the positions before it
             let k = ops.extend(CacheSlot::SelfKeys(i), k)?;
             let v = ops.extend(CacheSlot::SelfValues(i), v)?;
@@ -254,18 +254,18 @@ impl Gpt2Weights {
                 &k,
                 &v,
             )?;
-            ops.keep(value(LayerValue::Context), &context)?;
+            ops.keep(value(values::CONTEXT), &context)?;
             let attn = ops.linear(&context, &b.c_proj, None)?;
             let h = ops.add_norm(&x, &attn, &b.ln_2)?; // x + attn, and ln_2 of it
-            ops.keep(value(LayerValue::AttentionOutput), &h.sum)?;
+            ops.keep(value(values::ATTENTION_OUTPUT), &h.sum)?;
             // x = x + mlp(ln_2(x))
-            let pre = value(LayerValue::PreActivation);
+            let pre = value(values::PRE_ACTIVATION);
             if ops.wants(pre) {
                 let before = ops.linear(&h.norm, &b.c_fc, None)?;
                 ops.keep(pre, &before)?;
             }
             let inner = ops.linear(&h.norm, &b.c_fc, Some(c.hidden_act))?;
-            ops.keep(value(LayerValue::Intermediate), &inner)?;
+            ops.keep(value(values::INTERMEDIATE), &inner)?;
             let mlp = ops.linear(&inner, &b.mlp_proj, None)?;
             x = ops.add(&h.sum, &mlp)?;
             ops.keep(Kept::Hidden(i + 1), &x)?;

@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 
 use crate::engine::ops::{
-    AttentionId, AttentionSpec, CacheSlot, Ids, Kept, LayerValue, Ops, Stack,
+    values, AttentionId, AttentionSpec, CacheSlot, Ids, Kept, Ops, Stack, Value,
 };
 use crate::error::{Error, Result};
 use ndarray::Array1;
@@ -428,6 +428,12 @@ pub(super) fn gguf_config(g: &GgufFile) -> Result<Config> {
     Ok(config)
 }
 
+/// The norm's output entering attention, and entering the feed-forward.
+const ATTN_NORM: Value = Value::rows("attn_norm");
+const FFN_NORM: Value = Value::rows("ffn_norm");
+/// The gated feed-forward's up projection (its gate is [`values::PRE_ACTIVATION`]).
+const UP: Value = Value::rows("up");
+
 /// The key every checkpoint of the family holds, under its model prefix (`model.` in
 /// `LlamaForCausalLM`, none in `LlamaModel`).
 const ANCHOR: &str = "embed_tokens.weight";
@@ -554,7 +560,7 @@ impl LlamaWeights {
             )));
         }
         for (i, (l, arch)) in self.layers.iter().zip(&a.layers).enumerate() {
-            let value = |v: LayerValue| Kept::Layer(i, v);
+            let value = |v: Value| Kept::Layer(i, v);
             let Some(rope) = &arch.rotary else {
                 return Err(Error::Engine(format!(
                     "layer {i} of a Llama-family model needs rotary positions"
@@ -562,15 +568,15 @@ impl LlamaWeights {
             };
             // x = x + attn(input_layernorm(x))
             let n = ops.norm(&x, &l.input_layernorm)?;
-            ops.keep(value(LayerValue::AttnNorm), &n)?;
+            ops.keep(value(ATTN_NORM), &n)?;
             let qkv = ops.project(&n, &[&l.q_proj, &l.k_proj, &l.v_proj])?;
             let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]); // (B·T, H·d), 2 × (B·T, H_kv·d)
-            ops.keep(value(LayerValue::Q), q)?;
-            ops.keep(value(LayerValue::K), k)?;
-            ops.keep(value(LayerValue::V), v)?;
+            ops.keep(value(values::Q), q)?;
+            ops.keep(value(values::K), k)?;
+            ops.keep(value(values::V), v)?;
             let (q, k) = rotated(ops, rope, a.heads.query, a.heads.key_value, q, k)?;
-            ops.keep(value(LayerValue::QRotated), &q)?;
-            ops.keep(value(LayerValue::KRotated), &k)?;
+            ops.keep(value(Value::heads("q_rope", a.heads.query)), &q)?;
+            ops.keep(value(Value::heads("k_rope", a.heads.key_value)), &k)?;
             // a decoding step's keys and values join those of the positions before it
             let k = ops.extend(CacheSlot::SelfKeys(i), &k)?;
             let v = ops.extend(CacheSlot::SelfValues(i), v)?;
@@ -580,17 +586,17 @@ impl LlamaWeights {
                 reach: arch.reach,
             };
             let context = ops.attention(id, spec, &q, &k, &v)?; // (B·T, H·d)
-            ops.keep(value(LayerValue::Context), &context)?;
+            ops.keep(value(values::CONTEXT), &context)?;
             let attn = ops.linear(&context, &l.o_proj, None)?;
             let h = ops.add_norm(&x, &attn, &l.post_attention_layernorm)?;
-            ops.keep(value(LayerValue::AttentionOutput), &h.sum)?;
-            ops.keep(value(LayerValue::FfnNorm), &h.norm)?;
+            ops.keep(value(values::ATTENTION_OUTPUT), &h.sum)?;
+            ops.keep(value(FFN_NORM), &h.norm)?;
             // x = x + mlp(post_attention_layernorm(x))
             let gu = ops.project(&h.norm, &[&l.gate_proj, &l.up_proj])?; // 2 × (B·T, F)
-            ops.keep(value(LayerValue::PreActivation), &gu[0])?;
-            ops.keep(value(LayerValue::Up), &gu[1])?;
+            ops.keep(value(values::PRE_ACTIVATION), &gu[0])?;
+            ops.keep(value(UP), &gu[1])?;
             let inner = ops.gate(&gu[0], &gu[1], activation)?; // act(gate) ⊙ up
-            ops.keep(value(LayerValue::Intermediate), &inner)?;
+            ops.keep(value(values::INTERMEDIATE), &inner)?;
             let mlp = ops.linear(&inner, &l.down_proj, None)?;
             x = ops.add(&h.sum, &mlp)?;
             ops.keep(Kept::Hidden(i + 1), &x)?;

@@ -513,26 +513,34 @@ pub fn case_input(name: &str) -> (Golden, &'static Model, Encoded, Mask) {
     (g, m, input, mask)
 }
 
-/// The values every layer trace has, by name, from two traces of the same layer: `(name, a's, b's)`.
+/// The values of two traces of the same layer, by name: `(name, a's, b's)`; both traces name
+/// the same values, every family's among them.
 pub fn layer_trace_pairs<'a>(
     a: &'a attnscope::engine::LayerTrace,
     b: &'a attnscope::engine::LayerTrace,
-) -> [(
-    &'static str,
-    &'a ndarray::Array3<f32>,
-    &'a ndarray::Array3<f32>,
-); 9] {
-    [
-        ("input", &a.input, &b.input),
-        ("q", &a.q, &b.q),
-        ("k", &a.k, &b.k),
-        ("v", &a.v, &b.v),
-        ("context", &a.context, &b.context),
-        ("attention_output", &a.attention_output, &b.attention_output),
-        ("pre_activation", &a.pre_activation, &b.pre_activation),
-        ("intermediate", &a.intermediate, &b.intermediate),
-        ("output", &a.output, &b.output),
-    ]
+) -> Vec<(&'static str, ArrayViewD<'a, f32>, ArrayViewD<'a, f32>)> {
+    assert_eq!(
+        a.names(),
+        b.names(),
+        "the two traces name their values alike"
+    );
+    for name in [
+        "input",
+        "q",
+        "k",
+        "v",
+        "context",
+        "attention_output",
+        "pre_activation",
+        "intermediate",
+        "output",
+    ] {
+        assert!(a.values.contains_key(name), "no {name} in {:?}", a.names());
+    }
+    a.values
+        .iter()
+        .map(|(name, x)| (*name, x.view(), b.values[name].view()))
+        .collect()
 }
 
 /// The `llama_knockout` case as a generation: its golden values, the model, the prompt's ids and
@@ -606,34 +614,33 @@ pub fn check_llama_inside(
             continue;
         };
         let lt = trace.layer_trace.as_ref().expect("the layer trace");
-        let fields = [
-            ("input", lt.input.view().into_dyn()),
-            (
-                "attn_norm",
-                lt.attn_norm.as_ref().expect("attn_norm").view().into_dyn(),
-            ),
-            ("q", lt.q.view().into_dyn()),
-            ("k", lt.k.view().into_dyn()),
-            ("v", lt.v.view().into_dyn()),
-            (
-                "q_rope",
-                lt.q_rope.as_ref().expect("q_rope").view().into_dyn(),
-            ),
-            (
-                "k_rope",
-                lt.k_rope.as_ref().expect("k_rope").view().into_dyn(),
-            ),
-            ("context", lt.context.view().into_dyn()),
-            ("attention_output", lt.attention_output.view().into_dyn()),
-            (
-                "ffn_norm",
-                lt.ffn_norm.as_ref().expect("ffn_norm").view().into_dyn(),
-            ),
-            ("gate", lt.pre_activation.view().into_dyn()),
-            ("up", lt.up.as_ref().expect("up").view().into_dyn()),
-            ("act", lt.intermediate.view().into_dyn()),
-            ("output", lt.output.view().into_dyn()),
-        ];
+        // HF's hooks name the gated feed-forward's values as it does: gate, up, act
+        fn name_of(field: &str) -> &str {
+            match field {
+                "gate" => "pre_activation",
+                "act" => "intermediate",
+                other => other,
+            }
+        }
+        let fields: Vec<(&str, ArrayViewD<f32>)> = [
+            "input",
+            "attn_norm",
+            "q",
+            "k",
+            "v",
+            "q_rope",
+            "k_rope",
+            "context",
+            "attention_output",
+            "ffn_norm",
+            "gate",
+            "up",
+            "act",
+            "output",
+        ]
+        .into_iter()
+        .map(|f| (f, lt.get(name_of(f)).unwrap().view()))
+        .collect();
         for (field, got) in fields {
             let want = &g.tensors[&format!("layer{layer}_{field}")];
             assert_eq!(got.shape(), want.shape(), "{name} {what}: {field}'s shape");
