@@ -3,7 +3,8 @@
 
 use ndarray::{Array2, Array3};
 
-use crate::engine::ops::{Ops, Stack};
+use crate::engine::network::EngineOps;
+use crate::engine::ops::Stack;
 use crate::engine::ModelInputs;
 use crate::error::{Error, Result};
 use crate::families::Weights;
@@ -69,7 +70,7 @@ impl Model {
         // the weights and the tokenizer are read side by side where there are threads; a
         // weights error comes first, as when they were read one after the other
         let (weights, tokenizer) = rayon::join(
-            || Weights::load(&tensors, &config),
+            || crate::families::load_weights(&tensors, &config),
             || {
                 TextTokenizer::from_bytes(
                     tokenizer_json,
@@ -358,9 +359,9 @@ impl Model {
         self.weights.inputs(input, &self.config)
     }
 
-    /// The family's forward pass over `ops`; returns the model's output, `(B·T, D)`.
-    pub fn forward<O: Ops>(&self, ops: &mut O) -> Result<O::X> {
-        self.weights.forward(ops, &self.config)
+    /// The family's forward pass over an engine's operations.
+    pub fn run(&self, ops: EngineOps<'_, '_>) -> Result<()> {
+        self.weights.run(ops, &self.config)
     }
 
     /// The mask the model was trained with: the no-peek mask (with padding) for a decoder-only

@@ -18,10 +18,10 @@
 use ndarray::{s, Array2, ArrayViewD, Axis};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
+use crate::analysis::CrossAttention;
 use crate::analysis::{
     rollout, sentence_embedding, HeadMetrics, ItemAttention, ItemHeads, SpecialIds,
 };
-use crate::engine::cpu::CrossAttention;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
 use crate::masks::MaskKind;
 use crate::model::{Activation, Encoded, LayerNormOrder};

@@ -710,19 +710,26 @@ impl Session {
         if keeps_heads {
             self.long.borrow_mut().take();
         }
-        let cross = match (options.cross_attention, pair.as_deref()) {
-            (None, _) => vec![],
-            (Some(_), None) => {
-                return Err(JsError::new(
+        let cross =
+            match (options.cross_attention, pair.as_deref()) {
+                (None, _) => vec![],
+                (Some(_), None) => return Err(JsError::new(
                     "cross-attention needs a second sentence (the pair): its queries come from it",
-                ))
-            }
-            (Some(layer), Some(second)) => texts
-                .iter()
-                .map(|first| cpu::cross_attention(self.runner.model(), first, second, layer, &opts))
-                .collect::<crate::Result<Vec<_>>>()
-                .map_err(js_err)?,
-        };
+                )),
+                (Some(layer), Some(second)) => texts
+                    .iter()
+                    .map(|first| {
+                        crate::analysis::cross_attention(
+                            self.runner.model(),
+                            first,
+                            second,
+                            layer,
+                            &opts,
+                        )
+                    })
+                    .collect::<crate::Result<Vec<_>>>()
+                    .map_err(js_err)?,
+            };
         let (mut run, reused) = self.forward(engine, &input, &mask, &opts).await?;
         let lm_logits = run.trace.lm_logits.take();
         let next_logits = run.trace.next_logits.take();

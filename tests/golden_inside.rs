@@ -212,7 +212,7 @@ fn cpu_cross_attention_equals_hf() {
     let m = model(&g.meta.model);
     let want = g.meta.cross_attention.as_ref().unwrap();
     let pair = g.meta.pair.as_deref().unwrap();
-    let got = cpu::cross_attention(
+    let got = attnscope::analysis::cross_attention(
         m,
         &g.meta.texts[0],
         pair,
@@ -264,7 +264,7 @@ fn layers_the_model_does_not_have_are_errors_naming_its_layer_count() {
         .unwrap()
         .to_string();
     assert!(e.contains("layer 6") && e.contains("6 layers"), "{e}");
-    let e = cpu::cross_attention(m, "a", "b", 9, &TraceOptions::default())
+    let e = attnscope::analysis::cross_attention(m, "a", "b", 9, &TraceOptions::default())
         .unwrap_err()
         .to_string();
     assert!(

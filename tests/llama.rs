@@ -485,12 +485,10 @@ fn every_gguf_type_equals_hfs_dequantized_model_on_the_cpu_engine() {
 
 #[test]
 fn a_gguf_model_keeps_its_quantized_matrices_and_generates_as_hf_does() {
-    use attnscope::families::Weights;
+    use attnscope::families::llama::LlamaWeights;
     use attnscope::model::weights::Matrix;
     let m = gguf_model("tiny-llama-gguf/tiny-llama-Q4_K.gguf");
-    let Weights::Llama(w) = &m.weights else {
-        panic!("a Llama model")
-    };
+    let w: &LlamaWeights = m.weights.as_any().downcast_ref().expect("a Llama model");
     // quantized in memory, as in the file: nowhere an f32 copy
     assert!(matches!(w.embed_tokens.weight, Matrix::Quantized(_)));
     for l in &w.layers {

@@ -109,7 +109,7 @@ fn cross_attention_has_n_q_by_n_k_weights() {
     let x_enc = Array2::from_shape_fn((5, d), |(i, j)| ((i * 3 + j) as f32 * 0.11).cos()); // (n_k, D)
     let w = &bert(m).unwrap().layers[0].attention;
     let out = cpu::multi_head_attention(
-        w,
+        w.projections(),
         m.config.num_attention_heads,
         x_dec.view(),
         x_enc.view(),

@@ -6,11 +6,13 @@
 //! * [`pooling`]: the mean-pooled, L2-normalised sentence embedding (sentence-transformers);
 //! * [`scaling`]: the experiment behind dividing scores by √d_k;
 //! * [`positions`]: how alike positions are, learned position embeddings beside sinusoidal ones;
-//! * [`stack`]: how much each layer turns each token's hidden state (cosine to the layer before).
+//! * [`stack`]: how much each layer turns each token's hidden state (cosine to the layer before);
+//! * [`cross`]: attention from one sentence to another encoded alone, through an encoder layer.
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
 
+pub mod cross;
 pub mod heads;
 pub mod pooling;
 pub mod positions;
@@ -18,6 +20,7 @@ pub mod rollout;
 pub mod scaling;
 pub mod stack;
 
+pub use cross::{cross_attention, CrossAttention};
 pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;
 pub use rollout::rollout;

@@ -11,6 +11,7 @@ use ndarray::{s, Array2, Array4, Array5, ArrayView1, ArrayView2, Axis};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::{self, on_the_pool};
+use super::network::EngineOps;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
 use crate::error::{Error, Result};
@@ -378,7 +379,7 @@ impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
             layers,
             Some(&mut self.cache),
         );
-        model.forward(&mut ops)?;
+        model.run(EngineOps::Cpu(&mut ops))?;
         let (mut groups, kept) = ops.finish()?;
         let attention =
             AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?.probs;

@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod generate;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod network;
 pub mod ops;
 mod trace;
 pub mod translate;

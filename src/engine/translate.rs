@@ -11,11 +11,10 @@ use ndarray::{s, Array2, Array3, Array5};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
-use super::ops::{AttentionKind, Kept, Ops, PassMasks, Stack};
+use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
+use crate::engine::network::{EngineOps, Translating};
 use crate::error::{Error, Result};
-use crate::families::marian::MarianWeights;
-use crate::families::Weights;
 use crate::masks::Mask;
 use crate::model::limits::MAX_ATTENTION_VALUES;
 use crate::model::{Config, Encoded};
@@ -129,20 +128,17 @@ impl Decoding {
 /// (the engines know no family: the CPU engine runs these, the GPU engine records them).
 #[derive(Clone, Copy)]
 pub struct EncoderDecoder<'m> {
-    weights: &'m MarianWeights,
+    passes: &'m dyn Translating,
     config: &'m Config,
 }
 
 impl<'m> EncoderDecoder<'m> {
     /// `model`'s passes, if it is an encoder–decoder model.
     pub fn of(model: &'m Model) -> Option<Self> {
-        match &model.weights {
-            Weights::Marian(weights) => Some(Self {
-                weights,
-                config: &model.config,
-            }),
-            _ => None,
-        }
+        model.weights.translation().map(|passes| Self {
+            passes,
+            config: &model.config,
+        })
     }
 
     /// `model`'s passes, or an error saying it is not an encoder–decoder model.
@@ -157,14 +153,14 @@ impl<'m> EncoderDecoder<'m> {
     }
 
     /// The source through the encoder, then every target position given through the decoder.
-    pub fn forward<O: Ops>(self, ops: &mut O) -> Result<()> {
-        self.weights.forward(ops, self.config).map(drop)
+    pub fn forward(self, ops: EngineOps<'_, '_>) -> Result<()> {
+        self.passes.run_whole(ops, self.config)
     }
 
     /// The decoder alone over its new positions: the cache holds the earlier positions' keys
     /// and values, and the source's for the cross-attention.
-    pub fn decode_cached<O: Ops>(self, ops: &mut O) -> Result<()> {
-        self.weights.decode(ops, self.config, None).map(drop)
+    pub fn decode_cached(self, ops: EngineOps<'_, '_>) -> Result<()> {
+        self.passes.run_decoder(ops, self.config)
     }
 }
 
@@ -467,7 +463,7 @@ pub fn decoder_trace(
             cross: &cross,
         };
         let (mut groups, mut kept) = cpu_pass(model, &source, target, masks, &opts, None, |ops| {
-            passes.forward(ops)
+            passes.forward(EngineOps::Cpu(ops))
         })?;
         let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
             .scores
@@ -628,9 +624,9 @@ impl Passes for CpuPasses<'_> {
             |ops| {
                 // the first step runs the encoder too, and caches its keys and values for the rest
                 if t == 0 {
-                    m.forward(ops)
+                    m.forward(EngineOps::Cpu(ops))
                 } else {
-                    m.decode_cached(ops)
+                    m.decode_cached(EngineOps::Cpu(ops))
                 }
             },
         )?;
@@ -654,7 +650,7 @@ impl Passes for CpuPasses<'_> {
             masks,
             &self.opts,
             None,
-            |ops| m.forward(ops),
+            |ops| m.forward(EngineOps::Cpu(ops)),
         )?;
         Ok(Pass {
             groups,

@@ -14,6 +14,8 @@
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 use rayon::prelude::*;
 
+use crate::engine::cpu::AttentionLinears;
+use crate::engine::network::{run_on, EngineOps, Forward, Network};
 use crate::engine::ops::{values, AttentionId, AttentionSpec, Heads, Ids, Kept, Ops, Stack};
 use crate::engine::ModelInputs;
 use crate::error::Result;
@@ -28,7 +30,7 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     model_types: &["bert", "roberta", "xlm-roberta", "camembert"],
     untyped: true,
     config,
-    weights: |t, c| Ok(super::Weights::Bert(BertWeights::load(t, c)?.into())),
+    weights: |t, c| Ok(Box::new(BertWeights::load(t, c)?)),
     gguf: None,
 };
 
@@ -176,6 +178,16 @@ pub struct AttentionWeights {
 }
 
 impl AttentionWeights {
+    /// Its four dense layers, as the CPU engine's attention of two inputs takes them.
+    pub fn projections(&self) -> AttentionLinears<'_> {
+        AttentionLinears {
+            query: &self.query,
+            key: &self.key,
+            value: &self.value,
+            output: &self.output,
+        }
+    }
+
     pub fn load(t: &Tensors, prefix: &str, c: &Config) -> Result<Self> {
         let d = c.hidden_size;
         Ok(Self {
@@ -446,4 +458,47 @@ fn feed_forward<O: Ops>(
     let intermediate = ops.linear(x, &w.intermediate, Some(c.hidden_act))?;
     ops.keep(Kept::Layer(i, values::INTERMEDIATE), &intermediate)?;
     ops.linear(&intermediate, &w.output, None)
+}
+
+impl Forward for BertWeights {
+    fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        BertWeights::forward(self, ops, c)
+    }
+}
+
+impl Network for BertWeights {
+    fn stack(&self) -> Stack {
+        Stack::Encoder
+    }
+
+    fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
+        BertWeights::inputs(self, input, c)
+    }
+
+    fn run(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        run_on(self, ops, c)
+    }
+
+    fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
+        BertWeights::logits(self, hidden)
+    }
+
+    fn position_table(&self) -> Option<&Table> {
+        Some(&self.embeddings.position)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// An encoder's layers in BERT's layout (BERT's, RoBERTa's, DistilBERT's), where `w` is one.
+pub fn encoder_layers(w: &dyn Network) -> Option<&[LayerWeights]> {
+    let any = w.as_any();
+    match any.downcast_ref::<BertWeights>() {
+        Some(b) => Some(&b.layers),
+        None => any
+            .downcast_ref::<super::distilbert::DistilBertWeights>()
+            .map(|d| d.layers.as_slice()),
+    }
 }

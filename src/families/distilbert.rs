@@ -12,7 +12,8 @@
 use rayon::prelude::*;
 
 use super::bert::{encoder, AttentionWeights, Embeddings, LayerWeights};
-use crate::engine::ops::Ops;
+use crate::engine::network::{run_on, EngineOps, Forward, Network};
+use crate::engine::ops::{Ops, Stack};
 use crate::error::Result;
 use crate::model::config::{
     global_layers, Activation, Architecture, Family, LayerNormOrder, ModelKind, Positions,
@@ -31,11 +32,7 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     model_types: &["distilbert"],
     untyped: false,
     config,
-    weights: |t, c| {
-        Ok(super::Weights::DistilBert(
-            DistilBertWeights::load(t, c)?.into(),
-        ))
-    },
+    weights: |t, c| Ok(Box::new(DistilBertWeights::load(t, c)?)),
     gguf: None,
 };
 
@@ -172,5 +169,29 @@ impl DistilBertWeights {
     /// The encoder over the batch the engine holds. Returns its output, `(B·T, D)`.
     pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
         encoder(ops, c, &self.embeddings, &self.layers)
+    }
+}
+
+impl Forward for DistilBertWeights {
+    fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        DistilBertWeights::forward(self, ops, c)
+    }
+}
+
+impl Network for DistilBertWeights {
+    fn stack(&self) -> Stack {
+        Stack::Encoder
+    }
+
+    fn run(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        run_on(self, ops, c)
+    }
+
+    fn position_table(&self) -> Option<&Table> {
+        Some(&self.embeddings.position)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -13,6 +13,7 @@
 
 use rayon::prelude::*;
 
+use crate::engine::network::{run_on, EngineOps, Forward, Network};
 use crate::engine::ops::{
     values, AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, Ops, Stack, Value,
 };
@@ -31,7 +32,7 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     model_types: &["gpt2"],
     untyped: false,
     config,
-    weights: |t, c| Ok(super::Weights::Gpt2(Gpt2Weights::load(t, c)?.into())),
+    weights: |t, c| Ok(Box::new(Gpt2Weights::load(t, c)?)),
     gguf: None,
 };
 
@@ -274,5 +275,33 @@ impl Gpt2Weights {
         ops.keep(Kept::Output, &out)?;
         super::lm_logits(ops, &out, &self.lm_head)?;
         Ok(out)
+    }
+}
+
+impl Forward for Gpt2Weights {
+    fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        Gpt2Weights::forward(self, ops, c)
+    }
+}
+
+impl Network for Gpt2Weights {
+    fn stack(&self) -> Stack {
+        Stack::Decoder
+    }
+
+    fn run(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        run_on(self, ops, c)
+    }
+
+    fn has_lm_head(&self) -> bool {
+        true
+    }
+
+    fn position_table(&self) -> Option<&Table> {
+        Some(&self.wpe)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

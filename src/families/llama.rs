@@ -15,6 +15,7 @@
 
 use rayon::prelude::*;
 
+use crate::engine::network::{run_on, EngineOps, Forward, Network};
 use crate::engine::ops::{
     values, AttentionId, AttentionSpec, CacheSlot, Ids, Kept, Ops, Stack, Value,
 };
@@ -38,15 +39,11 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     model_types: &Variant::NAMES,
     untyped: false,
     config,
-    weights: |t, c| Ok(super::Weights::Llama(LlamaWeights::load(t, c)?.into())),
+    weights: |t, c| Ok(Box::new(LlamaWeights::load(t, c)?)),
     gguf: Some(super::GgufFamily {
         architectures: &Variant::NAMES,
         config: gguf_config,
-        weights: |g, bytes, c| {
-            Ok(super::Weights::Llama(
-                LlamaWeights::from_gguf(g, bytes, c)?.into(),
-            ))
-        },
+        weights: |g, bytes, c| Ok(Box::new(LlamaWeights::from_gguf(g, bytes, c)?)),
     }),
 };
 
@@ -801,4 +798,28 @@ fn rows_reordered(
     }
     let shared: SharedBytes = std::sync::Arc::new(bytes);
     QuantMatrix::new(m.ty(), order.len(), m.cols(), shared, 0)
+}
+
+impl Forward for LlamaWeights {
+    fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
+        LlamaWeights::forward(self, ops, c)
+    }
+}
+
+impl Network for LlamaWeights {
+    fn stack(&self) -> Stack {
+        Stack::Decoder
+    }
+
+    fn run(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        run_on(self, ops, c)
+    }
+
+    fn has_lm_head(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

@@ -21,6 +21,7 @@
 
 use ndarray::{Array1, Array2};
 
+use crate::engine::network::{EngineOps, Network, Translating};
 use crate::engine::ops::{
     AddNorm, AttentionId, AttentionSpec, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
 };
@@ -38,7 +39,7 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     model_types: &["marian"],
     untyped: false,
     config,
-    weights: |t, c| Ok(super::Weights::Marian(MarianWeights::load(t, c)?.into())),
+    weights: |t, c| Ok(Box::new(MarianWeights::load(t, c)?)),
     gguf: None,
 };
 
@@ -490,5 +491,49 @@ impl MarianWeights {
         let out = ops.linear(&inner, &ffn.fc2, None)?;
         let sum = ops.add_norm(x, &out, ln)?;
         Ok((out, sum))
+    }
+}
+
+impl Network for MarianWeights {
+    fn stack(&self) -> Stack {
+        Stack::Encoder
+    }
+
+    fn run(&self, _ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        Err(Error::Input(format!(
+            "a {} model is an encoder–decoder (translation) model: use `attnscope translate`, \
+             which runs its encoder and decodes its output",
+            c.family.name()
+        )))
+    }
+
+    fn position_table(&self) -> Option<&Table> {
+        Some(&self.positions)
+    }
+
+    fn translation(&self) -> Option<&dyn Translating> {
+        Some(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Translating for MarianWeights {
+    fn run_whole(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        match ops {
+            EngineOps::Cpu(o) => self.forward(o, c).map(drop),
+            #[cfg(feature = "gpu")]
+            EngineOps::Gpu(o) => self.forward(o, c).map(drop),
+        }
+    }
+
+    fn run_decoder(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+        match ops {
+            EngineOps::Cpu(o) => self.decode(o, c, None).map(drop),
+            #[cfg(feature = "gpu")]
+            EngineOps::Gpu(o) => self.decode(o, c, None).map(drop),
+        }
     }
 }

@@ -4,8 +4,8 @@
 //! and the GPU engine records.
 //!
 //! [`FAMILIES`] lists them: the only place a `model_type` or a GGUF architecture is looked up.
-//! A new family is a module here and a line in [`FAMILIES`] (and, until the engines run any
-//! family's forward pass, a variant of [`Weights`]).
+//! A new family is a module here (its weights a [`Network`] the engines run) and a line in
+//! [`FAMILIES`].
 
 pub mod bert;
 pub mod distilbert;
@@ -13,17 +13,16 @@ pub mod gpt2;
 pub mod llama;
 pub mod marian;
 
-use ndarray::{Array2, Array3};
+use ndarray::Array3;
 
-use crate::engine::ops::{Kept, Ops, Stack};
-use crate::engine::ModelInputs;
+use crate::engine::network::Network;
+use crate::engine::ops::{Kept, Ops};
 use crate::error::{Error, Result};
 use crate::model::config::Config;
 use crate::model::gguf::GgufFile;
 use crate::model::limits::{file_too_big, MAX_CONFIG_BYTES};
 use crate::model::quant::SharedBytes;
-use crate::model::weights::{Linear, Table, Tensors};
-use crate::model::Encoded;
+use crate::model::weights::{Linear, Tensors};
 
 /// What a family reads, and how: one entry a family.
 pub struct FamilyEntry {
@@ -132,97 +131,12 @@ pub fn read_gguf_config(g: &GgufFile) -> Result<(&'static GgufFamily, Config)> {
     Ok((family, (family.config)(g)?))
 }
 
-/// A model's weights, by family.
-#[derive(Debug, Clone)]
-pub enum Weights {
-    /// BERT and RoBERTa.
-    Bert(Box<bert::BertWeights>),
-    DistilBert(Box<distilbert::DistilBertWeights>),
-    Gpt2(Box<gpt2::Gpt2Weights>),
-    /// An encoder–decoder translation model.
-    Marian(Box<marian::MarianWeights>),
-    /// Llama, Mistral and Qwen2.
-    Llama(Box<llama::LlamaWeights>),
-}
+/// A model's weights, whatever its family: what the engines run ([`Network`]).
+pub type Weights = Box<dyn Network>;
 
-impl Weights {
-    /// Reads the weights of `c`'s family from `t`.
-    pub fn load(t: &Tensors, c: &Config) -> Result<Self> {
-        (of(c)?.weights)(t, c)
-    }
-
-    /// The stack the model's layers form (an encoder–decoder model's first: its encoder).
-    pub fn stack(&self) -> Stack {
-        match self {
-            Self::Bert(_) | Self::DistilBert(_) | Self::Marian(_) => Stack::Encoder,
-            Self::Gpt2(_) | Self::Llama(_) => Stack::Decoder,
-        }
-    }
-
-    /// The ids a pass over `input` reads (the family decides the positions).
-    pub fn inputs(&self, input: &Encoded, c: &Config) -> ModelInputs {
-        match self {
-            Self::Bert(w) => w.inputs(input, c),
-            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) | Self::Llama(_) => ModelInputs {
-                tokens: input.ids.clone(),
-                token_types: input.type_ids.clone(),
-                positions: bert::positions_from_zero(input),
-                target: None,
-            },
-        }
-    }
-
-    /// The family's forward pass over `ops` for one stack's model; returns the model's output,
-    /// `(B·T, D)`. An encoder–decoder model translates instead ([`crate::engine::translate`]).
-    pub fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X> {
-        match self {
-            Self::Bert(w) => w.forward(ops, c),
-            Self::DistilBert(w) => w.forward(ops, c),
-            Self::Gpt2(w) => w.forward(ops, c),
-            Self::Llama(w) => w.forward(ops, c),
-            Self::Marian(_) => Err(Error::Input(format!(
-                "a {} model is an encoder–decoder (translation) model: use `attnscope translate`, \
-                 which runs its encoder and decodes its output",
-                c.family.name()
-            ))),
-        }
-    }
-
-    /// A classification head's logits from the model's output `(B, T, D)`, where the
-    /// checkpoint has one: `(B, num_labels)`.
-    pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
-        match self {
-            Self::Bert(w) => w.logits(hidden),
-            Self::DistilBert(_) | Self::Gpt2(_) | Self::Marian(_) | Self::Llama(_) => None,
-        }
-    }
-
-    /// The position embeddings added to the tokens, `(positions, D)` (learned, or Marian's
-    /// sinusoids); `None` for rotary positions, which turn the queries and keys instead.
-    pub fn position_table(&self) -> Option<&Table> {
-        match self {
-            Self::Bert(w) => Some(&w.embeddings.position),
-            Self::DistilBert(w) => Some(&w.embeddings.position),
-            Self::Gpt2(w) => Some(&w.wpe),
-            Self::Marian(w) => Some(&w.positions),
-            Self::Llama(_) => None,
-        }
-    }
-
-    /// An encoder's layers, in BERT's layout (BERT, RoBERTa, DistilBERT).
-    pub fn encoder_layers(&self) -> Option<&[bert::LayerWeights]> {
-        match self {
-            Self::Bert(w) => Some(&w.layers),
-            Self::DistilBert(w) => Some(&w.layers),
-            Self::Gpt2(_) | Self::Marian(_) | Self::Llama(_) => None,
-        }
-    }
-
-    /// Whether the model predicts the next token of its input (has an LM head over it; an
-    /// encoder–decoder model's predicts its output's, in `translate`).
-    pub fn has_lm_head(&self) -> bool {
-        matches!(self, Self::Gpt2(_) | Self::Llama(_))
-    }
+/// Reads the weights of `c`'s family from `t`.
+pub fn load_weights(t: &Tensors, c: &Config) -> Result<Weights> {
+    (of(c)?.weights)(t, c)
 }
 
 /// A decoder's LM head on its output `out`, `(B·T, D)`, kept where the pass wants it: at every

@@ -8,7 +8,6 @@ use std::sync::{Mutex, OnceLock};
 use attnscope::engine::gpu::{GpuDevice, GpuEngine};
 use attnscope::engine::{cpu, GenerateOptions, ScoreScale, TraceOptions};
 use attnscope::families::bert::BertWeights;
-use attnscope::families::Weights;
 use attnscope::model::Encoded;
 use attnscope::{Mask, MaskKind, Model, Trace};
 use ndarray::{s, ArrayD, ArrayViewD, IxDyn};
@@ -16,10 +15,7 @@ use serde::Deserialize;
 
 /// BERT's (and RoBERTa's) weights of `m`, when it is one.
 pub fn bert(m: &Model) -> Option<&BertWeights> {
-    match &m.weights {
-        Weights::Bert(w) => Some(w),
-        _ => None,
-    }
+    m.weights.as_any().downcast_ref()
 }
 
 pub fn root() -> PathBuf {

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use attnscope::engine::{
-    cpu, AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale,
+    AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale,
     TraceOptions,
 };
 use attnscope::report::{GenerationReport, Report, ReportOptions};
@@ -490,7 +490,9 @@ fn attention(
     report.no_rope = opts.no_rope;
     if let (Some(layer), Some(second)) = (cross_attention, pair) {
         for (item, first) in report.results.iter_mut().zip(texts) {
-            item.cross_attention = Some(cpu::cross_attention(model, first, second, layer, opts)?);
+            item.cross_attention = Some(attnscope::analysis::cross_attention(
+                model, first, second, layer, opts,
+            )?);
         }
     }
     print_json(&report)

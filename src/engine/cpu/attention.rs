@@ -16,7 +16,7 @@ use super::ops::{dot, linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
-use crate::families::bert::AttentionWeights;
+use crate::model::weights::Linear;
 
 /// Every step of `softmax(QKᵀ/√d_k + mask)·V` (or of `softmax(QKᵀ + mask)·V`, unscaled), kept
 /// for the visualiser.
@@ -397,6 +397,15 @@ pub struct Projections {
     pub context: Array2<f32>,
 }
 
+/// One attention's four dense layers: Q, K and V, and the output projection.
+#[derive(Clone, Copy)]
+pub struct AttentionLinears<'a> {
+    pub query: &'a Linear,
+    pub key: &'a Linear,
+    pub value: &'a Linear,
+    pub output: &'a Linear,
+}
+
 /// Multi-head attention: project Q from `x_q` and K, V from `x_kv`, split into heads,
 /// attend per head (`QKᵀ/√d_k`, or `QKᵀ` with [`ScoreScale::None`]), concatenate, project out.
 /// `x_q == x_kv` is self-attention; otherwise it is encoder–decoder (cross) attention with
@@ -406,7 +415,7 @@ pub struct Projections {
 /// # Shapes
 /// * `x_q`: `(n_q, D)`, `x_kv`: `(n_k, D)`, `mask`: `(n_q, n_k)`, `off`: `(H,)` or empty
 pub fn multi_head_attention(
-    w: &AttentionWeights,
+    w: AttentionLinears<'_>,
     heads: usize,
     x_q: ArrayView2<f32>,
     x_kv: ArrayView2<f32>,
@@ -415,9 +424,9 @@ pub fn multi_head_attention(
     scale: ScoreScale,
 ) -> Result<MultiHeadOutput> {
     let (q, k, v) = (
-        linear(x_q, &w.query),  // (n_q, H·d_k)
-        linear(x_kv, &w.key),   // (n_k, H·d_k)
-        linear(x_kv, &w.value), // (n_k, H·d_v)
+        linear(x_q, w.query),  // (n_q, H·d_k)
+        linear(x_kv, w.key),   // (n_k, H·d_k)
+        linear(x_kv, w.value), // (n_k, H·d_v)
     );
     let (n_q, n_k) = (q.nrows(), k.nrows());
     let mut probs = Array3::uninit((heads, n_q, n_k));
@@ -446,7 +455,7 @@ pub fn multi_head_attention(
             context.assume_init(),
         )
     };
-    let output = linear(context.view(), &w.output); // (n_q, D)
+    let output = linear(context.view(), w.output); // (n_q, D)
     Ok(MultiHeadOutput {
         probs,
         scores,

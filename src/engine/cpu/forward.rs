@@ -1,17 +1,13 @@
-//! The CPU engine's forward pass: the model's family written over [`CpuOps`], and
-//! cross-attention between two sentences encoded alone.
+//! The CPU engine's forward pass: the model's family written over [`CpuOps`].
 
-use ndarray::{s, Array2, Array3};
-
-use super::attention::multi_head_attention;
 use super::exec::{CpuOps, StackLayers};
-use super::ops::norm;
+use crate::engine::network::EngineOps;
 use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::AttentionGroup;
-use crate::engine::{check_input, check_layer, Trace, TraceOptions};
-use crate::error::{Error, Result};
-use crate::masks::{Mask, MaskKind};
-use crate::model::{Encoded, LayerNormOrder};
+use crate::engine::{check_input, Trace, TraceOptions};
+use crate::error::Result;
+use crate::masks::Mask;
+use crate::model::Encoded;
 use crate::Model;
 
 /// The model over a padded batch, keeping every layer's and head's attention and what `opts`
@@ -54,89 +50,10 @@ fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions
         c.num_hidden_layers,
         None,
     );
-    model.forward(&mut ops)?;
+    model.run(EngineOps::Cpu(&mut ops))?;
     let (mut groups, kept) = ops.finish()?;
     let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
     let mut trace = Trace::assemble(attention, kept, opts, &c.architecture.layers, mask)?;
     trace.logits = model.logits(&trace.hidden);
     Ok(trace)
-}
-
-/// One layer's attention from a second sentence to a first, each encoded alone.
-///
-/// # Shapes
-/// * `queries`: `(n_q,)`, the second sentence's tokens; `keys`: `(n_k,)`, the first's
-/// * `attention`: `(H, n_q, n_k)`, rows sum to 1
-#[derive(Debug, Clone)]
-pub struct CrossAttention {
-    /// 0-based.
-    pub layer: usize,
-    pub queries: Vec<String>,
-    pub keys: Vec<String>,
-    pub attention: Array3<f32>,
-}
-
-/// Cross-attention between two sentences through one layer's own projections: `first` and
-/// `second` are each encoded alone (a single text with its own [CLS] and [SEP], under the
-/// padding mask, with `opts`' scale and head mask); the queries come from the second's hidden
-/// states entering `layer`, the keys and values from the first's (post-LN: those states;
-/// pre-LN: their `LN₁`, as the layer's attention sees its input). Nothing is masked: a single
-/// text has no padding.
-///
-/// # Shapes
-/// * see [`CrossAttention`]
-pub fn cross_attention(
-    model: &Model,
-    first: &str,
-    second: &str,
-    layer: usize,
-    opts: &TraceOptions,
-) -> Result<CrossAttention> {
-    let c = &model.config;
-    check_layer("cross-attention", layer, c)?;
-    let layers = model.weights.encoder_layers().ok_or_else(|| {
-        Error::Input(format!(
-            "cross-attention between two sentences encoded alone needs an encoder; {} is a decoder-only model",
-            model.short_name()
-        ))
-    })?;
-    let states = TraceOptions {
-        scores: false,
-        hidden_states: true,
-        layer_trace: None,
-        ..opts.clone()
-    };
-    // (tokens, the hidden states entering `layer`: (T, D)) of one text encoded alone
-    let entering = |text: &str| -> Result<(Vec<String>, Array2<f32>)> {
-        let mut input = model.tokenizer.encode(&[text], None)?;
-        let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
-        let trace = forward(model, &input, &mask, &states)?;
-        let hs = trace
-            .hidden_states
-            .expect("hidden states were asked for")
-            .slice(s![0, layer, .., ..])
-            .to_owned();
-        let x = match c.layer_norm_order {
-            LayerNormOrder::Post => hs,
-            LayerNormOrder::Pre => norm(hs.view(), &layers[layer].attention_norm),
-        };
-        Ok((input.tokens.swap_remove(0), x))
-    };
-    let (keys, x_kv) = entering(first)?;
-    let (queries, x_q) = entering(second)?;
-    let attn = multi_head_attention(
-        &layers[layer].attention,
-        c.num_attention_heads,
-        x_q.view(),
-        x_kv.view(),
-        None,
-        &opts.head_mask.layer(layer, c.num_attention_heads),
-        opts.scale,
-    )?;
-    Ok(CrossAttention {
-        layer,
-        queries,
-        keys,
-        attention: attn.probs,
-    })
 }

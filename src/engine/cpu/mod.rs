@@ -10,10 +10,10 @@ pub mod prefix;
 
 pub use attention::{
     dot_product_attention, head_attention, multi_head_attention, scaled_dot_product_attention,
-    Attention, MultiHeadOutput,
+    Attention, AttentionLinears, MultiHeadOutput,
 };
 pub use exec::{CpuOps, CpuX};
+pub use forward::forward;
 pub(crate) use forward::on_the_pool;
-pub use forward::{cross_attention, forward, CrossAttention};
 pub use ops::{exp_nonpositive, sum_exp};
 pub use prefix::{forward_reusing, Prefixes, Reused, MAX_KEPT_BYTES, MAX_PREFIX_TOKENS};

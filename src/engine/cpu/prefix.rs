@@ -14,6 +14,7 @@ use ndarray::{concatenate, s, Axis};
 use super::exec::{CpuOps, DecoderCache, StackLayers};
 use super::forward::{forward, on_the_pool};
 use crate::engine::generate::pass_inputs;
+use crate::engine::network::EngineOps;
 use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::trace::KeptValues;
 use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOptions};
@@ -153,7 +154,7 @@ pub fn forward_reusing(
             layers,
             Some(&mut cache),
         );
-        model.forward(&mut ops)?;
+        model.run(EngineOps::Cpu(&mut ops))?;
         let (mut groups, mut values) = ops.finish()?;
         // each kept value: the shared positions' rows from the last pass, then the new ones'
         if let Some(old) = &old {

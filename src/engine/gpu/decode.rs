@@ -12,6 +12,7 @@ use web_time::Instant;
 
 use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
+use crate::engine::network::EngineOps;
 use crate::engine::trace::TargetInputs;
 use crate::engine::translate::{
     check_greedy, cross_mask, decode, logits_of, pass_options, source_inputs, stack_layers,
@@ -147,11 +148,11 @@ impl Passes for GpuPasses<'_> {
         let start = Instant::now();
         let (b, s) = self.source.ids.dim();
         if t == 0 && self.first.is_none() {
-            let r = self.record([s, 1], true, |m, rec| m.forward(rec))?;
+            let r = self.record([s, 1], true, |m, rec| m.forward(EngineOps::Gpu(rec)))?;
             self.first = Some(r);
         }
         if t > 0 && self.rest.is_none() {
-            let r = self.record([s, 1], true, |m, rec| m.decode_cached(rec))?;
+            let r = self.record([s, 1], true, |m, rec| m.decode_cached(EngineOps::Gpu(rec)))?;
             self.rest = Some(r);
         }
         let pass = if t == 0 { &self.first } else { &self.rest };
@@ -174,7 +175,7 @@ impl Passes for GpuPasses<'_> {
         let start = Instant::now();
         let s = self.source.ids.ncols();
         let t = target.tokens.ncols();
-        let pass = self.record([s, t], false, |m, rec| m.forward(rec))?;
+        let pass = self.record([s, t], false, |m, rec| m.forward(EngineOps::Gpu(rec)))?;
         self.replay(&pass, target, decoder, cross, &[], start).await
     }
 }

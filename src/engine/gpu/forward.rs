@@ -11,6 +11,7 @@ use super::kernels::GpuParams;
 use super::plan::GpuKernels;
 use super::record::{GpuCache, Recorder, Recording};
 use crate::engine::cpu::exec::StackLayers;
+use crate::engine::network::EngineOps;
 use crate::engine::ops::{AttentionId, AttentionKind, Ids, PassMasks, Stack};
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::translate::EncoderDecoder;
@@ -89,7 +90,9 @@ impl GpuEngine {
                     layers,
                     trace_layers: c.num_hidden_layers,
                 };
-                engine.record(shape, &opts, None, |rec| passes.forward(rec))?;
+                engine.record(shape, &opts, None, |rec| {
+                    passes.forward(EngineOps::Gpu(rec))
+                })?;
                 None
             }
             None => {
@@ -101,7 +104,7 @@ impl GpuEngine {
                     trace_layers: c.num_hidden_layers,
                 };
                 let rec =
-                    engine.record(shape, &opts, None, |rec| model.forward(rec).map(|_| ()))?;
+                    engine.record(shape, &opts, None, |rec| model.run(EngineOps::Gpu(rec)))?;
                 Some(engine.workspace_of((model.id, 1, 1, opts), rec))
             }
         };
@@ -162,7 +165,7 @@ impl GpuEngine {
                     trace_layers: c.num_hidden_layers,
                 };
                 let recording =
-                    self.record(shape, opts, None, |rec| model.forward(rec).map(|_| ()))?;
+                    self.record(shape, opts, None, |rec| model.run(EngineOps::Gpu(rec)))?;
                 self.workspace_of(key, recording)
             }
         };

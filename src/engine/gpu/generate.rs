@@ -15,6 +15,8 @@ use std::borrow::Borrow;
 use ndarray::{s, Array3};
 use web_time::Instant;
 
+use crate::engine::network::EngineOps;
+
 use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
 use crate::engine::cpu::exec::StackLayers;
@@ -100,7 +102,7 @@ impl<E: Borrow<GpuEngine>, M: Borrow<Model>> GpuSteps<E, M> {
         };
         let engine = self.engine.borrow();
         let recording = engine.record(shape, &self.opts, Some(&mut self.cache), |rec| {
-            model.forward(rec).map(|_| ())
+            model.run(EngineOps::Gpu(rec))
         })?;
         let staging = engine.staging_for(&recording);
         Ok(Recorded { recording, staging })

@@ -17,4 +17,4 @@ pub use generate::GpuSteps;
 pub use kernels::{Kernel, MATMUL_TILE, ROW_WG};
 pub use ops::AttentionOutput;
 pub use plan::GpuKernels;
-pub use record::GpuX;
+pub use record::{GpuX, Recorder};

@@ -144,7 +144,7 @@ impl GpuCache {
 
 /// Records a family's forward pass over a batch of `B` items (`n` positions each of the input,
 /// and of a translation's target).
-pub(super) struct Recorder<'a> {
+pub struct Recorder<'a> {
     kernels: &'a GpuKernels,
     params: &'a mut GpuParams,
     opts: &'a TraceOptions,
@@ -167,7 +167,7 @@ impl<'a> Recorder<'a> {
     /// target) through `layers`; `trace_layers`: the layers [`Kept::Hidden`] counts; a step of
     /// a decoding with its `cache`.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(super) fn new(
         kernels: &'a GpuKernels,
         params: &'a mut GpuParams,
         opts: &'a TraceOptions,
@@ -281,7 +281,7 @@ impl<'a> Recorder<'a> {
     }
 
     /// The recorded pass, once every group's every layer was recorded.
-    pub fn finish(self) -> Result<Recording> {
+    pub(super) fn finish(self) -> Result<Recording> {
         for g in &self.groups {
             if let Some(l) = g.probs.iter().position(Option::is_none) {
                 return Err(Error::Engine(format!(

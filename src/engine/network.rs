@@ -1,0 +1,97 @@
+//! What an engine runs: a model's forward pass behind a trait object, so that no engine names a
+//! family. Each family (`crate::families`) implements [`Network`] for its weights, writing its
+//! forward pass once over [`Ops`] and running it on whichever engine's operations it is handed
+//! ([`EngineOps`], [`run_on`]).
+
+use std::any::Any;
+
+use ndarray::{Array2, Array3};
+
+use super::cpu::exec::CpuOps;
+#[cfg(feature = "gpu")]
+use super::gpu::Recorder;
+use super::ops::{Ops, Stack};
+use super::ModelInputs;
+use crate::error::Result;
+use crate::model::config::Config;
+use crate::model::weights::Table;
+use crate::model::Encoded;
+
+/// One engine's operations, for a forward pass to run on: the CPU engine computes each, the GPU
+/// engine records each.
+pub enum EngineOps<'o, 'p> {
+    Cpu(&'o mut CpuOps<'p>),
+    #[cfg(feature = "gpu")]
+    Gpu(&'o mut Recorder<'p>),
+}
+
+/// A forward pass written once over [`Ops`], the way a family writes it.
+pub trait Forward {
+    fn forward<O: Ops>(&self, ops: &mut O, c: &Config) -> Result<O::X>;
+}
+
+/// `pass`'s forward over the engine `ops` names.
+pub fn run_on(pass: &impl Forward, ops: EngineOps<'_, '_>, c: &Config) -> Result<()> {
+    match ops {
+        EngineOps::Cpu(o) => pass.forward(o, c).map(drop),
+        #[cfg(feature = "gpu")]
+        EngineOps::Gpu(o) => pass.forward(o, c).map(drop),
+    }
+}
+
+/// A model's weights as the engines run them, whatever its family.
+pub trait Network: Any + Send + Sync + std::fmt::Debug {
+    /// The stack its layers form (an encoder–decoder model's first: its encoder).
+    fn stack(&self) -> Stack;
+
+    /// The ids a pass over `input` reads (the family decides the positions; by default each
+    /// item's `0, 1, …`).
+    fn inputs(&self, input: &Encoded, _c: &Config) -> ModelInputs {
+        ModelInputs {
+            tokens: input.ids.clone(),
+            token_types: input.type_ids.clone(),
+            positions: Array2::from_shape_fn(input.ids.dim(), |(_, t)| t as u32),
+            target: None,
+        }
+    }
+
+    /// Its forward pass for one stack's model over `ops` (an encoder–decoder model translates
+    /// instead: [`Network::translation`]).
+    fn run(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()>;
+
+    /// Whether it predicts the next token of its input (has an LM head over it; an
+    /// encoder–decoder model's predicts its output's, in `translate`).
+    fn has_lm_head(&self) -> bool {
+        false
+    }
+
+    /// A classification head's logits from the model's output `(B, T, D)`, where the
+    /// checkpoint has one: `(B, num_labels)`.
+    fn logits(&self, _hidden: &Array3<f32>) -> Option<Array2<f32>> {
+        None
+    }
+
+    /// The position embeddings added to the tokens, `(positions, D)` (learned, or sinusoids);
+    /// `None` for rotary positions, which turn the queries and keys instead.
+    fn position_table(&self) -> Option<&Table> {
+        None
+    }
+
+    /// An encoder–decoder model's two passes.
+    fn translation(&self) -> Option<&dyn Translating> {
+        None
+    }
+
+    /// The weights as their own type, for what only their family reads of them.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An encoder–decoder model's two passes over an engine's operations.
+pub trait Translating: Send + Sync {
+    /// The source through the encoder, then every target position given through the decoder.
+    fn run_whole(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()>;
+
+    /// The decoder alone over its new positions: the cache holds the earlier positions' keys
+    /// and values, and the source's for the cross-attention.
+    fn run_decoder(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()>;
+}
