@@ -3,8 +3,10 @@
 //! * [`model`]: a checkpoint's files read (config, weights, tokenizer; or one GGUF file), from a
 //!   folder or from bytes.
 //! * [`checkpoint`]: a checkpoint loaded, its family's weights in it ([`Model`]).
-//! * [`families`]: each model family once: its weights by HF's key names and its forward pass
-//!   over the engines' operations.
+//! * [`families`]: each model family once: its config, its weights by HF's key names and its
+//!   forward pass over the engines' operations.
+//! * [`linalg`]: the CPU's numeric kernels (matrix products, dot products), below the model's
+//!   files and the engines.
 //! * [`masks`]: padding, causal (no-peek) and explicit masks, composed as values.
 //! * [`engine`]: the operations a forward pass is written in, traced layer by layer and head by
 //!   head: on the CPU (`ndarray`, the reference) or the GPU (WGSL compute shaders through
@@ -18,6 +20,7 @@ pub mod checkpoint;
 pub mod engine;
 pub mod error;
 pub mod families;
+pub mod linalg;
 pub mod masks;
 pub mod model;
 pub mod report;

@@ -12,8 +12,8 @@ use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTES};
 use super::quant::QuantMatrix;
-use crate::engine::cpu::gemm::PackedB;
 use crate::error::{Error, Result};
+use crate::linalg::gemm::PackedB;
 
 /// The bytes of a `model.safetensors` file, kept in 4-byte-aligned storage so that its
 /// little-endian f32 tensors are read in place: a model's matrices are views into this one

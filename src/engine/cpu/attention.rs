@@ -10,12 +10,12 @@ use ndarray::{
 
 use rayon::prelude::*;
 
-use super::gemm::{matmul_in_one_thread, PackedB};
-use super::isa;
-use super::ops::{dot, linear, masked_softmax, masked_softmax_in_place};
+use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
 use crate::engine::ScoreScale;
 use crate::error::{Error, Result};
+use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
+use crate::linalg::{dot, isa};
 use crate::model::weights::Linear;
 
 /// Every step of `softmax(QKᵀ/√d_k + mask)·V` (or of `softmax(QKᵀ + mask)·V`, unscaled), kept

@@ -3,8 +3,6 @@
 pub mod attention;
 pub mod exec;
 pub mod forward;
-pub mod gemm;
-pub(crate) mod isa;
 pub mod ops;
 pub mod prefix;
 

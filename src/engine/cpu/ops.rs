@@ -6,8 +6,8 @@ use ndarray::{Array2, ArrayView2};
 
 use rayon::prelude::*;
 
-use super::gemm::matmul_new;
-use super::isa;
+use crate::linalg::gemm::matmul_new;
+use crate::linalg::isa;
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind};
 use crate::model::Activation;
@@ -213,22 +213,6 @@ pub fn rotate(x: ArrayView2<f32>, heads: usize, rope: &Rotary, positions: &[u32]
     y
 }
 
-/// `a · b`, in 16 lanes that LLVM vectorises (SSE/AVX natively, `simd128` in wasm).
-#[inline(always)]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let (a16, a_tail) = a.as_chunks::<LANES>();
-    let (b16, b_tail) = b.as_chunks::<LANES>();
-    let mut acc = [0.0f32; LANES];
-    for (a, b) in a16.iter().zip(b16) {
-        for k in 0..LANES {
-            acc[k] += a[k] * b[k];
-        }
-    }
-    let tail: f32 = a_tail.iter().zip(b_tail).map(|(a, b)| a * b).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
 /// Softmax of one row in place after `masked_fill(!allowed, -inf)`: masked cells become
 /// exactly 0, and a row with every cell masked becomes all zeros rather than NaN.
 ///
@@ -405,7 +389,7 @@ pub fn exp_nonpositive(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::{erf, exp_nonpositive, gelu, masked_softmax, masked_softmax_in_place, norm};
-    use crate::engine::cpu::isa::{self, Isa};
+    use crate::linalg::isa::{self, Isa};
     use crate::model::weights::Norm;
     use std::mem::MaybeUninit;
 

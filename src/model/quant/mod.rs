@@ -28,9 +28,8 @@ use half::slice::HalfFloatSliceExt;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
-use crate::engine::cpu::gemm::{matmul_in_one_thread, PackedB};
-use crate::engine::cpu::isa;
-use crate::engine::cpu::ops::dot;
+use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
+use crate::linalg::{dot, isa};
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;

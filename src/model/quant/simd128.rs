@@ -11,7 +11,7 @@
 use core::arch::wasm32::*;
 
 use super::{half_at, GgmlType};
-use crate::engine::cpu::gemm::madd;
+use crate::linalg::gemm::madd;
 
 /// Eight 16-bit integers as two `f32x4`.
 #[inline(always)]
