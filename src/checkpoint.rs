@@ -1,11 +1,7 @@
 //! A checkpoint loaded: its config, its family's weights (`crate::families`), its tokenizer and
 //! its chat template, whatever bytes it came from (`crate::model` reads the files).
 
-use ndarray::{Array2, Array3};
-
-use crate::engine::network::EngineOps;
-use crate::engine::ops::Stack;
-use crate::engine::ModelInputs;
+use crate::engine::network::{Loaded, Network};
 use crate::error::{Error, Result};
 use crate::families::Weights;
 use crate::masks::MaskKind;
@@ -349,21 +345,6 @@ impl Model {
         Self::load(&name, &c, &w, &t)?.with_chat_files(chat, &name)
     }
 
-    /// The stack the model's layers form: an encoder, or a decoder-only model's decoder.
-    pub fn stack(&self) -> Stack {
-        self.weights.stack()
-    }
-
-    /// The ids a pass over `input` reads (the family decides the positions).
-    pub fn inputs(&self, input: &Encoded) -> ModelInputs {
-        self.weights.inputs(input, &self.config)
-    }
-
-    /// The family's forward pass over an engine's operations.
-    pub fn run(&self, ops: EngineOps<'_, '_>) -> Result<()> {
-        self.weights.run(ops, &self.config)
-    }
-
     /// The mask the model was trained with: the no-peek mask (with padding) for a decoder-only
     /// model, padding for an encoder.
     pub fn own_mask(&self) -> MaskKind {
@@ -372,12 +353,6 @@ impl Model {
         } else {
             MaskKind::Padding
         }
-    }
-
-    /// The classification head's logits from the last hidden states `(B, T, D)`, when the
-    /// checkpoint has one: `(B, num_labels)`.
-    pub fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
-        self.weights.logits(hidden)
     }
 
     /// Name shown to users: the folder's last component.
@@ -396,5 +371,23 @@ fn file_name(name: &str, file: &str) -> String {
         file.to_owned()
     } else {
         format!("{name}/{file}")
+    }
+}
+
+impl Loaded for Model {
+    fn id(&self) -> ParamId {
+        self.id
+    }
+    fn name(&self) -> &str {
+        self.short_name()
+    }
+    fn config(&self) -> &Config {
+        &self.config
+    }
+    fn network(&self) -> &dyn Network {
+        &*self.weights
+    }
+    fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
     }
 }

@@ -22,6 +22,7 @@ use crate::analysis::CrossAttention;
 use crate::analysis::{
     rollout, sentence_embedding, HeadMetrics, ItemAttention, ItemHeads, SpecialIds,
 };
+use crate::engine::network::Loaded;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
 use crate::masks::MaskKind;
 use crate::model::{Activation, Encoded, LayerNormOrder};

@@ -423,7 +423,7 @@ pub fn file_limits() -> Result<JsValue, JsError> {
 /// A loaded model and the engine that runs it.
 #[wasm_bindgen]
 pub struct Session {
-    runner: Runner,
+    runner: Runner<Model>,
     /// The CPU engine's last passes, which a text typed at the end reuses
     /// ([`cpu::forward_reusing`]).
     prefixes: std::cell::RefCell<cpu::Prefixes>,
@@ -551,7 +551,7 @@ pub fn load_gguf_session(
 /// A promise of the [`Session`] of `model` once its backend is up.
 fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise, JsError> {
     Ok(wasm_bindgen_futures::future_to_promise(async move {
-        let runner = Runner::new(model, choice)
+        let runner = Runner::<Model>::new(model, choice)
             .await
             .map_err(|e| JsValue::from(js_err(e)))?;
         Ok(Session {

@@ -124,7 +124,7 @@ fn roberta_counts_positions_after_its_padding_index() {
         .unwrap();
     assert_eq!(input.len(), 64);
     assert_eq!(input.truncated, [true, false]);
-    let positions = m.inputs(&input).positions;
+    let positions = attnscope::engine::network::Loaded::inputs(m, &input).positions;
     assert_eq!(positions[[0, 0]], 2);
     assert_eq!(positions[[0, 63]], 65);
     let n = input.valid.row(1).iter().filter(|&&v| v).count();

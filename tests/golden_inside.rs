@@ -195,7 +195,7 @@ fn gpu_layer_trace_and_hidden_states_equal_hf() {
     }
     let engine = GpuEngine::new(gpu_device().clone(), m).unwrap();
     let own = Model::from_dir(model_dir(&g.meta.model)).unwrap(); // the runner owns its model
-    let runner = Runner::with_gpu(own, engine, BackendChoice::Gpu);
+    let runner = Runner::<Model>::with_gpu(own, engine, BackendChoice::Gpu);
     let opts = TraceOptions {
         hidden_states: true,
         layer_trace: Some(3),

@@ -153,8 +153,8 @@ fn a_lost_device_is_an_error_and_auto_falls_back_to_the_cpu() {
     let input = synthetic(&m, 6, &[6]);
     let mask = Mask::from_kind(MaskKind::Padding, input.valid.view());
     let engine = || GpuEngine::new(dev.clone(), &m).unwrap();
-    let auto = Runner::with_gpu(m.clone(), engine(), BackendChoice::Auto);
-    let strict = Runner::with_gpu(m.clone(), engine(), BackendChoice::Gpu);
+    let auto = Runner::<Model>::with_gpu(m.clone(), engine(), BackendChoice::Auto);
+    let strict = Runner::<Model>::with_gpu(m.clone(), engine(), BackendChoice::Gpu);
     let ok = pollster::block_on(auto.forward(&input, &mask, &TraceOptions::default())).unwrap();
     assert!(ok.backend.starts_with("gpu: "), "{}", ok.backend);
     dev.device.destroy();

@@ -274,7 +274,7 @@ fn the_runner_generates_on_the_gpu_it_was_given() {
     // a runner owns its model and engine: this test's own copy of tiny-llama
     let m = std::sync::Arc::new(Model::from_dir(model_dir("tiny-llama")).unwrap());
     let engine = attnscope::engine::gpu::GpuEngine::new(gpu_device().clone(), &m).unwrap();
-    let runner = Runner::with_gpu(m.clone(), engine, BackendChoice::Gpu);
+    let runner = Runner::<Model>::with_gpu(m.clone(), engine, BackendChoice::Gpu);
     let opts = GenerateOptions {
         max_new_tokens: 4,
         top_k: 1,

@@ -465,13 +465,13 @@ fn a_folder_with_two_chat_templates_that_differ_is_refused_naming_both_files() {
 
 #[test]
 fn marian_saved_by_transformers_5_translates_as_hf_on_both_engines() {
+    let cpu = |m: &Model, sources: &[&str], decoding: &attnscope::engine::Decoding| {
+        attnscope::engine::translate(m, sources, decoding)
+    };
     let gpu = |m: &Model, sources: &[&str], decoding: &attnscope::engine::Decoding| {
         block_on(gpu_engine(m).translate(m, sources, decoding))
     };
-    for (engine, translate) in [
-        ("cpu", &attnscope::engine::translate as Translate),
-        ("gpu", &gpu),
-    ] {
+    for (engine, translate) in [("cpu", &cpu as Translate), ("gpu", &gpu)] {
         let (a, p) = check_translation("v5_marian_generate", translate);
         eprintln!("v5_marian_generate {engine}: attention {a:.2e}, step probabilities {p:.2e}");
     }

@@ -10,10 +10,10 @@ use web_time::Instant;
 #[cfg(feature = "gpu")]
 use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
 use super::{cpu, Decoding, GenerateOptions, Generation, Trace, TraceOptions, Translation};
+use crate::engine::network::Loaded;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::Encoded;
-use crate::Model;
 
 /// What the user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +60,9 @@ pub struct GenerationRun {
     pub fallback: Option<String>,
 }
 
-/// A model and the engine that runs it.
-pub struct Runner {
-    model: Arc<Model>,
+/// A model (a loaded checkpoint: `crate::Model`) and the engine that runs it.
+pub struct Runner<M: Loaded> {
+    model: Arc<M>,
     #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // what a GPU failure falls back by
     choice: BackendChoice,
     #[cfg(feature = "gpu")]
@@ -71,9 +71,9 @@ pub struct Runner {
     unavailable: Option<String>,
 }
 
-impl Runner {
+impl<M: Loaded> Runner<M> {
     /// Sets up the chosen backend for `model`, acquiring a GPU device when needed.
-    pub async fn new(model: impl Into<Arc<Model>>, choice: BackendChoice) -> Result<Self> {
+    pub async fn new(model: impl Into<Arc<M>>, choice: BackendChoice) -> Result<Self> {
         let model = model.into();
         let mut runner = Self {
             model,
@@ -109,7 +109,7 @@ impl Runner {
 
     /// Runs `model` on a GPU engine the caller built for it (tests pass their own device).
     #[cfg(feature = "gpu")]
-    pub fn with_gpu(model: impl Into<Arc<Model>>, gpu: GpuEngine, choice: BackendChoice) -> Self {
+    pub fn with_gpu(model: impl Into<Arc<M>>, gpu: GpuEngine, choice: BackendChoice) -> Self {
         Self {
             model: model.into(),
             choice,
@@ -119,12 +119,12 @@ impl Runner {
     }
 
     /// The model this runner runs.
-    pub fn model(&self) -> &Model {
+    pub fn model(&self) -> &M {
         &self.model
     }
 
     /// The model, shared (a generation the page drives step by step holds it).
-    pub fn shared_model(&self) -> Arc<Model> {
+    pub fn shared_model(&self) -> Arc<M> {
         self.model.clone()
     }
 

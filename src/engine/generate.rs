@@ -14,11 +14,11 @@ use super::cpu::{self, on_the_pool};
 use super::network::EngineOps;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
+use crate::engine::network::Loaded;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::limits::MAX_ATTENTION_VALUES;
-use crate::Model;
 
 /// How many new tokens to write, how many likeliest tokens to report at each position, and
 /// which heads are knocked out while writing.
@@ -102,7 +102,7 @@ pub(crate) trait Steps {
 }
 
 /// Writes after `prompt` greedily with a decoder-only `model` on the CPU engine.
-pub fn generate(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<Generation> {
+pub fn generate(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Result<Generation> {
     check(model, prompt, opts)?;
     {
         let mut steps = CpuSteps::new(model, opts);
@@ -121,13 +121,13 @@ pub fn generate(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result
 /// Refuses a generation the model cannot run: not a decoder-only model with an LM head, an
 /// empty prompt, no new token asked for, or more positions than the model has, its window
 /// allows or a pass may keep attention for.
-pub fn check(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<()> {
-    let c = &model.config;
-    if c.architecture.kind != ModelKind::Decoder || !model.weights.has_lm_head() {
+pub fn check(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Result<()> {
+    let c = model.config();
+    if c.architecture.kind != ModelKind::Decoder || !model.network().has_lm_head() {
         return Err(Error::Input(format!(
             "{} is not a decoder-only model with an LM head: `generate` needs one (gpt2, llama, \
              mistral, qwen2)",
-            model.short_name()
+            model.name()
         )));
     }
     if prompt.is_empty() {
@@ -166,7 +166,7 @@ pub fn check(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Result<()
 
 /// Greedy generation with `steps`: the driver of every engine.
 pub(crate) async fn run<S: Steps>(
-    model: &Model,
+    model: &dyn Loaded,
     steps: &mut S,
     prompt: &[u32],
     opts: &GenerateOptions,
@@ -231,14 +231,14 @@ pub struct Greedy {
 }
 
 impl Greedy {
-    pub fn new(model: &Model, prompt: &[u32], opts: &GenerateOptions) -> Self {
+    pub fn new(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Self {
         Self {
             prompt_ids: prompt.to_vec(),
             output_ids: Vec::with_capacity(opts.max_new_tokens),
             next: Vec::new(),
             step_ms: Vec::with_capacity(opts.max_new_tokens),
             eos: if opts.stop_at_eos {
-                model.config.eos_token_ids.clone()
+                model.config().eos_token_ids.clone()
             } else {
                 vec![]
             },
@@ -343,14 +343,14 @@ pub fn top_k(logits: ArrayView2<f32>, k: usize) -> Vec<Vec<TokenProb>> {
 
 /// The CPU engine's passes, the cache kept between them; `M` holds the model (a reference, or
 /// the page's shared `Arc`).
-pub struct CpuSteps<M: std::borrow::Borrow<Model>> {
+pub struct CpuSteps<M: Loaded> {
     model: M,
     cache: DecoderCache,
     opts: TraceOptions,
     top_k: usize,
 }
 
-impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
+impl<M: Loaded> CpuSteps<M> {
     /// The passes of a generation under `opts` (its head mask and top-k).
     pub fn new(model: M, opts: &GenerateOptions) -> Self {
         Self {
@@ -369,8 +369,8 @@ impl<M: std::borrow::Borrow<Model>> CpuSteps<M> {
     /// cache.
     fn pass(&mut self, ids: &[u32], first: usize, mask: &Mask) -> Result<StepPass> {
         let inputs = pass_inputs(ids, first);
-        let model = self.model.borrow();
-        let layers = model.config.num_hidden_layers;
+        let model = &self.model;
+        let layers = model.config().num_hidden_layers;
         let mut ops = CpuOps::new(
             &inputs,
             PassMasks::single(Stack::Decoder, mask),
@@ -398,7 +398,7 @@ pub(crate) fn pass_inputs(ids: &[u32], first: usize) -> ModelInputs {
     }
 }
 
-impl<M: std::borrow::Borrow<Model> + Send> CpuSteps<M> {
+impl<M: Loaded + Send> CpuSteps<M> {
     /// [`Steps::prefill`], on the calling thread's pool.
     pub(crate) fn prefill_now(&mut self, ids: &[u32]) -> Result<StepPass> {
         on_the_pool(|| self.pass(ids, 0, &Mask::causal(1, ids.len())))
@@ -410,7 +410,7 @@ impl<M: std::borrow::Borrow<Model> + Send> CpuSteps<M> {
     }
 }
 
-impl<M: std::borrow::Borrow<Model> + Send> Steps for CpuSteps<M> {
+impl<M: Loaded + Send> Steps for CpuSteps<M> {
     async fn prefill(&mut self, ids: &[u32]) -> Result<StepPass> {
         self.prefill_now(ids)
     }

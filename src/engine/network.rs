@@ -1,7 +1,8 @@
 //! What an engine runs: a model's forward pass behind a trait object, so that no engine names a
-//! family. Each family (`crate::families`) implements [`Network`] for its weights, writing its
-//! forward pass once over [`Ops`] and running it on whichever engine's operations it is handed
-//! ([`EngineOps`], [`run_on`]).
+//! family or a checkpoint. Each family (`crate::families`) implements [`Network`] for its
+//! weights, writing its forward pass once over [`Ops`] and running it on whichever engine's
+//! operations it is handed ([`EngineOps`], [`run_on`]); a loaded checkpoint (`crate::Model`)
+//! implements [`Loaded`]: its config, its network and its tokenizer.
 
 use std::any::Any;
 
@@ -14,8 +15,8 @@ use super::ops::{Ops, Stack};
 use super::ModelInputs;
 use crate::error::Result;
 use crate::model::config::Config;
-use crate::model::weights::Table;
-use crate::model::Encoded;
+use crate::model::weights::{ParamId, Table};
+use crate::model::{Encoded, TextTokenizer};
 
 /// One engine's operations, for a forward pass to run on: the CPU engine computes each, the GPU
 /// engine records each.
@@ -94,4 +95,73 @@ pub trait Translating: Send + Sync {
     /// The decoder alone over its new positions: the cache holds the earlier positions' keys
     /// and values, and the source's for the cross-attention.
     fn run_decoder(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()>;
+}
+
+/// A loaded model as the engines see it: what names it, its config, the network its family runs
+/// and its tokenizer.
+pub trait Loaded: Send + Sync {
+    /// Unique to this load: what an engine made for the model knows it by.
+    fn id(&self) -> ParamId;
+    /// Its name as errors give it (a folder's last component, a file's name).
+    fn name(&self) -> &str;
+    fn config(&self) -> &Config;
+    fn network(&self) -> &dyn Network;
+    fn tokenizer(&self) -> &TextTokenizer;
+
+    /// The stack its layers form: an encoder, or a decoder-only model's decoder.
+    fn stack(&self) -> Stack {
+        self.network().stack()
+    }
+
+    /// The ids a pass over `input` reads (the family decides the positions).
+    fn inputs(&self, input: &Encoded) -> ModelInputs {
+        self.network().inputs(input, self.config())
+    }
+
+    /// Its forward pass over an engine's operations.
+    fn run(&self, ops: EngineOps<'_, '_>) -> Result<()> {
+        self.network().run(ops, self.config())
+    }
+
+    /// A classification head's logits from the last hidden states `(B, T, D)`, when it has
+    /// one: `(B, num_labels)`.
+    fn logits(&self, hidden: &Array3<f32>) -> Option<Array2<f32>> {
+        self.network().logits(hidden)
+    }
+}
+
+impl<T: Loaded + ?Sized> Loaded for &T {
+    fn id(&self) -> ParamId {
+        (**self).id()
+    }
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn config(&self) -> &Config {
+        (**self).config()
+    }
+    fn network(&self) -> &dyn Network {
+        (**self).network()
+    }
+    fn tokenizer(&self) -> &TextTokenizer {
+        (**self).tokenizer()
+    }
+}
+
+impl<T: Loaded + ?Sized> Loaded for std::sync::Arc<T> {
+    fn id(&self) -> ParamId {
+        (**self).id()
+    }
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn config(&self) -> &Config {
+        (**self).config()
+    }
+    fn network(&self) -> &dyn Network {
+        (**self).network()
+    }
+    fn tokenizer(&self) -> &TextTokenizer {
+        (**self).tokenizer()
+    }
 }

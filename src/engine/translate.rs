@@ -13,12 +13,12 @@ use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
+use crate::engine::network::Loaded;
 use crate::engine::network::{EngineOps, Translating};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::limits::MAX_ATTENTION_VALUES;
 use crate::model::{Config, Encoded};
-use crate::Model;
 
 /// How the decoder's output is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,9 +89,9 @@ pub(crate) trait Passes {
 }
 
 /// Translates `sources` with an encoder–decoder `model` on the CPU engine.
-pub fn translate(model: &Model, sources: &[&str], decoding: &Decoding) -> Result<Translation> {
+pub fn translate(model: &dyn Loaded, sources: &[&str], decoding: &Decoding) -> Result<Translation> {
     let passes_of = EncoderDecoder::translating(model)?;
-    let source = model.tokenizer.encode(sources, None)?;
+    let source = model.tokenizer().encode(sources, None)?;
     on_the_pool(|| {
         let mut passes = CpuPasses::new(model, passes_of, &source)?;
         let decoding = std::pin::pin!(decode(model, &mut passes, &source, decoding));
@@ -109,9 +109,9 @@ pub fn translate(model: &Model, sources: &[&str], decoding: &Decoding) -> Result
 impl Decoding {
     /// Teacher forcing of `targets`, one per source: each the decoder start token followed by
     /// the target's ids as the tokenizer encodes it (with its special tokens: Marian's `</s>`).
-    pub fn forced(model: &Model, targets: &[&str]) -> Result<Self> {
-        let start = model.config.decoder()?.start_token_id;
-        let enc = model.tokenizer.encode(targets, None)?;
+    pub fn forced(model: &dyn Loaded, targets: &[&str]) -> Result<Self> {
+        let start = model.config().decoder()?.start_token_id;
+        let enc = model.tokenizer().encode(targets, None)?;
         let outputs = (0..enc.batch())
             .map(|b| {
                 let n = enc.length(b);
@@ -134,20 +134,20 @@ pub struct EncoderDecoder<'m> {
 
 impl<'m> EncoderDecoder<'m> {
     /// `model`'s passes, if it is an encoder–decoder model.
-    pub fn of(model: &'m Model) -> Option<Self> {
-        model.weights.translation().map(|passes| Self {
+    pub fn of(model: &'m dyn Loaded) -> Option<Self> {
+        model.network().translation().map(|passes| Self {
             passes,
-            config: &model.config,
+            config: model.config(),
         })
     }
 
     /// `model`'s passes, or an error saying it is not an encoder–decoder model.
-    pub fn translating(model: &'m Model) -> Result<Self> {
+    pub fn translating(model: &'m dyn Loaded) -> Result<Self> {
         Self::of(model).ok_or_else(|| {
             Error::Input(format!(
                 "{} is not an encoder–decoder model: `translate` needs one (marian); use \
                  `attention`",
-                model.short_name()
+                model.name()
             ))
         })
     }
@@ -196,10 +196,10 @@ pub(crate) fn cross_mask(valid: &Array2<bool>, n_q: usize) -> Mask {
 }
 
 /// The layers of an encoder–decoder's two stacks.
-pub(crate) fn stack_layers(model: &Model) -> Result<StackLayers> {
+pub(crate) fn stack_layers(model: &dyn Loaded) -> Result<StackLayers> {
     Ok(StackLayers {
-        encoder: model.config.num_hidden_layers,
-        decoder: model.config.decoder()?.layers,
+        encoder: model.config().num_hidden_layers,
+        decoder: model.config().decoder()?.layers,
     })
 }
 
@@ -218,8 +218,8 @@ pub(crate) fn logits_of(mut kept: KeptValues) -> Result<Array2<f32>> {
 }
 
 /// Refuses a translation over the model's positions or the attention a pass may keep.
-fn check_size(model: &Model, b: usize, s: usize, t: usize) -> Result<()> {
-    let c = &model.config;
+fn check_size(model: &dyn Loaded, b: usize, s: usize, t: usize) -> Result<()> {
+    let c = model.config();
     let d = c.decoder()?;
     let max = c.max_position_embeddings;
     if s > max || t > max {
@@ -240,7 +240,7 @@ fn check_size(model: &Model, b: usize, s: usize, t: usize) -> Result<()> {
 
 /// Translates `source` with `passes`, as `decoding` says: the driver of every engine.
 pub(crate) async fn decode<P: Passes>(
-    model: &Model,
+    model: &dyn Loaded,
     passes: &mut P,
     source: &Encoded,
     decoding: &Decoding,
@@ -253,7 +253,11 @@ pub(crate) async fn decode<P: Passes>(
 
 /// The longest greedy decoding a `(B, S)` source may ask for: at least 1 step, within the
 /// model's positions and the attention a translation may keep.
-pub(crate) fn check_greedy(model: &Model, source: &Encoded, max_new_tokens: usize) -> Result<()> {
+pub(crate) fn check_greedy(
+    model: &dyn Loaded,
+    source: &Encoded,
+    max_new_tokens: usize,
+) -> Result<()> {
     if max_new_tokens == 0 {
         return Err(Error::Input("max_new_tokens must be at least 1".into()));
     }
@@ -263,16 +267,16 @@ pub(crate) fn check_greedy(model: &Model, source: &Encoded, max_new_tokens: usiz
 
 /// Greedy decoding, one position per step (see [`Decoding::Greedy`]).
 async fn greedy<P: Passes>(
-    model: &Model,
+    model: &dyn Loaded,
     passes: &mut P,
     source: &Encoded,
     max_new_tokens: usize,
 ) -> Result<Translation> {
-    let c = &model.config;
+    let c = model.config();
     let d = c.decoder()?;
     let (b, s) = source.ids.dim();
     check_greedy(model, source, max_new_tokens)?;
-    let pad = model.tokenizer.pad_id();
+    let pad = model.tokenizer().pad_id();
     let mut outputs: Vec<Vec<u32>> = vec![vec![d.start_token_id]; b];
     let mut done = vec![false; b];
     let mut next = vec![d.start_token_id; b];
@@ -361,7 +365,7 @@ fn likeliest(logits: ndarray::ArrayView1<f32>, pad: u32) -> u32 {
 /// right-padded to the longest, `(B, T)`, its mask, `no-peek & (tgt != pad)`, `(B, T, T)`, and
 /// the cross-attention's, `(B, T, S)`.
 fn forced_inputs(
-    model: &Model,
+    model: &dyn Loaded,
     source: &Encoded,
     outputs: &[Vec<u32>],
 ) -> Result<(TargetInputs, Mask, Mask)> {
@@ -379,7 +383,7 @@ fn forced_inputs(
     }
     let t = outputs.iter().map(|o| o.len() - 1).max().unwrap_or(0);
     check_size(model, b, s, t)?;
-    let pad = model.tokenizer.pad_id();
+    let pad = model.tokenizer().pad_id();
     let tokens = Array2::from_shape_fn((b, t), |(i, j)| {
         if j + 1 < outputs[i].len() {
             outputs[i][j]
@@ -432,13 +436,13 @@ pub struct DecoderTrace {
 /// decoder start token first: a translation's `output_ids`, which this pass equals, or a
 /// target's), in one teacher-forced pass: what the page's inside-the-decoder panels draw.
 pub fn decoder_trace(
-    model: &Model,
+    model: &dyn Loaded,
     sources: &[&str],
     outputs: &[Vec<u32>],
     layer: usize,
 ) -> Result<DecoderTrace> {
     let passes = EncoderDecoder::translating(model)?;
-    let c = &model.config;
+    let c = model.config();
     let d = c.decoder()?;
     if layer >= d.layers {
         return Err(Error::Input(format!(
@@ -446,7 +450,7 @@ pub fn decoder_trace(
             d.layers
         )));
     }
-    let source = model.tokenizer.encode(sources, None)?;
+    let source = model.tokenizer().encode(sources, None)?;
     let (b, s) = source.ids.dim();
     let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
     let t = target.tokens.ncols();
@@ -504,12 +508,12 @@ pub fn decoder_trace(
 
 /// Teacher forcing: the decoder over each given output at once (see [`Decoding::Forced`]).
 async fn forced<P: Passes>(
-    model: &Model,
+    model: &dyn Loaded,
     passes: &mut P,
     source: &Encoded,
     outputs: &[Vec<u32>],
 ) -> Result<Translation> {
-    let c = &model.config;
+    let c = model.config();
     let b = source.batch();
     let (target, decoder_mask, cross) = forced_inputs(model, source, outputs)?;
     let t = target.tokens.ncols();
@@ -541,7 +545,7 @@ async fn forced<P: Passes>(
 
 /// The CPU engine's passes: each computed when asked, a step's cache kept between steps.
 struct CpuPasses<'m> {
-    model: &'m Model,
+    model: &'m dyn Loaded,
     passes: EncoderDecoder<'m>,
     source: &'m Encoded,
     encoder_mask: Mask,
@@ -552,7 +556,7 @@ struct CpuPasses<'m> {
 }
 
 impl<'m> CpuPasses<'m> {
-    fn new(model: &'m Model, passes: EncoderDecoder<'m>, source: &'m Encoded) -> Result<Self> {
+    fn new(model: &'m dyn Loaded, passes: EncoderDecoder<'m>, source: &'m Encoded) -> Result<Self> {
         Ok(Self {
             model,
             passes,
@@ -587,7 +591,7 @@ impl<'a> From<StackMasks<'a>> for PassMasks<'a> {
 /// `opts` asks; `run` drives the family's stacks on the engine's ops (the whole model, or a
 /// later step's decoder alone, reading `cache`).
 fn cpu_pass(
-    model: &Model,
+    model: &dyn Loaded,
     source: &Encoded,
     target: TargetInputs,
     masks: StackMasks,
@@ -597,7 +601,7 @@ fn cpu_pass(
 ) -> Result<(Vec<AttentionGroup>, KeptValues)> {
     let inputs = source_inputs(source, target);
     let layers = stack_layers(model)?;
-    let trace_layers = model.config.num_hidden_layers;
+    let trace_layers = model.config().num_hidden_layers;
     let mut ops = CpuOps::new(&inputs, masks.into(), opts, layers, trace_layers, cache);
     run(&mut ops)?;
     ops.finish()

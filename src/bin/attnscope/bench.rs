@@ -41,7 +41,7 @@ fn input_of_len(full: &Encoded, t: usize) -> Encoded {
 /// `iters` timed passes after a warm-up. Each pass's result is dropped before the next starts, as
 /// the page drops the result it drew last: only what `keep` takes of a pass outlives it.
 fn time<X>(
-    runner: &Runner,
+    runner: &Runner<Model>,
     input: &Encoded,
     mask: &Mask,
     iters: usize,
@@ -72,12 +72,12 @@ pub fn run(
     let long = TEXT.repeat(64);
     let full = model.tokenizer.encode(&[long.as_str()], None)?;
     let iters = iters.max(1);
-    let cpu = pollster::block_on(Runner::new(model.clone(), BackendChoice::Cpu))?;
+    let cpu = pollster::block_on(Runner::<Model>::new(model.clone(), BackendChoice::Cpu))?;
     // `gpu`: an error without an adapter; `auto`: the CPU column alone, saying why
     let gpu = match backend {
         BackendChoice::Cpu => None,
         choice => {
-            let runner = pollster::block_on(Runner::new(model.clone(), choice))?;
+            let runner = pollster::block_on(Runner::<Model>::new(model.clone(), choice))?;
             match runner.unavailable() {
                 Some(why) => {
                     println!("no GPU: {why}");
@@ -242,12 +242,12 @@ fn translation(model: Arc<Model>, backend: BackendChoice, iters: usize) -> Resul
         model.short_name(),
         rayon::current_num_threads()
     );
-    let mut runners = vec![pollster::block_on(Runner::new(
+    let mut runners = vec![pollster::block_on(Runner::<Model>::new(
         model.clone(),
         BackendChoice::Cpu,
     ))?];
     if backend != BackendChoice::Cpu {
-        let gpu = pollster::block_on(Runner::new(model.clone(), backend))?;
+        let gpu = pollster::block_on(Runner::<Model>::new(model.clone(), backend))?;
         match gpu.unavailable() {
             Some(why) => println!("no GPU: {why}"),
             None => runners.push(gpu),

@@ -367,7 +367,7 @@ fn translate(
                 .unwrap_or_else(|| 64.min(model.config.max_position_embeddings)),
         },
     };
-    let runner = pollster::block_on(Runner::new(model, backend.into()))?;
+    let runner = pollster::block_on(Runner::<Model>::new(model, backend.into()))?;
     let (tr, ran, fallback) = pollster::block_on(runner.translate(&refs, &decoding))?;
     let mut report = attnscope::report::TranslationReport::new(
         runner.model(),
@@ -420,7 +420,7 @@ fn generate(
     };
     let n = ids.length(0);
     let prompt_ids: Vec<u32> = ids.ids.row(0).iter().take(n).copied().collect();
-    let runner = pollster::block_on(Runner::new(model, backend.into()))?;
+    let runner = pollster::block_on(Runner::<Model>::new(model, backend.into()))?;
     let run = pollster::block_on(runner.generate(&prompt_ids, &opts))?;
     if let Some(why) = &run.fallback {
         eprintln!("note: running on the CPU: {why}");
@@ -468,7 +468,7 @@ fn attention(
         }
     }
     let mask = Mask::from_kind(mask_kind, input.valid.view());
-    let runner = pollster::block_on(Runner::new(model, backend.into()))?;
+    let runner = pollster::block_on(Runner::<Model>::new(model, backend.into()))?;
     let run = pollster::block_on(runner.forward(&input, &mask, opts))?;
     let model = runner.model();
     if let Some(why) = &run.fallback {

@@ -2,13 +2,13 @@
 
 use super::exec::{CpuOps, StackLayers};
 use crate::engine::network::EngineOps;
+use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::AttentionGroup;
 use crate::engine::{check_input, Trace, TraceOptions};
 use crate::error::Result;
 use crate::masks::Mask;
 use crate::model::Encoded;
-use crate::Model;
 
 /// The model over a padded batch, keeping every layer's and head's attention and what `opts`
 /// asks for besides (scores, every layer's hidden states, one layer's trace).
@@ -16,7 +16,12 @@ use crate::Model;
 /// # Shapes
 /// * `input.ids`, `input.type_ids`: `(B, T)`; `mask`: `(B, T, T)`
 /// * the trace: see [`Trace`]
-pub fn forward(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Trace> {
+pub fn forward(
+    model: &dyn Loaded,
+    input: &Encoded,
+    mask: &Mask,
+    opts: &TraceOptions,
+) -> Result<Trace> {
     on_the_pool(|| forward_here(model, input, mask, opts))
 }
 
@@ -37,8 +42,13 @@ pub(crate) fn on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 /// [`forward`], on the calling thread.
-fn forward_here(model: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Result<Trace> {
-    let c = &model.config;
+fn forward_here(
+    model: &dyn Loaded,
+    input: &Encoded,
+    mask: &Mask,
+    opts: &TraceOptions,
+) -> Result<Trace> {
+    let c = model.config();
     check_input(c, input, mask, opts)?;
     let inputs = model.inputs(input);
     let stack = model.stack();

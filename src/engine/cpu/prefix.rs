@@ -15,6 +15,7 @@ use super::exec::{CpuOps, DecoderCache, StackLayers};
 use super::forward::{forward, on_the_pool};
 use crate::engine::generate::pass_inputs;
 use crate::engine::network::EngineOps;
+use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::trace::KeptValues;
 use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOptions};
@@ -22,7 +23,6 @@ use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::Encoded;
-use crate::Model;
 
 /// The longest text whose pass is kept for the next.
 pub const MAX_PREFIX_TOKENS: usize = 64;
@@ -74,8 +74,8 @@ pub struct Reused {
 /// keys, values and queries, and the per-position values `opts` asks for (the LM head's logits,
 /// every layer's hidden states, the traced layer's values, the model's output). A pass that
 /// would keep more than [`MAX_KEPT_BYTES`] runs whole, so it never holds them even for a moment.
-fn kept_bytes(model: &Model, opts: &TraceOptions, t: usize) -> usize {
-    let c = &model.config;
+fn kept_bytes(model: &dyn Loaded, opts: &TraceOptions, t: usize) -> usize {
+    let c = model.config();
     let a = &c.architecture;
     let (d, h, kv) = (a.head_dim, a.heads.query, a.heads.key_value);
     let cache = c.num_hidden_layers * (2 * kv * d + h * d);
@@ -105,13 +105,13 @@ fn kept_bytes(model: &Model, opts: &TraceOptions, t: usize) -> usize {
 /// # Shapes
 /// * as [`forward`]
 pub fn forward_reusing(
-    model: &Model,
+    model: &dyn Loaded,
     input: &Encoded,
     mask: &Mask,
     opts: &TraceOptions,
     prefixes: &mut Prefixes,
 ) -> Result<Reused> {
-    let c = &model.config;
+    let c = model.config();
     check_input(c, input, mask, opts)?;
     let (b, t) = input.ids.dim();
     let reusable = c.architecture.kind == ModelKind::Decoder

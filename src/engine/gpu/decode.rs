@@ -13,6 +13,7 @@ use web_time::Instant;
 use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
 use crate::engine::network::EngineOps;
+use crate::engine::network::Loaded;
 use crate::engine::trace::TargetInputs;
 use crate::engine::translate::{
     check_greedy, cross_mask, decode, logits_of, pass_options, source_inputs, stack_layers,
@@ -22,20 +23,19 @@ use crate::engine::{Decoding, TraceOptions, Translation};
 use crate::error::Result;
 use crate::masks::Mask;
 use crate::model::Encoded;
-use crate::Model;
 
 impl GpuEngine {
     /// Translates `sources` with an encoder–decoder `model` on the GPU (see
     /// [`crate::engine::translate`]).
     pub async fn translate(
         &self,
-        model: &Model,
+        model: &dyn Loaded,
         sources: &[&str],
         decoding: &Decoding,
     ) -> Result<Translation> {
         let passes_of = EncoderDecoder::translating(model)?;
         self.kernels.dev.check()?;
-        let source = model.tokenizer.encode(sources, None)?;
+        let source = model.tokenizer().encode(sources, None)?;
         let rows_per_item = match decoding {
             Decoding::Greedy { max_new_tokens } => {
                 check_greedy(model, &source, *max_new_tokens)?;
@@ -68,7 +68,7 @@ struct Recorded {
 /// The GPU's passes of one translation.
 struct GpuPasses<'e> {
     engine: &'e GpuEngine,
-    model: &'e Model,
+    model: &'e dyn Loaded,
     /// The model's passes, which this records.
     passes_of: EncoderDecoder<'e>,
     source: &'e Encoded,
@@ -90,7 +90,7 @@ impl<'e> GpuPasses<'e> {
         cached: bool,
         f: impl FnOnce(EncoderDecoder<'e>, &mut super::record::Recorder) -> Result<()>,
     ) -> Result<Recorded> {
-        let c = &self.model.config;
+        let c = &self.model.config();
         let shape = Shape {
             batch: self.source.batch(),
             lens,

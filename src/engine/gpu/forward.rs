@@ -12,6 +12,7 @@ use super::plan::GpuKernels;
 use super::record::{GpuCache, Recorder, Recording};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::network::EngineOps;
+use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionId, AttentionKind, Ids, PassMasks, Stack};
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::translate::EncoderDecoder;
@@ -20,7 +21,6 @@ use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::ParamId;
 use crate::model::Encoded;
-use crate::Model;
 
 /// Where a GPU forward pass spent its time, in milliseconds (one submission: the phases are
 /// measured on the host around it).
@@ -69,14 +69,14 @@ fn gpu_shape(e: ndarray::ShapeError) -> Error {
 impl GpuEngine {
     /// Compiles the pipelines and uploads the weights of `model` to `dev` (by recording a pass
     /// over one token).
-    pub fn new(dev: GpuDevice, model: &Model) -> Result<Self> {
+    pub fn new(dev: GpuDevice, model: &dyn Loaded) -> Result<Self> {
         let engine = Self {
             kernels: GpuKernels::new(dev),
             params: Mutex::new(GpuParams::default()),
             workspace: Mutex::new(None),
         };
         let opts = TraceOptions::default();
-        let c = &model.config;
+        let c = model.config();
         let warm = match EncoderDecoder::of(model) {
             // an encoder–decoder's parameters, by a whole pass over one token each side
             Some(passes) => {
@@ -105,7 +105,7 @@ impl GpuEngine {
                 };
                 let rec =
                     engine.record(shape, &opts, None, |rec| model.run(EngineOps::Gpu(rec)))?;
-                Some(engine.workspace_of((model.id, 1, 1, opts), rec))
+                Some(engine.workspace_of((model.id(), 1, 1, opts), rec))
             }
         };
         engine.kernels.dev.check()?;
@@ -134,19 +134,19 @@ impl GpuEngine {
     /// * the trace: see [`Trace`]
     pub async fn forward(
         &self,
-        model: &Model,
+        model: &dyn Loaded,
         input: &Encoded,
         mask: &Mask,
         opts: &TraceOptions,
     ) -> Result<(Trace, GpuTiming)> {
-        let c = &model.config;
+        let c = model.config();
         check_input(c, input, mask, opts)?;
         self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
         let start = Instant::now();
         // Take the pooled workspace out while we use it (no lock is held across an await): a
         // concurrent call finds none and builds its own rather than waiting.
-        let key = (model.id, b, t, opts.clone());
+        let key = (model.id(), b, t, opts.clone());
         let pooled = self
             .workspace
             .lock()

@@ -21,19 +21,19 @@ use super::forward::{GpuEngine, Shape};
 use super::record::{GpuCache, Recording};
 use crate::engine::cpu::exec::StackLayers;
 use crate::engine::generate::{check, pass_inputs, run, StepPass, Steps};
+use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionKind, PassMasks, Stack};
 use crate::engine::trace::AttentionGroup;
 use crate::engine::{GenerateOptions, Generation, TraceOptions};
 use crate::error::Result;
 use crate::masks::Mask;
-use crate::Model;
 
 impl GpuEngine {
     /// Writes after `prompt` greedily with a decoder-only `model` on the GPU (see
     /// [`crate::engine::generate()`], the CPU's, which it equals).
     pub async fn generate(
         &self,
-        model: &Model,
+        model: &dyn Loaded,
         prompt: &[u32],
         opts: &GenerateOptions,
     ) -> Result<Generation> {
@@ -52,7 +52,7 @@ struct Recorded {
 /// The GPU's passes of one generation; `E` and `M` hold the engine and the model (references,
 /// or, for a generation the page drives a step at a time, the session's shared `Rc` of the
 /// engine and `Arc` of the model).
-pub struct GpuSteps<E: Borrow<GpuEngine>, M: Borrow<Model>> {
+pub struct GpuSteps<E: Borrow<GpuEngine>, M: Loaded> {
     engine: E,
     model: M,
     cache: GpuCache,
@@ -63,7 +63,7 @@ pub struct GpuSteps<E: Borrow<GpuEngine>, M: Borrow<Model>> {
     top_k: usize,
 }
 
-impl<E: Borrow<GpuEngine>, M: Borrow<Model>> GpuSteps<E, M> {
+impl<E: Borrow<GpuEngine>, M: Loaded> GpuSteps<E, M> {
     /// The passes of a generation after a prompt of `prompt_len` tokens, with a cache of every
     /// position it will feed (`prompt_len + opts.max_new_tokens − 1`).
     pub fn new(engine: E, model: M, prompt_len: usize, opts: &GenerateOptions) -> Result<Self> {
@@ -92,8 +92,8 @@ impl<E: Borrow<GpuEngine>, M: Borrow<Model>> GpuSteps<E, M> {
 
     /// Records the decoder over `n` positions, reading and writing the cache.
     fn record(&mut self, n: usize) -> Result<Recorded> {
-        let model = self.model.borrow();
-        let layers = model.config.num_hidden_layers;
+        let model = &self.model;
+        let layers = model.config().num_hidden_layers;
         let shape = Shape {
             batch: 1,
             lens: [n, 0],
@@ -139,7 +139,7 @@ impl<E: Borrow<GpuEngine>, M: Borrow<Model>> GpuSteps<E, M> {
     }
 }
 
-impl<E: Borrow<GpuEngine>, M: Borrow<Model>> Steps for GpuSteps<E, M> {
+impl<E: Borrow<GpuEngine>, M: Loaded> Steps for GpuSteps<E, M> {
     async fn prefill(&mut self, ids: &[u32]) -> Result<StepPass> {
         if self.prefill.is_none() {
             self.prefill = Some(self.record(ids.len())?);
