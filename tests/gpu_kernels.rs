@@ -152,6 +152,42 @@ fn rms_norm_in_both_forms() {
     }
 }
 
+/// QK-norm: each head of Q (or K) read in place from a fused matrix, normed on its own, against
+/// the CPU's `norm_heads` of the same columns; heads of odd and wide sizes, the view at an
+/// offset.
+#[test]
+fn a_norm_of_each_head_matches_the_cpu() {
+    for (rows, heads, d, from, extra) in [
+        (1, 1, 4, 0, 0),
+        (7, 4, 48, 0, 96),
+        (33, 3, 7, 21, 14),
+        (65, 2, 256, 512, 0),
+    ] {
+        let c = from + heads * d + extra;
+        let x = matrix(rows, c, 41) * 2.0 + 0.3;
+        let ln = Norm::rms(Array1::from(values(d, 5)), 1e-6);
+        let gpu = block_on(kernels().norm_heads(x.view(), from, heads, &ln)).unwrap();
+        let cols = x.slice(ndarray::s![.., from..from + heads * d]);
+        let want = ops::norm_heads(cols, heads, &ln).unwrap();
+        let dn = diff(&gpu, &want);
+        assert!(dn < 1e-5, "{rows}×{heads}·{d} from {from}: differs by {dn}");
+        // each head as a row of its own through the plain norm
+        for h in 0..heads {
+            let head = cols.slice(ndarray::s![.., h * d..(h + 1) * d]);
+            let alone = ops::norm(head, &ln);
+            assert!(
+                diff(
+                    &want.slice(ndarray::s![.., h * d..(h + 1) * d]).to_owned(),
+                    &alone
+                ) < 1e-6
+            );
+        }
+    }
+    let ln = Norm::rms(Array1::from(values(4, 5)), 1e-6);
+    assert!(block_on(kernels().norm_heads(matrix(2, 7, 1).view(), 0, 2, &ln)).is_err());
+    assert!(ops::norm_heads(matrix(2, 7, 1).view(), 2, &ln).is_err());
+}
+
 /// Rotary positions against the CPU's `rotate`, up to the last position a model may have
 /// (`MAX_POSITIONS`), where the angle is largest: the kernel's own cosine and sine; and each
 /// `rope_type`'s frequencies, YaRN's scaled cosines and sines among them.

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::masks::Mask;
-pub use crate::model::config::{Heads, Reach};
+pub use crate::model::config::{Heads, Layer, Reach};
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
@@ -284,19 +284,32 @@ pub mod values {
     pub const INTERMEDIATE: Value = Value::rows("intermediate");
 }
 
-/// What one attention is beyond its inputs: its heads, and how far back it reaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What one attention is beyond its inputs: its heads, how far back it reaches, and what its
+/// scores are multiplied by.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttentionSpec {
     pub heads: Heads,
     pub reach: Reach,
+    /// In place of `1/√d_k` (see [`Layer::score_scale`]).
+    pub score_scale: Option<f32>,
 }
 
 impl AttentionSpec {
-    /// `heads` over every key the pass's mask allows.
+    /// `heads` over every key the pass's mask allows, the scores `q·k/√d_k`.
     pub fn global(heads: Heads) -> Self {
         Self {
             heads,
             reach: Reach::Global,
+            score_scale: None,
+        }
+    }
+
+    /// `heads` in a layer `layer` describes.
+    pub fn of(layer: &Layer, heads: Heads) -> Self {
+        Self {
+            heads,
+            reach: layer.reach,
+            score_scale: layer.score_scale,
         }
     }
 }
@@ -349,6 +362,13 @@ pub trait Ops {
 
     /// The norm `ln` (LayerNorm or RMSNorm, [`crate::model::weights::NormKind`]) over each row.
     fn norm(&mut self, x: &Self::X, ln: &Norm) -> Result<Self::X>;
+
+    /// QK-norm: each of `heads` heads of `x`'s rows through the norm `ln` on its own (`ln`
+    /// spans one head's `d` columns).
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, heads·d)` → `(rows, heads·d)`
+    fn norm_heads(&mut self, x: &Self::X, heads: usize, ln: &Norm) -> Result<Self::X>;
 
     /// `sum = a + b`, `norm = ln(sum)`: a residual and the norm after it, in one step.
     fn add_norm(&mut self, a: &Self::X, b: &Self::X, ln: &Norm) -> Result<AddNorm<Self::X>>;

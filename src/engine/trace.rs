@@ -110,6 +110,32 @@ impl ScoreScale {
     }
 }
 
+/// What one attention's scores are multiplied by: the pass's choice ([`ScoreScale`]) with the
+/// layer's own factor where its family gives one (Gemma 3's `query_pre_attn_scalar^-½`), else
+/// `1/√d_k`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScoreFactor {
+    pub scale: ScoreScale,
+    /// The layer's own factor in place of `1/√d_k`.
+    pub own: Option<f32>,
+}
+
+impl ScoreFactor {
+    /// The factor for keys of width `d_k`.
+    pub fn of(self, d_k: usize) -> f32 {
+        match self.scale {
+            ScoreScale::SqrtDk => self.own.unwrap_or_else(|| ScoreScale::SqrtDk.factor(d_k)),
+            ScoreScale::None => 1.0,
+        }
+    }
+}
+
+impl From<ScoreScale> for ScoreFactor {
+    fn from(scale: ScoreScale) -> Self {
+        Self { scale, own: None }
+    }
+}
+
 /// What to change in the forward pass and what to keep beyond the attention probabilities and
 /// final hidden states.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -259,8 +285,9 @@ impl LayerTrace {
 #[derive(Debug, Clone)]
 pub struct QueriesKeys {
     pub heads: Heads,
-    /// How far back each layer reaches (a sliding layer's window hides more than the mask).
-    pub reaches: Vec<Reach>,
+    /// Each layer (a sliding layer's window hides more than the mask; a layer may scale its
+    /// scores its own way).
+    pub layers: Vec<Layer>,
     pub scale: ScoreScale,
     pub queries: Vec<Array2<f32>>,
     pub keys: Vec<Array2<f32>>,
@@ -305,8 +332,9 @@ impl QueriesKeys {
         }
         let rows = s![b * t..(b + 1) * t, ..];
         let windowed;
-        let mask = match self.reaches.get(layer) {
-            Some(&Reach::Sliding(w)) => {
+        let arch = self.layers.get(layer).copied().unwrap_or_else(Layer::plain);
+        let mask = match arch.reach {
+            Reach::Sliding(w) => {
                 windowed = mask.within_window(w, |_, i| i);
                 &windowed
             }
@@ -318,7 +346,10 @@ impl QueriesKeys {
             self.heads,
             head,
             mask.item(b),
-            self.scale,
+            ScoreFactor {
+                scale: self.scale,
+                own: arch.score_scale,
+            },
             scores,
         )?;
         Ok(HeadAttention { probs, scores })
@@ -600,7 +631,7 @@ impl Trace {
                         query: heads,
                         key_value,
                     },
-                    reaches: arch.iter().map(|l| l.reach).collect(),
+                    layers: arch.to_vec(),
                     scale: opts.scale,
                     queries,
                     keys,

@@ -199,6 +199,7 @@ fn llama_config(
                 _ => Reach::Global,
             },
             rotary: Some(rope),
+            ..LayerArch::plain()
         })?
     };
     check_windows(&layers)?;
@@ -578,10 +579,7 @@ impl LlamaWeights {
             let k = ops.extend(CacheSlot::SelfKeys(i), &k)?;
             let v = ops.extend(CacheSlot::SelfValues(i), v)?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
-            let spec = AttentionSpec {
-                heads: a.heads,
-                reach: arch.reach,
-            };
+            let spec = AttentionSpec::of(arch, a.heads);
             let context = ops.attention(id, spec, &q, &k, &v)?; // (B·T, H·d)
             ops.keep(value(values::CONTEXT), &context)?;
             let attn = ops.linear(&context, &l.o_proj, None)?;

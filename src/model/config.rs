@@ -124,10 +124,7 @@ pub fn stack_of(
 /// `n` global layers that add their positions to the embeddings (BERT's, GPT-2's, a Marian
 /// encoder's), as [`stack_of`].
 pub fn global_layers(n: usize, field: &str) -> std::result::Result<Vec<Layer>, String> {
-    stack_of(n, field, |_| Layer {
-        reach: Reach::Global,
-        rotary: None,
-    })
+    stack_of(n, field, |_| Layer::plain())
 }
 
 /// How far back one layer's attention reaches, beyond what the pass's mask allows.
@@ -142,13 +139,33 @@ pub enum Reach {
     Sliding(usize),
 }
 
-/// One layer of a model's stack, as its family declares it: what its attention reaches, and
-/// the rotation it turns its queries and keys by (`None`: positions added to the embeddings).
+/// One layer of a model's stack, as its family declares it: what its attention reaches, the
+/// rotation it turns its queries and keys by (`None`: positions added to the embeddings), what
+/// its scores are multiplied by, and whether its queries and keys are normed head by head.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Layer {
     #[serde(flatten)]
     pub reach: Reach,
     pub rotary: Option<Rotary>,
+    /// What the scores `q·k` are multiplied by in place of `1/√d_k` (Gemma 3's
+    /// `query_pre_attn_scalar^-½`).
+    pub score_scale: Option<f32>,
+    /// QK-norm: each query and key head through an RMSNorm of its own before the rotation
+    /// (Qwen3's, Gemma 3's).
+    pub qk_norm: bool,
+}
+
+impl Layer {
+    /// A global layer that adds its positions to the embeddings, its scores `q·k/√d_k`, no
+    /// QK-norm (BERT's, GPT-2's, Marian's).
+    pub fn plain() -> Self {
+        Self {
+            reach: Reach::Global,
+            rotary: None,
+            score_scale: None,
+            qk_norm: false,
+        }
+    }
 }
 
 /// Which stacks a model has.

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
-use crate::engine::ScoreScale;
+use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
 use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
 use crate::linalg::{dot, isa};
@@ -78,7 +78,7 @@ pub fn dot_product_attention(
         k,
         v,
         mask,
-        scale,
+        scale.into(),
         Some(scores.view_mut()),
         probs.view_mut(),
         Some(output.view_mut()),
@@ -128,14 +128,14 @@ fn attend_into(
     k: ArrayView2<f32>,
     v: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
-    scale: ScoreScale,
+    scale: ScoreFactor,
     mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
     mut probs: ArrayViewMut2<MaybeUninit<f32>>,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
-    let factor = scale.factor(q.dim().1);
+    let factor = scale.of(q.dim().1);
     if q.nrows() < PACKED_MIN_QUERIES {
         return attend_rows(q, k, v, mask, factor, scores, probs, output);
     }
@@ -443,7 +443,7 @@ pub fn multi_head_attention(
         Heads::all(heads),
         mask,
         off,
-        scale,
+        scale.into(),
         arrays,
         context.view_mut(),
     )?;
@@ -481,7 +481,7 @@ pub fn head_attention(
     heads: Heads,
     head: usize,
     mask: ArrayView2<bool>,
-    scale: ScoreScale,
+    scale: ScoreFactor,
     scores: bool,
 ) -> Result<(Array2<f32>, Option<Array2<f32>>)> {
     heads.check("attention")?;
@@ -542,7 +542,7 @@ pub fn heads_into(
     heads: Heads,
     mask: Option<ArrayView2<bool>>,
     off: &[bool],
-    scale: ScoreScale,
+    scale: ScoreFactor,
     arrays: HeadArrays,
     mut context: ArrayViewMut2<MaybeUninit<f32>>,
 ) -> Result<()> {

@@ -9,13 +9,13 @@ use ndarray::{concatenate, s, Array2, Array3, Array5, ArrayView2, Axis};
 use rayon::prelude::*;
 
 use super::attention::{heads_into, HeadArrays};
-use super::ops::{activate, gate, linear, norm, rotate};
+use super::ops::{activate, gate, linear, norm, norm_heads, rotate};
 use crate::engine::ops::{
     group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, AttentionSpec,
     CacheSlot, Ids, Kept, Ops, PassMasks, Reach, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
-use crate::engine::{ModelInputs, TraceOptions};
+use crate::engine::{ModelInputs, ScoreFactor, TraceOptions};
 use crate::error::{Error, Result};
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
@@ -363,6 +363,10 @@ impl Ops for CpuOps<'_> {
         Ok(CpuX::new(norm(x.view(), ln)))
     }
 
+    fn norm_heads(&mut self, x: &CpuX, heads: usize, ln: &Norm) -> Result<CpuX> {
+        Ok(CpuX::new(norm_heads(x.view(), heads, ln)?))
+    }
+
     fn add_norm(&mut self, a: &CpuX, b: &CpuX, ln: &Norm) -> Result<AddNorm<CpuX>> {
         let sum = self.add(a, b)?;
         let norm = self.norm(&sum, ln)?;
@@ -527,7 +531,10 @@ impl Ops for CpuOps<'_> {
         };
         let heads = spec.heads;
         let off = self.opts.head_mask.layer(id.layer, heads.query);
-        let scale = self.opts.scale;
+        let scale = ScoreFactor {
+            scale: self.opts.scale,
+            own: spec.score_scale,
+        };
         let layer = id.layer;
         let (qv, kv, vv) = (q.view(), k.view(), v.view());
         heads.check(&format!("{id:?}"))?;

@@ -6,6 +6,7 @@ use ndarray::{Array2, ArrayView2};
 
 use rayon::prelude::*;
 
+use crate::error::{Error, Result};
 use crate::linalg::gemm::matmul_new;
 use crate::linalg::isa;
 use crate::model::rope::Rotary;
@@ -66,6 +67,32 @@ pub fn norm(x: ArrayView2<f32>, ln: &Norm) -> Array2<f32> {
         _ => {} // no columns: nothing to normalise
     }
     y
+}
+
+/// [`norm`] over each of `heads` heads of `x`'s rows on its own: QK-norm, `ln` spanning one
+/// head's `d` columns.
+///
+/// # Shapes
+/// * `x`: `(rows, heads·d)` → `(rows, heads·d)`
+pub fn norm_heads(x: ArrayView2<f32>, heads: usize, ln: &Norm) -> Result<Array2<f32>> {
+    let (rows, cols) = x.dim();
+    let d = ln.weight.len();
+    if heads == 0 || cols != heads * d {
+        return Err(Error::Shape {
+            what: format!("{heads} heads of the norm's {d} columns each"),
+            expected: vec![rows, heads * d],
+            found: vec![rows, cols],
+        });
+    }
+    // (rows, heads·d) → (rows·heads, d): a head's columns one row of their own
+    let heads_as_rows = x
+        .as_standard_layout()
+        .into_owned()
+        .into_shape_with_order((rows * heads, d))
+        .map_err(|e| Error::Engine(e.to_string()))?;
+    norm(heads_as_rows.view(), ln)
+        .into_shape_with_order((rows, cols))
+        .map_err(|e| Error::Engine(e.to_string()))
 }
 
 /// Values from which [`norm`] shares its rows among the threads (64 rows to a job):

@@ -148,6 +148,42 @@ impl GpuKernels {
         Array2::from_shape_vec((n, d), got.concat()).map_err(|e| Error::Gpu(e.to_string()))
     }
 
+    /// `add_layernorm.wgsl` as QK-norm: each of `heads` heads of `x`'s columns `from..` through
+    /// `ln` on its own (as [`crate::engine::cpu::ops::norm_heads`] of those columns), read in
+    /// place from `x`'s rows as a pass reads Q or K from the fused QKV matrix.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, c)`, `c ≥ from + heads·d`, `d = ln`'s width → `(rows, heads·d)`
+    pub async fn norm_heads(
+        &self,
+        x: ArrayView2<'_, f32>,
+        from: usize,
+        heads: usize,
+        ln: &Norm,
+    ) -> Result<Array2<f32>> {
+        let (rows, c) = x.dim();
+        let d = ln.weight.len();
+        if heads == 0 || from + heads * d > c {
+            return Err(shape_err(
+                "QK-norm input (rows, from + heads·d)",
+                vec![rows, from + heads * d],
+                x.shape(),
+            ));
+        }
+        let gln = GpuNorm::upload(&self.dev, "ln", ln);
+        let xb = storage(&self.dev, "x", &flat(&x));
+        let out = self.output("normed", rows * heads * d);
+        let mut plan = Plan::new(self);
+        let at = Rows {
+            offset: from as u32,
+            stride: c as u32,
+        };
+        plan.norm_heads([rows as u32, heads as u32], &xb, at, &gln, &out);
+        let got = self.run(plan, &[(&out, rows * heads * d)]).await?;
+        Array2::from_shape_vec((rows, heads * d), got.concat())
+            .map_err(|e| Error::Gpu(e.to_string()))
+    }
+
     /// `add_layernorm.wgsl`: `LN(a + b)` (and the sum), or `LN(a)` when `b` is `None`, LN the
     /// LayerNorm or RMSNorm `ln.kind` says.
     ///
@@ -359,7 +395,7 @@ impl GpuKernels {
             q: (qd as u32, 0),
             k: ((kv * d_k) as u32, 0),
             v: (vd as u32, 0),
-            scale: ScoreScale::SqrtDk,
+            scale: ScoreScale::SqrtDk.into(),
         };
         let mut plan = Plan::new(self);
         plan.attention(

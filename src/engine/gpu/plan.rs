@@ -9,7 +9,7 @@ use super::kernels::{
     filled, padded, GpuBlocks, GpuLinear, GpuMatrix, GpuNorm, Kernel, Pipelines, QuantSpec,
     ATTENTION_ROWS, MATMUL_TILE, QUANT_COLS, QUANT_ROWS, QUANT_TILE, QUERIES_WG, SHORT_ROWS,
 };
-use crate::engine::ScoreScale;
+use crate::engine::ScoreFactor;
 use crate::error::{Error, Result};
 use crate::model::weights::NormKind;
 use crate::model::Activation;
@@ -293,7 +293,11 @@ struct AddNormParams {
     eps: f32,
     /// 0 = LayerNorm, 1 = RMSNorm (see [`norm_code`]).
     kind: u32,
-    _pad: [u32; 3],
+    /// A norm of `heads` heads a row of `a`, each on its own, `a` in rows of `a_stride` floats
+    /// from `a_offset` (QK-norm); 1, `dim` and 0 elsewhere.
+    heads: u32,
+    a_stride: u32,
+    a_offset: u32,
 }
 
 /// The code of `kind` in `add_layernorm.wgsl`.
@@ -410,8 +414,8 @@ pub struct AttentionLayout {
     pub q: (u32, u32),
     pub k: (u32, u32),
     pub v: (u32, u32),
-    /// What the scores are divided by.
-    pub scale: ScoreScale,
+    /// What the scores are multiplied by.
+    pub scale: ScoreFactor,
 }
 
 /// A dispatch being recorded (it holds its buffers: a handle each).
@@ -793,7 +797,9 @@ impl<'a> Plan<'a> {
             mode: mode as u32,
             eps: ln.eps,
             kind: norm_code(ln.kind),
-            _pad: [0; 3],
+            heads: 1,
+            a_stride: ln.dim,
+            a_offset: 0,
         };
         let buffers = vec![
             a,
@@ -804,6 +810,38 @@ impl<'a> Plan<'a> {
             norm.unwrap_or(&unused),
         ];
         self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
+    }
+
+    /// QK-norm: each of `heads` heads of `rows` rows of `x` at `at` through `ln` on its own.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, heads·d)` at `at`, `d = ln.dim` → `out`: `(rows, heads·d)`, dense
+    pub fn norm_heads(
+        &mut self,
+        [rows, heads]: [u32; 2],
+        x: &wgpu::Buffer,
+        at: Rows,
+        ln: &GpuNorm,
+        out: &wgpu::Buffer,
+    ) {
+        let unused = self.kernels.unused.clone();
+        let params = AddNormParams {
+            rows: rows * heads,
+            dim: ln.dim,
+            mode: AddNorm::Norm as u32,
+            eps: ln.eps,
+            kind: norm_code(ln.kind),
+            heads,
+            a_stride: at.stride,
+            a_offset: at.offset,
+        };
+        let buffers = vec![x, x, &ln.gamma, &ln.beta, &unused, out];
+        self.push(
+            Kernel::AddLayerNorm,
+            &params,
+            buffers,
+            row_grid(rows * heads),
+        );
     }
 
     /// `sum = a + b` over `rows` rows of `dim` ([`AddNorm::Add`], with no norm).
@@ -821,7 +859,9 @@ impl<'a> Plan<'a> {
             mode: AddNorm::Add as u32,
             eps: 1.0,
             kind: norm_code(NormKind::Layer),
-            _pad: [0; 3],
+            heads: 1,
+            a_stride: dim,
+            a_offset: 0,
         };
         let buffers = vec![a, b, &read, &read, sum, &unused];
         self.push(Kernel::AddLayerNorm, &params, buffers, row_grid(rows));
@@ -858,7 +898,7 @@ impl<'a> Plan<'a> {
             q_offset: l.q.1,
             k_stride: l.k.0,
             k_offset: l.k.1,
-            scale: l.scale.factor(l.d_k as usize),
+            scale: l.scale.of(l.d_k as usize),
             keep_scores: scores.is_some() as u32,
             group: l.heads / l.kv_heads.max(1),
             _pad: 0,

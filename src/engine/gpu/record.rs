@@ -15,7 +15,7 @@ use crate::engine::ops::{
     group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, AttentionSpec,
     CacheSlot, Ids, Kept, Ops, Reach, Stack,
 };
-use crate::engine::TraceOptions;
+use crate::engine::{ScoreFactor, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::rope::Rotary;
@@ -463,6 +463,26 @@ impl Ops for Recorder<'_> {
         Ok(out)
     }
 
+    fn norm_heads(&mut self, x: &GpuX, heads: usize, ln: &Norm) -> Result<GpuX> {
+        let gln = self.params.norm(&self.kernels.dev, ln);
+        if heads == 0 || x.cols != heads as u32 * gln.dim {
+            return Err(Error::Shape {
+                what: format!("{heads} heads of the norm's {} columns each", gln.dim),
+                expected: vec![x.rows as usize, heads * gln.dim as usize],
+                found: vec![x.rows as usize, x.cols as usize],
+            });
+        }
+        let out = self.output(x.rows, x.cols);
+        self.plan.norm_heads(
+            [x.rows, heads as u32],
+            &x.slot.buffer,
+            x.at,
+            &gln,
+            &out.slot.buffer,
+        );
+        Ok(out)
+    }
+
     fn add_norm(&mut self, a: &GpuX, b: &GpuX, ln: &Norm) -> Result<AddNorm<GpuX>> {
         self.same("a residual sum", a, b)?;
         let (a, b) = (self.dense("a sum", a)?, self.dense("a sum", b)?);
@@ -699,7 +719,10 @@ impl Ops for Recorder<'_> {
             q: (q.at.stride, q.at.offset),
             k: (k.at.stride, k.at.offset),
             v: (v.at.stride, v.at.offset),
-            scale: self.opts.scale,
+            scale: ScoreFactor {
+                scale: self.opts.scale,
+                own: spec.score_scale,
+            },
         };
         let heads = heads.query;
         let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
