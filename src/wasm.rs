@@ -420,6 +420,18 @@ pub fn file_limits() -> Result<JsValue, JsError> {
     Ok(o.into())
 }
 
+/// Whether a folder whose `config.json` is `config_json` may carry a chat template: its family
+/// reads it as a model that writes text (a decoder with an LM head). The page then asks the
+/// folder for its chat files (`tokenizer_config.json`, `chat_template.jinja`); it asks no other
+/// folder, so none logs a 404.
+#[wasm_bindgen(js_name = writesText)]
+pub fn writes_text(config_json: &[u8]) -> bool {
+    crate::families::read_config(config_json, CONFIG_FILE).is_ok_and(|c| {
+        c.architecture.kind == crate::model::config::ModelKind::Decoder
+            && c.architecture.lm_head != crate::model::config::LmHead::None
+    })
+}
+
 /// A loaded model and the engine that runs it.
 #[wasm_bindgen]
 pub struct Session {

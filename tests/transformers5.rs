@@ -18,24 +18,26 @@ use pollster::block_on;
 use std::path::Path;
 
 /// The decoder-only folders' padded batches (attention, hidden states, next-token probabilities).
-const DECODER_CASES: [&str; 7] = [
+const DECODER_CASES: [&str; 8] = [
     "v5_llama",
     "v5_llama_linear",
     "v5_llama_llama3",
     "v5_llama_yarn",
     "v5_qwen2",
+    "v5_qwen3",
     "v5_mistral",
     "v5_gpt2",
 ];
 /// The encoders' padded batches (`check_golden`: tokens, type ids, attention, hidden).
 const ENCODER_CASES: [&str; 3] = ["v5_bert", "v5_roberta", "v5_distilbert"];
 /// Greedy generations after the chat template.
-const GENERATE_CASES: [&str; 6] = [
+const GENERATE_CASES: [&str; 7] = [
     "v5_llama_generate",
     "v5_llama_linear_generate",
     "v5_llama_llama3_generate",
     "v5_llama_yarn_generate",
     "v5_qwen2_generate",
+    "v5_qwen3_generate",
     "v5_mistral_generate",
 ];
 /// The folders of a scaled `rope_type`.

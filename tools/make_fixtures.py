@@ -1555,6 +1555,11 @@ def transformers5():
     v5_decoder("v5-mistral", MistralForCausalLM, MistralConfig(
         rope_parameters=dict(rope_type="default", rope_theta=1000000.0), sliding_window=V5_WINDOW, **small),
         45, torch.float32, texts=one)
+    # Qwen3: QK-norm (each query and key head through its own RMSNorm before the rotation), in bf16
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    v5_decoder("v5-qwen3", Qwen3ForCausalLM, Qwen3Config(
+        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), tie_word_embeddings=True, **small),
+        51, torch.bfloat16)
     # GPT-2 as transformers 5 saves GPT2LMHeadModel (its `transformer.` prefix, no lm_head)
     d = os.path.join(MODELS, "v5-gpt2")
     shutil.rmtree(d, ignore_errors=True)

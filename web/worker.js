@@ -73,13 +73,13 @@ const poolThread = (Base) => class PoolThread extends Base {
     return super.postMessage(init ? { ...data, mainJS: new URL('./threads-init.js', import.meta.url).href } : data, ...rest);
   }
 };
-let loadSession, loadGgufSession, fileLimits, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
+let loadSession, loadGgufSession, fileLimits, writesText, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = loadBuild(WASM_BUILD).then(async ({ m, wasm, build }) => {
   WASM_BUILD = build;
   performance.mark('attnscope: wasm instantiated'); // the first view's milestones (tests/e2e/first_view.mjs)
-  ({ loadSession, loadGgufSession, fileLimits, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests } = m);
+  ({ loadSession, loadGgufSession, fileLimits, writesText, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests } = m);
   const channel = PARAMS.get('crash');
   if (channel) m.reportCrashesOn(channel);
   return { m, wasm };
@@ -263,9 +263,10 @@ async function download(key, base, refresh, hub) {
   const reads = FILES.map((f) =>
     fetchFile(root + f, f, (loaded, total) => self.postMessage({ type: 'progress', key, file: f, loaded, total }), f === 'config.json' ? cancel.signal : failed.signal, refresh)
       .catch((e) => { failed.abort(); throw e; }));
-  // the chat files, where the folder may have them (config.json names a chat family): any
-  // failure of one's own (a 404) means none; other folders are not asked, so no 404 is logged
-  const family = reads[0].then(chatFamily).catch(() => false);
+  // the chat files, where the folder may have them (the engine reads config.json as a model
+  // that writes text): any failure of one's own (a 404) means none; other folders are not
+  // asked, so no 404 is logged
+  const family = reads[0].then(async (config) => { await wasmReady; return writesText(config); }).catch(() => false);
   const chat = Promise.all(CHAT_FILES.map((f) => family.then((yes) => (yes ? fetchFile(root + f, f, () => {}, failed.signal, refresh) : null)).catch(() => null)));
   const got = await Promise.allSettled(reads).finally(() => aborts.delete(key));
   const errors = got.filter((r) => r.status === 'rejected').map((r) => r.reason);
@@ -276,10 +277,6 @@ async function download(key, base, refresh, hub) {
   return { bytes: got.map((r) => r.value), chat: await chat };
 }
 
-/** Whether a config.json is of a family whose instruct checkpoints carry a chat template (the
- *  Llama family: src/model/config.rs). */
-function chatFamily(config) {
-  try { return ['llama', 'mistral', 'qwen2'].includes(JSON.parse(new TextDecoder().decode(config)).model_type); } catch { return false; }
 }
 
 /** A GGUF file by its URL, from the cache or downloaded: `{bytes: [null, weights, null], gguf}`

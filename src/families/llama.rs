@@ -1,13 +1,16 @@
-//! Llama, Mistral and Qwen2 (`LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`): a
-//! decoder-only stack, pre-RMSNorm, rotary positions on Q and K, grouped-query attention (a
-//! key/value head shared by a group of query heads), a SwiGLU feed-forward, and an LM head of
-//! its own or tied to the token embeddings. Its [`Architecture`](crate::model::config::Architecture)
-//! says which biases it has (Qwen2's on Q, K and V) and its heads and rotation.
+//! Llama, Mistral, Qwen2 and Qwen3 (`LlamaForCausalLM`, `MistralForCausalLM`,
+//! `Qwen2ForCausalLM`, `Qwen3ForCausalLM`): a decoder-only stack, pre-RMSNorm, rotary positions
+//! on Q and K, grouped-query attention (a key/value head shared by a group of query heads), a
+//! SwiGLU feed-forward, and an LM head of its own or tied to the token embeddings. Its
+//! [`Architecture`](crate::model::config::Architecture) says which biases it has (Qwen2's on Q,
+//! K and V), its heads, rotation and windows, and whether its layers have QK-norm (Qwen3's: each
+//! query and key head through an RMSNorm of its own before the rotation).
 //!
 //! ```text
 //! x = embed_tokens[ids]
 //! each layer:  a = input_layernorm(x)
 //!              x = x + o_proj(attn(rope(q_proj(a)), rope(k_proj(a)), v_proj(a)))
+//!              (Qwen3: rope(q_norm(q_proj(a))), rope(k_norm(k_proj(a))), head by head)
 //!              m = post_attention_layernorm(x)
 //!              x = x + down_proj(silu(gate_proj(m)) ⊙ up_proj(m))
 //! h = norm(x);  logits = lm_head(h)
@@ -24,7 +27,7 @@ use ndarray::Array1;
 
 use crate::model::config::{
     stack_of, Activation, Architecture, Biases, Family, FeedForward, Heads, Layer as LayerArch,
-    LayerNormOrder, LmHead, ModelKind, Positions, Reach,
+    LayerNormOrder, LmHead, ModelKind, NormPlacement, Positions, Reach,
 };
 use crate::model::gguf::{self, GgufFile};
 use crate::model::limits::MAX_HIDDEN_SIZE;
@@ -34,7 +37,8 @@ use crate::model::weights::{Linear, Norm, Table, Tensors};
 use crate::model::Config;
 use serde::Deserialize;
 
-/// Llama, Mistral and Qwen2 (`llama`, `mistral`, `qwen2`), from safetensors or GGUF.
+/// Llama, Mistral, Qwen2 and Qwen3 (`llama`, `mistral`, `qwen2`, `qwen3`), from safetensors or
+/// GGUF.
 pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     model_types: &Variant::NAMES,
     untyped: false,
@@ -47,24 +51,27 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
     }),
 };
 
-/// The family's three `model_type`s (and GGUF architectures): Llama's layers, Mistral's with a
-/// window over every layer, Qwen2's with biases on Q, K and V and a window on some layers.
+/// The family's `model_type`s (and GGUF architectures): Llama's layers, Mistral's with a window
+/// over every layer, Qwen2's with biases on Q, K and V and a window on some layers, Qwen3's with
+/// QK-norm and Qwen2's windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
     Llama,
     Mistral,
     Qwen2,
+    Qwen3,
 }
 
 impl Variant {
     /// Its names: `config.json`'s `model_type`, a GGUF file's `general.architecture`.
-    pub(super) const NAMES: [&str; 3] = ["llama", "mistral", "qwen2"];
+    pub(super) const NAMES: [&str; 4] = ["llama", "mistral", "qwen2", "qwen3"];
 
     fn of(name: &str) -> Option<Self> {
         match name {
             "llama" => Some(Self::Llama),
             "mistral" => Some(Self::Mistral),
             "qwen2" => Some(Self::Qwen2),
+            "qwen3" => Some(Self::Qwen3),
             _ => None,
         }
     }
@@ -74,7 +81,13 @@ impl Variant {
             Self::Llama => "llama",
             Self::Mistral => "mistral",
             Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
         }
+    }
+
+    /// Whether its layers norm each query and key head (QK-norm).
+    fn qk_norm(self) -> bool {
+        self == Self::Qwen3
     }
 }
 
@@ -199,6 +212,8 @@ fn llama_config(
                 _ => Reach::Global,
             },
             rotary: Some(rope),
+            qk_norm: variant.qk_norm(),
+            norms: NormPlacement::Pre,
             ..LayerArch::plain()
         })?
     };
@@ -278,7 +293,8 @@ fn parameters(c: &Config) -> u128 {
         + bias(a.biases.output, d)
         + 3 * d * i
         + bias(a.biases.feed_forward, 2 * i + d)
-        + 2 * d;
+        + 2 * d
+        + bias(a.layers.iter().any(|l| l.qk_norm), 2 * a.head_dim as u128);
     let head = if a.lm_head == LmHead::Separate {
         v * d
     } else {
@@ -316,7 +332,7 @@ fn windows(
 ) -> std::result::Result<(Option<usize>, Slides<'_>), String> {
     match variant {
         Variant::Mistral => Ok((c.sliding_window.unwrap_or(Some(4096)), Slides::Every)),
-        Variant::Qwen2 => {
+        Variant::Qwen2 | Variant::Qwen3 => {
             let window = c.sliding_window.flatten().filter(|_| c.use_sliding_window);
             let Some(types) = &c.layer_types else {
                 return Ok((window, Slides::From(c.max_window_layers.unwrap_or(28))));
@@ -447,6 +463,9 @@ pub struct Layer {
     pub v_proj: Linear,
     /// `self_attn.o_proj`: `H·d → D`.
     pub o_proj: Linear,
+    /// `self_attn.q_norm`, `self_attn.k_norm`: QK-norm's RMSNorms over a head's `d`, where the
+    /// layer has it (Qwen3).
+    pub qk_norm: Option<[Norm; 2]>,
     pub post_attention_layernorm: Norm,
     /// `mlp.gate_proj`, `mlp.up_proj`: `D → F`; `mlp.down_proj`: `F → D`.
     pub gate_proj: Linear,
@@ -501,6 +520,13 @@ impl LlamaWeights {
                 k_proj: linear(&k("self_attn.k_proj"), d, kv, b.qkv)?,
                 v_proj: linear(&k("self_attn.v_proj"), d, kv, b.qkv)?,
                 o_proj: linear(&k("self_attn.o_proj"), q, d, b.output)?,
+                qk_norm: match a.layers[i].qk_norm {
+                    true => Some([
+                        Norm::load_rms(t, &k("self_attn.q_norm"), a.head_dim, eps)?,
+                        Norm::load_rms(t, &k("self_attn.k_norm"), a.head_dim, eps)?,
+                    ]),
+                    false => None,
+                },
                 post_attention_layernorm: Norm::load_rms(
                     t,
                     &k("post_attention_layernorm"),
@@ -572,7 +598,18 @@ impl LlamaWeights {
             ops.keep(value(values::Q), q)?;
             ops.keep(value(values::K), k)?;
             ops.keep(value(values::V), v)?;
-            let (q, k) = rotated(ops, rope, a.heads.query, a.heads.key_value, q, k)?;
+            // QK-norm: each query and key head through its own RMSNorm, before the rotation
+            let (q, k) = match &l.qk_norm {
+                Some([q_norm, k_norm]) => {
+                    let q = ops.norm_heads(q, a.heads.query, q_norm)?;
+                    let k = ops.norm_heads(k, a.heads.key_value, k_norm)?;
+                    ops.keep(value(Value::heads("q_normed", a.heads.query)), &q)?;
+                    ops.keep(value(Value::heads("k_normed", a.heads.key_value)), &k)?;
+                    (q, k)
+                }
+                None => (q.clone(), k.clone()),
+            };
+            let (q, k) = rotated(ops, rope, a.heads.query, a.heads.key_value, &q, &k)?;
             ops.keep(value(Value::heads("q_rope", a.heads.query)), &q)?;
             ops.keep(value(Value::heads("k_rope", a.heads.key_value)), &k)?;
             // a decoding step's keys and values join those of the positions before it
@@ -681,8 +718,10 @@ impl LlamaWeights {
                 Ok(Array1::zeros(n))
             }
         };
-        let rms =
-            |key: &str| -> Result<Norm> { Ok(Norm::rms(vector(key, d)?, c.layer_norm_eps as f32)) };
+        let rms_of = |key: &str, n: usize| -> Result<Norm> {
+            Ok(Norm::rms(vector(key, n)?, c.layer_norm_eps as f32))
+        };
+        let rms = |key: &str| rms_of(key, d);
         // Q and K rows back in HF's order ([`converted_row`])
         let unpermute = |m: QuantMatrix, heads: usize| -> Result<QuantMatrix> {
             let hd = a.head_dim;
@@ -694,8 +733,12 @@ impl LlamaWeights {
         };
         let b = a.biases;
         // llama.cpp turns Llama's (and Mistral's) pairs `(2j, 2j+1)`, so its converter
-        // interleaves their Q and K rows; Qwen2's it turns as HF does, and leaves alone
-        let permuted = Variant::of(c.family.name()) != Some(Variant::Qwen2);
+        // interleaves their Q and K rows; Qwen2's and Qwen3's it turns as HF does, and leaves
+        // alone
+        let permuted = matches!(
+            Variant::of(c.family.name()),
+            Some(Variant::Llama | Variant::Mistral)
+        );
         let layer = |i: usize| -> Result<Layer> {
             let k = |name: &str| gguf_keys::layer(i, name);
             let (mut wq, mut wk) = (
@@ -734,6 +777,13 @@ impl LlamaWeights {
                     matrix(&k("attn_output.weight"), d, q)?,
                     bias(&k("attn_output.bias"), d, b.output)?,
                 ),
+                qk_norm: match a.layers[i].qk_norm {
+                    true => Some([
+                        rms_of(&k("attn_q_norm.weight"), a.head_dim)?,
+                        rms_of(&k("attn_k_norm.weight"), a.head_dim)?,
+                    ]),
+                    false => None,
+                },
                 post_attention_layernorm: rms(&k("ffn_norm.weight"))?,
                 gate_proj: Linear::quantized(
                     matrix(&k("ffn_gate.weight"), f, d)?,

@@ -153,17 +153,42 @@ pub struct Layer {
     /// QK-norm: each query and key head through an RMSNorm of its own before the rotation
     /// (Qwen3's, Gemma 3's).
     pub qk_norm: bool,
+    /// Where its norms stand around its attention and its feed-forward.
+    pub norms: NormPlacement,
 }
 
 impl Layer {
     /// A global layer that adds its positions to the embeddings, its scores `q·k/√d_k`, no
-    /// QK-norm (BERT's, GPT-2's, Marian's).
+    /// QK-norm, its norms after each residual (BERT's, GPT-2's, Marian's: a family sets
+    /// `norms`).
     pub fn plain() -> Self {
         Self {
             reach: Reach::Global,
             rotary: None,
             score_scale: None,
             qk_norm: false,
+            norms: NormPlacement::Post,
+        }
+    }
+}
+
+/// Where a layer's norms stand around each of its sub-layers `f` (attention, feed-forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormPlacement {
+    /// `x + f(norm(x))` (GPT-2, Llama).
+    Pre,
+    /// `norm(x + f(x))` (BERT, Marian).
+    Post,
+    /// `x + norm(f(norm(x)))`: a norm before the sub-layer and one on its output (Gemma 3).
+    Both,
+}
+
+impl From<LayerNormOrder> for NormPlacement {
+    fn from(order: LayerNormOrder) -> Self {
+        match order {
+            LayerNormOrder::Pre => Self::Pre,
+            LayerNormOrder::Post => Self::Post,
         }
     }
 }
@@ -283,7 +308,13 @@ impl Architecture {
                 ModelKind::Decoder | ModelKind::EncoderDecoder => LmHead::Tied,
             },
             token_types,
-            layers,
+            layers: layers
+                .into_iter()
+                .map(|l| Layer {
+                    norms: order.into(),
+                    ..l
+                })
+                .collect(),
         }
     }
 
