@@ -677,40 +677,9 @@ impl LlamaWeights {
         let a = &c.architecture;
         let (d, f) = (c.hidden_size, c.intermediate_size);
         let (q, kv) = (a.heads.query * a.head_dim, a.heads.key_value * a.head_dim);
-        let info = |key: &str| {
-            g.tensor(key).ok_or_else(|| Error::MissingTensor {
-                file: g.file.clone(),
-                key: key.into(),
-            })
-        };
-        // a matrix `(rows, cols)` as PyTorch stores it (GGUF's `ne = [cols, rows]`)
-        let matrix = |key: &str, rows: usize, cols: usize| -> Result<QuantMatrix> {
-            let t = info(key)?;
-            if t.shape != [cols, rows] {
-                return Err(Error::TensorShape {
-                    file: g.file.clone(),
-                    key: key.into(),
-                    expected: vec![rows, cols],
-                    found: t.torch_shape(),
-                });
-            }
-            g.matrix(t, bytes.clone())
-        };
-        let vector = |key: &str, n: usize| -> Result<Array1<f32>> {
-            let t = info(key)?;
-            if t.shape != [n] {
-                return Err(Error::TensorShape {
-                    file: g.file.clone(),
-                    key: key.into(),
-                    expected: vec![n],
-                    found: t.torch_shape(),
-                });
-            }
-            let m = g.matrix(t, bytes.clone())?;
-            Ok(m.dequantize()
-                .into_shape_with_order(n)
-                .expect("(1, n) holds n values"))
-        };
+        let r = super::gguf_reader(g, bytes);
+        let matrix = |key: &str, rows: usize, cols: usize| r.matrix(key, rows, cols);
+        let vector = |key: &str, n: usize| r.vector(key, n);
         let bias = |key: &str, n: usize, on: bool| -> Result<Array1<f32>> {
             if on {
                 vector(key, n)

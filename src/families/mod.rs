@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::config::Config;
 use crate::model::gguf::GgufFile;
 use crate::model::limits::{file_too_big, MAX_CONFIG_BYTES};
-use crate::model::quant::SharedBytes;
+use crate::model::quant::{QuantMatrix, SharedBytes};
 use crate::model::weights::{Linear, Tensors};
 
 /// What a family reads, and how: one entry a family.
@@ -129,6 +129,60 @@ pub fn read_gguf_config(g: &GgufFile) -> Result<(&'static GgufFamily, Config)> {
             }
         })?;
     Ok((family, (family.config)(g)?))
+}
+
+/// A GGUF file's tensors as a family reads them: each matrix kept in its ggml type, sharing
+/// the file's bytes; each vector as f32; a missing or misshapen one an error naming its key.
+pub(crate) struct GgufTensors<'g> {
+    g: &'g GgufFile,
+    bytes: &'g SharedBytes,
+}
+
+/// `g`'s tensors, in `bytes` (the file's).
+pub(crate) fn gguf_reader<'g>(g: &'g GgufFile, bytes: &'g SharedBytes) -> GgufTensors<'g> {
+    GgufTensors { g, bytes }
+}
+
+impl GgufTensors<'_> {
+    fn info(&self, key: &str) -> Result<&crate::model::gguf::TensorInfo> {
+        self.g.tensor(key).ok_or_else(|| Error::MissingTensor {
+            file: self.g.file.clone(),
+            key: key.into(),
+        })
+    }
+
+    fn shaped(
+        &self,
+        key: &str,
+        want: &[usize],
+        pytorch: Vec<usize>,
+    ) -> Result<&crate::model::gguf::TensorInfo> {
+        let t = self.info(key)?;
+        if t.shape != want {
+            return Err(Error::TensorShape {
+                file: self.g.file.clone(),
+                key: key.into(),
+                expected: pytorch,
+                found: t.torch_shape(),
+            });
+        }
+        Ok(t)
+    }
+
+    /// The matrix `key`, `(rows, cols)` as PyTorch stores it (GGUF's `ne = [cols, rows]`).
+    pub fn matrix(&self, key: &str, rows: usize, cols: usize) -> Result<QuantMatrix> {
+        let t = self.shaped(key, &[cols, rows], vec![rows, cols])?;
+        self.g.matrix(t, self.bytes.clone())
+    }
+
+    /// The vector `key`, `(n,)`, as f32.
+    pub fn vector(&self, key: &str, n: usize) -> Result<ndarray::Array1<f32>> {
+        let t = self.shaped(key, &[n], vec![n])?;
+        let m = self.g.matrix(t, self.bytes.clone())?;
+        Ok(m.dequantize()
+            .into_shape_with_order(n)
+            .expect("(1, n) holds n values"))
+    }
 }
 
 /// A model's weights, whatever its family: what the engines run ([`Network`]).
