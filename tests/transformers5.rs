@@ -18,7 +18,7 @@ use pollster::block_on;
 use std::path::Path;
 
 /// The decoder-only folders' padded batches (attention, hidden states, next-token probabilities).
-const DECODER_CASES: [&str; 8] = [
+const DECODER_CASES: [&str; 9] = [
     "v5_llama",
     "v5_llama_linear",
     "v5_llama_llama3",
@@ -26,12 +26,13 @@ const DECODER_CASES: [&str; 8] = [
     "v5_qwen2",
     "v5_qwen3",
     "v5_mistral",
+    "v5_gemma3",
     "v5_gpt2",
 ];
 /// The encoders' padded batches (`check_golden`: tokens, type ids, attention, hidden).
 const ENCODER_CASES: [&str; 3] = ["v5_bert", "v5_roberta", "v5_distilbert"];
 /// Greedy generations after the chat template.
-const GENERATE_CASES: [&str; 7] = [
+const GENERATE_CASES: [&str; 8] = [
     "v5_llama_generate",
     "v5_llama_linear_generate",
     "v5_llama_llama3_generate",
@@ -39,6 +40,7 @@ const GENERATE_CASES: [&str; 7] = [
     "v5_qwen2_generate",
     "v5_qwen3_generate",
     "v5_mistral_generate",
+    "v5_gemma3_generate",
 ];
 /// The folders of a scaled `rope_type`.
 const ROPE_FOLDERS: [&str; 3] = ["v5-llama-linear", "v5-llama-llama3", "v5-llama-yarn"];
@@ -298,6 +300,73 @@ fn windows(c: &Config) -> Vec<Option<usize>> {
             Reach::Global => None,
         })
         .collect()
+}
+
+/// Gemma 3's config before transformers 5 (`rope_theta` the global layers', `rope_local_base_freq`
+/// the local layers', every `sliding_window_pattern`-th layer global) is the same model; a
+/// rotation per layer type, two bases, a window on the local layers, QK-norm and the scores'
+/// own scale are read as HF reads them.
+#[test]
+fn gemma_3s_layers_are_read_from_either_form() {
+    let arch = &model("v5-gemma3").config.architecture;
+    let bases: Vec<f32> = arch
+        .layers
+        .iter()
+        .map(|l| l.rotary.unwrap().theta)
+        .collect();
+    assert_eq!(bases, [1e4, 1e4, 1e4, 1e4, 1e4, 1e6]);
+    assert_eq!(
+        windows(&model("v5-gemma3").config),
+        [Some(5), Some(5), Some(5), Some(5), Some(5), None]
+    );
+    assert!(arch
+        .layers
+        .iter()
+        .all(|l| l.qk_norm && l.score_scale == Some(24f32.powf(-0.5))));
+    let old = edited("v5-gemma3", |c| {
+        let c = c.as_object_mut().unwrap();
+        c.remove("rope_parameters");
+        c.remove("layer_types");
+        c.insert("rope_theta".into(), 1e6.into());
+        c.insert("rope_local_base_freq".into(), 1e4.into());
+        c.insert("sliding_window_pattern".into(), 6.into());
+    });
+    let again = Model::from_dir(old.path()).unwrap();
+    assert_eq!(&again.config.architecture.layers, &arch.layers);
+    let texts = ["time flies like an arrow and fruit flies like a banana"];
+    let (a, p) = run(&model_dir("v5-gemma3"), &texts);
+    let (b, q) = run(old.path(), &texts);
+    assert!(a == b && p == q, "the two forms differ");
+    // the forms disagree: refused, naming both
+    let e = read_config(
+        edited("v5-gemma3", |c| c["rope_local_base_freq"] = 5e4.into())
+            .path()
+            .join("config.json")
+            .to_str()
+            .map(|p| std::fs::read(p).unwrap())
+            .unwrap()
+            .as_slice(),
+        "config.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("sliding_attention") && e.contains("10000.0") && e.contains("50000.0"),
+        "{e}"
+    );
+    let e = read_config(
+        edited("v5-gemma3", |c| c["final_logit_softcapping"] = 30.0.into())
+            .path()
+            .join("config.json")
+            .to_str()
+            .map(|p| std::fs::read(p).unwrap())
+            .unwrap()
+            .as_slice(),
+        "config.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`final_logit_softcapping` 30"), "{e}");
 }
 
 #[test]

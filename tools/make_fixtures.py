@@ -1560,6 +1560,17 @@ def transformers5():
     v5_decoder("v5-qwen3", Qwen3ForCausalLM, Qwen3Config(
         rope_parameters=dict(rope_type="default", rope_theta=1000000.0), tie_word_embeddings=True, **small),
         51, torch.bfloat16)
+    # Gemma 3: five local layers (a window of 5, θ 10,000) to each global one (θ 1,000,000),
+    # QK-norm, a norm before and after each sub-layer, scores scaled by query_pre_attn_scalar^-½
+    # (24, not head_dim 16), the embeddings by √D, a BOS-writing chat template
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    v5_decoder("v5-gemma3", Gemma3ForCausalLM, Gemma3TextConfig(**dict(
+        small, num_hidden_layers=6, query_pre_attn_scalar=24, sliding_window=V5_WINDOW,
+        rope_parameters=dict(sliding_attention=dict(rope_type="default", rope_theta=10000.0),
+                             full_attention=dict(rope_type="default", rope_theta=1000000.0)))),
+        52, torch.float32, bos=True, texts=one)
+    gemma = json.load(open(os.path.join(MODELS, "v5-gemma3", "config.json")))
+    assert gemma["layer_types"] == ["sliding_attention"] * 5 + ["full_attention"], gemma["layer_types"]
     # GPT-2 as transformers 5 saves GPT2LMHeadModel (its `transformer.` prefix, no lm_head)
     d = os.path.join(MODELS, "v5-gpt2")
     shutil.rmtree(d, ignore_errors=True)

@@ -9,6 +9,7 @@
 
 pub mod bert;
 pub mod distilbert;
+pub mod gemma3;
 pub mod gpt2;
 pub mod llama;
 pub mod marian;
@@ -55,6 +56,7 @@ pub static FAMILIES: &[FamilyEntry] = &[
     gpt2::FAMILY,
     marian::FAMILY,
     llama::FAMILY,
+    gemma3::FAMILY,
 ];
 
 /// The `model_type`s read, as a person would list them.

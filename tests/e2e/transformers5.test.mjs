@@ -11,8 +11,8 @@ import { cpSync, rmSync, readFileSync } from 'node:fs';
 import { startServer, launch, openPage, ready, golden, ROOT } from './harness.mjs';
 
 const TOL = 1e-4;
-const BATCHES = ['v5_llama', 'v5_llama_linear', 'v5_llama_llama3', 'v5_llama_yarn', 'v5_qwen2', 'v5_qwen3', 'v5_mistral', 'v5_gpt2', 'v5_bert', 'v5_roberta', 'v5_distilbert'];
-const GENERATIONS = ['v5_llama_generate', 'v5_llama_yarn_generate', 'v5_qwen3_generate'];
+const BATCHES = ['v5_llama', 'v5_llama_linear', 'v5_llama_llama3', 'v5_llama_yarn', 'v5_qwen2', 'v5_qwen3', 'v5_mistral', 'v5_gemma3', 'v5_gpt2', 'v5_bert', 'v5_roberta', 'v5_distilbert'];
+const GENERATIONS = ['v5_llama_generate', 'v5_llama_yarn_generate', 'v5_qwen3_generate', 'v5_gemma3_generate'];
 const meta = (name) => JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${name}.json`), 'utf8'));
 const FOLDERS = [...new Set([...BATCHES, ...GENERATIONS].map((c) => meta(c).model))];
 const served = (name) => path.join(ROOT, 'assets/models', `e2e-${name}`);
