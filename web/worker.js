@@ -277,8 +277,6 @@ async function download(key, base, refresh, hub) {
   return { bytes: got.map((r) => r.value), chat: await chat };
 }
 
-}
-
 /** A GGUF file by its URL, from the cache or downloaded: `{bytes: [null, weights, null], gguf}`
  *  (`gguf`: its file name, as errors name it). */
 async function downloadGguf(key, url, refresh, hub) {
