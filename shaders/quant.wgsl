@@ -7,8 +7,8 @@
 //   q as an f16        (DECODE 1),
 //   q as a bf16        (DECODE 2).
 // Word j of group g of row r is w[(g·BITS + j)·N + r] (group-major: consecutive rows, consecutive
-// words), value i of a group its bits i·BITS .. i·BITS + BITS (straddling two words for 5 or 6
-// bits); the scales follow from word `scales_at` (see `scale_of`). The engine compiles a pipeline
+// words), value i of a group its bits i·BITS .. i·BITS + BITS (straddling two words for 3, 5
+// or 6 bits); the scales follow from word `scales_at` (see `scale_of`). The engine compiles a pipeline
 // of each entry point for each ggml type it meets, the format set through the overrides BITS,
 // ZERO, DECODE and SCALES, so that no branch depends on it: a CPU driver (lavapipe) runs both
 // sides of every branch for a batch of invocations, taken or not.
@@ -76,6 +76,9 @@ struct Params {
     act: u32,
     has_bias: u32,
     alpha: f32,
+    // a gather's piece of the table (see gather.wgsl): its first row, 1 if it is the last
+    first_row: u32,
+    last_piece: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -102,11 +105,14 @@ fn half(h: u32) -> f32 {
 // (d, m) of row `row` at column k, in f32 as ggml computes them:
 // 1: d (f16) per group, two groups to a word (group g of row r is entry g·N + r);
 // 2: d | m << 16 (f16) per group, a word;
-// 3 (Q4_K): d | dmin << 16 (f16) per 256 values, a word; sc | m << 8 (6 bits each) per group,
-//    two to a word from `sub_at`: (d·sc, −dmin·m);
-// 4 (Q6_K): d (f16) per 256 values, a word; sc (i8) per 16 values, four to a word: (d·sc, 0);
+// 3 (Q4_K, Q5_K): d | dmin << 16 (f16) per 256 values, a word; sc | m << 8 (6 bits each) per
+//    group, two to a word from `sub_at`: (d·sc, −dmin·m);
+// 4 (Q6_K, Q3_K): d (f16) per 256 values, a word; sc (i8) per 16 values, four to a word from
+//    `sub_at`: (d·sc, 0);
+// 5 (Q2_K): d | dmin << 16 (f16) per 256 values, a word; sc | m << 4 (4 bits each) per 16
+//    values, four to a word from `sub_at`: (d·sc, −dmin·m);
 // 0: none (1, 0).
-// The products are of an f16 and an integer below 2⁸: exact in f32, as on the CPU.
+// The products are of an f16 and an integer of at most 8 bits: exact in f32, as on the CPU.
 fn scale_of(row: u32, k: u32) -> vec2f {
     let g = (k / GROUP) * p.n + row;
     switch SCALES {
@@ -130,6 +136,15 @@ fn scale_of(row: u32, k: u32) -> vec2f {
             let e = (k / 16u) * p.n + row;
             let sc = i32(w[p.sub_at + e / 4u] << (24u - 8u * (e % 4u))) >> 24u;
             return vec2f(half(s & 0xffffu) * f32(sc), 0.0);
+        }
+        case 5u: {
+            let s = w[p.scales_at + (k / 256u) * p.n + row];
+            let e = (k / 16u) * p.n + row;
+            let sm = w[p.sub_at + e / 4u] >> (8u * (e % 4u));
+            return vec2f(
+                half(s & 0xffffu) * f32(sm & 0xfu),
+                -(half(s >> 16u) * f32((sm >> 4u) & 0xfu)),
+            );
         }
         default: {
             return vec2f(1.0, 0.0);
@@ -177,6 +192,10 @@ fn ints4(row: u32, k: u32) -> vec4u {
     let i = k % GROUP;
     let g = (k / GROUP) * BITS;
     switch BITS {
+        case 2u: {
+            let v = w[(g + i / 16u) * p.n + row] >> (2u * (i % 16u));
+            return (vec4u(v) >> vec4u(0u, 2u, 4u, 6u)) & vec4u(0x3u);
+        }
         case 4u: {
             let v = w[(g + i / 8u) * p.n + row] >> (4u * (i % 8u));
             return (vec4u(v) >> vec4u(0u, 4u, 8u, 12u)) & vec4u(0xfu);
@@ -191,7 +210,7 @@ fn ints4(row: u32, k: u32) -> vec4u {
             return vec4u(lo & 0xffffu, lo >> 16u, hi & 0xffffu, hi >> 16u);
         }
         default: {
-            // 5 or 6 bits: the four may straddle two words of the group (when they do not,
+            // 3, 5 or 6 bits: the four may straddle two words of the group (when they do not,
             // the next word's bits are masked off; the group's last four never straddle, and
             // read their own word twice)
             let bit = i * BITS;
@@ -312,7 +331,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let last = p.m - 1u;
     var acc = Block8();
     // K rounded up to whole groups (an F16 or BF16 row's padding is zeros), 16 at a time: a
-    // Q6_K scale covers 16 values, every other one 32
+    // Q6_K, Q3_K or Q2_K scale covers 16 values, every other one 32
     let k_end = (p.k + GROUP - 1u) / GROUP * GROUP;
     for (var k16 = 0u; k16 < k_end; k16 += 16u) {
         let sc = scales8(n0, k16);
@@ -351,7 +370,7 @@ fn main_rows(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wi
     let last = p.m - 1u;
     for (var g = lid.y; g < groups; g += VEC_SPLIT) {
         for (var h = 0u; h < GROUP; h += 16u) {
-            // a Q6_K scale covers 16 values, every other one 32
+            // a Q6_K, Q3_K or Q2_K scale covers 16 values, every other one 32
             let dm = scale_of(row, g * GROUP + h);
             for (var i = 0u; i < 16u; i += 4u) {
                 let k = g * GROUP + h + i;
@@ -392,8 +411,13 @@ fn main_gather(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) 
     if (r >= p.m) {
         return;
     }
-    // the host checks every id against the table; a bad one reads its last row, not past it
-    let row = min(ids[r], p.n - 1u);
+    // a row of another piece is that piece's to write; the host checks every id against the
+    // table, and a bad one reads the last piece's last row, not past it
+    let id = ids[r];
+    if (id < p.first_row || (id - p.first_row >= p.n && p.last_piece == 0u)) {
+        return;
+    }
+    let row = min(id - p.first_row, p.n - 1u);
     for (var k = lid.x; k < p.k; k += WG) {
         c[p.c_base + r * p.c_row + k] = value_at(row, k) * p.alpha;
     }

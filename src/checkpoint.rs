@@ -194,12 +194,36 @@ impl Model {
     /// names the file in errors.
     pub fn from_gguf(name: &str, file: &WeightsFile) -> Result<Self> {
         let g = gguf::GgufFile::parse(file.bytes(), name)?;
+        Self::from_gguf_parsed(name, g, file)
+    }
+
+    /// Checks a GGUF file of `len` bytes from its first bytes, `head` (the header, at most
+    /// [`limits::MAX_GGUF_HEADER_BYTES`]; `len` and that, whichever is less, is enough), before
+    /// the rest is read: its header, tensor list and config, as [`Model::from_gguf`] reads
+    /// them. A refused file costs the memory of its header alone.
+    pub fn check_gguf(head: &[u8], len: usize, name: &str) -> Result<gguf::GgufFile> {
+        let g = gguf::GgufFile::parse_header(head, len, name)?;
+        crate::families::read_gguf_config(&g)?;
+        Ok(g)
+    }
+
+    /// [`Model::from_gguf`] of a file whose header `g` was parsed already.
+    fn from_gguf_parsed(name: &str, g: gguf::GgufFile, file: &WeightsFile) -> Result<Self> {
+        if g.tensors.iter().any(|t| t.range.end > file.len()) {
+            return Err(Error::Gguf {
+                file: name.into(),
+                msg: format!(
+                    "the file holds {} bytes, fewer than its header says",
+                    file.len()
+                ),
+            });
+        }
         let (family, config) = crate::families::read_gguf_config(&g)?;
         let shared: quant::SharedBytes = std::sync::Arc::new(file.clone());
         let (weights, tokenizer) = rayon::join(
             || (family.weights)(&g, &shared, &config),
             || -> Result<_> {
-                let mut t = gguf_tokenizer::GgufTokenizer::from_gguf(&g)?;
+                let mut t = gguf_tokenizer::GgufTokenizer::from_gguf(&g, family.sentencepiece)?;
                 // its tree as it is: the vocabulary and merges held once more at most
                 let json = std::mem::take(&mut t.json);
                 let text =
@@ -252,9 +276,18 @@ impl Model {
                 msg: limits::file_too_big(len, limits::MAX_WEIGHTS_BYTES),
             });
         }
-        let mut w = WeightsFile::zeroed(len as usize, &shown)?;
-        f.read_exact(w.bytes_mut()).map_err(io)?;
-        Self::from_gguf(&shown, &w)
+        let len = len as usize;
+        // the header first: a file refused by it is not read further
+        let mut head = vec![0; len.min(limits::MAX_GGUF_HEADER_BYTES)];
+        f.read_exact(&mut head).map_err(io)?;
+        let g = Self::check_gguf(&head, len, &shown)?;
+        let mut w = WeightsFile::zeroed(len, &shown)?;
+        let bytes = w.bytes_mut();
+        bytes[..head.len()].copy_from_slice(&head);
+        drop(head);
+        f.read_exact(&mut bytes[len.min(limits::MAX_GGUF_HEADER_BYTES)..])
+            .map_err(io)?;
+        Self::from_gguf_parsed(&shown, g, &w)
     }
 
     /// Loads a checkpoint folder holding `config.json`, `model.safetensors` and `tokenizer.json`.

@@ -225,9 +225,9 @@ fn hostile_counts_and_lengths_are_refused() {
 fn hostile_tensors_and_alignment_are_refused() {
     // a tensor's info: name, n_dims (u32), ne (u64 each), type (u32), offset (u64)
     let info = after_name("Q6_K");
-    let e = err(&with(info + 4 + 16, &13u32.to_le_bytes()));
+    let e = err(&with(info + 4 + 16, &20u32.to_le_bytes()));
     assert!(
-        e.contains("tensor `Q6_K` is Q5_K, a type attnscope does not read"),
+        e.contains("tensor `Q6_K` is IQ4_NL, a type attnscope does not read"),
         "{e}"
     );
     let e = err(&with(info + 4 + 16, &1000u32.to_le_bytes()));
@@ -294,7 +294,7 @@ fn hostile_tensors_and_alignment_are_refused() {
 /// gguf_file=...)` gives, with its special ids.
 #[test]
 fn gguf_tokenizers_give_transformers_ids() {
-    use attnscope::model::gguf_tokenizer::GgufTokenizer;
+    use attnscope::model::gguf_tokenizer::{GgufTokenizer, SentencePiece};
     use attnscope::model::TextTokenizer;
 
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf");
@@ -306,15 +306,27 @@ fn gguf_tokenizers_give_transformers_ids() {
         .iter()
         .map(|t| t.as_str().unwrap())
         .collect();
-    for (name, add_bos) in [
-        ("tokenizer-llama-bpe.gguf", true),
-        ("tokenizer-gpt2.gguf", false),
-        ("tokenizer-sentencepiece.gguf", true),
+    for (name, add_bos, sentencepiece) in [
+        ("tokenizer-llama-bpe.gguf", true, SentencePiece::Llama),
+        ("tokenizer-gpt2.gguf", false, SentencePiece::Llama),
+        ("tokenizer-sentencepiece.gguf", true, SentencePiece::Llama),
+        // Gemma's way: spaces made ▁ without a prefix, runs of spaces respelled, merges in the
+        // file's order (its scores reversed would give others), <start_of_turn> whole
+        ("tokenizer-gemma.gguf", true, SentencePiece::Gemma),
     ] {
         let bytes = std::fs::read(dir.join(name)).unwrap();
         let file = GgufFile::parse(&bytes, name).unwrap();
-        let t = GgufTokenizer::from_gguf(&file).unwrap();
+        let t = GgufTokenizer::from_gguf(&file, sentencepiece).unwrap();
         let hf = &want[name];
+        let texts: Vec<&str> = match hf.get("texts") {
+            Some(own) => own
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect(),
+            None => texts.clone(),
+        };
         let id = |v: &serde_json::Value| v.as_u64().map(|i| i as u32);
         assert_eq!(t.bos_token_id, id(&hf["bos"]), "{name}");
         assert_eq!(t.eos_token_id, id(&hf["eos"]), "{name}");
@@ -324,7 +336,7 @@ fn gguf_tokenizers_give_transformers_ids() {
             (add_bos, false),
             "{name}"
         );
-        if name != "tokenizer-sentencepiece.gguf" {
+        if !name.contains("sentencepiece") && !name.contains("gemma") {
             assert!(t.chat_template.as_deref().unwrap().contains("<|im_start|>"));
         }
         let json = serde_json::to_vec(&t.json).unwrap();
@@ -362,9 +374,9 @@ fn gguf_tokenizers_give_transformers_ids() {
 
 #[test]
 fn other_gguf_tokenizers_are_refused_by_name() {
-    use attnscope::model::gguf_tokenizer::GgufTokenizer;
+    use attnscope::model::gguf_tokenizer::{GgufTokenizer, SentencePiece};
     // the blocks fixture has no tokenizer: the missing key is named
-    let e = GgufTokenizer::from_gguf(&parse(GGUF).unwrap()).unwrap_err();
+    let e = GgufTokenizer::from_gguf(&parse(GGUF).unwrap(), SentencePiece::Llama).unwrap_err();
     assert!(
         e.to_string()
             .contains("missing metadata key `tokenizer.ggml.model`"),
@@ -376,7 +388,11 @@ fn other_gguf_tokenizers_are_refused_by_name() {
     let key = b"tokenizer.ggml.model\x08\0\0\0\x04\0\0\0\0\0\0\0gpt2";
     let at = bytes.windows(key.len()).position(|w| w == key).unwrap() + key.len() - 4;
     bytes[at..at + 4].copy_from_slice(b"rwkv");
-    let e = GgufTokenizer::from_gguf(&GgufFile::parse(&bytes, "t.gguf").unwrap()).unwrap_err();
+    let e = GgufTokenizer::from_gguf(
+        &GgufFile::parse(&bytes, "t.gguf").unwrap(),
+        SentencePiece::Llama,
+    )
+    .unwrap_err();
     assert!(
         e.to_string()
             .contains("`tokenizer.ggml.model` is \"rwkv\", a tokenizer attnscope does not build"),

@@ -460,7 +460,9 @@ fn quant_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> QuantMatri
         .collect();
     let scales_at: &[usize] = match ty {
         GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
         GgmlType::Q6_K => &[208],
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
     };
@@ -639,4 +641,54 @@ fn a_quantized_tables_rows_are_the_cpus() {
         block_on(kernels().gather(&t, &[4])).is_err(),
         "id 4 of 4 rows"
     );
+}
+
+/// A matrix larger than one binding is bound in pieces of rows (Gemma 3's 178 MB table against
+/// lavapipe's 128 MiB binding): on a device held to about 16 rows a binding, a product by every
+/// ggml type's 70 × k matrix (five pieces, the last short) and a lookup in its table (ids in
+/// every piece, the first and last rows among them) are the CPU's.
+#[test]
+fn a_matrix_larger_than_one_binding_is_bound_in_pieces() {
+    for ty in GgmlType::ALL {
+        let cols = 2 * ty.block_len().max(32);
+        let row_bytes = match ty {
+            GgmlType::F32 => 4 * cols,
+            _ => {
+                4 * attnscope::engine::gpu::quant::Packed::row_words_at_most(
+                    attnscope::engine::gpu::quant::BlockFormat::of(ty).unwrap(),
+                    cols,
+                )
+            }
+        };
+        let small = GpuKernels::new(
+            gpu_device()
+                .clone()
+                .with_binding_limit((16 * row_bytes + 64) as u64),
+        );
+        let (n, seed) = (70, 31 + ty.code() as u64);
+        let q = quant_matrix(ty, n, cols, seed);
+        let w = q.dequantize();
+        let bias = Array1::from(values(n, 6));
+        let l = Linear::quantized(q.clone(), bias.clone());
+        for m in [1, 9] {
+            let x = matrix(m, cols, 4 + m as u64);
+            let gpu = block_on(small.linear(x.view(), &l, None)).unwrap();
+            let cpu = q.matmul_t(x.view()) + &bias;
+            let size = x.abs().dot(&w.abs().t()) + bias.abs();
+            validate(
+                &format!("{ty} in pieces, {m} rows"),
+                &gpu,
+                &cpu,
+                &size,
+                1e-5,
+            );
+        }
+        let t = Table::quantized(q);
+        let ids = [0u32, 69, 15, 16, 17, 40, 64, 3];
+        let want = t
+            .weight
+            .rows_of(&ids.iter().map(|&i| i as usize).collect::<Vec<_>>());
+        let got = block_on(small.gather(&t, &ids)).unwrap();
+        assert_eq!(got, want, "{ty}: a table's rows from its pieces");
+    }
 }

@@ -456,7 +456,9 @@ fn gguf_model(file: &str) -> &'static attnscope::Model {
     })
 }
 
-const GGUF_TYPES: [&str; 6] = ["F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"];
+const GGUF_TYPES: [&str; 9] = [
+    "F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K",
+];
 
 #[test]
 fn every_gguf_type_equals_hfs_dequantized_model_on_the_cpu_engine() {

@@ -343,7 +343,9 @@ fn assert_quantized_on_the_gpu(path: &str, engine: &attnscope::engine::gpu::GpuE
     );
 }
 
-const GGUF_TYPES: [&str; 6] = ["F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"];
+const GGUF_TYPES: [&str; 9] = [
+    "F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K",
+];
 
 /// tiny-llama from a GGUF file of each type on the GPU engine, its matrices multiplied and its
 /// token embeddings gathered block by block (`quant.wgsl`): HF's results on the dequantized

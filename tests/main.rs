@@ -12,6 +12,7 @@ mod dates;
 mod errors;
 mod families;
 mod fuzz_regressions;
+mod gemma3;
 mod gguf;
 mod golden_cpu;
 mod golden_gpu;

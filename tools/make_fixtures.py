@@ -28,12 +28,14 @@ The Llama family (`--only llama`; pip install gguf too; needs scripts/setup.sh's
     dimensions, 2,048 positions: no golden case; the page's 1,024-token test on WebGPU runs it;
   * tiny-qwen2: Qwen2ForCausalLM, bf16 weights, q/k/v biases, tied embeddings, sliding_window in the
     config but use_sliding_window false; cases qwen2_batch and qwen2_generate;
-  * tiny-llama-gguf/tiny-llama-{F16,Q8_0,Q4_0,Q4_1,Q4_K,Q6_K}.gguf: tiny-llama as llama.cpp's
-    convert_hf_to_gguf.py writes it (Q/K rows permuted, llama.* metadata, the gpt2 tokenizer) and
-    `llama-quantize --pure` quantizes it (1-D tensors F32; a row length a type's blocks do not
-    divide falls back as llama-quant.cpp does: Q4_K -> Q5_0, Q6_K -> Q8_0, here attn_output's 192);
-    cases llama_gguf_{type} from HF loading each file alone (it dequantizes), and
-    llama_gguf_generate (Q4_K);
+  * tiny-llama-gguf/tiny-llama-{F16,Q8_0,Q4_0,Q4_1,Q4_K,Q6_K,Q5_K,Q3_K,Q2_K}.gguf (also
+    `--only llama-gguf`, from tiny-llama as it is on disk; `--gguf-type T`, repeatable, writes only
+    those): tiny-llama as llama.cpp's convert_hf_to_gguf.py writes it (Q/K rows permuted, llama.*
+    metadata, the gpt2 tokenizer) and `llama-quantize --pure` quantizes it (1-D tensors F32; a row
+    length a type's blocks do not divide falls back as llama-quant.cpp does: Q4_K -> Q5_0,
+    Q5_K -> Q5_1, Q6_K -> Q8_0, here attn_output's 192; Q2_K and Q3_K -> Q4_0, where llama.cpp
+    writes IQ4_NL, which attnscope does not read); cases llama_gguf_{type} from HF loading each file
+    alone (it dequantizes), and llama_gguf_generate (Q4_K);
   * smollm2_prompts: SmolLM2-135M-Instruct's Q4_1 GGUF under HF: ids, f32 attention of every layer,
     top-10 next-token ids and probabilities per position for each prompt, 16 greedy tokens;
   * (also `--only llama-inside`, from tiny-llama as it is on disk) llama_trace: layer 1's values
@@ -43,6 +45,13 @@ The Llama family (`--only llama`; pip install gguf too; needs scripts/setup.sh's
     llama_knockout (heads 0:0, 0:1 and 1:2 zeroed before o_proj).
 Their safetensors: attention (B, L, H, T, T), next_token_probs (B, T, V), and for the padded cases
 hidden (B, T, D) and hidden_states (B, L+1, T, D) (the last after the final RMSNorm, as HF returns it).
+
+Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
+  * gemma3_270m_prompts: HF loading the GGUF (it dequantizes; its tokenizer built once and saved
+    beside the file, in hf-tokenizer/): two short prompts and one of 671 tokens, past the local
+    layers' 512-token window; ids, attention (L, H, R, T) at the query positions `rows` (every one
+    for the short prompts; around the window's edge and the last for the long one), top-10
+    next-token ids and probabilities there, 16 greedy tokens after the first prompt.
 """
 import argparse
 import copy
@@ -1062,6 +1071,79 @@ def quantize_q4_k(blocks):
     return np.concatenate([d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2), scales, qs], axis=-1)
 
 
+def quantize_q5_k(blocks):
+    """(n, 256) f32 -> (n, 176) uint8 Q5_K blocks (d, dmin f16; 12 bytes of 6-bit sub-block scales and
+    mins packed as Q4_K's; 32 bytes of fifth bits, bit j of byte l for value 32j + l; 128 bytes of low
+    4 bits as Q4_K's): value = d·sc·q - dmin·m over 8 sub-blocks of 32, q < 32. quantize_q4_k's fit."""
+    import numpy as np
+    n = blocks.shape[0]
+    x = blocks.reshape(n, 8, 32)
+    offs = -np.minimum(x.min(-1), 0)  # (n, 8) ≥ 0
+    scale = (x.max(-1) + offs) / 31
+    d = (scale.max(-1) / 63).astype(np.float16)
+    dmin = (offs.max(-1) / 63).astype(np.float16)
+    df, dminf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(scale / np.where(df > 0, df, 1)), 0).clip(0, 63).astype(np.uint8)
+    m = np.where(dminf > 0, np.rint(offs / np.where(dminf > 0, dminf, 1)), 0).clip(0, 63).astype(np.uint8)
+    step, low = (df * sc)[..., None], (dminf * m)[..., None]
+    q = np.where(step > 0, np.rint((x + low) / np.where(step > 0, step, 1)), 0).clip(0, 31).astype(np.uint8)
+    scales = np.concatenate([(sc[:, :4] & 63) | ((sc[:, 4:] >> 4) << 6), (m[:, :4] & 63) | ((m[:, 4:] >> 4) << 6),
+                             (sc[:, 4:] & 15) | ((m[:, 4:] & 15) << 4)], axis=-1)
+    qs = ((q[:, 0::2] & 15) | ((q[:, 1::2] & 15) << 4)).reshape(n, 128)
+    qh = ((q >> 4) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(1, dtype=np.uint8)  # (n, 32)
+    return np.concatenate([d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2), scales, qh, qs],
+                          axis=-1)
+
+
+def quantize_q3_k(blocks):
+    """(n, 256) f32 -> (n, 110) uint8 Q3_K blocks (32 bytes of high bits, bit b of byte l for value
+    32b + l; 64 bytes of low 2 bits, bits 2k of byte 32h + l for value 128h + 32k + l; 12 bytes of
+    sixteen 6-bit sub-block scales stored plus 32; d f16): value = d·sc·(q - 4) over 16 sub-blocks of
+    16, q < 8, sc in [-32, 31]. As llama.cpp's make_q3_quants, each sub-block's value of largest
+    magnitude is at q - 4 = -4 (its scale negative where that value is positive)."""
+    import numpy as np
+    n = blocks.shape[0]
+    x = blocks.reshape(n, 16, 16)
+    top = np.take_along_axis(x, np.abs(x).argmax(-1)[..., None], -1)[..., 0]  # (n, 16), signed
+    s = -top / 4
+    d = (np.abs(s).max(-1) / 31).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(s / np.where(df > 0, df, 1)), 0).clip(-32, 31).astype(np.int8)
+    step = (df * sc)[..., None]
+    q = (np.where(step != 0, np.rint(x / np.where(step != 0, step, 1)), 0).clip(-4, 3) + 4).astype(np.uint8)
+    q = q.reshape(n, 256)
+    ls = (sc.astype(np.int16) + 32).astype(np.uint8)  # (n, 16), 6 bits
+    scales = np.concatenate([(ls[:, :8] & 15) | ((ls[:, 8:] & 15) << 4),
+                             ((ls >> 4).reshape(n, 4, 4) << (2 * np.arange(4, dtype=np.uint8))[None, :, None])
+                             .sum(1, dtype=np.uint8)], axis=-1)
+    hmask = ((q >> 2).reshape(n, 8, 32) << np.arange(8, dtype=np.uint8)[None, :, None]).sum(1, dtype=np.uint8)
+    qs = ((q & 3).reshape(n, 2, 4, 32) << (2 * np.arange(4, dtype=np.uint8))[None, None, :, None])
+    qs = qs.sum(2, dtype=np.uint8).reshape(n, 64)
+    return np.concatenate([hmask, qs, scales, d.view(np.uint8).reshape(n, 2)], axis=-1)
+
+
+def quantize_q2_k(blocks):
+    """(n, 256) f32 -> (n, 84) uint8 Q2_K blocks (16 bytes of 4-bit sub-block scales, low nibble, and
+    mins, high; 64 bytes of 2-bit quants, bits 2k of byte 32h + l for value 128h + 32k + l; d, dmin
+    f16): value = d·sc·q - dmin·m over 16 sub-blocks of 16, q < 4. quantize_q4_k's fit."""
+    import numpy as np
+    n = blocks.shape[0]
+    x = blocks.reshape(n, 16, 16)
+    offs = -np.minimum(x.min(-1), 0)  # (n, 16) ≥ 0
+    scale = (x.max(-1) + offs) / 3
+    d = (scale.max(-1) / 15).astype(np.float16)
+    dmin = (offs.max(-1) / 15).astype(np.float16)
+    df, dminf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
+    sc = np.where(df > 0, np.rint(scale / np.where(df > 0, df, 1)), 0).clip(0, 15).astype(np.uint8)
+    m = np.where(dminf > 0, np.rint(offs / np.where(dminf > 0, dminf, 1)), 0).clip(0, 15).astype(np.uint8)
+    step, low = (df * sc)[..., None], (dminf * m)[..., None]
+    q = np.where(step > 0, np.rint((x + low) / np.where(step > 0, step, 1)), 0).clip(0, 3).astype(np.uint8)
+    qs = (q.reshape(n, 2, 4, 32) << (2 * np.arange(4, dtype=np.uint8))[None, None, :, None])
+    qs = qs.sum(2, dtype=np.uint8).reshape(n, 64)
+    return np.concatenate([sc | (m << 4), qs, d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2)],
+                          axis=-1)
+
+
 def quantize_q6_k(blocks):
     """(n, 256) f32 -> (n, 210) uint8 Q6_K blocks (128 bytes low 4 bits, 64 bytes high 2 bits,
     16 int8 sub-block scales, d f16): value = d·sc·(q - 32) over 16 sub-blocks of 16."""
@@ -1082,7 +1164,10 @@ def quantize_q6_k(blocks):
 
 
 # The GGUF types written, each with llama.cpp's file type and the type a 2-D tensor whose row
-# length does not divide into its blocks falls back to (llama-quant.cpp's tensor_type_fallback).
+# length does not divide into its blocks falls back to (llama-quant.cpp's llama_tensor_get_type,
+# `convert_incompatible_tensor`). llama.cpp falls back from Q2_K and Q3_K to IQ4_NL, Q4_0's block
+# (d, 16 bytes of nibbles) with a non-linear table of 16 values, which attnscope does not read:
+# those two files use Q4_0 there, as llama.cpp does for TQ1_0 and TQ2_0.
 GGUF_TYPES = {
     "F16": ("F16", "MOSTLY_F16", None),
     "Q8_0": ("Q8_0", "MOSTLY_Q8_0", None),
@@ -1090,6 +1175,19 @@ GGUF_TYPES = {
     "Q4_1": ("Q4_1", "MOSTLY_Q4_1", None),
     "Q4_K": ("Q4_K", "MOSTLY_Q4_K_S", "Q5_0"),
     "Q6_K": ("Q6_K", "MOSTLY_Q6_K", "Q8_0"),
+    "Q5_K": ("Q5_K", "MOSTLY_Q5_K_S", "Q5_1"),
+    "Q3_K": ("Q3_K", "MOSTLY_Q3_K_S", "Q4_0"),
+    "Q2_K": ("Q2_K", "MOSTLY_Q2_K", "Q4_0"),
+}
+
+# The K-quants gguf-py cannot quantize, with the largest round-trip error allowed (relative to the
+# tensor's largest magnitude): a little over half a step of the type's integers at the fits above.
+K_QUANTIZERS = {
+    "Q2_K": (quantize_q2_k, 0.4),
+    "Q3_K": (quantize_q3_k, 0.3),
+    "Q4_K": (quantize_q4_k, 0.12),
+    "Q5_K": (quantize_q5_k, 0.06),
+    "Q6_K": (quantize_q6_k, 0.03),
 }
 
 
@@ -1105,13 +1203,13 @@ def gguf_encode(w, qtype):
         assert w.shape[1] % gguf.GGML_QUANT_SIZES[t][0] == 0
     if t == gguf.GGMLQuantizationType.F16:
         return w.astype(np.float16), t
-    own = {gguf.GGMLQuantizationType.Q4_K: quantize_q4_k, gguf.GGMLQuantizationType.Q6_K: quantize_q6_k}
-    if t in own:
+    if t.name in K_QUANTIZERS:
+        quantize, tol = K_QUANTIZERS[t.name]
         rows = w.shape[0]
-        data = own[t](np.ascontiguousarray(w, dtype=np.float32).reshape(-1, 256)).reshape(rows, -1)
+        data = quantize(np.ascontiguousarray(w, dtype=np.float32).reshape(-1, 256)).reshape(rows, -1)
         back = gguf.quants.dequantize(data, t).reshape(w.shape)
         err = np.abs(back - w).max() / np.abs(w).max()
-        assert err < (0.12 if t == gguf.GGMLQuantizationType.Q4_K else 0.03), f"{t.name} round trip error {err}"
+        assert err < tol, f"{t.name} round trip error {err}"
         return data, t
     return gguf.quants.quantize(np.ascontiguousarray(w, dtype=np.float32), t), t
 
@@ -1202,14 +1300,15 @@ def write_llama_gguf(path, model, tok_path, qtype):
 
 
 @torch.no_grad()
-def tiny_llama_gguf(src_dir, model, tok):
+def tiny_llama_gguf(src_dir, model, tok, qtypes=None):
     """tests/fixtures/models/tiny-llama-gguf/tiny-llama-{type}.gguf and, for each, HF's reference
-    from the GGUF alone (transformers dequantizes it and rebuilds its config and tokenizer)."""
+    from the GGUF alone (transformers dequantizes it and rebuilds its config and tokenizer); of
+    every type in GGUF_TYPES, or of those in `qtypes`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     d = os.path.join(MODELS, "tiny-llama-gguf")
     os.makedirs(d, exist_ok=True)
     text = "time flies like an arrow"
-    for qtype in GGUF_TYPES:
+    for qtype in qtypes or GGUF_TYPES:
         name = f"tiny-llama-{qtype}.gguf"
         types = write_llama_gguf(os.path.join(d, name), model, os.path.join(src_dir, "tokenizer.json"), qtype)
         hf_tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
@@ -1289,6 +1388,83 @@ def smollm2():
     save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(GOLDEN, "smollm2_prompts.safetensors"))
     print("smollm2_prompts: " + "; ".join(f"{len(it['token_ids'])} tokens" for it in items) +
           f"; {items[-1]['output_text']!r}")
+
+
+GEMMA3_GGUF = os.path.join(ROOT, "assets", "models", "gemma-3-270m", "gemma-3-270m-q4_k_m.gguf")
+GEMMA3_PROMPTS = ["The capital of France is", "Attention lets every word look at the others"]
+
+
+def gemma3_long_text():
+    """A text of about 650 Gemma 3 tokens, past the 512-token window of its local layers:
+    sentences that repeat their words in a shifting order, so that a head copying from earlier
+    has something to find on either side of the window's edge."""
+    adjectives = ["quiet", "red", "ancient", "small", "bright", "heavy", "curious"]
+    nouns = ["fox", "river", "lantern", "teacher", "engine", "garden", "letter", "mountain", "violin", "harbor",
+             "clock"]
+    verbs = ["watches", "follows", "remembers", "carries", "answers"]
+    places = ["old bridge", "market square", "northern shore", "library steps"]
+    return " ".join(f"In scene {i}, the {adjectives[i % 7]} {nouns[i % 11]} {verbs[i % 5]} the "
+                    f"{nouns[(3 * i + 1) % 11]} near the {places[i % 4]}." for i in range(40))
+
+
+@torch.no_grad()
+def gemma3_270m():
+    """Gemma 3 270M's Q4_K_M GGUF under HF (its dequantized weights, its GGUF tokenizer, saved
+    once beside the file: building it takes HF a while): for each prompt alone, the ids; for the
+    short ones every layer's attention (f32, (L, H, T, T)) and the top-10 next-token ids and
+    probabilities at every position; for the long one (past the local layers' 512-token window)
+    the same at a few query positions on either side of the window's edge (`rows`), the whole
+    (L, H, T, T) being 100 MB; 16 greedy tokens after the first prompt."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if not os.path.exists(GEMMA3_GGUF):
+        raise SystemExit(f"{GEMMA3_GGUF} is missing: run scripts/setup.sh")
+    d, name = os.path.split(GEMMA3_GGUF)
+    saved = os.path.join(d, "hf-tokenizer")
+    if not os.path.exists(os.path.join(saved, "tokenizer.json")):
+        AutoTokenizer.from_pretrained(d, gguf_file=name).save_pretrained(saved)
+    tok = AutoTokenizer.from_pretrained(saved)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
+                                                 dtype=torch.float32).eval()
+    cfg = model.config
+    window = cfg.sliding_window
+    texts = GEMMA3_PROMPTS + [gemma3_long_text()]
+    items, tensors = [], {}
+    for i, text in enumerate(texts):
+        ids = tok(text).input_ids
+        x = torch.tensor([ids])
+        out = model(input_ids=x, output_attentions=True)
+        att = torch.stack(out.attentions, dim=1)[0]  # (L, H, T, T)
+        check_causal(att[None], torch.ones_like(x))
+        n = len(ids)
+        rows = list(range(n)) if n <= 64 else sorted({0, window // 2, window - 1, window, window + 1, n - 2, n - 1})
+        if n > 64:
+            assert n > window + 64, f"the long text has {n} tokens, not past the window of {window}"
+            # the window at work: a local layer gives no key window or more back any weight
+            local = [l for l, t in enumerate(cfg.layer_types) if t == "sliding_attention"]
+            assert att[local, :, n - 1, : n - window].abs().max() == 0
+        top = F.softmax(out.logits[0, rows], dim=-1).topk(10, dim=-1)
+        tensors[f"attention_{i}"] = att[:, :, rows, :].contiguous()  # (L, H, R, T)
+        tensors[f"top10_probs_{i}"] = top.values.contiguous()
+        item = dict(text=text, token_ids=ids, rows=rows, top10_ids=top.indices.tolist())
+        if i == 0:
+            gen = model.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False, num_beams=1,
+                                 max_new_tokens=16)
+            item["output_ids"] = gen[0, n:].tolist()
+            item["output_text"] = tok.decode(item["output_ids"])
+        items.append(item)
+    meta = dict(model="gemma-3-270m Q4_K_M", gguf_file="assets/models/gemma-3-270m/" + name, model_type="gemma3_text",
+                mask="causal", max_new_tokens=16, eos_token_id=cfg.eos_token_id, sliding_window=window,
+                layer_types=cfg.layer_types,
+                config=dict(num_hidden_layers=cfg.num_hidden_layers, num_attention_heads=cfg.num_attention_heads,
+                            num_key_value_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+                            hidden_size=cfg.hidden_size, vocab_size=cfg.vocab_size,
+                            query_pre_attn_scalar=cfg.query_pre_attn_scalar),
+                items=items)
+    with open(os.path.join(GOLDEN, "gemma3_270m_prompts.json"), "w") as f:
+        json.dump(meta, f, ensure_ascii=False, indent=1)
+    save_file(tensors, os.path.join(GOLDEN, "gemma3_270m_prompts.safetensors"))
+    print("gemma3_270m_prompts: " + "; ".join(f"{len(it['token_ids'])} tokens" for it in items) +
+          f"; {items[0]['output_text']!r}")
 
 
 # What a modern LLM does differently (issue 31), on tests/fixtures/models/tiny-llama as it is on
@@ -1612,22 +1788,34 @@ def transformers5():
     marian_case("v5_marian_generate", "v5-marian", tok, marian, pad, MARIAN_SOURCES, max_new_tokens=10)
 
 
-def llama_family():
+def llama_family(gguf_types=None):
     src_dir, model, tok = tiny_llama()
     tiny_llama_wide()
     tiny_qwen2()
-    tiny_llama_gguf(src_dir, model, tok)
+    tiny_llama_gguf(src_dir, model, tok, gguf_types)
     smollm2()
     llama_inside()
+
+
+@torch.no_grad()
+def llama_gguf_only(gguf_types=None):
+    """`--only llama-gguf`: the GGUF files and their cases from tests/fixtures/models/tiny-llama as
+    it is on disk (the model `tiny_llama` loads back)."""
+    from transformers import LlamaForCausalLM
+    d = os.path.join(MODELS, "tiny-llama")
+    model = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    tiny_llama_gguf(d, model, Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gguf_types)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "v5"]
+              "llama-wide", "llama-gguf", "v5", "gemma"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
+    ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
+                    help="write only these tiny-llama GGUF files and their cases (default: all)")
     args = ap.parse_args()
     only = set(args.only or groups)
     torch.set_num_threads(1)
@@ -1652,9 +1840,13 @@ def main():
         dates()
     if "v5" in only:
         transformers5()
+    if "gemma" in only:
+        gemma3_270m()
     if "llama" in only:
-        llama_family()
+        llama_family(args.gguf_type)
     else:
+        if "llama-gguf" in only:
+            llama_gguf_only(args.gguf_type)
         if "llama-inside" in only:
             llama_inside()
         if "llama-wide" in only:

@@ -6,11 +6,13 @@
 
 tests/fixtures/gguf/blocks.gguf, written by the `gguf` package's GGUFWriter (alignment 64),
 holds one tensor per ggml type attnscope reads, `<type>` of 4 rows × 256 values (ne = [256, 4]),
-two K-quant tensors of 2 rows × 512 (two super-blocks a row), a 1-D F32 tensor, and metadata
-of every value type (nested arrays too). F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 are seeded normal
-values quantized by `gguf.quants.quantize`; the package has no quantizer for Q4_K and Q6_K, so
-their blocks are seeded random bits with finite f16 scales (every bit of a block is read, so
-random blocks test the layout as well as real ones).
+for each K-quant a tensor of 2 rows × 512 too (`<type>.wide`, two super-blocks a row), a 1-D F32
+tensor, and metadata of every value type (nested arrays too). F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+Q5_0 and Q5_1 are seeded normal values quantized by `gguf.quants.quantize`; the package has no
+quantizer for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), so their blocks are seeded random bits
+with finite f16 scales (every bit of a block is read, so random blocks test the layout as well as
+real ones). Q2_K's, Q3_K's and Q5_K's come from a generator of their own, after the others, so
+that the tensors written before them keep their bytes.
 
 tests/fixtures/gguf/blocks.safetensors holds, under each tensor's name, the package's
 `gguf.quants.dequantize` of its bytes as f32, shaped (rows, cols): what attnscope must equal.
@@ -28,17 +30,18 @@ OUT = os.path.join(ROOT, "tests/fixtures/gguf")
 rng = np.random.default_rng(30)
 
 
-def k_quant_blocks(qtype, n_blocks):
-    """`n_blocks` blocks of random bits with finite f16 scales (d, dmin for Q4_K; d for Q6_K)."""
+# where each K-quant block's f16 scales are: (first byte, how many): d, dmin for Q2_K, Q4_K and
+# Q5_K; d for Q3_K and Q6_K (ggml-common.h's block_q*_K)
+K_SCALES = {T.Q2_K: (80, 2), T.Q3_K: (108, 1), T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208, 1)}
+
+
+def k_quant_blocks(qtype, n_blocks, gen=rng):
+    """`n_blocks` blocks of random bits (from `gen`) with finite f16 scales (K_SCALES)."""
     size = gguf.GGML_QUANT_SIZES[qtype][1]
-    b = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
-    if qtype == T.Q4_K:
-        scales = rng.uniform(0.001, 0.02, size=(n_blocks, 2)).astype(np.float16)
-        b[:, 0:4] = scales.view(np.uint8)
-    elif qtype == T.Q6_K:
-        b[:, 208:210] = rng.uniform(0.001, 0.02, size=(n_blocks, 1)).astype(np.float16).view(np.uint8)
-    else:
-        raise ValueError(qtype)
+    at, n = K_SCALES[qtype]
+    b = gen.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    scales = gen.uniform(0.001, 0.02, size=(n_blocks, n)).astype(np.float16)
+    b[:, at:at + 2 * n] = scales.view(np.uint8)
     return b
 
 
@@ -80,6 +83,10 @@ def main():
         add(qtype.name, qtype, k_quant_blocks(qtype, 4).reshape(4, -1))
         add(qtype.name + ".wide", qtype, k_quant_blocks(qtype, 4).reshape(2, -1))
     add("norm", T.F32, rng.standard_normal(256, dtype=np.float32))
+    more = np.random.default_rng(31)
+    for qtype in (T.Q2_K, T.Q3_K, T.Q5_K):
+        add(qtype.name, qtype, k_quant_blocks(qtype, 4, more).reshape(4, -1))
+        add(qtype.name + ".wide", qtype, k_quant_blocks(qtype, 4, more).reshape(2, -1))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()

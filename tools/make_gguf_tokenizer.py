@@ -15,6 +15,16 @@ llama's config keys and no tensors:
 * tests/fixtures/gguf/tokenizer-llama-bpe.gguf: `.pre` "llama-bpe" (Llama 3's split), BOS added;
 * tests/fixtures/gguf/tokenizer-gpt2.gguf: `.pre` "gpt-2" (GPT-2's own split), no BOS added.
 
+and two SentencePiece vocabularies (no merges: transformers derives them):
+
+* tests/fixtures/gguf/tokenizer-sentencepiece.gguf: Llama 2's way (`LlamaTokenizer`);
+* tests/fixtures/gguf/tokenizer-gemma.gguf: Gemma 3's way (`general.architecture` "gemma3",
+  `GemmaTokenizer`): `<pad>`, `<eos>`, `<bos>`, `<unk>`, `<mask>` first, `<start_of_turn>` and
+  `<end_of_turn>` CONTROL, newlines and runs of spaces USER_DEFINED with the spaces stored as
+  spaces (as Gemma's files store them), and scores that do not follow the merge order (Gemma's
+  do not: transformers orders the merges by the tokens' places in the file). Its texts are
+  the common ones and GEMMA_TEXTS.
+
 For each it loads `AutoTokenizer.from_pretrained(dir, gguf_file=...)` (transformers, offline) and
 writes the ids it gives each text into tests/fixtures/gguf/tokenizer-ids.json (not tokenizer.json, which transformers would read):
 `{"texts": [...], "<file>": {"ids": [[...], ...], "bos": id, "eos": id, "pad": id|null}}`.
@@ -70,6 +80,82 @@ def train():
     tok.train_from_iterator(CORPUS, trainer)
     tok.add_tokens(USER)
     return tok
+
+
+GEMMA_TEXTS = [
+    "<start_of_turn>user\nhi there<end_of_turn>\n<start_of_turn>model\n",
+    "two  spaces,   three, and\n\n\n newlines",
+    "    indented code",
+]
+GEMMA_CONTROL = ["<mask>", "<start_of_turn>", "<end_of_turn>"]
+GEMMA_USER = ["\n", "\n\n", "\n\n\n", "\u2581\u2581", "\u2581\u2581\u2581", "\u2581\u2581\u2581\u2581"]
+
+
+def train_gemma():
+    """A SentencePiece BPE model with byte fallback and Gemma 3's special pieces, trained on CORPUS."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS), model_writer=model, vocab_size=420,
+                                   model_type="bpe", byte_fallback=True, character_coverage=1.0,
+                                   pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>",
+                                   bos_piece="<bos>", unk_piece="<unk>", control_symbols=GEMMA_CONTROL,
+                                   user_defined_symbols=GEMMA_USER, remove_extra_whitespaces=False,
+                                   add_dummy_prefix=False, num_threads=1, minloglevel=2)
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def write_gemma(sp, path):
+    """As llama.cpp's convert_hf_to_gguf.py writes Gemma 3's vocabulary: its pieces, with a run of
+    spaces stored as spaces; the scores of the ordinary pieces reversed, so that only the file's
+    order of tokens gives the merge order."""
+    tokens, scores, types = [], [], []
+    for i in range(sp.vocab_size()):
+        piece = sp.IdToPiece(i)
+        if piece in GEMMA_USER and set(piece) == {"\u2581"}:
+            piece = " " * len(piece)
+        tokens.append(piece)
+        scores.append(sp.GetScore(i))
+        if sp.IsUnknown(i):
+            types.append(gguf.TokenType.UNKNOWN)
+        elif sp.IsControl(i):
+            types.append(gguf.TokenType.CONTROL)
+        elif sp.IsByte(i):
+            types.append(gguf.TokenType.BYTE)
+        elif sp.IdToPiece(i) in GEMMA_USER:
+            types.append(gguf.TokenType.USER_DEFINED)
+        else:
+            types.append(gguf.TokenType.NORMAL)
+    normal = [i for i, t in enumerate(types) if t == gguf.TokenType.NORMAL]
+    for i, j in zip(normal, reversed(normal)):
+        scores[i] = -float(j)
+    w = gguf.GGUFWriter(path, "gemma3")
+    w.add_name("tokenizer fixture")
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(8)
+    w.add_feed_forward_length(16)
+    w.add_head_count(2)
+    w.add_head_count_kv(1)
+    w.add_key_length(4)
+    w.add_value_length(4)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_sliding_window(4)
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def train_sentencepiece():
@@ -170,19 +256,26 @@ def main():
     sp = train_sentencepiece()
     for name, pre, add_bos in (("tokenizer-llama-bpe.gguf", "llama-bpe", True),
                                ("tokenizer-gpt2.gguf", "gpt-2", False),
-                               ("tokenizer-sentencepiece.gguf", None, True)):
+                               ("tokenizer-sentencepiece.gguf", None, True),
+                               ("tokenizer-gemma.gguf", None, True)):
         path = os.path.join(OUT, name)
-        if pre is None:
+        texts = TEXTS
+        if name == "tokenizer-gemma.gguf":
+            write_gemma(train_gemma(), path)
+            texts = TEXTS + GEMMA_TEXTS
+        elif pre is None:
             write_sentencepiece(sp, path)
         else:
             write(tok, path, pre, add_bos)
         hf = AutoTokenizer.from_pretrained(OUT, gguf_file=name, local_files_only=True)
         out[name] = {
-            "ids": [hf(t)["input_ids"] for t in TEXTS],
+            "ids": [hf(t)["input_ids"] for t in texts],
             "bos": hf.bos_token_id,
             "eos": hf.eos_token_id,
             "pad": hf.pad_token_id,
         }
+        if texts is not TEXTS:
+            out[name]["texts"] = texts
         with open(os.path.join(tempfile.gettempdir(), name + ".tokenizer.json"), "w") as f:
             f.write(hf.backend_tokenizer.to_str(pretty=True))
         print(path, os.path.getsize(path), "bytes;", type(hf).__name__, out[name]["ids"][:2])

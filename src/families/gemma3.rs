@@ -47,6 +47,7 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
         architectures: &["gemma3"],
         config: gguf_config,
         weights: |g, bytes, c| Ok(Box::new(Gemma3Weights::from_gguf(g, bytes, c)?)),
+        sentencepiece: crate::model::gguf_tokenizer::SentencePiece::Gemma,
     }),
 };
 

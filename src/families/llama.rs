@@ -48,6 +48,7 @@ pub const FAMILY: super::FamilyEntry = super::FamilyEntry {
         architectures: &Variant::NAMES,
         config: gguf_config,
         weights: |g, bytes, c| Ok(Box::new(LlamaWeights::from_gguf(g, bytes, c)?)),
+        sentencepiece: crate::model::gguf_tokenizer::SentencePiece::Llama,
     }),
 };
 

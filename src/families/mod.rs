@@ -21,6 +21,7 @@ use crate::engine::ops::{Kept, Ops};
 use crate::error::{Error, Result};
 use crate::model::config::Config;
 use crate::model::gguf::GgufFile;
+use crate::model::gguf_tokenizer::SentencePiece;
 use crate::model::limits::{file_too_big, MAX_CONFIG_BYTES};
 use crate::model::quant::{QuantMatrix, SharedBytes};
 use crate::model::weights::{Linear, Tensors};
@@ -47,6 +48,8 @@ pub struct GgufFamily {
     pub config: fn(&GgufFile) -> Result<Config>,
     /// Its weights from the file's tensors, kept in their ggml types inside `bytes`.
     pub weights: fn(&GgufFile, &SharedBytes, &Config) -> Result<Weights>,
+    /// How transformers builds its SentencePiece vocabulary (`tokenizer.ggml.model` "llama").
+    pub sentencepiece: SentencePiece,
 }
 
 /// Every family attnscope runs.

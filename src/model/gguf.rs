@@ -25,8 +25,8 @@ use std::fmt;
 use std::ops::Range;
 
 use super::limits::{
-    MAX_GGUF_ARRAY_DEPTH, MAX_GGUF_ARRAY_LEN, MAX_GGUF_DIMS, MAX_GGUF_KEYS, MAX_GGUF_NAME_BYTES,
-    MAX_GGUF_TENSORS,
+    MAX_GGUF_ARRAY_DEPTH, MAX_GGUF_ARRAY_LEN, MAX_GGUF_DIMS, MAX_GGUF_HEADER_BYTES, MAX_GGUF_KEYS,
+    MAX_GGUF_METADATA_BYTES, MAX_GGUF_NAME_BYTES, MAX_GGUF_TENSORS,
 };
 use super::quant::{bytes_for, ggml_type_name, GgmlType, QuantMatrix, SharedBytes};
 use crate::error::{Error, Result};
@@ -302,11 +302,40 @@ impl GgufFile {
     /// Parses the whole file's `bytes`; `file` names it in errors. Every tensor's data must lie
     /// inside `bytes`.
     pub fn parse(bytes: &[u8], file: &str) -> Result<Self> {
+        let head = &bytes[..bytes.len().min(MAX_GGUF_HEADER_BYTES)];
+        Self::parse_header(head, bytes.len(), file)
+    }
+
+    /// Parses the header (metadata and tensor list) of a file of `len` bytes from its first
+    /// bytes, `head`, before the rest is read: `head` must hold the header, which is at most
+    /// [`MAX_GGUF_HEADER_BYTES`] long (`len` and that, whichever is less, is enough). Every
+    /// tensor's data must lie inside the `len` bytes. What is parsed costs at most
+    /// [`MAX_GGUF_METADATA_BYTES`] of memory, whatever the file claims.
+    pub fn parse_header(head: &[u8], len: usize, file: &str) -> Result<Self> {
         let mut r = Reader {
-            bytes,
+            bytes: head,
+            len: len.max(head.len()),
             pos: 0,
             file,
+            spent: 0,
+            pos_wanted: 0,
         };
+        let parsed = Self::read(&mut r);
+        match parsed {
+            Err(_) if r.pos_wanted > head.len() => Err(r.error(format!(
+                "its header runs past the {} bytes read first{}",
+                head.len(),
+                match head.len() >= MAX_GGUF_HEADER_BYTES {
+                    true => format!(", the limit of a header ({MAX_GGUF_HEADER_BYTES} bytes)"),
+                    false => String::new(),
+                }
+            ))),
+            other => other,
+        }
+    }
+
+    fn read(r: &mut Reader) -> Result<Self> {
+        let file = r.file;
         let magic = r.take(4, || "the header".into())?;
         if magic != MAGIC {
             return Err(r.error(format!(
@@ -344,6 +373,7 @@ impl GgufFile {
             let code = r.u32(what)?;
             let ty = ValueType::from_code(code)
                 .ok_or_else(|| r.error(format!("{} has unknown value type {code}", what())))?;
+            r.spend(std::mem::size_of::<Value>() + 64, &what)?; // its place in the map
             let value = r.value(ty, 0, &what)?;
             if metadata.contains_key(&key) {
                 return Err(r.error(format!("{} appears twice", what())));
@@ -440,13 +470,12 @@ impl GgufFile {
                 .ok()
                 .and_then(|o| o.checked_add(data_start));
             let range = start.and_then(|s| Some(s..s.checked_add(size)?));
-            let Some(range) = range.filter(|r| r.end <= bytes.len()) else {
+            let Some(range) = range.filter(|range| range.end <= r.len) else {
                 return Err(r.error(format!(
                     "tensor `{}` ({size} bytes of {ty}) at offset {offset} from the data \
                      section's start (byte {data_start}) runs past the end of the file \
                      ({} bytes)",
-                    t.name,
-                    bytes.len()
+                    t.name, r.len
                 )));
             };
             tensors.push(TensorInfo {
@@ -581,11 +610,16 @@ impl GgufFile {
     }
 }
 
-/// A cursor over the file's bytes.
+/// A cursor over the file's first bytes (its header), in a file of `len` bytes.
 struct Reader<'a> {
     bytes: &'a [u8],
+    len: usize,
     pos: usize,
     file: &'a str,
+    /// The memory what was parsed holds, in bytes ([`MAX_GGUF_METADATA_BYTES`] at most).
+    spent: usize,
+    /// The end of the furthest read asked for: past `bytes`, the header did not fit them.
+    pos_wanted: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -596,8 +630,9 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The bytes left in the file.
     fn left(&self) -> usize {
-        self.bytes.len() - self.pos
+        self.len - self.pos
     }
 
     /// The next `n` bytes; `what` names what they are when the file ends first.
@@ -610,9 +645,25 @@ impl<'a> Reader<'a> {
                 self.left()
             )));
         }
+        if n > self.bytes.len() - self.pos {
+            self.pos_wanted = self.pos + n;
+            return Err(self.error(format!("the header goes on past {}", what())));
+        }
         let b = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
         Ok(b)
+    }
+
+    /// Counts `bytes` of memory for what is being parsed, before it is allocated.
+    fn spend(&mut self, bytes: usize, what: &dyn Fn() -> String) -> Result<()> {
+        self.spent = self.spent.saturating_add(bytes);
+        if self.spent > MAX_GGUF_METADATA_BYTES {
+            return Err(self.error(format!(
+                "its metadata would take over {MAX_GGUF_METADATA_BYTES} bytes of memory (at {})",
+                what()
+            )));
+        }
+        Ok(())
     }
 
     fn array<const N: usize>(&mut self, what: impl Fn() -> String) -> Result<[u8; N]> {
@@ -658,6 +709,12 @@ impl<'a> Reader<'a> {
 
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
         let b = self.string_bytes(what)?;
+        // a String and its heap block (malloc's: 8 bytes of header, 16-byte steps, 32 at least)
+        let heap = match b.len() {
+            0 => 0,
+            n => (n + 8).next_multiple_of(16).max(32),
+        };
+        self.spend(std::mem::size_of::<String>() + heap, what)?;
         String::from_utf8(b.to_vec())
             .map_err(|e| self.error(format!("{} is not UTF-8: {e}", what())))
     }
@@ -725,6 +782,14 @@ impl<'a> Reader<'a> {
             ty.min_bytes(),
             &format!("{} elements in {}", ty, what()),
         )?;
+        // the array's own memory, before anything is allocated for it (each string counts its
+        // own as it is read)
+        let element = match ty {
+            ValueType::String => 0,
+            ValueType::Array => std::mem::size_of::<Array>(),
+            other => other.min_bytes(),
+        };
+        self.spend(n.saturating_mul(element), what)?;
         /// `n` fixed-size numbers, little-endian.
         macro_rules! numbers {
             ($t:ty, $variant:ident) => {{
@@ -958,9 +1023,9 @@ mod tests {
             g.data = vec![0; data];
             err(&g.bytes())
         };
-        assert!(with(tensor("q", &[256, 2], 13, 0), 1000).contains(
-            "tensor `q` is Q5_K, a type attnscope does not read (it reads F32, F16, BF16, \
-             Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)"
+        assert!(with(tensor("q", &[256, 2], 20, 0), 1000).contains(
+            "tensor `q` is IQ4_NL, a type attnscope does not read (it reads F32, F16, BF16, \
+             Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)"
         ));
         assert!(with(tensor("u", &[4], 99, 0), 64).contains("tensor `u` has unknown ggml type 99"));
         assert!(with(tensor("r", &[100, 2], 12, 0), 1000)
@@ -978,6 +1043,71 @@ mod tests {
         g.tensors = vec![tensor("w", &[1], 0, 0), tensor("w", &[1], 0, 32)];
         g.data = vec![0; 64];
         assert!(err(&g.bytes()).contains("tensor `w` appears twice"));
+    }
+
+    #[test]
+    fn a_header_is_read_from_the_first_bytes_alone() {
+        let mut g = Gguf::new();
+        g.kvs = vec![kv("general.architecture", 8, &string("llama"))];
+        g.tensors = vec![tensor("w", &[8], 0, 0), tensor("v", &[8], 0, 32)];
+        g.data = vec![0; 64];
+        let bytes = g.bytes();
+        let whole = GgufFile::parse(&bytes, "m.gguf").unwrap();
+        let at = whole.data_start;
+        let head = GgufFile::parse_header(&bytes[..at], bytes.len(), "m.gguf").unwrap();
+        assert_eq!(
+            (head.tensors, head.metadata),
+            (whole.tensors, whole.metadata)
+        );
+        // a header longer than the bytes given is said to be so, not taken for a short file
+        let e = GgufFile::parse_header(&bytes[..at - 40], bytes.len(), "m.gguf").unwrap_err();
+        assert!(
+            e.to_string().contains(&format!(
+                "its header runs past the {} bytes read first",
+                at - 40
+            )),
+            "{e}"
+        );
+        // the tensors lie inside the file's length, not the bytes given
+        let e = GgufFile::parse_header(&bytes[..at], bytes.len() - 1, "m.gguf").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("tensor `v` (32 bytes of F32) at offset 32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn metadata_that_would_take_too_much_memory_is_refused() {
+        // 600,000 strings of one byte: 5.4 MB in the file, over 32 MiB as Strings
+        let n = 600_000u64;
+        let mut array = 8u32.to_le_bytes().to_vec();
+        array.extend_from_slice(&n.to_le_bytes());
+        for _ in 0..n {
+            array.extend_from_slice(&string("a"));
+        }
+        let mut g = Gguf::new();
+        g.kvs = vec![kv("tokenizer.ggml.tokens", 9, &array)];
+        let e = err(&g.bytes());
+        assert!(
+            e.contains(&format!(
+                "its metadata would take over {MAX_GGUF_METADATA_BYTES} bytes of memory (at \
+                 element"
+            )),
+            "{e}"
+        );
+        // a tenth of it is read
+        let mut array = 8u32.to_le_bytes().to_vec();
+        array.extend_from_slice(&(n / 10).to_le_bytes());
+        for _ in 0..n / 10 {
+            array.extend_from_slice(&string("a"));
+        }
+        g.kvs = vec![kv("tokenizer.ggml.tokens", 9, &array)];
+        let tokens = GgufFile::parse(&g.bytes(), "m.gguf").unwrap();
+        assert_eq!(
+            tokens.get_str_array("tokenizer.ggml.tokens").unwrap().len(),
+            60_000
+        );
     }
 
     #[test]

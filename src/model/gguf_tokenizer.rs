@@ -24,8 +24,12 @@
 //! * a template adding the BOS token (`tokenizer.ggml.add_bos_token`; by default for
 //!   `"llama"` only) and the EOS token (`tokenizer.ggml.add_eos_token`, default false).
 //!
-//! Gemma's and Phi-3's SentencePiece vocabularies (which transformers builds their own ways),
-//! `"t5"` and the other models are refused, naming the model.
+//! A family whose SentencePiece vocabulary transformers builds its own way says so
+//! ([`SentencePiece`], from the family's entry, never from the file's architecture): Gemma's
+//! (`GemmaTokenizer`, `gemma_tokenizer`) has spaces made `▁` by a normalizer and no prefix,
+//! its tokens of spaces alone respelled in `▁`, merges in the order of the tokens in the file
+//! rather than by score, and `<pad>`, `<eos>`, `<bos>`, `<unk>` and `<mask>` as the class's
+//! own special tokens. `"t5"` and the other models are refused, naming the model.
 
 use std::collections::HashMap;
 
@@ -77,22 +81,36 @@ fn byte_alphabet() -> [char; 256] {
     chars
 }
 
+/// How transformers builds a family's SentencePiece vocabulary (`tokenizer.ggml.model` =
+/// `"llama"`): a family's GGUF entry says which ([`crate::families::GgufFamily`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentencePiece {
+    /// `LlamaTokenizer` (Llama 2, Mistral, …): `Metaspace` prepending `▁`, merges by score.
+    Llama,
+    /// `GemmaTokenizer` (`gemma_tokenizer`): spaces made `▁` by a normalizer, no prefix, tokens
+    /// of spaces alone respelled in `▁`, merges in the file's order of tokens.
+    Gemma,
+}
+
 /// The vocabularies transformers builds from a GGUF file, by `tokenizer.ggml.model`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Vocabulary {
     /// `"gpt2"`: byte-level BPE (`GPT2Tokenizer`).
     ByteLevel,
-    /// `"llama"`: SentencePiece's BPE with byte fallback (`LlamaTokenizer`).
-    SentencePiece,
+    /// `"llama"`: SentencePiece's BPE with byte fallback, the family's way.
+    SentencePiece(SentencePiece),
 }
 
 impl Vocabulary {
     /// The special tokens the tokenizer class adds of itself before the file's (its defaults
-    /// for `bos_token`, `eos_token`, `unk_token`), new tokens where the vocabulary lacks them.
+    /// for `bos_token`, `eos_token`, `unk_token`, …), new tokens where the vocabulary lacks them.
     fn default_specials(self) -> &'static [&'static str] {
         match self {
             Vocabulary::ByteLevel => &["<|endoftext|>"],
-            Vocabulary::SentencePiece => &["<s>", "</s>", "<unk>"],
+            Vocabulary::SentencePiece(SentencePiece::Llama) => &["<s>", "</s>", "<unk>"],
+            Vocabulary::SentencePiece(SentencePiece::Gemma) => {
+                &["<bos>", "<eos>", "<unk>", "<pad>", "<mask>"]
+            }
         }
     }
 }
@@ -116,28 +134,17 @@ pub struct GgufTokenizer {
 }
 
 impl GgufTokenizer {
-    /// Reads the tokenizer of `file`'s metadata.
-    pub fn from_gguf(file: &GgufFile) -> Result<Self> {
+    /// Reads the tokenizer of `file`'s metadata, a SentencePiece vocabulary built the way
+    /// `sentencepiece` says (the family's).
+    pub fn from_gguf(file: &GgufFile, sentencepiece: SentencePiece) -> Result<Self> {
         let error = |msg: String| Error::Gguf {
             file: file.file.clone(),
             msg,
         };
         let model = file.get_str("tokenizer.ggml.model")?;
-        let architecture = match file.get("general.architecture") {
-            None => "",
-            Some(_) => file.get_str("general.architecture")?,
-        };
         let vocabulary = match model {
             "gpt2" => Vocabulary::ByteLevel,
-            "llama" if !matches!(architecture, "gemma" | "gemma2" | "gemma3" | "phi3") => {
-                Vocabulary::SentencePiece
-            }
-            "llama" => {
-                return Err(error(format!(
-                    "a {architecture} model's SentencePiece vocabulary is built its own way by \
-                     transformers, which attnscope does not follow yet"
-                )))
-            }
+            "llama" => Vocabulary::SentencePiece(sentencepiece),
             _ => {
                 return Err(error(format!(
                     "`tokenizer.ggml.model` is {model:?}, a tokenizer attnscope does not build \
@@ -183,7 +190,7 @@ impl GgufTokenizer {
         // its token, a flag is dropped (as transformers' `update_post_processor` does)
         let add_bos_token = flag(
             "tokenizer.ggml.add_bos_token",
-            vocabulary == Vocabulary::SentencePiece,
+            vocabulary != Vocabulary::ByteLevel,
         )? && bos_token_id.is_some();
         let add_eos_token = flag("tokenizer.ggml.add_eos_token", false)? && eos_token_id.is_some();
         let chat_template = match file.get("tokenizer.chat_template") {
@@ -197,15 +204,24 @@ impl GgufTokenizer {
 
         let alphabet = byte_alphabet();
         let spelled = |t: &str| t.chars().all(|c| alphabet.contains(&c));
-        // the vocabulary: a byte-level token outside the alphabet respelled in it
+        // the vocabulary: a byte-level token outside the alphabet respelled in it; Gemma's
+        // tokens of spaces alone ("  ", stored as spaces) as `GemmaTokenizer` looks them up
+        let respelled: Vec<String> = match vocabulary {
+            Vocabulary::ByteLevel => tokens
+                .iter()
+                .map(|t| match spelled(t) {
+                    true => t.clone(),
+                    false => t.bytes().map(|b| alphabet[b as usize]).collect(),
+                })
+                .collect(),
+            Vocabulary::SentencePiece(SentencePiece::Llama) => tokens.to_vec(),
+            Vocabulary::SentencePiece(SentencePiece::Gemma) => {
+                tokens.iter().map(|t| gemma_spelling(t)).collect()
+            }
+        };
         let mut vocab = Map::new();
-        for (id, t) in tokens.iter().enumerate() {
-            let key = if vocabulary == Vocabulary::SentencePiece || spelled(t) {
-                t.clone()
-            } else {
-                t.bytes().map(|b| alphabet[b as usize]).collect()
-            };
-            vocab.insert(key, id.into());
+        for (id, t) in respelled.iter().enumerate() {
+            vocab.insert(t.clone(), id.into());
         }
         let merges = match file.get("tokenizer.ggml.merges") {
             Some(_) => file
@@ -220,9 +236,15 @@ impl GgufTokenizer {
                     ))),
                 })
                 .collect::<Result<Vec<_>>>()?,
+            // Gemma's scores do not follow its merge order: the tokens' order in the file does
+            None if vocabulary == Vocabulary::SentencePiece(SentencePiece::Gemma) => {
+                let order: Vec<f32> = (0..respelled.len()).map(|i| -(i as f32)).collect();
+                derive_merges(&respelled, &order).map_err(error)?
+            }
             None => derive_merges(tokens, file.get_f32_array("tokenizer.ggml.scores")?)
                 .map_err(error)?,
         };
+        drop(respelled);
 
         // the added tokens, in the order transformers adds them: the class's defaults, the
         // file's control tokens (a byte-level one outside the alphabet is llama.cpp's mislabel,
@@ -232,10 +254,17 @@ impl GgufTokenizer {
         for t in vocabulary.default_specials() {
             added.add(t, true, &vocab);
         }
-        let in_vocabulary = |t: &str| vocabulary == Vocabulary::SentencePiece || spelled(t);
+        // a control token whatever it is, a user-defined one as the file spells it where the
+        // vocabulary has it so (not Gemma's tokens of spaces, respelled)
+        let byte_level = vocabulary == Vocabulary::ByteLevel;
         for (ty, special) in [(TOKEN_CONTROL, true), (TOKEN_USER_DEFINED, false)] {
             for (t, _) in tokens.iter().zip(types).filter(|&(_, &tt)| tt == ty) {
-                if in_vocabulary(t) {
+                let kept = match (byte_level, special) {
+                    (true, _) => spelled(t),
+                    (false, true) => true,
+                    (false, false) => vocab.contains_key(t),
+                };
+                if kept {
                     added.add(t, special, &vocab);
                 }
             }
@@ -258,10 +287,20 @@ impl GgufTokenizer {
                 byte_level(false),
             ]}),
             (None, Vocabulary::ByteLevel) => byte_level(true),
-            (None, Vocabulary::SentencePiece) => {
+            (None, Vocabulary::SentencePiece(SentencePiece::Llama)) => {
                 json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
                        "split": false})
             }
+            (None, Vocabulary::SentencePiece(SentencePiece::Gemma)) => {
+                json!({"type": "Split", "pattern": {"String": " "},
+                       "behavior": "MergedWithPrevious", "invert": false})
+            }
+        };
+        let normalizer = match vocabulary {
+            Vocabulary::SentencePiece(SentencePiece::Gemma) => {
+                json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})
+            }
+            _ => Json::Null,
         };
         let (decoder, model) = match vocabulary {
             Vocabulary::ByteLevel => (
@@ -271,7 +310,7 @@ impl GgufTokenizer {
                        "continuing_subword_prefix": "", "end_of_word_suffix": "",
                        "fuse_unk": false, "byte_fallback": false, "ignore_merges": false}),
             ),
-            Vocabulary::SentencePiece => (
+            Vocabulary::SentencePiece(SentencePiece::Llama) => (
                 json!({"type": "Sequence", "decoders": [
                     {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
                     {"type": "ByteFallback"},
@@ -279,6 +318,16 @@ impl GgufTokenizer {
                     {"type": "Strip", "content": " ", "start": 1, "stop": 0},
                 ]}),
                 json!({"type": "BPE", "dropout": null, "unk_token": null,
+                       "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                       "fuse_unk": true, "byte_fallback": true, "ignore_merges": false}),
+            ),
+            Vocabulary::SentencePiece(SentencePiece::Gemma) => (
+                json!({"type": "Sequence", "decoders": [
+                    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                    {"type": "ByteFallback"},
+                    {"type": "Fuse"},
+                ]}),
+                json!({"type": "BPE", "dropout": null, "unk_token": "<unk>",
                        "continuing_subword_prefix": null, "end_of_word_suffix": null,
                        "fuse_unk": true, "byte_fallback": true, "ignore_merges": false}),
             ),
@@ -299,7 +348,7 @@ impl GgufTokenizer {
             "truncation": null,
             "padding": null,
             "added_tokens": added.json(),
-            "normalizer": null,
+            "normalizer": normalizer,
             "pre_tokenizer": pre_tokenizer,
             "post_processor": post_processor,
             "decoder": decoder,
@@ -315,6 +364,17 @@ impl GgufTokenizer {
             add_eos_token,
             chat_template,
         })
+    }
+}
+
+/// A Gemma token as `GemmaTokenizer` looks it up: one of spaces alone (with other whitespace:
+/// `" " in t and not t.strip()`) as that many `▁`, others as they are.
+fn gemma_spelling(t: &str) -> String {
+    // Python's str.isspace: Unicode's whitespace and the ASCII separators U+001C–U+001F
+    let space = |c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c);
+    match t.contains(' ') && t.chars().all(space) {
+        true => "▁".repeat(t.chars().count()),
+        false => t.to_owned(),
     }
 }
 

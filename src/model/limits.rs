@@ -85,6 +85,16 @@ pub const MAX_GGUF_ARRAY_LEN: usize = 1 << 24;
 /// file's arrays would otherwise be a level of recursion.
 pub const MAX_GGUF_ARRAY_DEPTH: usize = 4;
 
+/// Longest GGUF header, its metadata and tensor list, in bytes: read and checked before the
+/// rest of the file is (Gemma 3's, with a 262k-token vocabulary, is 6.2 MB; Llama 3's, with its
+/// 280k merges, about 8 MB).
+pub const MAX_GGUF_HEADER_BYTES: usize = 16 << 20;
+
+/// Most memory a GGUF header's parsed metadata may take, in bytes, whatever its arrays claim
+/// (Gemma 3's vocabulary takes about 15 MB). With [`MAX_GGUF_HEADER_BYTES`] it bounds what a
+/// refused or hostile file costs before it is refused.
+pub const MAX_GGUF_METADATA_BYTES: usize = 32 << 20;
+
 /// Most dimensions of a GGUF tensor (`GGML_MAX_DIMS`).
 pub const MAX_GGUF_DIMS: usize = 4;
 

@@ -394,6 +394,14 @@ impl Matrix {
         }
     }
 
+    /// Its rows `rows` (within [`Matrix::nrows`]), sharing its values.
+    pub fn row_range(&self, rows: std::ops::Range<usize>) -> Matrix {
+        match self {
+            Self::F32(w) => Self::F32(w.clone().slice_move(ndarray::s![rows, ..])),
+            Self::Quantized(q) => Self::Quantized(q.row_range(rows)),
+        }
+    }
+
     /// Rows `ids` (each below [`Matrix::nrows`]), as f32.
     ///
     /// # Shapes

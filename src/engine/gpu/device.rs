@@ -13,6 +13,8 @@ pub struct GpuDevice {
     pub info: wgpu::AdapterInfo,
     lost: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
+    /// The most bytes one buffer may hold and one binding see, if less than the device's.
+    binding_limit: Option<u64>,
 }
 
 impl GpuDevice {
@@ -34,7 +36,27 @@ impl GpuDevice {
             info,
             lost,
             error,
+            binding_limit: None,
         }
+    }
+
+    /// The most bytes one buffer may hold and one storage binding see: the device's limits
+    /// (lavapipe's binding: 128 MiB), or less where asked ([`GpuDevice::with_binding_limit`]).
+    /// A larger matrix is bound in pieces of rows.
+    pub fn binding_limit(&self) -> u64 {
+        let limits = self.device.limits();
+        let own = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        self.binding_limit.map_or(own, |l| l.min(own))
+    }
+
+    /// The device, binding no more than `bytes` at once (a matrix is then bound in more
+    /// pieces): for a driver that fails below its stated limits, and to see the pieces at work
+    /// on small matrices.
+    pub fn with_binding_limit(mut self, bytes: u64) -> Self {
+        self.binding_limit = Some(bytes);
+        self
     }
 
     /// Requests the default adapter and a device with the adapter's real limits (a model's

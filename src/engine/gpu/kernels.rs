@@ -532,7 +532,9 @@ fn slice<'a>(
 }
 
 /// A weight matrix on the GPU, `(rows, cols)`: f32 rows as nn.Linear stores them, or a GGUF
-/// file's ggml blocks packed as `quant.rs` lays them out (never an f32 copy of those).
+/// file's ggml blocks packed as `quant.rs` lays them out (never an f32 copy of those). A matrix
+/// larger than one binding ([`GpuDevice::binding_limit`]) is several, each a piece of its rows
+/// from `first_row` on.
 #[derive(Clone)]
 pub struct GpuMatrix {
     pub buffer: wgpu::Buffer,
@@ -540,6 +542,31 @@ pub struct GpuMatrix {
     pub cols: u32,
     /// How its blocks are packed; `None` for f32 rows.
     pub blocks: Option<GpuBlocks>,
+    /// Its first row in the whole matrix it is a piece of (0 for a whole one).
+    pub first_row: u32,
+}
+
+/// An embedding table on the GPU, `(rows, cols)`, in pieces of rows where it is larger than
+/// one binding (Gemma 3's 262,144 × 640 Q8_0 table: 178 MB, lavapipe's binding 128 MiB).
+#[derive(Clone)]
+pub struct GpuTable {
+    pub pieces: Vec<GpuMatrix>,
+    pub rows: u32,
+    pub cols: u32,
+}
+
+/// The rows of `m` one binding of `limit` bytes holds on the GPU (at least one).
+fn rows_per_binding(m: &Matrix, limit: u64) -> usize {
+    let cols = m.ncols();
+    let row_bytes = match gpu_kind(m).and_then(BlockFormat::of) {
+        None => 4 * cols,
+        Some(format) => 4 * Packed::row_words_at_most(format, cols),
+    };
+    // a packed matrix's few words of rounding
+    let usable = limit.saturating_sub(64);
+    usize::try_from(usable / row_bytes.max(1) as u64)
+        .unwrap_or(usize::MAX)
+        .max(1)
 }
 
 /// A packed matrix's format and where its scales start (see [`Packed`]).
@@ -583,6 +610,7 @@ impl GpuMatrix {
                     scales_at: packed.scales_at,
                     sub_at: packed.sub_at,
                 }),
+                first_row: 0,
             });
         }
         // f32 rows: an array's values, or a GGUF F32 matrix's little-endian bytes as they are
@@ -607,7 +635,26 @@ impl GpuMatrix {
             rows,
             cols,
             blocks: None,
+            first_row: 0,
         })
+    }
+
+    /// `m` in pieces of rows, each within one binding ([`GpuDevice::binding_limit`]): one
+    /// piece where it fits.
+    fn pieces(dev: &GpuDevice, label: &str, m: &Matrix) -> Result<Vec<Self>> {
+        let (rows, per) = (m.nrows(), rows_per_binding(m, dev.binding_limit()));
+        if rows <= per {
+            return Ok(vec![Self::upload(dev, label, &[m])?]);
+        }
+        (0..rows)
+            .step_by(per)
+            .map(|start| {
+                let piece = m.row_range(start..(start + per).min(rows));
+                let mut g = Self::upload(dev, &format!("{label}[{start}..]"), &[&piece])?;
+                g.first_row = start as u32;
+                Ok(g)
+            })
+            .collect()
     }
 }
 
@@ -652,20 +699,29 @@ impl GpuLinear {
         let bias = |ls: &[&Linear]| -> Vec<f32> {
             ls.iter().flat_map(|l| l.bias.iter().copied()).collect()
         };
-        let parts = if stackable(&weights) {
+        let rows: usize = weights.iter().map(|w| w.nrows()).sum();
+        let one_binding = weights
+            .first()
+            .is_none_or(|w| rows <= rows_per_binding(w, dev.binding_limit()));
+        let parts = if stackable(&weights) && one_binding {
             vec![GpuPart {
                 weight: GpuMatrix::upload(dev, &format!("{label}.weight"), &weights)?,
                 bias: storage(dev, &format!("{label}.bias"), &bias(ls)),
             }]
         } else {
-            ls.iter()
-                .map(|l| {
-                    Ok(GpuPart {
-                        weight: GpuMatrix::upload(dev, &format!("{label}.weight"), &[&l.weight])?,
-                        bias: storage(dev, &format!("{label}.bias"), &bias(&[l])),
-                    })
-                })
-                .collect::<Result<_>>()?
+            // side by side, each in as many pieces as the bindings need
+            let mut parts = Vec::new();
+            for l in ls {
+                for weight in GpuMatrix::pieces(dev, &format!("{label}.weight"), &l.weight)? {
+                    let at = weight.first_row as usize..(weight.first_row + weight.rows) as usize;
+                    let b = l.bias.slice(ndarray::s![at]).to_vec();
+                    parts.push(GpuPart {
+                        weight,
+                        bias: storage(dev, &format!("{label}.bias"), &b),
+                    });
+                }
+            }
+            parts
         };
         Ok(Self {
             parts,
@@ -705,7 +761,7 @@ pub struct GpuParams {
     linears: HashMap<Vec<ParamId>, GpuLinear>,
     norms: HashMap<ParamId, GpuNorm>,
     /// The embedding tables, `(rows, D)` each.
-    tables: HashMap<ParamId, GpuMatrix>,
+    tables: HashMap<ParamId, GpuTable>,
     /// Each rotation's inverse frequencies `(d/2,)` (a model has one or a few).
     rotations: Vec<(Rotary, wgpu::Buffer)>,
 }
@@ -726,10 +782,20 @@ impl GpuParams {
             Some(table) => GpuLinear {
                 n: table.rows,
                 k: table.cols,
-                parts: vec![GpuPart {
-                    weight: table,
-                    bias: storage(dev, "bias", &ls[0].bias.to_vec()),
-                }],
+                // a product by each piece into its own columns
+                parts: table
+                    .pieces
+                    .into_iter()
+                    .map(|weight| {
+                        let at =
+                            weight.first_row as usize..(weight.first_row + weight.rows) as usize;
+                        let bias = ls[0].bias.slice(ndarray::s![at]).to_vec();
+                        GpuPart {
+                            weight,
+                            bias: storage(dev, "bias", &bias),
+                        }
+                    })
+                    .collect(),
             },
             None => GpuLinear::fused(dev, "linear", ls)?,
         };
@@ -756,11 +822,16 @@ impl GpuParams {
     }
 
     /// An embedding table, `(rows, D)` (uploaded on first use).
-    pub fn table(&mut self, dev: &GpuDevice, t: &Table) -> Result<GpuMatrix> {
+    pub fn table(&mut self, dev: &GpuDevice, t: &Table) -> Result<GpuTable> {
         if let Some(m) = self.tables.get(&t.id) {
             return Ok(m.clone());
         }
-        let m = GpuMatrix::upload(dev, "table", &[&t.weight])?;
+        let (rows, cols) = t.weight.dim();
+        let m = GpuTable {
+            pieces: GpuMatrix::pieces(dev, "table", &t.weight)?,
+            rows: rows as u32,
+            cols: cols as u32,
+        };
         self.tables.insert(t.id, m.clone());
         Ok(m)
     }
@@ -773,7 +844,11 @@ impl GpuParams {
             .values()
             .flat_map(|l| l.parts.iter().flat_map(|p| [&p.weight.buffer, &p.bias]))
             .chain(self.norms.values().flat_map(|n| [&n.gamma, &n.beta]))
-            .chain(self.tables.values().map(|t| &t.buffer))
+            .chain(
+                self.tables
+                    .values()
+                    .flat_map(|t| t.pieces.iter().map(|p| &p.buffer)),
+            )
             .chain(self.rotations.iter().map(|(_, b)| b))
             .collect();
         buffers.sort();

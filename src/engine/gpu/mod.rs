@@ -8,7 +8,7 @@ mod generate;
 mod kernels;
 mod ops;
 mod plan;
-mod quant;
+pub mod quant;
 mod record;
 
 pub use device::GpuDevice;

@@ -6,8 +6,9 @@ use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
 use super::kernels::{
-    filled, padded, GpuBlocks, GpuLinear, GpuMatrix, GpuNorm, Kernel, Pipelines, QuantSpec,
-    ATTENTION_ROWS, MATMUL_TILE, QUANT_COLS, QUANT_ROWS, QUANT_TILE, QUERIES_WG, SHORT_ROWS,
+    filled, padded, GpuBlocks, GpuLinear, GpuMatrix, GpuNorm, GpuTable, Kernel, Pipelines,
+    QuantSpec, ATTENTION_ROWS, MATMUL_TILE, QUANT_COLS, QUANT_ROWS, QUANT_TILE, QUERIES_WG,
+    SHORT_ROWS,
 };
 use crate::engine::ScoreFactor;
 use crate::error::{Error, Result};
@@ -247,6 +248,10 @@ struct GatherParams {
     dim: u32,
     table_rows: u32,
     scale: f32,
+    /// The table piece's first row, and whether it is the table's last piece (1).
+    first_row: u32,
+    last_piece: u32,
+    _pad: [u32; 2],
 }
 
 /// The parameters of `quant.wgsl`: a product `c = act(alpha · x·Wᵀ + bias)` or a gather from
@@ -267,6 +272,10 @@ struct QuantParams {
     act: u32,
     has_bias: u32,
     alpha: f32,
+    /// A gather's table piece: its first row, and whether it is the table's last piece (1).
+    first_row: u32,
+    last_piece: u32,
+    _pad: [u32; 2],
 }
 
 impl QuantParams {
@@ -488,7 +497,8 @@ impl<'a> Plan<'a> {
     }
 
     /// Row `ids[r]` of `table` times `scale` for each of `rows` rows: `gather.wgsl` from f32
-    /// rows, `quant.wgsl`'s `main_gather` from packed blocks.
+    /// rows, `quant.wgsl`'s `main_gather` from packed blocks; one dispatch per piece of the
+    /// table, each writing the rows whose ids fall in it.
     ///
     /// # Shapes
     /// * `ids`: `(rows,)`, `table`: `(table_rows, dim)` → `out`: `(rows, dim)`
@@ -496,43 +506,52 @@ impl<'a> Plan<'a> {
         &mut self,
         rows: u32,
         ids: &wgpu::Buffer,
-        table: &GpuMatrix,
+        table: &GpuTable,
         scale: f32,
         out: &wgpu::Buffer,
     ) {
-        let Some(blocks) = &table.blocks else {
-            let params = GatherParams {
-                rows,
-                dim: table.cols,
-                table_rows: table.rows,
-                scale,
+        let last = table.pieces.len().saturating_sub(1);
+        for (i, piece) in table.pieces.iter().enumerate() {
+            let (first_row, last_piece) = (piece.first_row, u32::from(i == last));
+            let Some(blocks) = &piece.blocks else {
+                let params = GatherParams {
+                    rows,
+                    dim: piece.cols,
+                    table_rows: piece.rows,
+                    scale,
+                    first_row,
+                    last_piece,
+                    _pad: [0; 2],
+                };
+                self.push(
+                    Kernel::Gather,
+                    &params,
+                    vec![ids, &piece.buffer, out],
+                    row_grid(rows),
+                );
+                continue;
             };
-            self.push(
-                Kernel::Gather,
+            let params = QuantParams {
+                m: rows,
+                c_row: piece.cols,
+                alpha: scale,
+                first_row,
+                last_piece,
+                ..QuantParams::of(piece, blocks)
+            };
+            let none = self.kernels.unused_read.clone();
+            let spec = QuantSpec {
+                format: blocks.format,
+                one_row: false,
+            };
+            self.push_spec(
+                Kernel::GatherQuant,
+                Some(spec),
                 &params,
-                vec![ids, &table.buffer, out],
+                vec![ids, &none, &none, &piece.buffer, &none, out],
                 row_grid(rows),
             );
-            return;
-        };
-        let params = QuantParams {
-            m: rows,
-            c_row: table.cols,
-            alpha: scale,
-            ..QuantParams::of(table, blocks)
-        };
-        let none = self.kernels.unused_read.clone();
-        let spec = QuantSpec {
-            format: blocks.format,
-            one_row: false,
-        };
-        self.push_spec(
-            Kernel::GatherQuant,
-            Some(spec),
-            &params,
-            vec![ids, &none, &none, &table.buffer, &none, out],
-            row_grid(rows),
-        );
+        }
     }
 
     /// Row `r` of `src` to row `rows_at[r]` of `dst`, for each of `rows` rows (a decoding's

@@ -17,17 +17,20 @@
 //! | `Q4_1` | 4      | 0      | `d`, `m` (f16) per 32, a word                           | 0.625 (0.625)           |
 //! | `Q5_0` | 5      | 16     | `d` per 32, two to a word                               | 0.6875 (0.6875)         |
 //! | `Q5_1` | 5      | 0      | `d`, `m` per 32, a word                                 | 0.75 (0.75)             |
+//! | `Q2_K` | 2      | 0      | `d`, `dmin` (f16) per 256, a word; `sc`, `m` (4 bits) per 16, four to a word: `d·sc`, `−dmin·m` | 0.328 (0.328) |
+//! | `Q3_K` | 3      | 4      | `d` per 256, a word; `sc − 32` (`i8`) per 16, four to a word: `d·sc` | 0.453 (0.430) |
 //! | `Q4_K` | 4      | 0      | `d`, `dmin` (f16) per 256, a word; `sc`, `m` (6 bits) per 32, two to a word: `d·sc`, `−dmin·m` | 0.578 (0.5625) |
+//! | `Q5_K` | 5      | 0      | as `Q4_K`                                                | 0.703 (0.6875)          |
 //! | `Q6_K` | 6      | 32     | `d` per 256, a word; `sc` (`i8`) per 16, four to a word: `d·sc` | 0.828 (0.820)   |
 //!
-//! A K-quant's `d·sc` and `dmin·m` are products of an f16 and an integer below 2⁸, exact in
-//! f32, so the shader's products are ggml's. `F32` matrices are not packed: they stay f32 rows
+//! A K-quant's `d·sc` and `dmin·m` are products of an f16 and an integer of at most 8 bits,
+//! exact in f32, so the shader's products are ggml's. `F32` matrices are not packed: they stay f32 rows
 //! (4 bytes a weight) and go through `matmul.wgsl`.
 //!
 //! The words are laid out group-major: word `j` of group `g` of row `r` is word
 //! `(g·bits + j)·rows + r`, so that the invocations of a workgroup, which take consecutive rows,
 //! read consecutive words; a value `i` of a group is bits `i·bits ..` of its group's words (a
-//! 5- or 6-bit value may straddle two). The scales follow the integers, group-major too.
+//! 3-, 5- or 6-bit value may straddle two). The scales follow the integers, group-major too.
 
 use crate::error::{Error, Result};
 use crate::model::quant::{block_integers, row_bytes, GgmlType, QuantMatrix};
@@ -55,12 +58,15 @@ pub enum Scales {
     D = 1,
     /// `d` and `m` (f16) per group, one word each (`Q4_1`, `Q5_1`).
     DM = 2,
-    /// `Q4_K`: `d` and `dmin` (f16) per 256 values, a word; a 6-bit `sc` and `m` per group, two
-    /// groups to a word: `d·sc` and `−dmin·m`.
+    /// `Q4_K`, `Q5_K`: `d` and `dmin` (f16) per 256 values, a word; a 6-bit `sc` and `m` per
+    /// group, two groups to a word: `d·sc` and `−dmin·m`.
     K4 = 3,
-    /// `Q6_K`: `d` (f16) per 256 values, a word; an `i8` `sc` per 16 values, four to a word:
-    /// `d·sc`.
+    /// `Q6_K`, `Q3_K`: `d` (f16) per 256 values, a word; an `i8` `sc` per 16 values, four to a
+    /// word: `d·sc`.
     K6 = 4,
+    /// `Q2_K`: `d` and `dmin` (f16) per 256 values, a word; a 4-bit `sc` and `m` per 16 values
+    /// (`sc | m << 4`, the file's byte), four to a word: `d·sc` and `−dmin·m`.
+    K2 = 5,
 }
 
 /// How a ggml type is packed.
@@ -84,7 +90,10 @@ impl BlockFormat {
             GgmlType::Q4_1 => (4, 0, Decode::Affine, Scales::DM),
             GgmlType::Q5_0 => (5, 16, Decode::Affine, Scales::D),
             GgmlType::Q5_1 => (5, 0, Decode::Affine, Scales::DM),
+            GgmlType::Q2_K => (2, 0, Decode::Affine, Scales::K2),
+            GgmlType::Q3_K => (3, 4, Decode::Affine, Scales::K6),
             GgmlType::Q4_K => (4, 0, Decode::Affine, Scales::K4),
+            GgmlType::Q5_K => (5, 0, Decode::Affine, Scales::K4),
             GgmlType::Q6_K => (6, 32, Decode::Affine, Scales::K6),
         };
         Some(Self {
@@ -140,7 +149,7 @@ impl Packed {
             Scales::D => (0, (groups * rows).div_ceil(2)),
             Scales::DM => (0, groups * rows),
             Scales::K4 => (supers * rows, (groups * rows).div_ceil(2)),
-            Scales::K6 => (supers * rows, (2 * groups * rows).div_ceil(4)),
+            Scales::K6 | Scales::K2 => (supers * rows, (2 * groups * rows).div_ceil(4)),
         };
         let total = integers + per_super + sub;
         let index = |n: usize| u32::try_from(n).ok();
@@ -170,6 +179,13 @@ impl Packed {
             }
         }
         Ok(p)
+    }
+
+    /// The most words a row of `cols` values takes in `format`: its integers, its scales per
+    /// 256 values and per group, and a word of rounding.
+    pub fn row_words_at_most(format: BlockFormat, cols: usize) -> usize {
+        let groups = cols.div_ceil(GROUP);
+        groups * format.bits as usize + cols / 256 + groups + 1
     }
 
     /// Row `r` from its ggml bytes.
@@ -219,7 +235,7 @@ impl Packed {
             // block i is group i
             Scales::D => pack(w, at, i * rows + r, 16, s[0]),
             Scales::DM => w[at + i * rows + r] = u32::from(s[0]) | u32::from(s[1]) << 16,
-            // block i is super-block i: 8 groups of 32 (K4), 16 runs of 16 (K6)
+            // block i is super-block i: 8 groups of 32 (K4), 16 runs of 16 (K6, K2)
             Scales::K4 => {
                 w[at + i * rows + r] = u32::from(s[0]) | u32::from(s[1]) << 16;
                 for (j, &v) in s[2..10].iter().enumerate() {
@@ -229,6 +245,12 @@ impl Packed {
             Scales::K6 => {
                 w[at + i * rows + r] = u32::from(s[0]);
                 for (j, &v) in s[1..17].iter().enumerate() {
+                    pack(w, sub, (16 * i + j) * rows + r, 8, v);
+                }
+            }
+            Scales::K2 => {
+                w[at + i * rows + r] = u32::from(s[0]) | u32::from(s[1]) << 16;
+                for (j, &v) in s[2..18].iter().enumerate() {
                     pack(w, sub, (16 * i + j) * rows + r, 8, v);
                 }
             }
@@ -242,9 +264,11 @@ mod tests {
     use crate::model::quant::bytes_for;
     use std::sync::Arc;
 
-    /// The bytes a weight of the module's table: the file's for every type but the K-quants,
-    /// whose per-256 scales take a word where the file's take 4 (`Q4_K`) or 2 (`Q6_K`) bytes,
-    /// and whose 6-bit `sc`, `m` of `Q4_K` take a byte each where the file packs them in 12.
+    /// The bytes a weight of the module's table: the file's for every type but the K-quants
+    /// from `Q3_K` up, whose per-256 scales take a word where the file's take 4 (`Q4_K`, `Q5_K`)
+    /// or 2 (`Q3_K`, `Q6_K`) bytes, and whose 6-bit scales (and mins) of `Q3_K`, `Q4_K` and
+    /// `Q5_K` take a byte each where the file packs them into 12 bytes (`Q2_K`'s take the
+    /// file's 84 bytes: its `d` and `dmin` a word, its scales' bytes as they are).
     #[test]
     fn a_packed_matrix_takes_about_its_files_bytes() {
         let (rows, cols) = (64, 512);
@@ -260,6 +284,8 @@ mod tests {
             let per_weight = packed as f64 / (rows * cols) as f64;
             let want = match ty {
                 GgmlType::Q4_K => 148.0 / 256.0,
+                GgmlType::Q5_K => 180.0 / 256.0,
+                GgmlType::Q3_K => 116.0 / 256.0,
                 GgmlType::Q6_K => 212.0 / 256.0,
                 _ => file as f64 / (rows * cols) as f64,
             };

@@ -14,7 +14,10 @@
 //! | `Q8_0` | 32     | 34    | `d`, `qs[32]` (`i8`): `x = qs·d`                              |
 //! | `Q4_0` | 32     | 18    | `d`, `qs[16]`: value `j` in the low nibble of byte `j`, value `j + 16` in its high one, `x = (q − 8)·d` |
 //! | `Q4_1` | 32     | 20    | `d`, `m`, `qs[16]` as `Q4_0`: `x = q·d + m`                   |
+//! | `Q2_K` | 256    | 84    | `scales[16]` (a 4-bit scale and min a byte), `qs[64]` (2 bits), `d`, `dmin`: `x = d·sc·q − dmin·m` per 16 values |
+//! | `Q3_K` | 256    | 110   | `hmask[32]` (high bit), `qs[64]` (low 2 bits), `scales[12]` (sixteen 6-bit scales), `d`: `x = d·(sc − 32)·(q − 4)` per 16 values |
 //! | `Q4_K` | 256    | 144   | `d`, `dmin`, `scales[12]` (eight 6-bit scales and mins), `qs[128]`: `x = d·sc·q − dmin·m` per 32 values |
+//! | `Q5_K` | 256    | 176   | `d`, `dmin`, `scales[12]` as `Q4_K`, `qh[32]` (fifth bit), `qs[128]` (low 4 bits): `x = d·sc·q − dmin·m` per 32 values |
 //! | `Q6_K` | 256    | 210   | `ql[128]` (low 4 bits), `qh[64]` (high 2 bits), `scales[16]` (`i8`), `d`: `x = d·sc·(q − 32)` per 16 values |
 //!
 //! Any other ggml type is refused where the file is read ([`crate::model::gguf`]), by its name.
@@ -53,12 +56,15 @@ pub enum GgmlType {
     /// K-quant super-blocks (a `Q4_K_M` file's fallback).
     Q5_0,
     Q5_1,
+    Q2_K,
+    Q3_K,
     Q4_K,
+    Q5_K,
     Q6_K,
 }
 
 impl GgmlType {
-    pub const ALL: [GgmlType; 10] = [
+    pub const ALL: [GgmlType; 13] = [
         Self::F32,
         Self::F16,
         Self::BF16,
@@ -67,7 +73,10 @@ impl GgmlType {
         Self::Q4_1,
         Self::Q5_0,
         Self::Q5_1,
+        Self::Q2_K,
+        Self::Q3_K,
         Self::Q4_K,
+        Self::Q5_K,
         Self::Q6_K,
     ];
 
@@ -87,7 +96,10 @@ impl GgmlType {
             Self::Q5_0 => 6,
             Self::Q5_1 => 7,
             Self::Q8_0 => 8,
+            Self::Q2_K => 10,
+            Self::Q3_K => 11,
             Self::Q4_K => 12,
+            Self::Q5_K => 13,
             Self::Q6_K => 14,
             Self::BF16 => 30,
         }
@@ -104,7 +116,10 @@ impl GgmlType {
             Self::Q4_1 => "Q4_1",
             Self::Q5_0 => "Q5_0",
             Self::Q5_1 => "Q5_1",
+            Self::Q2_K => "Q2_K",
+            Self::Q3_K => "Q3_K",
             Self::Q4_K => "Q4_K",
+            Self::Q5_K => "Q5_K",
             Self::Q6_K => "Q6_K",
         }
     }
@@ -114,7 +129,7 @@ impl GgmlType {
         match self {
             Self::F32 | Self::F16 | Self::BF16 => 1,
             Self::Q8_0 | Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 => 32,
-            Self::Q4_K | Self::Q6_K => QK_K,
+            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K => QK_K,
         }
     }
 
@@ -128,7 +143,10 @@ impl GgmlType {
             Self::Q4_1 => 20,
             Self::Q5_0 => 22,
             Self::Q5_1 => 24,
+            Self::Q2_K => 84,
+            Self::Q3_K => 110,
             Self::Q4_K => 144,
+            Self::Q5_K => 176,
             Self::Q6_K => 210,
         }
     }
@@ -148,9 +166,6 @@ pub fn ggml_type_name(code: u32) -> Option<&'static str> {
     }
     Some(match code {
         9 => "Q8_1",
-        10 => "Q2_K",
-        11 => "Q3_K",
-        13 => "Q5_K",
         15 => "Q8_K",
         16 => "IQ2_XXS",
         17 => "IQ2_XS",
@@ -327,6 +342,21 @@ impl QuantMatrix {
     /// `(rows, cols)`.
     pub fn dim(&self) -> (usize, usize) {
         (self.rows, self.cols)
+    }
+
+    /// Its rows `rows` (within [`QuantMatrix::rows`]), sharing its bytes.
+    pub fn row_range(&self, rows: std::ops::Range<usize>) -> Self {
+        assert!(
+            rows.start <= rows.end && rows.end <= self.rows,
+            "rows {rows:?} of {}",
+            self.rows
+        );
+        Self {
+            rows: rows.len(),
+            start: self.start + rows.start * self.row_bytes,
+            bytes: self.bytes.clone(),
+            ..*self
+        }
     }
 
     /// The matrix's bytes, row after row.
@@ -553,7 +583,10 @@ fn dot_row(ty: GgmlType, w: &[u8], x: &[f32], sums: &[f32], scratch: &mut [f32])
             dequantize(ty, w, scratch);
             dot(scratch, x)
         }
+        GgmlType::Q2_K => dot_q2_k(w, x),
+        GgmlType::Q3_K => dot_q3_k(w, x),
         GgmlType::Q4_K => dot_q4_k(w, x, sums),
+        GgmlType::Q5_K => dot_q5_k(w, x, sums),
         GgmlType::Q6_K => dot_q6_k(w, x),
         _ => {
             let [d] = dot_32s(ty, [w], x, sums);
@@ -710,6 +743,92 @@ fn dot_q4_k(w: &[u8], x: &[f32], sums: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + offsets
 }
 
+/// As [`dot_q4_k`], each value topped by its fifth bit: value `l + 32j` takes bit `j` of
+/// `qh[l]`.
+#[inline(always)]
+fn dot_q5_k(w: &[u8], x: &[f32], sums: &[f32]) -> f32 {
+    let (mut acc, mut offsets) = ([0.0; 16], 0.0);
+    let runs = x.as_chunks::<QK_K>().0.iter().zip(sums.as_chunks::<8>().0);
+    for (b, (x, s)) in w.as_chunks::<176>().0.iter().zip(runs) {
+        let (d, dmin) = (half_at(b, 0), half_at(b, 2));
+        let scales = &b[4..16];
+        let qh: &[u8; 32] = b[16..48].try_into().unwrap();
+        for i in 0..4 {
+            let qs: &[u8; 32] = b[48 + 32 * i..80 + 32 * i].try_into().unwrap();
+            for (k, x) in x[64 * i..64 * i + 64]
+                .as_chunks::<32>()
+                .0
+                .iter()
+                .enumerate()
+            {
+                let j = 2 * i + k;
+                let (sc, m) = scale_min_k4(j, scales);
+                let five =
+                    |l: usize| f32::from(((qs[l] >> (4 * k)) & 0x0F) | (((qh[l] >> j) & 1) << 4));
+                let t = pairs(x, |l| (five(l), five(l + 16)));
+                add_scaled(&mut acc, d * f32::from(sc), &t);
+                offsets -= dmin * f32::from(m) * s[j];
+            }
+        }
+    }
+    acc.iter().sum::<f32>() + offsets
+}
+
+/// In each half of 128 values, value `l + 32k` takes its low 2 bits from bits `2k` of
+/// `qs[l]` and its high bit from bit `4·half + k` of `hmask[l]`; each run of 16 has its scale.
+#[inline(always)]
+fn dot_q3_k(w: &[u8], x: &[f32]) -> f32 {
+    let mut acc = [0.0; 16];
+    for (b, x) in w.as_chunks::<110>().0.iter().zip(x.as_chunks::<QK_K>().0) {
+        let d = half_at(b, 108);
+        let sc = scales_q3_k(&b[96..108]);
+        for half in 0..2 {
+            for k in 0..4 {
+                for run in 0..2 {
+                    let at = 128 * half + 32 * k + 16 * run;
+                    let x: &[f32; 16] = x[at..at + 16].try_into().unwrap();
+                    let mut t: Lanes = [0.0; 16];
+                    for j in 0..16 {
+                        let l = 16 * run + j;
+                        let low = (b[32 + 32 * half + l] >> (2 * k)) & 3;
+                        let high = (b[l] >> (4 * half + k)) & 1;
+                        t[j] = f32::from((low | (high << 2)) as i8 - 4) * x[j];
+                    }
+                    add_scaled(&mut acc, d * f32::from(sc[at / 16]), &t);
+                }
+            }
+        }
+    }
+    acc.iter().sum()
+}
+
+/// In each half of 128 values, value `l + 32k` is bits `2k` of `qs[l]`; each run of 16 has its
+/// scale and min (`d·sc·Σ q·x − dmin·m·Σ x`, the mins' terms added lane by lane apart).
+#[inline(always)]
+fn dot_q2_k(w: &[u8], x: &[f32]) -> f32 {
+    let (mut acc, mut offsets) = ([0.0; 16], [0.0; 16]);
+    for (b, x) in w.as_chunks::<84>().0.iter().zip(x.as_chunks::<QK_K>().0) {
+        let (d, dmin) = (half_at(b, 80), half_at(b, 82));
+        for half in 0..2 {
+            for k in 0..4 {
+                for run in 0..2 {
+                    let at = 128 * half + 32 * k + 16 * run;
+                    let x: &[f32; 16] = x[at..at + 16].try_into().unwrap();
+                    let qs = 16 + 32 * half + 16 * run;
+                    let mut t: Lanes = [0.0; 16];
+                    for j in 0..16 {
+                        t[j] = f32::from((b[qs + j] >> (2 * k)) & 3) * x[j];
+                    }
+                    let s = b[at / 16];
+                    add_scaled(&mut acc, d * f32::from(s & 0x0F), &t);
+                    add_scaled(&mut offsets, dmin * f32::from(s >> 4), x);
+                }
+            }
+        }
+    }
+    acc.iter().sum::<f32>() - offsets.iter().sum::<f32>()
+}
+
 /// In each half of 128 values, value `l + 32k` takes its low 4 bits from `ql[l + 32(k & 1)]`
 /// and its high 2 from bits `2k` of `qh[l]`; each run of 16 has its scale.
 #[inline(always)]
@@ -762,7 +881,10 @@ fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
         GgmlType::Q4_1 => blocks(bytes, out, q4_1),
         GgmlType::Q5_0 => blocks(bytes, out, q5_0),
         GgmlType::Q5_1 => blocks(bytes, out, q5_1),
+        GgmlType::Q2_K => blocks(bytes, out, q2_k),
+        GgmlType::Q3_K => blocks(bytes, out, q3_k),
         GgmlType::Q4_K => blocks(bytes, out, q4_k),
+        GgmlType::Q5_K => blocks(bytes, out, q5_k),
         GgmlType::Q6_K => blocks(bytes, out, q6_k),
     }
 }
@@ -923,6 +1045,81 @@ fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
     }
 }
 
+/// `block_q5_K { d: f16, dmin: f16, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128] }` over 256
+/// values: as [`q4_k`]'s, each value topped by a fifth bit, value `l + 32j` (`j` = 0..8) taking
+/// bit `j` of `qh[l]`; `x = (d·sc)·q − dmin·m` (`dequantize_row_q5_K`).
+#[inline(always)]
+fn q5_k(b: &[u8; 176], y: &mut [f32; 256]) {
+    let (d, dmin) = (half_at(b, 0), half_at(b, 2));
+    let scales = &b[4..16];
+    for i in 0..4 {
+        let (sc1, m1) = scale_min_k4(2 * i, scales);
+        let (sc2, m2) = scale_min_k4(2 * i + 1, scales);
+        let (d1, m1) = (d * f32::from(sc1), dmin * f32::from(m1));
+        let (d2, m2) = (d * f32::from(sc2), dmin * f32::from(m2));
+        for l in 0..32 {
+            let (q, h) = (b[48 + 32 * i + l], b[16 + l] >> (2 * i));
+            let lo = (q & 0x0F) | ((h & 1) << 4);
+            let hi = (q >> 4) | (((h >> 1) & 1) << 4);
+            y[64 * i + l] = d1 * f32::from(lo) - m1;
+            y[64 * i + 32 + l] = d2 * f32::from(hi) - m2;
+        }
+    }
+}
+
+/// The sixteen 6-bit scales of a `Q3_K` block's 12 packed bytes, each less 32, as
+/// `dequantize_row_q3_K` unpacks them: scale `j`'s low 4 bits are a nibble of byte `j % 8` (the
+/// low one for `j < 8`), its high 2 bits are bits `2(j / 4)` of byte `8 + j % 4`.
+#[inline(always)]
+fn scales_q3_k(s: &[u8]) -> [i8; 16] {
+    std::array::from_fn(|j| {
+        let low = (s[j % 8] >> (4 * (j / 8))) & 0x0F;
+        let high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        (low | (high << 4)) as i8 - 32
+    })
+}
+
+/// `block_q3_K { hmask: [u8; 32], qs: [u8; 64], scales: [u8; 12], d: f16 }` over 256 values: in
+/// each half of 128, value `l + 32k` (`k` = 0..4, `l` = 0..32) takes its low 2 bits from bits
+/// `2k` of `qs[32·half + l]` and its high bit from bit `4·half + k` of `hmask[l]`; scale
+/// `(l + 32k) / 16` of [`scales_q3_k`]; `x = (d·sc)·(q − 4)` (`dequantize_row_q3_K`, whose
+/// `q − 4` is the low bits less 4 where the high bit is clear).
+#[inline(always)]
+fn q3_k(b: &[u8; 110], y: &mut [f32; 256]) {
+    let d = half_at(b, 108);
+    let sc = scales_q3_k(&b[96..108]);
+    // d·sc as ggml rounds them
+    let scale: [f32; 16] = std::array::from_fn(|j| d * f32::from(sc[j]));
+    for half in 0..2 {
+        for k in 0..4 {
+            for l in 0..32 {
+                let low = (b[32 + 32 * half + l] >> (2 * k)) & 3;
+                let high = (b[l] >> (4 * half + k)) & 1;
+                let at = 128 * half + 32 * k + l;
+                y[at] = scale[at / 16] * f32::from((low | (high << 2)) as i8 - 4);
+            }
+        }
+    }
+}
+
+/// `block_q2_K { scales: [u8; 16], qs: [u8; 64], d: f16, dmin: f16 }` over 256 values: in each
+/// half of 128, value `l + 32k` (`k` = 0..4, `l` = 0..32) is bits `2k` of `qs[32·half + l]`; run
+/// `j` of 16 values has the scale `sc` in the low nibble of `scales[j]` and the min `m` in its
+/// high one; `x = (d·sc)·q − dmin·m` (`dequantize_row_q2_K`).
+#[inline(always)]
+fn q2_k(b: &[u8; 84], y: &mut [f32; 256]) {
+    let (d, dmin) = (half_at(b, 80), half_at(b, 82));
+    for (j, &s) in b[..16].iter().enumerate() {
+        let (dl, ml) = (d * f32::from(s & 0x0F), dmin * f32::from(s >> 4));
+        // run j is values 16j.. : half j / 8, shift 2k with k = (j / 2) % 4, bytes from 16(j % 2)
+        let (half, k, run) = (j / 8, (j / 2) % 4, j % 2);
+        for l in 0..16 {
+            let q = (b[16 + 32 * half + 16 * run + l] >> (2 * k)) & 3;
+            y[16 * j + l] = dl * f32::from(q) - ml;
+        }
+    }
+}
+
 /// `block_q6_K { ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16 }` over 256 values: in
 /// each half of 128, value `l + 32k` (`k` = 0..4, `l` = 0..32) takes its low 4 bits from
 /// `ql[l + 32(k & 1)]` (low nibble for `k < 2`, high after) and its high 2 from bits `2k` of
@@ -959,7 +1156,9 @@ fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
 /// | `Q8_0`         | 128 (the `i8` plus 128) | `[d]`                                                   |
 /// | `Q4_0`, `Q5_0` | 8, 16                   | `[d]`                                                   |
 /// | `Q4_1`, `Q5_1` | 0                       | `[d, m]`                                                |
-/// | `Q4_K`         | 0                       | `[d, dmin, sc_0 + 256·m_0, …, sc_7 + 256·m_7]`: values `32j..32j + 32` are `x = (d·sc_j)·q − dmin·m_j` |
+/// | `Q2_K`         | 0                       | `[d, dmin, sc_0 + 16·m_0, …, sc_15 + 16·m_15]` (the file's bytes): values `16j..16j + 16` are `x = (d·sc_j)·q − dmin·m_j` |
+/// | `Q3_K`         | 4                       | `[d, sc_0, …, sc_15]` (each `i8`'s bits, the 6-bit scale less 32): values `16j..16j + 16` are `x = (d·sc_j)·(q − 4)` |
+/// | `Q4_K`, `Q5_K` | 0                       | `[d, dmin, sc_0 + 256·m_0, …, sc_7 + 256·m_7]`: values `32j..32j + 32` are `x = (d·sc_j)·q − dmin·m_j` |
 /// | `Q6_K`         | 32                      | `[d, sc_0, …, sc_15]` (each `i8`'s bits): values `16j..16j + 16` are `x = (d·sc_j)·(q − 32)` |
 ///
 /// `F32`, `F16` and `BF16` are not made of integers: nothing is written for them.
@@ -1017,6 +1216,46 @@ pub(crate) fn block_integers(ty: GgmlType, b: &[u8], q: &mut [u8], scales: &mut 
                 }
             }
         }
+        GgmlType::Q5_K => {
+            scales.extend([bits(0), bits(2)]);
+            scales.extend((0..8).map(|j| {
+                let (sc, m) = scale_min_k4(j, &b[4..16]);
+                u16::from(sc) | u16::from(m) << 8
+            }));
+            // as `q5_k` reads them
+            for i in 0..4 {
+                for l in 0..32 {
+                    let (v, h) = (b[48 + 32 * i + l], b[16 + l] >> (2 * i));
+                    q[64 * i + l] = (v & 0x0F) | ((h & 1) << 4);
+                    q[64 * i + 32 + l] = (v >> 4) | (((h >> 1) & 1) << 4);
+                }
+            }
+        }
+        GgmlType::Q3_K => {
+            scales.push(bits(108));
+            scales.extend(scales_q3_k(&b[96..108]).map(|sc| u16::from(sc as u8)));
+            // as `q3_k` reads them
+            for half in 0..2 {
+                for k in 0..4 {
+                    for l in 0..32 {
+                        let low = (b[32 + 32 * half + l] >> (2 * k)) & 3;
+                        let high = (b[l] >> (4 * half + k)) & 1;
+                        q[128 * half + 32 * k + l] = low | (high << 2);
+                    }
+                }
+            }
+        }
+        GgmlType::Q2_K => {
+            scales.extend([bits(80), bits(82)]);
+            scales.extend(b[..16].iter().map(|&s| u16::from(s)));
+            for half in 0..2 {
+                for k in 0..4 {
+                    for l in 0..32 {
+                        q[128 * half + 32 * k + l] = (b[16 + 32 * half + l] >> (2 * k)) & 3;
+                    }
+                }
+            }
+        }
         GgmlType::Q6_K => {
             scales.push(bits(208));
             scales.extend(b[192..208].iter().map(|&sc| u16::from(sc)));
@@ -1062,7 +1301,9 @@ mod tests {
         let scale_at: &[usize] = match ty {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
             GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q5_0 => &[0],
-            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+            GgmlType::Q2_K => &[80, 82],
+            GgmlType::Q3_K => &[108],
             GgmlType::Q6_K => &[208],
         };
         for (i, block) in b.chunks_exact_mut(ty.block_bytes()).enumerate() {
@@ -1095,6 +1336,9 @@ mod tests {
         // sizeof(block_…) in ggml-common.h
         assert_eq!(bytes_for(GgmlType::Q4_K, 2, 512), Ok(2 * 2 * 144));
         assert_eq!(bytes_for(GgmlType::Q6_K, 1, 256), Ok(210));
+        assert_eq!(bytes_for(GgmlType::Q5_K, 1, 256), Ok(176));
+        assert_eq!(bytes_for(GgmlType::Q3_K, 2, 256), Ok(2 * 110));
+        assert_eq!(bytes_for(GgmlType::Q2_K, 1, 512), Ok(2 * 84));
         assert_eq!(bytes_for(GgmlType::Q8_0, 3, 64), Ok(3 * 2 * 34));
         assert_eq!(bytes_for(GgmlType::BF16, 3, 5), Ok(30));
         let e = bytes_for(GgmlType::Q4_K, 1, 100).unwrap_err();
@@ -1112,6 +1356,7 @@ mod tests {
             assert_eq!(ggml_type_name(t.code()), Some(t.name()));
         }
         assert_eq!(ggml_type_name(13), Some("Q5_K"));
+        assert_eq!(ggml_type_name(23), Some("IQ4_XS"));
         assert_eq!(ggml_type_name(4), None);
     }
 
@@ -1157,6 +1402,23 @@ mod tests {
         for j in 0..8 {
             assert_eq!(scale_min_k4(j, &s), (ls[j], lm[j]), "scale {j}");
         }
+    }
+
+    #[test]
+    fn q3_k_scales_unpack_as_ggml() {
+        // every 6-bit scale distinct, packed as quantize_row_q3_K_ref packs them (l = sc + 32)
+        let ls: [u8; 16] = [0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 49, 62, 63, 5, 40, 20];
+        let mut s = [0u8; 12];
+        for (j, &l) in ls.iter().enumerate() {
+            if j < 8 {
+                s[j] = l & 0xF;
+            } else {
+                s[j - 8] |= (l & 0xF) << 4;
+            }
+            s[j % 4 + 8] |= (l >> 4) << (2 * (j / 4));
+        }
+        let want: [i8; 16] = ls.map(|l| l as i8 - 32);
+        assert_eq!(scales_q3_k(&s), want);
     }
 
     #[test]
