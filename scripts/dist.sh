@@ -24,5 +24,13 @@ if [ -f "$SMOL" ]; then
 else
   echo "dist: $SMOL is missing (scripts/setup.sh fetches it): the Model select's SmolLM2 will not load" >&2
 fi
+# Gemma 3 270M (GGUF Q4_K_M, from scripts/setup.sh), the built-in model with sliding-window layers
+GEMMA=assets/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf
+if [ -f "$GEMMA" ]; then
+  install -D -m 644 "$GEMMA" "dist/$GEMMA"
+  echo "dist: $(basename "$GEMMA"): $(du -h "$GEMMA" | cut -f1)" >&2
+else
+  echo "dist: $GEMMA is missing (scripts/setup.sh fetches it): the Model select's Gemma 3 will not load" >&2
+fi
 cp scripts/headers.txt dist/_headers
 echo "dist: $(du -sh dist | cut -f1) in dist/ ($(find dist -type f | wc -l) files)" >&2

@@ -353,6 +353,9 @@ pub struct Report<'a> {
     pub model: &'a str,
     /// The family, as HF's `model_type` names it.
     pub model_type: &'static str,
+    /// What the model is, layer by layer (each layer's reach, window, rotation, QK-norm and
+    /// norms): the page's `modelInfo.architecture`.
+    pub architecture: &'a crate::model::config::Architecture,
     pub backend: &'a str,
     /// Why the CPU ran although the GPU was wanted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -372,6 +375,9 @@ pub struct Report<'a> {
     /// Whether the rotary positions were left out (the ablation; absent when they were applied).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_rope: bool,
+    /// Whether QK-norm was left out (the ablation; absent when the heads were normed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_qk_norm: bool,
     pub results: Vec<ItemReport<'a>>,
 }
 
@@ -464,6 +470,7 @@ impl<'a> Report<'a> {
         Ok(Self {
             model: model.short_name(),
             model_type: model.config.family.name(),
+            architecture: &model.config.architecture,
             backend,
             fallback: None,
             mask_ablation: mask != model.own_mask(),
@@ -471,6 +478,7 @@ impl<'a> Report<'a> {
             head_mask: vec![],
             scale: ScoreScale::SqrtDk,
             no_rope: false,
+            no_qk_norm: false,
             results,
         })
     }
@@ -506,6 +514,9 @@ pub struct RunInfo<'a> {
     pub long_run: Option<u32>,
     /// `[B, L, H, T, T]`
     pub shape: [usize; 5],
+    /// Each layer's reach (`{"attention": "global"}` or `{"attention": "sliding", "window": w}`):
+    /// the page cuts a sliding layer's own mask from `mask` by it.
+    pub reach: Vec<crate::model::config::Reach>,
     pub items: Vec<ItemInput<'a>>,
     /// The heads knocked out of the forward pass, `[layer, head]`.
     pub head_mask: Vec<[usize; 2]>,
@@ -513,6 +524,8 @@ pub struct RunInfo<'a> {
     pub scale: ScoreScale,
     /// Whether the rotary positions were left out (the ablation).
     pub no_rope: bool,
+    /// Whether QK-norm was left out (the ablation).
+    pub no_qk_norm: bool,
     /// The names of the head metrics beside the run (`headMetrics`, `(B, metric, L, H)`), in
     /// that order; empty when none were asked for.
     pub head_metrics: &'static [&'static str],
@@ -721,6 +734,9 @@ impl<'a> DecoderTraceItem<'a> {
 pub struct GenerationReport<'a> {
     pub model: &'a str,
     pub model_type: &'static str,
+    /// What the model is, layer by layer (each layer's reach, window, rotation, QK-norm and
+    /// norms): the page's `modelInfo.architecture`.
+    pub architecture: &'a crate::model::config::Architecture,
     pub backend: &'a str,
     /// Why the CPU ran although the GPU was wanted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -757,6 +773,7 @@ impl<'a> GenerationReport<'a> {
         Self {
             model: model.short_name(),
             model_type: model.config.family.name(),
+            architecture: &model.config.architecture,
             backend,
             fallback: None,
             prompt,
@@ -830,6 +847,9 @@ pub struct TranslationItem<'a> {
 pub struct TranslationReport<'a> {
     pub model: &'a str,
     pub model_type: &'static str,
+    /// What the model is, layer by layer (each layer's reach, window, rotation, QK-norm and
+    /// norms): the page's `modelInfo.architecture`.
+    pub architecture: &'a crate::model::config::Architecture,
     pub backend: &'a str,
     /// Why the CPU ran although the GPU was wanted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -992,6 +1012,7 @@ impl<'a> TranslationReport<'a> {
         Self {
             model: model.short_name(),
             model_type: model.config.family.name(),
+            architecture: &model.config.architecture,
             backend,
             fallback: None,
             results,

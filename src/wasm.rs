@@ -108,6 +108,8 @@ struct RunOptions {
     scale: ScoreScale,
     /// Leave out the rotary positions (the ablation, [`TraceOptions::no_rope`]).
     no_rope: bool,
+    /// Leave out QK-norm (the ablation, [`TraceOptions::no_qk_norm`]).
+    no_qk_norm: bool,
     /// Every layer's scores, `QKᵀ/√d_k` before the mask (`scores`, `(B, L, H, T, T)`); unless
     /// `false`, as the page's steps and summaries read them. `false` returns the probabilities
     /// alone, as ONNX Runtime returns a BERT's attentions (`make bench` compares them so).
@@ -417,7 +419,19 @@ pub fn file_limits() -> Result<JsValue, JsError> {
         "safetensorsHeader",
         limits::MAX_SAFETENSORS_HEADER_BYTES as f64,
     )?;
+    set(&o, "ggufHeader", limits::MAX_GGUF_HEADER_BYTES as f64)?;
     Ok(o.into())
+}
+
+/// A GGUF file's header checked from its first bytes alone, before the rest is downloaded or
+/// copied into wasm memory: `head` is the first `min(len, ggufHeader)` bytes of a file of `len`
+/// bytes. A malformed or hostile header, or an architecture no family runs, is refused then, its
+/// error naming the file (natively, [`Model::from_path`] does the same).
+#[wasm_bindgen(js_name = checkGgufHeader)]
+pub fn check_gguf_header(name: &str, head: &[u8], len: f64) -> Result<(), JsError> {
+    Model::check_gguf(head, len as usize, name)
+        .map(|_| ())
+        .map_err(js_err)
 }
 
 /// Whether a folder whose `config.json` is `config_json` may carry a chat template: its family
@@ -712,6 +726,7 @@ impl Session {
             next_logits: next && long,
             decoder_trace: None,
             no_rope: options.no_rope,
+            no_qk_norm: options.no_qk_norm,
             attention: match long {
                 true => AttentionKept::QueriesKeys,
                 false => AttentionKept::Probabilities,
@@ -762,10 +777,18 @@ impl Session {
             attention: opts.attention,
             long_run: keeps_heads.then(|| self.next_long.get()),
             shape: [b, l, h, tokens, tokens],
+            reach: model
+                .config
+                .architecture
+                .layers
+                .iter()
+                .map(|l| l.reach)
+                .collect(),
             items: ItemInput::all(&texts, pair.as_deref(), &input),
             head_mask: opts.head_mask.pairs().map(|(l, h)| [l, h]).collect(),
             scale: opts.scale,
             no_rope: opts.no_rope,
+            no_qk_norm: opts.no_qk_norm,
             head_metrics: if options.head_metrics { &METRICS } else { &[] },
         };
         let o = Object::new();

@@ -614,6 +614,78 @@ fn a_llama_layer_trace_names_its_norms_rotations_and_gate_and_no_rope_says_so() 
 }
 
 #[test]
+fn a_gemma_3_result_says_what_each_layer_is_and_its_layer_trace_names_its_norms() {
+    let dir = root().join("tests/fixtures/models/v5-gemma3");
+    let dir = dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["attention", "--model", dir, "--layer-trace", "5"];
+        args.extend_from_slice(extra);
+        args.extend(["--", "time flies like an arrow"]);
+        attnscope(&args)
+    };
+    let (code, json, err) = run(&[]);
+    assert_eq!(code, 0, "{err}");
+    // five sliding layers (a window of 5, θ 10,000) to each global one (θ 1,000,000)
+    let layers = json["architecture"]["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 6);
+    for (l, layer) in layers.iter().enumerate() {
+        let sliding = l < 5;
+        assert_eq!(
+            layer["attention"],
+            if sliding { "sliding" } else { "global" },
+            "layer {l}"
+        );
+        assert_eq!(
+            layer["window"],
+            if sliding {
+                5.into()
+            } else {
+                serde_json::Value::Null
+            },
+            "layer {l}"
+        );
+        assert_eq!(
+            layer["rotary"]["theta"],
+            if sliding { 10000.0 } else { 1000000.0 },
+            "layer {l}"
+        );
+        assert_eq!(layer["qk_norm"], true, "layer {l}");
+        assert_eq!(layer["norms"], "both", "layer {l}");
+    }
+    assert!(json.get("no_qk_norm").is_none());
+    let lt = &json["results"][0]["layer_trace"];
+    let t = json["results"][0]["tokens"].as_array().unwrap().len();
+    // d_model 32, 4 query heads over 2 key/value heads of 16
+    for (key, shape) in [
+        ("q_normed", vec![4, t, 16]),
+        ("k_normed", vec![2, t, 16]),
+        ("post_attention_norm", vec![t, 32]),
+        ("post_ffn_norm", vec![t, 32]),
+    ] {
+        assert_eq!(dims(&lt[key]), shape, "{key}");
+    }
+    // --no-qk-norm: the heads as projected, and said; the attention moves
+    let (code, plain, err) = run(&["--no-qk-norm"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(plain["no_qk_norm"], true);
+    assert_ne!(
+        plain["results"][0]["attention"],
+        json["results"][0]["attention"]
+    );
+    // a model without QK-norm refuses it
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--no-qk-norm",
+        "--",
+        "hi",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no QK-norm to leave out"), "{err}");
+}
+
+#[test]
 fn no_scale_saturates_softmax_and_says_so() {
     let dir = minilm();
     let run = |extra: &[&str]| {

@@ -114,6 +114,21 @@ fn leaving_out_rotary_positions_that_a_model_does_not_have_is_refused() {
 }
 
 #[test]
+fn leaving_out_a_qk_norm_that_a_model_does_not_have_is_refused() {
+    let m = model("tiny-llama");
+    let input = m.tokenizer.encode(&["time flies"], None).unwrap();
+    let mask = Mask::from_kind(m.own_mask(), input.valid.view());
+    let opts = TraceOptions {
+        no_qk_norm: true,
+        ..TraceOptions::default()
+    };
+    let e = cpu::forward(m, &input, &mask, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no QK-norm to leave out"), "{e}");
+}
+
+#[test]
 fn the_architecture_is_read_from_each_config() {
     let llama = &model("tiny-llama").config.architecture;
     assert_eq!((llama.heads.query, llama.heads.key_value), (4, 2));

@@ -18,7 +18,7 @@ use pollster::block_on;
 use std::path::Path;
 
 /// The decoder-only folders' padded batches (attention, hidden states, next-token probabilities).
-const DECODER_CASES: [&str; 9] = [
+const DECODER_CASES: [&str; 11] = [
     "v5_llama",
     "v5_llama_linear",
     "v5_llama_llama3",
@@ -28,6 +28,9 @@ const DECODER_CASES: [&str; 9] = [
     "v5_mistral",
     "v5_gemma3",
     "v5_gpt2",
+    // QK-norm left out (`--no-qk-norm`): HF's q_norm and k_norm made identities
+    "v5_qwen3_noqknorm",
+    "v5_gemma3_noqknorm",
 ];
 /// The encoders' padded batches (`check_golden`: tokens, type ids, attention, hidden).
 const ENCODER_CASES: [&str; 3] = ["v5_bert", "v5_roberta", "v5_distilbert"];
@@ -52,10 +55,13 @@ fn every_transformers5_fixture_has_a_test() {
     assert_cases_cover_fixtures(&cases, |n| n.starts_with("v5_"));
 }
 
-fn options() -> TraceOptions {
+/// What a decoder case's reference computed: every hidden state and the LM head's logits, with
+/// QK-norm left out where it was.
+fn options(g: &Golden) -> TraceOptions {
     TraceOptions {
         hidden_states: true,
         lm_logits: true,
+        no_qk_norm: g.meta.no_qk_norm,
         ..TraceOptions::default()
     }
 }
@@ -67,7 +73,7 @@ fn every_transformers5_folder_equals_hf_on_the_cpu_engine() {
         assert_lm_case(
             &format!("{name} cpu"),
             &g,
-            &cpu::forward(m, &input, &mask, &options()).unwrap(),
+            &cpu::forward(m, &input, &mask, &options(&g)).unwrap(),
         );
     }
     for name in ENCODER_CASES {
@@ -81,7 +87,7 @@ fn every_transformers5_folder_equals_hf_on_the_cpu_engine() {
 fn every_transformers5_folder_equals_hf_on_the_gpu_engine() {
     for name in DECODER_CASES {
         let (g, m, input, mask) = case_input(name);
-        let trace = block_on(gpu_engine(m).forward(m, &input, &mask, &options()))
+        let trace = block_on(gpu_engine(m).forward(m, &input, &mask, &options(&g)))
             .unwrap()
             .0;
         assert_lm_case(&format!("{name} gpu"), &g, &trace);
@@ -234,7 +240,11 @@ fn run(dir: &Path, texts: &[&str]) -> (ndarray::Array5<f32>, ndarray::Array3<f32
     let m = Model::from_dir(dir).unwrap();
     let input = m.tokenizer.encode(texts, None).unwrap();
     let mask = Mask::from_kind(m.own_mask(), input.valid.view());
-    let t = cpu::forward(&m, &input, &mask, &options()).unwrap();
+    let opts = TraceOptions {
+        lm_logits: true,
+        ..TraceOptions::default()
+    };
+    let t = cpu::forward(&m, &input, &mask, &opts).unwrap();
     let probs = attnscope::families::next_token_probs(t.lm_logits.as_ref().unwrap());
     (t.attention, probs)
 }

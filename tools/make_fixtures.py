@@ -1677,6 +1677,32 @@ def v5_generate(name, model_dir, model_type, tok, model, prompt_ids, text, max_n
                           chat=V5_CHAT, add_generation_prompt=True))
 
 
+@torch.no_grad()
+def v5_no_qk_norm():
+    """`--only v5-ablations`: QK-norm left out (every layer's q_norm and k_norm an identity) of
+    the saved v5-qwen3 and v5-gemma3, their padded batches as attnscope's `--no-qk-norm` must give
+    them (the folders as they are on disk: run after `--only v5`)."""
+    from transformers import Gemma3ForCausalLM, Qwen3ForCausalLM
+    for name, model_class, texts in [("v5-qwen3", Qwen3ForCausalLM, V5_TEXTS), ("v5-gemma3", Gemma3ForCausalLM, V5_TEXTS[:1])]:
+        d = os.path.join(MODELS, name)
+        model = model_class.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+        tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+        probe = torch.tensor([tok.encode(texts[0]).ids])
+        normed = model(probe, output_attentions=True).attentions
+        for layer in model.model.layers:
+            layer.self_attn.q_norm = torch.nn.Identity()
+            layer.self_attn.k_norm = torch.nn.Identity()
+        plain = model(probe, output_attentions=True).attentions
+        change = max((a - b).abs().max().item() for a, b in zip(normed, plain))
+        print(f"  {name}: the attention moves by up to {change:.3f} without QK-norm")
+        assert change > 1e-2, "QK-norm left out changes nothing: the case could not fail"
+        case = name.replace("-", "_") + "_noqknorm"
+        probs = lambda out: dict(next_token_probs=F.softmax(out.logits, dim=-1))
+        att, valid = family_case(case, name, model.config.model_type, dict(texts=texts, mask="causal"), tok, model,
+                                 model.config.pad_token_id, probs, extra=dict(no_qk_norm=True))
+        check_causal(att, valid)
+
+
 def v5_old_form(d, model_class, probe):
     """config.json of `d` written in the form before transformers 5 (top-level `rope_theta`,
     `rope_scaling` with `type`), checked to give transformers 5 the same model: attnscope's test
@@ -1811,7 +1837,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "gemma"]
+              "llama-wide", "llama-gguf", "v5", "v5-ablations", "gemma"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -1840,6 +1866,8 @@ def main():
         dates()
     if "v5" in only:
         transformers5()
+    if "v5-ablations" in only:
+        v5_no_qk_norm()
     if "gemma" in only:
         gemma3_270m()
     if "llama" in only:

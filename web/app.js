@@ -54,7 +54,7 @@ const api = {
     if (!run || !s.sel.length) return null;
     const b = Math.min(s.item, run.B - 1), l = Math.min(s.layer, run.L - 1), h = Math.min(s.head, run.H - 1);
     if (!run.hasLayer(b, l)) return null; // a long text's layer not computed yet
-    const c = combine(run.head(b, l, h), run.maskOf(b), run.T, s.sel);
+    const c = combine(run.head(b, l, h), run.maskOf(b, l), run.T, s.sel);
     return c && { rows: c.rows, combined: Array.from(c.combined) };
   },
   /** With "words" on, the focused item at word level: `{tokens, pieces: [[piece index]], attention: [L][H][T'][T']}`; else null. */
@@ -317,6 +317,8 @@ function familyWords(arch) {
   setText($('embeddings-parts'), `${parts.join(' + ')}${arch.norm_order === 'post' ? `, then ${normName(arch)}` : ''}`);
   document.querySelector('details[data-panel="rope"]').hidden = arch.positions.type !== 'rotary';
   document.querySelector('details[data-panel="cache"]').hidden = arch.kind !== 'decoder';
+  document.querySelector('details[data-panel="qknorm"]').hidden = !arch.layers?.some((l) => l.qk_norm);
+  document.querySelector('details[data-panel="window"]').hidden = !arch.layers?.some((l) => l.attention === 'sliding');
 }
 
 /**

@@ -77,13 +77,14 @@ function cropped(run, b) {
   };
   const head = cropping(run.head), scoresOf = run.scoresOf && cropping(run.scoresOf);
   const maxAbs = (a) => a.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
-  const mask = crop(run.maskOf(b));
+  const masks = new Map(); // each layer's, cropped once (a sliding layer's own)
+  const maskOf = (_, l) => { const m = run.maskOf(b, l); if (!masks.has(m)) masks.set(m, crop(m)); return masks.get(m); };
   const item = run.results[b];
   const own = { text: item.text, length: n, tokens: item.tokens.slice(0, n), labels: item.labels.slice(0, n) };
   return {
     id: `${run.id}:${b}`, B: run.B, L: run.L, H: run.H, T: n, scale: run.scale,
     results: run.results.map((r, i) => (i === b ? own : r)),
-    head, scoresOf, maskOf: () => mask,
+    head, scoresOf, maskOf, reach: run.reach,
     probMax: (_, l, h) => maxAbs(head(0, l, h)),
     scoreMax: (_, l, h) => maxAbs(scoresOf(0, l, h)),
     thumb: () => null, // the model view pools the cropped heads itself

@@ -34,7 +34,7 @@ const svg = (w, h, body, title) => `<svg xmlns="http://www.w3.org/2000/svg" widt
 export function toSVG(run, view, { item, layer, head, scale: per }) {
   const T = run.T;
   const tokens = run.results[item].labels;
-  const mask = run.maskOf(item);
+  const mask = run.maskOf(item, layer);
   const probScale = (l, h) => scale('probability', { max: per === 'head' ? run.probMax(item, l, h) : 1 });
   const title = `attnscope: ${run.model}, layer ${layer}, head ${head}: ${run.results[item].text}`;
   const longest = Math.max(...tokens.map((t) => t.length));
@@ -54,7 +54,7 @@ export function toSVG(run, view, { item, layer, head, scale: per }) {
     return gridSVG(run.L, run.H, R, R, (l, h2, at) => { const t = run.thumb(item, l, h2); return matrix(t.values, R, probScale(l, h2), t.mask, at); }, `attnscope: ${run.model}, every layer and head, each max-pooled to ${R} × ${R}: ${run.results[item].text}`);
   }
   if (view === 'model') {
-    return gridSVG(run.L, run.H, T, T, (l, h2, at) => matrix(run.head(item, l, h2), T, probScale(l, h2), mask, at), `attnscope: ${run.model}, every layer and head: ${run.results[item].text}`);
+    return gridSVG(run.L, run.H, T, T, (l, h2, at) => matrix(run.head(item, l, h2), T, probScale(l, h2), run.maskOf(item, l), at), `attnscope: ${run.model}, every layer and head: ${run.results[item].text}`);
   }
   if (view === 'lines') {
     const v = run.head(item, layer, head);

@@ -173,9 +173,10 @@ export class GenerationResult {
  * written position's likeliest next tokens (the prompt's but its last have none: generating
  * computes them only where it writes). `generated: {P, step, outputs, source: result, w: its
  * thumbnails' bin width}` marks it (a view that drew an earlier step of the same source over the
- * same bins may draw only the rows added since).
+ * same bins may draw only the rows added since). `reach`: each layer's (the architecture's
+ * `layers`), the sliding layers' masks cut from the causal one by their windows.
  */
-export function generationRun(result, step, layers) {
+export function generationRun(result, step, layers, reach = []) {
   const P = result.prompt_ids.length, outputs = result.output_ids.length;
   const t = stepOf(step, outputs), n = P + t;
   const H = result.heads / layers;
@@ -188,7 +189,7 @@ export function generationRun(result, step, layers) {
   const shape = [1, layers, H, n, n];
   const info = {
     model: result.model, model_type: result.model_type, backend: result.backend, fallback: null, mask: 'causal', mask_ablation: false,
-    elapsed_ms: result.step_ms.reduce((a, b) => a + b, 0), shape, items: [item], head_mask: result.head_mask, scale: 'sqrt_dk', head_metrics: [],
+    elapsed_ms: result.step_ms.reduce((a, b) => a + b, 0), shape, reach, items: [item], head_mask: result.head_mask, scale: 'sqrt_dk', head_metrics: [],
   };
   const nextTokens = [tokens.map((_, q) => (q >= P - 1 ? result.steps[q - P + 1]?.top_k ?? [] : []))];
   const heads = new Map(); // l·H + h → its (n, n) copy, made once a view reads it
@@ -219,6 +220,7 @@ export function connectGeneration(store, eng) {
   // `from`: the sentence's run the latest generation wrote after (another one replaces it)
   let current = null, ids = 0, autoFor = '', from = null;
   const layersOf = (s) => s.modelInfo.layers;
+  const reachOf = (s) => (s.modelInfo.architecture?.layers ?? []).map(({ attention, window }) => ({ attention, window }));
   /** Drops a generation's pending redraw of the views. */
   const halt = (g) => { cancelAnimationFrame(g.frame); clearTimeout(g.timer); };
 
@@ -247,7 +249,7 @@ export function connectGeneration(store, eng) {
       const wait = g.ready - performance.now();
       if (wait > 0) { g.timer = setTimeout(() => { g.timer = 0; g.frame = requestAnimationFrame(draw); }, wait); return; }
       const t0 = performance.now();
-      store.update({ run: generationRun(result, null, layersOf(store.get())), translation: null });
+      store.update({ run: generationRun(result, null, layersOf(store.get()), reachOf(store.get())), translation: null });
       // what the draw cost the page, its frame's style, layout, paint and commit included: they
       // run after this callback, in the same task, and a task posted now runs after them
       g.measuring = true;
@@ -262,7 +264,7 @@ export function connectGeneration(store, eng) {
       current = null;
       halt(g);
       const now = store.get();
-      store.update({ generation: { ...now.generation, result, running: false, stopped, baseline: baseline ?? null }, ...(result ? { run: generationRun(result, now.step, layersOf(now)) } : {}) });
+      store.update({ generation: { ...now.generation, result, running: false, stopped, baseline: baseline ?? null }, ...(result ? { run: generationRun(result, now.step, layersOf(now), reachOf(now)) } : {}) });
     }, (err) => {
       if (current !== g) return;
       current = null;
@@ -290,7 +292,7 @@ export function connectGeneration(store, eng) {
       return;
     }
     const g = s.generation;
-    if (changed.has('step') && g?.result && !g.running) store.update({ run: generationRun(g.result, s.step, layersOf(s)) });
+    if (changed.has('step') && g?.result && !g.running) store.update({ run: generationRun(g.result, s.step, layersOf(s), reachOf(s)) });
     // a link's gen=N: once, when the model's first run of the sentence is in
     const key = `${s.modelVersion}`;
     if (s.gen && !g && autoFor !== key && canGenerate(s.modelInfo) && s.run && !s.run.generated && !s.busy) {

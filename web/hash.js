@@ -50,6 +50,7 @@ export function parseHash(hash) {
   s.inside = [...INSIDE, ...DECODER_INSIDE].filter((id) => (h.get('inside') ?? '').split(',').includes(id));
   s.noScale = h.get('noscale') === '1';
   s.noRope = h.get('norope') === '1';
+  s.noQkNorm = h.get('noqknorm') === '1';
   s.noSink = h.get('nosink') === '1';
   s.sel = parseSel(h.get('q') ?? '');
   s.words = h.get('words') === '1';
@@ -89,6 +90,7 @@ export function writeHash(s) {
   if (s.inside.length) h.set('inside', s.inside.join(','));
   if (s.noScale) h.set('noscale', '1');
   if (s.noRope) h.set('norope', '1');
+  if (s.noQkNorm) h.set('noqknorm', '1');
   if (s.noSink) h.set('nosink', '1');
   if (s.sel?.length) h.set('q', s.sel.join(','));
   if (s.words) h.set('words', '1');

@@ -18,7 +18,7 @@ function lazy(obj, key, make) {
  * A long text's run (`info.attention` "queries_keys") has no `attention`: its heads come a
  * layer at a time (`addLayer`), and `head`/`scoresOf` give null for a layer not here yet.
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
- * scoresOf(b, l, h), maskOf(b)}`; each `results[b]` is the CLI's item for text b.
+ * scoresOf(b, l, h), maskOf(b, l?), maskWhy(b, l, q, k), reach}`; each `results[b]` is the CLI's item for text b.
  */
 let runs = 0;
 
@@ -39,7 +39,29 @@ export function fromWorker(raw) {
   // a run with no scores (a generation's, given attention): null, as a long run's missing layer
   const scoresOf = long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).scores, h) : null)
     : scores ? (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T) : () => null;
-  const maskOf = (b) => mask.subarray(b * T * T, (b + 1) * T * T);
+  // each layer's reach (`info.reach`: {attention: 'global' | 'sliding', window}), its mask the
+  // pass's with the keys outside its window taken out: a sliding layer's own, made once
+  const reach = info.reach ?? [], windowed = new Map();
+  const windowOf = (l) => (reach[l]?.attention === 'sliding' ? reach[l].window : 0);
+  const passMask = (b) => mask.subarray(b * T * T, (b + 1) * T * T);
+  const maskOf = (b, l) => {
+    const w = l === undefined ? 0 : windowOf(l);
+    if (!w || w >= T) return passMask(b);
+    const key = `${b}:${w}`;
+    if (!windowed.has(key)) {
+      const m = passMask(b).slice();
+      for (let q = w; q < T; q++) m.fill(0, q * T, q * T + q - w + 1);
+      windowed.set(key, m);
+    }
+    return windowed.get(key);
+  };
+  /** Why the cell (q, k) of item b's layer l is masked, in words ('masked' by the pass's mask, or
+   *  "outside layer 3's 512-token window"); null where it is not. */
+  const maskWhy = (b, l, q, k) => {
+    if (!passMask(b)[q * T + k]) return 'masked';
+    const w = l === undefined ? 0 : windowOf(l);
+    return w && q - k >= w ? `outside layer ${l}'s ${w}-token window` : null;
+  };
   const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
   const nested = (get, b) => Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) => rows(get(b, l, h))));
   const labels = logits ? logits.length / B : 0;
@@ -70,7 +92,12 @@ export function fromWorker(raw) {
   });
   return {
     id: ++runs, model: info.model, model_type: info.model_type, backend: info.backend, fallback: info.fallback ?? null, mask_kind: info.mask, mask_ablation: info.mask_ablation,
-    elapsed_ms: info.elapsed_ms, reused: info.reused ?? 0, shape: info.shape, B, L, H, T, results, head, scoresOf, maskOf,
+    elapsed_ms: info.elapsed_ms, reused: info.reused ?? 0, shape: info.shape, B, L, H, T, results, head, scoresOf,
+    /** Item b's mask, (T·T) flat: the pass's, or layer l's own (a sliding layer's window cut from it). */
+    maskOf,
+    maskWhy,
+    /** Each layer's reach: `{attention: 'global' | 'sliding', window?}` (none: every layer global). */
+    reach,
     /** A long text's run: its heads come a layer at a time (`hasLayer`, `addLayer`); `longRun` names it to the engine. */
     long, longRun: info.long_run ?? null,
     /** Whether layer l's heads of item b are here (always, but in a long run). */
@@ -95,6 +122,8 @@ export function fromWorker(raw) {
     scale: info.scale,
     /** Whether the run left the rotary positions out (the ablation). */
     noRope: Boolean(info.no_rope),
+    /** Whether the run left QK-norm out (the ablation). */
+    noQkNorm: Boolean(info.no_qk_norm),
     /** One head metric of item b under the other score scale (÷√d_k or not), (L·H) flat, or null. */
     /** The head metrics under the other score scale, (B, metric, L, H), once the √d_k panel has asked for them. */
     otherScaleMetrics: null,

@@ -24,6 +24,8 @@ import * as stackView from './views/inside/stack.js';
 import * as crossView from './views/inside/cross.js';
 import * as ropeView from './views/inside/rope.js';
 import * as cacheView from './views/inside/cache.js';
+import * as windowView from './views/inside/window.js';
+import * as qknormView from './views/inside/qknorm.js';
 import * as decEmbeddingsView from './views/decoder/embeddings.js';
 import * as decCrossView from './views/decoder/cross.js';
 import * as decLayerView from './views/decoder/layer.js';
@@ -61,7 +63,7 @@ export function drawDecoderPanels(s, targets, { fontPx = 11 } = {}) {
 
 /** The panels inside a layer (store.js INSIDE) in the order they are read: the rotary
  *  positions and the cache after the heads, as the page's index.html has them. */
-export const LAYER_PANELS = ['embeddings', 'qkv', 'rope', 'cache', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross'];
+export const LAYER_PANELS = ['embeddings', 'qkv', 'rope', 'qknorm', 'cache', 'window', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross'];
 
 /**
  * The panels inside a layer of an encoder's or a decoder-only model's stack, in LAYER_PANELS'
@@ -76,6 +78,8 @@ export function insidePanels(arch, { pair = false } = {}) {
     qkv: '2 · Q, K, V and the heads: split, attend, concatenate, W_o',
     rope: arch.positions?.type === 'rotary' ? '2b · Rotary positions (RoPE): each query and key turned by where its token stands' : null,
     cache: arch.kind === 'decoder' ? '2c · Grouped-query attention and the KV cache: what writing token by token keeps' : null,
+    qknorm: arch.layers?.some((l) => l.qk_norm) ? '2a · QK-norm: each query and key head through its own RMSNorm' : null,
+    window: arch.layers?.some((l) => l.attention === 'sliding') ? '2d · Sliding windows: what each layer lets a token reach' : null,
     context: '3 · Scaled dot-product attention ·V: the focused head\'s context',
     scale: '4 · Why divide by √d_k?',
     residual: `5 · Residual + ${normName(arch)}`,
@@ -88,7 +92,7 @@ export function insidePanels(arch, { pair = false } = {}) {
 
 /** The likeliest next tokens a translation's steps show. */
 const TOP_K = 5;
-const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView, cacheView]; // INSIDE's order
+const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView, cacheView, windowView, qknormView]; // INSIDE's order
 import { wordsOf } from './words.js';
 import { withoutSink } from './sink.js';
 import { clampSel } from './select.js';
@@ -181,6 +185,7 @@ export function runOptions(s) {
     headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',
     // the rotation left out: only a model that has one (the link may say so for any)
     ...(s.noRope && s.modelInfo?.architecture?.positions?.type === 'rotary' ? { noRope: true } : {}),
+    ...(s.noQkNorm && s.modelInfo?.architecture?.layers?.some((l) => l.qk_norm) ? { noQkNorm: true } : {}),
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // inside the encoder: what the open panels draw, and nothing else
     layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
@@ -216,8 +221,9 @@ function runHas(r, s) {
 }
 
 /** The views that draw a generation's run (its attention, no scores, metrics or trace; the
- *  cache panel reads the architecture and how many positions are fed). */
-const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache'];
+ *  cache panel reads the architecture and how many positions are fed; the window panel, the
+ *  attention). */
+const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache', 'inside:window'];
 
 /** The views a long text's run draws before its focused layer's heads come (they read the
  *  summaries of every head). */
@@ -241,7 +247,7 @@ export function needsModel(el, what = 'This view computes from the model itself 
 }
 
 /** The panels that draw the focused layer's trace. */
-const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn', 'rope'];
+const TRACED = ['embeddings', 'qkv', 'context', 'residual', 'ffn', 'rope', 'qknorm'];
 
 /** The knocked-out heads (`"layer:head"`, sorted) with head `layer`, `head` knocked out, or back in if it was. */
 export function toggleHead(off, layer, head) {
@@ -510,6 +516,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
         noRope: s.noRope, onNoRope: (noRope) => store.update({ noRope }),
+        noQkNorm: s.noQkNorm, onNoQkNorm: (noQkNorm) => store.update({ noQkNorm }),
         onPair: (pair) => store.update({ pair }),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
         onMove: (dl, dh) => {
@@ -585,7 +592,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
 
   const RENDER_KEYS = ['extras', 'run', 'noSink', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
-  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope'];
+  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);

@@ -61,7 +61,7 @@ export const INTENT_DEFAULTS = {
   metric: '', table: false, rollout: false, off: [], compare: false,
   // inside the encoder: the open panels (INSIDE ids), the √d_k ablation and (a model with
   // rotary positions) the ablation that leaves the rotation out
-  inside: [], noScale: false, noRope: false,
+  inside: [], noScale: false, noRope: false, noQkNorm: false,
   noSink: false, // the sink switch: the attention views with the first key hidden, rows renormalised (web/sink.js)
   compareText: 'The trophy didn\'t fit in the suitcase because it was too small.',
   // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
@@ -119,6 +119,6 @@ export const ATTENTIONS = Object.keys(ATTENTION_KINDS);
 export const MAX_BATCH = 4;
 
 /** The "inside the encoder" panels, in the order a layer computes them, and the cross-attention panel after them (a section of its own). */
-export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross', 'rope', 'cache'];
+export const INSIDE = ['embeddings', 'qkv', 'context', 'scale', 'residual', 'ffn', 'stack', 'cross', 'rope', 'cache', 'window', 'qknorm'];
 /** Inside a translation model's decoder: its panels (web/views/decoder/), open or not. */
 export const DECODER_INSIDE = ['dec-embeddings', 'dec-cross', 'dec-layer'];

@@ -73,13 +73,13 @@ const poolThread = (Base) => class PoolThread extends Base {
     return super.postMessage(init ? { ...data, mainJS: new URL('./threads-init.js', import.meta.url).href } : data, ...rest);
   }
 };
-let loadSession, loadGgufSession, fileLimits, writesText, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
+let loadSession, loadGgufSession, fileLimits, writesText, checkGgufHeader, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests; // bound once the build has loaded
 // The module compiled and instantiated: enough to check and download a checkpoint's files,
 // which a first load does while the threads start.
 const wasmCore = loadBuild(WASM_BUILD).then(async ({ m, wasm, build }) => {
   WASM_BUILD = build;
   performance.mark('attnscope: wasm instantiated'); // the first view's milestones (tests/e2e/first_view.mjs)
-  ({ loadSession, loadGgufSession, fileLimits, writesText, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests } = m);
+  ({ loadSession, loadGgufSession, fileLimits, writesText, checkGgufHeader, scalingExperiment, analyseGiven, WeightsFile, lastPanic, crashForTests } = m);
   const channel = PARAMS.get('crash');
   if (channel) m.reportCrashesOn(channel);
   return { m, wasm };
@@ -154,6 +154,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
         if (isWeights(file)) {
           const blob = await hit.blob();
           if (blob.size > limit) throw new Error(`${file}: the cached file is ${mb(blob.size)}, over the page's limit of ${mb(limit)}: ${url}`);
+          if (isGguf(file)) await checkGguf(file, new Uint8Array(await blob.slice(0, Math.min(blob.size, limits.ggufHeader)).arrayBuffer()), blob.size);
           onBytes(blob.size, blob.size);
           return { value: blob };
         }
@@ -182,6 +183,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     let loaded = 0;
     let expected = null; // model.safetensors: the size its header gives
     let head = new Uint8Array(0);
+    let headChecked = false; // a GGUF file's (checkGguf)
     const reader = resp.body.getReader();
     try {
       for (;;) {
@@ -201,6 +203,11 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
           if (expected !== null && total && total !== expected) throw new Error(`${file}: the server announces ${total} bytes, the header describes ${expected}`);
         }
         if (expected !== null && loaded > expected) throw new Error(`${file}: the body is longer than the ${expected} bytes its header describes; stopped`);
+        // a GGUF file's header, checked once its first bytes are here: a refused file stops now
+        if (isGguf(file) && !headChecked && loaded >= Math.min(total || Infinity, limits.ggufHeader)) {
+          headChecked = true;
+          await checkGguf(file, concat(chunks, loaded).subarray(0, Math.min(loaded, limits.ggufHeader)), total || limit);
+        }
         onBytes(loaded, total || expected || 0);
       }
     } catch (e) {
@@ -209,6 +216,7 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     }
     if (total && loaded !== total) throw new Error(`${file}: got ${loaded} bytes, the server announced ${total}`);
     const bytes = concat(chunks, loaded);
+    if (isGguf(file) && !headChecked) await checkGguf(file, bytes.subarray(0, limits.ggufHeader), loaded);
     const stored = cache?.put(url, new Response(bytes)).catch(() => {});
     return { value: bytes, stored };
   };
@@ -220,6 +228,13 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
       await got.stored;
     }).catch(reject);
   });
+}
+
+/** A GGUF file's header from its first bytes `head` (of a file of `len`), checked by the engine
+ *  before the rest is read in: an error naming the file and what is wrong with it. */
+async function checkGguf(file, head, len) {
+  await wasmReady;
+  checkGgufHeader(file, head, len);
 }
 
 /** Cached weights (a Blob of Cache Storage) read into a WeightsFile in wasm memory chunk by
@@ -484,6 +499,9 @@ async function intoWasm(cp) {
   const w = cp.bytes[AT_WEIGHTS];
   if (w instanceof WeightsFile) return;
   const name = cp.gguf ?? WEIGHTS;
+  // a GGUF file's header first (a file picked or dropped comes here unchecked): a refused one is
+  // never copied in
+  if (cp.gguf) await checkGguf(name, w instanceof Blob ? new Uint8Array(await w.slice(0, Math.min(w.size, limits.ggufHeader)).arrayBuffer()) : w.subarray(0, limits.ggufHeader), w.size ?? w.length);
   const file = w instanceof Blob ? await readWeights(w, name) : WeightsFile.fromBytes(name, w);
   if (cp.freed) { file.free(); throw letGo(); }
   cp.bytes[AT_WEIGHTS] = file;
@@ -615,7 +633,7 @@ async function run(s, msg) {
   const embedding = Boolean(options.sentenceEmbedding), next = options.topK;
   if (options.headMask && (embedding || next)) {
     // (a long text's plain run keeps no heads for later: the page shows the knocked-out run's)
-    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), noHeadsLater: true };
+    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), noHeadsLater: true };
     let known = recall(s, msg, plain);
     if ((embedding && !known?.sentenceEmbedding) || (next && known?.nextTokens?.topK !== next)) {
       const p = await runOn(s, msg, plain);
@@ -652,7 +670,7 @@ function longSummary(s, r) {
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
 async function otherScale(s, msg, options) {
-  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), headMetrics: true, noHeadsLater: true };
+  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), headMetrics: true, noHeadsLater: true };
   const known = recall(s, msg, other)?.headMetrics;
   if (known) return known.slice();
   const r = await runOn(s, msg, other);
@@ -665,7 +683,7 @@ async function otherScale(s, msg, options) {
 // the last few runs of a session, by what decides them: the input, the heads knocked out, the
 // score scale and the rotation.
 const RECENT = 8;
-const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope)]);
+const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope), Boolean(o.noQkNorm)]);
 
 function remember(s, msg, options, r) {
   const memo = (s.memo ??= new Map());

@@ -44,6 +44,12 @@ pub fn check_input(c: &Config, input: &Encoded, mask: &Mask, opts: &TraceOptions
             }
         )));
     }
+    if opts.no_qk_norm && !c.architecture.layers.iter().any(|l| l.qk_norm) {
+        return Err(Error::Input(format!(
+            "no QK-norm to leave out: no layer of {} norms its query and key heads",
+            c.family.name()
+        )));
+    }
     let (b, t) = input.ids.dim();
     if b == 0 || t == 0 {
         return Err(Error::Input("empty batch".into()));

@@ -167,6 +167,10 @@ pub struct TraceOptions {
     /// positions ([`crate::engine::Ops::rotate`]) leaves them as projected, so its scores no
     /// longer depend on where the tokens are (only the causal mask still does).
     pub no_rope: bool,
+    /// The ablation of QK-norm: a layer that norms its query and key heads
+    /// ([`crate::engine::Ops::norm_heads`]) leaves them as projected, so its scores are as large
+    /// as its raw queries and keys make them.
+    pub no_qk_norm: bool,
     /// What the pass keeps of its attention (see [`AttentionKept`]).
     pub attention: AttentionKept,
 }

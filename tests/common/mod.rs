@@ -72,6 +72,9 @@ pub struct Meta {
     /// Whether the reference left its rotary positions out.
     #[serde(default)]
     pub no_rope: bool,
+    /// Whether the reference left its QK-norm out (every `q_norm` and `k_norm` an identity).
+    #[serde(default)]
+    pub no_qk_norm: bool,
     /// The reference's cross-attention from the pair's second sentence to its first.
     pub cross_attention: Option<CrossMeta>,
 }

@@ -28,7 +28,7 @@ const perGroup = (info, H) => {
 };
 
 /** The grid's cells and labels; `number(l)`: layer l as its model numbers it. */
-function build(target, L, H, opts, number) {
+function build(target, L, H, opts, number, reach) {
   target.replaceChildren();
   target.classList.add('grid-view');
   const grid = document.createElement('div');
@@ -56,6 +56,7 @@ function build(target, L, H, opts, number) {
   // grouped-query attention: which query heads share a key/value head, a bracket over them
   // (said in words beside the grid: the row is for the eye)
   const per = perGroup(opts.modelInfo, H);
+  const sliding = reach.filter((r) => r?.attention === 'sliding'), mixed = sliding.length > 0 && sliding.length < L;
   if (per) {
     const groups = Array.from({ length: H / per }, (_, g) => {
       const s = document.createElement('span');
@@ -85,7 +86,13 @@ function build(target, L, H, opts, number) {
       c.setAttribute('aria-label', `layer ${number(l)}, head ${h}`);
       return c;
     });
-    row(header('rowlabel', `L${number(l)}`, 'rowheader', `layer ${number(l)}`), ...cells);
+    // a sliding-window layer's label in italics, a global one's in bold, where a model has both
+    const w = reach[l]?.attention === 'sliding' ? reach[l].window : 0;
+    const label = header('rowlabel', `L${number(l)}`, 'rowheader', `layer ${number(l)}${w ? `, a ${w}-token sliding window` : mixed ? ', global' : ''}`);
+    if (w) label.classList.add('local');
+    else if (mixed) label.classList.add('global');
+    label.title = w ? `layer ${number(l)} attends through a sliding window: each token reaches its last ${w} tokens, itself included` : mixed ? `layer ${number(l)} is global: each token reaches every earlier token` : '';
+    row(label, ...cells);
   }
   const canvas = document.createElement('canvas');
   canvas.className = 'thumbs';
@@ -104,6 +111,16 @@ function build(target, L, H, opts, number) {
     target._opts.onMove?.(mv[0], mv[1]); // relative: a second key before the next render still counts
   });
   target.append(grid);
+  if (sliding.length) { // the layers' reach in words (the labels are for the eye)
+    const windows = [...new Set(sliding.map((r) => r.window))].map((w) => w.toLocaleString('en')).join(' or ');
+    const global = reach.map((r, l) => (r?.attention === 'sliding' ? null : `L${number(l)}`)).filter(Boolean);
+    const note = document.createElement('p');
+    note.className = 'grid-reach muted';
+    note.textContent = mixed
+      ? `Layers in italics attend through a sliding window of ${windows} tokens; the bold ones (${global.join(', ')}) are global: every earlier token.`
+      : `Every layer attends through a sliding window of ${windows} tokens.`;
+    target.append(note);
+  }
   target._sheet = null;
   target._geo = null;
   // a new size re-lays the canvas over the cells and redraws what is there
@@ -221,9 +238,10 @@ export function render(target, run, opts) {
   const { L, H, T } = run;
   const off = opts.off ?? new Set();
   const number = (l) => layerNumber(run, l);
-  const shape = `${L}x${H}x${perGroup(opts.modelInfo, H)}x${run.layerNumbers ?? ''}`;
+  const reach = run.reach ?? [];
+  const shape = `${L}x${H}x${perGroup(opts.modelInfo, H)}x${run.layerNumbers ?? ''}x${reach.map((r) => r?.window ?? 0).join(',')}`;
   if (target._shape !== shape) {
-    build(target, L, H, opts, number);
+    build(target, L, H, opts, number, reach);
     target._shape = shape;
   }
   target._H = H;
@@ -294,7 +312,6 @@ export function render(target, run, opts) {
     return;
   }
   const R = Math.max(16, Math.ceil(target._geo.side * dpr()));
-  const mask = run.maskOf(opts.item);
   const tokens = run.results[opts.item].labels;
   // the sheet keeps each head's pixels, so a resize or a focus move redraws without recomputing
   // (a slot of R pixels a head, kept while R is: short inputs use a corner of theirs)
@@ -357,7 +374,7 @@ export function render(target, run, opts) {
       // short ones are pooled here (cheaply)
       const t = run.thumb(opts.item, l, h);
       if (part) { // a pair's part: from the head, or (a long text's layer not fetched) its thumbnail's bins
-        const p = run.hasLayer(opts.item, l) ? pooledPart(run.head(opts.item, l, h), mask, T, part, R) : partOfThumb(t, T, part, R);
+        const p = run.hasLayer(opts.item, l) ? pooledPart(run.head(opts.item, l, h), run.maskOf(opts.item, l), T, part, R) : partOfThumb(t, T, part, R);
         sctx.clearRect(h * sheet.slot, l * sheet.slot, sheet.slot, sheet.slot);
         sctx.putImageData(pixels(p.values, p.rows, probScale(p.max), p.mask, p.cols), h * sheet.slot, l * sheet.slot);
         sheet.n[i] = p.cols;
@@ -366,7 +383,7 @@ export function render(target, run, opts) {
         drawn.push(i++);
         continue;
       }
-      const p = !t ? pooled(run.head(opts.item, l, h), mask, T, R) : framed(t.n) ? { ...pooledFrame(t.values, t.mask, t.n, R, THUMB), max: t.max, arg: t.arg }
+      const p = !t ? pooled(run.head(opts.item, l, h), run.maskOf(opts.item, l), T, R) : framed(t.n) ? { ...pooledFrame(t.values, t.mask, t.n, R, THUMB), max: t.max, arg: t.arg }
         : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
       const { max, arg } = p;
       sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);

@@ -155,12 +155,13 @@ const fmtP = (p) => p.toFixed(4);
 const inside = (g, { q, k }) => q >= g.q0 && q < g.q0 + g.nq && k >= g.k0 && k < g.k0 + g.nk;
 
 /** "query → key: p", and what the mask did to the cell. */
-export function describe({ tokens, values, mask, run, diff }, { q, k }) {
+export function describe({ tokens, values, mask, run, diff, opts }, { q, k }) {
   const p = values[q * run.T + k];
   if (diff) return `${tokens[q]} → ${tokens[k]}: ΔA ${p >= 0 ? '+' : ''}${fmtP(p)} (second sentence − first)`;
-  return mask && !mask[q * run.T + k]
-    ? `${tokens[q]} → ${tokens[k]}: ${fmtP(p)} (masked: −∞ before softmax)`
-    : `${tokens[q]} → ${tokens[k]}: ${fmtP(p)}`;
+  if (!mask || mask[q * run.T + k]) return `${tokens[q]} → ${tokens[k]}: ${fmtP(p)}`;
+  // a sliding layer's key outside its window says so; any other masked key, by the pass's mask
+  const why = run.maskWhy?.(opts.item, opts.layer, q, k);
+  return `${tokens[q]} → ${tokens[k]}: ${fmtP(p)} (${why && why !== 'masked' ? `masked: ${why}` : 'masked: −∞ before softmax'})`;
 }
 
 function hover(target, cell, clientX, clientY) {
@@ -310,7 +311,7 @@ export function render(target, run, opts) {
   // comparing two sentences of one length: ΔA = second − first, on a diverging scale
   const diff = opts.compare?.same ? opts.compare : null;
   const values = diff ? diff.delta(layer, head) : run.head(item, layer, head);
-  const mask = run.maskOf(item);
+  const mask = run.maskOf(item, layer);
   const tokens = run.results[item].labels;
   const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
     : scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });

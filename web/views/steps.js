@@ -55,7 +55,7 @@ export function render(target, run, opts) {
   const { item, layer, head } = opts;
   const T = run.T;
   const s = run.scoresOf(item, layer, head);
-  const m = run.maskOf(item);
+  const m = run.maskOf(item, layer);
   const p = run.head(item, layer, head);
   const tokens = run.results[item].labels;
 

@@ -116,6 +116,11 @@ enum Command {
         /// the ablation shows what positions do to the scores); the JSON says "no_rope": true.
         #[arg(long)]
         no_rope: bool,
+        /// Leave out QK-norm (Qwen3, Gemma 3: each query and key head as projected, not through
+        /// its RMSNorm; the ablation shows how far the norm keeps the scores in range); the JSON
+        /// says "no_qk_norm": true.
+        #[arg(long)]
+        no_qk_norm: bool,
         /// Include every layer's output [L+1][T][D], the embeddings' first (HF's
         /// output_hidden_states).
         #[arg(long)]
@@ -231,6 +236,7 @@ pub fn main() -> ExitCode {
             heads,
             no_scale,
             no_rope,
+            no_qk_norm,
             hidden_states,
             layer_trace,
             cross_attention,
@@ -258,6 +264,7 @@ pub fn main() -> ExitCode {
                 next_logits: false,
                 decoder_trace: None,
                 no_rope,
+                no_qk_norm,
                 attention: match heads {
                     Some(_) => AttentionKept::QueriesKeys,
                     None => AttentionKept::Probabilities,
@@ -488,6 +495,7 @@ fn attention(
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     report.scale = opts.scale;
     report.no_rope = opts.no_rope;
+    report.no_qk_norm = opts.no_qk_norm;
     if let (Some(layer), Some(second)) = (cross_attention, pair) {
         for (item, first) in report.results.iter_mut().zip(texts) {
             item.cross_attention = Some(attnscope::analysis::cross_attention(

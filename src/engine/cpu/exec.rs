@@ -364,6 +364,9 @@ impl Ops for CpuOps<'_> {
     }
 
     fn norm_heads(&mut self, x: &CpuX, heads: usize, ln: &Norm) -> Result<CpuX> {
+        if self.opts.no_qk_norm {
+            return Ok(x.clone()); // the ablation: the heads as projected
+        }
         Ok(CpuX::new(norm_heads(x.view(), heads, ln)?))
     }
 

@@ -464,6 +464,9 @@ impl Ops for Recorder<'_> {
     }
 
     fn norm_heads(&mut self, x: &GpuX, heads: usize, ln: &Norm) -> Result<GpuX> {
+        if self.opts.no_qk_norm {
+            return Ok(x.clone()); // the ablation: the heads as projected
+        }
         let gln = self.params.norm(&self.kernels.dev, ln);
         if heads == 0 || x.cols != heads as u32 * gln.dim {
             return Err(Error::Shape {

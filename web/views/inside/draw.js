@@ -87,7 +87,9 @@ export function begin(target, key) {
 }
 
 export function part(parent, cls, tag = 'div') {
-  let el = parent.querySelector(`:scope > ${tag}.${cls}`);
+  // every class it is made with (`'inside-row inside-eq'`: an element with both), so a second
+  // draw finds the element the first made
+  let el = parent.querySelector(`:scope > ${tag}${cls.split(/\s+/).map((c) => `.${c}`).join('')}`);
   if (!el) { el = document.createElement(tag); el.className = cls; parent.append(el); }
   return el;
 }

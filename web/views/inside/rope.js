@@ -41,6 +41,17 @@ export function scalingWords(rope) {
   }
 }
 
+/** Where a model's layers turn by different bases (Gemma 3's sliding and global layers): each
+ *  base and its layers, and which layer `layer` is; '' where every layer has one base. */
+export function bases(arch, layer) {
+  const by = new Map();
+  (arch?.layers ?? []).forEach((l, i) => { if (l.rotary) by.set(l.rotary.theta, [...(by.get(l.rotary.theta) ?? []), i]); });
+  if (by.size < 2) return '';
+  const kind = (ls) => (ls.every((i) => arch.layers[i].attention === 'sliding') ? 'sliding' : ls.every((i) => arch.layers[i].attention === 'global') ? 'global' : '');
+  const list = [...by].map(([theta, ls]) => `θ = ${theta.toLocaleString('en')} in its ${kind(ls) ? `${kind(ls)} ` : ''}layers (${ls.join(', ')})`);
+  return `${by.size === 2 ? " This model turns by two bases: " : ` This model turns by ${by.size} bases: `}${list.join(', and ')}; a global layer's larger base turns slower, so it tells apart positions further away. Layer ${layer} uses θ = ${arch.layers[layer].rotary.theta.toLocaleString('en')}.`;
+}
+
 /** `run`: the result contract; `opts`: {item, layer, head, sel, width, fontPx, modelInfo, noRope, onNoRope}. */
 export function render(target, run, opts) {
   const trace = run.traceOf(opts.item);
@@ -79,7 +90,7 @@ export function render(target, run, opts) {
   const banner = part(target, 'inside-banner', 'p');
   banner.hidden = !ablated;
   banner.textContent = 'Ablation on: no layer turns its queries and keys. A score no longer knows how far apart two tokens are (only the causal mask still says which come first); every view on this page shows this attention, not the model\'s.';
-  intro.textContent = `Rotary positions (RoPE, θ = ${theta}, head size d = ${d}): nothing is added to the embeddings. Instead, inside every layer, each query and key head is cut into ${half} pairs of dimensions (i, i + ${half}), and the pair at position p is turned by the angle p·θᵢ, θᵢ = ${theta}^(−2i/${d}).${scalingWords(rope)} Pair 0 turns ${num(inv[0], 4)} radian a position; pair ${half - 1} turns ${num(inv[half - 1], 6)}. Turning both by their own positions leaves a dot product that depends only on their distance: R(m)q · R(n)k = q · R(n − m)k. Query head ${h} reads key/value head ${g}${kv < H ? ` (shared by ${H / kv} query heads)` : ''}.`;
+  intro.textContent = `Rotary positions (RoPE, θ = ${theta}, head size d = ${d}): nothing is added to the embeddings. Instead, inside every layer, each query and key head is cut into ${half} pairs of dimensions (i, i + ${half}), and the pair at position p is turned by the angle p·θᵢ, θᵢ = ${theta}^(−2i/${d}).${scalingWords(rope)} Pair 0 turns ${num(inv[0], 4)} radian a position; pair ${half - 1} turns ${num(inv[half - 1], 6)}. Turning both by their own positions leaves a dot product that depends only on their distance: R(m)q · R(n)k = q · R(n − m)k. Query head ${h} reads key/value head ${g}${kv < H ? ` (shared by ${H / kv} query heads)` : ''}.${bases(arch, layer)}`;
   tokenPicker(target, target, tokens.slice(0, rows), p, Number.isInteger(opts.sel?.[0]), () => render(target, run, opts));
 
   // 1 · the angles at position p, every pair; the fastest and slowest pair of the real query
