@@ -11,13 +11,37 @@ let server, browser, hostile;
 const TINY = path.join(ROOT, 'tests/fixtures/models/tiny-bert');
 const tinyFile = (f) => readFileSync(path.join(TINY, f));
 
-/** A server of bad answers: /CASE/{config.json, model.safetensors, tokenizer.json}. */
+/** A GGUF file's header: version 3, no tensors, `general.architecture` = `arch`. */
+function ggufHeader(arch) {
+  const str = (s) => { const b = Buffer.from(s, 'utf8'), n = Buffer.alloc(8); n.writeBigUInt64LE(BigInt(b.length)); return Buffer.concat([n, b]); };
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
+  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return b; };
+  return Buffer.concat([Buffer.from('GGUF'), u32(3), u64(0), u64(1), str('general.architecture'), u32(8), str(arch)]);
+}
+
+/** A server of bad answers: /CASE/{config.json, model.safetensors, tokenizer.json}, and
+ *  /gguf/relabelled.gguf (an architecture no family runs, then 1 GiB, announced). */
 function hostileServer() {
   const weights = tinyFile('model.safetensors');
   const open = new Set();
   const srv = http.createServer((req, res) => {
     const [, kase, file] = req.url.split('/');
     res.setHeader('Access-Control-Allow-Origin', '*');
+    if (kase === 'gguf') { // the header, then zeros until the reader stops: what it read is counted
+      const head = ggufHeader('gemmax'), chunk = Buffer.alloc(1 << 20), total = head.length + 1024 * chunk.length;
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': total });
+      res.write(head);
+      srv.ggufSent = head.length;
+      const more = () => { // every chunk handed to the socket counted, one more only once it drained
+        while (srv.ggufSent < total) {
+          srv.ggufSent += chunk.length;
+          if (!res.write(chunk)) return res.once('drain', more);
+        }
+        return res.end();
+      };
+      res.on('close', () => res.removeAllListeners('drain'));
+      return more();
+    }
     const real = () => { res.writeHead(200, { 'Content-Type': 'application/octet-stream' }); res.end(tinyFile(file)); };
     if (file !== 'model.safetensors' && kase !== 'html' && kase !== 'missing') return real();
     switch (kase) {
@@ -45,6 +69,7 @@ function hostileServer() {
   });
   return new Promise((resolve) => srv.listen(0, '127.0.0.1', () => resolve({
     url: `http://127.0.0.1:${srv.address().port}/`,
+    ggufSent: () => srv.ggufSent ?? 0,
     stop: () => { for (const r of open) r.socket?.destroy(); srv.close(); },
   })));
 }
@@ -91,6 +116,18 @@ test('hostile model URLs: a readable error each, the tab responsive, the previou
     await page.fill('#sentence', 'back again');
     await resultFor(page, '[CLS] back again [SEP]');
   }
+  // a GGUF file of an architecture no family runs: refused by its header, named, long before
+  // its 1 GiB arrive (the page reads its first 16 MiB, then stops)
+  await page.fill('#model-url', `${hostile.url}gguf/relabelled.gguf`);
+  await page.click('#load-url');
+  await page.waitForFunction(() => /gemmax/.test(document.getElementById('error').textContent), null, { timeout: 60000 });
+  const err = await page.textContent('#error');
+  assert.match(err, /relabelled\.gguf: invalid config: general\.architecture "gemmax" is not supported/, err);
+  await new Promise((r) => setTimeout(r, 500));
+  const sent = hostile.ggufSent();
+  console.log(`# a refused GGUF file: ${(sent / 2 ** 20).toFixed(1)} MiB of its 1,024 MiB sent before the page stopped it`);
+  assert.ok(sent < 64 * 2 ** 20, `the page read ${sent} bytes of a file its header refuses`);
+  await stillWorks(page);
   // a server that never answers: a progress bar with a cancel button, and the tab responsive
   await page.fill('#model-url', `${hostile.url}hang/`);
   await page.click('#load-url');
