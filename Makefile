@@ -19,7 +19,10 @@ lint-native:
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
 # The wasm32 code's lints come with its first build (LINT_WASM=1, below), and the browser test
-# reuses that build's dependencies (the same profile and flags).
+# reuses that build's dependencies (the same profile and flags). The runner gives the whole browser
+# test 20 s unless told: WEB_TEST_TIMEOUT is a guard against a hang (the suite takes ~20 s on
+# SwiftShader alone, more on a busy machine), not a measure of speed.
+WEB_TEST_TIMEOUT ?= 600
 test: setup lint-native
 	$(MAKE) --no-print-directory web wheel LINT_WASM=1
 	cargo test
@@ -27,7 +30,7 @@ test: setup lint-native
 	cd python && ../target/py/bin/python -m pytest -q
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(SIMD128_FLAGS) -D warnings" \
 		CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
-		WASM_BINDGEN_TEST_ONLY_WEB=1 cargo test --release --target $(WASM) --test web
+		WASM_BINDGEN_TEST_ONLY_WEB=1 WASM_BINDGEN_TEST_TIMEOUT=$(WEB_TEST_TIMEOUT) cargo test --release --target $(WASM) --test web
 	bash scripts/dist.sh
 	cd tests/e2e && npm test
 	$(MAKE) --no-print-directory fuzz-quick

@@ -660,11 +660,12 @@ fn quantized_gguf_models_run_in_wasm_as_hf_runs_them() {
 
 /// The same files on WebGPU, their matrices kept in their ggml types and multiplied and gathered
 /// from by `quant.wgsl` as the browser compiles it (Q4_K and Q5_0 in one file, Q6_K and Q8_0 in
-/// another, Q3_K and Q4_0, then Q2_K and Q4_0, in the last two): HF's attention, the CPU engine's
-/// in the same page, and the Q4_K file's greedy generation.
+/// another, Q5_K, Q3_K and Q2_K each beside the type its small matrices fall back to): HF's
+/// attention, the CPU engine's in the same page (each file's blocks through the wasm CPU
+/// engine too), and the Q4_K file's greedy generation.
 #[wasm_bindgen_test]
 async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
-    let files: [(&str, &[u8], &[u8]); 4] = [
+    let files: [(&str, &[u8], &[u8]); 5] = [
         (
             "tiny-llama-Q4_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf"),
@@ -674,6 +675,11 @@ async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
             "tiny-llama-Q6_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q6_K.gguf"),
             include_bytes!("fixtures/golden/llama_gguf_Q6_K.safetensors"),
+        ),
+        (
+            "tiny-llama-Q5_K.gguf",
+            include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q5_K.gguf"),
+            include_bytes!("fixtures/golden/llama_gguf_Q5_K.safetensors"),
         ),
         (
             "tiny-llama-Q3_K.gguf",
