@@ -163,9 +163,15 @@ pub fn gguf(data: &[u8]) {
     use attnscope::model::gguf::GgufFile;
     use attnscope::model::gguf_tokenizer::{GgufTokenizer, SentencePiece};
     use attnscope::model::quant::SharedBytes;
+    // a header read from the first bytes of a longer file (the page's and `from_path`'s way):
+    // each family's reading of its config from the metadata
+    if let Ok(head) = GgufFile::parse_header(data, data.len().saturating_mul(64), "fuzz.gguf") {
+        let _ = attnscope::families::read_gguf_config(&head);
+    }
     let Ok(file) = GgufFile::parse(data, "fuzz.gguf") else {
         return;
     };
+    let _ = attnscope::families::read_gguf_config(&file);
     // each way a family builds a SentencePiece vocabulary
     for sentencepiece in [SentencePiece::Llama, SentencePiece::Gemma] {
         if let Ok(t) = GgufTokenizer::from_gguf(&file, sentencepiece) {

@@ -79,7 +79,11 @@ def seeds():
                   for c, t, w in zip(configs[:len(MODELS)], tokenizers, weights[:len(MODELS)])],
         "forward": [bytes([flags]) + t for flags in range(8) for t in texts],
         "gguf": [read(os.path.join(ROOT, "tests/fixtures/gguf"), f)
-                 for f in ("blocks.gguf", "tokenizer-gpt2.gguf", "tokenizer-sentencepiece.gguf")],
+                 for f in ("blocks.gguf", "tokenizer-gpt2.gguf", "tokenizer-sentencepiece.gguf", "tokenizer-gemma.gguf")]
+        # the tiny Gemma 3's and Qwen3's headers (their config keys and vocabularies), cut before
+        # the tensors' data: the harness reads them as the first bytes of a longer file
+        + [read(os.path.join(ROOT, "tests/fixtures/models", f"tiny-{family}-gguf"), f"tiny-{family}-Q2_K.gguf")[:60000]
+           for family in ("gemma3", "qwen3")],
     }
 
 

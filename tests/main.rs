@@ -14,6 +14,7 @@ mod families;
 mod fuzz_regressions;
 mod gemma3;
 mod gguf;
+mod gguf_families;
 mod golden_cpu;
 mod golden_gpu;
 mod golden_heads;

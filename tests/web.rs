@@ -658,41 +658,63 @@ fn quantized_gguf_models_run_in_wasm_as_hf_runs_them() {
     }
 }
 
+/// The tiny Llama's text, and the tiny Gemma 3's and Qwen3's (tools/make_fixtures.py).
+const LLAMA_TEXT: &str = "time flies like an arrow";
+const FAMILY_TEXT: &str = "time flies like an arrow and fruit flies like a banana";
+
 /// The same files on WebGPU, their matrices kept in their ggml types and multiplied and gathered
 /// from by `quant.wgsl` as the browser compiles it (Q4_K and Q5_0 in one file, Q6_K and Q8_0 in
-/// another, Q5_K, Q3_K and Q2_K each beside the type its small matrices fall back to): HF's
-/// attention, the CPU engine's in the same page (each file's blocks through the wasm CPU
-/// engine too), and the Q4_K file's greedy generation.
+/// another, Q5_K, Q3_K and Q2_K each beside the type its small matrices fall back to), and a
+/// Gemma 3 (its SentencePiece vocabulary, its window crossed) and a Qwen3 from GGUF: HF's
+/// attention on WebGPU and on the CPU engine in the same page, and the Q4_K file's greedy
+/// generation.
 #[wasm_bindgen_test]
 async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
-    let files: [(&str, &[u8], &[u8]); 5] = [
+    let files: [(&str, &[u8], &[u8], &str); 7] = [
         (
             "tiny-llama-Q4_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q4_K.gguf"),
             include_bytes!("fixtures/golden/llama_gguf_Q4_K.safetensors"),
+            LLAMA_TEXT,
         ),
         (
             "tiny-llama-Q6_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q6_K.gguf"),
             include_bytes!("fixtures/golden/llama_gguf_Q6_K.safetensors"),
+            LLAMA_TEXT,
         ),
         (
             "tiny-llama-Q5_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q5_K.gguf"),
             include_bytes!("fixtures/golden/llama_gguf_Q5_K.safetensors"),
+            LLAMA_TEXT,
         ),
         (
             "tiny-llama-Q3_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q3_K.gguf"),
             include_bytes!("fixtures/golden/llama_gguf_Q3_K.safetensors"),
+            LLAMA_TEXT,
         ),
         (
             "tiny-llama-Q2_K.gguf",
             include_bytes!("fixtures/models/tiny-llama-gguf/tiny-llama-Q2_K.gguf"),
             include_bytes!("fixtures/golden/llama_gguf_Q2_K.safetensors"),
+            LLAMA_TEXT,
+        ),
+        (
+            "tiny-gemma3-Q4_K.gguf",
+            include_bytes!("fixtures/models/tiny-gemma3-gguf/tiny-gemma3-Q4_K.gguf"),
+            include_bytes!("fixtures/golden/gemma3_gguf_Q4_K.safetensors"),
+            FAMILY_TEXT,
+        ),
+        (
+            "tiny-qwen3-Q2_K.gguf",
+            include_bytes!("fixtures/models/tiny-qwen3-gguf/tiny-qwen3-Q2_K.gguf"),
+            include_bytes!("fixtures/golden/qwen3_gguf_Q2_K.safetensors"),
+            FAMILY_TEXT,
         ),
     ];
-    for (name, bytes, golden) in files {
+    for (name, bytes, golden, text) in files {
         let file = attnscope::model::WeightsFile::from_bytes(bytes, name).unwrap();
         let m = Model::from_gguf(name, &file).unwrap();
         let gpu = GpuEngine::new(GpuDevice::acquire().await.unwrap(), &m).unwrap();
@@ -700,9 +722,13 @@ async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
             lm_logits: true,
             ..TraceOptions::default()
         };
-        let (g, c) = causal_on_both(&m, &gpu, &["time flies like an arrow"], &opts).await;
+        let (g, c) = causal_on_both(&m, &gpu, &[text], &opts).await;
         let att_hf = max_abs_diff(
             &g.attention.clone().into_dyn(),
+            &tensor(golden, "attention"),
+        );
+        let cpu_hf = max_abs_diff(
+            &c.attention.clone().into_dyn(),
             &tensor(golden, "attention"),
         );
         let att_cpu = max_abs_diff(&g.attention.into_dyn(), &c.attention.into_dyn());
@@ -712,16 +738,25 @@ async fn quantized_gguf_models_run_on_webgpu_as_on_the_cpu() {
         );
         web_sys::console::log_1(
             &format!(
-                "{name} on WebGPU: attention vs HF {att_hf:.2e}, vs CPU {att_cpu:.2e}, LM \
-                 logits vs CPU {logits_cpu:.2e}; {} bytes of parameters on the GPU",
+                "{name} on WebGPU: attention vs HF {att_hf:.2e}, vs CPU {att_cpu:.2e} (the CPU \
+                 vs HF {cpu_hf:.2e}), LM logits vs CPU {logits_cpu:.2e}; {} bytes of parameters \
+                 on the GPU",
                 gpu.parameter_bytes().unwrap()
             )
             .into(),
         );
-        assert!(att_hf <= 1e-4 && att_cpu <= 1e-5 && logits_cpu <= 1e-4);
-        if name.contains("Q4_K") {
-            let (prompt, output, opts) =
-                generate_case(include_str!("fixtures/golden/llama_gguf_generate.json"));
+        assert!(att_hf <= 1e-4 && cpu_hf <= 1e-4 && att_cpu <= 1e-5 && logits_cpu <= 1e-4);
+        let generation = match name {
+            "tiny-llama-Q4_K.gguf" => {
+                Some(include_str!("fixtures/golden/llama_gguf_generate.json"))
+            }
+            "tiny-gemma3-Q4_K.gguf" => {
+                Some(include_str!("fixtures/golden/gemma3_gguf_generate.json"))
+            }
+            _ => None,
+        };
+        if let Some(json) = generation {
+            let (prompt, output, opts) = generate_case(json);
             let gg = gpu.generate(&m, &prompt, &opts).await.unwrap();
             assert_eq!(gg.output_ids, output, "{name} on WebGPU: greedy ids");
         }

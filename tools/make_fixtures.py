@@ -1339,6 +1339,206 @@ def tiny_llama_gguf(src_dir, model, tok, qtypes=None):
                                      add_generation_prompt=True))
 
 
+# The GGUF types the tiny Gemma 3 and Qwen3 are written in (Q4_K's small matrices fall back to
+# Q5_0, Q6_K's to Q8_0, as llama-quantize's do; their widths are 256 so that every matrix is a
+# K-quant's where it can be).
+FAMILY_GGUF_TYPES = ["Q8_0", "Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K"]
+FAMILY_GGUF_TEXT = "time flies like an arrow and fruit flies like a banana"
+
+
+class HfTokens:
+    """A transformers tokenizer (one HF builds from a GGUF file) with the `tokenizers` methods
+    family_case and generate_case call: encode, encode_batch, id_to_token."""
+    def __init__(self, hf):
+        self.hf = hf
+
+    def encode(self, text):
+        import types
+        ids = self.hf(text).input_ids
+        return types.SimpleNamespace(ids=ids, tokens=self.hf.convert_ids_to_tokens(ids))
+
+    def encode_batch(self, texts):
+        return [self.encode(t) for t in texts]
+
+    def id_to_token(self, i):
+        return self.hf.convert_ids_to_tokens(i)
+
+
+def write_family_gguf(path, arch, model, tokenizer, names, qtype, norm_shift=0.0, extra=None):
+    """`model`'s weights as llama.cpp's convert_hf_to_gguf.py writes an `arch` model (no rotary
+    permutation: Gemma 3's and Qwen3's heads stay in HF's order; every norm + `norm_shift`, Gemma's
+    1), then `llama-quantize --pure`: every matrix in `qtype` or its fallback, vectors F32.
+    `tokenizer(w)` writes the vocabulary; `names`: [(HF key, GGUF key)]; `extra(w)` the family's
+    own keys. Returns {tensor name: GGML type name}."""
+    import gguf
+    import numpy as np
+    cfg = model.config
+    w = gguf.GGUFWriter(path, arch)
+    w.add_type("model")
+    w.add_name(os.path.splitext(os.path.basename(path))[0])
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_file_type(gguf.LlamaFileType[GGUF_TYPES[qtype][1]])
+    w.add_vocab_size(cfg.vocab_size)
+    if extra:
+        extra(w)
+    tokenizer(w)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    state = {k: v.float().numpy() for k, v in model.state_dict().items()}
+    assert {hf for hf, _ in names} == set(state) - {"lm_head.weight"}, set(state) ^ {hf for hf, _ in names}
+    types = {}
+    for hf, name in names:
+        x = state[hf]
+        if x.ndim == 1:
+            data, t = (x + (norm_shift if hf.endswith("norm.weight") else 0.0)).astype(np.float32), gguf.GGMLQuantizationType.F32
+        else:
+            data, t = gguf_encode(x, qtype)
+        w.add_tensor(name, data, raw_dtype=t)
+        types[name] = t.name
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return types
+
+
+def layer_names(n, own):
+    """[(HF key, GGUF key)] of `n` decoder layers: the attention and gated feed-forward every
+    family shares, QK-norm, and `own` [(HF suffix, GGUF suffix)] (its norms)."""
+    names = [("model.embed_tokens.weight", "token_embd.weight"), ("model.norm.weight", "output_norm.weight")]
+    shared = [("self_attn.q_proj.weight", "attn_q.weight"), ("self_attn.k_proj.weight", "attn_k.weight"),
+              ("self_attn.v_proj.weight", "attn_v.weight"), ("self_attn.o_proj.weight", "attn_output.weight"),
+              ("self_attn.q_norm.weight", "attn_q_norm.weight"), ("self_attn.k_norm.weight", "attn_k_norm.weight"),
+              ("mlp.gate_proj.weight", "ffn_gate.weight"), ("mlp.up_proj.weight", "ffn_up.weight"),
+              ("mlp.down_proj.weight", "ffn_down.weight")]
+    for i in range(n):
+        names += [(f"model.layers.{i}.{hf}", f"blk.{i}.{g}") for hf, g in shared + own]
+    return names
+
+
+@torch.no_grad()
+def tiny_family_ggufs(qtypes=None):
+    """`--only family-gguf`: a tiny random Gemma 3 (six layers, five local with a window of 5 and
+    θ 10,000, one global with θ 1,000,000; tests/fixtures/gguf/tokenizer-gemma.gguf's SentencePiece
+    vocabulary) and Qwen3 (QK-norm, tied, tiny-llama's byte-level BPE as `qwen2`), each written in
+    every FAMILY_GGUF_TYPES type as convert_hf_to_gguf.py and llama-quantize write them, and HF's
+    reference from each file alone (transformers dequantizes it and rebuilds its config and
+    tokenizer): tests/fixtures/models/tiny-{gemma3,qwen3}-gguf/, golden {gemma3,qwen3}_gguf_<type>
+    and, from the Q4_K files, a greedy generation."""
+    import gguf
+    from transformers import (AutoModelForCausalLM, AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig,
+                              Qwen3Config, Qwen3ForCausalLM)
+    sp = gguf.GGUFReader(os.path.join(ROOT, "tests", "fixtures", "gguf", "tokenizer-gemma.gguf"))
+    field = lambda k: sp.fields[k].contents()
+
+    def gemma_tokenizer(w):
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(field("tokenizer.ggml.tokens"))
+        w.add_token_scores(field("tokenizer.ggml.scores"))
+        w.add_token_types(field("tokenizer.ggml.token_type"))
+        for k, add in [("bos_token_id", w.add_bos_token_id), ("eos_token_id", w.add_eos_token_id),
+                       ("unknown_token_id", w.add_unk_token_id), ("padding_token_id", w.add_pad_token_id)]:
+            add(field(f"tokenizer.ggml.{k}"))
+        w.add_add_bos_token(True)
+        w.add_add_eos_token(False)
+
+    spec = json.load(open(os.path.join(MODELS, "tiny-llama", "tokenizer.json")))
+    vocab = spec["model"]["vocab"]
+    bpe_tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        bpe_tokens[i] = t
+    special = {a["content"] for a in spec["added_tokens"] if a["special"]}
+
+    def qwen_tokenizer(w):
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("qwen2")
+        w.add_token_list(bpe_tokens)
+        w.add_token_types([gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in bpe_tokens])
+        w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]])
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_pad_token_id(2)
+        w.add_add_bos_token(False)
+        w.add_chat_template(CHATML_TEMPLATE)
+
+    n_gemma = len(field("tokenizer.ggml.tokens"))
+    torch.manual_seed(61)
+    gemma = Gemma3ForCausalLM(Gemma3TextConfig(
+        vocab_size=n_gemma, hidden_size=256, intermediate_size=256, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, max_position_embeddings=64, rms_norm_eps=1e-6, sliding_window=V5_WINDOW,
+        query_pre_attn_scalar=256, initializer_range=0.05, pad_token_id=0, bos_token_id=2, eos_token_id=1,
+        rope_parameters=dict(sliding_attention=dict(rope_type="default", rope_theta=10000.0),
+                             full_attention=dict(rope_type="default", rope_theta=1000000.0)),
+        attn_implementation="eager")).eval()
+    spread_1d(gemma, 0.0)
+    round_to(gemma, torch.float16)
+    torch.manual_seed(62)
+    qwen = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=len(vocab), hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=128, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=True,
+        initializer_range=0.05, pad_token_id=2, bos_token_id=1, eos_token_id=2,
+        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), attn_implementation="eager")).eval()
+    spread_1d(qwen, 0.0)
+    round_to(qwen, torch.float16)
+    families = [
+        ("gemma3", gemma, gemma_tokenizer, layer_names(6, [
+            ("input_layernorm.weight", "attn_norm.weight"), ("post_attention_layernorm.weight", "post_attention_norm.weight"),
+            ("pre_feedforward_layernorm.weight", "ffn_norm.weight"), ("post_feedforward_layernorm.weight", "post_ffw_norm.weight")]),
+         1.0, lambda w: (w.add_rope_freq_base(1000000.0), w.add_sliding_window(V5_WINDOW)), "Gemma3ForCausalLM"),
+        ("qwen3", qwen, qwen_tokenizer, layer_names(2, [
+            ("input_layernorm.weight", "attn_norm.weight"), ("post_attention_layernorm.weight", "ffn_norm.weight")]),
+         0.0, lambda w: w.add_rope_freq_base(1000000.0), "Qwen3ForCausalLM"),
+    ]
+    for family, model, tokenizer, names, shift, extra, cls in families:
+        d = os.path.join(MODELS, f"tiny-{family}-gguf")
+        os.makedirs(d, exist_ok=True)
+        # first the file in F16, the model's own precision: HF reads back the very model
+        check = os.path.join(d, "check-F16.gguf")
+        write_family_gguf(check, family, model, tokenizer, names, "F16", shift, extra)
+        again = AutoModelForCausalLM.from_pretrained(d, gguf_file="check-F16.gguf", attn_implementation="eager",
+                                                     dtype=torch.float32).eval()
+        probe = torch.tensor([HfTokens(AutoTokenizer.from_pretrained(d, gguf_file="check-F16.gguf")).encode(FAMILY_GGUF_TEXT).ids])
+        diff = float((again(probe).logits - model(probe).logits).abs().max())
+        os.remove(check)
+        assert diff < 1e-4, f"{family}: the F16 GGUF does not give the model's logits ({diff})"
+        for qtype in qtypes or FAMILY_GGUF_TYPES:
+            name = f"tiny-{family}-{qtype}.gguf"
+            types = write_family_gguf(os.path.join(d, name), family, model, tokenizer, names, qtype, shift, extra)
+            tok = HfTokens(AutoTokenizer.from_pretrained(d, gguf_file=name))
+            ids = tok.encode(FAMILY_GGUF_TEXT).ids
+            gm = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
+                                                      dtype=torch.float32).eval()
+            c = gm.config
+            assert type(gm).__name__ == cls and c.head_dim == model.config.head_dim and c.tie_word_embeddings, \
+                (type(gm).__name__, c.head_dim, c.tie_word_embeddings)
+            if family == "gemma3":
+                assert c.layer_types == ["sliding_attention"] * 5 + ["full_attention"] and c.sliding_window == V5_WINDOW, c
+                assert c.query_pre_attn_scalar == model.config.query_pre_attn_scalar, c.query_pre_attn_scalar
+            probe = torch.tensor([ids])
+            diff = float((gm(probe).logits - model(probe).logits).abs().max())
+            print(f"  {name}: {os.path.getsize(os.path.join(d, name))} bytes, {len(ids)} tokens, logits differ from "
+                  f"the f16 model by {diff:.3g}; types {sorted(set(types.values()))}")
+            meta = dict(gguf_file=f"tiny-{family}-gguf/{name}", gguf_type=qtype, gguf_tokenizer_ids=[ids],
+                        tensor_types=types)
+            probs = lambda out: dict(next_token_probs=F.softmax(out.logits, dim=-1))
+            att, valid = family_case(f"{family}_gguf_{qtype}", f"tiny-{family}-gguf", c.model_type,
+                                     dict(texts=[FAMILY_GGUF_TEXT], mask="causal"), tok, gm, c.pad_token_id, probs,
+                                     extra=meta)
+            check_causal(att, valid)
+            if qtype == "Q4_K":
+                prompt = "time flies like"
+                generate_case(f"{family}_gguf_generate", f"tiny-{family}-gguf", c.model_type, tok, gm, prompt,
+                              extra=dict(meta, gguf_tokenizer_ids=[tok.encode(prompt).ids]))
+
+
 SMOLLM2_PROMPTS = ["The capital of France is", "Attention lets every word look at the others"]
 
 
@@ -1837,7 +2037,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "v5-ablations", "gemma"]
+              "llama-wide", "llama-gguf", "v5", "v5-ablations", "family-gguf", "gemma"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -1868,6 +2068,8 @@ def main():
         transformers5()
     if "v5-ablations" in only:
         v5_no_qk_norm()
+    if "family-gguf" in only:
+        tiny_family_ggufs()
     if "gemma" in only:
         gemma3_270m()
     if "llama" in only:
