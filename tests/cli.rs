@@ -943,3 +943,92 @@ fn flatten(v: &Value) -> Vec<f32> {
         None => vec![v.as_f64().unwrap() as f32],
     }
 }
+
+/// A GGUF header of version 3 with no tensors and these string keys.
+fn gguf_header(kvs: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend((kvs.len() as u64).to_le_bytes());
+    let string = |b: &mut Vec<u8>, s: &str| {
+        b.extend((s.len() as u64).to_le_bytes());
+        b.extend(s.as_bytes());
+    };
+    for (k, v) in kvs {
+        string(&mut b, k);
+        b.extend(8u32.to_le_bytes()); // a string
+        string(&mut b, v);
+    }
+    b
+}
+
+/// The CLI on `args`: its exit code, stderr and peak resident memory in KiB (this child's alone:
+/// `wait4` on its pid).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which std's `wait` would not let read its usage
+fn attnscope_rss(args: &[&str]) -> (i32, String, i64) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_attnscope"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    (libc::WEXITSTATUS(status), err, usage.ru_maxrss)
+}
+
+#[test]
+fn a_refused_or_hostile_gguf_file_of_a_gib_is_refused_from_its_header_in_little_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // an architecture no family runs, then 1 GiB (sparse: no disk taken)
+        (
+            "relabelled.gguf",
+            gguf_header(&[("general.architecture", "gemmax")]),
+            "general.architecture \"gemmax\" is not supported",
+        ),
+        // a header that claims a 2 GiB string
+        (
+            "hostile.gguf",
+            {
+                let mut b = gguf_header(&[]);
+                b[16..24].copy_from_slice(&1u64.to_le_bytes());
+                b.extend(20u64.to_le_bytes());
+                b.extend(b"general.architecture");
+                b.extend(8u32.to_le_bytes());
+                b.extend((2u64 << 30).to_le_bytes());
+                b
+            },
+            "hostile.gguf",
+        ),
+    ];
+    for (name, head, want) in cases {
+        let path = dir.path().join(name);
+        let f = std::fs::File::create(&path).unwrap();
+        use std::io::Write;
+        (&f).write_all(&head).unwrap();
+        f.set_len(1 << 30).unwrap();
+        let (code, err, rss_kib) =
+            attnscope_rss(&["attention", "--model", path.to_str().unwrap(), "--", "hi"]);
+        eprintln!(
+            "{name}: exit {code}, peak RSS {:.1} MiB: {}",
+            rss_kib as f64 / 1024.0,
+            err.trim()
+        );
+        assert_ne!(code, 0, "{name}");
+        assert!(err.contains(want), "{name}: {err}");
+        assert!(
+            rss_kib < 64 * 1024,
+            "{name}: peak RSS {rss_kib} KiB reading a refused 1 GiB file"
+        );
+    }
+}
