@@ -116,7 +116,7 @@ test('the field loads on Enter and on its button; each way a Hub model fails is 
     ['acme/html-weights', `^acme/html-weights on the Hub: the server answered with an HTML page, not model\\.safetensors: ${url('acme/html-weights', 'model.safetensors')}`],
     ['acme/html-body', `^acme/html-body on the Hub: the server answered with an HTML page, not model\\.safetensors: ${url('acme/html-body', 'model.safetensors')}`],
     ['acme/big-config', `^acme/big-config on the Hub: config\\.json: the server announces 1\\.5 MB, over the page's limit of 1\\.0 MB: ${url('acme/big-config', 'config.json')}`],
-    ['acme/t5-model', '^Could not load acme/t5-model/config\\.json: invalid config: model_type "t5" is not supported \\(supported: bert, roberta \\(xlm-roberta, camembert\\), distilbert, gpt2, marian, llama, mistral, qwen2\\)'],
+    ['acme/t5-model', '^Could not load acme/t5-model/config\\.json: invalid config: model_type "t5" is not supported \\(supported: bert, roberta, xlm-roberta, camembert, distilbert, gpt2, marian, llama, mistral, qwen2, qwen3, gemma3_text\\)'],
     ['acme/../etc', '^"acme/\\.\\./etc" is not a Hugging Face Hub model id: owner/name or name, of letters, digits, "-", "_" and "\\." \\(no "\\.\\."\\)'],
     ['a/b/c', '^"a/b/c" is not a Hugging Face Hub model id'],
     ['acme/<b>x</b>', '^"acme/<b>x</b>" is not a Hugging Face Hub model id'],
