@@ -183,16 +183,19 @@ class Page:
         code = re.sub(r"</(script)", r"<\\/\1", front_end(), flags=re.IGNORECASE)
         attrs = json.dumps({k: str(v) for k, v in self.attributes.items()}).replace("</", "<\\/")
         # the element made with its data, then placed: where the page already defines
-        # <attn-scope> (a notebook's widget did), one placed bare would start on its default model
+        # <attn-scope> (a notebook's widget did), one placed bare would start on its default model.
+        # In a block of its own: the minified module's top-level names are any short names
         return (
             f'<div class="attnscope-page" id="{tag}"></div>\n'
             f'<script type="module">\n{code}\n'
+            "{\n"
             f"const b64 = {json.dumps(payload)};\n"
             "const bytes = Uint8Array.fromBase64 ? Uint8Array.fromBase64(b64) : Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));\n"
             "const el = document.createElement('attn-scope');\n"
             f"for (const [k, v] of Object.entries({attrs})) el.setAttribute(k, v);\n"
             "el.data = bytes;\n"
             f"document.getElementById({json.dumps(tag)}).append(el);\n"
+            "}\n"
             "</script>\n"
         )
 
