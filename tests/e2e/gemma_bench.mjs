@@ -43,7 +43,7 @@ try {
   await page.close();
 
   // 2. a 2,048-token prompt, the window panel open
-  const long = promptOf(1900);
+  const long = promptOf(1935);
   const p2 = await openPage(browser, `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=hello&e=cpu&l=0&inside=window`, { width: 1280, height: 900 });
   if (await ready(p2.page)) throw new Error('the page did not load Gemma 3');
   const t1 = performance.now();
