@@ -268,15 +268,10 @@ impl fmt::Debug for QuantMatrix {
     }
 }
 
-/// Whether a matrix–vector product of `ty` has a hand-written kernel (`x86.rs`, `simd128.rs`):
-/// the 32-value block types. The others go through the portable loop.
-#[cfg_attr(
-    not(any(
-        target_arch = "x86_64",
-        all(target_arch = "wasm32", target_feature = "simd128")
-    )),
-    allow(dead_code)
-)]
+/// Whether a matrix–vector product of `ty` has a WebAssembly SIMD kernel (`simd128.rs`): the
+/// 32-value block types of `Q4_0` and `Q4_1` files. The others go through the portable loop.
+/// (x86-64's kernels read more: [`x86::reads`].)
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 fn has_kernel(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
 }
@@ -449,9 +444,13 @@ impl QuantMatrix {
             .collect();
         let (data, row_bytes) = (self.data(), self.row_bytes);
         let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
-        // the x86-64 kernel for the 32-value block types, where the CPU runs one
+        // the x86-64 kernel for `ty`, where the CPU runs one
         #[cfg(target_arch = "x86_64")]
         let kernel = x86::Kernel::best(self.ty);
+        #[cfg(target_arch = "x86_64")]
+        let x86_reads = kernel.is_some();
+        #[cfg(not(target_arch = "x86_64"))]
+        let x86_reads = false;
         // a few tasks per thread, none too small to be worth handing over
         let per_row = (n * cols).max(1);
         let chunk = TASK_MIN_WORK
@@ -476,11 +475,13 @@ impl QuantMatrix {
                         #[inline(always)]
                         || {
                             let rows = &data[c * chunk * row_bytes..][..out.ncols() * row_bytes];
-                            // 32-value blocks four weight rows at a time, each x read once
-                            // for the four (the K-quants' longer blocks gain nothing by it)
-                            let together = match self.ty.block_len() {
-                                32 => rows.len() / (ROWS_TOGETHER * row_bytes),
-                                _ => 0,
+                            // four weight rows at a time: 32-value blocks read each x once
+                            // for the four; the x86 kernels of the K-quants take them in turn
+                            // (the portable K-quant loops, one row at a time, gain nothing)
+                            let together = if self.ty.block_len() == 32 || x86_reads {
+                                rows.len() / (ROWS_TOGETHER * row_bytes)
+                            } else {
+                                0
                             };
                             let (fours, rest) = rows.split_at(together * ROWS_TOGETHER * row_bytes);
                             for (f, w) in fours.chunks_exact(ROWS_TOGETHER * row_bytes).enumerate()
@@ -1477,13 +1478,13 @@ mod tests {
             .into_iter()
             .filter(|&ty| x86::Kernel::best(ty).is_some())
         {
-            let cols = 32 * 9;
+            let cols = 256 * 3;
             let m = matrix(ty, ROWS_TOGETHER, cols, 11 + ty.code() as u64);
             let x = x(1, cols);
             let x = x.as_slice().unwrap();
             let sums: Vec<f32> = x.chunks_exact(32).map(|r| r.iter().sum()).collect();
             let rows: [&[u8]; ROWS_TOGETHER] = std::array::from_fn(|r| m.row_data(r));
-            let want = dot_32s(ty, rows, x, &sums);
+            let want = rows.map(|w| dot_row(ty, w, x, &sums, &mut []));
             for &k in &kernels {
                 // SAFETY: `available` found it on this CPU
                 let got = unsafe { x86::dot_rows(k, ty, rows, x, &sums) };

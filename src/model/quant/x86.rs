@@ -1,13 +1,14 @@
-//! The matrix–vector product's inner loop for the 32-value block types, written for x86-64's
-//! vector units (AVX-512, or AVX2) with F16C: the portable loop ([`super::dot_blocks`]) converts
-//! each block's `f16` scales in integer operations and leaves LLVM to schedule the rest, which
-//! costs it about twice the instructions of the arithmetic itself. Here a block of one weight
-//! row is a 16-byte load, its integers widened and converted in registers, multiplied by `x` and
-//! added into the row's lanes with the block's scale (`vcvtph2ps`) in fused multiply-adds, while
-//! the next group of rows is prefetched.
+//! The matrix–vector product's inner loop for the block types common files hold (see [`reads`]),
+//! written for x86-64's vector units (AVX-512, or AVX2) with F16C: the portable loops
+//! ([`super::dot_blocks`], [`super::dot_q4_k`], [`super::dot_q6_k`]) convert each block's `f16`
+//! scales in integer operations, unpack bits value by value and leave LLVM to schedule the rest,
+//! which costs them two to three times the instructions of the arithmetic itself. Here a block
+//! of one weight row is a few 16-byte loads, its integers widened, unpacked and converted in
+//! registers, multiplied by `x` and added into the row's lanes with the block's scale
+//! (`vcvtph2ps`) in fused multiply-adds.
 //!
-//! The products are the portable loop's (`d·Σ q·x + m·Σ x` per block) with the multiply-adds
-//! fused, so they differ from it in the last bits only.
+//! The products are the portable loops' (`d·Σ q·x + m·Σ x` per block or sub-block) with the
+//! multiply-adds fused, so they differ from them in the last bits only.
 
 use std::arch::x86_64::*;
 
@@ -26,7 +27,7 @@ impl Kernel {
     /// The widest kernel this CPU runs for blocks of `ty`, if any (detected once).
     pub(super) fn best(ty: GgmlType) -> Option<Kernel> {
         static BEST: std::sync::OnceLock<Option<Kernel>> = std::sync::OnceLock::new();
-        if !super::has_kernel(ty) {
+        if !reads(ty) {
             return None;
         }
         *BEST.get_or_init(|| Kernel::available().first().copied())
@@ -47,12 +48,27 @@ impl Kernel {
     }
 }
 
-/// `R` weight rows of `ty` ([`super::has_kernel`]) dotted with `x`, each value
-/// of `x` read once for them; `sums` holds `Σ x` of each run of 32 values of `x` (the offsets of
-/// `Q4_1` multiply them).
+/// Whether the kernels read blocks of `ty`: the 32-value types of `Q4_0` and `Q4_1` files and the
+/// K-quants of `Q4_K_M` files (`Q5_0`, `Q4_K`, `Q6_K` beside `Q8_0`).
+pub(super) fn reads(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q8_0
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q4_K
+            | GgmlType::Q6_K
+    )
+}
+
+/// `R` weight rows of `ty` ([`reads`]) dotted with `x`; `sums` holds `Σ x` of each run of 32
+/// values of `x` (the offsets of `Q4_1` and the mins of `Q4_K` multiply them). The 32-value types
+/// read each value of `x` once for the `R` rows; a K-quant's row of 256-value blocks takes one
+/// row at a time (its `x` stays in the first-level cache).
 ///
 /// # Shapes
-/// * `w`: `R × (cols / 32 · block_bytes,)`, `x`: `(cols,)`, `sums`: `(cols / 32,)` → `(R,)`
+/// * `w`: `R × (cols / block_len · block_bytes,)`, `x`: `(cols,)`, `sums`: `(cols / 32,)` → `(R,)`
 ///
 /// # Safety
 /// The CPU must run `kernel` (one of [`Kernel::available`]).
@@ -66,17 +82,29 @@ pub(super) unsafe fn dot_rows<const R: usize>(
     x: &[f32],
     sums: &[f32],
 ) -> [f32; R] {
-    let runs = x.len() / 32;
+    let blocks = x.len() / ty.block_len();
     for w in w {
-        assert!(w.len() >= runs * ty.block_bytes(), "{runs} blocks of {ty}");
+        assert!(
+            w.len() >= blocks * ty.block_bytes(),
+            "{blocks} blocks of {ty}"
+        );
     }
-    assert!(sums.len() >= runs);
+    assert!(sums.len() >= x.len() / 32);
     // SAFETY: the caller's CPU runs `kernel`; the lengths are checked above
     unsafe {
         match ty {
             GgmlType::Q8_0 => on::<blocks::Q8_0, R>(kernel, w, x, sums),
             GgmlType::Q4_0 => on::<blocks::Q4_0, R>(kernel, w, x, sums),
             GgmlType::Q4_1 => on::<blocks::Q4_1, R>(kernel, w, x, sums),
+            GgmlType::Q5_0 => on::<blocks::Q5_0, R>(kernel, w, x, sums),
+            GgmlType::Q4_K => w.map(|w| match kernel {
+                Kernel::Avx512 => q4_k_avx512(w, x, sums),
+                Kernel::Avx2 => q4_k_avx2(w, x, sums),
+            }),
+            GgmlType::Q6_K => w.map(|w| match kernel {
+                Kernel::Avx512 => q6_k_avx512(w, x),
+                Kernel::Avx2 => q6_k_avx2(w, x),
+            }),
             _ => panic!("no x86 kernel reads {ty}"),
         }
     }
@@ -93,6 +121,7 @@ mod blocks {
     pub(super) struct Q8_0;
     pub(super) struct Q4_0;
     pub(super) struct Q4_1;
+    pub(super) struct Q5_0;
     impl Block for Q8_0 {
         const TY: GgmlType = GgmlType::Q8_0;
     }
@@ -101,6 +130,9 @@ mod blocks {
     }
     impl Block for Q4_1 {
         const TY: GgmlType = GgmlType::Q4_1;
+    }
+    impl Block for Q5_0 {
+        const TY: GgmlType = GgmlType::Q5_0;
     }
 }
 use blocks::Block;
@@ -135,8 +167,16 @@ unsafe fn scales(b: *const u8) -> __m128 {
 fn values_at(ty: GgmlType) -> usize {
     match ty {
         GgmlType::Q4_1 => 4,
+        GgmlType::Q5_0 => 6,
         _ => 2,
     }
+}
+
+/// A `Q5_0` block's 32 fifth bits (`qh`, bit `j` for value `j`), at bytes 2–5.
+#[inline(always)]
+unsafe fn fifth_bits(b: *const u8) -> u32 {
+    // SAFETY: a `Q5_0` block is 22 bytes (the caller's)
+    unsafe { std::ptr::read_unaligned(b.add(2) as *const u32) }
 }
 
 #[target_feature(enable = "avx512f,f16c,fma")]
@@ -145,7 +185,11 @@ unsafe fn avx512<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32
     let (bytes, at) = (ty.block_bytes(), values_at(ty));
     let mut acc = [_mm512_setzero_ps(); R];
     let mut offsets = [_mm_setzero_ps(); R];
-    let (low, eight) = (_mm512_set1_epi32(0x0F), _mm512_set1_epi32(8));
+    let (low, eight, sixteen) = (
+        _mm512_set1_epi32(0x0F),
+        _mm512_set1_epi32(8),
+        _mm512_set1_epi32(16),
+    );
     for (i, run) in x.as_chunks::<32>().0.iter().enumerate() {
         // SAFETY: a run is 32 values; each row holds block i's bytes (checked by `dot_rows`)
         unsafe {
@@ -169,6 +213,14 @@ unsafe fn avx512<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32
                     let (q0, q1) = (_mm512_and_si512(q, low), _mm512_srli_epi32::<4>(q));
                     if ty == GgmlType::Q4_0 {
                         (_mm512_sub_epi32(q0, eight), _mm512_sub_epi32(q1, eight))
+                    } else if ty == GgmlType::Q5_0 {
+                        // value j topped by bit j of qh (16 where it is set), less 16
+                        let qh = fifth_bits(b);
+                        let (q0, q1) = (
+                            _mm512_mask_add_epi32(q0, qh as u16, q0, sixteen),
+                            _mm512_mask_add_epi32(q1, (qh >> 16) as u16, q1, sixteen),
+                        );
+                        (_mm512_sub_epi32(q0, sixteen), _mm512_sub_epi32(q1, sixteen))
                     } else {
                         (q0, q1)
                     }
@@ -200,6 +252,7 @@ unsafe fn avx2<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32])
     // and the run of `x` with no spill, where a register of offsets per row did not)
     let mut acc = [_mm256_setzero_ps(); R];
     let (low, eight) = (_mm256_set1_epi32(0x0F), _mm256_set1_epi32(8));
+    let (one, sixteen) = (_mm256_set1_epi32(1), _mm256_set1_epi32(16));
     for (i, run) in x.as_chunks::<32>().0.iter().enumerate() {
         // SAFETY: as `avx512`'s
         unsafe {
@@ -227,6 +280,20 @@ unsafe fn avx2<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32])
                     ];
                     if ty == GgmlType::Q4_0 {
                         q.map(|q| _mm256_sub_epi32(q, eight))
+                    } else if ty == GgmlType::Q5_0 {
+                        // value 8g + l topped by bit 8g + l of qh, less 16
+                        let qh = _mm256_set1_epi32(fifth_bits(b) as i32);
+                        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                        let mut g = 0;
+                        q.map(|q| {
+                            let shifts = _mm256_add_epi32(lanes, _mm256_set1_epi32(8 * g));
+                            g += 1;
+                            let bit = _mm256_and_si256(_mm256_srlv_epi32(qh, shifts), one);
+                            _mm256_sub_epi32(
+                                _mm256_or_si256(q, _mm256_slli_epi32::<4>(bit)),
+                                sixteen,
+                            )
+                        })
                     } else {
                         q
                     }
@@ -251,11 +318,230 @@ unsafe fn avx2<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32])
             }
         }
     }
-    std::array::from_fn(|r| {
-        let a = acc[r];
-        let four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
-        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
-        let one = _mm_add_ss(two, _mm_movehdup_ps(two));
-        _mm_cvtss_f32(one)
-    })
+    acc.map(|a| sum8(a))
+}
+
+/// `Σ` of a register's 8 lanes.
+#[target_feature(enable = "avx2")]
+fn sum8(a: __m256) -> f32 {
+    let four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps::<1>(a));
+    let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+    _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)))
+}
+
+/// A `Q4_K` block's 8 sub-blocks' `d·sc` and `dmin·m` (its scales `d` and `dmin` at bytes 0–3,
+/// [`super::scale_min_k4`] of bytes 4–15).
+#[inline(always)]
+fn q4_k_scales(b: &[u8; 144]) -> ([f32; 8], [f32; 8]) {
+    let (d, dmin) = (super::half_at(b, 0), super::half_at(b, 2));
+    let mut scales = ([0.0; 8], [0.0; 8]);
+    for j in 0..8 {
+        let (sc, m) = super::scale_min_k4(j, &b[4..16]);
+        scales.0[j] = d * f32::from(sc);
+        scales.1[j] = dmin * f32::from(m);
+    }
+    scales
+}
+
+/// One `Q4_K` row dotted with `x`: each run of 64 values is 32 bytes, their low nibbles sub-block
+/// `2h` (values `j` and `j + 16` of it from bytes `j` and `j + 16`), their high ones `2h + 1`.
+///
+/// # Safety
+/// The CPU must run AVX-512F; `w` holds `x.len() / 256` blocks, `sums` `x.len() / 32` values.
+#[target_feature(enable = "avx512f,f16c,fma")]
+unsafe fn q4_k_avx512(w: &[u8], x: &[f32], sums: &[f32]) -> f32 {
+    let mut acc = _mm512_setzero_ps();
+    let mut offsets = 0.0;
+    let low = _mm512_set1_epi32(0x0F);
+    let runs = x.as_chunks::<256>().0.iter().zip(sums.as_chunks::<8>().0);
+    for (b, (x, s)) in w.as_chunks::<144>().0.iter().zip(runs) {
+        let (dsc, dm) = q4_k_scales(b);
+        for h in 0..4 {
+            // SAFETY: a block's run h is bytes 16 + 32h.. of its 144; x's 64 values at 64h
+            unsafe {
+                let q = b.as_ptr().add(16 + 32 * h);
+                let (qa, qb) = (
+                    _mm512_cvtepu8_epi32(_mm_loadu_si128(q as *const __m128i)),
+                    _mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(16) as *const __m128i)),
+                );
+                let p = x.as_ptr().add(64 * h);
+                for k in 0..2 {
+                    let (q0, q1) = if k == 0 {
+                        (_mm512_and_si512(qa, low), _mm512_and_si512(qb, low))
+                    } else {
+                        (_mm512_srli_epi32::<4>(qa), _mm512_srli_epi32::<4>(qb))
+                    };
+                    let (x0, x1) = (
+                        _mm512_loadu_ps(p.add(32 * k)),
+                        _mm512_loadu_ps(p.add(32 * k + 16)),
+                    );
+                    let t = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(q1),
+                        x1,
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(q0), x0),
+                    );
+                    acc = _mm512_fmadd_ps(t, _mm512_set1_ps(dsc[2 * h + k]), acc);
+                }
+            }
+        }
+        for j in 0..8 {
+            offsets -= dm[j] * s[j];
+        }
+    }
+    _mm512_reduce_add_ps(acc) + offsets
+}
+
+/// [`q4_k_avx512`] in AVX2's 8 lanes.
+///
+/// # Safety
+/// The CPU must run AVX2 and FMA; the lengths as [`q4_k_avx512`]'s.
+#[target_feature(enable = "avx2,f16c,fma")]
+unsafe fn q4_k_avx2(w: &[u8], x: &[f32], sums: &[f32]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut offsets = 0.0;
+    let low = _mm256_set1_epi32(0x0F);
+    let runs = x.as_chunks::<256>().0.iter().zip(sums.as_chunks::<8>().0);
+    for (b, (x, s)) in w.as_chunks::<144>().0.iter().zip(runs) {
+        let (dsc, dm) = q4_k_scales(b);
+        for h in 0..4 {
+            // SAFETY: as `q4_k_avx512`'s
+            unsafe {
+                let q = b.as_ptr().add(16 + 32 * h);
+                let qs = [0, 8, 16, 24]
+                    .map(|k| _mm256_cvtepu8_epi32(_mm_loadl_epi64(q.add(k) as *const __m128i)));
+                let p = x.as_ptr().add(64 * h);
+                for k in 0..2 {
+                    let t = (0..4).fold(_mm256_setzero_ps(), |t, e| {
+                        let q = if k == 0 {
+                            _mm256_and_si256(qs[e], low)
+                        } else {
+                            _mm256_srli_epi32::<4>(qs[e])
+                        };
+                        let x = _mm256_loadu_ps(p.add(32 * k + 8 * e));
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), x, t)
+                    });
+                    acc = _mm256_fmadd_ps(t, _mm256_set1_ps(dsc[2 * h + k]), acc);
+                }
+            }
+        }
+        for j in 0..8 {
+            offsets -= dm[j] * s[j];
+        }
+    }
+    sum8(acc) + offsets
+}
+
+/// One `Q6_K` row dotted with `x`: in each half of 128 values, value `l + 32k` takes its low 4
+/// bits from `ql[l + 32(k & 1)]` (the high nibble for `k ≥ 2`) and its high 2 from bits `2k` of
+/// `qh[l]`, less 32; each run of 16 values has its `i8` scale.
+///
+/// # Safety
+/// The CPU must run AVX-512F; `w` holds `x.len() / 256` blocks.
+#[target_feature(enable = "avx512f,f16c,fma")]
+unsafe fn q6_k_avx512(w: &[u8], x: &[f32]) -> f32 {
+    let mut acc = _mm512_setzero_ps();
+    let (low, top, thirty_two) = (
+        _mm512_set1_epi32(0x0F),
+        _mm512_set1_epi32(0x30),
+        _mm512_set1_epi32(32),
+    );
+    for (b, x) in w.as_chunks::<210>().0.iter().zip(x.as_chunks::<256>().0) {
+        let d = super::half_at(b, 208);
+        for half in 0..2 {
+            for run in 0..2 {
+                // SAFETY: ql, qh and the scales lie in the block's 210 bytes; x's 16 values
+                // at 128·half + 32k + 16·run
+                unsafe {
+                    let l = 16 * run;
+                    let load = |at: usize| {
+                        _mm512_cvtepu8_epi32(_mm_loadu_si128(b.as_ptr().add(at) as *const __m128i))
+                    };
+                    let ql = [load(64 * half + l), load(64 * half + 32 + l)];
+                    let qh = load(128 + 32 * half + l);
+                    for k in 0..4 {
+                        let low = if k < 2 {
+                            _mm512_and_si512(ql[k & 1], low)
+                        } else {
+                            _mm512_srli_epi32::<4>(ql[k & 1])
+                        };
+                        // bits 2k, 2k + 1 of qh to bits 4, 5
+                        let high = match k {
+                            0 => _mm512_slli_epi32::<4>(qh),
+                            1 => _mm512_slli_epi32::<2>(qh),
+                            2 => qh,
+                            _ => _mm512_srli_epi32::<2>(qh),
+                        };
+                        let q = _mm512_sub_epi32(
+                            _mm512_or_si512(low, _mm512_and_si512(high, top)),
+                            thirty_two,
+                        );
+                        let xv = _mm512_loadu_ps(x.as_ptr().add(128 * half + 32 * k + l));
+                        let t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), xv);
+                        let sc = f32::from(b[192 + 8 * half + 2 * k + run] as i8);
+                        acc = _mm512_fmadd_ps(t, _mm512_set1_ps(d * sc), acc);
+                    }
+                }
+            }
+        }
+    }
+    _mm512_reduce_add_ps(acc)
+}
+
+/// [`q6_k_avx512`] in AVX2's 8 lanes.
+///
+/// # Safety
+/// The CPU must run AVX2 and FMA; `w` holds `x.len() / 256` blocks.
+#[target_feature(enable = "avx2,f16c,fma")]
+unsafe fn q6_k_avx2(w: &[u8], x: &[f32]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let (low, top, thirty_two) = (
+        _mm256_set1_epi32(0x0F),
+        _mm256_set1_epi32(0x30),
+        _mm256_set1_epi32(32),
+    );
+    for (b, x) in w.as_chunks::<210>().0.iter().zip(x.as_chunks::<256>().0) {
+        let d = super::half_at(b, 208);
+        for half in 0..2 {
+            for run in 0..2 {
+                // SAFETY: as `q6_k_avx512`'s
+                unsafe {
+                    let l = 16 * run;
+                    let load = |at: usize| {
+                        [0, 8].map(|e| {
+                            _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                b.as_ptr().add(at + e) as *const __m128i
+                            ))
+                        })
+                    };
+                    let ql = [load(64 * half + l), load(64 * half + 32 + l)];
+                    let qh = load(128 + 32 * half + l);
+                    for k in 0..4 {
+                        let t = (0..2).fold(_mm256_setzero_ps(), |t, e| {
+                            let low = if k < 2 {
+                                _mm256_and_si256(ql[k & 1][e], low)
+                            } else {
+                                _mm256_srli_epi32::<4>(ql[k & 1][e])
+                            };
+                            let high = match k {
+                                0 => _mm256_slli_epi32::<4>(qh[e]),
+                                1 => _mm256_slli_epi32::<2>(qh[e]),
+                                2 => qh[e],
+                                _ => _mm256_srli_epi32::<2>(qh[e]),
+                            };
+                            let q = _mm256_sub_epi32(
+                                _mm256_or_si256(low, _mm256_and_si256(high, top)),
+                                thirty_two,
+                            );
+                            let xv =
+                                _mm256_loadu_ps(x.as_ptr().add(128 * half + 32 * k + l + 8 * e));
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), xv, t)
+                        });
+                        let sc = f32::from(b[192 + 8 * half + 2 * k + run] as i8);
+                        acc = _mm256_fmadd_ps(t, _mm256_set1_ps(d * sc), acc);
+                    }
+                }
+            }
+        }
+    }
+    sum8(acc)
 }
