@@ -431,8 +431,8 @@ impl QuantMatrix {
     }
 
     /// `x · Wᵀ` into `out`, each weight row read once from its blocks and dotted with every
-    /// row of `x` ([`dot_row`], [`dot_32s`]; four rows of 32-value blocks at a time by the
-    /// x86-64 or WebAssembly SIMD kernel where there is one).
+    /// row of `x` ([`dot_row`], [`dot_32s`]; four rows at a time by the x86-64 kernel where
+    /// there is one for the type, and for 32-value blocks by the WebAssembly SIMD kernel).
     fn matvec_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
         let (n, cols) = x.dim();
         let xs = x.as_slice().expect("standard layout");
