@@ -591,24 +591,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn gelu_is_the_same_bits_on_every_instruction_set() {
-        let xs = values(4099, 7);
+    /// `f` of each of `xs`, computed for every instruction set the CPU runs, which must all
+    /// give the same bits (`f` is a function's own type, not a pointer, so that it is compiled
+    /// into each instruction set's loop).
+    fn the_same_bits_on_every_isa(xs: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
         let runs: Vec<Vec<f32>> = Isa::available()
             .into_iter()
             .map(|i| {
                 isa::on(
                     i,
                     #[inline(always)]
-                    || xs.iter().map(|&x| gelu(x)).collect(),
+                    || xs.iter().map(|&x| f(x)).collect(),
                 )
             })
             .collect();
         for (got, isa) in runs.iter().zip(Isa::available()) {
             assert_eq!(got, &runs[0], "{isa:?}");
         }
+        runs.into_iter()
+            .next()
+            .expect("the portable instruction set at least")
+    }
+
+    #[test]
+    fn gelu_is_the_same_bits_on_every_instruction_set() {
+        let xs = values(4099, 7);
+        let got = the_same_bits_on_every_isa(&xs, gelu);
         // and near the exact formula: x·Φ(x)
-        for (&x, &g) in xs.iter().zip(&runs[0]) {
+        for (&x, &g) in xs.iter().zip(&got) {
             let want = 0.5 * x as f64 * (1.0 + libm::erf(x as f64 / std::f64::consts::SQRT_2));
             assert!(
                 (g as f64 - want).abs() <= 1e-6 * (1.0 + want.abs()),
@@ -648,20 +658,8 @@ mod tests {
     #[test]
     fn gelu_tanh_is_hf_s_formula() {
         let xs: Vec<f32> = (0..20_000).map(|i| (i as f32 - 10_000.0) / 997.0).collect();
-        let runs: Vec<Vec<f32>> = Isa::available()
-            .into_iter()
-            .map(|i| {
-                isa::on(
-                    i,
-                    #[inline(always)]
-                    || xs.iter().map(|&x| gelu_tanh(x)).collect(),
-                )
-            })
-            .collect();
-        for (got, isa) in runs.iter().zip(Isa::available()) {
-            assert_eq!(got, &runs[0], "{isa:?}");
-        }
-        for (&x, &g) in xs.iter().zip(&runs[0]) {
+        let got = the_same_bits_on_every_isa(&xs, gelu_tanh);
+        for (&x, &g) in xs.iter().zip(&got) {
             let x64 = x as f64;
             let inner = (2.0 / std::f64::consts::PI).sqrt() * (x64 + 0.044_715 * x64.powi(3));
             let want = 0.5 * x64 * (1.0 + inner.tanh());

@@ -253,6 +253,9 @@ unsafe fn avx2<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32])
     let mut acc = [_mm256_setzero_ps(); R];
     let (low, eight) = (_mm256_set1_epi32(0x0F), _mm256_set1_epi32(8));
     let (one, sixteen) = (_mm256_set1_epi32(1), _mm256_set1_epi32(16));
+    // `Q5_0`: where the fifth bits of values 8g..8g + 8 stand in `qh`
+    let bits = [0, 8, 16, 24]
+        .map(|g| _mm256_setr_epi32(g, g + 1, g + 2, g + 3, g + 4, g + 5, g + 6, g + 7));
     for (i, run) in x.as_chunks::<32>().0.iter().enumerate() {
         // SAFETY: as `avx512`'s
         unsafe {
@@ -283,14 +286,10 @@ unsafe fn avx2<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32])
                     } else if ty == GgmlType::Q5_0 {
                         // value 8g + l topped by bit 8g + l of qh, less 16
                         let qh = _mm256_set1_epi32(fifth_bits(b) as i32);
-                        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-                        let mut g = 0;
-                        q.map(|q| {
-                            let shifts = _mm256_add_epi32(lanes, _mm256_set1_epi32(8 * g));
-                            g += 1;
-                            let bit = _mm256_and_si256(_mm256_srlv_epi32(qh, shifts), one);
+                        std::array::from_fn(|g| {
+                            let bit = _mm256_and_si256(_mm256_srlv_epi32(qh, bits[g]), one);
                             _mm256_sub_epi32(
-                                _mm256_or_si256(q, _mm256_slli_epi32::<4>(bit)),
+                                _mm256_or_si256(q[g], _mm256_slli_epi32::<4>(bit)),
                                 sixteen,
                             )
                         })
