@@ -750,6 +750,9 @@ pub struct GenerationReport<'a> {
     pub output_text: String,
     /// `[N]`: every token the model was fed, as the vocabulary holds it.
     pub tokens: Vec<String>,
+    /// `[N]`: the same tokens as text ([`crate::model::TextTokenizer::text_of`]: ` arrow`, a
+    /// part of a character as its bytes, marked: ` ‹F0 9F›`).
+    pub texts: Vec<String>,
     /// `[L][H][N][N]`, H the query heads (the page's copy carries it as a typed array beside).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention: Option<Nested<'a, f32>>,
@@ -781,6 +784,7 @@ impl<'a> GenerationReport<'a> {
             output_ids: &g.output_ids,
             output_text: tok.decode(&g.output_ids),
             tokens: g.fed().iter().map(|&id| tok.token(id)).collect(),
+            texts: g.fed().iter().map(|&id| tok.text_of(id)).collect(),
             attention: Some(Nested(g.attention.view().into_dyn())),
             steps: (0..g.output_ids.len())
                 .map(|i| Step {

@@ -133,6 +133,10 @@ struct RunOptions {
     /// A run whose heads nobody will ask for (the plain run beside a knock-out): a long one
     /// does not take the place of the session's long run ([`Session::layer_heads`]).
     no_heads_later: bool,
+    /// The text by its token ids, not tokenised again (a generation's prompt and what the model
+    /// wrote up to the focused step: the ids it was fed, a chat template's included); `texts`
+    /// holds its one text, the name it goes by. No pair.
+    ids: Option<Vec<u32>>,
 }
 
 /// How a generation runs (see [`Session::generate`]).
@@ -219,7 +223,8 @@ impl Generating {
     /// text, p}], step_ms, done, output_text (every token written so far, decoded), n_q, n_k,
     /// attention: Float32Array (L, H, n_q, n_k)}` (the prompt's pass: `n_q = n_k = P`; a step:
     /// one row over every position so far); the prompt's pass adds what `attnscope generate`
-    /// prints of the prompt, `{model, model_type, backend, prompt, prompt_ids, prompt_tokens}`;
+    /// prints of the prompt, `{model, model_type, backend, prompt, prompt_ids, prompt_tokens,
+    /// prompt_texts}` (`text`, `prompt_texts`: `TextTokenizer::text_of`);
     /// `null` once the generation is over.
     pub async fn step(&mut self) -> Result<JsValue, JsError> {
         let start = Instant::now();
@@ -249,6 +254,8 @@ impl Generating {
             set(&o, "prompt_ids", to_js(&ids)?)?;
             let tokens: Vec<String> = ids.iter().map(|&id| tok.token(id)).collect();
             set(&o, "prompt_tokens", to_js(&tokens)?)?;
+            let texts: Vec<String> = ids.iter().map(|&id| tok.text_of(id)).collect();
+            set(&o, "prompt_texts", to_js(&texts)?)?;
         }
         set(&o, "id", id)?;
         set(&o, "token", tok.token(id))?;
@@ -610,6 +617,42 @@ impl Session {
         Ok((input, mask, kind))
     }
 
+    /// [`Session::prepare`] of one text given by its token ids ([`RunOptions::ids`]): each id
+    /// in the vocabulary, at least one and no more than the model's positions.
+    fn prepare_ids(
+        &self,
+        ids: &[u32],
+        texts: &[String],
+        pair: Option<&str>,
+        mask: &str,
+    ) -> Result<(Encoded, Mask, MaskKind), JsError> {
+        let kind: MaskKind = mask.parse().map_err(js_err)?;
+        let model = self.runner.model();
+        let (vocab, positions) = (
+            model.config.vocab_size,
+            model.config.max_position_embeddings,
+        );
+        if texts.len() != 1 || pair.is_some() {
+            return Err(JsError::new(
+                "a run by token ids takes one text and no pair",
+            ));
+        }
+        if ids.is_empty() || ids.len() > positions {
+            return Err(JsError::new(&format!(
+                "a run by token ids takes 1 to {positions} ids, not {}",
+                ids.len()
+            )));
+        }
+        if let Some((i, id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
+            return Err(JsError::new(&format!(
+                "token id {id} at position {i} is outside the vocabulary of {vocab}"
+            )));
+        }
+        let input = model.tokenizer.from_ids(ids);
+        let mask = Mask::from_kind(kind, input.valid.view());
+        Ok((input, mask, kind))
+    }
+
     async fn forward(
         &self,
         engine: Engine,
@@ -707,7 +750,10 @@ impl Session {
                 .map_err(|e| JsError::new(&format!("run options: {e}")))?
         };
         let pair = pair.filter(|p| !p.trim().is_empty());
-        let (input, mask, kind) = self.prepare(&texts, pair.as_deref(), &mask)?;
+        let (input, mask, kind) = match &options.ids {
+            Some(ids) => self.prepare_ids(ids, &texts, pair.as_deref(), &mask)?,
+            None => self.prepare(&texts, pair.as_deref(), &mask)?,
+        };
         let c = &self.runner.model().config;
         let (batch, tokens) = input.ids.dim();
         let probabilities = batch * c.num_hidden_layers * c.num_attention_heads * tokens * tokens;

@@ -202,11 +202,9 @@ fn gpt2_byte_level_tokens_read_as_text() {
     let texts = &input.texts[0];
     assert!(texts.iter().all(|t| !t.contains('Ġ')), "{texts:?}");
     assert!(texts.iter().any(|t| t.starts_with(' ')), "{texts:?}");
-    // the emoji's bytes are pieces of one character: each shows the character, never byte soup
-    assert!(
-        texts.iter().filter(|t| t.contains('😀')).count() >= 1,
-        "{texts:?}"
-    );
+    // the emoji's pieces hold parts of one character: each shows its bytes, marked (HF's
+    // decode writes �; tests/token_texts.rs), never byte soup
+    assert!(texts.iter().any(|t| t.contains('‹')), "{texts:?}");
     assert!(texts.iter().all(|t| !t.contains('\u{FFFD}')), "{texts:?}");
     // no pad token in the tokenizer: a batch pads with the config's eos id and runs
     let batch = m.tokenizer.encode(&["time flies", "a"], None).unwrap();

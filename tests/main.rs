@@ -26,5 +26,6 @@ mod llama_gpu;
 mod marian;
 mod properties;
 mod shaders;
+mod token_texts;
 mod transformers5;
 mod weights_file;

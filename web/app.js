@@ -1,7 +1,7 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel, metricsFor } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
 import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven } from './scope.js';
@@ -10,7 +10,7 @@ import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
 import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, engineOf, decoderSteps } from './result.js';
 import * as translationView from './views/translation.js';
-import { EXAMPLES, TRANSLATION_EXAMPLES } from './examples.js';
+import { EXAMPLES, TRANSLATION_EXAMPLES, DECODER_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
 import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.js';
 import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
@@ -28,6 +28,7 @@ const store = createStore({
   loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
   translation: null, decoderTrace: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
   generation: null, // a decoder-only model's generation (web/generation.js), its focused step the intent's `step`
+  genMax: 16, // the Generate control's "max new tokens": the last asked for, kept when a new sentence lets the generation go
 });
 /** Play: a decoding step by step from the focused step, one every PLAY_MS (web/play.js). */
 const play = player(store);
@@ -144,14 +145,16 @@ store.subscribe((s, changed) => {
   const on = canGenerate(s.modelInfo) && !s.embed;
   $('generate').hidden = !on;
   document.body.classList.toggle('generating', on);
+  document.body.classList.toggle('generated', on && Boolean(s.generation?.result)); // presenter mode makes room for its views (style.css)
   const kv = kvGroups(s.modelInfo?.architecture);
   $('kv-groups').hidden = !kv;
   setText($('kv-groups'), kv);
   if (!on) return;
   const r = s.generation?.result;
   setText($('generate-caption'), r ? `· ${r.output_ids.length} new tokens on ${engineOf(r.backend)}${s.chat && s.modelInfo.chat_template ? ', as a chat' : ''}` : '');
-  generationView.render($('generate-view'), { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16, playing: s.playing }, {
+  generationView.render($('generate-view'), { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || s.genMax, playing: s.playing }, {
     onGenerate: (maxNew, chat) => { play.stop(); generating.start(maxNew, chat); },
+    onMax: (genMax) => store.update({ genMax }),
     onStop: () => generating.stop(),
     onChat: (chat) => store.update({ chat }),
     onStep: (step) => { play.stop(); const n = store.get().generation?.result?.output_ids.length ?? 1; store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },
@@ -204,12 +207,14 @@ function describeChoices() {
   describe('scale', SCALE_HELP);
 }
 
-/** The worked examples of the loaded model's kind: an encoder's (or GPT-2's), or a translation's. */
-const examplesOf = (info) => (info?.decoder ? TRANSLATION_EXAMPLES : EXAMPLES);
+/** The worked examples of the loaded model's kind: an encoder's, a decoder-only model's (a chat
+ *  turn where it has a chat template), or a translation's; and that kind's name. */
+const exampleKind = (info) => (info?.decoder ? 'translation' : info?.own_mask === 'causal' ? `decoder${info.chat_template ? '-chat' : ''}` : 'encoder');
+const examplesOf = (info) => ({ translation: TRANSLATION_EXAMPLES, decoder: DECODER_EXAMPLES.filter((e) => !e.needs), 'decoder-chat': DECODER_EXAMPLES }[exampleKind(info)] ?? EXAMPLES);
 function listExamples(info) {
   const list = examplesOf(info), select = $('example');
-  if (select.dataset.kind === (info?.decoder ? 'translation' : 'encoder')) return;
-  select.dataset.kind = info?.decoder ? 'translation' : 'encoder';
+  if (select.dataset.kind === exampleKind(info)) return;
+  select.dataset.kind = exampleKind(info);
   select.replaceChildren(Object.assign(document.createElement('option'), { value: '', textContent: 'choose…' }), ...list.map((ex) => Object.assign(document.createElement('option'), { value: ex.id, textContent: ex.title })));
 }
 listExamples(null);
@@ -236,7 +241,7 @@ const showBusy = delayedBusy((busy) => document.body.classList.toggle('busy', bu
 function renderChrome(s, changed) {
   document.body.classList.toggle('presenter', s.presenter);
   $('pair').closest('label').classList.toggle('unused', !s.pair.trim()); // presenter mode shows it only in use
-  const along = s.modelInfo?.decoder ? ['step', 'the decoding'] : ['layer', 'the layers'];
+  const along = s.modelInfo?.decoder ? ['step', 'the decoding'] : s.generation?.result ? ['step', 'the generation'] : ['layer', 'the layers'];
   setText($('presenter-keys'), `PgDn/→ next ${along[0]} · PgUp/← back · Space plays`);
   $('presenter-keys').title = `a presentation clicker: PageDown or → shows the next ${along[0]}, PageUp or ← the one before, Space plays ${along[1]} from the ${along[0]} shown (from the first after the last) or stops`;
   const info = s.modelInfo;
@@ -258,13 +263,21 @@ function renderChrome(s, changed) {
     $('progress').value = s.loading.loaded || 0;
     setText($('progress-text'), s.loading.file ? `${s.loading.name} · ${s.loading.file}: ${mb(s.loading.loaded)} of ${s.loading.total ? mb(s.loading.total) : '?'} MB` : `${s.loading.name}…`);
   }
-  status($('error'), s.modelError && { line: s.modelError.line + (info ? ` (still showing ${s.modelSource?.hub ?? info.name})` : '') });
+  status($('error'), s.modelError && !s.modelError.instead && { line: s.modelError.line + (info ? ` (still showing ${s.modelSource?.hub ?? info.name})` : '') });
+  // a link's model that did not load, the default shown instead: said under the inputs, above the fold
+  status($('link-error'), s.modelError?.instead && info && { line: `${s.modelError.line} (showing ${info.name} instead: correct the link under "Model and engine" below, or pick a model)` });
   const es = s.engineStatus;
   setText($('engine-status'), es?.line ?? '');
   $('engine-details').hidden = !es?.details;
   setText($('engine-why'), es?.details ?? '');
   const r = s.run;
-  setText($('backend'), isGiven(s) ? `given${(r ?? s.translation).precision === 'bfloat16' ? ' (bfloat16)' : ''}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${r.elapsed_ms.toFixed(1)} ms` : (es?.line ?? '…'));
+  // the engine and what its time measures: a pass over the text, or a whole generation (the
+  // prompt's pass and every token's, the generation line's parts summed)
+  const g = r?.generated;
+  const took = r && (g ? `${g.source.step_ms.reduce((a, b) => a + b, 0).toFixed(0)} ms to read the prompt and write ${g.outputs} token${g.outputs === 1 ? '' : 's'}` : `${r.elapsed_ms.toFixed(1)} ms a pass`);
+  setText($('backend'), isGiven(s) ? `given${(r ?? s.translation).precision === 'bfloat16' ? ' (bfloat16)' : ''}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${took}` : (es?.line ?? '…'));
+  $('backend').title = isGiven(s) || !r ? '' : g ? 'the engine, and the time it took in all: the prompt\'s pass and each token\'s step (the generation\'s line gives them apart)'
+    : 'the engine, and the time of its forward pass over the text (every layer and head, in the worker)';
   showBusy(s.busy);
   // the input's own line: why nothing runs, what was cut, what answered instead
   const notes = [];
@@ -302,6 +315,10 @@ function renderChrome(s, changed) {
   insideDecoder(s, changed);
   $('example').value = exampleShown(s)?.id ?? ''; // after translation(), which lists the model's examples
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
+  // "heads by" offers the metrics that say something of this model's text (store.js metricsFor)
+  const applies = metricsFor(info, s.run?.mask_kind ?? s.mask);
+  for (const o of $('metric').options) o.hidden = Boolean(o.value) && !applies.includes(o.value);
+  if (s.metric && !applies.includes(s.metric) && info) store.update({ metric: '' });
   // the head summaries name the model's special tokens: what those are, on hover
   if (changed.has('modelInfo')) $('table-details').querySelector('summary').title = specialNotes(...(info?.specials ?? ['[CLS]', '[SEP]']));
   if (changed.has('modelInfo') && info && !info.given) familyWords(info.architecture); // given attention names no family
@@ -412,7 +429,8 @@ function modelInputs(s) {
   $('mask').disabled = !!info?.decoder;
   $('mask').title = info?.decoder ? 'a translation model applies its own masks: padding in the encoder and across, no-peek in the decoder' : '';
   $('pair').disabled = single;
-  $('pair').title = single ? `${info.name} reads one text: a decoder-only model has no sentence pairs` : '';
+  $('pair').closest('label').hidden = single; // a decoder-only model reads one text: no pair box
+  document.body.classList.toggle('one-text', single);
   const notes = [];
   if (info && s.mask !== own) notes.push(`Ablation: ${info.name} was trained with the ${own} mask; this view runs it with "${s.mask}".`);
   if (single && s.pair.trim()) notes.push(`${info.name} reads one text (a decoder-only model has no sentence pairs): the second sentence is not run.`);
@@ -438,8 +456,8 @@ function nextTokens(s) {
   if (!next[q]?.length) q = next.findLastIndex((x) => x.length > 0);
   if (q < 0) { $('next-view').hidden = true; return; }
   const shown = (t) => `“${visibleText(t)}”`;
-  // a byte-level token that is only part of a character's bytes has no text of its own
-  const predicted = (p) => (p.text.includes('\ufffd') ? `${p.token} (a byte of a character)` : shown(p.text));
+  // a token that is only part of a character shows its bytes, marked (‹F0 9F›: the engine's text)
+  const predicted = (p) => shown(p.text);
   const pct = (p) => `${(100 * p).toFixed(1)}%`;
   const before = item.labels.slice(0, q + 1).join('').trim();
   const following = q + 1 < n ? item.token_ids[q + 1] : null;
@@ -676,8 +694,17 @@ on('example', 'change', (e) => {
   if (!ex) return;
   // a new source opens on its last step: a translation example's step waits for its translation
   exampleStep = ex.state.step ?? null;
+  // a decoder's example that writes: once its sentence's run is in
+  exampleGen = ex.gen ? { maxNew: ex.gen, chat: Boolean(ex.state.chat) } : null;
   store.update({ item: 0, win: null, ...ex.state });
   syncInputs(store.get());
+});
+let exampleGen = null;
+store.subscribe((s, changed) => {
+  if (!exampleGen || !changed.has('run') || !s.run || s.run.generated || s.busy || !canGenerate(s.modelInfo) || s.run.results[0]?.text !== s.sentences[0]) return;
+  const { maxNew, chat } = exampleGen;
+  exampleGen = null;
+  generating.start(maxNew, chat && Boolean(s.modelInfo.chat_template));
 });
 let exampleStep = null;
 store.subscribe((s, changed) => {
@@ -729,8 +756,11 @@ function clickerKey(key, target) {
   return true;
 }
 
-/** What play and presenter mode step through: a translation's steps, or the encoder's layers; null before a result. */
+/** What play and presenter mode step through: a translation's steps, a finished generation's, or
+ *  the layers; null before a result. */
 function presentedSteps(s) {
+  const g = s.generation;
+  if (g?.result && !g.running && g.result.output_ids.length) return { key: 'step', count: g.result.output_ids.length, ms: PLAY_MS };
   if (s.modelInfo?.decoder) {
     const tr = s.translation;
     return tr && { key: 'step', count: tr.results[Math.min(s.item, tr.results.length - 1)].output_ids.length - 1, ms: PLAY_MS };
@@ -814,15 +844,41 @@ const MEASURE_HEIGHT = 2000;
 /** The iframe's height until (or unless) the embed is measured. */
 const GUESSED_HEIGHT = 760;
 
+/** The text inside a shared <attn-scope>, shown until its script runs, and for good where it
+ *  cannot load (escaped: it goes into HTML). */
+const elementFallback = (script) => `attnscope draws its view here once ${new URL(script).host} lets this page load ${new URL(script).pathname}. If this stays, that server does not allow other sites to load it (it must send Access-Control-Allow-Origin: *), or it is offline; the iframe snippet works anywhere.`
+  .replace(/&/g, '&amp;').replace(/</g, '&lt;');
+
+/**
+ * Why an <attn-scope> pasted into another site would fail to load from this one, or '' when this
+ * server sends the headers that let it (scripts/headers.txt): Access-Control-Allow-Origin for the
+ * module script, its worker, wasm and model files; Cross-Origin-Resource-Policy where the other
+ * page is cross-origin isolated.
+ */
+async function elementBlocked(script, model) {
+  const missing = [];
+  for (const url of [script, model].filter(Boolean)) {
+    if (new URL(url).origin !== location.origin) continue; // another site's: its own headers, not read here
+    try {
+      const r = await fetch(url, { method: 'HEAD', cache: 'no-store' });
+      if (r.headers.get('access-control-allow-origin') !== '*') missing.push(`Access-Control-Allow-Origin: * for ${new URL(url).pathname}`);
+    } catch { /* offline: nothing to say */ }
+  }
+  return missing.length ? `This server sends no ${[...new Set(missing)].join(', no ')}: pasted into another site, the element will only show a note saying so. Send the headers in scripts/headers.txt (docs/app.md, "Publishing"), or use the iframe above.` : '';
+}
+
 /** A URL that works from any page: a relative one resolved against this page. */
 const absolute = (u) => (/^[a-z][a-z0-9+.-]*:/i.test(u) ? u : new URL(u, location.href).href);
 
 /** The link, the embed's URL, the iframe snippet of a given height, and the <attn-scope> snippet
- *  with every setting of the view the element takes (web/attn-scope.js) and its model's absolute URL. */
+ *  with every setting of the view the element takes (web/attn-scope.js) and its model's absolute URL.
+ *  A generation is shared as the element's view="generate": it writes the same tokens (`gen`,
+ *  `chat`) and shows the focused step's head view, as the iframe (the page, which writes them too). */
 function shareSnippets(s) {
   const page = new URL(location.href);
   page.hash = writeHash(s);
   const view = s.view === 'lines' ? 'lines' : 'head';
+  const generated = s.gen > 0 && Boolean(s.generation);
   const embedUrl = new URL(page.href);
   embedUrl.hash = writeHash({ ...s, embed: view });
   const attr = ([k, v]) => ` ${k}="${String(v).replace(/&/g, '&amp;').replace(/"/g, '&quot;')}"`;
@@ -831,10 +887,11 @@ function shareSnippets(s) {
   const batch = s.batch && texts.length > 1 && !texts.some((t) => t.includes('|')); // the attribute separates them by |
   const attrs = [
     ['sentence', texts[item] ?? ''], batch && ['batch', texts.join('|')], batch && item && ['item', item],
-    s.pair && ['pair', s.pair], ['mask', s.mask], ['view', view],
+    s.pair && ['pair', s.pair], ['mask', s.mask], ['view', generated ? 'generate' : view],
     s.modelInfo?.decoder && s.attn !== 'cross' && ['attention', s.attn],
     ['layer', s.layer], ['head', s.head], s.scale !== 'absolute' && ['scale', s.scale], s.words && ['words', ''], s.part !== 'all' && ['part', s.part],
     s.off.length && ['off', s.off.join(',')], s.step !== null && s.step !== undefined && ['step', s.step],
+    generated && ['gen', s.gen], generated && s.chat && ['chat', ''],
     ...(s.hf ? [['hf', s.hf], s.hub && ['hub', absolute(s.hub)]] : [s.model && ['model', absolute(s.model)]]),
     s.engine !== 'auto' && ['engine', s.engine],
   ].filter(Boolean);
@@ -842,7 +899,9 @@ function shareSnippets(s) {
     link: page.href,
     embedUrl: embedUrl.href,
     iframe: (height) => `<iframe src="${embedUrl.href.replace(/"/g, '%22')}" width="${EMBED_WIDTH}" height="${height}" style="border:0;max-width:100%" title="attnscope: layer ${s.layer}, head ${s.head}"></iframe>`,
-    element: `<script type="module" src="${script}"></script>\n<attn-scope${attrs.map(attr).join('')}></attn-scope>`,
+    // what a page shows where the script cannot load (its host allows no other site to read it):
+    // the element's own content, which its shadow root hides once it runs
+    element: `<script type="module" src="${script}"></script>\n<attn-scope${attrs.map(attr).join('')}>${elementFallback(script)}</attn-scope>`,
   };
 }
 
@@ -895,6 +954,15 @@ on('share', 'click', () => {
   $('share-dialog').showModal();
   measuring = new AbortController();
   const { signal } = measuring;
+  $('share-element-warning').hidden = true;
+  // the element's script, and its model's first file where this server holds it (a Hub model's are the Hub's)
+  const s = store.get(), base = s.hf ? null : urlSource(s.model).base;
+  const modelFile = base && (/\.gguf$/i.test(base) ? base : new URL('config.json', base.endsWith('/') ? base : `${base}/`).href);
+  elementBlocked(new URL('../attn-scope.js', import.meta.url).href, modelFile).then((why) => {
+    if (signal.aborted) return;
+    setText($('share-element-warning'), why);
+    $('share-element-warning').hidden = !why;
+  });
   measureEmbed(sn.embedUrl, EMBED_WIDTH, signal).then((height) => {
     if (signal.aborted) return;
     $('share-iframe').value = sn.iframe(height ?? GUESSED_HEIGHT);
@@ -1142,7 +1210,19 @@ let start;
 try {
   start = store.get().data ? loadGivenUrl(store.get().data, startLink) : scope.loadModel(sourceOf(store.get()), { opening: openingOf(startLink) });
 } catch (e) { store.update({ modelError: { line: e.message } }); start = Promise.resolve(false); }
-start.then((ok) => {
-  if (ok) { performance.mark('attnscope: model loaded'); resolveReady(store.get().modelInfo); }
-  else { api.error = store.get().modelError.line; rejectReady(new Error(api.error)); }
+start.then(async (ok) => {
+  if (ok) { performance.mark('attnscope: model loaded'); resolveReady(store.get().modelInfo); return; }
+  api.error = store.get().modelError.line;
+  rejectReady(new Error(api.error));
+  // a link's model that did not load: its error stays above, and the page opens the default
+  // model under it rather than no model at all (an embed shows its error alone; attention
+  // given, or a load cancelled, is left as it is)
+  const s = store.get();
+  if (embed || s.data || !(s.model || s.hf) || s.modelInfo || s.modelError?.line === 'Loading was cancelled.') return;
+  const error = s.modelError;
+  if (await scope.loadModel(urlSource(''), { opening: openingOf() })) {
+    store.update({ model: '', hf: '', file: '', modelError: { ...error, instead: true } });
+    showSource();
+    if (s.model) $('model-url').value = s.model; // the link's URL, to correct
+  }
 });

@@ -178,7 +178,7 @@ class AttnScope extends HTMLElement {
     this.store = createStore({
       ...INTENT_DEFAULTS, ...intent,
       modelInfo: null, modelKey: '', modelVersion: 0, loading: null, modelError: null, run: null, translation: null,
-      runError: null, busy: false, hover: null, win: null, rendered: '', size: '', generation: null, playing: false,
+      runError: null, busy: false, hover: null, win: null, rendered: '', size: '', generation: null, playing: false, genMax: 16,
     });
     this.play = player(this.store); // a decoding's steps one by one (a translation's, a generation's)
     const view = this.$('.view');
@@ -392,8 +392,9 @@ class AttnScope extends HTMLElement {
       view._gen = null; // the generate view's parts, drawn anew for a model that writes
       return;
     }
-    generationView.render(view, { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || 16, playing: s.playing }, {
+    generationView.render(view, { info: s.modelInfo, generation: s.generation, step: s.step, chat: s.chat, maxNew: s.gen || s.genMax, playing: s.playing }, {
       onGenerate: (maxNew, chat) => { this.play.stop(); this.generating.start(maxNew, chat); },
+      onMax: (genMax) => this.store.update({ genMax }),
       onStop: () => this.generating.stop(),
       onChat: (chat) => this.store.update({ chat }),
       onStep: (step) => { this.play.stop(); const n = this.store.get().generation?.result?.output_ids.length ?? 1; this.store.update({ step: Math.max(0, Math.min(n - 1, step)) }); },

@@ -24,6 +24,32 @@ export const EXAMPLES = [
   },
 ];
 
+/**
+ * For a decoder-only model (GPT-2, the Llama family, Gemma 3), under its own causal mask: a chat
+ * turn written in the model's template (`needs: 'chat'`: a model with one), a repeated sequence
+ * (the second copy's tokens look back at what followed them the first time: induction heads), a
+ * reference back across a long sentence, and the attention sink (the grid by attention to the
+ * first token). `gen`: the tokens it writes once the sentence's run is in.
+ */
+export const DECODER_EXAMPLES = [
+  {
+    id: 'chat', title: 'a chat turn: the question in the model\'s template, then its answer', needs: 'chat', gen: 16,
+    state: { sentences: ['What is the capital of France?'], pair: '', mask: 'causal', batch: false, chat: true, metric: '' },
+  },
+  {
+    id: 'induction', title: 'a repeated sequence: induction heads look back at what came next',
+    state: { sentences: ['Mr and Mrs Dursley, of number four, Privet Drive, were proud to say. Mr and Mrs Dursley, of number four, Privet Drive, were proud to say.'], pair: '', mask: 'causal', batch: false, metric: 'to_prev' },
+  },
+  {
+    id: 'reference', title: 'a long-range reference: the last word reads back to a name',
+    state: { sentences: ['Marie Curie was born in Warsaw in 1867. After years of study in Paris, and two Nobel prizes, the scientist who discovered polonium was'], pair: '', mask: 'causal', batch: false, metric: '' },
+  },
+  {
+    id: 'sink', title: 'the attention sink: heads that park on the first token',
+    state: { sentences: ['time flies like an arrow; fruit flies like a banana.'], pair: '', mask: 'causal', batch: false, metric: 'to_first' },
+  },
+];
+
 /** For the dates model (models/dates/): its forms, a teacher-forced mistake, a padded batch. */
 export const TRANSLATION_EXAMPLES = [
   {

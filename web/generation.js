@@ -25,29 +25,12 @@ export function kvGroups(arch) {
   return `Grouped-query attention: ${q} query heads, ${kv} key/value heads: ${shown}.`;
 }
 
-// GPT-2's byte-level alphabet (bytes_to_unicode): each byte as a printable character
-const BYTE_OF = (() => {
-  const m = new Map();
-  const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-  let extra = 0;
-  for (let b = 0; b < 256; b++) m.set(String.fromCharCode(printable(b) ? b : 256 + extra++), b);
-  return m;
-})();
-
-/** A byte-level BPE token's text (`Ġflies` → ` flies`); a token of another alphabet, or whose
- *  bytes are not whole UTF-8, as it is. */
-export function tokenText(token) {
-  const chars = [...token];
-  if (!chars.every((c) => BYTE_OF.has(c))) return token;
-  const text = new TextDecoder('utf-8', { fatal: false }).decode(new Uint8Array(chars.map((c) => BYTE_OF.get(c))));
-  return text.includes('\ufffd') ? token : text;
-}
-
 /**
  * A generation as the worker streams it (web/worker.js `generate`: src/wasm.rs
  * `Generating.step()` a pass at a time), so far, in the fields `attnscope generate` prints:
  * model, model_type, backend, prompt, prompt_ids, output_ids, output_text, tokens (every
- * position fed), steps [{top_k}], step_ms, head_mask ([layer, head] knocked out), n (N, the
+ * position fed, as the vocabulary holds them), texts (each as the engine reads it: src/model/tokenizer.rs
+ * `text_of`), steps [{top_k}], step_ms, head_mask ([layer, head] knocked out), n (N, the
  * positions fed) and attention (L, H, N, N).
  * Each pass's attention is written once into a buffer of (L, H, S, S), S the most positions the
  * generation can feed (the prompt's P and `maxNew − 1`): a step costs its own row, the views read
@@ -56,7 +39,7 @@ export function tokenText(token) {
  * rows come, a row a step (`summary`), so the views never walk all L·H·N·N values while it streams.
  */
 export class GenerationResult {
-  #data; #S; #heads; #compact = null; #last = '';
+  #data; #S; #heads; #compact = null; #last = null;
   /** The summary of the rows fed so far (`#fold`): {bins, thumbs (L·H, THUMB × THUMB: a head's
    *  thumbnail, its rows THUMB apart), thumbMask (THUMB × THUMB), best: [L·H] of {max, q, k}}. */
   #kept = null;
@@ -68,7 +51,7 @@ export class GenerationResult {
     Object.assign(this, {
       model: first.model, model_type: first.model_type, backend: first.backend, prompt: first.prompt,
       head_mask: off.map((k) => k.split(':').map(Number)),
-      prompt_ids: first.prompt_ids, output_ids: [], output_text: '', tokens: [...first.prompt_tokens], steps: [], step_ms: [], n: P,
+      prompt_ids: first.prompt_ids, output_ids: [], output_text: '', tokens: [...first.prompt_tokens], texts: [...first.prompt_texts], steps: [], step_ms: [], n: P,
     });
     this.#S = P + Math.max(1, maxNew) - 1;
     this.#heads = first.attention.length / (P * P); // L·H
@@ -87,7 +70,8 @@ export class GenerationResult {
     const q = this.n, S = this.#S;
     if (q >= S || step.n_k !== q + 1) throw new Error(`a step over ${step.n_k} positions where the generation has fed ${q} of at most ${S}`);
     for (let lh = 0; lh < this.#heads; lh++) this.#data.set(step.attention.subarray(lh * step.n_k, (lh + 1) * step.n_k), (lh * S + q) * S);
-    this.tokens.push(this.#last);
+    this.tokens.push(this.#last.token);
+    this.texts.push(this.#last.text);
     this.n = q + 1;
     // the new row into the summary, or all of them again once the thumbnails' bins widen
     if (thumbBins(this.n).w === this.#kept.bins.w) this.#fold(this.n, this.#kept, q);
@@ -97,10 +81,10 @@ export class GenerationResult {
 
   #written(step) {
     this.output_ids.push(step.id);
-    this.steps.push({ top_k: step.top_k });
+    this.steps.push({ text: step.text, top_k: step.top_k });
     this.step_ms.push(step.step_ms);
     this.output_text = step.output_text;
-    this.#last = step.token;
+    this.#last = { token: step.token, text: step.text };
   }
 
   /** How many heads: L·H. */
@@ -184,7 +168,7 @@ export function generationRun(result, step, layers, reach = []) {
   const tokens = result.tokens.slice(0, n);
   const item = {
     text: result.prompt, tokens, token_ids: [...result.prompt_ids, ...result.output_ids].slice(0, n),
-    token_texts: tokens.map(tokenText), offsets: tokens.map(() => [0, 0]), word_ids: tokens.map((_, i) => i), length: n, truncated: false,
+    token_texts: result.texts.slice(0, n), offsets: tokens.map(() => [0, 0]), word_ids: tokens.map((_, i) => i), length: n, truncated: false,
   };
   const shape = [1, layers, H, n, n];
   const info = {
@@ -232,7 +216,7 @@ export function connectGeneration(store, eng) {
     from = s.run?.generated ? from : s.run;
     // the heads knocked out write too: every pass, the prompt's and each step's
     const off = [...s.off];
-    store.update({ generation: { id, running: true, result: null, stopped: false, error: null, off, baseline: null }, gen: maxNew, chat, ...(keepStep ? {} : { step: null }) });
+    store.update({ generation: { id, running: true, result: null, stopped: false, error: null, off, baseline: null }, gen: maxNew, genMax: maxNew, chat, ...(keepStep ? {} : { step: null }) });
     let result = null;
     const handle = eng.generate(s.modelKey, { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat, headMask: off.join(',') } }, ({ step }) => {
       if (current?.id !== id) return;

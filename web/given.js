@@ -203,7 +203,7 @@ function fromCliAttention(out, source) {
 
 /** `attnscope generate`'s JSON: every position fed, `attention [L][H][N][N]`, causal. */
 function fromCliGenerate(out, source) {
-  return cliRecords({ model: out.model, tokens: out.tokens, attention: out.attention, causal: true }, source);
+  return cliRecords({ model: out.model, tokens: out.tokens, texts: out.texts, attention: out.attention, causal: true }, source);
 }
 
 function cliRecords({ model, tokens, texts, attention, causal, sentenceB }, source) {

@@ -51,3 +51,21 @@ export function noteTip(tip, ...tokens) {
   const note = specialNotes(...tokens);
   if (note) tip.append(Object.assign(document.createElement('span'), { className: 'tip-note', textContent: note }));
 }
+
+/**
+ * What a token's label is, where it is not the vocabulary's piece (result.js `labelsOf`):
+ * `“ flies” is the token Ġflies`, and for a part of a character, what its marked bytes are.
+ * '' where the label is the piece.
+ */
+export function pieceNote(label, piece) {
+  if (piece === undefined || label === piece) return '';
+  const bytes = /‹[0-9A-F ]+›/.test(label) ? ': ‹…› are bytes of a character the tokenizer split across tokens (each token holds part of it)' : '';
+  return `“${label}” is the token ${piece}${bytes}`;
+}
+
+/** The notes on the tokens `labels[i]` / `pieces[i]` of each position in `at` ([`noteTip`], [`pieceNote`]). */
+export function tokenTip(tip, labels, pieces, ...at) {
+  noteTip(tip, ...at.map((i) => labels[i]));
+  const notes = [...new Set(at.map((i) => pieceNote(labels[i], pieces?.[i])).filter(Boolean))];
+  if (notes.length) tip.append(Object.assign(document.createElement('span'), { className: 'tip-note', textContent: notes.join('\n') }));
+}

@@ -165,19 +165,25 @@ export function fromWorker(raw) {
 }
 
 /**
- * What the views write for each of an item's `tokens` (padding included): the token as the
- * vocabulary holds it where a person reads that (`the`, `##ing`, `[CLS]`, `<s>`), else its text
- * (`Ġflies` → ` flies`, `â–ģ` byte pieces → the character they are part of; `token_texts`, from
- * the engine).
+ * What the views write for each of an item's `tokens` (padding included): its text from the
+ * engine (`token_texts`: `Ġflies` → ` flies`, `×©` → `ש`, `▁the` → ` the`, a part of a
+ * character as its bytes, marked: `ĠðŁ` → ` ‹F0 9F›`), as a reader can see it; the token as the
+ * vocabulary holds it where that is what a person reads: a special token (`[CLS]`, `<s>`), a
+ * WordPiece continuation (`##ing`), and a token that is its text as the tokenizer normalised it
+ * (an uncased BERT's `cafe` for `café`).
  */
 export function labelsOf(item) {
   const texts = item.token_texts ?? [];
+  const folded = (t) => t.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
   return item.tokens.map((t, i) => {
     const text = texts[i];
-    if (text === undefined || t === text || t.startsWith('##') || /^(\[[A-Za-z]+\]|<[^<>\s]+>)$/.test(t)) return t;
-    return /[\u0100-\u017f▁]/.test(t) ? visibleText(text) : t; // byte-level BPE's alphabet, SentencePiece's ▁
+    if (text === undefined || t === text || t.startsWith('##') || SPECIAL.test(t) || folded(t) === folded(text)) return t;
+    return visibleText(text);
   });
 }
+
+/** A special token's form: `[CLS]`, `<s>`, `<|endoftext|>`; not SentencePiece's byte pieces (`<0xF0>`). */
+const SPECIAL = /^(\[[A-Za-z]+\]|<(?!0x[0-9A-Fa-f]{2}>)[^<>\s]+>)$/;
 
 /** Control characters a reader sees by a sign: Unicode's Control Pictures (␀ … ␟, ␡), a newline ⏎ and a tab ⇥. */
 const CONTROL_SIGNS = { '\n': '⏎', '\t': '⇥' };

@@ -220,10 +220,13 @@ function runHas(r, s) {
     && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
 
-/** The views that draw a generation's run (its attention, no scores, metrics or trace; the
- *  cache panel reads the architecture and how many positions are fed; the window panel, the
- *  attention). */
+/** The views that draw a generation's streamed run (its attention, no scores, metrics or trace;
+ *  the cache panel reads the architecture and how many positions are fed; the window panel, the
+ *  attention) until the pass over its focused step is in (`stepPass`), which every view draws. */
 const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache', 'inside:window'];
+
+/** The most positions a generation's focused step is run again for (`stepPass`). */
+const STEP_PASS_TOKENS = 1024;
 
 /** The views a long text's run draws before its focused layer's heads come (they read the
  *  summaries of every head). */
@@ -401,6 +404,40 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
 
   /**
+   * A finished generation's focused step as a pass of its own: the ids the model was fed up to
+   * that step (its prompt's, a chat template's included, and what it wrote), run with everything
+   * the open views ask for (`runOptions`), so that the panels the streamed run cannot draw (the
+   * layer's insides, the heads' colours and table, the rollout) follow the step. It takes the
+   * streamed run's place, `generated` kept (`full`: every view draws it), while the state still
+   * shows that step of that generation. The attention is the same: a cached decoding equals the
+   * full causal pass (tests/e2e/llama.test.mjs).
+   */
+  let stepAsked = '';
+  async function stepPass() {
+    const s = store.get(), r = s.run, g = s.generation;
+    if (!r?.generated || !g?.result || g.running || !s.modelKey || (r.generated.full && runHas(r, s))) return;
+    // a long text's step: its attention views only (a pass over thousands of positions a step
+    // would hold the engine for seconds at each move of the step control)
+    if (r.T > STEP_PASS_TOKENS) return;
+    const src = g.result, ids = [...src.prompt_ids, ...src.output_ids].slice(0, r.T);
+    const options = { ...runOptions(s), ids };
+    const asked = `${s.modelKey}|${JSON.stringify(options)}`;
+    if (stepAsked === asked) return;
+    stepAsked = asked;
+    try {
+      const full = await eng().run(s.modelKey, { texts: [src.prompt], pair: '', mask: 'causal', options });
+      const now = store.get();
+      if (now.generation?.result !== src || now.generation.running || now.run?.generated?.step !== r.generated.step || now.run.T !== full.T) return;
+      full.generated = { ...r.generated, full: true };
+      store.update({ run: full });
+    } catch (err) {
+      store.update({ runError: { line: `the pass over the focused step: ${String(err.message || err)}` } });
+    } finally {
+      if (stepAsked === asked) stepAsked = '';
+    }
+  }
+
+  /**
    * Loads `source` ({key, name, base} or {key, name, files}) with the state's engine.
    * `opening(info, state)`: what the model opens on (a patch of the intent, applied with the
    * model in one update, so no run reads the old model's input with the new model).
@@ -494,7 +531,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       if (!el || !opts[name] || (name === 'headB' ? !sideBySide : el.hidden)) continue;
       if (waiting && !LONG_FIRST.includes(name)) continue;
       // a generation keeps its attention alone: the panels of a pass's insides keep the sentence's
-      if (r.generated && !GENERATED_VIEWS.includes(name)) continue;
+      if (r.generated && !r.generated.full && !GENERATED_VIEWS.includes(name)) continue;
       if (r.given && !GIVEN_VIEWS.includes(name)) { needsModel(el); continue; }
       el._needsModel = false;
       // views in one task while they are quick (one frame paints them all); past SLICE_MS the
@@ -598,6 +635,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     decoderInside(s);
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows
     if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
+    // a generation's focused step, written: the pass over what the model was fed to there
+    else if (s.run?.generated && (changed.has('run') || changed.has('generation') || SHOW_KEYS.some((k) => changed.has(k)))) stepPass();
     if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);
     if (['run', 'table', 'rollout', 'metric'].some((k) => changed.has(k))) givenAnalyses(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);

@@ -92,6 +92,16 @@ export function metricLabel(name, info, short = false) {
   return short ? `→${mark}` : `attention to ${mark}`;
 }
 
+/**
+ * The head metrics that can say something of a model's text under `mask` (a run's `mask_kind`):
+ * not the attention to a first or last special token its tokenizer does not add (GPT-2 adds none,
+ * a Llama or Gemma its BOS alone), nor to the next token under the causal mask (always 0).
+ */
+export function metricsFor(info, mask) {
+  const specials = info?.specials ?? ['[CLS]', '[SEP]'];
+  return Object.keys(METRICS).filter((m) => !(m === 'to_cls' && specials.length < 1) && !(m === 'to_sep' && specials.length < 2) && !(m === 'to_next' && mask === 'causal'));
+}
+
 /** The Hub the page loads `hf=` models from, unless `hub=` names a mirror. */
 export const DEFAULT_HUB = 'https://huggingface.co';
 

@@ -32,6 +32,26 @@ const AT_WEIGHTS = FILES.indexOf(WEIGHTS); // its place in a checkpoint's files
 const CHAT_FILES = ['tokenizer_config.json', 'chat_template.jinja'];
 /** Whether a file (a name or a URL) is a GGUF file: one file for config, tokenizer and weights. */
 const isGguf = (name) => /\.gguf$/i.test(name.split(/[?#]/)[0]);
+
+/**
+ * Why a URL that names one file other than a .gguf cannot be loaded as a folder, in words that
+ * say what to do; null for a folder's URL (or a .gguf file's). PyTorch's pickles (.bin, .pt,
+ * .pth, .ckpt) are never read: reading one can run code, and safetensors holds the same numbers.
+ */
+function notAFolder(url) {
+  const file = decodeURIComponent(new URL(url).pathname.split('/').pop() ?? '');
+  const folder = url.slice(0, url.lastIndexOf('/') + 1);
+  if (/\.(bin|pt|pth|ckpt)$/i.test(file)) {
+    return `${file} is PyTorch's pickle format, which attnscope does not load (reading a pickle can run code). Save the model as safetensors, in Python: AutoModel.from_pretrained(folder).save_pretrained(folder) (transformers writes model.safetensors), then give the folder's URL (${folder}) or a GGUF file`;
+  }
+  if (/\.(safetensors|json)$/i.test(file)) {
+    return `${file} is one file of a checkpoint: give its folder's URL (${folder}), which holds config.json, model.safetensors and tokenizer.json`;
+  }
+  if (/\.(h5|msgpack|onnx)$/i.test(file)) {
+    return `${file} is a ${/h5$/i.test(file) ? 'TensorFlow' : /msgpack$/i.test(file) ? 'Flax' : 'ONNX'} file, which attnscope does not load: give the URL of a folder with config.json, model.safetensors and tokenizer.json, or of a GGUF file`;
+  }
+  return null;
+}
 /** Whether a file goes into wasm memory as a WeightsFile (safetensors weights, a GGUF file). */
 const isWeights = (file) => file === WEIGHTS || isGguf(file);
 /** A file's size limit (`fileLimits()`): a GGUF file's is the weights', a chat file's the config's. */
@@ -168,7 +188,10 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
       resp = await fetch(url, { signal, cache: refresh ? 'reload' : 'default' });
     } catch (e) {
       if (signal.aborted) throw new Error('cancelled');
-      throw new Error(`${file}: the request to ${url} failed (${e.message || e})`);
+      // a file of another site the browser would not hand over: its server allows no other site
+      const other = new URL(url).origin !== self.location.origin;
+      const why = other ? `: the browser reads a file of another site only where its server allows it (Access-Control-Allow-Origin; and Cross-Origin-Resource-Policy: cross-origin where this page is cross-origin isolated), or ${new URL(url).host} is offline. Serve the model with those headers, or embed the page as an iframe` : '';
+      throw new Error(`${file}: the request to ${url} failed (${e.message || e})${why}`);
     }
     // the Hub's reason for a 401/403/404 (RepoNotFound, GatedRepo, EntryNotFound), where its
     // CORS headers let the page read it
@@ -565,6 +588,8 @@ async function load(msg) {
   const current = sessions.get(msg.key);
   const reuse = known && !msg.refresh && !msg.files;
   if (reuse && current && current.backend === msg.backend) return current;
+  const wrong = !reuse && !msg.files && msg.base && notAFolder(msg.base);
+  if (wrong) throw new Error(wrong);
   const files = reuse ? null : msg.files ? fromFiles(msg.files)
     : isGguf(msg.base) ? await downloadGguf(msg.key, msg.base, msg.refresh, msg.hub) : await download(msg.key, msg.base, msg.refresh, msg.hub);
   const cp = reuse ? known : { name: msg.name, ...files };

@@ -249,8 +249,17 @@ def head_view(
 
     The arguments are bertviz's (see :func:`attnscope.given` for the layouts taken), plus
     ``num_key_value_heads`` (grouped-query attention's key/value heads) and ``model`` (a name for
-    the caption). ``html_action="view"`` shows the widget; ``"return"`` gives a :class:`Page`.
+    the caption). ``heads`` names the one head the view opens on: bertviz overlays several, which
+    attnscope's one-head view does not, so more than one is refused. ``html_action="view"`` shows
+    the widget; ``"return"`` gives a :class:`Page`.
     """
+    if heads is not None and len(list(heads)) > 1:
+        hs = [int(h) for h in heads]
+        raise ValueError(
+            f"heads={hs}: bertviz overlays these heads in one view; attnscope's head view shows one head "
+            f"at a time (the others a click away above it): pass heads=[{hs[0]}] to open on head {hs[0]}, "
+            f"or call head_view once a head"
+        )
     g = given(
         attention, tokens, sentence_b_start, prettify_tokens, layer, heads, encoder_attention, decoder_attention,
         cross_attention, encoder_tokens, decoder_tokens, include_layers, num_key_value_heads, model,
@@ -282,8 +291,9 @@ def model_view(
     queries over A's or B's keys).
 
     ``display_mode`` is taken for bertviz's calls ('light' or 'dark'); attnscope draws in its
-    own colours, whose scale reads the same in both. ``include_heads`` selects the heads the
-    view opens on. The rest is as :func:`head_view`.
+    own colours, whose scale reads the same in both. ``include_heads`` is refused unless it names
+    every head: bertviz shows only the heads named, attnscope every head (slice the attention to
+    show fewer). The rest is as :func:`head_view`.
     """
     if display_mode not in DISPLAY_MODES:
         raise ValueError(f"display_mode={display_mode!r}: expected 'light' or 'dark'")
@@ -291,6 +301,14 @@ def model_view(
         attention, tokens, sentence_b_start, prettify_tokens, None, include_heads, encoder_attention,
         decoder_attention, cross_attention, encoder_tokens, decoder_tokens, include_layers, num_key_value_heads, model,
     )
+    H = g.records[0].query_heads
+    if include_heads is not None and sorted({int(h) for h in include_heads}) != list(range(H)):
+        hs = [int(h) for h in include_heads]
+        raise ValueError(
+            f"include_heads={hs}: bertviz shows only these heads; attnscope's model view shows every head "
+            f"of each layer (0..{H - 1}). To show only these, pass each layer's attention[:, {hs}] "
+            f"(numbered 0..{len(hs) - 1} then), or leave include_heads out"
+        )
     # each head's thumbnail no larger than a few tokens need (about 8 px a token, 48 to 160)
     H, n = g.records[0].query_heads, max(r.n_k for r in g.records)
     width = max(360, H * min(160, max(48, 8 * n)) + 80)

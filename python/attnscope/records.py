@@ -185,6 +185,15 @@ def layers_of(attention: Any, what: str, kv_heads: int | None = None) -> list[np
     """Per-layer ``(heads, n_q, n_k)`` arrays from any of the layouts in ``LAYOUT``, checked."""
     if attention is None:
         raise ValueError(f"{what}: missing; expected {LAYOUT}")
+    if isinstance(attention, (tuple, list)) and len(attention) == 0:
+        raise ValueError(
+            f"{what}: an empty tuple, as `outputs.attentions` is under transformers' default attention "
+            f"(sdpa), which hands no probabilities out: load the model with "
+            f"attn_implementation=\"eager\" and call it with output_attentions=True"
+        )
+    whole_output = _whole_output(attention)
+    if whole_output:
+        raise ValueError(f"{what}: {whole_output}")
     if isinstance(attention, (tuple, list)) and attention and not _is_number_list(attention):
         if any(a is None for a in attention):
             raise ValueError(
@@ -243,6 +252,24 @@ def layers_of(attention: Any, what: str, kv_heads: int | None = None) -> list[np
     return out
 
 
+def _whole_output(x: Any) -> str | None:
+    """What to pass in place of a model's or generate's whole output (a ``ModelOutput``, a dict),
+    or None for anything else."""
+    if not isinstance(x, dict) and not hasattr(x, "attentions") and not hasattr(x, "sequences"):
+        return None
+    keys = list(x.keys()) if hasattr(x, "keys") else [k for k in ("sequences", "attentions") if hasattr(x, k)]
+    if "sequences" in keys:
+        return (
+            f"a whole generate() output (fields {', '.join(map(str, keys))}); its per-step attentions "
+            f"make one map a layer: attnscope.assemble_generate(output)"
+        )
+    return (
+        f"a whole output ({type(x).__name__} with {', '.join(map(str, keys)) or 'no fields'}); pass its "
+        f"attentions: outputs.attentions (an encoder–decoder's: encoder_attentions, decoder_attentions, "
+        f"cross_attentions)"
+    )
+
+
 def _is_number_list(x: Any) -> bool:
     """Whether ``x`` is a nested list of numbers (one array) rather than a tuple of layers."""
     while isinstance(x, (list, tuple)) and x:
@@ -253,6 +280,11 @@ def _is_number_list(x: Any) -> bool:
 def tokens_of(tokens: Any, n: int, what: str, prettify_tokens: bool) -> list[str]:
     if tokens is None:
         raise ValueError(f"{what}: missing; expected {n} strings, one a position")
+    if isinstance(tokens, str):
+        raise ValueError(
+            f"{what}: one string ({tokens[:40]!r}); expected a list of {n} tokens, one a position: "
+            f"tokenizer.convert_ids_to_tokens(ids)"
+        )
     tokens = list(tokens)
     for i, t in enumerate(tokens):
         if not isinstance(t, str):
@@ -278,15 +310,14 @@ def is_causal(layers: list[np.ndarray]) -> bool:
 
 def view_of(layers: int, layer: int | None, heads: Sequence[int] | None, include_layers: Sequence[int] | None,
             query_heads: int) -> tuple[list[int], dict[str, Any]]:
-    """The layers kept (``include_layers``, bertviz's) and what the views open on."""
-    keep = list(range(layers)) if include_layers is None else [int(i) for i in include_layers]
+    """The layers kept (``include_layers``, bertviz's: any order, each once, shown in the model's
+    order) and what the views open on."""
+    keep = list(range(layers)) if include_layers is None else sorted({int(i) for i in include_layers})
     for i in keep:
         if not 0 <= i < layers:
             raise ValueError(f"include_layers: layer {i}, but the attention has layers 0..{layers - 1}")
     if not keep:
         raise ValueError("include_layers: empty, no layer to show")
-    if any(b <= a for a, b in zip(keep, keep[1:])):
-        raise ValueError(f"include_layers={keep}: the layers in increasing order, each once")
     view: dict[str, Any] = {}
     if layer is not None:
         if int(layer) not in keep:

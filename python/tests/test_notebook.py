@@ -46,11 +46,20 @@ def test_model_view_display_mode_and_include_heads(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda w: shown.append(w))
     a = attention(L=3, H=4)
-    attnscope.model_view(list(a), TOKENS, display_mode="light", include_heads=[1, 3], include_layers=[0, 1, 2])
+    attnscope.model_view(list(a), TOKENS, display_mode="light", include_heads=[3, 2, 1, 0], include_layers=[2, 0, 1])
     (w,) = shown
     # 4 heads of 5 tokens; `controls`: a pair's filter above the heads (none here: no sentence_b_start)
     assert w.attributes == {"view": "model", "controls": "", "style": "display:block;max-width:360px"}
-    assert w.given.view == {"heads": [1, 3]}
+    assert [r.layer for r in w.given.records] == [0, 1, 2], "include_layers in any order, shown in the model's"
+    # bertviz shows only the heads named: attnscope's model view shows every head, so fewer are refused, saying so
+    with pytest.raises(ValueError, match=r"include_heads=\[1, 3\]: bertviz shows only these heads; attnscope's model view shows every head of each layer \(0\.\.3\)\. To show only these, pass each layer's attention\[:, \[1, 3\]\]"):
+        attnscope.model_view(list(a), TOKENS, include_heads=[1, 3])
+    # and head_view's heads: bertviz overlays them, attnscope shows one head
+    with pytest.raises(ValueError, match=r"heads=\[3, 1\]: bertviz overlays these heads in one view; attnscope's head view shows one head at a time .*pass heads=\[3\]"):
+        attnscope.head_view(list(a), TOKENS, layer=2, heads=[3, 1])
+    attnscope.head_view(list(a), TOKENS, layer=2, heads=[3])
+    assert shown[-1].given.view == {"layer": 2, "heads": [3]}
+    shown.pop()
     with pytest.raises(ValueError, match=r"display_mode='grey': expected 'light' or 'dark'"):
         attnscope.model_view(list(a), TOKENS, display_mode="grey")
     assert len(shown) == 1

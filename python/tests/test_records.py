@@ -232,7 +232,7 @@ def test_an_encoder_decoder_that_does_not_fit():
     "kwargs, message",
     [
         ({}, r"attention: missing; expected a tuple \(or list\) with one array per layer, each \(batch, heads, n_q, n_k\)"),
-        ({"attention": ()}, r"attention: empty, no layer to show; expected a tuple"),
+        ({"attention": ()}, r"attention: an empty tuple, as `outputs.attentions` is under transformers. default attention \(sdpa\)"),
         ({"attention": np.zeros((0, 4, 5, 5))}, r"attention: empty, no layer to show"),
         ({"attention": np.ones((5, 5))}, r"attention: one array of shape \(5, 5\); expected a tuple"),
         ({"attention": (np.ones((1, 1, 4, 5, 5)),)}, r"attention\[0\]: shape \(1, 1, 4, 5, 5\); expected a tuple"),
@@ -379,7 +379,28 @@ def test_bfloat16_form_rounds_to_nearest_even_and_halves_the_bytes():
         g.to_safetensors("float16")
 
 
-@pytest.mark.parametrize("layers", [[2, 0], [1, 1]])
-def test_include_layers_in_increasing_order_each_once(layers):
-    with pytest.raises(ValueError, match=r"include_layers=\[\d, \d\]: the layers in increasing order, each once"):
-        given(attention(), list("abcde"), include_layers=layers)
+@pytest.mark.parametrize("layers", [[2, 0], [0, 2, 2], (2, 0)])
+def test_include_layers_in_any_order_shown_in_the_models(layers):
+    a = attention()
+    g = given(a, list("abcde"), include_layers=layers)
+    assert [r.layer for r in g.records] == [0, 2]
+    np.testing.assert_array_equal(g.records[1].values, a[2])
+
+
+def test_a_whole_output_an_empty_tuple_or_a_string_of_tokens_says_what_to_pass():
+    # transformers' default attention (sdpa) gives outputs.attentions == ()
+    with pytest.raises(ValueError, match=r"attention: an empty tuple, as `outputs.attentions` is under transformers' default attention \(sdpa\).*attn_implementation=\"eager\""):
+        given((), list("abcde"))
+
+    class Output(dict):  # a ModelOutput is an ordered dict of its fields
+        def __getattr__(self, k):
+            return self[k]
+
+    with pytest.raises(ValueError, match=r"a whole output \(Output with logits, attentions\); pass its attentions: outputs\.attentions"):
+        given(Output(logits=1, attentions=tuple(attention())), list("abcde"))
+    with pytest.raises(ValueError, match=r"a whole generate\(\) output \(fields sequences, attentions\).*attnscope\.assemble_generate\(output\)"):
+        given(Output(sequences=[[1, 2]], attentions=()), list("abcde"))
+    with pytest.raises(ValueError, match=r"a whole output \(dict with attentions\)"):
+        given({"attentions": attention()}, list("abcde"))
+    with pytest.raises(ValueError, match=r"tokens: one string \('the cat sat on the mat'\); expected a list of 5 tokens, one a position: tokenizer\.convert_ids_to_tokens\(ids\)"):
+        given(attention(), "the cat sat on the mat")

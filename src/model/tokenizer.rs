@@ -200,16 +200,35 @@ impl TextTokenizer {
             .unwrap_or_else(|| format!("[{id}]"))
     }
 
-    /// Token `id` as text, through the tokenizer's decoder (`Ġarrow` → ` arrow`); the token
-    /// itself where it has no decoder or the decoder fails.
+    /// Token `id` as text: HF's `decode([id])` through the tokenizer's decoder (`Ġarrow` →
+    /// ` arrow`, `×©` → `ש`), with the space a `▁` stands for kept where the decoder strips it
+    /// (a token read alone is not a text's start). A token that holds only part of a character
+    /// (byte-level BPE's pieces of an emoji, SentencePiece's byte pieces `<0xF0>`), where HF's
+    /// `decode` writes `�`, shows those bytes marked ([`marked_bytes`]: ` ‹F0 9F›`). The token
+    /// itself where there is no decoder or it fails (WordPiece's `##ing` reads as itself).
     pub fn text_of(&self, id: u32) -> String {
-        match self.inner.get_decoder() {
-            Some(_) => self
-                .inner
-                .decode(&[id], false)
-                .unwrap_or_else(|_| self.token(id)),
-            None => self.token(id),
+        let token = self.token(id);
+        if self.inner.get_decoder().is_none() {
+            return token;
         }
+        let Ok(text) = self.inner.decode(&[id], false) else {
+            return token;
+        };
+        if let Some(part) = partial(&token, &text) {
+            return part;
+        }
+        if token.starts_with('▁') && !text.starts_with(char::is_whitespace) {
+            return format!(" {text}");
+        }
+        text
+    }
+
+    /// [`TextTokenizer::text_of`] where token `id` holds only part of a character (its bytes
+    /// marked), else `None`.
+    fn partial_text(&self, id: u32) -> Option<String> {
+        self.inner.get_decoder()?;
+        let text = self.inner.decode(&[id], false).ok()?;
+        partial(&self.token(id), &text)
     }
 
     /// `ids` as text, special tokens skipped (HF's `decode(ids, skip_special_tokens=True)`);
@@ -352,6 +371,9 @@ impl TextTokenizer {
                 let token = &e.get_tokens()[j];
                 shown.push(if special {
                     token.clone()
+                } else if let Some(part) = self.partial_text(e.get_ids()[j]) {
+                    // part of a character, which its span (the whole character) would repeat
+                    part
                 } else {
                     let source = sources[e.get_sequence_ids()[j].unwrap_or(0).min(1)];
                     token_text(token, source.get(span.0..span.1).unwrap_or(token))
@@ -391,6 +413,73 @@ fn token_text(token: &str, span: &str) -> String {
     } else {
         span.to_owned()
     }
+}
+
+/// `piece`'s bytes marked ([`marked_bytes`]) where its decoding `text` is not whole characters:
+/// the decoder wrote `�` that the piece does not hold, and the piece's alphabet encodes bytes.
+fn partial(piece: &str, text: &str) -> Option<String> {
+    if !text.contains('\u{FFFD}') || piece.contains('\u{FFFD}') {
+        return None;
+    }
+    let bytes = piece_bytes(piece)?;
+    std::str::from_utf8(&bytes)
+        .is_err()
+        .then(|| marked_bytes(&bytes))
+}
+
+/// The bytes a vocabulary's piece stands for, where its alphabet encodes bytes: byte-level
+/// BPE's (GPT-2's `bytes_to_unicode`: `Ġ` a space, `ð` `0xF0`) or SentencePiece's (`▁` a space,
+/// `<0xF0>` a byte piece, the rest as UTF-8). `None` for a piece of neither (WordPiece's).
+fn piece_bytes(piece: &str) -> Option<Vec<u8>> {
+    if let Some(hex) = piece
+        .strip_prefix("<0x")
+        .and_then(|rest| rest.strip_suffix('>'))
+    {
+        return u8::from_str_radix(hex, 16).ok().map(|b| vec![b]);
+    }
+    if let Some(bytes) = piece.chars().map(byte_level).collect::<Option<Vec<u8>>>() {
+        return Some(bytes);
+    }
+    piece
+        .contains('▁')
+        .then(|| piece.replace('▁', " ").into_bytes())
+}
+
+/// The byte GPT-2's byte-level alphabet writes as `c` (`bytes_to_unicode`: the printable bytes
+/// as themselves, the other 68 as U+0100 onwards, in order).
+fn byte_level(c: char) -> Option<u8> {
+    let printable =
+        |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let c = c as u32;
+    if c < 256 {
+        return printable(c).then_some(c as u8);
+    }
+    (0..=255u32)
+        .filter(|&b| !printable(b))
+        .nth((c - 256) as usize)
+        .map(|b| b as u8)
+}
+
+/// `bytes` as text: each whole character as itself, each run of bytes that is not a whole
+/// character as their values, marked: `[0x20, 0xF0, 0x9F]` → ` ‹F0 9F›`.
+fn marked_bytes(bytes: &[u8]) -> String {
+    let (mut text, mut loose) = (String::new(), Vec::new());
+    let mark = |text: &mut String, loose: &mut Vec<u8>| {
+        if !loose.is_empty() {
+            let hex: Vec<String> = loose.iter().map(|b| format!("{b:02X}")).collect();
+            text.push_str(&format!("‹{}›", hex.join(" ")));
+            loose.clear();
+        }
+    };
+    for chunk in bytes.utf8_chunks() {
+        if !chunk.valid().is_empty() {
+            mark(&mut text, &mut loose);
+            text.push_str(chunk.valid());
+        }
+        loose.extend_from_slice(chunk.invalid());
+    }
+    mark(&mut text, &mut loose);
+    text
 }
 
 /// `text` without its leading whitespace and cut to at most [`MAX_TEXT_BYTES`] at a character
@@ -503,4 +592,44 @@ fn check_template(map: &serde_json::Map<String, Value>) -> std::result::Result<(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_level_alphabet_is_gpt2s() {
+        // bytes_to_unicode: printable bytes as themselves, the rest from U+0100 in order
+        assert_eq!(byte_level('a'), Some(b'a'));
+        assert_eq!(byte_level('ð'), Some(0xF0));
+        assert_eq!(byte_level('Ā'), Some(0x00));
+        assert_eq!(byte_level('Ġ'), Some(b' '));
+        assert_eq!(byte_level('Ċ'), Some(b'\n'));
+        assert_eq!(byte_level('Ł'), Some(0x9F)); // U+0141
+        assert_eq!(byte_level('Ń'), Some(0xAD)); // U+0143, the last of 68
+        assert_eq!(byte_level('ń'), None);
+        assert_eq!(byte_level('世'), None);
+        let all: std::collections::BTreeSet<u8> = (0..=0x143u32)
+            .filter_map(char::from_u32)
+            .filter_map(byte_level)
+            .collect();
+        assert_eq!(all.len(), 256, "each byte written once");
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_whole_character_are_marked() {
+        assert_eq!(marked_bytes(b" flies"), " flies");
+        assert_eq!(marked_bytes(&[0x20, 0xF0, 0x9F]), " ‹F0 9F›");
+        assert_eq!(marked_bytes(&[0x91, 0xA9]), "‹91 A9›");
+        assert_eq!(marked_bytes(&[0xD7, 0xA9]), "ש");
+        assert_eq!(marked_bytes(&[b'a', 0xE2, b'b']), "a‹E2›b");
+        // a byte-level piece and a SentencePiece byte piece, each part of 👩 (F0 9F 91 A9)
+        assert_eq!(partial("ĠðŁ", " \u{FFFD}").as_deref(), Some(" ‹F0 9F›"));
+        assert_eq!(partial("<0xF0>", "\u{FFFD}").as_deref(), Some("‹F0›"));
+        // whole characters, and a decoder that wrote no �: not partial
+        assert_eq!(partial("×©", "ש"), None);
+        assert_eq!(partial("é", "é"), None);
+        assert_eq!(partial("##ing", "##ing"), None);
+    }
 }

@@ -298,27 +298,38 @@ const selectFits = (page, sel) => page.$eval(sel, (s) => {
 const MODEL_PANELS = ['#page-nav', '#translation', '#inside-decoder', '#views', '#steps', '#inside', '#cross-section', '#reading'];
 const notFound = (problems) => problems.filter((x) => !/favicon|404|Failed to load resource/.test(x));
 
-test('a mistyped model link: its error right under the inputs, above the fold, no empty panels of a model, a Model choice that says it failed; picking a model recovers', async () => {
+test('a mistyped model link: its error right under the inputs, above the fold, and the default model opened under it (not an empty page); the Model choice names the model shown; picking a model recovers; a PyTorch .bin link says how to convert it', async () => {
   for (const [width, height, scale] of [[390, 844, 2], [1920, 1080, 1], [1280, 800, 1]]) {
     const { page, problems } = await openPage(browser, `${server.url}#model=models/datse/&e=cpu`, { width, height, scale });
     assert.match(await ready(page), /datse/);
-    await page.waitForFunction(() => document.body.classList.contains('no-model') && !document.getElementById('error').hidden);
-    const err = await page.locator('#error').boundingBox();
+    // the default model runs under the error, which stays, saying so
+    await page.waitForFunction(() => window.attnscope.info?.name === 'all-MiniLM-L6-v2' && window.attnscope.result, null, { timeout: 120000 });
+    await page.waitForFunction(() => !document.getElementById('link-error').hidden);
+    const error = await page.textContent('#link-error');
+    assert.match(error, /models\/datse\/.*\(showing all-MiniLM-L6-v2 instead/, error);
+    assert.equal(await page.evaluate(() => document.body.classList.contains('no-model')), false);
+    const err = await page.locator('#link-error').boundingBox();
     assert.ok(err.y + err.height <= height, `${width} px: the error ends at y = ${err.y + err.height}, the window is ${height} px tall`);
-    for (const id of MODEL_PANELS) assert.ok(await page.isHidden(id), `${width} px: ${id} is hidden while no model is loaded`);
-    assert.ok(await page.isHidden('#knock-toggle'), 'no "knock out" button of a model that is not there');
-    assert.equal(await page.$eval('#model-pick', (s) => s.selectedOptions[0].textContent), 'models/datse/ (failed)');
+    assert.ok(await page.isVisible('#views'), `${width} px: the default model's views are shown`);
+    assert.equal(await page.$eval('#model-pick', (s) => s.selectedOptions[0].textContent.trim()), 'all-MiniLM-L6-v2 (encoder)');
+    assert.equal(await page.inputValue('#model-url'), 'models/datse/', 'the mistyped URL is kept to correct');
     await page.screenshot({ path: path.join(ARTIFACTS, `classroom-open-failed-${width}.png`) });
     if (width !== 1280) { await page.close(); continue; }
-    // the choice at the top recovers: the dates model, on its own example, with its panels back
+    // the choice at the top recovers: the dates model, on its own example, the error gone
     await page.selectOption('#model-pick', 'models/dates/');
     await translated(page, DATES_FIRST);
-    assert.equal(await page.evaluate(() => document.body.classList.contains('no-model')), false);
-    assert.ok(await page.isVisible('#translation') && await page.isHidden('#error'));
+    assert.ok(await page.isVisible('#translation') && await page.isHidden('#error') && await page.isHidden('#link-error'));
     assert.equal(await page.inputValue('#model-pick'), 'models/dates/');
     assert.deepEqual(notFound(problems), []);
     await page.close();
   }
+  // a link to PyTorch's weights file: not read as a folder, and the error says how to convert it
+  const { page, problems } = await openPage(browser, `${server.url}#model=${encodeURIComponent('models/dates/pytorch_model.bin')}&e=cpu`, { width: 1280, height: 800 });
+  const bin = await ready(page);
+  assert.match(bin, /pytorch_model\.bin is PyTorch's pickle format, which attnscope does not load .*save_pretrained.*models\/dates\//, bin);
+  await page.waitForFunction(() => window.attnscope.info?.name === 'all-MiniLM-L6-v2' && window.attnscope.result, null, { timeout: 120000 });
+  assert.deepEqual(notFound(problems), []);
+  await page.close();
 });
 
 test('the dates model at 1280 × 800: the focused head starts above the fold, the encoder–decoder explanation one click away', async () => {

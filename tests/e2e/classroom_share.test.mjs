@@ -34,6 +34,12 @@ before(async () => {
       writeFileSync(path.join(dir, rel), `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>A teacher's blog</title><link rel="icon" href="data:,"></head><body style="font: 17px Georgia, serif; max-width: 760px; margin: 0 auto; padding: 16px"><h1>What does "it" look at?</h1>\n${body}\n</body></html>`);
       return url + rel;
     },
+    /** Writes `text` at `rel` as it is (a script, say); resolves to its URL. */
+    file(rel, text) {
+      mkdirSync(path.join(dir, path.dirname(rel)), { recursive: true });
+      writeFileSync(path.join(dir, rel), text);
+      return url + rel;
+    },
     stop: () => { proc.kill(); rmSync(dir, { recursive: true, force: true }); },
   };
   browser = await launch({ webgpu: false });
@@ -125,6 +131,23 @@ test('touch: a tap shows a cell\'s value (head and translation views), a button 
 
   // every control a finger's size (the page's top, the head view's tools, the exports)
   assert.deepEqual(await smallControls(page), [], 'controls under 32 px on a phone');
+
+  // a tapped value's bubble goes with its run: another text's (or model's) views show none of it
+  const tapped = async () => {
+    const at = await cellPoint(page, '#head-view', q, k);
+    await page.touchscreen.tap(at.x, at.y);
+    await page.waitForFunction(() => !document.querySelector('#head-view .tooltip').hidden, null, { timeout: 5000 });
+  };
+  await tapped();
+  await page.fill('#sentence', 'The animal didn\'t cross the road because it was too wide.');
+  await page.waitForFunction(() => /road/.test(window.attnscope.result?.text));
+  await page.waitForFunction(() => document.querySelector('#head-view')._view.tokens.includes('road'));
+  assert.equal(await page.isHidden('#head-view .tooltip'), true, 'the bubble of the text before is gone');
+  await tapped();
+  await page.selectOption('#model-pick', 'models/dates/');
+  await page.waitForFunction(() => window.attnscope.result?.output_text, null, { timeout: 60000 });
+  const bubbles = await page.evaluate(() => [...document.querySelectorAll('.tooltip')].filter((t) => t.checkVisibility()).map((t) => t.textContent));
+  assert.deepEqual(bubbles, [], 'no bubble of the model before');
 
   // the dates model's translation view: a tap on a cell of another step's row shows its value
   await page.goto('about:blank');
@@ -235,6 +258,55 @@ test('share: wide boxes with copy buttons; the element pasted into another site 
   await page.screenshot({ path: path.join(ARTIFACTS, 'share-pasted-1280.png'), fullPage: true });
   clean(problems);
   await page.close();
+});
+
+test('an element whose host allows no other site: its own text says why and what to do; a model on such a host: the error says so; the share dialog warns where this server would block it', async () => {
+  const [element] = await (async () => {
+    const { page } = await openWith(`${app.url}#e=cpu&model=models/dates/&s=${encodeURIComponent(DATES)}`, { viewport: { width: 1280, height: 800 } });
+    assert.equal(await ready(page), null);
+    await page.click('#share');
+    await page.waitForFunction(() => document.getElementById('share-element').value.includes('</attn-scope>'));
+    // this server sends the headers: no warning
+    await page.waitForTimeout(300);
+    assert.equal(await page.isHidden('#share-element-warning'), true);
+    const out = [await page.inputValue('#share-element')];
+    await page.close();
+    return out;
+  })();
+  // 1. the script from a server that sends no Access-Control-Allow-Origin (the blog's plain
+  // server), on a page of another site (this app's origin): the element's own text
+  const script = blog.file('lib/attn-scope.js', 'customElements.define("attn-scope", class extends HTMLElement { constructor() { super(); this.attachShadow({ mode: "open" }); } });');
+  const blocked = element.replace(/src="[^"]*attn-scope\.js"/, `src="${script}"`);
+  const a = await openWith(null, { viewport: { width: 1280, height: 800 } });
+  const post = `${app.url}a-post-on-another-site.html`;
+  await a.page.route(post, (r) => r.fulfill({ contentType: 'text/html', body: `<!doctype html><html lang="en"><head><link rel="icon" href="data:,"></head><body><p>The decoder:</p>\n${blocked}</body></html>` }));
+  await a.page.goto(post);
+  await a.page.waitForTimeout(1500);
+  const fallback = await a.page.evaluate(() => { const e = document.querySelector('attn-scope'); return { text: e.textContent, visible: e.checkVisibility() && e.getBoundingClientRect().height > 0, upgraded: Boolean(e.shadowRoot) }; });
+  assert.equal(fallback.upgraded, false, 'the script was refused: no element');
+  assert.ok(fallback.visible, 'its text shows');
+  assert.match(fallback.text, /attn-scope\.js\. If this stays, that server does not allow other sites to load it \(it must send Access-Control-Allow-Origin: \*\).*the iframe snippet works anywhere/);
+  await a.page.screenshot({ path: path.join(ARTIFACTS, 'share-element-blocked-1280.png') });
+  await a.page.close();
+  // 2. the script from this server, the model from the blog's (which sends no such header): the element's error says why
+  // (a page of this app's origin, the model on the blog's server, which sends no such header)
+  const modelHost = element.replace(/model="[^"]*"/, `model="${blog.url}models/dates/"`);
+  const b = await openWith(null, { viewport: { width: 1280, height: 800 } });
+  await b.page.route(post, (r) => r.fulfill({ contentType: 'text/html', body: `<!doctype html><html lang="en"><head><link rel="icon" href="data:,"></head><body><p>The decoder:</p>\n${modelHost}</body></html>` }));
+  await b.page.goto(post);
+  await b.page.waitForFunction(() => !document.querySelector('attn-scope')?.shadowRoot?.querySelector('.message')?.hidden, null, { timeout: 60000 });
+  const message = await b.page.evaluate(() => document.querySelector('attn-scope').shadowRoot.querySelector('.message').textContent);
+  assert.match(message, /only where its server allows it \(Access-Control-Allow-Origin.*embed the page as an iframe/, message);
+  await b.page.close();
+  // 3. the share dialog, where this server sent no Access-Control-Allow-Origin: a warning beside the element's snippet
+  const c = await openWith(null, { viewport: { width: 1280, height: 800 } });
+  await c.page.route('**/attn-scope.js', (r) => (r.request().method() === 'HEAD' ? r.fulfill({ status: 200, contentType: 'text/javascript', body: '' }) : r.continue()));
+  await c.page.goto(`${app.url}#e=cpu&model=models/dates/&s=${encodeURIComponent(DATES)}`);
+  assert.equal(await ready(c.page), null);
+  await c.page.click('#share');
+  await c.page.waitForFunction(() => !document.getElementById('share-element-warning').hidden, null, { timeout: 10000 });
+  assert.match(await c.page.textContent('#share-element-warning'), /This server sends no Access-Control-Allow-Origin: \* for \/attn-scope\.js: pasted into another site, the element will only show a note saying so\..*iframe/);
+  await c.page.close();
 });
 
 test('embeds show their view alone; a failed element shows its error alone, small', async () => {

@@ -122,8 +122,8 @@ test('a generation\'s summary, kept a row a step, is summarise\'s over the cut a
   for (const [P, NEW] of [[5, 4], [40, 30], [64, 64], [100, 37]]) {
     const prompt = new Float32Array(L * H * P * P); // causal: zeros past the diagonal
     for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < P; q++) for (let k = 0; k <= q; k++) prompt[(lh * P + q) * P + k] = rnd();
-    const step = (n_k) => ({ n_k, attention: Float32Array.from({ length: L * H * n_k }, rnd), id: 1, token: 'b', top_k: [], step_ms: 1, output_text: '' });
-    const g = new GenerationResult({ ...step(P), attention: prompt, prompt_ids: Array(P).fill(1), prompt_tokens: Array(P).fill('a'), prompt: 'x' }, NEW);
+    const step = (n_k) => ({ n_k, attention: Float32Array.from({ length: L * H * n_k }, rnd), id: 1, token: 'b', text: 'b', top_k: [], step_ms: 1, output_text: '' });
+    const g = new GenerationResult({ ...step(P), attention: prompt, prompt_ids: Array(P).fill(1), prompt_tokens: Array(P).fill('a'), prompt_texts: Array(P).fill('a'), prompt: 'x' }, NEW);
     const check = (n, what) => {
       const mask = new Float32Array(n * n);
       for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
@@ -486,6 +486,11 @@ test('Llama: Generate writes token by token (each step shown as it comes), Stop 
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
   const seen = await page.evaluate(() => [...new Set(window.seen)]);
   for (let n = 1; n <= 6; n++) assert.ok(seen.includes(n), `the page showed ${n} written tokens on the way (saw ${seen})`);
+  // the header's time says what it measures: the whole generation, the line's parts summed
+  const times = await page.evaluate(() => ({ badge: document.getElementById('backend').textContent, ms: window.attnscope.result.generate.step_ms }));
+  const total = times.ms.reduce((a, b) => a + b, 0);
+  assert.match(times.badge, /^(cpu|CPU).* · \d+ ms to read the prompt and write 6 tokens$/, times.badge);
+  assert.equal(Number(times.badge.match(/(\d+) ms/)[1]), Math.round(total), 'the sum of the generation line\'s times');
   // Stop: the tokens written so far stay
   await page.fill('#gen-max', '100');
   await page.click('#gen-go');
@@ -518,8 +523,171 @@ test('Llama: Generate writes token by token (each step shown as it comes), Stop 
   await page.fill('#sentence', 'attention is all you need');
   await page.waitForFunction(() => window.attnscope.result?.text === 'attention is all you need' && !window.attnscope.result.output_ids);
   await page.waitForFunction(() => !/(^|&)gen=/.test(location.hash.slice(1)));
+  // and the number of tokens last asked for stays in its box
+  assert.equal(await page.inputValue('#gen-max'), '3');
+  await page.fill('#gen-max', '5');
+  await page.press('#gen-max', 'Tab');
+  await page.fill('#sentence', 'attention is all you need, still');
+  await page.waitForFunction(() => window.attnscope.result?.text === 'attention is all you need, still');
+  assert.equal(await page.inputValue('#gen-max'), '5', 'a number typed and not yet used stays too');
   clean(problems);
   await page.close();
+});
+
+// GPT-2's byte-level alphabet's characters that stand for bytes (Ġ a space, Ċ a newline, ð 0xF0 …):
+// a token shown with any of them is shown raw
+const BYTE_SOUP = /[\u0100-\u0143ÃÂâðÅ×]|\ufffd/;
+/** The bytes a label stands for: its characters' UTF-8 (a token of spaces alone shows ␣ for each), each `‹F0 9F›` the bytes it names. */
+const bytesOf = (label) => label.replace(/^␣+$/, (s) => ' '.repeat(s.length)).split(/(‹[0-9A-F ]+›)/).flatMap((part) => (/^‹/.test(part)
+  ? part.slice(1, -1).split(' ').map((h) => parseInt(h, 16)) : [...new TextEncoder().encode(part)]));
+
+test('Llama: byte-level tokens read as text everywhere (axes, top-k, the written tokens, the step heading), a part of a character as its bytes marked, the raw piece in the tooltip', async () => {
+  // ש is D7 A9, written × © in the byte-level alphabet; 👩 is F0 9F 91 A9: the tiny vocabulary
+  // holds neither whole
+  const text = 'café 👩 שלום';
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, 'e=cpu&gen=6');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
+  // the focused step's head view: every position's label, and the tokens it reads
+  await page.click('#generate-view .gen-token[data-step="0"]');
+  const P = await page.evaluate(() => window.attnscope.result.prompt_ids.length);
+  await page.waitForFunction((P) => document.querySelector('#head-view')._view.tokens.length === P, P);
+  const axes = await page.evaluate(() => ({ labels: document.querySelector('#head-view')._view.tokens, pieces: window.attnscope.result.tokens }));
+  assert.ok(axes.pieces.some((t) => BYTE_SOUP.test(t)), `the vocabulary writes bytes: ${axes.pieces}`);
+  for (const l of axes.labels) assert.doesNotMatch(l, BYTE_SOUP, `a label shown raw: ${JSON.stringify(axes.labels)}`);
+  assert.ok(axes.labels.some((l) => /‹[0-9A-F ]+›/.test(l)), `parts of a character marked: ${JSON.stringify(axes.labels)}`);
+  const read = new TextDecoder().decode(new Uint8Array(axes.labels.flatMap(bytesOf)));
+  assert.ok(read.includes(text), `the labels read back as the text: ${JSON.stringify(read)}`);
+  // the written tokens, the step's heading and its likeliest tokens
+  const shown = await page.evaluate(() => ({
+    written: [...document.querySelectorAll('#generate-view .gen-token')].map((t) => t.textContent),
+    heading: document.querySelector('#generate-view h3, #generate-view .gen-step-heading')?.textContent ?? '',
+    next: [...document.querySelectorAll('#generate-view .next-label')].map((t) => t.textContent),
+  }));
+  assert.equal(shown.written.length, 6);
+  for (const t of [...shown.written, shown.heading, ...shown.next]) assert.doesNotMatch(t, BYTE_SOUP, `shown raw: ${JSON.stringify(shown)}`);
+  // the raw piece in a column label's tooltip
+  const k = axes.labels.findIndex((l) => /‹/.test(l));
+  await page.locator('#head-view .overlay').scrollIntoViewIfNeeded();
+  const at = await page.evaluate((k) => {
+    const v = document.querySelector('#head-view'), g = v._view.g, r = v.querySelector('.overlay').getBoundingClientRect();
+    return { x: r.left + g.x0 + (k - g.k0 + 0.5) * g.cell, y: r.top + g.y0 / 2 };
+  }, k);
+  await page.mouse.move(at.x, at.y);
+  const tip = await page.textContent('#head-view .tooltip');
+  assert.ok(tip.includes(`is the token ${axes.pieces[k]}`) && tip.includes('bytes of a character'), `the tooltip of ${axes.labels[k]}: ${tip}`);
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: sharing a generation at a step gives an element that writes the same tokens and shows that step, as the iframe does', async () => {
+  const text = 'time flies like an arrow';
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, text, 'e=cpu&gen=8&st=4');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 8 && !window.attnscope.result.running, null, { timeout: 60000 });
+  const want = await page.evaluate(() => ({ ids: window.attnscope.result.output_ids, labels: document.querySelector('#head-view')._view.tokens }));
+  await page.click('#share');
+  await page.waitForFunction(() => document.getElementById('share-element').value.includes('<attn-scope'));
+  const element = await page.inputValue('#share-element');
+  const attrs = Object.fromEntries([...element.matchAll(/ ([a-z]+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+  assert.deepEqual([attrs.view, attrs.gen, attrs.step, attrs.sentence], ['generate', '8', '4', text], element);
+  clean(problems);
+  await page.close();
+  // pasted into a page: the element writes the 8 tokens and its head view is step 5's, over the same positions
+  const other = await openPage(browser, null, { width: 1280, height: 900 });
+  const blog = `${server.url}a-blog-post.html`; // a page of the app's origin holding the snippet alone
+  await other.page.route(blog, (r) => r.fulfill({ contentType: 'text/html', body: `<!doctype html><html lang="en"><head><link rel="icon" href="data:,"></head><body><p>What the model wrote:</p>\n${element}</body></html>` }));
+  await other.page.goto(blog);
+  await other.page.waitForFunction(() => document.querySelector('attn-scope').result?.output_ids?.length === 8 && !document.querySelector('attn-scope').result.running, null, { timeout: 120000 })
+    .catch(async (e) => { throw new Error(`${e.message}: ${element} ${await other.page.evaluate(() => { const s = document.querySelector('attn-scope').store?.get(); return JSON.stringify({ gen: s?.gen, run: Boolean(s?.run), busy: s?.busy, generation: Boolean(s?.generation), err: s?.runError, merr: s?.modelError, embed: s?.embed }); })} ${other.problems}`); });
+  await other.page.waitForFunction((n) => document.querySelector('attn-scope').shadowRoot.querySelector('.generated-head')?._view?.tokens.length === n, want.labels.length, { timeout: 30000 });
+  const got = await other.page.evaluate(() => ({ ids: document.querySelector('attn-scope').result.output_ids, labels: document.querySelector('attn-scope').shadowRoot.querySelector('.generated-head')._view.tokens }));
+  assert.deepEqual(got, want, 'the element writes what the page wrote and shows the same step');
+  clean(other.problems);
+  await other.page.close();
+});
+
+test('Llama: after Generate every panel follows the focused step: inside the layer (RMSNorm, SwiGLU, RoPE), the heads table and its colours, over the positions fed to that step, the same attention as the generation\'s', async () => {
+  const cfg = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama/config.json'), 'utf8'));
+  const heads = cfg.num_hidden_layers * cfg.num_attention_heads;
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=6&st=2&l=1&inside=residual,ffn,rope&table=1&metric=entropy');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
+  const P = await page.evaluate(() => window.attnscope.result.prompt_ids.length);
+  for (const step of [2, 4]) {
+    if (step !== 2) await page.click(`#generate-view .gen-token[data-step="${step}"]`);
+    const T = P + step;
+    // the pass over the step's positions takes the streamed run's place: every panel is drawn from it
+    await page.waitForFunction((T) => { const r = window.attnscope.store.get().run; return r?.generated?.full && r.T === T; }, T, { timeout: 60000 });
+    await page.waitForFunction(() => ['#inside-residual', '#inside-ffn', '#inside-rope'].every((id) => document.querySelector(id)._rms ?? document.querySelector(id)._swiglu ?? document.querySelector(id)._rope), null, { timeout: 30000 });
+    await page.waitForFunction((n) => document.querySelectorAll('#heads-view tbody tr').length === n, heads, { timeout: 30000 });
+    const got = await page.evaluate(() => {
+      const r = window.attnscope.store.get().run, g = window.attnscope.store.get().generation.result;
+      const trace = r.traceOf(0);
+      let worst = 0;
+      for (let lh = 0; lh < g.heads; lh++) {
+        const a = g.head(lh, r.T), b = r.head(0, Math.floor(lh / (g.heads / r.L)), lh % (g.heads / r.L));
+        for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+      }
+      return { traced: Boolean(trace), worst };
+    });
+    assert.ok(got.traced, `step ${step}: the layer's trace`);
+    assert.ok(got.worst <= 1e-5, `step ${step}: the pass's attention is the generation's (max |Δ| ${got.worst})`);
+  }
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: a decoder-only model shows only what it has: no pair box, no cross-attention section, no heads-table column that is always 0 under its causal mask, worked examples of its own (a chat turn that writes)', async () => {
+  const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&table=1');
+  await page.waitForFunction(() => document.querySelectorAll('#heads-view tbody tr').length > 0, null, { timeout: 60000 });
+  const shown = await page.evaluate(() => ({
+    pair: document.getElementById('pair').checkVisibility(),
+    cross: document.getElementById('cross-section').checkVisibility(),
+    nav: [...document.querySelectorAll('#page-nav a')].filter((a) => a.checkVisibility()).map((a) => a.textContent),
+    examples: [...document.querySelectorAll('#example option')].map((o) => o.value).filter(Boolean),
+    columns: [...document.querySelectorAll('#heads-view th button[data-sort]')].map((b) => b.dataset.sort),
+    metrics: [...document.querySelectorAll('#metric option')].filter((o) => o.value && !o.hidden).map((o) => o.value),
+    specials: window.attnscope.info.specials,
+  }));
+  assert.equal(shown.pair, false, 'no second sentence: a decoder-only model reads one text');
+  assert.equal(shown.cross, false, 'no cross-attention imitated with a pair');
+  assert.ok(!shown.nav.some((t) => /Cross-attention/.test(t)), `the page's contents: ${shown.nav}`);
+  assert.deepEqual(shown.examples, ['chat', 'induction', 'reference', 'sink']);
+  assert.ok(!shown.columns.includes('to_next') && !shown.metrics.includes('to_next'), `→next is always 0 under the causal mask: ${shown.columns}`);
+  if (shown.specials.length < 2) assert.ok(!shown.columns.includes('to_sep') && !shown.metrics.includes('to_sep'), `no last special token: ${shown.columns}`);
+  for (const m of ['entropy', 'to_self', 'to_prev', 'distance', 'to_first', 'sink']) assert.ok(shown.columns.includes(m) && shown.metrics.includes(m), `${m}: ${shown.columns}`);
+  // the chat turn: its question in the template, and what the model writes after it
+  await page.selectOption('#example', 'chat');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 16 && !window.attnscope.result.running, null, { timeout: 60000 });
+  assert.match(await page.evaluate(() => window.attnscope.result.prompt), /<\|im_start\|>user\nWhat is the capital of France\?<\|im_end\|>/);
+  assert.equal(await page.inputValue('#mask'), 'causal', 'the model\'s own mask, not the encoder examples\' padding');
+  clean(problems);
+  await page.close();
+});
+
+test('Llama: presenter mode with a generation: the clicker steps through it (not the layers), and the head view is above the fold and large, at 1280 × 800 and 1920 × 1080', async () => {
+  for (const [width, height] of [[1280, 800], [1920, 1080]]) {
+    const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=6&present=1&l=1&h=2', { width, height });
+    await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
+    const P = await page.evaluate(() => window.attnscope.result.prompt_ids.length);
+    const at = () => page.evaluate(() => { const s = window.attnscope.store.get(); return { step: s.step, layer: s.layer, rows: document.querySelector('#head-view')._view.tokens.length }; });
+    const press = async (key, step) => {
+      await page.keyboard.press(key);
+      await page.waitForFunction((n) => document.querySelector('#head-view')._view.tokens.length === n, P + step);
+      assert.deepEqual(await at(), { step, layer: 1, rows: P + step }, `${width}: ${key}`);
+    };
+    await page.evaluate(() => document.activeElement?.blur()); // no control focused: the keys are the clicker's
+    await press('PageUp', 4); // from the last step (5)
+    await press('ArrowLeft', 3);
+    await press('ArrowRight', 4);
+    await press('PageDown', 5);
+    assert.match(await page.textContent('#presenter-keys'), /next step/);
+    // the head view's heatmap: above the fold, most of the window's height
+    await page.evaluate(() => scrollTo(0, 0));
+    const heat = await page.evaluate(() => { const r = document.querySelector('#head-view canvas.heat').getBoundingClientRect(); return { top: r.top, bottom: r.bottom, height: r.height }; });
+    assert.ok(heat.bottom <= height && heat.height >= 0.45 * height, `${width} × ${height}: the heatmap from ${heat.top} to ${heat.bottom} px`);
+    await page.screenshot({ path: path.join(ROOT, 'test-artifacts', `llama-presenter-generate-${width}.png`) });
+    clean(problems);
+    await page.close();
+  }
 });
 
 test('Llama: one .gguf chosen in the file picker loads and generates', async () => {

@@ -3,14 +3,14 @@
 // likeliest tokens and the step control (← slider → and play). The attention views draw the
 // focused step's run (web/generation.js generationRun); this view draws the text around them.
 //
-// render(target, {info, generation, step, chat, maxNew, playing}, {onGenerate(maxNew, chat),
+// render(target, {info, generation, step, chat, maxNew, playing}, {onGenerate(maxNew, chat), onMax(maxNew),
 // onStop, onStep(step), onPlay, onChat(chat)}); `generation`: {result (web/generation.js GenerationResult),
 // running, stopped, error, off (the heads knocked out while writing, "layer:head"), baseline (then,
 // what the model writes with every head: {output_ids, output_text})} or null. User text is set as
 // textContent only.
 
 import { visibleText, engineOf } from '../result.js';
-import { stepOf, tokenText } from '../generation.js';
+import { stepOf } from '../generation.js';
 
 function el(tag, attrs = {}, text = null) {
   const e = document.createElement(tag);
@@ -53,6 +53,8 @@ function build(target) {
   v.stop.addEventListener('click', () => h().onStop?.());
   v.chat.addEventListener('change', () => h().onChat?.(v.chat.checked));
   v.max.addEventListener('keydown', (e) => { if (e.key === 'Enter') v.go.click(); });
+  // the number asked for is kept (a new sentence, which lets a generation go, leaves it)
+  v.max.addEventListener('change', () => { const n = Number(v.max.value); if (Number.isInteger(n) && n >= 1 && n <= 256) h().onMax?.(n); });
   v.prev.addEventListener('click', () => h().onStep?.(target._gen.t - 1));
   v.fwd.addEventListener('click', () => h().onStep?.(target._gen.t + 1));
   v.slider.addEventListener('input', () => h().onStep?.(Number(v.slider.value) - 1));
@@ -121,13 +123,13 @@ export function render(target, { info, generation, step = null, chat = false, ma
   v.step.hidden = !r || !outputs;
   if (!r || !outputs) return;
   const at = running ? outputs - 1 : t;
-  const before = r.tokens[r.prompt_ids.length - 1 + at];
-  v.heading.textContent = `Step ${at + 1} of ${outputs}: reading “${shown(tokenText(before))}” (position ${r.prompt_ids.length - 1 + at}) and everything before it, the model writes “${shown(tokenOf(r, at))}”`;
+  const before = r.texts[r.prompt_ids.length - 1 + at];
+  v.heading.textContent = `Step ${at + 1} of ${outputs}: reading “${shown(before)}” (position ${r.prompt_ids.length - 1 + at}) and everything before it, the model writes “${shown(tokenOf(r, at))}”`;
   const rows = r.steps[at].top_k.map((p) => {
     const li = el('li', p.id === r.output_ids[at] ? { class: 'chosen' } : {});
     const bar = el('span', { class: 'next-bar' });
     bar.style.width = `${Math.max(1, Math.round(p.p * 100))}%`;
-    li.append(bar, el('span', { class: 'next-label' }, `“${shown(p.text.includes('\ufffd') ? p.token : p.text)}” ${(100 * p.p).toFixed(1)}%${p.id === r.output_ids[at] ? ' ← chosen' : ''}`));
+    li.append(bar, el('span', { class: 'next-label' }, `“${shown(p.text)}” ${(100 * p.p).toFixed(1)}%${p.id === r.output_ids[at] ? ' ← chosen' : ''}`));
     li.title = `token ${p.id} (${p.token}): p = ${p.p.toPrecision(4)}`;
     return li;
   });
@@ -191,8 +193,7 @@ function promptOf(prompt) {
   return p;
 }
 
-/** Output token i's text as written (its step's top-k entry), else the token itself. */
+/** Output token i as the engine reads it (src/model/tokenizer.rs `text_of`: a part of a character as its bytes, marked). */
 function tokenOf(r, i) {
-  const p = r.steps[i].top_k.find((x) => x.id === r.output_ids[i]);
-  return p && !p.text.includes('\ufffd') ? p.text : r.tokens[r.prompt_ids.length + i] ?? p?.token ?? String(r.output_ids[i]);
+  return r.steps[i].text;
 }

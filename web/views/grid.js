@@ -233,6 +233,11 @@ function colouring(run, opts) {
  * METRICS name or '', off: Set of "layer:head" knocked out, compare: compareOf(run) or null,
  * onFocus(layer, head), onMove(dLayer, dHead), onKnock(layer, head)}.
  */
+/** A generation's (web/generation.js GenerationResult) number, for the keys of what was drawn. */
+const sources = new WeakMap();
+let sourcesSeen = 0;
+const sourceId = (source) => sources.get(source) ?? sources.set(source, ++sourcesSeen).get(source);
+
 export function render(target, run, opts) {
   target._opts = opts;
   const { L, H, T } = run;
@@ -258,7 +263,10 @@ export function render(target, run, opts) {
   const by = colouring(run, opts);
   // a sentence pair's part (one sentence's queries over one's keys): each head's block of it
   const part = by ? null : opts.part ?? null;
-  const key = [run.id, opts.item, opts.scale, by ? by.what : '', [...off].join(','), part?.name ?? ''].join('|');
+  // a generation's step is the same attention in its streamed run and in the pass over it
+  // (scope.js stepPass): drawn once, unless the pass brings a colouring
+  const drawnRun = run.generated ? `gen${sourceId(run.generated.source)}:${T}` : run.id;
+  const key = [drawnRun, opts.item, opts.scale, by ? by.what : '', [...off].join(','), part?.name ?? ''].join('|');
   if (target._drawn === key) {
     // the same heads: only the focus frame may have moved
     if (target._marksKey !== marksKey && target._sheet) {

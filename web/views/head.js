@@ -9,7 +9,7 @@
 import { scale, pixels, MASKED, inkOn } from '../colour.js';
 import { fit, bitmap, hatchPattern, axesCaption, placeTip } from '../canvas.js';
 import { square, region, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
-import { noteTip, specialNotes } from '../glossary.js';
+import { noteTip, specialNotes, tokenTip } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
 import { layerNumber } from '../result.js';
@@ -171,7 +171,7 @@ function hover(target, cell, clientX, clientY) {
   const tip = target.querySelector('.tooltip');
   if (cell && clientX !== undefined) {
     tip.textContent = describe(v, cell);
-    noteTip(tip, v.tokens[cell.q], v.tokens[cell.k]);
+    tokenTip(tip, v.tokens, v.pieces, cell.q, cell.k);
     placeTip(tip, clientX, clientY);
   } else {
     tip.hidden = true;
@@ -190,7 +190,7 @@ function cursorTip(target) {
   if (!inside(g, v.cursor)) { tip.hidden = true; return; }
   const r = target.querySelector('.overlay').getBoundingClientRect();
   tip.textContent = describe(v, v.cursor);
-  noteTip(tip, v.tokens[q], v.tokens[k]);
+  tokenTip(tip, v.tokens, v.pieces, q, k);
   // from the cell's centre, past its corner on the side with room: off the crosshair's lines
   placeTip(tip, r.left + g.x0 + (k - g.k0 + 0.5) * g.cell, r.top + g.y0 + (q - g.q0 + 0.5) * g.cell, g.cell / 2 + 6);
 }
@@ -203,7 +203,7 @@ function labelTip(target, q, clientX, clientY) {
   const tip = target.querySelector('.tooltip');
   const on = (v.opts.sel ?? []).includes(q);
   tip.textContent = `${v.tokens[q]}: click to keep only its row, shift-click to ${on ? 'remove it from' : 'add it to'} the selection`;
-  noteTip(tip, v.tokens[q]);
+  tokenTip(tip, v.tokens, v.pieces, q);
   placeTip(tip, clientX, clientY);
   v.opts.onHover?.(null);
 }
@@ -215,7 +215,7 @@ function colTip(target, k, clientX, clientY) {
   drawCrosshair(v.overlayCtx, v.g, v.cursor);
   const tip = target.querySelector('.tooltip');
   tip.textContent = `${v.tokens[k]}: the key at position ${k} (its column)`;
-  noteTip(tip, v.tokens[k]);
+  tokenTip(tip, v.tokens, v.pieces, k);
   placeTip(tip, clientX, clientY);
   v.opts.onHover?.(null);
 }
@@ -359,9 +359,14 @@ export function render(target, run, opts) {
   target.querySelector('.sel-tools').hidden = !st;
   target.querySelector('.sel-label').textContent = st ? `selected: ${st.name}` : '';
   const cursor = prev && prev.run.T === T ? prev.cursor : null;
-  target._view = { run, opts, g, img, imgKey, drawKey, tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
+  target._view = { run, opts, g, img, imgKey, drawKey, tokens, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
   drawCrosshair(overlayCtx, g, target._view.hoverCell ?? cursor);
-  // the keys' tooltip follows a zoom, a new head or layer; a new input drops the cursor and it
+  // the keys' tooltip follows a zoom, a new head or layer; a new input drops the cursor and it.
+  // A pointer's (a tap's bubble, a hover's) told of a cell of the run before: another model's or
+  // text's run drops it
   if (prev?.keyTip && cursor) cursorTip(target);
-  else if (prev?.keyTip) target.querySelector('.tooltip').hidden = true;
+  else if (prev?.keyTip || (prev && prev.run !== run)) {
+    target.querySelector('.tooltip').hidden = true;
+    target._view.hoverCell = null;
+  }
 }

@@ -3,12 +3,16 @@
 // tinted on its column's scale. Click a row to focus the head; alt-click knocks it out.
 
 import { metricScale, css, inkOn } from '../colour.js';
-import { METRICS, metricLabel } from '../store.js';
+import { METRICS, metricLabel, metricsFor } from '../store.js';
 import { layerNumber } from '../result.js';
 
 
-function build(target, opts) {
-  target._labels = opts.modelInfo?.specials?.join(' ') ?? '';
+/** The columns of a run's table (store.js `metricsFor`), and the key its headers are built for. */
+const columnsOf = (run, opts) => metricsFor(opts.modelInfo, run.mask_kind);
+const labelsKey = (run, opts) => `${opts.modelInfo?.specials?.join(' ') ?? ''}|${columnsOf(run, opts).join(' ')}`;
+
+function build(target, run, opts) {
+  target._labels = labelsKey(run, opts);
   target.replaceChildren();
   target.classList.add('heads-view');
   const note = document.createElement('p');
@@ -18,7 +22,7 @@ function build(target, opts) {
   const table = document.createElement('table');
   table.className = 'heads-table';
   const thead = table.createTHead().insertRow();
-  for (const [key, label] of [['layer', 'layer'], ['head', 'head'], ...Object.keys(METRICS).map((m) => [m, metricLabel(m, opts.modelInfo, true)])]) {
+  for (const [key, label] of [['layer', 'layer'], ['head', 'head'], ...columnsOf(run, opts).map((m) => [m, metricLabel(m, opts.modelInfo, true)])]) {
     const th = document.createElement('th');
     th.scope = 'col';
     const b = document.createElement('button');
@@ -54,11 +58,11 @@ function build(target, opts) {
  * "layer:head", onFocus(layer, head), onKnock(layer, head)}.
  */
 export function render(target, run, opts) {
-  // the headers name the model's special tokens: built again for a model with others
-  if (!target.querySelector('.heads-table') || target._labels !== (opts.modelInfo?.specials?.join(' ') ?? '')) build(target, opts);
+  // the headers name the model's special tokens and the metrics that apply: built again for others
+  if (!target.querySelector('.heads-table') || target._labels !== labelsKey(run, opts)) build(target, run, opts);
   target._run = run;
   target._opts = opts;
-  const names = Object.keys(METRICS);
+  const names = columnsOf(run, opts);
   const note = target.querySelector('.heads-note');
   const body = target.querySelector('tbody');
   if (!run.metric(opts.item, names[0])) {
