@@ -80,7 +80,8 @@ def _widget_classes():
         import traitlets
     except ImportError as e:  # the records work without them; the widget does not
         raise ImportError(
-            "attnscope's notebook views need anywidget: `pip install attnscope[notebook]` (or `pip install anywidget`)"
+            "attnscope's notebook views need anywidget: `pip install anywidget` (or install attnscope's wheel "
+            "with its extra: `pip install \"target/wheels/attnscope-0.1.0-py3-none-any.whl[notebook]\"`)"
         ) from e
     esm = front_end()  # one module serves both (python/js/widget.js)
 

@@ -5,6 +5,10 @@ JupyterLab is tests/e2e/notebook.test.mjs's."""
 
 import base64
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -207,3 +211,19 @@ def test_run_names_a_file_that_went(monkeypatch, tmp_path):
     w._answer(w, {"type": "files?", "id": "r1"}, [])
     assert sent[0]["type"] == "error" and sent[0]["id"] == "r1"
     assert sent[0]["message"].endswith("model.safetensors: No such file or directory")
+
+
+def test_a_build_from_source_without_the_front_end_stops_at_install_time_with_the_command(tmp_path):
+    # the package's tree as a clean clone has it: the front end (attnscope/static/) not built
+    src = Path(__file__).resolve().parent.parent
+    tree = tmp_path / "python"
+    shutil.copytree(src, tree, ignore=shutil.ignore_patterns("static", "build", "*.egg-info", "__pycache__", "tests"))
+    assert not (tree / "attnscope" / "static").exists()
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(tmp_path / "w"), str(tree)],
+        capture_output=True, text=True,
+    )
+    assert r.returncode != 0, "no wheel without its front end"
+    out = r.stdout + r.stderr
+    assert "widget.js" in out and "`make wheel`" in out and "target/wheels/attnscope-*.whl" in out, out[-2000:]
+    assert not list(tmp_path.glob("w/*.whl"))
