@@ -870,7 +870,7 @@ async function elementBlocked(script, model) {
 /** A URL that works from any page: a relative one resolved against this page. */
 const absolute = (u) => (/^[a-z][a-z0-9+.-]*:/i.test(u) ? u : new URL(u, location.href).href);
 
-/** The link, the embed's URL, the iframe snippet of a given height, and the <attn-scope> snippet
+/** The link, the embed's URL, the element's script, the iframe snippet of a given height, and the <attn-scope> snippet
  *  with every setting of the view the element takes (web/attn-scope.js) and its model's absolute URL.
  *  A generation is shared as the element's view="generate": it writes the same tokens (`gen`,
  *  `chat`) and shows the focused step's head view, as the iframe (the page, which writes them too). */
@@ -898,6 +898,7 @@ function shareSnippets(s) {
   return {
     link: page.href,
     embedUrl: embedUrl.href,
+    script,
     iframe: (height) => `<iframe src="${embedUrl.href.replace(/"/g, '%22')}" width="${EMBED_WIDTH}" height="${height}" style="border:0;max-width:100%" title="attnscope: layer ${s.layer}, head ${s.head}"></iframe>`,
     // what a page shows where the script cannot load (its host allows no other site to read it):
     // the element's own content, which its shadow root hides once it runs
@@ -958,7 +959,7 @@ on('share', 'click', () => {
   // the element's script, and its model's first file where this server holds it (a Hub model's are the Hub's)
   const s = store.get(), base = s.hf ? null : urlSource(s.model).base;
   const modelFile = base && (/\.gguf$/i.test(base) ? base : new URL('config.json', base.endsWith('/') ? base : `${base}/`).href);
-  elementBlocked(new URL('../attn-scope.js', import.meta.url).href, modelFile).then((why) => {
+  elementBlocked(sn.script, modelFile).then((why) => {
     if (signal.aborted) return;
     setText($('share-element-warning'), why);
     $('share-element-warning').hidden = !why;

@@ -208,27 +208,29 @@ impl TextTokenizer {
     /// itself where there is no decoder or it fails (WordPiece's `##ing` reads as itself).
     pub fn text_of(&self, id: u32) -> String {
         let token = self.token(id);
+        if let Some(part) = self.partial_text(id, &token) {
+            return part;
+        }
         if self.inner.get_decoder().is_none() {
             return token;
         }
         let Ok(text) = self.inner.decode(&[id], false) else {
             return token;
         };
-        if let Some(part) = partial(&token, &text) {
-            return part;
-        }
         if token.starts_with('▁') && !text.starts_with(char::is_whitespace) {
             return format!(" {text}");
         }
         text
     }
 
-    /// [`TextTokenizer::text_of`] where token `id` holds only part of a character (its bytes
-    /// marked), else `None`.
-    fn partial_text(&self, id: u32) -> Option<String> {
-        self.inner.get_decoder()?;
-        let text = self.inner.decode(&[id], false).ok()?;
-        partial(&self.token(id), &text)
+    /// [`TextTokenizer::text_of`] where token `id` (`token` in the vocabulary) holds only part
+    /// of a character (its bytes marked), else `None`. The decoder runs only for a piece whose
+    /// bytes are not whole characters (a tokenised text's every token passes here).
+    fn partial_text(&self, id: u32, token: &str) -> Option<String> {
+        partial(token, || {
+            self.inner.get_decoder()?;
+            self.inner.decode(&[id], false).ok()
+        })
     }
 
     /// `ids` as text, special tokens skipped (HF's `decode(ids, skip_special_tokens=True)`);
@@ -371,7 +373,7 @@ impl TextTokenizer {
                 let token = &e.get_tokens()[j];
                 shown.push(if special {
                     token.clone()
-                } else if let Some(part) = self.partial_text(e.get_ids()[j]) {
+                } else if let Some(part) = self.partial_text(e.get_ids()[j], token) {
                     // part of a character, which its span (the whole character) would repeat
                     part
                 } else {
@@ -415,16 +417,16 @@ fn token_text(token: &str, span: &str) -> String {
     }
 }
 
-/// `piece`'s bytes marked ([`marked_bytes`]) where its decoding `text` is not whole characters:
-/// the decoder wrote `�` that the piece does not hold, and the piece's alphabet encodes bytes.
-fn partial(piece: &str, text: &str) -> Option<String> {
-    if !text.contains('\u{FFFD}') || piece.contains('\u{FFFD}') {
+/// `piece`'s bytes marked ([`marked_bytes`]) where they are not whole characters and its
+/// decoding (`decode`, asked only then) wrote `�` that the piece does not hold: the piece's
+/// alphabet encodes bytes (byte-level BPE, SentencePiece's byte pieces), not text (WordPiece's
+/// `é`, whose bytes under GPT-2's alphabet would be one loose byte, decodes to itself).
+fn partial(piece: &str, decode: impl FnOnce() -> Option<String>) -> Option<String> {
+    let bytes = piece_bytes(piece)?;
+    if std::str::from_utf8(&bytes).is_ok() || piece.contains('\u{FFFD}') {
         return None;
     }
-    let bytes = piece_bytes(piece)?;
-    std::str::from_utf8(&bytes)
-        .is_err()
-        .then(|| marked_bytes(&bytes))
+    decode()?.contains('\u{FFFD}').then(|| marked_bytes(&bytes))
 }
 
 /// The bytes a vocabulary's piece stands for, where its alphabet encodes bytes: byte-level
@@ -625,11 +627,23 @@ mod tests {
         assert_eq!(marked_bytes(&[0xD7, 0xA9]), "ש");
         assert_eq!(marked_bytes(&[b'a', 0xE2, b'b']), "a‹E2›b");
         // a byte-level piece and a SentencePiece byte piece, each part of 👩 (F0 9F 91 A9)
-        assert_eq!(partial("ĠðŁ", " \u{FFFD}").as_deref(), Some(" ‹F0 9F›"));
-        assert_eq!(partial("<0xF0>", "\u{FFFD}").as_deref(), Some("‹F0›"));
+        let decoded = |text: &str| {
+            let text = text.to_owned();
+            move || Some(text)
+        };
+        assert_eq!(
+            partial("ĠðŁ", decoded(" \u{FFFD}")).as_deref(),
+            Some(" ‹F0 9F›")
+        );
+        assert_eq!(
+            partial("<0xF0>", decoded("\u{FFFD}")).as_deref(),
+            Some("‹F0›")
+        );
         // whole characters, and a decoder that wrote no �: not partial
-        assert_eq!(partial("×©", "ש"), None);
-        assert_eq!(partial("é", "é"), None);
-        assert_eq!(partial("##ing", "##ing"), None);
+        assert_eq!(partial("×©", decoded("ש")), None);
+        assert_eq!(partial("é", decoded("é")), None);
+        assert_eq!(partial("##ing", decoded("##ing")), None);
+        // whole characters need no decoding
+        assert_eq!(partial("Ġflies", || unreachable!("decoded")), None);
     }
 }
