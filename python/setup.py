@@ -11,16 +11,17 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-STATIC = Path(__file__).parent / "attnscope" / "static"
-FRONT_END = ("widget.js", "attnscope_bg.wasm")
+HERE = Path(__file__).parent
+#: What python/js/build.mjs makes: the front end and the wasm, and MathJax for the nbconvert template.
+FRONT_END = ("attnscope/static/widget.js", "attnscope/static/attnscope_bg.wasm", "share/templates/attnscope/mathjax.js")
 
 
 class BuildWithFrontEnd(build_py):
     def run(self):
-        missing = [f for f in FRONT_END if not (STATIC / f).is_file()]
+        missing = [f for f in FRONT_END if not (HERE / f).is_file()]
         if missing:
             raise SystemExit(
-                f"attnscope: {', '.join(str(STATIC / f) for f in missing)} missing: the notebook's front end "
+                f"attnscope: {', '.join(str(HERE / f) for f in missing)} missing: the notebook's front end "
                 "is built from the attnscope repository, not by pip. In the repository run `make wheel` "
                 "(scripts/setup.sh installs Rust and Node), then `pip install target/wheels/attnscope-*.whl`."
             )

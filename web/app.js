@@ -16,7 +16,7 @@ import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.
 import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
 import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
-import { readGiven, fromGiven } from './given.js';
+import { readGiven, fromGiven, precisionNote } from './given.js';
 import { player, PLAY_MS } from './play.js';
 
 const $ = (id) => document.getElementById(id);
@@ -222,7 +222,8 @@ listExamples(null);
  *  choice shows it, and goes back to "choose…" once the text is the user's own. */
 function exampleShown(s) {
   const input = (x) => (x.batch ? x.sentences.join('\n') : x.sentences[0]);
-  return examplesOf(s.modelInfo).find(({ state: e }) => !s.compare && e.batch === s.batch && input(e) === input(s) && e.pair === s.pair && (e.mask ?? s.mask) === s.mask);
+  // (a chat turn's only with chat on: its text run plain is not the example, which picked writes)
+  return examplesOf(s.modelInfo).find(({ state: e }) => !s.compare && e.batch === s.batch && input(e) === input(s) && e.pair === s.pair && (e.mask ?? s.mask) === s.mask && (e.chat ?? s.chat) === s.chat);
 }
 
 // Writes a text only where it differs: the same textContent set again still replaces the node,
@@ -275,7 +276,7 @@ function renderChrome(s, changed) {
   // prompt's pass and every token's, the generation line's parts summed)
   const g = r?.generated;
   const took = r && (g ? `${g.source.step_ms.reduce((a, b) => a + b, 0).toFixed(0)} ms to read the prompt and write ${g.outputs} token${g.outputs === 1 ? '' : 's'}` : `${r.elapsed_ms.toFixed(1)} ms a pass`);
-  setText($('backend'), isGiven(s) ? `given${(r ?? s.translation).precision === 'bfloat16' ? ' (bfloat16)' : ''}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${took}` : (es?.line ?? '…'));
+  setText($('backend'), isGiven(s) ? `given${precisionNote((r ?? s.translation).precision)}` : r ? `${r.backend.replace(/^gpu: /, 'WebGPU: ').replace(/ \(WebGPU\)$/, '')} · ${took}` : (es?.line ?? '…'));
   $('backend').title = isGiven(s) || !r ? '' : g ? 'the engine, and the time it took in all: the prompt\'s pass and each token\'s step (the generation\'s line gives them apart)'
     : 'the engine, and the time of its forward pass over the text (every layer and head, in the worker)';
   showBusy(s.busy);
@@ -698,14 +699,18 @@ on('example', 'change', (e) => {
   exampleGen = ex.gen ? { maxNew: ex.gen, chat: Boolean(ex.state.chat) } : null;
   store.update({ item: 0, win: null, ...ex.state });
   syncInputs(store.get());
+  // its text already run (a link to the model opened on it) and nothing to run again: it writes now
+  exampleWrites(store.get());
 });
 let exampleGen = null;
-store.subscribe((s, changed) => {
-  if (!exampleGen || !changed.has('run') || !s.run || s.run.generated || s.busy || !canGenerate(s.modelInfo) || s.run.results[0]?.text !== s.sentences[0]) return;
+store.subscribe((s, changed) => { if (changed.has('run')) exampleWrites(s); });
+/** A worked example that writes: once the run of its text is in (and no other under way). */
+function exampleWrites(s) {
+  if (!exampleGen || !s.run || s.run.generated || s.busy || !canGenerate(s.modelInfo) || s.run.results[0]?.text !== s.sentences[0]) return;
   const { maxNew, chat } = exampleGen;
   exampleGen = null;
   generating.start(maxNew, chat && Boolean(s.modelInfo.chat_template));
-});
+}
 let exampleStep = null;
 store.subscribe((s, changed) => {
   if (exampleStep === null || !changed.has('translation') || !s.translation) return;

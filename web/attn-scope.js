@@ -33,7 +33,7 @@ import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, ne
 import { published, publishedTranslation, withGeneration, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
-import { readGiven, fromGiven, UNNAMED } from './given.js';
+import { readGiven, fromGiven, precisionNote, UNNAMED } from './given.js';
 import { STYLE_MARKUP } from './element-styles.js';
 import { useWorker, engine } from './engine.js';
 import { connectGeneration, canGenerate } from './generation.js';
@@ -145,11 +145,21 @@ class AttnScope extends HTMLElement {
       delete this[p];
       this[p] = value;
     }
-    if (this.seen) return;
+    if (this.seen) { this.resize?.observe(this); return; } // moved: its size followed again
     this.seen = new IntersectionObserver((entries) => {
-      if (entries.some((e) => e.isIntersecting)) { this.seen.disconnect(); this.start(); }
+      if (entries.some((e) => e.isIntersecting)) this.startOnce();
     }, { rootMargin: '100px' }); // start just before it scrolls into view
     this.seen.observe(this);
+    // given attention (no model to load) draws off screen too once the page is idle, so that a
+    // printout or a full-page screenshot of an exported notebook shows every view
+    const idle = globalThis.requestIdleCallback ?? ((f) => setTimeout(f, 500));
+    idle(() => { if (this.isConnected && this.showsGiven()) this.startOnce(); }, { timeout: 2000 });
+  }
+
+  /** Starts the element (its store, views, and a model's load or the given attention's), once. */
+  startOnce() {
+    this.seen.disconnect();
+    if (!this.store) this.start();
   }
 
   disconnectedCallback() { this.resize?.disconnect(); this.play?.stop(); }
@@ -273,8 +283,8 @@ class AttnScope extends HTMLElement {
     }
     if (ticket !== this.givenTicket) return;
     const s = this.store.get();
-    // the attributes, else where the reader is when more of the same attention comes (the notebook
-    // widget's layers after the one it sent first: the same layer by its number), else the file's view
+    // the attributes, else where the reader is when more of the same attention comes (a notebook
+    // view's every layer after its first one alone: the same layer by its number), else the file's view
     const again = s.run?.given && shown.run && s.modelInfo?.heads === shown.modelInfo.heads
       && s.run.results[0].tokens.join('\u0000') === shown.run.results[0].tokens.join('\u0000');
     const layer = again ? Array.from({ length: shown.run.L }, (_, l) => layerNumber(shown.run, l)).indexOf(layerNumber(s.run, s.layer)) : -1;
@@ -342,7 +352,7 @@ class AttnScope extends HTMLElement {
     }
     // the focused head, where the view shows one (the rollout reads every layer's every head)
     const focus = s.run && s.embed !== 'rollout' ? `layer ${layerNumber(s.run, s.layer)}, head ${s.head} · ` : '';
-    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}${focus}given${s.run.precision === 'bfloat16' ? ' (bfloat16)' : ''}`;
+    if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}${focus}given${precisionNote(s.run.precision)}`;
     else if (s.run) this.$('.caption').textContent = `${s.run.model} · ${focus}${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
     if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace', 'playing'].some((k) => changed.has(k))) {
@@ -362,7 +372,7 @@ class AttnScope extends HTMLElement {
       });
       if (s.embed === 'inside') this.insideDecoder(s);
       const tr = s.translation;
-      this.$('.caption').textContent = tr.given ? `${tr.model === UNNAMED ? '' : `${tr.model} · `}given${tr.precision === 'bfloat16' ? ' (bfloat16)' : ''}`
+      this.$('.caption').textContent = tr.given ? `${tr.model === UNNAMED ? '' : `${tr.model} · `}given${precisionNote(tr.precision)}`
         : `${tr.model} · ${tr.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${tr.elapsed_ms.toFixed(0)} ms`;
       this.publish(publishedTranslation(s.translation, b));
     }

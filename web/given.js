@@ -64,8 +64,8 @@ export function readGiven(input, source = 'the given attention') {
 
 const isObject = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
 
-/** The binary form: tensor `records.{i}` (F32, `[H, n_q, n_k]`) a record, the metadata as JSON
- *  under `__metadata__.attnscope`. */
+/** The binary form: tensor `records.{i}` (F32, `[H, n_q, n_k]`; or BF16, or U16: p as
+ *  round(p · 65535)) a record, the metadata as JSON under `__metadata__.attnscope`. */
 function fromSafetensors(bytes, n, source) {
   let header;
   try { header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))); } catch (e) { throw bad(source, `the safetensors header is not JSON (${e.message})`); }
@@ -78,13 +78,14 @@ function fromSafetensors(bytes, n, source) {
   const tensor = (i) => {
     const key = `records.${i}`, t = header[key];
     if (!t) throw bad(source, `records[${i}] names buffer ${i}, but the file has no tensor ${key}`);
-    if (t.dtype !== 'F32' && t.dtype !== 'BF16') throw bad(source, `${key} is ${t.dtype}; given attention is F32 (or BF16)`);
+    if (!['F32', 'BF16', 'U16'].includes(t.dtype)) throw bad(source, `${key} is ${t.dtype}; given attention is F32 (or BF16, or U16: p · 65535)`);
     const [a, b] = t.data_offsets ?? [];
     if (!isInt(a) || !isInt(b) || a > b || b > body.length) throw bad(source, `${key}: data_offsets ${JSON.stringify(t.data_offsets)} outside the ${body.length} bytes of data`);
     const size = t.dtype === 'F32' ? 4 : 2;
     if ((b - a) % size) throw bad(source, `${key}: ${b - a} bytes is not a whole number of ${t.dtype}`);
     const at = body.byteOffset + a;
     if (t.dtype === 'BF16') return { values: fromBF16(body.subarray(a, b)), shape: t.shape, key, precision: 'bfloat16' };
+    if (t.dtype === 'U16') return { values: fromU16(body.subarray(a, b)), shape: t.shape, key, precision: 'uint16' };
     // aligned in the file (its data starts 8-byte aligned): a view; else a copy
     const values = at % 4 === 0 ? new Float32Array(body.buffer, at, (b - a) / 4) : new Float32Array(body.slice(a, b).buffer);
     return { values, shape: t.shape, key, precision: 'float32' };
@@ -96,6 +97,17 @@ function fromSafetensors(bytes, n, source) {
 function fromBF16(bytes) {
   const n = bytes.length >> 1, out = new Float32Array(n), bits = new Uint32Array(out.buffer);
   for (let i = 0, j = 0; i < n; i++, j += 2) bits[i] = (bytes[j] | (bytes[j + 1] << 8)) << 16;
+  return out;
+}
+
+/** What a caption adds to "given" for a precision: bfloat16's 3 significant digits are said;
+ *  uint16's rounding (within 7.6e-6) is below what any view shows. */
+export const precisionNote = (precision) => (precision === 'bfloat16' ? ' (bfloat16)' : '');
+
+/** Little-endian U16 bytes (p held as round(p · 65535)) as a Float32Array: each q / 65535. */
+function fromU16(bytes) {
+  const n = bytes.length >> 1, out = new Float32Array(n);
+  for (let i = 0, j = 0; i < n; i++, j += 2) out[i] = (bytes[j] | (bytes[j + 1] << 8)) / 65535;
   return out;
 }
 
@@ -125,7 +137,7 @@ function checked(meta, tensor, source) {
   const decoderTokens = kind === 'encoder-decoder' && has('decoder') ? strings('decoder_tokens') : null;
   const order = { 'encoder self': 0, 'decoder self': 1, 'decoder cross': 2 };
   const buffers = new Set();
-  let precision = 'float32'; // bfloat16 where a tensor is BF16 (its values float32 here, exactly)
+  let precision = 'float32'; // else the binary form's coarsest: bfloat16's, uint16's (float32 here, each exactly what the file held)
   let last = null;
   const records = meta.records.map((r, i) => {
     const at = `records[${i}]`;
@@ -159,7 +171,7 @@ function checked(meta, tensor, source) {
       if (JSON.stringify(t.shape) !== JSON.stringify([H, n_q, n_k])) throw bad(source, `${t.key}: shape ${JSON.stringify(t.shape)}, but ${at} says [${H}, ${n_q}, ${n_k}]`);
       if (t.values.length !== want) throw bad(source, `${t.key}: ${t.values.length} values, expected ${H} × ${n_q} × ${n_k} = ${want}`);
       values = t.values;
-      if (t.precision === 'bfloat16') precision = 'bfloat16';
+      if (t.precision === 'bfloat16' || (t.precision === 'uint16' && precision === 'float32')) precision = t.precision;
     } else {
       const v = r.values;
       const rows = Array.isArray(v) && v.length === H && v.every((head) => Array.isArray(head) && head.length === n_q && head.every((row) => Array.isArray(row) && row.length === n_k));

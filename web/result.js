@@ -241,7 +241,7 @@ export function published(run, b) {
     model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
     ...(run.head_mask?.length ? { head_mask: run.head_mask } : {}), // as the CLI's, [layer, head] knocked out
     reused: run.reused, // the first positions the CPU engine took from its last pass (typing at the end)
-    // given attention's: float32, or bfloat16 as a file stored it; the model's numbers of its layers
+    // given attention's: float32, or bfloat16 or uint16 as a file stored it; the model's numbers of its layers
     ...(run.given ? { precision: run.precision, layers: Array.from({ length: run.L }, (_, l) => layerNumber(run, l)) } : {}),
     item: b, batch: run.results.map((r) => ({ text: r.text, tokens: r.tokens })),
   };
@@ -270,7 +270,7 @@ export function publishedTranslation(tr, b) {
   const out = {
     model: tr.model, model_type: tr.model_type, backend: tr.backend, fallback: tr.fallback, elapsed_ms: tr.elapsed_ms,
     step_ms: tr.step_ms, item: b, batch: tr.results.map((r) => ({ source: r.source })),
-    ...(tr.given ? { precision: tr.precision } : {}), // given attention's: float32, or bfloat16 as a file stored it
+    ...(tr.given ? { precision: tr.precision } : {}), // given attention's: float32, or bfloat16 or uint16 as a file stored it
   };
   return Object.assign(out, tr.results[b]);
 }

@@ -1,13 +1,17 @@
 """attnscope in the notebook: bertviz's ``head_view`` and ``model_view``, drawn by attnscope's
-``<attn-scope>`` element as an anywidget widget (JupyterLab, Notebook 7, VS Code, Colab, marimo).
+``<attn-scope>`` element, and :func:`run`, attnscope's own engine in the notebook's browser.
 
     from attnscope import head_view      # was: from bertviz import head_view
     head_view(outputs.attentions, tokens)
 
-The front end (the element, its views and styles: one ES module, ``static/widget.js``) ships in
-the wheel; nothing is fetched from a CDN. The matrices travel as one binary buffer (docs/given.md's
-safetensors form), not as JSON lists. ``html_action="return"`` gives a :class:`Page`: one
-standalone HTML file that works offline (``Page.save(path)``).
+``head_view`` and ``model_view`` show a :class:`Page`, as bertviz shows its HTML: one ``text/html``
+output holding the element's code and the numbers, which needs no kernel, no widget state and no
+network, so a notebook saved with JupyterLab's defaults, reopened, exported by nbconvert or shown
+by a static viewer keeps its views. The numbers are stored as ``uint16`` by default (each
+probability within 7.6e-6), gzipped; ``precision="float32"`` keeps them exact. :func:`run` is an
+anywidget widget (JupyterLab, Notebook 7, VS Code, Colab): its kernel sends the checkpoint and the
+engine's wasm. The front end (``static/widget.js``, one ES module: the element, its views and
+styles) ships in the wheel; nothing is fetched from a CDN.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import gzip
 import hashlib
 import html
 import json
@@ -24,7 +29,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
-from .records import Given, given
+import numpy as np
+
+from .records import DTYPES, Given, given
 
 STATIC = Path(__file__).parent / "static"
 WIDGET_JS = STATIC / "widget.js"
@@ -39,10 +46,9 @@ OPTIONAL_FILES = ("tokenizer_config.json", "chat_template.jinja")
 #: The views of run() (the element's `view` attribute).
 RUN_VIEWS = ("model", "head", "lines", "steps", "masks", "inside", "generate", "heads", "rollout")
 
-#: Above this many bytes of float32 values, the widget sends the layer its view opens on first:
-#: the browser draws it sooner (a fraction of the bytes through the kernel, the server and the
-#: socket), and every layer follows at once (measured: tests/e2e/notebook_bench.mjs,
-#: docs/notebook.md).
+#: Above this many bytes of float32 values, head_view and model_view first show the layer their
+#: view opens on, alone, then every layer in its place: the browser draws it sooner (a fraction of
+#: the bytes to store, send and read; measured: tests/e2e/notebook_bench.mjs, docs/notebook.md).
 PREVIEW_ABOVE = 16 << 20
 
 
@@ -54,6 +60,17 @@ def _first_layer(g: Given) -> Given | None:
         return None
     want = g.view.get("layer", g.records[0].layer)
     return dataclasses.replace(g, records=[r for r in g.records if r.layer == want])
+
+#: A page's lines beside the view: its note, and what it says until its script runs.
+NOTE_STYLE = "margin:0.25em 0;font:12px system-ui,sans-serif;color:#595959"
+WITHOUT_SCRIPT = (
+    "attnscope's attention view draws with its script, which has not run here: in JupyterLab, trust the "
+    "notebook (Command Palette: Trust Notebook) or run the cell again; a viewer that runs no script "
+    "(GitHub's) cannot show it, nbviewer and nbconvert's HTML can."
+)
+
+#: The bytes of one value of each precision (a page's planes).
+WIDTHS = {"float32": 4, "bfloat16": 2, "uint16": 2}
 
 #: bertviz's values of ``html_action``.
 HTML_ACTIONS = ("view", "return")
@@ -73,17 +90,22 @@ def front_end() -> str:
 
 
 @functools.cache
-def _widget_classes():
-    """The widgets' classes (given attention's, run()'s), made once: anywidget is imported here."""
+def _front_end_gzipped(text: str) -> str:
+    """The front end gzipped, in base64 (a third of its size: each page carries it)."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+
+
+@functools.cache
+def _run_class():
+    """run()'s widget class, made once: anywidget is imported here."""
     try:
         import anywidget
         import traitlets
-    except ImportError as e:  # the records work without them; the widget does not
+    except ImportError as e:  # head_view and model_view work without them; run() does not
         raise ImportError(
-            "attnscope's notebook views need anywidget: `pip install anywidget` (or install attnscope's wheel "
+            "attnscope's run() is an anywidget widget: `pip install anywidget` (or install attnscope's wheel "
             "with its extra: `pip install \"target/wheels/attnscope-0.1.0-py3-none-any.whl[notebook]\"`)"
         ) from e
-    esm = front_end()  # one module serves both (python/js/widget.js)
 
     class Run(anywidget.AnyWidget):
         """One ``<attn-scope>`` element running attnscope's engine on a checkpoint (:func:`run`).
@@ -94,8 +116,7 @@ def _widget_classes():
         * ``attributes``: the element's (``sentence``, ``view``, ``layer``, ``head``, …).
         """
 
-        _esm = esm
-        _run = traitlets.Bool(True).tag(sync=True)
+        _esm = front_end()
         _checkpoint = traitlets.Dict().tag(sync=True)
         attributes = traitlets.Dict().tag(sync=True)
 
@@ -117,85 +138,93 @@ def _widget_classes():
             except Exception as e:  # noqa: BLE001: whatever it is, the widget says it, not waits
                 self.send({"type": "error", "id": at, "message": f"{type(e).__name__}: {e}"})
 
-    class AttnScope(anywidget.AnyWidget):
-        """One ``<attn-scope>`` element showing given attention.
+        def _repr_mimebundle_(self, **kwargs):
+            # where no widget can render (a saved notebook exported or viewed without the widget's
+            # state): what ran, and how to see it
+            bundle = super()._repr_mimebundle_(**kwargs)
+            data = bundle[0] if isinstance(bundle, tuple) else bundle
+            if isinstance(data, dict):
+                a = self.attributes
+                what = f"attnscope.run: {self._checkpoint.get('name') or a.get('hf', 'a model')} on “{a.get('sentence', '')}”, view {a.get('view')!r}"
+                data["text/plain"] = f"{what}. attnscope's engine draws it in the browser, with the kernel: run the cell to see it."
+                data["text/html"] = f"<p>{html.escape(what)}. attnscope's engine draws it in the browser, with the kernel: run the cell to see it.</p>"
+            return bundle
 
-        * ``_given``: docs/given.md's safetensors form (bytes: one buffer, never JSON lists);
-        * ``_preview``: a large input's layer the view opens on, alone, sent first (drawn sooner),
-          emptied once ``_given`` is sent (:meth:`show`); the saved state holds ``_given`` only;
-        * ``attributes``: the element's attributes (``view``, ``layer``, ``head``, …).
-        """
-
-        _esm = esm
-        _given = traitlets.Bytes(b"").tag(sync=True)
-        _preview = traitlets.Bytes(b"").tag(sync=True)
-        attributes = traitlets.Dict().tag(sync=True)
-
-        def __init__(self, g: Given, attributes: dict[str, Any]) -> None:
-            first = _first_layer(g)
-            if first is not None:
-                super().__init__(_preview=first.to_safetensors(), attributes=attributes)
-            else:
-                super().__init__(_given=g.to_safetensors(), attributes=attributes)
-            self.given = g
-
-        def show(self) -> None:
-            """Displays the widget; a large input's every layer follows the one sent first."""
-            from IPython.display import display
-
-            display(self)
-            self.send_all()
-
-        def send_all(self) -> None:
-            """Sends every layer, where only the first went (the saved state keeps them alone)."""
-            if not self._given:
-                self._given = self.given.to_safetensors()
-                self._preview = b""
-
-        def page(self) -> "Page":
-            """This view as one standalone HTML file (:class:`Page`)."""
-            return Page(self.given, self.attributes)
-
-    return AttnScope, Run
-
-
-def AttnScope(g: Given, attributes: dict[str, Any]):  # noqa: N802: the widget's class, made once
-    """The widget showing ``g`` (see :func:`head_view`)."""
-    return _widget_classes()[0](g, attributes)
+    return Run
 
 
 class Page:
     """Given attention as one standalone HTML file: the element, its code and the numbers, inline.
 
-    In a notebook it displays itself (``_repr_html_``, as bertviz's ``html_action="return"``
-    gives an ``IPython.display.HTML``); ``save(path)`` writes it; ``data`` is the HTML text.
-    The element's ``result`` carries the given numbers, as on any page.
+    In a notebook it displays itself (``_repr_html_``), as bertviz's views do: the output needs
+    no kernel, no widget state and no network. ``save(path)`` writes it as a whole document;
+    ``data`` is the HTML text. The numbers travel gzipped, as ``precision`` says (``"uint16"``:
+    each probability within 7.6e-6; ``"bfloat16"``; ``"float32"``: exact); the element's
+    ``result`` carries them as stored, with that ``precision``. ``note``: a line under the view
+    (a large input's first layer: the others are on their way); ``tag``: the output's id, which
+    the page with every layer shares with its first layer's (it takes that element over: the
+    reader's layer and head stay).
     """
 
-    def __init__(self, g: Given, attributes: dict[str, Any]) -> None:
+    def __init__(self, g: Given, attributes: dict[str, Any], precision: str = "uint16", note: str | None = None, tag: str | None = None) -> None:
+        if precision not in DTYPES:
+            raise ValueError(f"precision={precision!r}: expected one of {', '.join(map(repr, DTYPES))}")
         self.given = g
         self.attributes = dict(attributes)
-        self.data = self._html()
+        self.precision = precision
+        self.tag = tag or f"attnscope-{uuid.uuid4().hex}"
+        self.data = self._html(note)
 
-    def _html(self) -> str:
-        tag = f"attnscope-{uuid.uuid4().hex}"
-        payload = base64.b64encode(self.given.to_safetensors()).decode("ascii")
-        # the module inline: `</script` cannot end it early
-        code = re.sub(r"</(script)", r"<\\/\1", front_end(), flags=re.IGNORECASE)
+    def _html(self, note: str | None) -> str:
+        # the safetensors file, its values' bytes in planes (every value's first byte, then every
+        # second…: a plane of high bytes compresses to a fraction), gzipped; the page puts them back
+        file = self.given.to_safetensors(self.precision)
+        head = 8 + int.from_bytes(file[:8], "little")
+        width = WIDTHS[self.precision]
+        planes = np.frombuffer(file, np.uint8, offset=head).reshape(-1, width).T.tobytes()
+        payload = base64.b64encode(gzip.compress(file[:head] + planes, compresslevel=1, mtime=0)).decode("ascii")
         attrs = json.dumps({k: str(v) for k, v in self.attributes.items()}).replace("</", "<\\/")
-        # the element made with its data, then placed: where the page already defines
-        # <attn-scope> (a notebook's widget did), one placed bare would start on its default model.
-        # In a block of its own: the minified module's top-level names are any short names
+        tag = json.dumps(self.tag)
+        note_html = f'<p class="attnscope-note" style="{NOTE_STYLE}">{html.escape(note)}</p>' if note else ""
+        # The module (gzipped) is imported from a blob once a page: an earlier output may have
+        # defined <attn-scope>. The element is made with its data, then placed: one placed bare
+        # would start on its default model. A first layer's element is kept by its id, for the
+        # page with every layer to take over (the same view: the reader's layer and head stay).
         return (
-            f'<div class="attnscope-page" id="{tag}"></div>\n'
-            f'<script type="module">\n{code}\n'
-            "{\n"
-            f"const b64 = {json.dumps(payload)};\n"
-            "const bytes = Uint8Array.fromBase64 ? Uint8Array.fromBase64(b64) : Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));\n"
-            "const el = document.createElement('attn-scope');\n"
-            f"for (const [k, v] of Object.entries({attrs})) el.setAttribute(k, v);\n"
-            "el.data = bytes;\n"
-            f"document.getElementById({json.dumps(tag)}).append(el);\n"
+            f'<div class="attnscope-page" id="{self.tag}"><p style="{NOTE_STYLE}">{WITHOUT_SCRIPT}</p></div>{note_html}\n'
+            '<script type="module">\n'
+            f"const CODE = {json.dumps(_front_end_gzipped(front_end()))};\n"
+            f"const DATA = {json.dumps(payload)}, WIDTH = {width};\n"
+            f"const place = document.getElementById({tag});\n"
+            "const bytes = (b64) => {\n"
+            "  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64);\n"
+            "  const s = atob(b64), out = new Uint8Array(s.length);\n"
+            "  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);\n"
+            "  return out;\n"
+            "};\n"
+            "const inflated = (b64) => new Response(new Blob([bytes(b64)]).stream().pipeThrough(new DecompressionStream('gzip')));\n"
+            "try {\n"
+            "  if (!customElements.get('attn-scope')) {\n"
+            "    const url = URL.createObjectURL(new Blob([await inflated(CODE).text()], { type: 'text/javascript' }));\n"
+            "    try { await import(url); } finally { URL.revokeObjectURL(url); }\n"
+            "  }\n"
+            "  const packed = new Uint8Array(await inflated(DATA).arrayBuffer());\n"
+            "  const head = 8 + Number(new DataView(packed.buffer).getBigUint64(0, true)), n = (packed.length - head) / WIDTH;\n"
+            "  const file = new Uint8Array(packed.length);\n"
+            "  file.set(packed.subarray(0, head));\n"
+            "  for (let k = 0; k < WIDTH; k++) for (let i = 0, at = head + k * n; i < n; i++) file[head + i * WIDTH + k] = packed[at + i];\n"
+            "  const kept = (globalThis.__attnscopePreviews ??= new Map());\n"
+            f"  let el = kept.get({tag});\n"
+            f"  kept.delete({tag});\n"
+            "  if (!el || el.isConnected) {\n"
+            "    el = document.createElement('attn-scope');\n"
+            f"    for (const [k, v] of Object.entries({attrs})) el.setAttribute(k, v);\n"
+            "  }\n"
+            + (f"  kept.set({tag}, el);\n  el.setAttribute('data-preview', '');\n" if note else "  el.removeAttribute('data-preview');\n")
+            + "  el.data = file;\n"
+            "  place.replaceChildren(el);\n"
+            "} catch (e) {\n"
+            "  place.firstChild.textContent = `attnscope could not draw this view in this browser: ${e?.message ?? e}`;\n"
             "}\n"
             "</script>\n"
         )
@@ -216,14 +245,25 @@ class Page:
         return path
 
 
-def _show(g: Given, attributes: dict[str, Any], html_action: str):
-    """The widget, shown (``"view"``), or the standalone page (``"return"``). The layer and heads
-    the view opens on travel in the records' own ``view`` (docs/given.md)."""
+def _show(g: Given, attributes: dict[str, Any], html_action: str, precision: str):
+    """The view shown as a :class:`Page` (``"view"``: a large input's layer it opens on first,
+    alone, then every layer in its place), or the page returned (``"return"``). The layer and
+    heads the view opens on travel in the records' own ``view`` (docs/given.md)."""
     if html_action not in HTML_ACTIONS:
         raise ValueError(f"html_action={html_action!r}: expected 'view' (show it) or 'return' (an HTML page)")
+    if precision not in DTYPES:
+        raise ValueError(f"precision={precision!r}: expected one of {', '.join(map(repr, DTYPES))}")
     if html_action == "return":
-        return Page(g, attributes)
-    AttnScope(g, attributes).show()
+        return Page(g, attributes, precision)
+    from IPython.display import display
+
+    first = _first_layer(g)
+    if first is None:
+        display(Page(g, attributes, precision))
+        return None
+    shown = Page(first, attributes, precision, note="The other layers are on their way…")
+    handle = display(shown, display_id=True)
+    handle.update(Page(g, attributes, precision, tag=shown.tag))
     return None
 
 
@@ -243,6 +283,7 @@ def head_view(
     html_action: str = "view",
     num_key_value_heads: int | None = None,
     model: str | None = None,
+    precision: str = "uint16",
 ):
     """bertviz's ``head_view``: a head's attention, query by query, as a heatmap, with the layer
     and the head to choose above it (and with ``sentence_b_start``, bertviz's filter: sentence A's
@@ -252,7 +293,10 @@ def head_view(
     ``num_key_value_heads`` (grouped-query attention's key/value heads) and ``model`` (a name for
     the caption). ``heads`` names the one head the view opens on: bertviz overlays several, which
     attnscope's one-head view does not, so more than one is refused. ``html_action="view"`` shows
-    the widget; ``"return"`` gives a :class:`Page`.
+    the view (a :class:`Page`, which the saved notebook keeps) and returns None; ``"return"``
+    gives the :class:`Page`. ``precision``: how the numbers are stored, ``"uint16"`` (each
+    probability within 7.6e-6: 12 layers × 12 heads × 512 tokens in about 47 MB, not 201 MB),
+    ``"bfloat16"`` or ``"float32"`` (exact).
     """
     if heads is not None and len(list(heads)) > 1:
         hs = [int(h) for h in heads]
@@ -267,7 +311,7 @@ def head_view(
     )
     # a few tokens' heatmap no wider than it reads well; a long input's as wide as the output
     n = max(r.n_k for r in g.records)
-    return _show(g, {"view": "head", "controls": "", "style": f"display:block;max-width:{max(480, 32 * n + 220)}px"}, html_action)
+    return _show(g, {"view": "head", "controls": "", "style": f"display:block;max-width:{max(480, 32 * n + 220)}px"}, html_action, precision)
 
 
 def model_view(
@@ -286,6 +330,7 @@ def model_view(
     html_action: str = "view",
     num_key_value_heads: int | None = None,
     model: str | None = None,
+    precision: str = "uint16",
 ):
     """bertviz's ``model_view``: every layer's every head at once, each a small heatmap (and with
     ``sentence_b_start``, bertviz's filter above them: each head's part of sentence A's or B's
@@ -294,7 +339,8 @@ def model_view(
     ``display_mode`` is taken for bertviz's calls ('light' or 'dark'); attnscope draws in its
     own colours, whose scale reads the same in both. ``include_heads`` is refused unless it names
     every head: bertviz shows only the heads named, attnscope every head (slice the attention to
-    show fewer). The rest is as :func:`head_view`.
+    show fewer). The rest is as :func:`head_view`. An encoder–decoder's trio is drawn by the
+    translation view, as wide as the output.
     """
     if display_mode not in DISPLAY_MODES:
         raise ValueError(f"display_mode={display_mode!r}: expected 'light' or 'dark'")
@@ -310,11 +356,12 @@ def model_view(
             f"of each layer (0..{H - 1}). To show only these, pass each layer's attention[:, {hs}] "
             f"(numbered 0..{len(hs) - 1} then), or leave include_heads out"
         )
-    # each head's thumbnail no larger than a few tokens need (about 8 px a token, 48 to 160)
+    # each head's thumbnail no larger than a few tokens need (about 8 px a token, 48 to 160); an
+    # encoder–decoder's translation view (three attentions and the steps) as wide as the output
     H, n = g.records[0].query_heads, max(r.n_k for r in g.records)
-    width = max(360, H * min(160, max(48, 8 * n)) + 80)
+    width = "none" if g.kind == "encoder-decoder" else f"{max(360, H * min(160, max(48, 8 * n)) + 80)}px"
     # `controls`: with sentence_b_start, bertviz's filter above the heads (the element offers it for a pair)
-    return _show(g, {"view": "model", "controls": "", "style": f"display:block;max-width:{width}px"}, html_action)
+    return _show(g, {"view": "model", "controls": "", "style": f"display:block;max-width:{width}"}, html_action, precision)
 
 
 def run(
@@ -399,7 +446,7 @@ def run(
     files, checkpoint = _checkpoint(model, attributes)
     if not WASM.is_file():
         raise RuntimeError(f"{WASM}: missing; attnscope's engine is built into the wheel (`make wheel` in the repository)")
-    return _widget_classes()[1](files, checkpoint, attributes)
+    return _run_class()(files, checkpoint, attributes)
 
 
 def _checkpoint(model: str | Path, attributes: dict[str, Any]) -> tuple[dict[str, Path] | None, dict[str, str]]:

@@ -28,8 +28,12 @@ FORMAT = "attnscope.given/1"
 #: The largest probability taken: 1, and bfloat16's rounding above it.
 MAX_P = 1.01
 
-#: The binary form's value types: numpy's and safetensors' names.
-DTYPES = {"float32": "F32", "bfloat16": "BF16"}
+#: The binary form's value types: numpy's and safetensors' names. ``uint16`` is a fixed point:
+#: each probability p held as round(p · 65535) (within 1/131070 ≈ 7.6e-6 of p).
+DTYPES = {"float32": "F32", "bfloat16": "BF16", "uint16": "U16"}
+
+#: uint16's scale: the integer a probability of 1 is held as.
+U16_ONE = 65535
 
 LAYOUT = (
     "a tuple (or list) with one array per layer, each (batch, heads, n_q, n_k) as "
@@ -112,14 +116,17 @@ class Given:
         return out
 
     def buffers(self, dtype: str = "float32") -> list[memoryview]:
-        """Each record's values, little-endian float32 (views, not copies) or bfloat16 (float32's
-        upper half, rounded to nearest even), in the records' order."""
+        """Each record's values, in the records' order, little-endian: float32 (views, not
+        copies), bfloat16 (float32's upper half, rounded to nearest even) or uint16 (round(p ·
+        65535), a value above 1 held as 1)."""
         out = []
         for r in self.records:
             f32 = np.ascontiguousarray(r.values, dtype="<f4")
             if dtype == "bfloat16":
                 u = f32.view("<u4")
                 f32 = ((u + (0x7FFF + ((u >> 16) & 1))) >> 16).astype("<u2")  # no NaN here: checked
+            elif dtype == "uint16":
+                f32 = np.rint(np.minimum(f32, np.float32(1)) * np.float32(U16_ONE)).astype("<u2")
             out.append(memoryview(f32).cast("B"))
         return out
 
@@ -132,11 +139,13 @@ class Given:
         return json.dumps(meta, ensure_ascii=False)
 
     def to_safetensors(self, dtype: str = "float32") -> bytes:
-        """The binary form: a safetensors file, one tensor ``records.{i}`` a record (F32, or BF16
-        with ``dtype="bfloat16"``: half the bytes, each value rounded to 8 significant bits), the
-        metadata as JSON under ``__metadata__["attnscope"]``."""
+        """The binary form: a safetensors file, one tensor ``records.{i}`` a record, the metadata as
+        JSON under ``__metadata__["attnscope"]``. ``dtype``: ``"float32"`` (F32, exact),
+        ``"bfloat16"`` (BF16: half the bytes, each value rounded to 8 significant bits) or
+        ``"uint16"`` (U16: half the bytes, each value rounded to a multiple of 1/65535, within
+        7.6e-6 of it; it compresses best: the notebook's views store it gzipped)."""
         if dtype not in DTYPES:
-            raise ValueError(f"dtype={dtype!r}: expected 'float32' or 'bfloat16'")
+            raise ValueError(f"dtype={dtype!r}: expected one of {', '.join(map(repr, DTYPES))}")
         header: dict[str, Any] = {"__metadata__": {"attnscope": json.dumps(self.meta(), ensure_ascii=False)}}
         at = 0
         data = self.buffers(dtype)

@@ -10,7 +10,7 @@
 //   by message: the wasm file goes beside the module, into the wheel, and the kernel sends it.
 
 import * as esbuild from 'esbuild';
-import { readFile, copyFile, mkdir } from 'node:fs/promises';
+import { readFile, writeFile, copyFile, mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
@@ -73,3 +73,11 @@ const result = await esbuild.build({
 });
 const out = Object.entries(result.metafile.outputs)[0];
 console.log(`${out[0]}: ${(out[1].bytes / 1024).toFixed(0)} KiB (the worker in it: ${(worker.outputFiles[0].text.length / 1024).toFixed(0)} KiB)`);
+
+// MathJax for the nbconvert template's exports (python/share/templates/attnscope), inline where a
+// notebook writes math: its SVG output needs no font files, the full build no other component,
+// so an export asks no CDN. Raw for Jinja, whole inside the template's <script>.
+const mathjax = await readFile(here('node_modules/mathjax/es5/tex-svg-full.js'), 'utf8');
+if (/endraw|<\/script/i.test(mathjax)) throw new Error('mathjax/es5/tex-svg-full.js: holds "endraw" or "</script": it cannot be inlined raw');
+await writeFile(here('../share/templates/attnscope/mathjax.js'), `{% raw %}${mathjax}{% endraw %}`);
+console.log(`../share/templates/attnscope/mathjax.js: ${(mathjax.length / 1024).toFixed(0)} KiB (MathJax ${JSON.parse(await readFile(here('node_modules/mathjax/package.json'), 'utf8')).version})`);

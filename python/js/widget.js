@@ -1,18 +1,13 @@
-// The notebook widget (anywidget's module contract): one <attn-scope>, showing either
-// * attention the kernel computed (head_view, model_view): `_given`, a docs/given.md safetensors
-//   file (bytes: a DataView here); before it, for a large input, `_preview`, the layer the view
-//   opens on alone (a fraction of the bytes, drawn sooner); or
-// * attnscope's own engine on a checkpoint (run: `_run`): `_checkpoint` names its files, which
-//   the kernel sends when asked (custom messages: never saved in the notebook), as it sends the
-//   engine's wasm, once a page (a Hub id: the element fetches the files itself);
-// and `attributes`, the element's (sentence, view, layer, head, …). python/attnscope/notebook.py
-// is the other side.
+// The front end in the notebook: importing it defines <attn-scope> (head_view's and model_view's
+// pages import it, python/attnscope/notebook.py `Page`), and its default export is run()'s
+// widget (anywidget's module contract): one <attn-scope> running attnscope's own engine on a
+// checkpoint. `_checkpoint` names its files, which the kernel sends when asked (custom messages:
+// never saved in the notebook), as it sends the engine's wasm, once a page (a Hub id: the element
+// fetches the files itself); `attributes` are the element's (sentence, view, layer, head, …).
+// python/attnscope/notebook.py `Run` is the other side.
 
 import '../../web/attn-scope.js';
 import WORKER_SOURCE from 'attnscope:worker-source';
-
-/** A DataView (a Python bytes trait) as the bytes it views; null when empty. */
-const bytesOf = (dv) => (dv?.byteLength ? new Uint8Array(dv.buffer, dv.byteOffset, dv.byteLength) : null);
 
 /** An ArrayBuffer of exactly a DataView's bytes (a copy where it views part of a larger one). */
 const bufferOf = (dv) => (dv.byteOffset === 0 && dv.byteLength === dv.buffer.byteLength ? dv.buffer : dv.buffer.slice(dv.byteOffset, dv.byteOffset + dv.byteLength));
@@ -62,63 +57,40 @@ function engineFor(model) {
 
 function render({ model, el }) {
   const scope = document.createElement('attn-scope');
-  const note = Object.assign(document.createElement('p'), { textContent: 'The other layers are on their way…' });
-  note.style.cssText = 'margin:0.25em 0;font:12px system-ui,sans-serif;color:#666';
+  const note = Object.assign(document.createElement('p'), { textContent: '' });
+  note.style.cssText = 'margin:0.25em 0;font:12px system-ui,sans-serif;color:#595959';
   const attributes = () => {
     const want = model.get('attributes') ?? {};
-    for (const { name } of [...scope.attributes]) if (!(name in want) && name !== 'data-preview') scope.removeAttribute(name);
+    for (const { name } of [...scope.attributes]) if (!(name in want)) scope.removeAttribute(name);
     for (const [name, value] of Object.entries(want)) scope.setAttribute(name, String(value));
   };
   attributes();
   model.on('change:attributes', attributes);
-  if (model.get('_run')) {
-    // attnscope's engine: the element appears once the wasm (and a checkpoint's files, where the
-    // kernel read them: a Hub id's the element fetches) are here
-    const checkpoint = model.get('_checkpoint') ?? {};
-    note.textContent = `Loading ${checkpoint.name ?? 'the engine'} from the kernel (it answers once it is idle)…`;
-    el.append(note);
-    // once a page a checkpoint (one widget shown twice, or run again): its buffers go to the
-    // engine's worker at the first load, which the later ones reuse (web/engine.js)
-    const page = (globalThis.__attnscope ??= {});
-    page.checkpoints ??= new Map();
-    if (checkpoint.key && !page.checkpoints.has(checkpoint.key)) {
-      const asked = ask(model, { type: 'files?' }, 'files');
-      page.checkpoints.set(checkpoint.key, asked);
-      asked.catch(() => page.checkpoints.delete(checkpoint.key)); // asked again next time
-    }
-    const files = checkpoint.key ? page.checkpoints.get(checkpoint.key) : null;
-    Promise.all([engineFor(model), files]).then(([, sent]) => {
-      if (sent) {
-        const { content, buffers } = sent;
-        scope.files = { key: checkpoint.key, name: checkpoint.name, files: Object.fromEntries(content.names.map((n, i) => [n, bufferOf(buffers[i])])) };
-      }
-      note.replaceWith(scope);
-    }).catch((e) => {
-      note.textContent = `attnscope could not start its engine: ${e?.message ?? e}`;
-    });
-    return () => model.off('change:attributes', attributes);
+  // the element appears once the wasm (and a checkpoint's files, where the kernel read them: a
+  // Hub id's the element fetches) are here
+  const checkpoint = model.get('_checkpoint') ?? {};
+  note.textContent = `Loading ${checkpoint.name ?? 'the engine'} from the kernel (it answers once it is idle)…`;
+  el.append(note);
+  // once a page a checkpoint (one widget shown twice, or run again): its buffers go to the
+  // engine's worker at the first load, which the later ones reuse (web/engine.js)
+  const page = (globalThis.__attnscope ??= {});
+  page.checkpoints ??= new Map();
+  if (checkpoint.key && !page.checkpoints.has(checkpoint.key)) {
+    const asked = ask(model, { type: 'files?' }, 'files');
+    page.checkpoints.set(checkpoint.key, asked);
+    asked.catch(() => page.checkpoints.delete(checkpoint.key)); // asked again next time
   }
-  // every layer once it is here, the first one until then (`data-preview` says which)
-  let shown = null;
-  const data = () => {
-    const all = model.get('_given'), next = all?.byteLength ? all : model.get('_preview');
-    if (!next?.byteLength || next === shown) return;
-    shown = next;
-    const preview = next !== all;
-    scope.toggleAttribute('data-preview', preview);
-    if (preview) scope.after(note);
-    else note.remove();
-    scope.data = bytesOf(next);
-  };
-  el.append(scope);
-  data();
-  model.on('change:_given', data);
-  model.on('change:_preview', data);
-  return () => {
-    model.off('change:attributes', attributes);
-    model.off('change:_given', data);
-    model.off('change:_preview', data);
-  };
+  const files = checkpoint.key ? page.checkpoints.get(checkpoint.key) : null;
+  Promise.all([engineFor(model), files]).then(([, sent]) => {
+    if (sent) {
+      const { content, buffers } = sent;
+      scope.files = { key: checkpoint.key, name: checkpoint.name, files: Object.fromEntries(content.names.map((n, i) => [n, bufferOf(buffers[i])])) };
+    }
+    note.replaceWith(scope);
+  }).catch((e) => {
+    note.textContent = `attnscope could not start its engine: ${e?.message ?? e}`;
+  });
+  return () => model.off('change:attributes', attributes);
 }
 
 export default { render };

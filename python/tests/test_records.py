@@ -375,8 +375,26 @@ def test_bfloat16_form_rounds_to_nearest_even_and_halves_the_bytes():
     tie.records[0].values[0, 0, 0] = np.float32(1 + 2**-8)
     n = struct.unpack("<Q", tie.to_safetensors("bfloat16")[:8])[0]
     assert np.frombuffer(tie.to_safetensors("bfloat16")[8 + n :], "<u2")[0] == 0x3F80
-    with pytest.raises(ValueError, match=r"dtype='float16': expected 'float32' or 'bfloat16'"):
+    with pytest.raises(ValueError, match=r"dtype='float16': expected one of 'float32', 'bfloat16', 'uint16'"):
         g.to_safetensors("float16")
+
+
+def test_uint16_form_holds_each_probability_within_half_a_65535th():
+    a = attention(L=2, H=2, n_q=6, n_k=6)
+    a[0, 0, 0, :4] = [1.0, 0.0, 0.5 / 65535, 1.004]  # one, zero, a tie below a step, bfloat16's 1
+    g = given(a, list("abcdef"))
+    u16 = g.to_safetensors("uint16")
+    n = struct.unpack("<Q", u16[:8])[0]
+    header = json.loads(u16[8 : 8 + n])
+    assert header["records.0"]["dtype"] == "U16" and header["records.1"]["shape"] == [2, 6, 6]
+    held = np.frombuffer(u16[8 + n :], dtype="<u2").reshape(a.shape)
+    back = held / 65535
+    # within half a step everywhere, 1 and 0 exact, a value above 1 held as 1
+    assert np.abs(back - np.minimum(a, 1)).max() <= 0.5 / 65535 + 1e-9
+    assert list(held[0, 0, 0, :4]) == [65535, 0, 0, 65535]  # 0.5 of a step: to even, 0
+    assert len(u16) - 8 - n == a.size * 2
+    # not the same numbers: the test can tell the rounding from float32
+    assert np.abs(back - a).max() > 0
 
 
 @pytest.mark.parametrize("layers", [[2, 0], [0, 2, 2], (2, 0)])

@@ -129,6 +129,33 @@ sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact"
   assert.deepEqual(problems, []);
 });
 
+test('a uint16 file (half the bytes, p as round(p · 65535)): each value q / 65535, within 7.6e-6 of the one given, the precision said', async () => {
+  const py = path.join(ROOT, 'target/py/bin/python');
+  const want = JSON.parse(execFileSync(py, ['-c', `
+import json, sys
+import numpy as np
+import attnscope
+rng = np.random.default_rng(6)
+x = rng.normal(size=(2, 3, 6, 6)) * 3
+a = np.exp(x - x.max(-1, keepdims=True)); a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+g = attnscope.given(a, [f"t{i}" for i in range(6)])
+data = g.to_safetensors("uint16")
+n = int.from_bytes(data[:8], "little")
+held = (np.frombuffer(data[8 + n:], "<u2") / 65535).reshape(a.shape)
+sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact": a.tolist()}))
+`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') } }));
+  const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
+  const got = await element(page, { view: 'model' }, { bytes: want.bytes });
+  assert.equal(got.error, null);
+  const f32 = (t) => t.map((l) => l.map((h) => h.map((row) => row.map(Math.fround))));
+  assert.deepEqual(got.result.attention, f32(want.held), 'each value q / 65535, bit for bit');
+  const far = got.result.attention.flat(3).reduce((m, v, i) => Math.max(m, Math.abs(v - want.exact.flat(3)[i])), 0);
+  assert.ok(far > 0 && far <= 0.5 / 65535 + 1e-7, `max |Δ| ${far} from the values given: rounded, within half a step`);
+  assert.equal(got.result.precision, 'uint16');
+  assert.match(got.caption, /· given$/, 'no note in the caption: below what any view shows');
+  assert.deepEqual(problems, []);
+});
+
 test('some layers only (include_layers): each drawn and published under its own number', async () => {
   const py = path.join(ROOT, 'target/py/bin/python');
   const want = JSON.parse(execFileSync(py, ['-c', `

@@ -10,12 +10,14 @@ import { freePort, ROOT } from './harness.mjs';
 
 export const PY = path.join(ROOT, 'target/py');
 
-/** A notebook (nbformat 4) of code cells, each a string of Python. */
+/** A notebook (nbformat 4) of cells: a string of Python each, or `{ markdown }`. */
 export function notebook(cells) {
   return {
     nbformat: 4, nbformat_minor: 5,
     metadata: { kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' } },
-    cells: cells.map((source, i) => ({ cell_type: 'code', id: `cell-${i}`, metadata: {}, execution_count: null, outputs: [], source })),
+    cells: cells.map((source, i) => (typeof source === 'string'
+      ? { cell_type: 'code', id: `cell-${i}`, metadata: {}, execution_count: null, outputs: [], source }
+      : { cell_type: 'markdown', id: `cell-${i}`, metadata: {}, source: source.markdown })),
   };
 }
 
@@ -72,17 +74,16 @@ export async function onlyLocal(page) {
 }
 
 /** Opens the notebook `name` in JupyterLab and runs all its cells once its kernel is ready, or
- *  those above cell `before` (which is left the active cell). */
-export async function runNotebook(page, lab, name, before = null) {
+ *  those above cell `before` (which is left the active cell); returns once they have run, or
+ *  with `wait: false` once they are queued (a cell that waits for the test). */
+export async function runNotebook(page, lab, name, before = null, { wait = true } = {}) {
   await page.goto(lab.url(name));
   await page.waitForFunction(() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel, null, { timeout: 120000 });
-  await page.evaluate(async (before) => {
+  await page.evaluate(async ({ before, wait }) => {
     const nb = window.jupyterapp.shell.currentWidget;
     await nb.sessionContext.ready;
-    if (before === null) await window.jupyterapp.commands.execute('notebook:run-all-cells');
-    else {
-      nb.content.activeCellIndex = before;
-      await window.jupyterapp.commands.execute('notebook:run-all-above');
-    }
-  }, before);
+    if (before !== null) nb.content.activeCellIndex = before;
+    const ran = window.jupyterapp.commands.execute(before === null ? 'notebook:run-all-cells' : 'notebook:run-all-above');
+    if (wait) await ran;
+  }, { before, wait });
 }

@@ -663,6 +663,20 @@ test('Llama: a decoder-only model shows only what it has: no pair box, no cross-
   await page.close();
 });
 
+test('Llama: a link to the model alone opens on its chat turn\'s question, not yet the example (chat off, nothing written); choosing the example writes at once, though its text is already run', async () => {
+  const { page, problems } = await openPage(browser, `${server.url}#model=${encodeURIComponent(`${server.url}assets/models/e2e-tiny-llama/`)}&e=cpu`, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  await page.waitForFunction(() => window.attnscope.result?.text === 'What is the capital of France?' && !window.attnscope.store.get().busy, null, { timeout: 60000 });
+  assert.deepEqual(await page.evaluate(() => ({ example: document.getElementById('example').value, chat: window.attnscope.store.get().chat, written: window.attnscope.result.output_ids ?? null })),
+    { example: '', chat: false, written: null }, 'the question, run plain: the example shows once chosen');
+  await page.selectOption('#example', 'chat');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 16 && !window.attnscope.result.running, null, { timeout: 60000 });
+  assert.match(await page.evaluate(() => window.attnscope.result.prompt), /<\|im_start\|>user\nWhat is the capital of France\?<\|im_end\|>/);
+  assert.equal(await page.inputValue('#example'), 'chat');
+  clean(problems);
+  await page.close();
+});
+
 test('Llama: presenter mode with a generation: the clicker steps through it (not the layers), and the head view is above the fold and large, at 1280 × 800 and 1920 × 1080', async () => {
   for (const [width, height] of [[1280, 800], [1920, 1080]]) {
     const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu&gen=6&present=1&l=1&h=2', { width, height });

@@ -36,6 +36,8 @@ function build(target) {
   v.status = el('span', { class: 'muted gen-status', role: 'status' });
   v.controls.append(v.chatLabel, maxLabel, v.go, v.stop, v.status);
   v.text = el('p', { class: 'gen-text', 'aria-live': 'polite' });
+  // scrolled down: its top fades, so a line cut there reads as "more above"
+  v.text.addEventListener('scroll', () => v.text.classList.toggle('gen-more', v.text.scrollTop > 0), { passive: true });
   v.compare = el('p', { class: 'gen-compare', id: 'gen-compare' });
   v.step = el('div', { class: 'tr-step gen-step' });
   v.heading = el('h3');
@@ -117,6 +119,12 @@ export function render(target, { info, generation, step = null, chat = false, ma
     g.shown.pressed = pressed;
   }
   v.text.hidden = !v.text.childElementCount;
+  // the token in focus (the newest while writing) in sight: a prompt taller than the box (a chat
+  // template's system message, presenter mode's large type, a phone) scrolls the box, not the
+  // page; once for each token written or focused (or the box resized), so the box can be scrolled back
+  const focused = tokens[running ? tokens.length - 1 : t];
+  const sight = `${tokens.length}:${pressed}:${v.text.clientHeight}`;
+  if (focused && g.shown.sight !== sight) { g.shown.sight = sight; inSight(v.text, focused); }
   knockedOut(v.compare, generation, tokens);
 
   // the focused step: what the model expected there, and the control that moves through them
@@ -143,6 +151,15 @@ export function render(target, { info, generation, step = null, chat = false, ma
   v.play.textContent = playing ? '■ stop' : '▶ play';
   v.play.setAttribute('aria-pressed', String(playing));
   v.play.setAttribute('aria-label', playing ? 'stop' : 'play the generation from this step');
+}
+
+/** Scrolls `box` (when it overflows) so that `token` shows whole, by as little as it takes. */
+function inSight(box, token) {
+  if (box.hidden || box.scrollHeight <= box.clientHeight) return;
+  const b = box.getBoundingClientRect(), r = token.getBoundingClientRect();
+  if (r.bottom > b.bottom) box.scrollTop += r.bottom - b.bottom + 4;
+  else if (r.top < b.top) box.scrollTop -= b.top - r.top + 4;
+  box.classList.toggle('gen-more', box.scrollTop > 0);
 }
 
 /**

@@ -13,6 +13,8 @@ const shown = new WeakMap(); // target → {texts, table, bar, swatch}
 export function render(target, sc, { masked = true } = {}) {
   if (!target.firstChild) {
     target.classList.add('legend');
+    // one picture with its words (a plain div may not carry a name: aria-label needs a role)
+    target.setAttribute('role', 'img');
     target.innerHTML = '<span class="legend-label"></span><span class="legend-min"></span><canvas class="legend-bar" aria-hidden="true"></canvas><span class="legend-max"></span><span class="legend-masked"><canvas aria-hidden="true"></canvas> masked</span>';
     // a canvas whose context the browser dropped comes back blank: draw it again then
     for (const c of target.querySelectorAll('canvas')) c.addEventListener('contextrestored', () => shown.delete(target));

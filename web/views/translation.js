@@ -22,6 +22,7 @@ import * as rect from './rect.js';
 import * as legend from './legend.js';
 import { scale } from '../colour.js';
 import { exportTranslation } from '../export.js';
+import { precisionNote } from '../given.js';
 
 
 function el(tag, attrs = {}, text = null) {
@@ -232,7 +233,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   if (panes.includes('masks') && tr.padded && tr.results.length > 1) out.append(masksOf(tr, b, { attn, layer: fl, head: fh, dec, info, width }));
   else if (panes.length === 1 && panes[0] === 'masks') out.append(el('p', { class: 'muted' }, 'The masks need a batch of two or more sources of different lengths (each "source => target" to teacher-force).'));
   const encoder = info.layers ? `, encoder: ${info.layers} × ${info.heads}` : '';
-  const how = tr.given ? `given${tr.precision === 'bfloat16' ? ' (bfloat16)' : ''}` : `${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`;
+  const how = tr.given ? `given${precisionNote(tr.precision)}` : `${tr.backend.replace(/^gpu: /, 'WebGPU: ')} · ${tr.elapsed_ms.toFixed(1)} ms`;
   out.append(el('p', { class: 'muted' }, `${S} source tokens, ${T} steps · decoder: ${dec.layers} layers × ${dec.heads} heads${encoder} · ${how}`));
   // a step changed by the keyboard keeps the keyboard where it was: the same control, or the view,
   // without scrolling the page (a view taller than the screen would scroll the header away)

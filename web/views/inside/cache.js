@@ -54,7 +54,7 @@ export function render(target, run, opts) {
   ];
   const table = part(target, 'cache-table', 'table');
   const head = document.createElement('tr');
-  for (const t of ['', 'a token', `${n} positions (on screen)`, `${max} positions, float16`]) {
+  for (const t of ['attention', 'a token', `${n} positions (on screen)`, `${max} positions, float16`]) {
     const th = document.createElement('th');
     th.textContent = t;
     head.append(th);

@@ -117,6 +117,8 @@ export const GATE_UNITS = 8;
  */
 function swiglu(target, trace, tok, I, act, shown) {
   const box = part(target, 'inside-swiglu');
+  // a table wider than a phone scrolls sideways: the keyboard reaches it too, by its name
+  if (!box.hasAttribute('tabindex')) Object.entries({ tabindex: '0', role: 'region', 'aria-label': 'the gated network, unit by unit (a table: scrolls sideways)' }).forEach(([k, v]) => box.setAttribute(k, v));
   box.hidden = !shown;
   if (!shown) { target._swiglu = null; return; }
   const at = (name) => trace.get(name).values.subarray(tok * I, (tok + 1) * I);

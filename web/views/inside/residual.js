@@ -123,6 +123,8 @@ export const NORM_DIMS = 6;
  */
 function rmsBesideLayerNorm(target, run, trace, opts, tokens, rows, D, arch) {
   const box = part(target, 'inside-rms');
+  // a table wider than a phone scrolls sideways: the keyboard reaches it too, by its name
+  if (!box.hasAttribute('tabindex')) Object.entries({ tabindex: '0', role: 'region', 'aria-label': 'RMSNorm beside LayerNorm, dimension by dimension (a table: scrolls sideways)' }).forEach(([k, v]) => box.setAttribute(k, v));
   const shown = arch?.norm === 'rms' && trace.names.includes('attnNorm');
   box.hidden = !shown;
   if (!shown) { target._rms = null; return; }

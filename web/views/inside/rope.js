@@ -189,6 +189,9 @@ function drawDials(canvas, { shown, width, fontPx = 11 }) {
     ctx.textBaseline = 'top';
     ctx.fillText(`pair ${i}: turned ${num(angle, angle < 0.01 ? 5 : 2)} rad`, cx, cy + r + 6);
   });
+  // what the dials show, for a screen reader (a canvas with role img needs its words)
+  const arrow = ([x, y]) => `(${num(x, 3)}, ${num(y, 3)})`;
+  canvas.setAttribute('aria-label', `two dials: ${shown.map(({ i, angle, before, after }) => `pair ${i} turned ${num(angle, angle < 0.01 ? 5 : 2)} radians, from ${arrow(before)} to ${arrow(after)}`).join('; ')}`);
 }
 
 /** The score against distance, the engine's score as a dot at the real distance, the unturned score dashed. */
