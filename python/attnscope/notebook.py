@@ -145,9 +145,12 @@ def _run_class():
             data = bundle[0] if isinstance(bundle, tuple) else bundle
             if isinstance(data, dict):
                 a = self.attributes
-                what = f"attnscope.run: {self._checkpoint.get('name') or a.get('hf', 'a model')} on “{a.get('sentence', '')}”, view {a.get('view')!r}"
-                data["text/plain"] = f"{what}. attnscope's engine draws it in the browser, with the kernel: run the cell to see it."
-                data["text/html"] = f"<p>{html.escape(what)}. attnscope's engine draws it in the browser, with the kernel: run the cell to see it.</p>"
+                line = (
+                    f"attnscope.run: {self._checkpoint.get('name') or a.get('hf', 'a model')} on “{a.get('sentence', '')}”, "
+                    f"view {a.get('view')!r}. attnscope's engine draws it in the browser, with the kernel: run the cell to see it."
+                )
+                data["text/plain"] = line
+                data["text/html"] = f"<p>{html.escape(line)}</p>"
             return bundle
 
     return Run
@@ -251,8 +254,6 @@ def _show(g: Given, attributes: dict[str, Any], html_action: str, precision: str
     heads the view opens on travel in the records' own ``view`` (docs/given.md)."""
     if html_action not in HTML_ACTIONS:
         raise ValueError(f"html_action={html_action!r}: expected 'view' (show it) or 'return' (an HTML page)")
-    if precision not in DTYPES:
-        raise ValueError(f"precision={precision!r}: expected one of {', '.join(map(repr, DTYPES))}")
     if html_action == "return":
         return Page(g, attributes, precision)
     from IPython.display import display

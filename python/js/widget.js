@@ -57,8 +57,6 @@ function engineFor(model) {
 
 function render({ model, el }) {
   const scope = document.createElement('attn-scope');
-  const note = Object.assign(document.createElement('p'), { textContent: '' });
-  note.style.cssText = 'margin:0.25em 0;font:12px system-ui,sans-serif;color:#595959';
   const attributes = () => {
     const want = model.get('attributes') ?? {};
     for (const { name } of [...scope.attributes]) if (!(name in want)) scope.removeAttribute(name);
@@ -69,7 +67,8 @@ function render({ model, el }) {
   // the element appears once the wasm (and a checkpoint's files, where the kernel read them: a
   // Hub id's the element fetches) are here
   const checkpoint = model.get('_checkpoint') ?? {};
-  note.textContent = `Loading ${checkpoint.name ?? 'the engine'} from the kernel (it answers once it is idle)…`;
+  const note = Object.assign(document.createElement('p'), { textContent: `Loading ${checkpoint.name ?? 'the engine'} from the kernel (it answers once it is idle)…` });
+  note.style.cssText = 'margin:0.25em 0;font:12px system-ui,sans-serif;color:#595959';
   el.append(note);
   // once a page a checkpoint (one widget shown twice, or run again): its buffers go to the
   // engine's worker at the first load, which the later ones reuse (web/engine.js)

@@ -49,10 +49,16 @@ async function origin(page) {
   await page.goto(`${server.url}web/views.css`);
 }
 
+/** What a Python script using python/attnscope (target/py's numpy) writes to stdout, as JSON. */
+function python(code) {
+  return JSON.parse(execFileSync(path.join(ROOT, 'target/py/bin/python'), ['-c', code], {
+    cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') }, maxBuffer: 1 << 26,
+  }));
+}
+
 /** python/attnscope's file for a random decoder with grouped-query heads, and its numbers. */
 function pythonFile() {
-  const py = path.join(ROOT, 'target/py/bin/python');
-  const out = execFileSync(py, ['-c', `
+  return python(`
 import json, sys
 import numpy as np
 import attnscope
@@ -64,8 +70,7 @@ a = np.exp(x - x.max(-1, keepdims=True)); a = (a / a.sum(-1, keepdims=True)).ast
 tokens = ["<s>", "Ġthe", "Ġcat", "Ġsat", "Ġon", "Ġit", "."]
 g = attnscope.given(tuple(layer[None] for layer in a), tokens, num_key_value_heads=K, layer=2, heads=[4], model="tiny-gqa")
 sys.stdout.buffer.write(json.dumps({"bytes": list(g.to_safetensors()), "attention": a.tolist(), "tokens": g.tokens}).encode())
-`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') }, maxBuffer: 1 << 26 });
-  return JSON.parse(out);
+`);
 }
 
 test('a safetensors file python/attnscope wrote: the decoder\'s heads as given, in groups, the file\'s layer and head', async () => {
@@ -103,8 +108,7 @@ test('a safetensors file python/attnscope wrote: the decoder\'s heads as given, 
 });
 
 test('a bfloat16 file (half the bytes): each value as the file stored it, the precision said', async () => {
-  const py = path.join(ROOT, 'target/py/bin/python');
-  const want = JSON.parse(execFileSync(py, ['-c', `
+  const want = python(`
 import json, sys
 import numpy as np
 import attnscope
@@ -117,7 +121,7 @@ data = g.to_safetensors("bfloat16")
 u = a.view(np.uint32)
 held = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
 sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact": a.tolist(), "f32_bytes": len(g.to_safetensors())}))
-`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') } }));
+`);
   assert.ok(want.bytes.length < want.f32_bytes, `${want.bytes.length} bytes against float32's ${want.f32_bytes}`);
   const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
   const got = await element(page, { view: 'model' }, { bytes: want.bytes });
@@ -130,8 +134,7 @@ sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact"
 });
 
 test('a uint16 file (half the bytes, p as round(p · 65535)): each value q / 65535, within 7.6e-6 of the one given, the precision said', async () => {
-  const py = path.join(ROOT, 'target/py/bin/python');
-  const want = JSON.parse(execFileSync(py, ['-c', `
+  const want = python(`
 import json, sys
 import numpy as np
 import attnscope
@@ -143,7 +146,7 @@ data = g.to_safetensors("uint16")
 n = int.from_bytes(data[:8], "little")
 held = (np.frombuffer(data[8 + n:], "<u2") / 65535).reshape(a.shape)
 sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact": a.tolist()}))
-`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') } }));
+`);
   const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
   const got = await element(page, { view: 'model' }, { bytes: want.bytes });
   assert.equal(got.error, null);
@@ -157,8 +160,7 @@ sys.stdout.write(json.dumps({"bytes": list(data), "held": held.tolist(), "exact"
 });
 
 test('some layers only (include_layers): each drawn and published under its own number', async () => {
-  const py = path.join(ROOT, 'target/py/bin/python');
-  const want = JSON.parse(execFileSync(py, ['-c', `
+  const want = python(`
 import json, sys
 import numpy as np
 import attnscope
@@ -167,7 +169,7 @@ x = rng.normal(size=(5, 2, 4, 4))
 a = np.exp(x - x.max(-1, keepdims=True)); a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
 g = attnscope.given(a, ["w", "x", "y", "z"], include_layers=[1, 3, 4], layer=3, heads=[1])
 sys.stdout.write(json.dumps({"bytes": list(g.to_safetensors()), "kept": a[[1, 3, 4]].tolist()}))
-`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') } }));
+`);
   const { page, problems } = await openPage(browser, null, { width: 800, height: 800 });
   const got = await element(page, { view: 'model' }, { bytes: want.bytes });
   assert.equal(got.error, null);
@@ -308,8 +310,7 @@ test('a view that needed the model, back with the model (data = null): drawn in 
 /** python/attnscope's file for a random encoder–decoder (bertviz's trio, `attnscope.given`):
  *  `keep` names the attentions the file holds; `layers` include_layers. */
 function encoderDecoderFile({ keep = ['encoder', 'decoder', 'cross'], layers = null } = {}) {
-  const py = path.join(ROOT, 'target/py/bin/python');
-  return JSON.parse(execFileSync(py, ['-c', `
+  return python(`
 import json, sys
 import numpy as np
 import attnscope
@@ -331,7 +332,7 @@ g = attnscope.given(**{f"{k}_attention": tuple(l[None] for l in args[k]) for k i
                     encoder_tokens=src, decoder_tokens=tgt, include_layers=layers, model="tiny-marian")
 want = {f"{k}_attention": args[k][layers if layers else slice(None)].tolist() for k in keep}
 sys.stdout.write(json.dumps({"bytes": list(g.to_safetensors()), "want": want, "src": g.encoder_tokens, "tgt": g.decoder_tokens}))
-`], { cwd: ROOT, env: { ...process.env, PYTHONPATH: path.join(ROOT, 'python') }, maxBuffer: 1 << 26 }));
+`);
 }
 
 /** An <attn-scope> (`attrs`) given `bytes`: its result's attentions and tokens, its view's text

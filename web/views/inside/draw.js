@@ -94,6 +94,14 @@ export function part(parent, cls, tag = 'div') {
   return el;
 }
 
+/** `box`, a table that scrolls sideways on a narrow screen, made a named region the keyboard reaches. */
+export function scrollRegion(box, label) {
+  if (box.hasAttribute('tabindex')) return;
+  box.tabIndex = 0;
+  box.setAttribute('role', 'region');
+  box.setAttribute('aria-label', label);
+}
+
 /** One tooltip for a panel, following the mouse over canvases whose `_describe(x, y)` says what is there. */
 export function tooltip(target) {
   let tip = target.querySelector(':scope > .tooltip');

@@ -5,7 +5,7 @@
 // their product for the focused token's strongest units, in a table.
 
 import { fit } from '../../canvas.js';
-import { part, focusToken, tokenPicker, begin } from './draw.js';
+import { part, focusToken, tokenPicker, begin, scrollRegion } from './draw.js';
 
 // erf, Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): enough to draw the curve
 function erf(x) {
@@ -117,8 +117,7 @@ export const GATE_UNITS = 8;
  */
 function swiglu(target, trace, tok, I, act, shown) {
   const box = part(target, 'inside-swiglu');
-  // a table wider than a phone scrolls sideways: the keyboard reaches it too, by its name
-  if (!box.hasAttribute('tabindex')) Object.entries({ tabindex: '0', role: 'region', 'aria-label': 'the gated network, unit by unit (a table: scrolls sideways)' }).forEach(([k, v]) => box.setAttribute(k, v));
+  scrollRegion(box, 'the gated network, unit by unit (a table: scrolls sideways)');
   box.hidden = !shown;
   if (!shown) { target._swiglu = null; return; }
   const at = (name) => trace.get(name).values.subarray(tok * I, (tok + 1) * I);

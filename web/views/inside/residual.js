@@ -3,7 +3,7 @@
 // token's hidden-state norm at the layer's input, after its attention sub-layer and at its output.
 
 import { fit } from '../../canvas.js';
-import { part, rowNorms, begin, focusToken, tokenPicker } from './draw.js';
+import { part, rowNorms, begin, focusToken, tokenPicker, scrollRegion } from './draw.js';
 import { normName } from '../../architecture.js';
 
 const COLOURS = ['#9ca3af', '#2563eb', '#b45309'];
@@ -123,8 +123,7 @@ export const NORM_DIMS = 6;
  */
 function rmsBesideLayerNorm(target, run, trace, opts, tokens, rows, D, arch) {
   const box = part(target, 'inside-rms');
-  // a table wider than a phone scrolls sideways: the keyboard reaches it too, by its name
-  if (!box.hasAttribute('tabindex')) Object.entries({ tabindex: '0', role: 'region', 'aria-label': 'RMSNorm beside LayerNorm, dimension by dimension (a table: scrolls sideways)' }).forEach(([k, v]) => box.setAttribute(k, v));
+  scrollRegion(box, 'RMSNorm beside LayerNorm, dimension by dimension (a table: scrolls sideways)');
   const shown = arch?.norm === 'rms' && trace.names.includes('attnNorm');
   box.hidden = !shown;
   if (!shown) { target._rms = null; return; }
