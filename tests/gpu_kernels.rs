@@ -262,6 +262,31 @@ fn gate_matches_the_cpu() {
     }
 }
 
+#[test]
+fn soft_cap_matches_the_cpu() {
+    for (rows, c) in [(1, 1), (3, 70), (2, 4099)] {
+        // logits of every size, the tails far past the cap, and the extremes tanh must not
+        // overflow at
+        let mut x = matrix(rows, c, 33) * 40.0;
+        x[[0, 0]] = 3e38;
+        if c > 2 {
+            x[[rows - 1, 1]] = -3e38;
+            x[[rows - 1, 2]] = 1e-30;
+        }
+        for cap in [0.5, 2.0, 30.0] {
+            let gpu = block_on(kernels().soft_cap(x.view(), cap)).unwrap();
+            let want = ops::soft_capped(x.view(), cap);
+            for ((at, a), b) in gpu.indexed_iter().zip(&want) {
+                assert!(
+                    (a - b).abs() <= 1e-6 * cap && a.abs() <= cap,
+                    "cap {cap}, {rows}×{c} at {at:?}: GPU {a}, CPU {b}, from {}",
+                    x[at]
+                );
+            }
+        }
+    }
+}
+
 /// Each key/value head's columns repeated for the `group` query heads that read it (HF's
 /// `repeat_kv`): grouped-query attention as multi-head attention.
 ///

@@ -18,7 +18,7 @@ use pollster::block_on;
 use std::path::Path;
 
 /// The decoder-only folders' padded batches (attention, hidden states, next-token probabilities).
-const DECODER_CASES: [&str; 11] = [
+const DECODER_CASES: [&str; 12] = [
     "v5_llama",
     "v5_llama_linear",
     "v5_llama_llama3",
@@ -27,6 +27,8 @@ const DECODER_CASES: [&str; 11] = [
     "v5_qwen3",
     "v5_mistral",
     "v5_gemma3",
+    // its logits soft-capped (`final_logit_softcapping`)
+    "v5_gemma3_softcap",
     "v5_gpt2",
     // QK-norm left out (`--no-qk-norm`): HF's q_norm and k_norm made identities
     "v5_qwen3_noqknorm",
@@ -35,7 +37,7 @@ const DECODER_CASES: [&str; 11] = [
 /// The encoders' padded batches (`check_golden`: tokens, type ids, attention, hidden).
 const ENCODER_CASES: [&str; 3] = ["v5_bert", "v5_roberta", "v5_distilbert"];
 /// Greedy generations after the chat template.
-const GENERATE_CASES: [&str; 8] = [
+const GENERATE_CASES: [&str; 9] = [
     "v5_llama_generate",
     "v5_llama_linear_generate",
     "v5_llama_llama3_generate",
@@ -44,6 +46,7 @@ const GENERATE_CASES: [&str; 8] = [
     "v5_qwen3_generate",
     "v5_mistral_generate",
     "v5_gemma3_generate",
+    "v5_gemma3_softcap_generate",
 ];
 /// The folders of a scaled `rope_type`.
 const ROPE_FOLDERS: [&str; 3] = ["v5-llama-linear", "v5-llama-llama3", "v5-llama-yarn"];
@@ -365,18 +368,23 @@ fn gemma_3s_layers_are_read_from_either_form() {
         "{e}"
     );
     let e = read_config(
-        edited("v5-gemma3", |c| c["final_logit_softcapping"] = 30.0.into())
-            .path()
-            .join("config.json")
-            .to_str()
-            .map(|p| std::fs::read(p).unwrap())
-            .unwrap()
-            .as_slice(),
+        edited("v5-gemma3", |c| {
+            c["final_logit_softcapping"] = (-30.0).into()
+        })
+        .path()
+        .join("config.json")
+        .to_str()
+        .map(|p| std::fs::read(p).unwrap())
+        .unwrap()
+        .as_slice(),
         "config.json",
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("`final_logit_softcapping` 30"), "{e}");
+    assert!(
+        e.contains("`final_logit_softcapping` -30") && e.contains("positive"),
+        "{e}"
+    );
 }
 
 #[test]

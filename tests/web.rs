@@ -289,6 +289,12 @@ async fn every_family_on_webgpu_and_the_cpu_equals_hf() {
         ),
         family_case!("v5_qwen2", "v5-qwen2", &V5_TEXTS[..1], MaskKind::Causal),
         family_case!("v5_mistral", "v5-mistral", &V5_TEXTS[..1], MaskKind::Causal),
+        family_case!(
+            "v5_gemma3_softcap",
+            "v5-gemma3-softcap",
+            &V5_TEXTS[..1],
+            MaskKind::Causal
+        ),
         family_case!("v5_bert", "v5-bert", V5_TEXTS, MaskKind::Padding),
         family_case!(
             "gpt2_batch",

@@ -1782,6 +1782,9 @@ V5_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 V5_CHAT = [{"role": "user", "content": "time flies like an arrow"}]
 V5_TEXTS = ["time flies like an arrow and fruit flies like a banana", "the cat sat", "where does the model look"]
+V5_SMALL = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, max_position_embeddings=64, initializer_range=0.3,
+                rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
 V5_WINDOW = 5  # Mistral's and Qwen2's sliding window: a few tokens, so that every text crosses it
 V5_ROPES = {
     "linear": dict(rope_type="linear", factor=4.0),
@@ -1926,13 +1929,34 @@ def v5_old_form(d, model_class, probe):
 
 
 @torch.no_grad()
+def v5_softcap():
+    """`--only v5-softcap` (and part of `--only v5`): tests/fixtures/models/v5-gemma3-softcap, a
+    Gemma 3 with its logits soft-capped, cap·tanh(z/cap) (`final_logit_softcapping`), the cap low
+    enough that tanh bends the largest logits by more than a tenth; and Gemma 2's
+    `attn_logit_softcapping` set, which HF's Gemma3Attention leaves unapplied."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    _, model, tok = v5_decoder("v5-gemma3-softcap", Gemma3ForCausalLM, Gemma3TextConfig(**dict(
+        V5_SMALL, num_hidden_layers=2, query_pre_attn_scalar=24, sliding_window=V5_WINDOW,
+        final_logit_softcapping=2.0, attn_logit_softcapping=1.5,
+        rope_parameters=dict(sliding_attention=dict(rope_type="default", rope_theta=10000.0),
+                             full_attention=dict(rope_type="default", rope_theta=1000000.0)))),
+        53, torch.float32, bos=True, texts=V5_TEXTS[:1])
+    ids = torch.tensor([tok.encode(V5_TEXTS[0]).ids])
+    free = copy.deepcopy(model)
+    free.config.final_logit_softcapping = free.config.attn_logit_softcapping = None
+    (capped, a), (logits, b) = ((out.logits, torch.stack(out.attentions))
+                                for out in (m(ids, output_attentions=True) for m in (model, free)))
+    assert torch.equal(a, b), "HF's Gemma 3 now applies attn_logit_softcapping: attnscope must too"
+    assert torch.allclose(capped, 2.0 * torch.tanh(logits / 2.0), atol=1e-6)
+    assert (capped - logits).abs().max() > 0.1 * logits.abs().max(), "the cap does not bend the logits"
+
+
+@torch.no_grad()
 def transformers5():
     from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel, GPT2Config, GPT2LMHeadModel,
                               LlamaConfig, LlamaForCausalLM, MarianMTModel, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM, RobertaConfig, RobertaModel)
-    small = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, max_position_embeddings=64, initializer_range=0.3,
-                 rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
+    small = V5_SMALL
     # Llama in f32 with θ = 500,000 and a BOS-writing chat template (Llama 3's and Gemma's way)
     d, _, tok = v5_decoder("v5-llama", LlamaForCausalLM, LlamaConfig(
         rope_parameters=dict(rope_type="default", rope_theta=500000.0), tie_word_embeddings=False, **small),
@@ -1973,6 +1997,7 @@ def transformers5():
         52, torch.float32, bos=True, texts=one)
     gemma = json.load(open(os.path.join(MODELS, "v5-gemma3", "config.json")))
     assert gemma["layer_types"] == ["sliding_attention"] * 5 + ["full_attention"], gemma["layer_types"]
+    v5_softcap()
     # GPT-2 as transformers 5 saves GPT2LMHeadModel (its `transformer.` prefix, no lm_head)
     d = os.path.join(MODELS, "v5-gpt2")
     shutil.rmtree(d, ignore_errors=True)
@@ -2037,7 +2062,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "v5-ablations", "family-gguf", "gemma"]
+              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -2066,6 +2091,8 @@ def main():
         dates()
     if "v5" in only:
         transformers5()
+    elif "v5-softcap" in only:
+        v5_softcap()
     if "v5-ablations" in only:
         v5_no_qk_norm()
     if "family-gguf" in only:

@@ -464,7 +464,10 @@ function nextTokens(s) {
   const following = q + 1 < n ? item.token_ids[q + 1] : null;
   // with heads knocked out: the same position's likeliest tokens with every head
   const plain = r.head_mask?.length ? r.baselineNext?.(b)?.[q] ?? null : null;
-  setText($('next-caption'), `· after token ${q + 1} of ${n} (position ${q}): the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens, softmax (${next[q].length} likeliest)${r.long ? '; a text this long gets it at its last position only' : ''}`);
+  // Gemma's `final_logit_softcapping`: every logit z through c·tanh(z/c) before the softmax
+  const cap = s.modelInfo?.architecture?.logit_cap;
+  const capped = cap ? `, each logit z soft-capped to ${cap}·tanh(z/${cap}) (never past ±${cap})` : '';
+  setText($('next-caption'), `· after token ${q + 1} of ${n} (position ${q}): the LM head over all ${s.modelInfo?.vocab_size ?? ''} tokens${capped}, softmax (${next[q].length} likeliest)${r.long ? '; a text this long gets it at its last position only' : ''}`);
   const goes = following === null ? 'the text ends here' : `the text goes on with ${shown(item.labels[q + 1])}`;
   let line = `After ${shown(before)}, the model expects: (${goes})`;
   if (plain) {

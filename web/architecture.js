@@ -8,7 +8,7 @@
 //    norm: 'layer' | 'rms', norm_order: 'pre' | 'post', norm_eps,
 //    feed_forward: {type: 'plain' | 'gated', activation}, heads: {query, key_value}, head_dim,
 //    biases: {qkv, output, feed_forward}, lm_head: 'none' | 'tied' | 'separate',
-//    token_types,
+//    logit_cap: null | c (the logits z soft-capped as c·tanh(z/c): Gemma's), token_types,
 //    layers: [{attention: 'global' | 'sliding', window?: number,
 //              rotary: null | {theta, head_dim, rope_type: 'default' | 'linear' | 'llama3' | 'yarn',
 //                              its parameters (factor, …), inv_freq: the θᵢ the engines turn by,
@@ -33,6 +33,7 @@ function legacyArchitecture(info) {
     heads: { query: info.heads, key_value: info.heads }, head_dim: info.head_dim,
     biases: { qkv: true, output: true, feed_forward: true },
     lm_head: info.lm_head ? 'tied' : 'none',
+    logit_cap: null,
     token_types: Boolean(info.token_types),
     layers: Array.from({ length: info.layers ?? 0 }, () => ({ attention: 'global', rotary: null })),
   };

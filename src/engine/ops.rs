@@ -413,6 +413,12 @@ pub trait Ops {
     /// * `gate`, `up`: `(rows, F)` → `(rows, F)`
     fn gate(&mut self, gate: &Self::X, up: &Self::X, act: Activation) -> Result<Self::X>;
 
+    /// `cap·tanh(x/cap)` element by element: values soft-capped below ±`cap` (Gemma's logits).
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, c)` → `(rows, c)`
+    fn soft_cap(&mut self, x: &Self::X, cap: f32) -> Result<Self::X>;
+
     /// Each item's last row (the position whose next token a decoding step writes).
     ///
     /// # Shapes

@@ -12,11 +12,14 @@
 //!              x = x + post_attention_layernorm(o_proj(attn_l(q, k, v_proj(a))))
 //!              m = pre_feedforward_layernorm(x)
 //!              x = x + post_feedforward_layernorm(down_proj(gelu_tanh(gate_proj(m)) ⊙ up_proj(m)))
-//! h = norm(x);  logits = h · embed_tokensᵀ
+//! h = norm(x);  logits = cap_f(h · embed_tokensᵀ)
 //! ```
 //!
 //! `attn_l` reaches layer `l`'s window (or every earlier key), its scores `q·k` times
 //! `query_pre_attn_scalar^-½`; `rope_l` turns by the layer type's own base.
+//! `cap_f(z) = f·tanh(z/f)` where the config sets `final_logit_softcapping` f, else `z`
+//! (Gemma 3's own configs set null). `attn_logit_softcapping` is read and, as in HF's
+//! `Gemma3Attention` (Gemma 2's scores were capped; Gemma 3's are normed), not applied.
 
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -141,10 +144,10 @@ struct GemmaJson {
     layer_types: Option<Vec<String>>,
     #[serde(default = "default_pattern")]
     sliding_window_pattern: usize,
+    /// The logits soft-capped at this value. (`attn_logit_softcapping` is left unread: HF's
+    /// `Gemma3Attention` does not apply it. Gemma 2 capped its scores; Gemma 3 norms them.)
     #[serde(default)]
     final_logit_softcapping: Option<f64>,
-    #[serde(default)]
-    attn_logit_softcapping: Option<f64>,
     #[serde(default)]
     use_bidirectional_attention: bool,
     /// transformers 5's form: one rotation per layer type.
@@ -171,14 +174,11 @@ const FULL: &str = "full_attention";
 
 /// A Gemma 3 config: the fields the engines read, or why it cannot run.
 fn gemma_config(model_type: Option<String>, c: GemmaJson) -> std::result::Result<Config, String> {
-    for (name, v) in [
-        ("final_logit_softcapping", c.final_logit_softcapping),
-        ("attn_logit_softcapping", c.attn_logit_softcapping),
-    ] {
-        if let Some(v) = v {
-            return Err(format!("`{name}` {v} is not supported (only null)"));
-        }
-    }
+    let cap = |name: &str, v: Option<f64>| match v {
+        Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("`{name}` {v} must be positive")),
+        v => Ok(v.map(|v| v as f32)),
+    };
+    let logit_cap = cap("final_logit_softcapping", c.final_logit_softcapping)?;
     if c.use_bidirectional_attention {
         return Err("`use_bidirectional_attention` true is not supported (only false)".into());
     }
@@ -328,6 +328,7 @@ fn gemma_config(model_type: Option<String>, c: GemmaJson) -> std::result::Result
             } else {
                 LmHead::Separate
             },
+            logit_cap,
             token_types: false,
             layers,
         },
@@ -403,9 +404,11 @@ fn gguf_config(g: &GgufFile) -> Result<Config> {
         None => g.get_u32(&key("vocab_size"))? as usize,
     };
     let heads = g.get_u32(&key("attention.head_count"))?;
-    let theta = match g.get(&key("rope.freq_base")) {
-        Some(_) => Some(g.get_f32(&key("rope.freq_base"))? as f64),
-        None => None,
+    let optional_f32 = |k: &str| -> Result<Option<f64>> {
+        match g.get(k) {
+            Some(_) => g.get_f32(k).map(|v| Some(v as f64)),
+            None => Ok(None),
+        }
     };
     let json = serde_json::json!({
         "vocab_size": vocab,
@@ -417,7 +420,8 @@ fn gguf_config(g: &GgufFile) -> Result<Config> {
         "head_dim": optional_u32(&key("attention.key_length"))?.unwrap_or(256),
         "max_position_embeddings": g.get_u32(&key("context_length"))?,
         "rms_norm_eps": g.get_f32(&key("attention.layer_norm_rms_epsilon"))? as f64,
-        "rope_theta": theta,
+        "rope_theta": optional_f32(&key("rope.freq_base"))?,
+        "final_logit_softcapping": optional_f32(&key("final_logit_softcapping"))?,
         "sliding_window": optional_u32(&key("attention.sliding_window"))?,
         "tie_word_embeddings": g.tensor("output.weight").is_none(),
         "bos_token_id": optional_u32("tokenizer.ggml.bos_token_id")?,
@@ -670,7 +674,7 @@ impl Forward for Gemma3Weights {
         }
         let out = ops.norm(&x, &self.norm)?;
         ops.keep(Kept::Output, &out)?;
-        super::lm_logits(ops, &out, &self.lm_head)?;
+        super::lm_logits(ops, &out, &self.lm_head, a.logit_cap)?;
         Ok(out)
     }
 }

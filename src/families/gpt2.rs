@@ -273,7 +273,7 @@ impl Gpt2Weights {
         }
         let out = ops.norm(&x, &self.ln_f)?;
         ops.keep(Kept::Output, &out)?;
-        super::lm_logits(ops, &out, &self.lm_head)?;
+        super::lm_logits(ops, &out, &self.lm_head, c.architecture.logit_cap)?;
         Ok(out)
     }
 }

@@ -263,6 +263,7 @@ fn llama_config(
             } else {
                 LmHead::Separate
             },
+            logit_cap: None,
             token_types: false,
             layers,
         },
@@ -636,7 +637,7 @@ impl LlamaWeights {
         }
         let out = ops.norm(&x, &self.norm)?;
         ops.keep(Kept::Output, &out)?;
-        super::lm_logits(ops, &out, &self.lm_head)?;
+        super::lm_logits(ops, &out, &self.lm_head, c.architecture.logit_cap)?;
         Ok(out)
     }
 }

@@ -200,15 +200,30 @@ pub fn load_weights(t: &Tensors, c: &Config) -> Result<Weights> {
 
 /// A decoder's LM head on its output `out`, `(B·T, D)`, kept where the pass wants it: at every
 /// position ([`Kept::LmLogits`], `(B·T, V)`) and at each item's last ([`Kept::NextLogits`],
-/// `(B, V)`: one row through the head where a generation needs no more).
-pub(crate) fn lm_logits<O: Ops>(ops: &mut O, out: &O::X, lm_head: &Linear) -> Result<()> {
+/// `(B, V)`: one row through the head where a generation needs no more); soft-capped as
+/// `cap·tanh(z/cap)` where the architecture has a cap ([`Architecture::logit_cap`]).
+///
+/// [`Architecture::logit_cap`]: crate::model::config::Architecture::logit_cap
+pub(crate) fn lm_logits<O: Ops>(
+    ops: &mut O,
+    out: &O::X,
+    lm_head: &Linear,
+    cap: Option<f32>,
+) -> Result<()> {
+    let head = |ops: &mut O, x: &O::X| {
+        let logits = ops.linear(x, lm_head, None)?;
+        match cap {
+            Some(cap) => ops.soft_cap(&logits, cap),
+            None => Ok(logits),
+        }
+    };
     if ops.wants(Kept::LmLogits) {
-        let logits = ops.linear(out, lm_head, None)?; // (B·T, V)
+        let logits = head(ops, out)?; // (B·T, V)
         ops.keep(Kept::LmLogits, &logits)?;
     }
     if ops.wants(Kept::NextLogits) {
         let last = ops.last_rows(out)?; // (B, D)
-        let logits = ops.linear(&last, lm_head, None)?; // (B, V)
+        let logits = head(ops, &last)?; // (B, V)
         ops.keep(Kept::NextLogits, &logits)?;
     }
     Ok(())

@@ -266,6 +266,9 @@ pub struct Architecture {
     pub head_dim: usize,
     pub biases: Biases,
     pub lm_head: LmHead,
+    /// Where the LM head's logits `z` are soft-capped, as `cap·tanh(z/cap)` (Gemma's
+    /// `final_logit_softcapping`).
+    pub logit_cap: Option<f32>,
     /// Segment A / B embeddings.
     pub token_types: bool,
     /// The stack's layers, first to last (an encoder–decoder's: its encoder's).
@@ -307,6 +310,7 @@ impl Architecture {
                 ModelKind::Encoder => LmHead::None,
                 ModelKind::Decoder | ModelKind::EncoderDecoder => LmHead::Tied,
             },
+            logit_cap: None,
             token_types,
             layers: layers
                 .into_iter()

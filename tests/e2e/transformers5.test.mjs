@@ -11,10 +11,10 @@ import { cpSync, rmSync, readFileSync } from 'node:fs';
 import { startServer, launch, openPage, ready, golden, ROOT } from './harness.mjs';
 
 const TOL = 1e-4;
-const BATCHES = ['v5_llama', 'v5_llama_linear', 'v5_llama_llama3', 'v5_llama_yarn', 'v5_qwen2', 'v5_qwen3', 'v5_mistral', 'v5_gemma3', 'v5_gpt2', 'v5_bert', 'v5_roberta', 'v5_distilbert',
+const BATCHES = ['v5_llama', 'v5_llama_linear', 'v5_llama_llama3', 'v5_llama_yarn', 'v5_qwen2', 'v5_qwen3', 'v5_mistral', 'v5_gemma3', 'v5_gemma3_softcap', 'v5_gpt2', 'v5_bert', 'v5_roberta', 'v5_distilbert',
   // QK-norm left out (noqknorm=1, the ablation): HF with every q_norm and k_norm an identity
   'v5_qwen3_noqknorm', 'v5_gemma3_noqknorm'];
-const GENERATIONS = ['v5_llama_generate', 'v5_llama_yarn_generate', 'v5_qwen3_generate', 'v5_gemma3_generate'];
+const GENERATIONS = ['v5_llama_generate', 'v5_llama_yarn_generate', 'v5_qwen3_generate', 'v5_gemma3_generate', 'v5_gemma3_softcap_generate'];
 const meta = (name) => JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${name}.json`), 'utf8'));
 const FOLDERS = [...new Set([...BATCHES, ...GENERATIONS].map((c) => meta(c).model))];
 const served = (name) => path.join(ROOT, 'assets/models', `e2e-${name}`);
@@ -68,6 +68,10 @@ for (const caseName of BATCHES) {
       console.log(`# ${caseName} ${engine}: attention max |Δ| ${worst.toExponential(2)}, next tokens ${worstP.toExponential(2)}`);
       assert.ok(worst <= TOL, `${caseName} ${engine}: attention max |Δ| ${worst} against HF`);
       assert.ok(worstP <= TOL, `${caseName} ${engine}: next-token probabilities max |Δ| ${worstP} against HF`);
+      // a soft-capped model's next-token panel says so, with its cap
+      const cap = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/models', m.model, 'config.json'), 'utf8')).final_logit_softcapping;
+      if (probs) assert.equal(/soft-capped to/.test(await page.textContent('#next-caption')), Boolean(cap), `${caseName}: the caption and the cap ${cap}`);
+      if (cap) assert.match(await page.textContent('#next-caption'), new RegExp(`soft-capped to ${cap}·tanh\\(z/${cap}\\)`));
       clean(problems);
       await page.close();
     }

@@ -9,7 +9,7 @@ use ndarray::{concatenate, s, Array2, Array3, Array5, ArrayView2, Axis};
 use rayon::prelude::*;
 
 use super::attention::{heads_into, HeadArrays};
-use super::ops::{activate, gate, linear, norm, norm_heads, rotate};
+use super::ops::{activate, gate, linear, norm, norm_heads, rotate, soft_capped};
 use crate::engine::ops::{
     group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, AttentionSpec,
     CacheSlot, Ids, Kept, Ops, PassMasks, Reach, Stack,
@@ -453,6 +453,10 @@ impl Ops for CpuOps<'_> {
     fn gate(&mut self, g: &CpuX, up: &CpuX, act: Activation) -> Result<CpuX> {
         self.same_rows("a gated feed-forward's gate and up projection", g, up)?;
         Ok(CpuX::new(gate(g.view(), up.view(), act)))
+    }
+
+    fn soft_cap(&mut self, x: &CpuX, cap: f32) -> Result<CpuX> {
+        Ok(CpuX::new(soft_capped(x.view(), cap)))
     }
 
     fn last_rows(&mut self, x: &CpuX) -> Result<CpuX> {

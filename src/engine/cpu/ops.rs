@@ -179,24 +179,44 @@ pub fn silu(x: f32) -> f32 {
 /// Applies the feed-forward activation in place, in chunks shared among the threads (a loop
 /// over each chunk that the compiler vectorises, for the widest instruction set the CPU has).
 pub fn activate(x: &mut Array2<f32>, act: Activation) {
-    fn each(x: &mut Array2<f32>, f: impl Fn(f32) -> f32 + Sync) {
-        match x.as_slice_mut() {
-            Some(values) => values.par_chunks_mut(4096).for_each(|chunk| {
-                isa::vectorised(|| {
-                    for v in chunk {
-                        *v = f(*v);
-                    }
-                })
-            }),
-            None => x.mapv_inplace(f),
-        }
-    }
     match act {
         Activation::Gelu => each(x, gelu),
         Activation::GeluTanh => each(x, gelu_tanh),
         Activation::Relu => each(x, |v| v.max(0.0)),
         Activation::Silu => each(x, silu),
     }
+}
+
+/// `f` applied to every value of `x` in place, as [`activate`] does.
+fn each(x: &mut Array2<f32>, f: impl Fn(f32) -> f32 + Sync) {
+    match x.as_slice_mut() {
+        Some(values) => values.par_chunks_mut(4096).for_each(|chunk| {
+            isa::vectorised(|| {
+                for v in chunk {
+                    *v = f(*v);
+                }
+            })
+        }),
+        None => x.mapv_inplace(f),
+    }
+}
+
+/// `cap·tanh(x/cap)`, in HF's order: a value soft-capped below ±`cap` (Gemma's
+/// `attn_logit_softcapping` on the scores, `final_logit_softcapping` on the logits), with
+/// [`tanh`] (within `3·10⁻⁷·cap` of libm's).
+#[inline(always)]
+pub fn soft_cap(x: f32, cap: f32) -> f32 {
+    cap * tanh(x / cap)
+}
+
+/// [`soft_cap`] over every value of `x`.
+///
+/// # Shapes
+/// * `x`: `(rows, c)` → `(rows, c)`
+pub fn soft_capped(x: ArrayView2<f32>, cap: f32) -> Array2<f32> {
+    let mut y = x.as_standard_layout().into_owned();
+    each(&mut y, |v| soft_cap(v, cap));
+    y
 }
 
 /// `act(gate) ⊙ up`: a gated feed-forward's inner activation (SwiGLU with SiLU).

@@ -20,7 +20,8 @@ use crate::model::quant::{GgmlType, QuantMatrix};
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind, ParamId, Table};
 
-/// Threads per workgroup of the row kernels (gather, scatter, the norms, rotary, gate): one
+/// Threads per workgroup of the row kernels (gather, scatter, the norms, rotary, gate, the soft
+/// cap): one
 /// workgroup per row, reducing across its threads (the `WG` override of `common.wgsl`).
 pub const ROW_WG: u32 = 64;
 /// Each matmul invocation computes a `MATMUL_BLOCK × MATMUL_BLOCK` block of its output in
@@ -72,6 +73,8 @@ pub enum Kernel {
     Rotary,
     /// A gated feed-forward's `act(gate) ⊙ up`.
     Gate,
+    /// Values soft-capped, `cap·tanh(x/cap)` (the LM head's logits).
+    SoftCap,
     /// `matmul.wgsl` reading vec4s, A and B along k: `x·Wᵀ` (offsets, strides and K multiples
     /// of 4).
     Matmul,
@@ -119,11 +122,12 @@ enum Binding {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 20] = [
+    pub const ALL: [Kernel; 21] = [
         Kernel::Gather,
         Kernel::Scatter,
         Kernel::Rotary,
         Kernel::Gate,
+        Kernel::SoftCap,
         Kernel::Matmul,
         Kernel::MatmulShared,
         Kernel::MatmulSharedBAlongN,
@@ -149,6 +153,7 @@ impl Kernel {
             Kernel::Scatter => &["scatter.wgsl"],
             Kernel::Rotary => &["rotary.wgsl"],
             Kernel::Gate => &["gate.wgsl"],
+            Kernel::SoftCap => &["soft_cap.wgsl"],
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
                 &["tiles.wgsl", "matmul.wgsl"]
             }
@@ -184,6 +189,7 @@ impl Kernel {
             Kernel::Scatter => composed!("scatter"),
             Kernel::Rotary => composed!("rotary"),
             Kernel::Gate => composed!("gate"),
+            Kernel::SoftCap => composed!("soft_cap"),
             Kernel::Matmul | Kernel::MatmulBAlongN | Kernel::MatmulScalar => {
                 composed!("tiles", "matmul")
             }
@@ -256,6 +262,8 @@ impl Kernel {
             Kernel::Rotary => &[Uniform, Read, Read, Read, ReadWrite],
             // params, gate, up → out
             Kernel::Gate => &[Uniform, Read, Read, ReadWrite],
+            // params, x → out
+            Kernel::SoftCap => &[Uniform, Read, ReadWrite],
             // params, a, a as vec4s, b, b as vec4s, bias → c
             Kernel::Matmul
             | Kernel::MatmulShared

@@ -319,6 +319,20 @@ impl GpuKernels {
         Array2::from_shape_vec((rows, f), got.concat()).map_err(|e| Error::Gpu(e.to_string()))
     }
 
+    /// `cap·tanh(x/cap)` over every value of `x` (`soft_cap.wgsl`).
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, c)` → `(rows, c)`
+    pub async fn soft_cap(&self, x: ArrayView2<'_, f32>, cap: f32) -> Result<Array2<f32>> {
+        let (rows, c) = x.dim();
+        let buf = storage(&self.dev, "x", &flat(&x));
+        let out = self.output("soft-capped", rows * c);
+        let mut plan = Plan::new(self);
+        plan.soft_cap([rows as u32, c as u32], &buf, cap, &out);
+        let got = self.run(plan, &[(&out, rows * c)]).await?;
+        Array2::from_shape_vec((rows, c), got.concat()).map_err(|e| Error::Gpu(e.to_string()))
+    }
+
     /// Attention as the encoder runs it: the probabilities (scores, mask and softmax in one
     /// kernel), then `P·V` (a batched matmul) with the head merge. `n_q ≠ n_k`
     /// (cross-attention), `d_k ≠ d_v` and fewer key/value heads than query heads (grouped-query

@@ -345,6 +345,16 @@ struct GateParams {
     _pad: u32,
 }
 
+/// The parameters of `soft_cap.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SoftCapParams {
+    rows: u32,
+    dim: u32,
+    cap: f32,
+    _pad: u32,
+}
+
 /// The parameters of `attention_probs.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -791,6 +801,26 @@ impl<'a> Plan<'a> {
             _pad: 0,
         };
         self.push(Kernel::Gate, &params, vec![gate, up, out], row_grid(rows));
+    }
+
+    /// `out = cap·tanh(x/cap)` over `rows` dense rows of `dim`.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, dim)` → `out`: `(rows, dim)`
+    pub fn soft_cap(
+        &mut self,
+        [rows, dim]: [u32; 2],
+        x: &wgpu::Buffer,
+        cap: f32,
+        out: &wgpu::Buffer,
+    ) {
+        let params = SoftCapParams {
+            rows,
+            dim,
+            cap,
+            _pad: 0,
+        };
+        self.push(Kernel::SoftCap, &params, vec![x, out], row_grid(rows));
     }
 
     /// Residual add and/or a norm (LayerNorm or RMSNorm, as `ln.kind` says) over `rows` rows

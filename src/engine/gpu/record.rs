@@ -502,6 +502,14 @@ impl Ops for Recorder<'_> {
         Ok(AddNorm { sum, norm })
     }
 
+    fn soft_cap(&mut self, x: &GpuX, cap: f32) -> Result<GpuX> {
+        let x = self.dense("a soft cap", x)?;
+        let out = self.output(x.rows, x.cols);
+        self.plan
+            .soft_cap([x.rows, x.cols], &x.slot.buffer, cap, &out.slot.buffer);
+        Ok(out)
+    }
+
     fn linear(&mut self, x: &GpuX, w: &Linear, act: Option<Activation>) -> Result<GpuX> {
         self.product(x, &[w], act)
     }
