@@ -15,6 +15,8 @@
 //! The page's `window.attnscope.result` is one item of `results` with the same field names and
 //! shapes, plus the run's `model`, `backend`, `fallback` and `elapsed_ms`.
 
+use std::collections::BTreeMap;
+
 use ndarray::{s, Array2, ArrayViewD, Axis};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
@@ -653,7 +655,9 @@ impl<'a> ModelInfo<'a> {
 /// One source's decoder layer, inside ([`crate::engine::DecoderTrace`]'s item `b`, cut to its
 /// own `S` source tokens and `T` steps): what the page's inside-the-decoder panels draw.
 ///
-/// Every value `[T][D]` but `cross_k` and `cross_v`, `[S][D]`, and `cross_scores`, `[H][T][S]`.
+/// Every value `[T][D]` but those of a row a source position (Marian's `cross_k` and
+/// `cross_v`), `[S][D]`, and `cross_scores`, `[H][T][S]`; each named as the family names it,
+/// beside the fields below.
 #[derive(serde::Serialize)]
 pub struct DecoderTraceItem<'a> {
     pub layer: usize,
@@ -666,21 +670,9 @@ pub struct DecoderTraceItem<'a> {
     pub target_tokens: Vec<String>,
     pub word: Nested<'a, f32>,
     pub position: Nested<'a, f32>,
-    pub input: Nested<'a, f32>,
-    pub self_output: Nested<'a, f32>,
-    pub self_sum: Nested<'a, f32>,
-    pub self_normed: Nested<'a, f32>,
-    pub cross_q: Nested<'a, f32>,
-    pub cross_k: Nested<'a, f32>,
-    pub cross_v: Nested<'a, f32>,
     pub cross_scores: Nested<'a, f32>,
-    pub cross_context: Nested<'a, f32>,
-    pub cross_output: Nested<'a, f32>,
-    pub cross_sum: Nested<'a, f32>,
-    pub cross_normed: Nested<'a, f32>,
-    pub ffn_output: Nested<'a, f32>,
-    pub ffn_sum: Nested<'a, f32>,
-    pub output: Nested<'a, f32>,
+    #[serde(flatten)]
+    pub values: BTreeMap<&'static str, Nested<'a, f32>>,
 }
 
 impl<'a> DecoderTraceItem<'a> {
@@ -694,7 +686,7 @@ impl<'a> DecoderTraceItem<'a> {
         let d = model.config.decoder()?;
         let source = &tr.source;
         let s = source.length(b);
-        let t = output_ids.len().saturating_sub(1).min(tr.input.dim().1);
+        let t = output_ids.len().saturating_sub(1).min(tr.word.dim().1);
         let rows =
             |a: &'a ndarray::Array3<f32>, n: usize| Nested(a.slice(s![b, ..n, ..]).into_dyn());
         Ok(Self {
@@ -709,21 +701,12 @@ impl<'a> DecoderTraceItem<'a> {
                 .collect(),
             word: rows(&tr.word, t),
             position: rows(&tr.position, t),
-            input: rows(&tr.input, t),
-            self_output: rows(&tr.self_output, t),
-            self_sum: rows(&tr.self_sum, t),
-            self_normed: rows(&tr.self_normed, t),
-            cross_q: rows(&tr.cross_q, t),
-            cross_k: rows(&tr.cross_k, s),
-            cross_v: rows(&tr.cross_v, s),
             cross_scores: Nested(tr.cross_scores.slice(s![b, .., ..t, ..s]).into_dyn()),
-            cross_context: rows(&tr.cross_context, t),
-            cross_output: rows(&tr.cross_output, t),
-            cross_sum: rows(&tr.cross_sum, t),
-            cross_normed: rows(&tr.cross_normed, t),
-            ffn_output: rows(&tr.ffn_output, t),
-            ffn_sum: rows(&tr.ffn_sum, t),
-            output: rows(&tr.output, t),
+            values: tr
+                .values
+                .iter()
+                .map(|(&name, (v, x))| (name, rows(x, if v.source { s } else { t })))
+                .collect(),
         })
     }
 }

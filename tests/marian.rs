@@ -334,7 +334,24 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
     };
     let mut previous_output = None;
     for layer in 0..d.layers {
+        const ORDER: [&str; 14] = [
+            "input",
+            "self_output",
+            "self_sum",
+            "self_normed",
+            "cross_q",
+            "cross_k",
+            "cross_v",
+            "cross_context",
+            "cross_output",
+            "cross_sum",
+            "cross_normed",
+            "ffn_output",
+            "ffn_sum",
+            "output",
+        ];
         let dt = decoder_trace(m, &sources, &tr.output_ids, layer).unwrap();
+        let v = |name: &str| dt.get(name).unwrap();
         let sinusoids = sinusoidal_positions(64, width);
         for b in 0..sources.len() {
             let t_b = tr.steps(b);
@@ -354,26 +371,26 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
                         &format!("{what}: position"),
                     );
                     close(
-                        dt.self_sum[[b, t, j]],
-                        dt.input[[b, t, j]] + dt.self_output[[b, t, j]],
+                        v("self_sum")[[b, t, j]],
+                        v("input")[[b, t, j]] + v("self_output")[[b, t, j]],
                         &format!("{what}: self sum"),
                     );
                     close(
-                        dt.cross_sum[[b, t, j]],
-                        dt.self_normed[[b, t, j]] + dt.cross_output[[b, t, j]],
+                        v("cross_sum")[[b, t, j]],
+                        v("self_normed")[[b, t, j]] + v("cross_output")[[b, t, j]],
                         &format!("{what}: cross sum"),
                     );
                     close(
-                        dt.ffn_sum[[b, t, j]],
-                        dt.cross_normed[[b, t, j]] + dt.ffn_output[[b, t, j]],
+                        v("ffn_sum")[[b, t, j]],
+                        v("cross_normed")[[b, t, j]] + v("ffn_output")[[b, t, j]],
                         &format!("{what}: ffn sum"),
                     );
                 }
                 for h in 0..heads {
                     let (c0, c1) = (h * dk, (h + 1) * dk);
-                    let q = dt.cross_q.slice(s![b, t, c0..c1]);
+                    let q = v("cross_q").slice(s![b, t, c0..c1]);
                     let scores: Vec<f32> = (0..s_b)
-                        .map(|k| q.dot(&dt.cross_k.slice(s![b, k, c0..c1])) / (dk as f32).sqrt())
+                        .map(|k| q.dot(&v("cross_k").slice(s![b, k, c0..c1])) / (dk as f32).sqrt())
                         .collect();
                     let max = scores.iter().cloned().fold(f32::MIN, f32::max);
                     let z: f32 = scores.iter().map(|x| (x - max).exp()).sum();
@@ -395,11 +412,11 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
                         let ctx: f32 = (0..s_b)
                             .map(|k| {
                                 tr.cross_attention[[b, layer, h, t, k]]
-                                    * dt.cross_v[[b, k, h * dk + j]]
+                                    * v("cross_v")[[b, k, h * dk + j]]
                             })
                             .sum();
                         close(
-                            dt.cross_context[[b, t, h * dk + j]],
+                            v("cross_context")[[b, t, h * dk + j]],
                             ctx,
                             &format!("layer {layer} item {b} step {t} head {h}: context {j}"),
                         );
@@ -408,8 +425,8 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
             }
         }
         // a layer reads the one before it: layer 0 the embeddings' sum
-        let input = dt.input.clone();
-        match previous_output.replace(dt.output.clone()) {
+        let input = v("input").clone();
+        match previous_output.replace(v("output").clone()) {
             None => {
                 let sum = &dt.word + &dt.position;
                 for (a, b) in input.iter().zip(sum.iter()) {
@@ -426,7 +443,11 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
                 }
             }
         }
-        assert_eq!(dt.cross_k.len_of(Axis(1)), tr.source.ids.ncols());
+        assert_eq!(v("cross_k").len_of(Axis(1)), tr.source.ids.ncols());
+        // the names the page's inside-the-decoder panels read (web/views/decoder/)
+        let mut names: Vec<&str> = dt.values.keys().copied().collect();
+        names.sort_by_key(|n| ORDER.iter().position(|o| o == n));
+        assert_eq!(names, ORDER, "layer {layer}'s values");
     }
     assert!(
         decoder_trace(m, &sources, &tr.output_ids, d.layers).is_err(),

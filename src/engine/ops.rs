@@ -209,53 +209,33 @@ pub enum Kept {
     /// embedding scale (`√d_model` for Marian), and the positions' rows.
     DecoderWord,
     DecoderPosition,
-    /// Decoder layer `l`'s values (see [`DecoderValue`]).
-    Decoder(usize, DecoderValue),
-}
-
-/// One of a decoder layer's values, in its order: `y₁ = LN(y + SelfAttn(y))`,
-/// `y₂ = LN(y₁ + CrossAttn(q = y₁, k = v = memory))`, `y₃ = LN(y₂ + FFN(y₂))` (post-LN). Each
-/// `(B·T, D)` but the cross-attention's keys and values, `(B·S, D)`: the encoder's output projected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecoderValue {
-    /// `y`, entering the layer.
-    Input,
-    /// `SelfAttn(y)`: the self-attention's output projection.
-    SelfOutput,
-    /// `y + SelfAttn(y)`, and its LayerNorm `y₁`.
-    SelfSum,
-    SelfNormed,
-    /// The cross-attention's queries (from `y₁`), keys and values (from the encoder's output).
-    CrossQ,
-    CrossK,
-    CrossV,
-    /// The heads' contexts, concatenated (before the output projection).
-    CrossContext,
-    /// `CrossAttn(y₁, memory)`: the output projection.
-    CrossOutput,
-    /// `y₁ + CrossAttn(…)`, and its LayerNorm `y₂`.
-    CrossSum,
-    CrossNormed,
-    /// `FFN(y₂)`, `y₂ + FFN(y₂)`, and its LayerNorm `y₃`, the layer's output.
-    FeedForwardOutput,
-    FeedForwardSum,
-    Output,
+    /// An encoder–decoder's decoder layer `l`'s values, by name (see [`Value`],
+    /// [`crate::engine::DecoderTrace`]).
+    Decoder(usize, Value),
 }
 
 /// One of a layer's values, by the name its family gives it (HF's module names where it has
 /// them): a row a position, `(B·T, c)`, or the rows of `heads` heads side by side (Q or K
-/// split into its heads), which the trace gives as `(B, heads, T, d)`. A new value is a new name
-/// in a family's forward pass ([`crate::engine::LayerTrace`] keeps whatever the family names).
+/// split into its heads), which the trace gives as `(B, heads, T, d)`; in a decoder layer, a
+/// row a source position, `(B·S, c)` (its cross-attention's keys and values). A new value is a
+/// new name in a family's forward pass ([`crate::engine::LayerTrace`] and
+/// [`crate::engine::DecoderTrace`] keep whatever the family names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Value {
     pub name: &'static str,
     pub heads: Option<usize>,
+    /// Its rows are the source's positions, not the layer's own.
+    pub source: bool,
 }
 
 impl Value {
     /// A value of rows.
     pub const fn rows(name: &'static str) -> Self {
-        Self { name, heads: None }
+        Self {
+            name,
+            heads: None,
+            source: false,
+        }
     }
 
     /// A value of `heads` heads' rows side by side.
@@ -263,6 +243,16 @@ impl Value {
         Self {
             name,
             heads: Some(heads),
+            source: false,
+        }
+    }
+
+    /// A decoder layer's value of a row a source position.
+    pub const fn source_rows(name: &'static str) -> Self {
+        Self {
+            name,
+            heads: None,
+            source: true,
         }
     }
 }

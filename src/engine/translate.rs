@@ -5,13 +5,14 @@
 //! forcing). Every attention is kept as its rectangular record: the encoder's `(S × S)`, the
 //! decoder's `(T × T)`, the cross-attention's `(T × S)`.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use ndarray::{s, Array2, Array3, Array5};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
-use super::ops::{AttentionKind, Kept, PassMasks, Stack};
+use super::ops::{AttentionKind, Kept, PassMasks, Stack, Value};
 use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
 use crate::engine::network::Loaded;
 use crate::engine::network::{EngineOps, Translating};
@@ -400,11 +401,17 @@ fn forced_inputs(
     Ok((target, decoder_mask, cross_mask(&source.valid, t)))
 }
 
-/// A decoder layer's values in one teacher-forced pass (see [`decoder_trace`]).
+/// A decoder layer's values in one teacher-forced pass (see [`decoder_trace`]): the
+/// embeddings, the cross-attention's scores, and every value the family names in the layer
+/// (Marian's: `input`, `self_output`, `self_sum`, `self_normed`, `cross_q`, `cross_k`,
+/// `cross_v`, `cross_context`, `cross_output`, `cross_sum`, `cross_normed`, `ffn_output`,
+/// `ffn_sum`, `output`).
 ///
 /// # Shapes
-/// * every field `(B, T, D)` but `cross_k` and `cross_v`, `(B, S, D)` (the encoder's output
-///   projected), and `cross_scores`, `(B, H, T, S)`: `QKᵀ/√d_k` before the source's padding mask
+/// * `word`, `position`: `(B, T, D)`; `cross_scores`: `(B, H, T, S)`, `QKᵀ/√d_k` before the
+///   source's padding mask
+/// * each value `(B, T, c)`, or `(B, S, c)` where its rows are the source's ([`Value::source`]:
+///   the encoder's output projected into the cross-attention's keys and values)
 #[derive(Debug, Clone)]
 pub struct DecoderTrace {
     /// 0-based.
@@ -414,22 +421,22 @@ pub struct DecoderTrace {
     /// The token rows times the embedding scale, the positions' rows.
     pub word: Array3<f32>,
     pub position: Array3<f32>,
-    /// The layer's values in order (see [`super::ops::DecoderValue`]).
-    pub input: Array3<f32>,
-    pub self_output: Array3<f32>,
-    pub self_sum: Array3<f32>,
-    pub self_normed: Array3<f32>,
-    pub cross_q: Array3<f32>,
-    pub cross_k: Array3<f32>,
-    pub cross_v: Array3<f32>,
     pub cross_scores: ndarray::Array4<f32>,
-    pub cross_context: Array3<f32>,
-    pub cross_output: Array3<f32>,
-    pub cross_sum: Array3<f32>,
-    pub cross_normed: Array3<f32>,
-    pub ffn_output: Array3<f32>,
-    pub ffn_sum: Array3<f32>,
-    pub output: Array3<f32>,
+    /// Every value the layer keeps, by name, with what it is.
+    pub values: BTreeMap<&'static str, (Value, Array3<f32>)>,
+}
+
+impl DecoderTrace {
+    /// The value `name`, or an error naming it and those there are.
+    pub fn get(&self, name: &str) -> Result<&Array3<f32>> {
+        self.values.get(name).map(|(_, x)| x).ok_or_else(|| {
+            Error::Engine(format!(
+                "decoder layer {}'s trace has no {name:?} (it has {})",
+                self.layer,
+                self.values.keys().copied().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
 }
 
 /// Decoder layer `layer`'s values on the CPU engine, for `sources` and their `outputs` (each the
@@ -472,36 +479,45 @@ pub fn decoder_trace(
         let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
             .scores
             .ok_or_else(|| Error::Engine("the pass kept no cross-attention scores".into()))?;
-        let mut take = |what: Kept, n: usize| -> Result<Array3<f32>> {
+        // the values the family named in the layer
+        let named: Vec<Kept> = kept
+            .keys()
+            .filter(|k| matches!(k, Kept::Decoder(l, _) if *l == layer))
+            .copied()
+            .collect();
+        // (B·n, c) → (B, n, c): n the target's T, or the source's S
+        let mut take = |what: Kept| -> Result<Array3<f32>> {
             let x = kept
                 .remove(&what)
                 .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
-            let cols = x.ncols();
-            x.into_shape_with_order((b, n, cols))
+            let (rows, cols) = x.dim();
+            x.into_shape_with_order((b, rows / b.max(1), cols))
                 .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
         };
-        use super::ops::DecoderValue as V;
-        let at = |v: V| Kept::Decoder(layer, v);
+        let (word, position) = (take(Kept::DecoderWord)?, take(Kept::DecoderPosition)?);
+        let mut values = BTreeMap::new();
+        for what in named {
+            let Kept::Decoder(_, v) = what else {
+                unreachable!("filtered above")
+            };
+            let x = take(what)?;
+            let want = if v.source { s } else { t };
+            if x.dim().1 != want {
+                return Err(Error::Engine(format!(
+                    "decoder layer {layer}'s {:?}: {} rows an item, not {want}",
+                    v.name,
+                    x.dim().1
+                )));
+            }
+            values.insert(v.name, (v, x));
+        }
         Ok(DecoderTrace {
             layer,
             source: source.clone(),
-            word: take(Kept::DecoderWord, t)?,
-            position: take(Kept::DecoderPosition, t)?,
-            input: take(at(V::Input), t)?,
-            self_output: take(at(V::SelfOutput), t)?,
-            self_sum: take(at(V::SelfSum), t)?,
-            self_normed: take(at(V::SelfNormed), t)?,
-            cross_q: take(at(V::CrossQ), t)?,
-            cross_k: take(at(V::CrossK), s)?,
-            cross_v: take(at(V::CrossV), s)?,
+            word,
+            position,
             cross_scores: scores.index_axis_move(ndarray::Axis(1), layer),
-            cross_context: take(at(V::CrossContext), t)?,
-            cross_output: take(at(V::CrossOutput), t)?,
-            cross_sum: take(at(V::CrossSum), t)?,
-            cross_normed: take(at(V::CrossNormed), t)?,
-            ffn_output: take(at(V::FeedForwardOutput), t)?,
-            ffn_sum: take(at(V::FeedForwardSum), t)?,
-            output: take(at(V::Output), t)?,
+            values,
         })
     })
 }

@@ -23,7 +23,7 @@ use ndarray::{Array1, Array2};
 
 use crate::engine::network::{EngineOps, Network, Translating};
 use crate::engine::ops::{
-    AddNorm, AttentionId, AttentionSpec, CacheSlot, DecoderValue, Heads, Ids, Kept, Ops, Stack,
+    AddNorm, AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, Ops, Stack, Value,
 };
 use crate::error::{Error, Result};
 use crate::model::config::{
@@ -396,8 +396,9 @@ impl MarianWeights {
         ops.keep(Kept::DecoderPosition, &position)?;
         let mut y = ops.add(&word, &position)?; // (B·T, D)
         for (i, l) in self.decoder.iter().enumerate() {
-            let keep = |ops: &mut O, v: DecoderValue, x: &O::X| ops.keep(Kept::Decoder(i, v), x);
-            keep(ops, DecoderValue::Input, &y)?;
+            // the layer's values by name, in its order (`DecoderTrace`, the page's panels)
+            let keep = |ops: &mut O, v: Value, x: &O::X| ops.keep(Kept::Decoder(i, v), x);
+            keep(ops, Value::rows("input"), &y)?;
             // y = LN(y + self_attn(y)), over the positions written so far
             let a = &l.self_attn;
             let qkv = ops.project(&y, &[&a.q_proj, &a.k_proj, &a.v_proj])?;
@@ -413,9 +414,9 @@ impl MarianWeights {
             )?;
             let attn = ops.linear(&context, &a.out_proj, None)?;
             let sub = ops.add_norm(&y, &attn, &l.self_attn_layer_norm)?;
-            keep(ops, DecoderValue::SelfOutput, &attn)?;
-            keep(ops, DecoderValue::SelfSum, &sub.sum)?;
-            keep(ops, DecoderValue::SelfNormed, &sub.norm)?;
+            keep(ops, Value::rows("self_output"), &attn)?;
+            keep(ops, Value::rows("self_sum"), &sub.sum)?;
+            keep(ops, Value::rows("self_normed"), &sub.norm)?;
             y = sub.norm;
             // y = LN(y + cross_attn(q = y, k = v = memory))
             let a = &l.encoder_attn;
@@ -448,21 +449,22 @@ impl MarianWeights {
             let attn = ops.linear(&context, &a.out_proj, None)?;
             let sub = ops.add_norm(&y, &attn, &l.encoder_attn_layer_norm)?;
             for (v, x) in [
-                (DecoderValue::CrossQ, &q),
-                (DecoderValue::CrossK, &k),
-                (DecoderValue::CrossV, &v),
-                (DecoderValue::CrossContext, &context),
-                (DecoderValue::CrossOutput, &attn),
-                (DecoderValue::CrossSum, &sub.sum),
-                (DecoderValue::CrossNormed, &sub.norm),
+                (Value::rows("cross_q"), &q),
+                // the encoder's output projected: a row a source position
+                (Value::source_rows("cross_k"), &k),
+                (Value::source_rows("cross_v"), &v),
+                (Value::rows("cross_context"), &context),
+                (Value::rows("cross_output"), &attn),
+                (Value::rows("cross_sum"), &sub.sum),
+                (Value::rows("cross_normed"), &sub.norm),
             ] {
                 keep(ops, v, x)?;
             }
             // y = LN(y + fc2(act(fc1(y))))
             let (out, sub) = self.feed_forward(ops, c, &sub.norm, &l.ffn, &l.final_layer_norm)?;
-            keep(ops, DecoderValue::FeedForwardOutput, &out)?;
-            keep(ops, DecoderValue::FeedForwardSum, &sub.sum)?;
-            keep(ops, DecoderValue::Output, &sub.norm)?;
+            keep(ops, Value::rows("ffn_output"), &out)?;
+            keep(ops, Value::rows("ffn_sum"), &sub.sum)?;
+            keep(ops, Value::rows("output"), &sub.norm)?;
             y = sub.norm;
         }
         ops.keep(Kept::Output, &y)?;
