@@ -350,37 +350,18 @@ fn gemma_3s_layers_are_read_from_either_form() {
     let (a, p) = run(&model_dir("v5-gemma3"), &texts);
     let (b, q) = run(old.path(), &texts);
     assert!(a == b && p == q, "the two forms differ");
+    // v5-gemma3's config edited, read: the error
+    let refused = |edit: fn(&mut serde_json::Value)| {
+        let bytes = std::fs::read(edited("v5-gemma3", edit).path().join("config.json")).unwrap();
+        read_config(&bytes, "config.json").unwrap_err().to_string()
+    };
     // the forms disagree: refused, naming both
-    let e = read_config(
-        edited("v5-gemma3", |c| c["rope_local_base_freq"] = 5e4.into())
-            .path()
-            .join("config.json")
-            .to_str()
-            .map(|p| std::fs::read(p).unwrap())
-            .unwrap()
-            .as_slice(),
-        "config.json",
-    )
-    .unwrap_err()
-    .to_string();
+    let e = refused(|c| c["rope_local_base_freq"] = 5e4.into());
     assert!(
         e.contains("sliding_attention") && e.contains("10000.0") && e.contains("50000.0"),
         "{e}"
     );
-    let e = read_config(
-        edited("v5-gemma3", |c| {
-            c["final_logit_softcapping"] = (-30.0).into()
-        })
-        .path()
-        .join("config.json")
-        .to_str()
-        .map(|p| std::fs::read(p).unwrap())
-        .unwrap()
-        .as_slice(),
-        "config.json",
-    )
-    .unwrap_err()
-    .to_string();
+    let e = refused(|c| c["final_logit_softcapping"] = (-30.0).into());
     assert!(
         e.contains("`final_logit_softcapping` -30") && e.contains("positive"),
         "{e}"
