@@ -18,8 +18,8 @@
 //! `attn_l` reaches layer `l`'s window (or every earlier key), its scores `q·k` times
 //! `query_pre_attn_scalar^-½`; `rope_l` turns by the layer type's own base.
 //! `cap_f(z) = f·tanh(z/f)` where the config sets `final_logit_softcapping` f, else `z`
-//! (Gemma 3's own configs set null). `attn_logit_softcapping` is read and, as in HF's
-//! `Gemma3Attention` (Gemma 2's scores were capped; Gemma 3's are normed), not applied.
+//! (Gemma 3's own configs set null). `attn_logit_softcapping` is left unread: HF's
+//! `Gemma3Attention` does not apply it (Gemma 2's scores were capped; Gemma 3's are normed).
 
 use rayon::prelude::*;
 use serde::Deserialize;

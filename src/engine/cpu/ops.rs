@@ -202,8 +202,7 @@ fn each(x: &mut Array2<f32>, f: impl Fn(f32) -> f32 + Sync) {
 }
 
 /// `cap·tanh(x/cap)`, in HF's order: a value soft-capped below ±`cap` (Gemma's
-/// `attn_logit_softcapping` on the scores, `final_logit_softcapping` on the logits), with
-/// [`tanh`] (within `3·10⁻⁷·cap` of libm's).
+/// `final_logit_softcapping` on the logits), with [`tanh`] (within `3·10⁻⁷·cap` of libm's).
 #[inline(always)]
 pub fn soft_cap(x: f32, cap: f32) -> f32 {
     cap * tanh(x / cap)

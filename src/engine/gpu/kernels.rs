@@ -21,8 +21,8 @@ use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind, ParamId, Table};
 
 /// Threads per workgroup of the row kernels (gather, scatter, the norms, rotary, gate, the soft
-/// cap): one
-/// workgroup per row, reducing across its threads (the `WG` override of `common.wgsl`).
+/// cap): one workgroup per row, reducing across its threads (the `WG` override of
+/// `common.wgsl`).
 pub const ROW_WG: u32 = 64;
 /// Each matmul invocation computes a `MATMUL_BLOCK × MATMUL_BLOCK` block of its output in
 /// registers (fixed by `matmul.wgsl`'s code).
