@@ -16,6 +16,13 @@ lint-native:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
+# `make test` lints the native code in the build its tests need, not in a second compile:
+# clippy-driver wraps rustc for this crate's targets alone (the library, the CLI, the test
+# binaries: what `cargo clippy --all-targets` checks), with the arguments `cargo clippy -- -D
+# warnings` would give it (CLIPPY_ARGS, `__CLIPPY_HACKERY__` between them), so any warning fails
+# the build. The dependencies are compiled as by a plain `cargo test`.
+LINT_NATIVE := RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
 # The wasm32 code's lints come with its first build (LINT_WASM=1, below), and the browser test
@@ -23,17 +30,26 @@ lint-native:
 # test 20 s unless told: WEB_TEST_TIMEOUT is a guard against a hang (the suite takes ~20 s on
 # SwiftShader alone, more on a busy machine), not a measure of speed.
 WEB_TEST_TIMEOUT ?= 600
-test: setup lint-native
+test: setup
+	cargo fmt --all -- --check
 	$(MAKE) --no-print-directory web wheel LINT_WASM=1
-	cargo test
+	$(LINT_NATIVE) cargo test
 	target/py/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/attnscope-*.whl
 	cd python && ../target/py/bin/python -m pytest -q
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$(SIMD128_FLAGS) -D warnings" \
 		CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
 		WASM_BINDGEN_TEST_ONLY_WEB=1 WASM_BINDGEN_TEST_TIMEOUT=$(WEB_TEST_TIMEOUT) cargo test --release --target $(WASM) --test web
 	bash scripts/dist.sh
-	cd tests/e2e && npm test
+	$(FUZZ_BUILD_BESIDE) (cd tests/e2e && npm test); rc=$$?; \
+		[ $$rc = 0 ] || kill -- -$$fuzz_build 2>/dev/null || kill $$fuzz_build 2>/dev/null; wait $$fuzz_build; exit $$rc
 	$(MAKE) --no-print-directory fuzz-quick
+
+# The fuzz targets' AddressSanitizer build (~6 minutes of both cores, fuzz-quick's first step)
+# runs beside the end-to-end tests, which leave about a fifth of the machine idle (the browser
+# waits on itself), as SCHED_IDLE: it runs only when a core would be idle, so the tests' timings
+# are theirs. fuzz-quick then finds it built; were it broken, fuzz-quick's own build says why.
+# Its own process group (setsid), stopped when the tests fail.
+FUZZ_BUILD_BESIDE := setsid chrt --idle 0 cargo +nightly fuzz build -O >target/fuzz-build.log 2>&1 & fuzz_build=$$!;
 
 # Fuzzing (cargo-fuzz on nightly, both installed by setup): every fuzz target for 30 s, as part of
 # `make test`, or for 20 minutes each. Figures and crashes: docs/fuzzing.md.
