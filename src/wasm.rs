@@ -598,35 +598,36 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
 }
 
 impl Session {
-    /// Tokenises a batch (each text paired with `pair` when it is not blank) and builds its mask.
+    /// Tokenises a batch (each text paired with `pair` when it is not blank), or takes one
+    /// text's token ids as given ([`RunOptions::ids`]), and builds its mask.
     fn prepare(
         &self,
         texts: &[String],
         pair: Option<&str>,
+        ids: Option<&[u32]>,
         mask: &str,
     ) -> Result<(Encoded, Mask, MaskKind), JsError> {
         let kind: MaskKind = mask.parse().map_err(js_err)?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let input = self
-            .runner
-            .model()
-            .tokenizer
-            .encode(&refs, pair)
-            .map_err(js_err)?;
+        let input = match ids {
+            Some(ids) => self.encode_ids(ids, texts, pair)?,
+            None => {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let tokenizer = &self.runner.model().tokenizer;
+                tokenizer.encode(&refs, pair).map_err(js_err)?
+            }
+        };
         let mask = Mask::from_kind(kind, input.valid.view());
         Ok((input, mask, kind))
     }
 
-    /// [`Session::prepare`] of one text given by its token ids ([`RunOptions::ids`]): each id
-    /// in the vocabulary, at least one and no more than the model's positions.
-    fn prepare_ids(
+    /// One text given by its token ids: each id in the vocabulary, at least one and no more than
+    /// the model's positions.
+    fn encode_ids(
         &self,
         ids: &[u32],
         texts: &[String],
         pair: Option<&str>,
-        mask: &str,
-    ) -> Result<(Encoded, Mask, MaskKind), JsError> {
-        let kind: MaskKind = mask.parse().map_err(js_err)?;
+    ) -> Result<Encoded, JsError> {
         let model = self.runner.model();
         let (vocab, positions) = (
             model.config.vocab_size,
@@ -648,9 +649,7 @@ impl Session {
                 "token id {id} at position {i} is outside the vocabulary of {vocab}"
             )));
         }
-        let input = model.tokenizer.from_ids(ids);
-        let mask = Mask::from_kind(kind, input.valid.view());
-        Ok((input, mask, kind))
+        Ok(model.tokenizer.from_ids(ids))
     }
 
     async fn forward(
@@ -750,10 +749,8 @@ impl Session {
                 .map_err(|e| JsError::new(&format!("run options: {e}")))?
         };
         let pair = pair.filter(|p| !p.trim().is_empty());
-        let (input, mask, kind) = match &options.ids {
-            Some(ids) => self.prepare_ids(ids, &texts, pair.as_deref(), &mask)?,
-            None => self.prepare(&texts, pair.as_deref(), &mask)?,
-        };
+        let (input, mask, kind) =
+            self.prepare(&texts, pair.as_deref(), options.ids.as_deref(), &mask)?;
         let c = &self.runner.model().config;
         let (batch, tokens) = input.ids.dim();
         let probabilities = batch * c.num_hidden_layers * c.num_attention_heads * tokens * tokens;
@@ -1158,7 +1155,7 @@ impl Session {
         mask: String,
     ) -> Result<JsValue, JsError> {
         let pair = pair.filter(|p| !p.trim().is_empty());
-        let (input, mask, _) = self.prepare(&texts, pair.as_deref(), &mask)?;
+        let (input, mask, _) = self.prepare(&texts, pair.as_deref(), None, &mask)?;
         let opts = TraceOptions::default();
         let (c, _) = self.forward(Engine::Cpu, &input, &mask, &opts).await?;
         let (other, _) = self.forward(Engine::Gpu, &input, &mask, &opts).await?;

@@ -69,9 +69,6 @@ WITHOUT_SCRIPT = (
     "(GitHub's) cannot show it, nbviewer and nbconvert's HTML can."
 )
 
-#: The bytes of one value of each precision (a page's planes).
-WIDTHS = {"float32": 4, "bfloat16": 2, "uint16": 2}
-
 #: bertviz's values of ``html_action``.
 HTML_ACTIONS = ("view", "return")
 
@@ -183,7 +180,7 @@ class Page:
         # second…: a plane of high bytes compresses to a fraction), gzipped; the page puts them back
         file = self.given.to_safetensors(self.precision)
         head = 8 + int.from_bytes(file[:8], "little")
-        width = WIDTHS[self.precision]
+        width = DTYPES[self.precision].width  # the bytes of a value: a page's planes
         planes = np.frombuffer(file, np.uint8, offset=head).reshape(-1, width).T.tobytes()
         payload = base64.b64encode(gzip.compress(file[:head] + planes, compresslevel=1, mtime=0)).decode("ascii")
         attrs = json.dumps({k: str(v) for k, v in self.attributes.items()}).replace("</", "<\\/")

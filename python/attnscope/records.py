@@ -28,9 +28,17 @@ FORMAT = "attnscope.given/1"
 #: The largest probability taken: 1, and bfloat16's rounding above it.
 MAX_P = 1.01
 
-#: The binary form's value types: numpy's and safetensors' names. ``uint16`` is a fixed point:
-#: each probability p held as round(p · 65535) (within 1/131070 ≈ 7.6e-6 of p).
-DTYPES = {"float32": "F32", "bfloat16": "BF16", "uint16": "U16"}
+@dataclass(frozen=True)
+class Dtype:
+    """One value type of the binary form."""
+
+    safetensors: str  #: its name in a safetensors header
+    width: int  #: the bytes of one value
+
+
+#: The binary form's value types by numpy's names. ``uint16`` is a fixed point: each probability p
+#: held as round(p · 65535) (within 1/131070 ≈ 7.6e-6 of p).
+DTYPES = {"float32": Dtype("F32", 4), "bfloat16": Dtype("BF16", 2), "uint16": Dtype("U16", 2)}
 
 #: uint16's scale: the integer a probability of 1 is held as.
 U16_ONE = 65535
@@ -150,7 +158,7 @@ class Given:
         at = 0
         data = self.buffers(dtype)
         for i, (r, b) in enumerate(zip(self.records, data)):
-            header[f"records.{i}"] = {"dtype": DTYPES[dtype], "shape": list(r.values.shape), "data_offsets": [at, at + b.nbytes]}
+            header[f"records.{i}"] = {"dtype": DTYPES[dtype].safetensors, "shape": list(r.values.shape), "data_offsets": [at, at + b.nbytes]}
             at += b.nbytes
         text = json.dumps(header, ensure_ascii=False).encode()
         text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
