@@ -179,6 +179,13 @@ unsafe fn fifth_bits(b: *const u8) -> u32 {
     unsafe { std::ptr::read_unaligned(b.add(2) as *const u32) }
 }
 
+/// How far ahead of the block it reads the AVX-512 kernel asks for the matrix's bytes. A decoding
+/// step reads every weight once (Gemma 3's 262,144 × 640 `Q8_0` LM head: 178 MB), so the kernel
+/// waits on memory: measured on an AVX-512 core (`docs/speed.md`, 2026-12-02), Gemma 3 270M's
+/// one-thread decoding was 20–23 tokens/s with no hint, 39–43 with the next group's block (R rows
+/// on, 2.7 kB for that head) and 49–56 at 16 KiB.
+const AHEAD: usize = 16 << 10;
+
 #[target_feature(enable = "avx512f,f16c,fma")]
 unsafe fn avx512<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32]) -> [f32; R] {
     let ty = B::TY;
@@ -199,9 +206,9 @@ unsafe fn avx512<B: Block, const R: usize>(w: [&[u8]; R], x: &[f32], sums: &[f32
             );
             for r in 0..R {
                 let b = w[r].as_ptr().add(i * bytes);
-                // the same block R rows on (the next group's: the rows lie end to end); a
-                // hint, which never faults
-                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(R * w[r].len()) as *const i8);
+                // the bytes AHEAD on (the rows lie end to end: a later group's); a hint,
+                // which never faults
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(AHEAD) as *const i8);
                 let q = _mm_loadu_si128(b.add(at) as *const __m128i);
                 // values 0..16 and 16..32 of the block, as 16 integers each
                 let (q0, q1) = if ty == GgmlType::Q8_0 {
