@@ -46,9 +46,10 @@ test: setup
 
 # The fuzz targets' AddressSanitizer build (~6 minutes of both cores, fuzz-quick's first step)
 # runs beside the end-to-end tests, which leave about a fifth of the machine idle (the browser
-# waits on itself), as SCHED_IDLE: it runs only when a core would be idle, so the tests' timings
-# are theirs. fuzz-quick then finds it built; were it broken, fuzz-quick's own build says why.
-# Its own process group (setsid), stopped when the tests fail.
+# waits on itself), as SCHED_IDLE: it runs only when a core would be idle, and a test's process
+# takes the core back on waking (they still ran ~3 minutes longer beside it, sharing caches and
+# memory: docs/speed.md). fuzz-quick then finds it built; were it broken, fuzz-quick's own build
+# says why. Its own process group (setsid), stopped when the tests fail.
 FUZZ_BUILD_BESIDE := setsid chrt --idle 0 cargo +nightly fuzz build -O >target/fuzz-build.log 2>&1 & fuzz_build=$$!;
 
 # Fuzzing (cargo-fuzz on nightly, both installed by setup): every fuzz target for 30 s, as part of

@@ -183,7 +183,7 @@ unsafe fn fifth_bits(b: *const u8) -> u32 {
 /// step reads every weight once (Gemma 3's 262,144 × 640 `Q8_0` LM head: 178 MB), so the kernel
 /// waits on memory: measured on an AVX-512 core (`docs/speed.md`, 2026-12-02), Gemma 3 270M's
 /// one-thread decoding was 20–23 tokens/s with no hint, 39–43 with the next group's block (R rows
-/// on, 2.7 kB for that head) and 49–56 at 16 KiB.
+/// on, 2.7 kB for that head) and 52–56 at 16 KiB.
 const AHEAD: usize = 16 << 10;
 
 #[target_feature(enable = "avx512f,f16c,fma")]
