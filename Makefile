@@ -50,7 +50,7 @@ test: setup
 # takes the core back on waking (they still ran ~3 minutes longer beside it, sharing caches and
 # memory: docs/speed.md). fuzz-quick then finds it built; were it broken, fuzz-quick's own build
 # says why. Its own process group (setsid), stopped when the tests fail.
-FUZZ_BUILD_BESIDE := setsid chrt --idle 0 cargo +nightly fuzz build -O >target/fuzz-build.log 2>&1 & fuzz_build=$$!;
+FUZZ_BUILD_BESIDE := setsid chrt --idle 0 bash fuzz/run.sh build >target/fuzz-build.log 2>&1 & fuzz_build=$$!;
 
 # Fuzzing (cargo-fuzz on nightly, both installed by setup): every fuzz target for 30 s, as part of
 # `make test`, or for 20 minutes each. Figures and crashes: docs/fuzzing.md.

@@ -2,13 +2,14 @@
 # Runs every fuzz target (or those named) for SECONDS each with cargo-fuzz on nightly, seeded by
 # fuzz/seeds.py, and prints executions, coverage and crashes per target. `make fuzz-quick` runs
 # 30 s per target, `make fuzz` 20 minutes. Fails when any target finds a crash, whose input
-# cargo-fuzz keeps in fuzz/artifacts/<target>/.
-#   fuzz/run.sh SECONDS [TARGET...]
+# cargo-fuzz keeps in fuzz/artifacts/<target>/. `fuzz/run.sh build` builds them and stops (`make
+# test` starts it beside the end-to-end tests).
+#   fuzz/run.sh SECONDS [TARGET...] | fuzz/run.sh build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-SECONDS_PER_TARGET=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
+SECONDS_PER_TARGET=${1:?usage: fuzz/run.sh SECONDS [TARGET...] | fuzz/run.sh build}
 shift
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(weights config tokenizer model forward gguf)
@@ -24,6 +25,7 @@ if ! out=$(cargo +nightly fuzz build -O 2>&1); then
   echo "fuzz build failed: cargo +nightly fuzz build -O" >&2
   exit 1
 fi
+[ "$SECONDS_PER_TARGET" != build ] || exit 0
 
 python3 fuzz/seeds.py "${TARGETS[@]}"
 # One thread: a panic inside the tokenizers crate must hit libFuzzer on the thread it watches.
