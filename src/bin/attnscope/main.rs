@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! attnscope attention --model DIR [--backend cpu] [--mask padding|causal|none] [--pair TEXT_B] [--hidden] [--scores]
-//!                     [--head-metrics] [--rollout] [--sentence-embedding] [--head-mask L:H[,L:H…]] [--no-scale]
+//!                     [--head-metrics] [--head-roles --period N] [--rollout] [--sentence-embedding] [--head-mask L:H[,L:H…]] [--no-scale]
 //!                     [--hidden-states] [--layer-trace LAYER] [--cross-attention LAYER] [--] TEXT...
 //! attnscope bench --model DIR [--backend cpu] [--lengths 16,128,512] [--iters N] [--threads N]
 //! ```

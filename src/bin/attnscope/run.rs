@@ -88,6 +88,15 @@ enum Command {
         /// to_prev, to_next, distance, each [L][H]; docs/app.md: "Reading the heads").
         #[arg(long)]
         head_metrics: bool,
+        /// Include each head's role scores on a TEXT that repeats a sequence of --period tokens
+        /// ("head_roles": previous_token, sink, induction, duplicate_token, each [L][H]; positions
+        /// counted after any BOS or [CLS]; docs/app.md: "Reading the heads").
+        #[arg(long, requires = "period")]
+        head_roles: bool,
+        /// The period of --head-roles' TEXT, in tokens: its first 2·N tokens must be a sequence
+        /// of N twice.
+        #[arg(long, value_name = "N", requires = "head_roles")]
+        period: Option<usize>,
         /// Include the attention rollout [T][T] through the whole stack.
         #[arg(long)]
         rollout: bool,
@@ -230,6 +239,8 @@ pub fn main() -> ExitCode {
             hidden,
             scores,
             head_metrics,
+            head_roles,
+            period,
             rollout,
             sentence_embedding,
             head_mask,
@@ -276,6 +287,7 @@ pub fn main() -> ExitCode {
                 hidden,
                 scores,
                 head_metrics,
+                head_roles: period.filter(|_| head_roles),
                 rollout,
                 sentence_embedding,
                 top_k,

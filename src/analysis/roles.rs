@@ -1,0 +1,181 @@
+//! What each head does, scored on a text that repeats a sequence of `N` tokens (its period): a
+//! head that reads the previous token, one that parks its weight on the first position (the
+//! attention sink, Xiao et al. 2023), an induction head that finds the token's earlier copy and
+//! reads the token after it (Olsson et al. 2022), and a duplicate-token head that reads the copy
+//! itself. With `p = start + i` the position of the text's `i`-th token (counted after any BOS or
+//! `[CLS]` the tokenizer adds) and `α` a head's attention:
+//!
+//! * `previous_token` = mean over `1 ≤ i < 2N` of `α(p, p − 1)`
+//! * `sink` = mean over `0 ≤ i < 2N` of `α(p, 0)` (position 0: the BOS where there is one)
+//! * `induction` = mean over the second repeat, `N ≤ i < 2N`, of `α(p, p − N + 1)`
+//! * `duplicate_token` = mean over the second repeat of `α(p, p − N)`
+//!
+//! Every mean is over the first two repeats, whatever follows them (a third repeat, `[SEP]`).
+
+use ndarray::Array2;
+
+use super::ItemAttention;
+use crate::error::{Error, Result};
+use crate::model::Encoded;
+
+/// Where a text's repeated sequence stands: its first token's position and its period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeated {
+    /// The position of the text's first token: after the special tokens the tokenizer put
+    /// before it (BOS, `[CLS]`), 0 where it put none.
+    pub start: usize,
+    /// `N`, in tokens.
+    pub period: usize,
+}
+
+impl Repeated {
+    /// Item `b` of `input`, read as a sequence of `period` tokens repeated: an error unless its
+    /// text has two repeats, token for token, saying which token breaks the pattern.
+    pub fn find(input: &Encoded, b: usize, period: usize) -> Result<Self> {
+        let words = &input.word_ids[b];
+        let start = words.iter().take_while(|w| w.is_none()).count();
+        // the text's own tokens: up to the next special one (`[SEP]`, padding after it)
+        let n = words[start..].iter().take_while(|w| w.is_some()).count();
+        if period == 0 || n < 2 * period {
+            return Err(Error::Input(format!(
+                "the head roles read a text that repeats a sequence of {period} tokens at least \
+                 twice: this text has {n} tokens{}",
+                if start > 0 {
+                    format!(" after the {start} the tokenizer puts first")
+                } else {
+                    String::new()
+                }
+            )));
+        }
+        let ids = input.ids.row(b);
+        let tokens = &input.tokens[b];
+        if let Some(i) = (period..2 * period).find(|&i| ids[start + i] != ids[start + i - period]) {
+            return Err(Error::Input(format!(
+                "the text does not repeat with a period of {period} tokens: its token {i} \
+                 ({:?}) is not its token {} ({:?}); counted after the {start} special token(s) \
+                 the tokenizer puts first",
+                tokens[start + i],
+                i - period,
+                tokens[start + i - period]
+            )));
+        }
+        Ok(Self { start, period })
+    }
+}
+
+/// Every head's four role scores for one text (see the module's documentation).
+///
+/// # Shapes
+/// * every field: `(L, H)`
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadRoles {
+    pub previous_token: Array2<f32>,
+    pub sink: Array2<f32>,
+    pub induction: Array2<f32>,
+    pub duplicate_token: Array2<f32>,
+}
+
+/// The names of [`HeadRoles`]' fields, in the order [`HeadRoles::all`] gives them.
+pub const ROLES: [&str; 4] = ["previous_token", "sink", "induction", "duplicate_token"];
+
+impl HeadRoles {
+    /// Scores every head of one text whose tokens `repeated` describes (computing each head
+    /// from the pass's queries and keys in turn, where the pass kept those).
+    pub fn of(item: &ItemAttention, repeated: Repeated) -> Result<Self> {
+        let (l, h) = item.layers_heads();
+        let Repeated { start, period } = repeated;
+        let text = start..start + 2 * period;
+        let second = start + period..start + 2 * period;
+        if period == 0 || text.end > item.valid.len() {
+            return Err(Error::Input(format!(
+                "the head roles need two repeats of {period} tokens from position {start}: the \
+                 pass has {} positions",
+                item.valid.len()
+            )));
+        }
+        let mean = |sum: f64, n: usize| (sum / n as f64) as f32;
+        let mut out = [(); 4].map(|_| Array2::<f32>::zeros((l, h)));
+        for li in 0..l {
+            for hi in 0..h {
+                let (a, _) = item.head(li, hi)?; // (T, T)
+                let previous: f64 = text.clone().skip(1).map(|p| a[[p, p - 1]] as f64).sum();
+                let sink: f64 = text.clone().map(|p| a[[p, 0]] as f64).sum();
+                let induction: f64 = second.clone().map(|p| a[[p, p - period + 1]] as f64).sum();
+                let duplicate: f64 = second.clone().map(|p| a[[p, p - period]] as f64).sum();
+                out[0][[li, hi]] = mean(previous, 2 * period - 1);
+                out[1][[li, hi]] = mean(sink, 2 * period);
+                out[2][[li, hi]] = mean(induction, period);
+                out[3][[li, hi]] = mean(duplicate, period);
+            }
+        }
+        let [previous_token, sink, induction, duplicate_token] = out;
+        Ok(Self {
+            previous_token,
+            sink,
+            induction,
+            duplicate_token,
+        })
+    }
+
+    /// `(name, values)` for every role, in [`ROLES`] order.
+    pub fn all(&self) -> [(&'static str, &Array2<f32>); 4] {
+        let [p, s, i, d] = ROLES;
+        [
+            (p, &self.previous_token),
+            (s, &self.sink),
+            (i, &self.induction),
+            (d, &self.duplicate_token),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{ItemHeads, SpecialIds};
+    use ndarray::{Array1, Array4};
+
+    /// Four heads over `[BOS] a b c a b c`, each exactly one role: every query reads one key.
+    #[test]
+    fn a_head_that_is_exactly_one_role_scores_one_on_it() {
+        let (start, period) = (1, 3);
+        let t = start + 2 * period;
+        let mut probs = Array4::<f32>::zeros((1, 4, t, t));
+        for q in 0..t {
+            // the previous token (the first row reads itself), the first position, the token
+            // after the earlier copy and the copy itself (the first repeat reads itself)
+            let later = q >= start + period;
+            let keys = [
+                q.saturating_sub(1),
+                0,
+                if later { q - period + 1 } else { q },
+                if later { q - period } else { q },
+            ];
+            for (h, k) in keys.into_iter().enumerate() {
+                probs[[0, h, q, k]] = 1.0;
+            }
+        }
+        let (ids, valid) = (Array1::<u32>::zeros(t), Array1::from_elem(t, true));
+        let item = ItemAttention {
+            heads: ItemHeads::Kept {
+                probs: probs.view(),
+                scores: None,
+            },
+            ids: ids.view(),
+            valid: valid.view(),
+            special: SpecialIds::default(),
+        };
+        let roles = HeadRoles::of(&item, Repeated { start, period }).unwrap();
+        for (r, (name, values)) in roles.all().into_iter().enumerate() {
+            assert_eq!(values[[0, r]], 1.0, "{name} of head {r}");
+        }
+        // the others score what they read by the way: the previous-token head reads position 0
+        // from the text's first token alone (1 of 6); the sink head never the previous token
+        assert_eq!(roles.sink[[0, 0]], 1.0 / 6.0);
+        assert_eq!(roles.previous_token[[0, 1]], 0.0);
+        assert_eq!(roles.duplicate_token[[0, 2]], 0.0);
+        assert_eq!(roles.induction[[0, 3]], 0.0);
+        // a period longer than the pass
+        assert!(HeadRoles::of(&item, Repeated { start, period: 4 }).is_err());
+    }
+}
