@@ -283,7 +283,9 @@ struct RolesMeta {
 fn head_roles_equal_hfs() {
     use attnscope::analysis::{roles::ROLES, HeadRoles, Repeated};
     use attnscope::engine::AttentionKept;
-    for name in ["roles_minilm", "roles_smollm2"] {
+    const CASES: [&str; 2] = ["roles_minilm", "roles_smollm2"];
+    assert_cases_cover_fixtures(&CASES, |n| n.starts_with("roles_"));
+    for name in CASES {
         let smollm2;
         let meta: RolesMeta = golden_meta(name);
         let want = &golden_tensors(name)["head_roles"]; // (4, L, H)

@@ -1,8 +1,9 @@
 //! Acquiring a GPU device, kept apart from running on one so that tests can pass their own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use super::kernels::Pipelines;
 use crate::error::{Error, Result};
 
 /// A device and queue with what we watch on them: loss and uncaptured (validation) errors.
@@ -15,6 +16,9 @@ pub struct GpuDevice {
     error: Arc<Mutex<Option<String>>>,
     /// The most bytes one buffer may hold and one binding see, if less than the device's.
     binding_limit: Option<u64>,
+    /// Its kernels, compiled by the first engine on it and shared by every later one (compiling
+    /// them takes lavapipe ~1.7 s, each model's engine the same).
+    pub(super) pipelines: Arc<OnceLock<Arc<Pipelines>>>,
 }
 
 impl GpuDevice {
@@ -37,6 +41,7 @@ impl GpuDevice {
             lost,
             error,
             binding_limit: None,
+            pipelines: Arc::default(),
         }
     }
 

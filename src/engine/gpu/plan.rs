@@ -2,6 +2,8 @@
 //! parameters, buffers, grid) that a family's recorded pass (`record.rs`) and the single-kernel
 //! ops (`ops.rs`) share.
 
+use std::sync::Arc;
+
 use bytemuck::{Pod, Zeroable};
 
 use super::device::GpuDevice;
@@ -48,7 +50,11 @@ fn quant_grid(m: u32, n: u32, rows_kernel: bool) -> [u32; 3] {
 /// The compiled kernels on one device.
 pub struct GpuKernels {
     pub dev: GpuDevice,
-    pipelines: Pipelines,
+    /// The device's kernels ([`GpuDevice::pipelines`]).
+    pipelines: Arc<Pipelines>,
+    /// Whether the products and scores may run the `*_shared.wgsl` kernels the device has
+    /// (false: [`GpuKernels::without_shared_rows`]).
+    shared_rows: bool,
     /// Four bytes bound where a kernel's mode leaves a binding unused (no bias, no sum).
     unused: wgpu::Buffer,
     /// The same, for a read-only binding of a dispatch that binds [`GpuKernels::unused`] for
@@ -58,36 +64,50 @@ pub struct GpuKernels {
 }
 
 impl GpuKernels {
-    /// Compiles every kernel `dev` can run. The `*_shared.wgsl` kernels are kept only when a
-    /// dense product through `matmul_shared.wgsl` equals the CPU's (they assume how subgroups
-    /// lie in a workgroup).
+    /// Every kernel `dev` can run: compiled here for the first engine on the device, the
+    /// device's own after that. The `*_shared.wgsl` kernels are kept only when a dense product
+    /// through `matmul_shared.wgsl` equals the CPU's (they assume how subgroups lie in a
+    /// workgroup).
     pub fn new(dev: GpuDevice) -> Self {
-        let pipelines = Pipelines::new(&dev);
         let unused = filled(&dev, "unused", &[0; 4], wgpu::BufferUsages::STORAGE);
         let unused_read = filled(&dev, "unused_read", &[0; 4], wgpu::BufferUsages::STORAGE);
+        if let Some(pipelines) = dev.pipelines.get().cloned() {
+            return Self {
+                dev,
+                pipelines,
+                shared_rows: true,
+                unused,
+                unused_read,
+            };
+        }
         let mut kernels = Self {
+            pipelines: Arc::new(Pipelines::new(&dev)),
             dev,
-            pipelines,
+            shared_rows: true,
             unused,
             unused_read,
         };
         if kernels.shares_rows() && !kernels.shared_rows_agree() {
-            kernels = kernels.without_shared_rows();
+            let only = Arc::get_mut(&mut kernels.pipelines).expect("compiled here, held here");
+            for k in Kernel::ALL.into_iter().filter(|k| k.needs_subgroups()) {
+                only.drop_kernel(k);
+            }
         }
+        // two engines made at once compile twice; the device keeps the first's
+        let _ = kernels.dev.pipelines.set(kernels.pipelines.clone());
         kernels
     }
 
     /// Whether the products and the scores run the `*_shared.wgsl` kernels, which read each row
     /// once per eight lanes (see [`GpuDevice::shares_rows`]).
     pub fn shares_rows(&self) -> bool {
-        self.pipelines.has(Kernel::MatmulShared)
+        self.shared_rows && self.pipelines.has(Kernel::MatmulShared)
     }
 
-    /// The same kernels without the `*_shared.wgsl` ones (for tests of both).
+    /// The same kernels, the products and scores not running the `*_shared.wgsl` ones (for
+    /// tests of both).
     pub fn without_shared_rows(mut self) -> Self {
-        for k in Kernel::ALL.into_iter().filter(|k| k.needs_subgroups()) {
-            self.pipelines.drop_kernel(k);
-        }
+        self.shared_rows = false;
         self
     }
 
