@@ -60,27 +60,26 @@ fn nested_owned<S: Serializer>(a: &Option<Array2<f32>>, s: S) -> Result<S::Ok, S
     }
 }
 
+/// Named `(L, H)` grids as `{name: [L][H], …}`, in their order.
+fn named_grids<S: Serializer>(all: &[(&str, &Array2<f32>)], s: S) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(all.len()))?;
+    for (name, values) in all {
+        map.serialize_entry(name, &Nested(values.view().into_dyn()))?;
+    }
+    map.end()
+}
+
 impl Serialize for HeadMetrics {
     /// `{"entropy": [L][H], "to_cls": [L][H], …}`
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let all = self.all();
-        let mut map = s.serialize_map(Some(all.len()))?;
-        for (name, values) in all {
-            map.serialize_entry(name, &Nested(values.view().into_dyn()))?;
-        }
-        map.end()
+        named_grids(&self.all(), s)
     }
 }
 
 impl Serialize for HeadRoles {
     /// `{"previous_token": [L][H], "sink": [L][H], "induction": [L][H], "duplicate_token": [L][H]}`
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let all = self.all();
-        let mut map = s.serialize_map(Some(all.len()))?;
-        for (name, values) in all {
-            map.serialize_entry(name, &Nested(values.view().into_dyn()))?;
-        }
-        map.end()
+        named_grids(&self.all(), s)
     }
 }
 

@@ -415,15 +415,21 @@ fn reading_the_heads_adds_its_fields_and_leaves_the_rest() {
 /// or no `--period`, is an error.
 #[test]
 fn head_roles_add_four_scores_per_head_and_need_a_repeated_text() {
+    let dir = minilm();
+    let roles = |texts: &[&str]| {
+        let args = [
+            "attention",
+            "--model",
+            &dir,
+            "--head-roles",
+            "--period",
+            "4",
+            "--",
+        ];
+        attnscope(&[args.as_slice(), texts].concat())
+    };
     let words = "river green table music";
-    let (code, json, err) = attnscope(&[
-        "attention",
-        "--model",
-        &minilm(),
-        "--head-roles",
-        "--period",
-        "4",
-        "--",
+    let (code, json, err) = roles(&[
         &format!("{words} {words}"),
         &format!("{words} {words} {words}"),
     ]);
@@ -440,16 +446,7 @@ fn head_roles_add_four_scores_per_head_and_need_a_repeated_text() {
             assert_eq!(dims(&roles[name]), [6, 12], "{name}");
         }
     }
-    let (code, _, err) = attnscope(&[
-        "attention",
-        "--model",
-        &minilm(),
-        "--head-roles",
-        "--period",
-        "4",
-        "--",
-        "river green table music river green table art",
-    ]);
+    let (code, _, err) = roles(&["river green table music river green table art"]);
     assert_eq!(code, 1);
     assert!(
         err.contains("its token 7 (\"art\") is not its token 3 (\"music\")"),

@@ -315,7 +315,6 @@ def head_roles(att, start, period):
 
 @torch.no_grad()
 def roles(model_dir):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     period = len(ROLE_WORDS)
     words = " ".join(ROLE_WORDS)
     cases = []
@@ -328,12 +327,7 @@ def roles(model_dir):
     cases.append(("roles_minilm", "minilm", text, encs[0].tokens, ids[0].tolist(), 1,
                   torch.stack(out.attentions, dim=1)[0]))
     # SmolLM2: " river green … river green …", no BOS
-    if not os.path.exists(SMOLLM2_GGUF):
-        raise SystemExit(f"{SMOLLM2_GGUF} is missing: run scripts/setup.sh")
-    d, name = os.path.split(SMOLLM2_GGUF)
-    stok = AutoTokenizer.from_pretrained(d, gguf_file=name)
-    smol = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
-                                                dtype=torch.float32).eval()
+    stok, smol, name = load_smollm2()
     text = f" {words} {words}"
     sids = stok(text).input_ids
     out = smol(input_ids=torch.tensor([sids]), output_attentions=True)
@@ -1614,13 +1608,9 @@ def tiny_family_ggufs(qtypes=None):
 SMOLLM2_PROMPTS = ["The capital of France is", "Attention lets every word look at the others"]
 
 
-@torch.no_grad()
-def smollm2():
-    """SmolLM2-135M-Instruct's Q4_1 GGUF under HF (its dequantized weights, its GGUF tokenizer):
-    for each prompt alone (the last one the chat template's), the ids, every layer's attention
-    (f32, (L, H, T, T)), the top-10 next-token ids and probabilities per position; 16 greedy
-    tokens after the chat prompt. No digits: the GGUF's pre-tokenizer `smollm` splits digits one by
-    one, which transformers' GGUF tokenizer does not do."""
+def load_smollm2():
+    """SmolLM2-135M-Instruct's Q4_1 GGUF under HF: (its GGUF tokenizer, the model in f32 with eager
+    attention, the file's name)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if not os.path.exists(SMOLLM2_GGUF):
         raise SystemExit(f"{SMOLLM2_GGUF} is missing: run scripts/setup.sh")
@@ -1628,6 +1618,17 @@ def smollm2():
     tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, attn_implementation="eager",
                                                  dtype=torch.float32).eval()
+    return tok, model, name
+
+
+@torch.no_grad()
+def smollm2():
+    """SmolLM2-135M-Instruct's Q4_1 GGUF under HF (its dequantized weights, its GGUF tokenizer):
+    for each prompt alone (the last one the chat template's), the ids, every layer's attention
+    (f32, (L, H, T, T)), the top-10 next-token ids and probabilities per position; 16 greedy
+    tokens after the chat prompt. No digits: the GGUF's pre-tokenizer `smollm` splits digits one by
+    one, which transformers' GGUF tokenizer does not do."""
+    tok, model, name = load_smollm2()
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is attention?"}]
     texts = SMOLLM2_PROMPTS + [tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)]
     items, tensors = [], {}

@@ -71,30 +71,26 @@ impl GpuKernels {
     pub fn new(dev: GpuDevice) -> Self {
         let unused = filled(&dev, "unused", &[0; 4], wgpu::BufferUsages::STORAGE);
         let unused_read = filled(&dev, "unused_read", &[0; 4], wgpu::BufferUsages::STORAGE);
-        if let Some(pipelines) = dev.pipelines.get().cloned() {
-            return Self {
-                dev,
-                pipelines,
-                shared_rows: true,
-                unused,
-                unused_read,
-            };
-        }
+        let compiled = dev.pipelines.get().cloned();
         let mut kernels = Self {
-            pipelines: Arc::new(Pipelines::new(&dev)),
+            pipelines: compiled
+                .clone()
+                .unwrap_or_else(|| Arc::new(Pipelines::new(&dev))),
             dev,
             shared_rows: true,
             unused,
             unused_read,
         };
-        if kernels.shares_rows() && !kernels.shared_rows_agree() {
-            let only = Arc::get_mut(&mut kernels.pipelines).expect("compiled here, held here");
-            for k in Kernel::ALL.into_iter().filter(|k| k.needs_subgroups()) {
-                only.drop_kernel(k);
+        if compiled.is_none() {
+            if kernels.shares_rows() && !kernels.shared_rows_agree() {
+                let only = Arc::get_mut(&mut kernels.pipelines).expect("compiled here, held here");
+                for k in Kernel::ALL.into_iter().filter(|k| k.needs_subgroups()) {
+                    only.drop_kernel(k);
+                }
             }
+            // two engines made at once compile twice; the device keeps the first's
+            let _ = kernels.dev.pipelines.set(kernels.pipelines.clone());
         }
-        // two engines made at once compile twice; the device keeps the first's
-        let _ = kernels.dev.pipelines.set(kernels.pipelines.clone());
         kernels
     }
 
