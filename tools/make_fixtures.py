@@ -47,8 +47,8 @@ Their safetensors: attention (B, L, H, T, T), next_token_probs (B, T, V), and fo
 hidden (B, T, D) and hidden_states (B, L+1, T, D) (the last after the final RMSNorm, as HF returns it).
 
 The heads' roles (`--only roles`; needs scripts/setup.sh's SmolLM2 GGUF): roles_minilm and
-roles_smollm2, a text of 16 words twice; each head's previous-token, sink, induction and
-duplicate-token scores (head_roles, (4, L, H)) from HF's attention.
+roles_smollm2, a text of 16 words twice (and four more for SmolLM2); each head's previous-token,
+sink, induction and duplicate-token scores (head_roles, (4, L, H)) from HF's attention.
 
 Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
   * gemma3_270m_prompts: HF loading the GGUF (it dequantizes; its tokenizer built once and saved
@@ -289,22 +289,21 @@ def heads(model_dir):
 # The heads' roles (issue 52): on a text that repeats a sequence of period N, each head's
 # previous-token, sink, induction and duplicate-token scores from HF's attentions, for
 # all-MiniLM (its [CLS] first: positions count after it) and SmolLM2-135M-Instruct's Q4_1 GGUF
-# (no BOS; its induction heads are the point). The words are one token each with a space before
-# them, so the ids repeat exactly.
+# (no BOS; its induction heads are the point; four words of a third repeat after two). The words
+# are one token each with a space before them, so the ids repeat exactly.
 ROLE_WORDS = ["river", "green", "table", "music", "horse", "paper", "cloud", "stone", "happy", "window",
               "garden", "silver", "yellow", "market", "summer", "doctor"]
 ROLES = ["previous_token", "sink", "induction", "duplicate_token"]
 
 
-def head_roles(att, start, period):
+def head_roles(att, start, n, period):
     """(L, H, T, T) attention of one text -> (4, L, H): with p = start + i the position of the text's
     i-th token (after any BOS or [CLS]) and n its tokens (up to the next special token):
     previous_token = mean over 1 <= i < n of a(p, p-1); sink = mean over 0 <= i < n of a(p, 0);
     induction = mean over N <= i < 2N of a(p, p-N+1); duplicate_token = mean over N <= i < 2N of a(p, p-N)."""
     att = att.double()
-    n = 2 * period
     i = torch.arange(n) + start
-    second = i[period:]
+    second = i[period:2 * period]
     return torch.stack([
         att[:, :, i[1:], i[1:] - 1].mean(-1),
         att[:, :, i, 0].mean(-1),
@@ -324,20 +323,21 @@ def roles(model_dir):
     text = f"{words} {words}"
     encs, ids, types, valid = encode(tok, [text], None)
     out = bert(input_ids=ids, token_type_ids=types, attention_mask=valid, output_attentions=True)
-    cases.append(("roles_minilm", "minilm", text, encs[0].tokens, ids[0].tolist(), 1,
+    cases.append(("roles_minilm", "minilm", text, encs[0].tokens, ids[0].tolist(), 1, len(ids[0]) - 2,
                   torch.stack(out.attentions, dim=1)[0]))
-    # SmolLM2: " river green … river green …", no BOS
+    # SmolLM2: " river green … river green … river green table music", no BOS: past the two
+    # repeats, the previous-token and sink scores read the whole text
     stok, smol, name = load_smollm2()
-    text = f" {words} {words}"
+    text = f" {words} {words} {' '.join(ROLE_WORDS[:4])}"
     sids = stok(text).input_ids
     out = smol(input_ids=torch.tensor([sids]), output_attentions=True)
     cases.append(("roles_smollm2", "assets/models/SmolLM2-135M-Instruct/" + name, text, stok.convert_ids_to_tokens(sids), sids, 0,
-                  torch.stack(out.attentions, dim=1)[0]))
-    for case, model_name, text, tokens, token_ids, start, att in cases:
+                  len(sids), torch.stack(out.attentions, dim=1)[0]))
+    for case, model_name, text, tokens, token_ids, start, n, att in cases:
         body = token_ids[start:start + 2 * period]
         assert body[:period] == body[period:] and len(set(body[:period])) == period, \
             f"{case}: the words are not one token each: {tokens}"
-        r = head_roles(att, start, period)
+        r = head_roles(att, start, n, period)
         meta = dict(model=model_name, texts=[text], mask="causal" if start == 0 else "padding", period=period,
                     start=start, tokens=[tokens], token_ids=[token_ids], roles=ROLES)
         with open(os.path.join(GOLDEN, case + ".json"), "w") as f:

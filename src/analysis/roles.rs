@@ -3,14 +3,13 @@
 //! attention sink, Xiao et al. 2023), an induction head that finds the token's earlier copy and
 //! reads the token after it (Olsson et al. 2022), and a duplicate-token head that reads the copy
 //! itself. With `p = start + i` the position of the text's `i`-th token (counted after any BOS or
-//! `[CLS]` the tokenizer adds) and `α` a head's attention:
+//! `[CLS]` the tokenizer adds), `n` the text's tokens (up to any `[SEP]` after them) and `α` a
+//! head's attention:
 //!
-//! * `previous_token` = mean over `1 ≤ i < 2N` of `α(p, p − 1)`
-//! * `sink` = mean over `0 ≤ i < 2N` of `α(p, 0)` (position 0: the BOS where there is one)
+//! * `previous_token` = mean over `1 ≤ i < n` of `α(p, p − 1)`
+//! * `sink` = mean over `0 ≤ i < n` of `α(p, 0)` (position 0: the BOS where there is one)
 //! * `induction` = mean over the second repeat, `N ≤ i < 2N`, of `α(p, p − N + 1)`
 //! * `duplicate_token` = mean over the second repeat of `α(p, p − N)`
-//!
-//! Every mean is over the first two repeats, whatever follows them (a third repeat, `[SEP]`).
 
 use ndarray::Array2;
 
@@ -18,12 +17,15 @@ use super::ItemAttention;
 use crate::error::{Error, Result};
 use crate::model::Encoded;
 
-/// Where a text's repeated sequence stands: its first token's position and its period.
+/// Where a text's repeated sequence stands: its first token's position, its length and its
+/// period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repeated {
     /// The position of the text's first token: after the special tokens the tokenizer put
     /// before it (BOS, `[CLS]`), 0 where it put none.
     pub start: usize,
+    /// `n`: the text's tokens, at least two repeats.
+    pub len: usize,
     /// `N`, in tokens.
     pub period: usize,
 }
@@ -59,7 +61,11 @@ impl Repeated {
                 tokens[start + i - period]
             )));
         }
-        Ok(Self { start, period })
+        Ok(Self {
+            start,
+            len: n,
+            period,
+        })
     }
 }
 
@@ -83,13 +89,13 @@ impl HeadRoles {
     /// from the pass's queries and keys in turn, where the pass kept those).
     pub fn of(item: &ItemAttention, repeated: Repeated) -> Result<Self> {
         let (l, h) = item.layers_heads();
-        let Repeated { start, period } = repeated;
-        let text = start..start + 2 * period;
+        let Repeated { start, len, period } = repeated;
+        let text = start..start + len;
         let second = start + period..start + 2 * period;
-        if period == 0 || text.end > item.valid.len() {
+        if period == 0 || len < 2 * period || text.end > item.valid.len() {
             return Err(Error::Input(format!(
-                "the head roles need two repeats of {period} tokens from position {start}: the \
-                 pass has {} positions",
+                "the head roles need two repeats of {period} tokens in the {len} from position \
+                 {start}: the pass has {} positions",
                 item.valid.len()
             )));
         }
@@ -102,8 +108,8 @@ impl HeadRoles {
                 let sink: f64 = text.clone().map(|p| a[[p, 0]] as f64).sum();
                 let induction: f64 = second.clone().map(|p| a[[p, p - period + 1]] as f64).sum();
                 let duplicate: f64 = second.clone().map(|p| a[[p, p - period]] as f64).sum();
-                out[0][[li, hi]] = mean(previous, 2 * period - 1);
-                out[1][[li, hi]] = mean(sink, 2 * period);
+                out[0][[li, hi]] = mean(previous, len - 1);
+                out[1][[li, hi]] = mean(sink, len);
                 out[2][[li, hi]] = mean(induction, period);
                 out[3][[li, hi]] = mean(duplicate, period);
             }
@@ -139,7 +145,8 @@ mod tests {
     #[test]
     fn a_head_that_is_exactly_one_role_scores_one_on_it() {
         let (start, period) = (1, 3);
-        let t = start + 2 * period;
+        let len = 2 * period;
+        let t = start + len;
         let mut probs = Array4::<f32>::zeros((1, 4, t, t));
         for q in 0..t {
             // the previous token (the first row reads itself), the first position, the token
@@ -165,7 +172,7 @@ mod tests {
             valid: valid.view(),
             special: SpecialIds::default(),
         };
-        let roles = HeadRoles::of(&item, Repeated { start, period }).unwrap();
+        let roles = HeadRoles::of(&item, Repeated { start, len, period }).unwrap();
         for (r, (name, values)) in roles.all().into_iter().enumerate() {
             assert_eq!(values[[0, r]], 1.0, "{name} of head {r}");
         }
@@ -175,7 +182,8 @@ mod tests {
         assert_eq!(roles.previous_token[[0, 1]], 0.0);
         assert_eq!(roles.duplicate_token[[0, 2]], 0.0);
         assert_eq!(roles.induction[[0, 3]], 0.0);
-        // a period longer than the pass
-        assert!(HeadRoles::of(&item, Repeated { start, period: 4 }).is_err());
+        // two repeats of 4 are not in 6 tokens
+        let period = 4;
+        assert!(HeadRoles::of(&item, Repeated { start, len, period }).is_err());
     }
 }
