@@ -124,6 +124,7 @@ bench: setup web
 	$(MAKE) --no-print-directory bench-llm
 	cd tests/e2e && npm run bench-llm
 	cd tests/e2e && node gemma_bench.mjs
+	cd tests/e2e && node roles_bench.mjs
 	$(MAKE) --no-print-directory bench-notebook
 
 # The notebook: the wheel's size, and a 512-token model's attention from head_view / model_view to

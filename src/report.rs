@@ -552,6 +552,12 @@ pub struct RunInfo<'a> {
     /// The names of the head metrics beside the run (`headMetrics`, `(B, metric, L, H)`), in
     /// that order; empty when none were asked for.
     pub head_metrics: &'static [&'static str],
+    /// The names of the heads' roles beside the run (`headRoles`, `(B, role, L, H)`), in that
+    /// order; empty when none were asked for.
+    pub head_roles: &'static [&'static str],
+    /// Where each text repeats (`{start, len, period}`), the roles' ground: `null` for a text
+    /// that does not begin with two repeats, whose roles are NaN. Empty unless roles were asked.
+    pub repeats: Vec<Option<Repeated>>,
 }
 
 /// An encoder–decoder model's decoder, as [`ModelInfo`] describes it (the encoder's sizes are

@@ -13,7 +13,8 @@ use web_time::Instant;
 use crate::analysis::positions::{learned_position_similarity, sinusoidal_similarity};
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
-use crate::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
+use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding};
+use crate::analysis::{HeadMetrics, HeadRoles, Repeated};
 use crate::checkpoint::ChatFiles;
 use crate::engine::{
     cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
@@ -97,7 +98,7 @@ impl std::str::FromStr for Engine {
 
 /// What a run changes and computes beyond the attention (`run`'s last argument; every field
 /// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", noRope: bool, scores: bool,
-/// headMetrics: bool, rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every
+/// headMetrics: bool, headRoles: bool, rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every
 /// layer's scores undivided by √d_k (the ablation; default `"sqrt_dk"`); `noRope` leaves a
 /// Llama-family model's rotary positions out. The analyses cost time at long inputs, so the page
 /// asks only for what it shows.
@@ -115,6 +116,9 @@ struct RunOptions {
     /// alone, as ONNX Runtime returns a BERT's attentions (`make bench` compares them so).
     scores: Option<bool>,
     head_metrics: bool,
+    /// Each head's roles on a text that repeats ([`Repeated::detect`]'s period): `headRoles`,
+    /// `(B, role, L, H)`, NaN for a text that does not.
+    head_roles: bool,
     rollout: bool,
     sentence_embedding: bool,
     /// Every layer's output and the embeddings' (`hiddenStates`, `(B, L+1, T, D)`), and each
@@ -728,7 +732,7 @@ impl Session {
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
     /// scores?: Float32Array (unless `scores: false`), mask: Uint8Array, logits?: Float32Array,
     /// nextTokens?: [B][T][K] of {id, token, text, p} (with `topK`, for a model with an LM head),
-    /// headMetrics?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
+    /// headMetrics?: Float32Array, headRoles?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
     /// hiddenStates?: Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
     /// preActivation, intermediate, output, embeddings?: {word, position, tokenType, sum,
     /// normed}} (each `(B, T, ·)`), crossAttention?: [{layer, queries, keys, attention}]}`
@@ -833,6 +837,11 @@ impl Session {
             no_rope: opts.no_rope,
             no_qk_norm: opts.no_qk_norm,
             head_metrics: if options.head_metrics { &METRICS } else { &[] },
+            head_roles: if options.head_roles { &ROLES } else { &[] },
+            repeats: match options.head_roles {
+                true => (0..b).map(|i| Repeated::detect(&input, i)).collect(),
+                false => vec![],
+            },
         };
         let o = Object::new();
         set(&o, "info", to_js(&info)?)?;
@@ -876,6 +885,22 @@ impl Session {
                 }
             }
             set(&o, "headMetrics", Float32Array::from(all.as_slice()))?;
+        }
+        if options.head_roles {
+            // (B, role, L, H), roles in `info.head_roles` order; NaN where a text does not repeat
+            let mut all = Vec::with_capacity(b * ROLES.len() * l * h);
+            for (i, repeated) in info.repeats.iter().enumerate() {
+                match repeated {
+                    Some(r) => {
+                        let item = item_attention(t, &input, i, special);
+                        for (_, values) in HeadRoles::of(&item, *r).map_err(js_err)?.all() {
+                            all.extend(values.iter());
+                        }
+                    }
+                    None => all.resize(all.len() + ROLES.len() * l * h, f32::NAN),
+                }
+            }
+            set(&o, "headRoles", Float32Array::from(all.as_slice()))?;
         }
         // a long run's rollout would multiply L matrices of T × T: the page says so instead
         if options.rollout && !long {

@@ -1,14 +1,14 @@
 // The page: its controls and the store, wired to the shared views (scope.js). User text is only
 // ever drawn on canvases or set as textContent/value, never parsed as HTML.
 
-import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel, metricsFor } from './store.js';
+import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, ROLES, repeatedText, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel, metricsFor } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
 import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, engineOf, decoderSteps } from './result.js';
+import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, engineOf, decoderSteps, layerNumber } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES, DECODER_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
@@ -197,6 +197,12 @@ for (const [name, label] of Object.entries(METRICS)) {
   o.title = METRIC_NOTES[name];
   $('metric').append(o);
 }
+{
+  // the heads' roles: scored where the text repeats ("Find the heads" writes one)
+  const group = Object.assign(document.createElement('optgroup'), { label: 'roles, on a text that repeats' });
+  for (const [name, label] of Object.entries(ROLES)) group.append(Object.assign(document.createElement('option'), { value: name, textContent: label, title: METRIC_NOTES[name] }));
+  $('metric').append(group);
+}
 $('metric').options[0].title = METRIC_NOTES[''];
 
 /** The summary choices explain themselves on hover and focus: what the control does, and what
@@ -306,6 +312,7 @@ function renderChrome(s, changed) {
   if ($('part').value !== s.part) $('part').value = s.part;
   sinkNote(s);
   longNote(s);
+  rolesNote(s);
   setText($('steps-caption'), r?.given ? '' : r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
   knockStatus(s);
   compareStatus(s);
@@ -317,7 +324,7 @@ function renderChrome(s, changed) {
   $('example').value = exampleShown(s)?.id ?? ''; // after translation(), which lists the model's examples
   for (const o of $('metric').options) if (o.value) setText(o, metricLabel(o.value, info));
   // "heads by" offers the metrics that say something of this model's text (store.js metricsFor)
-  const applies = metricsFor(info, s.run?.mask_kind ?? s.mask);
+  const applies = [...metricsFor(info, s.run?.mask_kind ?? s.mask), ...Object.keys(ROLES)];
   for (const o of $('metric').options) o.hidden = Boolean(o.value) && !applies.includes(o.value);
   if (s.metric && !applies.includes(s.metric) && info) store.update({ metric: '' });
   // the head summaries name the model's special tokens: what those are, on hover
@@ -527,6 +534,31 @@ function sinkNote(s) {
   setText($('sink-note'), `A view, not the model's attention: the first token (“${visibleText(first)}”) is hidden from every attention view and each row is rescaled to sum to 1 over the other tokens.${v ? ` L${s.layer} H${s.head} gives it ${(100 * share / n).toFixed(1)}% of its attention on average.` : ''}${r.mask_kind === 'causal' ? ' The first row, which can read only the first token, is left empty.' : ''}`);
 }
 
+/** The heads' roles: what the run scored them on and its strongest head of the role shown, or,
+ *  a role chosen on a text that does not repeat, how to get one. */
+function rolesNote(s) {
+  const r = s.run, role = ROLES[s.metric] && !s.translation && r && !r.generated ? s.metric : '';
+  $('find-heads').hidden = Boolean(s.translation || s.modelInfo?.decoder);
+  $('roles-note').hidden = !role;
+  if (!role) return;
+  const b = Math.min(s.item, r.B - 1), repeat = r.repeatOf?.(b), v = r.metric(b, role);
+  if (!repeat || !v) {
+    setText($('roles-note'), r.roleNames?.length ? 'The roles read a text that repeats a sequence of tokens from its start, at least twice ("the cat sat the cat sat"). This one does not: "Find the heads" writes one.' : 'Scoring the heads\' roles…');
+    return;
+  }
+  let best = 0;
+  for (let i = 1; i < v.length; i++) if (v[i] > v[best]) best = i;
+  const l = Math.floor(best / r.H), h = best % r.H;
+  setText($('roles-note'), `This text repeats a sequence of ${repeat.period} tokens: each head is coloured by its ${metricLabel(role, s.modelInfo)}. The strongest is L${layerNumber(r, l)} H${h} (${v[best].toFixed(3)}); hover a head for its four roles, or open the heads table to sort by them.`);
+  // "Find the heads" focuses the strongest, so the head view shows what it reads
+  if (findingHeads) {
+    findingHeads = false;
+    if (s.layer !== l || s.head !== h) store.update({ layer: l, head: h });
+  }
+}
+/** Whether "Find the heads" was clicked and its run has not yet focused its strongest head. */
+let findingHeads = false;
+
 /** A long text's run: what the engine kept, and what the page does for it. */
 function longNote(s) {
   const r = s.run, on = Boolean(r?.long) && !s.translation;
@@ -658,6 +690,12 @@ on('engine', 'change', (e) => store.update({ engine: e.target.value }));
 on('metric', 'change', (e) => { store.update({ metric: e.target.value }); describeChoices(); });
 on('knock-reset', 'click', () => store.update({ off: [] }));
 on('nosink', 'change', (e) => store.update({ noSink: e.target.checked }));
+// a random sequence of words twice, coloured by the induction role (a decoder's induction heads light up)
+on('find-heads', 'click', () => {
+  findingHeads = true;
+  store.update({ sentences: [repeatedText(), ...store.get().sentences.slice(1)], batch: false, compare: false, item: 0, metric: 'role:induction' });
+  syncInputs(store.get());
+});
 on('knock-toggle', 'click', () => { const s = store.get(); store.update({ off: toggleHead(s.off, s.layer, s.head) }); });
 on('knock-group', 'click', () => {
   const s = store.get(), { query, key_value: kv } = s.modelInfo.architecture.heads, per = query / kv;

@@ -40,6 +40,10 @@ export const METRIC_NOTES = {
   distance: 'how far, in tokens, each head looks on average: near (syntax) or far (whole sentence)',
   to_first: 'how much of each head\'s attention goes to the very first token, on average over the tokens: in a decoder-only LLM many heads park most of their attention there (an "attention sink"), whatever that token says',
   sink: 'the largest share of a head\'s attention that any one token receives, on average over the tokens: high when a head pours its attention into one key (a sink, the first token or another)',
+  'role:previous_token': 'on a text that repeats: how much of each head\'s attention goes to the token just before, on average over the text',
+  'role:sink': 'on a text that repeats: how much of each head\'s attention goes to the first position, on average over the text',
+  'role:induction': 'on a text that repeats: in the second repeat, how much of each head\'s attention goes to the token after the earlier copy of the current token (an induction head, Olsson et al. 2022: it predicts the copy goes on)',
+  'role:duplicate_token': 'on a text that repeats: in the second repeat, how much of each head\'s attention goes to the earlier copy of the current token (a duplicate-token head)',
 };
 export const METRIC_HELP = 'Colour the model view by one number a head: each head becomes one flat colour, from the lowest head to the highest (the legend). "their attention" draws each head\'s own pattern instead.';
 

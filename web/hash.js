@@ -1,7 +1,7 @@
 // The URL hash ↔ the intent. Everything a link needs to reproduce a view; nothing else.
 // Values are only ever read as text (URLSearchParams), never as markup.
 
-import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, PARTS, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, METRICS, INSIDE, DEFAULT_HUB } from './store.js';
+import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, PARTS, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, METRICS, ROLES, INSIDE, DEFAULT_HUB } from './store.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
 
@@ -42,7 +42,7 @@ export function parseHash(hash) {
   if (h.has('data')) s.data = h.get('data');
   s.presenter = h.get('present') === '1';
   if (EMBEDS.includes(h.get('embed'))) s.embed = h.get('embed');
-  if (Object.hasOwn(METRICS, h.get('metric') ?? '')) s.metric = h.get('metric');
+  if (Object.hasOwn(METRICS, h.get('metric') ?? '') || Object.hasOwn(ROLES, h.get('metric') ?? '')) s.metric = h.get('metric');
   s.table = h.get('table') === '1';
   s.rollout = h.get('rollout') === '1';
   s.off = parseHeads(h.get('off') ?? '');

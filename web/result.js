@@ -26,7 +26,7 @@ let runs = 0;
 const LONG_LAYERS_KEPT = 2;
 
 export function fromWorker(raw) {
-  const { info, attention, scores, mask, logits, summary, headMetrics, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
+  const { info, attention, scores, mask, logits, summary, headMetrics, headRoles, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
   // a long run kept each layer's queries and keys, not its probabilities: the page asks the
@@ -69,6 +69,9 @@ export function fromWorker(raw) {
   // (B, metric, L, H) → one metric of item b as (L, H) rows
   const metricOf = (b, m) => headMetrics.subarray(((b * M + m) * L) * H, ((b * M + m + 1) * L) * H);
   const metricGrid = (b, m) => Array.from({ length: L }, (_, l) => Array.from(metricOf(b, m).subarray(l * H, (l + 1) * H)));
+  // (B, role, L, H) → one role of item b as (L·H) flat, null where its text does not repeat
+  const roleNames = info.head_roles ?? [], repeats = info.repeats ?? [], R = roleNames.length;
+  const roleOf = (b, r) => (headRoles && repeats[b] ? headRoles.subarray(((b * R + r) * L) * H, ((b * R + r + 1) * L) * H) : null);
   const rolloutOf = (b) => rollout.subarray(b * T * T, (b + 1) * T * T);
   const D = sentenceEmbedding ? sentenceEmbedding.length / B : 0;
   const embeddingOf = (e, b) => e.subarray(b * D, (b + 1) * D);
@@ -86,6 +89,7 @@ export function fromWorker(raw) {
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
     if (raw.nextTokens) r.next_tokens = raw.nextTokens[b];
     if (headMetrics) lazy(r, 'head_metrics', () => Object.fromEntries(info.head_metrics.map((name, m) => [name, metricGrid(b, m)])));
+    if (roleOf(b, 0)) lazy(r, 'head_roles', () => Object.fromEntries(roleNames.map((name, k) => [name, Array.from({ length: L }, (_, l) => Array.from(roleOf(b, k).subarray(l * H, (l + 1) * H)))])));
     if (rollout) lazy(r, 'rollout', () => rows(rolloutOf(b)));
     if (sentenceEmbedding) lazy(r, 'sentence_embedding', () => Array.from(embeddingOf(sentenceEmbedding, b)));
     return r;
@@ -110,8 +114,16 @@ export function fromWorker(raw) {
       while (layers.size > LONG_LAYERS_KEPT) layers.delete(layers.keys().next().value);
     },
     head_mask: info.head_mask, metricNames: info.head_metrics,
-    /** One head metric of item b, (L·H) flat (null when the run has none). */
-    metric: (b, name) => (headMetrics && info.head_metrics.includes(name) ? metricOf(b, info.head_metrics.indexOf(name)) : null),
+    /** The heads' roles the run scored (src/analysis/roles.rs), and where item b's text repeats:
+     *  `{start, len, period}`, or null (a text that does not begin with two repeats has no roles). */
+    roleNames, repeatOf: (b) => repeats[b] ?? null,
+    /** One head metric of item b, or one role as `role:NAME` (store.js ROLES), (L·H) flat (null
+     *  when the run has none). */
+    metric: (b, name) => {
+      const role = name.startsWith('role:') ? roleNames.indexOf(name.slice(5)) : -1;
+      if (role >= 0) return roleOf(b, role);
+      return headMetrics && info.head_metrics.includes(name) ? metricOf(b, info.head_metrics.indexOf(name)) : null;
+    },
     /** Attention rollout of item b, (T·T) flat (null when the run has none). */
     rolloutOf: rollout ? rolloutOf : () => null,
     /** The sentence embedding of item b, and the same without the knocked-out heads. */

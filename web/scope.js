@@ -187,6 +187,8 @@ export function runOptions(s) {
     ...(s.noRope && s.modelInfo?.architecture?.positions?.type === 'rotary' ? { noRope: true } : {}),
     ...(s.noQkNorm && s.modelInfo?.architecture?.layers?.some((l) => l.qk_norm) ? { noQkNorm: true } : {}),
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
+    // the heads' roles, where a text repeats (a few floats a head; none where it does not)
+    headRoles: eager || Boolean(s.metric) || s.table,
     // inside the encoder: what the open panels draw, and nothing else
     layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
     crossAttention: open('cross') && pairOf(s).trim() ? s.layer : undefined,
@@ -215,7 +217,7 @@ function runHas(r, s) {
   const o = runOptions(s), trace = r.traceOf(0), open = (id) => s.inside.includes(id);
   // what the open panels draw must be there (what a short input brings eagerly need not)
   // (a long text's run has no rollout: the view says so)
-  return (!o.headMetrics || r.metricNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null || r.long)
+  return (!o.headMetrics || r.metricNames.length > 0) && (!o.headRoles || r.roleNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null || r.long)
     && (!TRACED.some(open) || (trace?.layer === s.layer && (!open('embeddings') || trace.names.includes('embeddings.word'))))
     && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }

@@ -78,6 +78,29 @@ export const METRICS = {
 };
 /** The short names of the head metrics, for table headers. */
 const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_self: '→self', to_prev: '→prev', to_next: '→next', distance: 'distance', to_first: '→first', sink: 'top key' };
+/**
+ * The heads' roles (src/analysis/roles.rs), scored on a text that repeats a sequence of tokens,
+ * as the page names them: `role:NAME` for the run's role NAME (a role's `sink` is not the
+ * metric `sink`).
+ */
+export const ROLES = {
+  'role:previous_token': 'previous-token role (reads the token before)',
+  'role:sink': 'sink role (reads the first token)',
+  'role:induction': 'induction role (reads the token after the earlier copy)',
+  'role:duplicate_token': 'duplicate-token role (reads the earlier copy)',
+};
+const ROLE_SHORT = { 'role:previous_token': 'prev. role', 'role:sink': 'sink role', 'role:induction': 'induction', 'role:duplicate_token': 'duplicate' };
+/** The words "Find the heads" draws a repeated text from: common and short, each one token of
+ *  all-MiniLM's and of SmolLM2's, with a space before it and without (the text's first word). */
+export const ROLE_WORDS = ['river', 'green', 'table', 'music', 'horse', 'paper', 'cloud', 'stone', 'happy', 'window', 'yellow', 'market',
+  'summer', 'doctor', 'apple', 'bridge', 'chair', 'dog', 'fish', 'glass', 'king', 'moon', 'night', 'ocean', 'rain', 'road', 'salt',
+  'ship', 'snow', 'tree', 'wall', 'water', 'winter', 'wood'];
+/** A text of `n` words drawn at random (`random`: [0, 1)), twice: the text the heads' roles read. */
+export function repeatedText(n = 12, random = Math.random) {
+  const pool = [...ROLE_WORDS], words = [];
+  while (words.length < n && pool.length) words.push(pool.splice(Math.floor(random() * pool.length), 1)[0]);
+  return `${words.join(' ')} ${words.join(' ')}`;
+}
 
 /**
  * What the page calls head metric `name` for a model (`info`: its ModelInfo): `to_cls` and
@@ -85,6 +108,7 @@ const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_s
  * say so where it adds none (GPT-2: always 0). `short` for a table header.
  */
 export function metricLabel(name, info, short = false) {
+  if (ROLES[name]) return short ? ROLE_SHORT[name] : ROLES[name];
   if (name !== 'to_cls' && name !== 'to_sep') return short ? SHORT[name] : METRICS[name];
   const specials = info?.specials ?? ['[CLS]', '[SEP]'];
   const mark = name === 'to_cls' ? specials[0] : specials[specials.length - 1];

@@ -19,7 +19,7 @@ use crate::model::Encoded;
 
 /// Where a text's repeated sequence stands: its first token's position, its length and its
 /// period.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Repeated {
     /// The position of the text's first token: after the special tokens the tokenizer put
     /// before it (BOS, `[CLS]`), 0 where it put none.
@@ -32,12 +32,12 @@ pub struct Repeated {
 
 impl Repeated {
     /// Item `b` of `input`, read as a sequence of `period` tokens repeated: an error unless its
-    /// text has two repeats, token for token, saying which token breaks the pattern.
+    /// text has two repeats, token for token, saying which token breaks the pattern. The text's
+    /// first token may be its copy's word without the space before it: a byte-level or
+    /// SentencePiece tokenizer makes `the` and ` the` two tokens, and only the first word of a
+    /// text has no space before it.
     pub fn find(input: &Encoded, b: usize, period: usize) -> Result<Self> {
-        let words = &input.word_ids[b];
-        let start = words.iter().take_while(|w| w.is_none()).count();
-        // the text's own tokens: up to the next special one (`[SEP]`, padding after it)
-        let n = words[start..].iter().take_while(|w| w.is_some()).count();
+        let (start, n) = Self::text(input, b);
         if period == 0 || n < 2 * period {
             return Err(Error::Input(format!(
                 "the head roles read a text that repeats a sequence of {period} tokens at least \
@@ -49,9 +49,8 @@ impl Repeated {
                 }
             )));
         }
-        let ids = input.ids.row(b);
         let tokens = &input.tokens[b];
-        if let Some(i) = (period..2 * period).find(|&i| ids[start + i] != ids[start + i - period]) {
+        if let Some(i) = (period..2 * period).find(|&i| !Self::copies(input, b, start, i, period)) {
             return Err(Error::Input(format!(
                 "the text does not repeat with a period of {period} tokens: its token {i} \
                  ({:?}) is not its token {} ({:?}); counted after the {start} special token(s) \
@@ -66,6 +65,44 @@ impl Repeated {
             len: n,
             period,
         })
+    }
+
+    /// Item `b`'s repeat with the longest period, the one that covers most of its text (`a b a
+    /// b a b a b` is `a b a b` twice); `None` when its text does not begin with two repeats of
+    /// any sequence (the page asks each run, and shows the roles only where there is one).
+    pub fn detect(input: &Encoded, b: usize) -> Option<Self> {
+        let (start, n) = Self::text(input, b);
+        (1..=n / 2)
+            .rev()
+            .find(|&period| (period..2 * period).all(|i| Self::copies(input, b, start, i, period)))
+            .map(|period| Self {
+                start,
+                len: n,
+                period,
+            })
+    }
+
+    /// Item `b`'s text: the position of its first token (after the special tokens before it)
+    /// and its tokens, up to the next special one (`[SEP]`, padding after it).
+    fn text(input: &Encoded, b: usize) -> (usize, usize) {
+        let words = &input.word_ids[b];
+        let start = words.iter().take_while(|w| w.is_none()).count();
+        let n = words[start..].iter().take_while(|w| w.is_some()).count();
+        (start, n)
+    }
+
+    /// Whether the text's token `i` is a copy of its token `i − period`: the same id, or, for
+    /// the text's first token, the same word but for the space before it.
+    fn copies(input: &Encoded, b: usize, start: usize, i: usize, period: usize) -> bool {
+        let (p, q) = (start + i, start + i - period);
+        let ids = input.ids.row(b);
+        if ids[p] == ids[q] {
+            return true;
+        }
+        let tokens = &input.tokens[b];
+        i == period
+            && !tokens[q].is_empty()
+            && tokens[p].trim_start_matches(['Ġ', '▁', ' ']) == tokens[q]
     }
 }
 
@@ -185,5 +222,72 @@ mod tests {
         // two repeats of 4 are not in 6 tokens
         let period = 4;
         assert!(HeadRoles::of(&item, Repeated { start, len, period }).is_err());
+    }
+
+    /// `[CLS]` and the tokens given, their ids by their text (`Ġ` a space before), `[SEP]`.
+    fn encoded(tokens: &[&str]) -> Encoded {
+        let all: Vec<String> = ["[CLS]"]
+            .iter()
+            .chain(tokens)
+            .chain(&["[SEP]"])
+            .map(|t| t.to_string())
+            .collect();
+        let n = all.len();
+        let mut seen: Vec<&str> = vec![];
+        let ids = all
+            .iter()
+            .map(|t| match seen.iter().position(|s| s == t) {
+                Some(i) => i as u32,
+                None => {
+                    seen.push(t);
+                    seen.len() as u32 - 1
+                }
+            })
+            .collect();
+        let word = |i: usize| (i > 0 && i + 1 < n).then_some(i as u32);
+        Encoded {
+            ids: ndarray::Array2::from_shape_vec((1, n), ids).unwrap(),
+            type_ids: ndarray::Array2::zeros((1, n)),
+            valid: ndarray::Array2::from_elem((1, n), true),
+            truncated: vec![false],
+            offsets: vec![vec![(0, 0); n]],
+            word_ids: vec![(0..n).map(word).collect()],
+            texts: vec![all.clone()],
+            tokens: vec![all],
+            sentence_b_start: vec![None],
+        }
+    }
+
+    /// The longest period is found; a first word without its space counts as its copy; a text
+    /// that does not begin with two repeats has none, and `find` names the token at fault.
+    #[test]
+    fn a_repeat_is_found_by_its_longest_period() {
+        let input = encoded(&["a", "Ġb", "Ġa", "Ġb", "Ġa", "Ġb", "Ġa", "Ġb", "Ġc"]);
+        let found = Repeated::detect(&input, 0).unwrap();
+        assert_eq!(
+            found,
+            Repeated {
+                start: 1,
+                len: 9,
+                period: 4
+            }
+        );
+        assert_eq!(Repeated::find(&input, 0, 2).unwrap().period, 2);
+        // "the cat the cat": the first word has no space before it, its copy has
+        let input = encoded(&["the", "Ġcat", "Ġthe", "Ġcat"]);
+        assert_eq!(Repeated::detect(&input, 0).map(|r| r.period), Some(2));
+        // a text that does not repeat from its start; one whose second repeat is cut short
+        for tokens in [
+            &["Ġx", "Ġa", "Ġb", "Ġa", "Ġb"][..],
+            &["Ġa", "Ġb", "Ġc", "Ġa", "Ġb"],
+        ] {
+            assert_eq!(Repeated::detect(&encoded(tokens), 0), None, "{tokens:?}");
+        }
+        let e = Repeated::find(&encoded(&["Ġa", "Ġb", "Ġa", "Ġc"]), 0, 2).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("its token 3 (\"Ġc\") is not its token 1 (\"Ġb\")"),
+            "{e}"
+        );
     }
 }

@@ -304,7 +304,15 @@ export function render(target, run, opts) {
   // the cells move only when the grid is resized (the ResizeObserver lays them out again then)
   // or rebuilt: reading their places at every keystroke forced a layout of the page
   if (!target._geo || target._geo.ratio !== dpr()) layout(target);
-  const label = (i, text) => cells[i].setAttribute('aria-label', `layer ${layerNumber(run, Math.floor(i / H))}, head ${i % H}: ${text}${marks.off.has(i) ? ' (knocked out)' : ''}`);
+  // where the text repeats, each head's four roles in its label and tooltip
+  const roles = run.repeatOf?.(opts.item) ? run.roleNames.map((name) => [name, run.metric(opts.item, `role:${name}`)]) : [];
+  const rolesOf = (i) => (roles.length ? `; roles: ${roles.map(([name, v]) => `${name.replace('_', '-')} ${fmt(v[i])}`).join(', ')}` : '');
+  const label = (i, text) => {
+    const words = `layer ${layerNumber(run, Math.floor(i / H))}, head ${i % H}: ${text}${marks.off.has(i) ? ' (knocked out)' : ''}${rolesOf(i)}`;
+    cells[i].setAttribute('aria-label', words);
+    if (roles.length) cells[i].title = words;
+    else cells[i].removeAttribute('title');
+  };
   if (by) {
     const value = (i) => by.values(Math.floor(i / H), i % H);
     target._sheet = {

@@ -3,12 +3,13 @@
 // tinted on its column's scale. Click a row to focus the head; alt-click knocks it out.
 
 import { metricScale, css, inkOn } from '../colour.js';
-import { METRICS, metricLabel, metricsFor } from '../store.js';
+import { METRICS, ROLES, metricLabel, metricsFor } from '../store.js';
 import { layerNumber } from '../result.js';
 
 
-/** The columns of a run's table (store.js `metricsFor`), and the key its headers are built for. */
-const columnsOf = (run, opts) => metricsFor(opts.modelInfo, run.mask_kind);
+/** The columns of a run's table (store.js `metricsFor`, and the roles where the text repeats),
+ *  and the key its headers are built for. */
+const columnsOf = (run, opts) => [...metricsFor(opts.modelInfo, run.mask_kind), ...(run.repeatOf?.(opts.item) ? Object.keys(ROLES) : [])];
 const labelsKey = (run, opts) => `${opts.modelInfo?.specials?.join(' ') ?? ''}|${columnsOf(run, opts).join(' ')}`;
 
 function build(target, run, opts) {
@@ -29,7 +30,7 @@ function build(target, run, opts) {
     b.type = 'button';
     b.dataset.sort = key;
     b.textContent = label;
-    b.title = METRICS[key] ? `sort by ${METRICS[key]}` : `sort by ${key}`;
+    b.title = METRICS[key] || ROLES[key] ? `sort by ${metricLabel(key, opts.modelInfo)}` : `sort by ${key}`;
     th.append(b);
     thead.append(th);
   }
@@ -77,7 +78,7 @@ export function render(target, run, opts) {
       const v = run.metric(opts.item, m);
       let lo = Infinity, hi = -Infinity;
       for (const x of v) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
-      return { m, v, sc: metricScale(lo, hi, METRICS[m]) };
+      return { m, v, sc: metricScale(lo, hi, metricLabel(m, opts.modelInfo)) };
     });
     const rows = [];
     for (let l = 0; l < run.L; l++) for (let h = 0; h < run.H; h++) rows.push({ l, h, i: l * run.H + h });
@@ -109,7 +110,9 @@ export function render(target, run, opts) {
     for (const b of target.querySelectorAll('th button')) {
       b.parentElement.setAttribute('aria-sort', b.dataset.sort === sortKey ? (desc ? 'descending' : 'ascending') : 'none');
     }
-    note.textContent = `${run.L * run.H} heads of sentence ${opts.item + 1}, means over its ${run.results[opts.item].length} real tokens. Click a column to sort, a row to focus the head${opts.onKnock ? ', alt-click to knock it out' : ''}.`;
+    const repeat = run.repeatOf?.(opts.item);
+    const roles = repeat ? ` The roles: over its text, which repeats a sequence of ${repeat.period} tokens (the induction and duplicate-token roles over the second repeat).` : '';
+    note.textContent = `${run.L * run.H} heads of sentence ${opts.item + 1}, means over its ${run.results[opts.item].length} real tokens.${roles} Click a column to sort, a row to focus the head${opts.onKnock ? ', alt-click to knock it out' : ''}.`;
   }
   for (const tr of body.rows) tr.classList.toggle('focused', +tr.dataset.layer === opts.layer && +tr.dataset.head === opts.head);
 }

@@ -94,7 +94,7 @@ enum Command {
         #[arg(long, requires = "period")]
         head_roles: bool,
         /// The period of --head-roles' TEXT, in tokens: its first 2·N tokens must be a sequence
-        /// of N twice.
+        /// of N twice (its first token may be its copy's word without the space before it).
         #[arg(long, value_name = "N", requires = "head_roles")]
         period: Option<usize>,
         /// Include the attention rollout [T][T] through the whole stack.
