@@ -24,7 +24,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use crate::analysis::CrossAttention;
 use crate::analysis::{
     rollout, sentence_embedding, HeadMetrics, HeadRoles, ItemAttention, ItemHeads, Repeated,
-    SpecialIds,
+    SpecialIds, ValueWeighted,
 };
 use crate::engine::network::Loaded;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
@@ -183,6 +183,9 @@ pub struct ReportOptions {
     pub head_metrics: bool,
     /// The heads' roles ([`HeadRoles`]) on texts that repeat a sequence of this many tokens.
     pub head_roles: Option<usize>,
+    /// Value-weighted attention ([`ValueWeighted`]); the trace must have kept the values
+    /// ([`crate::engine::TraceOptions::values`]).
+    pub value_weighted: bool,
     /// Attention rollout ([`rollout`]).
     pub rollout: bool,
     /// The mean-pooled, L2-normalised sentence embedding ([`sentence_embedding`]).
@@ -320,6 +323,9 @@ pub struct ItemReport<'a> {
     pub head_metrics: Option<HeadMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub head_roles: Option<HeadRoles>,
+    /// `"value_weighted"`: `[L][H][T][T]`, `"value_norms"`: `[L][H][T]`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub value_weighted: Option<ValueWeighted>,
     /// `[T][T]`
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -446,6 +452,15 @@ impl<'a> Report<'a> {
                     head_roles: opts
                         .head_roles
                         .map(|period| HeadRoles::of(&of(), Repeated::find(input, b, period)?))
+                        .transpose()?,
+                    value_weighted: opts
+                        .value_weighted
+                        .then(|| {
+                            let values = trace.values.as_deref().ok_or_else(|| {
+                                crate::Error::Engine("the pass kept no values".into())
+                            })?;
+                            ValueWeighted::of(model.weights.as_ref(), values, &of(), b)
+                        })
                         .transpose()?,
                     rollout: opts.rollout.then(|| rollout(&of())).transpose()?,
                     sentence_embedding: opts.sentence_embedding.then(|| {

@@ -778,6 +778,7 @@ impl Session {
                 true => AttentionKept::QueriesKeys,
                 false => AttentionKept::Probabilities,
             },
+            values: false,
         };
         // a long run takes the place of the last: its queries and keys go before the pass
         let keeps_heads = long && !options.no_heads_later;

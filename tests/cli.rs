@@ -1081,3 +1081,37 @@ fn a_refused_or_hostile_gguf_file_of_a_gib_is_refused_from_its_header_in_little_
         );
     }
 }
+
+/// `--value-weighted` adds each key's `‖W_O^h v_j‖` ("value_norms", `[L][H][T]`) and every weight
+/// times its key's ("value_weighted", `[L][H][T][T]`: HF's numbers in
+/// `golden_heads::value_weighted_attention_equals_hfs`), for every text of a batch.
+#[test]
+fn value_weighted_attention_is_each_weight_times_its_keys_value_size() {
+    let dir = minilm();
+    let (code, json, err) = attnscope(&[
+        "attention",
+        "--model",
+        &dir,
+        "--value-weighted",
+        "--",
+        "The cat sat.",
+        "A heavy weight can mean little.",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for r in json["results"].as_array().unwrap() {
+        let t = r["tokens"].as_array().unwrap().len();
+        assert_eq!(dims(&r["value_norms"]), [6, 12, t]);
+        assert_eq!(dims(&r["value_weighted"]), [6, 12, t, t]);
+        let (a, n, w) = (&r["attention"], &r["value_norms"], &r["value_weighted"]);
+        let at = |v: &serde_json::Value, ix: &[usize]| {
+            ix.iter().fold(v, |v, &i| &v[i]).as_f64().unwrap()
+        };
+        for (l, h, q, k) in [(0, 0, 0, 0), (5, 11, t - 1, 1), (3, 7, 1, t - 1)] {
+            let want = at(a, &[l, h, q, k]) * at(n, &[l, h, k]);
+            assert!(
+                (at(w, &[l, h, q, k]) - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "L{l} H{h} {q}→{k}"
+            );
+        }
+    }
+}

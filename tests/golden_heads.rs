@@ -358,3 +358,73 @@ fn head_roles_equal_hfs() {
     let e = Repeated::find(&input, 0, 4).unwrap_err().to_string();
     assert!(e.contains("this text has 6 tokens after the 1"), "{e}");
 }
+
+/// Value-weighted attention, `α_ij · ‖W_O^h v_j‖`, and each key's `‖W_O^h v_j‖` equal those HF's
+/// values give (a hook on each layer's value projection), on both engines, within 1e-4 of each
+/// row's largest: BERT over a padded batch, GPT-2, and a Llama whose query heads share value
+/// heads (grouped-query attention, 4 over 2).
+#[test]
+fn value_weighted_attention_equals_hfs() {
+    use attnscope::analysis::ValueWeighted;
+    const CASES: [&str; 3] = ["vw_minilm", "vw_gpt2", "vw_llama"];
+    assert_cases_cover_fixtures(&CASES, |n| n.starts_with("vw_"));
+    /// The largest |Δ| of each last-axis row over that row's largest |want|.
+    fn row_relative(got: ndarray::ArrayViewD<f32>, want: ndarray::ArrayViewD<f32>) -> f32 {
+        let n = *want.shape().last().unwrap();
+        let (got, want) = (
+            got.to_shape((got.len() / n, n)).unwrap(),
+            want.to_shape((want.len() / n, n)).unwrap(),
+        );
+        got.outer_iter()
+            .zip(want.outer_iter())
+            .map(|(g, w)| {
+                let top = w.iter().fold(0f32, |a, &b| a.max(b.abs())).max(1e-6);
+                g.iter()
+                    .zip(&w)
+                    .fold(0f32, |a, (x, y)| a.max((x - y).abs()))
+                    / top
+            })
+            .fold(0f32, f32::max)
+    }
+    for name in CASES {
+        let g = golden(name);
+        let m = model(&g.meta.model);
+        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+        let input = m.tokenizer.encode(&texts, None).unwrap();
+        assert_eq!(
+            input.tokens, g.meta.tokens,
+            "{name}: tokens differ from HF's"
+        );
+        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let opts = TraceOptions {
+            values: true,
+            ..TraceOptions::default()
+        };
+        for engine in [Engine::Cpu, Engine::Gpu] {
+            let trace = match engine {
+                Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
+                Engine::Gpu => {
+                    pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
+                        .unwrap()
+                        .0
+                }
+            };
+            let values = trace.values.as_deref().expect("the pass kept its values");
+            let (mut norms, mut weighted) = (0f32, 0f32);
+            for b in 0..input.batch() {
+                let item = item_attention(&trace, &input, b, m.tokenizer.special_ids());
+                let vw = ValueWeighted::of(m.weights.as_ref(), values, &item, b).unwrap();
+                let want_norms = g.tensors["value_norms"].index_axis(ndarray::Axis(0), b);
+                let want = g.tensors["value_weighted"].index_axis(ndarray::Axis(0), b);
+                norms = norms.max(row_relative(vw.norms.view().into_dyn(), want_norms));
+                weighted = weighted.max(row_relative(vw.weighted.view().into_dyn(), want));
+            }
+            eprintln!("{name} {engine:?}: value norms {norms:.1e}, value-weighted {weighted:.1e} of each row's largest");
+            assert!(
+                norms <= 1e-4,
+                "{name} {engine:?}: value norms differ by {norms} of a row's largest"
+            );
+            assert!(weighted <= 1e-4, "{name} {engine:?}: value-weighted attention differs by {weighted} of a row's largest");
+        }
+    }
+}

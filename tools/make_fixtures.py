@@ -50,6 +50,10 @@ The heads' roles (`--only roles`; needs scripts/setup.sh's SmolLM2 GGUF): roles_
 roles_smollm2, a text of 16 words twice (and four more for SmolLM2); each head's previous-token,
 sink, induction and duplicate-token scores (head_roles, (4, L, H)) from HF's attention.
 
+Value-weighted attention (`--only value-weighted`; after `--only families` and `--only llama`, whose
+tiny folders it reads): vw_minilm, vw_gpt2 and vw_llama, each key's ||W_O^h v_j|| (value_norms,
+(B, L, H, T)) and alpha_ij * ||W_O^h v_j|| (value_weighted, (B, L, H, T, T)) from HF's values.
+
 Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
   * gemma3_270m_prompts: HF loading the GGUF (it dequantizes; its tokenizer built once and saved
     beside the file, in hf-tokenizer/): two short prompts and one of 671 tokens, past the local
@@ -417,6 +421,79 @@ def cross_attention(model, tok, first, second, layer):
     q, k = split(a.query(x_q)), split(a.key(x_kv))
     probs = F.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk), dim=-1)
     return queries, keys, probs
+
+
+# Value-weighted attention (issue 52; Kobayashi et al. 2020, "Attention is not only a weight"): for
+# head h, key j and query i, ||a_ij * W_O^h v_j^h||_2 = a_ij * ||W_O^h v_j^h||_2, with v_j^h the value
+# the head reads (bias included; under GQA its group's value head) and W_O^h its d columns of the
+# output projection (no bias). HF's values from a hook on each layer's value projection.
+VW_TEXTS = ["The cat sat on the mat.", "Attention is not only a weight, says the paper."]
+
+
+def value_norms(v, w_o, heads):
+    """(B, T, H_kv*d) values and a (D, H*d) output projection -> (B, H, T): ||W_O^h v_j^{g(h)}||."""
+    d = w_o.shape[1] // heads
+    per_group = heads // (v.shape[-1] // d)
+    out = []
+    for h in range(heads):
+        g = h // per_group
+        out.append((v[..., g * d:(g + 1) * d].double() @ w_o[:, h * d:(h + 1) * d].double().T).norm(dim=-1))
+    return torch.stack(out, dim=1).float()
+
+
+@torch.no_grad()
+def value_weighted_case(name, model_name, spec, tok, model, pad_id, layers, heads):
+    """`layers`: [(value module, its output -> (B, T, H_kv*d), W_O (D, H*d))] a layer."""
+    encs = tok.encode_batch(spec["texts"])
+    t = max(len(e.ids) for e in encs)
+    ids = torch.tensor([e.ids + [pad_id] * (t - len(e.ids)) for e in encs])
+    valid = torch.tensor([[1] * len(e.ids) + [0] * (t - len(e.ids)) for e in encs])
+    seen = [None] * len(layers)
+    hooks = [m.register_forward_hook(lambda _m, _i, out, l=l, pick=pick: seen.__setitem__(l, pick(out)))
+             for l, (m, pick, _) in enumerate(layers)]
+    out = model(input_ids=ids, attention_mask=valid, output_attentions=True)
+    for h in hooks:
+        h.remove()
+    att = torch.stack(out.attentions, dim=1)  # (B, L, H, T, T)
+    norms = torch.stack([value_norms(seen[l], w_o, heads) for l, (_, _, w_o) in enumerate(layers)], dim=1)  # (B, L, H, T)
+    weighted = att * norms[:, :, :, None, :]
+    padded = [e.tokens + [tok.id_to_token(pad_id)] * (t - len(e.ids)) for e in encs]
+
+    class Enc:  # write_case reads .tokens
+        def __init__(self, tokens):
+            self.tokens = tokens
+    write_case(name, model_name, spec, [Enc(p) for p in padded], ids, torch.zeros_like(ids),
+               dict(attention=att, value_norms=norms, value_weighted=weighted))
+    first = norms[0, :, :, 0].mean().item() / norms[0].mean().item()
+    print(f"  {name}: the first key's value is {first:.2f}x the mean size")
+
+
+@torch.no_grad()
+def value_weighted(model_dir):
+    """`--only value-weighted`: vw_minilm (all-MiniLM, a padded batch of two), vw_gpt2 (tiny-gpt2)
+    and vw_llama (tiny-llama, grouped-query attention 4/2): each key's ||W_O^h v_j|| (value_norms,
+    (B, L, H, T)) and the value-weighted attention (value_weighted, (B, L, H, T, T)), with HF's
+    attention (attention)."""
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    bert = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
+    tok = load_tokenizer(os.path.join(model_dir, "tokenizer.json"), 512)
+    tok.no_padding()
+    value_weighted_case("vw_minilm", "minilm", dict(texts=VW_TEXTS, mask="padding"), tok, bert, tok.token_to_id("[PAD]"),
+                        [(l.attention.self.value, lambda o: o, l.attention.output.dense.weight) for l in bert.encoder.layer],
+                        bert.config.num_attention_heads)
+    d = os.path.join(MODELS, "tiny-gpt2")
+    gpt2 = GPT2LMHeadModel.from_pretrained(d, attn_implementation="eager").eval()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    n = gpt2.config.n_embd
+    value_weighted_case("vw_gpt2", "tiny-gpt2", dict(texts=VW_TEXTS, mask="causal"), tok, gpt2, gpt2.config.eos_token_id,
+                        [(b.attn.c_attn, lambda o: o[..., 2 * n:], b.attn.c_proj.weight.T) for b in gpt2.transformer.h],
+                        gpt2.config.n_head)
+    d = os.path.join(MODELS, "tiny-llama")
+    llama = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    value_weighted_case("vw_llama", "tiny-llama", dict(texts=VW_TEXTS, mask="causal"), tok, llama, llama.config.pad_token_id,
+                        [(l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight) for l in llama.model.layers],
+                        llama.config.num_attention_heads)
 
 
 @torch.no_grad()
@@ -2135,7 +2212,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles"]
+              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles", "value-weighted"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -2149,6 +2226,8 @@ def main():
         heads(args.model)
     if "roles" in only:
         roles(args.model)
+    if "value-weighted" in only:
+        value_weighted(args.model)
     if "inside" in only:
         inside(args.model)
     if "tiny" in only:

@@ -9,7 +9,9 @@
 //! * [`scaling`]: the experiment behind dividing scores by √d_k;
 //! * [`positions`]: how alike positions are, learned position embeddings beside sinusoidal ones;
 //! * [`stack`]: how much each layer turns each token's hidden state (cosine to the layer before);
-//! * [`cross`]: attention from one sentence to another encoded alone, through an encoder layer.
+//! * [`cross`]: attention from one sentence to another encoded alone, through an encoder layer;
+//! * [`value_weighted`]: each weight times the size of what the head writes from its key
+//!   (Kobayashi et al. 2020).
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
@@ -22,12 +24,14 @@ pub mod roles;
 pub mod rollout;
 pub mod scaling;
 pub mod stack;
+pub mod value_weighted;
 
 pub use cross::{cross_attention, CrossAttention};
 pub use heads::HeadMetrics;
 pub use pooling::sentence_embedding;
 pub use roles::{HeadRoles, Repeated};
 pub use rollout::rollout;
+pub use value_weighted::ValueWeighted;
 
 use ndarray::{s, Array1, Array2, ArrayView4, CowArray, Ix2};
 

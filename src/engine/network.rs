@@ -15,7 +15,7 @@ use super::ops::{Ops, Stack};
 use super::ModelInputs;
 use crate::error::Result;
 use crate::model::config::Config;
-use crate::model::weights::{ParamId, Table};
+use crate::model::weights::{Linear, ParamId, Table};
 use crate::model::{Encoded, TextTokenizer};
 
 /// One engine's operations, for a forward pass to run on: the CPU engine computes each, the GPU
@@ -80,6 +80,14 @@ pub trait Network: Any + Send + Sync + std::fmt::Debug {
 
     /// An encoder–decoder model's two passes.
     fn translation(&self) -> Option<&dyn Translating> {
+        None
+    }
+
+    /// Layer `layer`'s self-attention output projection `W_O` (the heads' contexts side by
+    /// side in, `D` out), what value-weighted attention multiplies each value by; `None` for a
+    /// layer it does not have, or a model that runs no self-attention stack of its own (an
+    /// encoder–decoder model translates).
+    fn attention_output(&self, _layer: usize) -> Option<&Linear> {
         None
     }
 

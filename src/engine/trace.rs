@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView3};
 
-use super::ops::{AttentionKind, Heads, Ids, Kept, Reach, Stack};
+use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Layer;
@@ -173,6 +173,9 @@ pub struct TraceOptions {
     pub no_qk_norm: bool,
     /// What the pass keeps of its attention (see [`AttentionKept`]).
     pub attention: AttentionKept,
+    /// Keep every layer's self-attention values ([`Trace::values`]): what value-weighted
+    /// attention reads (`crate::analysis::value_weighted`).
+    pub values: bool,
 }
 
 /// What a pass keeps of its self-attention.
@@ -398,6 +401,9 @@ pub struct Trace {
     pub mask: Mask,
     /// With [`AttentionKept::QueriesKeys`]: what any head's attention is computed from.
     pub queries_keys: Option<QueriesKeys>,
+    /// With [`TraceOptions::values`]: each layer's self-attention values as its attention
+    /// reads them, bias included, `L × (B, T, H_kv·d)`.
+    pub values: Option<Vec<Array3<f32>>>,
 }
 
 impl Trace {
@@ -503,7 +509,7 @@ impl TraceOptions {
             Kept::Output => true,
             Kept::LmLogits => self.lm_logits,
             Kept::NextLogits => self.next_logits,
-            Kept::Layer(l, _) => traced(l),
+            Kept::Layer(l, v) => traced(l) || (self.values && v == values::V),
             Kept::Queries(_) | Kept::Keys(_) => self.attention == AttentionKept::QueriesKeys,
             Kept::DecoderWord | Kept::DecoderPosition => self.decoder_trace.is_some(),
             Kept::Decoder(l, _) => self.decoder_trace == Some(l),
@@ -531,6 +537,15 @@ impl Trace {
         let layers = arch.len();
         let (b, _, heads, _, _) = attention.probs.dim();
         let t = mask.dim().1;
+        // each layer's values, before the layer trace takes its own out
+        let value_vectors = opts
+            .values
+            .then(|| {
+                (0..layers)
+                    .map(|l| kept_copy(&kept, Kept::Layer(l, values::V), b, t))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .transpose()?;
         let layer_trace = match opts.layer_trace {
             Some(layer) => {
                 let embeddings = if opts.wants(Kept::EmbeddingWord, layers) {
@@ -653,6 +668,7 @@ impl Trace {
             next_logits: kept.remove(&Kept::NextLogits),
             mask: mask.clone(),
             queries_keys,
+            values: value_vectors,
         })
     }
 }

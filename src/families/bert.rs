@@ -467,6 +467,10 @@ impl Forward for BertWeights {
 }
 
 impl Network for BertWeights {
+    fn attention_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.layers.get(layer)?.attention.output)
+    }
+
     fn stack(&self) -> Stack {
         Stack::Encoder
     }

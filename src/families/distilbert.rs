@@ -179,6 +179,10 @@ impl Forward for DistilBertWeights {
 }
 
 impl Network for DistilBertWeights {
+    fn attention_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.layers.get(layer)?.attention.output)
+    }
+
     fn stack(&self) -> Stack {
         Stack::Encoder
     }

@@ -680,6 +680,10 @@ impl Forward for Gemma3Weights {
 }
 
 impl Network for Gemma3Weights {
+    fn attention_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.layers.get(layer)?.o_proj)
+    }
+
     fn stack(&self) -> Stack {
         Stack::Decoder
     }

@@ -285,6 +285,10 @@ impl Forward for Gpt2Weights {
 }
 
 impl Network for Gpt2Weights {
+    fn attention_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.blocks.get(layer)?.c_proj)
+    }
+
     fn stack(&self) -> Stack {
         Stack::Decoder
     }

@@ -826,6 +826,10 @@ impl Forward for LlamaWeights {
 }
 
 impl Network for LlamaWeights {
+    fn attention_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.layers.get(layer)?.o_proj)
+    }
+
     fn stack(&self) -> Stack {
         Stack::Decoder
     }

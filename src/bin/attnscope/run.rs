@@ -93,6 +93,12 @@ enum Command {
         /// counted after any BOS or [CLS]; docs/app.md: "Reading the heads").
         #[arg(long, requires = "period")]
         head_roles: bool,
+        /// Include value-weighted attention (Kobayashi et al. 2020): "value_weighted"
+        /// [L][H][T][T], each weight times the size of what the head writes from its key,
+        /// α_ij·‖W_O^h v_j‖, and "value_norms" [L][H][T], each key's ‖W_O^h v_j‖ (docs/cli.md:
+        /// "Value-weighted attention").
+        #[arg(long)]
+        value_weighted: bool,
         /// The period of --head-roles' TEXT, in tokens: its first 2·N tokens must be a sequence
         /// of N twice (its first token may be its copy's word without the space before it).
         #[arg(long, value_name = "N", requires = "head_roles")]
@@ -240,6 +246,7 @@ pub fn main() -> ExitCode {
             scores,
             head_metrics,
             head_roles,
+            value_weighted,
             period,
             rollout,
             sentence_embedding,
@@ -280,6 +287,7 @@ pub fn main() -> ExitCode {
                     Some(_) => AttentionKept::QueriesKeys,
                     None => AttentionKept::Probabilities,
                 },
+                values: value_weighted,
             },
             cross_attention,
             ReportOptions {
@@ -288,6 +296,7 @@ pub fn main() -> ExitCode {
                 scores,
                 head_metrics,
                 head_roles: period.filter(|_| head_roles),
+                value_weighted,
                 rollout,
                 sentence_embedding,
                 top_k,

@@ -120,6 +120,7 @@ pub fn forward_reusing(
         && kept_bytes(model, opts, t) <= MAX_KEPT_BYTES
         && input.length(0) == t
         && opts.decoder_trace.is_none()
+        && !opts.values
         && !opts.next_logits
         && opts.attention == AttentionKept::Probabilities
         && *mask == Mask::causal(1, t);

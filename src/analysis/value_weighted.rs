@@ -1,0 +1,142 @@
+//! Value-weighted attention (Kobayashi et al., EMNLP 2020, "Attention is not only a weight"):
+//! what head `h` of a layer adds to query `i`'s stream from key `j` is `α_ij · W_O^h v_j^h`, so
+//! its size, `‖α_ij · W_O^h v_j^h‖₂ = α_ij · ‖W_O^h v_j^h‖₂`, says how much the key counts, where
+//! the weight alone does not: a head can put most of its weight on a token whose value is small
+//! (the first token's sink).
+//!
+//! * `v_j^h`: the value vector the head reads at key `j`, its bias included (under grouped-query
+//!   attention, its group's value head);
+//! * `W_O^h`: the head's `d` columns of the layer's output projection, without its bias and
+//!   without any norm after it (Gemma's post-attention norm).
+
+use ndarray::{s, Array2, Array3, Array4, ArrayView2, Axis};
+
+use super::ItemAttention;
+use crate::engine::cpu::ops::linear;
+use crate::engine::network::Network;
+use crate::error::{Error, Result};
+use crate::model::weights::Linear;
+
+/// One text's value-weighted attention.
+///
+/// # Shapes
+/// * `norms`: `(L, H, T)`, `‖W_O^h v_j^h‖₂` of every head and key
+/// * `weighted`: `(L, H, T, T)`, `α_ij · ‖W_O^h v_j^h‖₂` (not normalised)
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ValueWeighted {
+    #[serde(rename = "value_norms", serialize_with = "nested")]
+    pub norms: Array3<f32>,
+    #[serde(rename = "value_weighted", serialize_with = "nested")]
+    pub weighted: Array4<f32>,
+}
+
+/// An array as nested JSON lists.
+fn nested<S: serde::Serializer, D: ndarray::Dimension>(
+    a: &ndarray::Array<f32, D>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&crate::report::Nested(a.view().into_dyn()), s)
+}
+
+impl ValueWeighted {
+    /// Item `b`'s, from its attention (`item`) and every layer's values as the pass kept them
+    /// (`values`, [`crate::engine::Trace::values`]), through the network's output projections.
+    ///
+    /// # Shapes
+    /// * `values`: `L × (B, T, H_kv·d)`
+    pub fn of(
+        network: &dyn Network,
+        values: &[Array3<f32>],
+        item: &ItemAttention,
+        b: usize,
+    ) -> Result<Self> {
+        let (layers, heads) = item.layers_heads();
+        let t = item.valid.len();
+        if values.len() != layers {
+            return Err(Error::Engine(format!(
+                "value-weighted attention needs the values of {layers} layers: the pass kept {}",
+                values.len()
+            )));
+        }
+        let mut norms = Array3::<f32>::zeros((layers, heads, t));
+        for (l, v) in values.iter().enumerate() {
+            let w = network.attention_output(l).ok_or_else(|| {
+                Error::Input(format!(
+                    "value-weighted attention reads each layer's output projection: this model \
+                     has none for layer {l}"
+                ))
+            })?;
+            let n = value_norms(v.index_axis(Axis(0), b), w, heads)
+                .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
+            norms.index_axis_mut(Axis(0), l).assign(&n);
+        }
+        let mut weighted = Array4::<f32>::zeros((layers, heads, t, t));
+        for l in 0..layers {
+            for h in 0..heads {
+                let (a, _) = item.head(l, h)?; // (T, T)
+                let norm = norms.slice(s![l, h, ..]);
+                let mut out = weighted.slice_mut(s![l, h, .., ..]);
+                out.assign(&a);
+                out *= &norm; // each key's column by its value's size
+            }
+        }
+        Ok(Self { norms, weighted })
+    }
+}
+
+/// `‖W_O^h v_j‖₂` of every head `h` and position `j` of one layer, query head `h` reading value
+/// head `h / (H / H_kv)`: each head's values placed in its own columns of the concatenation
+/// `W_O` reads, the others zero, through `W_O`, its bias taken back out.
+///
+/// # Shapes
+/// * `v`: `(T, H_kv·d)`, `w`: `(D, H·d)` → `(H, T)`
+fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Result<Array2<f32>> {
+    let (t, width) = v.dim();
+    let inner = w.weight.ncols();
+    let d = inner / heads.max(1);
+    if d == 0
+        || width == 0
+        || inner != heads * d
+        || !width.is_multiple_of(d)
+        || !heads.is_multiple_of((width / d).max(1))
+    {
+        return Err(Error::Engine(format!(
+            "values of width {width} do not make key/value heads of the {d} dimensions {heads} \
+             query heads read through an output projection of {inner} inputs"
+        )));
+    }
+    let per_group = heads / (width / d);
+    let mut placed = Array2::<f32>::zeros((heads * t, inner)); // (H·T, H·d)
+    for h in 0..heads {
+        let g = h / per_group;
+        placed
+            .slice_mut(s![h * t..(h + 1) * t, h * d..(h + 1) * d])
+            .assign(&v.slice(s![.., g * d..(g + 1) * d]));
+    }
+    let mut y = linear(placed.view(), w); // (H·T, D), the bias added to every row
+    y -= &w.bias;
+    let norms = y.rows().into_iter().map(|r| r.dot(&r).sqrt()).collect();
+    Ok(Array2::from_shape_vec((heads, t), norms).expect("(H, T)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{array, Array1};
+
+    /// Two query heads over one value head (d = 1), `W_O` scaling head 0 by 2 and head 1 by 3
+    /// onto two outputs, with a bias that must not count.
+    #[test]
+    fn each_heads_values_go_through_its_own_columns() {
+        let w = Linear::new(
+            array![[2.0f32, 0.0], [0.0, 3.0]],
+            Array1::from(vec![5.0, -7.0]),
+        );
+        let v = array![[1.0f32], [-4.0]]; // (T = 2, H_kv·d = 1)
+        let n = value_norms(v.view(), &w, 2).unwrap();
+        assert_eq!(n, array![[2.0, 8.0], [3.0, 12.0]]);
+        // values that make no whole head are an error naming the widths
+        let e = value_norms(array![[1.0f32, 2.0, 3.0]].view(), &w, 2).unwrap_err();
+        assert!(e.to_string().contains("values of width 3"), "{e}");
+    }
+}
