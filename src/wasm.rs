@@ -13,6 +13,7 @@ use web_time::Instant;
 use crate::analysis::positions::{learned_position_similarity, sinusoidal_similarity};
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
+use crate::analysis::value_weighted::key_value_norms;
 use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding};
 use crate::analysis::{HeadMetrics, HeadRoles, Repeated};
 use crate::checkpoint::ChatFiles;
@@ -98,7 +99,7 @@ impl std::str::FromStr for Engine {
 
 /// What a run changes and computes beyond the attention (`run`'s last argument; every field
 /// optional): `{headMask: "L:H,…", scale: "sqrt_dk" | "none", noRope: bool, scores: bool,
-/// headMetrics: bool, headRoles: bool, rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every
+/// headMetrics: bool, headRoles: bool, valueNorms: bool, rollout: bool, sentenceEmbedding: bool}`. `scale: "none"` leaves every
 /// layer's scores undivided by √d_k (the ablation; default `"sqrt_dk"`); `noRope` leaves a
 /// Llama-family model's rotary positions out. The analyses cost time at long inputs, so the page
 /// asks only for what it shows.
@@ -119,6 +120,9 @@ struct RunOptions {
     /// Each head's roles on a text that repeats ([`Repeated::detect`]'s period): `headRoles`,
     /// `(B, role, L, H)`, NaN for a text that does not.
     head_roles: bool,
+    /// Each key's `‖W_O^h v_j‖` ([`crate::analysis::value_weighted`]): `valueNorms`,
+    /// `(B, L, H, T)`, what the page weighs attention by.
+    value_norms: bool,
     rollout: bool,
     sentence_embedding: bool,
     /// Every layer's output and the embeddings' (`hiddenStates`, `(B, L+1, T, D)`), and each
@@ -732,7 +736,7 @@ impl Session {
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
     /// scores?: Float32Array (unless `scores: false`), mask: Uint8Array, logits?: Float32Array,
     /// nextTokens?: [B][T][K] of {id, token, text, p} (with `topK`, for a model with an LM head),
-    /// headMetrics?: Float32Array, headRoles?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
+    /// headMetrics?: Float32Array, headRoles?: Float32Array, valueNorms?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
     /// hiddenStates?: Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
     /// preActivation, intermediate, output, embeddings?: {word, position, tokenType, sum,
     /// normed}} (each `(B, T, ·)`), crossAttention?: [{layer, queries, keys, attention}]}`
@@ -778,7 +782,7 @@ impl Session {
                 true => AttentionKept::QueriesKeys,
                 false => AttentionKept::Probabilities,
             },
-            values: false,
+            values: options.value_norms,
         };
         // a long run takes the place of the last: its queries and keys go before the pass
         let keeps_heads = long && !options.no_heads_later;
@@ -886,6 +890,16 @@ impl Session {
                 }
             }
             set(&o, "headMetrics", Float32Array::from(all.as_slice()))?;
+        }
+        if let Some(values) = t.values.as_deref().filter(|_| options.value_norms) {
+            // (B, L, H, T)
+            let mut all = Vec::with_capacity(b * l * h * tt);
+            for i in 0..b {
+                let norms =
+                    key_value_norms(model.weights.as_ref(), values, i, h).map_err(js_err)?;
+                all.extend(norms.iter());
+            }
+            set(&o, "valueNorms", Float32Array::from(all.as_slice()))?;
         }
         if options.head_roles {
             // (B, role, L, H), roles in `info.head_roles` order; NaN where a text does not repeat

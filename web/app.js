@@ -311,6 +311,7 @@ function renderChrome(s, changed) {
   $('part-wrap').hidden = !Number.isInteger(r?.results[Math.min(s.item, r.B - 1)]?.sentence_b_start);
   if ($('part').value !== s.part) $('part').value = s.part;
   sinkNote(s);
+  valueNote(s);
   longNote(s);
   rolesNote(s);
   setText($('steps-caption'), r?.given ? '' : r ? `layer ${s.layer}, head ${s.head}, d_k = ${info?.head_dim}${s.words && shownOf(s).id !== r.id ? ' · per word piece (QKᵀ is per token)' : ''}` : '');
@@ -559,6 +560,27 @@ function rolesNote(s) {
 /** Whether "Find the heads" was clicked and its run has not yet focused its strongest head. */
 let findingHeads = false;
 
+/** The value switch: what the views show, and the focused head's value sizes (the first key's
+ *  beside the largest and the mean: a sink's weight is heavy, its value small). */
+function valueNote(s) {
+  $('byvalue').checked = s.byValue;
+  const r = s.run, on = s.byValue && Boolean(r) && !s.translation;
+  $('value-note').hidden = !on;
+  $('byvalue-note').hidden = !on;
+  if (!on) return;
+  if (r.long || r.generated || r.given) {
+    setText($('value-note'), r.long ? 'A long text\'s run: its heads come a layer at a time, and the views show their weights, not weighed by the values.'
+      : 'This attention comes without its values (a generation\'s steps, or attention given from a file): the views show the weights.');
+    return;
+  }
+  const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), h = Math.min(s.head, r.H - 1);
+  const n = r.valueNormsOf(b, l, h), labels = r.results[b].labels, T = r.results[b].length;
+  if (!n) { setText($('value-note'), 'Computing each key\'s ‖W_O v‖…'); return; }
+  let top = 0, mean = 0;
+  for (let k = 0; k < T; k++) { mean += n[k] / T; if (n[k] > n[top]) top = k; }
+  setText($('value-note'), `A view, not the model's attention: each weight times the size of what the head writes from that key, ‖W_O·v‖ (its value through its part of the output projection; Kobayashi et al. 2020), each row rescaled to sum to 1. L${layerNumber(r, l)} H${h}'s values: the first token (“${visibleText(labels[0])}”) ${n[0].toFixed(2)}, the largest (“${visibleText(labels[top])}”) ${n[top].toFixed(2)}, their mean ${mean.toFixed(2)}.`);
+}
+
 /** A long text's run: what the engine kept, and what the page does for it. */
 function longNote(s) {
   const r = s.run, on = Boolean(r?.long) && !s.translation;
@@ -690,6 +712,7 @@ on('engine', 'change', (e) => store.update({ engine: e.target.value }));
 on('metric', 'change', (e) => { store.update({ metric: e.target.value }); describeChoices(); });
 on('knock-reset', 'click', () => store.update({ off: [] }));
 on('nosink', 'change', (e) => store.update({ noSink: e.target.checked }));
+on('byvalue', 'change', (e) => store.update({ byValue: e.target.checked }));
 // a random sequence of words twice, coloured by the induction role (a decoder's induction heads light up)
 on('find-heads', 'click', () => {
   findingHeads = true;

@@ -52,6 +52,7 @@ export function parseHash(hash) {
   s.noRope = h.get('norope') === '1';
   s.noQkNorm = h.get('noqknorm') === '1';
   s.noSink = h.get('nosink') === '1';
+  s.byValue = h.get('vw') === '1';
   s.sel = parseSel(h.get('q') ?? '');
   s.words = h.get('words') === '1';
   if (Object.hasOwn(PARTS, h.get('part') ?? '')) s.part = h.get('part');
@@ -92,6 +93,7 @@ export function writeHash(s) {
   if (s.noRope) h.set('norope', '1');
   if (s.noQkNorm) h.set('noqknorm', '1');
   if (s.noSink) h.set('nosink', '1');
+  if (s.byValue) h.set('vw', '1');
   if (s.sel?.length) h.set('q', s.sel.join(','));
   if (s.words) h.set('words', '1');
   if (s.part && s.part !== 'all') h.set('part', s.part);

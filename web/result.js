@@ -26,7 +26,7 @@ let runs = 0;
 const LONG_LAYERS_KEPT = 2;
 
 export function fromWorker(raw) {
-  const { info, attention, scores, mask, logits, summary, headMetrics, headRoles, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
+  const { info, attention, scores, mask, logits, summary, headMetrics, headRoles, valueNorms, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
   const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
   // a long run kept each layer's queries and keys, not its probabilities: the page asks the
@@ -124,6 +124,8 @@ export function fromWorker(raw) {
       if (role >= 0) return roleOf(b, role);
       return headMetrics && info.head_metrics.includes(name) ? metricOf(b, info.head_metrics.indexOf(name)) : null;
     },
+    /** Each key's value size ‖W_O^h v_j‖ of item b's head (l, h), T flat (null when the run has none). */
+    valueNormsOf: (b, l, h) => (valueNorms ? valueNorms.subarray((((b * L + l) * H + h) * T), (((b * L + l) * H + h) + 1) * T) : null),
     /** Attention rollout of item b, (T·T) flat (null when the run has none). */
     rolloutOf: rollout ? rolloutOf : () => null,
     /** The sentence embedding of item b, and the same without the knocked-out heads. */

@@ -95,6 +95,7 @@ const TOP_K = 5;
 const INSIDE_VIEWS = [embeddingsView, qkvView, contextView, scaleView, residualView, ffnView, stackView, crossView, ropeView, cacheView, windowView, qknormView]; // INSIDE's order
 import { wordsOf } from './words.js';
 import { withoutSink } from './sink.js';
+import { byValue } from './values.js';
 import { clampSel } from './select.js';
 import { partOf } from './result.js';
 
@@ -189,6 +190,8 @@ export function runOptions(s) {
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // the heads' roles, where a text repeats (a few floats a head; none where it does not)
     headRoles: eager || Boolean(s.metric) || s.table,
+    // the value switch: each key's ‖W_O^h v_j‖, which the views weigh the attention by
+    ...(s.byValue ? { valueNorms: true } : {}),
     // inside the encoder: what the open panels draw, and nothing else
     layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
     crossAttention: open('cross') && pairOf(s).trim() ? s.layer : undefined,
@@ -219,7 +222,7 @@ function runHas(r, s) {
   // (a long text's run has no rollout: the view says so)
   return (!o.headMetrics || r.metricNames.length > 0) && (!o.headRoles || r.roleNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null || r.long)
     && (!TRACED.some(open) || (trace?.layer === s.layer && (!open('embeddings') || trace.names.includes('embeddings.word'))))
-    && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
+    && (!o.valueNorms || r.valueNormsOf(0, 0, 0) !== null || r.long) && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
 
 /** The views that draw a generation's streamed run (its attention, no scores, metrics or trace;
@@ -273,14 +276,15 @@ export function toggleGroup(off, layer, group, per) {
   return all ? rest : [...rest, ...keys].sort(byPlace);
 }
 
-/** The run the attention views show: the word-piece run, or its words (web/words.js) with
- *  "words" on; with the sink switch on, that run with the first key hidden and each row
- *  renormalised (web/sink.js). */
+/** The run the attention views show: the word-piece run, weighed by its values with the value
+ *  switch on (web/values.js), or its words (web/words.js) with "words" on; with the sink switch
+ *  on, that run with the first key hidden and each row renormalised (web/sink.js). */
 export function shownOf(s) {
   // a long text's run has its heads a layer at a time: words, which remake every head, are for
-  // shorter texts (the page says so); the sink switch reads the worker's summary of every head
-  // with the sink hidden, and hides it in the layers here
-  const r = s.run && s.words && !s.run.long ? wordsOf(s.run) : s.run;
+  // shorter texts (the page says so), and so is the value switch; the sink switch reads the
+  // worker's summary of every head with the sink hidden, and hides it in the layers here
+  const run = s.byValue ? byValue(s.run) : s.run;
+  const r = run && s.words && !run.long ? wordsOf(run) : run;
   return r && s.noSink ? withoutSink(r) : r;
 }
 
@@ -630,7 +634,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
   }
 
-  const RENDER_KEYS = ['extras', 'run', 'noSink', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
+  const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {

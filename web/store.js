@@ -63,6 +63,7 @@ export const INTENT_DEFAULTS = {
   // rotary positions) the ablation that leaves the rotation out
   inside: [], noScale: false, noRope: false, noQkNorm: false,
   noSink: false, // the sink switch: the attention views with the first key hidden, rows renormalised (web/sink.js)
+  byValue: false, // the value switch: the attention views weighed by each key's ‖W_O^h v_j‖, rows renormalised (web/values.js)
   compareText: 'The trophy didn\'t fit in the suitcase because it was too small.',
   // the selected query tokens (sorted indices; dropped when the tokens change) and whether the
   // views merge WordPiece pieces into words (web/words.js)

@@ -855,7 +855,7 @@ self.onmessage = async (e) => {
       const sink = r.summary.sink; // a long run's, with the first key hidden
       if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer, sink.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
-      for (const k of ['logits', 'headMetrics', 'headRoles', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity']) if (r[k]) transfer.push(r[k].buffer);
+      for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);

@@ -58,18 +58,7 @@ impl ValueWeighted {
                 values.len()
             )));
         }
-        let mut norms = Array3::<f32>::zeros((layers, heads, t));
-        for (l, v) in values.iter().enumerate() {
-            let w = network.attention_output(l).ok_or_else(|| {
-                Error::Input(format!(
-                    "value-weighted attention reads each layer's output projection: this model \
-                     has none for layer {l}"
-                ))
-            })?;
-            let n = value_norms(v.index_axis(Axis(0), b), w, heads)
-                .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
-            norms.index_axis_mut(Axis(0), l).assign(&n);
-        }
+        let norms = key_value_norms(network, values, b, heads)?;
         let mut weighted = Array4::<f32>::zeros((layers, heads, t, t));
         for l in 0..layers {
             for h in 0..heads {
@@ -82,6 +71,33 @@ impl ValueWeighted {
         }
         Ok(Self { norms, weighted })
     }
+}
+
+/// Item `b`'s `‖W_O^h v_j‖₂`, every layer's, head's and key's: what the page weighs each
+/// attention row by (it draws value-weighted attention from these and the probabilities).
+///
+/// # Shapes
+/// * `values`: `L × (B, T, H_kv·d)` → `(L, H, T)`
+pub fn key_value_norms(
+    network: &dyn Network,
+    values: &[Array3<f32>],
+    b: usize,
+    heads: usize,
+) -> Result<Array3<f32>> {
+    let t = values.first().map_or(0, |v| v.dim().1);
+    let mut norms = Array3::<f32>::zeros((values.len(), heads, t));
+    for (l, v) in values.iter().enumerate() {
+        let w = network.attention_output(l).ok_or_else(|| {
+            Error::Input(format!(
+                "value-weighted attention reads each layer's output projection: this model has \
+                 none for layer {l}"
+            ))
+        })?;
+        let n = value_norms(v.index_axis(Axis(0), b), w, heads)
+            .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
+        norms.index_axis_mut(Axis(0), l).assign(&n);
+    }
+    Ok(norms)
 }
 
 /// `‖W_O^h v_j‖₂` of every head `h` and position `j` of one layer, query head `h` reading value

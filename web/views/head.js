@@ -313,8 +313,10 @@ export function render(target, run, opts) {
   const values = diff ? diff.delta(layer, head) : run.head(item, layer, head);
   const mask = run.maskOf(item, layer);
   const tokens = run.results[item].labels;
+  const probs = scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
+  // the value switch's view (web/values.js) says so in its legend
   const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
-    : scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
+    : run.valueWeighted ? { ...probs, label: `value-weighted attention, rows renormalised${probs.max === 1 ? '' : ' (scaled to this head\'s max)'}` } : probs;
   const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');
   const prev = target._view;
   const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask), prev?.img);

@@ -1,0 +1,88 @@
+// Value-weighted attention in the page (issue 52; Kobayashi et al. 2020): the "weigh by ‖value‖"
+// switch weighs every attention view by each key's ‖W_O^h v_j‖ (the engine's, src/analysis/
+// value_weighted.rs), each row rescaled to sum to 1 and labelled as a view. The page's value
+// sizes and its exported attention equal HF's (tools/make_fixtures.py --only value-weighted) on
+// the CPU engine and on WebGPU: all-MiniLM, and a tiny Llama whose query heads share value heads.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { readFileSync, cpSync, rmSync } from 'node:fs';
+import { startServer, launch, openPage, ready, golden, ROOT, ARTIFACTS } from './harness.mjs';
+
+const LLAMA = path.join(ROOT, 'assets/models/e2e-vw-llama');
+let server, browser;
+before(async () => {
+  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama'), LLAMA, { recursive: true });
+  server = await startServer();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  server?.stop();
+  rmSync(LLAMA, { recursive: true, force: true });
+});
+
+const enc = encodeURIComponent;
+const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
+
+for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', 'assets/models/e2e-vw-llama/']]) {
+  test(`${fixture}: "weigh by ‖value‖" gives HF's value sizes and value-weighted attention (rows renormalised) on the CPU engine and on WebGPU, labelled as a view, in the link and the export`, async () => {
+    const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
+    const norms = golden(fixture, 'value_norms'); // (B, L, H, T)
+    const weighted = golden(fixture, 'value_weighted'); // (B, L, H, T, T)
+    const [, L, H, TT] = norms.shape;
+    const text = meta.texts[0];
+    for (const engine of ['cpu', 'gpu']) {
+      const p = await openPage(browser, `${server.url}#${model ? `model=${enc(model)}&` : ''}e=${engine}&s=${enc(text)}&vw=1&l=1&h=1`, { width: 1280, height: 1000 });
+      const { page } = p;
+      assert.equal(await ready(page), null);
+      await page.waitForFunction(() => window.attnscope.store.get().run?.valueNormsOf(0, 0, 0) && !document.getElementById('value-note').hidden && /‖W_O·v‖/.test(document.getElementById('value-note').textContent), null, { timeout: 120000 });
+      const got = await page.evaluate(() => {
+        const s = window.attnscope.store.get(), r = s.run;
+        const all = [];
+        for (let l = 0; l < r.L; l++) for (let h = 0; h < r.H; h++) all.push(Array.from(r.valueNormsOf(0, l, h)));
+        return { T: r.T, backend: r.backend, norms: all, ids: window.attnscope.result.token_ids };
+      });
+      // item 0 of the fixture's padded batch: its own tokens, then padding
+      const n = got.T;
+      assert.deepEqual(got.ids, meta.token_ids[0].slice(0, n));
+      assert.equal(new Set(meta.token_ids[0].slice(n)).size, n < TT ? 1 : 0, 'the rest is padding');
+      if (engine === 'gpu') assert.match(got.backend, /WebGPU|gpu/i, `ran on ${got.backend}`);
+      // each key's ‖W_O^h v_j‖, within 1e-4 of the head's largest
+      let worst = 0;
+      for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
+        const want = norms.data.subarray(((l * H + h) * TT), ((l * H + h) * TT) + n);
+        const top = Math.max(...want);
+        for (let k = 0; k < n; k++) worst = Math.max(worst, Math.abs(got.norms[l * H + h][k] - want[k]) / top);
+      }
+      assert.ok(worst <= 1e-4, `${engine}: value sizes differ from HF's by ${worst} of a head's largest`);
+      // the head view's JSON export: HF's value-weighted attention, each row renormalised
+      const [d] = await Promise.all([page.waitForEvent('download'), page.click('.exports[data-view=head] .export[data-format=json]')]);
+      const exported = JSON.parse(readFileSync(await d.path(), 'utf8'));
+      assert.match(exported.value_weighted, /rows renormalised/);
+      let rows = 0;
+      for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (let q = 0; q < n; q++) {
+        const at = ((l * H + h) * TT + q) * TT;
+        const want = Array.from(weighted.data.subarray(at, at + n));
+        const sum = want.reduce((a, b) => a + b, 0);
+        const row = exported.attention[l][h][q];
+        rows = Math.max(rows, ...want.map((w, k) => Math.abs(row[k] - w / sum)));
+      }
+      assert.ok(rows <= 1e-4, `${engine}: the exported value-weighted rows differ from HF's by ${rows}`);
+      console.log(`${fixture} ${engine} (${got.backend}): value sizes ${worst.toExponential(1)} of a head's largest, exported rows ${rows.toExponential(1)}`);
+      // labelled as a view; the result keeps the model's attention; the link keeps the switch
+      assert.ok(await page.isVisible('#byvalue-note'));
+      assert.ok(await page.isChecked('#byvalue'));
+      const plain = await page.evaluate((q) => Array.from(window.attnscope.result.attention[1][1][q]), n - 1);
+      const hf = golden(fixture, 'attention'), at = ((1 * H + 1) * TT + n - 1) * TT;
+      plain.forEach((v, k) => assert.ok(Math.abs(v - hf.data[at + k]) <= 1e-4, `the result's L1 H1 row ${n - 1} is the model's attention at key ${k}`));
+      await page.waitForFunction(() => /vw=1/.test(location.hash));
+      if (engine === 'cpu' && !model) await page.locator('#model-h').screenshot({ path: path.join(ARTIFACTS, 'values-switch.png') }).catch(() => {});
+      // off: the views are the weights again
+      await page.click('#byvalue');
+      await page.waitForFunction(() => document.getElementById('value-note').hidden && !/vw=1/.test(location.hash));
+      clean(p);
+      await page.close();
+    }
+  });
+}
