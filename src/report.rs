@@ -23,8 +23,8 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use crate::analysis::CrossAttention;
 use crate::analysis::{
-    rollout, sentence_embedding, HeadMetrics, HeadRoles, ItemAttention, ItemHeads, Repeated,
-    SpecialIds, ValueWeighted,
+    rollout, sentence_embedding, AttributionOptions, HeadMetrics, HeadRoles, ItemAttention,
+    ItemHeads, LogitAttribution, Repeated, SpecialIds, ValueWeighted,
 };
 use crate::engine::network::Loaded;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
@@ -186,6 +186,9 @@ pub struct ReportOptions {
     /// Value-weighted attention ([`ValueWeighted`]); the trace must have kept the values
     /// ([`crate::engine::TraceOptions::values`]).
     pub value_weighted: bool,
+    /// The direct logit attribution ([`LogitAttribution`]); the trace must have kept the
+    /// residual stream's writes ([`crate::engine::TraceOptions::writes`]).
+    pub logit_attribution: Option<AttributionOptions>,
     /// Attention rollout ([`rollout`]).
     pub rollout: bool,
     /// The mean-pooled, L2-normalised sentence embedding ([`sentence_embedding`]).
@@ -323,6 +326,8 @@ pub struct ItemReport<'a> {
     pub head_metrics: Option<HeadMetrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub head_roles: Option<HeadRoles>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logit_attribution: Option<LogitAttribution>,
     /// `"value_weighted"`: `[L][H][T][T]`, `"value_norms"`: `[L][H][T]`.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub value_weighted: Option<ValueWeighted>,
@@ -452,6 +457,18 @@ impl<'a> Report<'a> {
                     head_roles: opts
                         .head_roles
                         .map(|period| HeadRoles::of(&of(), Repeated::find(input, b, period)?))
+                        .transpose()?,
+                    logit_attribution: opts
+                        .logit_attribution
+                        .map(|o| {
+                            let writes = trace.writes.as_ref().ok_or_else(|| {
+                                crate::Error::Engine("the pass kept no writes".into())
+                            })?;
+                            let heads = trace.attention.dim().2;
+                            let sizes = (heads, input.length(b));
+                            let (net, tok) = (model.weights.as_ref(), &model.tokenizer);
+                            LogitAttribution::of(net, tok, writes, b, sizes, o)
+                        })
                         .transpose()?,
                     value_weighted: opts
                         .value_weighted

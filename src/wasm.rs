@@ -783,6 +783,7 @@ impl Session {
                 false => AttentionKept::Probabilities,
             },
             values: options.value_norms,
+            writes: false,
         };
         // a long run takes the place of the last: its queries and keys go before the pass
         let keeps_heads = long && !options.no_heads_later;

@@ -1115,3 +1115,62 @@ fn value_weighted_attention_is_each_weight_times_its_keys_value_size() {
         }
     }
 }
+
+/// `--logit-attribution` splits the next token's logit into the embedding's, each head's, each
+/// MLP's and the constants' writes, which sum to it (HF's numbers in
+/// `golden_heads::logit_attribution_equals_hfs`), with the `--top-k` tokens each head promotes
+/// and suppresses; `--position` and `--target` choose what; an encoder is an error saying why.
+#[test]
+fn logit_attribution_splits_the_logit_into_what_wrote_it() {
+    let llama = root().join("tests/fixtures/models/tiny-llama");
+    let llama = llama.to_str().unwrap();
+    let (code, json, err) = attnscope(&[
+        "attention",
+        "--model",
+        llama,
+        "--logit-attribution",
+        "--top-k",
+        "3",
+        "--position",
+        "2",
+        "--target",
+        "10",
+        "--",
+        "the cat sat on the mat",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let a = &json["results"][0]["logit_attribution"];
+    assert_eq!(
+        (a["position"].as_u64(), a["target"]["id"].as_u64()),
+        (Some(2), Some(10))
+    );
+    assert_eq!(dims(&a["heads"]), [2, 4]);
+    assert_eq!(dims(&a["promotes"]), [2, 4, 3]);
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    let heads: f64 = a["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l.as_array().unwrap().iter().map(f))
+        .sum();
+    let mlps: f64 = a["mlps"].as_array().unwrap().iter().map(f).sum();
+    let total = f(&a["embedding"]) + heads + mlps + f(&a["other"]);
+    assert!(
+        (total - f(&a["logit"])).abs() <= 1e-4 * f(&a["logit"]).abs().max(1.0),
+        "{total} vs {}",
+        a["logit"]
+    );
+    // a head's promoted tokens, best first
+    let top = &a["promotes"][0][0];
+    assert!(f(&top[0]["value"]) >= f(&top[2]["value"]) && top[0]["token"].is_string());
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        &minilm(),
+        "--logit-attribution",
+        "--",
+        "hi",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("pre-norm decoder with an LM head"), "{err}");
+}

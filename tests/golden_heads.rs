@@ -428,3 +428,125 @@ fn value_weighted_attention_equals_hfs() {
         }
     }
 }
+
+#[derive(serde::Deserialize)]
+struct AttributionMeta {
+    model: String,
+    texts: Vec<String>,
+    token_ids: Vec<u32>,
+    k: usize,
+    attributions: Vec<AttributionCase>,
+}
+
+#[derive(serde::Deserialize)]
+struct AttributionCase {
+    position: usize,
+    target: u32,
+    logit: f32,
+    embedding: f32,
+    heads: Vec<Vec<f32>>,
+    mlps: Vec<f32>,
+    other: f32,
+    promotes: Vec<Vec<Vec<u32>>>,
+    suppresses: Vec<Vec<Vec<u32>>>,
+}
+
+/// What writes the next token: a logit split into the embedding's, each head's, each MLP's and
+/// the constants' direct writes through the frozen final norm equals the same split from hooks
+/// on HF's modules, part by part within 1e-4, the parts summing to HF's logit within
+/// 1e-4·max(1, |logit|), with the same tokens each head promotes and suppresses; on both
+/// engines, GPT-2 (LayerNorm) and a Llama (RMSNorm, grouped-query attention). The first case is
+/// the defaults: the last position's likeliest token.
+#[test]
+fn logit_attribution_equals_hfs() {
+    use attnscope::analysis::{AttributionOptions, LogitAttribution};
+    const CASES: [&str; 2] = ["la_gpt2", "la_llama"];
+    assert_cases_cover_fixtures(&CASES, |n| n.starts_with("la_"));
+    for name in CASES {
+        let meta: AttributionMeta = golden_meta(name);
+        let m = model(&meta.model);
+        let input = m.tokenizer.encode(&[meta.texts[0].as_str()], None).unwrap();
+        assert_eq!(input.ids.row(0).to_vec(), meta.token_ids, "{name}: ids");
+        let mask = Mask::from_kind(attnscope::MaskKind::Causal, input.valid.view());
+        let opts = TraceOptions {
+            writes: true,
+            ..TraceOptions::default()
+        };
+        for engine in [Engine::Cpu, Engine::Gpu] {
+            let trace = match engine {
+                Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
+                Engine::Gpu => {
+                    pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
+                        .unwrap()
+                        .0
+                }
+            };
+            let writes = trace.writes.as_ref().expect("the pass kept its writes");
+            let heads = trace.attention.dim().2;
+            for (i, want) in meta.attributions.iter().enumerate() {
+                let opts = match i {
+                    0 => AttributionOptions {
+                        position: None,
+                        target: None,
+                        k: meta.k,
+                    },
+                    _ => AttributionOptions {
+                        position: Some(want.position),
+                        target: Some(want.target),
+                        k: meta.k,
+                    },
+                };
+                let sizes = (heads, input.length(0));
+                let got =
+                    LogitAttribution::of(m.weights.as_ref(), &m.tokenizer, writes, 0, sizes, opts)
+                        .unwrap();
+                let at = format!("{name} {engine:?} position {}", want.position);
+                assert_eq!(
+                    (got.position, got.target.id),
+                    (want.position, want.target),
+                    "{at}"
+                );
+                let mut worst = (got.embedding - want.embedding)
+                    .abs()
+                    .max((got.other - want.other).abs());
+                for (l, row) in want.heads.iter().enumerate() {
+                    for (h, &v) in row.iter().enumerate() {
+                        worst = worst.max((got.heads[[l, h]] - v).abs());
+                    }
+                    worst = worst.max((got.mlps[l] - want.mlps[l]).abs());
+                }
+                let sum = (got.total() - want.logit).abs() / want.logit.abs().max(1.0);
+                eprintln!("{at}: parts max |Δ| {worst:.1e}, their sum {sum:.1e} of the logit");
+                assert!(worst <= 1e-4, "{at}: a part differs from HF's by {worst}");
+                assert!(
+                    sum <= 1e-4,
+                    "{at}: the parts sum to {} against HF's logit {}",
+                    got.total(),
+                    want.logit
+                );
+                assert!(
+                    (got.logit - want.logit).abs() <= 1e-4 * want.logit.abs().max(1.0),
+                    "{at}: logit"
+                );
+                let ids = |all: &[Vec<
+                    Vec<attnscope::analysis::logit_attribution::TokenValue>,
+                >]|
+                 -> Vec<Vec<Vec<u32>>> {
+                    all.iter()
+                        .map(|l| l.iter().map(|h| h.iter().map(|t| t.id).collect()).collect())
+                        .collect()
+                };
+                assert_eq!(
+                    ids(&got.promotes),
+                    want.promotes,
+                    "{at}: the tokens each head promotes"
+                );
+                assert_eq!(
+                    ids(&got.suppresses),
+                    want.suppresses,
+                    "{at}: the tokens each head suppresses"
+                );
+            }
+        }
+    }
+}

@@ -54,6 +54,11 @@ Value-weighted attention (`--only value-weighted`; after `--only families` and `
 tiny folders it reads): vw_minilm, vw_gpt2 and vw_llama, each key's ||W_O^h v_j|| (value_norms,
 (B, L, H, T)) and alpha_ij * ||W_O^h v_j|| (value_weighted, (B, L, H, T, T)) from HF's values.
 
+What writes the next token (`--only logit-attribution`; reads tests/fixtures/models/tiny-gpt2 and
+tiny-llama): la_gpt2 and la_llama (JSON only), two direct logit attributions each: the logit, the
+embedding's part, each head's [L][H], each MLP's [L], the constants, and the K token ids each head
+promotes and suppresses most.
+
 Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
   * gemma3_270m_prompts: HF loading the GGUF (it dequantizes; its tokenizer built once and saved
     beside the file, in hf-tokenizer/): two short prompts and one of 671 tokens, past the local
@@ -494,6 +499,92 @@ def value_weighted(model_dir):
     value_weighted_case("vw_llama", "tiny-llama", dict(texts=VW_TEXTS, mask="causal"), tok, llama, llama.config.pad_token_id,
                         [(l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight) for l in llama.model.layers],
                         llama.config.num_attention_heads)
+
+
+# What writes the next token (issue 52; Elhage et al. 2021): a decoder's logit of a target token at a
+# position, split into the direct writes to its residual stream: the embedding, each head (its
+# context through its columns of W_O, no bias), each MLP (its output less its bias) and the
+# constants (the output biases, the final norm's bias). Each write goes through the final norm
+# frozen at the real stream x (RMSNorm: times w / rms(x); LayerNorm: centred, times w / sigma(x))
+# onto the target's row of the LM head. From hooks on HF's modules.
+LA_TEXT = "the cat sat on the mat because it was"
+LA_K = 5
+
+
+@torch.no_grad()
+def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms, heads):
+    """`blocks`: [(attention module, its W_O (D, H*d) and bias, the o_proj to pre-hook, mlp module, its output bias)]."""
+    ids = torch.tensor([tok.encode(LA_TEXT).ids])
+    n_layers = len(blocks)
+    ctx, attn, mlp, final_in = [None] * n_layers, [None] * n_layers, [None] * n_layers, [None]
+    hooks = [final_norm.register_forward_pre_hook(lambda _m, args: final_in.__setitem__(0, args[0]))]
+    for l, (att_mod, _, _, o_proj, mlp_mod, _) in enumerate(blocks):
+        hooks.append(o_proj.register_forward_pre_hook(lambda _m, args, l=l: ctx.__setitem__(l, args[0])))
+        hooks.append(att_mod.register_forward_hook(lambda _m, _i, out, l=l: attn.__setitem__(l, out[0])))
+        hooks.append(mlp_mod.register_forward_hook(lambda _m, _i, out, l=l: mlp.__setitem__(l, out)))
+    out = model(input_ids=ids, output_hidden_states=True)
+    for h in hooks:
+        h.remove()
+    U = model.lm_head.weight.double()  # (V, D)
+    T = ids.shape[1]
+    cases = []
+    for p, target in [(T - 1, None), (2, 10)]:
+        logits = out.logits[0, p].double()
+        t = int(logits.argmax()) if target is None else target
+        x = final_in[0][0, p].double()
+        w = final_norm.weight.double()
+        if rms:
+            scale = w / (x.pow(2).mean() + final_norm.variance_epsilon).sqrt()
+            centre = lambda v: v
+            const = 0.0
+        else:
+            scale = w / (x.var(unbiased=False) + final_norm.eps).sqrt()
+            centre = lambda v: v - v.mean(-1, keepdim=True)
+            const = float(final_norm.bias.double() @ U[t])
+        read = lambda v: centre(v.double()) * scale  # (.., D) -> frozen
+        embedding = float(read(out.hidden_states[0][0, p]) @ U[t])
+        head_parts, mlps, writes = [], [], []
+        other = const + (float(model.lm_head.bias[t]) if getattr(model.lm_head, "bias", None) is not None else 0.0)
+        for l, (_, w_o, b_o, _, _, b_mlp) in enumerate(blocks):
+            c = ctx[l][0, p].double()
+            d = c.shape[0] // heads
+            per_head = torch.stack([w_o[:, h * d:(h + 1) * d].double() @ c[h * d:(h + 1) * d] for h in range(heads)])  # (H, D)
+            assert (per_head.sum(0) + (b_o.double() if b_o is not None else 0) - attn[l][0, p].double()).abs().max() < 1e-4
+            writes.append(per_head)
+            head_parts.append((read(per_head) @ U[t]).tolist())
+            m = mlp[l][0, p].double() - (b_mlp.double() if b_mlp is not None else 0)
+            mlps.append(float(read(m) @ U[t]))
+            if b_o is not None:
+                other += float(read(b_o) @ U[t])
+            if b_mlp is not None:
+                other += float(read(b_mlp) @ U[t])
+        total = embedding + sum(map(sum, head_parts)) + sum(mlps) + other
+        assert abs(total - float(logits[t])) < 1e-3 * max(1, abs(float(logits[t]))), (total, float(logits[t]))
+        onto = read(torch.cat(writes)) @ U.T  # (L*H, V)
+        promotes = onto.topk(LA_K, dim=-1).indices.view(n_layers, heads, LA_K).tolist()
+        suppresses = (-onto).topk(LA_K, dim=-1).indices.view(n_layers, heads, LA_K).tolist()
+        cases.append(dict(position=p, target=t, logit=float(logits[t]), embedding=embedding, heads=head_parts, mlps=mlps,
+                          other=other, promotes=promotes, suppresses=suppresses))
+        print(f"  {name} position {p} target {t}: logit {float(logits[t]):.4f}, parts sum {total:.4f}")
+    with open(os.path.join(GOLDEN, name + ".json"), "w") as f:
+        json.dump(dict(model=model_name, texts=[LA_TEXT], token_ids=ids[0].tolist(), k=LA_K, attributions=cases), f, indent=1)
+
+
+@torch.no_grad()
+def logit_attribution():
+    """`--only logit-attribution`: la_gpt2 (tiny-gpt2, LayerNorm) and la_llama (tiny-llama, RMSNorm,
+    GQA): two attributions each (the last position's likeliest token; position 2's token 10)."""
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    d = os.path.join(MODELS, "tiny-gpt2")
+    gpt2 = GPT2LMHeadModel.from_pretrained(d, attn_implementation="eager").eval()
+    logit_attribution_case("la_gpt2", "tiny-gpt2", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gpt2,
+                           [(b.attn, b.attn.c_proj.weight.T, b.attn.c_proj.bias, b.attn.c_proj, b.mlp, b.mlp.c_proj.bias)
+                            for b in gpt2.transformer.h], gpt2.transformer.ln_f, False, gpt2.config.n_head)
+    d = os.path.join(MODELS, "tiny-llama")
+    llama = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    logit_attribution_case("la_llama", "tiny-llama", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), llama,
+                           [(l.self_attn, l.self_attn.o_proj.weight, l.self_attn.o_proj.bias, l.self_attn.o_proj, l.mlp, None)
+                            for l in llama.model.layers], llama.model.norm, True, llama.config.num_attention_heads)
 
 
 @torch.no_grad()
@@ -2212,7 +2303,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles", "value-weighted"]
+              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles", "value-weighted", "logit-attribution"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -2228,6 +2319,8 @@ def main():
         roles(args.model)
     if "value-weighted" in only:
         value_weighted(args.model)
+    if "logit-attribution" in only:
+        logit_attribution()
     if "inside" in only:
         inside(args.model)
     if "tiny" in only:

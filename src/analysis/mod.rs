@@ -11,13 +11,16 @@
 //! * [`stack`]: how much each layer turns each token's hidden state (cosine to the layer before);
 //! * [`cross`]: attention from one sentence to another encoded alone, through an encoder layer;
 //! * [`value_weighted`]: each weight times the size of what the head writes from its key
-//!   (Kobayashi et al. 2020).
+//!   (Kobayashi et al. 2020);
+//! * [`logit_attribution`]: a next-token logit split into what each head, feed-forward and the
+//!   embedding wrote to the residual stream (Elhage et al. 2021).
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
 
 pub mod cross;
 pub mod heads;
+pub mod logit_attribution;
 pub mod pooling;
 pub mod positions;
 pub mod roles;
@@ -28,6 +31,7 @@ pub mod value_weighted;
 
 pub use cross::{cross_attention, CrossAttention};
 pub use heads::HeadMetrics;
+pub use logit_attribution::{AttributionOptions, LogitAttribution};
 pub use pooling::sentence_embedding;
 pub use roles::{HeadRoles, Repeated};
 pub use rollout::rollout;

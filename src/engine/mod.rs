@@ -17,7 +17,7 @@ pub use backend::{BackendChoice, GenerationRun, Run, Runner};
 pub use generate::{generate, top_k, GenerateOptions, Generation, TokenProb};
 pub use trace::{
     AttentionGroup, AttentionKept, EmbeddingTrace, HeadAttention, HeadMask, LayerTrace,
-    ModelInputs, QueriesKeys, ScoreFactor, ScoreScale, TargetInputs, Trace, TraceOptions,
+    ModelInputs, QueriesKeys, ScoreFactor, ScoreScale, TargetInputs, Trace, TraceOptions, Writes,
 };
 pub use translate::{decoder_trace, translate, DecoderTrace, Decoding, Translation};
 

@@ -15,7 +15,7 @@ use super::ops::{Ops, Stack};
 use super::ModelInputs;
 use crate::error::Result;
 use crate::model::config::Config;
-use crate::model::weights::{Linear, ParamId, Table};
+use crate::model::weights::{Linear, Norm, ParamId, Table};
 use crate::model::{Encoded, TextTokenizer};
 
 /// One engine's operations, for a forward pass to run on: the CPU engine computes each, the GPU
@@ -91,8 +91,29 @@ pub trait Network: Any + Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Layer `layer`'s feed-forward output projection, where the family has one: its bias is a
+    /// constant the direct logit attribution counts apart from what the feed-forward computes.
+    fn mlp_output(&self, _layer: usize) -> Option<&Linear> {
+        None
+    }
+
+    /// How the residual stream becomes the next token's logits, for a pre-norm decoder whose
+    /// layers write to the stream directly (each head and feed-forward adds to it, no norm
+    /// after them): the final norm and the LM head. `None` for any other model (an encoder,
+    /// Gemma 3's norms after each sub-layer).
+    fn unembedding(&self) -> Option<Unembedding<'_>> {
+        None
+    }
+
     /// The weights as their own type, for what only their family reads of them.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// The final norm and the LM head of a pre-norm decoder ([`Network::unembedding`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Unembedding<'a> {
+    pub norm: &'a Norm,
+    pub lm_head: &'a Linear,
 }
 
 /// An encoder–decoder model's two passes over an engine's operations.

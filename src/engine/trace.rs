@@ -176,6 +176,9 @@ pub struct TraceOptions {
     /// Keep every layer's self-attention values ([`Trace::values`]): what value-weighted
     /// attention reads (`crate::analysis::value_weighted`).
     pub values: bool,
+    /// Keep what every layer writes to the residual stream ([`Trace::writes`]): what the
+    /// direct logit attribution reads (`crate::analysis::logit_attribution`).
+    pub writes: bool,
 }
 
 /// What a pass keeps of its self-attention.
@@ -404,6 +407,23 @@ pub struct Trace {
     /// With [`TraceOptions::values`]: each layer's self-attention values as its attention
     /// reads them, bias included, `L × (B, T, H_kv·d)`.
     pub values: Option<Vec<Array3<f32>>>,
+    /// With [`TraceOptions::writes`]: what every layer writes to the residual stream.
+    pub writes: Option<Writes>,
+}
+
+/// The residual stream of a pre-norm stack, layer by layer: what the direct logit attribution
+/// splits a logit by (`crate::analysis::logit_attribution`).
+///
+/// # Shapes
+/// * `hidden`: `L + 1 × (B, T, D)`: what enters each layer, then the last layer's output
+///   before the final norm
+/// * `context`: `L × (B, T, H·d)`: the heads' contexts, side by side, before `W_O`
+/// * `after_attention`: `L × (B, T, D)`: the residual after each layer's attention
+#[derive(Debug, Clone)]
+pub struct Writes {
+    pub hidden: Vec<Array3<f32>>,
+    pub context: Vec<Array3<f32>>,
+    pub after_attention: Vec<Array3<f32>>,
 }
 
 impl Trace {
@@ -501,7 +521,8 @@ impl TraceOptions {
             | Kept::EmbeddingTokenType
             | Kept::EmbeddingSum => embeddings,
             Kept::Hidden(l) => {
-                (self.hidden_states && l < layers)
+                self.writes
+                    || (self.hidden_states && l < layers)
                     || traced(l)
                     || (l > 0 && traced(l - 1))
                     || (l == 0 && embeddings)
@@ -509,7 +530,11 @@ impl TraceOptions {
             Kept::Output => true,
             Kept::LmLogits => self.lm_logits,
             Kept::NextLogits => self.next_logits,
-            Kept::Layer(l, v) => traced(l) || (self.values && v == values::V),
+            Kept::Layer(l, v) => {
+                traced(l)
+                    || (self.values && v == values::V)
+                    || (self.writes && (v == values::CONTEXT || v == values::ATTENTION_OUTPUT))
+            }
             Kept::Queries(_) | Kept::Keys(_) => self.attention == AttentionKept::QueriesKeys,
             Kept::DecoderWord | Kept::DecoderPosition => self.decoder_trace.is_some(),
             Kept::Decoder(l, _) => self.decoder_trace == Some(l),
@@ -537,7 +562,22 @@ impl Trace {
         let layers = arch.len();
         let (b, _, heads, _, _) = attention.probs.dim();
         let t = mask.dim().1;
-        // each layer's values, before the layer trace takes its own out
+        // each layer's writes and values, before the layer trace takes its own out
+        let writes = opts
+            .writes
+            .then(|| -> Result<Writes> {
+                let all = |of: &dyn Fn(usize) -> Kept, n: usize| {
+                    (0..n)
+                        .map(|l| kept_copy(&kept, of(l), b, t))
+                        .collect::<Result<Vec<_>>>()
+                };
+                Ok(Writes {
+                    hidden: all(&Kept::Hidden, layers + 1)?,
+                    context: all(&|l| Kept::Layer(l, values::CONTEXT), layers)?,
+                    after_attention: all(&|l| Kept::Layer(l, values::ATTENTION_OUTPUT), layers)?,
+                })
+            })
+            .transpose()?;
         let value_vectors = opts
             .values
             .then(|| {
@@ -669,6 +709,7 @@ impl Trace {
             mask: mask.clone(),
             queries_keys,
             values: value_vectors,
+            writes,
         })
     }
 }

@@ -13,7 +13,7 @@
 
 use rayon::prelude::*;
 
-use crate::engine::network::{run_on, EngineOps, Forward, Network};
+use crate::engine::network::{run_on, EngineOps, Forward, Network, Unembedding};
 use crate::engine::ops::{
     values, AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, Ops, Stack, Value,
 };
@@ -285,6 +285,17 @@ impl Forward for Gpt2Weights {
 }
 
 impl Network for Gpt2Weights {
+    fn mlp_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.blocks.get(layer)?.mlp_proj)
+    }
+
+    fn unembedding(&self) -> Option<Unembedding<'_>> {
+        Some(Unembedding {
+            norm: &self.ln_f,
+            lm_head: &self.lm_head,
+        })
+    }
+
     fn attention_output(&self, layer: usize) -> Option<&Linear> {
         Some(&self.blocks.get(layer)?.c_proj)
     }

@@ -18,7 +18,7 @@
 
 use rayon::prelude::*;
 
-use crate::engine::network::{run_on, EngineOps, Forward, Network};
+use crate::engine::network::{run_on, EngineOps, Forward, Network, Unembedding};
 use crate::engine::ops::{
     values, AttentionId, AttentionSpec, CacheSlot, Ids, Kept, Ops, Stack, Value,
 };
@@ -826,6 +826,17 @@ impl Forward for LlamaWeights {
 }
 
 impl Network for LlamaWeights {
+    fn mlp_output(&self, layer: usize) -> Option<&Linear> {
+        Some(&self.layers.get(layer)?.down_proj)
+    }
+
+    fn unembedding(&self) -> Option<Unembedding<'_>> {
+        Some(Unembedding {
+            norm: &self.norm,
+            lm_head: &self.lm_head,
+        })
+    }
+
     fn attention_output(&self, layer: usize) -> Option<&Linear> {
         Some(&self.layers.get(layer)?.o_proj)
     }

@@ -2,6 +2,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use attnscope::analysis::AttributionOptions;
 use attnscope::engine::{
     AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale,
     TraceOptions,
@@ -99,6 +100,18 @@ enum Command {
         /// "Value-weighted attention").
         #[arg(long)]
         value_weighted: bool,
+        /// Include the direct logit attribution (Elhage et al. 2021) of a decoder's next token
+        /// ("logit_attribution": its logit split into the embedding, each head [L][H], each
+        /// feed-forward [L] and the constants, with the --top-k tokens, default 10, each head
+        /// promotes and suppresses; docs/cli.md: "What writes the next token").
+        #[arg(long)]
+        logit_attribution: bool,
+        /// The position --logit-attribution reads (0-based; default: the text's last token).
+        #[arg(long, value_name = "P", requires = "logit_attribution")]
+        position: Option<usize>,
+        /// The token id --logit-attribution splits the logit of (default: the likeliest next).
+        #[arg(long, value_name = "ID", requires = "logit_attribution")]
+        target: Option<u32>,
         /// The period of --head-roles' TEXT, in tokens: its first 2·N tokens must be a sequence
         /// of N twice (its first token may be its copy's word without the space before it).
         #[arg(long, value_name = "N", requires = "head_roles")]
@@ -247,6 +260,9 @@ pub fn main() -> ExitCode {
             head_metrics,
             head_roles,
             value_weighted,
+            logit_attribution,
+            position,
+            target,
             period,
             rollout,
             sentence_embedding,
@@ -288,6 +304,7 @@ pub fn main() -> ExitCode {
                     None => AttentionKept::Probabilities,
                 },
                 values: value_weighted,
+                writes: logit_attribution,
             },
             cross_attention,
             ReportOptions {
@@ -297,6 +314,11 @@ pub fn main() -> ExitCode {
                 head_metrics,
                 head_roles: period.filter(|_| head_roles),
                 value_weighted,
+                logit_attribution: logit_attribution.then_some(AttributionOptions {
+                    position,
+                    target,
+                    k: top_k.unwrap_or(10),
+                }),
                 rollout,
                 sentence_embedding,
                 top_k,

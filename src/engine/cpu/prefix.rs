@@ -121,6 +121,7 @@ pub fn forward_reusing(
         && input.length(0) == t
         && opts.decoder_trace.is_none()
         && !opts.values
+        && !opts.writes
         && !opts.next_logits
         && opts.attention == AttentionKept::Probabilities
         && *mask == Mask::causal(1, t);
