@@ -636,7 +636,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
 
   const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm'];
-  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer']; // a new run only when the last one lacks what they show
+  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer', 'byValue']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows

@@ -33,9 +33,14 @@ for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', 'assets/models/e
     const [, L, H, TT] = norms.shape;
     const text = meta.texts[0];
     for (const engine of ['cpu', 'gpu']) {
-      const p = await openPage(browser, `${server.url}#${model ? `model=${enc(model)}&` : ''}e=${engine}&s=${enc(text)}&vw=1&l=1&h=1`, { width: 1280, height: 1000 });
+      // the CPU engine's page opens with the switch on (a link's vw=1); WebGPU's is switched on
+      const p = await openPage(browser, `${server.url}#${model ? `model=${enc(model)}&` : ''}e=${engine}&s=${enc(text)}${engine === 'cpu' ? '&vw=1' : ''}&l=1&h=1`, { width: 1280, height: 1000 });
       const { page } = p;
       assert.equal(await ready(page), null);
+      if (engine === 'gpu') {
+        await page.waitForFunction((t) => window.attnscope.result?.text === t, text, { timeout: 120000 });
+        await page.click('#byvalue');
+      }
       await page.waitForFunction(() => window.attnscope.store.get().run?.valueNormsOf(0, 0, 0) && !document.getElementById('value-note').hidden && /‖W_O·v‖/.test(document.getElementById('value-note').textContent), null, { timeout: 120000 });
       const got = await page.evaluate(() => {
         const s = window.attnscope.store.get(), r = s.run;
