@@ -85,10 +85,10 @@ const SHORT = { entropy: 'entropy', to_cls: '→[CLS]', to_sep: '→[SEP]', to_s
  * metric `sink`).
  */
 export const ROLES = {
-  'role:previous_token': 'previous-token role (reads the token before)',
-  'role:sink': 'sink role (reads the first token)',
-  'role:induction': 'induction role (reads the token after the earlier copy)',
-  'role:duplicate_token': 'duplicate-token role (reads the earlier copy)',
+  'role:previous_token': 'previous-token role',
+  'role:sink': 'sink role',
+  'role:induction': 'induction role',
+  'role:duplicate_token': 'duplicate-token role',
 };
 const ROLE_SHORT = { 'role:previous_token': 'prev. role', 'role:sink': 'sink role', 'role:induction': 'induction', 'role:duplicate_token': 'duplicate' };
 /** The words "Find the heads" draws a repeated text from: common and short, each one token of
