@@ -5,6 +5,7 @@
 use crate::common::*;
 use attnscope::analysis::{heads::METRICS, rollout, sentence_embedding, HeadMetrics};
 use attnscope::engine::{cpu, HeadMask, TraceOptions};
+use attnscope::model::Encoded;
 use attnscope::report::item_attention;
 use attnscope::{Mask, Model, Trace};
 use ndarray::{s, Array3, Array4};
@@ -22,7 +23,7 @@ enum Engine {
     Gpu,
 }
 
-fn run(engine: Engine, m: &Model, g: &Golden) -> (attnscope::model::Encoded, Trace) {
+fn run(engine: Engine, m: &Model, g: &Golden) -> (Encoded, Trace) {
     let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
     let input = m.tokenizer.encode(&texts, g.meta.pair.as_deref()).unwrap();
     assert_eq!(
@@ -38,15 +39,20 @@ fn run(engine: Engine, m: &Model, g: &Golden) -> (attnscope::model::Encoded, Tra
         head_mask: HeadMask::from_pairs(g.meta.head_mask.iter().map(|&[l, h]| (l, h))),
         ..TraceOptions::default()
     };
-    let trace = match engine {
-        Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
+    let trace = forward(engine, m, &input, &mask, &opts);
+    (input, trace)
+}
+
+/// One pass of `m` over `input` on `engine`.
+fn forward(engine: Engine, m: &Model, input: &Encoded, mask: &Mask, opts: &TraceOptions) -> Trace {
+    match engine {
+        Engine::Cpu => cpu::forward(m, input, mask, opts).unwrap(),
         Engine::Gpu => {
-            pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
+            pollster::block_on(gpu_engine(m).forward(m, input, mask, opts))
                 .unwrap()
                 .0
         }
-    };
-    (input, trace)
+    }
 }
 
 /// Attention, hidden states, head summaries and rollout of one case against HF.
@@ -312,14 +318,7 @@ fn head_roles_equal_hfs() {
                 attention: kept,
                 ..TraceOptions::default()
             };
-            let trace = match engine {
-                Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
-                Engine::Gpu => {
-                    pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
-                        .unwrap()
-                        .0
-                }
-            };
+            let trace = forward(engine, m, &input, &mask, &opts);
             let item = item_attention(&trace, &input, 0, m.tokenizer.special_ids());
             let roles = HeadRoles::of(&item, repeated).unwrap();
             let mut worst = 0f32;
@@ -401,14 +400,7 @@ fn value_weighted_attention_equals_hfs() {
             ..TraceOptions::default()
         };
         for engine in [Engine::Cpu, Engine::Gpu] {
-            let trace = match engine {
-                Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
-                Engine::Gpu => {
-                    pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
-                        .unwrap()
-                        .0
-                }
-            };
+            let trace = forward(engine, m, &input, &mask, &opts);
             let values = trace.values.as_deref().expect("the pass kept its values");
             let (mut norms, mut weighted) = (0f32, 0f32);
             for b in 0..input.batch() {
@@ -473,14 +465,7 @@ fn logit_attribution_equals_hfs() {
             ..TraceOptions::default()
         };
         for engine in [Engine::Cpu, Engine::Gpu] {
-            let trace = match engine {
-                Engine::Cpu => cpu::forward(m, &input, &mask, &opts).unwrap(),
-                Engine::Gpu => {
-                    pollster::block_on(gpu_engine(m).forward(m, &input, &mask, &opts))
-                        .unwrap()
-                        .0
-                }
-            };
+            let trace = forward(engine, m, &input, &mask, &opts);
             let writes = trace.writes.as_ref().expect("the pass kept its writes");
             let heads = trace.attention.dim().2;
             for (i, want) in meta.attributions.iter().enumerate() {

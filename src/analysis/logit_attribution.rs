@@ -9,6 +9,7 @@
 
 use ndarray::{s, Array1, Array2, ArrayView1, Axis};
 
+use super::value_weighted::through_each_head;
 use crate::engine::cpu::ops::linear;
 use crate::engine::network::{Network, Unembedding};
 use crate::engine::{top_k, Writes};
@@ -94,35 +95,29 @@ impl LogitAttribution {
         }
         let at = |x: &ndarray::Array3<f32>| x.slice(s![b, p, ..]).to_owned();
         let stream = at(&writes.hidden[layers]); // x, (D,)
-        let d = stream.len() as f32;
-        // the final norm frozen at x: each write's coordinates times `scale` (centred first for
-        // LayerNorm), `constant` its bias
+                                                 // the final norm frozen at x: a write's coordinates, centred first for LayerNorm, times
+                                                 // `scale`; the norm's bias is a constant
         let centred = norm.kind == NormKind::Layer;
-        let mean = |w: &Array1<f32>| if centred { w.sum() / d } else { 0.0 };
         let spread = {
-            let m = mean(&stream);
-            (stream.mapv(|v| (v - m) * (v - m)).sum() / d + norm.eps).sqrt()
+            let m = if centred {
+                stream.mean().unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            (stream.mapv(|v| (v - m) * (v - m)).mean().unwrap_or(0.0) + norm.eps).sqrt()
         };
         let scale = &norm.weight / spread;
-        // every write through the frozen norm at once: rows of `(n, D)` → `(n, V)`
-        let through = |w: &Array2<f32>| -> Array2<f32> {
-            let mut x = w.clone();
-            for mut row in x.rows_mut() {
-                let m = if centred { row.sum() / d } else { 0.0 };
-                row.mapv_inplace(|v| v - m);
-                row *= &scale;
-            }
-            let mut y = linear(x.view(), lm_head);
-            y -= &lm_head.bias;
-            y
+        let frozen = |w: ArrayView1<f32>| -> Array1<f32> {
+            let m = if centred {
+                w.mean().unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            (&w - m) * &scale
         };
-        // the logits of the real stream, and the target
+        // the logits of the real stream (the norm's output through the LM head), and the target
         let logits = {
-            let mut x = stream.clone().insert_axis(Axis(0));
-            let m = mean(&stream);
-            x.mapv_inplace(|v| v - m);
-            x *= &scale;
-            x += &norm.bias;
+            let x = (frozen(stream.view()) + &norm.bias).insert_axis(Axis(0));
             linear(x.view(), lm_head).row(0).to_owned()
         };
         let vocab = logits.len();
@@ -136,14 +131,7 @@ impl LogitAttribution {
             None => top_k(logits.view().insert_axis(Axis(0)), 1)[0][0].id,
         };
         let row = lm_head.weight.rows_of(&[target as usize]).row(0).to_owned(); // U_t, (D,)
-        let read = |w: ArrayView1<f32>| -> f32 {
-            let m = if centred { w.sum() / d } else { 0.0 };
-            w.iter()
-                .zip(&scale)
-                .zip(&row)
-                .map(|((&v, &s), &u)| (v - m) * s * u)
-                .sum()
-        };
+        let read = |w: ArrayView1<f32>| frozen(w).dot(&row);
         let mut other =
             norm.bias.dot(&row) + lm_head.bias.get(target as usize).copied().unwrap_or(0.0);
         let embedding = read(at(&writes.hidden[0]).view());
@@ -154,17 +142,10 @@ impl LogitAttribution {
             let w_o = network
                 .attention_output(l)
                 .ok_or_else(|| Error::Engine(format!("layer {l} has no output projection")))?;
-            // each head's context in its own columns, the others zero, through W_O: (H, D)
-            let context = at(&writes.context[l]);
-            let dh = context.len() / heads.max(1);
-            let mut placed = Array2::<f32>::zeros((heads, context.len()));
-            for h in 0..heads {
-                placed
-                    .slice_mut(s![h, h * dh..(h + 1) * dh])
-                    .assign(&context.slice(s![h * dh..(h + 1) * dh]));
-            }
-            let mut per_head = linear(placed.view(), w_o);
-            per_head -= &w_o.bias;
+            // each head's context through its own columns of W_O: (H, D)
+            let context = at(&writes.context[l]).insert_axis(Axis(0));
+            let per_head = through_each_head(context.view(), w_o, heads)
+                .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
             for h in 0..heads {
                 head_parts[[l, h]] = read(per_head.row(h));
             }
@@ -172,23 +153,22 @@ impl LogitAttribution {
             // the feed-forward's write: the stream after the layer less the stream after its
             // attention, its output bias apart
             let mlp = at(&writes.hidden[l + 1]) - at(&writes.after_attention[l]);
-            let bias = network.mlp_output(l).map(|w| w.bias.clone());
-            match &bias {
+            match network.mlp_output(l).map(|w| &w.bias) {
                 Some(bias) => {
                     mlps.push(read((&mlp - bias).view()));
                     other += read(bias.view());
                 }
                 None => mlps.push(read(mlp.view())),
             }
-            all_heads.push(per_head);
+            all_heads.push(per_head.rows().into_iter().map(frozen).collect::<Vec<_>>());
         }
-        // every head's write onto every token: (L·H, V)
-        let stacked = ndarray::concatenate(
-            Axis(0),
-            &all_heads.iter().map(|x| x.view()).collect::<Vec<_>>(),
-        )
-        .map_err(|e| Error::Engine(format!("the heads' writes: {e}")))?;
-        let onto = through(&stacked);
+        // every head's frozen write onto every token: (L·H, V)
+        let frozen_heads: Vec<ArrayView1<f32>> =
+            all_heads.iter().flatten().map(|w| w.view()).collect();
+        let stacked = ndarray::stack(Axis(0), &frozen_heads)
+            .map_err(|e| Error::Engine(format!("the heads' writes: {e}")))?;
+        let mut onto = linear(stacked.view(), lm_head);
+        onto -= &lm_head.bias;
         let named = |id: usize, value: f32| TokenValue {
             id: id as u32,
             token: tokenizer.token(id as u32),

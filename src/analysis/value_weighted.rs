@@ -100,14 +100,30 @@ pub fn key_value_norms(
     Ok(norms)
 }
 
-/// `‖W_O^h v_j‖₂` of every head `h` and position `j` of one layer, query head `h` reading value
-/// head `h / (H / H_kv)`: each head's values placed in its own columns of the concatenation
-/// `W_O` reads, the others zero, through `W_O`, its bias taken back out.
+/// `‖W_O^h v_j‖₂` of every head `h` and position `j` of one layer ([`through_each_head`]).
 ///
 /// # Shapes
 /// * `v`: `(T, H_kv·d)`, `w`: `(D, H·d)` → `(H, T)`
 fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Result<Array2<f32>> {
-    let (t, width) = v.dim();
+    let t = v.nrows();
+    let y = through_each_head(v, w, heads)?; // (H·T, D)
+    let norms = y.rows().into_iter().map(|r| r.dot(&r).sqrt()).collect();
+    Ok(Array2::from_shape_vec((heads, t), norms).expect("(H, T)"))
+}
+
+/// What each of `heads` query heads writes through `W_O` from rows of `x` (its values, or the
+/// heads' contexts side by side), query head `h` reading group `h / (H / G)` of `x`'s `G`: each
+/// head's part placed in its own columns of the concatenation `W_O` reads, the others zero,
+/// through `W_O`, its bias taken back out. Head `h`'s rows come `h`-th.
+///
+/// # Shapes
+/// * `x`: `(T, G·d)`, `w`: `(D, H·d)` → `(H·T, D)`
+pub(crate) fn through_each_head(
+    x: ArrayView2<f32>,
+    w: &Linear,
+    heads: usize,
+) -> Result<Array2<f32>> {
+    let (t, width) = x.dim();
     let inner = w.weight.ncols();
     let d = inner / heads.max(1);
     if d == 0
@@ -127,12 +143,11 @@ fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Result<Array2<f3
         let g = h / per_group;
         placed
             .slice_mut(s![h * t..(h + 1) * t, h * d..(h + 1) * d])
-            .assign(&v.slice(s![.., g * d..(g + 1) * d]));
+            .assign(&x.slice(s![.., g * d..(g + 1) * d]));
     }
     let mut y = linear(placed.view(), w); // (H·T, D), the bias added to every row
     y -= &w.bias;
-    let norms = y.rows().into_iter().map(|r| r.dot(&r).sqrt()).collect();
-    Ok(Array2::from_shape_vec((heads, t), norms).expect("(H, T)"))
+    Ok(y)
 }
 
 #[cfg(test)]
