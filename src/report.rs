@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use ndarray::{s, Array2, ArrayViewD, Axis};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
+use crate::analysis::flow::{Flow, Routes};
 use crate::analysis::CrossAttention;
 use crate::analysis::{
     rollout, sentence_embedding, AttributionOptions, HeadMetrics, HeadRoles, ItemAttention,
@@ -189,6 +190,9 @@ pub struct ReportOptions {
     /// The direct logit attribution ([`LogitAttribution`]); the trace must have kept the
     /// residual stream's writes ([`crate::engine::TraceOptions::writes`]).
     pub logit_attribution: Option<AttributionOptions>,
+    /// The information-flow routes ([`Flow`]) to each text's last position, the edges of at
+    /// least this importance; the trace must have kept the values and the writes.
+    pub flow: Option<f32>,
     /// Attention rollout ([`rollout`]).
     pub rollout: bool,
     /// The mean-pooled, L2-normalised sentence embedding ([`sentence_embedding`]).
@@ -328,6 +332,9 @@ pub struct ItemReport<'a> {
     pub head_roles: Option<HeadRoles>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logit_attribution: Option<LogitAttribution>,
+    /// `{"threshold", "edges": [{layer, head, from, to, importance}]}`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Routes>,
     /// `"value_weighted"`: `[L][H][T][T]`, `"value_norms"`: `[L][H][T]`.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub value_weighted: Option<ValueWeighted>,
@@ -467,7 +474,20 @@ impl<'a> Report<'a> {
                             let heads = trace.attention.dim().2;
                             let sizes = (heads, input.length(b));
                             let (net, tok) = (model.weights.as_ref(), &model.tokenizer);
-                            LogitAttribution::of(net, tok, writes, b, sizes, o)
+                            let kept = (writes, trace.lm_logits.as_ref());
+                            LogitAttribution::of(net, tok, kept, b, sizes, o)
+                        })
+                        .transpose()?,
+                    flow: opts
+                        .flow
+                        .map(|threshold| {
+                            let kept = || crate::Error::Engine("the pass kept no writes".into());
+                            let writes = trace.writes.as_ref().ok_or_else(kept)?;
+                            let values = trace.values.as_deref().ok_or_else(kept)?;
+                            let flow = Flow::of(model.weights.as_ref(), writes, values, &of(), b)?;
+                            Ok::<_, crate::Error>(
+                                flow.routes(input.length(b).saturating_sub(1), threshold),
+                            )
                         })
                         .transpose()?,
                     value_weighted: opts
@@ -627,6 +647,9 @@ pub struct ModelInfo<'a> {
     pub position_offset: usize,
     /// Whether it predicts the next token (an LM head: `topK` runs give `nextTokens`).
     pub lm_head: bool,
+    /// Whether what writes its next token can be split into its layers' writes (the direct
+    /// logit attribution: a pre-norm decoder with an LM head, GPT-2 and the Llama family).
+    pub logit_attribution: bool,
     /// Whether it has a chat template (an instruct model: `generate` may wrap the prompt as a
     /// user message, `chat: true`).
     pub chat_template: bool,
@@ -673,6 +696,8 @@ impl<'a> ModelInfo<'a> {
                 _ => 0,
             },
             lm_head: model.weights.has_lm_head(),
+            logit_attribution: crate::engine::network::Network::unembedding(model.weights.as_ref())
+                .is_some(),
             chat_template: model.chat.is_some(),
             decoder: c.decoder.as_ref().map(|d| DecoderInfo {
                 layers: d.layers,

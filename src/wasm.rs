@@ -10,12 +10,14 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use web_time::Instant;
 
+use crate::analysis::flow::Flow;
+use crate::analysis::logit_attribution::read_out;
 use crate::analysis::positions::{learned_position_similarity, sinusoidal_similarity};
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
 use crate::analysis::value_weighted::key_value_norms;
 use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding};
-use crate::analysis::{HeadMetrics, HeadRoles, Repeated};
+use crate::analysis::{AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated};
 use crate::checkpoint::ChatFiles;
 use crate::engine::{
     cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
@@ -31,6 +33,10 @@ use crate::Model;
 
 /// The threaded build's `initThreadPool(n)`: starts rayon's `n` threads on Web Workers sharing
 /// this module's memory (the worker calls it once, after `init`, where the page is
+/// cross-origin isolated).
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
 /// A value's name as the page reads it: `attention_output` as `attentionOutput`.
 fn camel_case(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -47,10 +53,6 @@ fn camel_case(name: &str) -> String {
     }
     out
 }
-
-/// cross-origin isolated).
-#[cfg(feature = "threads")]
-pub use wasm_bindgen_rayon::init_thread_pool;
 
 fn js_err(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
@@ -123,6 +125,15 @@ struct RunOptions {
     /// Each key's `‖W_O^h v_j‖` ([`crate::analysis::value_weighted`]): `valueNorms`,
     /// `(B, L, H, T)`, what the page weighs attention by.
     value_norms: bool,
+    /// What writes the next token ([`LogitAttribution`]) at each item's last token:
+    /// `logitAttribution`, `[B]` of its JSON without the tokens each head promotes, and
+    /// `headWrites`, `(B, L, H, D)`, each head's write through the frozen final norm (what
+    /// [`Session::read_out`] reads onto the vocabulary). Not for a long run.
+    logit_attribution: Option<AttributionAsk>,
+    /// Every edge's importance of the information-flow routes ([`Flow`]): `flow`, `{heads:
+    /// (B, L, H, T, T), residual: (B, L, T)}`, what the page's routes graph follows down from a
+    /// position. Not for a long run.
+    flow: bool,
     rollout: bool,
     sentence_embedding: bool,
     /// Every layer's output and the embeddings' (`hiddenStates`, `(B, L+1, T, D)`), and each
@@ -145,6 +156,14 @@ struct RunOptions {
     /// wrote up to the focused step: the ids it was fed, a chat template's included); `texts`
     /// holds its one text, the name it goes by. No pair.
     ids: Option<Vec<u32>>,
+}
+
+/// Which token each item's attribution is of (`RunOptions::logit_attribution`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct AttributionAsk {
+    /// Item by item, the token id; `null` (or none given) for the likeliest next token.
+    targets: Vec<Option<u32>>,
 }
 
 /// How a generation runs (see [`Session::generate`]).
@@ -782,8 +801,8 @@ impl Session {
                 true => AttentionKept::QueriesKeys,
                 false => AttentionKept::Probabilities,
             },
-            values: options.value_norms,
-            writes: false,
+            values: options.value_norms || (options.flow && !long),
+            writes: (options.logit_attribution.is_some() || options.flow) && !long,
         };
         // a long run takes the place of the last: its queries and keys go before the pass
         let keeps_heads = long && !options.no_heads_later;
@@ -862,7 +881,7 @@ impl Session {
         if let Some(l) = &t.logits {
             set(&o, "logits", flat(l))?;
         }
-        if let (Some(k), Some(logits)) = (options.top_k, lm_logits) {
+        if let (Some(k), Some(logits)) = (options.top_k, lm_logits.as_ref()) {
             let all: Vec<_> = logits // (B, T, V)
                 .outer_iter()
                 .map(|item| next_tokens(item, k, &model.tokenizer))
@@ -917,6 +936,47 @@ impl Session {
                 }
             }
             set(&o, "headRoles", Float32Array::from(all.as_slice()))?;
+        }
+        if let (Some(ask), Some(writes)) = (&options.logit_attribution, t.writes.as_ref()) {
+            let all = js_sys::Array::new();
+            let mut head_writes = Vec::new(); // (B, L, H, D)
+            for i in 0..b {
+                let opts = AttributionOptions {
+                    position: None,
+                    target: ask.targets.get(i).copied().flatten(),
+                    k: 0,
+                };
+                let sizes = (h, input.length(i));
+                let a = LogitAttribution::of(
+                    model.weights.as_ref(),
+                    &model.tokenizer,
+                    (writes, lm_logits.as_ref()),
+                    i,
+                    sizes,
+                    opts,
+                )
+                .map_err(js_err)?;
+                all.push(&to_js(&a)?);
+                head_writes.extend(a.head_writes.iter().copied());
+            }
+            set(&o, "logitAttribution", all)?;
+            set(&o, "headWrites", Float32Array::from(head_writes.as_slice()))?;
+        }
+        if let (true, Some(writes), Some(values)) =
+            (options.flow, t.writes.as_ref(), t.values.as_deref())
+        {
+            let (mut heads, mut residual) = (Vec::new(), Vec::new()); // (B, L, H, T, T), (B, L, T)
+            for i in 0..b {
+                let item = item_attention(t, &input, i, special);
+                let f =
+                    Flow::of(model.weights.as_ref(), writes, values, &item, i).map_err(js_err)?;
+                heads.extend(f.heads.iter().copied());
+                residual.extend(f.residual.iter().copied());
+            }
+            let x = Object::new();
+            set(&x, "heads", Float32Array::from(heads.as_slice()))?;
+            set(&x, "residual", Float32Array::from(residual.as_slice()))?;
+            set(&o, "flow", x)?;
         }
         // a long run's rollout would multiply L matrices of T × T: the page says so instead
         if options.rollout && !long {
@@ -998,6 +1058,39 @@ impl Session {
     /// from the run's queries and keys: `{probs: Float32Array, scores: Float32Array}`, each
     /// `(H, T, T)`. An error when the session no longer keeps that run (it keeps the last),
     /// or names a layer or item the run does not have.
+    /// Writes to the residual stream through the frozen final norm (`writes`, `(N, D)` flat: a
+    /// run's `headWrites`, or some of them) read onto the vocabulary by the LM head: `[N]` of
+    /// `{promotes, suppresses}`, each `k` of `{id, token, value}` ([`read_out`]).
+    #[wasm_bindgen(js_name = readOut)]
+    pub fn read_out(&self, writes: Vec<f32>, k: usize) -> Result<JsValue, JsError> {
+        let model = self.runner.model();
+        let lm_head = crate::engine::network::Network::unembedding(model.weights.as_ref())
+            .ok_or_else(|| JsError::new("this model has no LM head to read a write onto"))?
+            .lm_head;
+        let d = model.config.hidden_size;
+        if d == 0 || !writes.len().is_multiple_of(d) {
+            return Err(JsError::new(&format!(
+                "{} values are not whole writes of the model's width {d}",
+                writes.len()
+            )));
+        }
+        let writes = ndarray::Array2::from_shape_vec((writes.len() / d, d), writes)
+            .map_err(|e| JsError::new(&format!("the writes: {e}")))?;
+        #[derive(Serialize)]
+        struct Read {
+            promotes: Vec<crate::analysis::logit_attribution::TokenValue>,
+            suppresses: Vec<crate::analysis::logit_attribution::TokenValue>,
+        }
+        let read: Vec<Read> = read_out(writes.view(), lm_head, &model.tokenizer, k)
+            .into_iter()
+            .map(|(promotes, suppresses)| Read {
+                promotes,
+                suppresses,
+            })
+            .collect();
+        to_js(&read)
+    }
+
     #[wasm_bindgen(js_name = layerHeads)]
     pub fn layer_heads(&self, run: u32, item: usize, layer: usize) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();

@@ -1174,3 +1174,61 @@ fn logit_attribution_splits_the_logit_into_what_wrote_it() {
     assert_eq!(code, 1);
     assert!(err.contains("pre-norm decoder with an LM head"), "{err}");
 }
+
+/// `--flow` gives the information-flow routes to the text's last position: HF's edges at the
+/// fixture's threshold (`golden_heads::flow_equals_hfs` checks every importance), each edge
+/// `{layer, head, from, to, importance}` with `head` null for the residual; `--threshold`
+/// keeps fewer edges as it rises; an encoder is an error saying why.
+#[test]
+fn flow_gives_the_routes_to_the_last_position() {
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures/golden/flow_gpt2.json")).unwrap(),
+    )
+    .unwrap();
+    let gpt2 = root().join("tests/fixtures/models/tiny-gpt2");
+    let text = meta["texts"][0].as_str().unwrap();
+    let run = |threshold: &str| {
+        let (code, json, err) = attnscope(&[
+            "attention",
+            "--model",
+            gpt2.to_str().unwrap(),
+            "--flow",
+            "--threshold",
+            threshold,
+            "--",
+            text,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        json["results"][0]["flow"].clone()
+    };
+    let flow = run("0.04");
+    let key = |e: &serde_json::Value| {
+        (
+            e["layer"].clone(),
+            e["head"].clone(),
+            e["from"].clone(),
+            e["to"].clone(),
+        )
+    };
+    let edges = flow["edges"].as_array().unwrap();
+    assert_eq!(
+        edges.iter().map(key).collect::<Vec<_>>(),
+        meta["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(key)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        edges.iter().any(|e| e["head"].is_null()),
+        "the residual's edges"
+    );
+    assert!(edges.iter().any(|e| e["head"].is_u64()), "the heads' edges");
+    let last = meta["token_ids"][0].as_array().unwrap().len() as u64 - 1;
+    assert!(edges.iter().any(|e| e["to"] == last && e["layer"] == 1));
+    assert!(run("0.2")["edges"].as_array().unwrap().len() < edges.len());
+    let (code, _, err) = attnscope(&["attention", "--model", &minilm(), "--flow", "--", "hi"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("pre-norm decoder"), "{err}");
+}

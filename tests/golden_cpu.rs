@@ -15,7 +15,7 @@ golden_tests!(cpu_forward);
 
 #[test]
 fn every_fixture_has_a_test() {
-    // heads_*, roles_*, vw_*, la_*, inside_* and marian_* are tests/golden_heads.rs' (the first four),
+    // heads_*, roles_*, vw_*, la_*, flow_*, inside_* and marian_* are tests/golden_heads.rs' (the first five),
     // tests/golden_inside.rs' and tests/marian.rs'; the Llama family's (llama_*, qwen2_*, smollm2_*) tests/llama.rs';
     // those of checkpoints saved by transformers 5 (v5_*) tests/transformers5.rs'; Gemma 3
     // 270M's (gemma3_270m_*) tests/gemma3.rs'; the tiny Gemma 3's and Qwen3's GGUF files'
@@ -26,6 +26,7 @@ fn every_fixture_has_a_test() {
         "roles_",
         "vw_",
         "la_",
+        "flow_",
         "inside_",
         "marian_",
         "llama_",

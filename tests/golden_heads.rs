@@ -435,6 +435,7 @@ struct AttributionCase {
     position: usize,
     target: u32,
     logit: f32,
+    probability: f32,
     embedding: f32,
     heads: Vec<Vec<f32>>,
     mlps: Vec<f32>,
@@ -462,6 +463,7 @@ fn logit_attribution_equals_hfs() {
         let mask = Mask::from_kind(attnscope::MaskKind::Causal, input.valid.view());
         let opts = TraceOptions {
             writes: true,
+            lm_logits: true,
             ..TraceOptions::default()
         };
         for engine in [Engine::Cpu, Engine::Gpu] {
@@ -482,8 +484,14 @@ fn logit_attribution_equals_hfs() {
                     },
                 };
                 let sizes = (heads, input.length(0));
+                // the CPU engine's with the logits the pass computed, the GPU's computed again
+                let logits = trace
+                    .lm_logits
+                    .as_ref()
+                    .filter(|_| matches!(engine, Engine::Cpu));
+                let kept = (writes, logits);
                 let got =
-                    LogitAttribution::of(m.weights.as_ref(), &m.tokenizer, writes, 0, sizes, opts)
+                    LogitAttribution::of(m.weights.as_ref(), &m.tokenizer, kept, 0, sizes, opts)
                         .unwrap();
                 let at = format!("{name} {engine:?} position {}", want.position);
                 assert_eq!(
@@ -513,6 +521,12 @@ fn logit_attribution_equals_hfs() {
                     (got.logit - want.logit).abs() <= 1e-4 * want.logit.abs().max(1.0),
                     "{at}: logit"
                 );
+                assert!(
+                    (got.probability - want.probability).abs() <= 1e-4,
+                    "{at}: the target's probability {} against HF's {}",
+                    got.probability,
+                    want.probability
+                );
                 let ids = |all: &[Vec<
                     Vec<attnscope::analysis::logit_attribution::TokenValue>,
                 >]|
@@ -530,6 +544,105 @@ fn logit_attribution_equals_hfs() {
                     ids(&got.suppresses),
                     want.suppresses,
                     "{at}: the tokens each head suppresses"
+                );
+            }
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct FlowMeta {
+    threshold: f32,
+    edges: Vec<FlowEdge>,
+}
+
+#[derive(serde::Deserialize)]
+struct FlowEdge {
+    layer: usize,
+    head: Option<usize>,
+    from: usize,
+    to: usize,
+    importance: f32,
+}
+
+/// Information-flow routes (Ferrando & Voita 2024): every edge's importance, each head's from
+/// each key and the residual's, equals the same computation in float64 from hooks on HF's
+/// modules within 1e-4 (importances are shares of a node's contributions, in [0, 1]), and the
+/// routes to the last position at the fixture's threshold are HF's edges, in order; on both
+/// engines, GPT-2 (biases) and a Llama (grouped-query attention).
+#[test]
+fn flow_equals_hfs() {
+    use attnscope::analysis::flow::Flow;
+    const CASES: [&str; 2] = ["flow_gpt2", "flow_llama"];
+    assert_cases_cover_fixtures(&CASES, |n| n.starts_with("flow_"));
+    for name in CASES {
+        let g = golden(name);
+        let meta: FlowMeta = golden_meta(name);
+        let m = model(&g.meta.model);
+        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
+        let input = m.tokenizer.encode(&texts, None).unwrap();
+        assert_eq!(
+            input.tokens, g.meta.tokens,
+            "{name}: tokens differ from HF's"
+        );
+        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let opts = TraceOptions {
+            values: true,
+            writes: true,
+            ..TraceOptions::default()
+        };
+        for engine in [Engine::Cpu, Engine::Gpu] {
+            let trace = forward(engine, m, &input, &mask, &opts);
+            let item = item_attention(&trace, &input, 0, m.tokenizer.special_ids());
+            let (writes, values) = (
+                trace.writes.as_ref().unwrap(),
+                trace.values.as_deref().unwrap(),
+            );
+            let flow = Flow::of(m.weights.as_ref(), writes, values, &item, 0).unwrap();
+            let at = format!("{name} {engine:?}");
+            let heads = max_abs_diff(flow.heads.view().into_dyn(), g.tensors["flow_heads"].view());
+            let residual = max_abs_diff(
+                flow.residual.view().into_dyn(),
+                g.tensors["flow_residual"].view(),
+            );
+            eprintln!("{at}: importances max |Δ| heads {heads:.1e}, residual {residual:.1e}");
+            assert!(
+                heads <= 1e-4,
+                "{at}: a head's edge differs from HF's by {heads}"
+            );
+            assert!(
+                residual <= 1e-4,
+                "{at}: a residual edge differs from HF's by {residual}"
+            );
+            // each node's contributions sum to 1
+            for l in 0..flow.residual.nrows() {
+                for i in 0..input.len() {
+                    let sum = flow.heads.slice(s![l, .., i, ..]).sum() + flow.residual[[l, i]];
+                    assert!(
+                        (sum - 1.0).abs() <= 1e-5,
+                        "{at}: node ({}, {i}) sums to {sum}",
+                        l + 1
+                    );
+                }
+            }
+            let routes = flow.routes(input.len() - 1, meta.threshold);
+            let key = |l, h: Option<usize>, f, t| (l, h, f, t);
+            assert_eq!(
+                routes
+                    .edges
+                    .iter()
+                    .map(|e| key(e.layer, e.head, e.from, e.to))
+                    .collect::<Vec<_>>(),
+                meta.edges
+                    .iter()
+                    .map(|e| key(e.layer, e.head, e.from, e.to))
+                    .collect::<Vec<_>>(),
+                "{at}: the routes to the last position"
+            );
+            for (got, want) in routes.edges.iter().zip(&meta.edges) {
+                assert!(
+                    (got.importance - want.importance).abs() <= 1e-4,
+                    "{at}: an edge's importance"
                 );
             }
         }

@@ -326,7 +326,8 @@ fn probabilities_are_the_same_with_or_without_the_scores_kept() {
 }
 
 /// Every field of two traces of one text, within `tol`: the attention, the scores, the hidden
-/// states, the traced layer's values and the LM head's logits.
+/// states, the traced layer's values, the LM head's logits, and each layer's value vectors and
+/// writes to the residual stream where the traces keep them.
 fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Trace, tol: f32) {
     let mut fields = vec![
         (
@@ -373,6 +374,40 @@ fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Tra
             "{what}: {name} differs from the whole pass by {d}"
         );
     }
+    // each layer's value vectors and writes to the residual stream, where the traces keep them
+    let per_layer = |name: &str, g: &[ndarray::Array3<f32>], w: &[ndarray::Array3<f32>]| {
+        assert_eq!(g.len(), w.len(), "{what}: {name}'s layers");
+        for (l, (g, w)) in g.iter().zip(w).enumerate() {
+            assert_eq!(g.shape(), w.shape(), "{what}: {name}[{l}]'s shape");
+            let d = max_abs_diff(g.view().into_dyn(), w.view().into_dyn());
+            assert!(
+                d <= tol,
+                "{what}: {name}[{l}] differs from the whole pass by {d}"
+            );
+        }
+    };
+    assert_eq!(
+        got.values.is_some(),
+        want.values.is_some(),
+        "{what}: values kept"
+    );
+    if let (Some(g), Some(w)) = (&got.values, &want.values) {
+        per_layer("values", g, w);
+    }
+    assert_eq!(
+        got.writes.is_some(),
+        want.writes.is_some(),
+        "{what}: writes kept"
+    );
+    if let (Some(g), Some(w)) = (&got.writes, &want.writes) {
+        per_layer("writes.hidden", &g.hidden, &w.hidden);
+        per_layer("writes.context", &g.context, &w.context);
+        per_layer(
+            "writes.after_attention",
+            &g.after_attention,
+            &w.after_attention,
+        );
+    }
 }
 
 #[test]
@@ -390,12 +425,16 @@ fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
     ];
     for name in ["tiny-llama", "tiny-qwen2", "tiny-gpt2"] {
         let m = model(name);
+        // the traced layer 0 or 1; with layer 1, each layer's value vectors and writes to the
+        // residual stream too (value-weighted attention, what writes the next token)
         for layer in [0, 1] {
             let opts = TraceOptions {
                 scores: true,
                 hidden_states: true,
                 lm_logits: true,
                 layer_trace: Some(layer),
+                values: layer == 1,
+                writes: layer == 1,
                 ..TraceOptions::default()
             };
             let mut prefixes = cpu::Prefixes::default();

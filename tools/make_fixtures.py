@@ -59,6 +59,10 @@ tiny-llama): la_gpt2 and la_llama (JSON only), two direct logit attributions eac
 embedding's part, each head's [L][H], each MLP's [L], the constants, and the K token ids each head
 promotes and suppresses most.
 
+Information-flow routes (`--only flow`; reads tests/fixtures/models/tiny-gpt2 and tiny-llama):
+flow_gpt2 and flow_llama, every edge's importance (flow_heads (L, H, T, T), flow_residual (L, T)) in
+float64 from hooks on HF's modules, and the routes to the last position at FLOW_THRESHOLD (JSON).
+
 Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
   * gemma3_270m_prompts: HF loading the GGUF (it dequantizes; its tokenizer built once and saved
     beside the file, in hf-tokenizer/): two short prompts and one of 671 tokens, past the local
@@ -563,7 +567,7 @@ def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms
         onto = read(torch.cat(writes)) @ U.T  # (L*H, V)
         promotes = onto.topk(LA_K, dim=-1).indices.view(n_layers, heads, LA_K).tolist()
         suppresses = (-onto).topk(LA_K, dim=-1).indices.view(n_layers, heads, LA_K).tolist()
-        cases.append(dict(position=p, target=t, logit=float(logits[t]), embedding=embedding, heads=head_parts, mlps=mlps,
+        cases.append(dict(position=p, target=t, logit=float(logits[t]), probability=float(logits.softmax(-1)[t]), embedding=embedding, heads=head_parts, mlps=mlps,
                           other=other, promotes=promotes, suppresses=suppresses))
         print(f"  {name} position {p} target {t}: logit {float(logits[t]):.4f}, parts sum {total:.4f}")
     with open(os.path.join(GOLDEN, name + ".json"), "w") as f:
@@ -585,6 +589,96 @@ def logit_attribution():
     logit_attribution_case("la_llama", "tiny-llama", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), llama,
                            [(l.self_attn, l.self_attn.o_proj.weight, l.self_attn.o_proj.bias, l.self_attn.o_proj, l.mlp, None)
                             for l in llama.model.layers], llama.model.norm, True, llama.config.num_attention_heads)
+
+
+# Information-flow routes (issue 52; Ferrando & Voita 2024): node (l, i) is position i's residual
+# stream entering layer l. The attention block's output y_i = x_i + sum_h sum_j a_ij^h W_O^h v_j^h + b_O
+# is a sum of contributions: the residual x_i and each head's from each key. A contribution c counts
+# max(0, |y|_1 - |y - c|_1), normalised over the node's contributions. The routes: the edges of at
+# least FLOW_THRESHOLD followed down from the last position's output.
+FLOW_THRESHOLD = 0.04
+
+
+def flow_routes(heads_imp, residual_imp, threshold):
+    """heads_imp (L, H, T, T), residual_imp (L, T): the edges to the last position, as src/analysis/flow.rs orders them."""
+    L, H, T, _ = heads_imp.shape
+    reached, edges = {T - 1}, []
+    for l in reversed(range(L)):
+        below = set()
+        for i in sorted(reached):
+            for h in range(H):
+                for j in range(T):
+                    v = float(heads_imp[l, h, i, j])
+                    if v >= threshold and v > 0:
+                        edges.append(dict(layer=l, head=h, **{"from": j}, to=i, importance=v))
+                        below.add(j)
+            v = float(residual_imp[l, i])
+            if v >= threshold and v > 0:
+                edges.append(dict(layer=l, head=None, **{"from": i}, to=i, importance=v))
+                below.add(i)
+        reached = below
+    return edges
+
+
+@torch.no_grad()
+def flow_case(name, model_name, tok, model, layers, heads):
+    """`layers`: [(attention module (its output[0]: the block's write, bias included), value module, its
+    output -> (1, T, H_kv*d), W_O (D, H*d))] a layer."""
+    ids = torch.tensor([tok.encode(LA_TEXT).ids])
+    n = len(layers)
+    attn_out, vals = [None] * n, [None] * n
+    hooks = []
+    for l, (att_mod, v_mod, pick, _) in enumerate(layers):
+        hooks.append(att_mod.register_forward_hook(lambda _m, _i, out, l=l: attn_out.__setitem__(l, out[0])))
+        hooks.append(v_mod.register_forward_hook(lambda _m, _i, out, l=l, pick=pick: vals.__setitem__(l, pick(out))))
+    out = model(input_ids=ids, output_hidden_states=True, output_attentions=True)
+    for h in hooks:
+        h.remove()
+    T = ids.shape[1]
+    heads_imp = torch.zeros(n, heads, T, T, dtype=torch.float64)
+    residual_imp = torch.zeros(n, T, dtype=torch.float64)
+    for l, (_, _, _, w_o) in enumerate(layers):
+        x = out.hidden_states[l][0].double()  # (T, D), the stream entering layer l
+        y = x + attn_out[l][0].double()  # the stream after attention
+        v = vals[l][0].double()  # (T, G*d)
+        d = w_o.shape[1] // heads
+        per = heads // (v.shape[1] // d)
+        a = out.attentions[l][0].double()  # (H, T, T)
+        u = torch.stack([v[:, (h // per) * d:(h // per + 1) * d] @ w_o[:, h * d:(h + 1) * d].double().T for h in range(heads)])  # (H, T, D)
+        total = y.abs().sum(-1)  # (T,)
+        c = a[:, :, :, None] * u[:, None, :, :]  # (H, T_q, T_k, D)
+        imp = (total[None, :, None] - (y[None, :, None, :] - c).abs().sum(-1)).clamp(min=0)
+        imp = torch.where(a > 0, imp, torch.zeros_like(imp))
+        res = (total - (y - x).abs().sum(-1)).clamp(min=0)
+        norm = imp.sum((0, 2)) + res  # (T,)
+        heads_imp[l] = imp / norm[None, :, None]
+        residual_imp[l] = res / norm
+    edges = flow_routes(heads_imp, residual_imp, FLOW_THRESHOLD)
+    near = min(abs(float(v) - FLOW_THRESHOLD) for v in torch.cat([heads_imp.flatten(), residual_imp.flatten()]))
+    assert near > 1e-4, f"{name}: an importance within {near} of the threshold: the routes would not be stable"
+
+    class Enc:  # write_case reads .tokens
+        tokens = tok.encode(LA_TEXT).tokens
+    write_case(name, model_name, dict(texts=[LA_TEXT], mask="causal"), [Enc()], ids, torch.zeros_like(ids),
+               dict(flow_heads=heads_imp, flow_residual=residual_imp), extra=dict(threshold=FLOW_THRESHOLD, edges=edges))
+    print(f"  {name}: {len(edges)} edges to the last position at {FLOW_THRESHOLD}, the nearest importance {near:.1e} from it")
+
+
+@torch.no_grad()
+def flow():
+    """`--only flow`: flow_gpt2 (tiny-gpt2) and flow_llama (tiny-llama, grouped-query attention 4/2)."""
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    d = os.path.join(MODELS, "tiny-gpt2")
+    gpt2 = GPT2LMHeadModel.from_pretrained(d, attn_implementation="eager").eval()
+    n = gpt2.config.n_embd
+    flow_case("flow_gpt2", "tiny-gpt2", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gpt2,
+              [(b.attn, b.attn.c_attn, lambda o: o[..., 2 * n:], b.attn.c_proj.weight.T) for b in gpt2.transformer.h],
+              gpt2.config.n_head)
+    d = os.path.join(MODELS, "tiny-llama")
+    llama = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    flow_case("flow_llama", "tiny-llama", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), llama,
+              [(l.self_attn, l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight) for l in llama.model.layers],
+              llama.config.num_attention_heads)
 
 
 @torch.no_grad()
@@ -2303,7 +2397,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "assets", "models", "all-MiniLM-L6-v2"))
     groups = ["minilm", "heads", "inside", "tiny", "families", "marian", "dates", "llama", "llama-inside",
-              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles", "value-weighted", "logit-attribution"]
+              "llama-wide", "llama-gguf", "v5", "v5-softcap", "v5-ablations", "family-gguf", "gemma", "roles", "value-weighted", "logit-attribution", "flow"]
     ap.add_argument("--only", choices=groups, action="append",
                     help="write only these groups of fixtures (default: all)")
     ap.add_argument("--gguf-type", choices=list(GGUF_TYPES), action="append",
@@ -2321,6 +2415,8 @@ def main():
         value_weighted(args.model)
     if "logit-attribution" in only:
         logit_attribution()
+    if "flow" in only:
+        flow()
     if "inside" in only:
         inside(args.model)
     if "tiny" in only:

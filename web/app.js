@@ -26,6 +26,7 @@ const store = createStore({
   ...parseHash(location.hash),
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
   loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
+  readOut: null, // the focused head's write read onto every token (web/views/writes.js)
   translation: null, decoderTrace: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
   generation: null, // a decoder-only model's generation (web/generation.js), its focused step the intent's `step`
   genMax: 16, // the Generate control's "max new tokens": the last asked for, kept when a new sentence lets the generation go
@@ -99,6 +100,8 @@ function layout(s) {
     heads: !s.embed && s.table ? {} : null,
     ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, !s.embed && s.inside.includes(id) ? { fontPx: presenterFont(s), width: $(`inside-${id}`).clientWidth || 900 } : null])),
     rollout: !s.embed && s.rollout ? { fontPx: presenterFont(s), panelPx: Math.min(420, Math.floor(($('rollout-view').clientWidth || 800) / (window.innerWidth < 700 ? 1 : 2)) - 24) } : null,
+    writes: !s.embed && s.writes ? { fontPx: presenterFont(s) } : null,
+    flow: !s.embed && s.flow ? { fontPx: presenterFont(s) } : null,
     headB: showHeat && sideBySide ? { maxHeight, fontPx: presenterFont(s) } : null,
     steps: !s.embed || s.embed === 'steps' ? { panelPx: Math.min(s.presenter ? 360 : 260, Math.floor(($('steps-view').clientWidth || 1000) / (window.innerWidth < 700 ? 1 : 4)) - 16), fontPx: s.presenter ? 15 : 11 } : null,
   };
@@ -121,7 +124,7 @@ function isSideBySide(s) {
 }
 
 const targets = {
-  model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), headB: $('head-view-b'),
+  model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), writes: $('writes-view'), flow: $('flow-view'), headB: $('head-view-b'),
   ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, $(`inside-${id}`)])),
 };
 /** Which of the head panel's panes show, side by side or not: set before the views are drawn
@@ -187,6 +190,10 @@ function syncInputs(s) {
   $('table-details').open = s.table;
   for (const d of document.querySelectorAll('details[data-panel]')) d.open = s.inside.includes(d.dataset.panel);
   $('rollout-details').open = s.rollout;
+  $('writes-details').open = s.writes;
+  $('writes-details').hidden = !s.modelInfo?.lm_head || isGiven(s);
+  $('flow-details').open = s.flow;
+  $('flow-details').hidden = !s.modelInfo?.lm_head || isGiven(s);
 }
 
 $('part').append(...Object.entries(PARTS).map(([value, name]) => Object.assign(document.createElement('option'), { value, textContent: name })));
@@ -754,6 +761,8 @@ for (const d of document.querySelectorAll('details[data-panel]')) {
   });
 }
 on('rollout-details', 'toggle', (e) => store.update({ rollout: e.target.open }));
+on('writes-details', 'toggle', (e) => store.update({ writes: e.target.open }));
+on('flow-details', 'toggle', (e) => store.update({ flow: e.target.open }));
 on('example', 'change', (e) => {
   const ex = examplesOf(store.get().modelInfo).find((x) => x.id === e.target.value);
   if (!ex) return;

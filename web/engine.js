@@ -184,6 +184,13 @@ class Engine {
     return (await this.call({ type: 'decoder-trace', key, sources, outputs, layer, item })).result;
   }
 
+  /** Writes to the residual stream through the frozen final norm (`writes`: a Float32Array of
+   *  N·D, a run's `headWritesOf`) read onto the vocabulary: `[N]` of `{promotes, suppresses}`,
+   *  each `k` of `{id, token, value}` (src/wasm.rs `Session.readOut`). */
+  async readOut(key, { writes, k }) {
+    return (await this.call({ type: 'read-out', key, writes, k })).result;
+  }
+
   /** Layer `layer`'s heads of item `item` of a long run (`info.long_run`), computed from its kept
    *  queries and keys: `{probs, scores}`, each `(H, T, T)` (src/wasm.rs `Session.layerHeads`). */
   async layerHeads(key, { run, item, layer }) {

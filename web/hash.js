@@ -45,6 +45,8 @@ export function parseHash(hash) {
   if (Object.hasOwn(METRICS, h.get('metric') ?? '') || Object.hasOwn(ROLES, h.get('metric') ?? '')) s.metric = h.get('metric');
   s.table = h.get('table') === '1';
   s.rollout = h.get('rollout') === '1';
+  s.writes = h.get('writes') === '1';
+  s.flow = h.get('flow') === '1';
   s.off = parseHeads(h.get('off') ?? '');
   if (h.has('cmp')) { s.compare = true; s.compareText = h.get('cmp'); }
   s.inside = [...INSIDE, ...DECODER_INSIDE].filter((id) => (h.get('inside') ?? '').split(',').includes(id));
@@ -86,6 +88,8 @@ export function writeHash(s) {
   if (s.metric) h.set('metric', s.metric);
   if (s.table) h.set('table', '1');
   if (s.rollout) h.set('rollout', '1');
+  if (s.writes) h.set('writes', '1');
+  if (s.flow) h.set('flow', '1');
   if (s.off.length) h.set('off', s.off.join(','));
   if (s.compare) h.set('cmp', s.compareText);
   if (s.inside.length) h.set('inside', s.inside.join(','));

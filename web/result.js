@@ -88,6 +88,7 @@ export function fromWorker(raw) {
     lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
     if (raw.nextTokens) r.next_tokens = raw.nextTokens[b];
+    if (raw.logitAttribution) r.logit_attribution = raw.logitAttribution[b];
     if (headMetrics) lazy(r, 'head_metrics', () => Object.fromEntries(info.head_metrics.map((name, m) => [name, metricGrid(b, m)])));
     if (roleOf(b, 0)) lazy(r, 'head_roles', () => Object.fromEntries(roleNames.map((name, k) => [name, Array.from({ length: L }, (_, l) => Array.from(roleOf(b, k).subarray(l * H, (l + 1) * H)))])));
     if (rollout) lazy(r, 'rollout', () => rows(rolloutOf(b)));
@@ -126,6 +127,26 @@ export function fromWorker(raw) {
     },
     /** Each key's value size ‖W_O^h v_j‖ of item b's head (l, h), T flat (null when the run has none). */
     valueNormsOf: (b, l, h) => (valueNorms ? valueNorms.subarray((((b * L + l) * H + h) * T), (((b * L + l) * H + h) + 1) * T) : null),
+    /** What writes item b's next token (the CLI's `logit_attribution`, without the tokens each
+     *  head promotes: `headWritesOf` and engine.js `readOut` give those), and the same tokens'
+     *  with no head knocked out (null when the run has none). */
+    attributionOf: (b) => raw.logitAttribution?.[b] ?? null,
+    baselineAttribution: (b) => raw.baselineAttribution?.[b] ?? null,
+    /** Item b's head (l, h) write through the frozen final norm, D flat (null when the run has none). */
+    headWritesOf: (b, l, h) => {
+      const w = raw.headWrites;
+      if (!w) return null;
+      const D = w.length / (B * L * H), at = ((b * L + l) * H + h) * D;
+      return w.subarray(at, at + D);
+    },
+    /** Every edge's importance of item b's information-flow routes (src/analysis/flow.rs):
+     *  `{heads: L·H·T·T, residual: L·T}` flat (null when the run has none). */
+    flowOf: (b) => {
+      const f = raw.flow;
+      if (!f) return null;
+      const nh = L * H * T * T, nr = L * T;
+      return { heads: f.heads.subarray(b * nh, (b + 1) * nh), residual: f.residual.subarray(b * nr, (b + 1) * nr) };
+    },
     /** Attention rollout of item b, (T·T) flat (null when the run has none). */
     rolloutOf: rollout ? rolloutOf : () => null,
     /** The sentence embedding of item b, and the same without the knocked-out heads. */

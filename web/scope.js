@@ -12,6 +12,8 @@ import * as lines from './views/lines.js';
 import * as steps from './views/steps.js';
 import * as heads from './views/heads.js';
 import * as rolloutView from './views/rollout.js';
+import * as writesView from './views/writes.js';
+import * as flowView from './views/flow.js';
 import { compareOf, alone } from './compare.js';
 import { INSIDE, DECODER_INSIDE } from './store.js';
 import * as embeddingsView from './views/inside/embeddings.js';
@@ -100,7 +102,7 @@ import { clampSel } from './select.js';
 import { partOf } from './result.js';
 
 export const VIEWS = {
-  model: grid, head, lines, steps, heads, rollout: rolloutView, headB: head,
+  model: grid, head, lines, steps, heads, rollout: rolloutView, writes: writesView, flow: flowView, headB: head,
   ...Object.fromEntries(INSIDE.map((id, i) => [`inside:${id}`, INSIDE_VIEWS[i]])),
 };
 
@@ -164,6 +166,9 @@ export function translationInputs(s) {
 const EAGER_TOKENS = 64;
 const EAGER_VALUES = 1 << 18;
 
+/** How many tokens the focused head's write raises and lowers most the writes panel lists. */
+const READ_OUT_TOKENS = 6;
+
 /** How many next tokens a run of a model with an LM head brings, at every position. */
 export const NEXT_TOKENS = 5;
 
@@ -192,6 +197,10 @@ export function runOptions(s) {
     headRoles: eager || Boolean(s.metric) || s.table,
     // the value switch: each key's ‖W_O^h v_j‖, which the views weigh the attention by
     ...(s.byValue ? { valueNorms: true } : {}),
+    // what writes the next token: each head's and feed-forward's part of its logit
+    ...(s.writes && s.modelInfo?.logit_attribution ? { logitAttribution: {} } : {}),
+    // the information-flow routes: every edge's importance, the page follows the routes down
+    ...(s.flow && s.modelInfo?.logit_attribution ? { flow: true } : {}),
     // inside the encoder: what the open panels draw, and nothing else
     layerTrace: traced ? s.layer : undefined, embeddings: eager || open('embeddings'), hiddenStates: eager || open('stack'),
     crossAttention: open('cross') && pairOf(s).trim() ? s.layer : undefined,
@@ -222,7 +231,7 @@ function runHas(r, s) {
   // (a long text's run has no rollout: the view says so)
   return (!o.headMetrics || r.metricNames.length > 0) && (!o.headRoles || r.roleNames.length > 0) && (!o.rollout || r.rolloutOf(0) !== null || r.long)
     && (!TRACED.some(open) || (trace?.layer === s.layer && (!open('embeddings') || trace.names.includes('embeddings.word'))))
-    && (!o.valueNorms || r.valueNormsOf(0, 0, 0) !== null || r.long) && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
+    && (!o.valueNorms || r.valueNormsOf(0, 0, 0) !== null || r.long) && (!o.logitAttribution || r.attributionOf(0) !== null || r.long) && (!o.flow || r.flowOf(0) !== null || r.long) && (!open('stack') || r.hiddenStatesOf(0) !== null) && (o.crossAttention === undefined || r.crossOf(0)?.layer === o.crossAttention);
 }
 
 /** The views that draw a generation's streamed run (its attention, no scores, metrics or trace;
@@ -525,7 +534,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     base.part = partOf(shown, base.item, s.part); // a sentence pair's part: the head and line views'
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
     const onlySel = changed && [...changed].every((k) => k === 'hover' || k === 'sel'); // dims rows, draws the strip and lines
-    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', ...INSIDE.map((id) => `inside:${id}`)];
+    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', 'writes', 'flow', ...INSIDE.map((id) => `inside:${id}`)];
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
     let slice = performance.now();
@@ -549,13 +558,13 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       }
       const t0 = performance.now();
       // QKᵀ, the mask and the layer's insides are per piece: those views keep the piece run
-      const pieces = name === 'steps' || name.startsWith('inside:');
+      const pieces = name === 'steps' || name === 'writes' || name === 'flow' || name.startsWith('inside:');
       // side by side, each sentence's views are its own length: no padding rows or columns (the
       // first head view, the second's, and the focused sentence's grid and steps)
       const own = sideBySide ? { head: 0, headB: 1, model: base.item, steps: base.item }[name] : undefined;
       VIEWS[name].render(el, own !== undefined ? alone(pieces ? r : shown, own) : pieces ? r : shown, {
         ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(own !== undefined ? { item: own, win: null, cellsLike: Math.max(...base.compare.lengths) } : {}),
-        modelInfo: s.modelInfo, noScale: s.noScale, scaling: s.scaling, pair: pairOf(s),
+        modelInfo: s.modelInfo, noScale: s.noScale, readOut: s.readOut, scaling: s.scaling, pair: pairOf(s),
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
         noRope: s.noRope, onNoRope: (noRope) => store.update({ noRope }),
@@ -610,6 +619,22 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }).finally(() => { if (layerFor === want) layerFor = ''; });
   }
 
+  // what writes the next token: the focused head's write read onto every token, asked of the
+  // engine when the panel shows a head whose read-out is not here (one head's: L·H of them
+  // onto a vocabulary of 49,152 would cost a keystroke ten times over)
+  let readOutFor = '';
+  function headReadOut(s) {
+    const r = s.run;
+    if (!s.writes || !r?.attributionOf?.(0) || !s.modelKey) return;
+    const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), h = Math.min(s.head, r.H - 1);
+    const key = writesView.readOutKey(r, b, l, h);
+    if (s.readOut?.key === key || readOutFor === key || s.off.includes(`${l}:${h}`)) return;
+    readOutFor = key;
+    eng().readOut(s.modelKey, { writes: r.headWritesOf(b, l, h).slice(), k: READ_OUT_TOKENS })
+      .then(([read]) => ({ key, ...read }), (err) => ({ key, error: String(err.message || err) }))
+      .then((readOut) => { if (readOutFor === key) readOutFor = ''; if (store.get().run === r) store.update({ readOut }); });
+  }
+
   // given attention: the heads' summaries and rollout, from the engine, once a view shows them
   let analysing = null;
   function givenAnalyses(s) {
@@ -634,9 +659,9 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
   }
 
-  const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
+  const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'writes', 'flow', 'readOut', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm'];
-  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer', 'byValue']; // a new run only when the last one lacks what they show
+  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer', 'byValue', 'writes', 'flow']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows
@@ -644,6 +669,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     // a generation's focused step, written: the pass over what the model was fed to there
     else if (s.run?.generated && (changed.has('run') || changed.has('generation') || SHOW_KEYS.some((k) => changed.has(k)))) stepPass();
     if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);
+    if (['run', 'layer', 'head', 'item', 'writes'].some((k) => changed.has(k))) headReadOut(s);
     if (['run', 'table', 'rollout', 'metric'].some((k) => changed.has(k))) givenAnalyses(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);
     // the √d_k experiment: computed by the engine once, when its panel first opens

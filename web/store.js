@@ -59,6 +59,8 @@ export const INTENT_DEFAULTS = {
   // reading the heads: colour the grid by a metric, the heads table and the rollout panel open,
   // knocked-out heads ("layer:head", sorted), a second sentence to compare with
   metric: '', table: false, rollout: false, off: [], compare: false,
+  writes: false, // the panel "what writes the next token" open (a decoder with an LM head)
+  flow: false, // the panel of information-flow routes open (the same models)
   // inside the encoder: the open panels (INSIDE ids), the √d_k ablation and (a model with
   // rotary positions) the ablation that leaves the rotation out
   inside: [], noScale: false, noRope: false, noQkNorm: false,

@@ -648,25 +648,34 @@ function sessionFor(key) {
 
 /**
  * A run with `msg.options` (src/wasm.rs `RunOptions`); when heads are knocked out, also what the
- * model gives without them: the sentence embedding (`baselineEmbedding`) and the likeliest next
- * tokens (`baselineNext`), when the run asks for them.
+ * model gives without them: the sentence embedding (`baselineEmbedding`), the likeliest next
+ * tokens (`baselineNext`) and what writes the next token (`baselineAttribution`), when the run
+ * asks for them. The knocked-out run attributes the same tokens as the plain one: the drop the
+ * knock-out causes in the token the model chose.
  */
 async function run(s, msg) {
   const options = msg.options ?? {};
-  const r = await runOn(s, msg, options);
-  remember(s, msg, options, r);
-  const embedding = Boolean(options.sentenceEmbedding), next = options.topK;
-  if (options.headMask && (embedding || next)) {
+  const embedding = Boolean(options.sentenceEmbedding), next = options.topK, writes = options.logitAttribution;
+  let known = null;
+  if (options.headMask && (embedding || next || writes)) {
     // (a long text's plain run keeps no heads for later: the page shows the knocked-out run's)
-    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), noHeadsLater: true };
-    let known = recall(s, msg, plain);
-    if ((embedding && !known?.sentenceEmbedding) || (next && known?.nextTokens?.topK !== next)) {
+    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), ...(options.ids ? { ids: options.ids } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), ...(writes ? { logitAttribution: writes } : {}), noHeadsLater: true };
+    known = recall(s, msg, plain);
+    if ((embedding && !known?.sentenceEmbedding) || (next && known?.nextTokens?.topK !== next) || (writes && known?.logitAttribution?.targets !== targetsKey(writes))) {
       const p = await runOn(s, msg, plain);
       remember(s, msg, plain, p);
       known = recall(s, msg, plain);
     }
+  }
+  // the plain run's targets (its likeliest tokens, where none was named), when it has them
+  const plainTargets = known?.logitAttribution?.items?.map((a) => a.target.id);
+  const asked = writes && plainTargets ? { ...options, logitAttribution: { targets: plainTargets } } : options;
+  const r = await runOn(s, msg, asked);
+  remember(s, msg, options, r);
+  if (known) {
     if (embedding) r.baselineEmbedding = known.sentenceEmbedding.slice();
     if (next) r.baselineNext = known.nextTokens.items;
+    if (writes && known.logitAttribution) r.baselineAttribution = known.logitAttribution.items;
   }
   return r;
 }
@@ -708,7 +717,9 @@ async function otherScale(s, msg, options) {
 // the last few runs of a session, by what decides them: the input, the heads knocked out, the
 // score scale and the rotation.
 const RECENT = 8;
-const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope), Boolean(o.noQkNorm)]);
+const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope), Boolean(o.noQkNorm), o.ids ?? null]);
+/** Which tokens an attribution was asked of (`logitAttribution.targets`; none: the likeliest). */
+const targetsKey = (a) => JSON.stringify(a?.targets ?? []);
 
 function remember(s, msg, options, r) {
   const memo = (s.memo ??= new Map());
@@ -720,6 +731,7 @@ function remember(s, msg, options, r) {
     headMetrics: r.headMetrics?.slice() ?? had.headMetrics,
     // plain objects, cloned when posted: the page's copy is its own
     nextTokens: r.nextTokens ? { topK: options.topK, items: r.nextTokens } : had.nextTokens,
+    logitAttribution: r.logitAttribution ? { targets: targetsKey(options.logitAttribution), items: r.logitAttribution } : had.logitAttribution,
   });
   if (memo.size > RECENT) memo.delete(memo.keys().next().value);
 }
@@ -855,9 +867,9 @@ self.onmessage = async (e) => {
       const sink = r.summary.sink; // a long run's, with the first key hidden
       if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer, sink.thumbMask.buffer);
       if (r.scores) transfer.push(r.scores.buffer);
-      for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity']) if (r[k]) transfer.push(r[k].buffer);
+      for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
-      transfer.push(...arrays(r.layerTrace), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
+      transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
       s.answered?.();
     } else if (msg.type === 'translate') { // an encoder–decoder model: src/wasm.rs Session.translate
@@ -875,6 +887,8 @@ self.onmessage = async (e) => {
       s.answered?.();
     } else if (msg.type === 'generate') { // a decoder-only model writes: src/wasm.rs Session.generate
       self.postMessage({ id: msg.id, ok: true, ...(await generate(sessionFor(msg.key), msg)) });
+    } else if (msg.type === 'read-out') { // writes read onto the vocabulary: src/wasm.rs Session.readOut
+      self.postMessage({ id: msg.id, ok: true, result: sessionFor(msg.key).session.readOut(msg.writes, msg.k) });
     } else if (msg.type === 'layer-heads') { // a long run's heads, a layer at a time: src/wasm.rs Session.layerHeads
       const h = sessionFor(msg.key).session.layerHeads(msg.run, msg.item, msg.layer);
       self.postMessage({ id: msg.id, ok: true, result: h }, [h.probs.buffer, h.scores.buffer]);

@@ -7,21 +7,24 @@
 //! constant too), and each write is read onto the target token's row of the LM head: the parts
 //! sum to the logit the model gives.
 
-use ndarray::{s, Array1, Array2, ArrayView1, Axis};
+use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 
 use super::value_weighted::through_each_head;
 use crate::engine::cpu::ops::linear;
 use crate::engine::network::{Network, Unembedding};
 use crate::engine::{top_k, Writes};
 use crate::error::{Error, Result};
+use crate::model::weights::Linear;
 use crate::model::weights::NormKind;
 use crate::model::TextTokenizer;
 
-/// One token of the vocabulary and what a write gives its logit.
+/// One token of the vocabulary (its text as a reader sees it: [`TextTokenizer::text_of`]) and
+/// what a write gives its logit.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TokenValue {
     pub id: u32,
     pub token: String,
+    pub text: String,
     pub value: f32,
 }
 
@@ -30,27 +33,38 @@ pub struct TokenValue {
 pub struct Target {
     pub id: u32,
     pub token: String,
+    pub text: String,
 }
 
 /// One position's logit of one token, split into the direct writes to the residual stream.
 ///
 /// # Shapes
-/// * `heads`: `(L, H)`; `mlps`: `(L,)`; `promotes`, `suppresses`: `[L][H][K]`
+/// * `heads`: `(L, H)`; `mlps`: `(L,)`; `promotes`, `suppresses`: `[L][H][K]` (empty for `K = 0`)
+/// * `head_writes`: `(L, H, D)`
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LogitAttribution {
     pub position: usize,
     pub target: Target,
     /// The model's logit of the target at the position.
     pub logit: f32,
+    /// The target's probability there (the softmax of the logits).
+    pub probability: f32,
     pub embedding: f32,
     #[serde(serialize_with = "nested")]
     pub heads: Array2<f32>,
     pub mlps: Vec<f32>,
     /// The constants: the output projections' biases, the final norm's bias, the LM head's.
     pub other: f32,
-    /// Each head's write read onto every token: the `K` it raises most, and lowers most.
+    /// Each head's write read onto every token: the `K` it raises most, and lowers most (left
+    /// out for `K = 0`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub promotes: Vec<Vec<Vec<TokenValue>>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suppresses: Vec<Vec<Vec<TokenValue>>>,
+    /// Each head's write through the frozen final norm (the norm's bias apart): what
+    /// [`read_out`] reads onto every token. The page keeps these, and reads the focused head's.
+    #[serde(skip)]
+    pub head_writes: Array3<f32>,
 }
 
 fn nested<S: serde::Serializer>(a: &Array2<f32>, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -59,7 +73,7 @@ fn nested<S: serde::Serializer>(a: &Array2<f32>, s: S) -> std::result::Result<S:
 
 /// Where and what to attribute: item `b`'s `position` (its last real token by default) and
 /// `target` (the likeliest next token there by default), `k` tokens a head promotes and
-/// suppresses.
+/// suppresses (none for `k = 0`: reading every head onto the vocabulary is most of the cost).
 #[derive(Debug, Clone, Copy)]
 pub struct AttributionOptions {
     pub position: Option<usize>,
@@ -69,11 +83,13 @@ pub struct AttributionOptions {
 
 impl LogitAttribution {
     /// Item `b`'s attribution from what the pass kept of its residual stream (`writes`), with
-    /// `heads` query heads a layer and the item's `length` real tokens.
+    /// `heads` query heads a layer and the item's `length` real tokens. `lm_logits`: the
+    /// model's logits the pass computed, `(B, T, V)`, if it did (else the position's are
+    /// computed again from the stream).
     pub fn of(
         network: &dyn Network,
         tokenizer: &TextTokenizer,
-        writes: &Writes,
+        (writes, lm_logits): (&Writes, Option<&Array3<f32>>),
         b: usize,
         (heads, length): (usize, usize),
         opts: AttributionOptions,
@@ -95,8 +111,9 @@ impl LogitAttribution {
         }
         let at = |x: &ndarray::Array3<f32>| x.slice(s![b, p, ..]).to_owned();
         let stream = at(&writes.hidden[layers]); // x, (D,)
-                                                 // the final norm frozen at x: a write's coordinates, centred first for LayerNorm, times
-                                                 // `scale`; the norm's bias is a constant
+
+        // the final norm frozen at x: a write's coordinates, centred first for LayerNorm, times
+        // `scale`; the norm's bias is a constant
         let centred = norm.kind == NormKind::Layer;
         let spread = {
             let m = if centred {
@@ -116,9 +133,12 @@ impl LogitAttribution {
             (&w - m) * &scale
         };
         // the logits of the real stream (the norm's output through the LM head), and the target
-        let logits = {
-            let x = (frozen(stream.view()) + &norm.bias).insert_axis(Axis(0));
-            linear(x.view(), lm_head).row(0).to_owned()
+        let logits = match lm_logits {
+            Some(all) => all.slice(s![b, p, ..]).to_owned(),
+            None => {
+                let x = (frozen(stream.view()) + &norm.bias).insert_axis(Axis(0));
+                linear(x.view(), lm_head).row(0).to_owned()
+            }
         };
         let vocab = logits.len();
         let target = match opts.target {
@@ -129,6 +149,11 @@ impl LogitAttribution {
                 )))
             }
             None => top_k(logits.view().insert_axis(Axis(0)), 1)[0][0].id,
+        };
+        let probability = {
+            let max = logits.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let sum: f32 = logits.iter().map(|&v| (v - max).exp()).sum();
+            (logits[target as usize] - max).exp() / sum
         };
         let row = lm_head.weight.rows_of(&[target as usize]).row(0).to_owned(); // U_t, (D,)
         let read = |w: ArrayView1<f32>| frozen(w).dot(&row);
@@ -162,54 +187,42 @@ impl LogitAttribution {
             }
             all_heads.push(per_head.rows().into_iter().map(frozen).collect::<Vec<_>>());
         }
-        // every head's frozen write onto every token: (L·H, V)
+        // every head's frozen write: (L, H, D)
         let frozen_heads: Vec<ArrayView1<f32>> =
             all_heads.iter().flatten().map(|w| w.view()).collect();
-        let stacked = ndarray::stack(Axis(0), &frozen_heads)
+        let head_writes = ndarray::stack(Axis(0), &frozen_heads)
+            .and_then(|w| w.into_shape_with_order((layers, heads, stream.len())))
             .map_err(|e| Error::Engine(format!("the heads' writes: {e}")))?;
-        let mut onto = linear(stacked.view(), lm_head);
-        onto -= &lm_head.bias;
-        let named = |id: usize, value: f32| TokenValue {
-            id: id as u32,
-            token: tokenizer.token(id as u32),
-            value,
-        };
         let (mut promotes, mut suppresses) = (vec![], vec![]);
-        for l in 0..layers {
-            let (mut up, mut down) = (vec![], vec![]);
-            for h in 0..heads {
-                let r = onto.row(l * heads + h);
-                let mut order: Vec<usize> = (0..vocab).collect();
-                let k = opts.k.min(vocab);
-                order.select_nth_unstable_by(k.saturating_sub(1).min(vocab - 1), |&a, &b| {
-                    r[b].total_cmp(&r[a])
-                });
-                let mut top: Vec<usize> = order[..k].to_vec();
-                top.sort_by(|&a, &b| r[b].total_cmp(&r[a]));
-                up.push(top.iter().map(|&i| named(i, r[i])).collect());
-                order.select_nth_unstable_by(k.saturating_sub(1).min(vocab - 1), |&a, &b| {
-                    r[a].total_cmp(&r[b])
-                });
-                let mut low: Vec<usize> = order[..k].to_vec();
-                low.sort_by(|&a, &b| r[a].total_cmp(&r[b]));
-                down.push(low.iter().map(|&i| named(i, r[i])).collect());
+        if opts.k > 0 {
+            let flat = head_writes
+                .view()
+                .into_shape_with_order((layers * heads, stream.len()))
+                .map_err(|e| Error::Engine(format!("the heads' writes: {e}")))?;
+            let read = read_out(flat, lm_head, tokenizer, opts.k);
+            let mut read = read.into_iter();
+            for _ in 0..layers {
+                let (up, down): (Vec<_>, Vec<_>) = read.by_ref().take(heads).unzip();
+                promotes.push(up);
+                suppresses.push(down);
             }
-            promotes.push(up);
-            suppresses.push(down);
         }
         Ok(Self {
             position: p,
             target: Target {
                 id: target,
                 token: tokenizer.token(target),
+                text: tokenizer.text_of(target),
             },
             logit: logits[target as usize],
+            probability,
             embedding,
             heads: head_parts,
             mlps,
             other,
             promotes,
             suppresses,
+            head_writes,
         })
     }
 
@@ -217,4 +230,49 @@ impl LogitAttribution {
     pub fn total(&self) -> f32 {
         self.embedding + self.heads.sum() + self.mlps.iter().sum::<f32>() + self.other
     }
+}
+
+/// Writes to the residual stream, each already through the frozen final norm, read onto every
+/// token of the vocabulary by the LM head (its bias apart): for each, the `k` tokens it raises
+/// most (largest first) and lowers most (lowest first).
+///
+/// # Shapes
+/// * `writes`: `(N, D)` → `N` pairs of `k` tokens
+pub fn read_out(
+    writes: ArrayView2<f32>,
+    lm_head: &Linear,
+    tokenizer: &TextTokenizer,
+    k: usize,
+) -> Vec<(Vec<TokenValue>, Vec<TokenValue>)> {
+    let mut onto = linear(writes, lm_head); // (N, V)
+    onto -= &lm_head.bias;
+    let vocab = onto.ncols();
+    let k = k.min(vocab);
+    let named = |r: ArrayView1<f32>, i: usize| TokenValue {
+        id: i as u32,
+        token: tokenizer.token(i as u32),
+        text: tokenizer.text_of(i as u32),
+        value: r[i],
+    };
+    onto.rows()
+        .into_iter()
+        .map(|r| {
+            let mut order: Vec<usize> = (0..vocab).collect();
+            let mut ends = |larger: bool| -> Vec<TokenValue> {
+                let by = |a: &usize, b: &usize| match larger {
+                    true => r[*b].total_cmp(&r[*a]),
+                    false => r[*a].total_cmp(&r[*b]),
+                };
+                if k == 0 {
+                    return vec![];
+                }
+                order.select_nth_unstable_by(k - 1, by);
+                let mut end = order[..k].to_vec();
+                end.sort_by(by);
+                end.into_iter().map(|i| named(r, i)).collect()
+            };
+            let up = ends(true);
+            (up, ends(false))
+        })
+        .collect()
 }

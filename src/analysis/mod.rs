@@ -13,12 +13,15 @@
 //! * [`value_weighted`]: each weight times the size of what the head writes from its key
 //!   (Kobayashi et al. 2020);
 //! * [`logit_attribution`]: a next-token logit split into what each head, feed-forward and the
-//!   embedding wrote to the residual stream (Elhage et al. 2021).
+//!   embedding wrote to the residual stream (Elhage et al. 2021);
+//! * [`flow`]: the information-flow routes to a prediction, each head's and the residual's
+//!   edges between positions' streams layer by layer (Ferrando & Voita 2024).
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
 
 pub mod cross;
+pub mod flow;
 pub mod heads;
 pub mod logit_attribution;
 pub mod pooling;

@@ -9,10 +9,10 @@
 //! * `W_O^h`: the head's `d` columns of the layer's output projection, without its bias and
 //!   without any norm after it (Gemma's post-attention norm).
 
-use ndarray::{s, Array2, Array3, Array4, ArrayView2, Axis};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{s, Array2, Array3, Array4, ArrayView2, Axis, CowArray, Ix2};
 
 use super::ItemAttention;
-use crate::engine::cpu::ops::linear;
 use crate::engine::network::Network;
 use crate::error::{Error, Result};
 use crate::model::weights::Linear;
@@ -112,9 +112,10 @@ fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Result<Array2<f3
 }
 
 /// What each of `heads` query heads writes through `W_O` from rows of `x` (its values, or the
-/// heads' contexts side by side), query head `h` reading group `h / (H / G)` of `x`'s `G`: each
-/// head's part placed in its own columns of the concatenation `W_O` reads, the others zero,
-/// through `W_O`, its bias taken back out. Head `h`'s rows come `h`-th.
+/// heads' contexts side by side), query head `h` reading group `h / (H / G)` of `x`'s `G`: head
+/// `h`'s part times its own `d` columns of `W_O`, without the bias. Head `h`'s rows come `h`-th.
+/// (`W_O` dequantized once, when the file quantizes it: a head's product is then `T·d·D`, not
+/// the `T·H·d·D` of its part placed among zeros through the whole projection.)
 ///
 /// # Shapes
 /// * `x`: `(T, G·d)`, `w`: `(D, H·d)` → `(H·T, D)`
@@ -124,7 +125,7 @@ pub(crate) fn through_each_head(
     heads: usize,
 ) -> Result<Array2<f32>> {
     let (t, width) = x.dim();
-    let inner = w.weight.ncols();
+    let (out, inner) = w.weight.dim();
     let d = inner / heads.max(1);
     if d == 0
         || width == 0
@@ -138,15 +139,23 @@ pub(crate) fn through_each_head(
         )));
     }
     let per_group = heads / (width / d);
-    let mut placed = Array2::<f32>::zeros((heads * t, inner)); // (H·T, H·d)
+    let dense: CowArray<f32, Ix2> = match w.weight.as_f32() {
+        Some(a) => a.view().into(),
+        None => w.weight.rows_of(&(0..out).collect::<Vec<_>>()).into(),
+    }; // (D, H·d)
+    let mut y = Array2::<f32>::zeros((heads * t, out));
     for h in 0..heads {
         let g = h / per_group;
-        placed
-            .slice_mut(s![h * t..(h + 1) * t, h * d..(h + 1) * d])
-            .assign(&x.slice(s![.., g * d..(g + 1) * d]));
+        let part = x.slice(s![.., g * d..(g + 1) * d]); // (T, d)
+        let columns = dense.slice(s![.., h * d..(h + 1) * d]); // (D, d)
+        general_mat_mul(
+            1.0,
+            &part,
+            &columns.t(),
+            0.0,
+            &mut y.slice_mut(s![h * t..(h + 1) * t, ..]),
+        );
     }
-    let mut y = linear(placed.view(), w); // (H·T, D), the bias added to every row
-    y -= &w.bias;
     Ok(y)
 }
 

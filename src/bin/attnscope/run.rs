@@ -112,6 +112,16 @@ enum Command {
         /// The token id --logit-attribution splits the logit of (default: the likeliest next).
         #[arg(long, value_name = "ID", requires = "logit_attribution")]
         target: Option<u32>,
+        /// Include the information-flow routes (Ferrando & Voita 2024) to the text's last
+        /// position: "flow": {"threshold", "edges": [{layer, head, from, to, importance}]}, each
+        /// head's (head null: the residual's) edge from position `from` at layer `layer` into
+        /// `to` at the next, of importance at least --threshold (docs/cli.md: "Information-flow
+        /// routes").
+        #[arg(long)]
+        flow: bool,
+        /// The least importance of an edge --flow keeps (default 0.04).
+        #[arg(long, value_name = "τ", requires = "flow")]
+        threshold: Option<f32>,
         /// The period of --head-roles' TEXT, in tokens: its first 2·N tokens must be a sequence
         /// of N twice (its first token may be its copy's word without the space before it).
         #[arg(long, value_name = "N", requires = "head_roles")]
@@ -263,6 +273,8 @@ pub fn main() -> ExitCode {
             logit_attribution,
             position,
             target,
+            flow,
+            threshold,
             period,
             rollout,
             sentence_embedding,
@@ -303,8 +315,8 @@ pub fn main() -> ExitCode {
                     Some(_) => AttentionKept::QueriesKeys,
                     None => AttentionKept::Probabilities,
                 },
-                values: value_weighted,
-                writes: logit_attribution,
+                values: value_weighted || flow,
+                writes: logit_attribution || flow,
             },
             cross_attention,
             ReportOptions {
@@ -319,6 +331,8 @@ pub fn main() -> ExitCode {
                     target,
                     k: top_k.unwrap_or(10),
                 }),
+                flow: flow
+                    .then(|| threshold.unwrap_or(attnscope::analysis::flow::DEFAULT_THRESHOLD)),
                 rollout,
                 sentence_embedding,
                 top_k,

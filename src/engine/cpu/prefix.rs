@@ -27,10 +27,12 @@ use crate::model::Encoded;
 /// The longest text whose pass is kept for the next.
 pub const MAX_PREFIX_TOKENS: usize = 64;
 
-/// The most memory the kept passes hold together, their per-position values and caches (about
-/// 0.45 MB a token for SmolLM2-135M, its LM head's logits over 49,152 tokens half of it: a pass
-/// of up to 50 tokens is kept). The oldest go first; a pass larger than this is not kept.
-pub const MAX_KEPT_BYTES: usize = 24 << 20;
+/// The most memory the kept passes hold together, their per-position values and caches (for
+/// SmolLM2-135M about 0.31 MB a token, its LM head's logits over 49,152 tokens 0.2 MB of it, and
+/// 0.52 MB with every layer's writes to the residual stream: two passes of 64 tokens are kept,
+/// a knock-out's and the plain one beside it, with their writes too). The oldest go first; a
+/// pass larger than this is not kept.
+pub const MAX_KEPT_BYTES: usize = 72 << 20;
 
 /// How many passes under different options are kept (a page runs a text under its options, and
 /// with heads knocked out also without them).
@@ -72,7 +74,8 @@ pub struct Reused {
 
 /// About what a pass over `t` tokens keeps ([`KeptPass::bytes`]), from the config: each layer's
 /// keys, values and queries, and the per-position values `opts` asks for (the LM head's logits,
-/// every layer's hidden states, the traced layer's values, the model's output). A pass that
+/// every layer's hidden states, the traced layer's values, every layer's value vectors, context
+/// and sum after attention, the model's output). A pass that
 /// would keep more than [`MAX_KEPT_BYTES`] runs whole, so it never holds them even for a moment.
 fn kept_bytes(model: &dyn Loaded, opts: &TraceOptions, t: usize) -> usize {
     let c = model.config();
@@ -80,7 +83,7 @@ fn kept_bytes(model: &dyn Loaded, opts: &TraceOptions, t: usize) -> usize {
     let (d, h, kv) = (a.head_dim, a.heads.query, a.heads.key_value);
     let cache = c.num_hidden_layers * (2 * kv * d + h * d);
     let lm = if opts.lm_logits { c.vocab_size } else { 0 };
-    let states = if opts.hidden_states {
+    let states = if opts.hidden_states || opts.writes {
         (c.num_hidden_layers + 1) * c.hidden_size
     } else {
         c.hidden_size
@@ -92,7 +95,14 @@ fn kept_bytes(model: &dyn Loaded, opts: &TraceOptions, t: usize) -> usize {
     } else {
         0
     };
-    t * std::mem::size_of::<f32>() * (cache + lm + states + traced)
+    let values = if opts.values { kv * d } else { 0 };
+    let writes = if opts.writes {
+        h * d + c.hidden_size
+    } else {
+        0
+    };
+    let layers = c.num_hidden_layers * (values + writes);
+    t * std::mem::size_of::<f32>() * (cache + lm + states + traced + layers)
 }
 
 /// [`forward`], reusing the positions `input` shares at its start with the last pass under the
@@ -120,8 +130,6 @@ pub fn forward_reusing(
         && kept_bytes(model, opts, t) <= MAX_KEPT_BYTES
         && input.length(0) == t
         && opts.decoder_trace.is_none()
-        && !opts.values
-        && !opts.writes
         && !opts.next_logits
         && opts.attention == AttentionKept::Probabilities
         && *mask == Mask::causal(1, t);
