@@ -1054,10 +1054,6 @@ impl Session {
         Ok(o.into())
     }
 
-    /// Layer `layer`'s heads of item `item` of long run `run` (its `info.long_run`), computed
-    /// from the run's queries and keys: `{probs: Float32Array, scores: Float32Array}`, each
-    /// `(H, T, T)`. An error when the session no longer keeps that run (it keeps the last),
-    /// or names a layer or item the run does not have.
     /// Writes to the residual stream through the frozen final norm (`writes`, `(N, D)` flat: a
     /// run's `headWrites`, or some of them) read onto the vocabulary by the LM head: `[N]` of
     /// `{promotes, suppresses}`, each `k` of `{id, token, value}` ([`read_out`]).
@@ -1091,6 +1087,10 @@ impl Session {
         to_js(&read)
     }
 
+    /// Layer `layer`'s heads of item `item` of long run `run` (its `info.long_run`), computed
+    /// from the run's queries and keys: `{probs: Float32Array, scores: Float32Array}`, each
+    /// `(H, T, T)`. An error when the session no longer keeps that run (it keeps the last),
+    /// or names a layer or item the run does not have.
     #[wasm_bindgen(js_name = layerHeads)]
     pub fn layer_heads(&self, run: u32, item: usize, layer: usize) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();

@@ -23,7 +23,8 @@ enum Engine {
     Gpu,
 }
 
-fn run(engine: Engine, m: &Model, g: &Golden) -> (Encoded, Trace) {
+/// A case's texts as `m` tokenises them (HF's tokens, checked), under the case's mask.
+fn golden_input(m: &Model, g: &Golden) -> (Encoded, Mask) {
     let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
     let input = m.tokenizer.encode(&texts, g.meta.pair.as_deref()).unwrap();
     assert_eq!(
@@ -32,6 +33,11 @@ fn run(engine: Engine, m: &Model, g: &Golden) -> (Encoded, Trace) {
         g.name
     );
     let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+    (input, mask)
+}
+
+fn run(engine: Engine, m: &Model, g: &Golden) -> (Encoded, Trace) {
+    let (input, mask) = golden_input(m, g);
     let opts = TraceOptions {
         // with the scores, a row's entropy comes from them (one ln a row); without, from the
         // probabilities (one ln a cell): the GPU pass checks the first way, the CPU pass the second
@@ -388,13 +394,7 @@ fn value_weighted_attention_equals_hfs() {
     for name in CASES {
         let g = golden(name);
         let m = model(&g.meta.model);
-        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
-        let input = m.tokenizer.encode(&texts, None).unwrap();
-        assert_eq!(
-            input.tokens, g.meta.tokens,
-            "{name}: tokens differ from HF's"
-        );
-        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let (input, mask) = golden_input(m, &g);
         let opts = TraceOptions {
             values: true,
             ..TraceOptions::default()
@@ -579,13 +579,7 @@ fn flow_equals_hfs() {
         let g = golden(name);
         let meta: FlowMeta = golden_meta(name);
         let m = model(&g.meta.model);
-        let texts: Vec<&str> = g.meta.texts.iter().map(String::as_str).collect();
-        let input = m.tokenizer.encode(&texts, None).unwrap();
-        assert_eq!(
-            input.tokens, g.meta.tokens,
-            "{name}: tokens differ from HF's"
-        );
-        let mask = Mask::from_kind(g.meta.mask, input.valid.view());
+        let (input, mask) = golden_input(m, &g);
         let opts = TraceOptions {
             values: true,
             writes: true,

@@ -11,6 +11,7 @@ use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 
 use super::value_weighted::through_each_head;
 use crate::engine::cpu::ops::linear;
+use crate::engine::cpu::{exp_nonpositive, sum_exp};
 use crate::engine::network::{Network, Unembedding};
 use crate::engine::{top_k, Writes};
 use crate::error::{Error, Result};
@@ -150,10 +151,11 @@ impl LogitAttribution {
             }
             None => top_k(logits.view().insert_axis(Axis(0)), 1)[0][0].id,
         };
+        // as the likeliest next tokens' p (`top_k`)
         let probability = {
             let max = logits.fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-            let sum: f32 = logits.iter().map(|&v| (v - max).exp()).sum();
-            (logits[target as usize] - max).exp() / sum
+            let all = logits.as_slice().expect("a new array is contiguous");
+            exp_nonpositive(logits[target as usize] - max) / sum_exp(all, max)
         };
         let row = lm_head.weight.rows_of(&[target as usize]).row(0).to_owned(); // U_t, (D,)
         let read = |w: ArrayView1<f32>| frozen(w).dot(&row);
