@@ -25,7 +25,7 @@ use crate::analysis::flow::{Flow, Routes};
 use crate::analysis::CrossAttention;
 use crate::analysis::{
     rollout, sentence_embedding, AttributionOptions, HeadMetrics, HeadRoles, ItemAttention,
-    ItemHeads, LogitAttribution, Repeated, SpecialIds, ValueWeighted,
+    ItemHeads, LogitAttribution, Repeated, SpecialIds, TranslationValueWeighted, ValueWeighted,
 };
 use crate::engine::network::Loaded;
 use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
@@ -911,6 +911,10 @@ pub struct TranslationItem<'a> {
     /// `[T]`: each step's likeliest next tokens, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<Step>>,
+    /// Each attention's value-weighted attention and value sizes, when asked for:
+    /// `"value_weighted"` and `"value_norms"`, each `{"encoder", "decoder", "cross"}`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub value_weighted: Option<TranslationValueWeighted>,
 }
 
 /// `translate`'s whole report.
@@ -1077,6 +1081,7 @@ impl<'a> TranslationReport<'a> {
                             .map(|top_k| Step { top_k })
                             .collect()
                     }),
+                    value_weighted: None,
                 }
             })
             .collect();

@@ -1119,7 +1119,8 @@ fn value_weighted_attention_is_each_weight_times_its_keys_value_size() {
 /// `--logit-attribution` splits the next token's logit into the embedding's, each head's, each
 /// MLP's and the constants' writes, which sum to it (HF's numbers in
 /// `golden_heads::logit_attribution_equals_hfs`), with the `--top-k` tokens each head promotes
-/// and suppresses; `--position` and `--target` choose what; an encoder is an error saying why.
+/// and suppresses; `--position` and `--target` choose what; an encoder, or a model whose logits
+/// are soft-capped, is an error saying why.
 #[test]
 fn logit_attribution_splits_the_logit_into_what_wrote_it() {
     let llama = root().join("tests/fixtures/models/tiny-llama");
@@ -1173,6 +1174,61 @@ fn logit_attribution_splits_the_logit_into_what_wrote_it() {
     ]);
     assert_eq!(code, 1);
     assert!(err.contains("pre-norm decoder with an LM head"), "{err}");
+    // a Gemma 3 whose logits are soft-capped: no write has a share of f·tanh(z/f)
+    let capped = root().join("tests/fixtures/models/v5-gemma3-softcap");
+    let capped = capped.to_str().unwrap();
+    let (code, _, err) = attnscope(&[
+        "attention",
+        "--model",
+        capped,
+        "--logit-attribution",
+        "--",
+        "hi",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not soft-capped"), "{err}");
+}
+
+/// `translate --value-weighted` adds each attention's value sizes and value-weighted attention,
+/// cut to each item's own lengths: each weight times its key's size (HF's numbers in
+/// `golden_heads::translation_value_weighted_equals_hfs`).
+#[test]
+fn translate_value_weighted_weighs_each_attention() {
+    let dir = model_dir("tiny-marian").display().to_string();
+    let (code, v, err) = attnscope(&[
+        "translate",
+        "--model",
+        &dir,
+        "--max-new-tokens",
+        "5",
+        "--value-weighted",
+        "--",
+        "time flies like an arrow",
+        "hi",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for r in v["results"].as_array().unwrap() {
+        let (s, t) = (
+            r["source_ids"].as_array().unwrap().len(),
+            r["output_ids"].as_array().unwrap().len() - 1,
+        );
+        for (kind, q, k) in [("encoder", s, s), ("decoder", t, t), ("cross", t, s)] {
+            let (a, n, w) = (
+                &r[format!("{kind}_attention")],
+                &r["value_norms"][kind],
+                &r["value_weighted"][kind],
+            );
+            assert_eq!(dims(n), [2, 4, k], "{kind}'s value sizes");
+            assert_eq!(dims(w), [2, 4, q, k], "{kind}'s value-weighted attention");
+            let f = |x: &serde_json::Value| x.as_f64().unwrap();
+            let (l, h, i, j) = (1, 2, q - 1, k - 1);
+            let want = f(&a[l][h][i][j]) * f(&n[l][h][j]);
+            assert!(
+                (f(&w[l][h][i][j]) - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{kind}"
+            );
+        }
+    }
 }
 
 /// `--flow` gives the information-flow routes to the text's last position: HF's edges at the

@@ -364,6 +364,104 @@ fn head_roles_equal_hfs() {
     assert!(e.contains("this text has 6 tokens after the 1"), "{e}");
 }
 
+/// The largest |Δ| of each last-axis row over that row's largest |want|.
+fn row_relative(got: ndarray::ArrayViewD<f32>, want: ndarray::ArrayViewD<f32>) -> f32 {
+    let n = *want.shape().last().unwrap();
+    let (got, want) = (
+        got.to_shape((got.len() / n, n)).unwrap(),
+        want.to_shape((want.len() / n, n)).unwrap(),
+    );
+    got.outer_iter()
+        .zip(want.outer_iter())
+        .map(|(g, w)| {
+            let top = w.iter().fold(0f32, |a, &b| a.max(b.abs())).max(1e-6);
+            g.iter()
+                .zip(&w)
+                .fold(0f32, |a, (x, y)| a.max((x - y).abs()))
+                / top
+        })
+        .fold(0f32, f32::max)
+}
+
+#[derive(serde::Deserialize)]
+struct TranslationMeta {
+    model: String,
+    items: Vec<TranslationItem>,
+}
+
+#[derive(serde::Deserialize)]
+struct TranslationItem {
+    source: String,
+    output_ids: Vec<u32>,
+}
+
+/// A translation's value-weighted attentions: the encoder's, the decoder's and the
+/// cross-attention's `α_ij · ‖W_O^h v_j‖` and `‖W_O^h v_j‖` equal those HF's values give (a hook
+/// on each attention's value projection, its greedy output teacher-forced), within 1e-4 of each
+/// row's largest, the attentions from either engine's greedy decoding (the value sizes from one
+/// teacher-forced pass on the CPU engine), each source alone and the two as one padded batch.
+#[test]
+fn translation_value_weighted_equals_hfs() {
+    use attnscope::analysis::TranslationValueWeighted;
+    use attnscope::engine::translate::{translate, value_norms};
+    use attnscope::engine::Decoding;
+    assert_cases_cover_fixtures(&["vw_marian"], |n| n == "vw_marian");
+    let meta: TranslationMeta = golden_meta("vw_marian");
+    let tensors = golden_tensors("vw_marian");
+    let m = model(&meta.model);
+    let sources: Vec<&str> = meta.items.iter().map(|i| i.source.as_str()).collect();
+    let greedy = Decoding::Greedy { max_new_tokens: 8 };
+    let gpu = gpu_engine(m);
+    for engine in [Engine::Cpu, Engine::Gpu] {
+        // each source alone, then the batch
+        let runs: Vec<(Vec<&str>, Vec<usize>)> = (0..sources.len())
+            .map(|i| (vec![sources[i]], vec![i]))
+            .chain([(sources.clone(), (0..sources.len()).collect())])
+            .collect();
+        let mut worst = 0f32;
+        for (batch, which) in runs {
+            let tr = match engine {
+                Engine::Cpu => translate(m, &batch, &greedy),
+                Engine::Gpu => pollster::block_on(gpu.translate(m, &batch, &greedy)),
+            }
+            .unwrap();
+            let norms = value_norms(m, &batch, &tr.output_ids).unwrap();
+            for (b, &i) in which.iter().enumerate() {
+                assert_eq!(
+                    tr.output_ids[b], meta.items[i].output_ids,
+                    "{engine:?}: item {i}'s output"
+                );
+                let vw = TranslationValueWeighted::of(&tr, &norms, b);
+                for (kind, got_norms, got) in [
+                    (
+                        "encoder",
+                        &vw.value_norms.encoder,
+                        &vw.value_weighted.encoder,
+                    ),
+                    (
+                        "decoder",
+                        &vw.value_norms.decoder,
+                        &vw.value_weighted.decoder,
+                    ),
+                    ("cross", &vw.value_norms.cross, &vw.value_weighted.cross),
+                ] {
+                    let n = row_relative(
+                        got_norms.view().into_dyn(),
+                        tensors[&format!("value_norms_{kind}_{i}")].view(),
+                    );
+                    let w = row_relative(
+                        got.view().into_dyn(),
+                        tensors[&format!("value_weighted_{kind}_{i}")].view(),
+                    );
+                    assert!(n <= 1e-4 && w <= 1e-4, "{engine:?} item {i} (a batch of {}), {kind}: value norms {n}, value-weighted {w} of a row's largest", batch.len());
+                    worst = worst.max(n).max(w);
+                }
+            }
+        }
+        eprintln!("vw_marian {engine:?}: the three attentions' value norms and value-weighted attention within {worst:.1e} of each row's largest");
+    }
+}
+
 /// Value-weighted attention, `α_ij · ‖W_O^h v_j‖`, and each key's `‖W_O^h v_j‖` equal those HF's
 /// values give (a hook on each layer's value projection), on both engines, within 1e-4 of each
 /// row's largest: BERT over a padded batch, GPT-2, and a Llama whose query heads share value
@@ -372,25 +470,7 @@ fn head_roles_equal_hfs() {
 fn value_weighted_attention_equals_hfs() {
     use attnscope::analysis::ValueWeighted;
     const CASES: [&str; 3] = ["vw_minilm", "vw_gpt2", "vw_llama"];
-    assert_cases_cover_fixtures(&CASES, |n| n.starts_with("vw_"));
-    /// The largest |Δ| of each last-axis row over that row's largest |want|.
-    fn row_relative(got: ndarray::ArrayViewD<f32>, want: ndarray::ArrayViewD<f32>) -> f32 {
-        let n = *want.shape().last().unwrap();
-        let (got, want) = (
-            got.to_shape((got.len() / n, n)).unwrap(),
-            want.to_shape((want.len() / n, n)).unwrap(),
-        );
-        got.outer_iter()
-            .zip(want.outer_iter())
-            .map(|(g, w)| {
-                let top = w.iter().fold(0f32, |a, &b| a.max(b.abs())).max(1e-6);
-                g.iter()
-                    .zip(&w)
-                    .fold(0f32, |a, (x, y)| a.max((x - y).abs()))
-                    / top
-            })
-            .fold(0f32, f32::max)
-    }
+    assert_cases_cover_fixtures(&CASES, |n| n.starts_with("vw_") && n != "vw_marian");
     for name in CASES {
         let g = golden(name);
         let m = model(&g.meta.model);
@@ -448,12 +528,13 @@ struct AttributionCase {
 /// the constants' direct writes through the frozen final norm equals the same split from hooks
 /// on HF's modules, part by part within 1e-4, the parts summing to HF's logit within
 /// 1e-4·max(1, |logit|), with the same tokens each head promotes and suppresses; on both
-/// engines, GPT-2 (LayerNorm) and a Llama (RMSNorm, grouped-query attention). The first case is
-/// the defaults: the last position's likeliest token.
+/// engines, GPT-2 (LayerNorm), a Llama (RMSNorm, grouped-query attention) and Gemma 3 (a norm
+/// after each sub-layer, the one after the attention frozen; sliding windows). The first case
+/// is the defaults: the last position's likeliest token.
 #[test]
 fn logit_attribution_equals_hfs() {
     use attnscope::analysis::{AttributionOptions, LogitAttribution};
-    const CASES: [&str; 2] = ["la_gpt2", "la_llama"];
+    const CASES: [&str; 3] = ["la_gpt2", "la_llama", "la_gemma3"];
     assert_cases_cover_fixtures(&CASES, |n| n.starts_with("la_"));
     for name in CASES {
         let meta: AttributionMeta = golden_meta(name);
@@ -569,11 +650,12 @@ struct FlowEdge {
 /// each key and the residual's, equals the same computation in float64 from hooks on HF's
 /// modules within 1e-4 (importances are shares of a node's contributions, in [0, 1]), and the
 /// routes to the last position at the fixture's threshold are HF's edges, in order; on both
-/// engines, GPT-2 (biases) and a Llama (grouped-query attention).
+/// engines, GPT-2 (biases), a Llama (grouped-query attention) and Gemma 3 (a norm after the
+/// attention, frozen at each query's real output).
 #[test]
 fn flow_equals_hfs() {
     use attnscope::analysis::flow::Flow;
-    const CASES: [&str; 2] = ["flow_gpt2", "flow_llama"];
+    const CASES: [&str; 3] = ["flow_gpt2", "flow_llama", "flow_gemma3"];
     assert_cases_cover_fixtures(&CASES, |n| n.starts_with("flow_"));
     for name in CASES {
         let g = golden(name);

@@ -334,8 +334,9 @@ fn the_decoder_trace_is_the_decoder_s_own_arithmetic() {
     };
     let mut previous_output = None;
     for layer in 0..d.layers {
-        const ORDER: [&str; 14] = [
+        const ORDER: [&str; 15] = [
             "input",
+            "v",
             "self_output",
             "self_sum",
             "self_normed",

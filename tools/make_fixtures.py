@@ -52,15 +52,17 @@ sink, induction and duplicate-token scores (head_roles, (4, L, H)) from HF's att
 
 Value-weighted attention (`--only value-weighted`; after `--only families` and `--only llama`, whose
 tiny folders it reads): vw_minilm, vw_gpt2 and vw_llama, each key's ||W_O^h v_j|| (value_norms,
-(B, L, H, T)) and alpha_ij * ||W_O^h v_j|| (value_weighted, (B, L, H, T, T)) from HF's values.
+(B, L, H, T)) and alpha_ij * ||W_O^h v_j|| (value_weighted, (B, L, H, T, T)) from HF's values;
+vw_marian (tiny-marian), the same for a translation's encoder, decoder and cross-attention.
 
-What writes the next token (`--only logit-attribution`; reads tests/fixtures/models/tiny-gpt2 and
-tiny-llama): la_gpt2 and la_llama (JSON only), two direct logit attributions each: the logit, the
+What writes the next token (`--only logit-attribution`; reads tests/fixtures/models/tiny-gpt2,
+tiny-llama and v5-gemma3): la_gpt2, la_llama and la_gemma3 (JSON only; Gemma's norm after the
+attention frozen as the final norm is), two direct logit attributions each: the logit, the
 embedding's part, each head's [L][H], each MLP's [L], the constants, and the K token ids each head
 promotes and suppresses most.
 
-Information-flow routes (`--only flow`; reads tests/fixtures/models/tiny-gpt2 and tiny-llama):
-flow_gpt2 and flow_llama, every edge's importance (flow_heads (L, H, T, T), flow_residual (L, T)) in
+Information-flow routes (`--only flow`; reads tests/fixtures/models/tiny-gpt2, tiny-llama and
+v5-gemma3): flow_gpt2, flow_llama and flow_gemma3, every edge's importance (flow_heads (L, H, T, T), flow_residual (L, T)) in
 float64 from hooks on HF's modules, and the routes to the last position at FLOW_THRESHOLD (JSON).
 
 Gemma 3 270M (`--only gemma`; pip install gguf accelerate; needs scripts/setup.sh's Q4_K_M GGUF):
@@ -482,7 +484,7 @@ def value_weighted(model_dir):
     """`--only value-weighted`: vw_minilm (all-MiniLM, a padded batch of two), vw_gpt2 (tiny-gpt2)
     and vw_llama (tiny-llama, grouped-query attention 4/2): each key's ||W_O^h v_j|| (value_norms,
     (B, L, H, T)) and the value-weighted attention (value_weighted, (B, L, H, T, T)), with HF's
-    attention (attention)."""
+    attention (attention); and vw_marian, a translation's three attentions (value_weighted_marian)."""
     from transformers import GPT2LMHeadModel, LlamaForCausalLM
     bert = BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
     tok = load_tokenizer(os.path.join(model_dir, "tokenizer.json"), 512)
@@ -503,6 +505,54 @@ def value_weighted(model_dir):
     value_weighted_case("vw_llama", "tiny-llama", dict(texts=VW_TEXTS, mask="causal"), tok, llama, llama.config.pad_token_id,
                         [(l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight) for l in llama.model.layers],
                         llama.config.num_attention_heads)
+    value_weighted_marian()
+
+
+@torch.no_grad()
+def value_weighted_marian():
+    """vw_marian (tiny-marian): each of a translation's three attentions' value sizes, HF's greedy
+    output of each source alone teacher-forced through one forward pass with hooks on every
+    v_proj. Per item i: value_norms_{encoder,decoder,cross}_i ((L, H, S), (L, H, T), (L, H, S))
+    and value_weighted_{encoder,decoder,cross}_i (the attention times its keys' sizes)."""
+    from transformers import MarianMTModel
+    d = os.path.join(MODELS, "tiny-marian")
+    model = MarianMTModel.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    pad = tok.token_to_id("<pad>")
+    heads = model.config.encoder_attention_heads
+    enc_layers, dec_layers = model.model.encoder.layers, model.model.decoder.layers
+    kinds = dict(encoder=[l.self_attn for l in enc_layers], decoder=[l.self_attn for l in dec_layers],
+                 cross=[l.encoder_attn for l in dec_layers])
+    items, tensors = [], {}
+    for i, src in enumerate(MARIAN_SOURCES[:2]):
+        ids = torch.tensor([tok.encode(src).ids])
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=1, do_sample=False,
+                             max_new_tokens=8, bad_words_ids=[[pad]])
+        output_ids = out[0].tolist()
+        vals = {k: [None] * len(mods) for k, mods in kinds.items()}
+        hooks = [m.v_proj.register_forward_hook(lambda _m, _i, o, k=k, l=l: vals[k].__setitem__(l, o[0]))
+                 for k, mods in kinds.items() for l, m in enumerate(mods)]
+        fw = model(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([output_ids[:-1]]),
+                   output_attentions=True)
+        for h in hooks:
+            h.remove()
+        att = dict(encoder=fw.encoder_attentions, decoder=fw.decoder_attentions, cross=fw.cross_attentions)
+        for k, mods in kinds.items():
+            norms = []
+            for l, m in enumerate(mods):
+                v, w = vals[k][l].double(), m.out_proj.weight.double()  # (n, H*d), (D, H*d)
+                dh = v.shape[1] // heads
+                norms.append(torch.stack([(v[:, h * dh:(h + 1) * dh] @ w[:, h * dh:(h + 1) * dh].T).norm(dim=-1)
+                                          for h in range(heads)]))  # (H, n)
+            norms = torch.stack(norms)  # (L, H, n_k)
+            tensors[f"value_norms_{k}_{i}"] = norms
+            tensors[f"value_weighted_{k}_{i}"] = torch.stack(att[k])[:, 0].double() * norms[:, :, None, :]
+        items.append(dict(source=src, output_ids=output_ids))
+    meta = dict(model="tiny-marian", items=items)
+    with open(os.path.join(GOLDEN, "vw_marian.json"), "w") as f:
+        json.dump(meta, f, ensure_ascii=False, indent=1)
+    save_file({k: v.contiguous().float() for k, v in tensors.items()}, os.path.join(GOLDEN, "vw_marian.safetensors"))
+    print("vw_marian: " + "; ".join(f"{it['source']!r} -> {it['output_ids']}" for it in items))
 
 
 # What writes the next token (issue 52; Elhage et al. 2021): a decoder's logit of a target token at a
@@ -516,13 +566,20 @@ LA_K = 5
 
 
 @torch.no_grad()
-def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms, heads):
-    """`blocks`: [(attention module, its W_O (D, H*d) and bias, the o_proj to pre-hook, mlp module, its output bias)]."""
+def gemma_norm(norm):
+    """A Gemma RMSNorm's effective weight (1 + gamma) and epsilon, in float64."""
+    return 1 + norm.weight.double(), norm.eps
+
+
+def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms, heads, final=None):
+    """`blocks`: [(attention module, its W_O (D, H*d) and bias, the o_proj to pre-hook, mlp module (its
+    output: the feed-forward's write), its output bias, and the attention's post-norm as (weight,
+    eps) or None)]. `final`: the final RMSNorm's (weight, eps) where its module's are not them (Gemma)."""
     ids = torch.tensor([tok.encode(LA_TEXT).ids])
     n_layers = len(blocks)
     ctx, attn, mlp, final_in = [None] * n_layers, [None] * n_layers, [None] * n_layers, [None]
     hooks = [final_norm.register_forward_pre_hook(lambda _m, args: final_in.__setitem__(0, args[0]))]
-    for l, (att_mod, _, _, o_proj, mlp_mod, _) in enumerate(blocks):
+    for l, (att_mod, _, _, o_proj, mlp_mod, _, _) in enumerate(blocks):
         hooks.append(o_proj.register_forward_pre_hook(lambda _m, args, l=l: ctx.__setitem__(l, args[0])))
         hooks.append(att_mod.register_forward_hook(lambda _m, _i, out, l=l: attn.__setitem__(l, out[0])))
         hooks.append(mlp_mod.register_forward_hook(lambda _m, _i, out, l=l: mlp.__setitem__(l, out)))
@@ -536,9 +593,9 @@ def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms
         logits = out.logits[0, p].double()
         t = int(logits.argmax()) if target is None else target
         x = final_in[0][0, p].double()
-        w = final_norm.weight.double()
+        w, eps = final if final else (final_norm.weight.double(), getattr(final_norm, "variance_epsilon", None))
         if rms:
-            scale = w / (x.pow(2).mean() + final_norm.variance_epsilon).sqrt()
+            scale = w / (x.pow(2).mean() + eps).sqrt()
             centre = lambda v: v
             const = 0.0
         else:
@@ -549,11 +606,14 @@ def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms
         embedding = float(read(out.hidden_states[0][0, p]) @ U[t])
         head_parts, mlps, writes = [], [], []
         other = const + (float(model.lm_head.bias[t]) if getattr(model.lm_head, "bias", None) is not None else 0.0)
-        for l, (_, w_o, b_o, _, _, b_mlp) in enumerate(blocks):
+        for l, (_, w_o, b_o, _, _, b_mlp, post) in enumerate(blocks):
             c = ctx[l][0, p].double()
             d = c.shape[0] // heads
             per_head = torch.stack([w_o[:, h * d:(h + 1) * d].double() @ c[h * d:(h + 1) * d] for h in range(heads)])  # (H, D)
             assert (per_head.sum(0) + (b_o.double() if b_o is not None else 0) - attn[l][0, p].double()).abs().max() < 1e-4
+            if post is not None:  # the norm after the attention, frozen at its real output
+                a_out = attn[l][0, p].double()
+                per_head = per_head * (post[0] / (a_out.pow(2).mean() + post[1]).sqrt())
             writes.append(per_head)
             head_parts.append((read(per_head) @ U[t]).tolist())
             m = mlp[l][0, p].double() - (b_mlp.double() if b_mlp is not None else 0)
@@ -576,19 +636,28 @@ def logit_attribution_case(name, model_name, tok, model, blocks, final_norm, rms
 
 @torch.no_grad()
 def logit_attribution():
-    """`--only logit-attribution`: la_gpt2 (tiny-gpt2, LayerNorm) and la_llama (tiny-llama, RMSNorm,
-    GQA): two attributions each (the last position's likeliest token; position 2's token 10)."""
-    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    """`--only logit-attribution`: la_gpt2 (tiny-gpt2, LayerNorm), la_llama (tiny-llama, RMSNorm,
+    GQA) and la_gemma3 (v5-gemma3, norms after each sub-layer): two attributions each (the last
+    position's likeliest token; position 2's token 10)."""
+    from transformers import AutoModelForCausalLM, GPT2LMHeadModel, LlamaForCausalLM
     d = os.path.join(MODELS, "tiny-gpt2")
     gpt2 = GPT2LMHeadModel.from_pretrained(d, attn_implementation="eager").eval()
     logit_attribution_case("la_gpt2", "tiny-gpt2", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gpt2,
-                           [(b.attn, b.attn.c_proj.weight.T, b.attn.c_proj.bias, b.attn.c_proj, b.mlp, b.mlp.c_proj.bias)
+                           [(b.attn, b.attn.c_proj.weight.T, b.attn.c_proj.bias, b.attn.c_proj, b.mlp, b.mlp.c_proj.bias, None)
                             for b in gpt2.transformer.h], gpt2.transformer.ln_f, False, gpt2.config.n_head)
     d = os.path.join(MODELS, "tiny-llama")
     llama = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
     logit_attribution_case("la_llama", "tiny-llama", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), llama,
-                           [(l.self_attn, l.self_attn.o_proj.weight, l.self_attn.o_proj.bias, l.self_attn.o_proj, l.mlp, None)
+                           [(l.self_attn, l.self_attn.o_proj.weight, l.self_attn.o_proj.bias, l.self_attn.o_proj, l.mlp, None, None)
                             for l in llama.model.layers], llama.model.norm, True, llama.config.num_attention_heads)
+    # Gemma 3: a norm after the attention and after the feed-forward (the latter's output is the
+    # write), RMSNorms of weight 1 + gamma, the embedding times sqrt(D), a sliding window of 5
+    d = os.path.join(MODELS, "v5-gemma3")
+    gemma = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    logit_attribution_case("la_gemma3", "v5-gemma3", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gemma,
+                           [(l.self_attn, l.self_attn.o_proj.weight, None, l.self_attn.o_proj, l.post_feedforward_layernorm, None,
+                             gemma_norm(l.post_attention_layernorm)) for l in gemma.model.layers],
+                           gemma.model.norm, True, gemma.config.num_attention_heads, final=gemma_norm(gemma.model.norm))
 
 
 # Information-flow routes (issue 52; Ferrando & Voita 2024): node (l, i) is position i's residual
@@ -623,12 +692,14 @@ def flow_routes(heads_imp, residual_imp, threshold):
 @torch.no_grad()
 def flow_case(name, model_name, tok, model, layers, heads):
     """`layers`: [(attention module (its output[0]: the block's write, bias included), value module, its
-    output -> (1, T, H_kv*d), W_O (D, H*d))] a layer."""
+    output -> (1, T, H_kv*d), W_O (D, H*d), the attention's post-norm as (weight, eps) or None)] a
+    layer. A post-norm is frozen at each query's real attention output: each contribution times
+    its query's scale."""
     ids = torch.tensor([tok.encode(LA_TEXT).ids])
     n = len(layers)
     attn_out, vals = [None] * n, [None] * n
     hooks = []
-    for l, (att_mod, v_mod, pick, _) in enumerate(layers):
+    for l, (att_mod, v_mod, pick, _, _) in enumerate(layers):
         hooks.append(att_mod.register_forward_hook(lambda _m, _i, out, l=l: attn_out.__setitem__(l, out[0])))
         hooks.append(v_mod.register_forward_hook(lambda _m, _i, out, l=l, pick=pick: vals.__setitem__(l, pick(out))))
     out = model(input_ids=ids, output_hidden_states=True, output_attentions=True)
@@ -637,16 +708,18 @@ def flow_case(name, model_name, tok, model, layers, heads):
     T = ids.shape[1]
     heads_imp = torch.zeros(n, heads, T, T, dtype=torch.float64)
     residual_imp = torch.zeros(n, T, dtype=torch.float64)
-    for l, (_, _, _, w_o) in enumerate(layers):
+    for l, (_, _, _, w_o, post) in enumerate(layers):
         x = out.hidden_states[l][0].double()  # (T, D), the stream entering layer l
-        y = x + attn_out[l][0].double()  # the stream after attention
+        a_out = attn_out[l][0].double()
+        scale = post[0] / (a_out.pow(2).mean(-1, keepdim=True) + post[1]).sqrt() if post is not None else torch.ones_like(a_out)  # (T, D)
+        y = x + a_out * scale  # the stream after attention
         v = vals[l][0].double()  # (T, G*d)
         d = w_o.shape[1] // heads
         per = heads // (v.shape[1] // d)
         a = out.attentions[l][0].double()  # (H, T, T)
         u = torch.stack([v[:, (h // per) * d:(h // per + 1) * d] @ w_o[:, h * d:(h + 1) * d].double().T for h in range(heads)])  # (H, T, D)
         total = y.abs().sum(-1)  # (T,)
-        c = a[:, :, :, None] * u[:, None, :, :]  # (H, T_q, T_k, D)
+        c = a[:, :, :, None] * u[:, None, :, :] * scale[None, :, None, :]  # (H, T_q, T_k, D)
         imp = (total[None, :, None] - (y[None, :, None, :] - c).abs().sum(-1)).clamp(min=0)
         imp = torch.where(a > 0, imp, torch.zeros_like(imp))
         res = (total - (y - x).abs().sum(-1)).clamp(min=0)
@@ -666,19 +739,25 @@ def flow_case(name, model_name, tok, model, layers, heads):
 
 @torch.no_grad()
 def flow():
-    """`--only flow`: flow_gpt2 (tiny-gpt2) and flow_llama (tiny-llama, grouped-query attention 4/2)."""
-    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    """`--only flow`: flow_gpt2 (tiny-gpt2), flow_llama (tiny-llama, grouped-query attention 4/2) and
+    flow_gemma3 (v5-gemma3, a norm after the attention)."""
+    from transformers import AutoModelForCausalLM, GPT2LMHeadModel, LlamaForCausalLM
     d = os.path.join(MODELS, "tiny-gpt2")
     gpt2 = GPT2LMHeadModel.from_pretrained(d, attn_implementation="eager").eval()
     n = gpt2.config.n_embd
     flow_case("flow_gpt2", "tiny-gpt2", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gpt2,
-              [(b.attn, b.attn.c_attn, lambda o: o[..., 2 * n:], b.attn.c_proj.weight.T) for b in gpt2.transformer.h],
+              [(b.attn, b.attn.c_attn, lambda o: o[..., 2 * n:], b.attn.c_proj.weight.T, None) for b in gpt2.transformer.h],
               gpt2.config.n_head)
     d = os.path.join(MODELS, "tiny-llama")
     llama = LlamaForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
     flow_case("flow_llama", "tiny-llama", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), llama,
-              [(l.self_attn, l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight) for l in llama.model.layers],
+              [(l.self_attn, l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight, None) for l in llama.model.layers],
               llama.config.num_attention_heads)
+    d = os.path.join(MODELS, "v5-gemma3")
+    gemma = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32).eval()
+    flow_case("flow_gemma3", "v5-gemma3", Tokenizer.from_file(os.path.join(d, "tokenizer.json")), gemma,
+              [(l.self_attn, l.self_attn.v_proj, lambda o: o, l.self_attn.o_proj.weight, gemma_norm(l.post_attention_layernorm))
+               for l in gemma.model.layers], gemma.config.num_attention_heads)
 
 
 @torch.no_grad()

@@ -8,7 +8,7 @@ import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, 
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, engineOf, decoderSteps, layerNumber } from './result.js';
+import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, inlineText, engineOf, decoderSteps, layerNumber } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES, DECODER_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
@@ -18,6 +18,7 @@ import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
 import { readGiven, fromGiven, precisionNote } from './given.js';
 import { player, PLAY_MS } from './play.js';
+import { startExercise } from './exercises.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -102,6 +103,7 @@ function layout(s) {
     rollout: !s.embed && s.rollout ? { fontPx: presenterFont(s), panelPx: Math.min(420, Math.floor(($('rollout-view').clientWidth || 800) / (window.innerWidth < 700 ? 1 : 2)) - 24) } : null,
     writes: !s.embed && s.writes ? { fontPx: presenterFont(s) } : null,
     flow: !s.embed && s.flow ? { fontPx: presenterFont(s) } : null,
+    exercise: !s.embed && s.exercise ? {} : null,
     headB: showHeat && sideBySide ? { maxHeight, fontPx: presenterFont(s) } : null,
     steps: !s.embed || s.embed === 'steps' ? { panelPx: Math.min(s.presenter ? 360 : 260, Math.floor(($('steps-view').clientWidth || 1000) / (window.innerWidth < 700 ? 1 : 4)) - 16), fontPx: s.presenter ? 15 : 11 } : null,
   };
@@ -124,7 +126,7 @@ function isSideBySide(s) {
 }
 
 const targets = {
-  model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), writes: $('writes-view'), flow: $('flow-view'), headB: $('head-view-b'),
+  model: $('model-view'), head: $('head-view'), lines: $('lines-view'), steps: $('steps-view'), heads: $('heads-view'), rollout: $('rollout-view'), writes: $('writes-view'), flow: $('flow-view'), exercise: $('exercise-view'), headB: $('head-view-b'),
   ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, $(`inside-${id}`)])),
 };
 /** Which of the head panel's panes show, side by side or not: set before the views are drawn
@@ -194,6 +196,8 @@ function syncInputs(s) {
   $('writes-details').hidden = !s.modelInfo?.lm_head || isGiven(s);
   $('flow-details').open = s.flow;
   $('flow-details').hidden = !s.modelInfo?.lm_head || isGiven(s);
+  $('exercise-view').hidden = !s.exercise;
+  for (const b of document.querySelectorAll('.exercise-starts [data-exercise]')) b.setAttribute('aria-pressed', String(b.dataset.exercise === s.exercise));
 }
 
 $('part').append(...Object.entries(PARTS).map(([value, name]) => Object.assign(document.createElement('option'), { value, textContent: name })));
@@ -471,7 +475,7 @@ function nextTokens(s) {
   // a long text's run has the LM head at its last position only
   if (!next[q]?.length) q = next.findLastIndex((x) => x.length > 0);
   if (q < 0) { $('next-view').hidden = true; return; }
-  const shown = (t) => `“${visibleText(t)}”`;
+  const shown = (t) => `“${inlineText(t)}”`;
   // a token that is only part of a character shows its bytes, marked (‹F0 9F›: the engine's text)
   const predicted = (p) => shown(p.text);
   const pct = (p) => `${(100 * p).toFixed(1)}%`;
@@ -670,6 +674,8 @@ store.subscribe((s, changed) => {
   if (changed.size > 1 || !changed.has('generation')) renderChrome(s, changed);
   // a model trained with another mask switches it (scope.js): the control follows
   if (changed.has('mask') && $('mask').value !== s.mask) $('mask').value = s.mask;
+  // an exercise checked colours the grid by the role it asked of (web/exercises.js): the control follows
+  if (changed.has('metric') && $('metric').value !== s.metric) { $('metric').value = s.metric; describeChoices(); }
   if (changed.has('rendered') && s.run) { api.renders++; api.lastRenderAt = performance.now(); }
   // another engine loads the model again; an engine a load settled on itself comes with its model
   if (changed.has('engine') && !changed.has('modelVersion') && !linkedModel) loadWithEngine(s);
@@ -763,6 +769,14 @@ for (const d of document.querySelectorAll('details[data-panel]')) {
 on('rollout-details', 'toggle', (e) => store.update({ rollout: e.target.open }));
 on('writes-details', 'toggle', (e) => store.update({ writes: e.target.open }));
 on('flow-details', 'toggle', (e) => store.update({ flow: e.target.open }));
+// a "predict, then check" exercise: its text in the box, its question above the model view
+for (const b of document.querySelectorAll('.exercise-starts [data-exercise]')) {
+  b.addEventListener('click', () => {
+    store.update(startExercise(b.dataset.exercise));
+    syncInputs(store.get());
+    $('model-panel').scrollIntoView({ block: 'start', behavior: 'smooth' });
+  });
+}
 on('example', 'change', (e) => {
   const ex = examplesOf(store.get().modelInfo).find((x) => x.id === e.target.value);
   if (!ex) return;
@@ -948,6 +962,9 @@ async function elementBlocked(script, model) {
 /** A URL that works from any page: a relative one resolved against this page. */
 const absolute = (u) => (/^[a-z][a-z0-9+.-]*:/i.test(u) ? u : new URL(u, location.href).href);
 
+/** The element's view that an exercise under way is shared with: where its answer is given. */
+const EXERCISE_VIEWS = { 'previous-token': 'roles', 'knock-out': 'writes' };
+
 /** The link, the embed's URL, the element's script, the iframe snippet of a given height, and the <attn-scope> snippet
  *  with every setting of the view the element takes (web/attn-scope.js) and its model's absolute URL.
  *  A generation is shared as the element's view="generate": it writes the same tokens (`gen`,
@@ -965,7 +982,8 @@ function shareSnippets(s) {
   const batch = s.batch && texts.length > 1 && !texts.some((t) => t.includes('|')); // the attribute separates them by |
   const attrs = [
     ['sentence', texts[item] ?? ''], batch && ['batch', texts.join('|')], batch && item && ['item', item],
-    s.pair && ['pair', s.pair], ['mask', s.mask], ['view', generated ? 'generate' : view],
+    s.pair && ['pair', s.pair], ['mask', s.mask], ['view', generated ? 'generate' : EXERCISE_VIEWS[s.exercise] ?? view],
+    s.exercise && ['exercise', s.exercise],
     s.modelInfo?.decoder && s.attn !== 'cross' && ['attention', s.attn],
     ['layer', s.layer], ['head', s.head], s.scale !== 'absolute' && ['scale', s.scale], s.words && ['words', ''], s.part !== 'all' && ['part', s.part],
     s.off.length && ['off', s.off.join(',')], s.step !== null && s.step !== undefined && ['step', s.step],

@@ -20,7 +20,10 @@
 // (present: a layer and a head to choose above a view of one head, and for a sentence pair which
 // sentence's queries over which one's keys, also above the model view), part (that choice: all | aa
 // | bb | ab | ba, sentence B from the attention's sentence_b_start); view="heads" (every head's
-// summaries, a sortable table) and view="rollout" (attention rollout through the stack); view="generate" (a decoder-only model with an LM head
+// summaries, a sortable table) and view="rollout" (attention rollout through the stack); view="roles"
+// (the model view coloured by a role), view="writes" (what writes the next token) and view="flow"
+// (the information-flow routes), each with exercise (a "predict, then check" under the view:
+// previous-token | first-token | knock-out | none; roles and writes ask one unless told); view="generate" (a decoder-only model with an LM head
 // writing after the sentence, token by token, the focused step's head view under it) with gen (how
 // many tokens to write once the sentence's run is in; else on its Generate button) and chat (present:
 // the sentence as a chat's user message). Changing one re-renders.
@@ -39,6 +42,7 @@ import { useWorker, engine } from './engine.js';
 import { connectGeneration, canGenerate } from './generation.js';
 import * as generationView from './views/generation.js';
 import { player } from './play.js';
+import { EXERCISES } from './exercises.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
@@ -47,7 +51,13 @@ const TRANSLATION_EMBEDS = ['masks', 'inside'];
  *  the heads table (each head's summaries, sortable) and attention rollout through the stack. */
 const READINGS = ['heads', 'rollout'];
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part', 'gen', 'chat'];
+/** The views that read what each head does (issue 52), each with its "predict, then check"
+ *  exercise by default (web/exercises.js; the `exercise` attribute names another, or `none`):
+ *  `roles` the model grid, coloured by the heads' roles on a text that repeats, `writes` what
+ *  writes the next token, `flow` the information-flow routes. */
+const HEAD_READINGS = { roles: 'previous-token', writes: 'knock-out', flow: '' };
+
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part', 'gen', 'chat', 'exercise'];
 
 /** A decoder-only model writing after the sentence (`view="generate"`): the text token by token,
  *  its steps, and the focused head's attention over prompt and output. The element's own view. */
@@ -117,7 +127,10 @@ class AttnScope extends HTMLElement {
   intent() {
     const a = (k) => this.getAttribute(k);
     const int = (k) => Math.max(0, parseInt(a(k), 10) || 0);
-    const view = [...EMBEDS, ...TRANSLATION_EMBEDS, ...READINGS, GENERATE].includes(a('view')) ? a('view') : 'head';
+    const asked = [...EMBEDS, ...TRANSLATION_EMBEDS, ...READINGS, ...Object.keys(HEAD_READINGS), GENERATE].includes(a('view')) ? a('view') : 'head';
+    // view="roles" is the model grid, coloured by a role until an exercise asks first
+    const view = asked === 'roles' ? 'model' : asked;
+    const exercise = Object.hasOwn(EXERCISES, a('exercise') ?? '') ? a('exercise') : a('exercise') === 'none' ? '' : HEAD_READINGS[asked] ?? '';
     // a batch: its sources separated by |, each "source => target" to teacher-force its own
     const batch = (a('batch') ?? '').split('|').map((x) => x.trim()).filter(Boolean).slice(0, MAX_BATCH);
     return {
@@ -127,7 +140,8 @@ class AttnScope extends HTMLElement {
       mask: MASKS.includes(a('mask')) ? a('mask') : 'padding',
       layer: int('layer'), head: int('head'), embed: view, view: view === 'lines' ? 'lines' : 'heatmap',
       // the heads table and the rollout: the engine computes what they read for the views that show them
-      table: view === 'heads', rollout: view === 'rollout',
+      table: view === 'heads', rollout: view === 'rollout', writes: view === 'writes', flow: view === 'flow',
+      exercise, metric: asked === 'roles' && !exercise ? 'role:induction' : '',
       scale: a('scale') === 'head' ? 'head' : 'absolute', words: this.hasAttribute('words'), off: parseHeads(a('off') ?? ''),
       engine: ENGINES.includes(a('engine')) ? a('engine') : 'auto', model: a('model') ?? '', hf: a('hf') ?? '', file: a('file') ?? '', hub: a('hub') ?? '',
       step: this.hasAttribute('step') ? int('step') : null, attn: ATTENTIONS.includes(a('attention')) ? a('attention') : 'cross',
@@ -169,7 +183,7 @@ class AttnScope extends HTMLElement {
     // the space the view will take, until its first render: no layout shift, and an element
     // below the fold stays below it (this style is inline: the shadow's stylesheet loads later)
     const view = this.$('.view');
-    if (view.classList.contains('pending')) view.style.aspectRatio = { model: '2 / 1', steps: '3 / 1', lines: '1 / 1', heads: '3 / 2', rollout: '2 / 1' }[this.intent().embed] ?? '1 / 1.15';
+    if (view.classList.contains('pending')) view.style.aspectRatio = { model: '2 / 1', steps: '3 / 1', lines: '1 / 1', heads: '3 / 2', rollout: '2 / 1', writes: '3 / 2', flow: '3 / 2' }[this.intent().embed] ?? '1 / 1.15';
     if (!this.store) return;
     const next = this.intent();
     const now = this.store.get();
@@ -225,6 +239,13 @@ class AttnScope extends HTMLElement {
       }
       view.after(box);
     }
+    // an exercise: its question under the view
+    if (intent.exercise) {
+      const card = document.createElement('div');
+      card.className = 'view exercise';
+      this.$('.caption').before(card);
+      targets.exercise = card;
+    }
     this.scope = connect(this.store, {
       targets, dropOld: false,
       // the `files` property's checkpoint went to the engine that crashed (the notebook's `run()`: the kernel sends them)
@@ -238,6 +259,7 @@ class AttnScope extends HTMLElement {
           model: {}, head: { maxHeight: name === GENERATE ? Math.min(width, 560) : Math.min(width, height), fontPx: 12 },
           lines: { height: Math.min(height, 640), fontPx: 12 },
           heads: {}, rollout: { fontPx: 12, panelPx: Math.min(420, Math.floor(width / (width >= 640 ? 2 : 1)) - 24) },
+          writes: { fontPx: 12, width }, flow: { fontPx: 12 }, exercise: s.exercise ? {} : null,
           steps: { panelPx: Math.floor(width / (width >= 720 ? 4 : 2)) - 14, fontPx: 10 },
           ...Object.fromEntries(INSIDE.map((id) => [`inside:${id}`, name === 'inside' && s.inside.includes(id) ? { fontPx: 11, width } : null])),
         };

@@ -2,6 +2,7 @@
 // Values are only ever read as text (URLSearchParams), never as markup.
 
 import { INTENT_DEFAULTS, MASKS, ENGINES, HEAD_VIEWS, PARTS, EMBEDS, ATTENTIONS, DECODER_INSIDE, MAX_BATCH, METRICS, ROLES, INSIDE, DEFAULT_HUB } from './store.js';
+import { EXERCISES } from './exercises.js';
 
 const int = (v, d) => { const n = parseInt(v, 10); return Number.isFinite(n) && n >= 0 ? n : d; };
 
@@ -47,6 +48,7 @@ export function parseHash(hash) {
   s.rollout = h.get('rollout') === '1';
   s.writes = h.get('writes') === '1';
   s.flow = h.get('flow') === '1';
+  if (Object.hasOwn(EXERCISES, h.get('ex') ?? '')) s.exercise = h.get('ex');
   s.off = parseHeads(h.get('off') ?? '');
   if (h.has('cmp')) { s.compare = true; s.compareText = h.get('cmp'); }
   s.inside = [...INSIDE, ...DECODER_INSIDE].filter((id) => (h.get('inside') ?? '').split(',').includes(id));
@@ -90,6 +92,7 @@ export function writeHash(s) {
   if (s.rollout) h.set('rollout', '1');
   if (s.writes) h.set('writes', '1');
   if (s.flow) h.set('flow', '1');
+  if (s.exercise) h.set('ex', s.exercise);
   if (s.off.length) h.set('off', s.off.join(','));
   if (s.compare) h.set('cmp', s.compareText);
   if (s.inside.length) h.set('inside', s.inside.join(','));

@@ -238,6 +238,17 @@ export function visibleText(text) {
   return signed.trim() ? signed : signed.replace(/\s/g, '␣');
 }
 
+/** Right-to-left letters (Hebrew, Arabic, Syriac, Thaana, N'Ko and their presentation forms). */
+const RTL = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]/;
+
+/** A token's text within a line of prose (a list of tokens, a sentence naming one): as
+ *  {@link visibleText}, isolated (U+2068 … U+2069) where it holds right-to-left letters, so that
+ *  an Arabic token keeps its place in the list and the numbers after it stay after it. */
+export function inlineText(text) {
+  const shown = visibleText(text);
+  return RTL.test(shown) ? `\u2068${shown}\u2069` : shown;
+}
+
 /** The engine a result's `backend` names, as the page writes it: `WebGPU` or `the CPU engine`. */
 export function engineOf(backend) {
   return backend?.startsWith('gpu') ? 'WebGPU' : 'the CPU engine';

@@ -14,6 +14,8 @@ import * as heads from './views/heads.js';
 import * as rolloutView from './views/rollout.js';
 import * as writesView from './views/writes.js';
 import * as flowView from './views/flow.js';
+import * as exerciseView from './views/exercise.js';
+import { exerciseOptions } from './exercises.js';
 import { compareOf, alone } from './compare.js';
 import { INSIDE, DECODER_INSIDE } from './store.js';
 import * as embeddingsView from './views/inside/embeddings.js';
@@ -102,7 +104,7 @@ import { clampSel } from './select.js';
 import { partOf } from './result.js';
 
 export const VIEWS = {
-  model: grid, head, lines, steps, heads, rollout: rolloutView, writes: writesView, flow: flowView, headB: head,
+  model: grid, head, lines, steps, heads, rollout: rolloutView, writes: writesView, flow: flowView, exercise: exerciseView, headB: head,
   ...Object.fromEntries(INSIDE.map((id, i) => [`inside:${id}`, INSIDE_VIEWS[i]])),
 };
 
@@ -187,6 +189,8 @@ export function runOptions(s) {
   const states = (T) => texts.length * T * ((info?.layers ?? 0) + 1) * (info?.hidden ?? 0);
   const eager = (!s.run || (s.run.T <= EAGER_TOKENS && states(s.run.T) <= EAGER_VALUES)) && texts.every((t) => t.length <= 8 * EAGER_TOKENS);
   const traced = eager || TRACED.some(open);
+  // a "predict, then check" exercise: what it reads (web/exercises.js)
+  const ex = exerciseOptions(s.exercise, info);
   return {
     headMask: s.off.join(','), scale: s.noScale ? 'none' : 'sqrt_dk',
     // the rotation left out: only a model that has one (the link may say so for any)
@@ -194,11 +198,11 @@ export function runOptions(s) {
     ...(s.noQkNorm && s.modelInfo?.architecture?.layers?.some((l) => l.qk_norm) ? { noQkNorm: true } : {}),
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // the heads' roles, where a text repeats (a few floats a head; none where it does not)
-    headRoles: eager || Boolean(s.metric) || s.table,
+    headRoles: eager || Boolean(s.metric) || s.table || Boolean(ex.headRoles),
     // the value switch: each key's ‖W_O^h v_j‖, which the views weigh the attention by
-    ...(s.byValue ? { valueNorms: true } : {}),
+    ...(s.byValue || ex.valueNorms ? { valueNorms: true } : {}),
     // what writes the next token: each head's and feed-forward's part of its logit
-    ...(s.writes && s.modelInfo?.logit_attribution ? { logitAttribution: {} } : {}),
+    ...((s.writes && s.modelInfo?.logit_attribution) || ex.logitAttribution ? { logitAttribution: {} } : {}),
     // the information-flow routes: every edge's importance, the page follows the routes down
     ...(s.flow && s.modelInfo?.logit_attribution ? { flow: true } : {}),
     // inside the encoder: what the open panels draw, and nothing else
@@ -534,7 +538,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     base.part = partOf(shown, base.item, s.part); // a sentence pair's part: the head and line views'
     const onlyHover = changed && [...changed].every((k) => k === 'hover');
     const onlySel = changed && [...changed].every((k) => k === 'hover' || k === 'sel'); // dims rows, draws the strip and lines
-    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', 'writes', 'flow', ...INSIDE.map((id) => `inside:${id}`)];
+    const order = onlyHover ? ['lines'] : onlySel ? ['head', 'headB', 'lines', 'inside:ffn'] : ['head', 'headB', 'lines', 'model', 'steps', 'heads', 'rollout', 'writes', 'flow', 'exercise', ...INSIDE.map((id) => `inside:${id}`)];
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
     let slice = performance.now();
@@ -558,13 +562,14 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       }
       const t0 = performance.now();
       // QKᵀ, the mask and the layer's insides are per piece: those views keep the piece run
-      const pieces = name === 'steps' || name === 'writes' || name === 'flow' || name.startsWith('inside:');
+      const pieces = name === 'steps' || name === 'writes' || name === 'flow' || name === 'exercise' || name.startsWith('inside:');
       // side by side, each sentence's views are its own length: no padding rows or columns (the
       // first head view, the second's, and the focused sentence's grid and steps)
       const own = sideBySide ? { head: 0, headB: 1, model: base.item, steps: base.item }[name] : undefined;
       VIEWS[name].render(el, own !== undefined ? alone(pieces ? r : shown, own) : pieces ? r : shown, {
         ...base, ...opts[name], hover: s.hover, headDim: s.modelInfo?.head_dim, ...(own !== undefined ? { item: own, win: null, cellsLike: Math.max(...base.compare.lengths) } : {}),
         modelInfo: s.modelInfo, noScale: s.noScale, readOut: s.readOut, scaling: s.scaling, pair: pairOf(s),
+        exercise: s.exercise, guess: s.guess, checked: s.checked, onUpdate: (patch) => store.update(patch),
         positions: s.positions?.key === s.modelKey ? s.positions : null,
         onNoScale: (noScale) => store.update({ noScale }),
         noRope: s.noRope, onNoRope: (noRope) => store.update({ noRope }),
@@ -659,9 +664,9 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     }, () => {}).finally(() => { if (otherFor === r) otherFor = null; });
   }
 
-  const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'writes', 'flow', 'readOut', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
+  const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'writes', 'flow', 'readOut', 'exercise', 'guess', 'checked', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
   const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm'];
-  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer', 'byValue', 'writes', 'flow']; // a new run only when the last one lacks what they show
+  const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer', 'byValue', 'writes', 'flow', 'exercise']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows

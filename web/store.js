@@ -61,6 +61,9 @@ export const INTENT_DEFAULTS = {
   metric: '', table: false, rollout: false, off: [], compare: false,
   writes: false, // the panel "what writes the next token" open (a decoder with an LM head)
   flow: false, // the panel of information-flow routes open (the same models)
+  exercise: '', // a "predict, then check" exercise under way (web/exercises.js), or none
+  guess: 0.5, // its answer on the slider, where it asks for a fraction
+  checked: null, // the answer checked (its verdict shown), or null
   // inside the encoder: the open panels (INSIDE ids), the √d_k ablation and (a model with
   // rotary positions) the ablation that leaves the rotation out
   inside: [], noScale: false, noRope: false, noQkNorm: false,

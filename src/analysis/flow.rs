@@ -15,11 +15,13 @@
 //! the attention is part of the node's way up). The routes to a prediction are the edges of at
 //! least a threshold's importance that reach the last position's output, followed down from it.
 
-use ndarray::{s, Array2, Array3, Array4, ArrayView1, Axis};
+use ndarray::{s, Array1, Array2, Array3, Array4, ArrayView1, Axis};
 use rayon::prelude::*;
 
+use super::logit_attribution::post_norm_scale;
 use super::value_weighted::through_each_head;
 use super::ItemAttention;
+use crate::engine::cpu::ops::linear;
 use crate::engine::network::Network;
 use crate::engine::Writes;
 use crate::error::{Error, Result};
@@ -60,8 +62,9 @@ pub struct Routes {
 impl Flow {
     /// Item `b`'s, from what the pass kept: its residual stream (`writes`), every layer's values
     /// (`values`, [`crate::engine::Trace::values`]) and its attention (`item`), through the
-    /// network's output projections. A model whose layers do not add to the stream directly
-    /// (an encoder's post-norm, Gemma 3's norms after each sub-layer) is an error.
+    /// network's output projections, a norm after the attention frozen at its real output
+    /// (Gemma 3). A model whose layers do not each add a write to the stream (an encoder's
+    /// post-norm) is an error.
     ///
     /// # Shapes
     /// * `values`: `L × (B, T, H_kv·d)`; `writes`: as [`Writes`]
@@ -74,8 +77,9 @@ impl Flow {
     ) -> Result<Self> {
         if network.unembedding().is_none() {
             return Err(Error::Input(
-                "information-flow routes read a pre-norm decoder whose layers add to the \
-                 residual stream directly (GPT-2, the Llama family): this model is not one"
+                "information-flow routes read a pre-norm decoder with an LM head whose layers \
+                 each add a write to the residual stream (GPT-2, the Llama family, Gemma 3): \
+                 this model is not one"
                     .into(),
             ));
         }
@@ -101,6 +105,24 @@ impl Flow {
                 .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
             let x = writes.hidden[l].index_axis(Axis(0), b); // (T, D)
             let y = writes.after_attention[l].index_axis(Axis(0), b); // (T, D)
+                                                                      // a norm after the attention (Gemma 3), frozen at each query's real output: what
+                                                                      // a head writes from a key is its part of the normed sum, (T, D)
+            let frozen = match network.attention_post_norm(l) {
+                Some(post) => {
+                    let out = linear(writes.context[l].index_axis(Axis(0), b), w_o);
+                    let scales = out.rows().into_iter().map(|o| {
+                        let o = o.to_owned().insert_axis(Axis(0));
+                        post_norm_scale(post, &o, &Array1::zeros(o.ncols()))
+                    });
+                    let scales = scales.collect::<Result<Vec<_>>>()?;
+                    let views: Vec<_> = scales.iter().map(|v| v.view()).collect();
+                    Some(
+                        ndarray::stack(Axis(0), &views)
+                            .map_err(|e| Error::Engine(e.to_string()))?,
+                    )
+                }
+                None => None,
+            };
             let probs: Vec<_> = (0..heads)
                 .map(|h| item.head(l, h).map(|(a, _)| a.into_owned()))
                 .collect::<Result<_>>()?; // H × (T, T)
@@ -111,12 +133,24 @@ impl Flow {
                     let yi = contiguous(y.row(i));
                     let total: f32 = yi.iter().map(|v| v.abs()).sum();
                     let mut row = vec![0.0f32; heads * t + 1];
+                    let scale = frozen.as_ref().map(|f| f.row(i));
+                    let mut scaled = vec![0.0f32; if scale.is_some() { u.ncols() } else { 0 }];
                     for (h, a) in probs.iter().enumerate() {
                         for j in 0..t {
                             let w = a[[i, j]];
                             if w != 0.0 {
                                 let uj = contiguous(u.row(h * t + j));
-                                row[h * t + j] = (total - distance(&yi, w, &uj)).max(0.0);
+                                let uj: &[f32] = match &scale {
+                                    Some(s) => {
+                                        scaled
+                                            .iter_mut()
+                                            .zip(uj.iter().zip(s))
+                                            .for_each(|(o, (&v, &g))| *o = v * g);
+                                        &scaled
+                                    }
+                                    None => &uj,
+                                };
+                                row[h * t + j] = (total - distance(&yi, w, uj)).max(0.0);
                             }
                         }
                     }

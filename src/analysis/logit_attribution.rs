@@ -5,7 +5,10 @@
 //! (the output projections' biases). The final norm is frozen at the real stream `x` (its scale
 //! `γ / rms(x)` for RMSNorm, `γ / σ(x)` after centring each write for LayerNorm, whose bias is a
 //! constant too), and each write is read onto the target token's row of the LM head: the parts
-//! sum to the logit the model gives.
+//! sum to the logit the model gives. A norm after the attention (Gemma 3's
+//! `post_attention_layernorm`) is frozen the same way at the attention's real output, so each
+//! head's write is its share of the normed sum; a feed-forward's write is what the stream gained
+//! across it, its own norm after it included.
 
 use ndarray::{s, Array1, Array2, Array3, ArrayView1, ArrayView2, Axis};
 
@@ -15,8 +18,7 @@ use crate::engine::cpu::{exp_nonpositive, sum_exp};
 use crate::engine::network::{Network, Unembedding};
 use crate::engine::{top_k, Writes};
 use crate::error::{Error, Result};
-use crate::model::weights::Linear;
-use crate::model::weights::NormKind;
+use crate::model::weights::{Linear, Norm, NormKind};
 use crate::model::TextTokenizer;
 
 /// One token of the vocabulary (its text as a reader sees it: [`TextTokenizer::text_of`]) and
@@ -98,8 +100,8 @@ impl LogitAttribution {
         let Unembedding { norm, lm_head } = network.unembedding().ok_or_else(|| {
             Error::Input(
                 "the direct logit attribution reads a pre-norm decoder with an LM head whose \
-                 layers write to the residual stream directly (GPT-2, the Llama family): this \
-                 model is not one"
+                 layers each add a write to the residual stream (GPT-2, the Llama family, \
+                 Gemma 3) and whose logits are not soft-capped: this model is not one"
                     .into(),
             )
         })?;
@@ -171,12 +173,21 @@ impl LogitAttribution {
                 .ok_or_else(|| Error::Engine(format!("layer {l} has no output projection")))?;
             // each head's context through its own columns of W_O: (H, D)
             let context = at(&writes.context[l]).insert_axis(Axis(0));
-            let per_head = through_each_head(context.view(), w_o, heads)
+            let mut per_head = through_each_head(context.view(), w_o, heads)
                 .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
+            // a norm after the attention (Gemma 3): its scale frozen at the real output, each
+            // head's write is its part of the normed sum, and so is the bias
+            let mut bias = w_o.bias.clone();
+            if let Some(post) = network.attention_post_norm(l) {
+                let scale = post_norm_scale(post, &per_head, &bias)
+                    .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
+                per_head *= &scale;
+                bias *= &scale;
+            }
             for h in 0..heads {
                 head_parts[[l, h]] = read(per_head.row(h));
             }
-            other += read(w_o.bias.view());
+            other += read(bias.view());
             // the feed-forward's write: the stream after the layer less the stream after its
             // attention, its output bias apart
             let mlp = at(&writes.hidden[l + 1]) - at(&writes.after_attention[l]);
@@ -232,6 +243,24 @@ impl LogitAttribution {
     pub fn total(&self) -> f32 {
         self.embedding + self.heads.sum() + self.mlps.iter().sum::<f32>() + self.other
     }
+}
+
+/// An RMSNorm after the attention frozen at its real input, the heads' writes `(H, D)` plus the
+/// output bias: its weight over that input's RMS, `(D,)`, which turns each part into its share
+/// of the norm's output.
+pub(crate) fn post_norm_scale(
+    post: &Norm,
+    per_head: &Array2<f32>,
+    bias: &Array1<f32>,
+) -> Result<Array1<f32>> {
+    if post.kind != NormKind::Rms {
+        return Err(Error::Engine(
+            "a LayerNorm after the attention centres its input: only an RMSNorm is frozen".into(),
+        ));
+    }
+    let out = per_head.sum_axis(Axis(0)) + bias; // the attention's output, (D,)
+    let rms = (out.mapv(|v| v * v).mean().unwrap_or(0.0) + post.eps).sqrt();
+    Ok(&post.weight / rms)
 }
 
 /// Writes to the residual stream, each already through the frozen final norm, read onto every

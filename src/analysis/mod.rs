@@ -38,7 +38,7 @@ pub use logit_attribution::{AttributionOptions, LogitAttribution};
 pub use pooling::sentence_embedding;
 pub use roles::{HeadRoles, Repeated};
 pub use rollout::rollout;
-pub use value_weighted::ValueWeighted;
+pub use value_weighted::{TranslationValueWeighted, ValueWeighted};
 
 use ndarray::{s, Array1, Array2, ArrayView4, CowArray, Ix2};
 

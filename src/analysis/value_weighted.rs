@@ -10,10 +10,14 @@
 //!   without any norm after it (Gemma's post-attention norm).
 
 use ndarray::linalg::general_mat_mul;
-use ndarray::{s, Array2, Array3, Array4, ArrayView2, Axis, CowArray, Ix2};
+use ndarray::{
+    s, Array, Array2, Array3, Array4, ArrayView2, ArrayView3, ArrayView4, Axis, CowArray,
+    Dimension, Ix2, Ix3, Ix4,
+};
 
 use super::ItemAttention;
 use crate::engine::network::Network;
+use crate::engine::translate::{Translation, ValueNorms};
 use crate::error::{Error, Result};
 use crate::model::weights::Linear;
 
@@ -73,6 +77,63 @@ impl ValueWeighted {
     }
 }
 
+/// A translation item's value-weighted attentions, each of its three attentions' own.
+///
+/// # Shapes
+/// * `value_norms`: encoder `(L_enc, H, S)`, decoder `(L_dec, H, T)`, cross `(L_dec, H, S)`
+/// * `value_weighted`: encoder `(L_enc, H, S, S)`, decoder `(L_dec, H, T, T)`, cross
+///   `(L_dec, H, T, S)`: `α_ij · ‖W_O^h v_j^h‖₂`, not normalised
+///
+/// With `S` and `T` the item's own source length and steps.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TranslationValueWeighted {
+    pub value_norms: ByAttention<Ix3>,
+    pub value_weighted: ByAttention<Ix4>,
+}
+
+/// One array for each of an encoder–decoder model's attentions.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ByAttention<D: Dimension> {
+    #[serde(serialize_with = "nested")]
+    pub encoder: Array<f32, D>,
+    #[serde(serialize_with = "nested")]
+    pub decoder: Array<f32, D>,
+    #[serde(serialize_with = "nested")]
+    pub cross: Array<f32, D>,
+}
+
+impl TranslationValueWeighted {
+    /// Item `b`'s, from the translation's attentions and the value sizes of its pass.
+    pub fn of(tr: &Translation, norms: &ValueNorms, b: usize) -> Self {
+        let (s, t) = (tr.source.length(b), tr.steps(b));
+        // each key's column of α times its value's size: (L, H, n_q, n_k) · (L, H, n_k)
+        let weigh = |a: ArrayView4<f32>, n: ArrayView3<f32>| &a * &n.insert_axis(Axis(2));
+        let value_norms = ByAttention {
+            encoder: norms.encoder.slice(s![b, .., .., ..s]).to_owned(),
+            decoder: norms.decoder.slice(s![b, .., .., ..t]).to_owned(),
+            cross: norms.cross.slice(s![b, .., .., ..s]).to_owned(),
+        };
+        let value_weighted = ByAttention {
+            encoder: weigh(
+                tr.encoder_attention.slice(s![b, .., .., ..s, ..s]),
+                value_norms.encoder.view(),
+            ),
+            decoder: weigh(
+                tr.decoder_attention.slice(s![b, .., .., ..t, ..t]),
+                value_norms.decoder.view(),
+            ),
+            cross: weigh(
+                tr.cross_attention.slice(s![b, .., .., ..t, ..s]),
+                value_norms.cross.view(),
+            ),
+        };
+        Self {
+            value_norms,
+            value_weighted,
+        }
+    }
+}
+
 /// Item `b`'s `‖W_O^h v_j‖₂`, every layer's, head's and key's: what the page weighs each
 /// attention row by (it draws value-weighted attention from these and the probabilities).
 ///
@@ -104,7 +165,7 @@ pub fn key_value_norms(
 ///
 /// # Shapes
 /// * `v`: `(T, H_kv·d)`, `w`: `(D, H·d)` → `(H, T)`
-fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Result<Array2<f32>> {
+pub(crate) fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Result<Array2<f32>> {
     let t = v.nrows();
     let y = through_each_head(v, w, heads)?; // (H·T, D)
     let norms = y.rows().into_iter().map(|r| r.dot(&r).sqrt()).collect();

@@ -11,7 +11,7 @@ use ndarray::{Array2, Array3};
 use super::cpu::exec::CpuOps;
 #[cfg(feature = "gpu")]
 use super::gpu::Recorder;
-use super::ops::{Ops, Stack};
+use super::ops::{AttentionId, Ops, Stack};
 use super::ModelInputs;
 use crate::error::Result;
 use crate::model::config::Config;
@@ -97,10 +97,18 @@ pub trait Network: Any + Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The RMSNorm between layer `layer`'s attention output projection and the residual stream,
+    /// where the family has one (Gemma 3's `post_attention_layernorm`): the direct logit
+    /// attribution and the flow routes freeze its scale at the real attention output, so each
+    /// head's write is its part of the normed sum.
+    fn attention_post_norm(&self, _layer: usize) -> Option<&Norm> {
+        None
+    }
+
     /// How the residual stream becomes the next token's logits, for a pre-norm decoder whose
-    /// layers write to the stream directly (each head and feed-forward adds to it, no norm
-    /// after them): the final norm and the LM head. `None` for any other model (an encoder,
-    /// Gemma 3's norms after each sub-layer).
+    /// layers each add a write to the stream (directly, or through a norm after the attention:
+    /// [`Network::attention_post_norm`]): the final norm and the LM head. `None` for any other
+    /// model (an encoder, logits soft-capped).
     fn unembedding(&self) -> Option<Unembedding<'_>> {
         None
     }
@@ -124,6 +132,10 @@ pub trait Translating: Send + Sync {
     /// The decoder alone over its new positions: the cache holds the earlier positions' keys
     /// and values, and the source's for the cross-attention.
     fn run_decoder(&self, ops: EngineOps<'_, '_>, c: &Config) -> Result<()>;
+
+    /// Attention `id`'s output projection (its heads' contexts into the stream), where the
+    /// model has that attention: what value-weighted attention reads.
+    fn output_projection(&self, id: AttentionId) -> Option<&Linear>;
 }
 
 /// A loaded model as the engines see it: what names it, its config, the network its family runs

@@ -264,6 +264,8 @@ pub mod values {
     pub const Q: Value = Value::rows("q");
     pub const K: Value = Value::rows("k");
     pub const V: Value = Value::rows("v");
+    /// The cross-attention's values: the encoder's output projected, a row a source position.
+    pub const CROSS_V: Value = Value::source_rows("cross_v");
     /// The heads' contexts, concatenated before the output projection.
     pub const CONTEXT: Value = Value::rows("context");
     /// The residual after the attention (post-LN: after its norm).

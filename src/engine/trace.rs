@@ -537,7 +537,10 @@ impl TraceOptions {
             }
             Kept::Queries(_) | Kept::Keys(_) => self.attention == AttentionKept::QueriesKeys,
             Kept::DecoderWord | Kept::DecoderPosition => self.decoder_trace.is_some(),
-            Kept::Decoder(l, _) => self.decoder_trace == Some(l),
+            Kept::Decoder(l, v) => {
+                self.decoder_trace == Some(l)
+                    || (self.values && (v == values::V || v == values::CROSS_V))
+            }
         }
     }
 }

@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use ndarray::{s, Array2, Array3, Array5};
+use ndarray::{s, Array2, Array3, Array4, Array5};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::on_the_pool;
-use super::ops::{AttentionKind, Kept, PassMasks, Stack, Value};
+use super::ops::{values, AttentionId, AttentionKind, Kept, PassMasks, Stack, Value};
 use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
 use crate::engine::network::Loaded;
 use crate::engine::network::{EngineOps, Translating};
@@ -403,7 +403,7 @@ fn forced_inputs(
 
 /// A decoder layer's values in one teacher-forced pass (see [`decoder_trace`]): the
 /// embeddings, the cross-attention's scores, and every value the family names in the layer
-/// (Marian's: `input`, `self_output`, `self_sum`, `self_normed`, `cross_q`, `cross_k`,
+/// (Marian's: `input`, `v`, `self_output`, `self_sum`, `self_normed`, `cross_q`, `cross_k`,
 /// `cross_v`, `cross_context`, `cross_output`, `cross_sum`, `cross_normed`, `ffn_output`,
 /// `ffn_sum`, `output`).
 ///
@@ -519,6 +519,115 @@ pub fn decoder_trace(
             cross_scores: scores.index_axis_move(ndarray::Axis(1), layer),
             values,
         })
+    })
+}
+
+/// Each of a translation's three attentions' value sizes, `‖W_O^h v_j^h‖₂` of every layer, head
+/// and key ([`crate::analysis::value_weighted`]): what the value-weighted attention weighs each
+/// key by.
+///
+/// # Shapes
+/// * `encoder`: `(B, L_enc, H_enc, S)`; `decoder`: `(B, L_dec, H_dec, T)`; `cross`:
+///   `(B, L_dec, H_dec, S)`, over the padded batch (a padded key's value is computed and never
+///   weighed: its attention is 0)
+#[derive(Debug, Clone)]
+pub struct ValueNorms {
+    pub encoder: Array4<f32>,
+    pub decoder: Array4<f32>,
+    pub cross: Array4<f32>,
+}
+
+/// The value sizes of `sources`' attentions with their `outputs` (each the decoder start token
+/// first: a translation's `output_ids`, which this pass equals, or a target's), in one
+/// teacher-forced pass on the CPU engine that keeps every layer's values.
+pub fn value_norms(
+    model: &dyn Loaded,
+    sources: &[&str],
+    outputs: &[Vec<u32>],
+) -> Result<ValueNorms> {
+    let translating = model
+        .network()
+        .translation()
+        .ok_or_else(|| Error::Input(format!("{} is not an encoder–decoder model", model.name())))?;
+    let passes = EncoderDecoder::translating(model)?;
+    let c = model.config();
+    let dec = c.decoder()?;
+    let source = model.tokenizer().encode(sources, None)?;
+    let (b, s) = source.ids.dim();
+    let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
+    let t = target.tokens.ncols();
+    let opts = TraceOptions {
+        values: true,
+        ..TraceOptions::default()
+    };
+    let kept = on_the_pool(|| {
+        let encoder = Mask::padding(source.valid.view());
+        let masks = StackMasks {
+            encoder: &encoder,
+            decoder: &decoder,
+            cross: &cross,
+        };
+        cpu_pass(model, &source, target, masks, &opts, None, |ops| {
+            passes.forward(EngineOps::Cpu(ops))
+        })
+        .map(|(_, kept)| kept)
+    })?;
+    // one attention's sizes: its layers' values `(B·n, H_kv·d)` through their projections
+    let of = |stack: Stack,
+              kind: AttentionKind,
+              layers: usize,
+              heads: usize,
+              n: usize,
+              what: &dyn Fn(usize) -> Kept|
+     -> Result<Array4<f32>> {
+        let mut out = Array4::<f32>::zeros((b, layers, heads, n));
+        for l in 0..layers {
+            let id = AttentionId {
+                stack,
+                kind,
+                layer: l,
+            };
+            let w = translating
+                .output_projection(id)
+                .ok_or_else(|| Error::Engine(format!("{id:?} has no output projection")))?;
+            let v = kept
+                .get(&what(l))
+                .ok_or_else(|| Error::Engine(format!("the pass kept no {:?}", what(l))))?;
+            for i in 0..b {
+                let rows = v.slice(s![i * n..(i + 1) * n, ..]);
+                let norms = crate::analysis::value_weighted::value_norms(rows, w, heads)
+                    .map_err(|e| Error::Engine(format!("{id:?}: {e}")))?;
+                out.slice_mut(s![i, l, .., ..]).assign(&norms);
+            }
+        }
+        Ok(out)
+    };
+    let (enc_layers, enc_heads) = (c.num_hidden_layers, c.num_attention_heads);
+    Ok(ValueNorms {
+        encoder: of(
+            Stack::Encoder,
+            AttentionKind::SelfAttention,
+            enc_layers,
+            enc_heads,
+            s,
+            &|l| Kept::Layer(l, values::V),
+        )?,
+        decoder: of(
+            Stack::Decoder,
+            AttentionKind::SelfAttention,
+            dec.layers,
+            dec.heads,
+            t,
+            &|l| Kept::Decoder(l, values::V),
+        )?,
+        cross: of(
+            Stack::Decoder,
+            AttentionKind::Cross,
+            dec.layers,
+            dec.heads,
+            s,
+            &|l| Kept::Decoder(l, values::CROSS_V),
+        )?,
     })
 }
 

@@ -25,7 +25,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
-use crate::engine::network::{run_on, EngineOps, Forward, Network};
+use crate::engine::network::{run_on, EngineOps, Forward, Network, Unembedding};
 use crate::engine::ops::{
     values, AttentionId, AttentionSpec, CacheSlot, Ids, Kept, Ops, Stack, Value,
 };
@@ -461,6 +461,9 @@ pub struct Gemma3Weights {
     pub layers: Vec<GemmaLayer>,
     pub norm: Norm,
     pub lm_head: Linear,
+    /// `final_logit_softcapping`: the logits are `f·tanh(z/f)`, not the stream read through
+    /// the LM head, so no write has a share of them (the direct logit attribution refuses).
+    pub logit_cap: Option<f32>,
 }
 
 /// An RMSNorm of weight `1 + γ` (Gemma's norms multiply by `1 + γ`, and store `γ`).
@@ -542,6 +545,7 @@ impl Gemma3Weights {
             layers,
             norm: norm(&format!("{p}norm"), d)?,
             lm_head,
+            logit_cap: a.logit_cap,
         })
     }
 
@@ -601,6 +605,7 @@ impl Gemma3Weights {
             layers,
             norm: norm("output_norm.weight", d)?,
             lm_head,
+            logit_cap: a.logit_cap,
         })
     }
 }
@@ -682,6 +687,18 @@ impl Forward for Gemma3Weights {
 impl Network for Gemma3Weights {
     fn attention_output(&self, layer: usize) -> Option<&Linear> {
         Some(&self.layers.get(layer)?.o_proj)
+    }
+
+    fn attention_post_norm(&self, layer: usize) -> Option<&Norm> {
+        Some(&self.layers.get(layer)?.post_attention_layernorm)
+    }
+
+    /// The final norm and the tied LM head; none where the logits are soft-capped.
+    fn unembedding(&self) -> Option<Unembedding<'_>> {
+        self.logit_cap.is_none().then_some(Unembedding {
+            norm: &self.norm,
+            lm_head: &self.lm_head,
+        })
     }
 
     fn stack(&self) -> Stack {

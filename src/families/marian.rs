@@ -23,7 +23,8 @@ use ndarray::{Array1, Array2};
 
 use crate::engine::network::{EngineOps, Network, Translating};
 use crate::engine::ops::{
-    AddNorm, AttentionId, AttentionSpec, CacheSlot, Heads, Ids, Kept, Ops, Stack, Value,
+    values, AddNorm, AttentionId, AttentionKind, AttentionSpec, CacheSlot, Heads, Ids, Kept, Ops,
+    Stack, Value,
 };
 use crate::error::{Error, Result};
 use crate::model::config::{
@@ -363,6 +364,7 @@ impl MarianWeights {
             // x = LN(x + self_attn(x))
             let a = &l.self_attn;
             let qkv = ops.project(&x, &[&a.q_proj, &a.k_proj, &a.v_proj])?;
+            ops.keep(Kept::Layer(i, values::V), &qkv[2])?;
             let id = AttentionId::self_attention(Stack::Encoder, i);
             let context = ops.attention(
                 id,
@@ -402,6 +404,7 @@ impl MarianWeights {
             // y = LN(y + self_attn(y)), over the positions written so far
             let a = &l.self_attn;
             let qkv = ops.project(&y, &[&a.q_proj, &a.k_proj, &a.v_proj])?;
+            keep(ops, values::V, &qkv[2])?;
             let k = ops.extend(CacheSlot::SelfKeys(i), &qkv[1])?;
             let v = ops.extend(CacheSlot::SelfValues(i), &qkv[2])?;
             let id = AttentionId::self_attention(Stack::Decoder, i);
@@ -452,7 +455,7 @@ impl MarianWeights {
                 (Value::rows("cross_q"), &q),
                 // the encoder's output projected: a row a source position
                 (Value::source_rows("cross_k"), &k),
-                (Value::source_rows("cross_v"), &v),
+                (values::CROSS_V, &v),
                 (Value::rows("cross_context"), &context),
                 (Value::rows("cross_output"), &attn),
                 (Value::rows("cross_sum"), &sub.sum),
@@ -537,5 +540,20 @@ impl Translating for MarianWeights {
             #[cfg(feature = "gpu")]
             EngineOps::Gpu(o) => self.decode(o, c, None).map(drop),
         }
+    }
+
+    fn output_projection(&self, id: AttentionId) -> Option<&Linear> {
+        Some(match (id.stack, id.kind) {
+            (Stack::Encoder, AttentionKind::SelfAttention) => {
+                &self.encoder.get(id.layer)?.self_attn.out_proj
+            }
+            (Stack::Decoder, AttentionKind::SelfAttention) => {
+                &self.decoder.get(id.layer)?.self_attn.out_proj
+            }
+            (Stack::Decoder, AttentionKind::Cross) => {
+                &self.decoder.get(id.layer)?.encoder_attn.out_proj
+            }
+            _ => return None,
+        })
     }
 }

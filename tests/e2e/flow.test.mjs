@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { startServer, launch, openPage, ready, golden, ROOT, ARTIFACTS } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-const COPIES = { 'tiny-gpt2': 'assets/models/e2e-flow-gpt2', 'tiny-llama': 'assets/models/e2e-flow-llama' };
+const COPIES = { 'tiny-gpt2': 'assets/models/e2e-flow-gpt2', 'tiny-llama': 'assets/models/e2e-flow-llama', 'v5-gemma3': 'assets/models/e2e-flow-gemma3' };
 let server, browser;
 before(async () => {
   for (const [from, to] of Object.entries(COPIES)) cpSync(path.join(ROOT, 'tests/fixtures/models', from), path.join(ROOT, to), { recursive: true });
@@ -49,7 +49,7 @@ async function drawn(page, text, { to = null, tau = 0.04 } = {}) {
   }, [to, tau]);
 }
 
-for (const [fixture, model] of [['flow_gpt2', COPIES['tiny-gpt2']], ['flow_llama', COPIES['tiny-llama']]]) {
+for (const [fixture, model] of [['flow_gpt2', COPIES['tiny-gpt2']], ['flow_llama', COPIES['tiny-llama']], ['flow_gemma3', COPIES['v5-gemma3']]]) {
   test(`${fixture}: the page's information-flow importances equal HF's on the CPU engine and on WebGPU, and its routes are HF's`, async () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
     const heads = golden(fixture, 'flow_heads'), residual = golden(fixture, 'flow_residual');
@@ -75,7 +75,7 @@ for (const [fixture, model] of [['flow_gpt2', COPIES['tiny-gpt2']], ['flow_llama
 test('SmolLM2: the routes to " Paris" are the CLI\'s; the slider and the position choose them, a click on a head\'s edge focuses it; drawn at phone, laptop and projector sizes', async () => {
   assert.ok(existsSync(path.join(ROOT, SMOLLM2)), `${SMOLLM2} is missing: scripts/setup.sh fetches it`);
   const text = 'The capital of France is';
-  const cli = JSON.parse(execFileSync('cargo', ['run', '--quiet', '--release', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--flow', '--', text], {
+  const cli = JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--flow', '--', text], {
     cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
   })).results[0].flow;
   for (const [engine, width, height] of [['cpu', 1280, 800], ['gpu', 1920, 1080], ['cpu', 390, 844]]) {

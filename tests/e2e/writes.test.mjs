@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { startServer, launch, openPage, ready, ROOT, ARTIFACTS } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-const COPIES = { 'tiny-gpt2': 'assets/models/e2e-la-gpt2', 'tiny-llama': 'assets/models/e2e-la-llama' };
+const COPIES = { 'tiny-gpt2': 'assets/models/e2e-la-gpt2', 'tiny-llama': 'assets/models/e2e-la-llama', 'v5-gemma3': 'assets/models/e2e-la-gemma3' };
 let server, browser;
 before(async () => {
   for (const [from, to] of Object.entries(COPIES)) cpSync(path.join(ROOT, 'tests/fixtures/models', from), path.join(ROOT, to), { recursive: true });
@@ -63,7 +63,7 @@ function partsDiff(got, want) {
   return worst;
 }
 
-for (const [fixture, model] of [['la_gpt2', COPIES['tiny-gpt2']], ['la_llama', COPIES['tiny-llama']]]) {
+for (const [fixture, model] of [['la_gpt2', COPIES['tiny-gpt2']], ['la_llama', COPIES['tiny-llama']], ['la_gemma3', COPIES['v5-gemma3']]]) {
   test(`${fixture}: the page's "what writes the next token" equals HF's split of the logit on the CPU engine and on WebGPU, and the focused head's write raises and lowers HF's tokens`, async () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
     const want = meta.attributions[0]; // the last position's likeliest token
@@ -100,7 +100,7 @@ for (const [fixture, model] of [['la_gpt2', COPIES['tiny-gpt2']], ['la_llama', C
 test('SmolLM2: "The capital of France is" → " Paris"; the panel equals the CLI, and knocking out the head that writes most toward it drops p to the CLI\'s figure, shown in the panel and the next-token list', async () => {
   assert.ok(existsSync(path.join(ROOT, SMOLLM2)), `${SMOLLM2} is missing: scripts/setup.sh fetches it`);
   const text = 'The capital of France is';
-  const cli = (args) => JSON.parse(execFileSync('cargo', ['run', '--quiet', '--release', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--logit-attribution', ...args, '--', text], {
+  const cli = (args) => JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--logit-attribution', ...args, '--', text], {
     cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
   })).results[0].logit_attribution;
   const want = cli(['--top-k', '6']);

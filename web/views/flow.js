@@ -6,7 +6,7 @@
 // at least the threshold followed down from its output, drawn over the tokens.
 
 import { fit } from '../canvas.js';
-import { visibleText } from '../result.js';
+import { visibleText, inlineText } from '../result.js';
 
 const HEAD = '#2166ac', RESIDUAL = '#9ca3af', FOCUS = '#f16913';
 
@@ -69,7 +69,7 @@ function build(target) {
   });
 }
 
-const describe = (e, tokens) => `${e.head === null ? `layer ${e.layer}'s residual` : `L${e.layer} H${e.head}`}: “${visibleText(tokens[e.from])}” → “${visibleText(tokens[e.to])}”, importance ${e.importance.toFixed(3)}`;
+const describe = (e, tokens) => `${e.head === null ? `layer ${e.layer}'s residual` : `L${e.layer} H${e.head}`}: “${inlineText(tokens[e.from])}” → “${inlineText(tokens[e.to])}”, importance ${e.importance.toFixed(3)}`;
 
 /** The edge nearest (x, y), within 5 pixels of its line. */
 function edgeAt(v, x, y) {
@@ -131,7 +131,7 @@ function draw(target) {
   ctx.arc(xo, yo, 4, 0, 2 * Math.PI);
   ctx.fill();
   const heads = edges.filter((e) => e.head !== null).sort((a, b) => b.importance - a.importance);
-  const line = `${edges.length} edges of importance ≥ ${tau.toFixed(2)} lead to the prediction after “${visibleText(tokens[to])}” (position ${to}): ${heads.length} through heads, ${edges.length - heads.length} along the residual.`
+  const line = `${edges.length} edges of importance ≥ ${tau.toFixed(2)} lead to the prediction after “${inlineText(tokens[to])}” (position ${to}): ${heads.length} through heads, ${edges.length - heads.length} along the residual.`
     + (heads.length ? ` The heads' strongest: ${heads.slice(0, 3).map((e) => describe(e, tokens)).join('; ')}.` : ' No head carries that much: lower the threshold.');
   target.querySelector('.flow-line').textContent = line;
   target.querySelector('canvas').setAttribute('aria-label', line);

@@ -8,14 +8,14 @@
 // out, what the knock-out did to the token.
 
 import { fit } from '../canvas.js';
-import { visibleText } from '../result.js';
+import { inlineText } from '../result.js';
 
 const TOWARD = '#2166ac', AGAINST = '#b2182b'; // the score scale's blue and red (colour.js)
 /** How many heads the ranking lists. */
 const RANKED = 8;
 
 const signed = (v, digits = 2) => `${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(digits)}`;
-const quoted = (text) => `“${visibleText(text)}”`;
+const quoted = (text) => `“${inlineText(text)}”`;
 const headName = (l, h) => `L${l} H${h}`;
 
 function build(target) {
@@ -53,7 +53,8 @@ function build(target) {
 /** Where each layer's row and each bar stand on the canvas. */
 function layoutOf(L, H, width, fontPx) {
   const label = Math.max(34, fontPx * 3), gap = 10;
-  const col = Math.max(8, Math.min(30, Math.floor((width - label - gap) / (H + 1.5))));
+  // a few heads get wider bars (Gemma 3 270M's 4), many stay readable side by side
+  const col = Math.max(8, Math.min(H <= 8 ? 44 : 30, Math.floor((width - label - gap) / (H + 1.5))));
   const rowH = Math.max(16, Math.min(30, fontPx + 10));
   const top = fontPx + 8;
   return { L, H, label, gap, col, rowH, top, mlpX: label + H * col + gap, width: label + H * col + gap + col * 1.5 + 4, height: top + L * rowH + 4 };
@@ -67,10 +68,11 @@ function cellAt(g, x, y) {
   return x >= g.label && head >= 0 && head < g.H ? { layer, head } : null;
 }
 
-function drawChart(canvas, a, { layer, head, off, fontPx }) {
+function drawChart(canvas, a, { layer, head, off, fontPx, width }) {
   const L = a.heads.length, H = a.heads[0]?.length ?? 0;
-  const g = layoutOf(L, H, Math.min(canvas.parentElement.clientWidth || 520, 640), fontPx);
+  const g = layoutOf(L, H, Math.min(width, 640), fontPx);
   const ctx = fit(canvas, g.width, g.height);
+  canvas.parentElement.style.width = `${Math.max(g.width + 2, Math.min(width, 360))}px`; // its caption no narrower than a line's worth
   ctx.clearRect(0, 0, g.width, g.height);
   // two scales: a late feed-forward often writes several times the largest head
   let headMax = 1e-6, mlpMax = 1e-6;
@@ -124,7 +126,7 @@ export function rankHeads(a) {
 
 /**
  * `run`: the result contract with `attributionOf` (a run asked for `logitAttribution`); `opts`:
- * {item, layer, head, off (Set of "layer:head"), fontPx, modelInfo, onFocus(layer, head),
+ * {item, layer, head, off (Set of "layer:head"), fontPx, width (px; else the target's), modelInfo, onFocus(layer, head),
  * onKnock(layer, head), readOut: {key, promotes, suppresses} | {key, error} | null (the focused
  * head's write read onto every token, `readOutKey` its key)}.
  */
@@ -135,7 +137,7 @@ export function render(target, run, opts) {
   const say = (text) => { line.textContent = text; body.hidden = true; knock.hidden = true; target._view = null; };
   if (info && !info.logit_attribution) {
     return say(info.lm_head
-      ? 'What writes the next token splits its logit into what each layer wrote to the residual stream: a model whose layers write to it directly, with one norm before the LM head (GPT-2, SmolLM2 and the Llama family). This model norms each sub-layer\'s output again before adding it (Gemma 3\'s post-norms), which this page does not freeze yet.'
+      ? 'What writes the next token splits its logit into what each layer wrote to the residual stream, read through the final norm and the LM head. This model\'s logits are soft-capped (f·tanh(z/f)): no write has a share of them.'
       : 'What writes the next token reads a model that predicts one (an LM head): this model has none.');
   }
   if (run.long) return say(`A text this long (${run.T} tokens) keeps no layer's writes: what writes the next token is for texts up to a few thousand tokens' worth of states. The grid and the table read every head.`);
@@ -158,7 +160,8 @@ export function render(target, run, opts) {
       + (knocked.length === 1 ? `Its direct write was ${signed(plain.heads[knocked[0][0]][knocked[0][1]])}; the rest of the change is what later layers read from it.` : '');
   }
   const canvas = target.querySelector('canvas');
-  const layout = drawChart(canvas, a, { layer, head, off: opts.off, fontPx: opts.fontPx ?? 12 });
+  // the panel's own width: the chart's figure sizes to its content, so it cannot give one
+  const layout = drawChart(canvas, a, { layer, head, off: opts.off, fontPx: opts.fontPx ?? 12, width: opts.width || target.clientWidth || 520 });
   target.querySelector('.writes-scale').textContent = `The heads' bars to the largest head's |part| (${layout.headMax.toFixed(2)}), the MLPs' to the largest MLP's (${layout.mlpMax.toFixed(2)}).`;
   const ranked = rankHeads(a);
   canvas.setAttribute('aria-label', `What writes ${t}, layer by layer: the heads that write most are ${ranked.slice(0, 3).map((x) => `${headName(x.layer, x.head)} ${signed(x.value)}`).join(', ')}; the feed-forwards sum to ${signed(mlps)}`);

@@ -2,7 +2,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use attnscope::analysis::AttributionOptions;
+use attnscope::analysis::{AttributionOptions, TranslationValueWeighted};
 use attnscope::engine::{
     AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale,
     TraceOptions,
@@ -202,6 +202,12 @@ enum Command {
         /// once per source, in order).
         #[arg(long, value_name = "TEXT")]
         target: Vec<String>,
+        /// Include each attention's value-weighted attention (Kobayashi et al. 2020):
+        /// "value_weighted" {"encoder" [L][H][S][S], "decoder" [L][H][T][T], "cross"
+        /// [L][H][T][S]}, α_ij·‖W_O^h v_j‖, and "value_norms" {"encoder" [L][H][S], "decoder"
+        /// [L][H][T], "cross" [L][H][S]}, each key's ‖W_O^h v_j‖ (docs/cli.md).
+        #[arg(long)]
+        value_weighted: bool,
         #[arg(required = true, num_args = 1..)]
         sources: Vec<String>,
     },
@@ -345,8 +351,15 @@ pub fn main() -> ExitCode {
             max_new_tokens,
             top_k,
             target,
+            value_weighted,
             sources,
-        } => translate(&model, backend, max_new_tokens, top_k, &target, &sources),
+        } => translate(
+            &model,
+            backend,
+            (max_new_tokens, top_k, value_weighted),
+            &target,
+            &sources,
+        ),
         Command::Generate {
             model,
             backend,
@@ -402,8 +415,7 @@ pub fn main() -> ExitCode {
 fn translate(
     dir: &std::path::Path,
     backend: BackendArg,
-    max_new_tokens: Option<usize>,
-    top_k: Option<usize>,
+    (max_new_tokens, top_k, value_weighted): (Option<usize>, Option<usize>, bool),
     targets: &[String],
     sources: &[String],
 ) -> Result<(), Error> {
@@ -433,6 +445,10 @@ fn translate(
     };
     let runner = pollster::block_on(Runner::<Model>::new(model, backend.into()))?;
     let (tr, ran, fallback) = pollster::block_on(runner.translate(&refs, &decoding))?;
+    // the value sizes of the same pass (teacher-forced over the output written), CPU engine
+    let norms = value_weighted
+        .then(|| attnscope::engine::translate::value_norms(runner.model(), &refs, &tr.output_ids))
+        .transpose()?;
     let mut report = attnscope::report::TranslationReport::new(
         runner.model(),
         &ran,
@@ -441,6 +457,11 @@ fn translate(
         &tr,
         top_k,
     );
+    if let Some(norms) = &norms {
+        for (b, item) in report.results.iter_mut().enumerate() {
+            item.value_weighted = Some(TranslationValueWeighted::of(&tr, norms, b));
+        }
+    }
     report.fallback = fallback.as_deref();
     print_json(&report)
 }
