@@ -17,7 +17,10 @@ use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
 use crate::analysis::value_weighted::key_value_norms;
 use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding};
-use crate::analysis::{AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated};
+use crate::analysis::{
+    AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated,
+    TranslationValueWeighted,
+};
 use crate::checkpoint::ChatFiles;
 use crate::engine::{
     cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
@@ -311,6 +314,10 @@ struct TranslateOptions {
     top_k: Option<usize>,
     /// The batch as the engine ran it, padded ([`crate::report::PaddedBatch`]).
     padded: bool,
+    /// Each attention's value sizes and value-weighted attention
+    /// ([`crate::analysis::TranslationValueWeighted`]): each item's `value_norms` and
+    /// `value_weighted`, `{encoder, decoder, cross}`.
+    value_weighted: bool,
 }
 
 /// The message of the last panic in this module. A panic aborts the wasm call (a
@@ -1130,10 +1137,12 @@ impl Session {
     /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the
     /// session's runner): greedily, or teacher-forcing `targets` (one per source) when given.
     /// `options`: `{maxNewTokens?: number (default 64, or the model's positions), topK?:
-    /// number, padded?: bool}`. Returns what `attnscope translate` prints: `{model, model_type, backend,
-    /// results: [{source, source_ids, source_tokens, source_offsets, target?, output_ids,
-    /// output_tokens, output_text, encoder_attention [L][H][S][S], decoder_attention
-    /// [L][H][T][T], cross_attention [L][H][T][S], steps?: [T] of {top_k}}]}`, plus
+    /// number, padded?: bool, valueWeighted?: bool}`. Returns what `attnscope translate` prints:
+    /// `{model, model_type, backend, results: [{source, source_ids, source_tokens,
+    /// source_offsets, target?, output_ids, output_tokens, output_text, encoder_attention
+    /// [L][H][S][S], decoder_attention [L][H][T][T], cross_attention [L][H][T][S], steps?: [T]
+    /// of {top_k}, value_norms?, value_weighted?}]}` (the last two with `valueWeighted`, as
+    /// `translate --value-weighted` prints them), plus
     /// `elapsed_ms` and `step_ms` (each greedy step's time, the first's with the encoder's);
     /// with `padded`, the batch as the engine ran it ([`PaddedBatch`]: the masks applied).
     pub async fn translate(
@@ -1190,6 +1199,14 @@ impl Session {
         report.fallback = fallback.as_deref();
         if options.padded {
             report.padded = Some(PaddedBatch::new(model, &tr, targets.is_some()));
+        }
+        if options.value_weighted {
+            // the sizes of the same pass, teacher-forced over the output written (CPU engine)
+            let norms = crate::engine::translate::value_norms(model, &refs, &tr.output_ids)
+                .map_err(js_err)?;
+            for (b, item) in report.results.iter_mut().enumerate() {
+                item.value_weighted = Some(TranslationValueWeighted::of(&tr, &norms, b));
+            }
         }
         let o = to_js(&report)?;
         for (key, value) in [

@@ -380,7 +380,7 @@ function translation(s, changed) {
     $('pair').title = s.batch ? 'in batch mode each line names its own target: "source => target"' : '';
   }
   const tr = s.translation;
-  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo', 'attn', 'view', 'size', 'presenter', 'embed'].some((k) => changed.has(k))) return;
+  if (!on || !tr || !['translation', 'item', 'layer', 'head', 'step', 'playing', 'modelInfo', 'attn', 'view', 'size', 'presenter', 'embed', 'byValue'].some((k) => changed.has(k))) return;
   const item = tr.results[Math.min(s.item, tr.results.length - 1)];
   const steps = decoderSteps(item).T;
   setText($('translation-caption'), `· ${item.given ? 'given' : item.target ? 'teacher-forced' : 'greedy decoding'}, ${steps} steps`);
@@ -393,6 +393,7 @@ function translation(s, changed) {
     onStep: (step) => { play.stop(); store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
     onFocus: (layer, head) => store.update({ layer, head }),
     onPlay: () => play.toggle(presentedSteps(store.get())),
+    byValue: s.byValue, onByValue: s.embed ? null : (byValue) => store.update({ byValue }),
   });
   api.renders++;
   api.lastRenderAt = performance.now();

@@ -93,16 +93,17 @@ function rectMatrix(m, sc, { x, y, cell, labels = true, fontPx = 11 }) {
 
 /**
  * One of a translation's attentions (`attn`: 'cross' | 'decoder' | 'encoder') as SVG: the focused
- * head (`view` 'head'), every layer and head ('model') or the lines ('lines'), item `item`.
+ * head (`view` 'head'), every layer and head ('model') or the lines ('lines'), item `item`;
+ * `byValue`: weighed by its keys' value sizes, as the view draws it then.
  */
-export function translationSVG(tr, view, { item, attn, layer, head }) {
+export function translationSVG(tr, view, { item, attn, layer, head, byValue = false }) {
   const r = tr.results[item];
-  const matrices = matricesOf(r, attn);
+  const matrices = matricesOf(r, attn, byValue);
   const m = matrices[layer][head];
   const nq = m.rows.length, nk = m.cols.length;
   const sc = scale('probability');
   const n = translationLayer(r, attn, layer); // the model's number of the layer
-  const title = `attnscope: ${tr.model}, ${ATTENTION_KINDS[attn].name}, layer ${n}, head ${head}: ${r.source}${r.given ? '' : ` → ${r.output_text}`}`;
+  const title = `attnscope: ${tr.model}, ${ATTENTION_KINDS[attn].name}${byValue ? ' weighed by ‖value‖, rows renormalised (a view)' : ''}, layer ${n}, head ${head}: ${r.source}${r.given ? '' : ` → ${r.output_text}`}`;
   const longest = Math.max(...m.rows.map((t) => t.length), ...m.cols.map((t) => t.length));
   const pad = Math.min(160, 16 + longest * 7);
   if (view === 'head') {
@@ -155,7 +156,7 @@ function linesSVG(m, pad, title) {
 /** A translation item as JSON: its tokens and its three attentions, every layer and head. */
 export function translationJSON(tr, item) {
   const r = tr.results[item];
-  const keep = ['source', 'source_tokens', 'target', 'output_ids', 'output_tokens', 'output_text', 'decoder_tokens', 'layer_numbers', 'encoder_attention', 'decoder_attention', 'cross_attention'];
+  const keep = ['source', 'source_tokens', 'target', 'output_ids', 'output_tokens', 'output_text', 'decoder_tokens', 'layer_numbers', 'encoder_attention', 'decoder_attention', 'cross_attention', 'value_norms', 'value_weighted'];
   return JSON.stringify({ model: tr.model, model_type: tr.model_type, ...Object.fromEntries(keep.filter((k) => r[k] !== undefined).map((k) => [k, r[k]])) });
 }
 

@@ -364,9 +364,10 @@ export const translationLayer = (r, attn, l) => r.layer_numbers?.[attn === 'enco
 /**
  * The matrices of attention `attn` ('cross' | 'decoder' | 'encoder') of translation item `r`:
  * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them); a
- * decoder step's row is labelled by what it writes and what it reads (stepLabel).
+ * decoder step's row is labelled by what it writes and what it reads (stepLabel). `byValue`:
+ * weighed by each key's value size (the item's `value_norms`, from `valueWeighted`), rows rescaled.
  */
-export function matricesOf(r, attn) {
+export function matricesOf(r, attn, byValue = false) {
   const { inputs, written } = decoderSteps(r);
   const src = r.source_tokens.map(shownToken);
   // a step's row: what it writes, with what it reads beside it
@@ -376,5 +377,17 @@ export function matricesOf(r, attn) {
     decoder: [r.decoder_attention, steps, inputs.map(shownToken), r.given && !r.causal ? null : (q, k) => k > q],
     encoder: [r.encoder_attention, src, src, null],
   }[attn];
-  return values.map((heads) => heads.map((v) => ({ values: v, rows, cols, masked })));
+  // the value switch: each key's column times its ‖W_O·v‖, each row rescaled to sum to 1
+  const norms = byValue ? r.value_norms?.[attn] : null;
+  return values.map((heads, l) => heads.map((v, h) => ({ values: norms ? weighRows(v, norms[l][h]) : v, rows, cols, masked })));
+}
+
+/** Rows of attention with each key's weight times its value's size `norms[k]`, each row divided
+ *  by its new sum (all 0 where nothing is left): web/values.js `weighed`, for nested rows. */
+function weighRows(rows, norms) {
+  return rows.map((row) => {
+    let sum = 0;
+    const out = Array.from(row, (p, k) => { const x = p * norms[k]; sum += x; return x; });
+    return sum > 0 ? out.map((x) => x / sum) : out.map(() => 0);
+  });
 }

@@ -390,7 +390,8 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       try {
         const { sources, targets } = translationInputs(s);
         // a batch brings itself as the engine ran it, padded: the masks view draws it
-        const tr = await eng().translate(s.modelKey, { sources, targets, options: { topK: TOP_K, padded: sources.length > 1 } });
+        // the value switch on: each attention's value sizes come with it
+        const tr = await eng().translate(s.modelKey, { sources, targets, options: { topK: TOP_K, padded: sources.length > 1, ...(s.byValue ? { valueWeighted: true } : {}) } });
         if (era !== givenShown) return;
         tr.id = ++translations;
         // a new source starts at its last step; the same one (a new target, an engine) keeps it,
@@ -670,7 +671,9 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   store.subscribe((s, changed) => {
     decoderInside(s);
     // a generation's run (web/generation.js) is not a pass to redo for what a panel shows
-    if (RUN_KEYS.some((k) => changed.has(k)) || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
+    // (a translation run again for its value sizes when the value switch comes on)
+    const trLacks = changed.has('byValue') && s.byValue && s.translation && !s.translation.given && !s.translation.results[0]?.value_norms;
+    if (RUN_KEYS.some((k) => changed.has(k)) || trLacks || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
     // a generation's focused step, written: the pass over what the model was fed to there
     else if (s.run?.generated && (changed.has('run') || changed.has('generation') || SHOW_KEYS.some((k) => changed.has(k)))) stepPass();
     if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);

@@ -2,7 +2,8 @@
 // switch weighs every attention view by each key's ‖W_O^h v_j‖ (the engine's, src/analysis/
 // value_weighted.rs), each row rescaled to sum to 1 and labelled as a view. The page's value
 // sizes and its exported attention equal HF's (tools/make_fixtures.py --only value-weighted) on
-// the CPU engine and on WebGPU: all-MiniLM, and a tiny Llama whose query heads share value heads.
+// the CPU engine and on WebGPU: all-MiniLM, and a tiny Llama whose query heads share value heads;
+// and a translation's three attentions (a tiny Marian).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -10,9 +11,11 @@ import { readFileSync, cpSync, rmSync } from 'node:fs';
 import { startServer, launch, openPage, ready, golden, ROOT, ARTIFACTS } from './harness.mjs';
 
 const LLAMA = path.join(ROOT, 'assets/models/e2e-vw-llama');
+const MARIAN = path.join(ROOT, 'assets/models/e2e-vw-marian');
 let server, browser;
 before(async () => {
   cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama'), LLAMA, { recursive: true });
+  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-marian'), MARIAN, { recursive: true });
   server = await startServer();
   browser = await launch();
 });
@@ -20,6 +23,7 @@ after(async () => {
   await browser?.close();
   server?.stop();
   rmSync(LLAMA, { recursive: true, force: true });
+  rmSync(MARIAN, { recursive: true, force: true });
 });
 
 const enc = encodeURIComponent;
@@ -91,3 +95,49 @@ for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', 'assets/models/e
     }
   });
 }
+
+test('vw_marian: a translation\'s "weigh by ‖value‖" gives HF\'s value sizes of the encoder\'s, the decoder\'s and the cross-attention, its views weighed and labelled, its export too', async () => {
+  const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/vw_marian.json'), 'utf8'));
+  const item = meta.items[0];
+  for (const engine of ['cpu', 'gpu']) {
+    const p = await openPage(browser, `${server.url}#model=${enc('assets/models/e2e-vw-marian/')}&e=${engine}&s=${enc(item.source)}&l=1&h=2`, { width: 1280, height: 1000 });
+    const { page } = p;
+    assert.equal(await ready(page), null);
+    await page.waitForFunction(() => window.attnscope.store.get().translation?.results[0], null, { timeout: 120000 });
+    await page.click('#translation-view .tr-byvalue');
+    await page.waitForFunction(() => window.attnscope.store.get().translation?.results[0].value_norms && /Weighed by ‖value‖/.test(document.querySelector('#translation-view .tr-value-note')?.textContent ?? ''), null, { timeout: 120000 });
+    const got = await page.evaluate(async () => {
+      const { matricesOf } = await import('/web/result.js');
+      const r = window.attnscope.store.get().translation.results[0];
+      return { ids: r.output_ids, norms: r.value_norms, drawn: Object.fromEntries(['encoder', 'decoder', 'cross'].map((k) => [k, matricesOf(r, k, true).map((l) => l.map((m) => m.values))])) };
+    });
+    // the page writes up to 64 tokens, HF's fixture 8 (its last EOS, forced at that length): the
+    // steps they share read the same inputs, and a step's rows see no later one
+    const shared = item.output_ids.length - 1;
+    assert.deepEqual(got.ids.slice(0, shared), item.output_ids.slice(0, shared), `${engine}: HF's greedy output`);
+    let worst = 0, rows = 0;
+    for (const kind of ['encoder', 'decoder', 'cross']) {
+      const norms = golden('vw_marian', `value_norms_${kind}_0`), weighted = golden('vw_marian', `value_weighted_${kind}_0`);
+      const [L, H, nk] = norms.shape, nq = weighted.shape[2];
+      for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
+        const want = norms.data.subarray((l * H + h) * nk, (l * H + h + 1) * nk), top = Math.max(...want);
+        want.forEach((w, k) => { worst = Math.max(worst, Math.abs(got.norms[kind][l][h][k] - w) / top); });
+        for (let q = 0; q < nq; q++) {
+          const at = ((l * H + h) * nq + q) * nk, row = Array.from(weighted.data.subarray(at, at + nk)), sum = row.reduce((a, b) => a + b, 0);
+          row.forEach((w, k) => { rows = Math.max(rows, Math.abs(got.drawn[kind][l][h][q][k] - w / sum)); });
+        }
+      }
+    }
+    assert.ok(worst <= 1e-4, `${engine}: value sizes differ from HF's by ${worst} of a head's largest`);
+    assert.ok(rows <= 1e-4, `${engine}: the weighed rows differ from HF's by ${rows}`);
+    console.log(`vw_marian ${engine}: value sizes ${worst.toExponential(1)} of a head's largest, weighed rows ${rows.toExponential(1)}`);
+    // the head view's SVG export says what it shows
+    const [d] = await Promise.all([page.waitForEvent('download'), page.click('#translation-view .export[data-view=head][data-format=svg]')]);
+    assert.match(readFileSync(await d.path(), 'utf8'), /weighed by ‖value‖, rows renormalised/);
+    assert.ok(await page.isChecked('#translation-view .tr-byvalue'));
+    await page.waitForFunction(() => /vw=1/.test(location.hash));
+    if (engine === 'cpu') await page.locator('#translation').screenshot({ path: path.join(ARTIFACTS, 'values-translation.png') }).catch(() => {});
+    clean(p);
+    await page.close();
+  }
+});

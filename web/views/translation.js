@@ -25,6 +25,14 @@ import { exportTranslation } from '../export.js';
 import { precisionNote } from '../given.js';
 
 
+/** The focused head's value sizes in a line: the first key's, the largest's and their mean. */
+function valueLine(r, attn, l, h) {
+  const n = r.value_norms[attn][l][h], keys = attn === 'decoder' ? decoderSteps(r).inputs : r.source_tokens;
+  let top = 0, mean = 0;
+  n.forEach((v, k) => { mean += v / n.length; if (v > n[top]) top = k; });
+  return `this head's values: the first key (“${visibleText(shown(keys[0]))}”) ${n[0].toFixed(2)}, the largest (“${visibleText(shown(keys[top]))}”) ${n[top].toFixed(2)}, their mean ${mean.toFixed(2)}.`;
+}
+
 function el(tag, attrs = {}, text = null) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -33,7 +41,7 @@ function el(tag, attrs = {}, text = null) {
 }
 
 
-export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn: asked = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, foldPx = null, onStep, onFocus, onPlay, onAttn, onShow }) {
+export function render(target, tr, { item = 0, layer = 0, head = 0, step = null, info, playing = false, attn: asked = 'cross', panes = ['grid', 'head', 'lines', 'masks'], width = 720, fontPx = 12, show = null, foldPx = null, byValue = false, onStep, onFocus, onPlay, onAttn, onShow, onByValue }) {
   const b = Math.min(item, tr.results.length - 1);
   const r = tr.results[b];
   const dec = info?.decoder ?? { layers: r.decoder_attention.length, heads: r.decoder_attention[0]?.length ?? 1 };
@@ -161,22 +169,37 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     l.append(s);
     bar.append(l);
   }
+  // the value switch (Kobayashi et al. 2020): each weight times its key's ‖W_O·v‖, rows rescaled
+  if (onByValue && !r.given) {
+    const l = el('label', { class: 'inline', title: 'a view, not the model\'s attention: each weight times the size of what its head writes from that key, ‖W_O v‖ (Kobayashi et al. 2020), each row rescaled to sum to 1' });
+    const box = el('input', { type: 'checkbox', class: 'tr-byvalue' });
+    box.checked = byValue;
+    box.addEventListener('change', () => onByValue(box.checked));
+    l.append(box, ' weigh by ‖value‖');
+    bar.append(l);
+  }
   const exports = el('span', { class: 'exports' });
   for (const [view, formats] of [['head', ['svg', 'png']], ['model', ['svg', 'png']], ['lines', ['svg']], ['all', ['json']]]) {
     for (const f of formats) {
       const bt = el('button', { type: 'button', class: 'export', 'data-view': view, 'data-format': f }, view === 'all' ? 'JSON' : `${view === 'model' ? 'grid' : view} ${f.toUpperCase()}`);
       bt.title = view === 'all' ? 'export this item\'s three attentions, every layer and head, as JSON' : `export the ${view === 'model' ? 'grid of every layer and head' : view === 'head' ? 'focused head' : 'line view'} of the ${ATTENTION_KINDS[attn].name} as ${f.toUpperCase()}`;
-      bt.addEventListener('click', () => exportTranslation(tr, view, f, { item: b, attn, layer: fl, head: fh }));
+      bt.addEventListener('click', () => exportTranslation(tr, view, f, { item: b, attn, layer: fl, head: fh, byValue: byValue && Boolean(r.value_norms) }));
       exports.append(bt);
     }
   }
   bar.append(exports);
   // the attention's controls and line where one of its views is shown (not an element's inside view)
+  const weighed = byValue && Boolean(r.value_norms);
   if (panes.length) {
     side.append(bar, el('p', { class: 'tr-line muted' }, r.given ? GIVEN_LINES[attn] : ATTENTION_KINDS[attn].line));
+    if (byValue && !r.given) {
+      side.append(el('p', { class: 'tr-value-note status' }, weighed
+        ? `Weighed by ‖value‖, rows renormalised: a view, not the model's attention. Each weight times the size of what the head writes from that key, ‖W_O·v‖ (Kobayashi et al. 2020); ${valueLine(r, attn, fl, fh)}`
+        : 'Computing each key\'s ‖W_O·v‖…'));
+    }
   }
 
-  const matrices = matricesOf(r, attn);
+  const matrices = matricesOf(r, attn, weighed);
   const m = matrices[fl][fh];
   const focusRow = attn === 'encoder' ? -1 : t;
   const label = `${ATTENTION_KINDS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${nl}, head ${fh}`;
@@ -218,7 +241,8 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
       after: attn === 'encoder' ? null : t, // the steps after the focused one, not yet written: dimmed
     };
     rect.head(v, headOpts);
-    legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), scale('probability'), { masked: attn === 'decoder' && Boolean(m.masked) });
+    const probs = scale('probability');
+    legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), weighed ? { ...probs, label: 'value-weighted attention, rows renormalised' } : probs, { masked: attn === 'decoder' && Boolean(m.masked) });
   }
   if (panes.includes('lines')) {
     linesEl = pane('tr-lines', attn === 'cross' ? 'Lines: decoder steps left, source right' : attn === 'decoder' ? 'Lines: each step over the steps so far' : 'Lines: the source over itself');
