@@ -5,21 +5,22 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { cpSync, rmSync, existsSync } from 'node:fs';
-import { startServer, launch, openPage, ready, ROOT, ARTIFACTS } from './harness.mjs';
+import { existsSync } from 'node:fs';
+import { startServer, launch, openPage, ready, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-const TINY = 'assets/models/e2e-ex-llama';
+const fixtures = servedFixtures('ex', ['tiny-llama']);
+const TINY = fixtures.path('tiny-llama');
 let server, browser;
 before(async () => {
-  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama'), path.join(ROOT, TINY), { recursive: true });
+  fixtures.copy();
   server = await startServer();
   browser = await launch();
 });
 after(async () => {
   await browser?.close();
   server?.stop();
-  rmSync(path.join(ROOT, TINY), { recursive: true, force: true });
+  fixtures.remove();
 });
 
 const enc = encodeURIComponent;

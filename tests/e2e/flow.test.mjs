@@ -6,22 +6,22 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { readFileSync, cpSync, rmSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, golden, ROOT, ARTIFACTS } from './harness.mjs';
+import { startServer, launch, openPage, ready, golden, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-const COPIES = { 'tiny-gpt2': 'assets/models/e2e-flow-gpt2', 'tiny-llama': 'assets/models/e2e-flow-llama', 'v5-gemma3': 'assets/models/e2e-flow-gemma3' };
+const fixtures = servedFixtures('flow', ['tiny-gpt2', 'tiny-llama', 'v5-gemma3']);
 let server, browser;
 before(async () => {
-  for (const [from, to] of Object.entries(COPIES)) cpSync(path.join(ROOT, 'tests/fixtures/models', from), path.join(ROOT, to), { recursive: true });
+  fixtures.copy();
   server = await startServer();
   browser = await launch();
 });
 after(async () => {
   await browser?.close();
   server?.stop();
-  for (const to of Object.values(COPIES)) rmSync(path.join(ROOT, to), { recursive: true, force: true });
+  fixtures.remove();
 });
 
 const enc = encodeURIComponent;
@@ -49,7 +49,7 @@ async function drawn(page, text, { to = null, tau = 0.04 } = {}) {
   }, [to, tau]);
 }
 
-for (const [fixture, model] of [['flow_gpt2', COPIES['tiny-gpt2']], ['flow_llama', COPIES['tiny-llama']], ['flow_gemma3', COPIES['v5-gemma3']]]) {
+for (const [fixture, model] of [['flow_gpt2', fixtures.path('tiny-gpt2')], ['flow_llama', fixtures.path('tiny-llama')], ['flow_gemma3', fixtures.path('v5-gemma3')]]) {
   test(`${fixture}: the page's information-flow importances equal HF's on the CPU engine and on WebGPU, and its routes are HF's`, async () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
     const heads = golden(fixture, 'flow_heads'), residual = golden(fixture, 'flow_residual');

@@ -1,7 +1,7 @@
 // Shared set-up for the end-to-end tests and the latency benchmark: the app served as
 // `make serve` serves it, and Debian's Chromium driven by playwright-core.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -58,6 +58,21 @@ export async function openPage(browser, url, { width = 1400, height = 1300, scal
   page.on('worker', (w) => w.on('console', (m) => { if (m.type() === 'error') problems.push(`worker console: ${m.text()}`); }));
   if (url) await page.goto(url);
   return { page, problems, requests };
+}
+
+/**
+ * Fixture models (tests/fixtures/models/NAME) served for one test file, copied to
+ * assets/models/e2e-TAG-NAME (git-ignored; the server serves assets/models/): `path(name)` is a
+ * copy's path for a link, `copy()` makes them (the file's `before`), `remove()` deletes them
+ * (its `after`).
+ */
+export function servedFixtures(tag, names) {
+  const rel = (name) => `assets/models/e2e-${tag}-${name}`;
+  return {
+    path: rel,
+    copy: () => { for (const name of names) cpSync(path.join(ROOT, 'tests/fixtures/models', name), path.join(ROOT, rel(name)), { recursive: true }); },
+    remove: () => { for (const name of names) rmSync(path.join(ROOT, rel(name)), { recursive: true, force: true }); },
+  };
 }
 
 /** Waits until the page has a model and a result (or failed to load one). */

@@ -7,29 +7,26 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { readFileSync, cpSync, rmSync } from 'node:fs';
-import { startServer, launch, openPage, ready, golden, ROOT, ARTIFACTS } from './harness.mjs';
+import { readFileSync } from 'node:fs';
+import { startServer, launch, openPage, ready, golden, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
-const LLAMA = path.join(ROOT, 'assets/models/e2e-vw-llama');
-const MARIAN = path.join(ROOT, 'assets/models/e2e-vw-marian');
+const fixtures = servedFixtures('vw', ['tiny-llama', 'tiny-marian']);
 let server, browser;
 before(async () => {
-  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama'), LLAMA, { recursive: true });
-  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-marian'), MARIAN, { recursive: true });
+  fixtures.copy();
   server = await startServer();
   browser = await launch();
 });
 after(async () => {
   await browser?.close();
   server?.stop();
-  rmSync(LLAMA, { recursive: true, force: true });
-  rmSync(MARIAN, { recursive: true, force: true });
+  fixtures.remove();
 });
 
 const enc = encodeURIComponent;
 const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
 
-for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', 'assets/models/e2e-vw-llama/']]) {
+for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', `${fixtures.path('tiny-llama')}/`]]) {
   test(`${fixture}: "weigh by ‖value‖" gives HF's value sizes and value-weighted attention (rows renormalised) on the CPU engine and on WebGPU, labelled as a view, in the link and the export`, async () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
     const norms = golden(fixture, 'value_norms'); // (B, L, H, T)
@@ -100,7 +97,7 @@ test('vw_marian: a translation\'s "weigh by ‖value‖" gives HF\'s value sizes
   const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/vw_marian.json'), 'utf8'));
   const item = meta.items[0];
   for (const engine of ['cpu', 'gpu']) {
-    const p = await openPage(browser, `${server.url}#model=${enc('assets/models/e2e-vw-marian/')}&e=${engine}&s=${enc(item.source)}&l=1&h=2`, { width: 1280, height: 1000 });
+    const p = await openPage(browser, `${server.url}#model=${enc(`${fixtures.path('tiny-marian')}/`)}&e=${engine}&s=${enc(item.source)}&l=1&h=2`, { width: 1280, height: 1000 });
     const { page } = p;
     assert.equal(await ready(page), null);
     await page.waitForFunction(() => window.attnscope.store.get().translation?.results[0], null, { timeout: 120000 });

@@ -7,22 +7,22 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { readFileSync, cpSync, rmSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, ROOT, ARTIFACTS } from './harness.mjs';
+import { startServer, launch, openPage, ready, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-const COPIES = { 'tiny-gpt2': 'assets/models/e2e-la-gpt2', 'tiny-llama': 'assets/models/e2e-la-llama', 'v5-gemma3': 'assets/models/e2e-la-gemma3' };
+const fixtures = servedFixtures('la', ['tiny-gpt2', 'tiny-llama', 'v5-gemma3']);
 let server, browser;
 before(async () => {
-  for (const [from, to] of Object.entries(COPIES)) cpSync(path.join(ROOT, 'tests/fixtures/models', from), path.join(ROOT, to), { recursive: true });
+  fixtures.copy();
   server = await startServer();
   browser = await launch();
 });
 after(async () => {
   await browser?.close();
   server?.stop();
-  for (const to of Object.values(COPIES)) rmSync(path.join(ROOT, to), { recursive: true, force: true });
+  fixtures.remove();
 });
 
 const enc = encodeURIComponent;
@@ -63,7 +63,7 @@ function partsDiff(got, want) {
   return worst;
 }
 
-for (const [fixture, model] of [['la_gpt2', COPIES['tiny-gpt2']], ['la_llama', COPIES['tiny-llama']], ['la_gemma3', COPIES['v5-gemma3']]]) {
+for (const [fixture, model] of [['la_gpt2', fixtures.path('tiny-gpt2')], ['la_llama', fixtures.path('tiny-llama')], ['la_gemma3', fixtures.path('v5-gemma3')]]) {
   test(`${fixture}: the page's "what writes the next token" equals HF's split of the logit on the CPU engine and on WebGPU, and the focused head's write raises and lowers HF's tokens`, async () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
     const want = meta.attributions[0]; // the last position's likeliest token
@@ -144,7 +144,7 @@ test('SmolLM2: "The capital of France is" → " Paris"; the panel equals the CLI
 });
 
 test('during a generation the panel follows the focused step: what writes the token the model wrote there, over the positions fed to it', async () => {
-  const p = await open(`model=${enc(`${COPIES['tiny-llama']}/`)}&e=cpu&s=${enc('time flies like an arrow')}&gen=6&st=2&writes=1`);
+  const p = await open(`model=${enc(`${fixtures.path('tiny-llama')}/`)}&e=cpu&s=${enc('time flies like an arrow')}&gen=6&st=2&writes=1`);
   const { page } = p;
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
   const { P, written } = await page.evaluate(() => ({ P: window.attnscope.result.prompt_ids.length, written: window.attnscope.result.output_ids }));
