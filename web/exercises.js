@@ -26,7 +26,7 @@ export const EXERCISES = {
   'previous-token': {
     title: 'Which head reads the previous token?',
     answer: 'head',
-    needs: () => '',
+    needs: (info) => (info?.decoder ? 'The heads\' roles are read on a model\'s self-attention: choose an encoder or a decoder-only model.' : ''),
     start: () => ({ sentences: [repeatedText()], metric: '', byValue: false, off: [] }),
   },
   'first-token': {
@@ -105,6 +105,8 @@ export function questionOf(id, run, b, info, checked) {
   if (run.long) return { unavailable: 'A text this long keeps no values or writes: the exercises read short texts.' };
   const { L, H } = run, name = (x) => `L${layerNumber(run, x.layer)} H${x.head}`;
   if (id === 'previous-token') {
+    if (!run.roleNames?.length) return { waiting: 'Scoring the heads\' roles…' };
+    if (!run.repeatOf(b)) return { unavailable: 'This exercise reads a text that repeats a sequence of words from its start ("river green table river green table"): this one does not. In the page, start the exercise again for a new one.' };
     return { question: 'Each word of this text comes twice. Some heads put most of each row\'s weight on the token just before the query: in the head view, a diagonal one step below the main one. Which head does that most? Click it in the grid, then check.' };
   }
   if (id === 'first-token') {

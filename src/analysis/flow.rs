@@ -15,10 +15,10 @@
 //! the attention is part of the node's way up). The routes to a prediction are the edges of at
 //! least a threshold's importance that reach the last position's output, followed down from it.
 
-use ndarray::{s, Array1, Array2, Array3, Array4, ArrayView1, Axis};
+use ndarray::{s, Array2, Array3, Array4, ArrayView1, Axis};
 use rayon::prelude::*;
 
-use super::logit_attribution::post_norm_scale;
+use super::logit_attribution::frozen_post_norm;
 use super::value_weighted::through_each_head;
 use super::ItemAttention;
 use crate::engine::cpu::ops::linear;
@@ -103,26 +103,18 @@ impl Flow {
             // what each head writes from each key, before its weight: (H·T, D), head h's T rows
             let u = through_each_head(v.index_axis(Axis(0), b), w_o, heads)
                 .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
-            let x = writes.hidden[l].index_axis(Axis(0), b); // (T, D)
-            let y = writes.after_attention[l].index_axis(Axis(0), b); // (T, D)
-                                                                      // a norm after the attention (Gemma 3), frozen at each query's real output: what
-                                                                      // a head writes from a key is its part of the normed sum, (T, D)
+            // a norm after the attention (Gemma 3), frozen at each query's real output (the
+            // heads' contexts through W_O, bias included): what a head writes from a key is its
+            // part of the normed sum, (T, D)
             let frozen = match network.attention_post_norm(l) {
                 Some(post) => {
                     let out = linear(writes.context[l].index_axis(Axis(0), b), w_o);
-                    let scales = out.rows().into_iter().map(|o| {
-                        let o = o.to_owned().insert_axis(Axis(0));
-                        post_norm_scale(post, &o, &Array1::zeros(o.ncols()))
-                    });
-                    let scales = scales.collect::<Result<Vec<_>>>()?;
-                    let views: Vec<_> = scales.iter().map(|v| v.view()).collect();
-                    Some(
-                        ndarray::stack(Axis(0), &views)
-                            .map_err(|e| Error::Engine(e.to_string()))?,
-                    )
+                    Some(frozen_post_norm(post, out.view())?)
                 }
                 None => None,
             };
+            let x = writes.hidden[l].index_axis(Axis(0), b); // (T, D)
+            let y = writes.after_attention[l].index_axis(Axis(0), b); // (T, D)
             let probs: Vec<_> = (0..heads)
                 .map(|h| item.head(l, h).map(|(a, _)| a.into_owned()))
                 .collect::<Result<_>>()?; // H × (T, T)

@@ -179,10 +179,11 @@ impl LogitAttribution {
             // head's write is its part of the normed sum, and so is the bias
             let mut bias = w_o.bias.clone();
             if let Some(post) = network.attention_post_norm(l) {
-                let scale = post_norm_scale(post, &per_head, &bias)
+                let out = (per_head.sum_axis(Axis(0)) + &bias).insert_axis(Axis(0)); // (1, D)
+                let scale = frozen_post_norm(post, out.view())
                     .map_err(|e| Error::Engine(format!("layer {l}: {e}")))?;
                 per_head *= &scale;
-                bias *= &scale;
+                bias *= &scale.row(0);
             }
             for h in 0..heads {
                 head_parts[[l, h]] = read(per_head.row(h));
@@ -245,22 +246,24 @@ impl LogitAttribution {
     }
 }
 
-/// An RMSNorm after the attention frozen at its real input, the heads' writes `(H, D)` plus the
-/// output bias: its weight over that input's RMS, `(D,)`, which turns each part into its share
-/// of the norm's output.
-pub(crate) fn post_norm_scale(
-    post: &Norm,
-    per_head: &Array2<f32>,
-    bias: &Array1<f32>,
-) -> Result<Array1<f32>> {
+/// An RMSNorm after the attention, frozen at its real inputs `out` (each row an attention's
+/// output, bias included): each row's weight over that row's RMS, which turns each part of the
+/// row into its share of the norm's output.
+///
+/// # Shapes
+/// * `out`: `(N, D)` → `(N, D)`
+pub(crate) fn frozen_post_norm(post: &Norm, out: ArrayView2<f32>) -> Result<Array2<f32>> {
     if post.kind != NormKind::Rms {
         return Err(Error::Engine(
             "a LayerNorm after the attention centres its input: only an RMSNorm is frozen".into(),
         ));
     }
-    let out = per_head.sum_axis(Axis(0)) + bias; // the attention's output, (D,)
-    let rms = (out.mapv(|v| v * v).mean().unwrap_or(0.0) + post.eps).sqrt();
-    Ok(&post.weight / rms)
+    let mut scale = Array2::<f32>::zeros(out.raw_dim());
+    for (mut s, o) in scale.rows_mut().into_iter().zip(out.rows()) {
+        let rms = (o.mapv(|v| v * v).mean().unwrap_or(0.0) + post.eps).sqrt();
+        s.assign(&(&post.weight / rms));
+    }
+    Ok(scale)
 }
 
 /// Writes to the residual stream, each already through the frozen final norm, read onto every
