@@ -28,6 +28,9 @@ export const EXERCISES = {
     answer: 'head',
     needs: (info) => (info?.decoder ? 'The heads\' roles are read on a model\'s self-attention: choose an encoder or a decoder-only model.' : ''),
     start: () => ({ sentences: [repeatedText()], metric: '', byValue: false, off: [] }),
+    // checked: the grid coloured by the role asked of
+    reveal: () => ({ metric: 'role:previous_token' }),
+    hide: { metric: '' },
   },
   'first-token': {
     title: 'How much goes to the first token?',
@@ -35,6 +38,9 @@ export const EXERCISES = {
     shown: (v) => `${Math.round(v * 100)}%`,
     needs: (info) => (info?.decoder ? 'The first token\'s weight is read on a model\'s self-attention: choose an encoder or a decoder-only model.' : ''),
     start: () => ({ sentences: [SINK_TEXT], metric: '', byValue: false, off: [] }),
+    // checked: the head asked of, its views weighed by value
+    reveal: ({ layer, head }) => ({ byValue: true, layer, head }),
+    hide: { byValue: false },
   },
   'knock-out': {
     title: 'Knock out the head that writes most: what is p now?',
@@ -43,6 +49,9 @@ export const EXERCISES = {
     needs: (info) => (info?.logit_attribution ? ''
       : 'This one reads what each head writes toward the next token: a model with an LM head and one norm before it (SmolLM2, GPT-2 or a Llama in the Model select).'),
     start: () => ({ sentences: [NEXT_TEXT], metric: '', byValue: false, off: [], writes: true }),
+    // checked: the run again without the head asked of
+    reveal: ({ layer, head }) => ({ off: [`${layer}:${head}`], layer, head }),
+    hide: { off: [] },
   },
 };
 
@@ -52,9 +61,15 @@ export function startExercise(id) {
   return { ...EXERCISES[id].start(), exercise: id, guess: 0.5, checked: null, batch: false, compare: false, item: 0, sel: [] };
 }
 
+/** The store's patch that checks `answer` (the head focused, or the head asked of with the
+ *  guess): the answer frozen, and what the exercise shows then. */
+export function check(id, answer) {
+  return { checked: answer, ...EXERCISES[id].reveal(answer) };
+}
+
 /** The store's patch that takes a checked answer back: what "check" showed is hidden again. */
 export function tryAgain(id) {
-  return { checked: null, guess: 0.5, ...(id === 'previous-token' ? { metric: '' } : id === 'first-token' ? { byValue: false } : id === 'knock-out' ? { off: [] } : {}) };
+  return { checked: null, guess: 0.5, ...EXERCISES[id]?.hide };
 }
 
 /** What the run must bring for exercise `id` (src/wasm.rs `RunOptions`), beyond what views ask. */

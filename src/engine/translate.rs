@@ -448,77 +448,107 @@ pub fn decoder_trace(
     outputs: &[Vec<u32>],
     layer: usize,
 ) -> Result<DecoderTrace> {
-    let passes = EncoderDecoder::translating(model)?;
-    let c = model.config();
-    let d = c.decoder()?;
+    let d = model.config().decoder()?;
     if layer >= d.layers {
         return Err(Error::Input(format!(
             "decoder layer {layer}: the decoder has {} layers",
             d.layers
         )));
     }
-    let source = model.tokenizer().encode(sources, None)?;
-    let (b, s) = source.ids.dim();
-    let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
-    let t = target.tokens.ncols();
     let opts = TraceOptions {
         scores: true,
         decoder_trace: Some(layer),
         ..TraceOptions::default()
     };
-    on_the_pool(|| {
+    let ForcedPass {
+        source,
+        steps: t,
+        mut groups,
+        mut kept,
+    } = forced_pass(model, sources, outputs, &opts)?;
+    let (b, s) = source.ids.dim();
+    let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
+        .scores
+        .ok_or_else(|| Error::Engine("the pass kept no cross-attention scores".into()))?;
+    // the values the family named in the layer
+    let named: Vec<Kept> = kept
+        .keys()
+        .filter(|k| matches!(k, Kept::Decoder(l, _) if *l == layer))
+        .copied()
+        .collect();
+    // (B·n, c) → (B, n, c): n the target's T, or the source's S
+    let mut take = |what: Kept| -> Result<Array3<f32>> {
+        let x = kept
+            .remove(&what)
+            .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
+        let (rows, cols) = x.dim();
+        x.into_shape_with_order((b, rows / b.max(1), cols))
+            .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
+    };
+    let (word, position) = (take(Kept::DecoderWord)?, take(Kept::DecoderPosition)?);
+    let mut values = BTreeMap::new();
+    for what in named {
+        let Kept::Decoder(_, v) = what else {
+            unreachable!("filtered above")
+        };
+        let x = take(what)?;
+        let want = if v.source { s } else { t };
+        if x.dim().1 != want {
+            return Err(Error::Engine(format!(
+                "decoder layer {layer}'s {:?}: {} rows an item, not {want}",
+                v.name,
+                x.dim().1
+            )));
+        }
+        values.insert(v.name, (v, x));
+    }
+    Ok(DecoderTrace {
+        layer,
+        source,
+        word,
+        position,
+        cross_scores: scores.index_axis_move(ndarray::Axis(1), layer),
+        values,
+    })
+}
+
+/// One teacher-forced pass ([`forced_pass`]): the sources as the encoder read them, the steps
+/// `T`, and every attention and value the pass kept.
+struct ForcedPass {
+    source: Encoded,
+    steps: usize,
+    groups: Vec<AttentionGroup>,
+    kept: KeptValues,
+}
+
+/// `sources` and their `outputs` (each the decoder start token first) in one teacher-forced
+/// pass on the CPU engine, keeping what `opts` asks.
+fn forced_pass(
+    model: &dyn Loaded,
+    sources: &[&str],
+    outputs: &[Vec<u32>],
+    opts: &TraceOptions,
+) -> Result<ForcedPass> {
+    let passes = EncoderDecoder::translating(model)?;
+    let source = model.tokenizer().encode(sources, None)?;
+    let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
+    let steps = target.tokens.ncols();
+    let (groups, kept) = on_the_pool(|| {
         let encoder = Mask::padding(source.valid.view());
         let masks = StackMasks {
             encoder: &encoder,
             decoder: &decoder,
             cross: &cross,
         };
-        let (mut groups, mut kept) = cpu_pass(model, &source, target, masks, &opts, None, |ops| {
+        cpu_pass(model, &source, target, masks, opts, None, |ops| {
             passes.forward(EngineOps::Cpu(ops))
-        })?;
-        let scores = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::Cross)?
-            .scores
-            .ok_or_else(|| Error::Engine("the pass kept no cross-attention scores".into()))?;
-        // the values the family named in the layer
-        let named: Vec<Kept> = kept
-            .keys()
-            .filter(|k| matches!(k, Kept::Decoder(l, _) if *l == layer))
-            .copied()
-            .collect();
-        // (B·n, c) → (B, n, c): n the target's T, or the source's S
-        let mut take = |what: Kept| -> Result<Array3<f32>> {
-            let x = kept
-                .remove(&what)
-                .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
-            let (rows, cols) = x.dim();
-            x.into_shape_with_order((b, rows / b.max(1), cols))
-                .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
-        };
-        let (word, position) = (take(Kept::DecoderWord)?, take(Kept::DecoderPosition)?);
-        let mut values = BTreeMap::new();
-        for what in named {
-            let Kept::Decoder(_, v) = what else {
-                unreachable!("filtered above")
-            };
-            let x = take(what)?;
-            let want = if v.source { s } else { t };
-            if x.dim().1 != want {
-                return Err(Error::Engine(format!(
-                    "decoder layer {layer}'s {:?}: {} rows an item, not {want}",
-                    v.name,
-                    x.dim().1
-                )));
-            }
-            values.insert(v.name, (v, x));
-        }
-        Ok(DecoderTrace {
-            layer,
-            source: source.clone(),
-            word,
-            position,
-            cross_scores: scores.index_axis_move(ndarray::Axis(1), layer),
-            values,
         })
+    })?;
+    Ok(ForcedPass {
+        source,
+        steps,
+        groups,
+        kept,
     })
 }
 
@@ -549,29 +579,19 @@ pub fn value_norms(
         .network()
         .translation()
         .ok_or_else(|| Error::Input(format!("{} is not an encoder–decoder model", model.name())))?;
-    let passes = EncoderDecoder::translating(model)?;
     let c = model.config();
     let dec = c.decoder()?;
-    let source = model.tokenizer().encode(sources, None)?;
-    let (b, s) = source.ids.dim();
-    let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
-    let t = target.tokens.ncols();
     let opts = TraceOptions {
         values: true,
         ..TraceOptions::default()
     };
-    let kept = on_the_pool(|| {
-        let encoder = Mask::padding(source.valid.view());
-        let masks = StackMasks {
-            encoder: &encoder,
-            decoder: &decoder,
-            cross: &cross,
-        };
-        cpu_pass(model, &source, target, masks, &opts, None, |ops| {
-            passes.forward(EngineOps::Cpu(ops))
-        })
-        .map(|(_, kept)| kept)
-    })?;
+    let ForcedPass {
+        source,
+        steps: t,
+        kept,
+        ..
+    } = forced_pass(model, sources, outputs, &opts)?;
+    let (b, s) = source.ids.dim();
     // one attention's sizes: its layers' values `(B·n, H_kv·d)` through their projections
     let of = |stack: Stack,
               kind: AttentionKind,

@@ -3,7 +3,7 @@
 // engine's numbers and why; "try again" hides the answer again. The page shows it above the model
 // view, an <attn-scope exercise="…"> element under its view.
 
-import { EXERCISES, questionOf, verdictOf, tryAgain, startExercise } from '../exercises.js';
+import { EXERCISES, questionOf, verdictOf, check, tryAgain, startExercise } from '../exercises.js';
 import { layerNumber } from '../result.js';
 
 function build(target) {
@@ -66,11 +66,8 @@ export function render(target, run, opts) {
   if (asked) $('.exercise-show').textContent = `show L${layerNumber(run, asked.layer)} H${asked.head} in the head view`;
   $('.exercise-check').hidden = Boolean(checked);
   $('.exercise-again').hidden = !checked;
-  target._check = () => {
-    if (ex.answer === 'head') opts.onUpdate?.({ checked: focused, metric: 'role:previous_token' });
-    else if (opts.exercise === 'first-token') opts.onUpdate?.({ checked: { ...q.head, guess: opts.guess }, byValue: true, layer: q.head.layer, head: q.head.head });
-    else opts.onUpdate?.({ checked: { ...q.head, guess: opts.guess }, off: [`${q.head.layer}:${q.head.head}`], layer: q.head.layer, head: q.head.head });
-  };
+  // the answer: the head focused, or the head asked of with the guess
+  target._check = () => opts.onUpdate?.(check(opts.exercise, ex.answer === 'head' ? focused : { ...q.head, guess: opts.guess }));
   if (!checked) { verdict.replaceChildren(); return; }
   const v = verdictOf(opts.exercise, run, b, checked);
   if (v.waiting) { verdict.replaceChildren(Object.assign(document.createElement('p'), { className: 'muted', textContent: v.waiting })); return; }
