@@ -3,11 +3,11 @@
 // server; and every export of the page (SVG, PNG, JSON, CSV), parsed and checked.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { cpSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startServer, launch, openPage, cli, ready, maxDiff, ARTIFACTS, ROOT, freePort } from './harness.mjs';
+import { startServer, launch, openPage, cli, attnscope, ready, maxDiff, ARTIFACTS, ROOT, freePort } from './harness.mjs';
 
 let browser, site, app;
 before(async () => {
@@ -82,7 +82,7 @@ test('the blog page: two elements and an iframe render the CLI\'s numbers, the m
     const el = document.querySelector('#dates'), r = el.result;
     return { r: { output_ids: r.output_ids, output_text: r.output_text, cross_attention: r.cross_attention }, step: el.shadowRoot.querySelector('.tr-step h3').textContent, head: el.shadowRoot.querySelector('.tr-head figcaption').textContent, rows: el.shadowRoot.querySelector('.tr-head canvas.rect-heat').dataset.rows };
   });
-  const want = JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', path.join(ROOT, 'models/dates'), '--', 'Sunday, September 9, 2018'], { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'ignore'] })).results[0];
+  const want = attnscope(['translate', '--model', path.join(ROOT, 'models/dates'), '--', 'Sunday, September 9, 2018']).results[0];
   assert.equal(dates.r.output_text, '2018-09-09');
   assert.deepEqual(dates.r.output_ids, want.output_ids);
   assert.ok(maxDiff(dates.r.cross_attention, want.cross_attention) <= 1e-4);

@@ -2,26 +2,16 @@
 // first and then checking the answer against the engine's numbers, in the page and in an
 // <attn-scope> element. The numbers each verdict quotes are computed here again from the
 // attention, the value sizes and the attribution the page holds, and each grade follows them.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
-import { startServer, launch, openPage, ready, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
+import { site, ready, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 const fixtures = servedFixtures('ex', ['tiny-llama']);
 const TINY = fixtures.path('tiny-llama');
-let server, browser;
-before(async () => {
-  fixtures.copy();
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  server?.stop();
-  fixtures.remove();
-});
+const app = site({ fixtures });
 
 const enc = encodeURIComponent;
 const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
@@ -52,7 +42,7 @@ const previousToken = (store) => {
 };
 
 test('the page, all-MiniLM: "which head reads the previous token?" grades the head clicked by its score, and "how much goes to the first token?" the guess by the head\'s mean weight; drawn at phone, laptop and projector sizes', async () => {
-  const p = await openPage(browser, `${server.url}#e=cpu`, { width: 1280, height: 900 });
+  const p = await app.open(`#e=cpu`, { width: 1280, height: 900 });
   const { page } = p;
   assert.equal(await ready(page), null);
   await page.click('#class-details summary');
@@ -132,7 +122,7 @@ test('the page, all-MiniLM: "which head reads the previous token?" grades the he
 
 test('the page, SmolLM2: knock out the head that writes most toward " Paris"; the verdict quotes the knocked-out run\'s p, and "try again" puts the head back', async () => {
   assert.ok(existsSync(path.join(ROOT, SMOLLM2)), `${SMOLLM2} is missing: scripts/setup.sh fetches it`);
-  const p = await openPage(browser, `${server.url}#model=${enc(SMOLLM2)}&e=cpu&ex=knock-out&s=${enc('The capital of France is')}`, { width: 1280, height: 900 });
+  const p = await app.open(`#model=${enc(SMOLLM2)}&e=cpu&ex=knock-out&s=${enc('The capital of France is')}`, { width: 1280, height: 900 });
   const { page } = p;
   assert.equal(await ready(page), null);
   const q = await asking(page);
@@ -157,7 +147,7 @@ test('the page, SmolLM2: knock out the head that writes most toward " Paris"; th
 });
 
 test('<attn-scope view="roles">, view="writes" and view="flow": the exercise under the view, checked in the element; the routes drawn', async () => {
-  const p = await openPage(browser, `${server.url}#e=cpu`, { width: 1024, height: 900 });
+  const p = await app.open(`#e=cpu`, { width: 1024, height: 900 });
   const { page } = p;
   assert.equal(await ready(page), null);
   await page.evaluate(async (tiny) => {

@@ -6,9 +6,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { cpSync, rmSync, readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, maxDiff, golden, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, golden, ARTIFACTS, ROOT, attnscope } from './harness.mjs';
 
 // the app server serves checkpoints from assets/models/ (git-ignored): the fixtures go there for the run
 const FAMILIES = ['tiny-roberta', 'tiny-distilbert', 'tiny-gpt2'];
@@ -29,13 +28,7 @@ after(async () => {
 
 const TEXT = 'time flies like an arrow';
 
-/** The CLI, under the build lock (another build may share the machine). */
-function cli(name, args) {
-  const out = execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', dir(name), ...args], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  return JSON.parse(out);
-}
+const cli = (name, args) => attnscope(['attention', '--model', dir(name), ...args]);
 
 const clean = (problems) => assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
 

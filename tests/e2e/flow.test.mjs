@@ -3,33 +3,22 @@
 // make_fixtures.py --only flow) on the CPU engine and on WebGPU, the routes the panel draws are
 // HF's at the fixture's threshold, and on SmolLM2 the CLI's; the threshold slider and the
 // position choose the routes, and a click on a head's edge focuses the head.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { readFileSync, existsSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, golden, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
+import { site, ready, golden, servedFixtures, ROOT, ARTIFACTS, attnscope } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 const fixtures = servedFixtures('flow', ['tiny-gpt2', 'tiny-llama', 'v5-gemma3']);
-let server, browser;
-before(async () => {
-  fixtures.copy();
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  server?.stop();
-  fixtures.remove();
-});
+const app = site({ fixtures });
 
 const enc = encodeURIComponent;
 const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
 const key = (e) => `${e.layer}:${e.head}:${e.from}:${e.to}`;
 
 async function open(hash, opts = {}) {
-  const p = await openPage(browser, `${server.url}#${hash}`, { width: 1280, height: 1000, ...opts });
+  const p = await app.open(`#${hash}`, { width: 1280, height: 1000, ...opts });
   const err = await ready(p.page);
   assert.equal(err, null, `the model did not load: ${err}`);
   return p;
@@ -75,9 +64,7 @@ for (const [fixture, model] of [['flow_gpt2', fixtures.path('tiny-gpt2')], ['flo
 test('SmolLM2: the routes to " Paris" are the CLI\'s; the slider and the position choose them, a click on a head\'s edge focuses it; drawn at phone, laptop and projector sizes', async () => {
   assert.ok(existsSync(path.join(ROOT, SMOLLM2)), `${SMOLLM2} is missing: scripts/setup.sh fetches it`);
   const text = 'The capital of France is';
-  const cli = JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--flow', '--', text], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  })).results[0].flow;
+  const cli = attnscope(['attention', '--model', path.join(ROOT, SMOLLM2), '--flow', '--', text]).results[0].flow;
   for (const [engine, width, height] of [['cpu', 1280, 800], ['gpu', 1920, 1080], ['cpu', 390, 844]]) {
     const p = await open(`model=${enc(SMOLLM2)}&e=${engine}&s=${enc(text)}&flow=1`, { width, height });
     const { page } = p;

@@ -4,6 +4,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { before, after } from 'node:test';
 import { chromium } from 'playwright-core';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -75,6 +76,26 @@ export function servedFixtures(tag, names) {
   };
 }
 
+/**
+ * A test file's site, set up once for the file: registers its `before` (copy `fixtures`, a
+ * servedFixtures, if any; start the server; launch the browser) and its `after` (undo all three).
+ * `open(rest, opts)` opens the server's URL followed by `rest` in a new page: openPage's record.
+ */
+export function site({ fixtures = null } = {}) {
+  const s = { server: null, browser: null, open: (rest, opts) => openPage(s.browser, `${s.server.url}${rest}`, opts) };
+  before(async () => {
+    fixtures?.copy();
+    s.server = await startServer();
+    s.browser = await launch();
+  });
+  after(async () => {
+    await s.browser?.close();
+    s.server?.stop();
+    fixtures?.remove();
+  });
+  return s;
+}
+
 /** Waits until the page has a model and a result (or failed to load one). */
 export async function ready(page) {
   await page.waitForFunction(() => window.attnscope && ((window.attnscope.result && window.attnscope.info) || window.attnscope.error), null, { timeout: 120000 });
@@ -120,13 +141,21 @@ export function gridCells(selector) {
   });
 }
 
-/** What the CLI prints for the same input (the contract the page must match). */
-export function cli(args) {
-  const out = execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', MODEL_DIR, ...args], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
+/**
+ * `attnscope <args>`'s JSON: the numbers the page must match. The binary is the one `cargo test`
+ * builds (the test profile: optimised, so SmolLM2's reference takes seconds, not the half-minute
+ * of an unoptimised build, and `make test` compiles no other one), run under the build lock
+ * (another build may share the machine).
+ */
+export function attnscope(args) {
+  const out = execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--profile', 'test', '--bin', 'attnscope', '--', ...args], {
+    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'],
   });
   return JSON.parse(out);
 }
+
+/** What the CLI prints for the same input on the default model (the contract the page must match). */
+export const cli = (args) => attnscope(['attention', '--model', MODEL_DIR, ...args]);
 
 /** Hovers cell (q, k) of the translation view's head view (`root`: its container); its tooltip's line
  *  (without the note under it that says what a special token is). */

@@ -4,20 +4,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT, MODEL_DIR } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, ARTIFACTS, ROOT, MODEL_DIR, attnscope } from './harness.mjs';
 
 let server, browser;
 before(async () => { server = await startServer(); browser = await launch({ webgpu: false }); });
 after(async () => { await browser?.close(); server?.stop(); });
 
-/** The CLI, under the build lock (another build may share the machine). */
-function cli(args, model = MODEL_DIR) {
-  const out = execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', model, ...args], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  return JSON.parse(out);
-}
+const cli = (args, model = MODEL_DIR) => attnscope(['attention', '--model', model, ...args]);
 
 const TEXT = 'the cat sat on the mat and looked at the door';
 

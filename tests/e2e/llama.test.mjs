@@ -7,8 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, maxDiff, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, ROOT, attnscope } from './harness.mjs';
 import { GenerationResult } from '../../web/generation.js';
 import { summarise } from '../../web/summary.js';
 
@@ -402,7 +401,7 @@ test('Llama: the sink switch hides the first token from the attention views and 
 
 test('Llama: typing at the end reuses the last pass for the tokens both texts begin with, and every run equals the CLI\'s whole pass', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu');
-  const cliOf = (text) => JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, 'tests/fixtures/models/tiny-llama'), '--top-k', '5', '--', text], { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'] }));
+  const cliOf = (text) => attnscope(['attention', '--model', path.join(ROOT, 'tests/fixtures/models/tiny-llama'), '--top-k', '5', '--', text]);
   await page.focus('#sentence');
   await page.keyboard.press('End');
   let text = 'time flies like an arrow', reusedAny = 0;

@@ -12,8 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, ROOT, attnscope } from './harness.mjs';
 import { thumbBins, foldRows } from '../../web/summary.js';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
@@ -42,8 +41,7 @@ const references = new Map();
 function reference(c) {
   const key = `${c.model}|${c.heads.join(';')}`;
   if (!references.has(key)) {
-    const out = execFileSync('cargo', ['run', '--quiet', '--profile', 'test', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, c.model), '--heads', c.heads.map(([l, h]) => `${l}:${h}`).join(','), '--top-k', '5', '--', c.text], { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'inherit'] });
-    references.set(key, JSON.parse(out).results[0]);
+    references.set(key, attnscope(['attention', '--model', path.join(ROOT, c.model), '--heads', c.heads.map(([l, h]) => `${l}:${h}`).join(','), '--top-k', '5', '--', c.text]).results[0]);
   }
   return references.get(key);
 }

@@ -6,8 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { readFileSync, existsSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, golden, gridCells, ROOT, ARTIFACTS } from './harness.mjs';
+import { startServer, launch, openPage, ready, golden, gridCells, ROOT, ARTIFACTS, attnscope } from './harness.mjs';
 
 let server, browser;
 before(async () => { server = await startServer(); browser = await launch(); });
@@ -91,10 +90,7 @@ test('"Find the heads" writes a text of words twice and colours the heads by the
     assert.deepEqual(got.repeat, { start: 0, len: 24, period: 12 });
     if (name === 'laptop') {
       // the CLI's numbers for the same text and period
-      const out = execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--head-roles', '--period', '12', '--', text], {
-        cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-      });
-      const want = JSON.parse(out).results[0].head_roles;
+      const want = attnscope(['attention', '--model', path.join(ROOT, SMOLLM2), '--head-roles', '--period', '12', '--', text]).results[0].head_roles;
       let worst = 0;
       for (const role of ROLES) want[role].forEach((row, l) => row.forEach((v, h) => { worst = Math.max(worst, Math.abs(v - got.roles[role][l][h])); }));
       assert.ok(worst <= 1e-5, `the page's roles differ from the CLI's by ${worst}`);

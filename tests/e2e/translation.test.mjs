@@ -6,9 +6,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { cpSync, rmSync, readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, maxDiff, hoverTranslationCell, ARTIFACTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, hoverTranslationCell, ARTIFACTS, ROOT, attnscope } from './harness.mjs';
 
 const NAME = 'tiny-marian';
 const fixture = path.join(ROOT, 'tests/fixtures/models', NAME);
@@ -27,13 +26,8 @@ after(async () => {
   rmSync(served, { recursive: true, force: true });
 });
 
-/** `attnscope translate`, under the build lock (another build may share the machine). */
-function cli(args) {
-  const out = execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', fixture, '--top-k', '5', ...args], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  return JSON.parse(out).results[0];
-}
+/** `attnscope translate` on the fixture. */
+const cli = (args) => attnscope(['translate', '--model', fixture, '--top-k', '5', ...args]).results[0];
 
 /** The [rows, cols] of the translation view's head, line and grid canvases (grid: [layers, heads]). */
 const shapes = (page) => page.evaluate(() => {
@@ -119,9 +113,7 @@ test('screenshots of the translation view at phone, laptop and projector widths'
 
 test('the dates model trained here: the built-in choice and a link open it on its most readable head; the output equals the CLI', async () => {
   const dir = path.join(ROOT, 'models/dates');
-  const run = (args) => JSON.parse(execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', dir, '--top-k', '5', ...args], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  })).results[0];
+  const run = (args) => attnscope(['translate', '--model', dir, '--top-k', '5', ...args]).results[0];
   const focus = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')).attnscope_focus;
   // a link
   const source = 'the 9th of May 2018';
@@ -249,11 +241,7 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
 });
 
 /** `attnscope translate` on the dates model. */
-function dates(args) {
-  return JSON.parse(execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--bin', 'attnscope', '--', 'translate', '--model', path.join(ROOT, 'models/dates'), ...args], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  })).results;
-}
+const dates = (args) => attnscope(['translate', '--model', path.join(ROOT, 'models/dates'), ...args]).results;
 
 async function openDates(hash, size = { width: 1280, height: 900 }) {
   const p = await openPage(browser, `${server.url}#model=models/dates/&e=cpu&${hash}`, size);

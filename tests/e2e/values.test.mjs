@@ -4,24 +4,14 @@
 // sizes and its exported attention equal HF's (tools/make_fixtures.py --only value-weighted) on
 // the CPU engine and on WebGPU: all-MiniLM, and a tiny Llama whose query heads share value heads;
 // and a translation's three attentions (a tiny Marian).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, golden, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
+import { site, ready, golden, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
 const fixtures = servedFixtures('vw', ['tiny-llama', 'tiny-marian']);
-let server, browser;
-before(async () => {
-  fixtures.copy();
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  server?.stop();
-  fixtures.remove();
-});
+const app = site({ fixtures });
 
 const enc = encodeURIComponent;
 const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
@@ -35,7 +25,7 @@ for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', `${fixtures.path
     const text = meta.texts[0];
     for (const engine of ['cpu', 'gpu']) {
       // the CPU engine's page opens with the switch on (a link's vw=1); WebGPU's is switched on
-      const p = await openPage(browser, `${server.url}#${model ? `model=${enc(model)}&` : ''}e=${engine}&s=${enc(text)}${engine === 'cpu' ? '&vw=1' : ''}&l=1&h=1`, { width: 1280, height: 1000 });
+      const p = await app.open(`#${model ? `model=${enc(model)}&` : ''}e=${engine}&s=${enc(text)}${engine === 'cpu' ? '&vw=1' : ''}&l=1&h=1`, { width: 1280, height: 1000 });
       const { page } = p;
       assert.equal(await ready(page), null);
       if (engine === 'gpu') {
@@ -97,7 +87,7 @@ test('vw_marian: a translation\'s "weigh by ‖value‖" gives HF\'s value sizes
   const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/vw_marian.json'), 'utf8'));
   const item = meta.items[0];
   for (const engine of ['cpu', 'gpu']) {
-    const p = await openPage(browser, `${server.url}#model=${enc(`${fixtures.path('tiny-marian')}/`)}&e=${engine}&s=${enc(item.source)}&l=1&h=2`, { width: 1280, height: 1000 });
+    const p = await app.open(`#model=${enc(`${fixtures.path('tiny-marian')}/`)}&e=${engine}&s=${enc(item.source)}&l=1&h=2`, { width: 1280, height: 1000 });
     const { page } = p;
     assert.equal(await ready(page), null);
     await page.waitForFunction(() => window.attnscope.store.get().translation?.results[0], null, { timeout: 120000 });

@@ -4,32 +4,21 @@
 // --only logit-attribution) on the CPU engine and on WebGPU; the focused head's write read onto
 // the vocabulary gives HF's tokens; and on SmolLM2 the knock-out checks the claim: knocking out the
 // head that writes most toward " Paris" drops its probability, to the CLI's figure.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { readFileSync, existsSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { startServer, launch, openPage, ready, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
+import { site, ready, servedFixtures, ROOT, ARTIFACTS, attnscope } from './harness.mjs';
 
 const SMOLLM2 = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 const fixtures = servedFixtures('la', ['tiny-gpt2', 'tiny-llama', 'v5-gemma3']);
-let server, browser;
-before(async () => {
-  fixtures.copy();
-  server = await startServer();
-  browser = await launch();
-});
-after(async () => {
-  await browser?.close();
-  server?.stop();
-  fixtures.remove();
-});
+const app = site({ fixtures });
 
 const enc = encodeURIComponent;
 const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
 
 async function open(hash, opts = {}) {
-  const p = await openPage(browser, `${server.url}#${hash}`, { width: 1280, height: 1000, ...opts });
+  const p = await app.open(`#${hash}`, { width: 1280, height: 1000, ...opts });
   const err = await ready(p.page);
   assert.equal(err, null, `the model did not load: ${err}`);
   return p;
@@ -100,11 +89,13 @@ for (const [fixture, model] of [['la_gpt2', fixtures.path('tiny-gpt2')], ['la_ll
 test('SmolLM2: "The capital of France is" → " Paris"; the panel equals the CLI, and knocking out the head that writes most toward it drops p to the CLI\'s figure, shown in the panel and the next-token list', async () => {
   assert.ok(existsSync(path.join(ROOT, SMOLLM2)), `${SMOLLM2} is missing: scripts/setup.sh fetches it`);
   const text = 'The capital of France is';
-  const cli = (args) => JSON.parse(execFileSync('cargo', ['run', '--quiet', '--bin', 'attnscope', '--', 'attention', '--model', path.join(ROOT, SMOLLM2), '--logit-attribution', ...args, '--', text], {
-    cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'],
-  })).results[0].logit_attribution;
+  const cli = (args) => attnscope(['attention', '--model', path.join(ROOT, SMOLLM2), '--logit-attribution', ...args, '--', text]).results[0].logit_attribution;
   const want = cli(['--top-k', '6']);
   assert.equal(want.target.text, ' Paris');
+  // the head that writes most toward " Paris", and the CLI's run without it
+  const top = want.heads.flatMap((row, l) => row.map((v, h) => ({ l, h, v }))).sort((x, y) => Math.abs(y.v) - Math.abs(x.v))[0];
+  const knocked = cli(['--head-mask', `${top.l}:${top.h}`, '--target', String(want.target.id)]);
+  assert.ok(knocked.probability < want.probability - 0.3, `knocking out L${top.l} H${top.h} drops p(" Paris") from ${want.probability} to ${knocked.probability}`);
   for (const [engine, width, height] of [['cpu', 1280, 800], ['gpu', 1920, 1080], ['cpu', 390, 844]]) {
     const p = await open(`model=${enc(SMOLLM2)}&e=${engine}&s=${enc(text)}&writes=1`, { width, height });
     const { page } = p;
@@ -115,7 +106,6 @@ test('SmolLM2: "The capital of France is" → " Paris"; the panel equals the CLI
     const worst = partsDiff(got.a, want);
     // 30 layers of a Q4_1 model: the CLI's CPU engine and the page's within 1e-4 of each part
     assert.ok(worst <= 1e-4, `${engine} (${got.backend}): a part differs from the CLI's by ${worst}`);
-    const top = want.heads.flatMap((row, l) => row.map((v, h) => ({ l, h, v }))).sort((x, y) => Math.abs(y.v) - Math.abs(x.v))[0];
     assert.deepEqual([got.layer, got.head], [top.l, top.h]);
     assert.match(got.ranked[0], new RegExp(`^L${top.l} H${top.h} \\+`));
     assert.deepEqual(got.read.promotes.map((x) => x.id), want.promotes[top.l][top.h].map((x) => x.id), 'the tokens its write raises most, as the CLI\'s');
@@ -124,12 +114,10 @@ test('SmolLM2: "The capital of France is" → " Paris"; the panel equals the CLI
     await page.click('#writes-view .writes-knock-button');
     await writesDrawn(page, text, { knocked: `${top.l}:${top.h}` });
     const out = await readPanel(page);
-    const knocked = cli(['--head-mask', `${top.l}:${top.h}`, '--target', String(want.target.id)]);
     assert.equal(out.a.target.id, want.target.id, 'the knocked-out run attributes the same token');
     assert.equal(out.a.heads[top.l][top.h], 0);
     assert.ok(Math.abs(out.a.probability - knocked.probability) <= 1e-4, `${engine}: p without L${top.l} H${top.h} ${out.a.probability}, the CLI's ${knocked.probability}`);
     assert.ok(Math.abs(out.plain.probability - want.probability) <= 1e-4, `${engine}: p with every head ${out.plain.probability}, the CLI's ${want.probability}`);
-    assert.ok(knocked.probability < want.probability - 0.3, `knocking out L${top.l} H${top.h} drops p(" Paris") from ${want.probability} to ${knocked.probability}`);
     assert.match(out.knock, new RegExp(`With L${top.l} H${top.h} knocked out: p\\(“ Paris”\\) ${want.probability.toFixed(3)} → ${knocked.probability.toFixed(3)}`));
     assert.match(out.next, new RegExp(`with L${top.l} H${top.h} knocked out the model expects`));
     console.log(`SmolLM2 ${engine} (${got.backend}): parts max |Δ| against the CLI ${worst.toExponential(1)}; L${top.l} H${top.h} writes ${top.v.toFixed(2)}, knocked out p ${want.probability.toFixed(3)} → ${out.a.probability.toFixed(3)} (CLI ${knocked.probability.toFixed(3)})`);
