@@ -26,13 +26,15 @@
 // previous-token | first-token | knock-out | none; roles and writes ask one unless told); view="generate" (a decoder-only model with an LM head
 // writing after the sentence, token by token, the focused step's head view under it) with gen (how
 // many tokens to write once the sentence's run is in; else on its Generate button) and chat (present:
-// the sentence as a chat's user message). Changing one re-renders.
+// the sentence as a chat's user message), value-weighted (present: every attention view weighs
+// each key's weight by the size of what it writes, ‖α · W_O v‖, each row renormalised for drawing,
+// as the page's "weigh by ‖value‖" does; the caption says so). Changing one re-renders.
 // Elements on a page share one worker and load a model once; each renders when first scrolled
 // into view, sized by its container. `result` and the `attnscope-render` event carry the same
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, INSIDE, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
+import { connect, shownOf, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation, withGeneration, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
@@ -57,7 +59,7 @@ const READINGS = ['heads', 'rollout'];
  *  writes the next token, `flow` the information-flow routes. */
 const HEAD_READINGS = { roles: 'previous-token', writes: 'knock-out', flow: '' };
 
-const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part', 'gen', 'chat', 'exercise'];
+const ATTRS = ['sentence', 'batch', 'item', 'pair', 'mask', 'view', 'attention', 'layer', 'head', 'scale', 'words', 'off', 'step', 'model', 'hf', 'file', 'hub', 'engine', 'editable', 'src', 'controls', 'part', 'gen', 'chat', 'exercise', 'value-weighted'];
 
 /** A decoder-only model writing after the sentence (`view="generate"`): the text token by token,
  *  its steps, and the focused head's attention over prompt and output. The element's own view. */
@@ -65,6 +67,9 @@ const GENERATE = 'generate';
 
 /** The views of one layer's one head: the `controls` attribute's layer and head choices are theirs. */
 const ONE_HEAD = ['head', 'lines', 'steps', 'inside', GENERATE];
+
+/** The caption's note when the views weigh the attention by the values (`value-weighted`). */
+const WEIGHED = ' · weighed by ‖value‖, rows renormalised';
 
 class AttnScope extends HTMLElement {
   static observedAttributes = ATTRS;
@@ -148,6 +153,7 @@ class AttnScope extends HTMLElement {
       part: Object.hasOwn(PARTS, a('part') ?? '') ? a('part') : 'all',
       // view="generate": how many tokens to write once the sentence's run is in, and as a chat's user message
       gen: Math.min(int('gen'), 256), chat: this.hasAttribute('chat'),
+      byValue: this.hasAttribute('value-weighted'),
     };
   }
 
@@ -375,9 +381,9 @@ class AttnScope extends HTMLElement {
     // the focused head, where the view shows one (the rollout reads every layer's every head)
     const focus = s.run && s.embed !== 'rollout' ? `layer ${layerNumber(s.run, s.layer)}, head ${s.head} · ` : '';
     if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}${focus}given${precisionNote(s.run.precision)}`;
-    else if (s.run) this.$('.caption').textContent = `${s.run.model} · ${focus}${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms`;
+    else if (s.run) this.$('.caption').textContent = `${s.run.model} · ${focus}${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms${s.byValue && shownOf(s)?.valueWeighted ? WEIGHED : ''}`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
-    if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace', 'playing'].some((k) => changed.has(k))) {
+    if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace', 'playing', 'byValue'].some((k) => changed.has(k))) {
       const view = this.$('.view');
       view.classList.remove('pending');
       view.style.aspectRatio = '';
@@ -391,11 +397,12 @@ class AttnScope extends HTMLElement {
         onStep: (step) => { this.play.stop(); this.store.update({ step: Math.max(0, Math.min(steps - 1, step)) }); },
         onPlay: () => this.play.toggle({ key: 'step', count: steps }),
         onFocus: (layer, head) => this.store.update({ layer, head }),
+        byValue: s.byValue,
       });
       if (s.embed === 'inside') this.insideDecoder(s);
       const tr = s.translation;
       this.$('.caption').textContent = tr.given ? `${tr.model === UNNAMED ? '' : `${tr.model} · `}given${precisionNote(tr.precision)}`
-        : `${tr.model} · ${tr.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${tr.elapsed_ms.toFixed(0)} ms`;
+        : `${tr.model} · ${tr.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${tr.elapsed_ms.toFixed(0)} ms${s.byValue && tr.results[b].value_norms ? WEIGHED : ''}`;
       this.publish(publishedTranslation(s.translation, b));
     }
     if (changed.has('rendered') && s.run) {

@@ -128,3 +128,66 @@ test('vw_marian: a translation\'s "weigh by ‖value‖" gives HF\'s value sizes
     await page.close();
   }
 });
+
+test('<attn-scope value-weighted>: an encoder\'s head view and a translation\'s cross-attention weighed by ‖value‖ as HF\'s, the caption saying so; the attribute removed, the weights again', async () => {
+  const mini = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/vw_minilm.json'), 'utf8'));
+  const marian = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden/vw_marian.json'), 'utf8')).items[0];
+  const p = await app.open('#e=cpu', { width: 1024, height: 900 });
+  const { page } = p;
+  assert.equal(await ready(page), null);
+  await page.evaluate(async ([text, source, tiny]) => {
+    await import('/web/attn-scope.js');
+    const make = (id, attrs) => {
+      const el = document.createElement('attn-scope');
+      el.id = id;
+      for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+      el.style.cssText = 'display:block;width:720px';
+      return el;
+    };
+    document.body.prepend(
+      make('enc', { sentence: text, view: 'head', layer: '1', head: '1', engine: 'cpu', 'value-weighted': '' }),
+      make('tr', { model: `/${tiny}/`, sentence: source, attention: 'cross', layer: '1', head: '2', engine: 'cpu', 'value-weighted': '' }));
+  }, [mini.texts[0], marian.source, fixtures.path('tiny-marian')]);
+  const caption = (id) => page.evaluate((i) => document.getElementById(i).shadowRoot.querySelector('.caption').textContent, id);
+  // the encoder: its head view's rows are HF's value-weighted attention, renormalised
+  await page.waitForFunction(() => /weighed by ‖value‖, rows renormalised/.test(document.getElementById('enc').shadowRoot.querySelector('.caption').textContent), null, { timeout: 120000 });
+  const enc = await page.evaluate(async () => {
+    const { shownOf } = await import('/web/scope.js');
+    const r = shownOf(document.getElementById('enc').store.get());
+    return { T: r.T, weighed: r.valueWeighted, rows: Array.from(r.head(0, 1, 1)) };
+  });
+  assert.equal(enc.weighed, true);
+  const weighted = golden('vw_minilm', 'value_weighted'), [, , H, TT] = golden('vw_minilm', 'value_norms').shape;
+  let worst = 0;
+  for (let q = 0; q < enc.T; q++) {
+    const at = ((1 * H + 1) * TT + q) * TT, want = Array.from(weighted.data.subarray(at, at + enc.T)), sum = want.reduce((a, b) => a + b, 0);
+    want.forEach((w, k) => { worst = Math.max(worst, Math.abs(enc.rows[q * enc.T + k] - w / sum)); });
+  }
+  assert.ok(worst <= 1e-4, `the element's weighed L1 H1 differs from HF's by ${worst}`);
+  // the translation: its cross-attention weighed, the view's note and the caption say so
+  await page.waitForFunction(() => {
+    const root = document.getElementById('tr').shadowRoot;
+    return /Weighed by ‖value‖/.test(root.querySelector('.tr-value-note')?.textContent ?? '') && /weighed by ‖value‖/.test(root.querySelector('.caption').textContent);
+  }, null, { timeout: 120000 });
+  const cross = await page.evaluate(async () => {
+    const { matricesOf } = await import('/web/result.js');
+    const r = document.getElementById('tr').store.get().translation.results[0];
+    return matricesOf(r, 'cross', true)[1][2].values;
+  });
+  const want = golden('vw_marian', 'value_weighted_cross_0'), [, Hc, nq, nk] = want.shape;
+  let rows = 0;
+  for (let q = 0; q < nq; q++) {
+    const at = ((1 * Hc + 2) * nq + q) * nk, row = Array.from(want.data.subarray(at, at + nk)), sum = row.reduce((a, b) => a + b, 0);
+    row.forEach((w, k) => { rows = Math.max(rows, Math.abs(cross[q][k] - w / sum)); });
+  }
+  assert.ok(rows <= 1e-4, `the element's weighed cross-attention differs from HF's by ${rows}`);
+  console.log(`<attn-scope value-weighted>: encoder L1 H1 ${worst.toExponential(1)}, cross L1 H2 ${rows.toExponential(1)} from HF's`);
+  await page.locator('#enc').screenshot({ path: path.join(ARTIFACTS, 'values-element.png') }).catch(() => {});
+  // the attribute removed: the model's weights, and the caption no longer says weighed
+  await page.evaluate(() => document.getElementById('enc').removeAttribute('value-weighted'));
+  await page.waitForFunction(() => !/weighed/.test(document.getElementById('enc').shadowRoot.querySelector('.caption').textContent));
+  assert.equal(await page.evaluate(async () => { const { shownOf } = await import('/web/scope.js'); return shownOf(document.getElementById('enc').store.get()).valueWeighted ?? false; }), false);
+  assert.doesNotMatch(await caption('enc'), /weighed/);
+  clean(p);
+  await page.close();
+});
