@@ -26,7 +26,9 @@ LINT_NATIVE := RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-D__CLIPPY_HACK
 # Native tests run the GPU engine on Mesa's lavapipe where there is no GPU; the browser test
 # runs it on WebGPU (SwiftShader) in headless Chromium, against the CPU engine in the same page.
 # The wasm32 code's lints come with its first build (LINT_WASM=1, below), and the browser test
-# reuses that build's dependencies (the same profile and flags). The runner gives the whole browser
+# links that build's library (the same profile, flags and features). The e2e tests compare the
+# page with the CLI `cargo test` built and ran (ATTNSCOPE_CLI: a `cargo run` without the lints'
+# wrapper would build the crate again, ~70 s). The runner gives the whole browser
 # test 20 s unless told: WEB_TEST_TIMEOUT is a guard against a hang (the suite takes ~20 s on
 # SwiftShader alone, more on a busy machine), not a measure of speed.
 WEB_TEST_TIMEOUT ?= 600
@@ -40,7 +42,7 @@ test: setup
 		CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
 		WASM_BINDGEN_TEST_ONLY_WEB=1 WASM_BINDGEN_TEST_TIMEOUT=$(WEB_TEST_TIMEOUT) cargo test --release --target $(WASM) --test web
 	bash scripts/dist.sh
-	$(FUZZ_BUILD_BESIDE) (cd tests/e2e && npm test); rc=$$?; \
+	$(FUZZ_BUILD_BESIDE) (cd tests/e2e && ATTNSCOPE_CLI=$(CURDIR)/target/debug/attnscope npm test); rc=$$?; \
 		[ $$rc = 0 ] || kill -- -$$fuzz_build 2>/dev/null || kill $$fuzz_build 2>/dev/null; wait $$fuzz_build; exit $$rc
 	$(MAKE) --no-print-directory fuzz-quick
 

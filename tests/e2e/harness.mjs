@@ -142,13 +142,16 @@ export function gridCells(selector) {
 }
 
 /**
- * `attnscope <args>`'s JSON: the numbers the page must match. The binary is the one `cargo test`
- * builds (the test profile: optimised, so SmolLM2's reference takes seconds, not the half-minute
- * of an unoptimised build, and `make test` compiles no other one), run under the build lock
- * (another build may share the machine).
+ * `attnscope <args>`'s JSON: the numbers the page must match. The CLI of the test profile
+ * (optimised: SmolLM2's reference takes seconds, not the half-minute of an unoptimised build):
+ * `make test` names the one its `cargo test` built and ran (ATTNSCOPE_CLI), so that it compiles
+ * no other; without it, `cargo run --profile test` builds it first, under the build lock (another
+ * build may share the machine).
  */
 export function attnscope(args) {
-  const out = execFileSync('flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--profile', 'test', '--bin', 'attnscope', '--', ...args], {
+  const cli = process.env.ATTNSCOPE_CLI;
+  const [command, before] = cli ? [cli, []] : ['flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--profile', 'test', '--bin', 'attnscope', '--']];
+  const out = execFileSync(command, [...before, ...args], {
     cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'],
   });
   return JSON.parse(out);
