@@ -34,7 +34,7 @@
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, INSIDE, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
-import { connect, shownOf, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
+import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
 import { published, publishedTranslation, withGeneration, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
@@ -45,6 +45,7 @@ import { connectGeneration, canGenerate } from './generation.js';
 import * as generationView from './views/generation.js';
 import { player } from './play.js';
 import { EXERCISES } from './exercises.js';
+import { byValue } from './values.js';
 
 /** A translation model's own views beside the encoder's: its batch's masks, inside its decoder. */
 const TRANSLATION_EMBEDS = ['masks', 'inside'];
@@ -381,7 +382,7 @@ class AttnScope extends HTMLElement {
     // the focused head, where the view shows one (the rollout reads every layer's every head)
     const focus = s.run && s.embed !== 'rollout' ? `layer ${layerNumber(s.run, s.layer)}, head ${s.head} · ` : '';
     if (s.run?.given) this.$('.caption').textContent = `${s.run.model === UNNAMED ? '' : `${s.run.model} · `}${focus}given${precisionNote(s.run.precision)}`;
-    else if (s.run) this.$('.caption').textContent = `${s.run.model} · ${focus}${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms${s.byValue && shownOf(s)?.valueWeighted ? WEIGHED : ''}`;
+    else if (s.run) this.$('.caption').textContent = `${s.run.model} · ${focus}${s.run.backend === 'cpu' ? 'CPU' : 'WebGPU'} ${s.run.elapsed_ms.toFixed(0)} ms${s.byValue && byValue(s.run).valueWeighted ? WEIGHED : ''}`;
     // an encoder–decoder model: the translation view (the `view` attribute names an encoder's views)
     if (s.translation && !(s.translation.given && TRANSLATION_EMBEDS.includes(s.embed)) && ['translation', 'layer', 'head', 'step', 'item', 'attn', 'size', 'decoderTrace', 'playing', 'byValue'].some((k) => changed.has(k))) {
       const view = this.$('.view');

@@ -149,9 +149,9 @@ export function gridCells(selector) {
  * build may share the machine).
  */
 export function attnscope(args) {
-  const cli = process.env.ATTNSCOPE_CLI;
-  const [command, before] = cli ? [cli, []] : ['flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--profile', 'test', '--bin', 'attnscope', '--']];
-  const out = execFileSync(command, [...before, ...args], {
+  const built = process.env.ATTNSCOPE_CLI;
+  const [command, prefix] = built ? [built, []] : ['flock', ['/tmp/build.lock', 'cargo', 'run', '--quiet', '--profile', 'test', '--bin', 'attnscope', '--']];
+  const out = execFileSync(command, [...prefix, ...args], {
     cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'],
   });
   return JSON.parse(out);

@@ -3,7 +3,7 @@
 // value_weighted.rs), each row rescaled to sum to 1 and labelled as a view. The page's value
 // sizes and its exported attention equal HF's (tools/make_fixtures.py --only value-weighted) on
 // the CPU engine and on WebGPU: all-MiniLM, and a tiny Llama whose query heads share value heads;
-// and a translation's three attentions (a tiny Marian).
+// and a translation's three attentions (a tiny Marian); the <attn-scope value-weighted> element's too.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
