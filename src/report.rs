@@ -902,12 +902,16 @@ pub struct TranslationItem<'a> {
     pub output_tokens: Vec<String>,
     /// The output decoded, special tokens skipped.
     pub output_text: String,
-    /// `[L_enc][H_enc][S][S]`
-    pub encoder_attention: Nested<'a, f32>,
+    /// `[L_enc][H_enc][S][S]`. The three attentions are `None` where they go another way (the
+    /// page's: one record a layer, `src/wasm.rs` `Session.translate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoder_attention: Option<Nested<'a, f32>>,
     /// `[L_dec][H_dec][T][T]`: row `t` is the step that wrote `output_ids[t + 1]`.
-    pub decoder_attention: Nested<'a, f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoder_attention: Option<Nested<'a, f32>>,
     /// `[L_dec][H_dec][T][S]`: the decoder's rows, the source's columns.
-    pub cross_attention: Nested<'a, f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_attention: Option<Nested<'a, f32>>,
     /// `[T]`: each step's likeliest next tokens, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<Step>>,
@@ -1062,19 +1066,19 @@ impl<'a> TranslationReport<'a> {
                     output_ids: &tr.output_ids[b],
                     output_tokens: tr.output_ids[b].iter().map(|&id| tok.token(id)).collect(),
                     output_text: output_text(model, &tr.output_ids[b]),
-                    encoder_attention: Nested(
+                    encoder_attention: Some(Nested(
                         tr.encoder_attention
                             .slice(s![b, .., .., ..s, ..s])
                             .into_dyn(),
-                    ),
-                    decoder_attention: Nested(
+                    )),
+                    decoder_attention: Some(Nested(
                         tr.decoder_attention
                             .slice(s![b, .., .., ..t, ..t])
                             .into_dyn(),
-                    ),
-                    cross_attention: Nested(
+                    )),
+                    cross_attention: Some(Nested(
                         tr.cross_attention.slice(s![b, .., .., ..t, ..s]).into_dyn(),
-                    ),
+                    )),
                     steps: top_k.map(|k| {
                         next_tokens(tr.step_logits.slice(s![b, ..t, ..]), k, tok)
                             .into_iter()

@@ -17,11 +17,9 @@ use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
 use crate::analysis::value_weighted::key_value_norms;
 use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding};
-use crate::analysis::{
-    AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated,
-    TranslationValueWeighted,
-};
+use crate::analysis::{AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated};
 use crate::checkpoint::ChatFiles;
+use crate::engine::ops::{AttentionKind, Stack};
 use crate::engine::{
     cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
     TraceOptions,
@@ -78,6 +76,126 @@ fn flat<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>) -> Float32Array {
         Some(s) => Float32Array::from(s),
         None => Float32Array::from(a.as_standard_layout().as_slice().unwrap_or(&[])),
     }
+}
+
+/// What one record holds besides its values: docs/given.md's record with its `name` and
+/// `shape`; an attention's (`name` "attention", `shape` `[H, n_q, n_k]`) also its heads and
+/// sizes as given attention names them.
+#[derive(Serialize)]
+struct RecordMeta {
+    stack: Stack,
+    kind: AttentionKind,
+    layer: usize,
+    name: &'static str,
+    shape: Vec<usize>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    attention: Option<AttentionMeta>,
+}
+
+#[derive(Serialize)]
+struct AttentionMeta {
+    query_heads: usize,
+    kv_heads: usize,
+    n_q: usize,
+    n_k: usize,
+}
+
+/// One layer's values as a record: `{stack, kind, layer, name, shape, …, values: Float32Array}`.
+fn record<D: ndarray::Dimension>(
+    meta: RecordMeta,
+    values: ndarray::ArrayView<f32, D>,
+) -> Result<JsValue, JsError> {
+    let o = to_js(&meta)?;
+    let data = match values.as_slice() {
+        Some(s) => Float32Array::from(s),
+        None => Float32Array::from(values.as_standard_layout().as_slice().unwrap_or(&[])),
+    };
+    set(&o.clone().into(), "values", data)?;
+    Ok(o)
+}
+
+/// Item `b` of a translation as records, one a layer: each attention's (`(H, n_q, n_k)`: the
+/// encoder's `S × S`, the decoder's `T × T`, the cross-attention's `T × S`), and with `norms`
+/// each key's value size (`value_norms`, `(H, n_k)`).
+fn translation_records(
+    tr: &crate::engine::Translation,
+    b: usize,
+    kv_heads: usize,
+    norms: Option<&crate::engine::translate::ValueNorms>,
+) -> Result<js_sys::Array, JsError> {
+    use ndarray::s;
+    let (n_s, n_t) = (tr.source.length(b), tr.steps(b));
+    let all = js_sys::Array::new();
+    let attentions = [
+        (
+            Stack::Encoder,
+            AttentionKind::SelfAttention,
+            &tr.encoder_attention,
+            n_s,
+            n_s,
+        ),
+        (
+            Stack::Decoder,
+            AttentionKind::SelfAttention,
+            &tr.decoder_attention,
+            n_t,
+            n_t,
+        ),
+        (
+            Stack::Decoder,
+            AttentionKind::Cross,
+            &tr.cross_attention,
+            n_t,
+            n_s,
+        ),
+    ];
+    for (stack, kind, attention, n_q, n_k) in attentions {
+        let heads = attention.len_of(ndarray::Axis(2));
+        for layer in 0..attention.len_of(ndarray::Axis(1)) {
+            // (H, n_q, n_k)
+            let values = attention.slice(s![b, layer, .., ..n_q, ..n_k]);
+            let attention = Some(AttentionMeta {
+                query_heads: heads,
+                kv_heads: kv_heads.min(heads),
+                n_q,
+                n_k,
+            });
+            let shape = vec![heads, n_q, n_k];
+            all.push(&record(
+                RecordMeta {
+                    stack,
+                    kind,
+                    layer,
+                    name: "attention",
+                    shape,
+                    attention,
+                },
+                values,
+            )?);
+            if let Some(norms) = norms {
+                let sizes = match (stack, kind) {
+                    (Stack::Encoder, _) => &norms.encoder,
+                    (_, AttentionKind::SelfAttention) => &norms.decoder,
+                    (_, AttentionKind::Cross) => &norms.cross,
+                };
+                // (H, n_k)
+                let sizes = sizes.slice(s![b, layer, .., ..n_k]);
+                let shape = vec![heads, n_k];
+                all.push(&record(
+                    RecordMeta {
+                        stack,
+                        kind,
+                        layer,
+                        name: "value_norms",
+                        shape,
+                        attention: None,
+                    },
+                    sizes,
+                )?);
+            }
+        }
+    }
+    Ok(all)
 }
 
 /// Which engine answers one run.
@@ -314,9 +432,7 @@ struct TranslateOptions {
     top_k: Option<usize>,
     /// The batch as the engine ran it, padded ([`crate::report::PaddedBatch`]).
     padded: bool,
-    /// Each attention's value sizes and value-weighted attention
-    /// ([`crate::analysis::TranslationValueWeighted`]): each item's `value_norms` and
-    /// `value_weighted`, `{encoder, decoder, cross}`.
+    /// Each attention's value sizes: records named `value_norms` beside the attentions'.
     value_weighted: bool,
 }
 
@@ -1137,12 +1253,12 @@ impl Session {
     /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the
     /// session's runner): greedily, or teacher-forcing `targets` (one per source) when given.
     /// `options`: `{maxNewTokens?: number (default 64, or the model's positions), topK?:
-    /// number, padded?: bool, valueWeighted?: bool}`. Returns what `attnscope translate` prints:
+    /// number, padded?: bool, valueWeighted?: bool}`. Returns what `attnscope translate` prints,
     /// `{model, model_type, backend, results: [{source, source_ids, source_tokens,
-    /// source_offsets, target?, output_ids, output_tokens, output_text, encoder_attention
-    /// [L][H][S][S], decoder_attention [L][H][T][T], cross_attention [L][H][T][S], steps?: [T]
-    /// of {top_k}, value_norms?, value_weighted?}]}` (the last two with `valueWeighted`, as
-    /// `translate --value-weighted` prints them), plus
+    /// source_offsets, target?, output_ids, output_tokens, output_text, steps?: [T] of
+    /// {top_k}, records}]}`, each item's attentions as `records` (one a layer, the encoder's
+    /// self-attention, the decoder's and its cross-attention: [`translation_records`]; with
+    /// `valueWeighted`, each key's value size beside them) where the CLI nests them; plus
     /// `elapsed_ms` and `step_ms` (each greedy step's time, the first's with the encoder's);
     /// with `padded`, the batch as the engine ran it ([`PaddedBatch`]: the masks applied).
     pub async fn translate(
@@ -1200,15 +1316,30 @@ impl Session {
         if options.padded {
             report.padded = Some(PaddedBatch::new(model, &tr, targets.is_some()));
         }
-        if options.value_weighted {
-            // the sizes of the same pass, teacher-forced over the output written (CPU engine)
-            let norms = crate::engine::translate::value_norms(model, &refs, &tr.output_ids)
-                .map_err(js_err)?;
-            for (b, item) in report.results.iter_mut().enumerate() {
-                item.value_weighted = Some(TranslationValueWeighted::of(&tr, &norms, b));
-            }
+        // the sizes of the same pass, teacher-forced over the output written (CPU engine)
+        let norms = match options.value_weighted {
+            true => Some(
+                crate::engine::translate::value_norms(model, &refs, &tr.output_ids)
+                    .map_err(js_err)?,
+            ),
+            false => None,
+        };
+        // the attentions go as records, not nested arrays
+        for item in &mut report.results {
+            item.encoder_attention = None;
+            item.decoder_attention = None;
+            item.cross_attention = None;
         }
         let o = to_js(&report)?;
+        let items = Reflect::get(&o, &"results".into())
+            .map_err(|_| JsError::new("the translation's report has no results"))?;
+        let kv_heads = model.config.architecture.heads.key_value;
+        for b in 0..sources.len() {
+            let records = translation_records(&tr, b, kv_heads, norms.as_ref())?;
+            let item = Reflect::get_u32(&items, b as u32)
+                .map_err(|_| JsError::new(&format!("the translation's report has no item {b}")))?;
+            set(&item.into(), "records", records)?;
+        }
         for (key, value) in [
             ("elapsed_ms", JsValue::from(elapsed_ms)),
             ("step_ms", to_js(&tr.step_ms)?),

@@ -2,7 +2,7 @@
 // <attn-scope> element on it. A checkpoint is loaded once per key (its base URL, or the files
 // it came from); loading it again with another engine reuses the bytes the worker kept.
 
-import { fromWorker } from './result.js';
+import { fromWorker, fromTranslation } from './result.js';
 
 /** The default checkpoint: beside the scripts, as `make serve` and `dist/` lay it out. */
 export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', import.meta.url).href;
@@ -142,12 +142,13 @@ class Engine {
    * Translates `sources` with an encoder–decoder checkpoint, greedily or teacher-forcing
    * `targets` (one per source); resolves to what `attnscope translate` prints (`{model,
    * model_type, backend, results: [{source, …, output_ids, output_text, encoder_attention,
-   * decoder_attention, cross_attention, steps?}], elapsed_ms, step_ms}`, src/wasm.rs).
+   * decoder_attention, cross_attention, steps?}], elapsed_ms, step_ms}`), each item's
+   * attentions read from the records src/wasm.rs sends (result.js `fromTranslation`).
    * `options`: {maxNewTokens, topK, padded}.
    */
   async translate(key, { sources, targets = null, options = {} }) {
     const m = await this.call({ type: 'translate', key, sources, targets, options });
-    const r = m.result;
+    const r = fromTranslation(m.result);
     r.status = m.status ?? null;
     return r;
   }

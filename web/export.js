@@ -157,7 +157,8 @@ function linesSVG(m, pad, title) {
 export function translationJSON(tr, item) {
   const r = tr.results[item];
   const keep = ['source', 'source_tokens', 'target', 'output_ids', 'output_tokens', 'output_text', 'decoder_tokens', 'layer_numbers', 'encoder_attention', 'decoder_attention', 'cross_attention', 'value_norms', 'value_weighted'];
-  return JSON.stringify({ model: tr.model, model_type: tr.model_type, ...Object.fromEntries(keep.filter((k) => r[k] !== undefined).map((k) => [k, r[k]])) });
+  // the attentions' rows are views into the records' Float32Arrays: written as lists
+  return JSON.stringify({ model: tr.model, model_type: tr.model_type, ...Object.fromEntries(keep.filter((k) => r[k] !== undefined).map((k) => [k, r[k]])) }, (k, v) => (ArrayBuffer.isView(v) ? Array.from(v) : v));
 }
 
 /** Exports a translation's `view` ('head' | 'model' | 'lines', or 'all' for JSON) as `format`. */

@@ -4,7 +4,7 @@
 // into the run the views draw (the result contract of web/result.js) with a model's description
 // (`modelInfo`) built from the records: its kind, layers, query and key/value heads.
 
-import { fromWorker, squareMask } from './result.js';
+import { fromWorker, squareMask, withRecords } from './result.js';
 import { summarise } from './summary.js';
 
 export const FORMAT = 'attnscope.given/1';
@@ -34,7 +34,8 @@ const isInt = (n) => Number.isInteger(n) && n >= 0;
  * Given attention from `input` (an ArrayBuffer or a byte view: a safetensors file or JSON text;
  * a string of JSON; or the parsed object), checked: `{meta, records}`, each record the
  * metadata's (stack, kind, layer, query_heads, kv_heads, n_q, n_k) with its `values`, a
- * Float32Array `(H, n_q, n_k)`. `source` names the input in errors (a file name or URL).
+ * Float32Array `(H, n_q, n_k)`, named as the engine's records are (`name` "attention",
+ * `shape`: result.js withRecords). `source` names the input in errors (a file name or URL).
  */
 export function readGiven(input, source = 'the given attention') {
   if (input instanceof ArrayBuffer || ArrayBuffer.isView(input)) {
@@ -198,7 +199,7 @@ function checked(meta, tensor, source) {
         }
       }
     }
-    return { stack: r.stack, kind: r.kind, layer: r.layer, query_heads: H, kv_heads: K, n_q, n_k, values };
+    return { stack: r.stack, kind: r.kind, layer: r.layer, name: 'attention', shape: [H, n_q, n_k], query_heads: H, kv_heads: K, n_q, n_k, values };
   });
   return { meta, records, kind, tokens, encoderTokens, decoderTokens, precision };
 }
@@ -271,18 +272,13 @@ function givenTranslation(g, { enc, dec, cross }, source) {
   if (dec.length && cross.length && (numbers(dec) !== numbers(cross) || dec[0].query_heads !== cross[0].query_heads)) {
     throw bad(source, `decoder self-attention of layers ${numbers(dec)} × ${dec[0].query_heads} heads beside cross-attention of layers ${numbers(cross)} × ${cross[0].query_heads}: both are the decoder's layers`);
   }
-  // [L][H][n_q] rows of n_k numbers, as the engine's translation gives them (plain arrays)
-  const nested = (records) => (records.length ? records.map((r) => Array.from({ length: r.query_heads }, (_, h) => Array.from({ length: r.n_q }, (_, q) => {
-    const at = (h * r.n_q + q) * r.n_k;
-    return Array.from(r.values.subarray(at, at + r.n_k));
-  }))) : null);
   const src = g.encoderTokens, steps = g.decoderTokens;
   const model = modelName(g.meta);
-  const item = {
+  // its attentions read from the records as the engine's translation's are (result.js withRecords)
+  const item = withRecords({
     given: true, source: textOf(src), source_tokens: src, decoder_tokens: steps, causal: g.meta.mask === 'causal',
-    encoder_attention: nested(enc), decoder_attention: nested(dec), cross_attention: nested(cross),
     layer_numbers: { encoder: ownNumbers(enc), decoder: ownNumbers(dec.length ? dec : cross) },
-  };
+  }, [...enc, ...dec, ...cross]);
   const translation = {
     id: `given:${++givenTranslations}`, given: true, model, model_type: 'given', backend: 'given', fallback: null,
     elapsed_ms: 0, precision: g.precision ?? 'float32', results: [item],

@@ -348,6 +348,53 @@ export function decoderSteps(r) {
   return { T, inputs: r.output_tokens.slice(0, T), written: r.output_tokens.slice(1) };
 }
 
+/** Which records each of an encoder–decoder's attentions is (the ids of ATTENTION_KINDS). */
+const RECORDS_OF = { encoder: ['encoder', 'self'], decoder: ['decoder', 'self'], cross: ['decoder', 'cross'] };
+
+/**
+ * A translation's item read from its records (src/wasm.rs `Session.translate`'s, or given
+ * attention's: docs/given.md), one a layer: `{stack, kind, layer, name, shape, values}`, an
+ * attention's `values` `(H, n_q, n_k)` (`name` "attention"), a key's value sizes `(H, n_k)`
+ * (`name` "value_norms"). Gives `item` the CLI's fields as views into the records' values (no
+ * copies), built on first access: `encoder_attention` `[L][H][S][S]`, `decoder_attention`
+ * `[L][H][T][T]`, `cross_attention` `[L][H][T][S]` (null where the records hold none), and with
+ * value sizes `value_norms` (`{encoder, decoder, cross}`, each `[L][H][n_k]`) and
+ * `value_weighted` (each weight times its key's size, `[L][H][n_q][n_k]`, as `translate
+ * --value-weighted` prints them). The records stay on the item, not enumerated.
+ */
+export function withRecords(item, records) {
+  Object.defineProperty(item, 'records', { value: records, enumerable: false, configurable: true });
+  const of = (id, name) => records.filter((r) => r.stack === RECORDS_OF[id][0] && r.kind === RECORDS_OF[id][1] && (r.name ?? 'attention') === name);
+  // (H, n_q, n_k) → [H][n_q] rows; (H, n_k) → [H] rows
+  const heads = (r) => {
+    const [H, ...rest] = r.shape ?? [r.query_heads, r.n_q, r.n_k], n = rest.reduce((a, b) => a * b, 1);
+    return Array.from({ length: H }, (_, h) => {
+      const head = r.values.subarray(h * n, (h + 1) * n);
+      if (rest.length === 1) return head;
+      const [nq, nk] = rest;
+      return Array.from({ length: nq }, (_, q) => head.subarray(q * nk, (q + 1) * nk));
+    });
+  };
+  const layers = (id, name) => { const rs = of(id, name); return rs.length ? rs.map(heads) : null; };
+  for (const id of Object.keys(RECORDS_OF)) lazy(item, `${id}_attention`, () => layers(id, 'attention'));
+  if (records.some((r) => r.name === 'value_norms')) {
+    const byAttention = (make) => Object.fromEntries(Object.keys(RECORDS_OF).map((id) => [id, make(id)]));
+    lazy(item, 'value_norms', () => byAttention((id) => layers(id, 'value_norms')));
+    lazy(item, 'value_weighted', () => byAttention((id) => item[`${id}_attention`].map((hs, l) => hs.map((rows, h) => {
+      const sizes = item.value_norms[id][l][h];
+      return rows.map((row) => row.map((p, k) => p * sizes[k]));
+    }))));
+  }
+  return item;
+}
+
+/** A translation from the worker (src/wasm.rs `Session.translate`): each item's attentions
+ *  read from its records ({@link withRecords}). */
+export function fromTranslation(raw) {
+  for (const item of raw.results) withRecords(item, item.records);
+  return raw;
+}
+
 /** An encoder–decoder's three attentions (the ids of store.js's ATTENTIONS): each one's name and what it is, in one line. */
 export const ATTENTION_KINDS = {
   cross: { name: 'cross-attention', line: 'Encoder–decoder attention: each output step\'s query (from the decoder) over the source\'s keys and values (from the encoder\'s output); rows: writes ← reads.' },

@@ -883,7 +883,8 @@ self.onmessage = async (e) => {
         r = await s.session.translate(msg.sources, msg.targets ?? undefined, 'cpu', msg.options ?? {});
         r.fallback = `WebGPU stopped (${String(err.message || err)}); the CPU engine answered and runs from now on`;
       }
-      self.postMessage({ id: msg.id, ok: true, result: r, status: s.status });
+      // each item's records' values are transferred, not copied
+      self.postMessage({ id: msg.id, ok: true, result: r, status: s.status }, r.results.flatMap((item) => item.records.map((rec) => rec.values.buffer)));
       s.answered?.();
     } else if (msg.type === 'generate') { // a decoder-only model writes: src/wasm.rs Session.generate
       self.postMessage({ id: msg.id, ok: true, ...(await generate(sessionFor(msg.key), msg)) });
@@ -899,8 +900,8 @@ self.onmessage = async (e) => {
       const s = sessionFor(msg.key);
       const a = await s.session.translate(msg.sources, undefined, 'cpu', {});
       const b = await s.session.translate(msg.sources, undefined, s.engine, {});
-      const keys = ['encoder_attention', 'decoder_attention', 'cross_attention'];
-      const maxAbsDiff = Math.max(...a.results.flatMap((r, i) => keys.map((k) => maxDiff(r[k], b.results[i][k]))));
+      // the same records, one a layer of each attention, on each engine
+      const maxAbsDiff = Math.max(...a.results.flatMap((r, i) => r.records.map((rec, j) => maxDiff(rec.values, b.results[i].records[j]?.values))));
       const sameIds = a.results.every((r, i) => r.output_ids.join() === b.results[i].output_ids.join());
       self.postMessage({ id: msg.id, ok: true, result: { maxAbsDiff, sameIds, other: b.backend } });
     } else if (msg.type === 'check') {

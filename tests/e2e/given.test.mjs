@@ -367,10 +367,12 @@ async function encoderDecoder(page, attrs, bytes, clicks = []) {
       states.push(shot());
     }
     const r = el.result;
+    // the rows are views into the records' Float32Arrays: as lists, to compare with the file's
+    const plain = (a) => a && (ArrayBuffer.isView(a) ? Array.from(a) : a.map(plain));
     return {
       error: root.querySelector('.message:not([hidden])')?.textContent ?? null,
       caption: root.querySelector('.caption').textContent, view: root.querySelector('.view').textContent, states,
-      result: r && { model: r.model, backend: r.backend, source_tokens: r.source_tokens, decoder_tokens: r.decoder_tokens, encoder_attention: r.encoder_attention, decoder_attention: r.decoder_attention, cross_attention: r.cross_attention },
+      result: r && { model: r.model, backend: r.backend, source_tokens: r.source_tokens, decoder_tokens: r.decoder_tokens, encoder_attention: plain(r.encoder_attention), decoder_attention: plain(r.decoder_attention), cross_attention: plain(r.cross_attention) },
     };
   }, { attrs, bytes, clicks });
 }
@@ -454,7 +456,8 @@ test('the page opens given attention: a link\'s data=, then a file chosen (an en
   await page.waitForFunction(() => window.attnscope.result?.cross_attention, null, { timeout: 30000 });
   const second = await page.evaluate(() => {
     const r = window.attnscope.result;
-    return { r: { source_tokens: r.source_tokens, decoder_tokens: r.decoder_tokens, encoder_attention: r.encoder_attention, decoder_attention: r.decoder_attention, cross_attention: r.cross_attention }, step: document.querySelector('#translation-view .tr-step h3')?.textContent, hidden: document.getElementById('translation').hidden };
+    const plain = (a) => a && (ArrayBuffer.isView(a) ? Array.from(a) : a.map(plain)); // the records' rows as lists
+    return { r: { source_tokens: r.source_tokens, decoder_tokens: r.decoder_tokens, encoder_attention: plain(r.encoder_attention), decoder_attention: plain(r.decoder_attention), cross_attention: plain(r.cross_attention) }, step: document.querySelector('#translation-view .tr-step h3')?.textContent, hidden: document.getElementById('translation').hidden };
   });
   for (const k of ['encoder_attention', 'decoder_attention', 'cross_attention']) assert.deepEqual(second.r[k], encdec.want[k], k);
   assert.deepEqual(second.r.decoder_tokens, encdec.tgt);
