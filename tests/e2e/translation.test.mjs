@@ -32,7 +32,7 @@ const cli = (args) => attnscope(['translate', '--model', fixture, '--top-k', '5'
 /** The [rows, cols] of the translation view's head, line and grid canvases (grid: [layers, heads]). */
 const shapes = (page) => page.evaluate(() => {
   const of = (sel, a, b) => { const c = document.querySelector(sel); return c ? [Number(c.dataset[a]), Number(c.dataset[b])] : null; };
-  return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.rect-lines', 'rows', 'cols'), grid: of('.tr-grid canvas.rect-grid', 'layers', 'heads') };
+  return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.lines', 'rows', 'cols'), grid: of('.tr-grid canvas.rect-grid', 'layers', 'heads') };
 });
 
 

@@ -5,10 +5,10 @@
 //   {values: [n_q][n_k] numbers, rows: n_q labels, cols: n_k labels, masked(q, k) → bool}
 //
 // `grid` draws every layer and head of one attention (click a head to focus it), `head` one head
-// large, with its labels, hover (a tooltip and a crosshair) and a focused row outlined, `lines`
-// the queries on the left and the keys on the right, a line per weight. The matrices themselves are
-// drawn by matrix.js, as the square heatmaps are. Every label is drawn as text on a canvas or set
-// as textContent, never parsed as markup.
+// large, with its labels, hover (a tooltip and a crosshair) and a focused row outlined. The
+// matrices themselves are drawn by matrix.js, as the square heatmaps are; the line view is
+// views/lines.js's, the same for square and rectangular attention. Every label is drawn as text
+// on a canvas or set as textContent, never parsed as markup.
 
 import { scale, pixels, inkOn } from '../colour.js';
 import { fit, bitmap, axesCaption, placeTip } from '../canvas.js';
@@ -164,58 +164,4 @@ export function grid(target, { matrices, layer, head: h0, width = 480, fontPx = 
   c.dataset.layers = String(L);
   c.dataset.heads = String(H);
   target._view = { x0, y0, gap, tw, th, L, H, layer, head: h0, onFocus, number };
-}
-
-/**
- * The line view: the queries on the left, the keys on the right, a line per weight ≥ 1% (its
- * opacity the weight); the focused row's lines in colour, the hovered row's alone, the rows after
- * `after` faint. `opts`: {matrix, width, fontPx, focusRow, hoverRow, after, label}.
- */
-export function lines(target, { matrix, width = 360, fontPx = 12, focusRow = -1, hoverRow = null, after = null, label = '' }) {
-  if (!target.querySelector('canvas.rect-lines')) {
-    target.classList.add('rect-lines-view');
-    target.innerHTML = '<canvas class="rect-lines" role="img"></canvas>';
-  }
-  const { values, rows, cols, masked } = matrix;
-  const nq = rows.length, nk = cols.length;
-  const step = Math.max(8, Math.min(Math.max(26, fontPx + 8), 640 / Math.max(nq, nk)));
-  const top = 8, h = top * 2 + step * Math.max(nq, nk);
-  const c = target.querySelector('canvas');
-  const ctx = fit(c, width, h);
-  ctx.clearRect(0, 0, width, h);
-  const labelW = Math.min(110, width * 0.3), xl = labelW, xr = width - labelW;
-  // each side centred on its own length
-  const yq = (q) => top + (Math.max(nq, nk) - nq) * step / 2 + (q + 0.5) * step;
-  const yk = (k) => top + (Math.max(nq, nk) - nk) * step / 2 + (k + 0.5) * step;
-  const only = hoverRow !== null && hoverRow >= 0 && hoverRow < nq ? hoverRow : null;
-  ctx.lineWidth = Math.max(1, Math.min(3, step / 7));
-  for (let q = 0; q < nq; q++) {
-    if (only !== null && q !== only) continue;
-    const lit = only !== null || q === focusRow;
-    const later = after !== null && q > after && only === null; // a step not yet written: faint
-    for (let k = 0; k < nk; k++) {
-      const p = values[q][k];
-      if (p < 0.01 || masked?.(q, k)) continue;
-      ctx.strokeStyle = lit ? `rgba(217, 119, 6, ${Math.min(1, 0.15 + p).toFixed(3)})` : `rgba(8, 81, 156, ${(Math.min(1, 0.06 + p * 0.8) * (later ? 0.2 : 1)).toFixed(3)})`;
-      ctx.beginPath();
-      ctx.moveTo(xl, yq(q));
-      ctx.lineTo(xr, yk(k));
-      ctx.stroke();
-    }
-  }
-  const font = Math.min(fontPx, Math.max(7, step - 3));
-  ctx.textBaseline = 'middle';
-  rows.forEach((t, q) => {
-    ctx.font = `${q === focusRow || q === only ? '600 ' : ''}${font}px system-ui, sans-serif`;
-    ctx.fillStyle = q === only ? HOVER : q === focusRow ? FOCUS : after !== null && q > after ? '#9ca3af' : '#1f2937';
-    ctx.textAlign = 'right';
-    ctx.fillText(t, xl - 6, yq(q), labelW - 8);
-  });
-  ctx.font = `${font}px system-ui, sans-serif`;
-  ctx.fillStyle = '#1f2937';
-  ctx.textAlign = 'left';
-  cols.forEach((t, k) => ctx.fillText(t, xr + 6, yk(k), labelW - 8));
-  c.setAttribute('aria-label', label);
-  c.dataset.rows = String(nq);
-  c.dataset.cols = String(nk);
 }

@@ -19,6 +19,7 @@
 import { matricesOf, decoderSteps, attentionsOf, translationLayer, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
 import { isDatesModel, dateProblem } from '../examples.js';
 import * as rect from './rect.js';
+import * as lines from './lines.js';
 import * as legend from './legend.js';
 import { scale } from '../colour.js';
 import { exportTranslation } from '../export.js';
@@ -223,7 +224,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const inner = (frac) => Math.max(220, Math.floor(wide ? room * frac : room) - 16);
   const linesW = Math.min(380 + 10 * Math.max(0, fontPx - 12), inner(0.27));
   let linesEl = null, headEl = null, headOpts = null;
-  const drawLines = (hoverRow) => linesEl && rect.lines(linesEl, { matrix: m, width: linesW, fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, label: `line view of the ${label}: queries on the left, keys on the right` });
+  const drawLines = (hoverRow) => linesEl && lines.draw(linesEl, m, { width: linesW, fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, notes: [`weights ≥ ${lines.floorOf(m)}`], label: `line view of the ${label}: queries on the left, keys on the right` });
   if (panes.includes('head')) {
     const v = pane('tr-head', `Layer ${nl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : `${T} steps (rows: ${written ? 'writes ← reads' : 'what each reads'}) × ${attn === 'cross' ? `${S} source tokens` : `the ${T} tokens read`}, step ${t + 1} outlined`}`);
     headEl = v;
