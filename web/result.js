@@ -364,10 +364,10 @@ const RECORDS_OF = { encoder: ['encoder', 'self'], decoder: ['decoder', 'self'],
  */
 export function withRecords(item, records) {
   Object.defineProperty(item, 'records', { value: records, enumerable: false, configurable: true });
-  const of = (id, name) => records.filter((r) => r.stack === RECORDS_OF[id][0] && r.kind === RECORDS_OF[id][1] && (r.name ?? 'attention') === name);
+  const of = (id, name) => records.filter((r) => r.stack === RECORDS_OF[id][0] && r.kind === RECORDS_OF[id][1] && r.name === name);
   // (H, n_q, n_k) → [H][n_q] rows; (H, n_k) → [H] rows
   const heads = (r) => {
-    const [H, ...rest] = r.shape ?? [r.query_heads, r.n_q, r.n_k], n = rest.reduce((a, b) => a * b, 1);
+    const [H, ...rest] = r.shape, n = rest.reduce((a, b) => a * b, 1);
     return Array.from({ length: H }, (_, h) => {
       const head = r.values.subarray(h * n, (h + 1) * n);
       if (rest.length === 1) return head;
