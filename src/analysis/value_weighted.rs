@@ -19,7 +19,7 @@ use super::ItemAttention;
 use crate::engine::network::Network;
 use crate::engine::translate::{Translation, ValueNorms};
 use crate::error::{Error, Result};
-use crate::model::weights::Linear;
+use crate::model::weights::{Linear, Matrix};
 
 /// One text's value-weighted attention.
 ///
@@ -172,11 +172,20 @@ pub(crate) fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Resul
     Ok(Array2::from_shape_vec((heads, t), norms).expect("(H, T)"))
 }
 
+/// Rows of `x` below which [`through_each_head`] reads a quantized `W_O` block by block, head by
+/// head, rather than dequantizing it whole once (on one wasm thread, SmolLM2's 30 layers: the
+/// attribution's one row 4.9 ms where the whole dequantization and the products took 20 ms; the
+/// flow's 64 rows 2.5× slower block by block).
+const BLOCKWISE_MAX_ROWS: usize = 8;
+
 /// What each of `heads` query heads writes through `W_O` from rows of `x` (its values, or the
 /// heads' contexts side by side), query head `h` reading group `h / (H / G)` of `x`'s `G`: head
 /// `h`'s part times its own `d` columns of `W_O`, without the bias. Head `h`'s rows come `h`-th.
-/// (`W_O` dequantized once, when the file quantizes it: a head's product is then `T·d·D`, not
-/// the `T·H·d·D` of its part placed among zeros through the whole projection.)
+/// (A head's product is `T·d·D`, not the `T·H·d·D` of its part placed among zeros through the
+/// whole projection. A quantized `W_O` is read block by block for a few rows of `x`, the
+/// attribution's one position: [`crate::model::quant::QuantMatrix::matmul_t_parts`]; for more,
+/// the flow's every position, it is dequantized once and each head's product is a matrix
+/// product.)
 ///
 /// # Shapes
 /// * `x`: `(T, G·d)`, `w`: `(D, H·d)` → `(H·T, D)`
@@ -200,9 +209,24 @@ pub(crate) fn through_each_head(
         )));
     }
     let per_group = heads / (width / d);
-    let dense: CowArray<f32, Ix2> = match w.weight.as_f32() {
-        Some(a) => a.view().into(),
-        None => w.weight.rows_of(&(0..out).collect::<Vec<_>>()).into(),
+    let dense: CowArray<f32, Ix2> = match &w.weight {
+        Matrix::Quantized(q) if t < BLOCKWISE_MAX_ROWS => {
+            // each query head's part beside the others (a group's, copied for each head
+            // reading it), dotted with its own d columns of W_O, block by block
+            let mut spread = Array2::<f32>::zeros((t, inner)); // (T, H·d)
+            for h in 0..heads {
+                let g = h / per_group;
+                spread
+                    .slice_mut(s![.., h * d..(h + 1) * d])
+                    .assign(&x.slice(s![.., g * d..(g + 1) * d]));
+            }
+            let parts = q.matmul_t_parts(spread.view(), d); // (T, H, D)
+            let y = parts.permuted_axes([1, 0, 2]); // (H, T, D)
+            let y = y.as_standard_layout().into_owned();
+            return Ok(y.into_shape_with_order((heads * t, out)).expect("(H·T, D)"));
+        }
+        Matrix::F32(a) => a.view().into(),
+        Matrix::Quantized(_) => w.weight.rows_of(&(0..out).collect::<Vec<_>>()).into(),
     }; // (D, H·d)
     let mut y = Array2::<f32>::zeros((heads * t, out));
     for h in 0..heads {

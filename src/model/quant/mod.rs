@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
@@ -428,6 +428,93 @@ impl QuantMatrix {
         }
         // SAFETY: both products write every value of `out` (there is none when n or rows is 0)
         unsafe { out.assume_init() }
+    }
+
+    /// `x · Wᵀ` in parts: for each row of `x` and each weight row, its dot products over each
+    /// run of `part` columns, apart (a head's columns of an output projection, each head's
+    /// write: `crate::analysis::value_weighted`). Where a run holds whole blocks, each part is
+    /// dotted straight from them by the kernels [`QuantMatrix::matmul_t`] uses; else each weight
+    /// row is dequantized once into a row of scratch.
+    ///
+    /// # Shapes
+    /// * `x`: `(n, cols)` → `(n, cols / part, rows)`
+    ///
+    /// # Panics
+    /// If `x` does not have `cols` columns, or `part` does not divide them.
+    pub fn matmul_t_parts(&self, x: ArrayView2<f32>, part: usize) -> Array3<f32> {
+        let (n, cols) = x.dim();
+        assert!(
+            cols == self.cols && part > 0 && cols.is_multiple_of(part),
+            "x · Wᵀ in parts of {part}: x has {cols} columns, W ({} × {}) takes {}",
+            self.rows,
+            self.cols,
+            self.cols
+        );
+        let parts = cols / part;
+        let x = x.as_standard_layout();
+        let xs = x.as_slice().expect("standard layout");
+        let mut out = Array3::<f32>::zeros((n, parts, self.rows));
+        let whole = part.is_multiple_of(self.ty.block_len()) && part.is_multiple_of(32);
+        if whole {
+            let sums: Vec<f32> = xs.chunks_exact(32).map(|run| run.iter().sum()).collect();
+            let (part_bytes, per_part) = (
+                part / self.ty.block_len() * self.ty.block_bytes(),
+                part / 32,
+            );
+            #[cfg(target_arch = "x86_64")]
+            let kernel = x86::Kernel::best(self.ty);
+            let mut scratch = vec![0.0f32; part];
+            isa::vectorised(
+                #[inline(always)]
+                || {
+                    for r in 0..self.rows {
+                        let row = self.row_data(r);
+                        for i in 0..n {
+                            for p in 0..parts {
+                                let w = &row[p * part_bytes..(p + 1) * part_bytes];
+                                let x = &xs[i * cols + p * part..][..part];
+                                let sums = &sums[(i * cols + p * part) / 32..][..per_part];
+                                #[cfg(target_arch = "x86_64")]
+                                let d = match kernel {
+                                    // SAFETY: `Kernel::best` found it on this CPU
+                                    Some(k) => {
+                                        let [d] =
+                                            unsafe { x86::dot_rows(k, self.ty, [w], x, sums) };
+                                        d
+                                    }
+                                    None => dot_row(self.ty, w, x, sums, &mut scratch),
+                                };
+                                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+                                let d = if has_kernel(self.ty) {
+                                    let [d] = simd128::dot_rows(self.ty, [w], x, sums);
+                                    d
+                                } else {
+                                    dot_row(self.ty, w, x, sums, &mut scratch)
+                                };
+                                #[cfg(not(any(
+                                    target_arch = "x86_64",
+                                    all(target_arch = "wasm32", target_feature = "simd128")
+                                )))]
+                                let d = dot_row(self.ty, w, x, sums, &mut scratch);
+                                out[[i, p, r]] = d;
+                            }
+                        }
+                    }
+                },
+            );
+        } else {
+            let mut row = vec![0.0f32; cols];
+            for r in 0..self.rows {
+                self.dequantize_row(r, &mut row);
+                for i in 0..n {
+                    for p in 0..parts {
+                        out[[i, p, r]] =
+                            dot(&row[p * part..][..part], &xs[i * cols + p * part..][..part]);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// `x · Wᵀ` into `out`, each weight row read once from its blocks and dotted with every
@@ -1280,7 +1367,7 @@ pub(crate) fn block_integers(ty: GgmlType, b: &[u8], q: &mut [u8], scales: &mut 
 mod tests {
     use super::*;
     use half::bf16;
-    use ndarray::Array2;
+    use ndarray::{s, Array2};
 
     /// A deterministic byte stream (xorshift), for blocks of arbitrary bits.
     fn bytes(n: usize, seed: u64) -> Vec<u8> {
@@ -1461,6 +1548,33 @@ mod tests {
                     (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
                     "{ty} strided: {g} vs {w}"
                 );
+            }
+        }
+    }
+
+    /// The products in parts equal each part of the dequantized matrix's product: parts of whole
+    /// blocks (from the blocks) and parts that cut blocks (from the dequantized rows).
+    #[test]
+    fn products_in_parts_equal_the_dequantized_parts() {
+        for ty in GgmlType::ALL {
+            let block = ty.block_len().max(32);
+            let cols = 4 * block;
+            let m = matrix(ty, 9, cols, 11 + ty.code() as u64);
+            let w = m.dequantize();
+            for part in [block, 2 * block, block / 2, 16] {
+                for n in [1, 3] {
+                    let x = x(n, cols);
+                    let got = m.matmul_t_parts(x.view(), part);
+                    assert_eq!(got.dim(), (n, cols / part, 9), "{ty} part {part}");
+                    for ((i, p, r), g) in got.indexed_iter() {
+                        let cut = p * part..(p + 1) * part;
+                        let want = x.slice(s![i, cut.clone()]).dot(&w.slice(s![r, cut]));
+                        assert!(
+                            (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                            "{ty} part {part}, x row {i}, part {p}, weight row {r}: {g} vs {want}"
+                        );
+                    }
+                }
             }
         }
     }
