@@ -174,8 +174,8 @@ pub(crate) fn value_norms(v: ArrayView2<f32>, w: &Linear, heads: usize) -> Resul
 
 /// Rows of `x` below which [`through_each_head`] reads a quantized `W_O` block by block, head by
 /// head, rather than dequantizing it whole once (on one wasm thread, SmolLM2's 30 layers: the
-/// attribution's one row 4.9 ms where the whole dequantization and the products took 20 ms; the
-/// flow's 64 rows 2.5× slower block by block).
+/// attribution's one row 3.8–4.9 ms where the whole dequantization and the products took 20 ms;
+/// the flow's keystroke, 64 rows, 368 ms block by block against 203 ms: docs/speed.md).
 const BLOCKWISE_MAX_ROWS: usize = 8;
 
 /// What each of `heads` query heads writes through `W_O` from rows of `x` (its values, or the
