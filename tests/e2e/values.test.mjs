@@ -2,7 +2,7 @@
 // switch weighs every attention view by each key's ‖W_O^h v_j‖ (the engine's, src/analysis/
 // value_weighted.rs), each row rescaled to sum to 1 and labelled as a view. The page's value
 // sizes and its exported attention equal HF's (tools/make_fixtures.py --only value-weighted) on
-// the CPU engine and on WebGPU: all-MiniLM, and a tiny Llama whose query heads share value heads;
+// the CPU engine and on WebGPU: all-MiniLM, a tiny GPT-2, and a tiny Llama whose query heads share value heads;
 // and a translation's three attentions (a tiny Marian); the <attn-scope value-weighted> element's too.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,13 +10,13 @@ import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { site, ready, golden, servedFixtures, ROOT, ARTIFACTS } from './harness.mjs';
 
-const fixtures = servedFixtures('vw', ['tiny-llama', 'tiny-marian']);
+const fixtures = servedFixtures('vw', ['tiny-gpt2', 'tiny-llama', 'tiny-marian']);
 const app = site({ fixtures });
 
 const enc = encodeURIComponent;
 const clean = ({ problems }) => assert.deepEqual(problems, [], 'no console errors or uncaught exceptions');
 
-for (const [fixture, model] of [['vw_minilm', ''], ['vw_llama', `${fixtures.path('tiny-llama')}/`]]) {
+for (const [fixture, model] of [['vw_minilm', ''], ['vw_gpt2', `${fixtures.path('tiny-gpt2')}/`], ['vw_llama', `${fixtures.path('tiny-llama')}/`]]) {
   test(`${fixture}: "weigh by ‖value‖" gives HF's value sizes and value-weighted attention (rows renormalised) on the CPU engine and on WebGPU, labelled as a view, in the link and the export`, async () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests/fixtures/golden', `${fixture}.json`), 'utf8'));
     const norms = golden(fixture, 'value_norms'); // (B, L, H, T)
