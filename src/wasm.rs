@@ -114,6 +114,33 @@ fn record<D: ndarray::Dimension>(
     Ok(o)
 }
 
+/// Layer `layer`'s attention `(H, n_q, n_k)` as a record named `attention`, its `H` query heads
+/// over `kv_heads` key/value heads (at most `H`).
+fn attention_record(
+    stack: Stack,
+    kind: AttentionKind,
+    layer: usize,
+    kv_heads: usize,
+    values: ndarray::ArrayView3<f32>,
+) -> Result<JsValue, JsError> {
+    let (heads, n_q, n_k) = values.dim();
+    let attention = Some(AttentionMeta {
+        query_heads: heads,
+        kv_heads: kv_heads.min(heads),
+        n_q,
+        n_k,
+    });
+    let meta = RecordMeta {
+        stack,
+        kind,
+        layer,
+        name: "attention",
+        shape: vec![heads, n_q, n_k],
+        attention,
+    };
+    record(meta, values)
+}
+
 /// Item `b` of a translation as records, one a layer: each attention's (`(H, n_q, n_k)`: the
 /// encoder's `S × S`, the decoder's `T × T`, the cross-attention's `T × S`), and with `norms`
 /// each key's value size (`value_norms`, `(H, n_k)`).
@@ -150,28 +177,11 @@ fn translation_records(
         ),
     ];
     for (stack, kind, attention, n_q, n_k) in attentions {
-        let heads = attention.len_of(ndarray::Axis(2));
         for layer in 0..attention.len_of(ndarray::Axis(1)) {
             // (H, n_q, n_k)
             let values = attention.slice(s![b, layer, .., ..n_q, ..n_k]);
-            let attention = Some(AttentionMeta {
-                query_heads: heads,
-                kv_heads: kv_heads.min(heads),
-                n_q,
-                n_k,
-            });
-            let shape = vec![heads, n_q, n_k];
-            all.push(&record(
-                RecordMeta {
-                    stack,
-                    kind,
-                    layer,
-                    name: "attention",
-                    shape,
-                    attention,
-                },
-                values,
-            )?);
+            let heads = values.len_of(ndarray::Axis(0));
+            all.push(&attention_record(stack, kind, layer, kv_heads, values)?);
             if let Some(norms) = norms {
                 let sizes = match (stack, kind) {
                     (Stack::Encoder, _) => &norms.encoder,
@@ -368,9 +378,11 @@ impl GenerationSteps {
 #[wasm_bindgen]
 impl Generating {
     /// Runs the next pass and returns what it wrote: `{id, token, text, top_k: [{id, token,
-    /// text, p}], step_ms, done, output_text (every token written so far, decoded), n_q, n_k,
-    /// attention: Float32Array (L, H, n_q, n_k)}` (the prompt's pass: `n_q = n_k = P`; a step:
-    /// one row over every position so far); the prompt's pass adds what `attnscope generate`
+    /// text, p}], step_ms, done, output_text (every token written so far, decoded), records}`,
+    /// its attention as records, one a layer (`{stack: "decoder", kind: "self", layer, name:
+    /// "attention", shape: [H, n_q, n_k], query_heads, kv_heads, n_q, n_k, values:
+    /// Float32Array}`, as a translation's: the prompt's pass `n_q = n_k = P`; a step one row
+    /// over every position so far); the prompt's pass adds what `attnscope generate`
     /// prints of the prompt, `{model, model_type, backend, prompt, prompt_ids, prompt_tokens,
     /// prompt_texts}` (`text`, `prompt_texts`: `TextTokenizer::text_of`);
     /// `null` once the generation is over.
@@ -416,10 +428,24 @@ impl Generating {
         set(&o, "step_ms", *self.state.step_ms().last().unwrap_or(&0.0))?;
         set(&o, "done", self.next.is_none())?;
         set(&o, "output_text", tok.decode(self.state.output_ids()))?;
-        let (_, _, _, n_q, n_k) = attention.dim();
-        set(&o, "n_q", n_q as f64)?;
-        set(&o, "n_k", n_k as f64)?;
-        set(&o, "attention", flat(&attention))?;
+        let kv_heads = self.model.config.architecture.heads.key_value;
+        let records = js_sys::Array::new();
+        for (layer, values) in attention
+            .index_axis(ndarray::Axis(0), 0)
+            .outer_iter()
+            .enumerate()
+        {
+            // (H, n_q, n_k)
+            let kind = AttentionKind::SelfAttention;
+            records.push(&attention_record(
+                Stack::Decoder,
+                kind,
+                layer,
+                kv_heads,
+                values,
+            )?);
+        }
+        set(&o, "records", records)?;
         Ok(o.into())
     }
 }

@@ -157,7 +157,7 @@ class Engine {
    * Writes after `prompt` with a decoder-only checkpoint, greedily, on the CPU engine, one token
    * a step (src/wasm.rs `Session.generate`; `options`: {maxNewTokens, topK, chat, headMask}). `onStep({step})`
    * gets each pass as it comes (src/wasm.rs `Generating.step()`: what it wrote, `{id, token, text,
-   * top_k, step_ms, done, output_text}`, and its attention, `(L, H, n_q, n_k)`; the prompt's
+   * top_k, step_ms, done, output_text}`, and its attention as records, one a layer, `(H, n_q, n_k)`; the prompt's
    * first, with the prompt's fields): web/generation.js `GenerationResult` keeps them. Returns
    * `{done: Promise of {steps, stopped, baseline}, stop()}` (`baseline`: with heads knocked out,
    * what the model writes with every head, `{output_ids, output_text}`).

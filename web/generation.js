@@ -2,7 +2,7 @@
 // generation as it streams in (src/wasm.rs `Generating.step()`), and the run the attention views
 // draw from it, cut at the focused step, in the shape of a forward pass's (result.js `fromWorker`).
 
-import { fromWorker, squareMask } from './result.js';
+import { fromWorker, squareMask, recordsOf } from './result.js';
 import { THUMB, thumbBins, foldRows } from './summary.js';
 
 /** Whether a model writes text: decoder-only, with an LM head (decided by its architecture). */
@@ -23,6 +23,14 @@ export function kvGroups(arch) {
   const shown = kv <= 4 ? groups.map((r, g) => `heads ${r} share key/value head ${g}`).join(', ')
     : `heads ${groups[0]} share key/value head 0, heads ${groups[1]} head 1, … (${per} query heads a key/value head)`;
   return `Grouped-query attention: ${q} query heads, ${kv} key/value heads: ${shown}.`;
+}
+
+/** A pass's attention (`step.records`, one a layer), each layer's `(H, nq, nk)`; any other shape is an error. */
+function attentionOf(step, nq, nk) {
+  const layers = recordsOf(step.records, 'decoder', 'self', 'attention');
+  const bad = layers.find((r) => r.shape.length !== 3 || r.shape[1] !== nq || r.shape[2] !== nk || r.values.length !== r.shape[0] * nq * nk);
+  if (!layers.length || bad) throw new Error(`a pass's attention of ${bad ? `shape ${JSON.stringify(bad.shape)}` : 'no layers'}, where the generation expects (H, ${nq}, ${nk})`);
+  return layers;
 }
 
 /**
@@ -54,11 +62,10 @@ export class GenerationResult {
       prompt_ids: first.prompt_ids, output_ids: [], output_text: '', tokens: [...first.prompt_tokens], texts: [...first.prompt_texts], steps: [], step_ms: [], n: P,
     });
     this.#S = P + Math.max(1, maxNew) - 1;
-    this.#heads = first.attention.length / (P * P); // L·H
+    const layers = attentionOf(first, P, P);
+    this.#heads = layers.length * layers[0].shape[0]; // L·H
     this.#data = new Float32Array(this.#heads * this.#S * this.#S);
-    for (let lh = 0; lh < this.#heads; lh++) {
-      for (let q = 0; q < P; q++) this.#data.set(first.attention.subarray((lh * P + q) * P, (lh * P + q + 1) * P), (lh * this.#S + q) * this.#S);
-    }
+    this.#rows(layers, 0);
     // (L, H, N, N), as the CLI prints it: copied out of the buffer when read
     Object.defineProperty(this, 'attention', { enumerable: true, get: () => this.cut(this.n) });
     this.#kept = this.#fold(P);
@@ -68,8 +75,10 @@ export class GenerationResult {
   /** A step after the prompt's pass: it fed position `n` (the last token written), one row over `n + 1` keys. */
   add(step) {
     const q = this.n, S = this.#S;
-    if (q >= S || step.n_k !== q + 1) throw new Error(`a step over ${step.n_k} positions where the generation has fed ${q} of at most ${S}`);
-    for (let lh = 0; lh < this.#heads; lh++) this.#data.set(step.attention.subarray(lh * step.n_k, (lh + 1) * step.n_k), (lh * S + q) * S);
+    if (q >= S) throw new Error(`a step after the ${S} positions the generation can feed`);
+    const layers = attentionOf(step, 1, q + 1);
+    if (layers.length * layers[0].shape[0] !== this.#heads) throw new Error(`a step over ${layers.length} layers of ${layers[0].shape[0]} heads, where the generation's prompt had ${this.#heads} heads`);
+    this.#rows(layers, q);
     this.tokens.push(this.#last.token);
     this.texts.push(this.#last.text);
     this.n = q + 1;
@@ -77,6 +86,17 @@ export class GenerationResult {
     if (thumbBins(this.n).w === this.#kept.bins.w) this.#fold(this.n, this.#kept, q);
     else this.#kept = this.#fold(this.n);
     this.#written(step);
+  }
+
+  /** Each layer's rows `(H, n_q, n_k)` into the buffer, at positions `from`…`from + n_q − 1`. */
+  #rows(layers, from) {
+    const S = this.#S;
+    layers.forEach((r, l) => {
+      const [H, nq, nk] = r.shape;
+      for (let h = 0; h < H; h++) {
+        for (let q = 0; q < nq; q++) this.#data.set(r.values.subarray((h * nq + q) * nk, (h * nq + q + 1) * nk), ((l * H + h) * S + from + q) * S);
+      }
+    });
   }
 
   #written(step) {

@@ -348,6 +348,10 @@ export function decoderSteps(r) {
   return { T, inputs: r.output_tokens.slice(0, T), written: r.output_tokens.slice(1) };
 }
 
+/** The records of one attention (`stack` "encoder" | "decoder", `kind` "self" | "cross") named
+ *  `name` ("attention", "value_norms"), one a layer, in the order they came. */
+export const recordsOf = (records, stack, kind, name) => records.filter((r) => r.stack === stack && r.kind === kind && r.name === name);
+
 /** Which records each of an encoder–decoder's attentions is (the ids of ATTENTION_KINDS). */
 const RECORDS_OF = { encoder: ['encoder', 'self'], decoder: ['decoder', 'self'], cross: ['decoder', 'cross'] };
 
@@ -364,7 +368,7 @@ const RECORDS_OF = { encoder: ['encoder', 'self'], decoder: ['decoder', 'self'],
  */
 export function withRecords(item, records) {
   Object.defineProperty(item, 'records', { value: records, enumerable: false, configurable: true });
-  const of = (id, name) => records.filter((r) => r.stack === RECORDS_OF[id][0] && r.kind === RECORDS_OF[id][1] && r.name === name);
+  const of = (id, name) => recordsOf(records, ...RECORDS_OF[id], name);
   // (H, n_q, n_k) → [H][n_q] rows; (H, n_k) → [H] rows
   const heads = (r) => {
     const [H, ...rest] = r.shape, n = rest.reduce((a, b) => a * b, 1);

@@ -6,7 +6,7 @@
 //      {id, type: 'run' | 'check', key, texts, pair, mask}
 //      {id, type: 'generate', key, gen, prompt, options} (a decoder-only model writes after `prompt`
 //      one token a step, on the CPU engine; each pass posted as {type: 'generated', gen, step}, its
-//      attention rows transferred, the next once the page answers {type: 'generated-ack', gen};
+//      attention's records transferred, the next once the page answers {type: 'generated-ack', gen};
 //      then the answer {steps, stopped};
 //      {type: 'stop-generating', gen} ends it early)
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints, marks)  {type: 'drop', key}  {type: 'cancel', key}
@@ -766,7 +766,7 @@ function ack(gen) { acks.get(gen)?.(); acks.delete(gen); }
 /**
  * Writes after `msg.prompt` with session `s` on the CPU engine (src/wasm.rs `Generating`),
  * posting each pass as it comes, `{type: 'generated', gen, step}` (`step`: what `step()` wrote,
- * its attention (L, H, n_q, n_k) transferred: the page keeps the generation), the next once the
+ * its attention's records (one a layer, `(H, n_q, n_k)`) transferred: the page keeps the generation), the next once the
  * page has received it (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped, baseline}`:
  * how many steps ran, whether the page stopped it, and with heads knocked out (`headMask`) what
  * the model writes with every head under the same options, `{output_ids, output_text}` (null
@@ -782,7 +782,7 @@ async function generate(s, msg) {
       const step = await g.step();
       if (!step) break;
       steps++;
-      self.postMessage({ type: 'generated', gen: msg.gen, step }, [step.attention.buffer]);
+      self.postMessage({ type: 'generated', gen: msg.gen, step }, step.records.map((r) => r.values.buffer));
       if (step.done) break;
       await taken(msg.gen);
     }

@@ -114,30 +114,45 @@ for (const [what, model, fixture] of MODELS) {
   });
 }
 
-test('a generation\'s summary, kept a row a step, is summarise\'s over the cut attention (pooled past 64 positions, ties included), and each head its copy', () => {
+test('a generation\'s summary, kept a row a step, is summarise\'s over the cut attention (pooled past 64 positions, ties included), and each head its copy; its rows are the passes\' records, layer by layer', () => {
   let seed = 7;
   const rnd = () => { seed = (seed * 16807) % 2147483647; return Math.round((seed / 2147483647) * 40) / 40; }; // ties
   const [L, H] = [3, 4];
   for (const [P, NEW] of [[5, 4], [40, 30], [64, 64], [100, 37]]) {
-    const prompt = new Float32Array(L * H * P * P); // causal: zeros past the diagonal
-    for (let lh = 0; lh < L * H; lh++) for (let q = 0; q < P; q++) for (let k = 0; k <= q; k++) prompt[(lh * P + q) * P + k] = rnd();
-    const step = (n_k) => ({ n_k, attention: Float32Array.from({ length: L * H * n_k }, rnd), id: 1, token: 'b', text: 'b', top_k: [], step_ms: 1, output_text: '' });
-    const g = new GenerationResult({ ...step(P), attention: prompt, prompt_ids: Array(P).fill(1), prompt_tokens: Array(P).fill('a'), prompt_texts: Array(P).fill('a'), prompt: 'x' }, NEW);
+    const N = P + NEW - 1, all = new Float32Array(L * H * N * N); // (L, H, N, N): every pass's rows, as the records say
+    // a pass's records (src/wasm.rs Generating.step): one a layer, (H, nq, nk), its rows at positions from…from + nq − 1
+    const records = (from, nq, nk, value) => Array.from({ length: L }, (_, layer) => {
+      const values = new Float32Array(H * nq * nk);
+      for (let h = 0; h < H; h++) {
+        for (let q = 0; q < nq; q++) {
+          for (let k = 0; k < nk; k++) values[(h * nq + q) * nk + k] = all[((layer * H + h) * N + from + q) * N + k] = value(from + q, k);
+        }
+      }
+      return { stack: 'decoder', kind: 'self', layer, name: 'attention', shape: [H, nq, nk], query_heads: H, kv_heads: H, n_q: nq, n_k: nk, values };
+    });
+    const pass = (recs) => ({ records: recs, id: 1, token: 'b', text: 'b', top_k: [], step_ms: 1, output_text: '' });
+    // causal: zeros past the diagonal
+    const g = new GenerationResult({ ...pass(records(0, P, P, (q, k) => (k <= q ? rnd() : 0))), prompt_ids: Array(P).fill(1), prompt_tokens: Array(P).fill('a'), prompt_texts: Array(P).fill('a'), prompt: 'x' }, NEW);
     const check = (n, what) => {
       const mask = new Float32Array(n * n);
       for (let q = 0; q < n; q++) mask.fill(1, q * n, q * n + q + 1);
       const cut = g.cut(n), want = summarise(cut, null, mask, [1, L, H, n]), got = g.summary(n);
       for (const f of ['R', 'thumbs', 'thumbMask', 'probMax', 'probArg']) assert.deepEqual(got[f], want[f], `P ${P}, n ${n} (${what}): ${f}`);
+      for (let lh = 0; lh < L * H; lh++) {
+        for (let q = 0; q < n; q++) assert.deepEqual(cut.subarray((lh * n + q) * n, (lh * n + q + 1) * n), all.subarray((lh * N + q) * N, (lh * N + q) * N + n), `P ${P}, n ${n}: head ${lh}, row ${q}`);
+      }
       return cut;
     };
     // the summary kept a row a step (the bins widening at 65 and 129 positions), at every step
     check(P, 'the prompt');
-    for (let s = 1; s < NEW; s++) { g.add(step(P + s)); check(g.n, 'kept'); }
+    for (let s = 1; s < NEW; s++) { g.add(pass(records(P + s - 1, 1, P + s, rnd))); check(g.n, 'kept'); }
     // and made afresh over fewer positions (a finished generation's earlier step)
     for (const n of [2, P, P + NEW - 7]) {
       const cut = check(n, 'made');
       for (const lh of [0, 5, L * H - 1]) assert.deepEqual(g.head(lh, n), cut.subarray(lh * n * n, (lh + 1) * n * n), `P ${P}, n ${n}: head ${lh}`);
     }
+    // a step of another shape is refused by name
+    if (g.n < N) assert.throws(() => g.add(pass(records(g.n - 1, 1, g.n, rnd))), /shape \[4,1,\d+\]/);
   }
 });
 
