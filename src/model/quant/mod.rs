@@ -276,6 +276,76 @@ fn has_kernel(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
 }
 
+/// The fastest way this build and CPU dot weight rows of one type with `x`: the x86-64 kernel the
+/// CPU runs (found at run time, [`x86::Kernel::best`]), the WebAssembly SIMD kernel (chosen when
+/// compiled, [`has_kernel`]), or else the portable loops the caller gives.
+#[derive(Debug, Clone, Copy)]
+struct RowKernel {
+    /// (Read by the kernels only: the portable loops are the caller's.)
+    #[cfg_attr(
+        not(any(
+            target_arch = "x86_64",
+            all(target_arch = "wasm32", target_feature = "simd128")
+        )),
+        allow(dead_code)
+    )]
+    ty: GgmlType,
+    #[cfg(target_arch = "x86_64")]
+    x86: Option<x86::Kernel>,
+}
+
+impl RowKernel {
+    fn best(ty: GgmlType) -> Self {
+        Self {
+            ty,
+            #[cfg(target_arch = "x86_64")]
+            x86: x86::Kernel::best(ty),
+        }
+    }
+
+    /// Whether a kernel written for the instruction set reads the rows (not the portable loops).
+    fn by_hand(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.x86.is_some();
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return has_kernel(self.ty);
+        #[allow(unreachable_code)]
+        false
+    }
+
+    /// `R` weight rows dotted with `x` (`sums`: `Σ x` of each run of 32 values) by the kernel,
+    /// or by `portable` where there is none.
+    ///
+    /// # Shapes
+    /// * `w`: `R × (one row's bytes)`, `x`: `(cols,)`, `sums`: `(cols / 32,)` → `(R,)`
+    #[inline(always)]
+    #[cfg_attr(
+        not(any(
+            target_arch = "x86_64",
+            all(target_arch = "wasm32", target_feature = "simd128")
+        )),
+        allow(unused_variables)
+    )]
+    fn dots<const R: usize>(
+        self,
+        w: [&[u8]; R],
+        x: &[f32],
+        sums: &[f32],
+        portable: impl FnOnce() -> [f32; R],
+    ) -> [f32; R] {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = self.x86 {
+            // SAFETY: `Kernel::best` found it on this CPU
+            return unsafe { x86::dot_rows(k, self.ty, w, x, sums) };
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if has_kernel(self.ty) {
+            return simd128::dot_rows(self.ty, w, x, sums);
+        }
+        portable()
+    }
+}
+
 /// Rows of `x` from which a product goes through the tiled matrix product rather than one
 /// weight row at a time (a decoding step has 1).
 const GEMM_MIN_INPUTS: usize = 8;
@@ -461,8 +531,7 @@ impl QuantMatrix {
                 part / self.ty.block_len() * self.ty.block_bytes(),
                 part / 32,
             );
-            #[cfg(target_arch = "x86_64")]
-            let kernel = x86::Kernel::best(self.ty);
+            let kernel = RowKernel::best(self.ty);
             let mut scratch = vec![0.0f32; part];
             isa::vectorised(
                 #[inline(always)]
@@ -474,28 +543,9 @@ impl QuantMatrix {
                                 let w = &row[p * part_bytes..(p + 1) * part_bytes];
                                 let x = &xs[i * cols + p * part..][..part];
                                 let sums = &sums[(i * cols + p * part) / 32..][..per_part];
-                                #[cfg(target_arch = "x86_64")]
-                                let d = match kernel {
-                                    // SAFETY: `Kernel::best` found it on this CPU
-                                    Some(k) => {
-                                        let [d] =
-                                            unsafe { x86::dot_rows(k, self.ty, [w], x, sums) };
-                                        d
-                                    }
-                                    None => dot_row(self.ty, w, x, sums, &mut scratch),
-                                };
-                                #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                                let d = if has_kernel(self.ty) {
-                                    let [d] = simd128::dot_rows(self.ty, [w], x, sums);
-                                    d
-                                } else {
-                                    dot_row(self.ty, w, x, sums, &mut scratch)
-                                };
-                                #[cfg(not(any(
-                                    target_arch = "x86_64",
-                                    all(target_arch = "wasm32", target_feature = "simd128")
-                                )))]
-                                let d = dot_row(self.ty, w, x, sums, &mut scratch);
+                                let [d] = kernel.dots([w], x, sums, || {
+                                    [dot_row(self.ty, w, x, sums, &mut scratch)]
+                                });
                                 out[[i, p, r]] = d;
                             }
                         }
@@ -531,13 +581,7 @@ impl QuantMatrix {
             .collect();
         let (data, row_bytes) = (self.data(), self.row_bytes);
         let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
-        // the x86-64 kernel for `ty`, where the CPU runs one
-        #[cfg(target_arch = "x86_64")]
-        let kernel = x86::Kernel::best(self.ty);
-        #[cfg(target_arch = "x86_64")]
-        let x86_reads = kernel.is_some();
-        #[cfg(not(target_arch = "x86_64"))]
-        let x86_reads = false;
+        let kernel = RowKernel::best(self.ty);
         // a few tasks per thread, none too small to be worth handing over
         let per_row = (n * cols).max(1);
         let chunk = TASK_MIN_WORK
@@ -565,7 +609,7 @@ impl QuantMatrix {
                             // four weight rows at a time: 32-value blocks read each x once
                             // for the four; the x86 kernels of the K-quants take them in turn
                             // (the portable K-quant loops, one row at a time, gain nothing)
-                            let together = if self.ty.block_len() == 32 || x86_reads {
+                            let together = if self.ty.block_len() == 32 || kernel.by_hand() {
                                 rows.len() / (ROWS_TOGETHER * row_bytes)
                             } else {
                                 0
@@ -577,23 +621,8 @@ impl QuantMatrix {
                                     std::array::from_fn(|r| &w[r * row_bytes..(r + 1) * row_bytes]);
                                 for (i, x) in xs.chunks_exact(cols).enumerate() {
                                     let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
-                                    #[cfg(target_arch = "x86_64")]
-                                    let dots = match kernel {
-                                        // SAFETY: `Kernel::best` found it on this CPU
-                                        Some(k) => unsafe { x86::dot_rows(k, self.ty, w, x, sums) },
-                                        None => dot_32s(self.ty, w, x, sums),
-                                    };
-                                    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-                                    let dots = if has_kernel(self.ty) {
-                                        simd128::dot_rows(self.ty, w, x, sums)
-                                    } else {
-                                        dot_32s(self.ty, w, x, sums)
-                                    };
-                                    #[cfg(not(any(
-                                        target_arch = "x86_64",
-                                        all(target_arch = "wasm32", target_feature = "simd128")
-                                    )))]
-                                    let dots = dot_32s(self.ty, w, x, sums);
+                                    let dots =
+                                        kernel.dots(w, x, sums, || dot_32s(self.ty, w, x, sums));
                                     for (r, d) in dots.into_iter().enumerate() {
                                         out[[i, ROWS_TOGETHER * f + r]].write(d);
                                     }
