@@ -1,7 +1,7 @@
 // Shared set-up for the end-to-end tests and the latency benchmark: the app served as
 // `make serve` serves it, and Debian's Chromium driven by playwright-core.
 import { spawn, execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { before, after } from 'node:test';
@@ -181,4 +181,34 @@ export function golden(caseName, name) {
   const t = header[name], [from, to] = t.data_offsets;
   const raw = bytes.subarray(8 + n + from, 8 + n + to);
   return { shape: t.shape, data: new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length)) };
+}
+
+/** SmolLM2-135M-Instruct Q4_1, the page's built-in model that writes (scripts/setup.sh fetches it). */
+export const SMOLLM2_GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
+
+/** Whether set-up has fetched `rel` (under the repository); says so when not. */
+export function fetched(rel) {
+  if (existsSync(path.join(ROOT, rel))) return true;
+  console.log(`${rel}: missing; \`make setup\` fetches it (scripts/setup.sh)`);
+  return false;
+}
+
+/**
+ * For the page's engine benchmarks: a blank page (`title`) on the app's origin, with the
+ * one-thread wasm build and SmolLM2's session on the CPU engine loaded in it as `window.smollm2`
+ * `{session, words}` (`words`: store.js `ROLE_WORDS`). Returns the page.
+ */
+export async function smollm2Page(browser, server, title) {
+  const { page } = await openPage(browser, null);
+  await page.route('**/bench.html', (r) => r.fulfill({ contentType: 'text/html', body: `<!doctype html><title>${title}</title>` }));
+  await page.goto(`${server.url}bench.html`);
+  await page.evaluate(async (url) => {
+    const m = await import('/web/pkg/attnscope.js');
+    await m.default();
+    const { ROLE_WORDS } = await import('/web/store.js');
+    const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
+    const session = await m.loadGgufSession('SmolLM2', m.WeightsFile.fromBytes('SmolLM2.gguf', bytes), 'cpu');
+    window.smollm2 = { session, words: ROLE_WORDS };
+  }, `${server.url}${SMOLLM2_GGUF}`);
+  return page;
 }

@@ -6,29 +6,18 @@
 //   READING=writes node tests/e2e/keystroke_profile.mjs   (none, roles, writes or flow)
 // `writes` is what writes the next token with the panel's read-out of one head onto the
 // vocabulary after each run, as the page asks for it.
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { startServer, launch, openPage, ROOT } from './harness.mjs';
+import { startServer, launch, smollm2Page, fetched, SMOLLM2_GGUF } from './harness.mjs';
 
-const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-if (!existsSync(path.join(ROOT, GGUF))) {
-  console.log(`${GGUF}: missing; \`make setup\` fetches it (scripts/setup.sh)`);
-  process.exit(0);
-}
+if (!fetched(SMOLLM2_GGUF)) process.exit(0);
+
 const READING = process.env.READING ?? 'none', KEYSTROKES = 30, TOP = Number(process.env.TOP ?? 20);
 
 const server = await startServer();
 const browser = await launch({ webgpu: false });
 try {
-  const { page } = await openPage(browser, null);
-  await page.route('**/keystroke-profile.html', (r) => r.fulfill({ contentType: 'text/html', body: '<!doctype html><title>keystroke profile</title>' }));
-  await page.goto(`${server.url}keystroke-profile.html`);
-  await page.evaluate(async ({ url, reading }) => {
-    const m = await import('/web/pkg/attnscope.js');
-    await m.default();
-    const { ROLE_WORDS: W } = await import('/web/store.js');
-    const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
-    const session = await m.loadGgufSession('SmolLM2', m.WeightsFile.fromBytes('SmolLM2.gguf', bytes), 'cpu');
+  const page = await smollm2Page(browser, server, 'keystroke profile');
+  await page.evaluate(async ({ reading }) => {
+    const { session, words: W } = window.smollm2;
     // roles_bench.mjs's text: 30 words twice, 3 more and the last, which each keystroke changes
     const text = (last) => { const words = W.slice(0, 30); return [...words, ...words, ...words.slice(0, 3), last].join(' '); };
     const READINGS = { none: {}, roles: { headRoles: true }, writes: { logitAttribution: {} }, flow: { flow: true } };
@@ -40,7 +29,7 @@ try {
     };
     await window.keystroke(-1); // a whole pass, kept for the keystrokes to reuse
     for (let i = 0; i < 4; i++) await window.keystroke(i);
-  }, { url: `${server.url}${GGUF}`, reading: READING });
+  }, { reading: READING });
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Profiler.enable');
   await cdp.send('Profiler.setSamplingInterval', { interval: 100 });

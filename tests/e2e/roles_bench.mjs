@@ -10,30 +10,18 @@
 // pass reuses the tokens before it as the page's does, and the text still repeats (period 30).
 // Also a whole pass (its first word changed: nothing to reuse). Prints the medians and the ratio.
 //   make setup && make web && node tests/e2e/roles_bench.mjs
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { startServer, launch, openPage, ROOT } from './harness.mjs';
+import { startServer, launch, smollm2Page, fetched, SMOLLM2_GGUF } from './harness.mjs';
 
-const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
-if (!existsSync(path.join(ROOT, GGUF))) {
-  console.log(`${GGUF}: missing; \`make setup\` fetches it (scripts/setup.sh)`);
-  process.exit(0);
-}
+if (!fetched(SMOLLM2_GGUF)) process.exit(0);
+
 const ITERS = Number(process.env.ITERS ?? 15);
 
 const server = await startServer();
 const browser = await launch({ webgpu: false });
 try {
-  // an empty page on the app's origin, where the wasm build and the model are served
-  const { page } = await openPage(browser, null);
-  await page.route('**/roles-bench.html', (r) => r.fulfill({ contentType: 'text/html', body: '<!doctype html><title>roles bench</title>' }));
-  await page.goto(`${server.url}roles-bench.html`);
-  const out = await page.evaluate(async ({ url, iters }) => {
-    const m = await import('/web/pkg/attnscope.js');
-    await m.default();
-    const { ROLE_WORDS } = await import('/web/store.js');
-    const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
-    const session = await m.loadGgufSession('SmolLM2', m.WeightsFile.fromBytes('SmolLM2.gguf', bytes), 'cpu');
+  const page = await smollm2Page(browser, server, 'roles bench');
+  const out = await page.evaluate(async ({ iters }) => {
+    const { session, words: ROLE_WORDS } = window.smollm2;
     // 30 words twice (its first word `first` in both), 3 more and `last`: 64 tokens
     const text = (last, first = ROLE_WORDS[0]) => {
       const words = [first, ...ROLE_WORDS.filter((w) => w !== first).slice(1, 30)];
@@ -76,7 +64,7 @@ try {
     }
     result.readOut = median(readOuts);
     return result;
-  }, { url: `${server.url}${GGUF}`, iters: ITERS });
+  }, { iters: ITERS });
   console.log(`SmolLM2-135M-Instruct Q4_1, 64 tokens, CPU engine, one-thread wasm, ${ITERS} runs each, medians:`);
   console.log('| reading, pass | without it | with it | it adds |');
   console.log('|---|---:|---:|---:|');

@@ -46,7 +46,8 @@ function build(target) {
  * Draws one attention `m` = `{values: n_q rows of n_k weights, rows: n_q labels, cols: n_k
  * labels, masked(q, k)?}` (rows and columns counted from 0 within `m`). `opts`: {width, height
  * (the canvas's; none: from the rows), fontPx, hoverRow (its lines alone, in colour), sel (a Set
- * of rows: their lines alone, their labels marked), focusRow (its lines in colour, its label
+ * of rows: their lines alone, their labels marked), selectedElsewhere (rows are selected, none
+ * of them among these: no lines, every label faint), focusRow (its lines in colour, its label
  * bold), after (the rows after it faint: steps not yet written), axes (a line above: which side
  * is which), notes (a line below), label (the canvas's name), onHover(row | null),
  * onSelect(row, shift)}.
@@ -69,8 +70,8 @@ export function draw(target, m, opts) {
   ctx.clearRect(0, 0, width, height);
   const hover = opts.hoverRow ?? null;
   const only = hover !== null && hover >= 0 && hover < nq ? hover : null;
-  const sel = opts.sel ?? new Set();
-  const picked = only !== null ? new Set([only]) : sel.size ? sel : null;
+  const sel = opts.sel ?? new Set(), selecting = sel.size > 0 || Boolean(opts.selectedElsewhere);
+  const picked = only !== null ? new Set([only]) : selecting ? sel : null;
   // the lines to draw: every weight ≥ 1% of a short window, the strongest of a long one
   const floor = floorOf(m);
   const cand = [];
@@ -99,7 +100,7 @@ export function draw(target, m, opts) {
       const chosen = sel.has(i);
       if (chosen) { ctx.fillStyle = '#fde68a'; ctx.fillRect(0, yq0 + i * step, xl - 2, step); }
       ctx.font = `${chosen || i === focusRow || i === only ? '600 ' : ''}${font}px system-ui, sans-serif`;
-      ctx.fillStyle = i === only || i === focusRow ? FOCUS : (sel.size && !chosen) || (after !== null && i > after) ? '#8b919c' : '#1f2937';
+      ctx.fillStyle = i === only || i === focusRow ? FOCUS : (selecting && !chosen) || (after !== null && i > after) ? '#8b919c' : '#1f2937';
       ctx.fillText(t, xl - 6, yq(i), labelW - 8);
     });
     ctx.font = `${font}px system-ui, sans-serif`;
@@ -152,8 +153,7 @@ export function render(target, run, opts) {
   draw(target, m, {
     width: Math.min(target.clientWidth || 320, 420), height: opts.height ?? 480, fontPx: opts.fontPx ?? 12,
     hoverRow: only === null ? null : only - q0,
-    // selected tokens outside the window: none of its lines
-    sel: selAll.length && !selIn.length ? new Set([-1]) : new Set(selIn.map((q) => q - q0)),
+    sel: new Set(selIn.map((q) => q - q0)), selectedElsewhere: selAll.length > 0 && !selIn.length,
     axes: 'queries (left) → keys (right)', notes,
     label: `line view of layer ${layerNumber(run, opts.layer)}, head ${opts.head}: queries on the left, keys on the right`,
     onHover: (i) => opts.onHover?.(i === null ? null : { q: q0 + i, k: null }),
