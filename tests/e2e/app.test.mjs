@@ -417,6 +417,18 @@ test('512 tokens: every row drawn, no long task over 50 ms, readable zoom, thinn
   const z = await page.evaluate(() => ({ ...document.querySelector('#head-view .heat').dataset }));
   assert.equal(z.labels, 'true', 'zoomed in, the token labels are drawn');
   assert.ok(+z.n <= 64 && +z.cell >= 7, `zoomed to a readable window (${z.n} tokens, ${z.cell} px cells)`);
+  // the line view follows the window; a token selected outside it: none of the window's rows
+  // chosen (every query label faint, no lines), and the note says why
+  const DARK = `(c) => { const d = c.getContext('2d').getImageData(0, 0, c.width / 2, c.height).data; let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 200 && d[i] < 60 && d[i + 1] < 70) n++; return n; }`;
+  const darkQueries = () => page.evaluate((f) => eval(f)(document.querySelector('#lines-view canvas')), DARK);
+  await page.waitForFunction(() => /^tokens \d+–\d+ of 512/.test(document.querySelector('#lines-view .lines-note').textContent));
+  assert.ok(await darkQueries() > 100, 'the window\'s query labels in full ink');
+  await page.evaluate((q) => window.attnscope.store.update({ sel: [q] }), +z.q0 + +z.n < 512 ? 511 : 0);
+  await page.waitForFunction(() => /lines of the selected tokens \(outside this window\)/.test(document.querySelector('#lines-view .lines-note').textContent));
+  assert.equal(await darkQueries(), 0, 'a selection outside the window: every query label faint');
+  await page.evaluate(() => window.attnscope.store.update({ sel: [] }));
+  await page.waitForFunction(() => /weights ≥/.test(document.querySelector('#lines-view .lines-note').textContent));
+  assert.ok(await darkQueries() > 100, 'the selection cleared, the query labels in full ink again');
   // hover redraws only the overlay
   const hoverMs = await page.evaluate(() => {
     const o = document.querySelector('#head-view .overlay');
