@@ -71,7 +71,10 @@ fn set(obj: &Object, key: &str, value: impl Into<JsValue>) -> Result<(), JsError
         .map_err(|_| JsError::new(&format!("cannot set {key}")))
 }
 
-fn flat<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>) -> Float32Array {
+/// `a`'s values in logical (row-major) order, copied into a new JS array.
+fn flat<S: ndarray::Data<Elem = f32>, D: ndarray::Dimension>(
+    a: &ndarray::ArrayBase<S, D>,
+) -> Float32Array {
     match a.as_slice() {
         Some(s) => Float32Array::from(s),
         None => Float32Array::from(a.as_standard_layout().as_slice().unwrap_or(&[])),
@@ -106,11 +109,7 @@ fn record<D: ndarray::Dimension>(
     values: ndarray::ArrayView<f32, D>,
 ) -> Result<JsValue, JsError> {
     let o = to_js(&meta)?;
-    let data = match values.as_slice() {
-        Some(s) => Float32Array::from(s),
-        None => Float32Array::from(values.as_standard_layout().as_slice().unwrap_or(&[])),
-    };
-    set(&o.clone().into(), "values", data)?;
+    set(&o.clone().into(), "values", flat(&values))?;
     Ok(o)
 }
 
@@ -436,14 +435,8 @@ impl Generating {
             .enumerate()
         {
             // (H, n_q, n_k)
-            let kind = AttentionKind::SelfAttention;
-            records.push(&attention_record(
-                Stack::Decoder,
-                kind,
-                layer,
-                kv_heads,
-                values,
-            )?);
+            let (stack, kind) = (Stack::Decoder, AttentionKind::SelfAttention);
+            records.push(&attention_record(stack, kind, layer, kv_heads, values)?);
         }
         set(&o, "records", records)?;
         Ok(o.into())
