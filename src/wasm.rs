@@ -207,6 +207,39 @@ fn translation_records(
     Ok(all)
 }
 
+/// Item `b` of a run as records, one a layer: its attention (`(H, T, T)`, named
+/// `attention`) and, where the run kept them, its scores before softmax (`scores`, the same
+/// shape), each layer's attention before its scores.
+fn run_records(
+    t: &crate::engine::Trace,
+    b: usize,
+    stack: Stack,
+    kv_heads: usize,
+) -> Result<js_sys::Array, JsError> {
+    let all = js_sys::Array::new();
+    let kind = AttentionKind::SelfAttention;
+    for layer in 0..t.attention.len_of(ndarray::Axis(1)) {
+        // (H, T, T)
+        let values = t.attention.index_axis(ndarray::Axis(0), b);
+        let values = values.index_axis(ndarray::Axis(0), layer);
+        all.push(&attention_record(stack, kind, layer, kv_heads, values)?);
+        if let Some(scores) = &t.scores {
+            let values = scores.index_axis(ndarray::Axis(0), b);
+            let values = values.index_axis(ndarray::Axis(0), layer);
+            let meta = RecordMeta {
+                stack,
+                kind,
+                layer,
+                name: "scores",
+                shape: values.shape().to_vec(),
+                attention: None,
+            };
+            all.push(&record(meta, values)?);
+        }
+    }
+    Ok(all)
+}
+
 /// Which engine answers one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Engine {
@@ -894,8 +927,9 @@ impl Session {
 
     /// Runs `texts` (one right-padded batch; each paired with `pair` when it is not blank) under
     /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
-    /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, attention: Float32Array,
-    /// scores?: Float32Array (unless `scores: false`), mask: Uint8Array, logits?: Float32Array,
+    /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, records: [B][record] (each
+    /// item's attention and, unless `scores: false`, its scores, one record a layer:
+    /// [`run_records`]; none for a long text's run), mask: Uint8Array, logits?: Float32Array,
     /// nextTokens?: [B][T][K] of {id, token, text, p} (with `topK`, for a model with an LM head),
     /// headMetrics?: Float32Array, headRoles?: Float32Array, valueNorms?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
     /// hiddenStates?: Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
@@ -1013,10 +1047,12 @@ impl Session {
         let o = Object::new();
         set(&o, "info", to_js(&info)?)?;
         if !long {
-            set(&o, "attention", flat(&t.attention))?;
-        }
-        if let Some(s) = &t.scores {
-            set(&o, "scores", flat(s))?;
+            let kv_heads = model.config.architecture.heads.key_value;
+            let items = js_sys::Array::new();
+            for i in 0..b {
+                items.push(&run_records(t, i, model.weights.stack(), kv_heads)?.into());
+            }
+            set(&o, "records", items)?;
         }
         let m: Vec<u8> = t.mask.0.iter().map(|&b| b as u8).collect();
         set(&o, "mask", Uint8Array::from(m.as_slice()))?;
@@ -1230,9 +1266,9 @@ impl Session {
     }
 
     /// Layer `layer`'s heads of item `item` of long run `run` (its `info.long_run`), computed
-    /// from the run's queries and keys: `{probs: Float32Array, scores: Float32Array}`, each
-    /// `(H, T, T)`. An error when the session no longer keeps that run (it keeps the last),
-    /// or names a layer or item the run does not have.
+    /// from the run's queries and keys: two records as a run's (`[attention, scores]`, each
+    /// `(H, T, T)`: [`run_records`]). An error when the session no longer keeps that run (it
+    /// keeps the last), or names a layer or item the run does not have.
     #[wasm_bindgen(js_name = layerHeads)]
     pub fn layer_heads(&self, run: u32, item: usize, layer: usize) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
@@ -1263,10 +1299,32 @@ impl Session {
                 to.subarray(at, at + n).copy_from(from);
             }
         }
-        let o = Object::new();
-        set(&o, "probs", probs)?;
-        set(&o, "scores", scores)?;
-        Ok(o.into())
+        let stack = self.runner.model().weights.stack();
+        let kind = AttentionKind::SelfAttention;
+        let kv_heads = long.from.heads.key_value;
+        let shape = vec![heads, t, t];
+        let attention = Some(AttentionMeta {
+            query_heads: heads,
+            kv_heads,
+            n_q: t,
+            n_k: t,
+        });
+        let records = js_sys::Array::new();
+        for (name, values, attention) in [("attention", probs, attention), ("scores", scores, None)]
+        {
+            let meta = RecordMeta {
+                stack,
+                kind,
+                layer,
+                name,
+                shape: shape.clone(),
+                attention,
+            };
+            let o = to_js(&meta)?;
+            set(&o.clone().into(), "values", values)?;
+            records.push(&o);
+        }
+        Ok(records.into())
     }
 
     /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the

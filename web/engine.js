@@ -193,7 +193,8 @@ class Engine {
   }
 
   /** Layer `layer`'s heads of item `item` of a long run (`info.long_run`), computed from its kept
-   *  queries and keys: `{probs, scores}`, each `(H, T, T)` (src/wasm.rs `Session.layerHeads`). */
+   *  queries and keys: its records, attention and scores, each `(H, T, T)` (src/wasm.rs
+   *  `Session.layerHeads`; result.js `longLayer` reads them). */
   async layerHeads(key, { run, item, layer }) {
     return (await this.call({ type: 'layer-heads', key, run, item, layer })).result;
   }

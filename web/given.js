@@ -346,7 +346,7 @@ function givenRun(g, source) {
   // the model view does, the head view need not (a long input's first view comes sooner)
   let made = null;
   const summary = Object.defineProperties({}, Object.fromEntries(SUMMARY_FIELDS.map((k) => [k, {
-    enumerable: true, get: () => (made ??= summarise(attention, null, mask, shape))[k],
+    enumerable: true, get: () => (made ??= summarise((b, l, h) => records[l].values.subarray(h * n, (h + 1) * n), null, mask, shape))[k],
   }])));
   // the sentence markers the heads' summaries name ([CLS] and [SEP] for BERT): the special-looking
   // tokens at the first and the last position, as a tokenizer adds them
@@ -357,7 +357,7 @@ function givenRun(g, source) {
    *  from web/engine.js `analyseGiven`; rollout only of every layer). */
   const make = (analyses = null) => {
     const run = fromWorker({
-      info: analyses ? { ...info, head_metrics: analyses.metrics } : info, attention, scores: null, mask, summary,
+      info: analyses ? { ...info, head_metrics: analyses.metrics } : info, records: [records], mask, summary,
       headMetrics: analyses?.headMetrics, rollout: layerNumbers ? null : analyses?.rollout,
     });
     run.given = true;

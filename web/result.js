@@ -11,11 +11,57 @@ function lazy(obj, key, make) {
   });
 }
 
+/** A record's values, checked to be `(H, T, T)`: item b's of layer l, refused by name if not. */
+function headValues(r, b, l, H, T) {
+  if (r.shape.length !== 3 || r.shape[0] !== H || r.shape[1] !== T || r.shape[2] !== T || r.values.length !== H * T * T) {
+    throw new Error(`item ${b}'s ${r.name} of layer ${l} has shape [${r.shape}] (${r.values.length} values), where the run's heads are (${H}, ${T}, ${T})`);
+  }
+  return r.values;
+}
+
 /**
- * `raw`: `{info: RunInfo, attention, scores, mask, logits?, headMetrics?, rollout?,
+ * A long run's layer from its records (src/wasm.rs `Session.layerHeads`: its attention and its
+ * scores, each `(H, T, T)`), item b's layer l: `{probs, scores}`, each H·T·T.
+ */
+export function longLayer(records, b, l, [, , H, T]) {
+  const named = (name) => {
+    const r = records.find((x) => x.name === name);
+    if (!r) throw new Error(`layer ${l} of item ${b} came without its ${name}`);
+    return headValues(r, b, l, H, T);
+  };
+  return { probs: named('attention'), scores: named('scores') };
+}
+
+/**
+ * A run's heads read from its records (src/wasm.rs `run_records`, or given attention's:
+ * docs/given.md): `records[b]` item b's, one a layer, `{name, shape, values}`, its attention
+ * (`name` "attention", `(H, T, T)`) and its scores where the run kept them (`scores`), each in
+ * layer order. Returns `{head(b, l, h), scoresOf(b, l, h)}`, each head's T·T values as a view into
+ * its record's (`scoresOf` null where the run kept no scores). A record of another shape, or an
+ * item without every layer, is refused by name.
+ */
+export function runHeads(records, [B, L, H, T]) {
+  const n = T * T;
+  const layersOf = (name) => records.map((item, b) => {
+    const layers = item.filter((r) => r.name === name).map((r, l) => headValues(r, b, l, H, T));
+    if (layers.length && layers.length !== L) throw new Error(`item ${b} has ${name} of ${layers.length} layers, where the run has ${L}`);
+    return layers;
+  });
+  if (records.length !== B) throw new Error(`the run has records of ${records.length} items, where it ran ${B}`);
+  const attention = layersOf('attention'), scores = layersOf('scores');
+  const part = (layers, b, l, h) => layers[b][l].subarray(h * n, (h + 1) * n);
+  return {
+    head: (b, l, h) => part(attention, b, l, h),
+    scoresOf: scores.every((s) => s.length) ? (b, l, h) => part(scores, b, l, h) : null,
+  };
+}
+
+/**
+ * `raw`: `{info: RunInfo, records, mask, logits?, headMetrics?, rollout?,
  * sentenceEmbedding?, baselineEmbedding?, nextTokens?, baselineNext?}` from the worker; or, in place of `attention`,
- * `head(b, l, h)` giving each head's T·T values on demand (a generation's: web/generation.js).
- * A long text's run (`info.attention` "queries_keys") has no `attention`: its heads come a
+ * `head(b, l, h)` giving each head's T·T values on demand (a generation's: web/generation.js);
+ * `records` as {@link runHeads} reads them.
+ * A long text's run (`info.attention` "queries_keys") has no records: its heads come a
  * layer at a time (`addLayer`), and `head`/`scoresOf` give null for a layer not here yet.
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
  * scoresOf(b, l, h), maskOf(b, l?), maskWhy(b, l, q, k), reach}`; each `results[b]` is the CLI's item for text b.
@@ -26,19 +72,18 @@ let runs = 0;
 const LONG_LAYERS_KEPT = 2;
 
 export function fromWorker(raw) {
-  const { info, attention, scores, mask, logits, summary, headMetrics, headRoles, valueNorms, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
+  const { info, mask, logits, summary, headMetrics, headRoles, valueNorms, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
-  const off = (b, l, h) => (((b * L + l) * H + h) * T) * T;
   // a long run kept each layer's queries and keys, not its probabilities: the page asks the
   // engine for a layer's heads when a view needs them (scope.js `longHeads`), and holds a few
   const long = info.attention === 'queries_keys', layers = new Map();
   const layerOf = (b, l) => layers.get(`${b}:${l}`);
   const part = (a, h) => a.subarray(h * T * T, (h + 1) * T * T);
-  const head = raw.head ?? (long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).probs, h) : null)
-    : (b, l, h) => attention.subarray(off(b, l, h), off(b, l, h) + T * T));
+  const kept = raw.records ? runHeads(raw.records, info.shape) : null;
+  const head = raw.head ?? (long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).probs, h) : null) : kept.head);
   // a run with no scores (a generation's, given attention): null, as a long run's missing layer
   const scoresOf = long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).scores, h) : null)
-    : scores ? (b, l, h) => scores.subarray(off(b, l, h), off(b, l, h) + T * T) : () => null;
+    : kept?.scoresOf ?? (() => null);
   // each layer's reach (`info.reach`: {attention: 'global' | 'sliding', window}), its mask the
   // pass's with the keys outside its window taken out: a sliding layer's own, made once
   const reach = info.reach ?? [], windowed = new Map();
@@ -83,7 +128,7 @@ export function fromWorker(raw) {
       Object.defineProperty(r, 'scores', { enumerable: true, get: () => Array.from({ length: L }, (_, l) => (layerOf(b, l) ? Array.from({ length: H }, (_, h) => rows(scoresOf(b, l, h))) : null)) });
     } else {
       lazy(r, 'attention', () => nested(head, b));
-      lazy(r, 'scores', () => (scores ? nested(scoresOf, b) : null));
+      lazy(r, 'scores', () => (kept?.scoresOf ? nested(scoresOf, b) : null));
     }
     lazy(r, 'mask', () => rows(maskOf(b)).map((row) => Array.from(row)));
     if (logits) r.logits = Array.from(logits.subarray(b * labels, (b + 1) * labels));
@@ -107,11 +152,11 @@ export function fromWorker(raw) {
     long, longRun: info.long_run ?? null,
     /** Whether layer l's heads of item b are here (always, but in a long run). */
     hasLayer: (b, l) => !long || layers.has(`${b}:${l}`),
-    /** A long run's layer l of item b from the engine, `{probs, scores}` (H·T·T each); the two
-     *  layers asked for last are kept. */
-    addLayer(b, l, heads) {
+    /** A long run's layer l of item b from the engine, as its records ({@link longLayer}); the
+     *  two layers asked for last are kept. */
+    addLayer(b, l, records) {
       layers.delete(`${b}:${l}`);
-      layers.set(`${b}:${l}`, heads);
+      layers.set(`${b}:${l}`, longLayer(records, b, l, info.shape));
       while (layers.size > LONG_LAYERS_KEPT) layers.delete(layers.keys().next().value);
     },
     head_mask: info.head_mask, metricNames: info.head_metrics,

@@ -95,13 +95,16 @@ export function foldRows(values, stride, mask, q0, q1, keys, { w, side }, out, o
 }
 
 /**
- * Everything of `raw` (the wasm run: attention and scores `(B, L, H, T, T)`, mask `(B, T, T)`):
+ * Every head of a run of `shape` `(B, L, H, T)`, `head(b, l, h)` its T·T probabilities and
+ * `scoresOf(b, l, h)` its scores (null: none), under `mask` `(B, T, T)`:
  * `{R, thumbs (B·L·H·R·R) | null, thumbMask (B·R·R) | null, probMax, probArg, scoreMax (B·L·H)}`,
  * R the thumbnails' side ({@link thumbBins}) past THUMB positions, else 0 (no thumbnails).
  */
-export function summarise(attention, scores, mask, shape) {
-  const n = shape[3] * shape[3], fold = headsSummary(mask, shape);
-  for (let i = 0; i < shape[0] * shape[1] * shape[2]; i++) fold.add(i, attention.subarray(i * n, (i + 1) * n), scores ? scores.subarray(i * n, (i + 1) * n) : null);
+export function summarise(head, scoresOf, mask, shape) {
+  const [B, L, H] = shape, fold = headsSummary(mask, shape);
+  for (let b = 0, i = 0; b < B; b++) {
+    for (let l = 0; l < L; l++) for (let h = 0; h < H; h++, i++) fold.add(i, head(b, l, h), scoresOf ? scoresOf(b, l, h) : null);
+  }
   return fold.done();
 }
 

@@ -21,7 +21,7 @@
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise, headsSummary } from './summary.js';
 import { renormalised } from './sink.js';
-import { maxAbsDiff as maxDiff } from './result.js';
+import { maxAbsDiff as maxDiff, runHeads, longLayer } from './result.js';
 import { loadBuild } from './wasm-build.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -692,7 +692,7 @@ function longSummary(s, r) {
   const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape);
   const hidden = new Float32Array(n);
   for (let bl = 0; bl < B * L; bl++) {
-    const layer = s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L);
+    const layer = longLayer(s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L), Math.floor(bl / L), bl % L, r.info.shape);
     for (let h = 0; h < H; h++) {
       const p = layer.probs.subarray(h * n, (h + 1) * n);
       own.add(bl * H + h, p, layer.scores.subarray(h * n, (h + 1) * n));
@@ -860,13 +860,14 @@ self.onmessage = async (e) => {
       const s = sessionFor(msg.key);
       const before = s.status;
       const r = await run(s, msg);
-      r.summary = r.attention ? summarise(r.attention, r.scores, r.mask, r.info.shape) : longSummary(s, r);
+      const heads = r.records ? runHeads(r.records, r.info.shape) : null;
+      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r);
       const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
-      if (r.attention) transfer.push(r.attention.buffer);
+      // each item's records' values (its attention and scores, a layer each) transferred, not copied
+      if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       const sink = r.summary.sink; // a long run's, with the first key hidden
       if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer, sink.thumbMask.buffer);
-      if (r.scores) transfer.push(r.scores.buffer);
       for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
@@ -892,7 +893,7 @@ self.onmessage = async (e) => {
       self.postMessage({ id: msg.id, ok: true, result: sessionFor(msg.key).session.readOut(msg.writes, msg.k) });
     } else if (msg.type === 'layer-heads') { // a long run's heads, a layer at a time: src/wasm.rs Session.layerHeads
       const h = sessionFor(msg.key).session.layerHeads(msg.run, msg.item, msg.layer);
-      self.postMessage({ id: msg.id, ok: true, result: h }, [h.probs.buffer, h.scores.buffer]);
+      self.postMessage({ id: msg.id, ok: true, result: h }, h.map((rec) => rec.values.buffer));
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
+import { runHeads, longLayer } from '../../web/result.js';
 
 let server, browser, noGpu;
 before(async () => { server = await startServer(); browser = await launch(); noGpu = await launch({ webgpu: false }); });
@@ -288,6 +289,34 @@ test('three wasm builds: threads where the page is cross-origin isolated, else r
   }
 });
 
+test('a run\'s records: each head is a view into its layer\'s record; a record of another shape, a missing layer or item is refused by name', () => {
+  const [B, L, H, T] = [2, 3, 2, 4], n = T * T;
+  const value = (b, l, h, j, name) => (name === 'attention' ? 1 : -1) * (((b * L + l) * H + h) * n + j);
+  const record = (b, l, name, shape = [H, T, T]) => ({ stack: 'decoder', kind: 'self', layer: l, name, shape, values: Float32Array.from({ length: shape.reduce((x, y) => x * y, 1) }, (_, i) => value(b, l, Math.floor(i / n), i % n, name)) });
+  const item = (b, names = ['attention', 'scores']) => Array.from({ length: L }, (_, l) => names.map((name) => record(b, l, name))).flat();
+  const shape = [B, L, H, T, T];
+  const { head, scoresOf } = runHeads([item(0), item(1)], shape);
+  for (let b = 0; b < B; b++) {
+    for (let l = 0; l < L; l++) {
+      for (let h = 0; h < H; h++) {
+        assert.deepEqual(Array.from(head(b, l, h)), Array.from({ length: n }, (_, j) => value(b, l, h, j, 'attention')), `item ${b}, layer ${l}, head ${h}`);
+        assert.deepEqual(Array.from(scoresOf(b, l, h)), Array.from({ length: n }, (_, j) => value(b, l, h, j, 'scores')), `scores of item ${b}, layer ${l}, head ${h}`);
+      }
+    }
+  }
+  assert.equal(runHeads([item(0, ['attention']), item(1, ['attention'])], shape).scoresOf, null, 'a run without scores has none');
+  const wrong = item(1);
+  wrong[2] = record(1, 1, 'attention', [H, T, T - 1]);
+  assert.throws(() => runHeads([item(0), wrong], shape), { message: "item 1's attention of layer 1 has shape [2,4,3] (24 values), where the run's heads are (2, 4, 4)" });
+  assert.throws(() => runHeads([item(0), item(1).slice(0, 4)], shape), { message: 'item 1 has attention of 2 layers, where the run has 3' });
+  assert.throws(() => runHeads([item(0)], shape), { message: 'the run has records of 1 items, where it ran 2' });
+  // a long run's layer, asked for alone
+  const layer = longLayer([record(1, 2, 'attention'), record(1, 2, 'scores')], 1, 2, shape);
+  assert.equal(layer.probs[n + 3], value(1, 2, 1, 3, 'attention'));
+  assert.equal(layer.scores[n + 3], value(1, 2, 1, 3, 'scores'));
+  assert.throws(() => longLayer([record(1, 2, 'attention')], 1, 2, shape), { message: 'layer 2 of item 1 came without its scores' });
+});
+
 test('run option scores: false returns the probabilities alone, the same as with the scores', async () => {
   const p = await open('#e=cpu', {}, noGpu);
   const got = await p.page.evaluate(async () => {
@@ -300,8 +329,12 @@ test('run option scores: false returns the probabilities alone, the same as with
         const s = await m.loadSession('t', await get('config.json'), m.WeightsFile.fromBytes('model.safetensors', await get('model.safetensors')), await get('tokenizer.json'), 'cpu');
         const text = ['the scores are kept unless asked not to'];
         const [kept, alone] = [await s.run(text, undefined, 'padding', 'cpu', {}), await s.run(text, undefined, 'padding', 'cpu', { scores: false })];
-        const same = kept.attention.length === alone.attention.length && kept.attention.every((v, i) => v === alone.attention[i]);
-        self.postMessage({ scoresKept: kept.scores?.length ?? 0, scoresAlone: alone.scores === undefined, size: alone.attention.length, same });
+        // each item's records, one a layer: its attention, then (kept) its scores
+        const named = (r, name) => r.records[0].filter((x) => x.name === name);
+        const count = (recs) => recs.reduce((n, x) => n + x.values.length, 0);
+        const [a, b] = [named(kept, 'attention'), named(alone, 'attention')];
+        const same = a.length === b.length && a.every((x, l) => x.layer === b[l].layer && x.values.length === b[l].values.length && x.values.every((v, i) => v === b[l].values[i]));
+        self.postMessage({ scoresKept: count(named(kept, 'scores')), scoresAlone: named(alone, 'scores').length === 0, size: count(b), same });
       } catch (e) { self.postMessage({ error: String(e.stack || e) }); }
     };`;
     const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
