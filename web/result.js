@@ -478,6 +478,39 @@ export function matricesOf(r, attn, byValue = false) {
   return values.map((heads, l) => heads.map((v, h) => ({ values: norms ? weighRows(v, norms[l][h]) : v, rows, cols, masked })));
 }
 
+let matrixRuns = 0;
+
+/**
+ * `[L][H]` matrices of n_q × n_k (what {@link matricesOf} gives: `{values: [n_q][n_k], rows, cols,
+ * masked(q, k)}`, alike in every head) as the run contract's heads, for the views that draw any
+ * n_q × n_k attention (views/grid.js): `{id, B: 1, L, H, T: n_q, nk: n_k, head(0, l, h) → n_q·n_k,
+ * maskOf(0, l) → n_q·n_k (1 = a key the query may read), results: [{labels: the rows',
+ * keyLabels: the columns'}], layerNumbers, …}`, each head's values copied flat once it is read.
+ * `number(l)`: the model's number of layer l.
+ */
+export function runOfMatrices(matrices, number = (l) => l) {
+  const L = matrices.length, H = matrices[0]?.length ?? 0, m0 = matrices[0]?.[0];
+  const nq = m0?.rows.length ?? 0, nk = m0?.cols.length ?? 0;
+  const heads = new Map();
+  const head = (_, l, h) => {
+    const key = l * H + h;
+    if (!heads.has(key)) {
+      const flat = new Float32Array(nq * nk);
+      matrices[l][h].values.forEach((row, q) => flat.set(row.length > nk ? row.slice(0, nk) : row, q * nk));
+      heads.set(key, flat);
+    }
+    return heads.get(key);
+  };
+  const mask = Uint8Array.from({ length: nq * nk }, (_, i) => (m0?.masked?.(Math.floor(i / nk), i % nk) ? 0 : 1));
+  const numbers = Array.from({ length: L }, (_, l) => number(l));
+  return {
+    id: `matrices:${++matrixRuns}`, B: 1, L, H, T: nq, nk, head, maskOf: () => mask,
+    results: [{ labels: m0?.rows ?? [], keyLabels: m0?.cols ?? [] }],
+    layerNumbers: numbers.every((n, l) => n === l) ? null : numbers,
+    reach: [], thumb: () => null, hasLayer: () => true, metric: () => null,
+  };
+}
+
 /** Rows of attention with each key's weight times its value's size `norms[k]`, each row divided
  *  by its new sum (all 0 where nothing is left): web/values.js `weighed`, for nested rows. */
 function weighRows(rows, norms) {

@@ -357,7 +357,7 @@ async function encoderDecoder(page, attrs, bytes, clicks = []) {
       head: root.querySelector('.tr-head figcaption')?.textContent ?? null,
       step: root.querySelector('.tr-step h3')?.textContent ?? null,
       output: root.querySelector('.tr-output')?.textContent ?? null,
-      grid: root.querySelector('canvas.rect-grid')?.getAttribute('aria-label') ?? null,
+      grid: root.querySelector('.tr-grid .grid')?.getAttribute('aria-label') ?? null,
       line: root.querySelector('.tr-line')?.textContent ?? null,
     });
     const states = [shot()];

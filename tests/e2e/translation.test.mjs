@@ -29,10 +29,11 @@ after(async () => {
 /** `attnscope translate` on the fixture. */
 const cli = (args) => attnscope(['translate', '--model', fixture, '--top-k', '5', ...args]).results[0];
 
-/** The [rows, cols] of the translation view's head, line and grid canvases (grid: [layers, heads]). */
+/** The [rows, cols] of the translation view's head and line canvases, and its grid's [layers, heads]. */
 const shapes = (page) => page.evaluate(() => {
   const of = (sel, a, b) => { const c = document.querySelector(sel); return c ? [Number(c.dataset[a]), Number(c.dataset[b])] : null; };
-  return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.lines', 'rows', 'cols'), grid: of('.tr-grid canvas.rect-grid', 'layers', 'heads') };
+  const grid = document.querySelector('.tr-grid .grid');
+  return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.lines', 'rows', 'cols'), grid: grid && [grid.querySelectorAll('.rowlabel').length, grid.querySelectorAll('.collabel').length] };
 });
 
 
@@ -209,7 +210,7 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
       played: { steps, label: a.shadowRoot.querySelector('.tr-nav button:last-child').textContent },
       a: { text: ra.output_text, step: aStep, caption: caption(a), panes: panes(a) },
       b: { text: rb.output_text, target: rb.target, caption: caption(b), select: b.shadowRoot.querySelector('select[aria-label=layer]').value },
-      c: { text: rc.output_text, panes: panes(c), grid: [c.shadowRoot.querySelector('canvas.rect-grid').dataset.layers, c.shadowRoot.querySelector('canvas.rect-grid').dataset.heads], pressed: c.shadowRoot.querySelector('.tr-attn[aria-pressed=true]').dataset.attn },
+      c: { text: rc.output_text, panes: panes(c), grid: [c.shadowRoot.querySelectorAll('.tr-grid .grid .rowlabel').length, c.shadowRoot.querySelectorAll('.tr-grid .grid .collabel').length], pressed: c.shadowRoot.querySelector('.tr-attn[aria-pressed=true]').dataset.attn },
       d: { masks: masks.length, combined: masks[3]?.querySelector('caption').textContent, applied: d.shadowRoot.querySelector('.tr-applied figcaption')?.textContent, panes: panes(d), result: d.result.source },
       e: { formula: e.shadowRoot.querySelector('.dec-inside .inside-formula')?.textContent, figs: e.shadowRoot.querySelectorAll('.dec-inside .dec-cross-fig').length, rows: e.shadowRoot.querySelectorAll('.dec-inside tr').length, panes: panes(e) },
     };
@@ -226,7 +227,7 @@ test('<attn-scope model="models/dates/"> shows the translation view, on the head
   assert.equal(got.c.text, '2018-05-09');
   assert.deepEqual(got.c.panes, ['tr-grid'], 'view="model": every layer and head');
   assert.equal(got.c.pressed, 'encoder', 'attention="encoder"');
-  assert.deepEqual(got.c.grid, ['2', '4']);
+  assert.deepEqual(got.c.grid, [2, 4]);
   assert.equal(got.d.masks, 4, 'view="masks": the batch\'s four masks');
   assert.match(got.d.combined, /source 2: tgt_mask = \(tgt != pad\) & no-peek/, 'item="1": the second source');
   assert.match(got.d.applied, /decoder self-attention of source 2 over the padded batch/);
@@ -265,16 +266,26 @@ test('the three attentions: a link restores the attention, view, layer, head and
   assert.equal(await hoverTranslationCell(page, 4, 2), `step 5 (writes “${want.output_tokens[5]}”, reads “${want.output_tokens[4]}”) → “${want.output_tokens[2]}” at position 2: ${v[4][2].toFixed(3)}`);
   assert.match(await hoverTranslationCell(page, 1, 3), /masked/);
   // a click on the grid focuses a head; the link follows
-  await page.evaluate(() => document.querySelector('.tr-grid canvas').scrollIntoView({ block: 'center' }));
-  const box = await page.locator('.tr-grid canvas').boundingBox();
-  const g = await page.evaluate(() => document.querySelector('.tr-grid .tr-canvas')._view);
-  await page.mouse.click(box.x + g.x0 + 2 * (g.tw + g.gap) + g.tw / 2, box.y + g.y0 + (g.th + g.gap) + g.th / 2);
+  await page.evaluate(() => document.querySelector('.tr-grid .grid').scrollIntoView({ block: 'center' }));
+  await page.click('.tr-grid .cell[data-layer="1"][data-head="2"]');
   await page.waitForFunction(() => /[#&]l=1&h=2(&|$)/.test(location.hash), null, { timeout: 5000 });
   // the cross-attention with its line view: decoder steps left, source tokens right
   await page.selectOption('.tr-show', 'both');
   await page.click('.tr-attn[data-attn=cross]');
   await page.waitForFunction(() => /[#&]l=1&h=2/.test(location.hash) && !/[#&]a=/.test(location.hash), null, { timeout: 5000 });
   assert.deepEqual(await shapes(page), { head: [T, S], lines: [T, S], grid: [2, 4] });
+  // the grid draws each T × S head whole (views/grid.js, as a run's): every cell names its
+  // strongest weight, the CLI's, and where it is; the focused head is the one clicked
+  await page.waitForFunction(() => document.querySelector('.tr-grid .grid')?.getAttribute('aria-label')?.startsWith('every layer and head of the cross-attention'));
+  const cells = await page.evaluate(() => [...document.querySelectorAll('.tr-grid .cell')].map((c) => ({ l: +c.dataset.layer, h: +c.dataset.head, label: c.getAttribute('aria-label'), focused: c.classList.contains('focused') })));
+  assert.equal(cells.length, 8);
+  for (const c of cells) {
+    const head = want.cross_attention[c.l][c.h], max = Math.max(...head.flat());
+    const at = head.flat().indexOf(max), q = Math.floor(at / S), k = at % S;
+    const src = want.source_tokens[k].replace(/▁/g, ' ').trim() || want.source_tokens[k];
+    assert.ok(c.label.startsWith(`layer ${c.l}, head ${c.h}: strongest `) && c.label.endsWith(` → ${src} (${max.toFixed(2)})`), `layer ${c.l}, head ${c.h}: ${c.label} (the CLI's strongest: step ${q + 1} → ${src}, ${max.toFixed(2)})`);
+    assert.equal(c.focused, c.l === 1 && c.h === 2, `layer ${c.l}, head ${c.h} focused`);
+  }
   assert.equal(await hoverTranslationCell(page, 0, 1), `step 1 (writes “${want.output_tokens[1]}”, reads “${want.output_tokens[0]}”) → source “${want.source_tokens[1].replace(/▁/g, ' ').trim() || want.source_tokens[1]}” at position 1: ${want.cross_attention[1][2][0][1].toFixed(3)}`);
   // exports: the head as SVG (one rect a cell), the item as JSON (the numbers), PNG at 2×
   const download = async (sel) => {

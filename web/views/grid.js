@@ -228,19 +228,24 @@ function colouring(run, opts) {
   return { values: (l, h) => flat[l * run.H + h], sc: metricScale(lo, hi, metricLabel(opts.metric, opts.modelInfo)), what: metricLabel(opts.metric, opts.modelInfo) };
 }
 
-/**
- * `run`: the result contract; `opts`: {item, layer, head, scale: 'absolute' | 'head', metric: a
- * METRICS name or '', off: Set of "layer:head" knocked out, compare: compareOf(run) or null,
- * onFocus(layer, head), onMove(dLayer, dHead), onKnock(layer, head)}.
- */
 /** A generation's (web/generation.js GenerationResult) number, for the keys of what was drawn. */
 const sources = new WeakMap();
 let sourcesSeen = 0;
 const sourceId = (source) => sources.get(source) ?? sources.set(source, ++sourcesSeen).get(source);
 
+/**
+ * `run`: the result contract (its heads T × T, or T × `run.nk`, each with its layer's mask);
+ * `opts`: {item, layer, head, scale: 'absolute' | 'head', metric: a METRICS name or '', off: Set
+ * of "layer:head" knocked out, compare: compareOf(run) or null, label: what the heads are (the
+ * grid's accessible name begins with it), onFocus(layer, head), onMove(dLayer, dHead),
+ * onKnock(layer, head)}.
+ */
+
 export function render(target, run, opts) {
   target._opts = opts;
-  const { L, H, T } = run;
+  // `T` queries over `nk` keys: a run's T × T, or any attention's n_q × n_k (a translation's
+  // cross-attention: result.js runOfMatrices)
+  const { L, H, T } = run, nk = run.nk ?? T;
   const off = opts.off ?? new Set();
   const number = (l) => layerNumber(run, l);
   const reach = run.reach ?? [];
@@ -299,7 +304,7 @@ export function render(target, run, opts) {
   }
   if (part) partEl.textContent = `${partWords(part)}, in every head`;
   else partEl?.remove();
-  target.querySelector('.grid').setAttribute('aria-label', `${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : part ? `, ${PARTS[part.name]}` : ''}; arrow keys move the focused head${opts.onKnock ? ', alt-click knocks a head out' : ''}`);
+  target.querySelector('.grid').setAttribute('aria-label', `${opts.label ? `${opts.label}: ` : ''}${L} layers × ${H} heads${by ? `, coloured by ${by.what}` : part ? `, ${PARTS[part.name]}` : ''}; arrow keys move the focused head${opts.onKnock ? ', alt-click knocks a head out' : ''}`);
   const token = (target._token = {});
   // the cells move only when the grid is resized (the ResizeObserver lays them out again then)
   // or rebuilt: reading their places at every keystroke forced a layout of the page
@@ -328,7 +333,8 @@ export function render(target, run, opts) {
     return;
   }
   const R = Math.max(16, Math.ceil(target._geo.side * dpr()));
-  const tokens = run.results[opts.item].labels;
+  const tokens = run.results[opts.item].labels, keys = run.results[opts.item].keyLabels ?? tokens;
+  const strongest = (arg, max) => `strongest ${tokens[Math.floor(arg / nk)]} → ${keys[arg % nk]} (${max.toFixed(2)})`;
   // the sheet keeps each head's pixels, so a resize or a focus move redraws without recomputing
   // (a slot of R pixels a head, kept while R is: short inputs use a corner of theirs)
   let sheet = target._sheet;
@@ -370,7 +376,7 @@ export function render(target, run, opts) {
         sctx.fillRect(x + last.px, y, q.n - last.px, p0);
       }
       sheet.n[i] = sheet.rows[i] = q.n;
-      label(i, `strongest ${tokens[Math.floor(p.arg / T)]} → ${tokens[p.arg % T]} (${p.max.toFixed(2)})`);
+      label(i, strongest(p.arg, p.max));
     });
     paint(target, null);
     measure('attnscope:model:chunk', start);
@@ -389,13 +395,16 @@ export function render(target, run, opts) {
       // than the thumbnail: a phone's or a laptop's cells; the strongest cell stays the worker's);
       // short ones are pooled here (cheaply)
       const t = run.thumb(opts.item, l, h);
-      if (part) { // a pair's part: from the head, or (a long text's layer not fetched) its thumbnail's bins
-        const p = run.hasLayer(opts.item, l) ? pooledPart(run.head(opts.item, l, h), run.maskOf(opts.item, l), T, part, R) : partOfThumb(t, T, part, R);
+      // a pair's part: from the head, or (a long text's layer not fetched) its thumbnail's bins;
+      // an n_q × n_k head: all of it, stretched to the square cell
+      const block = part ?? (nk !== T ? { q0: 0, q1: T, k0: 0, k1: nk } : null);
+      if (block) {
+        const p = run.hasLayer(opts.item, l) ? pooledPart(run.head(opts.item, l, h), run.maskOf(opts.item, l), nk, block, R) : partOfThumb(t, T, part, R);
         sctx.clearRect(h * sheet.slot, l * sheet.slot, sheet.slot, sheet.slot);
         sctx.putImageData(pixels(p.values, p.rows, probScale(p.max), p.mask, p.cols), h * sheet.slot, l * sheet.slot);
         sheet.n[i] = p.cols;
         sheet.rows[i] = p.rows;
-        label(i, p.arg === null ? `${PARTS[part.name]}, strongest ${p.max.toFixed(2)}` : `strongest ${tokens[Math.floor(p.arg / T)]} → ${tokens[p.arg % T]} (${p.max.toFixed(2)})`);
+        label(i, p.arg === null ? `${PARTS[part.name]}, strongest ${p.max.toFixed(2)}` : strongest(p.arg, p.max));
         drawn.push(i++);
         continue;
       }
@@ -404,7 +413,7 @@ export function render(target, run, opts) {
       const { max, arg } = p;
       sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);
       sheet.n[i] = sheet.rows[i] = p.n;
-      label(i, `strongest ${tokens[Math.floor(arg / T)]} → ${tokens[arg % T]} (${max.toFixed(2)})`);
+      label(i, strongest(arg, max));
       drawn.push(i++);
     }
     paint(target, drawn);

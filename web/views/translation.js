@@ -16,9 +16,10 @@
 // the attention's controls sit beside the views, and the focused head's heatmap ends above the
 // fold (its top as drawn, measured, and the head drawn again to fit under it when it did not).
 
-import { matricesOf, decoderSteps, attentionsOf, translationLayer, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
+import { matricesOf, runOfMatrices, decoderSteps, attentionsOf, translationLayer, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
 import { isDatesModel, dateProblem } from '../examples.js';
 import * as rect from './rect.js';
+import * as grid from './grid.js';
 import * as lines from './lines.js';
 import * as legend from './legend.js';
 import { scale } from '../colour.js';
@@ -223,7 +224,7 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   const wide = room >= 900 || beside;
   const inner = (frac) => Math.max(220, Math.floor(wide ? room * frac : room) - 16);
   const linesW = Math.min(380 + 10 * Math.max(0, fontPx - 12), inner(0.27));
-  let linesEl = null, headEl = null, headOpts = null;
+  let linesEl = null, headEl = null, headOpts = null, gridEl = null;
   const drawLines = (hoverRow) => linesEl && lines.draw(linesEl, m, { width: linesW, fontPx, focusRow, hoverRow, after: attn === 'encoder' ? null : t, notes: [`weights ≥ ${lines.floorOf(m)}`], label: `line view of the ${label}: queries on the left, keys on the right` });
   if (panes.includes('head')) {
     const v = pane('tr-head', `Layer ${nl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : `${T} steps (rows: ${written ? 'writes ← reads' : 'what each reads'}) × ${attn === 'cross' ? `${S} source tokens` : `the ${T} tokens read`}, step ${t + 1} outlined`}`);
@@ -250,8 +251,8 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     drawLines(null);
   }
   if (panes.includes('grid')) {
-    const v = pane('tr-grid', `Every layer and head of the ${ATTENTION_KINDS[attn].name} (click one to focus it)`);
-    rect.grid(v, { matrices, layer: fl, head: fh, fontPx: Math.max(11, fontPx - 1), width: Math.min(inner(0.24), 120 * stack.heads + 40), onFocus, number: (l) => translationLayer(r, attn, l), label: `every layer and head of the ${ATTENTION_KINDS[attn].name}` });
+    gridEl = pane('tr-grid', `Every layer and head of the ${ATTENTION_KINDS[attn].name} (click one to focus it)`);
+    gridEl.style.width = `${Math.min(inner(0.24), 72 * stack.heads + 40)}px`;
   }
   main.append(side, views);
   out.append(main);
@@ -269,10 +270,15 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   target.setAttribute('aria-label', `translation, step ${t + 1} of ${T}: ← and → step through the decoding`);
   if (had !== null) (had && target.querySelector(`[aria-label="${CSS.escape(had)}"]`) || target).focus({ preventScroll: true });
   if (beside && headEl) fitAboveFold(headEl, headOpts, foldPx);
+  // the model view's grid, as a run's (views/grid.js), once in the page: it lays its cells out
+  if (gridEl) {
+    const onMove = (dl, dh) => onFocus?.(Math.max(0, Math.min(stack.layers - 1, fl + dl)), Math.max(0, Math.min(stack.heads - 1, fh + dh)));
+    grid.render(gridEl, runOfMatrices(matrices, (l) => translationLayer(r, attn, l)), { item: 0, layer: fl, head: fh, scale: 'absolute', label: `every layer and head of the ${ATTENTION_KINDS[attn].name}`, onFocus, onMove });
+  }
   // ← and → step through the decoding wherever the focus is in the view (not in a control that
   // takes the arrows itself)
   target.onkeydown = (e) => {
-    if (!['ArrowLeft', 'ArrowRight'].includes(e.key) || e.target.closest?.('select, input')) return;
+    if (!['ArrowLeft', 'ArrowRight'].includes(e.key) || e.defaultPrevented || e.target.closest?.('select, input')) return;
     e.preventDefault();
     onStep?.(Math.max(0, Math.min(T - 1, t + (e.key === 'ArrowRight' ? 1 : -1))));
   };
