@@ -80,7 +80,7 @@ pub fn dot_product_attention(
         mask,
         scale.into(),
         Some(scores.view_mut()),
-        probs.view_mut(),
+        Some(probs.view_mut()),
         Some(output.view_mut()),
     );
     // SAFETY: `attend_into` writes every value of the three
@@ -114,9 +114,10 @@ const QUERY_BLOCK: usize = 64;
 /// writes each head straight into its slice of the trace, with no array of its own per head),
 /// which may be uninitialised: every value of each is written. `scores`: `None` when they are
 /// not kept (`QKᵀ` is then computed in `probs` and turned into probabilities there).
-/// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). Every query row
-/// is independent of the others, so the steps run over blocks of [`QUERY_BLOCK`] rows; each
-/// row is computed as it would be alone.
+/// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). `probs`: `None`
+/// when they are not kept (each block's are then computed in a buffer of the block's size).
+/// Every query row is independent of the others, so the steps run over blocks of
+/// [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
@@ -130,7 +131,7 @@ fn attend_into(
     mask: Option<ArrayView2<bool>>,
     scale: ScoreFactor,
     mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
-    mut probs: ArrayViewMut2<MaybeUninit<f32>>,
+    mut probs: Option<ArrayViewMut2<MaybeUninit<f32>>>,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
@@ -142,9 +143,18 @@ fn attend_into(
     let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
     let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
     let n_q = q.nrows();
+    // where the probabilities are not kept: one block's at a time, (block, n_k)
+    let mut scratch = probs
+        .is_none()
+        .then(|| Array2::uninit((QUERY_BLOCK.min(n_q), k.nrows())));
     for start in (0..n_q).step_by(QUERY_BLOCK) {
-        let rows = s![start..(start + QUERY_BLOCK).min(n_q), ..];
-        let block = probs.slice_mut(rows); // (block, n_k)
+        let end = (start + QUERY_BLOCK).min(n_q);
+        let rows = s![start..end, ..];
+        let block = match (probs.as_mut(), scratch.as_mut()) {
+            (Some(probs), _) => probs.slice_mut(rows),
+            (None, Some(scratch)) => scratch.slice_mut(s![..end - start, ..]),
+            (None, None) => unreachable!("a buffer is made where the probabilities are not kept"),
+        }; // (block, n_k)
         let mask = mask.map(|m| m.slice_move(rows));
         let probs = match scores.as_mut() {
             Some(scores) => {
@@ -188,7 +198,7 @@ fn attend_rows(
     mask: Option<ArrayView2<bool>>,
     factor: f32,
     mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
-    mut probs: ArrayViewMut2<MaybeUninit<f32>>,
+    mut probs: Option<ArrayViewMut2<MaybeUninit<f32>>>,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
 ) {
     // a head's rows are contiguous in the projections (its columns of each row)
@@ -218,7 +228,9 @@ fn attend_rows(
                     write_row(scores.row_mut(i), &row);
                 }
                 masked_softmax_in_place(&mut row, allowed);
-                write_row(probs.row_mut(i), &row);
+                if let Some(probs) = probs.as_mut() {
+                    write_row(probs.row_mut(i), &row);
+                }
                 if let Some(output) = output.as_mut() {
                     // Σⱼ pⱼ·vⱼ
                     context.fill(0.0);
@@ -372,12 +384,15 @@ pub struct MultiHeadOutput {
 /// Where [`heads_into`] writes each head's probabilities and, if kept, scores: the caller's
 /// arrays (a layer's slice of the trace), so nothing is filled and then copied. They may be
 /// uninitialised: when it returns `Ok`, every value of each has been written (a knocked-out
-/// head's too), and nothing is read before it is written.
+/// head's too), and nothing is read before it is written. `probs`: `None` when they are not
+/// kept (a long text's pass, which keeps the queries and keys instead): each head then
+/// computes them a block of query rows at a time in a buffer of its own, `QUERY_BLOCK × n_k`,
+/// never `n_q × n_k`, with the same values.
 ///
 /// # Shapes
 /// * `probs`, `scores`: `(H, n_q, n_k)`
 pub struct HeadArrays<'a> {
-    pub probs: ArrayViewMut3<'a, MaybeUninit<f32>>,
+    pub probs: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
     pub scores: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
 }
 
@@ -433,7 +448,7 @@ pub fn multi_head_attention(
     let mut scores = Array3::uninit((heads, n_q, n_k));
     let mut context = Array2::uninit((n_q, v.ncols()));
     let arrays = HeadArrays {
-        probs: probs.view_mut(),
+        probs: Some(probs.view_mut()),
         scores: Some(scores.view_mut()),
     };
     heads_into(
@@ -510,11 +525,22 @@ pub fn head_attention(
         Some(mask),
         scale,
         kept.as_mut().map(|s| s.view_mut()),
-        probs.view_mut(),
+        Some(probs.view_mut()),
         None,
     );
     // SAFETY: `attend_into` writes every value of `probs` and of the scores it is given
     unsafe { Ok((probs.assume_init(), kept.map(|s| s.assume_init()))) }
+}
+
+/// Each of `h` heads' `(n_q, n_k)` of `a` `(H, n_q, n_k)`, or `h` nones where there is none.
+fn per_head<'s>(
+    a: Option<&'s mut ArrayViewMut3<'_, MaybeUninit<f32>>>,
+    h: usize,
+) -> Vec<Option<ArrayViewMut2<'s, MaybeUninit<f32>>>> {
+    match a {
+        Some(a) => a.axis_iter_mut(Axis(0)).map(Some).collect(),
+        None => (0..h).map(|_| None).collect(),
+    }
 }
 
 /// Head `h`'s columns of `x`, `h·d..(h+1)·d`.
@@ -590,7 +616,7 @@ pub fn heads_into(
         mut probs,
         mut scores,
     } = arrays;
-    for a in std::iter::once(&probs).chain(scores.as_ref()) {
+    for a in probs.iter().chain(scores.as_ref()) {
         if a.dim() != (h, n_q, n_k) {
             return shape(
                 "per-head attention arrays (H, n_q, n_k)",
@@ -599,15 +625,11 @@ pub fn heads_into(
             );
         }
     }
-    // each head's scores, or none when they are not kept
-    let scores: Vec<Option<ArrayViewMut2<MaybeUninit<f32>>>> = match scores.as_mut() {
-        Some(s) => s.axis_iter_mut(Axis(0)).map(Some).collect(),
-        None => (0..h).map(|_| None).collect(),
-    };
+    // each head's probabilities and scores, or none where they are not kept
+    let (probs, scores) = (per_head(probs.as_mut(), h), per_head(scores.as_mut(), h));
     // the heads attend independently: in parallel where there are threads, each writing its
     // own columns of the concatenation
     probs
-        .axis_iter_mut(Axis(0))
         .into_par_iter()
         .zip(scores)
         .zip(context.axis_chunks_iter_mut(Axis(1), d_v))

@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
 
-use ndarray::{concatenate, s, Array2, Array3, Array5, ArrayView2, Axis};
+use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
 use rayon::prelude::*;
 
 use super::attention::{heads_into, HeadArrays};
@@ -182,10 +182,6 @@ pub struct CpuOps<'a> {
     groups: Vec<Group>,
     kept: HashMap<Kept, CpuX>,
     cache: Option<&'a mut DecoderCache>,
-    /// In a pass that keeps the queries and keys: the one `(H, n_q, n_k)` array every layer's
-    /// heads are written to in turn (one allocation a pass, not one a layer: wasm's memory never
-    /// shrinks, and a long text's 42 MB a layer would scatter it).
-    own: Option<Array3<MaybeUninit<f32>>>,
 }
 
 impl<'a> CpuOps<'a> {
@@ -208,7 +204,6 @@ impl<'a> CpuOps<'a> {
             groups: vec![],
             kept: HashMap::new(),
             cache,
-            own: None,
         }
     }
 
@@ -548,27 +543,22 @@ impl Ops for CpuOps<'_> {
         // (B·n_q, H·d_v): every query head writes its context, from its group's values
         let d_v = vv.ncols() / heads.key_value;
         let mut context = Array2::uninit((b * n_q, heads.query * d_v));
-        // a pass that keeps the queries and keys writes an item's heads into an array of its
-        // own (`own`), every layer's in turn
         let queries_keys = self.opts.keeps_queries_keys(id.kind);
         if queries_keys {
             self.keep(Kept::Queries(layer), q)?;
             self.keep(Kept::Keys(layer), k)?;
         }
-        let shape = (heads.query, n_q, n_k);
-        let mut own = match self.own.take() {
-            Some(a) if queries_keys && a.dim() == shape => Some(a),
-            _ => queries_keys.then(|| Array3::uninit(shape)),
-        };
         let g = self.group(id, [heads.query, n_q, n_k])?;
         for i in 0..b {
-            let arrays = match own.as_mut() {
-                Some(probs) => HeadArrays {
-                    probs: probs.view_mut(),
+            // a pass that keeps the queries and keys keeps no probability: each head computes
+            // its own a block of rows at a time
+            let arrays = match queries_keys {
+                true => HeadArrays {
+                    probs: None,
                     scores: None,
                 },
-                None => HeadArrays {
-                    probs: g.probs.slice_mut(s![i, layer, .., .., ..]),
+                false => HeadArrays {
+                    probs: Some(g.probs.slice_mut(s![i, layer, .., .., ..])),
                     scores: g
                         .scores
                         .as_mut()
@@ -588,7 +578,6 @@ impl Ops for CpuOps<'_> {
             )?;
         }
         g.written[layer] = true;
-        self.own = own;
         // SAFETY: `heads_into` returned Ok for every item, writing every row of the context
         let context = unsafe { context.assume_init() };
         if n_q == new_rows {
