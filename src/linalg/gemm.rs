@@ -178,6 +178,51 @@ pub fn matmul_in_one_thread<'c>(
     matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c)
 }
 
+/// [`matmul_in_one_thread`] over the columns of `B`'s panels `panels` alone ([`NR`] columns
+/// each, the last one's as many as `B` has): only those columns of `C` are written, each value
+/// the same bits as the whole product gives it (one row of `A` times one column of `B`, summed
+/// in the same order whatever the panels). Returns those columns of `C`, written.
+///
+/// # Shapes
+/// * `a`: `(m, k)`, `b`: `(k, n)`, `c`: `(m, n)` with unit column stride → `(m, columns)`
+pub fn matmul_panels_in_one_thread<'c>(
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    panels: Range<usize>,
+    alpha: f32,
+    mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
+) -> ArrayViewMut2<'c, f32> {
+    let (m, n) = (a.nrows(), b.n);
+    check(a, b);
+    assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
+    assert!(
+        c.strides()[1] == 1 && c.strides()[0] >= 0,
+        "matmul over some panels: C's columns must be adjacent"
+    );
+    let panels = panels.start.min(n.div_ceil(NR))..panels.end.min(n.div_ceil(NR));
+    let out = Out {
+        c: c.as_mut_ptr().cast(),
+        ldc: c.strides()[0] as usize,
+    };
+    // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
+    // mutably for the call; `product` writes each value of the panels' columns.
+    unsafe {
+        product(
+            Isa::best(),
+            Sharing::OneThread,
+            a,
+            b,
+            alpha,
+            None,
+            out,
+            panels.clone(),
+        )
+    };
+    let columns = panels.start * NR..(panels.end * NR).min(n);
+    // SAFETY: every value of these columns was written above
+    unsafe { c.slice_move(ndarray::s![.., columns]).assume_init() }
+}
+
 /// Whether a product may share its panels among rayon's threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sharing {
@@ -223,7 +268,7 @@ fn matmul_into<'c>(
         };
         // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
         // mutably for the call; `product` writes each of its values.
-        unsafe { product(isa, sharing, a, b, alpha, bias, out) }
+        unsafe { product(isa, sharing, a, b, alpha, bias, out, 0..n.div_ceil(NR)) }
     } else {
         // the kernel writes rows of C with unit column stride: into a new array, then copied
         let product = matmul_new_on(isa, sharing, a, b, alpha, bias);
@@ -249,13 +294,15 @@ struct Out {
     ldc: usize,
 }
 
-/// `C = α·A·B + bias` written into `out`: every value of `C` is written, and none is read before
-/// it is written, so `out` may be uninitialised.
+/// `C = α·A·B + bias` written into `out` for the columns of `B`'s panels `panels` (all of them:
+/// `0..⌈n / NR⌉`): every value of those columns of `C` is written, and none is read before it
+/// is written, so `out` may be uninitialised.
 ///
 /// # Safety
 /// `out` must point to `m × n` writable values (`m` = `A`'s rows, `n` = `B`'s columns), rows
 /// `ldc ≥ n` apart, that nothing else reads or writes during the call; `A`'s columns are `B`'s
-/// rows; the CPU runs `isa`.
+/// rows; `panels` lies within `0..⌈n / NR⌉`; the CPU runs `isa`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn product(
     isa: Isa,
     sharing: Sharing,
@@ -264,6 +311,7 @@ unsafe fn product(
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
     out: Out,
+    panels: Range<usize>,
 ) {
     let (m, k) = a.dim();
     let n = b.n;
@@ -280,7 +328,7 @@ unsafe fn product(
     if k == 0 {
         // an empty sum: C is the bias, or zeros
         for i in 0..m {
-            for j in 0..n {
+            for j in panels.start * NR..(panels.end * NR).min(n) {
                 out.c.add(i * out.ldc + j).write(bias.map_or(0.0, |b| b[j]));
             }
         }
@@ -306,15 +354,15 @@ unsafe fn product(
         c: out.c,
         ldc: out.ldc,
     };
-    let panels = n.div_ceil(NR);
+    let count = panels.len();
     // the panels shared out among the threads, where there is enough work to share
     let parts = if sharing == Sharing::Threads && m * n * k >= PARALLEL_MIN_WORK {
-        rayon::current_num_threads().min(panels)
+        rayon::current_num_threads().min(count).max(1)
     } else {
         1
     };
     let run_part = |part: usize| {
-        let range = panels * part / parts..panels * (part + 1) / parts;
+        let range = panels.start + count * part / parts..panels.start + count * (part + 1) / parts;
         // SAFETY: `job` describes `a` (m × k, row stride lda, unit column stride), `b`
         // (k × n, packed) and `out` (m × n, row stride ldc, unit column stride) as the caller
         // promised; each part writes only the columns of its own panels.

@@ -14,7 +14,7 @@ use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
 use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
-use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
+use crate::linalg::gemm::{matmul_in_one_thread, matmul_panels_in_one_thread, PackedB, NR};
 use crate::linalg::{dot, isa};
 use crate::model::weights::Linear;
 
@@ -144,6 +144,7 @@ fn attend_into(
     let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
     let n_q = q.nrows();
     // where the probabilities are not kept: one block's at a time, (block, n_k)
+    let kept = probs.is_some();
     let mut scratch = probs
         .is_none()
         .then(|| Array2::uninit((QUERY_BLOCK.min(n_q), k.nrows())));
@@ -168,6 +169,25 @@ fn attend_into(
                 );
                 softmax_rows(scores.view(), block, mask)
             }
+            // probabilities not kept: `QKᵀ` only over the keys some row of the block may read
+            // (a causal block's keys up to its last row, a sliding layer's its band), the
+            // others' scores masked whatever they are (`masked_fill` writes −∞ over them)
+            None if !kept => {
+                let n_k = k.nrows();
+                let panels = reached_panels(mask, n_k);
+                let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
+                let mut block = block;
+                for mut row in block.rows_mut() {
+                    row.slice_mut(s![..from]).fill(MaybeUninit::new(0.0));
+                    row.slice_mut(s![to..]).fill(MaybeUninit::new(0.0));
+                }
+                let within = block.view_mut();
+                matmul_panels_in_one_thread(q.slice(rows), &keys, panels, factor, within);
+                // SAFETY: the panels' columns were written by the product, the others above
+                let mut probs = unsafe { block.assume_init() };
+                softmax_rows_in_place(probs.view_mut(), mask);
+                probs
+            }
             None => {
                 let mut probs = matmul_in_one_thread(q.slice(rows), &keys, factor, None, block);
                 softmax_rows_in_place(probs.view_mut(), mask);
@@ -179,6 +199,30 @@ fn attend_into(
             matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
         }
     }
+}
+
+/// The panels of `Kᵀ` ([`NR`] keys each, of `n_k`) that hold every key some row of `mask` may
+/// read (`mask`: a block's rows; none: every key).
+///
+/// # Shapes
+/// * `mask`: `(rows, n_k)`
+fn reached_panels(mask: Option<ArrayView2<bool>>, n_k: usize) -> std::ops::Range<usize> {
+    let Some(mask) = mask else {
+        return 0..n_k.div_ceil(NR);
+    };
+    let (mut first, mut last) = (n_k, 0);
+    for row in mask.rows() {
+        if let Some(f) = row.iter().position(|&ok| ok) {
+            first = first.min(f);
+        }
+        if let Some(l) = row.iter().rposition(|&ok| ok) {
+            last = last.max(l + 1);
+        }
+    }
+    if first >= last {
+        return 0..0; // every key masked: every probability 0 (the softmax of −∞ alone)
+    }
+    first / NR..last.div_ceil(NR)
 }
 
 /// Query rows from which [`attend_into`] packs `Kᵀ` and `V` for the matrix product: below, as
@@ -652,4 +696,70 @@ pub fn heads_into(
             );
         });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// A pass that keeps no probability computes `QKᵀ` of each block of rows only over the
+    /// panels of keys its rows may read: its context is the same bits as the pass that keeps
+    /// every probability, over blocks whose reach skips panels at either end (a causal mask's
+    /// later keys, a sliding window's earlier ones, a padded item's last), with grouped heads.
+    #[test]
+    fn heads_reaching_some_keys_alone_give_the_same_context_bits() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let heads = Heads {
+            query: 4,
+            key_value: 2,
+        };
+        let d = 24;
+        for (n, window, padding) in [
+            (200, None, 0),
+            (200, Some(5), 0),
+            (150, Some(37), 20),
+            (70, Some(64), 3),
+            (3, Some(2), 0),
+        ] {
+            let mut random = |rows, cols| {
+                Array2::from_shape_fn((rows, cols), |_| rng.random_range(-2.0f32..2.0))
+            };
+            let (q, k, v) = (random(n, 4 * d), random(n, 2 * d), random(n, 2 * d));
+            // causal, within the window, the padded last keys masked
+            let mask = Array2::from_shape_fn((n, n), |(i, j)| {
+                j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
+            });
+            let run = |keep: bool| {
+                let mut probs = Array3::uninit((4, n, n));
+                let mut context = Array2::uninit((n, 4 * d));
+                let arrays = HeadArrays {
+                    probs: keep.then(|| probs.view_mut()),
+                    scores: None,
+                };
+                heads_into(
+                    q.view(),
+                    k.view(),
+                    v.view(),
+                    heads,
+                    Some(mask.view()),
+                    &[],
+                    ScoreScale::SqrtDk.into(),
+                    arrays,
+                    context.view_mut(),
+                )
+                .unwrap();
+                // SAFETY: `heads_into` returned Ok, writing every value of the context
+                unsafe { context.assume_init() }
+            };
+            let (whole, banded) = (run(true), run(false));
+            for (((i, j), a), b) in whole.indexed_iter().zip(banded.iter()) {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "n {n}, window {window:?}, padding {padding}: context ({i}, {j}) {a} vs {b}"
+                );
+            }
+        }
+    }
 }
