@@ -58,9 +58,9 @@ export function runHeads(records, [B, L, H, T]) {
 
 /**
  * `raw`: `{info: RunInfo, records, mask, logits?, headMetrics?, rollout?,
- * sentenceEmbedding?, baselineEmbedding?, nextTokens?, baselineNext?}` from the worker; or, in place of `attention`,
- * `head(b, l, h)` giving each head's T·T values on demand (a generation's: web/generation.js);
- * `records` as {@link runHeads} reads them.
+ * sentenceEmbedding?, baselineEmbedding?, nextTokens?, baselineNext?}` from the worker, `records`
+ * as {@link runHeads} reads them; or, in place of `records`, `head(b, l, h)` giving each head's
+ * T·T values on demand (a generation's: web/generation.js).
  * A long text's run (`info.attention` "queries_keys") has no records: its heads come a
  * layer at a time (`addLayer`), and `head`/`scoresOf` give null for a layer not here yet.
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),

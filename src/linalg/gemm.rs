@@ -175,7 +175,28 @@ pub fn matmul_in_one_thread<'c>(
     bias: Option<ArrayView1<f32>>,
     c: ArrayViewMut2<'c, MaybeUninit<f32>>,
 ) -> ArrayViewMut2<'c, f32> {
-    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c)
+    let depth = 0..a.ncols();
+    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c, depth)
+}
+
+/// [`matmul_in_one_thread`] summed over `A`'s columns (`B`'s rows) `depth` alone, for an `A`
+/// that is zero outside them (a block of attention probabilities over the keys its rows
+/// reach). The sum begins at the multiple of [`KC`] at or before `depth.start`, where one of
+/// the whole product's passes over `k` begins: each value is then the same bits as the whole
+/// product's (the terms left out are zeros, which change no sum).
+///
+/// # Shapes
+/// * `a`: `(m, k)`, `b`: `(k, n)`, `c`: `(m, n)`
+pub fn matmul_depth_in_one_thread<'c>(
+    a: ArrayView2<f32>,
+    b: &PackedB,
+    depth: Range<usize>,
+    alpha: f32,
+    c: ArrayViewMut2<'c, MaybeUninit<f32>>,
+) -> ArrayViewMut2<'c, f32> {
+    let end = depth.end.min(a.ncols());
+    let depth = (depth.start.min(end) / KC * KC)..end;
+    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, None, c, depth)
 }
 
 /// [`matmul_in_one_thread`] over the columns of `B`'s panels `panels` alone ([`NR`] columns
@@ -206,6 +227,10 @@ pub fn matmul_panels_in_one_thread<'c>(
     };
     // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
     // mutably for the call; `product` writes each value of the panels' columns.
+    let part = Part {
+        panels: panels.clone(),
+        depth: 0..a.ncols(),
+    };
     unsafe {
         product(
             Isa::best(),
@@ -215,7 +240,7 @@ pub fn matmul_panels_in_one_thread<'c>(
             alpha,
             None,
             out,
-            panels.clone(),
+            part,
         )
     };
     let columns = panels.start * NR..(panels.end * NR).min(n);
@@ -241,14 +266,17 @@ fn matmul_new_on(
     bias: Option<ArrayView1<f32>>,
 ) -> Array2<f32> {
     let mut c = Array2::uninit((a.nrows(), b.n));
-    matmul_into(isa, sharing, a, b, alpha, bias, c.view_mut());
+    let depth = 0..a.ncols();
+    matmul_into(isa, sharing, a, b, alpha, bias, c.view_mut(), depth);
     // SAFETY: `matmul_into` wrote every value
     unsafe { c.assume_init() }
 }
 
-/// `C = α·A·B + bias` written into `C`, which may be uninitialised, with the micro-kernel
+/// `C = α·A·B + bias` summed over `A`'s columns `depth` (all of them: `0..k`; else from a
+/// multiple of [`KC`]) written into `C`, which may be uninitialised, with the micro-kernel
 /// compiled for `isa`, which the CPU must run (the tests check every one the CPU has). Returns
 /// `C`, every value written.
+#[allow(clippy::too_many_arguments)]
 fn matmul_into<'c>(
     isa: Isa,
     sharing: Sharing,
@@ -257,6 +285,7 @@ fn matmul_into<'c>(
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
     mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
+    depth: Range<usize>,
 ) -> ArrayViewMut2<'c, f32> {
     let (m, n) = (a.nrows(), b.n);
     check(a, b);
@@ -268,10 +297,15 @@ fn matmul_into<'c>(
         };
         // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
         // mutably for the call; `product` writes each of its values.
-        unsafe { product(isa, sharing, a, b, alpha, bias, out, 0..n.div_ceil(NR)) }
+        let part = Part {
+            panels: 0..n.div_ceil(NR),
+            depth,
+        };
+        unsafe { product(isa, sharing, a, b, alpha, bias, out, part) }
     } else {
         // the kernel writes rows of C with unit column stride: into a new array, then copied
-        let product = matmul_new_on(isa, sharing, a, b, alpha, bias);
+        let mut fresh = Array2::uninit((m, n));
+        let product = matmul_into(isa, sharing, a, b, alpha, bias, fresh.view_mut(), depth);
         Zip::from(&mut c).and(&product).for_each(|c, &v| {
             c.write(v);
         });
@@ -294,14 +328,23 @@ struct Out {
     ldc: usize,
 }
 
-/// `C = α·A·B + bias` written into `out` for the columns of `B`'s panels `panels` (all of them:
-/// `0..⌈n / NR⌉`): every value of those columns of `C` is written, and none is read before it
-/// is written, so `out` may be uninitialised.
+/// What of `C = α·A·B + bias` a product computes: the columns of `B`'s panels `panels` (all:
+/// `0..⌈n / NR⌉`), each summed over `A`'s columns `depth` (all: `0..k`; a part begins at a
+/// multiple of [`KC`], where a pass of the whole product begins).
+struct Part {
+    panels: Range<usize>,
+    depth: Range<usize>,
+}
+
+/// `C = α·A·B + bias` written into `out` for the columns and the depth `part` says: every value
+/// of those columns of `C` is written, and none is read before it is written, so `out` may be
+/// uninitialised.
 ///
 /// # Safety
 /// `out` must point to `m × n` writable values (`m` = `A`'s rows, `n` = `B`'s columns), rows
 /// `ldc ≥ n` apart, that nothing else reads or writes during the call; `A`'s columns are `B`'s
-/// rows; `panels` lies within `0..⌈n / NR⌉`; the CPU runs `isa`.
+/// rows; `part`'s panels lie within `0..⌈n / NR⌉` and its depth within `0..k`; the CPU runs
+/// `isa`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn product(
     isa: Isa,
@@ -311,8 +354,9 @@ unsafe fn product(
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
     out: Out,
-    panels: Range<usize>,
+    part: Part,
 ) {
+    let Part { panels, depth } = part;
     let (m, k) = a.dim();
     let n = b.n;
     if m == 0 || n == 0 {
@@ -325,7 +369,7 @@ unsafe fn product(
     let bias = bias_owned
         .as_deref()
         .or(bias.as_ref().and_then(|b| b.as_slice()));
-    if k == 0 {
+    if depth.is_empty() {
         // an empty sum: C is the bias, or zeros
         for i in 0..m {
             for j in panels.start * NR..(panels.end * NR).min(n) {
@@ -353,6 +397,7 @@ unsafe fn product(
         bias,
         c: out.c,
         ldc: out.ldc,
+        depth,
     };
     let count = panels.len();
     // the panels shared out among the threads, where there is enough work to share
@@ -391,6 +436,8 @@ struct Job<'a> {
     bias: Option<&'a [f32]>,
     c: *mut f32,
     ldc: usize,
+    /// The columns of `A` (rows of `B`) summed over: `0..k`, or from a multiple of [`KC`].
+    depth: Range<usize>,
 }
 
 // SAFETY: the pointers are only read (`a`) or written in disjoint column ranges (`c`, one
@@ -435,7 +482,7 @@ unsafe fn blocks<K: MicroKernel, const MR: usize>(job: &Job, panels: Range<usize
     // A is packed where enough panels read it (not P of P·V, whose n is one head's d_v)
     let pack = PACK_A && panels.len() >= PACK_MIN_PANELS;
     let size = if pack {
-        MC.min(job.m) * KC.min(job.k)
+        MC.min(job.m) * KC.min(job.depth.len())
     } else {
         0
     };
@@ -445,12 +492,12 @@ unsafe fn blocks<K: MicroKernel, const MR: usize>(job: &Job, panels: Range<usize
     if packed.len() < size {
         packed.resize(size, 0.0);
     }
-    let mut pc = 0;
-    while pc < job.k {
-        let kc = KC.min(job.k - pc);
+    let mut pc = job.depth.start;
+    while pc < job.depth.end {
+        let kc = KC.min(job.depth.end - pc);
         let stage = Stage {
-            first: pc == 0,
-            last: pc + kc == job.k,
+            first: pc == job.depth.start,
+            last: pc + kc == job.depth.end,
         };
         let mut ic = 0;
         while ic < job.m {
@@ -1018,6 +1065,54 @@ mod tests {
                     pool.install(|| in_one_thread(a.view(), &packed, 0.5, Some(bias.view())));
                 let got = pool.install(|| matmul_new(a.view(), &packed, 0.5, Some(bias.view())));
                 assert_eq!(got, want, "{m}×{k}×{n} on {threads} thread(s)");
+            }
+        }
+    }
+
+    /// A product over some columns of `B` (panels) or some depth, of an `A` that is zero
+    /// outside that depth, gives each value the whole product's bits: the band of attention
+    /// probabilities a long text's pass multiplies.
+    #[test]
+    fn some_panels_or_some_depth_give_the_whole_products_bits() {
+        let (m, k, n) = (MC + 7, 3 * KC + 50, 5 * NR + 3);
+        let b = PackedB::from_matrix(filled(k, n, 2).view());
+        let full = filled(m, k, 1);
+        for depth in [
+            0..k,
+            10..KC - 3,
+            KC + 1..2 * KC + 9,
+            2 * KC - 5..k,
+            700..700,
+        ] {
+            let a = Array2::from_shape_fn((m, k), |(i, p)| {
+                if depth.contains(&p) {
+                    full[[i, p]]
+                } else {
+                    0.0
+                }
+            });
+            let want = in_one_thread(a.view(), &b, 1.0, None);
+            let mut c = Array2::uninit((m, n));
+            let got = matmul_depth_in_one_thread(a.view(), &b, depth.clone(), 1.0, c.view_mut());
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "depth {depth:?}: not the whole product's bits");
+            for panels in [0..1, 2..4, 4..6, 0..6] {
+                let mut c = Array2::uninit((m, n));
+                let got =
+                    matmul_panels_in_one_thread(a.view(), &b, panels.clone(), 1.0, c.view_mut());
+                let cols = panels.start * NR..(panels.end * NR).min(n);
+                let want = want.slice(ndarray::s![.., cols]);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same,
+                    "depth {depth:?}, panels {panels:?}: not the whole product's bits"
+                );
             }
         }
     }

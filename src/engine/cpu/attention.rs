@@ -14,7 +14,9 @@ use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
 use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
-use crate::linalg::gemm::{matmul_in_one_thread, matmul_panels_in_one_thread, PackedB, NR};
+use crate::linalg::gemm::{
+    matmul_depth_in_one_thread, matmul_in_one_thread, matmul_panels_in_one_thread, PackedB, NR,
+};
 use crate::linalg::{dot, isa};
 use crate::model::weights::Linear;
 
@@ -157,7 +159,8 @@ fn attend_into(
             (None, None) => unreachable!("a buffer is made where the probabilities are not kept"),
         }; // (block, n_k)
         let mask = mask.map(|m| m.slice_move(rows));
-        let probs = match scores.as_mut() {
+        // the probabilities, and the keys outside which they are all 0 (none: any key)
+        let (probs, reach) = match scores.as_mut() {
             Some(scores) => {
                 // QKᵀ·factor
                 let scores = matmul_in_one_thread(
@@ -167,11 +170,12 @@ fn attend_into(
                     None,
                     scores.slice_mut(rows),
                 );
-                softmax_rows(scores.view(), block, mask)
+                (softmax_rows(scores.view(), block, mask), None)
             }
             // probabilities not kept: `QKᵀ` only over the keys some row of the block may read
             // (a causal block's keys up to its last row, a sliding layer's its band), the
-            // others' scores masked whatever they are (`masked_fill` writes −∞ over them)
+            // others' scores masked whatever they are (`masked_fill` writes −∞ over them), and
+            // `·V` over those keys alone
             None if !kept => {
                 let n_k = k.nrows();
                 let panels = reached_panels(mask, n_k);
@@ -186,17 +190,21 @@ fn attend_into(
                 // SAFETY: the panels' columns were written by the product, the others above
                 let mut probs = unsafe { block.assume_init() };
                 softmax_rows_in_place(probs.view_mut(), mask);
-                probs
+                (probs, Some(from..to))
             }
             None => {
                 let mut probs = matmul_in_one_thread(q.slice(rows), &keys, factor, None, block);
                 softmax_rows_in_place(probs.view_mut(), mask);
-                probs
+                (probs, None)
             }
         };
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
             // (block, d_v)
-            matmul_in_one_thread(probs.view(), values, 1.0, None, out.slice_mut(rows));
+            let out = out.slice_mut(rows);
+            match reach {
+                Some(keys) => matmul_depth_in_one_thread(probs.view(), values, keys, 1.0, out),
+                None => matmul_in_one_thread(probs.view(), values, 1.0, None, out),
+            };
         }
     }
 }
@@ -703,10 +711,11 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    /// A pass that keeps no probability computes `QKᵀ` of each block of rows only over the
-    /// panels of keys its rows may read: its context is the same bits as the pass that keeps
-    /// every probability, over blocks whose reach skips panels at either end (a causal mask's
-    /// later keys, a sliding window's earlier ones, a padded item's last), with grouped heads.
+    /// A pass that keeps no probability computes `QKᵀ` and `·V` of each block of rows only
+    /// over the keys its rows may read: its context is the same bits as the pass that keeps
+    /// every probability, over blocks whose reach skips keys at either end (a causal mask's
+    /// later keys, a sliding window's earlier ones, past one pass of `·V`'s depth at 900
+    /// positions, a padded item's last), with grouped heads.
     #[test]
     fn heads_reaching_some_keys_alone_give_the_same_context_bits() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
@@ -716,6 +725,8 @@ mod tests {
         };
         let d = 24;
         for (n, window, padding) in [
+            (900, Some(37), 0),
+            (800, None, 0),
             (200, None, 0),
             (200, Some(5), 0),
             (150, Some(37), 20),
