@@ -103,14 +103,63 @@ struct AttentionMeta {
     n_k: usize,
 }
 
+impl RecordMeta {
+    /// Layer `layer`'s attention `(H, n_q, n_k)`, named `attention`: its `H` query heads over
+    /// `kv_heads` key/value heads (at most `H`).
+    fn attention(
+        stack: Stack,
+        kind: AttentionKind,
+        layer: usize,
+        (heads, n_q, n_k): (usize, usize, usize),
+        kv_heads: usize,
+    ) -> Self {
+        Self {
+            stack,
+            kind,
+            layer,
+            name: "attention",
+            shape: vec![heads, n_q, n_k],
+            attention: Some(AttentionMeta {
+                query_heads: heads,
+                kv_heads: kv_heads.min(heads),
+                n_q,
+                n_k,
+            }),
+        }
+    }
+
+    /// Any other value of layer `layer`, by its name and shape.
+    fn named(
+        stack: Stack,
+        kind: AttentionKind,
+        layer: usize,
+        name: &'static str,
+        shape: &[usize],
+    ) -> Self {
+        Self {
+            stack,
+            kind,
+            layer,
+            name,
+            shape: shape.to_vec(),
+            attention: None,
+        }
+    }
+}
+
 /// One layer's values as a record: `{stack, kind, layer, name, shape, …, values: Float32Array}`.
+fn record_of(meta: RecordMeta, values: Float32Array) -> Result<JsValue, JsError> {
+    let o = to_js(&meta)?;
+    set(&o.clone().into(), "values", values)?;
+    Ok(o)
+}
+
+/// [`record_of`] with `values` copied out of wasm memory.
 fn record<D: ndarray::Dimension>(
     meta: RecordMeta,
     values: ndarray::ArrayView<f32, D>,
 ) -> Result<JsValue, JsError> {
-    let o = to_js(&meta)?;
-    set(&o.clone().into(), "values", flat(&values))?;
-    Ok(o)
+    record_of(meta, flat(&values))
 }
 
 /// Layer `layer`'s attention `(H, n_q, n_k)` as a record named `attention`, its `H` query heads
@@ -122,21 +171,7 @@ fn attention_record(
     kv_heads: usize,
     values: ndarray::ArrayView3<f32>,
 ) -> Result<JsValue, JsError> {
-    let (heads, n_q, n_k) = values.dim();
-    let attention = Some(AttentionMeta {
-        query_heads: heads,
-        kv_heads: kv_heads.min(heads),
-        n_q,
-        n_k,
-    });
-    let meta = RecordMeta {
-        stack,
-        kind,
-        layer,
-        name: "attention",
-        shape: vec![heads, n_q, n_k],
-        attention,
-    };
+    let meta = RecordMeta::attention(stack, kind, layer, values.dim(), kv_heads);
     record(meta, values)
 }
 
@@ -189,18 +224,8 @@ fn translation_records(
                 };
                 // (H, n_k)
                 let sizes = sizes.slice(s![b, layer, .., ..n_k]);
-                let shape = vec![heads, n_k];
-                all.push(&record(
-                    RecordMeta {
-                        stack,
-                        kind,
-                        layer,
-                        name: "value_norms",
-                        shape,
-                        attention: None,
-                    },
-                    sizes,
-                )?);
+                let meta = RecordMeta::named(stack, kind, layer, "value_norms", &[heads, n_k]);
+                all.push(&record(meta, sizes)?);
             }
         }
     }
@@ -226,14 +251,7 @@ fn run_records(
         if let Some(scores) = &t.scores {
             let values = scores.index_axis(ndarray::Axis(0), b);
             let values = values.index_axis(ndarray::Axis(0), layer);
-            let meta = RecordMeta {
-                stack,
-                kind,
-                layer,
-                name: "scores",
-                shape: values.shape().to_vec(),
-                attention: None,
-            };
+            let meta = RecordMeta::named(stack, kind, layer, "scores", values.shape());
             all.push(&record(meta, values)?);
         }
     }
@@ -1302,28 +1320,11 @@ impl Session {
         let stack = self.runner.model().weights.stack();
         let kind = AttentionKind::SelfAttention;
         let kv_heads = long.from.heads.key_value;
-        let shape = vec![heads, t, t];
-        let attention = Some(AttentionMeta {
-            query_heads: heads,
-            kv_heads,
-            n_q: t,
-            n_k: t,
-        });
+        let attention = RecordMeta::attention(stack, kind, layer, (heads, t, t), kv_heads);
+        let scores_meta = RecordMeta::named(stack, kind, layer, "scores", &[heads, t, t]);
         let records = js_sys::Array::new();
-        for (name, values, attention) in [("attention", probs, attention), ("scores", scores, None)]
-        {
-            let meta = RecordMeta {
-                stack,
-                kind,
-                layer,
-                name,
-                shape: shape.clone(),
-                attention,
-            };
-            let o = to_js(&meta)?;
-            set(&o.clone().into(), "values", values)?;
-            records.push(&o);
-        }
+        records.push(&record_of(attention, probs)?);
+        records.push(&record_of(scores_meta, scores)?);
         Ok(records.into())
     }
 
