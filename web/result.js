@@ -459,7 +459,7 @@ export const translationLayer = (r, attn, l) => r.layer_numbers?.[attn === 'enco
 
 /**
  * The matrices of attention `attn` ('cross' | 'decoder' | 'encoder') of translation item `r`:
- * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` (views/rect.js draws them); a
+ * `[L][H]` of `{values: [n_q][n_k], rows, cols, masked(q, k)}` ({@link runOfMatrices} gives them to the views); a
  * decoder step's row is labelled by what it writes and what it reads (stepLabel). `byValue`:
  * weighed by each key's value size (the item's `value_norms`, from `valueWeighted`), rows rescaled.
  */
@@ -483,12 +483,13 @@ let matrixRuns = 0;
 /**
  * `[L][H]` matrices of n_q × n_k (what {@link matricesOf} gives: `{values: [n_q][n_k], rows, cols,
  * masked(q, k)}`, alike in every head) as the run contract's heads, for the views that draw any
- * n_q × n_k attention (views/grid.js): `{id, B: 1, L, H, T: n_q, nk: n_k, head(0, l, h) → n_q·n_k,
- * maskOf(0, l) → n_q·n_k (1 = a key the query may read), results: [{labels: the rows',
- * keyLabels: the columns'}], layerNumbers, …}`, each head's values copied flat once it is read.
- * `number(l)`: the model's number of layer l.
+ * n_q × n_k attention (views/grid.js, views/head.js): `{id, B: 1, L, H, T: n_q, nk: n_k, head(0,
+ * l, h) → n_q·n_k, maskOf(0, l) → n_q·n_k (1 = a key the query may read), results: [{labels: the
+ * rows', keyLabels: the columns'}], layerNumbers, valueWeighted, …}`, each head's values copied
+ * flat once it is read. `number(l)`: the model's number of layer l; `valueWeighted`: the
+ * matrices are weighed by each key's value size (the views' legends say so).
  */
-export function runOfMatrices(matrices, number = (l) => l) {
+export function runOfMatrices(matrices, number = (l) => l, { valueWeighted = false } = {}) {
   const L = matrices.length, H = matrices[0]?.length ?? 0, m0 = matrices[0]?.[0];
   const nq = m0?.rows.length ?? 0, nk = m0?.cols.length ?? 0;
   const heads = new Map();
@@ -506,7 +507,7 @@ export function runOfMatrices(matrices, number = (l) => l) {
   return {
     id: `matrices:${++matrixRuns}`, B: 1, L, H, T: nq, nk, head, maskOf: () => mask,
     results: [{ labels: m0?.rows ?? [], keyLabels: m0?.cols ?? [] }],
-    layerNumbers: numbers.every((n, l) => n === l) ? null : numbers,
+    layerNumbers: numbers.every((n, l) => n === l) ? null : numbers, valueWeighted,
     reach: [], thumb: () => null, hasLayer: () => true, metric: () => null,
   };
 }

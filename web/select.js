@@ -13,23 +13,24 @@ export function clampSel(sel, T) {
 }
 
 /**
- * The selected rows of a T × T head (`values` row-major, `mask` 1 = allowed, or null), summed and
- * divided by their number: `{rows, combined: Float32Array (T), mask: Uint8Array (T) | null}`,
- * a key allowed when any selected row may attend to it. Null without a row inside T.
+ * The selected rows of a T × `nk` head (`values` row-major, `mask` 1 = allowed, or null; a square
+ * head's nk is T), summed and divided by their number: `{rows, combined: Float32Array (nk), mask:
+ * Uint8Array (nk) | null}`, a key allowed when any selected row may attend to it. Null without a
+ * row inside T.
  */
-export function combine(values, mask, T, sel) {
+export function combine(values, mask, T, sel, nk = T) {
   const rows = clampSel(sel, T);
   if (!rows.length) return null;
-  const sum = new Float64Array(T);
-  const allowed = mask ? new Uint8Array(T) : null;
+  const sum = new Float64Array(nk);
+  const allowed = mask ? new Uint8Array(nk) : null;
   for (const q of rows) {
-    for (let k = 0; k < T; k++) {
-      sum[k] += values[q * T + k];
-      if (allowed && mask[q * T + k]) allowed[k] = 1;
+    for (let k = 0; k < nk; k++) {
+      sum[k] += values[q * nk + k];
+      if (allowed && mask[q * nk + k]) allowed[k] = 1;
     }
   }
-  const combined = new Float32Array(T);
-  for (let k = 0; k < T; k++) combined[k] = sum[k] / rows.length;
+  const combined = new Float32Array(nk);
+  for (let k = 0; k < nk; k++) combined[k] = sum[k] / rows.length;
   return { rows, combined, mask: allowed };
 }
 

@@ -98,7 +98,7 @@ test('presenter mode on the dates model: the focused head beside the step, every
     const { page } = p;
     await translated(page);
     const g = await page.evaluate(geometry, '#translation-view .tr-head .stage');
-    const rows = await page.evaluate(() => +document.querySelector('#translation-view .rect-heat').dataset.rows);
+    const rows = await page.evaluate(() => +document.querySelector('#translation-view .tr-head .heat').dataset.nq);
     const T = await page.evaluate(() => window.attnscope.result.output_ids.length - 1);
     assert.equal(rows, T, 'every step is a row of the heatmap');
     assert.ok(g.heat.top < size.height * 0.5, `${size.width}: the heatmap starts in the screen's upper half (y = ${g.heat.top})`);

@@ -59,7 +59,7 @@ async function openWith(url, options) {
   return { page, problems };
 }
 
-/** The centre of cell (q, k) of a head view in viewport px: the encoder's (head.js) or a translation's (rect.js). */
+/** The centre of cell (q, k) of a head view in viewport px: a run's or a translation's (head.js for both). */
 function cellPoint(page, root, q, k) {
   return page.evaluate(([root, q, k]) => {
     const v = document.querySelector(root);
@@ -248,9 +248,9 @@ test('share: wide boxes with copy buttons; the element pasted into another site 
   // the iframe: tall enough for its view, the focused row included
   await page.locator('iframe').scrollIntoViewIfNeeded();
   const frame = page.frames().find((f) => f.url().includes('embed=head'));
-  await frame.waitForFunction(() => window.attnscope?.result && document.querySelector('.tr-head canvas.rect-heat'), null, { timeout: 120000 });
+  await frame.waitForFunction(() => window.attnscope?.result && document.querySelector('.tr-head canvas.heat'), null, { timeout: 120000 });
   const fits = await frame.evaluate(() => {
-    const heat = document.querySelector('.tr-head canvas.rect-heat').getBoundingClientRect();
+    const heat = document.querySelector('.tr-head canvas.heat').getBoundingClientRect();
     return { bottom: heat.bottom, content: document.documentElement.scrollHeight, inner: innerHeight, wide: document.documentElement.scrollWidth, innerW: innerWidth, viewWidth: document.getElementById('translation-view').clientWidth };
   });
   assert.ok(fits.content <= fits.inner && fits.bottom <= fits.inner, `nothing cut off: content ${fits.content} px, heatmap to ${fits.bottom} px, in ${fits.inner} (the view ${fits.viewWidth} px wide)`);

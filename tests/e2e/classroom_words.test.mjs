@@ -139,7 +139,7 @@ test('the rollout and the translation view name their axes; a translation\'s spe
   const { page } = p;
   await page.waitForSelector('.tr-head .axes');
   assert.equal(await page.textContent('.tr-head .axes'), 'decoder steps (queries) ↓ · source tokens (keys) →');
-  assert.match(await page.getAttribute('.tr-head canvas.rect-heat', 'aria-label'), /rows: decoder steps \(queries\), columns: source tokens \(keys\)/);
+  assert.match(await page.getAttribute('.tr-head canvas.heat', 'aria-label'), /rows: decoder steps \(queries\), columns: source tokens \(keys\)/);
   // the source's last token is </s>: its column explains it
   const cols = await page.evaluate(() => window.attnscope.result.source_tokens);
   assert.equal(cols.at(-1), '</s>');

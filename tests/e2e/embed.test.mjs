@@ -80,7 +80,7 @@ test('the blog page: two elements and an iframe render the CLI\'s numbers, the m
   await page.waitForFunction(() => document.querySelector('#dates').result, null, { timeout: 120000 });
   const dates = await page.evaluate(() => {
     const el = document.querySelector('#dates'), r = el.result;
-    return { r: { output_ids: r.output_ids, output_text: r.output_text, cross_attention: r.cross_attention }, step: el.shadowRoot.querySelector('.tr-step h3').textContent, head: el.shadowRoot.querySelector('.tr-head figcaption').textContent, rows: el.shadowRoot.querySelector('.tr-head canvas.rect-heat').dataset.rows };
+    return { r: { output_ids: r.output_ids, output_text: r.output_text, cross_attention: r.cross_attention }, step: el.shadowRoot.querySelector('.tr-step h3').textContent, head: el.shadowRoot.querySelector('.tr-head figcaption').textContent, rows: el.shadowRoot.querySelector('.tr-head canvas.heat').dataset.nq };
   });
   const want = attnscope(['translate', '--model', path.join(ROOT, 'models/dates'), '--', 'Sunday, September 9, 2018']).results[0];
   assert.equal(dates.r.output_text, '2018-09-09');

@@ -33,7 +33,7 @@ const cli = (args) => attnscope(['translate', '--model', fixture, '--top-k', '5'
 const shapes = (page) => page.evaluate(() => {
   const of = (sel, a, b) => { const c = document.querySelector(sel); return c ? [Number(c.dataset[a]), Number(c.dataset[b])] : null; };
   const grid = document.querySelector('.tr-grid .grid');
-  return { head: of('.tr-head canvas.rect-heat', 'rows', 'cols'), lines: of('.tr-lines canvas.lines', 'rows', 'cols'), grid: grid && [grid.querySelectorAll('.rowlabel').length, grid.querySelectorAll('.collabel').length] };
+  return { head: of('.tr-head canvas.heat', 'nq', 'nk'), lines: of('.tr-lines canvas.lines', 'rows', 'cols'), grid: grid && [grid.querySelectorAll('.rowlabel').length, grid.querySelectorAll('.collabel').length] };
 });
 
 

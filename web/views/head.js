@@ -1,14 +1,17 @@
-// The head view: one head's T × T attention, large, with token labels on both axes (queries are
-// rows, keys columns). Zoom (buttons, + − 0 keys, ctrl+wheel) and pan (drag) keep any length up
-// to 512 readable. The heatmap is a pixel buffer drawn once per input; hover and the keyboard
-// cursor redraw only the overlay canvas above it. Clicking a query token (a row label; shift-click
-// adds or removes one, Enter on the keyboard cursor's row) keeps only the selected rows at full
-// colour and shows their mean as a 1 × T strip under the columns. A sentence pair's part (one
-// sentence's queries over one sentence's keys: bertviz's filter) is shown whole, without zoom.
+// The head view: one head's attention, large, with labels on both axes (queries are rows, keys
+// columns): a run's T × T head, or any n_q × n_k one (a translation's cross-attention, decoder
+// steps over source tokens: result.js runOfMatrices gives it as a run with `nk` keys). Zoom
+// (buttons, + − 0 keys, ctrl+wheel) and pan (drag) keep a square head of any length up to 512
+// readable. The heatmap is a pixel buffer drawn once per input; hover and the keyboard cursor
+// redraw only the overlay canvas above it. Clicking a query token (a row label; shift-click adds
+// or removes one, Enter on the keyboard cursor's row) keeps only the selected rows at full colour
+// and shows their mean as a 1 × T strip under the columns; a view given `onRow` (a translation's
+// steps) focuses that row instead. A sentence pair's part (one sentence's queries over one
+// sentence's keys: bertviz's filter) and a rectangular head are shown whole, without zoom.
 
 import { scale, pixels, MASKED, inkOn } from '../colour.js';
 import { fit, bitmap, hatchPattern, axesCaption, placeTip } from '../canvas.js';
-import { square, region, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
+import { square, region, labelled, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
 import { noteTip, specialNotes, tokenTip } from '../glossary.js';
 import * as legend from './legend.js';
 import { pick, combine, topKeys } from '../select.js';
@@ -33,7 +36,7 @@ function build(target) {
     </div>
     <div class="stage">
       <canvas class="heat" role="img"></canvas>
-      <canvas class="overlay" tabindex="0" aria-label="focused head; arrow keys move a cursor over the cells, + and − zoom, 0 fits, Enter selects the cursor's row (shift+Enter adds it), Escape clears the selection"></canvas>
+      <canvas class="overlay" tabindex="0"></canvas>
     </div>
     <canvas class="sel-strip" role="img" aria-label="the selected query rows' mean (nothing selected)" hidden></canvas>
     <div class="sel-tools" hidden><span class="sel-label"></span> <button type="button" class="sel-clear" title="show every row again (Esc)">clear selection</button></div>
@@ -68,6 +71,9 @@ function build(target) {
     v().opts.onSelect?.(next);
   };
   target.querySelector('.sel-clear').onclick = () => select(null);
+  /** A row picked (its label clicked, Enter on the cursor's): focused where the view is given
+   *  `onRow`, else selected. */
+  const rowPicked = (q, add) => (v().opts.onRow ? v().opts.onRow(q) : select(q, add));
   /** The query row whose label is under a point (CSS pixels), or null. */
   const labelRow = (g, x, y) => (x >= 0 && x < g.x0 ? rowAt(g, y) : null);
   /** The key column whose label (above the cells) is under a point (CSS pixels), or null. */
@@ -75,14 +81,16 @@ function build(target) {
   // a pointer's tooltip takes over from the keyboard cursor's (cursorTip), before it shows
   for (const type of ['pointerdown', 'pointermove']) overlay.addEventListener(type, () => { v().keyTip = false; });
   let down = null;
-  overlay.addEventListener('pointerdown', (e) => { down = { x: e.clientX, y: e.clientY }; });
+  overlay.addEventListener('pointerdown', (e) => { down = { x: e.clientX, y: e.clientY, touch: e.pointerType === 'touch' }; });
   overlay.addEventListener('click', (e) => {
     const moved = down && Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4; // a drag, not a click
     const [x, y] = local(e), q = labelRow(v().g, x, y), k = labelCol(v().g, x, y);
     if (moved) return;
-    if (q !== null) select(q, e.shiftKey);
+    const cell = cellAt(v().g, x, y);
+    if (q !== null) rowPicked(q, e.shiftKey);
     else if (k !== null) colTip(target, k, e.clientX, e.clientY); // a tap on a column label: what it is
-    else hover(target, cellAt(v().g, x, y), e.clientX, e.clientY); // a tap (a phone has no hover): the cell's value
+    else if (cell && v().opts.onRow && !down?.touch) v().opts.onRow(cell.q); // a click in a row focuses it
+    else hover(target, cell, e.clientX, e.clientY); // a tap (a phone has no hover): the cell's value
   });
   const strip = target.querySelector('.sel-strip');
   strip.addEventListener('mousemove', (e) => {
@@ -90,8 +98,8 @@ function build(target) {
     const tip = target.querySelector('.tooltip');
     const k = colAt(g, e.clientX - strip.getBoundingClientRect().left);
     if (!st || k === null) { tip.hidden = true; return; }
-    tip.textContent = `${st.name} → ${tokens[k]}: ${fmtP(st.combined[k])}${st.mask && !st.mask[k] ? ' (masked)' : ''}`;
-    noteTip(tip, tokens[k]);
+    tip.textContent = `${st.name} → ${v().cols[k]}: ${fmtP(st.combined[k])}${st.mask && !st.mask[k] ? ' (masked)' : ''}`;
+    noteTip(tip, v().cols[k]);
     placeTip(tip, e.clientX, e.clientY);
   });
   strip.addEventListener('mouseleave', () => { target.querySelector('.tooltip').hidden = true; });
@@ -132,18 +140,18 @@ function build(target) {
     if (mv) {
       e.preventDefault();
       const c = v().cursor ?? { q: g.q0, k: g.k0 };
-      // over every token (the window follows), or over a sentence pair's part
+      // over every token (the window follows), or over what is shown whole
       const [qs, ks] = g.fixed ? [[g.q0, g.q0 + g.nq - 1], [g.k0, g.k0 + g.nk - 1]] : [[0, run.T - 1], [0, run.T - 1]];
       const next = { q: Math.max(qs[0], Math.min(qs[1], c.q + mv[0])), k: Math.max(ks[0], Math.min(ks[1], c.k + mv[1])) };
       v().cursor = next;
       if (!inside(g, next)) zoomTo(g.n, next);
       hover(target, next);
       cursorTip(target);
-      target.querySelector('.readout').textContent = [describe(v(), next), specialNotes(v().tokens[next.q], v().tokens[next.k])].filter(Boolean).join('\n');
+      target.querySelector('.readout').textContent = [describe(v(), next), specialNotes(v().tokens[next.q], v().cols[next.k])].filter(Boolean).join('\n');
     } else if (e.key === '+' || e.key === '=') { e.preventDefault(); zoomTo(want().n / 2, v().cursor); }
     else if (e.key === '-') { e.preventDefault(); zoomTo(want().n * 2, v().cursor); }
     else if (e.key === '0') { e.preventDefault(); zoomTo(Infinity); }
-    else if (e.key === 'Enter' && v().cursor) { e.preventDefault(); select(v().cursor.q, e.shiftKey); }
+    else if (e.key === 'Enter' && v().cursor) { e.preventDefault(); rowPicked(v().cursor.q, e.shiftKey); }
     else if (e.key === 'Escape' && (v().opts.sel ?? []).length) { e.preventDefault(); select(null); }
   });
   overlay.addEventListener('blur', () => { if (v().keyTip) { v().keyTip = false; hover(target, null); } });
@@ -151,17 +159,27 @@ function build(target) {
 
 const fmtP = (p) => p.toFixed(4);
 
+/** What the keys do on a head that zooms. */
+const ZOOM_KEYS = 'focused head; arrow keys move a cursor over the cells, + and − zoom, 0 fits, Enter selects the cursor\'s row (shift+Enter adds it), Escape clears the selection';
+
 /** Whether cell {q, k} is among those layout `g` shows. */
 const inside = (g, { q, k }) => q >= g.q0 && q < g.q0 + g.nq && k >= g.k0 && k < g.k0 + g.nk;
 
-/** "query → key: p", and what the mask did to the cell. */
-export function describe({ tokens, values, mask, run, diff, opts }, { q, k }) {
-  const p = values[q * run.T + k];
-  if (diff) return `${tokens[q]} → ${tokens[k]}: ΔA ${p >= 0 ? '+' : ''}${fmtP(p)} (second sentence − first)`;
-  if (!mask || mask[q * run.T + k]) return `${tokens[q]} → ${tokens[k]}: ${fmtP(p)}`;
+/** "query → key: p", and what the mask did to the cell (or what the view's `describe` says). */
+function describe({ tokens, cols, nk, values, mask, run, diff, opts }, { q, k }) {
+  if (opts.describe) return opts.describe(q, k);
+  const p = values[q * nk + k];
+  if (diff) return `${tokens[q]} → ${cols[k]}: ΔA ${p >= 0 ? '+' : ''}${fmtP(p)} (second sentence − first)`;
+  if (!mask || mask[q * nk + k]) return `${tokens[q]} → ${cols[k]}: ${fmtP(p)}`;
   // a sliding layer's key outside its window says so; any other masked key, by the pass's mask
   const why = run.maskWhy?.(opts.item, opts.layer, q, k);
-  return `${tokens[q]} → ${tokens[k]}: ${fmtP(p)} (${why && why !== 'masked' ? `masked: ${why}` : 'masked: −∞ before softmax'})`;
+  return `${tokens[q]} → ${cols[k]}: ${fmtP(p)} (${why && why !== 'masked' ? `masked: ${why}` : 'masked: −∞ before softmax'})`;
+}
+
+/** A cell's tooltip notes: what its query and key tokens are (a special token, a word piece). */
+function cellTip(tip, v, q, k) {
+  if (v.cols === v.tokens) tokenTip(tip, v.tokens, v.pieces, q, k);
+  else noteTip(tip, v.tokens[q], v.cols[k]);
 }
 
 function hover(target, cell, clientX, clientY) {
@@ -171,7 +189,7 @@ function hover(target, cell, clientX, clientY) {
   const tip = target.querySelector('.tooltip');
   if (cell && clientX !== undefined) {
     tip.textContent = describe(v, cell);
-    tokenTip(tip, v.tokens, v.pieces, cell.q, cell.k);
+    cellTip(tip, v, cell.q, cell.k);
     placeTip(tip, clientX, clientY);
   } else {
     tip.hidden = true;
@@ -190,7 +208,7 @@ function cursorTip(target) {
   if (!inside(g, v.cursor)) { tip.hidden = true; return; }
   const r = target.querySelector('.overlay').getBoundingClientRect();
   tip.textContent = describe(v, v.cursor);
-  tokenTip(tip, v.tokens, v.pieces, q, k);
+  cellTip(tip, v, q, k);
   // from the cell's centre, past its corner on the side with room: off the crosshair's lines
   placeTip(tip, r.left + g.x0 + (k - g.k0 + 0.5) * g.cell, r.top + g.y0 + (q - g.q0 + 0.5) * g.cell, g.cell / 2 + 6);
 }
@@ -202,7 +220,9 @@ function labelTip(target, q, clientX, clientY) {
   drawCrosshair(v.overlayCtx, v.g, v.cursor);
   const tip = target.querySelector('.tooltip');
   const on = (v.opts.sel ?? []).includes(q);
-  tip.textContent = `${v.tokens[q]}: click to keep only its row, shift-click to ${on ? 'remove it from' : 'add it to'} the selection`;
+  tip.textContent = v.opts.onRow ? `${v.tokens[q]}: click to focus its row`
+    : v.opts.onSelect ? `${v.tokens[q]}: click to keep only its row, shift-click to ${on ? 'remove it from' : 'add it to'} the selection`
+      : `${v.tokens[q]}: the query at position ${q} (its row)`;
   tokenTip(tip, v.tokens, v.pieces, q);
   placeTip(tip, clientX, clientY);
   v.opts.onHover?.(null);
@@ -214,8 +234,9 @@ function colTip(target, k, clientX, clientY) {
   v.hoverCell = null;
   drawCrosshair(v.overlayCtx, v.g, v.cursor);
   const tip = target.querySelector('.tooltip');
-  tip.textContent = `${v.tokens[k]}: the key at position ${k} (its column)`;
-  tokenTip(tip, v.tokens, v.pieces, k);
+  tip.textContent = `${v.cols[k]}: the key at position ${k} (its column)`;
+  if (v.cols === v.tokens) tokenTip(tip, v.tokens, v.pieces, k);
+  else noteTip(tip, v.cols[k]);
   placeTip(tip, clientX, clientY);
   v.opts.onHover?.(null);
 }
@@ -257,7 +278,7 @@ function dimRows(ctx, g, sel, tokens) {
  * The selected rows' mean as a 1 × n strip under the heatmap's columns (same x0, cell and
  * window), masked keys hatched, values written when a cell is wide enough.
  */
-function drawStrip(canvas, g, st, sc, size, tokens) {
+function drawStrip(canvas, g, st, sc, size, tokens, cols) {
   const h = Math.round(Math.max(18, Math.min(30, g.cell)));
   const ctx = fit(canvas, size, h + 2);
   ctx.clearRect(0, 0, size, h + 2);
@@ -292,14 +313,36 @@ function drawStrip(canvas, g, st, sc, size, tokens) {
     ctx.fillStyle = '#111827';
     ctx.fillText(st.rows.length > 1 ? `mean of ${st.rows.length}` : tokens[st.rows[0]], g.x0 - 4, 1 + h / 2, g.x0 - 6);
   }
-  const top = topKeys(st.combined, 3, st.mask).map(({ k, p }) => `${tokens[k]} ${p.toFixed(2)}`).join(', ');
+  const top = topKeys(st.combined, 3, st.mask).map(({ k, p }) => `${cols[k]} ${p.toFixed(2)}`).join(', ');
   canvas.setAttribute('aria-label', `selected ${st.name}${st.rows.length > 1 ? ` (mean of ${st.rows.length} rows)` : ''}: strongest keys ${top}`);
 }
 
+/** Each weight written in its cell where it fits (a masked one is exactly 0 and left blank); the
+ *  rows after `after` (steps not yet written) in grey. `values`: n_q × n_k, row-major; `sc`: the
+ *  colour scale the cells are drawn on (each weight's ink legible on its colour). */
+function weightsIn(g, values, nk, sc, masked, after) {
+  const at = (q, k) => values[q * nk + k];
+  return {
+    minCell: 22, fontPx: Math.min(g.fontPx, Math.floor(g.cell * 0.38)),
+    text: (q, k) => {
+      const p = at(q, k);
+      return masked?.(q, k) || p < 0.005 ? null : p >= 0.995 ? '1' : p.toFixed(2).slice(1);
+    },
+    ink: (q, k) => (after !== null && q > after ? '#6b7280' : inkOn(sc.table[sc.index(at(q, k))])),
+  };
+}
+
 /**
- * `run`: the result contract. `opts`: {item, layer, head, scale: 'absolute' | 'head', win:
- * {q0, k0, n} | null, part: a sentence pair's part (result.js partOf) | null, fontPx, maxHeight, cellsLike (a longer matrix's T beside it: cells of its
- * size), sel: number[] (selected query rows, sorted), onZoom(win), onHover(cell), onSelect(sel)}.
+ * `run`: the result contract (its heads T × T, or T × `run.nk` with `results[item].keyLabels`
+ * for the columns). `opts`: {item, layer, head, scale: 'absolute' | 'head', win: {q0, k0, n} |
+ * null, part: a sentence pair's part (result.js partOf) | null, fontPx, maxHeight, cellsLike (a
+ * longer matrix's T beside it: cells of its size), sel: number[] (selected query rows, sorted),
+ * onZoom(win), onHover(cell | null), onSelect(sel)}; and for a head shown whole (`whole`, and any
+ * rectangular one: every cell, its labels measured, no zoom): maxCell (px), weights (each weight
+ * written in its cell where it fits), focusRow (its label in bold, the row outlined), after (the
+ * rows after it veiled: a decoding's steps not yet written), label and axes: {rows, cols} (what
+ * the matrix and its axes are, for the caption and the canvas's name), describe(q, k) (a cell's
+ * tooltip), onRow(q) (a click in a row or on its label: focuses it, instead of selecting).
  */
 export function render(target, run, opts) {
   if (!target.querySelector('.stage')) build(target);
@@ -307,61 +350,76 @@ export function render(target, run, opts) {
   target._sel = null;
   const { item, layer, head } = opts;
   const sel = (opts.sel ?? []).filter((q) => q < run.T);
-  const T = run.T;
+  const T = run.T, nk = run.nk ?? T;
+  // a rectangular head (n_q × n_k), or one asked for whole: every cell, no zoom
+  const whole = Boolean(opts.whole) || nk !== T;
   // comparing two sentences of one length: ΔA = second − first, on a diverging scale
   const diff = opts.compare?.same ? opts.compare : null;
   const values = diff ? diff.delta(layer, head) : run.head(item, layer, head);
   const mask = run.maskOf(item, layer);
-  const tokens = run.results[item].labels;
+  const tokens = run.results[item].labels, cols = run.results[item].keyLabels ?? tokens;
   const probs = scale('probability', { max: opts.scale === 'head' ? run.probMax(item, layer, head) : 1 });
   // the value switch's view (web/values.js) says so in its legend
   const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
     : run.valueWeighted ? { ...probs, label: `value-weighted attention, rows renormalised${probs.max === 1 ? '' : ' (scaled to this head\'s max)'}` } : probs;
   const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');
   const prev = target._view;
-  const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask), prev?.img);
+  const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask, nk), prev?.img);
   const width = Math.max(120, target.clientWidth || 480);
+  const fontPx = opts.fontPx ?? 12;
   let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
   if (opts.cellsLike > T) { // beside a longer sentence: its cells' size, so this matrix is smaller
-    const like = square({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx: opts.fontPx ?? 12 });
+    const like = square({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx });
     size = Math.ceil(like.x0 + 2 + like.cell * T);
   }
-  // a sentence pair's part (one sentence's queries over one's keys), whole; else the window
-  const part = opts.part ?? null;
-  const g = part ? region({ width: size, height: size, part, labels: true, fontPx: opts.fontPx ?? 12 })
-    : square({ width: size, height: size, T, win: opts.win, labels: true, fontPx: opts.fontPx ?? 12 });
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
-  const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.fontPx, g.showLabels, sel.join(',')].join('|');
+  // shown whole: in the room its measured labels leave, larger type asking for larger cells
+  // (presenter mode); a sentence pair's part (one sentence's queries over one's keys), whole;
+  // else the window
+  const part = opts.part ?? null;
+  const g = whole ? wholeLayout(heat.getContext('2d'), tokens, cols, { width: opts.width ?? width, maxHeight: opts.maxHeight, maxCell: Math.max(opts.maxCell ?? 34, fontPx * 3), fontPx })
+    : part ? region({ width: size, height: size, part, labels: true, fontPx })
+      : square({ width: size, height: size, T, win: opts.win, labels: true, fontPx });
+  const focusRow = opts.focusRow ?? -1, after = opts.after ?? null;
+  const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.cell, g.fontPx, g.showLabels, sel.join(','), focusRow, after, Boolean(opts.weights)].join('|');
   // a part's block as tall as its rows need (a square's room is `size` both ways)
-  const height = g.fixed ? Math.min(size, Math.ceil(g.y0 + g.nq * g.cell + 2)) : size;
+  const [w, height] = whole ? [g.w, g.h] : [size, g.fixed ? Math.min(size, Math.ceil(g.y0 + g.nq * g.cell + 2)) : size];
   const minPx = Math.ceil((g.n * height) / g.size) + 1; // at least one device pixel per row
+  const masked = maskedBy(mask, nk);
+  const named = opts.label ? `${opts.label} (rows: ${opts.axes?.rows ?? 'queries'}, columns: ${opts.axes?.cols ?? 'keys'})`
+    : `layer ${layerNumber(run, layer)}, head ${head}: ${T} × ${nk} attention heatmap (queries are rows, keys columns)`;
+  overlay.setAttribute('aria-label', g.fixed ? `${named}; hover or tap a cell for its weight, arrow keys move a cursor over the cells${opts.onRow ? ', a click on a row or Enter on the cursor\'s focuses it' : ''}` : ZOOM_KEYS);
   if (prev?.drawKey !== drawKey) {
-    const ctx = fit(heat, size, height, minPx);
-    drawMatrix(ctx, g, { img, masked: maskedBy(mask, T), rows: tokens, cols: tokens });
+    const ctx = fit(heat, w, height, minPx);
+    const cellText = opts.weights ? weightsIn(g, values, nk, sc, masked, after) : null;
+    drawMatrix(ctx, g, { img, masked, after, cellText, rows: tokens, cols, focusRow });
     if (sel.length) dimRows(ctx, g, sel, tokens);
     Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, nq: g.nq, nk: g.nk, t: T, labels: g.showLabels });
-    heat.setAttribute('aria-label', `layer ${layerNumber(run, layer)}, head ${head}: ${T} × ${T} attention heatmap (queries are rows, keys columns)${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
+    heat.setAttribute('aria-label', `${named}${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
     legend.render(target.querySelector('.legend'), sc, { masked: true });
   }
-  const overlayCtx = fit(overlay, size, height); // outlines only: the screen's pixels are enough
-  target.querySelector('.stage').style.height = `${height}px`;
+  const overlayCtx = fit(overlay, w, height); // outlines only: the screen's pixels are enough
+  const stage = target.querySelector('.stage');
+  stage.style.height = `${height}px`;
+  stage.style.width = whole ? `${w}px` : '';
+  axesCaption(target.querySelector('.axes'), opts.axes);
   overlay.classList.toggle('pannable', !g.fixed && g.n < T); // zoomed in: a drag pans (a finger's too), else the page scrolls
-  target.querySelector('.focus-label').textContent = `layer ${layerNumber(run, layer)}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
+  target.querySelector('.focus-label').textContent = opts.label ? '' : `layer ${layerNumber(run, layer)}, head ${head}` + (run.B > 1 ? `, sentence ${item + 1}` : '');
   target.querySelector('.zoom').hidden = g.fixed;
   target.querySelector('.zoom-label').textContent = g.n < T ? `tokens ${g.q0}–${g.q0 + g.n - 1} × ${g.k0}–${g.k0 + g.n - 1} of ${T}` : (g.showLabels ? '' : `${T} tokens: zoom in to read the labels`);
-  target.querySelector('.part-label').textContent = part ? `${partWords(part, g)} of ${T}` : '';
+  target.querySelector('.part-label').textContent = part && !whole ? `${partWords(part, g)} of ${T}` : '';
   // the selected rows, summed and renormalised: a strip under the columns
-  const comb = sel.length ? combine(values, mask, T, sel) : null;
+  const comb = sel.length ? combine(values, mask, T, sel, nk) : null;
   const st = comb && { ...comb, name: selName(tokens, comb.rows) };
   const strip = target.querySelector('.sel-strip');
   strip.hidden = !st;
-  if (st && (prev?.drawKey !== drawKey || strip.dataset.key !== drawKey)) drawStrip(strip, g, st, sc, size, tokens);
+  if (st && (prev?.drawKey !== drawKey || strip.dataset.key !== drawKey)) drawStrip(strip, g, st, sc, w, tokens, cols);
   strip.dataset.key = st ? drawKey : '';
   target.querySelector('.sel-tools').hidden = !st;
   target.querySelector('.sel-label').textContent = st ? `selected: ${st.name}` : '';
-  const cursor = prev && prev.run.T === T ? prev.cursor : null;
-  target._view = { run, opts, g, img, imgKey, drawKey, tokens, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
+  const cursor = prev && prev.run.T === T && prev.nk === nk ? prev.cursor : null;
+  target._view = { run, opts, g, img, imgKey, drawKey, tokens, cols, nk, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
   drawCrosshair(overlayCtx, g, target._view.hoverCell ?? cursor);
   // the keys' tooltip follows a zoom, a new head or layer; a new input drops the cursor and it.
   // A pointer's (a tap's bubble, a hover's) told of a cell of the run before: another model's or
@@ -371,4 +429,11 @@ export function render(target, run, opts) {
     target.querySelector('.tooltip').hidden = true;
     target._view.hoverCell = null;
   }
+}
+
+/** Every cell of an n_q × n_k head with its labels (matrix.js `labelled`), as a fixed region
+ *  (no zoom or pan). */
+function wholeLayout(ctx, rows, cols, room) {
+  const g = labelled(ctx, { rows, cols }, room);
+  return { ...g, n: Math.max(g.nq, g.nk), size: Math.max(g.nq, g.nk) * g.cell, fixed: true };
 }

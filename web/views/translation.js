@@ -1,6 +1,6 @@
 // The translation view: an encoder–decoder model's output, written token by token (greedy
-// decoding, or a target teacher-forced), a step control, and its three attentions, one at a time
-// (views/rect.js): the cross-attention (output steps × source tokens: where the decoder looks in
+// decoding, or a target teacher-forced), a step control, and its three attentions, one at a time,
+// drawn by the model view's views (grid.js, head.js, lines.js): the cross-attention (output steps × source tokens: where the decoder looks in
 // the source as it writes each token), the decoder's self-attention (steps × steps, the no-peek
 // mask's upper triangle hatched) and the encoder's (source × source), each as every layer and
 // head, the focused head large and its lines. For a batch, the masks the engine applied to it,
@@ -18,11 +18,9 @@
 
 import { matricesOf, runOfMatrices, decoderSteps, attentionsOf, translationLayer, shownToken as shown, stepLabel, visibleText, ATTENTION_KINDS } from '../result.js';
 import { isDatesModel, dateProblem } from '../examples.js';
-import * as rect from './rect.js';
+import * as headView from './head.js';
 import * as grid from './grid.js';
 import * as lines from './lines.js';
-import * as legend from './legend.js';
-import { scale } from '../colour.js';
 import { exportTranslation } from '../export.js';
 import { precisionNote } from '../given.js';
 
@@ -203,6 +201,8 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
 
   const matrices = matricesOf(r, attn, weighed);
   const m = matrices[fl][fh];
+  // the attention as a run (its heads n_q × n_k), for the grid and the head view
+  const run = runOfMatrices(matrices, (l) => translationLayer(r, attn, l), { valueWeighted: weighed });
   const focusRow = attn === 'encoder' ? -1 : t;
   const label = `${ATTENTION_KINDS[attn].name}, ${attn === 'encoder' ? 'encoder' : 'decoder'} layer ${nl}, head ${fh}`;
   const views = el('div', { class: 'tr-views' });
@@ -230,8 +230,9 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
     const v = pane('tr-head', `Layer ${nl}, head ${fh}: ${attn === 'encoder' ? 'source × source' : `${T} steps (rows: ${written ? 'writes ← reads' : 'what each reads'}) × ${attn === 'cross' ? `${S} source tokens` : `the ${T} tokens read`}, step ${t + 1} outlined`}`);
     headEl = v;
     headOpts = {
-      // a projector's width gives the cells room: up to 52 px each; beside the step, what the lines leave
-      matrix: m, width: beside ? room - (panes.includes('lines') ? linesW + 22 : 0) : Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
+      // every cell, each weight written where it fits; a projector's width gives the cells room:
+      // up to 52 px each; beside the step, what the lines leave
+      item: 0, layer: fl, head: fh, whole: true, weights: true, width: beside ? room - (panes.includes('lines') ? linesW + 22 : 0) : Math.min(wide ? 860 : 640, inner(0.42)), maxCell: width >= 1600 ? 52 : 36, fontPx, focusRow, label,
       axes: attn === 'encoder' ? { rows: 'source tokens (queries)', cols: 'source tokens (keys)' } : { rows: 'decoder steps (queries)', cols: attn === 'cross' ? 'source tokens (keys)' : 'steps so far (keys)' },
       describe: (q, k) => {
         const from = attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : written ? `step ${q + 1} (writes “${shown(written[q])}”, reads “${shown(inputs[q])}”)` : `step ${q + 1} (reads “${shown(inputs[q])}”)`;
@@ -239,12 +240,10 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
         return m.masked?.(q, k) ? `${from} → ${to}: masked (−∞ before softmax, so 0)` : `${from} → ${to}: ${m.values[q][k].toFixed(3)}`;
       },
       onRow: attn === 'encoder' ? null : (q) => onStep?.(q),
-      onHover: (q) => drawLines(q),
+      onHover: (cell) => drawLines(cell?.q ?? null),
       after: attn === 'encoder' ? null : t, // the steps after the focused one, not yet written: dimmed
     };
-    rect.head(v, headOpts);
-    const probs = scale('probability');
-    legend.render(v.parentElement.appendChild(el('div', { class: 'legend' })), weighed ? { ...probs, label: 'value-weighted attention, rows renormalised' } : probs, { masked: attn === 'decoder' && Boolean(m.masked) });
+    headView.render(v, run, headOpts);
   }
   if (panes.includes('lines')) {
     linesEl = pane('tr-lines', attn === 'cross' ? 'Lines: decoder steps left, source right' : attn === 'decoder' ? 'Lines: each step over the steps so far' : 'Lines: the source over itself');
@@ -269,11 +268,11 @@ export function render(target, tr, { item = 0, layer = 0, head = 0, step = null,
   target.setAttribute('role', 'group');
   target.setAttribute('aria-label', `translation, step ${t + 1} of ${T}: ← and → step through the decoding`);
   if (had !== null) (had && target.querySelector(`[aria-label="${CSS.escape(had)}"]`) || target).focus({ preventScroll: true });
-  if (beside && headEl) fitAboveFold(headEl, headOpts, foldPx);
+  if (beside && headEl) fitAboveFold(headEl, run, headOpts, foldPx);
   // the model view's grid, as a run's (views/grid.js), once in the page: it lays its cells out
   if (gridEl) {
     const onMove = (dl, dh) => onFocus?.(Math.max(0, Math.min(stack.layers - 1, fl + dl)), Math.max(0, Math.min(stack.heads - 1, fh + dh)));
-    grid.render(gridEl, runOfMatrices(matrices, (l) => translationLayer(r, attn, l)), { item: 0, layer: fl, head: fh, scale: 'absolute', label: `every layer and head of the ${ATTENTION_KINDS[attn].name}`, onFocus, onMove });
+    grid.render(gridEl, run, { item: 0, layer: fl, head: fh, scale: 'absolute', label: `every layer and head of the ${ATTENTION_KINDS[attn].name}`, onFocus, onMove });
   }
   // ← and → step through the decoding wherever the focus is in the view (not in a control that
   // takes the arrows itself)
@@ -296,15 +295,15 @@ const GIVEN_LINES = {
 const BESIDE_PX = 1000, BESIDE_GAP_PX = 28;
 
 /**
- * Draws the head in `target` (drawn with `opts`) again, smaller, when its heatmap and the legend
- * under it end below `foldPx` from the page's top: the room left from where it starts.
+ * Draws the head of `run` in `target` (drawn with `opts`) again, smaller, when its heatmap and
+ * the legend under it end below `foldPx` from the page's top: the room left from where it starts.
  */
-function fitAboveFold(target, opts, foldPx) {
-  const stage = target.querySelector('.stage'), legendEl = target.parentElement.querySelector('.legend');
+function fitAboveFold(target, run, opts, foldPx) {
+  const stage = target.querySelector('.stage'), legendEl = target.querySelector('.legend');
   const top = stage.getBoundingClientRect().top + window.scrollY;
   const below = legendEl ? legendEl.getBoundingClientRect().bottom - stage.getBoundingClientRect().bottom : 0;
   const room = Math.floor(foldPx - top - below - 8);
-  if (stage.offsetHeight > room) rect.head(target, { ...opts, maxHeight: Math.max(160, room) });
+  if (stage.offsetHeight > room) headView.render(target, run, { ...opts, maxHeight: Math.max(160, room) });
 }
 
 /**
@@ -374,6 +373,6 @@ function masksOf(tr, b, { attn, layer, head, dec, info, width }) {
   const v = el('div', { class: 'tr-canvas' });
   f.append(v);
   sec.append(f);
-  rect.head(v, { matrix: m, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTION_KINDS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : `step ${q + 1} (writes ← reads: ${m.rows[q]})`} → “${m.cols[k]}” at position ${k}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
+  headView.render(v, runOfMatrices([[m]]), { item: 0, layer: 0, head: 0, whole: true, weights: true, width: Math.min(560, width - 16), label: `applied mask: ${ATTENTION_KINDS[attn].name} of source ${b + 1} over the padded batch`, describe: (q, k) => `${attn === 'encoder' ? `“${m.rows[q]}” at position ${q}` : `step ${q + 1} (writes ← reads: ${m.rows[q]})`} → “${m.cols[k]}” at position ${k}: ${m.values[q][k].toFixed(3)}${m.masked(q, k) ? ' (masked: −∞ before softmax)' : ''}` });
   return sec;
 }
