@@ -62,6 +62,11 @@ pub enum Error {
     #[error("GPU: {0}")]
     Gpu(String),
 
+    /// A pass asked to stop ([`crate::engine::progress::PassProgress::ask_to_stop`]) before
+    /// its layer `layer` (0-based: the layers it had run).
+    #[error("stopped as asked, after {layer} of {layers} layers")]
+    Stopped { layer: usize, layers: usize },
+
     /// A family asked an engine for what it does not hold (a bug, reported rather than a panic).
     #[error("engine: {0}")]
     Engine(String),

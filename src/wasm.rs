@@ -20,6 +20,7 @@ use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding}
 use crate::analysis::{AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated};
 use crate::checkpoint::ChatFiles;
 use crate::engine::ops::{AttentionKind, Stack};
+use crate::engine::progress::{PassProgress, Progress};
 use crate::engine::{
     cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
     TraceOptions,
@@ -686,6 +687,9 @@ pub struct Session {
     long: std::cell::RefCell<Option<LongRun>>,
     /// The number the next long run is known by.
     next_long: std::cell::Cell<u32>,
+    /// How far the run under way has gone, and whether the page asked it to stop
+    /// ([`Session::progress_cells`]).
+    progress: std::sync::Arc<PassProgress>,
 }
 
 /// A long run's queries and keys and its mask, `(B, T, T)`, by the number its `RunInfo` gives.
@@ -812,6 +816,7 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
             prefixes: Default::default(),
             long: Default::default(),
             next_long: Default::default(),
+            progress: Default::default(),
         }
         .into())
     }))
@@ -907,6 +912,24 @@ impl Session {
 
 #[wasm_bindgen]
 impl Session {
+    /// Where in wasm memory (a byte address) the run under way reports its progress: three
+    /// `u32`, the self-attention layers its pass has begun, its layers, and a stop request
+    /// (not 0: stop; the page writes it). The pass stops before its next layer, the run failing
+    /// with "stopped as asked"; a long run's summary (the worker's, a layer at a time) reads
+    /// [`Session::stop_asked`] between its layers. The threaded build's memory is shared, so
+    /// the page reads and writes them while the worker is busy with the run; the CPU engine
+    /// reports (the GPU records its pass whole).
+    #[wasm_bindgen(js_name = progressCells)]
+    pub fn progress_cells(&self) -> u32 {
+        self.progress.cells() as usize as u32
+    }
+
+    /// Whether the page asked the run under way to stop ([`Session::progress_cells`]).
+    #[wasm_bindgen(js_name = stopAsked)]
+    pub fn stop_asked(&self) -> bool {
+        self.progress.stop_asked()
+    }
+
     /// The GPU this session runs on (`gpu: <adapter> (WebGPU)`), if it has one.
     pub fn gpu(&self) -> Option<String> {
         let d = self.runner.describe();
@@ -997,7 +1020,9 @@ impl Session {
             },
             values: options.value_norms || (options.flow && !long),
             writes: (options.logit_attribution.is_some() || options.flow) && !long,
+            progress: Progress::to(&self.progress),
         };
+        self.progress.start(c.num_hidden_layers);
         // a long run takes the place of the last: its queries and keys go before the pass
         let keeps_heads = long && !options.no_heads_later;
         if keeps_heads {

@@ -664,3 +664,53 @@ fn top_k_of_a_vocabulary_row_reads_a_non_contiguous_view() {
         );
     }
 }
+
+/// A pass reports each self-attention layer it begins where it is given progress cells, and
+/// computes the same bits; a stop asked before it ends it before its first layer, by name; a
+/// pass begun again after the stop runs whole.
+#[test]
+fn a_pass_reports_its_layers_and_stops_when_asked() {
+    use attnscope::engine::progress::{PassProgress, Progress};
+    use std::sync::Arc;
+    let m = model("tiny-llama");
+    let layers = m.config.num_hidden_layers;
+    let input = m
+        .tokenizer
+        .encode(&["the cat sat on the mat"], None)
+        .unwrap();
+    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let plain = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
+    let cells = Arc::new(PassProgress::default());
+    let opts = TraceOptions {
+        progress: Progress::to(&cells),
+        ..TraceOptions::default()
+    };
+    for kept in [AttentionKept::Probabilities, AttentionKept::QueriesKeys] {
+        let opts = TraceOptions {
+            attention: kept,
+            ..opts.clone()
+        };
+        cells.start(layers);
+        assert_eq!(cells.at(), (0, layers));
+        let got = cpu::forward(m, &input, &mask, &opts).unwrap();
+        assert_eq!(cells.at(), (layers, layers), "{kept:?}: every layer begun");
+        assert_eq!(got.hidden, plain.hidden, "{kept:?}: the same bits");
+        // asked to stop before it begins: no layer runs
+        cells.start(layers);
+        cells.ask_to_stop();
+        let err = cpu::forward(m, &input, &mask, &opts).unwrap_err();
+        assert!(
+            matches!(err, attnscope::Error::Stopped { layer: 0, layers: l } if l == layers),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("stopped as asked, after 0 of {layers} layers")
+        );
+        assert_eq!(cells.at(), (0, layers));
+    }
+    // begun again: whole
+    cells.start(layers);
+    let again = cpu::forward(m, &input, &mask, &opts).unwrap();
+    assert_eq!(again.attention, plain.attention);
+}

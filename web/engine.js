@@ -79,6 +79,7 @@ class Engine {
   receive(m) {
     if (m.type === 'crashed') { this.crashed(m.panic); return; }
     if (m.type === 'progress') { for (const f of this.progress.get(m.key) ?? []) f(m); return; }
+    if (m.type === 'run-progress') { this.pending.get(m.id)?.onProgress?.(m); return; }
     if (m.type === 'engine') { for (const f of this.engineChoices) f(m); return; }
     if (m.type === 'generated') {
       this.worker.postMessage({ type: 'generated-ack', gen: m.gen }); // the next step, while the page takes this one
@@ -91,10 +92,12 @@ class Engine {
     if (m.ok) p.resolve(m); else p.reject(new Error(m.error));
   }
 
-  call(msg, transfer = []) {
+  /** Posts `msg` to the worker; resolves to its answer. `onProgress(m)` gets the call's
+   *  `run-progress` messages (worker.js). */
+  call(msg, transfer = [], onProgress = null) {
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve, reject, onProgress });
       this.worker.postMessage({ ...msg, id }, transfer);
     });
   }
@@ -130,9 +133,10 @@ class Engine {
    * Runs texts on a loaded checkpoint; resolves to the result contract (see result.js).
    * `options`: {headMask: 'L:H,…', scale: 'sqrt_dk' | 'none', headMetrics, rollout, sentenceEmbedding,
    * hiddenStates, layerTrace: layer, crossAttention: layer} (src/wasm.rs `RunOptions`).
+   * `onProgress(m)`: how far the run has gone, as the worker tells it (web/progress.js reads it).
    */
-  async run(key, { texts, pair, mask, options }) {
-    const m = await this.call({ type: 'run', key, texts, pair, mask, options });
+  async run(key, { texts, pair, mask, options }, onProgress = null) {
+    const m = await this.call({ type: 'run', key, texts, pair, mask, options }, [], onProgress);
     const r = fromWorker(m.result);
     r.status = m.status ?? null; // the engine line, when this run changed it (WebGPU lost)
     return r;

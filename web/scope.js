@@ -3,6 +3,7 @@
 // rendering the views that are shown, in slices of a few milliseconds so none blocks the page.
 
 import { engine, DEFAULT_MODEL } from './engine.js';
+import { watchRun } from './progress.js';
 import { MAX_BATCH, DEFAULT_HUB, isHubId } from './store.js';
 import { measure, SLICE_MS } from './canvas.js';
 import { withArchitecture, readsPair, normName, ffnWords } from './architecture.js';
@@ -371,6 +372,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   const linkFocus = /(^|[#&])(l|h)=/.test(location.hash);
   const opensOnModelFocus = () => (modelFocus ? modelFocus() : loads > 0 || !linkFocus);
   let running = false, again = false;
+  let stopRun = null; // asks the run under way to stop (web/progress.js), while there is one
   let positionsPending = false, scalingAsked = false;
   let translations = 0, decoderPending = '';
 
@@ -408,16 +410,24 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       }
       return;
     }
+    // how far it has gone (the layer its pass or its heads' summary is on), and a stop
+    const watch = watchRun((p) => store.update({ runProgress: p }));
+    stopRun = () => { again = false; watch.stop(); };
     try {
-      const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) });
+      const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) }, (m) => watch.message(m));
       if (era !== givenShown) return;
       const latest = store.get();
       // the selection survives a run over the same tokens (clamped to them), not new tokens
       const sel = latest.run && !sameTokens(latest.run, r) ? [] : clampSel(latest.sel, shownOf({ ...latest, run: r }).T);
       store.update({ run: r, translation: null, sel, item: Math.min(latest.item, r.B - 1), runError: null, busy: again, ...(r.status ? { engineStatus: r.status } : {}) });
     } catch (err) {
-      if (era === givenShown) store.update({ busy: again, runError: { line: String(err.message || err) } });
+      const line = String(err.message || err);
+      // a stop asked for: what was shown stays
+      const stopped = /^stopped as asked/.test(line) && `The run ${line}${store.get().run ? ': the views still show the text before.' : '.'}`;
+      if (era === givenShown) store.update({ busy: again, runError: { line: stopped || line } });
     } finally {
+      watch.done();
+      stopRun = null;
       running = false;
       if (again) { again = false; run(); }
     }
@@ -723,5 +733,5 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     });
   }
 
-  return { loadModel, showGiven, run, render, cancel: () => store.get().loading && made?.cancel(store.get().loading.key) };
+  return { loadModel, showGiven, run, render, cancel: () => store.get().loading && made?.cancel(store.get().loading.key), stopRun: () => stopRun?.() };
 }

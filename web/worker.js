@@ -16,6 +16,10 @@
 //      would, at a `CrashSite` of src/wasm.rs: 'call', 'future' or 'pool')
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
+//      {type: 'run-progress', id, cells: {buffer, at}} as run `id` begins, where the wasm memory is
+//      shared (the threaded build): its three progress cells (src/wasm.rs `Session.progressCells`),
+//      which the page reads and where it asks the run to stop; {type: 'run-progress', id, heads:
+//      [done, of]} as a long run's summary begins each layer's heads
 //      {type: 'crashed', panic} once the wasm module has trapped (a Rust panic): the page
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
@@ -685,13 +689,17 @@ async function run(s, msg) {
  * and keys, not its L·H·T² probabilities): every head computed again a layer at a time from
  * them (src/wasm.rs `Session.layerHeads`), folded into the thumbnails and maxima, and let go.
  * The same heads with the first key hidden (web/sink.js) fold into `sink`, the summary the
- * sink switch shows, so it needs no second sweep.
+ * sink switch shows, so it needs no second sweep. Each layer done is told to the page
+ * (`report(done, of)`); a stop the page asked (src/wasm.rs `Session.progressCells`) ends it
+ * between two layers.
  */
-function longSummary(s, r) {
+function longSummary(s, r, report) {
   const [B, L, H, T] = r.info.shape, n = T * T;
   const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape);
   const hidden = new Float32Array(n);
   for (let bl = 0; bl < B * L; bl++) {
+    if (s.session.stopAsked()) throw new Error(`stopped as asked, after the heads of ${bl} of ${B * L} layers`);
+    report(bl, B * L);
     const layer = longLayer(s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L), Math.floor(bl / L), bl % L, r.info.shape);
     for (let h = 0; h < H; h++) {
       const p = layer.probs.subarray(h * n, (h + 1) * n);
@@ -859,9 +867,14 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'run') {
       const s = sessionFor(msg.key);
       const before = s.status;
+      // where the run reports its layers and reads a stop: in memory the page shares (the
+      // threaded build's), the page reads them while this worker is busy with the run
+      const shared = typeof SharedArrayBuffer !== 'undefined' && wasm.memory.buffer instanceof SharedArrayBuffer;
+      if (shared) self.postMessage({ type: 'run-progress', id: msg.id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
       const r = await run(s, msg);
       const heads = r.records ? runHeads(r.records, r.info.shape) : null;
-      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r);
+      const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
+      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
       const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       // each item's records' values (its attention and scores, a layer each) transferred, not copied
       if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));

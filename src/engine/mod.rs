@@ -1,7 +1,7 @@
 //! The engines that run a model: the operations a family's forward pass is written in (`ops`),
 //! the CPU reference that computes them (`cpu`), the GPU that records them (`gpu`), the
-//! choice between the two (`backend`), an encoder–decoder model's decoding (`translate`) and a
-//! decoder-only model's generation (`generate`).
+//! choice between the two (`backend`), an encoder–decoder model's decoding (`translate`), a
+//! decoder-only model's generation (`generate`) and how far a pass has gone (`progress`).
 
 mod backend;
 pub mod cpu;
@@ -10,6 +10,7 @@ pub mod generate;
 pub mod gpu;
 pub mod network;
 pub mod ops;
+pub mod progress;
 mod trace;
 pub mod translate;
 

@@ -179,6 +179,9 @@ pub struct TraceOptions {
     /// Keep what every layer writes to the residual stream ([`Trace::writes`]): what the
     /// direct logit attribution reads (`crate::analysis::logit_attribution`).
     pub writes: bool,
+    /// Where the CPU engine reports each self-attention layer it begins, and where it reads
+    /// whether to stop ([`super::progress`]); nothing it computes depends on it.
+    pub progress: super::progress::Progress,
 }
 
 /// What a pass keeps of its self-attention.

@@ -12,7 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync } from 'node:fs';
-import { startServer, launch, openPage, ready, ROOT, attnscope } from './harness.mjs';
+import { startServer, launch, openPage, ready, ROOT, ARTIFACTS, attnscope } from './harness.mjs';
 import { thumbBins, foldRows } from '../../web/summary.js';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
@@ -132,3 +132,38 @@ for (const { engine, name, model, text, heads } of CASES) {
     await page.close();
   });
 }
+
+test('a long run shows the layer it is on, over the page, and its stop ends it before the next layer, in its pass or in its heads\' summary: the views keep the text before, and the next run runs', async () => {
+  const url = `${server.url}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
+  const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  const before = await page.evaluate(() => window.attnscope.store.get().run.id);
+  const header = await page.evaluate(() => document.getElementById('top').offsetHeight);
+  for (const phase of ['pass', 'heads']) {
+    await page.fill('#sentence', phase === 'pass' ? TEXT : `${TEXT} Again.`);
+    // the progress as the page shows it, over the page: "Computing layer N of 30…", a bar and a
+    // stop; the header keeps its height
+    const shown = await page.waitForFunction((ph) => {
+      const p = window.attnscope.store.get().runProgress, box = document.getElementById('run-status');
+      return p?.phase === ph && !document.getElementById('stop-run').hidden && !box.hidden
+        && { p, text: document.getElementById('run-text').textContent, bar: [document.getElementById('run-progress').value, document.getElementById('run-progress').max], position: getComputedStyle(box).position, header: document.getElementById('top').offsetHeight };
+    }, phase, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
+    assert.equal(shown.p.of, 30, 'SmolLM2\'s 30 layers');
+    assert.match(shown.text, phase === 'pass' ? /^Computing layer \d+ of 30…$/ : /^Computing the heads of layer \d+ of 30…$/);
+    assert.deepEqual(shown.bar, [shown.p.done, 30]);
+    assert.equal(shown.position, 'fixed');
+    assert.equal(shown.header, header, 'the header keeps its height');
+    await page.screenshot({ path: path.join(ARTIFACTS, `long-progress-${phase}.png`) });
+    await page.click('#stop-run');
+    const line = await page.waitForFunction(() => { const s = window.attnscope.store.get(); return !s.busy && s.runError?.line; }, null, { timeout: 60000, polling: 50 }).then((h) => h.jsonValue());
+    assert.match(line, phase === 'pass' ? /^The run stopped as asked, after \d+ of 30 layers: the views still show the text before\.$/ : /^The run stopped as asked, after the heads of \d+ of 30 layers: the views still show the text before\.$/);
+    const after = await page.evaluate(() => ({ id: window.attnscope.store.get().run.id, text: window.attnscope.result.text, progress: window.attnscope.store.get().runProgress, box: document.getElementById('run-status').hidden }));
+    assert.deepEqual(after, { id: before, text: 'The committee met.', progress: null, box: true }, 'what was shown stays, the progress gone');
+    assert.equal(await page.textContent('#input-status'), line);
+  }
+  // the engine runs the next text
+  await page.fill('#sentence', 'The committee met again.');
+  await page.waitForFunction(() => window.attnscope.result?.text === 'The committee met again.' && !window.attnscope.store.get().runError, null, { timeout: 60000 });
+  assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
+  await page.close();
+});

@@ -323,6 +323,7 @@ pub fn main() -> ExitCode {
                 },
                 values: value_weighted || flow,
                 writes: logit_attribution || flow,
+                progress: Default::default(), // the CLI shows none
             },
             cross_attention,
             ReportOptions {

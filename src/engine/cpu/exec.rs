@@ -480,6 +480,9 @@ impl Ops for CpuOps<'_> {
         k: &CpuX,
         v: &CpuX,
     ) -> Result<CpuX> {
+        if id.kind == AttentionKind::SelfAttention {
+            self.opts.progress.begin(id.layer)?; // where a stop was asked, the pass ends here
+        }
         let b = self.batch();
         let new_rows = self.per_item("attention queries", q)?;
         // a pass that reuses a prefix: its new queries join the prefix's, and the attention is

@@ -1,0 +1,50 @@
+// How far a run has gone, as the page shows it while the engine works: the layer its pass is on
+// and, for a long text, the layer whose heads its summary is computing; and a stop. The worker
+// tells the summary's layers in messages; the pass's it cannot (it is busy with the pass), so
+// where the wasm memory is shared (the threaded build) the page reads them itself from the
+// session's progress cells (src/wasm.rs `Session.progressCells`: the layers begun, the layers, a
+// stop request), every POLL_MS, and asks for a stop by writing the third.
+
+const POLL_MS = 100;
+
+/**
+ * Watches one run: `message(m)` takes its `run-progress` messages (web/engine.js `run`), and
+ * `onChange(p)` hears of each change, `p`: {phase: 'pass' | 'heads', done, of, canStop} (`done`
+ * of `of` layers begun; `canStop`: a stop can be asked), or null before anything is known and
+ * once `done()` is called. `stop()` asks the run to stop before its next layer; it then fails
+ * with "stopped as asked".
+ */
+export function watchRun(onChange) {
+  let cells = null, heads = null, timer = 0, told = null;
+  const tell = () => {
+    const [begun, layers] = cells ? [Atomics.load(cells, 0), Atomics.load(cells, 1)] : [0, 0];
+    const p = heads ? { phase: 'heads', done: heads[0], of: heads[1], canStop: Boolean(cells) }
+      : begun > 0 ? { phase: 'pass', done: begun, of: layers, canStop: true } : null;
+    const key = p && `${p.phase} ${p.done} ${p.of}`;
+    if (key === told) return;
+    told = key;
+    onChange(p);
+  };
+  return {
+    message(m) {
+      if (m.cells) {
+        cells = new Int32Array(m.cells.buffer, m.cells.at, 3);
+        clearInterval(timer);
+        timer = setInterval(tell, POLL_MS);
+      }
+      if (m.heads) heads = m.heads;
+      tell();
+    },
+    stop() { if (cells) Atomics.store(cells, 2, 1); },
+    done() {
+      clearInterval(timer);
+      cells = null;
+      if (told !== null) { told = null; onChange(null); }
+    },
+  };
+}
+
+/** What a run's progress says in a few words: "layer 12 of 30", "the heads of layer 3 of 30". */
+export function progressLine(p) {
+  return p.phase === 'pass' ? `layer ${p.done} of ${p.of}` : `the heads of layer ${p.done + 1} of ${p.of}`;
+}
