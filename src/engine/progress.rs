@@ -42,8 +42,7 @@ impl PassProgress {
         if self.stop_asked() {
             return Err(Error::Stopped { layer, layers });
         }
-        self.begun
-            .fetch_max(layer as u32 + 1, Ordering::Relaxed);
+        self.begun.fetch_max(layer as u32 + 1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -107,7 +106,16 @@ mod tests {
         assert_eq!(p.at(), (2, 6));
         p.ask_to_stop();
         let err = progress.begin(2).unwrap_err();
-        assert!(matches!(err, Error::Stopped { layer: 2, layers: 6 }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::Stopped {
+                    layer: 2,
+                    layers: 6
+                }
+            ),
+            "{err}"
+        );
         assert_eq!(p.at(), (2, 6), "a stopped layer is not begun");
         p.start(6);
         progress.begin(0).unwrap();
