@@ -1323,23 +1323,28 @@ impl Session {
         })?;
         let (_, t, _) = long.mask.dim();
         let heads = long.from.heads.query;
-        // each head straight into the JavaScript arrays: the layer is never whole in wasm memory
+        // as many heads at a time as there are threads, each straight into the JavaScript
+        // arrays: the layer is never whole in wasm memory
         let n = (t * t) as u32;
         let (probs, scores) = (
             Float32Array::new_with_length(heads as u32 * n),
             Float32Array::new_with_length(heads as u32 * n),
         );
-        for h in 0..heads {
-            let one = long
+        let at_once = rayon::current_num_threads().max(1);
+        for first in (0..heads).step_by(at_once) {
+            let some = first..(first + at_once).min(heads);
+            let computed = long
                 .from
-                .head(item, layer, h, &long.mask, true)
+                .heads(item, layer, some, &long.mask, true)
                 .map_err(js_err)?;
-            let at = h as u32 * n;
-            for (to, from) in [(&probs, Some(&one.probs)), (&scores, one.scores.as_ref())] {
-                let from = from
-                    .and_then(|a| a.as_slice())
-                    .ok_or_else(|| JsError::new("a head's values are not one contiguous array"))?;
-                to.subarray(at, at + n).copy_from(from);
+            for (h, one) in (first..).zip(&computed) {
+                let at = h as u32 * n;
+                for (to, from) in [(&probs, Some(&one.probs)), (&scores, one.scores.as_ref())] {
+                    let from = from.and_then(|a| a.as_slice()).ok_or_else(|| {
+                        JsError::new("a head's values are not one contiguous array")
+                    })?;
+                    to.subarray(at, at + n).copy_from(from);
+                }
             }
         }
         let stack = self.runner.model().weights.stack();

@@ -549,6 +549,13 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
         assert_eq!((from.queries.len(), from.heads.query), (l, h));
         for i in 0..b {
             for li in 0..l {
+                // a layer's heads at once (in parallel on the pool) are each head's alone
+                let all = from.heads(i, li, 0..h, &got.mask, true).unwrap();
+                assert_eq!(all.len(), h);
+                for (hi, many) in all.into_iter().enumerate() {
+                    let one = from.head(i, li, hi, &got.mask, true).unwrap();
+                    assert_eq!((&many.probs, &many.scores), (&one.probs, &one.scores));
+                }
                 for hi in 0..h {
                     let one = from.head(i, li, hi, &got.mask, true).unwrap();
                     let at = s![i, li, hi, .., ..];

@@ -327,6 +327,21 @@ impl QueriesKeys {
         mask: &Mask,
         scores: bool,
     ) -> Result<HeadAttention> {
+        let mut one = self.heads(b, layer, head..head + 1, mask, scores)?;
+        Ok(one.remove(0))
+    }
+
+    /// Heads `heads` of layer `layer` over item `b` ([`QueriesKeys::head`] each), in parallel
+    /// where there are threads: each head's `QKᵀ` and softmax on one of them.
+    pub fn heads(
+        &self,
+        b: usize,
+        layer: usize,
+        heads: std::ops::Range<usize>,
+        mask: &Mask,
+        scores: bool,
+    ) -> Result<Vec<HeadAttention>> {
+        use rayon::prelude::*;
         let (batch, t, _) = mask.dim();
         let (q, k) = match (self.queries.get(layer), self.keys.get(layer)) {
             (Some(q), Some(k)) => (q, k),
@@ -337,9 +352,10 @@ impl QueriesKeys {
                 )))
             }
         };
-        if b >= batch || head >= self.heads.query {
+        if b >= batch || heads.end > self.heads.query || heads.is_empty() {
             return Err(Error::Input(format!(
-                "item {b}, head {head}: the pass ran {batch} item(s) of {} heads (0-based)",
+                "item {b}, head {}: the pass ran {batch} item(s) of {} heads (0-based)",
+                heads.end.saturating_sub(1).max(heads.start),
                 self.heads.query
             )));
         }
@@ -353,19 +369,22 @@ impl QueriesKeys {
             }
             _ => mask,
         };
-        let (probs, scores) = crate::engine::cpu::head_attention(
-            q.slice(rows),
-            k.slice(rows),
-            self.heads,
-            head,
-            mask.item(b),
-            ScoreFactor {
-                scale: self.scale,
-                own: arch.score_scale,
-            },
-            scores,
-        )?;
-        Ok(HeadAttention { probs, scores })
+        let (q, k, mask) = (q.slice(rows), k.slice(rows), mask.item(b));
+        let factor = ScoreFactor {
+            scale: self.scale,
+            own: arch.score_scale,
+        };
+        crate::engine::cpu::forward::on_the_pool(|| {
+            heads
+                .into_par_iter()
+                .map(|head| {
+                    let (probs, scores) = crate::engine::cpu::head_attention(
+                        q, k, self.heads, head, mask, factor, scores,
+                    )?;
+                    Ok(HeadAttention { probs, scores })
+                })
+                .collect()
+        })
     }
 
     /// The values held, `Σ_l` the queries' and keys'.
