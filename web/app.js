@@ -18,7 +18,7 @@ import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
 import { readGiven, fromGiven, precisionNote } from './given.js';
 import { player, PLAY_MS } from './play.js';
-import { progressLine } from './progress.js';
+import * as runStatus from './progress.js';
 import { startExercise } from './exercises.js';
 
 const $ = (id) => document.getElementById(id);
@@ -27,7 +27,7 @@ const $ = (id) => document.getElementById(id);
 const store = createStore({
   ...parseHash(location.hash),
   modelInfo: null, modelKey: '', modelSource: null, modelVersion: 0, engineStatus: null,
-  loading: null, modelError: null, run: null, runError: null, busy: false, runProgress: null, hover: null, win: null, rendered: '', scaling: null, positions: null,
+  loading: null, modelError: null, run: null, runError: null, busy: false, hover: null, win: null, rendered: '', scaling: null, positions: null,
   readOut: null, // the focused head's write read onto every token (web/views/writes.js)
   translation: null, decoderTrace: null, playing: false, // an encoder–decoder model's result (its focused step is the intent's `step`), and whether it plays
   generation: null, // a decoder-only model's generation (web/generation.js), its focused step the intent's `step`
@@ -141,7 +141,9 @@ function showPanes(s) {
 }
 showPanes(store.get());
 store.subscribe(showPanes);
-const scope = connect(store, { targets, layout, engineFollows: true }); // the engine select shows the engine that runs
+// a long run's progress, in a box over the page (it moves nothing): the layer its pass or its
+// heads' summary is on, and a stop where the page can ask for one (web/progress.js)
+const scope = connect(store, { targets, layout, engineFollows: true, onRunProgress: (p) => runStatus.render($('run-status'), p) }); // the engine select shows the engine that runs
 
 // ---------- generating (a decoder-only model with an LM head) ----------
 const generating = connectGeneration(store, engine());
@@ -298,15 +300,6 @@ function renderChrome(s, changed) {
   $('backend').title = isGiven(s) || !r ? '' : g ? 'the engine, and the time it took in all: the prompt\'s pass and each token\'s step (the generation\'s line gives them apart)'
     : 'the engine, and the time of its forward pass over the text (every layer and head, in the worker)';
   showBusy(s.busy);
-  // a long run's progress, floating over the page (it moves nothing): the layer its pass or its
-  // heads' summary is on, and a stop where the page can ask for one (web/progress.js)
-  const rp = s.runProgress;
-  $('run-status').hidden = !rp;
-  if (rp) {
-    setText($('run-text'), `Computing ${progressLine(rp)}…`);
-    Object.assign($('run-progress'), { max: rp.of, value: rp.done });
-    $('stop-run').hidden = !rp.canStop;
-  }
   // the input's own line: why nothing runs, what was cut, what answered instead
   const notes = [];
   if (s.runError) notes.push(s.runError.line);
@@ -1286,7 +1279,7 @@ on('model-builtin', 'change', (e) => loadBuiltin(e.target.value));
 on('model-pick', 'change', (e) => { if (e.target.value !== OTHER_MODEL) loadBuiltin(e.target.value); });
 on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });
 on('cancel-load', 'click', () => scope.cancel());
-on('stop-run', 'click', () => scope.stopRun());
+$('run-status').querySelector('.stop-run').addEventListener('click', () => scope.stopRun());
 
 window.addEventListener('hashchange', () => {
   const next = parseHash(location.hash), before = store.get();

@@ -356,7 +356,7 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
  * do after the engine crashed on a checkpoint whose files were handed to it (the new engine does
  * not have them). Returns {loadModel(source, opts), check()}.
  */
-export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false, filesAgain = 'choose the checkpoint\'s files again to go on' }) {
+export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false, filesAgain = 'choose the checkpoint\'s files again to go on', onRunProgress = null }) {
   // the engine (its worker, its wasm) once a model is asked for: given attention needs none
   let made = null;
   const eng = () => {
@@ -411,7 +411,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       return;
     }
     // how far it has gone (the layer its pass or its heads' summary is on), and a stop
-    const watch = watchRun((p) => store.update({ runProgress: p }));
+    const watch = watchRun((p) => onRunProgress?.(p));
     stopRun = () => { again = false; watch.stop(); };
     try {
       const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) }, (m) => watch.message(m));
