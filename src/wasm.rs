@@ -690,6 +690,9 @@ pub struct Session {
     /// How far the run under way has gone, and whether the page asked it to stop
     /// ([`Session::progress_cells`]).
     progress: std::sync::Arc<PassProgress>,
+    /// The heads [`Session::summary_heads`] computed last, `(n, T, T)`, which the worker reads
+    /// where they lie in wasm memory.
+    summary_heads: std::cell::RefCell<Vec<f32>>,
 }
 
 /// A long run's queries and keys and its mask, `(B, T, T)`, by the number its `RunInfo` gives.
@@ -697,6 +700,18 @@ struct LongRun {
     id: u32,
     from: QueriesKeys,
     mask: Mask,
+}
+
+impl LongRun {
+    /// Long run `run`, where the session still keeps it.
+    fn kept(kept: &Option<LongRun>, run: u32) -> Result<&LongRun, JsError> {
+        kept.as_ref().filter(|r| r.id == run).ok_or_else(|| {
+            JsError::new(&format!(
+                "long run {run} is no longer kept (the session keeps its last long run's \
+                 queries and keys): run the text again"
+            ))
+        })
+    }
 }
 
 /// Past this many attention probabilities (`B·L·H·T²`: 128 MiB of them, and as much again of
@@ -817,6 +832,7 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
             long: Default::default(),
             next_long: Default::default(),
             progress: Default::default(),
+            summary_heads: Default::default(),
         }
         .into())
     }))
@@ -1308,6 +1324,54 @@ impl Session {
         to_js(&read)
     }
 
+    /// Heads `first…` of layer `layer` of item `item` of long run `run`, as many as there are
+    /// threads (fewer at the layer's end), for the worker's summary of every head: `{at, heads,
+    /// scoreMax}`. Their probabilities, `(heads, T, T)`, lie in wasm memory from byte `at` until
+    /// the next call into the session (the worker reads them there, no copy); `scoreMax`
+    /// (`Float32Array`, one a head) is each head's largest |score| over every cell (its scores
+    /// before the mask), as the summary of a run that keeps its scores takes it. Errors as
+    /// [`Session::layer_heads`]'s.
+    #[wasm_bindgen(js_name = summaryHeads)]
+    pub fn summary_heads(
+        &self,
+        run: u32,
+        item: usize,
+        layer: usize,
+        first: usize,
+    ) -> Result<JsValue, JsError> {
+        let kept = self.long.borrow();
+        let long = LongRun::kept(&kept, run)?;
+        let (_, t, _) = long.mask.dim();
+        let all = long.from.heads.query;
+        let heads = first..(first + rayon::current_num_threads().max(1)).min(all);
+        let computed = long
+            .from
+            .heads(item, layer, heads, &long.mask, true)
+            .map_err(js_err)?;
+        let mut probs = self.summary_heads.borrow_mut();
+        probs.clear();
+        let mut score_max = Vec::with_capacity(computed.len());
+        for one in &computed {
+            probs.extend(one.probs.iter());
+            let scores = one.scores.iter().flatten();
+            score_max.push(scores.fold(0f32, |m, &v| {
+                if v > m {
+                    v
+                } else if -v > m {
+                    -v
+                } else {
+                    m
+                }
+            }));
+        }
+        debug_assert_eq!(probs.len(), computed.len() * t * t);
+        let o = Object::new();
+        set(&o, "at", probs.as_ptr() as usize as f64)?;
+        set(&o, "heads", computed.len() as f64)?;
+        set(&o, "scoreMax", Float32Array::from(score_max.as_slice()))?;
+        Ok(o.into())
+    }
+
     /// Layer `layer`'s heads of item `item` of long run `run` (its `info.long_run`), computed
     /// from the run's queries and keys: two records as a run's (`[attention, scores]`, each
     /// `(H, T, T)`: [`run_records`]). An error when the session no longer keeps that run (it
@@ -1315,12 +1379,7 @@ impl Session {
     #[wasm_bindgen(js_name = layerHeads)]
     pub fn layer_heads(&self, run: u32, item: usize, layer: usize) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
-        let long = kept.as_ref().filter(|r| r.id == run).ok_or_else(|| {
-            JsError::new(&format!(
-                "long run {run} is no longer kept (the session keeps its last long run's \
-                 queries and keys): run the text again"
-            ))
-        })?;
+        let long = LongRun::kept(&kept, run)?;
         let (_, t, _) = long.mask.dim();
         let heads = long.from.heads.query;
         // as many heads at a time as there are threads, each straight into the JavaScript

@@ -137,6 +137,8 @@ export function headsSummary(mask, [B, L, H, T]) {
         scoreMax[i] = smax;
       }
     },
+    /** Head i's largest |score|, where it comes computed (src/wasm.rs `Session.summaryHeads`). */
+    scoreMaxIs(i, max) { scoreMax[i] = max; },
     done: () => ({ R, thumbs, thumbMask, probMax, probArg, scoreMax }),
   };
 }

@@ -25,7 +25,7 @@
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise, headsSummary } from './summary.js';
 import { renormalised } from './sink.js';
-import { maxAbsDiff as maxDiff, runHeads, longLayer } from './result.js';
+import { maxAbsDiff as maxDiff, runHeads } from './result.js';
 import { loadBuild } from './wasm-build.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -686,25 +686,30 @@ async function run(s, msg) {
 
 /**
  * A long run's summary (`info.attention` "queries_keys": the engine kept each layer's queries
- * and keys, not its L·H·T² probabilities): every head computed again a layer at a time from
- * them (src/wasm.rs `Session.layerHeads`), folded into the thumbnails and maxima, and let go.
- * The same heads with the first key hidden (web/sink.js) fold into `sink`, the summary the
- * sink switch shows, so it needs no second sweep. Each layer done is told to the page
- * (`report(done, of)`); a stop the page asked (src/wasm.rs `Session.progressCells`) ends it
- * between two layers.
+ * and keys, not its L·H·T² probabilities): every head computed again from them, as many at a time
+ * as the engine has threads (src/wasm.rs `Session.summaryHeads`), read where they lie in wasm
+ * memory (`memory`), folded into the thumbnails and maxima, and let go. The same heads with the
+ * first key hidden (web/sink.js) fold into `sink`, the summary the sink switch shows, so it
+ * needs no second sweep. Each layer begun is told to the page (`report(done, of)`); a stop the
+ * page asked (src/wasm.rs `Session.progressCells`) ends it between two layers.
  */
-function longSummary(s, r, report) {
+function longSummary(s, r, report, memory) {
   const [B, L, H, T] = r.info.shape, n = T * T;
   const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape);
   const hidden = new Float32Array(n);
   for (let bl = 0; bl < B * L; bl++) {
     if (s.session.stopAsked()) throw new Error(`stopped as asked, after the heads of ${bl} of ${B * L} layers`);
     report(bl, B * L);
-    const layer = longLayer(s.session.layerHeads(r.info.long_run, Math.floor(bl / L), bl % L), Math.floor(bl / L), bl % L, r.info.shape);
-    for (let h = 0; h < H; h++) {
-      const p = layer.probs.subarray(h * n, (h + 1) * n);
-      own.add(bl * H + h, p, layer.scores.subarray(h * n, (h + 1) * n));
-      sink.add(bl * H + h, renormalised(p, T, hidden), null);
+    for (let h = 0; h < H;) {
+      const some = s.session.summaryHeads(r.info.long_run, Math.floor(bl / L), bl % L, h);
+      // (heads, T, T) in wasm memory until the next call into the session: read here, at once
+      const probs = new Float32Array(memory.buffer, some.at, some.heads * n);
+      for (let j = 0; j < some.heads; j++, h++) {
+        const p = probs.subarray(j * n, (j + 1) * n);
+        own.add(bl * H + h, p, null);
+        own.scoreMaxIs(bl * H + h, some.scoreMax[j]);
+        sink.add(bl * H + h, renormalised(p, T, hidden), null);
+      }
     }
   }
   return { ...own.done(), sink: sink.done() };
@@ -874,7 +879,7 @@ self.onmessage = async (e) => {
       const r = await run(s, msg);
       const heads = r.records ? runHeads(r.records, r.info.shape) : null;
       const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
-      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
+      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report, wasm.memory);
       const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       // each item's records' values (its attention and scores, a layer each) transferred, not copied
       if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));

@@ -89,6 +89,9 @@ for (const { engine, name, model, text, heads } of CASES) {
     assert.ok(run.thumb > 0 && run.thumb <= 64, `every head has its thumbnail (${run.thumb})`);
     for (const [i, [layer, head]] of heads.entries()) {
       const got = await headOf(page, layer, head);
+      // the worker's summary (src/wasm.rs summaryHeads) has the head's largest |score|, as its scores say
+      const scores = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { max: r.scoreMax(0, l, h), of: Array.from(r.scoresOf(0, l, h)).reduce((m, v) => Math.max(m, Math.abs(v)), 0) }; }, [layer, head]);
+      assert.ok(scores.max > 0 && scores.max === scores.of, `head ${layer}:${head}: the summary's largest |score| ${scores.max}, its scores' ${scores.of}`);
       const cli = want.heads[i];
       assert.deepEqual([cli.layer, cli.head], [layer, head]);
       const d = worst(got, cli.attention, run.T);
