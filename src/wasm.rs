@@ -690,9 +690,9 @@ pub struct Session {
     /// How far the run under way has gone, and whether the page asked it to stop
     /// ([`Session::progress_cells`]).
     progress: std::sync::Arc<PassProgress>,
-    /// The heads [`Session::summary_heads`] computed last, `(n, T, T)`, which the worker reads
-    /// where they lie in wasm memory.
-    summary_heads: std::cell::RefCell<Vec<f32>>,
+    /// The probabilities of the heads [`Session::summary_heads`] computed last, `(n, T, T)`,
+    /// which the worker reads where they lie in wasm memory.
+    summary_probs: std::cell::RefCell<Vec<f32>>,
 }
 
 /// A long run's queries and keys and its mask, `(B, T, T)`, by the number its `RunInfo` gives.
@@ -832,7 +832,7 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
             long: Default::default(),
             next_long: Default::default(),
             progress: Default::default(),
-            summary_heads: Default::default(),
+            summary_probs: Default::default(),
         }
         .into())
     }))
@@ -1348,7 +1348,7 @@ impl Session {
             .from
             .heads(item, layer, heads, &long.mask, true)
             .map_err(js_err)?;
-        let mut probs = self.summary_heads.borrow_mut();
+        let mut probs = self.summary_probs.borrow_mut();
         probs.clear();
         let mut score_max = Vec::with_capacity(computed.len());
         for one in &computed {
