@@ -612,9 +612,14 @@ unsafe fn pack_a(job: &Job, rows: Range<usize>, depth: Range<usize>, mr: usize, 
 }
 
 /// The panels a part of a product must have for its `A` to be packed: below, each value of `A`
-/// is read too few times to pay for its copy (`P·V` of one head at 512 tokens spent 9 % of the
-/// pass packing `P` for its two panels).
-const PACK_MIN_PANELS: usize = 4;
+/// is read too few times to pay for its copy, a gather of scalars (`P·V` of one head at 512
+/// tokens spent 9 % of the pass packing `P` for its two panels). Measured on one core here,
+/// best of 30, `A` packed against read in place: 64 × 640 times 640 × 64 (a prompt of 64
+/// tokens through a dequantized tile of weights, 4 panels) 92 against 155 GFLOP/s, and
+/// Gemma 3's prefill of 64 tokens 186 against 151–158 ms; 16 panels 139 against 155; 24 the
+/// same; 64–96 panels (`(128, 384) × (384, 1152 or 1536)`, `(1024, 64) × (64, 1024)`)
+/// 154–166 against 132–159.
+const PACK_MIN_PANELS: usize = 32;
 
 /// Whether `A` is ever packed. In wasm, no: with four rows a tile, packing measured no faster in
 /// Chromium (16, 128 and 512 tokens: 15.0–15.2, 101–114 and 535–549 ms a pass against
@@ -939,8 +944,10 @@ mod tests {
             (12, KC, NR + 3),
             (25, 5, 2 * NR + 1),
             // A packed (at least PACK_MIN_PANELS panels): panels in pairs, one left over
-            (25, 5, 7 * NR + 1),
-            (MC + 5, 2 * KC + 3, 5 * NR - 3),
+            (25, 5, (PACK_MIN_PANELS + 2) * NR + 1),
+            (MC + 5, 2 * KC + 3, (PACK_MIN_PANELS + 1) * NR - 3),
+            // A in place, just short of packed, and with few panels
+            (MC + 5, 2 * KC + 3, (PACK_MIN_PANELS - 1) * NR - 1),
             (MC + 5, 2 * KC + 3, 3 * NR - 1),
             (16, 384, 384),
             (2, 1536, 20),
