@@ -1342,8 +1342,7 @@ impl Session {
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
         let (_, t, _) = long.mask.dim();
-        let all = long.from.heads.query;
-        let heads = first..(first + rayon::current_num_threads().max(1)).min(all);
+        let heads = long.from.heads_together(first);
         let computed = long
             .from
             .heads(item, layer, heads, &long.mask, true)
@@ -1389,14 +1388,14 @@ impl Session {
             Float32Array::new_with_length(heads as u32 * n),
             Float32Array::new_with_length(heads as u32 * n),
         );
-        let at_once = rayon::current_num_threads().max(1);
-        for first in (0..heads).step_by(at_once) {
-            let some = first..(first + at_once).min(heads);
+        let mut first = 0;
+        while first < heads {
+            let some = long.from.heads_together(first);
             let computed = long
                 .from
-                .heads(item, layer, some, &long.mask, true)
+                .heads(item, layer, some.clone(), &long.mask, true)
                 .map_err(js_err)?;
-            for (h, one) in (first..).zip(&computed) {
+            for (h, one) in some.clone().zip(&computed) {
                 let at = h as u32 * n;
                 for (to, from) in [(&probs, Some(&one.probs)), (&scores, one.scores.as_ref())] {
                     let from = from.and_then(|a| a.as_slice()).ok_or_else(|| {
@@ -1405,6 +1404,7 @@ impl Session {
                     to.subarray(at, at + n).copy_from(from);
                 }
             }
+            first = some.end;
         }
         let stack = self.runner.model().weights.stack();
         let kind = AttentionKind::SelfAttention;

@@ -331,6 +331,13 @@ impl QueriesKeys {
         Ok(one.remove(0))
     }
 
+    /// The heads from `first` on that [`QueriesKeys::heads`] computes together: one a thread of
+    /// the pool (fewer at the layer's end).
+    pub fn heads_together(&self, first: usize) -> std::ops::Range<usize> {
+        let end = (first + rayon::current_num_threads().max(1)).min(self.heads.query);
+        first.min(end)..end
+    }
+
     /// Heads `heads` of layer `layer` over item `b` ([`QueriesKeys::head`] each), in parallel
     /// where there are threads: each head's `QKᵀ` and softmax on one of them.
     pub fn heads(
