@@ -690,9 +690,6 @@ pub struct Session {
     /// How far the run under way has gone, and whether the page asked it to stop
     /// ([`Session::progress_cells`]).
     progress: std::sync::Arc<PassProgress>,
-    /// The probabilities of the heads [`Session::summary_heads`] computed last, `(n, T, T)`,
-    /// which the worker reads where they lie in wasm memory.
-    summary_probs: std::cell::RefCell<Vec<f32>>,
 }
 
 /// A long run's queries and keys and its mask, `(B, T, T)`, by the number its `RunInfo` gives.
@@ -832,7 +829,6 @@ fn start_session(model: Model, choice: BackendChoice) -> Result<js_sys::Promise,
             long: Default::default(),
             next_long: Default::default(),
             progress: Default::default(),
-            summary_probs: Default::default(),
         }
         .into())
     }))
@@ -1325,12 +1321,12 @@ impl Session {
     }
 
     /// Heads `first…` of layer `layer` of item `item` of long run `run`, as many as there are
-    /// threads (fewer at the layer's end), for the worker's summary of every head: `{at, heads,
-    /// scoreMax}`. Their probabilities, `(heads, T, T)`, lie in wasm memory from byte `at` until
-    /// the next call into the session (the worker reads them there, no copy); `scoreMax`
-    /// (`Float32Array`, one a head) is each head's largest |score| over every cell (its scores
-    /// before the mask), as the summary of a run that keeps its scores takes it. Errors as
-    /// [`Session::layer_heads`]'s.
+    /// threads (fewer at the layer's end), folded for the worker's summary of every head, each on
+    /// the thread that computed it ([`crate::analysis::thumbnail`]): `{heads, side, own, sink}`,
+    /// `own` the heads as they are and `sink` with their first key hidden, each `{thumbs
+    /// (Float32Array, heads × side × side), probMax (Float32Array), probArg (Uint32Array, q·T +
+    /// k)}`, and `own.scoreMax` (Float32Array) each head's largest |score| over every cell (its
+    /// scores before the mask). Errors as [`Session::layer_heads`]'s.
     #[wasm_bindgen(js_name = summaryHeads)]
     pub fn summary_heads(
         &self,
@@ -1339,6 +1335,8 @@ impl Session {
         layer: usize,
         first: usize,
     ) -> Result<JsValue, JsError> {
+        use crate::analysis::thumbnail::{thumbnail, without_sink, Bins, Thumbnail};
+        use rayon::prelude::*;
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
         let (_, t, _) = long.mask.dim();
@@ -1347,27 +1345,43 @@ impl Session {
             .from
             .heads(item, layer, heads, &long.mask, true)
             .map_err(js_err)?;
-        let mut probs = self.summary_probs.borrow_mut();
-        probs.clear();
-        let mut score_max = Vec::with_capacity(computed.len());
-        for one in &computed {
-            probs.extend(one.probs.iter());
-            let scores = one.scores.iter().flatten();
-            score_max.push(scores.fold(0f32, |m, &v| {
-                if v > m {
-                    v
-                } else if -v > m {
-                    -v
-                } else {
-                    m
-                }
-            }));
-        }
-        debug_assert_eq!(probs.len(), computed.len() * t * t);
+        let bins = Bins::of(t);
+        let folded: Vec<(Thumbnail, Thumbnail, f32)> =
+            crate::engine::cpu::forward::on_the_pool(|| {
+                computed
+                    .par_iter()
+                    .map(|one| {
+                        let scores = one.scores.iter().flatten();
+                        let score_max = scores.fold(0f32, |m, &v| m.max(v.abs()));
+                        (
+                            thumbnail(one.probs.view(), bins),
+                            thumbnail(without_sink(one.probs.view()).view(), bins),
+                            score_max,
+                        )
+                    })
+                    .collect()
+            });
+        let summary = |pick: fn(&(Thumbnail, Thumbnail, f32)) -> &Thumbnail| {
+            let o = Object::new();
+            let thumbs: Vec<f32> = folded
+                .iter()
+                .flat_map(|f| pick(f).values.iter().copied())
+                .collect();
+            let max: Vec<f32> = folded.iter().map(|f| pick(f).max).collect();
+            let arg: Vec<u32> = folded.iter().map(|f| pick(f).arg as u32).collect();
+            set(&o, "thumbs", Float32Array::from(thumbs.as_slice()))?;
+            set(&o, "probMax", Float32Array::from(max.as_slice()))?;
+            set(&o, "probArg", js_sys::Uint32Array::from(arg.as_slice()))?;
+            Ok::<_, JsError>(o)
+        };
+        let (own, sink) = (summary(|f| &f.0)?, summary(|f| &f.1)?);
+        let score_max: Vec<f32> = folded.iter().map(|f| f.2).collect();
+        set(&own, "scoreMax", Float32Array::from(score_max.as_slice()))?;
         let o = Object::new();
-        set(&o, "at", probs.as_ptr() as usize as f64)?;
-        set(&o, "heads", computed.len() as f64)?;
-        set(&o, "scoreMax", Float32Array::from(score_max.as_slice()))?;
+        set(&o, "heads", folded.len() as f64)?;
+        set(&o, "side", bins.side as f64)?;
+        set(&o, "own", own)?;
+        set(&o, "sink", sink)?;
         Ok(o.into())
     }
 

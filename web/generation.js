@@ -131,7 +131,7 @@ export class GenerationResult {
     };
     const laid = { w: kept.bins.w, side: THUMB };
     for (let lh = 0; lh < heads; lh++) {
-      foldRows(this.#data.subarray(lh * S * S, (lh + 1) * S * S), S, null, from, n, n, laid,
+      foldRows(this.#data.subarray(lh * S * S, (lh + 1) * S * S), S, from, n, n, laid,
         kept.thumbs.subarray(lh * cells, (lh + 1) * cells), lh === 0 ? kept.thumbMask : null, kept.best[lh], true);
     }
     return kept;

@@ -73,10 +73,11 @@ export function pooledPart(values, mask, T, part, R) {
  * Folds rows [q0, q1) of a head (row q at `values[q·stride ..]`, over its first `keys` keys, or
  * up to its diagonal when `causal`: a causal mask's zeros change no maximum) into a thumbnail
  * (`out`, side × side, bins of `w` positions as {@link thumbBins} gives them) and into `best`
- * ({max, q, k}: the first largest in row order). `outMask` (or null) gets 1 where a bin has an
- * unmasked cell: by `mask` (stride as `values`), or the causal mask's when `causal`.
+ * ({max, q, k}: the first largest in row order). With `causal`, `outMask` (or null) gets 1 where
+ * a bin has a cell the causal mask leaves. The engine pools a long text's heads the same way
+ * (src/analysis/thumbnail.rs).
  */
-export function foldRows(values, stride, mask, q0, q1, keys, { w, side }, out, outMask, best, causal = false) {
+export function foldRows(values, stride, q0, q1, keys, { w, side }, out, outMask, best, causal = false) {
   for (let q = q0; q < q1; q++) {
     const at = q * stride, r = Math.floor(q / w) * side, n = causal ? Math.min(q + 1, keys) : keys;
     for (let c = 0, k = 0; k < n; c++) {
@@ -86,11 +87,19 @@ export function foldRows(values, stride, mask, q0, q1, keys, { w, side }, out, o
         const v = values[at + k];
         if (v > m) m = v;
         if (v > best.max) { best.max = v; best.q = q; best.k = k; }
-        if (outMask !== null && !causal && mask[at + k] === 1) outMask[r + c] = 1;
       }
       out[r + c] = m;
     }
     if (outMask !== null && causal) outMask.fill(1, r, r + Math.floor((n - 1) / w) + 1);
+  }
+}
+
+/** A T × T mask (1: attended) pooled into `out` (side × side, bins as {@link thumbBins} gives
+ *  them): 1 where a bin has an attended cell. */
+function poolMask(mask, T, { w, side }, out) {
+  for (let q = 0; q < T; q++) {
+    const at = q * T, r = Math.floor(q / w) * side;
+    for (let k = 0; k < T; k++) if (mask[at + k] === 1) out[r + Math.floor(k / w)] = 1;
   }
 }
 
@@ -110,8 +119,9 @@ export function summarise(head, scoresOf, mask, shape) {
 
 /**
  * The summary of {@link summarise} built a head at a time: `add(i, probs, scores | null)` for
- * heads i = (b·L + l)·H + h in that order, then `done()` gives it (a long run's heads come from
- * the engine a layer at a time, and fold into two summaries at once: web/worker.js `longSummary`).
+ * heads i = (b·L + l)·H + h in that order, or `folded(i, …)` for a head the engine folded, then
+ * `done()` gives it (a long run's heads come from the engine folded, a layer at a time, with
+ * their first key hidden beside them: web/worker.js `longSummary`).
  */
 export function headsSummary(mask, [B, L, H, T]) {
   const heads = B * L * H, n = T * T;
@@ -119,12 +129,17 @@ export function headsSummary(mask, [B, L, H, T]) {
   const bins = thumbBins(T), R = T > THUMB ? bins.side : 0;
   const thumbs = R ? new Float32Array(heads * R * R) : null;
   const thumbMask = R ? new Uint8Array(B * R * R) : null;
+  /** The mask pooled once an item, with its first head. */
+  const maskFor = (i) => {
+    const b = Math.floor(i / (L * H));
+    if (i % (L * H) === 0) poolMask(mask.subarray(b * n, (b + 1) * n), T, bins, thumbMask.subarray(b * R * R, (b + 1) * R * R));
+  };
   return {
     add(i, p, s) {
-      const b = Math.floor(i / (L * H));
       if (R) {
-        const best = { max: 0, q: 0, k: 0 }, first = i % (L * H) === 0; // the mask pooled once an item
-        foldRows(p, T, first ? mask.subarray(b * n, (b + 1) * n) : null, 0, T, T, bins, thumbs.subarray(i * R * R, (i + 1) * R * R), first ? thumbMask.subarray(b * R * R, (b + 1) * R * R) : null, best);
+        const best = { max: 0, q: 0, k: 0 };
+        foldRows(p, T, 0, T, T, bins, thumbs.subarray(i * R * R, (i + 1) * R * R), null, best);
+        maskFor(i);
         probMax[i] = best.max; probArg[i] = best.q * T + best.k;
       } else {
         let max = 0, arg = 0;
@@ -137,8 +152,15 @@ export function headsSummary(mask, [B, L, H, T]) {
         scoreMax[i] = smax;
       }
     },
-    /** Head i's largest |score|, where it comes computed (src/wasm.rs `Session.summaryHeads`). */
-    scoreMaxIs(i, max) { scoreMax[i] = max; },
+    /**
+     * Head i as the engine folded it (src/wasm.rs `Session.summaryHeads`): its thumbnail (R × R,
+     * pooled as {@link foldRows} pools), largest probability and where (q·T + k), and largest
+     * |score| (the thumbnail left out where the run has none: T ≤ THUMB).
+     */
+    folded(i, thumb, max, arg, smax) {
+      if (R) { thumbs.set(thumb, i * R * R); maskFor(i); }
+      probMax[i] = max; probArg[i] = arg; scoreMax[i] = smax;
+    },
     done: () => ({ R, thumbs, thumbMask, probMax, probArg, scoreMax }),
   };
 }

@@ -24,7 +24,6 @@
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise, headsSummary } from './summary.js';
-import { renormalised } from './sink.js';
 import { maxAbsDiff as maxDiff, runHeads } from './result.js';
 import { loadBuild } from './wasm-build.js';
 
@@ -686,29 +685,26 @@ async function run(s, msg) {
 
 /**
  * A long run's summary (`info.attention` "queries_keys": the engine kept each layer's queries
- * and keys, not its L·H·T² probabilities): every head computed again from them, as many at a time
- * as the engine has threads (src/wasm.rs `Session.summaryHeads`), read where they lie in wasm
- * memory (`memory`), folded into the thumbnails and maxima, and let go. The same heads with the
- * first key hidden (web/sink.js) fold into `sink`, the summary the sink switch shows, so it
- * needs no second sweep. Each layer begun is told to the page (`report(done, of)`); a stop the
- * page asked (src/wasm.rs `Session.progressCells`) ends it between two layers.
+ * and keys, not its L·H·T² probabilities): every head computed again from them and folded into
+ * its thumbnail and maxima by the engine, as many at a time as it has threads, on them
+ * (src/wasm.rs `Session.summaryHeads`); no head is copied here. The same heads with the first
+ * key hidden (web/sink.js) fold into `sink`, the summary the sink switch shows, so it needs no
+ * second sweep. Each layer begun is told to the page (`report(done, of)`); a stop the page asked
+ * (src/wasm.rs `Session.progressCells`) ends it between two layers.
  */
-function longSummary(s, r, report, memory) {
-  const [B, L, H, T] = r.info.shape, n = T * T;
+function longSummary(s, r, report) {
+  const [B, L, H] = r.info.shape;
   const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape);
-  const hidden = new Float32Array(n);
   for (let bl = 0; bl < B * L; bl++) {
     if (s.session.stopAsked()) throw new Error(`stopped as asked, after the heads of ${bl} of ${B * L} layers`);
     report(bl, B * L);
     for (let h = 0; h < H;) {
       const some = s.session.summaryHeads(r.info.long_run, Math.floor(bl / L), bl % L, h);
-      // (heads, T, T) in wasm memory until the next call into the session: read here, at once
-      const probs = new Float32Array(memory.buffer, some.at, some.heads * n);
+      const cells = some.side * some.side;
       for (let j = 0; j < some.heads; j++, h++) {
-        const p = probs.subarray(j * n, (j + 1) * n);
-        own.add(bl * H + h, p, null);
-        own.scoreMaxIs(bl * H + h, some.scoreMax[j]);
-        sink.add(bl * H + h, renormalised(p, T, hidden), null);
+        const thumb = (f) => f.thumbs.subarray(j * cells, (j + 1) * cells);
+        own.folded(bl * H + h, thumb(some.own), some.own.probMax[j], some.own.probArg[j], some.own.scoreMax[j]);
+        sink.folded(bl * H + h, thumb(some.sink), some.sink.probMax[j], some.sink.probArg[j], 0);
       }
     }
   }
@@ -879,7 +875,7 @@ self.onmessage = async (e) => {
       const r = await run(s, msg);
       const heads = r.records ? runHeads(r.records, r.info.shape) : null;
       const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
-      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report, wasm.memory);
+      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
       const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       // each item's records' values (its attention and scores, a layer each) transferred, not copied
       if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));

@@ -15,7 +15,8 @@
 //! * [`logit_attribution`]: a next-token logit split into what each head, feed-forward and the
 //!   embedding wrote to the residual stream (Elhage et al. 2021);
 //! * [`flow`]: the information-flow routes to a prediction, each head's and the residual's
-//!   edges between positions' streams layer by layer (Ferrando & Voita 2024).
+//!   edges between positions' streams layer by layer (Ferrando & Voita 2024);
+//! * [`thumbnail`]: a head max-pooled for the grid, and with its first key hidden.
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.
@@ -30,6 +31,7 @@ pub mod roles;
 pub mod rollout;
 pub mod scaling;
 pub mod stack;
+pub mod thumbnail;
 pub mod value_weighted;
 
 pub use cross::{cross_attention, CrossAttention};

@@ -123,7 +123,7 @@ for (const { engine, name, model, text, heads } of CASES) {
     assert.ok(dSink <= TOL, `${engine}: the sink-hidden head differs from the CLI's renormalised by ${dSink}`);
     // its thumbnail in the grid: the worker's, max-pooled as summary.js pools every head
     const bins = thumbBins(T), want2 = new Float32Array(bins.side * bins.side);
-    foldRows(expected, T, null, 0, T, T, bins, want2, null, { max: 0, q: 0, k: 0 });
+    foldRows(expected, T, 0, T, T, bins, want2, null, { max: 0, q: 0, k: 0 });
     const thumb = await page.evaluate(([l, h]) => Array.from(document.querySelector('#head-view')._view.run.thumb(0, l, h).values), heads.at(-1));
     const dThumb = thumb.reduce((d, v, i) => Math.max(d, Math.abs(v - want2[i])), thumb.length === want2.length ? 0 : Infinity);
     assert.ok(dThumb <= TOL, `${engine}: the sink-hidden thumbnail differs by ${dThumb}`);
