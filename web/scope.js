@@ -354,7 +354,13 @@ const nextTask = () => new Promise((r) => { waiting.push(r); channel.port2.postM
  * `engine`), a load that asked for WebGPU where it cannot start (the CPU engine runs instead,
  * worker.js) sets `engine` to 'cpu', in the update that brings the model. `filesAgain`: what to
  * do after the engine crashed on a checkpoint whose files were handed to it (the new engine does
- * not have them). Returns {loadModel(source, opts), check()}.
+ * not have them). `dropOld`: a model loaded frees the one before it in the engine. `modelFocus()`
+ * (when given) says whether a model opens on the layer and head its config focuses, rather than
+ * the link's.
+ * `onRunProgress(p)`: a long run's progress as web/progress.js reads it, while the run works.
+ * Returns {loadModel(source, {refresh, opening}), showGiven(given, {layer, head}) (attention
+ * given, not computed), run() (the store's input through the engine), render(changed),
+ * cancel() (the load under way), stopRun() (the run under way, between two layers)}.
  */
 export function connect(store, { targets, layout, dropOld = true, modelFocus = null, engineFollows = false, filesAgain = 'choose the checkpoint\'s files again to go on', onRunProgress = null }) {
   // the engine (its worker, its wasm) once a model is asked for: given attention needs none
