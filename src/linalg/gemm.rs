@@ -175,41 +175,22 @@ pub fn matmul_in_one_thread<'c>(
     bias: Option<ArrayView1<f32>>,
     c: ArrayViewMut2<'c, MaybeUninit<f32>>,
 ) -> ArrayViewMut2<'c, f32> {
-    let depth = 0..a.ncols();
-    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c, depth)
+    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, bias, c)
 }
 
-/// [`matmul_in_one_thread`] summed over `A`'s columns (`B`'s rows) `depth` alone, for an `A`
-/// that is zero outside them (a block of attention probabilities over the keys its rows
-/// reach). The sum begins at the multiple of [`KC`] at or before `depth.start`, where one of
-/// the whole product's passes over `k` begins: each value is then the same bits as the whole
-/// product's (the terms left out are zeros, which change no sum).
-///
-/// # Shapes
-/// * `a`: `(m, k)`, `b`: `(k, n)`, `c`: `(m, n)`
-pub fn matmul_depth_in_one_thread<'c>(
-    a: ArrayView2<f32>,
-    b: &PackedB,
-    depth: Range<usize>,
-    alpha: f32,
-    c: ArrayViewMut2<'c, MaybeUninit<f32>>,
-) -> ArrayViewMut2<'c, f32> {
-    let end = depth.end.min(a.ncols());
-    let depth = (depth.start.min(end) / KC * KC)..end;
-    matmul_into(Isa::best(), Sharing::OneThread, a, b, alpha, None, c, depth)
-}
-
-/// [`matmul_in_one_thread`] over the columns of `B`'s panels `panels` alone ([`NR`] columns
-/// each, the last one's as many as `B` has): only those columns of `C` are written, each value
-/// the same bits as the whole product gives it (one row of `A` times one column of `B`, summed
-/// in the same order whatever the panels). Returns those columns of `C`, written.
+/// [`matmul_in_one_thread`] over a [`Part`] of the product alone: only the part's columns of `C`
+/// are written, each value the same bits as the whole product gives it. Returns those columns
+/// of `C`, written.
 ///
 /// # Shapes
 /// * `a`: `(m, k)`, `b`: `(k, n)`, `c`: `(m, n)` with unit column stride → `(m, columns)`
-pub fn matmul_panels_in_one_thread<'c>(
+///
+/// # Panics
+/// If the shapes disagree, or `C`'s columns are not adjacent.
+pub fn matmul_part_in_one_thread<'c>(
     a: ArrayView2<f32>,
     b: &PackedB,
-    panels: Range<usize>,
+    part: Part,
     alpha: f32,
     mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
 ) -> ArrayViewMut2<'c, f32> {
@@ -218,19 +199,20 @@ pub fn matmul_panels_in_one_thread<'c>(
     assert_eq!(c.dim(), (m, n), "matmul: C must be {m}×{n}");
     assert!(
         c.strides()[1] == 1 && c.strides()[0] >= 0,
-        "matmul over some panels: C's columns must be adjacent"
+        "matmul over a part: C's columns must be adjacent"
     );
-    let panels = panels.start.min(n.div_ceil(NR))..panels.end.min(n.div_ceil(NR));
+    let all = n.div_ceil(NR);
+    let panels = part.panels.start.min(all)..part.panels.end.min(all);
+    let end = part.depth.end.min(a.ncols());
+    let depth = (part.depth.start.min(end) / KC * KC)..end;
     let out = Out {
         c: c.as_mut_ptr().cast(),
         ldc: c.strides()[0] as usize,
     };
+    let columns = panels.start * NR..(panels.end * NR).min(n);
+    let part = Part { panels, depth };
     // SAFETY: `out` is `c`, (m, n) with rows `ldc` apart and unit column stride, borrowed
-    // mutably for the call; `product` writes each value of the panels' columns.
-    let part = Part {
-        panels: panels.clone(),
-        depth: 0..a.ncols(),
-    };
+    // mutably for the call; `product` writes each value of the part's columns.
     unsafe {
         product(
             Isa::best(),
@@ -243,7 +225,6 @@ pub fn matmul_panels_in_one_thread<'c>(
             part,
         )
     };
-    let columns = panels.start * NR..(panels.end * NR).min(n);
     // SAFETY: every value of these columns was written above
     unsafe { c.slice_move(ndarray::s![.., columns]).assume_init() }
 }
@@ -266,17 +247,14 @@ fn matmul_new_on(
     bias: Option<ArrayView1<f32>>,
 ) -> Array2<f32> {
     let mut c = Array2::uninit((a.nrows(), b.n));
-    let depth = 0..a.ncols();
-    matmul_into(isa, sharing, a, b, alpha, bias, c.view_mut(), depth);
+    matmul_into(isa, sharing, a, b, alpha, bias, c.view_mut());
     // SAFETY: `matmul_into` wrote every value
     unsafe { c.assume_init() }
 }
 
-/// `C = α·A·B + bias` summed over `A`'s columns `depth` (all of them: `0..k`; else from a
-/// multiple of [`KC`]) written into `C`, which may be uninitialised, with the micro-kernel
+/// `C = α·A·B + bias` written into `C`, which may be uninitialised, with the micro-kernel
 /// compiled for `isa`, which the CPU must run (the tests check every one the CPU has). Returns
 /// `C`, every value written.
-#[allow(clippy::too_many_arguments)]
 fn matmul_into<'c>(
     isa: Isa,
     sharing: Sharing,
@@ -285,7 +263,6 @@ fn matmul_into<'c>(
     alpha: f32,
     bias: Option<ArrayView1<f32>>,
     mut c: ArrayViewMut2<'c, MaybeUninit<f32>>,
-    depth: Range<usize>,
 ) -> ArrayViewMut2<'c, f32> {
     let (m, n) = (a.nrows(), b.n);
     check(a, b);
@@ -299,13 +276,13 @@ fn matmul_into<'c>(
         // mutably for the call; `product` writes each of its values.
         let part = Part {
             panels: 0..n.div_ceil(NR),
-            depth,
+            depth: 0..a.ncols(),
         };
         unsafe { product(isa, sharing, a, b, alpha, bias, out, part) }
     } else {
         // the kernel writes rows of C with unit column stride: into a new array, then copied
         let mut fresh = Array2::uninit((m, n));
-        let product = matmul_into(isa, sharing, a, b, alpha, bias, fresh.view_mut(), depth);
+        let product = matmul_into(isa, sharing, a, b, alpha, bias, fresh.view_mut());
         Zip::from(&mut c).and(&product).for_each(|c, &v| {
             c.write(v);
         });
@@ -328,12 +305,36 @@ struct Out {
     ldc: usize,
 }
 
-/// What of `C = α·A·B + bias` a product computes: the columns of `B`'s panels `panels` (all:
-/// `0..⌈n / NR⌉`), each summed over `A`'s columns `depth` (all: `0..k`; a part begins at a
-/// multiple of [`KC`], where a pass of the whole product begins).
-struct Part {
-    panels: Range<usize>,
-    depth: Range<usize>,
+/// What of `C = α·A·B` a product computes: the columns of `B`'s panels `panels` ([`NR`] columns
+/// each, the last one's as many as `B` has; all: `0..⌈n / NR⌉`), each summed over `A`'s columns
+/// `depth` alone (all: `0..k`). Summing over some depth is for an `A` that is zero outside it (a
+/// block of attention probabilities over the keys its rows reach): the sum begins at the
+/// multiple of [`KC`] at or before `depth.start`, where one of the whole product's passes over
+/// `k` begins, so each value is the same bits as the whole product's (the terms left out are
+/// zeros, which change no sum); a column is one row of `A` times one column of `B`, summed in
+/// the same order whatever the panels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub panels: Range<usize>,
+    pub depth: Range<usize>,
+}
+
+impl Part {
+    /// Every column, summed over `depth` alone.
+    pub fn depth(depth: Range<usize>) -> Self {
+        Self {
+            panels: 0..usize::MAX,
+            depth,
+        }
+    }
+
+    /// The columns of panels `panels` alone, each summed over all of `A`'s columns.
+    pub fn panels(panels: Range<usize>) -> Self {
+        Self {
+            panels,
+            depth: 0..usize::MAX,
+        }
+    }
 }
 
 /// `C = α·A·B + bias` written into `out` for the columns and the depth `part` says: every value
@@ -1100,7 +1101,13 @@ mod tests {
             });
             let want = in_one_thread(a.view(), &b, 1.0, None);
             let mut c = Array2::uninit((m, n));
-            let got = matmul_depth_in_one_thread(a.view(), &b, depth.clone(), 1.0, c.view_mut());
+            let got = matmul_part_in_one_thread(
+                a.view(),
+                &b,
+                Part::depth(depth.clone()),
+                1.0,
+                c.view_mut(),
+            );
             let same = got
                 .iter()
                 .zip(&want)
@@ -1108,8 +1115,13 @@ mod tests {
             assert!(same, "depth {depth:?}: not the whole product's bits");
             for panels in [0..1, 2..4, 4..6, 0..6] {
                 let mut c = Array2::uninit((m, n));
-                let got =
-                    matmul_panels_in_one_thread(a.view(), &b, panels.clone(), 1.0, c.view_mut());
+                let got = matmul_part_in_one_thread(
+                    a.view(),
+                    &b,
+                    Part::panels(panels.clone()),
+                    1.0,
+                    c.view_mut(),
+                );
                 let cols = panels.start * NR..(panels.end * NR).min(n);
                 let want = want.slice(ndarray::s![.., cols]);
                 let same = got

@@ -14,9 +14,7 @@ use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::engine::ops::Heads;
 use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
-use crate::linalg::gemm::{
-    matmul_depth_in_one_thread, matmul_in_one_thread, matmul_panels_in_one_thread, PackedB, NR,
-};
+use crate::linalg::gemm::{matmul_in_one_thread, matmul_part_in_one_thread, PackedB, Part, NR};
 use crate::linalg::{dot, isa};
 use crate::model::weights::Linear;
 
@@ -186,7 +184,13 @@ fn attend_into(
                     row.slice_mut(s![to..]).fill(MaybeUninit::new(0.0));
                 }
                 let within = block.view_mut();
-                matmul_panels_in_one_thread(q.slice(rows), &keys, panels, factor, within);
+                matmul_part_in_one_thread(
+                    q.slice(rows),
+                    &keys,
+                    Part::panels(panels),
+                    factor,
+                    within,
+                );
                 // SAFETY: the panels' columns were written by the product, the others above
                 let mut probs = unsafe { block.assume_init() };
                 softmax_rows_in_place(probs.view_mut(), mask);
@@ -202,7 +206,9 @@ fn attend_into(
             // (block, d_v)
             let out = out.slice_mut(rows);
             match reach {
-                Some(keys) => matmul_depth_in_one_thread(probs.view(), values, keys, 1.0, out),
+                Some(keys) => {
+                    matmul_part_in_one_thread(probs.view(), values, Part::depth(keys), 1.0, out)
+                }
                 None => matmul_in_one_thread(probs.view(), values, 1.0, None, out),
             };
         }
