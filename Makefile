@@ -126,6 +126,7 @@ bench: setup web
 	$(MAKE) --no-print-directory bench-llm
 	cd tests/e2e && npm run bench-llm
 	cd tests/e2e && node gemma_bench.mjs
+	cd tests/e2e && node long_bench.mjs
 	cd tests/e2e && node roles_bench.mjs
 	$(MAKE) --no-print-directory bench-notebook
 
