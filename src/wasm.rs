@@ -1335,7 +1335,7 @@ impl Session {
         layer: usize,
         first: usize,
     ) -> Result<JsValue, JsError> {
-        use crate::analysis::thumbnail::{thumbnail, without_sink, Bins, Thumbnail};
+        use crate::analysis::thumbnail::{thumbnail, thumbnail_without_sink, Bins, Thumbnail};
         use rayon::prelude::*;
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
@@ -1355,7 +1355,7 @@ impl Session {
                         let score_max = scores.fold(0f32, |m, &v| m.max(v.abs()));
                         (
                             thumbnail(one.probs.view(), bins),
-                            thumbnail(without_sink(one.probs.view()).view(), bins),
+                            thumbnail_without_sink(one.probs.view(), bins),
                             score_max,
                         )
                     })
