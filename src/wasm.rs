@@ -1320,13 +1320,14 @@ impl Session {
         to_js(&read)
     }
 
-    /// Heads `first…` of layer `layer` of item `item` of long run `run`, as many as there are
-    /// threads (fewer at the layer's end), folded for the worker's summary of every head, each on
-    /// the thread that computed it ([`crate::analysis::thumbnail`]): `{heads, side, own, sink}`,
-    /// `own` the heads as they are and `sink` with their first key hidden, each `{thumbs
-    /// (Float32Array, heads × side × side), probMax (Float32Array), probArg (Uint32Array, q·T +
-    /// k)}`, and `own.scoreMax` (Float32Array) each head's largest |score| over every cell (its
-    /// scores before the mask). Errors as [`Session::layer_heads`]'s.
+    /// Heads `first…` of layer `layer` of item `item` of long run `run`, folded for the worker's
+    /// summary of every head ([`crate::analysis::thumbnail`]): the thumbnails the pass folded as
+    /// it went where it did (the CPU engine's: every head from `first` to the layer's last, with
+    /// nothing computed), or else as many heads as there are threads (fewer at the layer's end)
+    /// computed again from the run's queries and keys, each folded on the thread that computed
+    /// it. `{heads, side, own, sink}`, `own` the heads as they are and `sink` with their first
+    /// key hidden, each `{thumbs (Float32Array, heads × side × side), probMax (Float32Array),
+    /// probArg (Uint32Array, q·T + k)}`. Errors as [`Session::layer_heads`]'s.
     #[wasm_bindgen(js_name = summaryHeads)]
     pub fn summary_heads(
         &self,
@@ -1335,33 +1336,41 @@ impl Session {
         layer: usize,
         first: usize,
     ) -> Result<JsValue, JsError> {
-        use crate::analysis::thumbnail::{thumbnail, thumbnail_without_sink, Bins, Thumbnail};
+        use crate::analysis::thumbnail::{Bins, HeadThumbnails, Thumbnail};
         use rayon::prelude::*;
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
         let (_, t, _) = long.mask.dim();
-        let heads = long.from.heads_together(first);
-        let computed = long
-            .from
-            .heads(item, layer, heads, &long.mask, true)
-            .map_err(js_err)?;
-        let bins = Bins::of(t);
-        let folded: Vec<(Thumbnail, Thumbnail, f32)> =
-            crate::engine::cpu::forward::on_the_pool(|| {
-                computed
-                    .par_iter()
-                    .map(|one| {
-                        let scores = one.scores.iter().flatten();
-                        let score_max = scores.fold(0f32, |m, &v| m.max(v.abs()));
-                        (
-                            thumbnail(one.probs.view(), bins),
-                            thumbnail_without_sink(one.probs.view(), bins),
-                            score_max,
-                        )
-                    })
-                    .collect()
-            });
-        let summary = |pick: fn(&(Thumbnail, Thumbnail, f32)) -> &Thumbnail| {
+        let from = &long.from;
+        let (h, layers) = (from.heads.query, from.queries.len());
+        let computed;
+        let folded: &[HeadThumbnails] = match &from.thumbnails {
+            Some(all) => {
+                if layer >= layers || first >= h || (item * layers + layer + 1) * h > all.len() {
+                    return Err(JsError::new(&format!(
+                        "item {item}, layer {layer}, head {first}: the run has {} item(s) of \
+                         {layers} layers of {h} heads (0-based)",
+                        all.len() / (layers * h).max(1)
+                    )));
+                }
+                let at = (item * layers + layer) * h;
+                &all[at + first..at + h]
+            }
+            None => {
+                let heads = from.heads_together(first);
+                let some = from
+                    .heads(item, layer, heads, &long.mask, false)
+                    .map_err(js_err)?;
+                let bins = Bins::of(t);
+                computed = crate::engine::cpu::forward::on_the_pool(|| {
+                    some.par_iter()
+                        .map(|one| HeadThumbnails::of(one.probs.view(), bins))
+                        .collect::<Vec<_>>()
+                });
+                &computed
+            }
+        };
+        let summary = |pick: fn(&HeadThumbnails) -> &Thumbnail| {
             let o = Object::new();
             let thumbs: Vec<f32> = folded
                 .iter()
@@ -1374,12 +1383,10 @@ impl Session {
             set(&o, "probArg", js_sys::Uint32Array::from(arg.as_slice()))?;
             Ok::<_, JsError>(o)
         };
-        let (own, sink) = (summary(|f| &f.0)?, summary(|f| &f.1)?);
-        let score_max: Vec<f32> = folded.iter().map(|f| f.2).collect();
-        set(&own, "scoreMax", Float32Array::from(score_max.as_slice()))?;
+        let (own, sink) = (summary(|f| &f.own)?, summary(|f| &f.without_sink)?);
         let o = Object::new();
         set(&o, "heads", folded.len() as f64)?;
-        set(&o, "side", bins.side as f64)?;
+        set(&o, "side", Bins::of(t).side as f64)?;
         set(&o, "own", own)?;
         set(&o, "sink", sink)?;
         Ok(o.into())

@@ -1,6 +1,7 @@
 //! Properties every attention computation must have, on random inputs and on the real model.
 
 use crate::common::*;
+use attnscope::analysis::thumbnail::{Bins, HeadThumbnails};
 use attnscope::analysis::{rollout, HeadMetrics};
 use attnscope::engine::cpu::{self, attention::scaled_dot_product_attention};
 use attnscope::engine::{AttentionKept, ScoreScale, TraceOptions};
@@ -506,8 +507,9 @@ fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
 
 /// A pass that keeps each layer's queries and keys in place of the probabilities (a long text's
 /// way): each head computed from them equals the head a pass keeping every probability returns,
-/// scores too, and so do the head metrics and the rollout read through them; the rest of the
-/// trace is the same values. On every single-stack family, a padded batch of two under the
+/// scores too, and so do the head metrics and the rollout read through them, and the
+/// thumbnails the pass folded as it went (its largest probability where the kept head has it);
+/// the rest of the trace is the same values. On every single-stack family, a padded batch of two under the
 /// model's own mask, with a head knocked out (its attention is still computed and kept).
 #[test]
 fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() {
@@ -570,6 +572,7 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
                 }
             }
         }
+        assert_folded_as_kept(name, from, &want.attention);
         // the knocked-out head's context is zero in both, so every layer after it agrees
         assert_eq!(got.hidden, want.hidden, "{name}: the output");
         assert_eq!(
@@ -619,6 +622,71 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
     };
     let err = cpu::forward(m, &input, &mask, &qk).unwrap_err().to_string();
     assert!(err.contains("translation model"), "{err}");
+}
+
+/// Each head's thumbnails that a pass keeping the queries and keys folded as it went (`from`)
+/// are those of the head a pass keeping every probability returns (`kept`, `(B, L, H, T, T)`):
+/// each bin and the largest within 1e-6, and the largest where the kept head has it.
+fn assert_folded_as_kept(
+    name: &str,
+    from: &attnscope::engine::QueriesKeys,
+    kept: &ndarray::Array5<f32>,
+) {
+    let (b, l, h, t, _) = kept.dim();
+    let folded = from.thumbnails.as_ref().expect("the CPU pass folds");
+    assert_eq!(folded.len(), b * l * h, "{name}: a head's thumbnails each");
+    for (at, f) in folded.iter().enumerate() {
+        let (i, li, hi) = (at / (l * h), at / h % l, at % h);
+        let p = kept.slice(s![i, li, hi, .., ..]);
+        let whole = HeadThumbnails::of(p, Bins::of(t));
+        for (f, w) in [(&f.own, &whole.own), (&f.without_sink, &whole.without_sink)] {
+            let d = f.values.iter().zip(&w.values).map(|(a, b)| (a - b).abs());
+            let d = d.fold(0f32, f32::max);
+            assert!(
+                f.values.len() == w.values.len() && d <= 1e-6 && (f.max - w.max).abs() <= 1e-6,
+                "{name} item {i} head {li}:{hi}: the folded thumbnail differs by {d}, its largest {} vs {}",
+                f.max,
+                w.max
+            );
+        }
+        let arg = f.own.arg;
+        assert!(
+            (p[[arg / t, arg % t]] - whole.own.max).abs() <= 1e-6,
+            "{name} item {i} head {li}:{hi}: the largest at {arg}"
+        );
+    }
+}
+
+/// A long text's pass folds each head's thumbnails a block of query rows at a time, over the
+/// keys each block reaches: over more than one block and pooled (tiny Llama, 120 positions in
+/// bins of 2), and under sliding windows of 5 (tiny Gemma 3), with a shorter item padded beside.
+#[test]
+fn thumbnails_folded_by_a_long_pass_equal_the_kept_heads() {
+    for (name, words) in [("tiny-llama", 120), ("v5-gemma3", 60)] {
+        let m = model(name);
+        // the longest text of these words the model's positions hold
+        let input = (1..=words)
+            .rev()
+            .map(|n: usize| {
+                let text =
+                    ["the", "cat", "sat", "on", "a", "mat"].repeat(n.div_ceil(6))[..n].join(" ");
+                m.tokenizer
+                    .encode(&[text.as_str(), "time flies"], None)
+                    .unwrap()
+            })
+            .find(|e| e.ids.ncols() <= m.config.max_position_embeddings)
+            .unwrap();
+        let mask = Mask::from_kind(m.own_mask(), input.valid.view());
+        let qk = TraceOptions {
+            attention: AttentionKept::QueriesKeys,
+            ..TraceOptions::default()
+        };
+        let want = cpu::forward(m, &input, &mask, &TraceOptions::default()).unwrap();
+        let got = cpu::forward(m, &input, &mask, &qk).unwrap();
+        let t = want.attention.dim().3;
+        assert!(t > 50, "{name}: {t} positions");
+        assert_folded_as_kept(name, got.queries_keys.as_ref().unwrap(), &want.attention);
+    }
 }
 
 /// The plain reference: every probability in f64, every index sorted by (p descending, id).

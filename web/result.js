@@ -21,7 +21,9 @@ function headValues(r, b, l, H, T) {
 
 /**
  * A long run's layer from its records (src/wasm.rs `Session.layerHeads`: its attention and its
- * scores, each `(H, T, T)`), item b's layer l: `{probs, scores}`, each H·T·T.
+ * scores, each `(H, T, T)`), item b's layer l: `{probs, scores}`, each H·T·T, and `scoreMax`,
+ * each head's largest |score| over every cell (H): what the steps view's scale reads, which the
+ * pass could not fold (it computes no score its mask hides).
  */
 export function longLayer(records, b, l, [, , H, T]) {
   const named = (name) => {
@@ -29,7 +31,13 @@ export function longLayer(records, b, l, [, , H, T]) {
     if (!r) throw new Error(`layer ${l} of item ${b} came without its ${name}`);
     return headValues(r, b, l, H, T);
   };
-  return { probs: named('attention'), scores: named('scores') };
+  const scores = named('scores'), n = T * T, scoreMax = new Float32Array(H);
+  for (let h = 0; h < H; h++) {
+    let m = 0;
+    for (let j = h * n; j < (h + 1) * n; j++) { const v = scores[j]; if (v > m) m = v; else if (-v > m) m = -v; }
+    scoreMax[h] = m;
+  }
+  return { probs: named('attention'), scores, scoreMax };
 }
 
 /**
@@ -232,9 +240,10 @@ export function fromWorker(raw) {
     },
     /** Cross-attention to item b's text from the pair: `{layer, queries, keys, attention: H·n_q·n_k}` or null. */
     crossOf: (b) => crossAttention?.[b] ?? null,
-    /** The largest probability of a head, and the largest |score| (from the worker's summary). */
+    /** The largest probability of a head (from the worker's summary), and the largest |score|
+     *  (a long run's from its layer, once here: 0 before). */
     probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
-    scoreMax: (b, l, h) => summary.scoreMax[(b * L + l) * H + h],
+    scoreMax: (b, l, h) => (long ? layerOf(b, l)?.scoreMax[h] ?? 0 : summary.scoreMax[(b * L + l) * H + h]),
     /** A long input's head, max-pooled to R × R by the worker (null for short inputs). */
     thumb: (b, l, h) => thumbOf(summary, info.shape, b, l, h),
     /** A long text's heads with the first key hidden (web/sink.js), summarised by the worker

@@ -154,12 +154,13 @@ export function headsSummary(mask, [B, L, H, T]) {
     },
     /**
      * Head i as the engine folded it (src/wasm.rs `Session.summaryHeads`): its thumbnail (R × R,
-     * pooled as {@link foldRows} pools), largest probability and where (q·T + k), and largest
-     * |score| (the thumbnail left out where the run has none: T ≤ THUMB).
+     * pooled as {@link foldRows} pools), largest probability and where (q·T + k) (the thumbnail
+     * left out where the run has none: T ≤ THUMB). Its largest |score| stays 0: a long run's
+     * comes with its layer (result.js `longLayer`).
      */
-    folded(i, thumb, max, arg, smax) {
+    folded(i, thumb, max, arg) {
       if (R) { thumbs.set(thumb, i * R * R); maskFor(i); }
-      probMax[i] = max; probArg[i] = arg; scoreMax[i] = smax;
+      probMax[i] = max; probArg[i] = arg;
     },
     done: () => ({ R, thumbs, thumbMask, probMax, probArg, scoreMax }),
   };

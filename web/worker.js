@@ -685,12 +685,14 @@ async function run(s, msg) {
 
 /**
  * A long run's summary (`info.attention` "queries_keys": the engine kept each layer's queries
- * and keys, not its L·H·T² probabilities): every head computed again from them and folded into
- * its thumbnail and maxima by the engine, as many at a time as it has threads, on them
- * (src/wasm.rs `Session.summaryHeads`); no head is copied here. The same heads with the first
- * key hidden (web/sink.js) fold into `sink`, the summary the sink switch shows, so it needs no
- * second sweep. Each layer begun is told to the page (`report(done, of)`); a stop the page asked
- * (src/wasm.rs `Session.progressCells`) ends it between two layers.
+ * and keys, not its L·H·T² probabilities): every head's thumbnail and largest probability as
+ * the engine folded them (src/wasm.rs `Session.summaryHeads`): the CPU engine's pass folded
+ * each as it computed it, so a layer's come at once; after a WebGPU pass, each head is computed
+ * again from the queries and keys and folded, as many at a time as there are threads, on them.
+ * No head is copied here. The same heads with the first key hidden (web/sink.js) fold into
+ * `sink`, the summary the sink switch shows, so it needs no second sweep. Each layer begun is
+ * told to the page (`report(done, of)`); a stop the page asked (src/wasm.rs
+ * `Session.progressCells`) ends it between two layers.
  */
 function longSummary(s, r, report) {
   const [B, L, H] = r.info.shape;
@@ -703,8 +705,8 @@ function longSummary(s, r, report) {
       const cells = some.side * some.side;
       for (let j = 0; j < some.heads; j++, h++) {
         const thumb = (f) => f.thumbs.subarray(j * cells, (j + 1) * cells);
-        own.folded(bl * H + h, thumb(some.own), some.own.probMax[j], some.own.probArg[j], some.own.scoreMax[j]);
-        sink.folded(bl * H + h, thumb(some.sink), some.sink.probMax[j], some.sink.probArg[j], 0);
+        own.folded(bl * H + h, thumb(some.own), some.own.probMax[j], some.own.probArg[j]);
+        sink.folded(bl * H + h, thumb(some.sink), some.sink.probMax[j], some.sink.probArg[j]);
       }
     }
   }

@@ -1,9 +1,10 @@
 //! A head's thumbnail: its probabilities max-pooled into at most [`THUMB`] × [`THUMB`] bins, with
 //! its largest probability and where, as the page's grid and heads table show a long text's
-//! heads (`Session.summaryHeads`: each head folded on the thread that computed it, none copied
-//! to JavaScript). web/summary.js pools the heads the page holds whole the same way
-//! (`thumbBins`, `foldRows`), and web/sink.js hides the first key as
-//! [`thumbnail_without_sink`] does.
+//! heads: folded by the CPU engine's pass as it computes each block of query rows
+//! ([`HeadFold`]), or from a head computed again from the kept queries and keys
+//! ([`HeadThumbnails::of`]); none is copied to JavaScript. web/summary.js pools the heads the
+//! page holds whole the same way (`thumbBins`, `foldRows`), and web/sink.js hides the first key
+//! as [`HeadThumbnails::without_sink`] does.
 
 use ndarray::ArrayView2;
 
@@ -41,52 +42,133 @@ pub struct Thumbnail {
     pub arg: usize,
 }
 
-/// `probs` max-pooled in `bins` (a bin with nothing above 0 stays 0; `max` 0 at `arg` 0 for a
-/// head of zeros).
-///
-/// # Shapes
-/// * `probs`: `(T, n_k)`, both at most `bins.w · bins.side`
-pub fn thumbnail(probs: ArrayView2<f32>, bins: Bins) -> Thumbnail {
-    let probs = probs.as_standard_layout();
-    let mut fold = Fold::new(bins, probs.ncols());
-    for (q, row) in probs.rows().into_iter().enumerate() {
-        fold.row(
-            q,
-            row.to_slice()
-                .expect("a standard-layout array's rows are contiguous"),
-        );
-    }
-    fold.done()
+/// A head's two thumbnails: `own`, its probabilities as the model computed them; `without_sink`,
+/// the same with the first key hidden: column 0 set to 0 and each row divided by what is left
+/// (its sum over keys 1…, in f64, as web/sink.js `renormalised` sums it), a row with
+/// nothing left (the first query of a causal mask reads only the first key) all 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadThumbnails {
+    pub own: Thumbnail,
+    pub without_sink: Thumbnail,
 }
 
-/// [`thumbnail`] of `probs` with the first key hidden: column 0 set to 0 and each row divided
-/// by what is left (its sum over keys 1…, in f64 as the page sums it: web/sink.js
-/// `renormalised`); a row with nothing left (the first query of a causal mask reads only the
-/// first key) all 0. Each row is renormalised into one row of scratch, never the whole head.
-///
-/// # Shapes
-/// * `probs`: `(T, n_k)`, both at most `bins.w · bins.side`
-pub fn thumbnail_without_sink(probs: ArrayView2<f32>, bins: Bins) -> Thumbnail {
-    let mut fold = Fold::new(bins, probs.ncols());
-    let mut hidden = vec![0f32; probs.ncols()];
-    for (q, row) in probs.rows().into_iter().enumerate() {
-        let rest: f64 = row.iter().skip(1).map(|&v| f64::from(v)).sum();
-        for (o, &v) in hidden.iter_mut().zip(&row) {
-            *o = if rest > 0.0 {
-                (f64::from(v) / rest) as f32
-            } else {
-                0.0
-            };
+impl HeadThumbnails {
+    /// Both thumbnails of `probs`, max-pooled in `bins` (a bin with nothing above 0 stays 0;
+    /// `max` 0 at `arg` 0 for a head of zeros).
+    ///
+    /// # Shapes
+    /// * `probs`: `(T, n_k)`, both at most `bins.w · bins.side`
+    pub fn of(probs: ArrayView2<f32>, bins: Bins) -> Self {
+        let probs = probs.as_standard_layout();
+        let mut fold = HeadFold::new(bins, probs.ncols());
+        for (q, row) in probs.rows().into_iter().enumerate() {
+            let row = row.to_slice();
+            fold.row(
+                q,
+                0,
+                row.expect("a standard-layout array's rows are contiguous"),
+            );
         }
-        if let Some(first) = hidden.first_mut() {
-            *first = 0.0;
-        }
-        fold.row(q, &hidden);
+        fold.done()
     }
-    fold.done()
+}
+
+/// A head's [`HeadThumbnails`] being folded, a row at a time in row order: how a pass that keeps
+/// no probability folds each block of query rows as it computes them
+/// (`crate::engine::AttentionKept::QueriesKeys`), and how [`HeadThumbnails::of`] folds a whole
+/// head. No row is kept: the sink-hidden one is renormalised as it is folded.
+#[derive(Debug, Clone)]
+pub struct HeadFold {
+    own: Fold,
+    without_sink: Fold,
+}
+
+impl HeadFold {
+    /// A head over `keys` keys, pooled in `bins`.
+    pub fn new(bins: Bins, keys: usize) -> Self {
+        Self {
+            own: Fold::new(bins, keys),
+            without_sink: Fold::new(bins, keys),
+        }
+    }
+
+    /// Row `q`'s probabilities of keys `from..from + row.len()`, every other key's 0 (a causal
+    /// row's keys after it, a sliding layer's outside its band): zeros change no bin, so they
+    /// need not be folded. One sweep of the row finds each bin's largest probability; the
+    /// sink-hidden bin is that divided by the row's rest (rounding is monotonic, so the largest
+    /// of the quotients is the quotient of the largest: one division a bin, not a key).
+    ///
+    /// # Shapes
+    /// * `row`: `(n,)`, `from + n ≤ n_k`
+    pub fn row(&mut self, q: usize, from: usize, row: &[f32]) {
+        // the first key's probability, where the row holds it: hidden, and outside the rest
+        let (rest_from, rest_row) = match (from, row.split_first()) {
+            (0, Some((&first, others))) => {
+                self.own.offer(q, 0, first, &[first], |v| v);
+                (1, others)
+            }
+            _ => (from, row),
+        };
+        let rest = sum(rest_row);
+        let w = self.own.bins.w;
+        let end = from + row.len();
+        let mut k = rest_from;
+        while k < end {
+            // the keys of `k`'s bin that the row holds
+            let to = ((k / w + 1) * w).min(end);
+            let run = &row[k - from..to - from];
+            let top = largest(run);
+            self.own.offer(q, k, top, run, |v| v);
+            if rest > 0.0 {
+                let hidden = |v: f32| (f64::from(v) / rest) as f32;
+                self.without_sink.offer(q, k, hidden(top), run, hidden);
+            }
+            k = to;
+        }
+    }
+
+    pub fn done(self) -> HeadThumbnails {
+        HeadThumbnails {
+            own: self.own.done(),
+            without_sink: self.without_sink.done(),
+        }
+    }
+}
+
+/// The largest of `run` (0 for none: a bin starts at 0), in lanes the compiler vectorises.
+#[inline(always)]
+fn largest(run: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let chunks = run.chunks_exact(8);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (m, &v) in lanes.iter_mut().zip(chunk) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    tail.iter()
+        .chain(&lanes)
+        .fold(0f32, |m, &v| if v > m { v } else { m })
+}
+
+/// `Σ run` in f64, four sums in lanes then added (web/sink.js sums a row in one; the two agree
+/// to f64's rounding, far below the f32 each quotient becomes).
+#[inline(always)]
+fn sum(run: &[f32]) -> f64 {
+    let mut lanes = [0f64; 4];
+    let chunks = run.chunks_exact(4);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (s, &v) in lanes.iter_mut().zip(chunk) {
+            *s += f64::from(v);
+        }
+    }
+    let tail: f64 = tail.iter().map(|&v| f64::from(v)).sum();
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail
 }
 
 /// A thumbnail being folded, a row at a time in row order.
+#[derive(Debug, Clone)]
 struct Fold {
     bins: Bins,
     keys: usize,
@@ -106,18 +188,19 @@ impl Fold {
         }
     }
 
-    /// Row `q` (`(n_k,)`) into its row of bins, and into the largest so far.
-    fn row(&mut self, q: usize, row: &[f32]) {
+    /// `top`, the largest value of row `q`'s keys `k..k + run.len()` (all in one bin; `value`
+    /// of each probability of `run`), into its bin and into the largest so far.
+    #[inline(always)]
+    fn offer(&mut self, q: usize, k: usize, top: f32, run: &[f32], value: impl Fn(f32) -> f32) {
         let Bins { w, side } = self.bins;
-        let out = &mut self.values[q / w * side..][..side];
-        for (c, (bin, run)) in out.iter_mut().zip(row.chunks(w)).enumerate() {
-            let top = run.iter().fold(*bin, |m, &v| if v > m { v } else { m });
+        let bin = &mut self.values[q / w * side + k / w];
+        if top > *bin {
             *bin = top;
-            if top > self.max {
-                // the first cell of the run that holds it: an earlier one would have set `max`
-                let k = run.iter().position(|&v| v == top).unwrap_or(0);
-                (self.max, self.arg) = (top, q * self.keys + c * w + k);
-            }
+        }
+        if top > self.max {
+            // the first key of the run that holds it: an earlier one would have set `max`
+            let at = run.iter().position(|&p| value(p) == top).unwrap_or(0);
+            (self.max, self.arg) = (top, q * self.keys + k + at);
         }
     }
 
@@ -151,6 +234,31 @@ mod tests {
         Thumbnail { values, max, arg }
     }
 
+    /// `probs` with the first key hidden, each row renormalised whole, as web/sink.js does.
+    fn renormalised(probs: &Array2<f32>) -> Array2<f32> {
+        let mut hidden = Array2::<f32>::zeros(probs.dim());
+        for (row, mut to) in probs.rows().into_iter().zip(hidden.rows_mut()) {
+            let rest: f64 = row.iter().skip(1).map(|&v| f64::from(v)).sum();
+            for k in 1..row.len() {
+                if rest > 0.0 {
+                    to[k] = (f64::from(row[k]) / rest) as f32;
+                }
+            }
+        }
+        hidden
+    }
+
+    /// A causal head of `t` positions whose values tie often (steps of 1/`levels`).
+    fn causal(t: usize, levels: usize) -> Array2<f32> {
+        Array2::from_shape_fn((t, t), |(q, k)| {
+            if k > q {
+                0.0
+            } else {
+                ((q * 31 + k * 17) % levels + 1) as f32 / levels as f32
+            }
+        })
+    }
+
     #[test]
     fn bins_cover_every_position_in_at_most_thumb_a_side() {
         for t in [1, 2, 63, 64, 65, 127, 128, 129, 1025, 2049, 8192] {
@@ -167,64 +275,75 @@ mod tests {
     #[test]
     fn pools_each_bin_and_finds_the_first_largest_as_the_page_does() {
         for t in [5, 64, 65, 130, 300] {
-            // ties on purpose (values in steps of 1/7), and a causal head's zeros above the diagonal
-            let probs = Array2::from_shape_fn((t, t), |(q, k)| {
-                if k > q {
-                    0.0
-                } else {
-                    ((q * 31 + k * 17) % 7) as f32 / 7.0
-                }
-            });
+            // ties on purpose, and a causal head's zeros above the diagonal
+            let probs = causal(t, 7);
             let bins = Bins::of(t);
-            assert_eq!(
-                thumbnail(probs.view(), bins),
-                cell_by_cell(&probs, bins),
-                "T = {t}"
-            );
+            let got = HeadThumbnails::of(probs.view(), bins);
+            assert_eq!(got.own, cell_by_cell(&probs, bins), "T = {t}");
             // and through a transposed view
             let t_view = probs.t();
             assert_eq!(
-                thumbnail(t_view, bins),
+                HeadThumbnails::of(t_view, bins).own,
                 cell_by_cell(&t_view.to_owned(), bins),
                 "Tᵀ, T = {t}"
             );
         }
         let zeros = Array2::<f32>::zeros((70, 70));
-        let got = thumbnail(zeros.view(), Bins::of(70));
-        assert_eq!((got.max, got.arg), (0.0, 0));
+        let got = HeadThumbnails::of(zeros.view(), Bins::of(70));
+        assert_eq!((got.own.max, got.own.arg), (0.0, 0));
+        assert_eq!((got.without_sink.max, got.without_sink.arg), (0.0, 0));
     }
 
     #[test]
     fn without_sink_renormalises_the_other_keys_and_zeroes_a_row_that_reads_only_the_first() {
         // three positions: one a bin, so the thumbnail is the renormalised head itself
         let probs = ndarray::array![[1.0f32, 0.0, 0.0], [0.5, 0.25, 0.25], [0.2, 0.6, 0.2]];
-        let got = thumbnail_without_sink(probs.view(), Bins::of(3));
+        let got = HeadThumbnails::of(probs.view(), Bins::of(3)).without_sink;
         assert_eq!(
             got.values,
             [0.0f32, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.75, 0.25]
         );
         assert_eq!((got.max, got.arg), (0.75, 7));
-        // pooled, it is the thumbnail of the head renormalised whole, as web/sink.js does
+        // pooled, it is the thumbnail of the head renormalised whole
         for t in [65, 130] {
+            let probs = causal(t, 11);
+            let bins = Bins::of(t);
+            let want = cell_by_cell(&renormalised(&probs), bins);
+            assert_eq!(
+                HeadThumbnails::of(probs.view(), bins).without_sink,
+                want,
+                "T = {t}"
+            );
+        }
+    }
+
+    /// What a pass folds: each row's keys from its first non-zero one to its last (any start,
+    /// across bins' edges), the zeros outside left out, gives the thumbnails of the whole rows.
+    #[test]
+    fn rows_folded_by_the_keys_they_reach_equal_whole_rows() {
+        for (t, window) in [(70, 70), (130, 9), (300, 40), (300, 300)] {
+            // a band of `window` keys up to the diagonal (a sliding layer's; all of them: causal)
             let probs = Array2::from_shape_fn((t, t), |(q, k)| {
-                if k > q {
+                if k > q || q - k >= window {
                     0.0
                 } else {
                     ((q * 13 + k * 5) % 11 + 1) as f32 / 11.0
                 }
             });
-            let mut hidden = Array2::<f32>::zeros((t, t));
-            for (row, mut to) in probs.rows().into_iter().zip(hidden.rows_mut()) {
-                let rest: f64 = row.iter().skip(1).map(|&v| f64::from(v)).sum();
-                for k in 1..t {
-                    if rest > 0.0 {
-                        to[k] = (f64::from(row[k]) / rest) as f32;
-                    }
-                }
-            }
             let bins = Bins::of(t);
-            let want = cell_by_cell(&hidden, bins);
-            assert_eq!(thumbnail_without_sink(probs.view(), bins), want, "T = {t}");
+            let mut fold = HeadFold::new(bins, t);
+            for (q, row) in probs.rows().into_iter().enumerate() {
+                let from = (q + 1).saturating_sub(window);
+                fold.row(q, from, &row.as_slice().unwrap()[from..=q]);
+            }
+            let got = fold.done();
+            assert_eq!(
+                got,
+                HeadThumbnails::of(probs.view(), bins),
+                "T = {t}, window {window}"
+            );
+            assert_eq!(got.own, cell_by_cell(&probs, bins));
+            assert_eq!(got.without_sink, cell_by_cell(&renormalised(&probs), bins));
         }
     }
 }

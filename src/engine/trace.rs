@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView3};
 
 use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
+use crate::analysis::thumbnail::HeadThumbnails;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Layer;
@@ -304,6 +305,9 @@ pub struct QueriesKeys {
     pub scale: ScoreScale,
     pub queries: Vec<Array2<f32>>,
     pub keys: Vec<Array2<f32>>,
+    /// Each head's thumbnails, `(B, L, H)` flat, where the pass folded them as it went (the CPU
+    /// engine's); otherwise [`QueriesKeys::heads`] computes each head again to fold it.
+    pub thumbnails: Option<Vec<HeadThumbnails>>,
 }
 
 /// One head's attention over one text: its probabilities, and its scores when asked for.
@@ -514,12 +518,15 @@ impl ModelInputs {
 ///
 /// # Shapes
 /// * `probs`: `(B, L, H, n_q, n_k)`; `scores`: the same, when kept
+/// * `thumbnails`: `(B, L, H)` flat, each head's, where the pass folded them as it computed
+///   probabilities it did not keep (the CPU engine's, keeping the queries and keys)
 #[derive(Debug, Clone)]
 pub struct AttentionGroup {
     pub stack: Stack,
     pub kind: AttentionKind,
     pub probs: Array5<f32>,
     pub scores: Option<Array5<f32>>,
+    pub thumbnails: Option<Vec<HeadThumbnails>>,
 }
 
 impl AttentionGroup {
@@ -726,6 +733,7 @@ impl Trace {
                     scale: opts.scale,
                     queries,
                     keys,
+                    thumbnails: attention.thumbnails,
                 })
             }
         };

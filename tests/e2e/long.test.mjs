@@ -89,7 +89,7 @@ for (const { engine, name, model, text, heads } of CASES) {
     assert.ok(run.thumb > 0 && run.thumb <= 64, `every head has its thumbnail (${run.thumb})`);
     for (const [i, [layer, head]] of heads.entries()) {
       const got = await headOf(page, layer, head);
-      // the worker's summary (src/wasm.rs summaryHeads) has the head's largest |score|, as its scores say
+      // the head's largest |score| (the steps view's scale), as its scores say
       const scores = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { max: r.scoreMax(0, l, h), of: Array.from(r.scoresOf(0, l, h)).reduce((m, v) => Math.max(m, Math.abs(v)), 0) }; }, [layer, head]);
       assert.ok(scores.max > 0 && scores.max === scores.of, `head ${layer}:${head}: the summary's largest |score| ${scores.max}, its scores' ${scores.of}`);
       const cli = want.heads[i];
@@ -109,6 +109,19 @@ for (const { engine, name, model, text, heads } of CASES) {
     const stats = await page.evaluate(() => window.attnscope.stats());
     console.log(`# ${engine}: wasm memory after the ${run.T}-token run ${(stats.wasmBytes / MIB).toFixed(1)} MiB`);
     assert.ok(stats.wasmBytes <= 512 * MIB, `wasm memory ${(stats.wasmBytes / MIB).toFixed(1)} MiB`);
+    // the focused head's thumbnail (the CPU engine's pass folded it; after WebGPU's, the engine
+    // folded it from the kept queries and keys) is the CLI's head max-pooled as summary.js pools
+    {
+      const T = run.T, cli = want.heads.at(-1).attention, bins = thumbBins(T);
+      const flat = new Float32Array(T * T), pooled = new Float32Array(bins.side * bins.side);
+      cli.forEach((row, q) => flat.set(row, q * T));
+      const best = { max: 0, q: 0, k: 0 };
+      foldRows(flat, T, 0, T, T, bins, pooled, null, best);
+      const own = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { values: Array.from(r.thumb(0, l, h).values), max: r.probMax(0, l, h) }; }, heads.at(-1));
+      const d = own.values.reduce((m, v, i) => Math.max(m, Math.abs(v - pooled[i])), own.values.length === pooled.length ? 0 : Infinity);
+      assert.ok(d <= TOL && Math.abs(own.max - best.max) <= TOL, `${engine}: the head's thumbnail differs from the CLI's pooled by ${d}, its largest ${own.max} vs ${best.max}`);
+      console.log(`# ${engine}: head ${heads.at(-1).join(':')}'s thumbnail vs the CLI's pooled: max |Δ| ${d.toExponential(2)}`);
+    }
     // the sink switch: the focused head (the last asked for) drawn with the first key hidden and
     // each row renormalised, and the grid's thumbnails of every head so (the worker's summary)
     await page.check('#nosink');
@@ -136,34 +149,34 @@ for (const { engine, name, model, text, heads } of CASES) {
   });
 }
 
-test('a long run shows the layer it is on, over the page, and its stop ends it before the next layer, in its pass or in its heads\' summary: the views keep the text before, and the next run runs', async () => {
+// The heads' summary after a pass on the CPU engine only reads the thumbnails the pass folded
+// (src/engine/cpu/attention.rs): it is over in milliseconds, so a stop is asked in the pass.
+test('a long run shows the layer it is on, over the page, and its stop ends it before the next layer: the views keep the text before, and the next run runs', async () => {
   const url = `${server.url}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
   const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
   assert.equal(await ready(page), null);
   const before = await page.evaluate(() => window.attnscope.store.get().run.id);
   const header = await page.evaluate(() => document.getElementById('top').offsetHeight);
-  for (const phase of ['pass', 'heads']) {
-    await page.fill('#sentence', phase === 'pass' ? TEXT : `${TEXT} Again.`);
-    // the progress as the page shows it, over the page: "Computing layer N of 30…", a bar and a
-    // stop; the header keeps its height
-    const shown = await page.waitForFunction((ph) => {
-      const box = document.getElementById('run-status'), bar = box.querySelector('progress');
-      return !box.hidden && box.dataset.phase === ph && !box.querySelector('.stop-run').hidden
-        && { text: box.querySelector('.run-text').textContent, bar: [bar.value, bar.max], position: getComputedStyle(box).position, header: document.getElementById('top').offsetHeight };
-    }, phase, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
-    const m = shown.text.match(phase === 'pass' ? /^Computing layer (\d+) of 30…$/ : /^Computing the heads of layer (\d+) of 30…$/);
-    assert.ok(m, shown.text);
-    assert.deepEqual(shown.bar, [phase === 'pass' ? +m[1] : +m[1] - 1, 30], 'the bar: the layers begun (the pass) or done (the heads), of SmolLM2\'s 30');
-    assert.equal(shown.position, 'fixed');
-    assert.equal(shown.header, header, 'the header keeps its height');
-    await page.screenshot({ path: path.join(ARTIFACTS, `long-progress-${phase}.png`) });
-    await page.click('#run-status .stop-run');
-    const line = await page.waitForFunction(() => { const s = window.attnscope.store.get(); return !s.busy && s.runError?.line; }, null, { timeout: 60000, polling: 50 }).then((h) => h.jsonValue());
-    assert.match(line, phase === 'pass' ? /^The run stopped as asked, after \d+ of 30 layers: the views still show the text before\.$/ : /^The run stopped as asked, after the heads of \d+ of 30 layers: the views still show the text before\.$/);
-    const after = await page.evaluate(() => ({ id: window.attnscope.store.get().run.id, text: window.attnscope.result.text, box: document.getElementById('run-status').hidden }));
-    assert.deepEqual(after, { id: before, text: 'The committee met.', box: true }, 'what was shown stays, the progress gone');
-    assert.equal(await page.textContent('#input-status'), line);
-  }
+  await page.fill('#sentence', TEXT);
+  // the progress as the page shows it, over the page: "Computing layer N of 30…", a bar and a
+  // stop; the header keeps its height
+  const shown = await page.waitForFunction(() => {
+    const box = document.getElementById('run-status'), bar = box.querySelector('progress');
+    return !box.hidden && box.dataset.phase === 'pass' && !box.querySelector('.stop-run').hidden
+      && { text: box.querySelector('.run-text').textContent, bar: [bar.value, bar.max], position: getComputedStyle(box).position, header: document.getElementById('top').offsetHeight };
+  }, null, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
+  const m = shown.text.match(/^Computing layer (\d+) of 30…$/);
+  assert.ok(m, shown.text);
+  assert.deepEqual(shown.bar, [+m[1], 30], 'the bar: the layers begun, of SmolLM2\'s 30');
+  assert.equal(shown.position, 'fixed');
+  assert.equal(shown.header, header, 'the header keeps its height');
+  await page.screenshot({ path: path.join(ARTIFACTS, 'long-progress-pass.png') });
+  await page.click('#run-status .stop-run');
+  const line = await page.waitForFunction(() => { const s = window.attnscope.store.get(); return !s.busy && s.runError?.line; }, null, { timeout: 60000, polling: 50 }).then((h) => h.jsonValue());
+  assert.match(line, /^The run stopped as asked, after \d+ of 30 layers: the views still show the text before\.$/);
+  const after = await page.evaluate(() => ({ id: window.attnscope.store.get().run.id, text: window.attnscope.result.text, box: document.getElementById('run-status').hidden }));
+  assert.deepEqual(after, { id: before, text: 'The committee met.', box: true }, 'what was shown stays, the progress gone');
+  assert.equal(await page.textContent('#input-status'), line);
   // the engine runs the next text
   await page.fill('#sentence', 'The committee met again.');
   await page.waitForFunction(() => window.attnscope.result?.text === 'The committee met again.' && !window.attnscope.store.get().runError, null, { timeout: 60000 });

@@ -11,6 +11,7 @@ use ndarray::{
 use rayon::prelude::*;
 
 use super::ops::{linear, masked_softmax, masked_softmax_in_place};
+use crate::analysis::thumbnail::HeadFold;
 use crate::engine::ops::Heads;
 use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
@@ -80,7 +81,7 @@ pub fn dot_product_attention(
         mask,
         scale.into(),
         Some(scores.view_mut()),
-        Some(probs.view_mut()),
+        Probs::Kept(probs.view_mut()),
         Some(output.view_mut()),
     );
     // SAFETY: `attend_into` writes every value of the three
@@ -110,14 +111,40 @@ fn check_mask(mask: Option<ArrayView2<bool>>, n_q: usize, n_k: usize) -> Result<
 /// whole head's going out to memory and back between the steps.
 const QUERY_BLOCK: usize = 64;
 
+/// What becomes of a head's probabilities in [`attend_into`].
+enum Probs<'a> {
+    /// Written into the caller's array, `(n_q, n_k)`, which may be uninitialised.
+    Kept(ArrayViewMut2<'a, MaybeUninit<f32>>),
+    /// Not kept: each block's are computed in a buffer of the block's size and folded into the
+    /// head's thumbnails, a row at a time (a long text's pass).
+    Folded(&'a mut HeadFold),
+    /// Not kept, each block's computed in a buffer of the block's size.
+    Dropped,
+}
+
+impl<'a> Probs<'a> {
+    /// Each head's of `h`: its `(n_q, n_k)` of `kept` `(H, n_q, n_k)` where they are kept, its
+    /// fold of `folds` (`h` of them) where they are folded, or dropped.
+    fn per_head(
+        kept: Option<&'a mut ArrayViewMut3<'_, MaybeUninit<f32>>>,
+        folds: Option<&'a mut [HeadFold]>,
+        h: usize,
+    ) -> Vec<Self> {
+        match (kept, folds) {
+            (Some(a), _) => a.axis_iter_mut(Axis(0)).map(Probs::Kept).collect(),
+            (None, Some(folds)) => folds.iter_mut().map(Probs::Folded).collect(),
+            (None, None) => (0..h).map(|_| Probs::Dropped).collect(),
+        }
+    }
+}
+
 /// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
 /// writes each head straight into its slice of the trace, with no array of its own per head),
 /// which may be uninitialised: every value of each is written. `scores`: `None` when they are
-/// not kept (`QKᵀ` is then computed in `probs` and turned into probabilities there).
-/// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). `probs`: `None`
-/// when they are not kept (each block's are then computed in a buffer of the block's size).
-/// Every query row is independent of the others, so the steps run over blocks of
-/// [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
+/// not kept (`QKᵀ` is then computed in the probabilities and turned into them there).
+/// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). `probs`: where
+/// the probabilities go ([`Probs`]). Every query row is independent of the others, so the
+/// steps run over blocks of [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
@@ -131,7 +158,7 @@ fn attend_into(
     mask: Option<ArrayView2<bool>>,
     scale: ScoreFactor,
     mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
-    mut probs: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    probs: Probs,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
@@ -143,6 +170,11 @@ fn attend_into(
     let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
     let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
     let n_q = q.nrows();
+    let (mut probs, mut fold) = match probs {
+        Probs::Kept(probs) => (Some(probs), None),
+        Probs::Folded(fold) => (None, Some(fold)),
+        Probs::Dropped => (None, None),
+    };
     // where the probabilities are not kept: one block's at a time, (block, n_k)
     let kept = probs.is_some();
     let mut scratch = probs
@@ -202,6 +234,14 @@ fn attend_into(
                 (probs, None)
             }
         };
+        if let Some(fold) = fold.as_mut() {
+            // each row's keys outside the reached ones are 0: only those are folded
+            let keys = reach.clone().unwrap_or(0..k.nrows());
+            for (i, row) in probs.rows().into_iter().enumerate() {
+                let row = row.to_slice().expect("a block's rows are contiguous");
+                fold.row(start + i, keys.start, &row[keys.clone()]);
+            }
+        }
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
             // (block, d_v)
             let out = out.slice_mut(rows);
@@ -256,7 +296,7 @@ fn attend_rows(
     mask: Option<ArrayView2<bool>>,
     factor: f32,
     mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
-    mut probs: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    mut probs: Probs,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
 ) {
     // a head's rows are contiguous in the projections (its columns of each row)
@@ -286,8 +326,10 @@ fn attend_rows(
                     write_row(scores.row_mut(i), &row);
                 }
                 masked_softmax_in_place(&mut row, allowed);
-                if let Some(probs) = probs.as_mut() {
-                    write_row(probs.row_mut(i), &row);
+                match &mut probs {
+                    Probs::Kept(probs) => write_row(probs.row_mut(i), &row),
+                    Probs::Folded(fold) => fold.row(i, 0, &row),
+                    Probs::Dropped => {}
                 }
                 if let Some(output) = output.as_mut() {
                     // Σⱼ pⱼ·vⱼ
@@ -445,13 +487,15 @@ pub struct MultiHeadOutput {
 /// head's too), and nothing is read before it is written. `probs`: `None` when they are not
 /// kept (a long text's pass, which keeps the queries and keys instead): each head then
 /// computes them a block of query rows at a time in a buffer of its own, `QUERY_BLOCK × n_k`,
-/// never `n_q × n_k`, with the same values.
+/// never `n_q × n_k`, with the same values, and folds each block into its thumbnails in
+/// `folds` where they are given.
 ///
 /// # Shapes
-/// * `probs`, `scores`: `(H, n_q, n_k)`
+/// * `probs`, `scores`: `(H, n_q, n_k)`; `folds`: `(H,)`, each over `n_k` keys
 pub struct HeadArrays<'a> {
     pub probs: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
     pub scores: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
+    pub folds: Option<&'a mut [HeadFold]>,
 }
 
 /// What multi-head attention computes besides the per-head arrays.
@@ -508,6 +552,7 @@ pub fn multi_head_attention(
     let arrays = HeadArrays {
         probs: Some(probs.view_mut()),
         scores: Some(scores.view_mut()),
+        folds: None,
     };
     heads_into(
         q.view(),
@@ -583,7 +628,7 @@ pub fn head_attention(
         Some(mask),
         scale,
         kept.as_mut().map(|s| s.view_mut()),
-        Some(probs.view_mut()),
+        Probs::Kept(probs.view_mut()),
         None,
     );
     // SAFETY: `attend_into` writes every value of `probs` and of the scores it is given
@@ -673,6 +718,7 @@ pub fn heads_into(
     let HeadArrays {
         mut probs,
         mut scores,
+        folds,
     } = arrays;
     for a in probs.iter().chain(scores.as_ref()) {
         if a.dim() != (h, n_q, n_k) {
@@ -683,8 +729,14 @@ pub fn heads_into(
             );
         }
     }
-    // each head's probabilities and scores, or none where they are not kept
-    let (probs, scores) = (per_head(probs.as_mut(), h), per_head(scores.as_mut(), h));
+    if let Some(folds) = folds.as_ref().filter(|f| f.len() != h) {
+        return shape("per-head thumbnails (H,)", vec![h], &[folds.len()]);
+    }
+    // where each head's probabilities go, and its scores, or none where they are not kept
+    let (probs, scores) = (
+        Probs::per_head(probs.as_mut(), folds, h),
+        per_head(scores.as_mut(), h),
+    );
     // the heads attend independently: in parallel where there are threads, each writing its
     // own columns of the concatenation
     probs
@@ -721,9 +773,11 @@ mod tests {
     /// over the keys its rows may read: its context is the same bits as the pass that keeps
     /// every probability, over blocks whose reach skips keys at either end (a causal mask's
     /// later keys, a sliding window's earlier ones, past one pass of `·V`'s depth at 900
-    /// positions, a padded item's last), with grouped heads.
+    /// positions, a padded item's last), with grouped heads; and each head's thumbnails, folded
+    /// a block at a time over the keys it reached, are those of the head it keeps whole.
     #[test]
     fn heads_reaching_some_keys_alone_give_the_same_context_bits() {
+        use crate::analysis::thumbnail::{Bins, HeadThumbnails};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
         let heads = Heads {
             query: 4,
@@ -747,12 +801,15 @@ mod tests {
             let mask = Array2::from_shape_fn((n, n), |(i, j)| {
                 j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
             });
+            let bins = Bins::of(n);
             let run = |keep: bool| {
                 let mut probs = Array3::uninit((4, n, n));
                 let mut context = Array2::uninit((n, 4 * d));
+                let mut folds = vec![HeadFold::new(bins, n); 4];
                 let arrays = HeadArrays {
                     probs: keep.then(|| probs.view_mut()),
                     scores: None,
+                    folds: (!keep).then_some(&mut folds[..]),
                 };
                 heads_into(
                     q.view(),
@@ -766,10 +823,24 @@ mod tests {
                     context.view_mut(),
                 )
                 .unwrap();
-                // SAFETY: `heads_into` returned Ok, writing every value of the context
-                unsafe { context.assume_init() }
+                // SAFETY: `heads_into` returned Ok, writing every value of the context (and
+                // of the probabilities where they were kept)
+                let thumbnails = match keep {
+                    true => unsafe { probs.assume_init() }
+                        .outer_iter()
+                        .map(|p| HeadThumbnails::of(p, bins))
+                        .collect(),
+                    false => folds.into_iter().map(HeadFold::done).collect::<Vec<_>>(),
+                };
+                (unsafe { context.assume_init() }, thumbnails)
             };
-            let (whole, banded) = (run(true), run(false));
+            let ((whole, kept), (banded, folded)) = (run(true), run(false));
+            for (h, (a, b)) in kept.iter().zip(&folded).enumerate() {
+                assert_eq!(
+                    a, b,
+                    "n {n}, window {window:?}, padding {padding}: head {h}"
+                );
+            }
             for (((i, j), a), b) in whole.indexed_iter().zip(banded.iter()) {
                 assert_eq!(
                     a.to_bits(),

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use super::attention::{heads_into, HeadArrays};
 use super::ops::{activate, gate, linear, norm, norm_heads, rotate, soft_capped};
+use crate::analysis::thumbnail::{Bins, HeadFold};
 use crate::engine::ops::{
     group_of, split_width, AddNorm, AttentionId, AttentionKind, AttentionRecord, AttentionSpec,
     CacheSlot, Ids, Kept, Ops, PassMasks, Reach, Stack,
@@ -165,6 +166,9 @@ struct Group {
     /// is whole.
     probs: Array5<MaybeUninit<f32>>,
     scores: Option<Array5<MaybeUninit<f32>>>,
+    /// In a pass that keeps the queries and keys: each head's thumbnails, folded as its
+    /// probabilities are computed, `(B, L, H)` flat; empty in a pass that keeps them.
+    folds: Vec<HeadFold>,
     written: Vec<bool>,
 }
 
@@ -223,11 +227,14 @@ impl<'a> CpuOps<'a> {
             // slices)
             let (probs, scores) =
                 unsafe { (g.probs.assume_init(), g.scores.map(|s| s.assume_init())) };
+            let folded = !g.folds.is_empty();
+            let thumbnails = folded.then(|| g.folds.into_iter().map(HeadFold::done).collect());
             groups.push(AttentionGroup {
                 stack: g.stack,
                 kind: g.kind,
                 probs,
                 scores,
+                thumbnails,
             });
         }
         let kept = self
@@ -275,12 +282,17 @@ impl<'a> CpuOps<'a> {
                 true => (b, layers, h, n_q, n_k),
                 false => (b, layers, h, 0, 0),
             };
+            let folds = match kept {
+                true => vec![],
+                false => vec![HeadFold::new(Bins::of(n_q.max(n_k)), n_k); b * layers * h],
+            };
             Group {
                 stack: id.stack,
                 kind: id.kind,
                 shape,
                 probs: Array5::uninit(dim),
                 scores: scores.then(|| Array5::uninit(dim)),
+                folds,
                 written: vec![false; layers],
             }
         })
@@ -554,18 +566,24 @@ impl Ops for CpuOps<'_> {
         let g = self.group(id, [heads.query, n_q, n_k])?;
         for i in 0..b {
             // a pass that keeps the queries and keys keeps no probability: each head computes
-            // its own a block of rows at a time
+            // its own a block of rows at a time, and folds them into its thumbnails
             let arrays = match queries_keys {
-                true => HeadArrays {
-                    probs: None,
-                    scores: None,
-                },
+                true => {
+                    let h = heads.query;
+                    let at = (i * g.written.len() + layer) * h;
+                    HeadArrays {
+                        probs: None,
+                        scores: None,
+                        folds: Some(&mut g.folds[at..at + h]),
+                    }
+                }
                 false => HeadArrays {
                     probs: Some(g.probs.slice_mut(s![i, layer, .., .., ..])),
                     scores: g
                         .scores
                         .as_mut()
                         .map(|sc| sc.slice_mut(s![i, layer, .., .., ..])),
+                    folds: None,
                 },
             };
             heads_into(

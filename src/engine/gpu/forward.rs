@@ -336,6 +336,8 @@ impl GpuEngine {
                 } else {
                     Some(stacked(&g.scores)?)
                 },
+                // the GPU folds no thumbnail: they are computed again from the queries and keys
+                thumbnails: None,
             });
         }
         let mut kept = KeptValues::new();
