@@ -411,6 +411,127 @@ fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Tra
     }
 }
 
+/// A long text's pass (queries and keys kept, each head's thumbnails folded) typed on: it
+/// reuses the shared beginning and resumes the last pass's thumbnails, computing the attention
+/// of the new rows alone (and of the shared positions' last row of bins), and equals the whole
+/// pass: the same thumbnails, queries, keys, output and next-token logits. Typed on, a word
+/// taken back, a word changed in the middle (a row of bins begun again), and past a multiple
+/// of 64 positions, where the bins widen and every row is folded again; under sliding windows
+/// too (tiny Gemma 3).
+#[test]
+fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
+    let words =
+        |n: usize| ["the", "cat", "sat", "on", "a", "mat"].repeat(n.div_ceil(6))[..n].join(" ");
+    for (name, steps) in [
+        ("tiny-llama", [40, 42, 43, 70, 72, 72]),
+        ("v5-gemma3", [20, 22, 23, 25, 27, 27]),
+    ] {
+        let m = model(name);
+        let opts = TraceOptions {
+            attention: AttentionKept::QueriesKeys,
+            next_logits: true,
+            ..TraceOptions::default()
+        };
+        let mut prefixes = cpu::Prefixes::default();
+        let mut last: Option<Vec<u32>> = None;
+        let (mut resumed, mut widened) = (false, false);
+        for (i, n) in steps.into_iter().enumerate() {
+            // the last step changes a word near the start: the shared beginning ends there
+            let text = match i {
+                5 => words(n).replacen("sat", "ran", 1),
+                _ => words(n),
+            };
+            let input = m.tokenizer.encode(&[text.as_str()], None).unwrap();
+            let t = input.len();
+            assert!(t <= m.config.max_position_embeddings, "{name}: {t} tokens");
+            let mask = Mask::causal(1, t);
+            let ids = input.ids.row(0).to_vec();
+            let r = cpu::forward_reusing(m, &input, &mask, &opts, &mut prefixes).unwrap();
+            let shared = last.as_ref().map_or(0, |l| {
+                l.iter()
+                    .zip(&ids)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+                    .min(t - 1)
+            });
+            assert_eq!(r.reused, shared, "{name} step {i}: positions reused");
+            let before = last.as_ref().map_or(0, Vec::len);
+            widened |= shared > 0 && Bins::of(before).w != Bins::of(t).w;
+            resumed |= shared > 0 && Bins::of(before).w == Bins::of(t).w;
+            let whole = cpu::forward(m, &input, &mask, &opts).unwrap();
+            let what = format!("{name} step {i} ({t} tokens, {shared} reused)");
+            let (got, want) = (
+                r.trace.queries_keys.as_ref().unwrap(),
+                whole.queries_keys.as_ref().unwrap(),
+            );
+            // the new rows are computed in blocks of their own (a few rows: dot products, not the
+            // matrix product), so their sums may end a few bits apart: within 1e-5, as typing
+            // at the end of a short text
+            let (gt, wt) = (
+                got.thumbnails.as_ref().unwrap(),
+                want.thumbnails.as_ref().unwrap(),
+            );
+            assert_eq!(gt.len(), wt.len(), "{what}: the heads' thumbnails");
+            let h = want.heads.query;
+            for (at, (g, w)) in gt.iter().zip(wt).enumerate() {
+                let head = want
+                    .head(0, at / h, at % h, &whole.mask, false)
+                    .unwrap()
+                    .probs;
+                for (kind, g, w) in [
+                    ("own", &g.own, &w.own),
+                    ("without its sink", &g.without_sink, &w.without_sink),
+                ] {
+                    let d = g.values.iter().zip(&w.values).map(|(a, b)| (a - b).abs());
+                    let (cell, d) = d
+                        .enumerate()
+                        .fold((0, 0f32), |m, (i, d)| if d > m.1 { (i, d) } else { m });
+                    assert!(
+                        g.values.len() == w.values.len() && d <= 1e-5 && (g.max - w.max).abs() <= 1e-5,
+                        "{what}: head {at}'s thumbnail ({kind}) differs by {d} at bin {cell}, its largest {} vs {}",
+                        g.max, w.max
+                    );
+                }
+                let arg = g.own.arg;
+                assert!(
+                    (head[[arg / t, arg % t]] - w.own.max).abs() <= 1e-5,
+                    "{what}: head {at}'s largest at {arg}"
+                );
+            }
+            for (l, (g, w)) in got.queries.iter().zip(&want.queries).enumerate() {
+                let d = max_abs_diff(g.view().into_dyn(), w.view().into_dyn());
+                assert!(
+                    g.dim() == w.dim() && d <= 1e-5,
+                    "{what}: layer {l}'s queries differ by {d}"
+                );
+            }
+            for (l, (g, w)) in got.keys.iter().zip(&want.keys).enumerate() {
+                let d = max_abs_diff(g.view().into_dyn(), w.view().into_dyn());
+                assert!(
+                    g.dim() == w.dim() && d <= 1e-5,
+                    "{what}: layer {l}'s keys differ by {d}"
+                );
+            }
+            let d = max_abs_diff(
+                r.trace.hidden.view().into_dyn(),
+                whole.hidden.view().into_dyn(),
+            );
+            assert!(d <= 1e-5, "{what}: the output differs by {d}");
+            let (g, w) = (
+                r.trace.next_logits.as_ref().unwrap(),
+                whole.next_logits.as_ref().unwrap(),
+            );
+            let d = max_abs_diff(g.view().into_dyn(), w.view().into_dyn());
+            assert!(d <= 1e-4, "{what}: the next token's logits differ by {d}");
+            last = Some(ids);
+        }
+        assert!(resumed, "{name}: no pass resumed the last one's thumbnails");
+        if name == "tiny-llama" {
+            assert!(widened, "{name}: no pass widened the bins");
+        }
+    }
+}
+
 #[test]
 fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
     // a text typed a character at a time, a character taken back, and one changed in the middle

@@ -69,7 +69,7 @@ impl HeadThumbnails {
                 row.expect("a standard-layout array's rows are contiguous"),
             );
         }
-        fold.done()
+        fold.thumbnails()
     }
 }
 
@@ -127,11 +127,25 @@ impl HeadFold {
         }
     }
 
-    pub fn done(self) -> HeadThumbnails {
+    /// The thumbnails folded so far.
+    pub fn thumbnails(&self) -> HeadThumbnails {
         HeadThumbnails {
-            own: self.own.done(),
-            without_sink: self.without_sink.done(),
+            own: self.own.thumbnail(),
+            without_sink: self.without_sink.thumbnail(),
         }
+    }
+
+    /// This fold of the first `rows` query rows of a text (a multiple of `bins.w`: whole rows of
+    /// bins), carried over to a text of `keys` positions pooled in `bins` (a text typed on
+    /// from the last), whose rows from `rows` on are then folded; `None` where the bins are
+    /// not as wide (the text crossed a multiple of [`THUMB`] positions: every row is folded
+    /// again). Under a causal mask the rows before `rows` read only keys before them, so they
+    /// pool the same in either text.
+    pub fn resumed(self, bins: Bins, keys: usize, rows: usize) -> Option<Self> {
+        Some(Self {
+            own: self.own.resumed(bins, keys, rows)?,
+            without_sink: self.without_sink.resumed(bins, keys, rows)?,
+        })
     }
 }
 
@@ -167,14 +181,15 @@ fn sum(run: &[f32]) -> f64 {
     (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail
 }
 
-/// A thumbnail being folded, a row at a time in row order.
+/// A thumbnail being folded, a row at a time in row order: its bins, and each row of bins'
+/// largest value and the first cell in row order that holds it (`q·keys + k`), so that rows of
+/// bins can be dropped and folded again ([`Fold::resumed`]).
 #[derive(Debug, Clone)]
 struct Fold {
     bins: Bins,
     keys: usize,
     values: Vec<f32>,
-    max: f32,
-    arg: usize,
+    largest: Vec<(f32, usize)>,
 }
 
 impl Fold {
@@ -183,9 +198,27 @@ impl Fold {
             bins,
             keys,
             values: vec![0f32; bins.side * bins.side],
-            max: 0.0,
-            arg: 0,
+            largest: vec![(0.0, 0); bins.side],
         }
+    }
+
+    /// See [`HeadFold::resumed`].
+    fn resumed(self, bins: Bins, keys: usize, rows: usize) -> Option<Self> {
+        if bins.w != self.bins.w || !rows.is_multiple_of(bins.w) {
+            return None;
+        }
+        let mut fold = Self::new(bins, keys);
+        let (kept, side) = (
+            (rows / bins.w).min(bins.side),
+            self.bins.side.min(bins.side),
+        );
+        for r in 0..kept.min(self.bins.side) {
+            let from = &self.values[r * self.bins.side..][..side];
+            fold.values[r * bins.side..][..side].copy_from_slice(from);
+            let (max, arg) = self.largest[r];
+            fold.largest[r] = (max, arg / self.keys.max(1) * keys + arg % self.keys.max(1));
+        }
+        Some(fold)
     }
 
     /// `top`, the largest value of row `q`'s keys `k..k + run.len()` (all in one bin; `value`
@@ -197,18 +230,27 @@ impl Fold {
         if top > *bin {
             *bin = top;
         }
-        if top > self.max {
-            // the first key of the run that holds it: an earlier one would have set `max`
+        let largest = &mut self.largest[q / w];
+        if top > largest.0 {
+            // the first key of the run that holds it: an earlier one would have set `largest`
             let at = run.iter().position(|&p| value(p) == top).unwrap_or(0);
-            (self.max, self.arg) = (top, q * self.keys + k + at);
+            *largest = (top, q * self.keys + k + at);
         }
     }
 
-    fn done(self) -> Thumbnail {
+    fn thumbnail(&self) -> Thumbnail {
+        // the first row of bins with the largest holds its first cell in row order
+        let (max, arg) = self
+            .largest
+            .iter()
+            .fold((0f32, 0), |best, &(v, at)| match v > best.0 {
+                true => (v, at),
+                false => best,
+            });
         Thumbnail {
-            values: self.values,
-            max: self.max,
-            arg: self.arg,
+            values: self.values.clone(),
+            max,
+            arg,
         }
     }
 }
@@ -317,6 +359,42 @@ mod tests {
         }
     }
 
+    /// A fold of a text's first rows of bins, resumed for a longer or shorter text (typed on,
+    /// taken back) and folded on from there, is the fold of the new text's head whole; bins of
+    /// another width are not resumed.
+    #[test]
+    fn a_fold_resumed_for_a_text_typed_on_equals_the_whole_fold() {
+        let head = |t: usize| causal(t, 13);
+        for (before, after, shared) in [
+            (130, 140, 130),
+            (130, 150, 99),
+            (140, 129, 128),
+            (70, 75, 70),
+        ] {
+            let (old, new) = (head(before), head(after));
+            let bins = Bins::of(after);
+            // the rows of bins the shared positions fill whole
+            let rows = shared / bins.w * bins.w;
+            let mut fold = HeadFold::new(Bins::of(before), before);
+            for (q, row) in old.rows().into_iter().enumerate() {
+                fold.row(q, 0, row.as_slice().unwrap());
+            }
+            let mut fold = fold.resumed(bins, after, rows).expect("bins as wide");
+            for (q, row) in new.rows().into_iter().enumerate().skip(rows) {
+                fold.row(q, 0, row.as_slice().unwrap());
+            }
+            let want = HeadThumbnails::of(new.view(), bins);
+            assert_eq!(
+                fold.thumbnails(),
+                want,
+                "{before} → {after}, {shared} shared"
+            );
+        }
+        // 64 → 65 positions: bins of 1 then 2
+        let fold = HeadFold::new(Bins::of(64), 64);
+        assert!(fold.resumed(Bins::of(65), 65, 64).is_none());
+    }
+
     /// What a pass folds: each row's keys from its first non-zero one to its last (any start,
     /// across bins' edges), the zeros outside left out, gives the thumbnails of the whole rows.
     #[test]
@@ -336,7 +414,7 @@ mod tests {
                 let from = (q + 1).saturating_sub(window);
                 fold.row(q, from, &row.as_slice().unwrap()[from..=q]);
             }
-            let got = fold.done();
+            let got = fold.thumbnails();
             assert_eq!(
                 got,
                 HeadThumbnails::of(probs.view(), bins),

@@ -39,7 +39,7 @@ let server, browser;
 const references = new Map();
 /** The CLI over the same model and text: the case's heads and the last position's next tokens. */
 function reference(c) {
-  const key = `${c.model}|${c.heads.join(';')}`;
+  const key = `${c.model}|${c.heads.join(';')}|${c.text}`;
   if (!references.has(key)) {
     references.set(key, attnscope(['attention', '--model', path.join(ROOT, c.model), '--heads', c.heads.map(([l, h]) => `${l}:${h}`).join(','), '--top-k', '5', '--', c.text]).results[0]);
   }
@@ -66,6 +66,18 @@ async function headOf(page, layer, head) {
   return page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return Array.from(r.head(0, l, h)); }, [layer, head]);
 }
 
+/** The page's thumbnail of head (layer, head) and its largest probability against the CLI's
+ *  head (`rows`, T × T) max-pooled as summary.js pools: the largest |Δ| of either. */
+async function thumbDiff(page, rows, T, [layer, head]) {
+  const bins = thumbBins(T), flat = new Float32Array(T * T), pooled = new Float32Array(bins.side * bins.side);
+  rows.forEach((row, q) => flat.set(row, q * T));
+  const best = { max: 0, q: 0, k: 0 };
+  foldRows(flat, T, 0, T, T, bins, pooled, null, best);
+  const own = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { values: Array.from(r.thumb(0, l, h).values), max: r.probMax(0, l, h) }; }, [layer, head]);
+  if (own.values.length !== pooled.length) return Infinity;
+  return Math.max(Math.abs(own.max - best.max), own.values.reduce((m, v, i) => Math.max(m, Math.abs(v - pooled[i])), 0));
+}
+
 function worst(got, want, T) {
   let d = 0;
   for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) d = Math.max(d, Math.abs(got[q * T + k] - want[q][k]));
@@ -73,7 +85,7 @@ function worst(got, want, T) {
 }
 
 for (const { engine, name, model, text, heads } of CASES) {
-  test(`${name}: the engine keeps queries and keys, the grid and table summarise every head, the focused layer's heads equal the CLI's --heads, the wasm memory stays under 512 MiB, and the sink switch hides the first key from them`, async () => {
+  test(`${name}: the engine keeps queries and keys, the grid and table summarise every head, the focused layer's heads equal the CLI's --heads, the wasm memory stays under 512 MiB, the sink switch hides the first key from them, and (CPU) two words typed at its end reuse the pass and equal the CLI's`, async () => {
     // a short text first (the model loads and runs), then the long one typed in
     const want = reference({ model, text, heads });
     const url = `${server.url}${process.env.WASM ? `?wasm=${process.env.WASM}` : ''}#model=${encodeURIComponent(model)}&s=${encodeURIComponent('The committee met.')}&e=${engine}`;
@@ -111,17 +123,9 @@ for (const { engine, name, model, text, heads } of CASES) {
     assert.ok(stats.wasmBytes <= 512 * MIB, `wasm memory ${(stats.wasmBytes / MIB).toFixed(1)} MiB`);
     // the focused head's thumbnail (the CPU engine's pass folded it; after WebGPU's, the engine
     // folded it from the kept queries and keys) is the CLI's head max-pooled as summary.js pools
-    {
-      const T = run.T, cli = want.heads.at(-1).attention, bins = thumbBins(T);
-      const flat = new Float32Array(T * T), pooled = new Float32Array(bins.side * bins.side);
-      cli.forEach((row, q) => flat.set(row, q * T));
-      const best = { max: 0, q: 0, k: 0 };
-      foldRows(flat, T, 0, T, T, bins, pooled, null, best);
-      const own = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { values: Array.from(r.thumb(0, l, h).values), max: r.probMax(0, l, h) }; }, heads.at(-1));
-      const d = own.values.reduce((m, v, i) => Math.max(m, Math.abs(v - pooled[i])), own.values.length === pooled.length ? 0 : Infinity);
-      assert.ok(d <= TOL && Math.abs(own.max - best.max) <= TOL, `${engine}: the head's thumbnail differs from the CLI's pooled by ${d}, its largest ${own.max} vs ${best.max}`);
-      console.log(`# ${engine}: head ${heads.at(-1).join(':')}'s thumbnail vs the CLI's pooled: max |Δ| ${d.toExponential(2)}`);
-    }
+    const dOwn = await thumbDiff(page, want.heads.at(-1).attention, run.T, heads.at(-1));
+    assert.ok(dOwn <= TOL, `${engine}: the head's thumbnail and largest differ from the CLI's pooled by ${dOwn}`);
+    console.log(`# ${engine}: head ${heads.at(-1).join(':')}'s thumbnail vs the CLI's pooled: max |Δ| ${dOwn.toExponential(2)}`);
     // the sink switch: the focused head (the last asked for) drawn with the first key hidden and
     // each row renormalised, and the grid's thumbnails of every head so (the worker's summary)
     await page.check('#nosink');
@@ -144,6 +148,25 @@ for (const { engine, name, model, text, heads } of CASES) {
     await page.waitForFunction(() => document.getElementById('model-view').dataset.drawn?.split('|')[0] === `${window.attnscope.store.get().run.id}s`, null, { timeout: 60000 });
     assert.match(await page.textContent('#sink-note'), /^A view, not the model's attention/);
     assert.doesNotMatch(await page.textContent('#long-note'), /sink/);
+    if (engine === 'cpu') {
+      // two words typed at its end: the pass reuses the last one's positions and resumes its
+      // thumbnails (src/engine/cpu/prefix.rs), computing the new rows alone; the focused head,
+      // its thumbnail and the next tokens equal the CLI's over the new text
+      await page.uncheck('#nosink');
+      const typed = `${text} Again.`, again = reference({ model, text: typed, heads });
+      await page.fill('#sentence', typed);
+      await page.waitForFunction((t) => window.attnscope.result?.text === t, typed, { timeout: 300000, polling: 100 });
+      const after = await page.evaluate(() => { const r = window.attnscope.store.get().run; return { T: r.T, reused: r.reused, pass: r.elapsed_ms }; });
+      assert.equal(after.T, again.tokens.length);
+      assert.ok(after.reused >= run.T - 1, `${after.reused} positions reused of the ${run.T} before`);
+      const got = await headOf(page, ll, hh);
+      const d = worst(got, again.heads.at(-1).attention, after.T);
+      const dThumb2 = await thumbDiff(page, again.heads.at(-1).attention, after.T, heads.at(-1));
+      assert.ok(d <= TOL && dThumb2 <= TOL, `typed on: head ${ll}:${hh} differs from the CLI's by ${d}, its thumbnail by ${dThumb2}`);
+      const next2 = await page.evaluate(() => window.attnscope.result.next_tokens.at(-1));
+      assert.deepEqual(next2.map((p) => p.id), again.next_tokens.at(-1).map((p) => p.id));
+      console.log(`# cpu: two words typed on (${after.T} tokens, ${after.reused} reused, the pass ${after.pass.toFixed(0)} ms): head ${ll}:${hh} vs the CLI's max |Δ| ${d.toExponential(2)}, its thumbnail ${dThumb2.toExponential(2)}`);
+    }
     assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
     await page.close();
   });

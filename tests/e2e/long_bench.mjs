@@ -37,8 +37,8 @@ try {
         return window.attnscope.result?.text === t && s.run?.long && s.run.hasLayer(0, Math.min(s.layer, s.run.L - 1)) && s.rendered?.startsWith(`${s.run.id}:`);
       }, text, { timeout: 900000, polling: 100 });
       const ms = performance.now() - t0;
-      const r = await page.evaluate(async () => ({ T: window.attnscope.store.get().run.T, pass: window.attnscope.store.get().run.elapsed_ms, wasm: (await window.attnscope.stats()).wasmBytes }));
-      console.log(`${r.T} tokens: ${(ms / 1000).toFixed(2)} s to every view, the pass ${(r.pass / 1000).toFixed(2)} s, wasm memory ${MiB(r.wasm)} MiB`);
+      const r = await page.evaluate(async () => { const run = window.attnscope.store.get().run; return { T: run.T, pass: run.elapsed_ms, reused: run.reused, wasm: (await window.attnscope.stats()).wasmBytes }; });
+      console.log(`${r.T} tokens: ${(ms / 1000).toFixed(2)} s to every view, the pass ${(r.pass / 1000).toFixed(2)} s (${r.reused} positions reused), wasm memory ${MiB(r.wasm)} MiB`);
     }
   }
 } finally {

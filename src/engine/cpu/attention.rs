@@ -116,8 +116,12 @@ enum Probs<'a> {
     /// Written into the caller's array, `(n_q, n_k)`, which may be uninitialised.
     Kept(ArrayViewMut2<'a, MaybeUninit<f32>>),
     /// Not kept: each block's are computed in a buffer of the block's size and folded into the
-    /// head's thumbnails, a row at a time (a long text's pass).
-    Folded(&'a mut HeadFold),
+    /// head's thumbnails, a row at a time (a long text's pass), the queries' first row being
+    /// the text's `first_row`.
+    Folded {
+        fold: &'a mut HeadFold,
+        first_row: usize,
+    },
     /// Not kept, each block's computed in a buffer of the block's size.
     Dropped,
 }
@@ -127,12 +131,15 @@ impl<'a> Probs<'a> {
     /// fold of `folds` (`h` of them) where they are folded, or dropped.
     fn per_head(
         kept: Option<&'a mut ArrayViewMut3<'_, MaybeUninit<f32>>>,
-        folds: Option<&'a mut [HeadFold]>,
+        folds: Option<Folds<'a>>,
         h: usize,
     ) -> Vec<Self> {
         match (kept, folds) {
             (Some(a), _) => a.axis_iter_mut(Axis(0)).map(Probs::Kept).collect(),
-            (None, Some(folds)) => folds.iter_mut().map(Probs::Folded).collect(),
+            (None, Some(Folds { heads, first_row })) => heads
+                .iter_mut()
+                .map(|fold| Probs::Folded { fold, first_row })
+                .collect(),
             (None, None) => (0..h).map(|_| Probs::Dropped).collect(),
         }
     }
@@ -172,7 +179,7 @@ fn attend_into(
     let n_q = q.nrows();
     let (mut probs, mut fold) = match probs {
         Probs::Kept(probs) => (Some(probs), None),
-        Probs::Folded(fold) => (None, Some(fold)),
+        Probs::Folded { fold, first_row } => (None, Some((fold, first_row))),
         Probs::Dropped => (None, None),
     };
     // where the probabilities are not kept: one block's at a time, (block, n_k)
@@ -234,12 +241,12 @@ fn attend_into(
                 (probs, None)
             }
         };
-        if let Some(fold) = fold.as_mut() {
+        if let Some((fold, first_row)) = fold.as_mut() {
             // each row's keys outside the reached ones are 0: only those are folded
             let keys = reach.clone().unwrap_or(0..k.nrows());
             for (i, row) in probs.rows().into_iter().enumerate() {
                 let row = row.to_slice().expect("a block's rows are contiguous");
-                fold.row(start + i, keys.start, &row[keys.clone()]);
+                fold.row(*first_row + start + i, keys.start, &row[keys.clone()]);
             }
         }
         if let (Some(out), Some(values)) = (output.as_mut(), &values) {
@@ -328,7 +335,7 @@ fn attend_rows(
                 masked_softmax_in_place(&mut row, allowed);
                 match &mut probs {
                     Probs::Kept(probs) => write_row(probs.row_mut(i), &row),
-                    Probs::Folded(fold) => fold.row(i, 0, &row),
+                    Probs::Folded { fold, first_row } => fold.row(*first_row + i, 0, &row),
                     Probs::Dropped => {}
                 }
                 if let Some(output) = output.as_mut() {
@@ -495,7 +502,15 @@ pub struct MultiHeadOutput {
 pub struct HeadArrays<'a> {
     pub probs: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
     pub scores: Option<ArrayViewMut3<'a, MaybeUninit<f32>>>,
-    pub folds: Option<&'a mut [HeadFold]>,
+    pub folds: Option<Folds<'a>>,
+}
+
+/// Each head's thumbnails being folded ([`HeadArrays::folds`]), and the row of the text that
+/// the queries' first is (the queries may be the text's last rows: a pass that reuses the last
+/// one's thumbnails).
+pub struct Folds<'a> {
+    pub heads: &'a mut [HeadFold],
+    pub first_row: usize,
 }
 
 /// What multi-head attention computes besides the per-head arrays.
@@ -729,8 +744,8 @@ pub fn heads_into(
             );
         }
     }
-    if let Some(folds) = folds.as_ref().filter(|f| f.len() != h) {
-        return shape("per-head thumbnails (H,)", vec![h], &[folds.len()]);
+    if let Some(folds) = folds.as_ref().filter(|f| f.heads.len() != h) {
+        return shape("per-head thumbnails (H,)", vec![h], &[folds.heads.len()]);
     }
     // where each head's probabilities go, and its scores, or none where they are not kept
     let (probs, scores) = (
@@ -809,7 +824,10 @@ mod tests {
                 let arrays = HeadArrays {
                     probs: keep.then(|| probs.view_mut()),
                     scores: None,
-                    folds: (!keep).then_some(&mut folds[..]),
+                    folds: (!keep).then_some(Folds {
+                        heads: &mut folds[..],
+                        first_row: 0,
+                    }),
                 };
                 heads_into(
                     q.view(),
@@ -830,7 +848,7 @@ mod tests {
                         .outer_iter()
                         .map(|p| HeadThumbnails::of(p, bins))
                         .collect(),
-                    false => folds.into_iter().map(HeadFold::done).collect::<Vec<_>>(),
+                    false => folds.iter().map(HeadFold::thumbnails).collect::<Vec<_>>(),
                 };
                 (unsafe { context.assume_init() }, thumbnails)
             };

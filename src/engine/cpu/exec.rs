@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ndarray::{concatenate, s, Array2, Array5, ArrayView2, Axis};
 use rayon::prelude::*;
 
-use super::attention::{heads_into, HeadArrays};
+use super::attention::{heads_into, Folds, HeadArrays};
 use super::ops::{activate, gate, linear, norm, norm_heads, rotate, soft_capped};
 use crate::analysis::thumbnail::{Bins, HeadFold};
 use crate::engine::ops::{
@@ -99,6 +99,11 @@ pub struct DecoderCache {
     /// of the positions so far, so that the pass's attention is every position's rows, not only
     /// the new ones' (`None`: a decoding's steps, which keep only their own row).
     queries: Option<HashMap<usize, CpuX>>,
+    /// In a pass that reuses a prefix and keeps the queries and keys (a long text's): each
+    /// head's thumbnails as the pass folded them, `(B, L, H)` flat, which the next pass over the
+    /// same beginning resumes ([`HeadFold::resumed`]): its attention is then the rows of the
+    /// new positions alone (and of the shared ones' last row of bins).
+    folds: Option<Vec<HeadFold>>,
 }
 
 impl DecoderCache {
@@ -107,6 +112,7 @@ impl DecoderCache {
         Self {
             values: HashMap::new(),
             queries: Some(HashMap::new()),
+            folds: None,
         }
     }
 
@@ -169,6 +175,9 @@ struct Group {
     /// In a pass that keeps the queries and keys: each head's thumbnails, folded as its
     /// probabilities are computed, `(B, L, H)` flat; empty in a pass that keeps them.
     folds: Vec<HeadFold>,
+    /// The first query row whose attention the pass computes: 0, or in a pass that resumed the
+    /// last one's `folds`, the first of the rows of bins they do not hold.
+    first_row: usize,
     written: Vec<bool>,
 }
 
@@ -213,7 +222,7 @@ impl<'a> CpuOps<'a> {
 
     /// Every attention the pass computed, by stack and kind (each group whole: every layer of
     /// its stack written), and the values kept.
-    pub(crate) fn finish(self) -> Result<(Vec<AttentionGroup>, KeptValues)> {
+    pub(crate) fn finish(mut self) -> Result<(Vec<AttentionGroup>, KeptValues)> {
         let mut groups = Vec::with_capacity(self.groups.len());
         for g in self.groups {
             if let Some(l) = g.written.iter().position(|&w| !w) {
@@ -228,7 +237,13 @@ impl<'a> CpuOps<'a> {
             let (probs, scores) =
                 unsafe { (g.probs.assume_init(), g.scores.map(|s| s.assume_init())) };
             let folded = !g.folds.is_empty();
-            let thumbnails = folded.then(|| g.folds.into_iter().map(HeadFold::done).collect());
+            let thumbnails = folded.then(|| g.folds.iter().map(HeadFold::thumbnails).collect());
+            // kept for the next pass over the same beginning
+            if let Some(cache) = self.cache.as_deref_mut().filter(|c| c.queries.is_some()) {
+                if folded {
+                    cache.folds = Some(g.folds);
+                }
+            }
             groups.push(AttentionGroup {
                 stack: g.stack,
                 kind: g.kind,
@@ -269,11 +284,17 @@ impl<'a> CpuOps<'a> {
         })
     }
 
-    /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first.
-    fn group(&mut self, id: AttentionId, shape: [usize; 3]) -> Result<&mut Group> {
+    /// The group of `id`'s stack and kind, made for `(H, n_q, n_k)` when it is the first; in a
+    /// pass that keeps the queries and keys, its rows from `shared` on new (a pass that reuses
+    /// a prefix), the folds the cache holds from the last pass resumed where they can be.
+    fn group(&mut self, id: AttentionId, shape: [usize; 3], shared: usize) -> Result<&mut Group> {
         let (b, layers) = (self.batch(), self.layers.of(id.stack));
         let kept = !self.opts.keeps_queries_keys(id.kind);
         let scores = self.opts.scores && kept;
+        let last = match kept {
+            true => None,
+            false => self.cache.as_deref_mut().and_then(|c| c.folds.take()),
+        };
         group_of(&mut self.groups, id, layers, shape, || {
             // not zeroed (a `memset` of 75 MB at 512 tokens): every layer's heads write
             // their slices
@@ -282,9 +303,20 @@ impl<'a> CpuOps<'a> {
                 true => (b, layers, h, n_q, n_k),
                 false => (b, layers, h, 0, 0),
             };
-            let folds = match kept {
-                true => vec![],
-                false => vec![HeadFold::new(Bins::of(n_q.max(n_k)), n_k); b * layers * h],
+            let bins = Bins::of(n_q.max(n_k));
+            // the rows of bins the shared positions fill whole are the last pass's
+            let first_row = shared / bins.w * bins.w;
+            let resumed = last.filter(|f| f.len() == b * layers * h).and_then(|last| {
+                let f: Option<Vec<HeadFold>> = last
+                    .into_iter()
+                    .map(|f| f.resumed(bins, n_k, first_row))
+                    .collect();
+                f.map(|f| (f, first_row))
+            });
+            let (folds, first_row) = match (kept, resumed) {
+                (true, _) => (vec![], 0),
+                (false, Some(resumed)) => resumed,
+                (false, None) => (vec![HeadFold::new(bins, n_k); b * layers * h], 0),
             };
             Group {
                 stack: id.stack,
@@ -293,6 +325,7 @@ impl<'a> CpuOps<'a> {
                 probs: Array5::uninit(dim),
                 scores: scores.then(|| Array5::uninit(dim)),
                 folds,
+                first_row,
                 written: vec![false; layers],
             }
         })
@@ -555,15 +588,19 @@ impl Ops for CpuOps<'_> {
         let layer = id.layer;
         let (qv, kv, vv) = (q.view(), k.view(), v.view());
         heads.check(&format!("{id:?}"))?;
-        // (B·n_q, H·d_v): every query head writes its context, from its group's values
         let d_v = vv.ncols() / heads.key_value;
-        let mut context = Array2::uninit((b * n_q, heads.query * d_v));
         let queries_keys = self.opts.keeps_queries_keys(id.kind);
         if queries_keys {
             self.keep(Kept::Queries(layer), q)?;
             self.keep(Kept::Keys(layer), k)?;
         }
-        let g = self.group(id, [heads.query, n_q, n_k])?;
+        let g = self.group(id, [heads.query, n_q, n_k], n_q - new_rows)?;
+        // the rows computed: every position's, or, where the last pass's thumbnails were
+        // resumed, those from the first row of bins they do not hold
+        let r0 = g.first_row;
+        let rows = n_q - r0;
+        // (B·rows, H·d_v): every query head writes its context, from its group's values
+        let mut context = Array2::uninit((b * rows, heads.query * d_v));
         for i in 0..b {
             // a pass that keeps the queries and keys keeps no probability: each head computes
             // its own a block of rows at a time, and folds them into its thumbnails
@@ -574,7 +611,10 @@ impl Ops for CpuOps<'_> {
                     HeadArrays {
                         probs: None,
                         scores: None,
-                        folds: Some(&mut g.folds[at..at + h]),
+                        folds: Some(Folds {
+                            heads: &mut g.folds[at..at + h],
+                            first_row: r0,
+                        }),
                     }
                 }
                 false => HeadArrays {
@@ -587,26 +627,26 @@ impl Ops for CpuOps<'_> {
                 },
             };
             heads_into(
-                qv.slice(s![i * n_q..(i + 1) * n_q, ..]),
+                qv.slice(s![i * n_q + r0..(i + 1) * n_q, ..]),
                 kv.slice(s![i * n_k..(i + 1) * n_k, ..]),
                 vv.slice(s![i * n_k..(i + 1) * n_k, ..]),
                 heads,
-                Some(mask.item(i)),
+                Some(mask.item(i).slice_move(s![r0.., ..])),
                 &off,
                 scale,
                 arrays,
-                context.slice_mut(s![i * n_q..(i + 1) * n_q, ..]),
+                context.slice_mut(s![i * rows..(i + 1) * rows, ..]),
             )?;
         }
         g.written[layer] = true;
         // SAFETY: `heads_into` returned Ok for every item, writing every row of the context
         let context = unsafe { context.assume_init() };
-        if n_q == new_rows {
+        if rows == new_rows {
             return Ok(CpuX::new(context));
         }
         // the new positions' rows go on through the layer: each item's last `new_rows`
         let parts: Vec<ArrayView2<f32>> = (0..b)
-            .map(|i| context.slice(s![(i + 1) * n_q - new_rows..(i + 1) * n_q, ..]))
+            .map(|i| context.slice(s![(i + 1) * rows - new_rows..(i + 1) * rows, ..]))
             .collect();
         let rows =
             concatenate(Axis(0), &parts).map_err(|e| Error::Engine(format!("{id:?}: {e}")))?;

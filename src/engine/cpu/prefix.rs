@@ -6,8 +6,10 @@
 //! pass runs the layers over the new tokens alone, reading the kept keys and values, and
 //! computes the attention of every position's rows from the kept queries and the new ones (a
 //! few `T × T` products: the projections, the feed-forward and the LM head are the cost, and
-//! they run on the new tokens only). What it returns equals [`super::forward`] over the whole
-//! text.
+//! they run on the new tokens only). A long text's pass, which keeps the queries and keys and
+//! folds each head's thumbnails ([`AttentionKept::QueriesKeys`]), resumes the last pass's
+//! thumbnails instead: its attention is the new positions' rows alone (and those of the shared
+//! positions' last row of bins). What it returns equals [`super::forward`] over the whole text.
 
 use ndarray::{concatenate, s, Axis};
 
@@ -16,7 +18,7 @@ use super::forward::{forward, on_the_pool};
 use crate::engine::generate::pass_inputs;
 use crate::engine::network::EngineOps;
 use crate::engine::network::Loaded;
-use crate::engine::ops::{AttentionKind, PassMasks};
+use crate::engine::ops::{AttentionKind, Kept, PassMasks};
 use crate::engine::trace::KeptValues;
 use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOptions};
 use crate::error::{Error, Result};
@@ -33,6 +35,11 @@ pub const MAX_PREFIX_TOKENS: usize = 64;
 /// a knock-out's and the plain one beside it, with their writes too). The oldest go first; a
 /// pass larger than this is not kept.
 pub const MAX_KEPT_BYTES: usize = 72 << 20;
+
+/// The most memory a long text's kept pass holds ([`AttentionKept::QueriesKeys`]: each
+/// layer's keys, values and queries, and its per-position values; SmolLM2-135M: 0.12 MB a
+/// token, so up to about 2,200 tokens). A long text's pass is kept alone.
+pub const MAX_LONG_KEPT_BYTES: usize = 256 << 20;
 
 /// How many passes under different options are kept (a page runs a text under its options, and
 /// with heads knocked out also without them).
@@ -107,10 +114,10 @@ fn kept_bytes(model: &dyn Loaded, opts: &TraceOptions, t: usize) -> usize {
 
 /// [`forward`], reusing the positions `input` shares at its start with the last pass under the
 /// same `opts` that `prefixes` kept; then keeps this pass for the next. A pass reuses when the
-/// model is decoder-only, the batch one text under the causal mask of at most
-/// [`MAX_PREFIX_TOKENS`] tokens, the pass keeps every probability, and at least its first token
-/// is the same; at least its last token is always computed. Any other pass runs whole, and is
-/// not kept.
+/// model is decoder-only, the batch one text under the causal mask, and at least its first
+/// token is the same: a pass keeping every probability of at most [`MAX_PREFIX_TOKENS`] tokens,
+/// or a long text's keeping the queries and keys, up to [`MAX_LONG_KEPT_BYTES`]; at least its
+/// last token is always computed. Any other pass runs whole, and is not kept.
 ///
 /// # Shapes
 /// * as [`forward`]
@@ -124,14 +131,17 @@ pub fn forward_reusing(
     let c = model.config();
     check_input(c, input, mask, opts)?;
     let (b, t) = input.ids.dim();
+    let long = opts.attention == AttentionKept::QueriesKeys;
+    let fits = match long {
+        false => t <= MAX_PREFIX_TOKENS && kept_bytes(model, opts, t) <= MAX_KEPT_BYTES,
+        true => kept_bytes(model, opts, t) <= MAX_LONG_KEPT_BYTES,
+    };
     let reusable = c.architecture.kind == ModelKind::Decoder
         && b == 1
-        && t <= MAX_PREFIX_TOKENS
-        && kept_bytes(model, opts, t) <= MAX_KEPT_BYTES
+        && fits
         && input.length(0) == t
         && opts.decoder_trace.is_none()
-        && !opts.next_logits
-        && opts.attention == AttentionKept::Probabilities
+        && (!opts.next_logits || long)
         && *mask == Mask::causal(1, t);
     if !reusable {
         let trace = forward(model, input, mask, opts)?;
@@ -167,8 +177,11 @@ pub fn forward_reusing(
         model.run(EngineOps::Cpu(&mut ops))?;
         let (mut groups, mut values) = ops.finish()?;
         // each kept value: the shared positions' rows from the last pass, then the new ones'
+        // (the queries and keys are every position's already: the cache's; the LM head's
+        // logits at the last position are the text's)
+        let whole = |k: &Kept| matches!(k, Kept::Queries(_) | Kept::Keys(_) | Kept::NextLogits);
         if let Some(old) = &old {
-            for (what, x) in values.iter_mut() {
+            for (what, x) in values.iter_mut().filter(|(k, _)| !whole(k)) {
                 let before = old.get(what).ok_or_else(|| {
                     Error::Engine(format!("the last pass kept no {what:?} to reuse"))
                 })?;
@@ -176,16 +189,16 @@ pub fn forward_reusing(
                     .map_err(|e| Error::Engine(format!("{what:?}: {e}")))?;
             }
         }
+        // what the next pass reads of this one (the cache holds the queries and keys)
+        let next: KeptValues = values
+            .iter()
+            .filter(|(k, _)| !whole(k))
+            .map(|(k, x)| (*k, x.clone()))
+            .collect();
         let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
-        let mut trace = Trace::assemble(
-            attention,
-            values.clone(),
-            opts,
-            &c.architecture.layers,
-            mask,
-        )?;
+        let mut trace = Trace::assemble(attention, values, opts, &c.architecture.layers, mask)?;
         trace.logits = model.logits(&trace.hidden);
-        Ok((trace, values))
+        Ok((trace, next))
     })?;
     let pass = KeptPass {
         ids,
@@ -193,14 +206,21 @@ pub fn forward_reusing(
         cache,
         values,
     };
-    if pass.bytes() <= MAX_KEPT_BYTES {
-        prefixes.kept.push(pass);
-    }
-    // the oldest go while there are too many, or they hold too much
-    while prefixes.kept.len() > KEPT_PASSES
-        || prefixes.kept.iter().map(KeptPass::bytes).sum::<usize>() > MAX_KEPT_BYTES
-    {
-        prefixes.kept.remove(0);
+    match long {
+        // a long text's pass alone: it takes the place of every other
+        true if pass.bytes() <= MAX_LONG_KEPT_BYTES => prefixes.kept = vec![pass],
+        true => prefixes.kept.clear(),
+        false => {
+            if pass.bytes() <= MAX_KEPT_BYTES {
+                prefixes.kept.push(pass);
+            }
+            // the oldest go while there are too many, or they hold too much
+            while prefixes.kept.len() > KEPT_PASSES
+                || prefixes.kept.iter().map(KeptPass::bytes).sum::<usize>() > MAX_KEPT_BYTES
+            {
+                prefixes.kept.remove(0);
+            }
+        }
     }
     Ok(Reused {
         trace,
