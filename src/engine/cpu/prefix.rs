@@ -155,12 +155,13 @@ pub fn forward_reusing(
         let same = k.ids.iter().zip(&ids).take_while(|(a, b)| a == b).count();
         same.min(t - 1)
     });
-    let (mut cache, old) = match last {
-        Some(mut k) if shared > 0 => {
+    // (a pass that shares nothing frees the last one's before it runs)
+    let (mut cache, old) = match last.filter(|_| shared > 0) {
+        Some(mut k) => {
             k.cache.truncate(shared);
             (k.cache, Some(k.values))
         }
-        _ => (DecoderCache::with_queries(), None),
+        None => (DecoderCache::with_queries(), None),
     };
     let (trace, values) = on_the_pool(|| -> Result<_> {
         let inputs = pass_inputs(&ids[shared..], shared);
