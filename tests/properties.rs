@@ -411,6 +411,15 @@ fn assert_traces_equal(what: &str, got: &attnscope::Trace, want: &attnscope::Tra
     }
 }
 
+/// The positions a pass over `ids` reuses from the last pass's (`last`): every position both
+/// texts begin with, but the last.
+fn reused_of(last: Option<&[u32]>, ids: &[u32]) -> usize {
+    last.map_or(0, |l| {
+        let same = l.iter().zip(ids).take_while(|(a, b)| a == b).count();
+        same.min(ids.len() - 1)
+    })
+}
+
 /// A long text's pass (queries and keys kept, each head's thumbnails folded) typed on: it
 /// reuses the shared beginning and resumes the last pass's thumbnails, computing the attention
 /// of the new rows alone (and of the shared positions' last row of bins), and equals the whole
@@ -447,13 +456,7 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
             let mask = Mask::causal(1, t);
             let ids = input.ids.row(0).to_vec();
             let r = cpu::forward_reusing(m, &input, &mask, &opts, &mut prefixes).unwrap();
-            let shared = last.as_ref().map_or(0, |l| {
-                l.iter()
-                    .zip(&ids)
-                    .take_while(|(a, b)| a == b)
-                    .count()
-                    .min(t - 1)
-            });
+            let shared = reused_of(last.as_deref(), &ids);
             assert_eq!(r.reused, shared, "{name} step {i}: positions reused");
             let before = last.as_ref().map_or(0, Vec::len);
             widened |= shared > 0 && Bins::of(before).w != Bins::of(t).w;
@@ -567,14 +570,7 @@ fn typing_at_the_end_reuses_the_shared_beginning_and_equals_the_whole_pass() {
                 let mask = Mask::causal(1, input.len());
                 let ids = input.ids.row(0).to_vec();
                 let r = cpu::forward_reusing(m, &input, &mask, &opts, &mut prefixes).unwrap();
-                // it reuses every position both texts begin with, but the last
-                let shared = last.as_ref().map_or(0, |l| {
-                    l.iter()
-                        .zip(&ids)
-                        .take_while(|(a, b)| a == b)
-                        .count()
-                        .min(ids.len() - 1)
-                });
+                let shared = reused_of(last.as_deref(), &ids);
                 assert_eq!(r.reused, shared, "{name} {text:?}: positions reused");
                 reused_any |= r.reused > 0;
                 let whole = cpu::forward(m, &input, &mask, &opts).unwrap();
