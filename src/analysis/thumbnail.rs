@@ -8,6 +8,8 @@
 
 use ndarray::ArrayView2;
 
+use crate::engine::cpu::ops::fold_lanes;
+
 /// Side of a thumbnail at most: a head over more positions is pooled.
 pub const THUMB: usize = 64;
 
@@ -152,33 +154,15 @@ impl HeadFold {
 /// The largest of `run` (0 for none: a bin starts at 0), in lanes the compiler vectorises.
 #[inline(always)]
 fn largest(run: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let chunks = run.chunks_exact(8);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (m, &v) in lanes.iter_mut().zip(chunk) {
-            *m = if v > *m { v } else { *m };
-        }
-    }
-    tail.iter()
-        .chain(&lanes)
-        .fold(0f32, |m, &v| if v > m { v } else { m })
+    let max_of = |m: f32, v: f32| if v > m { v } else { m };
+    fold_lanes(run, 0f32, max_of, max_of)
 }
 
-/// `Σ run` in f64, four sums in lanes then added (web/sink.js sums a row in one; the two agree
-/// to f64's rounding, far below the f32 each quotient becomes).
+/// `Σ run` in f64, in lanes (web/sink.js sums a row in one; the two agree to f64's rounding, far
+/// below the f32 each quotient becomes).
 #[inline(always)]
 fn sum(run: &[f32]) -> f64 {
-    let mut lanes = [0f64; 4];
-    let chunks = run.chunks_exact(4);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (s, &v) in lanes.iter_mut().zip(chunk) {
-            *s += f64::from(v);
-        }
-    }
-    let tail: f64 = tail.iter().map(|&v| f64::from(v)).sum();
-    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail
+    fold_lanes(run, 0f64, |s, v| s + f64::from(v), |a, b| a + b)
 }
 
 /// A thumbnail being folded, a row at a time in row order: its bins, and each row of bins'

@@ -365,14 +365,15 @@ fn softmax_in_place(row: &mut [f32]) {
 const LANES: usize = 16;
 
 /// `xs` folded by `step` in [`LANES`] interleaved lanes, the lanes then joined by `combine` in
-/// order, then the tail folded by `step`.
+/// order, then the tail folded by `step` (also a head's thumbnail's bins and rows:
+/// `crate::analysis::thumbnail`, with an f64 sum).
 #[inline(always)]
-fn fold_lanes(
+pub(crate) fn fold_lanes<A: Copy>(
     xs: &[f32],
-    init: f32,
-    step: impl Fn(f32, f32) -> f32,
-    combine: impl Fn(f32, f32) -> f32,
-) -> f32 {
+    init: A,
+    step: impl Fn(A, f32) -> A,
+    combine: impl Fn(A, A) -> A,
+) -> A {
     let mut acc = [init; LANES];
     let mut chunks = xs.chunks_exact(LANES);
     for chunk in &mut chunks {
