@@ -422,9 +422,10 @@ fn reused_of(last: Option<&[u32]>, ids: &[u32]) -> usize {
 
 /// A long text's pass (queries and keys kept, each head's thumbnails folded) typed on: it
 /// reuses the shared beginning and resumes the last pass's thumbnails, computing the attention
-/// of the new rows alone (and of the shared positions' last row of bins), and equals the whole
-/// pass: the same thumbnails, queries, keys, output and next-token logits. Typed on, a word
-/// taken back, a word changed in the middle (a row of bins begun again), and past a multiple
+/// of the new rows alone (or of the shared positions' last row of bins), and equals the whole
+/// pass: the same thumbnails, queries, keys, output and next-token logits. Typed on, the last
+/// word retyped, a word taken back, a word changed in the middle (a row of bins begun again),
+/// and past a multiple
 /// of 64 positions, where the bins widen and every row is folded again; under sliding windows
 /// too (tiny Gemma 3).
 #[test]
@@ -432,8 +433,8 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
     let words =
         |n: usize| ["the", "cat", "sat", "on", "a", "mat"].repeat(n.div_ceil(6))[..n].join(" ");
     for (name, steps) in [
-        ("tiny-llama", [40, 42, 43, 70, 72, 72]),
-        ("v5-gemma3", [20, 22, 23, 25, 27, 27]),
+        ("tiny-llama", [40, 42, 43, 70, 71, 71, 72, 72]),
+        ("v5-gemma3", [20, 22, 23, 25, 26, 26, 27, 27]),
     ] {
         let m = model(name);
         let opts = TraceOptions {
@@ -443,11 +444,13 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
         };
         let mut prefixes = cpu::Prefixes::default();
         let mut last: Option<Vec<u32>> = None;
-        let (mut resumed, mut widened) = (false, false);
+        let (mut resumed, mut widened, mut mid_bin, mut retyped) = (false, false, false, false);
         for (i, n) in steps.into_iter().enumerate() {
-            // the last step changes a word near the start: the shared beginning ends there
+            // step 5 retypes the last word (its token changes), the last a word near the
+            // start: the shared beginning ends there
             let text = match i {
-                5 => words(n).replacen("sat", "ran", 1),
+                5 => format!("{}s", words(n)),
+                7 => words(n).replacen("sat", "ran", 1),
                 _ => words(n),
             };
             let input = m.tokenizer.encode(&[text.as_str()], None).unwrap();
@@ -461,6 +464,12 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
             let before = last.as_ref().map_or(0, Vec::len);
             widened |= shared > 0 && Bins::of(before).w != Bins::of(t).w;
             resumed |= shared > 0 && Bins::of(before).w == Bins::of(t).w;
+            // typed on with the last row of bins part full, or the last token retyped:
+            // resumed in the middle of a row of bins
+            let same_bins = shared > 0 && Bins::of(before).w == Bins::of(t).w;
+            let mid = same_bins && !shared.is_multiple_of(Bins::of(t).w);
+            mid_bin |= mid && shared == before;
+            retyped |= mid && shared + 1 == before;
             let whole = cpu::forward(m, &input, &mask, &opts).unwrap();
             let what = format!("{name} step {i} ({t} tokens, {shared} reused)");
             let (got, want) = (
@@ -531,6 +540,14 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
         assert!(resumed, "{name}: no pass resumed the last one's thumbnails");
         if name == "tiny-llama" {
             assert!(widened, "{name}: no pass widened the bins");
+            assert!(
+                mid_bin,
+                "{name}: no pass resumed in the middle of a row of bins"
+            );
+            assert!(
+                retyped,
+                "{name}: no pass retyped the last token mid-row of bins"
+            );
         }
     }
 }

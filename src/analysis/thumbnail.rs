@@ -103,6 +103,8 @@ impl HeadFold {
     /// # Shapes
     /// * `row`: `(n,)`, `from + n ≤ n_k`
     pub fn row(&mut self, q: usize, from: usize, row: &[f32]) {
+        self.own.begin(q);
+        self.without_sink.begin(q);
         // the first key's probability, where the row holds it: hidden, and outside the rest
         let (rest_from, rest_row) = match (from, row.split_first()) {
             (0, Some((&first, others))) => {
@@ -137,17 +139,19 @@ impl HeadFold {
         }
     }
 
-    /// This fold of the first `rows` query rows of a text (a multiple of `bins.w`: whole rows of
-    /// bins), carried over to a text of `keys` positions pooled in `bins` (a text typed on
-    /// from the last), whose rows from `rows` on are then folded; `None` where the bins are
-    /// not as wide (the text crossed a multiple of [`THUMB`] positions: every row is folded
-    /// again). Under a causal mask the rows before `rows` read only keys before them, so they
-    /// pool the same in either text.
-    pub fn resumed(self, bins: Bins, keys: usize, rows: usize) -> Option<Self> {
-        Some(Self {
-            own: self.own.resumed(bins, keys, rows)?,
-            without_sink: self.without_sink.resumed(bins, keys, rows)?,
-        })
+    /// This fold, carried over to a text of `keys` positions pooled in `bins` whose first
+    /// `rows` query rows are this one's (a text typed on, or changed after `rows`), and the
+    /// first row the new text's fold must go on from: `rows` where this fold still holds each
+    /// row of its last row of bins apart (any `rows` from that row of bins' first: the last
+    /// token retyped, or the text typed on), otherwise the first row of the row of bins
+    /// `rows` falls in (every row after it folded again). Under a causal mask a row before
+    /// `rows` reads only keys before it, so it pools the same in either text. `None` where the
+    /// bins are not as wide (the text crossed a multiple of [`THUMB`] positions: every row is
+    /// folded again).
+    pub fn resumed(self, bins: Bins, keys: usize, rows: usize) -> Option<(Self, usize)> {
+        let (own, from) = self.own.resumed(bins, keys, rows)?;
+        let (without_sink, also) = self.without_sink.resumed(bins, keys, rows)?;
+        (from == also).then_some((Self { own, without_sink }, from))
     }
 }
 
@@ -167,13 +171,35 @@ fn sum(run: &[f32]) -> f64 {
 
 /// A thumbnail being folded, a row at a time in row order: its bins, and each row of bins'
 /// largest value and the first cell in row order that holds it (`q·keys + k`), so that rows of
-/// bins can be dropped and folded again ([`Fold::resumed`]).
+/// bins can be dropped and folded again ([`Fold::resumed`]); and the rows of its last row of
+/// bins each apart, so that the rows of it that are kept can be folded again without the others.
 #[derive(Debug, Clone)]
 struct Fold {
     bins: Bins,
     keys: usize,
     values: Vec<f32>,
     largest: Vec<(f32, usize)>,
+    tail: Tail,
+}
+
+/// The rows of a fold's last row of bins, each apart: `values` `(w, side)`, each row's largest
+/// in each bin, and each row's largest and where (`q·keys + k`).
+#[derive(Debug, Clone)]
+struct Tail {
+    /// Its first row (a multiple of `w`).
+    row0: usize,
+    values: Vec<f32>,
+    largest: Vec<(f32, usize)>,
+}
+
+impl Tail {
+    fn new(bins: Bins, row0: usize) -> Self {
+        Self {
+            row0,
+            values: vec![0f32; bins.w * bins.side],
+            largest: vec![(0.0, 0); bins.w],
+        }
+    }
 }
 
 impl Fold {
@@ -183,30 +209,62 @@ impl Fold {
             keys,
             values: vec![0f32; bins.side * bins.side],
             largest: vec![(0.0, 0); bins.side],
+            tail: Tail::new(bins, 0),
+        }
+    }
+
+    /// Row `q` is about to be folded: a row of bins after the tail's starts a new tail.
+    #[inline(always)]
+    fn begin(&mut self, q: usize) {
+        let row0 = q / self.bins.w * self.bins.w;
+        if row0 != self.tail.row0 {
+            self.tail.values.fill(0.0);
+            self.tail.largest.fill((0.0, 0));
+            self.tail.row0 = row0;
         }
     }
 
     /// See [`HeadFold::resumed`].
-    fn resumed(self, bins: Bins, keys: usize, rows: usize) -> Option<Self> {
-        if bins.w != self.bins.w || !rows.is_multiple_of(bins.w) {
+    fn resumed(self, bins: Bins, keys: usize, rows: usize) -> Option<(Self, usize)> {
+        if bins.w != self.bins.w {
             return None;
         }
+        let (w, old, side) = (bins.w, self.bins.side, self.bins.side.min(bins.side));
+        let at = |arg: usize| arg / self.keys.max(1) * keys + arg % self.keys.max(1);
         let mut fold = Self::new(bins, keys);
-        let (kept, side) = (
-            (rows / bins.w).min(bins.side),
-            self.bins.side.min(bins.side),
-        );
-        for r in 0..kept.min(self.bins.side) {
-            let from = &self.values[r * self.bins.side..][..side];
-            fold.values[r * bins.side..][..side].copy_from_slice(from);
+        // the rows of bins `rows` fills whole
+        let whole = rows / w;
+        for r in 0..whole.min(side) {
+            fold.values[r * bins.side..][..side].copy_from_slice(&self.values[r * old..][..side]);
             let (max, arg) = self.largest[r];
-            fold.largest[r] = (max, arg / self.keys.max(1) * keys + arg % self.keys.max(1));
+            fold.largest[r] = (max, at(arg));
         }
-        Some(fold)
+        fold.tail.row0 = whole * w;
+        if rows == whole * w || self.tail.row0 != whole * w {
+            return Some((fold, whole * w));
+        }
+        // the row of bins `rows` ends in: its kept rows, from the tail
+        for i in 0..rows - whole * w {
+            let row = &self.tail.values[i * old..][..side];
+            fold.tail.values[i * bins.side..][..side].copy_from_slice(row);
+            let bin_row = &mut fold.values[whole * bins.side..][..side];
+            for (bin, &v) in bin_row.iter_mut().zip(row) {
+                if v > *bin {
+                    *bin = v;
+                }
+            }
+            let (max, arg) = self.tail.largest[i];
+            fold.tail.largest[i] = (max, at(arg));
+            if max > fold.largest[whole].0 {
+                fold.largest[whole] = (max, at(arg));
+            }
+        }
+        Some((fold, rows))
     }
 
     /// `top`, the largest value of row `q`'s keys `k..k + run.len()` (all in one bin; `value`
-    /// of each probability of `run`), into its bin and into the largest so far.
+    /// of each probability of `run`), into its bin, its row's in the tail, and the largest
+    /// so far.
     #[inline(always)]
     fn offer(&mut self, q: usize, k: usize, top: f32, run: &[f32], value: impl Fn(f32) -> f32) {
         let Bins { w, side } = self.bins;
@@ -214,11 +272,19 @@ impl Fold {
         if top > *bin {
             *bin = top;
         }
-        let largest = &mut self.largest[q / w];
-        if top > largest.0 {
-            // the first key of the run that holds it: an earlier one would have set `largest`
+        let i = q - self.tail.row0;
+        let own = &mut self.tail.values[i * side + k / w];
+        if top > *own {
+            *own = top;
+        }
+        let (largest, row) = (&mut self.largest[q / w], &mut self.tail.largest[i]);
+        if top > row.0 {
+            // the first key of the run that holds it: an earlier one would have set it
             let at = run.iter().position(|&p| value(p) == top).unwrap_or(0);
-            *largest = (top, q * self.keys + k + at);
+            *row = (top, q * self.keys + k + at);
+            if top > largest.0 {
+                *largest = *row;
+            }
         }
     }
 
@@ -343,9 +409,9 @@ mod tests {
         }
     }
 
-    /// A fold of a text's first rows of bins, resumed for a longer or shorter text (typed on,
-    /// taken back) and folded on from there, is the fold of the new text's head whole; bins of
-    /// another width are not resumed.
+    /// A fold of a text's first rows, resumed for a longer or shorter text (typed on, its last
+    /// token retyped, taken back) and folded on from the row it says, is the fold of the new
+    /// text's head whole; bins of another width are not resumed.
     #[test]
     fn a_fold_resumed_for_a_text_typed_on_equals_the_whole_fold() {
         let head = |t: usize| causal(t, 13);
@@ -354,16 +420,29 @@ mod tests {
             (130, 150, 99),
             (140, 129, 128),
             (70, 75, 70),
+            (131, 133, 131),
+            (133, 134, 133),
+            (133, 134, 132),
+            (133, 140, 131),
+            (137, 134, 133),
+            (134, 136, 133),
+            (300, 305, 298),
         ] {
             let (old, new) = (head(before), head(after));
             let bins = Bins::of(after);
-            // the rows of bins the shared positions fill whole
-            let rows = shared / bins.w * bins.w;
             let mut fold = HeadFold::new(Bins::of(before), before);
             for (q, row) in old.rows().into_iter().enumerate() {
                 fold.row(q, 0, row.as_slice().unwrap());
             }
-            let mut fold = fold.resumed(bins, after, rows).expect("bins as wide");
+            // from the first row that changed where it is in the last row of bins, else from
+            // the first of the row of bins it falls in
+            let (mut fold, rows) = fold.resumed(bins, after, shared).expect("bins as wide");
+            let last_row_of_bins = (before - 1) / bins.w * bins.w;
+            let want_rows = match shared >= last_row_of_bins {
+                true => shared,
+                false => shared / bins.w * bins.w,
+            };
+            assert_eq!(rows, want_rows, "{before} → {after}, {shared} shared");
             for (q, row) in new.rows().into_iter().enumerate().skip(rows) {
                 fold.row(q, 0, row.as_slice().unwrap());
             }

@@ -2,6 +2,7 @@
 //! while running it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView3};
 
@@ -303,8 +304,8 @@ pub struct QueriesKeys {
     /// scores its own way).
     pub layers: Vec<Layer>,
     pub scale: ScoreScale,
-    pub queries: Vec<Array2<f32>>,
-    pub keys: Vec<Array2<f32>>,
+    pub queries: Vec<Arc<Array2<f32>>>,
+    pub keys: Vec<Arc<Array2<f32>>>,
     /// Each head's thumbnails, `(B, L, H)` flat, where the pass folded them as it went (the CPU
     /// engine's); otherwise [`QueriesKeys::heads`] computes each head again to fold it.
     pub thumbnails: Option<Vec<HeadThumbnails>>,
@@ -581,8 +582,10 @@ impl TraceOptions {
     }
 }
 
-/// What a pass kept, by name, each `(B·T, c)` (see [`Kept`]).
-pub(crate) type KeptValues = HashMap<Kept, Array2<f32>>;
+/// What a pass kept, by name, each `(B·T, c)` (see [`Kept`]): shared with what else holds it,
+/// not copied (a long text's queries and keys are the cache's, which the next pass over the
+/// same beginning appends to).
+pub(crate) type KeptValues = HashMap<Kept, Arc<Array2<f32>>>;
 
 impl Trace {
     /// A trace from what a pass kept by name, as [`TraceOptions`] asked: `kept` holds every
@@ -708,7 +711,7 @@ impl Trace {
         let queries_keys = match opts.attention {
             AttentionKept::Probabilities => None,
             AttentionKept::QueriesKeys => {
-                let mut all = |of: fn(usize) -> Kept| -> Result<Vec<Array2<f32>>> {
+                let mut all = |of: fn(usize) -> Kept| -> Result<Vec<Arc<Array2<f32>>>> {
                     (0..layers)
                         .map(|l| {
                             kept.remove(&of(l)).ok_or_else(|| {
@@ -745,7 +748,7 @@ impl Trace {
             layer_trace,
             logits: None,
             lm_logits,
-            next_logits: kept.remove(&Kept::NextLogits),
+            next_logits: kept.remove(&Kept::NextLogits).map(Arc::unwrap_or_clone),
             mask: mask.clone(),
             queries_keys,
             values: value_vectors,
@@ -760,7 +763,8 @@ fn take(kept: &mut KeptValues, what: Kept, b: usize, t: usize) -> Result<Array3<
         .remove(&what)
         .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
     let c = x.ncols();
-    x.into_shape_with_order((b, t, c))
+    Arc::unwrap_or_clone(x)
+        .into_shape_with_order((b, t, c))
         .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
 }
 

@@ -215,6 +215,7 @@ pub(crate) fn pass_options() -> TraceOptions {
 /// The logits a pass kept.
 pub(crate) fn logits_of(mut kept: KeptValues) -> Result<Array2<f32>> {
     kept.remove(&Kept::LmLogits)
+        .map(std::sync::Arc::unwrap_or_clone)
         .ok_or_else(|| Error::Engine("the pass kept no logits".into()))
 }
 
@@ -482,7 +483,8 @@ pub fn decoder_trace(
             .remove(&what)
             .ok_or_else(|| Error::Engine(format!("the pass kept no {what:?}")))?;
         let (rows, cols) = x.dim();
-        x.into_shape_with_order((b, rows / b.max(1), cols))
+        std::sync::Arc::unwrap_or_clone(x)
+            .into_shape_with_order((b, rows / b.max(1), cols))
             .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
     };
     let (word, position) = (take(Kept::DecoderWord)?, take(Kept::DecoderPosition)?);

@@ -50,13 +50,89 @@ impl CpuX {
         self.data.nrows()
     }
 
-    /// The values as an array of their own (no copy when nothing else holds them).
-    fn into_owned(self) -> Array2<f32> {
-        if self.cols == (0..self.data.ncols()) {
-            Arc::try_unwrap(self.data).unwrap_or_else(|shared| (*shared).clone())
-        } else {
-            self.view().to_owned()
+    /// The array itself, where this holds all of it and nothing else holds it (`None`: it
+    /// must be copied to change).
+    fn alone(&mut self) -> Option<&mut Array2<f32>> {
+        let data = Arc::get_mut(&mut self.data)?;
+        (self.cols == (0..data.ncols()) && data.is_standard_layout()).then_some(data)
+    }
+
+    /// Keeps the first `rows` rows, in place where it can ([`CpuX::alone`]: its buffer kept
+    /// for the rows that come next), else as a copy.
+    fn truncate(&mut self, rows: usize) {
+        if self.rows() <= rows {
+            return;
         }
+        match self.alone() {
+            Some(data) => {
+                let c = data.ncols();
+                let mut v = buffer_of(std::mem::take(data));
+                v.truncate(rows * c);
+                *data = Array2::from_shape_vec((rows, c), v).expect("rows · c values");
+            }
+            None => *self = CpuX::new(self.view().slice(s![..rows, ..]).to_owned()),
+        }
+    }
+
+    /// `new`'s rows after these, in place where it can ([`CpuX::alone`]: its buffer grows
+    /// [`CACHE_HEADROOM`] rows past what it needs when it must), else joined into a copy.
+    ///
+    /// # Shapes
+    /// * `(n, c)` and `new` `(m, c)` → `(n + m, c)`
+    fn append(&mut self, what: &str, new: ArrayView2<f32>) -> Result<()> {
+        let c = self.cols.len();
+        if new.ncols() != c {
+            return Err(Error::Shape {
+                what: format!("{what}: new rows (m, c) as the cache's"),
+                expected: vec![new.nrows(), c],
+                found: vec![new.nrows(), new.ncols()],
+            });
+        }
+        let n = self.rows();
+        match self.alone() {
+            Some(data) => {
+                let mut v = buffer_of(std::mem::take(data));
+                if v.capacity() < (n + new.nrows()) * c {
+                    v.reserve_exact((new.nrows() + CACHE_HEADROOM) * c);
+                }
+                for row in new.rows() {
+                    match row.to_slice() {
+                        Some(row) => v.extend_from_slice(row),
+                        None => v.extend(row.iter().copied()),
+                    }
+                }
+                *data = Array2::from_shape_vec((n + new.nrows(), c), v).expect("rows · c values");
+            }
+            None => {
+                let joined = concatenate(Axis(0), &[self.view(), new])
+                    .map_err(|e| Error::Engine(format!("{what}: {e}")))?;
+                *self = CpuX::new(joined);
+            }
+        }
+        Ok(())
+    }
+
+    /// The values as an array shared with what else holds it (a copy only where this is some
+    /// columns of a wider one).
+    fn into_shared(self) -> Arc<Array2<f32>> {
+        match self.cols == (0..self.data.ncols()) {
+            true => self.data,
+            false => Arc::new(self.view().to_owned()),
+        }
+    }
+}
+
+/// The rows a cached value's buffer grows by past what a pass needs, where it must grow: typing
+/// at the end of a long text then copies the cache once every this many tokens, not at each.
+const CACHE_HEADROOM: usize = 64;
+
+/// A standard-layout array's values in row-major order, as a vector (its own buffer, where its
+/// values begin it and fill it: always, for the arrays the cache makes).
+fn buffer_of(a: Array2<f32>) -> Vec<f32> {
+    let n = a.len();
+    match a.into_raw_vec_and_offset() {
+        (v, Some(0) | None) if v.len() == n => v,
+        (v, offset) => v[offset.unwrap_or(0)..][..n].to_vec(),
     }
 }
 
@@ -131,9 +207,7 @@ impl DecoderCache {
     pub(crate) fn truncate(&mut self, rows: usize) {
         let queries = self.queries.iter_mut().flat_map(|q| q.values_mut());
         for x in self.values.values_mut().chain(queries) {
-            if x.rows() > rows {
-                *x = CpuX::new(x.view().slice(s![..rows, ..]).to_owned());
-            }
+            x.truncate(rows);
         }
     }
 }
@@ -176,7 +250,7 @@ struct Group {
     /// probabilities are computed, `(B, L, H)` flat; empty in a pass that keeps them.
     folds: Vec<HeadFold>,
     /// The first query row whose attention the pass computes: 0, or in a pass that resumed the
-    /// last one's `folds`, the first of the rows of bins they do not hold.
+    /// last one's `folds`, the first row they do not hold.
     first_row: usize,
     written: Vec<bool>,
 }
@@ -255,7 +329,7 @@ impl<'a> CpuOps<'a> {
         let kept = self
             .kept
             .into_iter()
-            .map(|(k, x)| (k, x.into_owned()))
+            .map(|(k, x)| (k, x.into_shared()))
             .collect();
         Ok((groups, kept))
     }
@@ -304,14 +378,16 @@ impl<'a> CpuOps<'a> {
                 false => (b, layers, h, 0, 0),
             };
             let bins = Bins::of(n_q.max(n_k));
-            // the rows of bins the shared positions fill whole are the last pass's
-            let first_row = shared / bins.w * bins.w;
+            // the last pass's folds go on from the first row of the text that changed, or
+            // from the first of its row of bins (the same for every head)
             let resumed = last.filter(|f| f.len() == b * layers * h).and_then(|last| {
-                let f: Option<Vec<HeadFold>> = last
+                let f: Option<Vec<(HeadFold, usize)>> = last
                     .into_iter()
-                    .map(|f| f.resumed(bins, n_k, first_row))
+                    .map(|f| f.resumed(bins, n_k, shared))
                     .collect();
-                f.map(|f| (f, first_row))
+                let first_row = f.as_ref()?.first()?.1;
+                let f = f.filter(|f| f.iter().all(|(_, r)| *r == first_row))?;
+                Some((f.into_iter().map(|(f, _)| f).collect(), first_row))
             });
             let (folds, first_row) = match (kept, resumed) {
                 (true, _) => (vec![], 0),
@@ -444,8 +520,12 @@ impl Ops for CpuOps<'_> {
             return Ok(x.clone());
         };
         // item by item: its n cached rows, then its m new ones
-        let all = match cache.values.get(&slot) {
+        let all = match cache.values.get_mut(&slot) {
             None => x.clone(),
+            Some(old) if b == 1 => {
+                old.append(&format!("{slot:?}"), x.view())?;
+                old.clone()
+            }
             Some(old) => join_rows(&format!("{slot:?}"), old, x, b, m)?,
         };
         cache.values.insert(slot, all.clone());
@@ -540,8 +620,12 @@ impl Ops for CpuOps<'_> {
                     ..
                 }),
             ) => {
-                let all = match kept.get(&id.layer) {
+                let all = match kept.get_mut(&id.layer) {
                     None => q.clone(),
+                    Some(old) if b == 1 => {
+                        old.append("queries", q.view())?;
+                        old.clone()
+                    }
                     Some(old) => join_rows("queries", old, q, b, new_rows)?,
                 };
                 kept.insert(id.layer, all.clone());
@@ -596,7 +680,7 @@ impl Ops for CpuOps<'_> {
         }
         let g = self.group(id, [heads.query, n_q, n_k], n_q - new_rows)?;
         // the rows computed: every position's, or, where the last pass's thumbnails were
-        // resumed, those from the first row of bins they do not hold
+        // resumed, those from the first row they do not hold
         let r0 = g.first_row;
         let rows = n_q - r0;
         // (B·rows, H·d_v): every query head writes its context, from its group's values
@@ -651,5 +735,60 @@ impl Ops for CpuOps<'_> {
         let rows =
             concatenate(Axis(0), &parts).map_err(|e| Error::Engine(format!("{id:?}: {e}")))?;
         Ok(CpuX::new(rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+
+    fn rows(n: usize, c: usize, from: f32) -> Array2<f32> {
+        Array2::from_shape_fn((n, c), |(i, j)| from + (i * c + j) as f32)
+    }
+
+    /// A cached value that nothing else holds grows and shrinks in its own buffer (a typed
+    /// character copies no cache); one shared with a trace is copied, and the trace's stays as
+    /// it was. Both hold the rows a join would.
+    #[test]
+    fn a_cached_value_alone_grows_in_place_and_a_shared_one_is_copied() {
+        let (c, old, new) = (3, rows(5, 3, 0.0), rows(2, 3, 100.0));
+        let want = concatenate(Axis(0), &[old.view(), new.view()]).unwrap();
+        // made by a join: no room yet, so the first append moves it once, with room for more
+        let mut x = CpuX::new(old.clone());
+        x.append("k", new.view()).unwrap();
+        assert_eq!(x.view(), want.view());
+        let at = x.view().as_ptr();
+        x.append("k", rows(1, c, 200.0).view()).unwrap();
+        assert_eq!(x.view().as_ptr(), at, "the second append moved the buffer");
+        x.truncate(6);
+        assert_eq!(x.view().as_ptr(), at, "truncating moved the buffer");
+        x.append("k", rows(1, c, 300.0).view()).unwrap();
+        assert_eq!(x.view().as_ptr(), at);
+        assert_eq!(x.view().slice(s![..5, ..]), old.view());
+        assert_eq!(x.view().row(5), want.row(5));
+        assert_eq!(x.view().row(6), rows(1, c, 300.0).row(0));
+        // shared: a copy, the other holder's values unchanged
+        let held = x.clone();
+        x.append("k", new.view()).unwrap();
+        assert_ne!(x.view().as_ptr(), at);
+        assert_eq!((held.rows(), x.rows()), (7, 9));
+        assert_eq!(held.view().row(6), rows(1, c, 300.0).row(0));
+        let mut y = held.clone();
+        y.truncate(2);
+        assert_eq!((y.rows(), held.rows()), (2, 7));
+        // some columns of a wider matrix: joined into a copy of those columns
+        let wide = CpuX::new(rows(5, 6, 0.0));
+        let mut part = CpuX {
+            data: wide.data.clone(),
+            cols: 3..6,
+        };
+        part.append("k", new.view()).unwrap();
+        assert_eq!(
+            part.view().slice(s![..5, ..]),
+            wide.view().slice(s![.., 3..])
+        );
+        assert_eq!(part.view().slice(s![5.., ..]), new.view());
+        assert!(part.append("k", rows(1, 2, 0.0).view()).is_err());
     }
 }

@@ -11,6 +11,8 @@
 //! thumbnails instead: its attention is the new positions' rows alone (and those of the shared
 //! positions' last row of bins). What it returns equals [`super::forward`] over the whole text.
 
+use std::sync::Arc;
+
 use ndarray::{concatenate, s, Axis};
 
 use super::exec::{CpuOps, DecoderCache, StackLayers};
@@ -186,8 +188,9 @@ pub fn forward_reusing(
                 let before = old.get(what).ok_or_else(|| {
                     Error::Engine(format!("the last pass kept no {what:?} to reuse"))
                 })?;
-                *x = concatenate(Axis(0), &[before.slice(s![..shared, ..]), x.view()])
+                let joined = concatenate(Axis(0), &[before.slice(s![..shared, ..]), x.view()])
                     .map_err(|e| Error::Engine(format!("{what:?}: {e}")))?;
+                *x = Arc::new(joined);
             }
         }
         // what the next pass reads of this one (the cache holds the queries and keys)

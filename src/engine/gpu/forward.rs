@@ -1,7 +1,7 @@
 //! The GPU engine: a model's family recorded once per batch shape and options (`record.rs`),
 //! replayed as one command submission per pass, and what the trace keeps read back by name.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ndarray::{s, Array5, ArrayView2, ArrayView4};
 use web_time::Instant;
@@ -346,7 +346,7 @@ impl GpuEngine {
             let all = ArrayView2::from_shape((rows, stride), &read(k.read)[..rows * stride])
                 .map_err(gpu_shape)?;
             let cols = k.at.offset as usize..(k.at.offset + k.cols) as usize;
-            kept.insert(k.what, all.slice(s![.., cols]).to_owned());
+            kept.insert(k.what, Arc::new(all.slice(s![.., cols]).to_owned()));
         }
         timing.readback_ms = reading.elapsed().as_secs_f64() * 1e3;
         Ok((groups, kept, timing))
