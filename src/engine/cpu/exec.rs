@@ -178,7 +178,8 @@ pub struct DecoderCache {
     /// In a pass that reuses a prefix and keeps the queries and keys (a long text's): each
     /// head's thumbnails as the pass folded them, `(B, L, H)` flat, which the next pass over the
     /// same beginning resumes ([`HeadFold::resumed`]): its attention is then the rows of the
-    /// new positions alone (and of the shared ones' last row of bins).
+    /// new positions alone (or, where the text changed before its last row of bins, those
+    /// from the first of the row of bins it changed in).
     folds: Option<Vec<HeadFold>>,
 }
 

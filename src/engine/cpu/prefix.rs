@@ -8,8 +8,11 @@
 //! few `T × T` products: the projections, the feed-forward and the LM head are the cost, and
 //! they run on the new tokens only). A long text's pass, which keeps the queries and keys and
 //! folds each head's thumbnails ([`AttentionKept::QueriesKeys`]), resumes the last pass's
-//! thumbnails instead: its attention is the new positions' rows alone (and those of the shared
-//! positions' last row of bins). What it returns equals [`super::forward`] over the whole text.
+//! thumbnails instead: its attention is the new positions' rows alone (or, where the text
+//! changed before its last row of bins, those from the first of the row of bins it changed
+//! in). The kept keys, values and queries take the new rows in place: nothing is copied where
+//! nothing else holds them (the session drops a long run's before the next pass). What it
+//! returns equals [`super::forward`] over the whole text.
 
 use std::sync::Arc;
 
