@@ -213,8 +213,9 @@ impl DecoderCache {
     }
 }
 
-/// `old`'s rows then `new`'s, item by item: `(B·n, c)` and `(B·m, c)` → `(B·(n+m), c)`.
-fn join_rows(what: &str, old: &CpuX, new: &CpuX, b: usize, m: usize) -> Result<CpuX> {
+/// `old`'s rows then `new`'s, item by item: `(B·n, c)` and `(B·m, c)` → `(B·(n+m), c)`. One
+/// item's are `old` itself grown, in place where it can ([`CpuX::append`]); a batch's, a copy.
+fn join_rows(what: &str, old: &mut CpuX, new: &CpuX, b: usize, m: usize) -> Result<CpuX> {
     let (n, c) = (old.rows() / b, old.cols.len());
     if c != new.cols.len() {
         return Err(Error::Shape {
@@ -222,6 +223,10 @@ fn join_rows(what: &str, old: &CpuX, new: &CpuX, b: usize, m: usize) -> Result<C
             expected: vec![b * m, c],
             found: vec![new.rows(), new.cols.len()],
         });
+    }
+    if b == 1 {
+        old.append(what, new.view())?;
+        return Ok(old.clone());
     }
     let (old, new) = (old.view(), new.view());
     let parts: Vec<ArrayView2<f32>> = (0..b)
@@ -523,10 +528,6 @@ impl Ops for CpuOps<'_> {
         // item by item: its n cached rows, then its m new ones
         let all = match cache.values.get_mut(&slot) {
             None => x.clone(),
-            Some(old) if b == 1 => {
-                old.append(&format!("{slot:?}"), x.view())?;
-                old.clone()
-            }
             Some(old) => join_rows(&format!("{slot:?}"), old, x, b, m)?,
         };
         cache.values.insert(slot, all.clone());
@@ -623,10 +624,6 @@ impl Ops for CpuOps<'_> {
             ) => {
                 let all = match kept.get_mut(&id.layer) {
                     None => q.clone(),
-                    Some(old) if b == 1 => {
-                        old.append("queries", q.view())?;
-                        old.clone()
-                    }
                     Some(old) => join_rows("queries", old, q, b, new_rows)?,
                 };
                 kept.insert(id.layer, all.clone());
