@@ -580,10 +580,10 @@ pub struct RunInfo<'a> {
     /// [`crate::engine::cpu::forward_reusing`]); 0 when it ran the whole text.
     pub reused: usize,
     /// What the run kept of its attention: `"probabilities"` (every head's, in `attention`),
-    /// or `"queries_keys"` for a long text, whose heads the page asks for by layer
-    /// (`Session.layerHeads(long_run, item, layer)`).
+    /// or `"queries_keys"` for a long text, whose heads the page asks for one at a time
+    /// (`Session.longHead(long_run, item, layer, head)`).
     pub attention: AttentionKept,
-    /// The number a long run is known by in its session, for `layerHeads` (absent for a long
+    /// The number a long run is known by in its session, for `longHead` (absent for a long
     /// run asked with `noHeadsLater`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub long_run: Option<u32>,

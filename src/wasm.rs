@@ -332,7 +332,7 @@ struct RunOptions {
     /// (`nextTokens`, `[B][T][K]` of `{id, token, text, p}`, as the CLI's `--top-k`).
     top_k: Option<usize>,
     /// A run whose heads nobody will ask for (the plain run beside a knock-out): a long one
-    /// does not take the place of the session's long run ([`Session::layer_heads`]).
+    /// does not take the place of the session's long run ([`Session::long_head`]).
     no_heads_later: bool,
     /// The text by its token ids, not tokenised again (a generation's prompt and what the model
     /// wrote up to the focused step: the ids it was fed, a chat template's included); `texts`
@@ -682,7 +682,7 @@ pub struct Session {
     /// ([`cpu::forward_reusing`]).
     prefixes: std::cell::RefCell<cpu::Prefixes>,
     /// The last long run's queries and keys, from which the page asks for the heads it shows
-    /// ([`Session::layer_heads`]); dropped before the next long run's pass, so that only one is
+    /// ([`Session::long_head`]); dropped before the next long run's pass, so that only one is
     /// ever held (SmolLM2-135M at 1,024 tokens: 94 MB, the same arrays as the cache of its
     /// kept pass, which the next pass over the same beginning then appends to in place).
     long: std::cell::RefCell<Option<LongRun>>,
@@ -1323,12 +1323,12 @@ impl Session {
 
     /// Heads `first…` of layer `layer` of item `item` of long run `run`, folded for the worker's
     /// summary of every head ([`crate::analysis::thumbnail`]): the thumbnails the pass folded as
-    /// it went where it did (the CPU engine's: every head from `first` to the layer's last, with
-    /// nothing computed), or else as many heads as there are threads (fewer at the layer's end)
-    /// computed again from the run's queries and keys, each folded on the thread that computed
-    /// it. `{heads, side, own, sink}`, `own` the heads as they are and `sink` with their first
+    /// it went where it did (the CPU engine's: every head from `first` of `layer` to the run's
+    /// last, layer after layer and item after item, with nothing computed), or else as many
+    /// heads as there are threads (fewer at the layer's end) computed again from the run's
+    /// queries and keys, each folded on the thread that computed it. `{heads, side, own, sink}`, `own` the heads as they are and `sink` with their first
     /// key hidden, each `{thumbs (Float32Array, heads × side × side), probMax (Float32Array),
-    /// probArg (Uint32Array, q·T + k)}`. Errors as [`Session::layer_heads`]'s.
+    /// probArg (Uint32Array, q·T + k)}`. Errors as [`Session::long_head`]'s.
     #[wasm_bindgen(js_name = summaryHeads)]
     pub fn summary_heads(
         &self,
@@ -1354,8 +1354,7 @@ impl Session {
                         all.len() / (layers * h).max(1)
                     )));
                 }
-                let at = (item * layers + layer) * h;
-                &all[at + first..at + h]
+                &all[(item * layers + layer) * h + first..]
             }
             None => {
                 let heads = from.heads_together(first);
@@ -1373,10 +1372,19 @@ impl Session {
         };
         let summary = |pick: fn(&HeadThumbnails) -> &Thumbnail| {
             let o = Object::new();
-            let thumbs: Vec<f32> = folded
-                .iter()
-                .flat_map(|f| pick(f).values.iter().copied())
-                .collect();
+            // the heads' thumbnails side by side, copied into JavaScript once
+            let cells = folded.first().map_or(0, |f| pick(f).values.len());
+            let mut thumbs = Vec::with_capacity(folded.len() * cells);
+            for (i, f) in folded.iter().enumerate() {
+                let values = &pick(f).values;
+                if values.len() != cells {
+                    return Err(JsError::new(&format!(
+                        "head {i} of the summary has a thumbnail of {} cells, the first {cells}",
+                        values.len()
+                    )));
+                }
+                thumbs.extend_from_slice(values);
+            }
             let max: Vec<f32> = folded.iter().map(|f| pick(f).max).collect();
             let arg: Vec<u32> = folded.iter().map(|f| pick(f).arg as u32).collect();
             set(&o, "thumbs", Float32Array::from(thumbs.as_slice()))?;
@@ -1393,50 +1401,32 @@ impl Session {
         Ok(o.into())
     }
 
-    /// Layer `layer`'s heads of item `item` of long run `run` (its `info.long_run`), computed
-    /// from the run's queries and keys: two records as a run's (`[attention, scores]`, each
-    /// `(H, T, T)`: [`run_records`]). An error when the session no longer keeps that run (it
-    /// keeps the last), or names a layer or item the run does not have.
-    #[wasm_bindgen(js_name = layerHeads)]
-    pub fn layer_heads(&self, run: u32, item: usize, layer: usize) -> Result<JsValue, JsError> {
+    /// Head `head` of layer `layer` over item `item` of long run `run` (its `info.long_run`),
+    /// computed again from the run's queries and keys, its rows on the threads:
+    /// `{attention, scores}`, each a Float32Array of `(T, T)`, `[query][key]` (the values a
+    /// run that keeps them gives: [`run_records`]). An error when the session no longer keeps
+    /// that run (it keeps the last), or names a layer, head or item the run does not have.
+    #[wasm_bindgen(js_name = longHead)]
+    pub fn long_head(
+        &self,
+        run: u32,
+        item: usize,
+        layer: usize,
+        head: usize,
+    ) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
-        let (_, t, _) = long.mask.dim();
-        let heads = long.from.heads.query;
-        // as many heads at a time as there are threads, each straight into the JavaScript
-        // arrays: the layer is never whole in wasm memory
-        let n = (t * t) as u32;
-        let (probs, scores) = (
-            Float32Array::new_with_length(heads as u32 * n),
-            Float32Array::new_with_length(heads as u32 * n),
-        );
-        let mut first = 0;
-        while first < heads {
-            let some = long.from.heads_together(first);
-            let computed = long
-                .from
-                .heads(item, layer, some.clone(), &long.mask, true)
-                .map_err(js_err)?;
-            for (h, one) in some.clone().zip(&computed) {
-                let at = h as u32 * n;
-                for (to, from) in [(&probs, Some(&one.probs)), (&scores, one.scores.as_ref())] {
-                    let from = from.and_then(|a| a.as_slice()).ok_or_else(|| {
-                        JsError::new("a head's values are not one contiguous array")
-                    })?;
-                    to.subarray(at, at + n).copy_from(from);
-                }
-            }
-            first = some.end;
-        }
-        let stack = self.runner.model().weights.stack();
-        let kind = AttentionKind::SelfAttention;
-        let kv_heads = long.from.heads.key_value;
-        let attention = RecordMeta::attention(stack, kind, layer, (heads, t, t), kv_heads);
-        let scores_meta = RecordMeta::named(stack, kind, layer, "scores", &[heads, t, t]);
-        let records = js_sys::Array::new();
-        records.push(&record_of(attention, probs)?);
-        records.push(&record_of(scores_meta, scores)?);
-        Ok(records.into())
+        let one = long
+            .from
+            .head(item, layer, head, &long.mask, true)
+            .map_err(js_err)?;
+        let scores = one
+            .scores
+            .ok_or_else(|| JsError::new("a head computed with its scores came without them"))?;
+        let o = Object::new();
+        set(&o, "attention", flat(&one.probs.view()))?;
+        set(&o, "scores", flat(&scores.view()))?;
+        Ok(o.into())
     }
 
     /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the

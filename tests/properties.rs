@@ -655,10 +655,9 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
         "tiny-roberta",
     ] {
         let m = model(name);
-        let input = m
-            .tokenizer
-            .encode(&["time flies like an arrow and fruit flies", "hi"], None)
-            .unwrap();
+        // long enough that one head's rows go in several blocks on the pool (`QueriesKeys::head`)
+        let long = "time flies like an arrow and fruit flies like a banana; ".repeat(4);
+        let input = m.tokenizer.encode(&[long.as_str(), "hi"], None).unwrap();
         let mask = Mask::from_kind(m.own_mask(), input.valid.view());
         let kept = TraceOptions {
             scores: true,

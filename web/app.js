@@ -57,7 +57,7 @@ const api = {
     const s = store.get(), run = shownOf(s);
     if (!run || !s.sel.length) return null;
     const b = Math.min(s.item, run.B - 1), l = Math.min(s.layer, run.L - 1), h = Math.min(s.head, run.H - 1);
-    if (!run.hasLayer(b, l)) return null; // a long text's layer not computed yet
+    if (!run.hasHead(b, l, h)) return null; // a long text's head not computed yet
     const c = combine(run.head(b, l, h), run.maskOf(b, l), run.T, s.sel);
     return c && { rows: c.rows, combined: Array.from(c.combined) };
   },
@@ -584,7 +584,7 @@ function valueNote(s) {
   $('byvalue-note').hidden = !on;
   if (!on) return;
   if (r.long || r.generated || r.given) {
-    setText($('value-note'), r.long ? 'A long text\'s run: its heads come a layer at a time, and the views show their weights, not weighed by the values.'
+    setText($('value-note'), r.long ? 'A long text\'s run: its heads come one at a time, and the views show their weights, not weighed by the values.'
       : 'This attention comes without its values (a generation\'s steps, or attention given from a file): the views show the weights.');
     return;
   }
@@ -604,9 +604,9 @@ function longNote(s) {
   const mb = (x) => `${Math.round(x / 1e6)} MB`;
   const a = s.modelInfo?.architecture, d = a?.head_dim ?? 0, kv = a?.heads.key_value ?? r.H;
   const kept = r.B * r.L * r.T * (r.H + kv) * d * 4, all = r.B * r.L * r.H * r.T * r.T;
-  const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1);
-  setText($('long-note'), `${r.T} tokens: every head's attention would be ${(all / 1e6).toFixed(0)}M probabilities (${mb(4 * all)}), so the engine kept each layer's queries and keys${d ? ` (${mb(kept)})` : ''} and computes a layer's heads again when you look at it. `
-    + (r.hasLayer(b, l) ? `Layer ${l}'s heads are here.` : `Computing layer ${l}'s heads…`)
+  const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), h = Math.min(s.head, r.H - 1);
+  setText($('long-note'), `${r.T} tokens: every head's attention would be ${(all / 1e6).toFixed(0)}M probabilities (${mb(4 * all)}), so the engine kept each layer's queries and keys${d ? ` (${mb(kept)})` : ''} and computes a head again when you look at it. `
+    + (r.hasHead(b, l, h) ? `L${layerNumber(r, l)} H${h} is here.` : `Computing L${layerNumber(r, l)} H${h}…`)
     + ' The grid and the table summarise every head; the rollout and words are for shorter texts.');
 }
 

@@ -133,11 +133,15 @@ class Engine {
    * Runs texts on a loaded checkpoint; resolves to the result contract (see result.js).
    * `options`: {headMask: 'L:H,…', scale: 'sqrt_dk' | 'none', headMetrics, rollout, sentenceEmbedding,
    * hiddenStates, layerTrace: layer, crossAttention: layer} (src/wasm.rs `RunOptions`).
+   * `focus` (`{item, layer, head}`, optional): the head a long text's run brings with it (each
+   * clamped to the run's; the others come by `longHead`).
    * `onProgress(m)`: how far the run has gone, as the worker tells it (web/progress.js reads it).
    */
-  async run(key, { texts, pair, mask, options }, onProgress = null) {
-    const m = await this.call({ type: 'run', key, texts, pair, mask, options }, [], onProgress);
+  async run(key, { texts, pair, mask, options, focus }, onProgress = null) {
+    const m = await this.call({ type: 'run', key, texts, pair, mask, options, focus }, [], onProgress);
     const r = fromWorker(m.result);
+    const f = m.result.focusHead; // a long run's focused head, computed after its pass
+    if (f && r.long) r.addHead(f.item, f.layer, f.head, f);
     r.status = m.status ?? null; // the engine line, when this run changed it (WebGPU lost)
     return r;
   }
@@ -196,11 +200,11 @@ class Engine {
     return (await this.call({ type: 'read-out', key, writes, k })).result;
   }
 
-  /** Layer `layer`'s heads of item `item` of a long run (`info.long_run`), computed from its kept
-   *  queries and keys: its records, attention and scores, each `(H, T, T)` (src/wasm.rs
-   *  `Session.layerHeads`; result.js `longLayer` reads them). */
-  async layerHeads(key, { run, item, layer }) {
-    return (await this.call({ type: 'layer-heads', key, run, item, layer })).result;
+  /** Head `head` of layer `layer` over item `item` of a long run (`info.long_run`), computed from
+   *  its kept queries and keys: `{attention, scores}`, each T·T (src/wasm.rs `Session.longHead`;
+   *  result.js `addHead` takes it). */
+  async longHead(key, { run, item, layer, head }) {
+    return (await this.call({ type: 'long-head', key, run, item, layer, head })).result;
   }
 
   /** The head metrics (B, metric, L, H) of the same input under the other score scale than `options.scale`. */

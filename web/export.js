@@ -192,11 +192,11 @@ export async function toPNG(svgText) {
 /** `{tokens, attention: [L][H][T][T]}` of one item (with the sink switch on, `sink_hidden: true`:
  *  the first key hidden and each row renormalised, web/sink.js, not the model's attention; with
  *  the value switch on, `value_weighted`, web/values.js). A
- *  long text's run gives the layers the page holds, null for the others, and says so. */
+ *  long text's run gives the heads the page holds, null for the others, and says so. */
 export function toJSON(run, item) {
   const r = run.results[item];
-  const held = run.long ? { layers_held: 'the layers the page holds (the rest are null): `attnscope attention --heads L:H` gives any head' } : {};
-  return JSON.stringify({ tokens: r.tokens, ...(run.sinkHidden ? { sink_hidden: true } : {}), ...(run.valueWeighted ? { value_weighted: 'each weight times its key\'s ‖W_O^h v_j‖, rows renormalised' } : {}), ...held, attention: r.attention.map((l) => l && l.map((h) => h.map((row) => Array.from(row)))) });
+  const held = run.long ? { heads_held: 'the heads the page holds (the rest are null, and a layer with none): `attnscope attention --heads L:H` gives any head' } : {};
+  return JSON.stringify({ tokens: r.tokens, ...(run.sinkHidden ? { sink_hidden: true } : {}), ...(run.valueWeighted ? { value_weighted: 'each weight times its key\'s ‖W_O^h v_j‖, rows renormalised' } : {}), ...held, attention: r.attention.map((l) => l && l.map((h) => h && h.map((row) => Array.from(row)))) });
 }
 
 /** The focused head as CSV: a header of keys, one row a query. */

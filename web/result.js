@@ -20,24 +20,20 @@ function headValues(r, b, l, H, T) {
 }
 
 /**
- * A long run's layer from its records (src/wasm.rs `Session.layerHeads`: its attention and its
- * scores, each `(H, T, T)`), item b's layer l: `{probs, scores}`, each H·T·T, and `scoreMax`,
- * each head's largest |score| over every cell (H): what the steps view's scale reads, which the
- * pass could not fold (it computes no score its mask hides).
+ * A long run's head from the engine (src/wasm.rs `Session.longHead`: `{attention, scores}`, each
+ * T·T), item b's head (l, h), checked: `{probs, scores, scoreMax}`, `scoreMax` its largest |score|
+ * over every cell: what the steps view's scale reads, which the pass could not fold (it computes
+ * no score its mask hides).
  */
-export function longLayer(records, b, l, [, , H, T]) {
-  const named = (name) => {
-    const r = records.find((x) => x.name === name);
-    if (!r) throw new Error(`layer ${l} of item ${b} came without its ${name}`);
-    return headValues(r, b, l, H, T);
-  };
-  const scores = named('scores'), n = T * T, scoreMax = new Float32Array(H);
-  for (let h = 0; h < H; h++) {
-    let m = 0;
-    for (let j = h * n; j < (h + 1) * n; j++) { const v = scores[j]; if (v > m) m = v; else if (-v > m) m = -v; }
-    scoreMax[h] = m;
+export function longHead({ attention, scores }, b, l, h, T) {
+  for (const [name, v] of [['attention', attention], ['scores', scores]]) {
+    if (!(v instanceof Float32Array) || v.length !== T * T) {
+      throw new Error(`item ${b}'s head ${l}:${h} came with ${name} of ${v?.length ?? 'no'} values, where the run's heads are ${T} × ${T}`);
+    }
   }
-  return { probs: named('attention'), scores, scoreMax };
+  let scoreMax = 0;
+  for (let j = 0; j < scores.length; j++) { const v = scores[j]; if (v > scoreMax) scoreMax = v; else if (-v > scoreMax) scoreMax = -v; }
+  return { probs: attention, scores, scoreMax };
 }
 
 /**
@@ -69,29 +65,30 @@ export function runHeads(records, [B, L, H, T]) {
  * sentenceEmbedding?, baselineEmbedding?, nextTokens?, baselineNext?}` from the worker, `records`
  * as {@link runHeads} reads them; or, in place of `records`, `head(b, l, h)` giving each head's
  * T·T values on demand (a generation's: web/generation.js).
- * A long text's run (`info.attention` "queries_keys") has no records: its heads come a
- * layer at a time (`addLayer`), and `head`/`scoresOf` give null for a layer not here yet.
+ * A long text's run (`info.attention` "queries_keys") has no records: its heads come one at a
+ * time (`addHead`), and `head`/`scoresOf` give null for a head not here yet.
  * Returns `{model, backend, fallback, mask_kind, elapsed_ms, shape, T, results, head(b, l, h),
  * scoresOf(b, l, h), maskOf(b, l?), maskWhy(b, l, q, k), reach}`; each `results[b]` is the CLI's item for text b.
  */
 let runs = 0;
 
-/** How many layers of a long run the page holds (SmolLM2-135M at 1,024 tokens: 72 MB each). */
-const LONG_LAYERS_KEPT = 2;
+/** How many bytes of a long run's heads the page holds, the last asked for kept first (one at
+ *  least): SmolLM2-135M's at 1,024 tokens are 8 MB each, probabilities and scores. */
+const LONG_HEAD_BYTES = 160 * 2 ** 20;
 
 export function fromWorker(raw) {
   const { info, mask, logits, summary, headMetrics, headRoles, valueNorms, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
   const [B, L, H, T] = info.shape;
   // a long run kept each layer's queries and keys, not its probabilities: the page asks the
-  // engine for a layer's heads when a view needs them (scope.js `longHeads`), and holds a few
-  const long = info.attention === 'queries_keys', layers = new Map();
-  const layerOf = (b, l) => layers.get(`${b}:${l}`);
-  const part = (a, h) => a.subarray(h * T * T, (h + 1) * T * T);
+  // engine for the focused head when a view needs it (scope.js `longHead`), and holds a few
+  const long = info.attention === 'queries_keys', longHeads = new Map();
+  const headOf = (b, l, h) => longHeads.get(`${b}:${l}:${h}`);
   const kept = raw.records ? runHeads(raw.records, info.shape) : null;
-  const head = raw.head ?? (long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).probs, h) : null) : kept.head);
-  // a run with no scores (a generation's, given attention): null, as a long run's missing layer
-  const scoresOf = long ? (b, l, h) => (layerOf(b, l) ? part(layerOf(b, l).scores, h) : null)
+  const head = raw.head ?? (long ? (b, l, h) => headOf(b, l, h)?.probs ?? null : kept.head);
+  // a run with no scores (a generation's, given attention): null, as a long run's missing head
+  const scoresOf = long ? (b, l, h) => headOf(b, l, h)?.scores ?? null
     : kept?.scoresOf ?? (() => null);
+  const hasHead = (b, l, h) => !long || longHeads.has(`${b}:${l}:${h}`);
   // each layer's reach (`info.reach`: {attention: 'global' | 'sliding', window}), its mask the
   // pass's with the keys outside its window taken out: a sliding layer's own, made once
   const reach = info.reach ?? [], windowed = new Map();
@@ -131,9 +128,13 @@ export function fromWorker(raw) {
   const results = info.items.map((item, b) => {
     const r = { ...item, labels: labelsOf(item) };
     if (long) {
-      // the layers the page has asked for; null for the others (see `hasLayer`)
-      Object.defineProperty(r, 'attention', { enumerable: true, get: () => Array.from({ length: L }, (_, l) => (layerOf(b, l) ? Array.from({ length: H }, (_, h) => rows(head(b, l, h))) : null)) });
-      Object.defineProperty(r, 'scores', { enumerable: true, get: () => Array.from({ length: L }, (_, l) => (layerOf(b, l) ? Array.from({ length: H }, (_, h) => rows(scoresOf(b, l, h))) : null)) });
+      // the heads the page has asked for; null for the others, and for a layer with none here
+      const held = (get) => Array.from({ length: L }, (_, l) => {
+        const heads = Array.from({ length: H }, (_, h) => (hasHead(b, l, h) ? rows(get(b, l, h)) : null));
+        return heads.some(Boolean) ? heads : null;
+      });
+      Object.defineProperty(r, 'attention', { enumerable: true, get: () => held(head) });
+      Object.defineProperty(r, 'scores', { enumerable: true, get: () => held(scoresOf) });
     } else {
       lazy(r, 'attention', () => nested(head, b));
       lazy(r, 'scores', () => (kept?.scoresOf ? nested(scoresOf, b) : null));
@@ -156,16 +157,18 @@ export function fromWorker(raw) {
     maskWhy,
     /** Each layer's reach: `{attention: 'global' | 'sliding', window?}` (none: every layer global). */
     reach,
-    /** A long text's run: its heads come a layer at a time (`hasLayer`, `addLayer`); `longRun` names it to the engine. */
+    /** A long text's run: its heads come one at a time (`hasHead`, `addHead`); `longRun` names it to the engine. */
     long, longRun: info.long_run ?? null,
-    /** Whether layer l's heads of item b are here (always, but in a long run). */
-    hasLayer: (b, l) => !long || layers.has(`${b}:${l}`),
-    /** A long run's layer l of item b from the engine, as its records ({@link longLayer}); the
-     *  two layers asked for last are kept. */
-    addLayer(b, l, records) {
-      layers.delete(`${b}:${l}`);
-      layers.set(`${b}:${l}`, longLayer(records, b, l, info.shape));
-      while (layers.size > LONG_LAYERS_KEPT) layers.delete(layers.keys().next().value);
+    /** Whether item b's head (l, h) is here (always, but in a long run). */
+    hasHead,
+    /** A long run's head (l, h) of item b from the engine ({@link longHead}); the heads asked
+     *  for last are kept, up to `LONG_HEAD_BYTES`. */
+    addHead(b, l, h, values) {
+      const key = `${b}:${l}:${h}`;
+      longHeads.delete(key);
+      longHeads.set(key, longHead(values, b, l, h, T));
+      const bytes = () => [...longHeads.values()].reduce((n, x) => n + x.probs.byteLength + x.scores.byteLength, 0);
+      while (longHeads.size > 1 && bytes() > LONG_HEAD_BYTES) longHeads.delete(longHeads.keys().next().value);
     },
     head_mask: info.head_mask, metricNames: info.head_metrics,
     /** The heads' roles the run scored (src/analysis/roles.rs), and where item b's text repeats:
@@ -241,9 +244,9 @@ export function fromWorker(raw) {
     /** Cross-attention to item b's text from the pair: `{layer, queries, keys, attention: H·n_q·n_k}` or null. */
     crossOf: (b) => crossAttention?.[b] ?? null,
     /** The largest probability of a head (from the worker's summary), and the largest |score|
-     *  (a long run's from its layer, once here: 0 before). */
+     *  (a long run's from its head, once here: 0 before). */
     probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
-    scoreMax: (b, l, h) => (long ? layerOf(b, l)?.scoreMax[h] ?? 0 : summary.scoreMax[(b * L + l) * H + h]),
+    scoreMax: (b, l, h) => (long ? headOf(b, l, h)?.scoreMax ?? 0 : summary.scoreMax[(b * L + l) * H + h]),
     /** A long input's head, max-pooled to R × R by the worker (null for short inputs). */
     thumb: (b, l, h) => thumbOf(summary, info.shape, b, l, h),
     /** A long text's heads with the first key hidden (web/sink.js), summarised by the worker
@@ -517,7 +520,7 @@ export function runOfMatrices(matrices, number = (l) => l, { valueWeighted = fal
     id: `matrices:${++matrixRuns}`, B: 1, L, H, T: nq, nk, head, maskOf: () => mask,
     results: [{ labels: m0?.rows ?? [], keyLabels: m0?.cols ?? [] }],
     layerNumbers: numbers.every((n, l) => n === l) ? null : numbers, valueWeighted,
-    reach: [], thumb: () => null, hasLayer: () => true, metric: () => null,
+    reach: [], thumb: () => null, hasHead: () => true, metric: () => null,
   };
 }
 

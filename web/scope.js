@@ -247,8 +247,8 @@ const GENERATED_VIEWS = ['model', 'head', 'headB', 'lines', 'inside:cache', 'ins
 /** The most positions a generation's focused step is run again for (`stepPass`). */
 const STEP_PASS_TOKENS = 1024;
 
-/** The views a long text's run draws before its focused layer's heads come (they read the
- *  summaries of every head). */
+/** The views a long text's run draws before its focused head comes (they read the summaries of
+ *  every head). */
 const LONG_FIRST = ['model', 'heads'];
 
 /** The views attention computed elsewhere (web/given.js) draws: the others compute from a model
@@ -294,9 +294,9 @@ export function toggleGroup(off, layer, group, per) {
  *  switch on (web/values.js), or its words (web/words.js) with "words" on; with the sink switch
  *  on, that run with the first key hidden and each row renormalised (web/sink.js). */
 export function shownOf(s) {
-  // a long text's run has its heads a layer at a time: words, which remake every head, are for
+  // a long text's run has its heads one at a time: words, which remake every head, are for
   // shorter texts (the page says so), and so is the value switch; the sink switch reads the
-  // worker's summary of every head with the sink hidden, and hides it in the layers here
+  // worker's summary of every head with the sink hidden, and hides it in the heads here
   const run = s.byValue ? byValue(s.run) : s.run;
   const r = run && s.words && !run.long ? wordsOf(run) : run;
   return r && s.noSink ? withoutSink(r) : r;
@@ -420,7 +420,9 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const watch = watchRun((p) => onRunProgress?.(p));
     stopRun = () => { again = false; watch.stop(); };
     try {
-      const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s) }, (m) => watch.message(m));
+      // a long text's run brings the focused head with it (the views wait on no second message)
+      const focus = { item: s.item, layer: s.layer, head: s.head };
+      const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s), focus }, (m) => watch.message(m));
       if (era !== givenShown) return;
       const latest = store.get();
       // the selection survives a run over the same tokens (clamped to them), not new tokens
@@ -559,9 +561,9 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     // compare mode, two lengths: the second sentence's head view beside the first's
     const sideBySide = base.compare && !base.compare.same;
     let slice = performance.now();
-    // a long text's run before its focused layer's heads are here: the grid and the table
-    // (summaries of every head) now, the views of the layer's heads once they come
-    const waiting = !r.hasLayer(base.item, base.layer);
+    // a long text's run before its focused head is here: the grid and the table (summaries of
+    // every head) now, the views of the head once it comes
+    const waiting = !r.hasHead(base.item, base.layer, base.head);
     for (const name of order) {
       const el = targets[name];
       if (!el || !opts[name] || (name === 'headB' ? !sideBySide : el.hidden)) continue;
@@ -625,20 +627,21 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       .then((decoderTrace) => { if (decoderPending === key) decoderPending = ''; store.update({ decoderTrace }); });
   }
 
-  // a long text's run: the focused layer's heads, asked of the engine when they are not here
-  let layerFor = '';
-  function longHeads(s) {
+  // a long text's run: the focused head, asked of the engine when it is not here (one head's
+  // T·T, not the layer's H·T·T: a keystroke at 1,024 tokens waits on 8 MB, not 76)
+  let headFor = '';
+  function longHead(s) {
     const r = s.run;
     if (!r?.long) return;
-    const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), want = `${r.id}:${b}:${l}`;
-    if (r.hasLayer(b, l) || layerFor === want) return;
-    layerFor = want;
-    eng().layerHeads(s.modelKey, { run: r.longRun, item: b, layer: l }).then((heads) => {
-      r.addLayer(b, l, heads);
-      if (store.get().run === r) store.update({ extras: `${r.id}:layer:${b}:${l}` });
+    const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), h = Math.min(s.head, r.H - 1), want = `${r.id}:${b}:${l}:${h}`;
+    if (r.hasHead(b, l, h) || headFor === want) return;
+    headFor = want;
+    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h }).then((values) => {
+      r.addHead(b, l, h, values);
+      if (store.get().run === r) store.update({ extras: `${r.id}:head:${b}:${l}:${h}` });
     }, (err) => {
-      if (store.get().run === r) store.update({ runError: { line: `layer ${l + 1}'s heads: ${String(err.message || err)}` } });
-    }).finally(() => { if (layerFor === want) layerFor = ''; });
+      if (store.get().run === r) store.update({ runError: { line: `head ${l}:${h}: ${String(err.message || err)}` } });
+    }).finally(() => { if (headFor === want) headFor = ''; });
   }
 
   // what writes the next token: the focused head's write read onto every token, asked of the
@@ -692,7 +695,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (RUN_KEYS.some((k) => changed.has(k)) || trLacks || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
     // a generation's focused step, written: the pass over what the model was fed to there
     else if (s.run?.generated && (changed.has('run') || changed.has('generation') || SHOW_KEYS.some((k) => changed.has(k)))) stepPass();
-    if (changed.has('run') || changed.has('layer') || changed.has('item')) longHeads(s);
+    if (['run', 'layer', 'head', 'item'].some((k) => changed.has(k))) longHead(s);
     if (['run', 'layer', 'head', 'item', 'writes'].some((k) => changed.has(k))) headReadOut(s);
     if (['run', 'table', 'rollout', 'metric'].some((k) => changed.has(k))) givenAnalyses(s);
     if (RENDER_KEYS.some((k) => changed.has(k))) render(changed);

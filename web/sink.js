@@ -28,8 +28,8 @@ export function renormalised(values, T, out = new Float32Array(T * T)) {
  * `run` (the result contract, or words.js `wordsOf`'s) with every head and the rollout
  * {@link renormalised}: the same interface, `head(b, l, h)` computed once a view asks, `probMax`
  * over the unmasked cells, `thumb` → null (the views pool the heads themselves), `results[b]`'s
- * `attention` likewise, and `sinkHidden: true`. A long text's run (`run.long`) has its heads a
- * layer at a time: `head` gives null for a layer not here yet (as the run's), and the thumbnails
+ * `attention` likewise, and `sinkHidden: true`. A long text's run (`run.long`) has its heads one
+ * at a time: `head` gives null for a head not here yet (as the run's), and the thumbnails
  * and maxima are the worker's of every head with the sink hidden (`run.sinkSummary`). Cached per
  * run.
  */
@@ -56,7 +56,11 @@ export function withoutSink(run) {
   const results = run.results.map((item, b) => {
     const { attention: _, ...rest } = Object.getOwnPropertyDescriptors(item); // (a long run's is not configurable)
     const r = Object.defineProperties({}, rest);
-    const attention = () => Array.from({ length: L }, (_, l) => (run.hasLayer(b, l) ? Array.from({ length: H }, (_, h) => rows(head(b, l, h))) : null));
+    // a long run's: the heads the page holds, null for the others and a layer with none here
+    const attention = () => Array.from({ length: L }, (_, l) => {
+      const heads = Array.from({ length: H }, (_, h) => (run.hasHead(b, l, h) ? rows(head(b, l, h)) : null));
+      return heads.some(Boolean) ? heads : null;
+    });
     Object.defineProperty(r, 'attention', run.long ? { enumerable: true, get: attention } : {
       enumerable: true, configurable: true,
       get() { const v = attention(); Object.defineProperty(r, 'attention', { value: v, enumerable: true }); return v; },

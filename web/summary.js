@@ -99,7 +99,11 @@ export function foldRows(values, stride, q0, q1, keys, { w, side }, out, outMask
 function poolMask(mask, T, { w, side }, out) {
   for (let q = 0; q < T; q++) {
     const at = q * T, r = Math.floor(q / w) * side;
-    for (let k = 0; k < T; k++) if (mask[at + k] === 1) out[r + Math.floor(k / w)] = 1;
+    // a bin of keys at a time: the first attended cell in it marks it
+    for (let c = 0, k0 = 0; k0 < T; c++, k0 += w) {
+      const end = Math.min(k0 + w, T);
+      for (let k = k0; k < end; k++) if (mask[at + k] === 1) { out[r + c] = 1; break; }
+    }
   }
 }
 
@@ -119,20 +123,21 @@ export function summarise(head, scoresOf, mask, shape) {
 
 /**
  * The summary of {@link summarise} built a head at a time: `add(i, probs, scores | null)` for
- * heads i = (b·L + l)·H + h in that order, or `folded(i, …)` for a head the engine folded, then
- * `done()` gives it (a long run's heads come from the engine folded, a layer at a time, with
- * their first key hidden beside them: web/worker.js `longSummary`).
+ * heads i = (b·L + l)·H + h in that order, or `folded(i, …)` for heads the engine folded, then
+ * `done()` gives it (a long run's heads come from the engine folded, with their first key
+ * hidden beside them: web/worker.js `longSummary`). `pooled`: another summary's `thumbMask` over
+ * the same mask, which this one shares (filled by the other's heads before this one's).
  */
-export function headsSummary(mask, [B, L, H, T]) {
+export function headsSummary(mask, [B, L, H, T], pooled = null) {
   const heads = B * L * H, n = T * T;
   const probMax = new Float32Array(heads), probArg = new Int32Array(heads), scoreMax = new Float32Array(heads);
   const bins = thumbBins(T), R = T > THUMB ? bins.side : 0;
   const thumbs = R ? new Float32Array(heads * R * R) : null;
-  const thumbMask = R ? new Uint8Array(B * R * R) : null;
-  /** The mask pooled once an item, with its first head. */
+  const thumbMask = R ? pooled ?? new Uint8Array(B * R * R) : null;
+  /** The mask pooled once an item, with its first head (by the summary that owns it). */
   const maskFor = (i) => {
     const b = Math.floor(i / (L * H));
-    if (i % (L * H) === 0) poolMask(mask.subarray(b * n, (b + 1) * n), T, bins, thumbMask.subarray(b * R * R, (b + 1) * R * R));
+    if (i % (L * H) === 0 && !pooled) poolMask(mask.subarray(b * n, (b + 1) * n), T, bins, thumbMask.subarray(b * R * R, (b + 1) * R * R));
   };
   return {
     add(i, p, s) {
@@ -153,16 +158,21 @@ export function headsSummary(mask, [B, L, H, T]) {
       }
     },
     /**
-     * Head i as the engine folded it (src/wasm.rs `Session.summaryHeads`): its thumbnail (R × R,
-     * pooled as {@link foldRows} pools), largest probability and where (q·T + k) (the thumbnail
-     * left out where the run has none: T ≤ THUMB). Its largest |score| stays 0: a long run's
-     * comes with its layer (result.js `longLayer`).
+     * Heads i, i + 1, … as the engine folded them (src/wasm.rs `Session.summaryHeads`),
+     * `max.length` of them: their thumbnails side by side (each R × R, pooled as
+     * {@link foldRows} pools), largest probabilities and where (q·T + k) (the thumbnails left
+     * out where the run has none: T ≤ THUMB). Their largest |score| stays 0: a long run's comes
+     * with its head (result.js `longHead`).
      */
     folded(i, thumb, max, arg) {
-      if (R) { thumbs.set(thumb, i * R * R); maskFor(i); }
-      probMax[i] = max; probArg[i] = arg;
+      if (R) {
+        thumbs.set(thumb, i * R * R);
+        for (let j = i; j < i + max.length; j++) maskFor(j);
+      }
+      probMax.set(max, i); probArg.set(arg, i);
     },
     done: () => ({ R, thumbs, thumbMask, probMax, probArg, scoreMax }),
+    thumbMask,
   };
 }
 

@@ -30,7 +30,7 @@ export function weighed(values, norms, T, out = new Float32Array(T * T)) {
  * interface, `head(b, l, h)` computed once a view asks, `probMax` over the unmasked cells, `thumb`
  * → null (the views pool the heads themselves), `results[b]`'s `attention` likewise, and
  * `valueWeighted: true`. The run itself where it has no value sizes, or is a long text's (its
- * heads a layer at a time, its thumbnails the worker's). Cached per run.
+ * heads one at a time, its thumbnails the worker's). Cached per run.
  */
 export function byValue(run) {
   if (!run?.valueNormsOf?.(0, 0, 0) || run.long) return run;

@@ -3,7 +3,8 @@
 //
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?} (a base URL ending in .gguf,
 //      or files with one *.gguf: a GGUF file, the Llama family's one file)
-//      {id, type: 'run' | 'check', key, texts, pair, mask}
+//      {id, type: 'run' | 'check', key, texts, pair, mask, focus?: {item, layer, head}} (a long
+//      run's result brings its focused head, as `long-head` would: no second message for it)
 //      {id, type: 'generate', key, gen, prompt, options} (a decoder-only model writes after `prompt`
 //      one token a step, on the CPU engine; each pass posted as {type: 'generated', gen, step}, its
 //      attention's records transferred, the next once the page answers {type: 'generated-ack', gen};
@@ -687,30 +688,33 @@ async function run(s, msg) {
  * A long run's summary (`info.attention` "queries_keys": the engine kept each layer's queries
  * and keys, not its L·H·T² probabilities): every head's thumbnail and largest probability as
  * the engine folded them (src/wasm.rs `Session.summaryHeads`): the CPU engine's pass folded
- * each as it computed it, so a layer's come at once; after a WebGPU pass, each head is computed
- * again from the queries and keys and folded, as many at a time as there are threads, on them.
- * No head is copied here. The same heads with the first key hidden (web/sink.js) fold into
- * `sink`, the summary the sink switch shows, so it needs no second sweep. Each layer begun is
- * told to the page (`report(done, of)`); a stop the page asked (src/wasm.rs
- * `Session.progressCells`) ends it between two layers.
+ * each as it computed it, so every head comes in one call; after a WebGPU pass, each head is
+ * computed again from the queries and keys and folded, as many at a time as there are threads,
+ * on them. No head is copied here. The same heads with the first key hidden (web/sink.js) fold
+ * into `sink`, the summary the sink switch shows (its mask pooled with the model's), so it needs
+ * no second sweep. Each layer begun is told to the page (`report(done, of)`); a stop the page
+ * asked (src/wasm.rs `Session.progressCells`) ends it between two calls.
  */
 function longSummary(s, r, report) {
-  const [B, L, H] = r.info.shape;
-  const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape);
-  for (let bl = 0; bl < B * L; bl++) {
-    if (s.session.stopAsked()) throw new Error(`stopped as asked, after the heads of ${bl} of ${B * L} layers`);
-    report(bl, B * L);
-    for (let h = 0; h < H;) {
-      const some = s.session.summaryHeads(r.info.long_run, Math.floor(bl / L), bl % L, h);
-      const cells = some.side * some.side;
-      for (let j = 0; j < some.heads; j++, h++) {
-        const thumb = (f) => f.thumbs.subarray(j * cells, (j + 1) * cells);
-        own.folded(bl * H + h, thumb(some.own), some.own.probMax[j], some.own.probArg[j]);
-        sink.folded(bl * H + h, thumb(some.sink), some.sink.probMax[j], some.sink.probArg[j]);
-      }
-    }
+  const [B, L, H] = r.info.shape, heads = B * L * H;
+  const own = headsSummary(r.mask, r.info.shape), sink = headsSummary(r.mask, r.info.shape, own.thumbMask);
+  for (let i = 0; i < heads;) {
+    if (s.session.stopAsked()) throw new Error(`stopped as asked, after the heads of ${Math.floor(i / H)} of ${B * L} layers`);
+    report(Math.floor(i / H), B * L);
+    const some = s.session.summaryHeads(r.info.long_run, Math.floor(i / (L * H)), Math.floor(i / H) % L, i % H);
+    own.folded(i, some.own.thumbs, some.own.probMax, some.own.probArg);
+    sink.folded(i, some.sink.thumbs, some.sink.probMax, some.sink.probArg);
+    i += some.heads;
   }
   return { ...own.done(), sink: sink.done() };
+}
+
+/** Long run `r`'s head `focus` (`{item, layer, head}`, each clamped to the run's) as the page's
+ *  `long-head` gives it, with where it is: `{item, layer, head, attention, scores}`. */
+function focusedHead(s, r, focus) {
+  const [B, L, H] = r.info.shape;
+  const item = Math.min(focus.item, B - 1), layer = Math.min(focus.layer, L - 1), head = Math.min(focus.head, H - 1);
+  return { item, layer, head, ...s.session.longHead(r.info.long_run, item, layer, head) };
 }
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
@@ -878,12 +882,16 @@ self.onmessage = async (e) => {
       const heads = r.records ? runHeads(r.records, r.info.shape) : null;
       const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
       r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
+      // a long run's focused head, computed now that the pass is over (the page would ask at once)
+      if (r.info.long_run != null && msg.focus) r.focusHead = focusedHead(s, r, msg.focus);
       const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
       // each item's records' values (its attention and scores, a layer each) transferred, not copied
       if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));
       if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
       const sink = r.summary.sink; // a long run's, with the first key hidden
-      if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer, sink.thumbMask.buffer);
+      if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer);
+      if (sink && sink.thumbMask !== r.summary.thumbMask) transfer.push(sink.thumbMask.buffer);
+      if (r.focusHead) transfer.push(r.focusHead.attention.buffer, r.focusHead.scores.buffer);
       for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
       const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
       transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
@@ -907,9 +915,9 @@ self.onmessage = async (e) => {
       self.postMessage({ id: msg.id, ok: true, ...(await generate(sessionFor(msg.key), msg)) });
     } else if (msg.type === 'read-out') { // writes read onto the vocabulary: src/wasm.rs Session.readOut
       self.postMessage({ id: msg.id, ok: true, result: sessionFor(msg.key).session.readOut(msg.writes, msg.k) });
-    } else if (msg.type === 'layer-heads') { // a long run's heads, a layer at a time: src/wasm.rs Session.layerHeads
-      const h = sessionFor(msg.key).session.layerHeads(msg.run, msg.item, msg.layer);
-      self.postMessage({ id: msg.id, ok: true, result: h }, h.map((rec) => rec.values.buffer));
+    } else if (msg.type === 'long-head') { // a long run's head, one at a time: src/wasm.rs Session.longHead
+      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head);
+      self.postMessage({ id: msg.id, ok: true, result: h }, [h.attention.buffer, h.scores.buffer]);
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView3};
+use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3};
 
 use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
 use crate::analysis::thumbnail::HeadThumbnails;
@@ -323,7 +323,8 @@ pub struct HeadAttention {
 
 impl QueriesKeys {
     /// Head `head` of layer `layer` over item `b` of the batch, under `mask` (the pass's,
-    /// `(B, T, T)`), with its scores when `scores` says so.
+    /// `(B, T, T)`), with its scores when `scores` says so: its rows in blocks on the pool's
+    /// threads (each row's values are its own, whatever block it is in).
     pub fn head(
         &self,
         b: usize,
@@ -332,8 +333,38 @@ impl QueriesKeys {
         mask: &Mask,
         scores: bool,
     ) -> Result<HeadAttention> {
-        let mut one = self.heads(b, layer, head..head + 1, mask, scores)?;
-        Ok(one.remove(0))
+        use rayon::prelude::*;
+        let of = self.item_layer(b, layer, head..head + 1, mask)?;
+        let (q, k, mask, factor) = (of.queries, of.keys, of.mask.view(), of.factor);
+        let t = q.nrows();
+        let blocks = row_blocks(t, 4 * rayon::current_num_threads().max(1));
+        let parts: Vec<HeadAttention> = crate::engine::cpu::forward::on_the_pool(|| {
+            blocks
+                .into_par_iter()
+                .map(|rows| {
+                    let (probs, scores) = crate::engine::cpu::head_attention(
+                        q.slice(s![rows.clone(), ..]),
+                        k,
+                        self.heads,
+                        head,
+                        mask.slice(s![rows, ..]),
+                        factor,
+                        scores,
+                    )?;
+                    Ok(HeadAttention { probs, scores })
+                })
+                .collect::<Result<_>>()
+        })?;
+        let join = |of: &dyn Fn(&HeadAttention) -> Option<ndarray::ArrayView2<f32>>| {
+            let views: Option<Vec<_>> = parts.iter().map(of).collect();
+            views.map(|v| {
+                ndarray::concatenate(ndarray::Axis(0), &v).expect("blocks of one head's rows")
+            })
+        };
+        Ok(HeadAttention {
+            probs: join(&|p| Some(p.probs.view())).expect("every block has probabilities"),
+            scores: join(&|p| p.scores.as_ref().map(|s| s.view())),
+        })
     }
 
     /// The heads from `first` on that [`QueriesKeys::heads`] computes together: one a thread of
@@ -354,6 +385,30 @@ impl QueriesKeys {
         scores: bool,
     ) -> Result<Vec<HeadAttention>> {
         use rayon::prelude::*;
+        let of = self.item_layer(b, layer, heads.clone(), mask)?;
+        let (q, k, mask, factor) = (of.queries, of.keys, of.mask.view(), of.factor);
+        crate::engine::cpu::forward::on_the_pool(|| {
+            heads
+                .into_par_iter()
+                .map(|head| {
+                    let (probs, scores) = crate::engine::cpu::head_attention(
+                        q, k, self.heads, head, mask, factor, scores,
+                    )?;
+                    Ok(HeadAttention { probs, scores })
+                })
+                .collect()
+        })
+    }
+
+    /// What heads `heads` of layer `layer` over item `b` are computed from; an error naming the
+    /// layer, item or head the pass did not run.
+    fn item_layer(
+        &self,
+        b: usize,
+        layer: usize,
+        heads: std::ops::Range<usize>,
+        mask: &Mask,
+    ) -> Result<ItemLayer<'_>> {
         let (batch, t, _) = mask.dim();
         let (q, k) = match (self.queries.get(layer), self.keys.get(layer)) {
             (Some(q), Some(k)) => (q, k),
@@ -381,21 +436,15 @@ impl QueriesKeys {
             }
             _ => mask,
         };
-        let (q, k, mask) = (q.slice(rows), k.slice(rows), mask.item(b));
         let factor = ScoreFactor {
             scale: self.scale,
             own: arch.score_scale,
         };
-        crate::engine::cpu::forward::on_the_pool(|| {
-            heads
-                .into_par_iter()
-                .map(|head| {
-                    let (probs, scores) = crate::engine::cpu::head_attention(
-                        q, k, self.heads, head, mask, factor, scores,
-                    )?;
-                    Ok(HeadAttention { probs, scores })
-                })
-                .collect()
+        Ok(ItemLayer {
+            queries: q.slice(rows),
+            keys: k.slice(rows),
+            mask: mask.item(b).to_owned(),
+            factor,
         })
     }
 
@@ -407,6 +456,36 @@ impl QueriesKeys {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// One item's layer of [`QueriesKeys`], as its heads are computed from it.
+///
+/// # Shapes
+/// * `queries`: `(T, H·d)`; `keys`: `(T, H_kv·d)`; `mask`: `(T, T)`, a sliding layer's window
+///   cut from the pass's
+struct ItemLayer<'a> {
+    queries: ArrayView2<'a, f32>,
+    keys: ArrayView2<'a, f32>,
+    mask: Array2<bool>,
+    /// The layer's score factor.
+    factor: ScoreFactor,
+}
+
+/// `t` rows in about `blocks` blocks of consecutive rows, none shorter than 4 (the attention's
+/// row count where it takes the matrix product's path), at least one block.
+fn row_blocks(t: usize, blocks: usize) -> Vec<std::ops::Range<usize>> {
+    let size = t.div_ceil(blocks.max(1)).max(4);
+    let mut out: Vec<std::ops::Range<usize>> =
+        (0..t).step_by(size).map(|r| r..(r + size).min(t)).collect();
+    // a short last block joins the one before it
+    if out.len() > 1 && out.last().is_some_and(|r| r.len() < 4) {
+        let last = out.pop().expect("a last block");
+        out.last_mut().expect("a block before it").end = last.end;
+    }
+    if out.is_empty() {
+        out.push(0..t);
+    }
+    out
 }
 
 /// A traced forward pass over a padded batch.
@@ -777,4 +856,31 @@ fn kept_copy(kept: &KeptValues, what: Kept, b: usize, t: usize) -> Result<Array3
     x.to_shape((b, t, c))
         .map(|v| v.to_owned())
         .map_err(|e| Error::Engine(format!("{what:?}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::row_blocks;
+
+    #[test]
+    fn row_blocks_cover_every_row_once_none_shorter_than_four() {
+        for t in 0..200 {
+            for blocks in [1, 2, 3, 8, 16, 500] {
+                let b = row_blocks(t, blocks);
+                assert!(!b.is_empty(), "t {t}, {blocks} blocks: none");
+                assert_eq!(b[0].start, 0, "t {t}, {blocks} blocks: {b:?}");
+                assert_eq!(b.last().unwrap().end, t, "t {t}, {blocks} blocks: {b:?}");
+                for w in b.windows(2) {
+                    assert_eq!(w[0].end, w[1].start, "t {t}, {blocks} blocks: {b:?}");
+                }
+                if t >= 4 {
+                    assert!(
+                        b.iter().all(|r| r.len() >= 4),
+                        "t {t}, {blocks} blocks: {b:?}"
+                    );
+                }
+                assert!(b.len() <= blocks.max(1), "t {t}, {blocks} blocks: {b:?}");
+            }
+        }
+    }
 }

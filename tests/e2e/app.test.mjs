@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
-import { runHeads, longLayer } from '../../web/result.js';
+import { runHeads, longHead } from '../../web/result.js';
 
 let server, browser, noGpu;
 before(async () => { server = await startServer(); browser = await launch(); noGpu = await launch({ webgpu: false }); });
@@ -289,7 +289,7 @@ test('three wasm builds: threads where the page is cross-origin isolated, else r
   }
 });
 
-test('a run\'s records: each head is a view into its layer\'s record; a record of another shape, a missing layer or item is refused by name', () => {
+test('a run\'s records: each head is a view into its layer\'s record; a record of another shape, a missing layer or item is refused by name; a long run\'s head is checked', () => {
   const [B, L, H, T] = [2, 3, 2, 4], n = T * T;
   const value = (b, l, h, j, name) => (name === 'attention' ? 1 : -1) * (((b * L + l) * H + h) * n + j);
   const record = (b, l, name, shape = [H, T, T]) => ({ stack: 'decoder', kind: 'self', layer: l, name, shape, values: Float32Array.from({ length: shape.reduce((x, y) => x * y, 1) }, (_, i) => value(b, l, Math.floor(i / n), i % n, name)) });
@@ -310,11 +310,14 @@ test('a run\'s records: each head is a view into its layer\'s record; a record o
   assert.throws(() => runHeads([item(0), wrong], shape), { message: "item 1's attention of layer 1 has shape [2,4,3] (24 values), where the run's heads are (2, 4, 4)" });
   assert.throws(() => runHeads([item(0), item(1).slice(0, 4)], shape), { message: 'item 1 has attention of 2 layers, where the run has 3' });
   assert.throws(() => runHeads([item(0)], shape), { message: 'the run has records of 1 items, where it ran 2' });
-  // a long run's layer, asked for alone
-  const layer = longLayer([record(1, 2, 'attention'), record(1, 2, 'scores')], 1, 2, shape);
-  assert.equal(layer.probs[n + 3], value(1, 2, 1, 3, 'attention'));
-  assert.equal(layer.scores[n + 3], value(1, 2, 1, 3, 'scores'));
-  assert.throws(() => longLayer([record(1, 2, 'attention')], 1, 2, shape), { message: 'layer 2 of item 1 came without its scores' });
+  // a long run's head, asked for alone: its values, and its largest |score|
+  const one = (name) => Float32Array.from({ length: n }, (_, j) => value(1, 2, 1, j, name));
+  const got = longHead({ attention: one('attention'), scores: one('scores') }, 1, 2, 1, T);
+  assert.equal(got.probs[3], value(1, 2, 1, 3, 'attention'));
+  assert.equal(got.scores[3], value(1, 2, 1, 3, 'scores'));
+  assert.equal(got.scoreMax, Math.max(...Array.from(one('scores'), Math.abs)));
+  assert.throws(() => longHead({ attention: one('attention') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with scores of no values, where the run's heads are 4 × 4" });
+  assert.throws(() => longHead({ attention: one('attention').subarray(1), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with attention of 15 values, where the run's heads are 4 × 4" });
 });
 
 test('run option scores: false returns the probabilities alone, the same as with the scores', async () => {

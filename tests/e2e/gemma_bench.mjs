@@ -48,7 +48,7 @@ try {
   if (await ready(p2.page)) throw new Error('the page did not load Gemma 3');
   const t1 = performance.now();
   await p2.page.fill('#sentence', long);
-  await p2.page.waitForFunction((t) => { const s = window.attnscope.store.get(); return window.attnscope.result?.text === t && s.run?.hasLayer(0, 0) && s.rendered?.startsWith(`${s.run.id}:`) && document.querySelector('#inside-window')?.dataset.drawn === String(s.run.id); }, long, { timeout: 1800000, polling: 500 });
+  await p2.page.waitForFunction((t) => { const s = window.attnscope.store.get(); return window.attnscope.result?.text === t && s.run?.hasHead(0, 0, Math.min(s.head, s.run.H - 1)) && s.rendered?.startsWith(`${s.run.id}:`) && document.querySelector('#inside-window')?.dataset.drawn === String(s.run.id); }, long, { timeout: 1800000, polling: 500 });
   const ms = performance.now() - t1;
   const got = await p2.page.evaluate(async () => {
     const r = window.attnscope.store.get().run, T = r.T, q = T - 1;

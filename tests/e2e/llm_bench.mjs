@@ -243,7 +243,7 @@ const LONG = { tokens: 1024, text: promptOf(975) };
 async function longPrompt(page) {
   const t0 = performance.now();
   await page.fill('#sentence', LONG.text);
-  await page.waitForFunction((t) => { const s = window.attnscope.store.get(); return window.attnscope.result?.text === t && s.run?.long && s.run.hasLayer(0, Math.min(s.layer, s.run.L - 1)) && s.rendered?.startsWith(`${s.run.id}:`); }, LONG.text, { timeout: 900000, polling: 250 });
+  await page.waitForFunction((t) => { const s = window.attnscope.store.get(); return window.attnscope.result?.text === t && s.run?.long && s.run.hasHead(0, Math.min(s.layer, s.run.L - 1), Math.min(s.head, s.run.H - 1)) && s.rendered?.startsWith(`${s.run.id}:`); }, LONG.text, { timeout: 900000, polling: 250 });
   const ms = performance.now() - t0;
   return { ms, ...(await page.evaluate(async () => ({ tokens: window.attnscope.result.token_ids.length, pass: window.attnscope.result.elapsedMs, wasm: (await window.attnscope.stats()).wasmBytes }))) };
 }

@@ -5,7 +5,7 @@
 // the page's long-run threshold (every head of SmolLM2's would be 283M probabilities, 1.1 GB;
 // the tiny one's 67M). The engine keeps each layer's queries and keys instead, the worker
 // summarises every head from them a layer at a time (the grid's thumbnails, the table), and the
-// page asks for the focused layer's heads, which equal the CLI's `--heads` (the CPU engine's
+// page asks for the focused head, one at a time, which equals the CLI's `--heads` (the CPU engine's
 // attention over the same model, natively); the wasm memory after it stays under 512 MiB.
 // LONG_SMOLLM2_GPU=1 runs SmolLM2 on WebGPU too (docs/speed.md's figure).
 import { test, before, after } from 'node:test';
@@ -59,10 +59,10 @@ after(async () => {
 /** The page's head (layer, head) of item 0 once the page has it, rows as arrays. */
 async function headOf(page, layer, head) {
   await page.evaluate(([l, h]) => window.attnscope.store.update({ layer: l, head: h }), [layer, head]);
-  await page.waitForFunction(([l]) => {
+  await page.waitForFunction(([l, h]) => {
     const s = window.attnscope.store.get();
-    return s.run.hasLayer(0, l) && s.rendered.startsWith(`${s.run.id}:`) && !document.getElementById('long-note').hidden && /heads are here/.test(document.getElementById('long-note').textContent);
-  }, [layer], { timeout: 300000, polling: 250 });
+    return s.run.hasHead(0, l, h) && s.rendered.startsWith(`${s.run.id}:`) && !document.getElementById('long-note').hidden && document.getElementById('long-note').textContent.includes(`L${l} H${h} is here.`);
+  }, [layer, head], { timeout: 300000, polling: 250 });
   return page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return Array.from(r.head(0, l, h)); }, [layer, head]);
 }
 
@@ -85,14 +85,22 @@ function worst(got, want, T) {
 }
 
 for (const { engine, name, model, text, heads } of CASES) {
-  test(`${name}: the engine keeps queries and keys, the grid and table summarise every head, the focused layer's heads equal the CLI's --heads, the wasm memory stays under 512 MiB, the sink switch hides the first key from them, and (CPU) two words typed at its end reuse the pass and equal the CLI's`, async () => {
+  test(`${name}: the engine keeps queries and keys, the grid and table summarise every head, the focused heads (one at a time, the first with the run) equal the CLI's --heads, the wasm memory stays under 512 MiB, the sink switch hides the first key from them, and (CPU) two words typed at its end reuse the pass and equal the CLI's`, async () => {
     // a short text first (the model loads and runs), then the long one typed in
     const want = reference({ model, text, heads });
     const url = `${server.url}${process.env.WASM ? `?wasm=${process.env.WASM}` : ''}#model=${encodeURIComponent(model)}&s=${encodeURIComponent('The committee met.')}&e=${engine}`;
     const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
     assert.equal(await ready(page), null);
+    // whether the focused head is here when the long run first reaches the store
+    await page.evaluate(() => window.attnscope.store.subscribe((s, changed) => {
+      const r = s.run;
+      if (changed.has('run') && r?.long && !window.firstHead) window.firstHead = { at: `${Math.min(s.layer, r.L - 1)}:${Math.min(s.head, r.H - 1)}`, here: r.hasHead(0, Math.min(s.layer, r.L - 1), Math.min(s.head, r.H - 1)) };
+    }));
     await page.fill('#sentence', text);
     await page.waitForFunction((t) => window.attnscope.result?.text === t, text, { timeout: 900000, polling: 500 });
+    // the run brought its focused head with it: the views wait on no second message
+    const first = await page.evaluate(() => window.firstHead);
+    assert.ok(first.here, `the focused head ${first.at} came with the run`);
     const [ll, hh] = heads.at(-1);
     const run = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { long: r.long, T: r.T, L: r.L, H: r.H, backend: r.backend, thumb: r.thumb(0, l, h)?.n ?? 0, metrics: r.metricNames.length }; }, [ll, hh]);
     assert.equal(run.long, true, 'a long run');
@@ -110,6 +118,16 @@ for (const { engine, name, model, text, heads } of CASES) {
       assert.ok(d <= TOL, `${engine}: head ${layer}:${head} differs from the CLI's by ${d}`);
       console.log(`# ${engine}: head ${layer}:${head} over ${run.T} tokens vs the CLI's --heads: max |Δ| ${d.toExponential(2)}`);
     }
+    // the page holds the heads it asked for, one at a time (the first focused, then the case's),
+    // each T × T, null for the others, and a layer none was asked of is null
+    const held = await page.evaluate(() => {
+      const a = window.attnscope.result.attention;
+      return { heads: a.flatMap((x, l) => (x ? x.flatMap((y, h) => (y ? [`${l}:${h}`] : [])) : [])), rows: a.flatMap((x) => (x ? x.filter(Boolean).map((y) => y.length) : [])), empty: a.filter((x) => x === null).length };
+    });
+    const asked = [...new Set([first.at, ...heads.map(([l, h]) => `${l}:${h}`)])];
+    assert.deepEqual(held.heads.sort(), asked.sort(), 'the heads the page holds');
+    assert.deepEqual(held.rows, asked.map(() => run.T));
+    assert.equal(held.empty, run.L - new Set(asked.map((x) => x.split(':')[0])).size, 'the layers with no head held');
     // the last position's likeliest next tokens, as the CLI's
     const next = await page.evaluate(() => window.attnscope.result.next_tokens.at(-1));
     const last = want.next_tokens.at(-1);

@@ -36,7 +36,7 @@ try {
       await page.fill('#sentence', text);
       await page.waitForFunction((t) => {
         const s = window.attnscope.store.get();
-        return window.attnscope.result?.text === t && s.run?.long && s.run.hasLayer(0, Math.min(s.layer, s.run.L - 1)) && s.rendered?.startsWith(`${s.run.id}:`);
+        return window.attnscope.result?.text === t && s.run?.long && s.run.hasHead(0, Math.min(s.layer, s.run.L - 1), Math.min(s.head, s.run.H - 1)) && s.rendered?.startsWith(`${s.run.id}:`);
       }, text, { timeout: 900000, polling: 100 });
       const ms = performance.now() - t0;
       const r = await page.evaluate(async () => { const run = window.attnscope.store.get().run; return { T: run.T, pass: run.elapsed_ms, reused: run.reused, wasm: (await window.attnscope.stats()).wasmBytes }; });

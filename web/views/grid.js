@@ -395,11 +395,11 @@ export function render(target, run, opts) {
       // than the thumbnail: a phone's or a laptop's cells; the strongest cell stays the worker's);
       // short ones are pooled here (cheaply)
       const t = run.thumb(opts.item, l, h);
-      // a pair's part: from the head, or (a long text's layer not fetched) its thumbnail's bins;
+      // a pair's part: from the head, or (a long text's head not fetched) its thumbnail's bins;
       // an n_q × n_k head: all of it, stretched to the square cell
       const block = part ?? (nk !== T ? { q0: 0, q1: T, k0: 0, k1: nk } : null);
       if (block) {
-        const p = run.hasLayer(opts.item, l) ? pooledPart(run.head(opts.item, l, h), run.maskOf(opts.item, l), nk, block, R) : partOfThumb(t, T, part, R);
+        const p = run.hasHead(opts.item, l, h) ? pooledPart(run.head(opts.item, l, h), run.maskOf(opts.item, l), nk, block, R) : partOfThumb(t, T, part, R);
         sctx.clearRect(h * sheet.slot, l * sheet.slot, sheet.slot, sheet.slot);
         sctx.putImageData(pixels(p.values, p.rows, probScale(p.max), p.mask, p.cols), h * sheet.slot, l * sheet.slot);
         sheet.n[i] = p.cols;

@@ -60,7 +60,7 @@ export function render(target, run, opts) {
 
   // 1. the focused head's attention from token q, in every layer, over keys 0..q
   const att = figure(part(target, 'inside-row window-attention'), 'window-attention', { legendBox: true });
-  const here = Array.from({ length: L }, (_, l) => run.hasLayer(item, l));
+  const here = Array.from({ length: L }, (_, l) => run.hasHead(item, l, h));
   const values = new Float32Array(L * (q + 1)), mask = new Uint8Array(L * (q + 1));
   for (let l = 0; l < L; l++) {
     if (!here[l]) continue;
