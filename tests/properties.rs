@@ -792,7 +792,8 @@ fn assert_folded_as_kept(
 
 /// A long text's pass folds each head's thumbnails a block of query rows at a time, over the
 /// keys each block reaches: over more than one block and pooled (tiny Llama, 120 positions in
-/// bins of 2), and under sliding windows of 5 (tiny Gemma 3), with a shorter item padded beside.
+/// bins of 2), and under sliding windows of 5 (tiny Gemma 3), with a shorter item padded beside;
+/// each head computed again from the kept queries and keys is the kept one.
 #[test]
 fn thumbnails_folded_by_a_long_pass_equal_the_kept_heads() {
     for (name, words) in [("tiny-llama", 120), ("v5-gemma3", 60)] {
@@ -818,7 +819,24 @@ fn thumbnails_folded_by_a_long_pass_equal_the_kept_heads() {
         let got = cpu::forward(m, &input, &mask, &qk).unwrap();
         let t = want.attention.dim().3;
         assert!(t > 50, "{name}: {t} positions");
-        assert_folded_as_kept(name, got.queries_keys.as_ref().unwrap(), &want.attention);
+        let from = got.queries_keys.as_ref().unwrap();
+        assert_folded_as_kept(name, from, &want.attention);
+        // each head computed again from the queries and keys (its rows in blocks on the pool, a
+        // sliding layer's window cut from the item's mask) equals the kept one
+        let (b, l, h, _, _) = want.attention.dim();
+        for i in 0..b {
+            for li in 0..l {
+                for hi in 0..h {
+                    let one = from.head(i, li, hi, &got.mask, false).unwrap();
+                    let kept = want.attention.slice(s![i, li, hi, .., ..]);
+                    let d = max_abs_diff(one.probs.view().into_dyn(), kept.into_dyn());
+                    assert!(
+                        d <= 1e-6,
+                        "{name} item {i} head {li}:{hi}: computed again, {d} off"
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3};
+use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3, CowArray, Ix2};
 
 use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
 use crate::analysis::thumbnail::HeadThumbnails;
@@ -402,13 +402,13 @@ impl QueriesKeys {
 
     /// What heads `heads` of layer `layer` over item `b` are computed from; an error naming the
     /// layer, item or head the pass did not run.
-    fn item_layer(
-        &self,
+    fn item_layer<'a>(
+        &'a self,
         b: usize,
         layer: usize,
         heads: std::ops::Range<usize>,
-        mask: &Mask,
-    ) -> Result<ItemLayer<'_>> {
+        mask: &'a Mask,
+    ) -> Result<ItemLayer<'a>> {
         let (batch, t, _) = mask.dim();
         let (q, k) = match (self.queries.get(layer), self.keys.get(layer)) {
             (Some(q), Some(k)) => (q, k),
@@ -427,14 +427,15 @@ impl QueriesKeys {
             )));
         }
         let rows = s![b * t..(b + 1) * t, ..];
-        let windowed;
         let arch = self.layers.get(layer).copied().unwrap_or_else(Layer::plain);
+        let item = mask.item(b);
         let mask = match arch.reach {
-            Reach::Sliding(w) => {
-                windowed = mask.within_window(w, |_, i| i);
-                &windowed
-            }
-            _ => mask,
+            // a sliding layer's window cut from the item's mask (as `Mask::within_window`): a
+            // query reaches the keys less than `w` positions before it
+            Reach::Sliding(w) => CowArray::from(Array2::from_shape_fn(item.dim(), |(i, j)| {
+                item[[i, j]] && i < j + w
+            })),
+            _ => CowArray::from(item),
         };
         let factor = ScoreFactor {
             scale: self.scale,
@@ -443,7 +444,7 @@ impl QueriesKeys {
         Ok(ItemLayer {
             queries: q.slice(rows),
             keys: k.slice(rows),
-            mask: mask.item(b).to_owned(),
+            mask,
             factor,
         })
     }
@@ -461,12 +462,12 @@ impl QueriesKeys {
 /// One item's layer of [`QueriesKeys`], as its heads are computed from it.
 ///
 /// # Shapes
-/// * `queries`: `(T, H·d)`; `keys`: `(T, H_kv·d)`; `mask`: `(T, T)`, a sliding layer's window
-///   cut from the pass's
+/// * `queries`: `(T, H·d)`; `keys`: `(T, H_kv·d)`; `mask`: `(T, T)`, the pass's (a view), or
+///   a sliding layer's window cut from it
 struct ItemLayer<'a> {
     queries: ArrayView2<'a, f32>,
     keys: ArrayView2<'a, f32>,
-    mask: Array2<bool>,
+    mask: CowArray<'a, bool, Ix2>,
     /// The layer's score factor.
     factor: ScoreFactor,
 }
