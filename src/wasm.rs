@@ -1326,9 +1326,10 @@ impl Session {
     /// it went where it did (the CPU engine's: every head from `first` of `layer` to the run's
     /// last, layer after layer and item after item, with nothing computed), or else as many
     /// heads as there are threads (fewer at the layer's end) computed again from the run's
-    /// queries and keys, each folded on the thread that computed it. `{heads, side, own, sink}`, `own` the heads as they are and `sink` with their first
-    /// key hidden, each `{thumbs (Float32Array, heads × side × side), probMax (Float32Array),
-    /// probArg (Uint32Array, q·T + k)}`. Errors as [`Session::long_head`]'s.
+    /// queries and keys, each folded on the thread that computed it. `{heads, side, own, sink}`,
+    /// `own` the heads as they are and `sink` with their first key hidden, each `{thumbs
+    /// (Float32Array, heads × side × side), probMax (Float32Array), probArg (Uint32Array,
+    /// q·T + k)}`. Errors as [`Session::long_head`]'s.
     #[wasm_bindgen(js_name = summaryHeads)]
     pub fn summary_heads(
         &self,

@@ -37,6 +37,19 @@ export function longHead({ attention, scores }, b, l, h, T) {
 }
 
 /**
+ * Item b's heads of a run of `shape` `(B, L, H, T)` nested as a run's `attention` is, `[L][H]`
+ * of T rows: those `has(b, l, h)` says are here, from `get(b, l, h)` (T·T), null for the others,
+ * and a layer with none null (a long run's holds the heads the page asked for).
+ */
+export function heldHeads(b, [, L, H, T], has, get) {
+  const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
+  return Array.from({ length: L }, (_, l) => {
+    const heads = Array.from({ length: H }, (_, h) => (has(b, l, h) ? rows(get(b, l, h)) : null));
+    return heads.some(Boolean) ? heads : null;
+  });
+}
+
+/**
  * A run's heads read from its records (src/wasm.rs `run_records`, or given attention's:
  * docs/given.md): `records[b]` item b's, one a layer, `{name, shape, values}`, its attention
  * (`name` "attention", `(H, T, T)`) and its scores where the run kept them (`scores`), each in
@@ -129,12 +142,8 @@ export function fromWorker(raw) {
     const r = { ...item, labels: labelsOf(item) };
     if (long) {
       // the heads the page has asked for; null for the others, and for a layer with none here
-      const held = (get) => Array.from({ length: L }, (_, l) => {
-        const heads = Array.from({ length: H }, (_, h) => (hasHead(b, l, h) ? rows(get(b, l, h)) : null));
-        return heads.some(Boolean) ? heads : null;
-      });
-      Object.defineProperty(r, 'attention', { enumerable: true, get: () => held(head) });
-      Object.defineProperty(r, 'scores', { enumerable: true, get: () => held(scoresOf) });
+      Object.defineProperty(r, 'attention', { enumerable: true, get: () => heldHeads(b, info.shape, hasHead, head) });
+      Object.defineProperty(r, 'scores', { enumerable: true, get: () => heldHeads(b, info.shape, hasHead, scoresOf) });
     } else {
       lazy(r, 'attention', () => nested(head, b));
       lazy(r, 'scores', () => (kept?.scoresOf ? nested(scoresOf, b) : null));

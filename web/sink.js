@@ -4,6 +4,7 @@
 // page labels it wherever it is on, and `window.attnscope.result` keeps the model's numbers.
 
 import { maskedMaxes, thumbOf } from './summary.js';
+import { heldHeads } from './result.js';
 
 const runs = new WeakMap();
 
@@ -36,17 +37,15 @@ export function renormalised(values, T, out = new Float32Array(T * T)) {
 export function withoutSink(run) {
   if (runs.has(run)) return runs.get(run);
   const { B, L, H, T } = run;
-  const rows = (m) => Array.from({ length: T }, (_, q) => m.subarray(q * T, (q + 1) * T));
   let head;
   if (run.long) {
-    // by the layer's buffer: a layer the run lets go takes its renormalised heads with it
-    const layers = new WeakMap();
+    // by the head's own array: a head the run lets go takes its renormalised one with it
+    const made = new WeakMap();
     head = (b, l, h) => {
       const v = run.head(b, l, h);
       if (!v) return null;
-      if (!layers.has(v.buffer)) layers.set(v.buffer, new Array(H));
-      const made = layers.get(v.buffer);
-      return (made[h] ??= renormalised(v, T));
+      if (!made.has(v)) made.set(v, renormalised(v, T));
+      return made.get(v);
     };
   } else {
     const heads = new Array(B * L * H);
@@ -56,11 +55,8 @@ export function withoutSink(run) {
   const results = run.results.map((item, b) => {
     const { attention: _, ...rest } = Object.getOwnPropertyDescriptors(item); // (a long run's is not configurable)
     const r = Object.defineProperties({}, rest);
-    // a long run's: the heads the page holds, null for the others and a layer with none here
-    const attention = () => Array.from({ length: L }, (_, l) => {
-      const heads = Array.from({ length: H }, (_, h) => (run.hasHead(b, l, h) ? rows(head(b, l, h)) : null));
-      return heads.some(Boolean) ? heads : null;
-    });
+    // (a long run's: the heads the page holds, null for the others and a layer with none)
+    const attention = () => heldHeads(b, [B, L, H, T], run.hasHead, head);
     Object.defineProperty(r, 'attention', run.long ? { enumerable: true, get: attention } : {
       enumerable: true, configurable: true,
       get() { const v = attention(); Object.defineProperty(r, 'attention', { value: v, enumerable: true }); return v; },

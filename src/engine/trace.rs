@@ -355,15 +355,18 @@ impl QueriesKeys {
                 })
                 .collect::<Result<_>>()
         })?;
-        let join = |of: &dyn Fn(&HeadAttention) -> Option<ndarray::ArrayView2<f32>>| {
-            let views: Option<Vec<_>> = parts.iter().map(of).collect();
-            views.map(|v| {
-                ndarray::concatenate(ndarray::Axis(0), &v).expect("blocks of one head's rows")
-            })
+        // the blocks one under the other (each `(rows, T)`, every block the same width)
+        let join = |blocks: Vec<ArrayView2<f32>>| {
+            ndarray::concatenate(ndarray::Axis(0), &blocks).expect("blocks of one head's rows")
         };
+        let probs = join(parts.iter().map(|p| p.probs.view()).collect());
+        let scores: Option<Vec<_>> = parts
+            .iter()
+            .map(|p| p.scores.as_ref().map(|s| s.view()))
+            .collect();
         Ok(HeadAttention {
-            probs: join(&|p| Some(p.probs.view())).expect("every block has probabilities"),
-            scores: join(&|p| p.scores.as_ref().map(|s| s.view())),
+            probs,
+            scores: scores.map(join),
         })
     }
 
