@@ -664,6 +664,71 @@ fn quantized_gguf_models_run_in_wasm_as_hf_runs_them() {
     }
 }
 
+/// `quant/simd128.rs`'s matrix–vector product on its own, value by value: random `Q8_0`, `Q4_0`
+/// and `Q4_1` blocks whose `f16` scales and offsets run through signs, subnormals and large
+/// values (the kernel converts four rows' together), 4·k + 1 rows (four at a time, then one),
+/// each product against the dot product in f64 of the row the portable code dequantizes. Rows
+/// of one block show each row's own scale; rows of three, their sum.
+#[wasm_bindgen_test]
+fn quantized_matrix_vector_products_in_wasm_equal_the_dequantized_rows() {
+    for cols in [32, 96] {
+        products_equal_the_dequantized_rows(13, cols);
+    }
+}
+
+fn products_equal_the_dequantized_rows(rows: usize, cols: usize) {
+    use attnscope::model::quant::{GgmlType, QuantMatrix, SharedBytes};
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let scales = [
+        1.0e-2f32, -3.5e-3, 2.0e-6, -6.0e-8, 700.0, 0.25, -1.5e-5, 4.2e-2,
+    ];
+    for (ty, block_bytes, halves) in [
+        (GgmlType::Q8_0, 34, 1),
+        (GgmlType::Q4_0, 18, 1),
+        (GgmlType::Q4_1, 20, 2),
+    ] {
+        let mut bytes = Vec::new();
+        for block in 0..rows * cols / 32 {
+            let mut b: Vec<u8> = (0..block_bytes).map(|_| next() as u8).collect();
+            for h in 0..halves {
+                let v = scales[(block * 3 + h * 5) % scales.len()];
+                b[2 * h..2 * h + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+            }
+            bytes.extend(b);
+        }
+        let shared: SharedBytes = std::sync::Arc::new(bytes);
+        let m = QuantMatrix::new(ty, rows, cols, shared, 0).unwrap();
+        let x =
+            ndarray::Array2::from_shape_fn((1, cols), |(_, j)| ((j * 37 % 23) as f32 - 11.0) / 7.0);
+        let y = m.matmul_t(x.view());
+        let mut row = vec![0.0f32; cols];
+        for r in 0..rows {
+            m.dequantize_row(r, &mut row);
+            let want: f64 = row
+                .iter()
+                .zip(x.iter())
+                .map(|(&w, &x)| f64::from(w) * f64::from(x))
+                .sum();
+            let size: f64 = row
+                .iter()
+                .zip(x.iter())
+                .map(|(&w, &x)| f64::from((w * x).abs()))
+                .sum();
+            let got = f64::from(y[[0, r]]);
+            assert!(
+                (got - want).abs() <= 1e-5 * size,
+                "{ty}, {cols} columns: row {r}: {got} against {want} (Σ|w·x| {size})"
+            );
+        }
+    }
+}
+
 /// The tiny Llama's text, and the tiny Gemma 3's and Qwen3's (tools/make_fixtures.py).
 const LLAMA_TEXT: &str = "time flies like an arrow";
 const FAMILY_TEXT: &str = "time flies like an arrow and fruit flies like a banana";

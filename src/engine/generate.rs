@@ -16,6 +16,7 @@ use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
 use crate::engine::network::Loaded;
 use crate::error::{Error, Result};
+use crate::linalg::team::with_team;
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::limits::MAX_ATTENTION_VALUES;
@@ -404,9 +405,19 @@ impl<M: Loaded + Send> CpuSteps<M> {
         on_the_pool(|| self.pass(ids, 0, &Mask::causal(1, ids.len())))
     }
 
-    /// [`Steps::step`], on the calling thread's pool.
+    /// [`Steps::step`], on the calling thread's pool. In the browser its other threads wait
+    /// for the step's products as a team (a step is ~200 short ones: [`crate::linalg::team`]):
+    /// waking them for each was slower there. Natively rayon's own hand-overs are quick, and
+    /// the team, whose other threads leave rayon's parallel loops (the heads, `q`, `k` and `v`
+    /// side by side) to the step's thread, measured slower (140 against 171 tokens/s on 2
+    /// threads, docs/speed.md).
     pub(crate) fn step_now(&mut self, n: usize, token: u32) -> Result<StepPass> {
-        on_the_pool(|| self.pass(&[token], n, &Mask::none(1, 1, n + 1)))
+        let step = || self.pass(&[token], n, &Mask::none(1, 1, n + 1));
+        if cfg!(target_arch = "wasm32") {
+            on_the_pool(|| with_team(step))
+        } else {
+            on_the_pool(step)
+        }
     }
 }
 

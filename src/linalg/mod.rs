@@ -1,9 +1,11 @@
 //! The CPU's numeric kernels, below both the model's files and the engines: matrix products
 //! (`gemm`: packed panels, one thread or rayon's), the instruction sets they are compiled for
-//! (`isa`), and the dot product the quantized blocks and the attention share.
+//! (`isa`), a decoding step's team of threads (`team`), and the dot product the quantized blocks
+//! and the attention share.
 
 pub mod gemm;
 pub(crate) mod isa;
+pub mod team;
 
 /// `a · b`, in 16 lanes that LLVM vectorises (SSE/AVX natively, `simd128` in wasm).
 #[inline(always)]

@@ -24,7 +24,7 @@
 
 use std::fmt;
 use std::mem::MaybeUninit;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -32,7 +32,7 @@ use ndarray::{Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
 use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
-use crate::linalg::{dot, isa};
+use crate::linalg::{dot, isa, team};
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
@@ -368,6 +368,10 @@ thread_local! {
 /// Multiply-adds below which a task is not worth handing to another thread.
 const TASK_MIN_WORK: usize = 1 << 16;
 
+/// Multiply-adds below which a task is not worth a decoding step's team claiming
+/// ([`team::for_each_task`]): about 10 µs in wasm.
+const TEAM_TASK_MIN_WORK: usize = 1 << 15;
+
 impl QuantMatrix {
     /// The matrix of `rows × cols` values of type `ty` found `start` bytes into `bytes`.
     pub fn new(
@@ -590,63 +594,66 @@ impl QuantMatrix {
         let (data, row_bytes) = (self.data(), self.row_bytes);
         let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
         let kernel = RowKernel::best(self.ty);
-        // a few tasks per thread, none too small to be worth handing over
+        // a few tasks per thread, none too small to be worth handing over; a decoding step's
+        // team claims its tasks with an atomic swap, and takes smaller ones
         let per_row = (n * cols).max(1);
-        let chunk = TASK_MIN_WORK
-            .div_ceil(per_row)
-            .max(self.rows.div_ceil(4 * rayon::current_num_threads()))
-            .max(1);
-        out.axis_chunks_iter_mut(Axis(1), chunk)
-            .into_par_iter()
-            .enumerate()
-            .for_each_init(
-                // the float types are converted into a row of scratch; blocks need none
+        let chunk = if team::leading() {
+            TEAM_TASK_MIN_WORK
+                .div_ceil(per_row)
+                .next_multiple_of(ROWS_TOGETHER)
+        } else {
+            TASK_MIN_WORK
+                .div_ceil(per_row)
+                .max(self.rows.div_ceil(4 * rayon::current_num_threads()))
+                .max(1)
+        };
+        let parts: Vec<Mutex<ArrayViewMut2<MaybeUninit<f32>>>> = out
+            .axis_chunks_iter_mut(Axis(1), chunk)
+            .map(Mutex::new)
+            .collect();
+        team::for_each_task(parts.len(), |c| {
+            let mut out = parts[c].lock().expect("each part is taken by one task");
+            // the float types are converted into a row of scratch; blocks need none
+            let mut scratch = if float {
+                vec![0.0f32; cols]
+            } else {
+                Vec::new()
+            };
+            // compiled for the widest instruction set the CPU has (AVX2 natively)
+            isa::vectorised(
+                #[inline(always)]
                 || {
-                    if float {
-                        vec![0.0f32; cols]
+                    let rows = &data[c * chunk * row_bytes..][..out.ncols() * row_bytes];
+                    // four weight rows at a time: 32-value blocks read each x once for the
+                    // four; the x86 kernels of the K-quants take them in turn (the portable
+                    // K-quant loops, one row at a time, gain nothing)
+                    let together = if self.ty.block_len() == 32 || kernel.by_hand() {
+                        rows.len() / (ROWS_TOGETHER * row_bytes)
                     } else {
-                        Vec::new()
+                        0
+                    };
+                    let (fours, rest) = rows.split_at(together * ROWS_TOGETHER * row_bytes);
+                    for (f, w) in fours.chunks_exact(ROWS_TOGETHER * row_bytes).enumerate() {
+                        let w: [&[u8]; ROWS_TOGETHER] =
+                            std::array::from_fn(|r| &w[r * row_bytes..(r + 1) * row_bytes]);
+                        for (i, x) in xs.chunks_exact(cols).enumerate() {
+                            let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
+                            let dots = kernel.dots(w, x, sums, || dot_32s(self.ty, w, x, sums));
+                            for (r, d) in dots.into_iter().enumerate() {
+                                out[[i, ROWS_TOGETHER * f + r]].write(d);
+                            }
+                        }
+                    }
+                    let done = out.ncols() - rest.len() / row_bytes;
+                    for (j, w) in rest.chunks_exact(row_bytes).enumerate() {
+                        for (i, x) in xs.chunks_exact(cols).enumerate() {
+                            let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
+                            out[[i, done + j]].write(dot_row(self.ty, w, x, sums, &mut scratch));
+                        }
                     }
                 },
-                |scratch, (c, mut out)| {
-                    // compiled for the widest instruction set the CPU has (AVX2 natively)
-                    isa::vectorised(
-                        #[inline(always)]
-                        || {
-                            let rows = &data[c * chunk * row_bytes..][..out.ncols() * row_bytes];
-                            // four weight rows at a time: 32-value blocks read each x once
-                            // for the four; the x86 kernels of the K-quants take them in turn
-                            // (the portable K-quant loops, one row at a time, gain nothing)
-                            let together = if self.ty.block_len() == 32 || kernel.by_hand() {
-                                rows.len() / (ROWS_TOGETHER * row_bytes)
-                            } else {
-                                0
-                            };
-                            let (fours, rest) = rows.split_at(together * ROWS_TOGETHER * row_bytes);
-                            for (f, w) in fours.chunks_exact(ROWS_TOGETHER * row_bytes).enumerate()
-                            {
-                                let w: [&[u8]; ROWS_TOGETHER] =
-                                    std::array::from_fn(|r| &w[r * row_bytes..(r + 1) * row_bytes]);
-                                for (i, x) in xs.chunks_exact(cols).enumerate() {
-                                    let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
-                                    let dots =
-                                        kernel.dots(w, x, sums, || dot_32s(self.ty, w, x, sums));
-                                    for (r, d) in dots.into_iter().enumerate() {
-                                        out[[i, ROWS_TOGETHER * f + r]].write(d);
-                                    }
-                                }
-                            }
-                            let done = out.ncols() - rest.len() / row_bytes;
-                            for (j, w) in rest.chunks_exact(row_bytes).enumerate() {
-                                for (i, x) in xs.chunks_exact(cols).enumerate() {
-                                    let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
-                                    out[[i, done + j]].write(dot_row(self.ty, w, x, sums, scratch));
-                                }
-                            }
-                        },
-                    )
-                },
-            );
+            )
+        });
     }
 
     /// `x · Wᵀ` into `out`, tile by tile of weight rows, each dequantized and multiplied by the
