@@ -124,7 +124,6 @@ bench: setup web
 	cd tests/e2e && node first_view.mjs
 	$(MAKE) --no-print-directory bench-translate
 	$(MAKE) --no-print-directory bench-llm
-	cd tests/e2e && npm run bench-llm
 	cd tests/e2e && node gemma_bench.mjs
 	cd tests/e2e && node long_bench.mjs
 	cd tests/e2e && node roles_bench.mjs
@@ -141,13 +140,16 @@ bench-notebook: wheel
 # beside llama.cpp (llama-cpp-python, built here from PyPI: ~10 minutes the first time, skipped
 # with a note where it cannot build; AMX off: this machine's CPU lists AMX, whose instructions trap
 # here, and ggml's GGML_AMX_* options do nothing once GGML_NATIVE is on) and PyTorch (HF from the
-# same GGUF), on 1 and 2 threads.
+# same GGUF), on 1 and 2 threads; then the page generating in headless Chromium (the threaded
+# build) beside llama.cpp in wasm (@wllama/wllama, installed by setup from npm) in the same
+# browser (tests/e2e/llm_bench.mjs).
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 .PHONY: bench-llm
-bench-llm: setup
+bench-llm: setup web
 	cargo build --release
 	python3 -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'" python3 -m pip install --quiet llama-cpp-python || echo "bench: llama-cpp-python did not build: llama.cpp will be skipped"
 	python3 bench/llm.py
+	cd tests/e2e && npm run bench-llm
 
 # Translation at opus-mt-en-de's size (a random checkpoint, tools/make_opus_shape.py, git-ignored):
 # attnscope (CPU and GPU engines, 2 and 1 threads), HF's generate (PyTorch, 1 and 2 threads), and

@@ -112,10 +112,11 @@ PY
     say "$GEMMA_GGUF does not match sha256 $GEMMA_SHA256"; exit 1
   fi
 fi
-# 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser)
-#    and axe-core, the accessibility checker they inject into the page.
-if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/axe-core ]; then
-  say "installing playwright-core and axe-core for the end-to-end tests"
+# 5. playwright-core for the end-to-end tests (it drives Debian's Chromium; it downloads no browser),
+#    axe-core, the accessibility checker they inject into the page, and @wllama/wllama (llama.cpp
+#    in wasm), the peer tests/e2e/llm_bench.mjs runs beside the page.
+if [ ! -d tests/e2e/node_modules/playwright-core ] || [ ! -d tests/e2e/node_modules/axe-core ] || [ ! -d tests/e2e/node_modules/@wllama/wllama ]; then
+  say "installing playwright-core, axe-core and @wllama/wllama for the end-to-end tests"
   (cd tests/e2e && npm ci --no-audit --no-fund)
 fi
 # 6. The nightly toolchain, for cargo-fuzz and the fuzz targets in fuzz/ (`make fuzz-quick`, part

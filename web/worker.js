@@ -7,7 +7,8 @@
 //      run's result brings its focused head, as `long-head` would: no second message for it)
 //      {id, type: 'generate', key, gen, prompt, options} (a decoder-only model writes after `prompt`
 //      one token a step, on the CPU engine; each pass posted as {type: 'generated', gen, step}, its
-//      attention's records transferred, the next once the page answers {type: 'generated-ack', gen};
+//      attention's records transferred, the next computed meanwhile and posted once the page
+//      answers {type: 'generated-ack', gen};
 //      then the answer {steps, stopped};
 //      {type: 'stop-generating', gen} ends it early)
 //      {id, type: 'stats'} (→ wasmBytes, wasmBuild, threads, sessions, checkpoints, marks)  {type: 'drop', key}  {type: 'cancel', key}
@@ -781,8 +782,8 @@ function ack(gen) { acks.get(gen)?.(); acks.delete(gen); }
 /**
  * Writes after `msg.prompt` with session `s` on the CPU engine (src/wasm.rs `Generating`),
  * posting each pass as it comes, `{type: 'generated', gen, step}` (`step`: what `step()` wrote,
- * its attention's records (one a layer, `(H, n_q, n_k)`) transferred: the page keeps the generation), the next once the
- * page has received it (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped, baseline}`:
+ * its attention's records (one a layer, `(H, n_q, n_k)`) transferred: the page keeps the generation), the next
+ * computed meanwhile and posted once the page has received it (`{type: 'generated-ack', gen}`); resolves to `{steps, stopped, baseline}`:
  * how many steps ran, whether the page stopped it, and with heads knocked out (`headMask`) what
  * the model writes with every head under the same options, `{output_ids, output_text}` (null
  * otherwise, or when stopped).
@@ -792,14 +793,20 @@ async function generate(s, msg) {
   const g = s.session.generate(msg.prompt, s.engine, options);
   try {
     let steps = 0;
+    // the page's answer to the step posted last: the next step runs while the page takes it
+    // (waiting for it first left the engine idle while the page was busy drawing), and is
+    // posted once the page has it, so no more than one step is ever waiting in the page
+    let answered = null;
     for (;;) {
       if (stopped.has(msg.gen)) break;
       const step = await g.step();
       if (!step) break;
+      await answered;
+      if (stopped.has(msg.gen)) break; // a step the page no longer wants
       steps++;
+      answered = taken(msg.gen);
       self.postMessage({ type: 'generated', gen: msg.gen, step }, step.records.map((r) => r.values.buffer));
       if (step.done) break;
-      await taken(msg.gen);
     }
     const baseline = options.headMask && !stopped.has(msg.gen) ? await plainGeneration(s, msg, options) : null;
     return { steps, stopped: stopped.has(msg.gen), baseline };

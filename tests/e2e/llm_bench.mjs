@@ -15,10 +15,14 @@
 // Last, typing at the end of a 40-token prompt: each keystroke to the views drawn again (the CPU
 // engine reuses the last pass for the tokens the two texts begin with); then a 1,024-token
 // prompt (a long text's run: each layer's queries and keys kept) and the wasm memory after it.
+// Then its peer in the same browser: llama.cpp in wasm (@wllama/wllama, wllama_peer.mjs) on the
+// same GGUF, the 64-token prompt and 64 greedy tokens on 2 threads, twice, beside the page's
+// figures (the issue's bars: the page ≥ 1.5× wllama's decode speed with its views, ≥ 2× without).
 //   make setup && make web && node tests/e2e/llm_bench.mjs      (ENGINES=cpu,gpu PROFILE=1 WASM=…)
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+import { runWllama, describeRun } from './wllama_peer.mjs';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
 if (!existsSync(path.join(ROOT, GGUF))) {
@@ -182,8 +186,9 @@ async function generate(page, worker, { bare = false } = {}) {
   const k = w.posts.length, stepMs = w.posts.map((x) => x.stepMs);
   const acks = w.in.filter((x) => x.type === 'generated-ack').map((x) => x.t);
   const got = w.in.find((x) => x.type === 'generate').t;
-  // step i (0: the prompt's pass) in the worker: from what started it to its post
-  const workerMs = w.posts.map((x, i) => x.t - (i ? acks[i - 1] : got));
+  // step i (0: the prompt's pass) in the worker: from what started it to its post (a step starts
+  // as the one before is posted, and is posted once the page has answered that one: worker.js)
+  const workerMs = w.posts.map((x, i) => x.t - (i ? w.posts[i - 1].t : got));
   const shown = p.steps.map((x) => x.handled);
   const wall = shown.slice(1).map((t, i) => t - shown[i]);
   const perView = {};
@@ -198,7 +203,7 @@ async function generate(page, worker, { bare = false } = {}) {
     // a decode step's wall time, part by part (medians over steps 1..k-1)
     split: {
       engine: median(decode),
-      workerRest: median(workerMs.slice(1).map((ms, i) => ms - decode[i])), // the step's JS objects
+      workerRest: median(workerMs.slice(1).map((ms, i) => ms - decode[i])), // the step's JS objects, and waiting for the page's answer
       toPage: median(p.steps.slice(1).map((x, i) => x.arrive - w.posts[i + 1].t)), // postMessage + waiting for the main thread
       pageHandling: median(p.steps.slice(1).map((x) => x.handled - x.arrive)), // the step's row into the generation's buffer
       ackToWorker: median(acks.slice(0, k - 1).map((t, i) => t - p.steps[i].handled)),
@@ -252,7 +257,7 @@ const server = await startServer();
 const browser = await launch({ extraArgs: ['--enable-precise-memory-info'] });
 const WASM = process.env.WASM ?? 'threads';
 const rows = [], memory = [], profiles = [], typing = [], longs = [];
-let env;
+let env, wllama;
 try {
   for (const engine of ENGINES) {
     const [short, long] = PROMPTS;
@@ -305,6 +310,12 @@ try {
     if (left.length) console.log(left.join('\n'));
     await page.close();
   }
+  // after the page has closed, so that nothing else runs in the browser beside it
+  try {
+    wllama = await runWllama(browser, server, { gguf: GGUF, prompt: PROMPTS[0].text, newTokens: NEW, threads: 2 });
+  } catch (e) {
+    wllama = { error: e.message };
+  }
 } finally {
   await browser.close();
   server.stop();
@@ -318,7 +329,7 @@ console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   console.log(`| ${r.engine} | ${r.prompt} | ${r.run} | ${r.backend} | ${f1(r.tokensPerS)} | ${f1(r.decodePerS)} | ${f1(r.engineDecodePerS)} | ${f1(r.prefillEngine)} / ${f1(r.prefillWall)} | ${f1(r.stepEngine[0])} / ${f1(r.stepEngine[1])} | ${f1(r.stepWall[0])} / ${f1(r.stepWall[1])} |${r.outputs !== NEW ? ` (${r.outputs} tokens: EOS)` : ''}`);
 }
-console.log('\nA decode step\'s wall time, part by part (medians, ms): engine step | rest of the worker\'s step (JS objects) | post → page handler | page handling (the row into the buffer) | ack → worker; then the views\' ms a step (drawn at most once a frame, beside the engine\'s steps), how many times they drew a newer step and the median gap; main-thread long tasks');
+console.log('\nA decode step\'s wall time, part by part (medians, ms): engine step | rest of the worker\'s step (JS objects, and waiting for the page\'s answer to the step before) | post → page handler | page handling (the row into the buffer) | ack → read by the worker (after the next step, which runs meanwhile); then the views\' ms a step (drawn at most once a frame, beside the engine\'s steps), how many times they drew a newer step and the median gap; main-thread long tasks');
 for (const r of rows) {
   const s = r.split;
   console.log(`  e=${r.engine} P=${r.prompt} ${r.run}: ${f1(s.engine)} | ${f1(s.workerRest)} | ${f1(s.toPage)} | ${f1(s.pageHandling)} | ${f1(s.ackToWorker)}${r.views ? `; views ${Object.entries(r.perViewMsPerStep).map(([n, ms]) => `${n} ${f1(ms)}`).join(', ')}; redrawn ${r.redraws.count} times, every ${r.redraws.medianGap == null ? '–' : f1(r.redraws.medianGap)} ms; ${r.longtasks.count} long tasks, ${f1(r.longtasks.ms)} ms; last render ${f1(r.untilRendered)} ms after the 64th token` : ''}`);
@@ -338,4 +349,23 @@ console.log(`\nTyping at the end of a ${TYPED.tokens}-token prompt, ${KEYS} keys
 for (const t of typing) console.log(`  e=${t.engine} (${t.tokens} tokens): median ${f1(t.median)} ms, worst ${f1(t.worst)} ms; the pass median ${f1(t.passMedian)} ms; positions taken from the last pass: ${t.reused.join(' ')}`);
 console.log(`\nA long prompt (each layer's queries and keys kept, the heads computed again a layer at a time): the text set → every view drawn with the focused layer's heads, the engine's pass, and the wasm memory after it (goal ≤ 512 MiB)`);
 for (const l of longs) console.log(`  e=${l.engine} (${l.tokens} tokens): ${f1(l.ms / 1000)} s to every view, the pass ${f1(l.pass / 1000)} s; wasm memory ${MiB(l.wasm)} MiB`);
-console.log(JSON.stringify({ rows, memory, profiles, typing, longs }));
+
+console.log(`\nThe same ${PROMPTS[0].tokens}-token prompt + ${NEW} greedy tokens in llama.cpp in wasm (@wllama/wllama), the same GGUF, 2 threads, CPU`);
+if (wllama.error) {
+  console.log(`  wllama did not run: ${wllama.error}`);
+} else {
+  console.log(`  wllama ${wllama.version}: multithread ${wllama.multithread}, ${wllama.threads} threads, model loaded in ${wllama.loadMs.toFixed(0)} ms`);
+  wllama.runs.forEach((r, i) => console.log(`  ${describeRun(r, i)}`));
+  // the page's warm rows (its 2nd Generate, and the run with no views; the first of each name is
+  // the 64-token prompt's) against wllama's warm run
+  const peer = wllama.runs.at(-1);
+  const side = [['attnscope, views', rows.find((r) => r.engine === ENGINES[0] && r.run === '2nd'), 1.5], ['attnscope, no views', rows.find((r) => r.engine === ENGINES[0] && r.run === 'no views'), 2]];
+  console.log(`\n| ${PROMPTS[0].tokens} + ${NEW} tokens, warm run | prefill wall ms | tokens/s (start → 64th) | tokens/s (1st → 64th) | engine tokens/s | × wllama (1st → 64th) | bar |`);
+  console.log('|---|---|---|---|---|---|---|');
+  for (const [name, r, bar] of side) {
+    const x = r.decodePerS / peer.decodePerS;
+    console.log(`| ${name} | ${f1(r.prefillWall)} | ${f1(r.tokensPerS)} | ${f1(r.decodePerS)} | ${f1(r.engineDecodePerS)} | ${x.toFixed(2)} | ≥ ${bar}×: ${x >= bar ? 'met' : 'not met'} |`);
+  }
+  console.log(`| wllama (llama.cpp ${wllama.version}) | ${f1(peer.prefillMs)} | ${f1(peer.tokensPerS)} | ${f1(peer.decodePerS)} | ${f1(peer.engineDecodePerS)} | 1 | |`);
+}
+console.log(JSON.stringify({ rows, memory, profiles, typing, longs, wllama }));
