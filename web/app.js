@@ -134,13 +134,14 @@ const targets = {
  *  and measured (connect's subscriber draws them, so this one is subscribed first). */
 function showPanes(s) {
   const sideBySide = isSideBySide(s);
-  $('lines-view').hidden = s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || sideBySide;
-  $('head-view').hidden = s.embed ? s.embed !== 'head' : s.view === 'lines';
-  $('head-view-b').hidden = !sideBySide;
+  show($('lines-view'), !(s.embed ? s.embed !== 'lines' : s.view === 'heatmap' || sideBySide));
+  show($('head-view'), !(s.embed ? s.embed !== 'head' : s.view === 'lines'));
+  show($('head-view-b'), sideBySide);
   document.body.classList.toggle('side-by-side', sideBySide);
 }
+const PANE_KEYS = ['embed', 'view', 'compare', 'run'];
 showPanes(store.get());
-store.subscribe(showPanes);
+store.subscribe((s, changed) => { if (PANE_KEYS.some((k) => changed.has(k))) showPanes(s); });
 // a long run's progress, in a box over the page (it moves nothing): the layer its pass or its
 // heads' summary is on, and a stop where the page can ask for one (web/progress.js)
 const scope = connect(store, { targets, layout, engineFollows: true, onRunProgress: (p) => runStatus.render($('run-status'), p) }); // the engine select shows the engine that runs
@@ -151,11 +152,11 @@ const GENERATE_KEYS = ['generation', 'step', 'modelInfo', 'playing', 'chat', 'ge
 store.subscribe((s, changed) => {
   if (!GENERATE_KEYS.some((k) => changed.has(k))) return;
   const on = canGenerate(s.modelInfo) && !s.embed;
-  $('generate').hidden = !on;
+  show($('generate'), on);
   document.body.classList.toggle('generating', on);
   document.body.classList.toggle('generated', on && Boolean(s.generation?.result)); // presenter mode makes room for its views (style.css)
   const kv = kvGroups(s.modelInfo?.architecture);
-  $('kv-groups').hidden = !kv;
+  show($('kv-groups'), Boolean(kv));
   setText($('kv-groups'), kv);
   if (!on) return;
   const r = s.generation?.result;
@@ -250,6 +251,11 @@ function exampleShown(s) {
 // and the browser restyles and lays it out again, at every keystroke.
 function setText(el, text) {
   if (el.textContent !== text) el.textContent = text;
+}
+/** Shows or hides `el`, touching it only when that changes (setting `hidden` to what it was
+ *  still restyles the element: a token written would restyle the views it holds). */
+function show(el, on) {
+  if (el.hidden === on) el.hidden = !on;
 }
 
 function status(el, msg) { // one short line, details on request

@@ -23,7 +23,7 @@ const NUMBER_BITS: u32 = 64 - 2 * TASK_BITS;
 const MAX_TASKS: usize = (1 << TASK_BITS) - 1;
 
 /// A job's number, its number of tasks and its next task to claim, as one word.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 struct Claim {
     number: u64,
     tasks: usize,

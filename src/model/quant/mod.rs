@@ -363,6 +363,8 @@ thread_local! {
     /// The weight rows a thread's tile of [`QuantMatrix::matmul_t`] dequantizes, reused by every
     /// product.
     static TILE: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The row a thread's task of the matrix–vector product converts a float weight row into.
+    static ROW: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Multiply-adds below which a task is not worth handing to another thread.
@@ -592,7 +594,6 @@ impl QuantMatrix {
             .flat_map(|row| row.chunks_exact(32).map(|run| run.iter().sum::<f32>()))
             .collect();
         let (data, row_bytes) = (self.data(), self.row_bytes);
-        let float = matches!(self.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
         let kernel = RowKernel::best(self.ty);
         // a few tasks per thread, none too small to be worth handing over; a decoding step's
         // team claims its tasks with an atomic swap, and takes smaller ones
@@ -613,12 +614,11 @@ impl QuantMatrix {
             .collect();
         team::for_each_task(parts.len(), |c| {
             let mut out = parts[c].lock().expect("each part is taken by one task");
-            // the float types are converted into a row of scratch; blocks need none
-            let mut scratch = if float {
-                vec![0.0f32; cols]
-            } else {
-                Vec::new()
-            };
+            // the float types are converted into the thread's row of scratch, kept from call
+            // to call (a decoding step's team takes hundreds of tasks); blocks need none
+            let mut kept = ROW.take();
+            kept.resize(kept.len().max(cols), 0.0);
+            let scratch = &mut kept[..cols];
             // compiled for the widest instruction set the CPU has (AVX2 natively)
             isa::vectorised(
                 #[inline(always)]
@@ -648,11 +648,12 @@ impl QuantMatrix {
                     for (j, w) in rest.chunks_exact(row_bytes).enumerate() {
                         for (i, x) in xs.chunks_exact(cols).enumerate() {
                             let sums = &sums[i * sums_per_row..(i + 1) * sums_per_row];
-                            out[[i, done + j]].write(dot_row(self.ty, w, x, sums, &mut scratch));
+                            out[[i, done + j]].write(dot_row(self.ty, w, x, sums, scratch));
                         }
                     }
                 },
-            )
+            );
+            ROW.set(kept);
         });
     }
 
