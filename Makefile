@@ -114,7 +114,8 @@ serve: setup web
 # Web (headless Chromium) in one table (bench/peers.mjs: a peer whose prerequisites are missing,
 # torch for PyTorch and for the ONNX export, is skipped with a note); then the page: first
 # heatmap, memory, keystroke → heatmaps, the inside-the-encoder panels; the first heatmap cold and
-# warm on a plain static host and an isolated one (tests/e2e/first_view.mjs).
+# warm on a plain static host and an isolated one (tests/e2e/first_view.mjs); a WebGPU generation's
+# step in its phases and dispatches (tests/e2e/gpu_step_bench.mjs).
 bench: setup web
 	cargo run --release -- bench --model $(MODEL)
 	cd bench && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
@@ -125,6 +126,7 @@ bench: setup web
 	$(MAKE) --no-print-directory bench-translate
 	$(MAKE) --no-print-directory bench-llm
 	cd tests/e2e && node gemma_bench.mjs
+	cd tests/e2e && node gpu_step_bench.mjs
 	cd tests/e2e && node long_bench.mjs
 	cd tests/e2e && node roles_bench.mjs
 	$(MAKE) --no-print-directory bench-notebook

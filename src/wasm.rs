@@ -429,7 +429,9 @@ impl GenerationSteps {
 #[wasm_bindgen]
 impl Generating {
     /// Runs the next pass and returns what it wrote: `{id, token, text, top_k: [{id, token,
-    /// text, p}], step_ms, done, output_text (every token written so far, decoded), records}`,
+    /// text, p}], step_ms, done, gpu? (on the GPU: {upload_ms, compute_ms, readback_ms,
+    /// dispatches}, the pass's phases), output_text (every token written so far, decoded),
+    /// records}`,
     /// its attention as records, one a layer (`{stack: "decoder", kind: "self", layer, name:
     /// "attention", shape: [H, n_q, n_k], query_heads, kv_heads, n_q, n_k, values:
     /// Float32Array}`, as a translation's: the prompt's pass `n_q = n_k = P`; a step one row
@@ -451,6 +453,7 @@ impl Generating {
         }
         .map_err(js_err)?;
         let attention = std::mem::take(&mut pass.attention); // (1, L, H, n_q, n_k)
+        let gpu = pass.gpu;
         self.next = self.state.accept(pass, start.elapsed().as_secs_f64() * 1e3);
         let i = self.state.output_ids().len() - 1;
         let id = self.state.output_ids()[i];
@@ -478,6 +481,20 @@ impl Generating {
         )?;
         set(&o, "step_ms", *self.state.step_ms().last().unwrap_or(&0.0))?;
         set(&o, "done", self.next.is_none())?;
+        if let (Some(t), GenerationSteps::Gpu(g)) = (gpu, &self.steps) {
+            // where the pass's time went on the GPU, and how many dispatches it replayed
+            let (prefill, step) = g.dispatches();
+            let phases = Object::new();
+            set(&phases, "upload_ms", t.upload_ms)?;
+            set(&phases, "compute_ms", t.compute_ms)?;
+            set(&phases, "readback_ms", t.readback_ms)?;
+            set(
+                &phases,
+                "dispatches",
+                if first { prefill } else { step } as f64,
+            )?;
+            set(&o, "gpu", phases)?;
+        }
         set(&o, "output_text", tok.decode(self.state.output_ids()))?;
         let kv_heads = self.model.config.architecture.heads.key_value;
         let records = js_sys::Array::new();

@@ -286,6 +286,26 @@ fn the_runner_generates_on_the_gpu_it_was_given() {
     assert!(run.fallback.is_none(), "{:?}", run.fallback);
     let cpu = generate(&m, &[1, 20, 30, 40], &opts).unwrap();
     assert_eq!(run.generation.output_ids, cpu.output_ids);
+    // where each pass's time went on the GPU, one timing a pass (the prefill's first), and the
+    // dispatches its recorded passes replay; the CPU engine's generation has none
+    let gpu = run
+        .generation
+        .gpu
+        .as_ref()
+        .expect("a GPU generation's passes");
+    assert_eq!(gpu.timing.len(), run.generation.step_ms.len());
+    for (i, t) in gpu.timing.iter().enumerate() {
+        assert!(
+            t.compute_ms > 0.0 && t.total_ms() <= run.generation.step_ms[i],
+            "pass {i}: {t:?}"
+        );
+    }
+    let layers = m.config.num_hidden_layers;
+    assert!(
+        gpu.step_dispatches > layers && gpu.prefill_dispatches > layers,
+        "{gpu:?}"
+    );
+    assert!(cpu.gpu.is_none());
     // a prompt the model cannot take is the same error on either engine
     let e = block_on(runner.generate(&[], &opts)).err().unwrap();
     assert!(e.to_string().contains("no tokens"), "{e}");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use web_time::Instant;
 
 #[cfg(feature = "gpu")]
-use super::gpu::{GpuDevice, GpuEngine, GpuTiming};
+use super::gpu::{GpuDevice, GpuEngine};
 use super::{cpu, Decoding, GenerateOptions, Generation, Trace, TraceOptions, Translation};
 use crate::engine::network::Loaded;
 use crate::error::{Error, Result};
@@ -36,6 +36,26 @@ impl std::str::FromStr for BackendChoice {
                 "unknown backend {s:?} (expected cpu, gpu or auto)"
             ))),
         }
+    }
+}
+
+/// Where a GPU forward pass spent its time, in milliseconds (one submission: the phases are
+/// measured on the host around it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GpuTiming {
+    /// Writing ids, token types and the mask (and recording the pass for a new shape).
+    pub upload_ms: f64,
+    /// From the submission until the results are mapped: every layer's dispatches and the copy
+    /// of what is read back.
+    pub compute_ms: f64,
+    /// Copying the mapped probabilities (and hidden states, scores, a layer's trace) out into
+    /// the trace.
+    pub readback_ms: f64,
+}
+
+impl GpuTiming {
+    pub fn total_ms(&self) -> f64 {
+        self.upload_ms + self.compute_ms + self.readback_ms
     }
 }
 

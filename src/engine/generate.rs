@@ -15,6 +15,7 @@ use super::network::EngineOps;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
 use crate::engine::network::Loaded;
+use crate::engine::GpuTiming;
 use crate::error::{Error, Result};
 use crate::linalg::team::with_team;
 use crate::masks::Mask;
@@ -60,6 +61,18 @@ pub struct Generation {
     pub attention: Array4<f32>,
     pub next: Vec<Vec<TokenProb>>,
     pub step_ms: Vec<f64>,
+    /// On the GPU: where each pass's time went, and what it replays.
+    pub gpu: Option<GpuPasses>,
+}
+
+/// A generation's passes on the GPU: each pass's time in its phases (the prefill's first, as
+/// `step_ms`), and how many dispatches the prefill's recorded pass and a step's replay (a
+/// step's are the same at every token: only what the host writes changes).
+#[derive(Debug, Clone, Default)]
+pub struct GpuPasses {
+    pub timing: Vec<GpuTiming>,
+    pub prefill_dispatches: usize,
+    pub step_dispatches: usize,
 }
 
 impl Generation {
@@ -72,11 +85,13 @@ impl Generation {
 }
 
 /// One pass of a generation: the decoder's attention `(1, L, H, n_q, n_k)` and the logits of
-/// its last position, `(V,)`, and the `top_k` next tokens after it.
+/// its last position, `(V,)`, and the `top_k` next tokens after it; on the GPU, where its time
+/// went.
 pub struct StepPass {
     pub attention: Array5<f32>,
     pub logits: ndarray::Array1<f32>,
     pub next: Vec<TokenProb>,
+    pub gpu: Option<GpuTiming>,
 }
 
 impl StepPass {
@@ -90,6 +105,7 @@ impl StepPass {
             attention,
             next: top_k(logits.view(), top).swap_remove(0),
             logits: logits.row(0).to_owned(),
+            gpu: None,
         })
     }
 }
@@ -100,6 +116,10 @@ pub(crate) trait Steps {
     fn prefill(&mut self, ids: &[u32]) -> impl Future<Output = Result<StepPass>>;
     /// `token` at position `n`, reading the cache of positions `0..n` and adding its own.
     fn step(&mut self, n: usize, token: u32) -> impl Future<Output = Result<StepPass>>;
+    /// The dispatches the prefill's pass and a step's replay, on the GPU.
+    fn dispatches(&self) -> Option<(usize, usize)> {
+        None
+    }
 }
 
 /// Writes after `prompt` greedily with a decoder-only `model` on the CPU engine.
@@ -185,12 +205,18 @@ pub(crate) async fn run<S: Steps>(
         pass = steps.step(n, token).await?;
     }
     let attention = causal_map(prompt.len(), &rows);
+    let gpu = steps.dispatches().map(|(prefill, step)| GpuPasses {
+        timing: std::mem::take(&mut state.gpu_timing),
+        prefill_dispatches: prefill,
+        step_dispatches: step,
+    });
     Ok(Generation {
         prompt_ids: state.prompt_ids,
         output_ids: state.output_ids,
         attention,
         next: state.next,
         step_ms: state.step_ms,
+        gpu,
     })
 }
 
@@ -227,6 +253,8 @@ pub struct Greedy {
     /// Each pass's likeliest next tokens.
     next: Vec<Vec<TokenProb>>,
     step_ms: Vec<f64>,
+    /// Each pass's phases, where a GPU ran it.
+    gpu_timing: Vec<GpuTiming>,
     eos: Vec<u32>,
     max_new_tokens: usize,
 }
@@ -238,6 +266,7 @@ impl Greedy {
             output_ids: Vec::with_capacity(opts.max_new_tokens),
             next: Vec::new(),
             step_ms: Vec::with_capacity(opts.max_new_tokens),
+            gpu_timing: Vec::new(),
             eos: if opts.stop_at_eos {
                 model.config().eos_token_ids.clone()
             } else {
@@ -253,6 +282,7 @@ impl Greedy {
     /// `max_new_tokens` written).
     pub(crate) fn accept(&mut self, pass: StepPass, ms: f64) -> Option<(usize, u32)> {
         self.step_ms.push(ms);
+        self.gpu_timing.extend(pass.gpu);
         let token = argmax(pass.logits.view());
         self.next.push(pass.next);
         self.output_ids.push(token);

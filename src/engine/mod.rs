@@ -14,8 +14,8 @@ pub mod progress;
 mod trace;
 pub mod translate;
 
-pub use backend::{BackendChoice, GenerationRun, Run, Runner};
-pub use generate::{generate, top_k, GenerateOptions, Generation, TokenProb};
+pub use backend::{BackendChoice, GenerationRun, GpuTiming, Run, Runner};
+pub use generate::{generate, top_k, GenerateOptions, Generation, GpuPasses, TokenProb};
 pub use trace::{
     AttentionGroup, AttentionKept, EmbeddingTrace, HeadAttention, HeadMask, LayerTrace,
     ModelInputs, QueriesKeys, ScoreFactor, ScoreScale, TargetInputs, Trace, TraceOptions, Writes,

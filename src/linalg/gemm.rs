@@ -25,7 +25,6 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, CowArray, Ix2, Zip};
-use rayon::prelude::*;
 
 use super::isa::Isa;
 
@@ -417,7 +416,8 @@ unsafe fn product(
     if parts == 1 {
         run_part(0);
     } else {
-        (0..parts).into_par_iter().for_each(run_part);
+        // on a decoding step's team where the caller leads one, else on rayon's pool
+        crate::linalg::team::for_each_task(parts, run_part);
     }
 }
 

@@ -195,20 +195,21 @@ export function fetched(rel) {
 
 /**
  * For the page's engine benchmarks: a blank page (`title`) on the app's origin, with the
- * one-thread wasm build and SmolLM2's session on the CPU engine loaded in it as `window.smollm2`
- * `{session, words}` (`words`: store.js `ROLE_WORDS`). Returns the page.
+ * one-thread wasm build and SmolLM2's session on `backend` (the CPU engine, or `gpu`: WebGPU)
+ * loaded in it as `window.smollm2` `{session, words}` (`words`: store.js `ROLE_WORDS`). Returns
+ * the page.
  */
-export async function smollm2Page(browser, server, title) {
+export async function smollm2Page(browser, server, title, { backend = 'cpu' } = {}) {
   const { page } = await openPage(browser, null);
   await page.route('**/bench.html', (r) => r.fulfill({ contentType: 'text/html', body: `<!doctype html><title>${title}</title>` }));
   await page.goto(`${server.url}bench.html`);
-  await page.evaluate(async (url) => {
+  await page.evaluate(async ({ url, backend }) => {
     const m = await import('/web/pkg/attnscope.js');
     await m.default();
     const { ROLE_WORDS } = await import('/web/store.js');
     const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
-    const session = await m.loadGgufSession('SmolLM2', m.WeightsFile.fromBytes('SmolLM2.gguf', bytes), 'cpu');
+    const session = await m.loadGgufSession('SmolLM2', m.WeightsFile.fromBytes('SmolLM2.gguf', bytes), backend);
     window.smollm2 = { session, words: ROLE_WORDS };
-  }, `${server.url}${SMOLLM2_GGUF}`);
+  }, { url: `${server.url}${SMOLLM2_GGUF}`, backend });
   return page;
 }

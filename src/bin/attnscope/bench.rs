@@ -161,20 +161,24 @@ fn set_threads(threads: Option<usize>) -> Result<(), Error> {
 }
 
 /// A decoder-only model writing `new_tokens` greedily after a prompt of `prompt_tokens` (the
-/// bench's text repeated, cut), every attention kept, on the CPU engine: the prompt's pass in ms
-/// and the steps after it in tokens per second, each the median of `iters` runs after a warm-up
-/// (`llama-bench`'s pp and tg, as `bench/llm.py` prints them beside llama.cpp and PyTorch).
+/// bench's text repeated, cut), every attention kept, on the CPU engine, or with `--backend
+/// gpu` on the GPU's: the prompt's pass in ms and the steps after it in tokens per second, each
+/// the median of `iters` runs after a warm-up (`llama-bench`'s pp and tg, as `bench/llm.py`
+/// prints them beside llama.cpp and PyTorch). On the GPU, also a step's phases (the medians of
+/// every step of every run: writing its inputs, its dispatches and the copy read back, the copy
+/// out) and how many dispatches the prefill and a step replay.
 pub fn generation(
     dir: &Path,
+    backend: BackendChoice,
     threads: Option<usize>,
     prompt_tokens: usize,
     new_tokens: usize,
     iters: usize,
     json: bool,
 ) -> Result<(), Error> {
-    use attnscope::engine::{generate, GenerateOptions};
+    use attnscope::engine::GenerateOptions;
     set_threads(threads)?;
-    let model = Model::from_path(dir)?;
+    let model = Arc::new(Model::from_path(dir)?);
     let text = TEXT.repeat(prompt_tokens / 8 + 2);
     let enc = model.tokenizer.encode(&[text.as_str()], None)?;
     if enc.length(0) < prompt_tokens {
@@ -190,36 +194,70 @@ pub fn generation(
         stop_at_eos: false,
         head_mask: Default::default(),
     };
-    generate(&model, &prompt, &opts)?; // warm-up
-    let (mut prefill, mut decode) = (vec![], vec![]);
+    // the GPU only when named (`auto` is the CPU's figure, as `bench/llm.py` reads it)
+    let choice = match backend {
+        BackendChoice::Gpu => BackendChoice::Gpu,
+        _ => BackendChoice::Cpu,
+    };
+    let runner = pollster::block_on(Runner::<Model>::new(model.clone(), choice))?;
+    let generate = || pollster::block_on(runner.generate(&prompt, &opts));
+    generate()?; // warm-up (and, on the GPU, the passes recorded)
+    let (mut prefill, mut decode, mut phases, mut dispatches) = (vec![], vec![], vec![], None);
     for _ in 0..iters.max(1) {
-        let g = generate(&model, &prompt, &opts)?;
+        let g = generate()?.generation;
         prefill.push(g.step_ms[0]);
         let steps: f64 = g.step_ms[1..].iter().sum();
         decode.push((g.step_ms.len() - 1) as f64 / (steps / 1e3));
+        if let Some(gpu) = g.gpu {
+            phases.extend(gpu.timing.into_iter().skip(1)); // the steps'
+            dispatches = Some((gpu.prefill_dispatches, gpu.step_dispatches));
+        }
     }
     let (prefill_ms, decode_tokens_per_s) = (median(prefill), median(decode));
+    let phase = |f: fn(&GpuTiming) -> f64| median(phases.iter().map(f).collect());
+    let engine = match dispatches {
+        Some(_) => format!("attnscope ({})", runner.describe()),
+        None => "attnscope (CPU)".into(),
+    };
     let threads = rayon::current_num_threads();
     if json {
+        let mut line = serde_json::json!({
+            "model": model.short_name(),
+            "engine": engine,
+            "threads": threads,
+            "prompt_tokens": prompt_tokens,
+            "new_tokens": new_tokens,
+            "prefill_ms": prefill_ms,
+            "decode_tokens_per_s": decode_tokens_per_s,
+        });
+        if let Some((prefill, step)) = dispatches {
+            line["step_upload_ms"] = phase(|t| t.upload_ms).into();
+            line["step_compute_ms"] = phase(|t| t.compute_ms).into();
+            line["step_readback_ms"] = phase(|t| t.readback_ms).into();
+            line["prefill_dispatches"] = prefill.into();
+            line["step_dispatches"] = step.into();
+        }
+        println!("{line}");
+        return Ok(());
+    }
+    let on = match dispatches {
+        Some(_) => runner.describe(),
+        None => format!("CPU engine on {threads} thread(s)"),
+    };
+    println!(
+        "model: {}, {prompt_tokens}-token prompt then {new_tokens} greedy tokens, median of {} \
+         runs after a warm-up, {on}\nprefill {prefill_ms:.1} ms, decode {decode_tokens_per_s:.1} \
+         tokens/s",
+        model.short_name(),
+        iters.max(1)
+    );
+    if let Some((prefill, step)) = dispatches {
         println!(
-            "{}",
-            serde_json::json!({
-                "model": model.short_name(),
-                "engine": "attnscope (CPU)",
-                "threads": threads,
-                "prompt_tokens": prompt_tokens,
-                "new_tokens": new_tokens,
-                "prefill_ms": prefill_ms,
-                "decode_tokens_per_s": decode_tokens_per_s,
-            })
-        );
-    } else {
-        println!(
-            "model: {}, {prompt_tokens}-token prompt then {new_tokens} greedy tokens, median of \
-             {} runs after a warm-up, CPU engine on {threads} thread(s)\nprefill {prefill_ms:.1} \
-             ms, decode {decode_tokens_per_s:.1} tokens/s",
-            model.short_name(),
-            iters.max(1)
+            "a step (median): {:.2} ms writing its inputs, {:.2} ms its {step} dispatches and the \
+             copy read back, {:.2} ms copying out; the prefill replays {prefill} dispatches",
+            phase(|t| t.upload_ms),
+            phase(|t| t.compute_ms),
+            phase(|t| t.readback_ms),
         );
     }
     Ok(())

@@ -239,7 +239,8 @@ enum Command {
     Bench {
         #[arg(long)]
         model: PathBuf,
-        /// cpu: the CPU engine only; gpu or auto: the CPU and the GPU engines.
+        /// cpu: the CPU engine only; gpu or auto: the CPU and the GPU engines (a generation:
+        /// gpu, the GPU's alone; cpu or auto, the CPU's).
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         #[arg(long, value_delimiter = ',', default_value = "16,128,512")]
@@ -250,7 +251,8 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
         /// A decoder-only model's generation instead: a prompt of this many tokens, then
-        /// `--new-tokens` greedy tokens (every attention kept), on the CPU engine.
+        /// `--new-tokens` greedy tokens (every attention kept), on the CPU engine, or with
+        /// `--backend gpu` on the GPU's (each step's time in its phases, and its dispatches).
         #[arg(long, value_name = "N", requires = "new_tokens")]
         prompt_tokens: Option<usize>,
         #[arg(long, value_name = "N", requires = "prompt_tokens")]
@@ -383,13 +385,22 @@ pub fn main() -> ExitCode {
         ),
         Command::Bench {
             model,
+            backend,
             threads,
             prompt_tokens: Some(prompt_tokens),
             new_tokens: Some(new_tokens),
             iters,
             json,
             ..
-        } => crate::bench::generation(&model, threads, prompt_tokens, new_tokens, iters, json),
+        } => crate::bench::generation(
+            &model,
+            backend.into(),
+            threads,
+            prompt_tokens,
+            new_tokens,
+            iters,
+            json,
+        ),
         Command::Bench {
             model,
             backend,

@@ -2,13 +2,12 @@
 
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
+use std::sync::Mutex;
 
 use ndarray::{
     s, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut1, ArrayViewMut2,
     ArrayViewMut3, Axis,
 };
-
-use rayon::prelude::*;
 
 use super::ops::{linear, masked_softmax, masked_softmax_in_place};
 use crate::analysis::thumbnail::HeadFold;
@@ -16,7 +15,7 @@ use crate::engine::ops::Heads;
 use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
 use crate::linalg::gemm::{matmul_in_one_thread, matmul_part_in_one_thread, PackedB, Part, NR};
-use crate::linalg::{dot, isa};
+use crate::linalg::{dot, isa, team};
 use crate::model::weights::Linear;
 
 /// Every step of `softmax(QKᵀ/√d_k + mask)·V` (or of `softmax(QKᵀ + mask)·V`, unscaled), kept
@@ -290,6 +289,11 @@ fn reached_panels(mask: Option<ArrayView2<bool>>, n_k: usize) -> std::ops::Range
 /// in a decoding step (one row), packing them would cost as much as the products themselves.
 const PACKED_MIN_QUERIES: usize = 4;
 
+/// Output columns [`attend_rows`] sums over the keys at a time, held in registers: 32 floats,
+/// eight of wasm's vectors (independent chains of adds, so a key's adds do not wait for the
+/// last key's), two of AVX-512's.
+const CONTEXT_LANES: usize = 32;
+
 /// [`attend_into`] for a few query rows, straight from `k` and `v`: each score a dot product of
 /// the query with a key, each output row the probabilities' sum of the value rows.
 ///
@@ -315,6 +319,13 @@ fn attend_rows(
     }
     let mask = mask.as_ref().map(|m| m.as_standard_layout());
     let (mut row, mut context) = (vec![0.0f32; k.nrows()], vec![0.0f32; v.ncols()]);
+    // the keys and values as rows of a slice, each `stride` after the last (the head's columns
+    // of the projections: no copy)
+    let (k, k_stride) = rows_of(&k);
+    let (v_rows, v_stride) = rows_of(&v);
+    let (d_k, d_v) = (q.ncols(), v.ncols());
+    let key = |j: usize| &k[j * k_stride..][..d_k];
+    let value = |j: usize| &v_rows[j * v_stride..][..d_v];
     isa::vectorised(
         #[inline(always)]
         || {
@@ -326,8 +337,8 @@ fn attend_rows(
                         .expect("a standard-layout array's row is contiguous")
                 });
                 // QKᵀ·factor
-                for (s, k) in row.iter_mut().zip(k.rows()) {
-                    *s = dot(&q, &slice(k)) * factor;
+                for (j, s) in row.iter_mut().enumerate() {
+                    *s = dot(&q, key(j)) * factor;
                 }
                 if let Some(scores) = scores.as_mut() {
                     write_row(scores.row_mut(i), &row);
@@ -339,10 +350,26 @@ fn attend_rows(
                     Probs::Dropped => {}
                 }
                 if let Some(output) = output.as_mut() {
-                    // Σⱼ pⱼ·vⱼ
-                    context.fill(0.0);
-                    for (&p, v) in row.iter().zip(v.rows()) {
-                        for (c, &v) in context.iter_mut().zip(slice(v).iter()) {
+                    // Σⱼ pⱼ·vⱼ, a run of CONTEXT_LANES columns at a time, each held in
+                    // registers over every key (not stored and loaded again at each key)
+                    let (runs, tail) = context.as_chunks_mut::<CONTEXT_LANES>();
+                    for (r, c) in runs.iter_mut().enumerate() {
+                        let from = r * CONTEXT_LANES;
+                        let mut acc = [0.0f32; CONTEXT_LANES];
+                        for (j, &p) in row.iter().enumerate() {
+                            let v: &[f32; CONTEXT_LANES] = value(j)[from..from + CONTEXT_LANES]
+                                .try_into()
+                                .expect("a run of a value row");
+                            for l in 0..CONTEXT_LANES {
+                                acc[l] += p * v[l];
+                            }
+                        }
+                        *c = acc;
+                    }
+                    let from = d_v - tail.len();
+                    tail.fill(0.0);
+                    for (j, &p) in row.iter().enumerate() {
+                        for (c, &v) in tail.iter_mut().zip(&value(j)[from..]) {
                             *c += p * v;
                         }
                     }
@@ -351,6 +378,33 @@ fn attend_rows(
             }
         },
     );
+}
+
+/// The rows of `x` as one slice, each `stride` values after the last: `x`'s own memory where its
+/// rows are contiguous (a head's columns of a projection), else a copy in standard layout.
+///
+/// # Shapes
+/// * `x`: `(n, d)` → `(n−1)·stride + d` values
+fn rows_of<'a>(x: &ArrayView2<'a, f32>) -> (Cow<'a, [f32]>, usize) {
+    let (n, d) = x.dim();
+    let stride = x.strides()[0];
+    if n == 0 || d == 0 {
+        return (Cow::Borrowed(&[]), 0);
+    }
+    if x.strides()[1] == 1 || d == 1 {
+        if let Ok(stride) = usize::try_from(stride) {
+            if stride >= d {
+                // SAFETY: the span runs from the view's first value to its last (row i's d
+                // values start at `ptr + i·stride`, column stride 1), within the one
+                // allocation the view borrows for 'a; between its rows lie the other heads'
+                // columns of the same projection, which attention only reads
+                let all = unsafe { std::slice::from_raw_parts(x.as_ptr(), (n - 1) * stride + d) };
+                return (Cow::Borrowed(all), stride);
+            }
+        }
+    }
+    let owned = x.as_standard_layout().into_owned();
+    (Cow::Owned(owned.into_raw_vec_and_offset().0), d)
 }
 
 /// `values` written into `row`.
@@ -650,6 +704,13 @@ pub fn head_attention(
     unsafe { Ok((probs.assume_init(), kept.map(|s| s.assume_init()))) }
 }
 
+/// One head's part of [`heads_into`]: where its probabilities, scores and context go.
+struct HeadWork<'a, 's> {
+    probs: Option<Probs<'a>>,
+    scores: Option<ArrayViewMut2<'s, MaybeUninit<f32>>>,
+    context: ArrayViewMut2<'s, MaybeUninit<f32>>,
+}
+
 /// Each of `h` heads' `(n_q, n_k)` of `a` `(H, n_q, n_k)`, or `h` nones where there is none.
 fn per_head<'s>(
     a: Option<&'s mut ArrayViewMut3<'_, MaybeUninit<f32>>>,
@@ -752,30 +813,45 @@ pub fn heads_into(
         Probs::per_head(probs.as_mut(), folds, h),
         per_head(scores.as_mut(), h),
     );
-    // the heads attend independently: in parallel where there are threads, each writing its
-    // own columns of the concatenation
-    probs
-        .into_par_iter()
+    // the heads attend independently: in parallel where there are threads (on a decoding
+    // step's team too, whose other threads took none of rayon's work: a step over ~600
+    // positions spends a fifth of its time here in wasm), each writing its own columns of the
+    // concatenation
+    let work: Vec<Mutex<HeadWork>> = probs
+        .into_iter()
         .zip(scores)
         .zip(context.axis_chunks_iter_mut(Axis(1), d_v))
-        .enumerate()
-        .for_each(|(h, ((probs, scores), mut context))| {
-            let knocked_out = off.get(h).copied().unwrap_or(false);
-            if knocked_out {
-                context.fill(MaybeUninit::new(0.0)); // its context is zero
-            }
-            let g = h / heads.group();
-            attend_into(
-                head(q, h, d_k),
-                head(k, g, d_k),
-                head(v, g, d_v),
-                mask,
-                scale,
+        .map(|((probs, scores), context)| {
+            Mutex::new(HeadWork {
+                probs: Some(probs),
                 scores,
-                probs,
-                (!knocked_out).then_some(context),
-            );
-        });
+                context,
+            })
+        })
+        .collect();
+    team::for_each_task(h, |h| {
+        let mut work = work[h].lock().expect("each head is taken by one task");
+        let HeadWork {
+            probs,
+            scores,
+            context,
+        } = &mut *work;
+        let knocked_out = off.get(h).copied().unwrap_or(false);
+        if knocked_out {
+            context.fill(MaybeUninit::new(0.0)); // its context is zero
+        }
+        let g = h / heads.group();
+        attend_into(
+            head(q, h, d_k),
+            head(k, g, d_k),
+            head(v, g, d_v),
+            mask,
+            scale,
+            scores.as_mut().map(|s| s.view_mut()),
+            probs.take().expect("each head attends once"),
+            (!knocked_out).then_some(context.view_mut()),
+        );
+    });
     Ok(())
 }
 

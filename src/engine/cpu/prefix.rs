@@ -27,6 +27,7 @@ use crate::engine::ops::{AttentionKind, Kept, PassMasks};
 use crate::engine::trace::KeptValues;
 use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOptions};
 use crate::error::{Error, Result};
+use crate::linalg::team::with_team;
 use crate::masks::Mask;
 use crate::model::config::ModelKind;
 use crate::model::Encoded;
@@ -45,6 +46,11 @@ pub const MAX_KEPT_BYTES: usize = 72 << 20;
 /// layer's keys, values and queries, and its per-position values; SmolLM2-135M: 0.12 MB a
 /// token, so up to about 2,200 tokens). A long text's pass is kept alone.
 pub const MAX_LONG_KEPT_BYTES: usize = 256 << 20;
+
+/// New rows below which a pass runs as a decoding step does, its products shared on a team
+/// ([`with_team`]): each weight matrix is then read a row at a time, not in tiles (the
+/// quantized product's path below 8 rows).
+const TEAM_MAX_ROWS: usize = 8;
 
 /// How many passes under different options are kept (a page runs a text under its options, and
 /// with heads knocked out also without them).
@@ -168,7 +174,7 @@ pub fn forward_reusing(
         }
         None => (DecoderCache::with_queries(), None),
     };
-    let (trace, values) = on_the_pool(|| -> Result<_> {
+    let mut pass = || -> Result<_> {
         let inputs = pass_inputs(&ids[shared..], shared);
         let stack = model.stack();
         let layers = c.num_hidden_layers;
@@ -206,6 +212,14 @@ pub fn forward_reusing(
         let mut trace = Trace::assemble(attention, values, opts, &c.architecture.layers, mask)?;
         trace.logits = model.logits(&trace.hidden);
         Ok((trace, next))
+    };
+    // a few new rows (a keystroke at the end of the text): products of a few rows each, as a
+    // decoding step's, which in the browser the pool's threads wait for as a team
+    // (`CpuSteps::step_now`)
+    let few = t - shared < TEAM_MAX_ROWS;
+    let (trace, values) = on_the_pool(|| match cfg!(target_arch = "wasm32") && few {
+        true => with_team(pass),
+        false => pass(),
     })?;
     let pass = KeptPass {
         ids,

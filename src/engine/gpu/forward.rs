@@ -16,31 +16,11 @@ use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionId, AttentionKind, Ids, PassMasks, Stack};
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::translate::EncoderDecoder;
-use crate::engine::{check_input, ModelInputs, Trace, TraceOptions};
+use crate::engine::{check_input, GpuTiming, ModelInputs, Trace, TraceOptions};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::ParamId;
 use crate::model::Encoded;
-
-/// Where a GPU forward pass spent its time, in milliseconds (one submission: the phases are
-/// measured on the host around it).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct GpuTiming {
-    /// Writing ids, token types and the mask (and recording the pass for a new shape).
-    pub upload_ms: f64,
-    /// From the submission until the results are mapped: every layer's dispatches and the copy
-    /// of what is read back.
-    pub compute_ms: f64,
-    /// Copying the mapped probabilities (and hidden states, scores, a layer's trace) out into
-    /// the trace.
-    pub readback_ms: f64,
-}
-
-impl GpuTiming {
-    pub fn total_ms(&self) -> f64 {
-        self.upload_ms + self.compute_ms + self.readback_ms
-    }
-}
 
 /// The GPU engine: pipelines compiled once, a model's parameters uploaded the first time a pass
 /// records them (for the model it is made for, by a pass over one token when it is made), and

@@ -119,7 +119,7 @@ impl<E: Borrow<GpuEngine>, M: Loaded> GpuSteps<E, M> {
             j <= first + i
         }));
         let rows_at: Vec<u32> = (first..first + n).map(|r| r as u32).collect();
-        let (mut groups, kept, _) = self
+        let (mut groups, kept, timing) = self
             .engine
             .borrow()
             .replay(
@@ -135,7 +135,16 @@ impl<E: Borrow<GpuEngine>, M: Loaded> GpuSteps<E, M> {
         let all = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?;
         // the rows past the pass's last position are masked: exactly 0, and not shown
         let attention = all.probs.slice(s![.., .., .., .., ..first + n]).to_owned();
-        StepPass::new(attention, kept, self.top_k)
+        let mut pass = StepPass::new(attention, kept, self.top_k)?;
+        pass.gpu = Some(timing);
+        Ok(pass)
+    }
+
+    /// The dispatches the prefill's recorded pass and a step's replay (0 for a pass not
+    /// recorded yet).
+    pub fn dispatches(&self) -> (usize, usize) {
+        let count = |r: &Option<Recorded>| r.as_ref().map_or(0, |r| r.recording.dispatches.len());
+        (count(&self.prefill), count(&self.step))
     }
 }
 
@@ -158,5 +167,9 @@ impl<E: Borrow<GpuEngine>, M: Loaded> Steps for GpuSteps<E, M> {
             unreachable!("recorded above")
         };
         self.replay(pass, &[token], n).await
+    }
+
+    fn dispatches(&self) -> Option<(usize, usize)> {
+        Some(GpuSteps::dispatches(self))
     }
 }

@@ -11,8 +11,9 @@ mod plan;
 pub mod quant;
 mod record;
 
+pub use crate::engine::GpuTiming;
 pub use device::GpuDevice;
-pub use forward::{GpuEngine, GpuTiming};
+pub use forward::GpuEngine;
 pub use generate::GpuSteps;
 pub use kernels::{Kernel, MATMUL_TILE, ROW_WG};
 pub use ops::AttentionOutput;
