@@ -438,9 +438,9 @@ impl<M: Loaded + Send> CpuSteps<M> {
     /// [`Steps::step`], on the calling thread's pool. In the browser its other threads wait
     /// for the step's products as a team (a step is ~200 short ones: [`crate::linalg::team`]):
     /// waking them for each was slower there. Natively rayon's own hand-overs are quick, and
-    /// the team, whose other threads leave rayon's parallel loops (the heads, `q`, `k` and `v`
-    /// side by side) to the step's thread, measured slower (140 against 171 tokens/s on 2
-    /// threads, docs/speed.md).
+    /// the team, whose other threads leave rayon's parallel loops (`q`, `k` and `v` side by
+    /// side; then the heads too) to the step's thread, measured slower (140 against 171
+    /// tokens/s on 2 threads, docs/speed.md).
     pub(crate) fn step_now(&mut self, n: usize, token: u32) -> Result<StepPass> {
         let step = || self.pass(&[token], n, &Mask::none(1, 1, n + 1));
         if cfg!(target_arch = "wasm32") {

@@ -67,10 +67,11 @@ thread_local! {
 }
 
 /// Runs `f` on the calling thread with the pool's other threads holding themselves ready for
-/// the products [`for_each_task`] posts until `f` returns. For a pass of short products only
-/// (a decoding step): the other threads take no other work meanwhile, so rayon's own parallel
-/// loops inside `f` run on the calling thread alone. Called from outside rayon's pool, or with
-/// a pool of one thread, `f` simply runs.
+/// the tasks [`for_each_task`] posts until `f` returns (the products, the attention's heads).
+/// For a pass of short products only (a decoding step, a few rows typed at the end of a
+/// text): the other threads take no other work meanwhile, so rayon's own parallel loops inside
+/// `f` run on the calling thread alone. Called from outside rayon's pool, or with a pool of one
+/// thread, `f` simply runs.
 pub fn with_team<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let threads = rayon::current_num_threads();
     let Some(leader) = rayon::current_thread_index() else {
@@ -152,7 +153,7 @@ impl Team {
             std::hint::spin_loop();
         }
         if self.panicked.load(Ordering::Relaxed) {
-            panic!("a task of a decoding step's product panicked");
+            panic!("a task of a team's job panicked");
         }
     }
 
