@@ -483,7 +483,8 @@ impl Generating {
         set(&o, "done", self.next.is_none())?;
         if let (Some(t), GenerationSteps::Gpu(g)) = (gpu, &self.steps) {
             // where the pass's time went on the GPU, and how many dispatches it replayed
-            let (prefill, step) = g.dispatches();
+            use crate::engine::generate::Steps;
+            let (prefill, step) = g.dispatches().unwrap_or_default();
             let phases = Object::new();
             set(&phases, "upload_ms", t.upload_ms)?;
             set(&phases, "compute_ms", t.compute_ms)?;

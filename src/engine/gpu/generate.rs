@@ -139,13 +139,6 @@ impl<E: Borrow<GpuEngine>, M: Loaded> GpuSteps<E, M> {
         pass.gpu = Some(timing);
         Ok(pass)
     }
-
-    /// The dispatches the prefill's recorded pass and a step's replay (0 for a pass not
-    /// recorded yet).
-    pub fn dispatches(&self) -> (usize, usize) {
-        let count = |r: &Option<Recorded>| r.as_ref().map_or(0, |r| r.recording.dispatches.len());
-        (count(&self.prefill), count(&self.step))
-    }
 }
 
 impl<E: Borrow<GpuEngine>, M: Loaded> Steps for GpuSteps<E, M> {
@@ -169,7 +162,9 @@ impl<E: Borrow<GpuEngine>, M: Loaded> Steps for GpuSteps<E, M> {
         self.replay(pass, &[token], n).await
     }
 
+    /// (0 for a pass not recorded yet)
     fn dispatches(&self) -> Option<(usize, usize)> {
-        Some(GpuSteps::dispatches(self))
+        let count = |r: &Option<Recorded>| r.as_ref().map_or(0, |r| r.recording.dispatches.len());
+        Some((count(&self.prefill), count(&self.step)))
     }
 }
