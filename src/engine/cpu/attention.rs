@@ -381,7 +381,10 @@ fn attend_rows(
 }
 
 /// The rows of `x` as one slice, each `stride` values after the last: `x`'s own memory where its
-/// rows are contiguous (a head's columns of a projection), else a copy in standard layout.
+/// rows are contiguous (a head's columns of a projection), else a copy in standard layout. (The
+/// tiled product's `with_contiguous_rows` and `row_of` give the same rows one view at a time:
+/// [`attend_rows`] taking each key and value so measured 15 % slower natively, 30 layers × 9
+/// heads of one row over 600 keys: 5.2–5.4 ms against 4.4–4.7.)
 ///
 /// # Shapes
 /// * `x`: `(n, d)` → `(n−1)·stride + d` values
