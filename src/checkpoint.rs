@@ -207,6 +207,18 @@ impl Model {
         Ok(g)
     }
 
+    /// [`Model::check_gguf`] of the first bytes come so far, while a download runs: `false`
+    /// while the header runs past them (check again with more), `true` once it was checked
+    /// whole. A file is refused as soon as its first bytes refuse it: a wrong architecture by
+    /// its first kilobytes, not after a header's limit was read.
+    pub fn check_gguf_so_far(head: &[u8], len: usize, name: &str) -> Result<bool> {
+        let Some(g) = gguf::GgufFile::parse_header_so_far(head, len, name)? else {
+            return Ok(false);
+        };
+        crate::families::read_gguf_config(&g)?;
+        Ok(true)
+    }
+
     /// [`Model::from_gguf`] of a file whose header `g` was parsed already.
     fn from_gguf_parsed(name: &str, g: gguf::GgufFile, file: &WeightsFile) -> Result<Self> {
         if g.tensors.iter().any(|t| t.range.end > file.len()) {

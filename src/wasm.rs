@@ -670,14 +670,14 @@ pub fn file_limits() -> Result<JsValue, JsError> {
 }
 
 /// A GGUF file's header checked from its first bytes alone, before the rest is downloaded or
-/// copied into wasm memory: `head` is the first `min(len, ggufHeader)` bytes of a file of `len`
-/// bytes. A malformed or hostile header, or an architecture no family runs, is refused then, its
-/// error naming the file (natively, [`Model::from_path`] does the same).
+/// copied into wasm memory: `head` is the first bytes of a file of `len` bytes (at most the
+/// `ggufHeader` limit). A malformed or hostile header, or an architecture no family runs, is
+/// refused as soon as the bytes given show it, its error naming the file (natively,
+/// [`Model::from_path`] does the same). `false` while the header runs past `head` and more of
+/// the file could hold it: the page reads on and asks again; `true` once it was checked whole.
 #[wasm_bindgen(js_name = checkGgufHeader)]
-pub fn check_gguf_header(name: &str, head: &[u8], len: f64) -> Result<(), JsError> {
-    Model::check_gguf(head, len as usize, name)
-        .map(|_| ())
-        .map_err(js_err)
+pub fn check_gguf_header(name: &str, head: &[u8], len: f64) -> Result<bool, JsError> {
+    Model::check_gguf_so_far(head, len as usize, name).map_err(js_err)
 }
 
 /// Whether a folder whose `config.json` is `config_json` may carry a chat template: its family

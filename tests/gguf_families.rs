@@ -153,5 +153,8 @@ fn each_familys_config_is_read_from_its_files_header_alone() {
                 .tensors,
             whole.tensors
         );
+        // as a download comes in: not yet, then checked whole
+        let so_far = |n: usize| Model::check_gguf_so_far(&bytes[..n], bytes.len(), &name).unwrap();
+        assert!(!so_far(64) && so_far(whole.data_start), "{name}");
     }
 }

@@ -211,7 +211,8 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
     let loaded = 0;
     let expected = null; // model.safetensors: the size its header gives
     let head = new Uint8Array(0);
-    let headChecked = false; // a GGUF file's (checkGguf)
+    let headChecked = false; // a GGUF file's (checkGguf): asked at 64 KiB, then at each doubling until it is whole
+    let headAsk = 1 << 16;
     const reader = resp.body.getReader();
     try {
       for (;;) {
@@ -231,10 +232,10 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
           if (expected !== null && total && total !== expected) throw new Error(`${file}: the server announces ${total} bytes, the header describes ${expected}`);
         }
         if (expected !== null && loaded > expected) throw new Error(`${file}: the body is longer than the ${expected} bytes its header describes; stopped`);
-        // a GGUF file's header, checked once its first bytes are here: a refused file stops now
-        if (isGguf(file) && !headChecked && loaded >= Math.min(total || Infinity, limits.ggufHeader)) {
-          headChecked = true;
-          await checkGguf(file, concat(chunks, loaded).subarray(0, Math.min(loaded, limits.ggufHeader)), total || limit);
+        // a GGUF file's header, checked as its first bytes come: a refused file stops now
+        if (isGguf(file) && !headChecked && loaded >= Math.min(total || Infinity, headAsk)) {
+          headChecked = await checkGguf(file, concat(chunks, loaded).subarray(0, Math.min(loaded, limits.ggufHeader)), total || limit);
+          headAsk = Math.min(2 * loaded, limits.ggufHeader);
         }
         onBytes(loaded, total || expected || 0);
       }
@@ -259,10 +260,11 @@ async function fetchFile(url, file, onBytes, signal, refresh) {
 }
 
 /** A GGUF file's header from its first bytes `head` (of a file of `len`), checked by the engine
- *  before the rest is read in: an error naming the file and what is wrong with it. */
+ *  before the rest is read in: an error naming the file and what is wrong with it; false while
+ *  the header runs past `head` and more of the file could hold it, true once checked whole. */
 async function checkGguf(file, head, len) {
   await wasmReady;
-  checkGgufHeader(file, head, len);
+  return checkGgufHeader(file, head, len);
 }
 
 /** Cached weights (a Blob of Cache Storage) read into a WeightsFile in wasm memory chunk by

@@ -312,6 +312,17 @@ impl GgufFile {
     /// tensor's data must lie inside the `len` bytes. What is parsed costs at most
     /// [`MAX_GGUF_METADATA_BYTES`] of memory, whatever the file claims.
     pub fn parse_header(head: &[u8], len: usize, file: &str) -> Result<Self> {
+        Self::parse_header_so_far(head, len, file)?.ok_or_else(|| Error::Gguf {
+            file: file.into(),
+            msg: format!("its header runs past the {} bytes read first", head.len()),
+        })
+    }
+
+    /// [`GgufFile::parse_header`] of the bytes read so far, while a file comes in: `None` when
+    /// the header runs past `head` and more of the file could hold it (`head` is shorter than
+    /// `len` and the header's limit), so the reader reads on and asks again. A file its first
+    /// bytes already refuse is refused then.
+    pub fn parse_header_so_far(head: &[u8], len: usize, file: &str) -> Result<Option<Self>> {
         let mut r = Reader {
             bytes: head,
             len: len.max(head.len()),
@@ -321,7 +332,9 @@ impl GgufFile {
             pos_wanted: 0,
         };
         let parsed = Self::read(&mut r);
+        let whole = head.len() >= len.min(MAX_GGUF_HEADER_BYTES);
         match parsed {
+            Err(_) if r.pos_wanted > head.len() && !whole => Ok(None),
             Err(_) if r.pos_wanted > head.len() => Err(r.error(format!(
                 "its header runs past the {} bytes read first{}",
                 head.len(),
@@ -330,7 +343,7 @@ impl GgufFile {
                     false => String::new(),
                 }
             ))),
-            other => other,
+            other => other.map(Some),
         }
     }
 
@@ -1068,6 +1081,21 @@ mod tests {
             )),
             "{e}"
         );
+        // while the file comes in: not yet, at lengths short of the header's end; then the
+        // header; and a file its first bytes refuse is refused from them
+        for n in [0, 4, 23, at - 40] {
+            let got = GgufFile::parse_header_so_far(&bytes[..n], bytes.len(), "m.gguf").unwrap();
+            assert!(got.is_none(), "{n} bytes of a {at}-byte header");
+        }
+        let got = GgufFile::parse_header_so_far(&bytes[..at], bytes.len(), "m.gguf").unwrap();
+        assert_eq!(
+            got.unwrap().tensors,
+            GgufFile::parse(&bytes, "m.gguf").unwrap().tensors
+        );
+        let mut bad = bytes.clone();
+        bad[4] = 7; // version 7
+        let e = GgufFile::parse_header_so_far(&bad[..8], bad.len(), "m.gguf").unwrap_err();
+        assert!(e.to_string().contains("unknown GGUF version 7"), "{e}");
         // the tensors lie inside the file's length, not the bytes given
         let e = GgufFile::parse_header(&bytes[..at], bytes.len() - 1, "m.gguf").unwrap_err();
         assert!(

@@ -117,7 +117,7 @@ test('hostile model URLs: a readable error each, the tab responsive, the previou
     await resultFor(page, '[CLS] back again [SEP]');
   }
   // a GGUF file of an architecture no family runs: refused by its header, named, long before
-  // its 1 GiB arrive (the page reads its first 16 MiB, then stops)
+  // its 1 GiB arrive (the page checks the header as its first bytes come, and stops once they refuse it)
   await page.fill('#model-url', `${hostile.url}gguf/relabelled.gguf`);
   await page.click('#load-url');
   await page.waitForFunction(() => /gemmax/.test(document.getElementById('error').textContent), null, { timeout: 60000 });
