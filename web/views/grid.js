@@ -228,6 +228,24 @@ function colouring(run, opts) {
   return { values: (l, h) => flat[l * run.H + h], sc: metricScale(lo, hi, metricLabel(opts.metric, opts.modelInfo)), what: metricLabel(opts.metric, opts.modelInfo) };
 }
 
+/**
+ * How many leading rows two thumbnails of a head ({values, mask, n, max}) have the same, values
+ * and mask bit for bit: 0 where their sides differ, or their largest values where each is drawn
+ * on a scale of its own (`ownScale`).
+ */
+function sameRows(t, was, ownScale) {
+  if (t.n !== was.n || (ownScale && t.max !== was.max) || !t.mask !== !was.mask) return 0;
+  // the values' bits as Int32 (small integers to V8, where Uint32's upper half would not be)
+  const bits = (v) => (v.BYTES_PER_ELEMENT === 4 ? new Int32Array(v.buffer, v.byteOffset, v.length) : null);
+  const a = bits(t.values), b = bits(was.values), n = t.n, m = t.mask, mw = was.mask;
+  if (!a || !b) return 0;
+  for (let r = 0; r < n; r++) {
+    for (let i = r * n; i < (r + 1) * n; i++) if (a[i] !== b[i]) return r;
+    if (m) for (let i = r * n; i < (r + 1) * n; i++) if (m[i] !== mw[i]) return r;
+  }
+  return n;
+}
+
 /** A generation's (web/generation.js GenerationResult) number, for the keys of what was drawn. */
 const sources = new WeakMap();
 let sourcesSeen = 0;
@@ -284,6 +302,8 @@ export function render(target, run, opts) {
   target._drawn = key;
   const last = target._grown; // what a finished drawing of a generation's step left (below)
   target._grown = null;
+  const before = target._kept; // what a finished drawing of a run's thumbnails left (below)
+  target._kept = null;
   const marksMoved = target._marksKey !== marksKey;
   target._marks = marks;
   target._marksKey = marksKey;
@@ -385,7 +405,11 @@ export function render(target, run, opts) {
     target._grown = { ...last, T, side: thumbs[0].n, px: sheet.n[0] };
     return;
   }
-  let i = 0;
+  // a text typed on (the CPU engine took its first `reused` positions from its last pass): each
+  // head's thumbnail rows that are the ones drawn before, bit for bit, stay as they were drawn
+  const kept = !gen && !part && nk === T && run.reused > 0 && before?.sheet === sheet && before.item === opts.item
+    && before.scale === opts.scale ? before.thumbs : null;
+  let i = 0, keptHeads = 0;
   const step = () => {
     if (target._token !== token) return; // a newer render took over
     const start = performance.now(), drawn = [];
@@ -408,6 +432,18 @@ export function render(target, run, opts) {
         drawn.push(i++);
         continue;
       }
+      const was = kept?.[i], r0 = t && was ? sameRows(t, was, opts.scale === 'head') : 0;
+      if (r0 > 0) { // its rows from the first that changed, pooled in the same bins as the whole's
+        const p0 = t.n > R ? Math.floor((r0 * R) / t.n) : r0;
+        const q = t.n > R ? pooledFrame(t.values, t.mask, t.n, R, t.n, p0)
+          : { values: t.values.subarray(r0 * t.n), mask: t.mask?.subarray(r0 * t.n) ?? null, n: t.n, rows: t.n - r0 };
+        if (q.rows > 0) sctx.putImageData(pixels(q.values, q.rows, probScale(t.max), q.mask, q.n), h * sheet.slot, l * sheet.slot + p0);
+        sheet.n[i] = sheet.rows[i] = q.n;
+        label(i, strongest(t.arg, t.max));
+        drawn.push(i++);
+        keptHeads++;
+        continue;
+      }
       const p = !t ? pooled(run.head(opts.item, l, h), run.maskOf(opts.item, l), T, R) : framed(t.n) ? { ...pooledFrame(t.values, t.mask, t.n, R, THUMB), max: t.max, arg: t.arg }
         : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
       const { max, arg } = p;
@@ -421,8 +457,10 @@ export function render(target, run, opts) {
     if (i < cells.length) requestAnimationFrame(step);
     else {
       target.dataset.drawn = key;
+      target.dataset.keptHeads = keptHeads; // the heads drawn by the rows that changed (the tests read it)
       const t = run.thumb(opts.item, 0, 0);
       if (gen && t) target._grown = { source: gen.source, w: gen.w, T, side: t.n, px: sheet.n[0], slot: sheet.slot, item: opts.item, scale: opts.scale };
+      if (!gen && !part && t) target._kept = { sheet, item: opts.item, scale: opts.scale, thumbs: cells.map((_, c) => run.thumb(opts.item, Math.floor(c / H), c % H)) };
     }
   };
   step();
