@@ -1422,9 +1422,11 @@ impl Session {
 
     /// Head `head` of layer `layer` over item `item` of long run `run` (its `info.long_run`),
     /// computed again from the run's queries and keys, its rows on the threads:
-    /// `{attention, scores}`, each a Float32Array of `(T, T)`, `[query][key]` (the values a
-    /// run that keeps them gives: [`run_records`]). An error when the session no longer keeps
-    /// that run (it keeps the last), or names a layer, head or item the run does not have.
+    /// `{attention, scores, score_max}`, each of the first two a Float32Array of `(T, T)`,
+    /// `[query][key]` (the values a run that keeps them gives: [`run_records`]), `score_max` the
+    /// largest |score| (the steps view's scale: read here, where the scores are made, not over
+    /// T² values again in the page). An error when the session no longer keeps that run (it
+    /// keeps the last), or names a layer, head or item the run does not have.
     #[wasm_bindgen(js_name = longHead)]
     pub fn long_head(
         &self,
@@ -1442,9 +1444,11 @@ impl Session {
         let scores = one
             .scores
             .ok_or_else(|| JsError::new("a head computed with its scores came without them"))?;
+        let score_max = scores.iter().fold(0f32, |m, &v| m.max(v.abs()));
         let o = Object::new();
         set(&o, "attention", flat(&one.probs.view()))?;
         set(&o, "scores", flat(&scores.view()))?;
+        set(&o, "score_max", score_max)?;
         Ok(o.into())
     }
 

@@ -201,7 +201,7 @@ class Engine {
   }
 
   /** Head `head` of layer `layer` over item `item` of a long run (`info.long_run`), computed from
-   *  its kept queries and keys: `{attention, scores}`, each T·T (src/wasm.rs `Session.longHead`;
+   *  its kept queries and keys: `{attention, scores}`, each T·T, and `score_max` (src/wasm.rs `Session.longHead`;
    *  result.js `addHead` takes it). */
   async longHead(key, { run, item, layer, head }) {
     return (await this.call({ type: 'long-head', key, run, item, layer, head })).result;

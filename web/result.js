@@ -21,18 +21,17 @@ function headValues(r, b, l, H, T) {
 
 /**
  * A long run's head from the engine (src/wasm.rs `Session.longHead`: `{attention, scores}`, each
- * T·T), item b's head (l, h), checked: `{probs, scores, scoreMax}`, `scoreMax` its largest |score|
- * over every cell: what the steps view's scale reads, which the pass could not fold (it computes
- * no score its mask hides).
+ * T·T, and `score_max`), item b's head (l, h), checked: `{probs, scores, scoreMax}`, `scoreMax`
+ * its largest |score| over every cell: what the steps view's scale reads, which the pass could
+ * not fold (it computes no score its mask hides).
  */
-export function longHead({ attention, scores }, b, l, h, T) {
+export function longHead({ attention, scores, score_max: scoreMax }, b, l, h, T) {
   for (const [name, v] of [['attention', attention], ['scores', scores]]) {
     if (!(v instanceof Float32Array) || v.length !== T * T) {
       throw new Error(`item ${b}'s head ${l}:${h} came with ${name} of ${v?.length ?? 'no'} values, where the run's heads are ${T} × ${T}`);
     }
   }
-  let scoreMax = 0;
-  for (let j = 0; j < scores.length; j++) { const v = scores[j]; if (v > scoreMax) scoreMax = v; else if (-v > scoreMax) scoreMax = -v; }
+  if (!(scoreMax >= 0)) throw new Error(`item ${b}'s head ${l}:${h} came with a largest |score| of ${scoreMax}`);
   return { probs: attention, scores, scoreMax };
 }
 

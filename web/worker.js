@@ -713,7 +713,7 @@ function longSummary(s, r, report) {
 }
 
 /** Long run `r`'s head `focus` (`{item, layer, head}`, each clamped to the run's) as the page's
- *  `long-head` gives it, with where it is: `{item, layer, head, attention, scores}`. */
+ *  `long-head` gives it, with where it is: `{item, layer, head, attention, scores, score_max}`. */
 function focusedHead(s, r, focus) {
   const [B, L, H] = r.info.shape;
   const item = Math.min(focus.item, B - 1), layer = Math.min(focus.layer, L - 1), head = Math.min(focus.head, H - 1);
