@@ -103,54 +103,15 @@ export function stepOf(kind, [r, g, b]) {
  */
 export function pixels(values, n, sc, mask = null, cols = n) {
   const out = new Uint32Array(n * cols);
-  colourInto(out, values, sc, mask, 0, out.length);
-  return new ImageData(new Uint8ClampedArray(out.buffer), cols, n);
-}
-
-/** Cells [from, to) of `values` (and `mask`) as pixel words into `out` (pixels()'s). */
-function colourInto(out, values, sc, mask, from, to) {
   const { words, mul, add } = sc, top = STEPS - 1;
   // sc.index, inlined: this loop runs over 262,144 cells at 512 tokens
-  for (let i = from; i < to; i++) {
+  for (let i = 0; i < out.length; i++) {
     if (mask !== null && mask[i] === 0) { out[i] = MASKED_WORD; continue; }
     let j = Math.floor(values[i] * mul + add);
     j = j < 0 ? 0 : j > top ? top : j;
     out[i] = words[j];
   }
-}
-
-/**
- * pixels() of an n × cols matrix whose first rows may be those of one coloured before, `kept`
- * {image: its ImageData, values, mask, sc, rows: how many of its rows to look at}: each leading
- * row whose values (bit for bit) and mask cells are the ones `kept` had, on the same scale, is
- * copied from `kept.image`, and only what follows is coloured (a text typed on: its new rows, and
- * the new columns of the rows before; a text cut short: its rows, as short). The same pixels as
- * pixels() of the whole: `{image, kept}`, kept the rows copied.
- */
-export function pixelsKeeping(values, n, sc, mask, cols, kept) {
-  const old = kept.image, oc = old.width, w = Math.min(oc, cols); // a row's cells drawn before
-  const same = sc.words === kept.sc.words && sc.mul === kept.sc.mul && sc.add === kept.sc.add
-    && (mask === null) === (kept.mask === null) && kept.values.length === oc * old.height;
-  const rows = same && values.BYTES_PER_ELEMENT === 4 && kept.values.BYTES_PER_ELEMENT === 4 ? Math.min(n, old.height, kept.rows) : 0;
-  // the values' bits as Int32 (small integers to V8, where Uint32's upper half would not be)
-  const now = new Int32Array(values.buffer, values.byteOffset, values.length);
-  const then = new Int32Array(kept.values.buffer, kept.values.byteOffset, kept.values.length);
-  const was = kept.mask;
-  const sameRow = (a, b) => {
-    for (let k = 0; k < w; k++) if (now[a + k] !== then[b + k]) return false;
-    if (mask !== null) for (let k = 0; k < w; k++) if (mask[a + k] !== was[b + k]) return false;
-    return true;
-  };
-  let r = 0;
-  while (r < rows && sameRow(r * cols, r * oc)) r++; // the rows that are the same as then
-  if (r === 0) return { image: pixels(values, n, sc, mask, cols), kept: 0 };
-  const out = new Uint32Array(n * cols), px = new Uint32Array(old.data.buffer);
-  for (let q = 0; q < r; q++) {
-    out.set(px.subarray(q * oc, q * oc + w), q * cols);
-    if (w < cols) colourInto(out, values, sc, mask, q * cols + w, (q + 1) * cols);
-  }
-  colourInto(out, values, sc, mask, r * cols, out.length);
-  return { image: new ImageData(new Uint8ClampedArray(out.buffer), cols, n), kept: r };
+  return new ImageData(new Uint8ClampedArray(out.buffer), cols, n);
 }
 
 /** A scale for a 0/1 matrix (a mask): `off` at 0, `on` at 1, through the same pixels() loop. */

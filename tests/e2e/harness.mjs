@@ -184,17 +184,6 @@ export function golden(caseName, name) {
 }
 
 /** SmolLM2-135M-Instruct Q4_1, the page's built-in model that writes (scripts/setup.sh fetches it). */
-/** The head view's heatmap against pixels() of its whole head: `{kept: the rows it copied from
- *  the heatmap before (web/colour.js pixelsKeeping), at: where its pixels differ, or null}`. */
-export const heatmapAgainstWhole = (page) => page.evaluate(async () => {
-  const { pixels } = await import('/web/colour.js');
-  const el = document.querySelector('#head-view'), v = el._view;
-  const whole = pixels(v.values, v.run.T, v.sc, v.mask, v.nk).data, got = v.image.data;
-  let at = whole.length === got.length ? null : 'its size';
-  for (let i = 0; at === null && i < got.length; i++) if (got[i] !== whole[i]) at = `byte ${i}`;
-  return { kept: Number(el.dataset.keptRows), at };
-});
-
 export const SMOLLM2_GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 
 /** Whether set-up has fetched `rel` (under the repository); says so when not. */

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
-import { startServer, launch, openPage, ready, maxDiff, ROOT, attnscope, heatmapAgainstWhole } from './harness.mjs';
+import { startServer, launch, openPage, ready, maxDiff, ROOT, attnscope } from './harness.mjs';
 import { GenerationResult } from '../../web/generation.js';
 import { summarise } from '../../web/summary.js';
 
@@ -419,7 +419,7 @@ test('Llama: typing at the end reuses the last pass for the tokens both texts be
   const cliOf = (text) => attnscope(['attention', '--model', path.join(ROOT, 'tests/fixtures/models/tiny-llama'), '--top-k', '5', '--', text]);
   await page.focus('#sentence');
   await page.keyboard.press('End');
-  let text = 'time flies like an arrow', reusedAny = 0, keptAny = 0;
+  let text = 'time flies like an arrow', reusedAny = 0;
   for (const key of [' ', 'a', 'n', 'd', 'Backspace']) {
     text = key === 'Backspace' ? text.slice(0, -1) : text + key;
     await page.keyboard.press(key === ' ' ? 'Space' : key);
@@ -428,11 +428,6 @@ test('Llama: typing at the end reuses the last pass for the tokens both texts be
     const want = cliOf(text).results[0];
     assert.ok(got.reused < got.T, `${got.reused} of ${got.T} positions reused`);
     reusedAny = Math.max(reusedAny, got.reused);
-    // the heatmap drawn by its new rows (the rows it drew before copied) is the whole drawn
-    await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.rendered?.startsWith(`${s.run.id}:`) && document.querySelector('#head-view')._view?.run === s.run; }, null, { timeout: 60000 });
-    const heat = await heatmapAgainstWhole(page);
-    assert.equal(heat.at, null, `"${text}": the heatmap (${heat.kept} rows copied) differs from the whole drawn at ${heat.at}`);
-    keptAny = Math.max(keptAny, heat.kept);
     const d = maxDiff(got.attention, want.attention);
     assert.ok(d <= 1e-5, `"${text}": attention differs from the CLI's whole pass by ${d}`);
     for (const [q, top] of want.next_tokens.entries()) {
@@ -441,7 +436,6 @@ test('Llama: typing at the end reuses the last pass for the tokens both texts be
     }
   }
   assert.ok(reusedAny >= 5, `typing reused at most ${reusedAny} positions`);
-  assert.ok(keptAny >= 5, `the heatmap copied at most ${keptAny} rows`);
   clean(problems);
   await page.close();
 });

@@ -5,9 +5,12 @@
 // same with two words typed at its end (the pass reuses the last: the new rows alone), three
 // times, each time a text that begins with another word (nothing shared with the last); the
 // pass's own time and the positions it reused beside it, and the worker's wasm memory after (its
-// byteLength: the peak so far). Issue 51's goals for 1,024 tokens: 3 s to every view, 150 ms a
-// keystroke at the end.
-//   make setup && make web && node tests/e2e/long_bench.mjs      (WASM=relaxed-simd: one thread)
+// byteLength: the peak so far). Then KEYS keystrokes at its end ("." and Backspace in turn), each
+// timed inside the page from its keydown to the render that drew every view of its run, with the
+// pass and each view's own ms (web/scope.js `measure`); PROFILE=1 adds the main thread's functions
+// by their own time a keystroke (CDP Profiler). Issue 51's goals for 1,024 tokens: 3 s to every
+// view, 150 ms a keystroke at the end.
+//   make setup && make web && node tests/e2e/long_bench.mjs      (WASM=relaxed-simd: one thread; KEYS=24)
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
@@ -18,6 +21,7 @@ if (!existsSync(path.join(ROOT, GGUF))) {
   process.exit(0);
 }
 const WASM = process.env.WASM || 'threads';
+const KEYS = Number(process.env.KEYS || 24);
 const PARAGRAPH = 'The committee met on a wet Tuesday morning to decide where the new library would stand. '
   + 'Some wanted it near the river, where the old mill had been; others argued for the square, because '
   + 'children walk there after school and the buses stop at its corner. After two hours nobody had '
@@ -28,6 +32,11 @@ const browser = await launch();
 try {
   const url = `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
   const { page } = await openPage(browser, url, { width: 1280, height: 900 });
+  await page.addInitScript(() => { // each view's render measure (web/canvas.js `measure`)
+    const m = window.__measures = [];
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.name.startsWith('attnscope:')) m.push({ name: e.name.slice(10), t: e.startTime, ms: e.duration }); }).observe({ type: 'measure' });
+  });
+  await page.reload();
   await ready(page);
   const MiB = (b) => (b / 2 ** 20).toFixed(1);
   for (const first of ['First', 'Second', 'Third']) {
@@ -43,7 +52,46 @@ try {
       console.log(`${r.T} tokens: ${(ms / 1000).toFixed(2)} s to every view, the pass ${(r.pass / 1000).toFixed(2)} s (${r.reused} positions reused), wasm memory ${MiB(r.wasm)} MiB`);
     }
   }
+  await keystrokes(page);
 } finally {
   await browser.close();
   server.stop();
+}
+
+/** KEYS keystrokes at the end of the text, each to every view drawn again (see the top). */
+async function keystrokes(page) {
+  const drawn = (r) => { // a newer render, which drew every view of the run with its focused head
+    const s = window.attnscope.store.get();
+    return window.attnscope.renders > r && !s.busy && s.run.hasHead(0, Math.min(s.layer, s.run.L - 1), Math.min(s.head, s.run.H - 1)) && s.rendered?.startsWith(`${s.run.id}:`);
+  };
+  await page.evaluate(() => { window.__keyAt = 0; document.getElementById('sentence').addEventListener('keydown', () => { window.__keyAt = performance.now(); }, true); });
+  await page.focus('#sentence');
+  await page.keyboard.press('End');
+  const cdp = process.env.PROFILE ? await page.context().newCDPSession(page) : null;
+  if (cdp) for (const [m, a] of [['Profiler.enable'], ['Profiler.setSamplingInterval', { interval: 200 }], ['Profiler.start']]) await cdp.send(m, a);
+  const ms = [], pass = [], views = {};
+  for (let i = 0; i < KEYS; i++) {
+    const renders = await page.evaluate(() => { window.__measures.length = 0; return window.attnscope.renders; });
+    await page.keyboard.press(i % 2 ? 'Backspace' : '.');
+    await page.waitForFunction(drawn, renders, { timeout: 60000, polling: 'raf' });
+    await page.waitForTimeout(300); // the views' last measures, and a pause as a typist's
+    const k = await page.evaluate(() => ({ ms: window.attnscope.lastRenderAt - window.__keyAt, pass: window.attnscope.result.elapsedMs, views: window.__measures.filter((x) => x.t >= window.__keyAt) }));
+    ms.push(k.ms);
+    pass.push(k.pass);
+    for (const v of k.views) (views[v.name] ??= []).push(v.ms);
+  }
+  const sorted = (a) => [...a].sort((x, y) => x - y), at = (a, q) => sorted(a)[Math.min(a.length - 1, Math.floor(a.length * q))];
+  const T = await page.evaluate(() => window.attnscope.result.token_ids.length);
+  console.log(`\n${KEYS} keystrokes at the end of ${T} tokens (goal 150 ms): keydown → every view drawn median ${at(ms, 0.5).toFixed(1)} ms, p90 ${at(ms, 0.9).toFixed(1)} ms; the pass median ${at(pass, 0.5).toFixed(1)} ms`);
+  console.log(`  each view's own ms a keystroke (its renders' sum, averaged): ${Object.entries(views).map(([n, v]) => `${n} ${(v.reduce((a, b) => a + b, 0) / KEYS).toFixed(1)}`).join(', ')}`);
+  if (cdp) {
+    const { profile } = await cdp.send('Profiler.stop');
+    const own = new Map(), nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+    profile.samples.forEach((id, i) => {
+      const f = nodes.get(id).callFrame, name = `${f.functionName || '(anonymous)'} ${f.url.split('/').pop()}:${f.lineNumber + 1}`;
+      own.set(name, (own.get(name) ?? 0) + profile.timeDeltas[i] / 1000);
+    });
+    console.log('  the main thread, ms a keystroke by function (its own time):');
+    for (const [name, t] of [...own].filter(([n]) => !/^\((idle|program)\)/.test(n)).sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`    ${(t / KEYS).toFixed(2)} ${name}`);
+  }
 }

@@ -9,7 +9,7 @@
 // steps) focuses that row instead. A sentence pair's part (one sentence's queries over one
 // sentence's keys: bertviz's filter) and a rectangular head are shown whole, without zoom.
 
-import { scale, pixels, pixelsKeeping, MASKED, inkOn } from '../colour.js';
+import { scale, pixels, MASKED, inkOn } from '../colour.js';
 import { fit, bitmap, hatchPattern, axesCaption, placeTip } from '../canvas.js';
 import { square, region, labelled, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
 import { noteTip, specialNotes, tokenTip } from '../glossary.js';
@@ -364,17 +364,7 @@ export function render(target, run, opts) {
     : run.valueWeighted ? { ...probs, label: `value-weighted attention, rows renormalised${probs.max === 1 ? '' : ' (scaled to this head\'s max)'}` } : probs;
   const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');
   const prev = target._view;
-  // a text typed on (the CPU engine took its first `reused` positions from its last pass): the
-  // rows the heatmap drew before that are the same bit for bit are copied, not coloured again
-  const kept = prev?.image && !diff && !prev.diff && nk === T && prev.nk === prev.run.T && run.reused > 0
-    ? { image: prev.image, values: prev.values, mask: prev.mask, sc: prev.sc, rows: run.reused } : null;
-  let image = prev?.image, img = prev?.img;
-  if (prev?.imgKey !== imgKey) {
-    const drawn = kept ? pixelsKeeping(values, T, sc, mask, nk, kept) : { image: pixels(values, T, sc, mask, nk), kept: 0 };
-    image = drawn.image;
-    img = bitmap(image, prev?.img);
-    target.dataset.keptRows = drawn.kept; // the rows copied from the heatmap before (the tests read it)
-  }
+  const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask, nk), prev?.img);
   const width = Math.max(120, target.clientWidth || 480);
   const fontPx = opts.fontPx ?? 12;
   let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
@@ -429,7 +419,7 @@ export function render(target, run, opts) {
   target.querySelector('.sel-tools').hidden = !st;
   target.querySelector('.sel-label').textContent = st ? `selected: ${st.name}` : '';
   const cursor = prev && prev.run.T === T && prev.nk === nk ? prev.cursor : null;
-  target._view = { run, opts, g, img, image, sc, imgKey, drawKey, tokens, cols, nk, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
+  target._view = { run, opts, g, img, imgKey, drawKey, tokens, cols, nk, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
   drawCrosshair(overlayCtx, g, target._view.hoverCell ?? cursor);
   // the keys' tooltip follows a zoom, a new head or layer; a new input drops the cursor and it.
   // A pointer's (a tap's bubble, a hover's) told of a cell of the run before: another model's or
