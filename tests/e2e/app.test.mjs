@@ -310,12 +310,15 @@ test('a run\'s records: each head is a view into its layer\'s record; a record o
   assert.throws(() => runHeads([item(0), wrong], shape), { message: "item 1's attention of layer 1 has shape [2,4,3] (24 values), where the run's heads are (2, 4, 4)" });
   assert.throws(() => runHeads([item(0), item(1).slice(0, 4)], shape), { message: 'item 1 has attention of 2 layers, where the run has 3' });
   assert.throws(() => runHeads([item(0)], shape), { message: 'the run has records of 1 items, where it ran 2' });
-  // a long run's head, asked for alone: its values, and its largest |score|
+  // a long run's head, asked for alone: its values, and its largest |score| as the engine gives
+  // it (long.test.mjs checks the engine's against the scores' own); without it, refused
   const one = (name) => Float32Array.from({ length: n }, (_, j) => value(1, 2, 1, j, name));
-  const got = longHead({ attention: one('attention'), scores: one('scores') }, 1, 2, 1, T);
+  const most = Math.max(...Array.from(one('scores'), Math.abs));
+  const got = longHead({ attention: one('attention'), scores: one('scores'), score_max: most }, 1, 2, 1, T);
   assert.equal(got.probs[3], value(1, 2, 1, 3, 'attention'));
   assert.equal(got.scores[3], value(1, 2, 1, 3, 'scores'));
-  assert.equal(got.scoreMax, Math.max(...Array.from(one('scores'), Math.abs)));
+  assert.equal(got.scoreMax, most);
+  assert.throws(() => longHead({ attention: one('attention'), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with a largest |score| of undefined" });
   assert.throws(() => longHead({ attention: one('attention') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with scores of no values, where the run's heads are 4 × 4" });
   assert.throws(() => longHead({ attention: one('attention').subarray(1), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with attention of 15 values, where the run's heads are 4 × 4" });
 });

@@ -78,6 +78,30 @@ async function thumbDiff(page, rows, T, [layer, head]) {
   return Math.max(Math.abs(own.max - best.max), own.values.reduce((m, v, i) => Math.max(m, Math.abs(v - pooled[i])), 0));
 }
 
+/** The model grid drawn for the page's run, each of its `heads` by the rows a text typed on
+ *  changed (web/views/grid.js `sameRows`), against the grid drawn whole (by another scale, then
+ *  this one again): equal, pixel for pixel. Returns the cells' pixels and the thumbnails' side. */
+async function gridByRows(page, heads) {
+  await page.waitForFunction(() => document.getElementById('model-view').dataset.drawn?.split('|')[0] === String(window.attnscope.store.get().run.id), null, { timeout: 60000 });
+  const sheet = () => page.evaluate(() => {
+    const v = document.getElementById('model-view'), c = v._sheet.canvas, d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let h = 2166136261;
+    for (let i = 0; i < d.length; i++) h = Math.imul(h ^ d[i], 16777619);
+    return { hash: h >>> 0, kept: Number(v.dataset.keptHeads), drawn: v.dataset.drawn, slot: v._sheet.slot, side: window.attnscope.store.get().run.thumb(0, 0, 0).n };
+  });
+  const byRows = await sheet();
+  assert.equal(byRows.kept, heads, 'every head of the grid drawn by its changed rows');
+  let drawn = byRows.drawn;
+  for (const scale of ['head', 'absolute']) {
+    await page.evaluate((sc) => window.attnscope.store.update({ scale: sc }), scale);
+    drawn = await page.waitForFunction(([d, sc]) => { const v = document.getElementById('model-view'); return v.dataset.drawn !== d && v.dataset.drawn.includes(`|${sc}|`) && v.dataset.drawn; }, [drawn, scale], { timeout: 60000 }).then((h) => h.jsonValue());
+  }
+  const whole = await sheet();
+  assert.equal(whole.kept, 0, 'the grid drawn whole');
+  assert.equal(whole.hash, byRows.hash, `the grid drawn by its changed rows (cells of ${byRows.slot} pixels) equals the grid drawn whole`);
+  return byRows;
+}
+
 function worst(got, want, T) {
   let d = 0;
   for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) d = Math.max(d, Math.abs(got[q * T + k] - want[q][k]));
@@ -184,28 +208,22 @@ for (const { engine, name, model, text, heads } of CASES) {
       const dThumb2 = await thumbDiff(page, again.heads.at(-1).attention, after.T, heads.at(-1));
       assert.ok(d <= TOL && dThumb2 <= TOL, `typed on: head ${ll}:${hh} differs from the CLI's by ${d}, its thumbnail by ${dThumb2}`);
       // drawn by what changed: the grid redraws each head's thumbnail from its first changed
-      // row, and that is what drawing it whole gives
-      await page.waitForFunction(() => document.getElementById('model-view').dataset.drawn?.split('|')[0] === String(window.attnscope.store.get().run.id), null, { timeout: 60000 });
-      const sheetHash = () => page.evaluate(() => {
-        const v = document.getElementById('model-view'), c = v._sheet.canvas, d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let h = 2166136261;
-        for (let i = 0; i < d.length; i++) h = Math.imul(h ^ d[i], 16777619);
-        return { hash: h >>> 0, kept: Number(v.dataset.keptHeads), drawn: v.dataset.drawn };
-      });
-      const byRows = await sheetHash();
-      assert.equal(byRows.kept, run.L * run.H, 'every head of the grid drawn by its changed rows');
-      let drawnBefore = byRows.drawn;
-      for (const scale of ['head', 'absolute']) { // drawn whole: by another scale, then by this one again
-        await page.evaluate((sc) => window.attnscope.store.update({ scale: sc }), scale);
-        drawnBefore = await page.waitForFunction(([d, sc]) => { const v = document.getElementById('model-view'); return v.dataset.drawn !== d && v.dataset.drawn.includes(`|${sc}|`) && v.dataset.drawn; }, [drawnBefore, scale], { timeout: 60000 }).then((h) => h.jsonValue());
-      }
-      const whole = await sheetHash();
-      assert.equal(whole.kept, 0, 'the grid drawn whole');
-      assert.equal(whole.hash, byRows.hash, 'the grid drawn by its changed rows equals the grid drawn whole');
-      console.log(`# cpu: typed on, the grid redrew ${byRows.kept} heads by their changed rows, pixel for pixel as drawn whole`);
+      // row, and that is what drawing it whole gives; with cells narrower than a thumbnail (its
+      // rows pooled again), then as wide or wider (a projector's: drawn cell for cell)
+      const pooledAgain = await gridByRows(page, run.L * run.H);
+      assert.ok(pooledAgain.slot < pooledAgain.side, `a ${pooledAgain.side}-cell thumbnail in ${pooledAgain.slot} pixels`);
       const next2 = await page.evaluate(() => window.attnscope.result.next_tokens.at(-1));
       assert.deepEqual(next2.map((p) => p.id), again.next_tokens.at(-1).map((p) => p.id));
       console.log(`# cpu: two words typed on (${after.T} tokens, ${after.reused} reused, the pass ${after.pass.toFixed(0)} ms): head ${ll}:${hh} vs the CLI's max |Δ| ${d.toExponential(2)}, its thumbnail ${dThumb2.toExponential(2)}`);
+      await page.setViewportSize({ width: 2560, height: 1400 });
+      for (const more of [' And', ' And again.']) { // the first drawn whole at the new size, the next by rows
+        await page.fill('#sentence', `${typed}${more}`);
+        await page.waitForFunction((t) => window.attnscope.result?.text === t && document.getElementById('model-view').dataset.drawn?.split('|')[0] === String(window.attnscope.store.get().run.id), `${typed}${more}`, { timeout: 300000, polling: 100 });
+      }
+      const cellForCell = await gridByRows(page, run.L * run.H);
+      assert.ok(cellForCell.slot >= cellForCell.side, `a ${cellForCell.side}-cell thumbnail in ${cellForCell.slot} pixels`);
+      await page.setViewportSize({ width: 1280, height: 900 });
+      console.log(`# cpu: typed on, the grid redrew ${run.L * run.H} heads by their changed rows, pixel for pixel as drawn whole, in cells of ${pooledAgain.slot} and ${cellForCell.slot} pixels`);
     }
     assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
     await page.close();
