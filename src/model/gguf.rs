@@ -314,7 +314,7 @@ impl GgufFile {
     pub fn parse_header(head: &[u8], len: usize, file: &str) -> Result<Self> {
         Self::parse_header_so_far(head, len, file)?.ok_or_else(|| Error::Gguf {
             file: file.into(),
-            msg: format!("its header runs past the {} bytes read first", head.len()),
+            msg: runs_past(head.len()),
         })
     }
 
@@ -335,14 +335,7 @@ impl GgufFile {
         let whole = head.len() >= len.min(MAX_GGUF_HEADER_BYTES);
         match parsed {
             Err(_) if r.pos_wanted > head.len() && !whole => Ok(None),
-            Err(_) if r.pos_wanted > head.len() => Err(r.error(format!(
-                "its header runs past the {} bytes read first{}",
-                head.len(),
-                match head.len() >= MAX_GGUF_HEADER_BYTES {
-                    true => format!(", the limit of a header ({MAX_GGUF_HEADER_BYTES} bytes)"),
-                    false => String::new(),
-                }
-            ))),
+            Err(_) if r.pos_wanted > head.len() => Err(r.error(runs_past(head.len()))),
             other => other.map(Some),
         }
     }
@@ -621,6 +614,16 @@ impl GgufFile {
             _ => None,
         })
     }
+}
+
+/// Why a header read from its first `n` bytes was not read whole: it runs past them (and past
+/// the limit of a header, where they are that many).
+fn runs_past(n: usize) -> String {
+    let limit = match n >= MAX_GGUF_HEADER_BYTES {
+        true => format!(", the limit of a header ({MAX_GGUF_HEADER_BYTES} bytes)"),
+        false => String::new(),
+    };
+    format!("its header runs past the {n} bytes read first{limit}")
 }
 
 /// A cursor over the file's first bytes (its header), in a file of `len` bytes.

@@ -246,6 +246,17 @@ function sameRows(t, was, ownScale) {
   return n;
 }
 
+/**
+ * A thumbnail's ({values, mask, n}) pixels from the row its row `r0` falls in, for a cell of R
+ * pixels: where it is wider than R, pooled in the frame of an F-cell one (summary.js
+ * `pooledFrame`), else its own rows. `{p0: the first pixel row, q: {values, mask, n, rows}}`.
+ */
+function rowsFrom(t, r0, R, F) {
+  if (t.n <= R) return { p0: r0, q: { values: t.values.subarray(r0 * t.n), mask: t.mask?.subarray(r0 * t.n) ?? null, n: t.n, rows: t.n - r0 } };
+  const p0 = Math.floor((r0 * R) / F);
+  return { p0, q: pooledFrame(t.values, t.mask, t.n, R, F, p0) };
+}
+
 /** A generation's (web/generation.js GenerationResult) number, for the keys of what was drawn. */
 const sources = new WeakMap();
 let sourcesSeen = 0;
@@ -387,9 +398,7 @@ export function render(target, run, opts) {
     thumbs.forEach((p, i) => {
       const x = (i % H) * sheet.slot, y = Math.floor(i / H) * sheet.slot;
       // the rows from the first that changed: the thumbnail's own, or its pooled pixels'
-      const p0 = framed(p.n) ? Math.floor((r0 * sheet.slot) / THUMB) : r0;
-      const q = framed(p.n) ? pooledFrame(p.values, p.mask, p.n, sheet.slot, THUMB, p0)
-        : { values: p.values.subarray(r0 * p.n), mask: p.mask.subarray(r0 * p.n), n: p.n, rows: p.n - r0 };
+      const { p0, q } = rowsFrom(p, r0, sheet.slot, THUMB);
       if (q.rows > 0) sctx.putImageData(pixels(q.values, q.rows, sc, q.mask, q.n), x, y + p0);
       if (q.n > last.px && p0 > 0) {
         sctx.fillStyle = MASKED_CSS;
@@ -434,9 +443,7 @@ export function render(target, run, opts) {
       }
       const was = kept?.[i], r0 = t && was ? sameRows(t, was, opts.scale === 'head') : 0;
       if (r0 > 0) { // its rows from the first that changed, pooled in the same bins as the whole's
-        const p0 = t.n > R ? Math.floor((r0 * R) / t.n) : r0;
-        const q = t.n > R ? pooledFrame(t.values, t.mask, t.n, R, t.n, p0)
-          : { values: t.values.subarray(r0 * t.n), mask: t.mask?.subarray(r0 * t.n) ?? null, n: t.n, rows: t.n - r0 };
+        const { p0, q } = rowsFrom(t, r0, R, t.n);
         if (q.rows > 0) sctx.putImageData(pixels(q.values, q.rows, probScale(t.max), q.mask, q.n), h * sheet.slot, l * sheet.slot + p0);
         sheet.n[i] = sheet.rows[i] = q.n;
         label(i, strongest(t.arg, t.max));
