@@ -117,9 +117,10 @@ fn check_kept_attention(b: usize, t: usize, l: usize, h: usize) -> Result<()> {
 }
 
 /// Refuses a pass keeping queries and keys ([`AttentionKept::QueriesKeys`]) that cannot: a
-/// translation model (two stacks, and a cross-attention); or one whose queries and keys, or
-/// one layer's heads' `H·T²` probabilities (each item's, while its layer runs), would be over
-/// [`MAX_ATTENTION_VALUES`].
+/// translation model (two stacks, and a cross-attention); or one whose queries and keys would
+/// be over [`MAX_ATTENTION_VALUES`]. The CPU engine holds no more of a layer's attention than a
+/// block of each head's rows at a time; the GPU engine holds a layer's heads whole
+/// ([`check_layer_heads`]).
 fn check_queries_keys(c: &Config, b: usize, t: usize) -> Result<()> {
     if c.decoder.is_some() {
         return Err(Error::Input(format!(
@@ -131,13 +132,31 @@ fn check_queries_keys(c: &Config, b: usize, t: usize) -> Result<()> {
     let a = &c.architecture;
     let width = (a.heads.query + a.heads.key_value) * a.head_dim;
     let kept = (b * c.num_hidden_layers * t) as u128 * width as u128;
-    let layer = (a.heads.query * t) as u128 * t as u128;
-    if kept.max(layer) > MAX_ATTENTION_VALUES as u128 {
+    if kept > MAX_ATTENTION_VALUES as u128 {
+        // the longest text whose queries and keys fit
+        let most = MAX_ATTENTION_VALUES / (b * c.num_hidden_layers * width);
         return Err(Error::Input(format!(
             "{b} text(s) of {t} tokens: {kept} queries and keys kept ({b} × {} layers × {t} × \
-             {width}), and one layer's {} heads × {t}² = {layer} probabilities at a time; the \
-             limit is {MAX_ATTENTION_VALUES}",
-            c.num_hidden_layers, a.heads.query
+             {width}), over the limit of {MAX_ATTENTION_VALUES}: this model takes at most \
+             {most} tokens",
+            c.num_hidden_layers
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a pass that holds one layer's heads whole while the layer runs (the GPU engine's,
+/// keeping queries and keys: each text's `H·T²` probabilities at a time) over
+/// [`MAX_ATTENTION_VALUES`].
+pub fn check_layer_heads(c: &Config, t: usize) -> Result<()> {
+    let h = c.architecture.heads.query;
+    let layer = (h * t) as u128 * t as u128;
+    if layer > MAX_ATTENTION_VALUES as u128 {
+        let most = ((MAX_ATTENTION_VALUES / h) as f64).sqrt() as usize;
+        return Err(Error::Input(format!(
+            "a text of {t} tokens: the GPU engine holds one layer's {h} heads × {t}² = {layer} \
+             probabilities at a time, over the limit of {MAX_ATTENTION_VALUES}: it takes at most \
+             {most} tokens (the CPU engine takes longer texts)"
         )));
     }
     Ok(())
@@ -153,4 +172,73 @@ pub fn check_layer(what: &str, layer: usize, c: &Config) -> Result<()> {
         c.num_hidden_layers,
         c.num_hidden_layers - 1
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Llama config of `layers` layers of `heads` query heads (`kv` key/value heads) of
+    /// `d` dimensions, `hidden` wide.
+    fn llama(layers: usize, heads: usize, kv: usize, d: usize, hidden: usize) -> Config {
+        let json = format!(
+            r#"{{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 400,
+            "hidden_size": {hidden}, "intermediate_size": 256, "num_hidden_layers": {layers},
+            "num_attention_heads": {heads}, "num_key_value_heads": {kv}, "head_dim": {d},
+            "hidden_act": "silu", "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0}}"#
+        );
+        crate::families::read_config(json.as_bytes(), "config.json").unwrap()
+    }
+
+    /// 2 layers of `heads` query heads (2 key/value heads) of 4 dimensions.
+    fn heads_of_four(heads: usize) -> Config {
+        llama(2, heads, 2, 4, 256)
+    }
+
+    /// The longest text a long pass takes is kept for the next (typing at its end reuses it):
+    /// SmolLM2-135M's shape, and a model whose every head has its own keys and values, each
+    /// with the value norms the page may ask for.
+    #[test]
+    fn the_longest_text_a_long_pass_takes_is_kept_for_typing_on() {
+        use crate::engine::cpu::prefix::{kept_bytes, MAX_LONG_KEPT_BYTES};
+        for (layers, heads, kv, d, hidden) in [(30, 9, 3, 64, 576), (12, 12, 12, 64, 768)] {
+            let c = llama(layers, heads, kv, d, hidden);
+            let most = MAX_ATTENTION_VALUES / (layers * (heads + kv) * d);
+            check_queries_keys(&c, 1, most).unwrap();
+            let opts = TraceOptions {
+                attention: AttentionKept::QueriesKeys,
+                next_logits: true,
+                values: true,
+                ..TraceOptions::default()
+            };
+            let kept = kept_bytes(&c, &opts, most);
+            assert!(
+                kept <= MAX_LONG_KEPT_BYTES,
+                "{heads} heads, {kv} key/value heads at {most} tokens: {kept} bytes kept"
+            );
+        }
+    }
+
+    /// A long text's pass on the CPU engine holds a block of each head's rows, not a layer's
+    /// `H·T²` probabilities: only its queries and keys bound it; the GPU engine's layer of
+    /// heads is refused past its own bound, which it names.
+    #[test]
+    fn a_long_texts_pass_is_bounded_by_its_queries_and_keys_on_the_cpu() {
+        let c = heads_of_four(64);
+        // 64 heads × 1,500² = 144M probabilities a layer, over the limit of 2²⁷
+        const _: () = assert!(64 * 1500 * 1500 > MAX_ATTENTION_VALUES);
+        check_queries_keys(&c, 1, 1500).unwrap();
+        let err = check_layer_heads(&c, 1500).unwrap_err().to_string();
+        assert!(err.contains("takes at most 1448 tokens"), "{err}");
+        check_layer_heads(&c, 1448).unwrap();
+        // 2 layers × (64 + 2) heads × 4 = 528 values a token kept
+        let most = MAX_ATTENTION_VALUES / 528;
+        check_queries_keys(&c, 1, most).unwrap();
+        let err = check_queries_keys(&c, 1, most + 1).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("takes at most {most} tokens")),
+            "{err}"
+        );
+    }
 }

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use ndarray::{s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3, CowArray, Ix2};
+use ndarray::{
+    s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3, Axis, CowArray, Ix2,
+};
 
 use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
 use crate::analysis::thumbnail::HeadThumbnails;
@@ -337,37 +339,48 @@ impl QueriesKeys {
         let of = self.item_layer(b, layer, head..head + 1, mask)?;
         let (q, k, mask, factor) = (of.queries, of.keys, of.mask.view(), of.factor);
         let t = q.nrows();
-        let blocks = row_blocks(t, 4 * rayon::current_num_threads().max(1));
-        let parts: Vec<HeadAttention> = crate::engine::cpu::forward::on_the_pool(|| {
+        // each block of rows written into its rows of the head (no block copied after)
+        let mut probs = Array2::uninit((t, t));
+        let mut kept = scores.then(|| Array2::uninit((t, t)));
+        let mut blocks = Vec::new();
+        let (mut rest, mut rest_scores) = (probs.view_mut(), kept.as_mut().map(|s| s.view_mut()));
+        for rows in row_blocks(t, 4 * rayon::current_num_threads().max(1)) {
+            let (block, after) = rest.split_at(Axis(0), rows.len());
+            let (block_scores, after_scores) = match rest_scores {
+                Some(s) => {
+                    let (a, b) = s.split_at(Axis(0), rows.len());
+                    (Some(a), Some(b))
+                }
+                None => (None, None),
+            };
+            blocks.push((rows, block, block_scores));
+            (rest, rest_scores) = (after, after_scores);
+        }
+        crate::engine::cpu::forward::on_the_pool(|| {
             blocks
                 .into_par_iter()
-                .map(|rows| {
-                    let (probs, scores) = crate::engine::cpu::head_attention(
+                .map(|(rows, probs, scores)| {
+                    crate::engine::cpu::head_attention_into(
                         q.slice(s![rows.clone(), ..]),
                         k,
                         self.heads,
                         head,
                         mask.slice(s![rows, ..]),
                         factor,
+                        probs,
                         scores,
-                    )?;
-                    Ok(HeadAttention { probs, scores })
+                    )
                 })
-                .collect::<Result<_>>()
+                .collect::<Result<()>>()
         })?;
-        // the blocks one under the other (each `(rows, T)`, every block the same width)
-        let join = |blocks: Vec<ArrayView2<f32>>| {
-            ndarray::concatenate(ndarray::Axis(0), &blocks).expect("blocks of one head's rows")
-        };
-        let probs = join(parts.iter().map(|p| p.probs.view()).collect());
-        let scores: Option<Vec<_>> = parts
-            .iter()
-            .map(|p| p.scores.as_ref().map(|s| s.view()))
-            .collect();
-        Ok(HeadAttention {
-            probs,
-            scores: scores.map(join),
-        })
+        // SAFETY: every block returned Ok, writing each value of its rows, and the blocks
+        // cover every row
+        unsafe {
+            Ok(HeadAttention {
+                probs: probs.assume_init(),
+                scores: kept.map(|s| s.assume_init()),
+            })
+        }
     }
 
     /// The heads from `first` on that [`QueriesKeys::heads`] computes together: one a thread of

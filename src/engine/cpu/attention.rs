@@ -9,7 +9,7 @@ use ndarray::{
     ArrayViewMut3, Axis,
 };
 
-use super::ops::{linear, masked_softmax, masked_softmax_in_place};
+use super::ops::{linear, masked_softmax, masked_softmax_in_place, whole_lanes};
 use crate::analysis::thumbnail::HeadFold;
 use crate::engine::ops::Heads;
 use crate::engine::{ScoreFactor, ScoreScale};
@@ -231,7 +231,13 @@ fn attend_into(
                 );
                 // SAFETY: the panels' columns were written by the product, the others above
                 let mut probs = unsafe { block.assume_init() };
-                softmax_rows_in_place(probs.view_mut(), mask);
+                // softmax over the reached keys alone (in whole lanes of its sums: the same
+                // bits as over the row), the others' 0 written above
+                let lanes = whole_lanes(from..to, n_k);
+                softmax_rows_in_place(
+                    probs.slice_mut(s![.., lanes.clone()]),
+                    mask.map(|m| m.slice_move(s![.., lanes])),
+                );
                 (probs, Some(from..to))
             }
             None => {
@@ -485,18 +491,20 @@ fn for_each_row<T>(
     mask: Option<ArrayView2<bool>>,
     f: impl Fn(usize, ArrayViewMut1<T>, Option<&[bool]>),
 ) {
-    // rows of `mask` as slices: the engine's masks are already laid out so (no copy)
-    let mask = mask.as_ref().map(|m| m.as_standard_layout());
     isa::vectorised(
         #[inline(always)]
         || {
             for (i, row) in rows.rows_mut().into_iter().enumerate() {
-                let allowed = mask.as_ref().map(|m| {
-                    let row = m.row(i);
-                    row.to_slice()
-                        .expect("a standard-layout array's row is contiguous")
+                // each row of `mask` as a slice: the engine's masks' rows are contiguous (some
+                // of their columns too), a strided view's row is copied
+                let allowed = mask.map(|m| {
+                    let row = m.index_axis_move(Axis(0), i);
+                    match row.to_slice() {
+                        Some(row) => Cow::Borrowed(row),
+                        None => Cow::Owned(row.to_vec()),
+                    }
                 });
-                f(i, row, allowed);
+                f(i, row, allowed.as_deref());
             }
         },
     );
@@ -674,6 +682,40 @@ pub fn head_attention(
     scale: ScoreFactor,
     scores: bool,
 ) -> Result<(Array2<f32>, Option<Array2<f32>>)> {
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let mut probs = Array2::uninit((n_q, n_k));
+    let mut kept = scores.then(|| Array2::uninit((n_q, n_k)));
+    head_attention_into(
+        q,
+        k,
+        heads,
+        head,
+        mask,
+        scale,
+        probs.view_mut(),
+        kept.as_mut().map(|s| s.view_mut()),
+    )?;
+    // SAFETY: `head_attention_into` returned Ok: it wrote every value of both
+    unsafe { Ok((probs.assume_init(), kept.map(|s| s.assume_init()))) }
+}
+
+/// [`head_attention`] written into `probs` (and `scores`, where given), which may be
+/// uninitialised: when this returns `Ok`, every value of them has been written. A head's rows
+/// may go in blocks, each into its rows of one array: each row's values are its own.
+///
+/// # Shapes
+/// * `q`: `(n_q, H·d)`, `k`: `(n_k, H_kv·d)`, `mask`, `probs`, `scores`: `(n_q, n_k)`
+#[allow(clippy::too_many_arguments)]
+pub fn head_attention_into(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    heads: Heads,
+    head: usize,
+    mask: ArrayView2<bool>,
+    scale: ScoreFactor,
+    probs: ArrayViewMut2<MaybeUninit<f32>>,
+    scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+) -> Result<()> {
     heads.check("attention")?;
     let (n_q, n_k) = (q.nrows(), k.nrows());
     let d = q.ncols() / heads.query;
@@ -689,8 +731,15 @@ pub fn head_attention(
         });
     }
     check_mask(Some(mask), n_q, n_k)?;
-    let mut probs = Array2::uninit((n_q, n_k));
-    let mut kept = scores.then(|| Array2::uninit((n_q, n_k)));
+    for a in std::iter::once(&probs).chain(scores.as_ref()) {
+        if a.dim() != (n_q, n_k) {
+            return Err(Error::Shape {
+                what: "one head's attention (n_q, n_k)".into(),
+                expected: vec![n_q, n_k],
+                found: a.shape().to_vec(),
+            });
+        }
+    }
     let g = head / heads.group();
     attend_into(
         self::head(q, head, d),
@@ -699,12 +748,11 @@ pub fn head_attention(
         ArrayView2::from_shape((n_k, 0), &[]).expect("an empty (n_k, 0) view"),
         Some(mask),
         scale,
-        kept.as_mut().map(|s| s.view_mut()),
-        Probs::Kept(probs.view_mut()),
+        scores,
+        Probs::Kept(probs),
         None,
     );
-    // SAFETY: `attend_into` writes every value of `probs` and of the scores it is given
-    unsafe { Ok((probs.assume_init(), kept.map(|s| s.assume_init()))) }
+    Ok(())
 }
 
 /// One head's part of [`heads_into`]: where its probabilities, scores and context go.

@@ -7,8 +7,8 @@ pub mod ops;
 pub mod prefix;
 
 pub use attention::{
-    dot_product_attention, head_attention, multi_head_attention, scaled_dot_product_attention,
-    Attention, AttentionLinears, MultiHeadOutput,
+    dot_product_attention, head_attention, head_attention_into, multi_head_attention,
+    scaled_dot_product_attention, Attention, AttentionLinears, MultiHeadOutput,
 };
 pub use exec::{CpuOps, CpuX};
 pub use forward::forward;

@@ -1,6 +1,7 @@
 //! Plain CPU kernels on `ndarray`: the reference every GPU shader is checked against.
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 use ndarray::{Array2, ArrayView2};
 
@@ -373,6 +374,16 @@ fn softmax_in_place(row: &mut [f32]) {
 /// instruction set.
 const LANES: usize = 16;
 
+/// The columns of a row of `n` from the [`LANES`]-wide chunk that holds `keys.start` to the
+/// end of the one that holds the last of `keys` (or the row's end): where every value outside
+/// `keys` is masked, [`masked_softmax_in_place`] over these columns gives the same bits as over
+/// the whole row (each reduction's lanes see the same values, the others' terms being its
+/// identity, −∞ for the max and 0 for the sum), and leaves the others' 0 to the caller.
+pub(crate) fn whole_lanes(keys: Range<usize>, n: usize) -> Range<usize> {
+    let end = keys.end.div_ceil(LANES) * LANES;
+    (keys.start / LANES * LANES)..end.min(n)
+}
+
 /// `xs` folded by `step` in [`LANES`] interleaved lanes, the lanes then joined by `combine` in
 /// order, then the tail folded by `step` (also a head's thumbnail's bins and rows:
 /// `crate::analysis::thumbnail`, with an f64 sum).
@@ -461,7 +472,7 @@ pub fn exp_nonpositive(x: f32) -> f32 {
 mod tests {
     use super::{
         erf, exp_nonpositive, gelu, gelu_tanh, masked_softmax, masked_softmax_in_place, norm, silu,
-        tanh,
+        tanh, whole_lanes,
     };
     use crate::linalg::isa::{self, Isa};
     use crate::model::weights::Norm;
@@ -718,6 +729,44 @@ mod tests {
                 "gelu_tanh({x}): {g} vs {want}"
             );
         }
+    }
+
+    /// A row's softmax over [`whole_lanes`] of the keys it may read (the others masked, and 0
+    /// outside those lanes) is the same bits as over the whole row, for keys that begin and end
+    /// anywhere (mid chunk, in the row's tail); over the keys alone it is not.
+    #[test]
+    fn a_softmax_over_the_whole_lanes_of_its_keys_is_the_rows() {
+        let (mut same, mut differ) = (0, 0);
+        for n in [1, 7, 16, 17, 40, 100, 129] {
+            let row: Vec<f32> = (0..n)
+                .map(|j| ((j * 7919 % 131) as f32 / 13.0 - 5.0) * (1.0 + j as f32 / 50.0))
+                .collect();
+            for start in 0..n {
+                for end in start + 1..=n {
+                    let allowed: Vec<bool> = (0..n).map(|j| (start..end).contains(&j)).collect();
+                    let mut whole = row.clone();
+                    masked_softmax_in_place(&mut whole, Some(&allowed));
+                    let part = |cols: std::ops::Range<usize>| {
+                        let mut p = vec![0.0; n];
+                        p[cols.clone()].copy_from_slice(&row[cols.clone()]);
+                        masked_softmax_in_place(&mut p[cols.clone()], Some(&allowed[cols]));
+                        p.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                    };
+                    let bits: Vec<u32> = whole.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(
+                        part(whole_lanes(start..end, n)),
+                        bits,
+                        "n {n}, keys {start}..{end}"
+                    );
+                    same += 1;
+                    differ += usize::from(part(start..end) != bits);
+                }
+            }
+        }
+        assert!(
+            differ > 0,
+            "the keys alone gave the row's bits in all {same} cases"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOpti
 use crate::error::{Error, Result};
 use crate::linalg::team::with_team;
 use crate::masks::Mask;
-use crate::model::config::ModelKind;
+use crate::model::config::{Config, ModelKind};
 use crate::model::Encoded;
 
 /// The longest text whose pass is kept for the next.
@@ -44,8 +44,13 @@ pub const MAX_KEPT_BYTES: usize = 72 << 20;
 
 /// The most memory a long text's kept pass holds ([`AttentionKept::QueriesKeys`]: each
 /// layer's keys, values and queries, and its per-position values; SmolLM2-135M: 0.12 MB a
-/// token, so up to about 2,200 tokens). A long text's pass is kept alone.
-pub const MAX_LONG_KEPT_BYTES: usize = 256 << 20;
+/// token). Its queries and keys are the run's own (shared, not copied), at most
+/// [`crate::model::limits::MAX_ATTENTION_VALUES`] of them (512 MiB), and its values, with their
+/// norms, at most as many again (a model whose every head has its own keys and values): any
+/// long text that runs is kept for typing on, unless it keeps every layer's hidden states or
+/// the LM head's logits at every position (0.2 MB a token for SmolLM2). A long text's pass is
+/// kept alone.
+pub const MAX_LONG_KEPT_BYTES: usize = 5 << 28;
 
 /// New rows below which a pass runs as a decoding step does, its products shared on a team
 /// ([`with_team`]): each weight matrix is then read a row at a time, not in tiles (the
@@ -95,8 +100,7 @@ pub struct Reused {
 /// every layer's hidden states, the traced layer's values, every layer's value vectors, context
 /// and sum after attention, the model's output). A pass that
 /// would keep more than [`MAX_KEPT_BYTES`] runs whole, so it never holds them even for a moment.
-fn kept_bytes(model: &dyn Loaded, opts: &TraceOptions, t: usize) -> usize {
-    let c = model.config();
+pub(crate) fn kept_bytes(c: &Config, opts: &TraceOptions, t: usize) -> usize {
     let a = &c.architecture;
     let (d, h, kv) = (a.head_dim, a.heads.query, a.heads.key_value);
     let cache = c.num_hidden_layers * (2 * kv * d + h * d);
@@ -144,8 +148,8 @@ pub fn forward_reusing(
     let (b, t) = input.ids.dim();
     let long = opts.attention == AttentionKept::QueriesKeys;
     let fits = match long {
-        false => t <= MAX_PREFIX_TOKENS && kept_bytes(model, opts, t) <= MAX_KEPT_BYTES,
-        true => kept_bytes(model, opts, t) <= MAX_LONG_KEPT_BYTES,
+        false => t <= MAX_PREFIX_TOKENS && kept_bytes(c, opts, t) <= MAX_KEPT_BYTES,
+        true => kept_bytes(c, opts, t) <= MAX_LONG_KEPT_BYTES,
     };
     let reusable = c.architecture.kind == ModelKind::Decoder
         && b == 1

@@ -16,7 +16,9 @@ use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionId, AttentionKind, Ids, PassMasks, Stack};
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::translate::EncoderDecoder;
-use crate::engine::{check_input, GpuTiming, ModelInputs, Trace, TraceOptions};
+use crate::engine::{
+    check_input, check_layer_heads, AttentionKept, GpuTiming, ModelInputs, Trace, TraceOptions,
+};
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::weights::ParamId;
@@ -121,6 +123,9 @@ impl GpuEngine {
     ) -> Result<(Trace, GpuTiming)> {
         let c = model.config();
         check_input(c, input, mask, opts)?;
+        if opts.attention == AttentionKept::QueriesKeys {
+            check_layer_heads(c, input.ids.ncols())?;
+        }
         self.kernels.dev.check()?;
         let (b, t) = input.ids.dim();
         let start = Instant::now();
