@@ -7,6 +7,7 @@ import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
 import { runHeads, longHead } from '../../web/result.js';
+import { pooledPart } from '../../web/summary.js';
 
 let server, browser, noGpu;
 before(async () => { server = await startServer(); browser = await launch(); noGpu = await launch({ webgpu: false }); });
@@ -321,6 +322,91 @@ test('a run\'s records: each head is a view into its layer\'s record; a record o
   assert.throws(() => longHead({ attention: one('attention'), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with a largest |score| of undefined" });
   assert.throws(() => longHead({ attention: one('attention') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with scores of no values, where the run's heads are 4 × 4" });
   assert.throws(() => longHead({ attention: one('attention').subarray(1), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with attention of 15 values, where the run's heads are 4 × 4" });
+});
+
+test('a part of a head max-pooled a bin of a row at a time equals it pooled a cell at a time, its largest the first in row order', () => {
+  // the cell-by-cell pooling pooledPart did before (and the grid's thumbnails' definition)
+  const cellByCell = (values, mask, T, part, R) => {
+    const nq = part.q1 - part.q0, nk = part.k1 - part.k0, w = Math.max(1, Math.ceil(Math.max(nq, nk) / R));
+    const rows = Math.ceil(nq / w), cols = Math.ceil(nk / w);
+    const out = new Float32Array(rows * cols), outMask = mask ? new Uint8Array(rows * cols) : null;
+    let max = 0, arg = part.q0 * T + part.k0;
+    for (let q = 0; q < nq; q++) {
+      for (let k = 0; k < nk; k++) {
+        const at = (part.q0 + q) * T + part.k0 + k, v = values[at], i = Math.floor(q / w) * cols + Math.floor(k / w);
+        if (v > out[i]) out[i] = v;
+        if (v > max) { max = v; arg = at; }
+        if (outMask && mask[at] === 1) outMask[i] = 1;
+      }
+    }
+    return { values: Array.from(out), mask: outMask && Array.from(outMask), rows, cols, w, max, arg };
+  };
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  let pooledCells = 0;
+  for (const [T, part, R, causal] of [[50, { q0: 0, q1: 50, k0: 0, k1: 50 }, 7, true], [61, { q0: 3, q1: 40, k0: 10, k1: 61 }, 9, false], [40, { q0: 0, q1: 40, k0: 0, k1: 40 }, 64, true], [33, { q0: 5, q1: 6, k0: 0, k1: 33 }, 4, false]]) {
+    // values in steps of 1/8, so that bins and rows tie on their largest
+    const values = Float32Array.from({ length: T * T }, () => Math.floor(rand() * 8) / 8);
+    const mask = Uint8Array.from({ length: T * T }, (_, i) => (causal ? (i % T <= Math.floor(i / T) ? 1 : 0) : rand() < 0.3 ? 0 : 1));
+    for (const m of [mask, null]) {
+      const got = pooledPart(values, m, T, part, R), want = cellByCell(values, m, T, part, R);
+      assert.deepEqual({ ...got, values: Array.from(got.values), mask: got.mask && Array.from(got.mask) }, want, `T ${T}, part ${JSON.stringify(part)}, R ${R}`);
+      pooledCells += want.values.length;
+    }
+  }
+  assert.ok(pooledCells > 100, 'parts pooled into bins of several cells');
+});
+
+test('a head past 2,048 tokens is max-pooled to the heatmap\'s pixels: one strong cell shows where it is, in a canvas of the screen\'s size; zoomed in, each cell again', async () => {
+  const p = await open('#e=cpu', { width: 1280, height: 900 });
+  const got = await p.page.evaluate(async () => {
+    const { render } = await import('/web/views/head.js');
+    // a causal head of 3,000 positions, faint everywhere but one cell
+    const T = 3000, values = new Float32Array(T * T), mask = new Uint8Array(T * T);
+    for (let q = 0; q < T; q++) for (let k = 0; k <= q; k++) { mask[q * T + k] = 1; values[q * T + k] = 0.002; }
+    const [Q, K] = [2000, 1234];
+    values[Q * T + K] = 1;
+    const labels = Array.from({ length: T }, (_, i) => `t${i}`);
+    const run = { id: 'pooled', T, B: 1, head: () => values, maskOf: () => mask, results: [{ labels, tokens: labels }], probMax: () => 1 };
+    const target = document.createElement('div');
+    target.style.width = '480px';
+    document.body.append(target);
+    // a cell's darkest device pixel and its place, where the layout puts cell (q, k)
+    const at = (q, k) => {
+      const c = target.querySelector('.heat'), d = c.dataset, r = c.width / parseFloat(c.style.width);
+      const x = Math.floor((+d.x0 + (k - +d.k0 + 0.5) * +d.cell) * r), y = Math.floor((+d.y0 + (q - +d.q0 + 0.5) * +d.cell) * r);
+      const px = c.getContext('2d').getImageData(Math.max(0, x - 1), Math.max(0, y - 1), 3, 3).data;
+      let dark = 255;
+      for (let i = 0; i < px.length; i += 4) dark = Math.min(dark, px[i]);
+      return dark;
+    };
+    const shot = () => {
+      const c = target.querySelector('.heat');
+      return { backing: [c.width, c.height], css: [parseFloat(c.style.width), parseFloat(c.style.height)], cell: +c.dataset.cell, n: +c.dataset.n, strong: at(Q, K), faint: at(2600, 300), above: at(300, 2600) };
+    };
+    const out = {};
+    render(target, run, { item: 0, layer: 0, head: 0, scale: 'one' });
+    out.fit = shot();
+    // a window still wider than the screen's pixels, from another origin: pooled in its own frame
+    render(target, run, { item: 0, layer: 0, head: 0, scale: 'one', win: { q0: 700, k0: 30, n: 2600 } });
+    out.window = shot();
+    render(target, run, { item: 0, layer: 0, head: 0, scale: 'one', win: { q0: Q - 10, k0: K - 12, n: 32 } });
+    out.zoomed = { ...shot(), left: at(Q, K - 1), below: at(Q + 1, K) };
+    target.remove();
+    return { ...out, dpr: devicePixelRatio };
+  });
+  await p.page.close();
+  for (const name of ['fit', 'window']) {
+    const v = got[name];
+    assert.ok(v.cell * got.dpr < 1, `${name}: cells under a device pixel (${v.cell} px)`);
+    assert.ok(v.backing[0] <= Math.ceil(v.css[0] * got.dpr) && v.backing[1] <= Math.ceil(v.css[1] * got.dpr), `${name}: the canvas is its own size, not a pixel a row (${v.backing} for ${v.css} CSS px)`);
+    assert.ok(v.strong < 60, `${name}: the one strong cell shows where it is (red ${v.strong})`);
+    assert.ok(v.faint > 200, `${name}: a faint region stays faint (red ${v.faint})`);
+  }
+  assert.equal(got.window.n, 2600);
+  assert.ok(got.zoomed.cell >= 7, `zoomed in: ${got.zoomed.cell} px cells`);
+  assert.ok(got.zoomed.strong < 60 && got.zoomed.left > 200 && got.zoomed.below > 200, `zoomed in, the strong cell alone is dark (${got.zoomed.strong}; left ${got.zoomed.left}, below ${got.zoomed.below})`);
+  assert.ok(got.fit.above !== got.fit.faint, 'the masked triangle is drawn apart from the faint cells');
 });
 
 test('run option scores: false returns the probabilities alone, the same as with the scores', async () => {

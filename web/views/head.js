@@ -10,7 +10,8 @@
 // sentence's keys: bertviz's filter) and a rectangular head are shown whole, without zoom.
 
 import { scale, pixels, MASKED, inkOn } from '../colour.js';
-import { fit, bitmap, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { fit, bitmap, dpr, hatchPattern, axesCaption, placeTip } from '../canvas.js';
+import { pooledPart } from '../summary.js';
 import { square, region, labelled, cellAt, rowAt, colAt, maskedBy, drawMatrix, drawCrosshair } from '../matrix.js';
 import { noteTip, specialNotes, tokenTip } from '../glossary.js';
 import * as legend from './legend.js';
@@ -19,6 +20,8 @@ import { layerNumber } from '../result.js';
 import { partWords } from '../store.js';
 
 const MIN_N = 4;
+/** Cells a side past which the heatmap max-pools the cells on screen to its device pixels. */
+const POOL_CELLS = 2048;
 
 function build(target) {
   target.classList.add('head-view');
@@ -362,9 +365,7 @@ export function render(target, run, opts) {
   // the value switch's view (web/values.js) says so in its legend
   const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
     : run.valueWeighted ? { ...probs, label: `value-weighted attention, rows renormalised${probs.max === 1 ? '' : ' (scaled to this head\'s max)'}` } : probs;
-  const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff)].join('|');
   const prev = target._view;
-  const img = prev?.imgKey === imgKey ? prev.img : bitmap(pixels(values, T, sc, mask, nk), prev?.img);
   const width = Math.max(120, target.clientWidth || 480);
   const fontPx = opts.fontPx ?? 12;
   let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
@@ -382,10 +383,23 @@ export function render(target, run, opts) {
     : part ? region({ width: size, height: size, part, labels: true, fontPx })
       : square({ width: size, height: size, T, win: opts.win, labels: true, fontPx });
   const focusRow = opts.focusRow ?? -1, after = opts.after ?? null;
-  const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.cell, g.fontPx, g.showLabels, sel.join(','), focusRow, after, Boolean(opts.weights)].join('|');
   // a part's block as tall as its rows need (a square's room is `size` both ways)
   const [w, height] = whole ? [g.w, g.h] : [size, g.fixed ? Math.min(size, Math.ceil(g.y0 + g.nq * g.cell + 2)) : size];
-  const minPx = Math.ceil((g.n * height) / g.size) + 1; // at least one device pixel per row
+  // the cells on screen: each coloured (one device pixel a row at least: minPx), or, past
+  // POOL_CELLS of them a side, max-pooled to the matrix's device pixels (summary.js pooledPart,
+  // as the grid pools a head): a long text's 4,000² cells are neither coloured every one nor
+  // kept one in n by the canvas's scaling
+  const px = Math.floor(Math.min(g.nq, g.nk) * g.cell * dpr());
+  const pool = !whole && !part && !diff && Math.max(g.nq, g.nk) > POOL_CELLS && px < Math.max(g.nq, g.nk);
+  const minPx = pool ? 0 : Math.ceil((g.n * height) / g.size) + 1;
+  const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff), ...(pool ? [g.q0, g.k0, g.nq, g.nk, px] : [])].join('|');
+  let img = prev?.imgKey === imgKey ? prev.img : null, imgOrigin = pool ? prev?.imgOrigin : undefined;
+  if (!img && pool) {
+    const p = pooledPart(values, mask, T, { q0: g.q0, q1: g.q0 + g.nq, k0: g.k0, k1: g.k0 + g.nk }, px);
+    img = bitmap(pixels(p.values, p.rows, sc, p.mask, p.cols), prev?.img);
+    imgOrigin = { q: g.q0, k: g.k0, per: p.w };
+  } else if (!img) img = bitmap(pixels(values, T, sc, mask, nk), prev?.img);
+  const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.cell, g.fontPx, g.showLabels, sel.join(','), focusRow, after, Boolean(opts.weights)].join('|');
   const masked = maskedBy(mask, nk);
   const named = opts.label ? `${opts.label} (rows: ${opts.axes?.rows ?? 'queries'}, columns: ${opts.axes?.cols ?? 'keys'})`
     : `layer ${layerNumber(run, layer)}, head ${head}: ${T} × ${nk} attention heatmap (queries are rows, keys columns)`;
@@ -393,7 +407,7 @@ export function render(target, run, opts) {
   if (prev?.drawKey !== drawKey) {
     const ctx = fit(heat, w, height, minPx);
     const cellText = opts.weights ? weightsIn(g, values, nk, sc, masked, after) : null;
-    drawMatrix(ctx, g, { img, masked, after, cellText, rows: tokens, cols, focusRow });
+    drawMatrix(ctx, g, { img, imgOrigin, masked, after, cellText, rows: tokens, cols, focusRow });
     if (sel.length) dimRows(ctx, g, sel, tokens);
     Object.assign(heat.dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, nq: g.nq, nk: g.nk, t: T, labels: g.showLabels });
     heat.setAttribute('aria-label', `${named}${sel.length ? `; selected rows: ${sel.map((q) => tokens[q]).join(', ')}` : ''}`);
@@ -419,7 +433,7 @@ export function render(target, run, opts) {
   target.querySelector('.sel-tools').hidden = !st;
   target.querySelector('.sel-label').textContent = st ? `selected: ${st.name}` : '';
   const cursor = prev && prev.run.T === T && prev.nk === nk ? prev.cursor : null;
-  target._view = { run, opts, g, img, imgKey, drawKey, tokens, cols, nk, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
+  target._view = { run, opts, g, img, imgKey, imgOrigin, drawKey, tokens, cols, nk, pieces: run.results[item].tokens, values, mask, diff: Boolean(diff), strip: st, overlayCtx, cursor, hoverCell: prev?.hoverCell ?? null };
   drawCrosshair(overlayCtx, g, target._view.hoverCell ?? cursor);
   // the keys' tooltip follows a zoom, a new head or layer; a new input drops the cursor and it.
   // A pointer's (a tap's bubble, a hover's) told of a cell of the run before: another model's or
