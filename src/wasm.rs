@@ -730,6 +730,10 @@ impl LongRun {
     }
 }
 
+/// The most of a long run's head computed at once in wasm memory, in values (32 MiB, and as
+/// much of scores): [`Session::long_head`] copies each part out before the next.
+const LONG_HEAD_PART: usize = 1 << 23;
+
 /// Past this many attention probabilities (`B·L·H·T²`: 128 MiB of them, and as much again of
 /// scores) a run keeps each layer's queries and keys instead ([`AttentionKept::QueriesKeys`]),
 /// and the page asks for the heads it shows: SmolLM2-135M past 352 tokens, GPT-2 past 482.
@@ -1437,17 +1441,37 @@ impl Session {
     ) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
-        let one = long
-            .from
-            .head(item, layer, head, &long.mask, true)
+        let t = long.mask.dim().1;
+        // computed LONG_HEAD_PART values at a time, each part copied out before the next: the
+        // head whole only in JavaScript (at 8,192 tokens 268 MB of probabilities, as many of
+        // scores)
+        let (attention, scores) = (
+            Float32Array::new_with_length((t * t) as u32),
+            Float32Array::new_with_length((t * t) as u32),
+        );
+        let mut score_max = 0f32;
+        let rows = (LONG_HEAD_PART / t.max(1)).max(1);
+        long.from
+            .head_in_parts(item, layer, head, &long.mask, true, rows, |first, p, s| {
+                let (p, s) = (
+                    p.as_slice()
+                        .ok_or_else(|| crate::error::Error::Engine("a part's rows apart".into()))?,
+                    s.and_then(|s| s.to_slice()).ok_or_else(|| {
+                        crate::error::Error::Engine(
+                            "a head computed with its scores came without them".into(),
+                        )
+                    })?,
+                );
+                let at = (first * t) as u32;
+                attention.subarray(at, at + p.len() as u32).copy_from(p);
+                scores.subarray(at, at + s.len() as u32).copy_from(s);
+                score_max = s.iter().fold(score_max, |m, &v| m.max(v.abs()));
+                Ok(())
+            })
             .map_err(js_err)?;
-        let scores = one
-            .scores
-            .ok_or_else(|| JsError::new("a head computed with its scores came without them"))?;
-        let score_max = scores.iter().fold(0f32, |m, &v| m.max(v.abs()));
         let o = Object::new();
-        set(&o, "attention", flat(&one.probs.view()))?;
-        set(&o, "scores", flat(&scores.view()))?;
+        set(&o, "attention", attention)?;
+        set(&o, "scores", scores)?;
         set(&o, "score_max", score_max)?;
         Ok(o.into())
     }

@@ -690,6 +690,31 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
                 for (hi, many) in all.into_iter().enumerate() {
                     let one = from.head(i, li, hi, &got.mask, true).unwrap();
                     assert_eq!((&many.probs, &many.scores), (&one.probs, &one.scores));
+                    // and a few rows at a time, each part handed over before the next (what
+                    // the page copies out of a long text's head), the same values
+                    for rows in [1, 5, 64] {
+                        let (mut probs, mut scores) = (one.probs.clone(), one.probs.clone());
+                        probs.fill(f32::NAN);
+                        scores.fill(f32::NAN);
+                        let mut next = 0;
+                        from.head_in_parts(i, li, hi, &got.mask, true, rows, |first, p, sc| {
+                            // the parts in order, each of 4 rows or more
+                            assert_eq!(first, next);
+                            assert!(p.nrows() >= 4.min(one.probs.nrows()));
+                            let at = s![first..first + p.nrows(), ..];
+                            probs.slice_mut(at).assign(&p);
+                            scores.slice_mut(at).assign(&sc.unwrap());
+                            next += p.nrows();
+                            Ok(())
+                        })
+                        .unwrap();
+                        assert_eq!(next, one.probs.nrows(), "every row in a part");
+                        assert_eq!(
+                            (&probs, &scores),
+                            (&one.probs, one.scores.as_ref().unwrap()),
+                            "{name} item {i} head {li}:{hi}, {rows} rows a part"
+                        );
+                    }
                 }
                 for hi in 0..h {
                     let one = from.head(i, li, hi, &got.mask, true).unwrap();

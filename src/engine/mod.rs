@@ -25,7 +25,7 @@ pub use translate::{decoder_trace, translate, DecoderTrace, Decoding, Translatio
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Positions;
-use crate::model::limits::MAX_ATTENTION_VALUES;
+use crate::model::limits::{MAX_ATTENTION_VALUES, MAX_QUERIES_KEYS};
 use crate::model::{Config, Encoded};
 
 /// Checks a batch and the options against the model before any engine runs it.
@@ -118,7 +118,7 @@ fn check_kept_attention(b: usize, t: usize, l: usize, h: usize) -> Result<()> {
 
 /// Refuses a pass keeping queries and keys ([`AttentionKept::QueriesKeys`]) that cannot: a
 /// translation model (two stacks, and a cross-attention); or one whose queries and keys would
-/// be over [`MAX_ATTENTION_VALUES`]. The CPU engine holds no more of a layer's attention than a
+/// be over [`MAX_QUERIES_KEYS`]. The CPU engine holds no more of a layer's attention than a
 /// block of each head's rows at a time; the GPU engine holds a layer's heads whole
 /// ([`check_layer_heads`]).
 fn check_queries_keys(c: &Config, b: usize, t: usize) -> Result<()> {
@@ -132,12 +132,12 @@ fn check_queries_keys(c: &Config, b: usize, t: usize) -> Result<()> {
     let a = &c.architecture;
     let width = (a.heads.query + a.heads.key_value) * a.head_dim;
     let kept = (b * c.num_hidden_layers * t) as u128 * width as u128;
-    if kept > MAX_ATTENTION_VALUES as u128 {
+    if kept > MAX_QUERIES_KEYS as u128 {
         // the longest text whose queries and keys fit
-        let most = MAX_ATTENTION_VALUES / (b * c.num_hidden_layers * width);
+        let most = MAX_QUERIES_KEYS / (b * c.num_hidden_layers * width);
         return Err(Error::Input(format!(
             "{b} text(s) of {t} tokens: {kept} queries and keys kept ({b} × {} layers × {t} × \
-             {width}), over the limit of {MAX_ATTENTION_VALUES}: this model takes at most \
+             {width}), over the limit of {MAX_QUERIES_KEYS}: this model takes at most \
              {most} tokens",
             c.num_hidden_layers
         )));
@@ -204,7 +204,7 @@ mod tests {
         use crate::engine::cpu::prefix::{kept_bytes, MAX_LONG_KEPT_BYTES};
         for (layers, heads, kv, d, hidden) in [(30, 9, 3, 64, 576), (12, 12, 12, 64, 768)] {
             let c = llama(layers, heads, kv, d, hidden);
-            let most = MAX_ATTENTION_VALUES / (layers * (heads + kv) * d);
+            let most = MAX_QUERIES_KEYS / (layers * (heads + kv) * d);
             check_queries_keys(&c, 1, most).unwrap();
             let opts = TraceOptions {
                 attention: AttentionKept::QueriesKeys,
@@ -233,7 +233,7 @@ mod tests {
         assert!(err.contains("takes at most 1448 tokens"), "{err}");
         check_layer_heads(&c, 1448).unwrap();
         // 2 layers × (64 + 2) heads × 4 = 528 values a token kept
-        let most = MAX_ATTENTION_VALUES / 528;
+        let most = MAX_QUERIES_KEYS / 528;
         check_queries_keys(&c, 1, most).unwrap();
         let err = check_queries_keys(&c, 1, most + 1).unwrap_err().to_string();
         assert!(

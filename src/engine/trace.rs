@@ -2,10 +2,12 @@
 //! while running it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use ndarray::{
-    s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3, Axis, CowArray, Ix2,
+    s, Array2, Array3, Array4, Array5, ArrayD, ArrayView2, ArrayView3, ArrayViewMut2, Axis,
+    CowArray, Ix2,
 };
 
 use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
@@ -335,52 +337,110 @@ impl QueriesKeys {
         mask: &Mask,
         scores: bool,
     ) -> Result<HeadAttention> {
-        use rayon::prelude::*;
         let of = self.item_layer(b, layer, head..head + 1, mask)?;
-        let (q, k, mask, factor) = (of.queries, of.keys, of.mask.view(), of.factor);
-        let t = q.nrows();
-        // each block of rows written into its rows of the head (no block copied after)
+        let t = of.queries.nrows();
         let mut probs = Array2::uninit((t, t));
         let mut kept = scores.then(|| Array2::uninit((t, t)));
-        let mut blocks = Vec::new();
-        let (mut rest, mut rest_scores) = (probs.view_mut(), kept.as_mut().map(|s| s.view_mut()));
-        for rows in row_blocks(t, 4 * rayon::current_num_threads().max(1)) {
-            let (block, after) = rest.split_at(Axis(0), rows.len());
-            let (block_scores, after_scores) = match rest_scores {
-                Some(s) => {
-                    let (a, b) = s.split_at(Axis(0), rows.len());
-                    (Some(a), Some(b))
-                }
-                None => (None, None),
-            };
-            blocks.push((rows, block, block_scores));
-            (rest, rest_scores) = (after, after_scores);
-        }
-        crate::engine::cpu::forward::on_the_pool(|| {
-            blocks
-                .into_par_iter()
-                .map(|(rows, probs, scores)| {
-                    crate::engine::cpu::head_attention_into(
-                        q.slice(s![rows.clone(), ..]),
-                        k,
-                        self.heads,
-                        head,
-                        mask.slice(s![rows, ..]),
-                        factor,
-                        probs,
-                        scores,
-                    )
-                })
-                .collect::<Result<()>>()
-        })?;
-        // SAFETY: every block returned Ok, writing each value of its rows, and the blocks
-        // cover every row
+        self.rows_into(
+            &of,
+            head,
+            0..t,
+            probs.view_mut(),
+            kept.as_mut().map(|s| s.view_mut()),
+        )?;
+        // SAFETY: `rows_into` returned Ok, writing every value of both
         unsafe {
             Ok(HeadAttention {
                 probs: probs.assume_init(),
                 scores: kept.map(|s| s.assume_init()),
             })
         }
+    }
+
+    /// [`QueriesKeys::head`] `rows` query rows at a time (at least 4; the last part up to 3
+    /// more or fewer), each part handed
+    /// to `part` (its first row, its probabilities and its scores when `scores` says so, each
+    /// `(rows, T)`) before the next is computed into the same memory: a long text's head is
+    /// never whole here (the page copies each part out).
+    #[allow(clippy::too_many_arguments)]
+    pub fn head_in_parts(
+        &self,
+        b: usize,
+        layer: usize,
+        head: usize,
+        mask: &Mask,
+        scores: bool,
+        rows: usize,
+        mut part: impl FnMut(usize, ArrayView2<f32>, Option<ArrayView2<f32>>) -> Result<()>,
+    ) -> Result<()> {
+        let of = self.item_layer(b, layer, head..head + 1, mask)?;
+        let t = of.queries.nrows();
+        let parts = row_parts(t, rows);
+        let most = parts.iter().map(|r| r.len()).max().unwrap_or(0);
+        let mut probs = Array2::uninit((most, t));
+        let mut kept = scores.then(|| Array2::uninit((most, t)));
+        for std::ops::Range { start: first, end } in parts {
+            let n = end - first;
+            let (p, s) = (
+                probs.slice_mut(s![..n, ..]),
+                kept.as_mut().map(|s| s.slice_mut(s![..n, ..])),
+            );
+            self.rows_into(&of, head, first..first + n, p, s)?;
+            // `rows_into` returned Ok, writing every value of the part's rows
+            fn view(a: &Array2<MaybeUninit<f32>>, n: usize) -> ArrayView2<'_, f32> {
+                // SAFETY: the caller's `rows_into` wrote every value of the first `n` rows
+                unsafe { a.slice(s![..n, ..]).assume_init() }
+            }
+            part(first, view(&probs, n), kept.as_ref().map(|s| view(s, n)))?;
+        }
+        Ok(())
+    }
+
+    /// Rows `rows` of head `head` of `of` into `probs` (and `scores`), each `(rows, T)` and
+    /// possibly uninitialised, in blocks on the pool's threads, each block written into its rows
+    /// (no block copied after): when this returns `Ok`, every value of both has been written.
+    fn rows_into(
+        &self,
+        of: &ItemLayer,
+        head: usize,
+        rows: std::ops::Range<usize>,
+        probs: ArrayViewMut2<MaybeUninit<f32>>,
+        scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    ) -> Result<()> {
+        use rayon::prelude::*;
+        let (q, k, mask, factor) = (of.queries, of.keys, of.mask.view(), of.factor);
+        let mut blocks = Vec::new();
+        let (mut rest, mut rest_scores) = (probs, scores);
+        for block in row_blocks(rows.len(), 4 * rayon::current_num_threads().max(1)) {
+            let (here, after) = rest.split_at(Axis(0), block.len());
+            let (here_scores, after_scores) = match rest_scores {
+                Some(s) => {
+                    let (a, b) = s.split_at(Axis(0), block.len());
+                    (Some(a), Some(b))
+                }
+                None => (None, None),
+            };
+            let at = rows.start + block.start..rows.start + block.end;
+            blocks.push((at, here, here_scores));
+            (rest, rest_scores) = (after, after_scores);
+        }
+        crate::engine::cpu::forward::on_the_pool(|| {
+            blocks
+                .into_par_iter()
+                .map(|(at, probs, scores)| {
+                    crate::engine::cpu::head_attention_into(
+                        q.slice(s![at.clone(), ..]),
+                        k,
+                        self.heads,
+                        head,
+                        mask.slice(s![at, ..]),
+                        factor,
+                        probs,
+                        scores,
+                    )
+                })
+                .collect::<Result<()>>()
+        })
     }
 
     /// The heads from `first` on that [`QueriesKeys::heads`] computes together: one a thread of
@@ -491,7 +551,13 @@ struct ItemLayer<'a> {
 /// `t` rows in about `blocks` blocks of consecutive rows, none shorter than 4 (the attention's
 /// row count where it takes the matrix product's path), at least one block.
 fn row_blocks(t: usize, blocks: usize) -> Vec<std::ops::Range<usize>> {
-    let size = t.div_ceil(blocks.max(1)).max(4);
+    row_parts(t, t.div_ceil(blocks.max(1)))
+}
+
+/// `0..t` in parts of `size` rows, at least 4 (fewer take attention's few-row path, whose sums
+/// go in another order: `attend_rows`), a short last part joining the one before it.
+fn row_parts(t: usize, size: usize) -> Vec<std::ops::Range<usize>> {
+    let size = size.max(4);
     let mut out: Vec<std::ops::Range<usize>> =
         (0..t).step_by(size).map(|r| r..(r + size).min(t)).collect();
     // a short last block joins the one before it

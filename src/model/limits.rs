@@ -53,6 +53,11 @@ pub const MAX_TYPE_VOCAB_SIZE: usize = 1024;
 /// 512 tokens keeps 100M (400 MB of `f32`); GPT-2 small keeps one text of up to 965 tokens.
 pub const MAX_ATTENTION_VALUES: usize = 1 << 27;
 
+/// Most queries and keys a long text's pass keeps (`B·L·T·(H + H_kv)·d`, each layer's as its
+/// attention read them, in place of the probabilities: 768 MiB of `f32`): SmolLM2-135M up to
+/// 8,738 tokens, past its 8,192 positions.
+pub const MAX_QUERIES_KEYS: usize = 3 << 26;
+
 /// Most attention probabilities one text at the model's full length could make,
 /// `num_hidden_layers × num_attention_heads × max_position_embeddings²`, checked when the config is
 /// read: GPT-2 small at its 1024 positions makes 151M. A pass over fewer tokens, within

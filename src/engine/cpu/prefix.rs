@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::linalg::team::with_team;
 use crate::masks::Mask;
 use crate::model::config::{Config, ModelKind};
+use crate::model::limits::MAX_QUERIES_KEYS;
 use crate::model::Encoded;
 
 /// The longest text whose pass is kept for the next.
@@ -45,12 +46,11 @@ pub const MAX_KEPT_BYTES: usize = 72 << 20;
 /// The most memory a long text's kept pass holds ([`AttentionKept::QueriesKeys`]: each
 /// layer's keys, values and queries, and its per-position values; SmolLM2-135M: 0.12 MB a
 /// token). Its queries and keys are the run's own (shared, not copied), at most
-/// [`crate::model::limits::MAX_ATTENTION_VALUES`] of them (512 MiB), and its values, with their
-/// norms, at most as many again (a model whose every head has its own keys and values): any
-/// long text that runs is kept for typing on, unless it keeps every layer's hidden states or
-/// the LM head's logits at every position (0.2 MB a token for SmolLM2). A long text's pass is
-/// kept alone.
-pub const MAX_LONG_KEPT_BYTES: usize = 5 << 28;
+/// [`MAX_QUERIES_KEYS`] of them (768 MiB), and its values, with their norms, at most as many
+/// again (a model whose every head has its own keys and values): any long text that runs is
+/// kept for typing on, unless it keeps every layer's hidden states or the LM head's logits at
+/// every position (0.2 MB a token for SmolLM2). A long text's pass is kept alone.
+pub const MAX_LONG_KEPT_BYTES: usize = 9 * MAX_QUERIES_KEYS;
 
 /// New rows below which a pass runs as a decoding step does, its products shared on a team
 /// ([`with_team`]): each weight matrix is then read a row at a time, not in tiles (the
