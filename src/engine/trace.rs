@@ -358,10 +358,9 @@ impl QueriesKeys {
     }
 
     /// [`QueriesKeys::head`] `rows` query rows at a time (at least 4; the last part up to 3
-    /// more or fewer), each part handed
-    /// to `part` (its first row, its probabilities and its scores when `scores` says so, each
-    /// `(rows, T)`) before the next is computed into the same memory: a long text's head is
-    /// never whole here (the page copies each part out).
+    /// more or fewer), each part handed to `part` (its first row, its probabilities and its
+    /// scores when `scores` says so, each `(rows, T)`) before the next is computed into the
+    /// same memory: a long text's head is never whole here (the page copies each part out).
     #[allow(clippy::too_many_arguments)]
     pub fn head_in_parts(
         &self,
