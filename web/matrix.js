@@ -89,12 +89,13 @@ export function cellAt(g, x, y) {
 export const maskedBy = (mask, T) => mask && ((q, k) => !mask[q * T + k]);
 
 /**
- * Draws the matrix `g` lays out. `img`: its picture, one pixel a cell (or `imgOrigin.per` × `per`
- * cells, max-pooled), holding the matrix from `imgOrigin` on (all of it, or the window shown); `masked(q, k)`: the cells hatched, where they
- * are 5 px or more; `after`: the rows after it under a white veil (a decoding's steps not yet
- * written); `cellText`: {minCell, fontPx, text(q, k) → string | null, ink(q, k) → colour}, a
- * value written in each cell from `minCell` px on; `rows`, `cols`: the labels; `focusRow`: a
- * row's label in bold and the row outlined.
+ * Draws the matrix `g` lays out. `img`: its picture, one pixel a cell (or `imgOrigin.per` ×
+ * `per` cells, max-pooled), holding the matrix from `imgOrigin` on (all of it, or the window
+ * shown); `masked(q, k)`: the cells hatched, where they are 5 px or more; `after`: the rows
+ * after it under a white veil (a decoding's steps not yet written); `cellText`: {minCell,
+ * fontPx, text(q, k) → string | null, ink(q, k) → colour}, a value written in each cell from
+ * `minCell` px on; `rows`, `cols`: the labels; `focusRow`: a row's label in bold and the row
+ * outlined.
  */
 export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, masked = null, after = null, cellText = null, rows, cols, focusRow = -1 }) {
   const w = g.nk * g.cell, h = g.nq * g.cell, per = imgOrigin.per ?? 1;
