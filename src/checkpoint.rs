@@ -187,6 +187,25 @@ impl Model {
         Ok((written, encoded))
     }
 
+    /// One text given by its token ids (a prompt and what the model wrote after it, a chat
+    /// template's included): each id in the vocabulary, at least one and no more than the
+    /// model's positions ([`TextTokenizer::from_ids`]).
+    pub fn encode_ids(&self, ids: &[u32]) -> Result<Encoded> {
+        let (vocab, positions) = (self.config.vocab_size, self.config.max_position_embeddings);
+        if ids.is_empty() || ids.len() > positions {
+            return Err(Error::Input(format!(
+                "a text by its token ids takes 1 to {positions} ids, not {}",
+                ids.len()
+            )));
+        }
+        if let Some((i, id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
+            return Err(Error::Input(format!(
+                "token id {id} at position {i} is outside the vocabulary of {vocab}"
+            )));
+        }
+        Ok(self.tokenizer.from_ids(ids))
+    }
+
     /// Loads a GGUF file (a Llama-family model): its config from the metadata
     /// ([`crate::families::read_gguf_config`]), its tokenizer and chat template from `tokenizer.ggml.*` and
     /// `tokenizer.chat_template` (as HF's `from_pretrained(…, gguf_file=…)` builds them), its

@@ -371,9 +371,11 @@ impl Default for GenerateOptions {
     }
 }
 
-/// A generation the page drives one token at a time on the CPU engine ([`Session::generate`]):
-/// each [`Generating::step`] runs one pass (the prompt's first) and hands its attention to the
-/// page, which keeps the generation's; nothing of it stays here.
+/// A generation the page drives one token at a time ([`Session::generate`]): each
+/// [`Generating::step`] runs one pass (the prompt's first) and hands its attention to the page,
+/// which keeps the generation's; nothing of it stays here. A long one (its attention over the
+/// limit a generation keeps) runs no pass itself: the page runs each as a run of a long text
+/// and hands it what the run wrote ([`Generating::accept`]).
 #[wasm_bindgen]
 pub struct Generating {
     model: std::sync::Arc<Model>,
@@ -383,6 +385,11 @@ pub struct Generating {
     /// What the next pass feeds (`None` before the prompt's pass and after the last).
     next: Option<(usize, u32)>,
     started: bool,
+    /// A long generation: its attention, `(L, H, N, N)`, over the limit a generation keeps, so
+    /// the page runs each pass as a run of a long text (queries and keys kept, heads computed
+    /// when looked at, the last run's pass reused) and hands its likeliest next tokens to
+    /// [`Generating::accept`].
+    long: bool,
 }
 
 /// The passes of a generation the page drives, on the engine the session runs.
@@ -440,6 +447,12 @@ impl Generating {
     /// prompt_texts}` (`text`, `prompt_texts`: `TextTokenizer::text_of`);
     /// `null` once the generation is over.
     pub async fn step(&mut self) -> Result<JsValue, JsError> {
+        if self.long {
+            return Err(JsError::new(
+                "a long generation's passes are runs of a long text: hand each one's likeliest \
+                 next tokens to `accept`",
+            ));
+        }
         let start = Instant::now();
         let first = !self.started;
         let mut pass = match (self.started, self.next) {
@@ -455,6 +468,103 @@ impl Generating {
         let attention = std::mem::take(&mut pass.attention); // (1, L, H, n_q, n_k)
         let gpu = pass.gpu;
         self.next = self.state.accept(pass, start.elapsed().as_secs_f64() * 1e3);
+        let o = self.written(first)?;
+        if let (Some(t), GenerationSteps::Gpu(g)) = (gpu, &self.steps) {
+            // where the pass's time went on the GPU, and how many dispatches it replayed
+            use crate::engine::generate::Steps;
+            let (prefill, step) = g.dispatches().unwrap_or_default();
+            let phases = Object::new();
+            set(&phases, "upload_ms", t.upload_ms)?;
+            set(&phases, "compute_ms", t.compute_ms)?;
+            set(&phases, "readback_ms", t.readback_ms)?;
+            set(
+                &phases,
+                "dispatches",
+                if first { prefill } else { step } as f64,
+            )?;
+            set(&o, "gpu", phases)?;
+        }
+        let kv_heads = self.model.config.architecture.heads.key_value;
+        let records = js_sys::Array::new();
+        for (layer, values) in attention
+            .index_axis(ndarray::Axis(0), 0)
+            .outer_iter()
+            .enumerate()
+        {
+            // (H, n_q, n_k)
+            let (stack, kind) = (Stack::Decoder, AttentionKind::SelfAttention);
+            records.push(&attention_record(stack, kind, layer, kv_heads, values)?);
+        }
+        set(&o, "records", records)?;
+        Ok(o.into())
+    }
+
+    /// Whether this is a long generation: its passes are runs of a long text the page makes
+    /// (`Session.run` with `ids`: the prompt's and what was written so far, and `topK`), each
+    /// one's likeliest next tokens handed to [`Generating::accept`]; `step()` refuses.
+    #[wasm_bindgen(getter)]
+    pub fn long(&self) -> bool {
+        self.long
+    }
+
+    /// The prompt's token ids (a chat template's included).
+    #[wasm_bindgen(getter, js_name = promptIds)]
+    pub fn prompt_ids(&self) -> Vec<u32> {
+        self.state.prompt_ids().to_vec()
+    }
+
+    /// The prompt as the model reads it (in its chat template, when asked).
+    #[wasm_bindgen(getter)]
+    pub fn prompt(&self) -> String {
+        self.prompt.clone()
+    }
+
+    /// A long generation's next pass, which the page ran (`step_ms` its time): its likeliest
+    /// next tokens after the last position, best first (a run's `nextTokens[0][T − 1]`, `[{id,
+    /// p}]`), the first written. Returns what `step()` does, without records: the page has the
+    /// run. An error in a generation that is not long, or is over.
+    pub fn accept(&mut self, next: JsValue, step_ms: f64) -> Result<JsValue, JsError> {
+        if !self.long {
+            return Err(JsError::new(
+                "`accept` is for a long generation: this one's passes are `step()`'s",
+            ));
+        }
+        if self.started && self.next.is_none() {
+            return Err(JsError::new(
+                "the generation is over: it takes no more passes",
+            ));
+        }
+        let next: Vec<NextIn> = serde_wasm_bindgen::from_value(next)
+            .map_err(|e| JsError::new(&format!("a pass's likeliest next tokens: {e}")))?;
+        let vocab = self.model.config.vocab_size;
+        if let Some(t) = next.iter().find(|t| t.id as usize >= vocab) {
+            return Err(JsError::new(&format!(
+                "a pass's likeliest next token {} is outside the vocabulary of {vocab}",
+                t.id
+            )));
+        }
+        let next = next
+            .into_iter()
+            .map(|t| crate::engine::TokenProb { id: t.id, p: t.p })
+            .collect();
+        let first = !self.started;
+        self.started = true;
+        self.next = self.state.accept_next(next, step_ms).map_err(js_err)?;
+        Ok(self.written(first)?.into())
+    }
+}
+
+/// A likeliest next token as a run gives it (`{id, token, text, p}`: the id and p read).
+#[derive(serde::Deserialize)]
+struct NextIn {
+    id: u32,
+    p: f32,
+}
+
+impl Generating {
+    /// What the pass just accepted wrote: `{id, token, text, top_k, step_ms, done,
+    /// output_text}`, and the prompt's fields after the `first` pass (see [`Generating::step`]).
+    fn written(&self, first: bool) -> Result<Object, JsError> {
         let i = self.state.output_ids().len() - 1;
         let id = self.state.output_ids()[i];
         let tok = &self.model.tokenizer;
@@ -481,35 +591,8 @@ impl Generating {
         )?;
         set(&o, "step_ms", *self.state.step_ms().last().unwrap_or(&0.0))?;
         set(&o, "done", self.next.is_none())?;
-        if let (Some(t), GenerationSteps::Gpu(g)) = (gpu, &self.steps) {
-            // where the pass's time went on the GPU, and how many dispatches it replayed
-            use crate::engine::generate::Steps;
-            let (prefill, step) = g.dispatches().unwrap_or_default();
-            let phases = Object::new();
-            set(&phases, "upload_ms", t.upload_ms)?;
-            set(&phases, "compute_ms", t.compute_ms)?;
-            set(&phases, "readback_ms", t.readback_ms)?;
-            set(
-                &phases,
-                "dispatches",
-                if first { prefill } else { step } as f64,
-            )?;
-            set(&o, "gpu", phases)?;
-        }
         set(&o, "output_text", tok.decode(self.state.output_ids()))?;
-        let kv_heads = self.model.config.architecture.heads.key_value;
-        let records = js_sys::Array::new();
-        for (layer, values) in attention
-            .index_axis(ndarray::Axis(0), 0)
-            .outer_iter()
-            .enumerate()
-        {
-            // (H, n_q, n_k)
-            let (stack, kind) = (Stack::Decoder, AttentionKind::SelfAttention);
-            records.push(&attention_record(stack, kind, layer, kv_heads, values)?);
-        }
-        set(&o, "records", records)?;
-        Ok(o.into())
+        Ok(o)
     }
 }
 
@@ -880,36 +963,20 @@ impl Session {
         Ok((input, mask, kind))
     }
 
-    /// One text given by its token ids: each id in the vocabulary, at least one and no more than
-    /// the model's positions.
+    /// One text given by its token ids ([`Model::encode_ids`]): one text, the name it goes by,
+    /// and no pair.
     fn encode_ids(
         &self,
         ids: &[u32],
         texts: &[String],
         pair: Option<&str>,
     ) -> Result<Encoded, JsError> {
-        let model = self.runner.model();
-        let (vocab, positions) = (
-            model.config.vocab_size,
-            model.config.max_position_embeddings,
-        );
         if texts.len() != 1 || pair.is_some() {
             return Err(JsError::new(
                 "a run by token ids takes one text and no pair",
             ));
         }
-        if ids.is_empty() || ids.len() > positions {
-            return Err(JsError::new(&format!(
-                "a run by token ids takes 1 to {positions} ids, not {}",
-                ids.len()
-            )));
-        }
-        if let Some((i, id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
-            return Err(JsError::new(&format!(
-                "token id {id} at position {i} is outside the vocabulary of {vocab}"
-            )));
-        }
-        Ok(model.tokenizer.from_ids(ids))
+        self.runner.model().encode_ids(ids).map_err(js_err)
     }
 
     async fn forward(
@@ -1580,7 +1647,8 @@ impl Session {
     /// WebGPU where the session has a device, else the CPU engine), greedily: `options`
     /// `{maxNewTokens?: number (32), topK?: number (5), chat?: bool, headMask?: string}`.
     /// Returns a [`Generating`] the page steps one token at a time; the prompt's errors (no
-    /// chat template, too long, not a decoder) are thrown here.
+    /// chat template, too long, not a decoder) are thrown here. Past the attention a generation
+    /// keeps (`L·H·N²`, N its positions), the generation is long ([`Generating::long`]).
     pub fn generate(
         &self,
         prompt: String,
@@ -1609,9 +1677,13 @@ impl Session {
             stop_at_eos: true,
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
         };
-        crate::engine::generate::check(&model, &ids, &opts).map_err(js_err)?;
+        // past the attention a generation keeps, a long one: each pass a run of a long text,
+        // which checks what it keeps itself
+        use crate::engine::generate::{check_prompt, keeps_attention, positions};
+        check_prompt(&model, &ids, &opts).map_err(js_err)?;
+        let long = keeps_attention(&model.config, positions(&ids, &opts)).is_err();
         let steps = match (engine, self.runner.shared_gpu()) {
-            (Engine::Gpu, Some(gpu)) => GenerationSteps::Gpu(
+            (Engine::Gpu, Some(gpu)) if !long => GenerationSteps::Gpu(
                 crate::engine::gpu::GpuSteps::new(gpu, model.clone(), ids.len(), &opts)
                     .map_err(js_err)?,
             ),
@@ -1624,6 +1696,7 @@ impl Session {
             prompt: text,
             next: None,
             started: false,
+            long,
         })
     }
 

@@ -173,6 +173,102 @@ fn greedy_generation_with_the_cache_equals_hfs_generate_and_one_causal_pass() {
     }
 }
 
+/// A long generation as the page runs it (src/wasm.rs `Generating.long`): each pass a long
+/// text's over the prompt and what was written so far, keeping each layer's queries and keys
+/// and the last position's logits, reusing the pass before it; its likeliest next tokens go to
+/// `Greedy::accept_next`. It writes what HF's `generate` writes, the same five likeliest at
+/// each step as the cached generation, and each head computed from the last pass's queries and
+/// keys equals the cached generation's attention; each pass after the first computes one
+/// position.
+#[test]
+fn a_long_generation_of_long_passes_writes_as_the_cached_generation_and_hf() {
+    use attnscope::engine::generate::Greedy;
+    use attnscope::engine::{top_k, AttentionKept};
+    for name in ["llama_generate", "qwen2_generate"] {
+        let meta: GenerateMeta = golden_meta(name);
+        let m = model(&meta.model);
+        let opts = GenerateOptions {
+            max_new_tokens: meta.max_new_tokens,
+            top_k: 5,
+            stop_at_eos: true,
+            head_mask: Default::default(),
+        };
+        let cached = generate(m, &meta.prompt_ids, &opts).unwrap();
+        let pass_opts = TraceOptions {
+            attention: AttentionKept::QueriesKeys,
+            next_logits: true,
+            ..TraceOptions::default()
+        };
+        let (mut state, mut prefixes) = (
+            Greedy::new(m, &meta.prompt_ids, &opts),
+            cpu::Prefixes::default(),
+        );
+        let mut ids = meta.prompt_ids.clone();
+        let last = loop {
+            let input = m.tokenizer.from_ids(&ids);
+            let mask = Mask::causal(1, ids.len());
+            let r = cpu::forward_reusing(m, &input, &mask, &pass_opts, &mut prefixes).unwrap();
+            let first = ids.len() == meta.prompt_ids.len();
+            assert_eq!(
+                r.reused,
+                if first { 0 } else { ids.len() - 1 },
+                "{name}: positions reused at {}",
+                ids.len()
+            );
+            let logits = r
+                .trace
+                .next_logits
+                .as_ref()
+                .expect("a long pass's next logits");
+            let next = top_k(logits.view(), 5).remove(0);
+            match state.accept_next(next, 0.0).unwrap() {
+                Some((n, token)) => {
+                    assert_eq!(n, ids.len(), "{name}: the position fed next");
+                    ids.push(token);
+                }
+                None => break (r.trace, mask),
+            }
+        };
+        assert_eq!(
+            state.output_ids(),
+            meta.output_ids.as_slice(),
+            "{name}: greedy ids, as HF's"
+        );
+        assert_eq!(
+            state.output_ids(),
+            cached.output_ids.as_slice(),
+            "{name}: as the cached generation's"
+        );
+        for i in 0..cached.output_ids.len() {
+            let (long, short): (Vec<u32>, Vec<u32>) = (
+                state.step_top_k(i).iter().map(|t| t.id).collect(),
+                cached.next[i].iter().map(|t| t.id).collect(),
+            );
+            assert_eq!(long, short, "{name}: step {i}'s five likeliest");
+        }
+        // the last pass's positions are every position the generation fed
+        let (trace, mask) = last;
+        let n = cached.fed().len();
+        assert_eq!(mask.dim(), (1, n, n), "{name}: the last pass's positions");
+        let from = trace
+            .queries_keys
+            .as_ref()
+            .expect("the last pass's queries and keys");
+        let (l, h) = (m.config.num_hidden_layers, m.config.num_attention_heads);
+        let mut worst = 0f32;
+        for layer in 0..l {
+            for head in 0..h {
+                let got = from.head(0, layer, head, &mask, false).unwrap().probs;
+                let want = cached.attention.slice(ndarray::s![layer, head, .., ..]);
+                let d = (&got - &want).mapv(f32::abs).fold(0f32, |a, &b| a.max(b));
+                worst = worst.max(d);
+            }
+        }
+        eprintln!("{name}: long passes' heads vs the cached generation's attention, {worst:.2e}");
+        assert!(worst <= 1e-5, "{name}: attention differs by {worst}");
+    }
+}
+
 #[test]
 fn a_generation_with_heads_knocked_out_equals_hf_and_the_knocked_out_full_pass() {
     let (g, m, prompt, knocked) = knockout_generation();
@@ -448,6 +544,49 @@ fn the_cli_gives_a_llama_models_attention_and_next_tokens() {
     }
     // one map per query head
     assert_eq!(r["attention"][0].as_array().unwrap().len(), 4);
+    // the same text by its ids (`--ids`, as a generation's are given): the same attention and
+    // next tokens, the text the name it goes by
+    let ids: Vec<String> = g.meta.token_ids[0].iter().map(u32::to_string).collect();
+    let by_ids = cli(&[
+        "attention",
+        "--model",
+        dir.to_str().unwrap(),
+        "--top-k",
+        "2",
+        "--ids",
+        &ids.join(","),
+        "--",
+        "named",
+    ])
+    .unwrap();
+    let b = &by_ids["results"][0];
+    assert_eq!(b["token_ids"], r["token_ids"]);
+    assert_eq!(b["text"], "named");
+    assert_eq!(b["attention"], r["attention"], "the attention by ids");
+    assert_eq!(b["next_tokens"], r["next_tokens"], "the next tokens by ids");
+    // an id outside the vocabulary, named with its position; and no pair beside ids
+    let e = cli(&[
+        "attention",
+        "--model",
+        dir.to_str().unwrap(),
+        "--ids",
+        "1,4000",
+    ])
+    .unwrap_err();
+    assert!(e.contains("token id 4000 at position 1"), "{e}");
+    let e = cli(&[
+        "attention",
+        "--model",
+        dir.to_str().unwrap(),
+        "--ids",
+        "1,2",
+        "--pair",
+        "b",
+        "--",
+        "a",
+    ])
+    .unwrap_err();
+    assert!(e.contains("--pair"), "{e}");
 }
 
 /// A GGUF golden case's file and the tokenizer ids HF's GGUF loader gives.

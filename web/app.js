@@ -4,7 +4,7 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, ROLES, repeatedText, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel, metricsFor } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven } from './scope.js';
+import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven, runOptions } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
@@ -147,7 +147,7 @@ store.subscribe((s, changed) => { if (PANE_KEYS.some((k) => changed.has(k))) sho
 const scope = connect(store, { targets, layout, engineFollows: true, onRunProgress: (p) => runStatus.render($('run-status'), p) }); // the engine select shows the engine that runs
 
 // ---------- generating (a decoder-only model with an LM head) ----------
-const generating = connectGeneration(store, engine());
+const generating = connectGeneration(store, engine(), runOptions, (p) => runStatus.render($('run-status'), p));
 const GENERATE_KEYS = ['generation', 'step', 'modelInfo', 'playing', 'chat', 'gen'];
 store.subscribe((s, changed) => {
   if (!GENERATE_KEYS.some((k) => changed.has(k))) return;
@@ -1285,7 +1285,8 @@ on('model-builtin', 'change', (e) => loadBuiltin(e.target.value));
 on('model-pick', 'change', (e) => { if (e.target.value !== OTHER_MODEL) loadBuiltin(e.target.value); });
 on('model-hf', 'keydown', (e) => { if (e.key === 'Enter') loadHub(); });
 on('cancel-load', 'click', () => scope.cancel());
-$('run-status').querySelector('.stop-run').addEventListener('click', () => scope.stopRun());
+// (the run under way, or a long generation's pass: its stop ends the generation)
+$('run-status').querySelector('.stop-run').addEventListener('click', () => { scope.stopRun(); generating.stop(); });
 
 window.addEventListener('hashchange', () => {
   const next = parseHash(location.hash), before = store.get();

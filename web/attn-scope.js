@@ -34,7 +34,7 @@
 // contract as the page's window.attnscope.result.
 
 import { createStore, INTENT_DEFAULTS, MASKS, ENGINES, EMBEDS, ATTENTIONS, INSIDE, DECODER_INSIDE, MAX_BATCH, PARTS } from './store.js';
-import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS } from './scope.js';
+import { connect, sourceOf, delayedBusy, translationPanes, drawDecoderPanels, needsModel, isGiven, insidePanels, LAYER_PANELS, DECODER_PANELS, runOptions } from './scope.js';
 import { published, publishedTranslation, withGeneration, layerNumber, decoderSteps } from './result.js';
 import { parseHeads } from './hash.js';
 import * as translationView from './views/translation.js';
@@ -272,7 +272,7 @@ class AttnScope extends HTMLElement {
         };
       },
     });
-    if (name === GENERATE) this.generating = connectGeneration(this.store, engine());
+    if (name === GENERATE) this.generating = connectGeneration(this.store, engine(), runOptions);
     this.store.subscribe((s, changed) => this.show(s, changed));
     this.resize = new ResizeObserver(() => this.store.update({ size: `${this.clientWidth}x${this.clientHeight}` }));
     this.resize.observe(this);

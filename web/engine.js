@@ -12,6 +12,15 @@ export const DEFAULT_MODEL = new URL('../assets/models/all-MiniLM-L6-v2/', impor
 let makeWorker = null;
 export function useWorker(make) { makeWorker = make; }
 
+/** A run as the worker posts it (`result`), as the views take it (result.js `fromWorker`), a
+ *  long run's focused head in it (computed after its pass). */
+function runFrom(result) {
+  const r = fromWorker(result);
+  const f = result.focusHead;
+  if (f && r.long) r.addHead(f.item, f.layer, f.head, f);
+  return r;
+}
+
 class Engine {
   constructor() {
     this.nextId = 1;
@@ -83,7 +92,9 @@ class Engine {
     if (m.type === 'engine') { for (const f of this.engineChoices) f(m); return; }
     if (m.type === 'generated') {
       this.worker.postMessage({ type: 'generated-ack', gen: m.gen }); // the next step, while the page takes this one
-      this.generations.get(m.gen)?.(m);
+      // a long generation's step brings its run, as `run` gives one
+      const onStep = this.generations.get(m.gen);
+      onStep?.(m.run ? { ...m, run: runFrom(m.run) } : m);
       return;
     }
     const p = this.pending.get(m.id);
@@ -139,9 +150,7 @@ class Engine {
    */
   async run(key, { texts, pair, mask, options, focus }, onProgress = null) {
     const m = await this.call({ type: 'run', key, texts, pair, mask, options, focus }, [], onProgress);
-    const r = fromWorker(m.result);
-    const f = m.result.focusHead; // a long run's focused head, computed after its pass
-    if (f && r.long) r.addHead(f.item, f.layer, f.head, f);
+    const r = runFrom(m.result);
     r.status = m.status ?? null; // the engine line, when this run changed it (WebGPU lost)
     return r;
   }
@@ -166,14 +175,18 @@ class Engine {
    * a step (src/wasm.rs `Session.generate`; `options`: {maxNewTokens, topK, chat, headMask}). `onStep({step})`
    * gets each pass as it comes (src/wasm.rs `Generating.step()`: what it wrote, `{id, token, text,
    * top_k, step_ms, done, output_text}`, and its attention as records, one a layer, `(H, n_q, n_k)`; the prompt's
-   * first, with the prompt's fields): web/generation.js `GenerationResult` keeps them. Returns
+   * first, with the prompt's fields): web/generation.js `GenerationResult` keeps them. A long
+   * generation (src/wasm.rs `Generating.long`) runs each pass as a run of a long text, with
+   * `runOptions` (src/wasm.rs `RunOptions`: what the views ask of a run) and bringing the head
+   * `focus` names: `onStep({step, run})`, `step` without records, `run` as `run` gives it. Returns
    * `{done: Promise of {steps, stopped, baseline}, stop()}` (`baseline`: with heads knocked out,
-   * what the model writes with every head, `{output_ids, output_text}`).
+   * what the model writes with every head, `{output_ids, output_text}`). `onProgress(m)`: a long
+   * generation's passes' progress, as `run`'s.
    */
-  generate(key, { prompt, options = {} }, onStep) {
+  generate(key, { prompt, options = {}, runOptions = {}, focus = null }, onStep, onProgress = null) {
     const gen = this.nextId++;
     this.generations.set(gen, onStep);
-    const done = this.call({ type: 'generate', key, gen, prompt, options }).finally(() => this.generations.delete(gen));
+    const done = this.call({ type: 'generate', key, gen, prompt, options, runOptions, focus }, [], onProgress).finally(() => this.generations.delete(gen));
     return { done, stop: () => this.worker.postMessage({ type: 'stop-generating', gen }) };
   }
 

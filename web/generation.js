@@ -4,6 +4,7 @@
 
 import { fromWorker, squareMask, recordsOf } from './result.js';
 import { THUMB, thumbBins, foldRows } from './summary.js';
+import { watchRun } from './progress.js';
 
 /** Whether a model writes text: decoder-only, with an LM head (decided by its architecture). */
 export const canGenerate = (info) => info?.architecture?.kind === 'decoder' && Boolean(info.lm_head);
@@ -45,9 +46,15 @@ function attentionOf(step, nq, nk) {
  * the heads they draw in place (`head`), and the (L, H, N, N) copy is made only when `attention`
  * is read. The summary of every head (its largest probability, its thumbnail) is kept as the
  * rows come, a row a step (`summary`), so the views never walk all L·H·N·N values while it streams.
+ * A long generation (`long`: src/wasm.rs `Generating.long`, its attention more than a generation
+ * keeps) holds no attention and has no `attention`: each pass is a run of a long text (`run`,
+ * the newest), whose heads the engine computes when a view asks.
  */
 export class GenerationResult {
-  #data; #S; #heads; #compact = null; #last = null;
+  #data = null; #S; #heads; #compact = null; #last = null;
+  /** A long generation's (src/wasm.rs `Generating.long`): the run of its newest pass, as the
+   *  engine ran it (a long text's: the heads come from the engine when looked at). */
+  #run = null;
   /** The summary of the rows fed so far (`#fold`): {bins, thumbs (L·H, THUMB × THUMB: a head's
    *  thumbnail, its rows THUMB apart), thumbMask (THUMB × THUMB), best: [L·H] of {max, q, k}}. */
   #kept = null;
@@ -62,6 +69,15 @@ export class GenerationResult {
       prompt_ids: first.prompt_ids, output_ids: [], output_text: '', tokens: [...first.prompt_tokens], texts: [...first.prompt_texts], steps: [], step_ms: [], n: P,
     });
     this.#S = P + Math.max(1, maxNew) - 1;
+    if (first.run) {
+      // a long generation: no attention here, each pass's run in its place
+      this.long = true;
+      this.#run = runOf(first, P);
+      this.backend = this.#run.backend; // the page's engine, which ran the pass
+      this.#heads = this.#run.L * this.#run.H;
+      this.#written(first);
+      return;
+    }
     const layers = attentionOf(first, P, P);
     this.#heads = layers.length * layers[0].shape[0]; // L·H
     this.#data = new Float32Array(this.#heads * this.#S * this.#S);
@@ -76,6 +92,14 @@ export class GenerationResult {
   add(step) {
     const q = this.n, S = this.#S;
     if (q >= S) throw new Error(`a step after the ${S} positions the generation can feed`);
+    if (this.long) {
+      this.#run = runOf(step, q + 1);
+      this.tokens.push(this.#last.token);
+      this.texts.push(this.#last.text);
+      this.n = q + 1;
+      this.#written(step);
+      return;
+    }
     const layers = attentionOf(step, 1, q + 1);
     if (layers.length * layers[0].shape[0] !== this.#heads) throw new Error(`a step over ${layers.length} layers of ${layers[0].shape[0]} heads, where the generation's prompt had ${this.#heads} heads`);
     this.#rows(layers, q);
@@ -109,6 +133,9 @@ export class GenerationResult {
 
   /** How many heads: L·H. */
   get heads() { return this.#heads; }
+
+  /** A long generation's run of its newest pass (over its `n` positions); null otherwise. */
+  get run() { return this.#run; }
 
   /** Head `lh` (of L·H) over the first `n` positions: a copy, (n, n). */
   head(lh, n) {
@@ -169,6 +196,13 @@ export class GenerationResult {
   }
 }
 
+/** A long generation's pass (`step.run`) over its `n` positions; any other is an error. */
+function runOf(step, n) {
+  const r = step.run;
+  if (!r || r.T !== n) throw new Error(`a long generation's pass ${r ? `over ${r.T} positions` : 'without its run'}, where it expects ${n}`);
+  return r;
+}
+
 /**
  * The run the views draw for a generation (`result`: a {@link GenerationResult}) at step `step`
  * (null: the last): the prompt and what was written before the step, `n = P + step` positions,
@@ -183,6 +217,14 @@ export class GenerationResult {
 export function generationRun(result, step, layers, reach = []) {
   const P = result.prompt_ids.length, outputs = result.output_ids.length;
   const t = stepOf(step, outputs), n = P + t;
+  if (result.long) {
+    // a long generation's newest pass is a run of its own, which every view draws; an earlier
+    // step's is a pass over its positions (`connectGeneration` runs it): none here
+    if (t !== outputs - 1) return null;
+    const run = result.run;
+    run.generated = { P, step: t, outputs, source: result, w: thumbBins(n).w, full: true, long: true };
+    return run;
+  }
   const H = result.heads / layers;
   const mask = squareMask(n, true);
   const tokens = result.tokens.slice(0, n);
@@ -218,15 +260,46 @@ const VIEWS_SHARE = 1 / 6;
  * page. Heads knocked out (the store's `off`) are knocked out while writing, and knocking one
  * out (or back in) writes again; a generation goes when the sentence or the model changes, or
  * another run replaces its views (another mask, the scale); a link's `gen=N` writes N tokens
- * once the model and the sentence's run are in. Returns {start, stop}.
+ * once the model and the sentence's run are in. A long generation (src/wasm.rs `Generating.long`)
+ * runs each pass as a run of the page's, asking what `optionsOf(state)` asks of a run, its
+ * progress told to `onRunProgress(p)` (web/progress.js); its stop ends the pass under way
+ * between two layers. Returns {start, stop}.
  */
-export function connectGeneration(store, eng) {
+export function connectGeneration(store, eng, optionsOf = () => ({}), onRunProgress = null) {
   // `from`: the sentence's run the latest generation wrote after (another one replaces it)
   let current = null, ids = 0, autoFor = '', from = null;
   const layersOf = (s) => s.modelInfo.layers;
   const reachOf = (s) => (s.modelInfo.architecture?.layers ?? []).map(({ attention, window }) => ({ attention, window }));
+  const focusOf = (s) => ({ item: 0, layer: s.layer, head: s.head });
   /** Drops a generation's pending redraw of the views. */
   const halt = (g) => { cancelAnimationFrame(g.frame); clearTimeout(g.timer); };
+
+  /**
+   * The views' run of generation `g` (the store's, done) at step `step`: a long generation's
+   * earlier step is a pass over its positions, run here (the CPU engine reuses the pass before
+   * it: a step back computes its last row, a step on the rows since), the views drawing the run
+   * they have until it comes.
+   */
+  let passAsked = '';
+  function showStep(g, step) {
+    const s = store.get(), result = g.result;
+    const run = generationRun(result, step, layersOf(s), reachOf(s));
+    if (run || !result.long) { store.update({ run }); return; }
+    const P = result.prompt_ids.length, outputs = result.output_ids.length, t = stepOf(step, outputs);
+    const asked = `${g.id}:${t}`;
+    if (passAsked === asked) return;
+    passAsked = asked;
+    const ids = [...result.prompt_ids, ...result.output_ids].slice(0, P + t);
+    const options = { ...optionsOf(s), headMask: g.off.join(','), ids };
+    eng.run(s.modelKey, { texts: [result.prompt], pair: '', mask: 'causal', options, focus: focusOf(s) }).then((r) => {
+      const now = store.get();
+      if (now.generation?.result !== result || stepOf(now.step, outputs) !== t) return;
+      r.generated = { P, step: t, outputs, source: result, w: thumbBins(P + t).w, full: true, long: true };
+      store.update({ run: r });
+    }, (err) => {
+      if (store.get().generation?.result === result) store.update({ runError: { line: `the pass over the generation's step ${t + 1}: ${String(err.message || err)}` } });
+    }).finally(() => { if (passAsked === asked) passAsked = ''; });
+  }
 
   function start(maxNew, chat, { keepStep = false } = {}) {
     const s = store.get();
@@ -238,13 +311,20 @@ export function connectGeneration(store, eng) {
     const off = [...s.off];
     store.update({ generation: { id, running: true, result: null, stopped: false, error: null, off, baseline: null }, gen: maxNew, genMax: maxNew, chat, ...(keepStep ? {} : { step: null }) });
     let result = null;
-    const handle = eng.generate(s.modelKey, { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat, headMask: off.join(',') } }, ({ step }) => {
+    // (a long generation runs each pass as the page's runs: what the views ask of one, and the head shown)
+    const asked = { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat, headMask: off.join(',') }, runOptions: optionsOf(s), focus: focusOf(s) };
+    // a long generation's prompt pass: how far it has gone (a run's box), a stop between two layers
+    const watch = watchRun((p) => onRunProgress?.(p));
+    const handle = eng.generate(s.modelKey, asked, ({ step, run }) => {
       if (current?.id !== id) return;
+      if (run) step.run = run;
       if (result) result.add(step); else result = new GenerationResult(step, maxNew, off);
+      watch.done(); // the prompt's pass told: each step after it is a row's, and the text streams
       store.update({ generation: { ...store.get().generation, result } }); // the text, token by token
       if (!current.frame && !current.timer) current.frame = requestAnimationFrame(draw);
-    });
-    const g = { id, handle, frame: 0, timer: 0, ready: 0, measuring: false };
+    }, (m) => watch.message(m));
+    const g = { id, handle: { ...handle, stop: () => { handle.stop(); watch.stop(); } }, frame: 0, timer: 0, ready: 0, measuring: false };
+    handle.done.finally(() => watch.done()).catch(() => {});
     current = g;
     // the attention views at the newest step, once a frame at most, not before `ready`
     function draw() {
@@ -268,7 +348,8 @@ export function connectGeneration(store, eng) {
       current = null;
       halt(g);
       const now = store.get();
-      store.update({ generation: { ...now.generation, result, running: false, stopped, baseline: baseline ?? null }, ...(result ? { run: generationRun(result, now.step, layersOf(now), reachOf(now)) } : {}) });
+      store.update({ generation: { ...now.generation, result, running: false, stopped, baseline: baseline ?? null } });
+      if (result) showStep(store.get().generation, now.step);
     }, (err) => {
       if (current !== g) return;
       current = null;
@@ -296,7 +377,7 @@ export function connectGeneration(store, eng) {
       return;
     }
     const g = s.generation;
-    if (changed.has('step') && g?.result && !g.running) store.update({ run: generationRun(g.result, s.step, layersOf(s), reachOf(s)) });
+    if (changed.has('step') && g?.result && !g.running) showStep(g, s.step);
     // a link's gen=N: once, when the model's first run of the sentence is in
     const key = `${s.modelVersion}`;
     if (s.gen && !g && autoFor !== key && canGenerate(s.modelInfo) && s.run && !s.run.generated && !s.busy) {

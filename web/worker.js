@@ -16,6 +16,7 @@
 //      ?testhooks=lose-at-probe destroys them when `auto` first runs WebGPU)
 //      {id, type: 'crash', site} (only with ?testhooks=1: a panic in the wasm module, as a bug
 //      would, at a `CrashSite` of src/wasm.rs: 'call', 'future' or 'pool')
+//      (a long generation's passes are runs: its 'run-progress' as a run's)
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
 //      {type: 'run-progress', id, cells: {buffer, at}} as run `id` begins, where the wasm memory is
@@ -712,6 +713,31 @@ function longSummary(s, r, report) {
   return { ...own.done(), sink: sink.done() };
 }
 
+/**
+ * Run `r` as the page takes it: its summary (`summary`: every head's, computed here from its
+ * records, or a long run's as the engine folded them, its layers told to `report(done, of)`)
+ * and, for a long run, the head `focus` names (`focusHead`: the page would ask for it at once).
+ * Returns the buffers to transfer with it, not copy.
+ */
+function summed(s, r, focus, report) {
+  const heads = r.records ? runHeads(r.records, r.info.shape) : null;
+  r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
+  // a long run's focused head, computed now that the pass is over (the page would ask at once)
+  if (r.info.long_run != null && focus) r.focusHead = focusedHead(s, r, focus);
+  const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
+  // each item's records' values (its attention and scores, a layer each) transferred, not copied
+  if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));
+  if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
+  const sink = r.summary.sink; // a long run's, with the first key hidden
+  if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer);
+  if (sink && sink.thumbMask !== r.summary.thumbMask) transfer.push(sink.thumbMask.buffer);
+  if (r.focusHead) transfer.push(r.focusHead.attention.buffer, r.focusHead.scores.buffer);
+  for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
+  const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
+  transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
+  return transfer;
+}
+
 /** Long run `r`'s head `focus` (`{item, layer, head}`, each clamped to the run's) as the page's
  *  `long-head` gives it, with where it is: `{item, layer, head, attention, scores, score_max}`. */
 function focusedHead(s, r, focus) {
@@ -799,16 +825,23 @@ async function generate(s, msg) {
     // (waiting for it first left the engine idle while the page was busy drawing), and is
     // posted once the page has it, so no more than one step is ever waiting in the page
     let answered = null;
+    const passes = g.long ? longPasses(s, g, msg, options) : shortPasses(g);
     for (;;) {
       if (stopped.has(msg.gen)) break;
-      const step = await g.step();
-      if (!step) break;
+      let pass, done;
+      try {
+        ({ value: pass, done } = await passes.next());
+      } catch (err) {
+        if (stopped.has(msg.gen)) break; // a long pass the page stopped between two layers
+        throw err;
+      }
+      if (done) break;
       await answered;
       if (stopped.has(msg.gen)) break; // a step the page no longer wants
       steps++;
       answered = taken(msg.gen);
-      self.postMessage({ type: 'generated', gen: msg.gen, step }, step.records.map((r) => r.values.buffer));
-      if (step.done) break;
+      self.postMessage({ type: 'generated', gen: msg.gen, ...pass.message }, pass.transfer);
+      if (pass.message.step.done) break;
     }
     const baseline = options.headMask && !stopped.has(msg.gen) ? await plainGeneration(s, msg, options) : null;
     return { steps, stopped: stopped.has(msg.gen), baseline };
@@ -816,6 +849,46 @@ async function generate(s, msg) {
     stopped.delete(msg.gen);
     acks.delete(msg.gen);
     g.free();
+  }
+}
+
+/** A generation's passes, each `{message: {step}, transfer}`: `Generating.step()`'s, its
+ *  attention's records transferred (the page keeps the generation's). */
+async function* shortPasses(g) {
+  for (let step = await g.step(); step; step = await g.step()) {
+    yield { message: { step }, transfer: step.records.map((r) => r.values.buffer) };
+    if (step.done) return;
+  }
+}
+
+/**
+ * A long generation's passes (src/wasm.rs `Generating.long`: its L·H·N² attention is more than
+ * a generation keeps), each `{message: {step, run}, transfer}`: a run of the prompt's ids and
+ * what was written so far as a long text's (each layer's queries and keys kept, the heads
+ * computed when looked at), with what the page's views ask for (`msg.runOptions`) and the head
+ * it shows (`msg.focus`) as its runs have. The CPU engine reuses the run before it: only the
+ * new position's rows are computed. Its likeliest next tokens go to `Generating.accept`, which
+ * writes the first.
+ */
+async function* longPasses(s, g, msg, options) {
+  const ids = [...g.promptIds], prompt = g.prompt;
+  // how far each pass has gone, read by the page as a run's are ('run-progress'), where a stop
+  // is asked too
+  const { wasm } = await wasmCore;
+  if (typeof SharedArrayBuffer !== 'undefined' && wasm.memory.buffer instanceof SharedArrayBuffer) {
+    self.postMessage({ type: 'run-progress', id: msg.id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
+  }
+  const runOptions = { ...(msg.runOptions ?? {}), headMask: options.headMask ?? '', topK: options.topK ?? 5, ids };
+  for (;;) {
+    const start = performance.now();
+    const r = await runOn(s, { texts: [prompt], pair: '', mask: 'causal' }, runOptions);
+    const top = r.nextTokens?.[0]?.[ids.length - 1];
+    if (!top?.length) throw new Error(`the run over ${ids.length} positions gave no likeliest next tokens`);
+    const transfer = summed(s, r, msg.focus, () => {});
+    const step = g.accept(top, performance.now() - start);
+    yield { message: { step, run: r }, transfer };
+    if (step.done) return;
+    ids.push(step.id);
   }
 }
 
@@ -828,10 +901,11 @@ async function plainGeneration(s, msg, options) {
   const g = s.session.generate(msg.prompt, s.engine, plain);
   try {
     const value = { output_ids: [], output_text: '' };
-    for (let step = await g.step(); step; step = await g.step()) {
+    // a long one's runs keep no heads for the page (they would take the place of the run it shows)
+    const passes = g.long ? longPasses(s, g, { ...msg, runOptions: { noHeadsLater: true }, focus: null }, plain) : shortPasses(g);
+    for await (const { message: { step } } of passes) {
       value.output_ids.push(step.id);
       value.output_text = step.output_text;
-      if (step.done) break;
     }
     s.plainGeneration = { key, value };
     return value;
@@ -888,22 +962,8 @@ self.onmessage = async (e) => {
       const shared = typeof SharedArrayBuffer !== 'undefined' && wasm.memory.buffer instanceof SharedArrayBuffer;
       if (shared) self.postMessage({ type: 'run-progress', id: msg.id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
       const r = await run(s, msg);
-      const heads = r.records ? runHeads(r.records, r.info.shape) : null;
       const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
-      r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
-      // a long run's focused head, computed now that the pass is over (the page would ask at once)
-      if (r.info.long_run != null && msg.focus) r.focusHead = focusedHead(s, r, msg.focus);
-      const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];
-      // each item's records' values (its attention and scores, a layer each) transferred, not copied
-      if (r.records) transfer.push(...r.records.flat().map((rec) => rec.values.buffer));
-      if (r.summary.thumbs) transfer.push(r.summary.thumbs.buffer, r.summary.thumbMask.buffer);
-      const sink = r.summary.sink; // a long run's, with the first key hidden
-      if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer);
-      if (sink && sink.thumbMask !== r.summary.thumbMask) transfer.push(sink.thumbMask.buffer);
-      if (r.focusHead) transfer.push(r.focusHead.attention.buffer, r.focusHead.scores.buffer);
-      for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
-      const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
-      transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
+      const transfer = summed(s, r, msg.focus, report);
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
       s.answered?.();
     } else if (msg.type === 'translate') { // an encoder–decoder model: src/wasm.rs Session.translate

@@ -19,7 +19,7 @@ use crate::engine::GpuTiming;
 use crate::error::{Error, Result};
 use crate::linalg::team::with_team;
 use crate::masks::Mask;
-use crate::model::config::ModelKind;
+use crate::model::config::{Config, ModelKind};
 use crate::model::limits::MAX_ATTENTION_VALUES;
 
 /// How many new tokens to write, how many likeliest tokens to report at each position, and
@@ -143,6 +143,20 @@ pub fn generate(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> R
 /// empty prompt, no new token asked for, or more positions than the model has, its window
 /// allows or a pass may keep attention for.
 pub fn check(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Result<()> {
+    check_prompt(model, prompt, opts)?;
+    keeps_attention(model.config(), positions(prompt, opts))
+}
+
+/// Every position a generation of `prompt` under `opts` may feed: the prompt's and the new
+/// tokens' but the last.
+pub fn positions(prompt: &[u32], opts: &GenerateOptions) -> usize {
+    prompt.len() + opts.max_new_tokens.max(1) - 1
+}
+
+/// [`check`] but the bound on the attention a generation keeps: what a generation whose passes
+/// keep each layer's queries and keys must hold (the page's long generation, a pass of a long
+/// text a step), with the bound such a pass checks itself.
+pub fn check_prompt(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Result<()> {
     let c = model.config();
     if c.architecture.kind != ModelKind::Decoder || !model.network().has_lm_head() {
         return Err(Error::Input(format!(
@@ -165,7 +179,7 @@ pub fn check(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Resu
             c.vocab_size
         )));
     }
-    let n = prompt.len() + opts.max_new_tokens - 1;
+    let n = positions(prompt, opts);
     if n > c.max_tokens() {
         return Err(Error::Input(format!(
             "a prompt of {} tokens and {} new ones need {n} positions: the model has {}",
@@ -174,6 +188,12 @@ pub fn check(model: &dyn Loaded, prompt: &[u32], opts: &GenerateOptions) -> Resu
             c.max_tokens()
         )));
     }
+    Ok(())
+}
+
+/// Refuses a generation over `n` positions whose every attention, `(L, H, n, n)`, would be over
+/// [`MAX_ATTENTION_VALUES`].
+pub fn keeps_attention(c: &Config, n: usize) -> Result<()> {
     let values = (c.num_hidden_layers * c.num_attention_heads) as u128 * (n * n) as u128;
     if values > MAX_ATTENTION_VALUES as u128 {
         return Err(Error::Input(format!(
@@ -281,10 +301,26 @@ impl Greedy {
     /// position and token the next pass feeds, or `None` when the generation is over (EOS, or
     /// `max_new_tokens` written).
     pub(crate) fn accept(&mut self, pass: StepPass, ms: f64) -> Option<(usize, u32)> {
-        self.step_ms.push(ms);
         self.gpu_timing.extend(pass.gpu);
-        let token = argmax(pass.logits.view());
-        self.next.push(pass.next);
+        self.write(argmax(pass.logits.view()), pass.next, ms)
+    }
+
+    /// Takes a pass's likeliest next tokens alone, best first (a pass of a long text keeps the
+    /// logits of its last position only as these: [`top_k`]), and writes the first: the
+    /// likeliest, the first of equals as [`argmax`] takes it. What comes next as
+    /// [`Greedy::accept`]; an error when `next` is empty.
+    pub fn accept_next(&mut self, next: Vec<TokenProb>, ms: f64) -> Result<Option<(usize, u32)>> {
+        let token = next
+            .first()
+            .ok_or_else(|| Error::Input("a pass's likeliest next tokens: none given".into()))?
+            .id;
+        Ok(self.write(token, next, ms))
+    }
+
+    /// Writes `token`, the pass's likeliest of `next`.
+    fn write(&mut self, token: u32, next: Vec<TokenProb>, ms: f64) -> Option<(usize, u32)> {
+        self.step_ms.push(ms);
+        self.next.push(next);
         self.output_ids.push(token);
         let over = self.eos.contains(&token) || self.output_ids.len() >= self.max_new_tokens;
         (!over).then(|| (self.prompt_ids.len() + self.output_ids.len() - 1, token))

@@ -264,3 +264,51 @@ test('a long run shows the layer it is on, over the page, and its stop ends it b
   assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
   await page.close();
 });
+
+// A generation past the attention a generation keeps (src/wasm.rs `Generating.long`: every
+// head over its N positions, L·H·N², would be over 2²⁷ probabilities): the tiny Llama of 64 heads
+// after a prompt of 1,446 tokens (the bound: 1,448 positions). Each pass is a run of a long text
+// over the prompt and what was written so far, reusing the one before it.
+const GEN_TEXT = `${PARAGRAPH.repeat(6)}${PARAGRAPH.split(' ').slice(0, 23).join(' ')}`;
+test('a long generation: each pass a long text\'s run reusing the last, the tokens and likeliest next tokens the CLI gives over the same ids, the focused head the CLI\'s at the last step and at an earlier one', async () => {
+  const GEN = 6, HEAD = [3, 14];
+  const url = `${server.url}#model=${encodeURIComponent(WIDE)}&s=${encodeURIComponent(GEN_TEXT)}&e=cpu&gen=${GEN}&l=${HEAD[0]}&h=${HEAD[1]}`;
+  const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  // the passes as they come: each one's run, its positions and what it reused
+  await page.evaluate(() => window.attnscope.store.subscribe((s, changed) => {
+    const r = s.run;
+    if (changed.has('run') && r?.generated) (window.passes ??= []).push({ T: r.T, reused: r.reused, long: r.long, step: r.generated.step });
+  }));
+  await page.waitForFunction((n) => { const g = window.attnscope.store.get().generation; return g?.result?.output_ids.length === n && !g.running; }, GEN, { timeout: 300000, polling: 250 });
+  const gen = await page.evaluate(() => { const g = window.attnscope.store.get().generation.result; return { long: g.long, prompt: g.prompt_ids, out: g.output_ids, steps: g.steps.map((s) => s.top_k) }; });
+  const P = gen.prompt.length, N = P + GEN - 1;
+  assert.equal(gen.long, true, 'a long generation');
+  assert.equal(P, 1446);
+  assert.ok(64 * N * N > 2 ** 27 && 64 * (P + 2) ** 2 <= 2 ** 27, `${N} positions: past the bound, which the prompt is under`);
+  const fed = [...gen.prompt, ...gen.out.slice(0, -1)];
+  const want = attnscope(['attention', '--model', path.join(ROOT, WIDE), '--ids', fed.join(','), '--top-k', '5', '--heads', HEAD.join(':'), '--', 'fed']).results[0];
+  assert.equal(want.tokens.length, N);
+  // each step wrote the CLI's likeliest next token at its position, with its five likeliest
+  for (let i = 0; i < GEN; i++) {
+    const cli = want.next_tokens[P - 1 + i], got = gen.steps[i];
+    assert.equal(gen.out[i], cli[0].id, `step ${i} wrote the likeliest`);
+    assert.deepEqual(got.map((p) => p.id), cli.map((p) => p.id), `step ${i}'s five likeliest`);
+    for (const [j, p] of cli.entries()) assert.ok(Math.abs(got[j].p - p.p) <= TOL, `step ${i}, token ${j}: ${got[j].p} vs ${p.p}`);
+  }
+  // the views' runs: long texts' over P, P + 1, …, N positions, each reusing all but its last
+  const passes = await page.evaluate(() => window.passes);
+  const last = passes.at(-1);
+  assert.deepEqual({ T: last.T, long: last.long, step: last.step }, { T: N, long: true, step: GEN - 1 });
+  assert.ok(passes.every((p, i) => i === 0 || p.reused === p.T - 1), `each pass after the first reused every position before its last: ${JSON.stringify(passes)}`);
+  const d = worst(await headOf(page, ...HEAD), want.heads[0].attention, N);
+  assert.ok(d <= TOL, `the last step's head ${HEAD.join(':')} differs from the CLI's by ${d}`);
+  // an earlier step: a pass over its positions, the head the CLI's cut to them (causal)
+  await page.evaluate(() => window.attnscope.store.update({ step: 2 }));
+  await page.waitForFunction((n) => { const r = window.attnscope.store.get().run; return r.T === n && r.generated?.step === 2; }, P + 2, { timeout: 60000, polling: 100 });
+  const d2 = worst(await headOf(page, ...HEAD), want.heads[0].attention.slice(0, P + 2).map((row) => row.slice(0, P + 2)), P + 2);
+  assert.ok(d2 <= TOL, `step 2's head differs from the CLI's cut by ${d2}`);
+  console.log(`# a long generation of ${GEN} tokens after ${P}: head ${HEAD.join(':')} vs the CLI's over the ids fed, max |Δ| ${d.toExponential(2)}; at step 2 ${d2.toExponential(2)}; passes ${passes.map((p) => `${p.T}/${p.reused}`).join(' ')}`);
+  assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
+  await page.close();
+});

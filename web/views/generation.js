@@ -90,7 +90,7 @@ export function render(target, { info, generation, step = null, chat = false, ma
   const ms = r?.step_ms ?? [];
   const perToken = ms.length > 1 ? ms.slice(1).reduce((a, b) => a + b, 0) / (ms.length - 1) : null;
   v.status.textContent = generation?.error ? '' : !r ? (running ? 'reading the prompt…' : '')
-    : `${running ? 'writing… ' : ''}${outputs} token${outputs === 1 ? '' : 's'}${generation.stopped ? ' (stopped)' : ''}; the prompt's pass ${ms[0].toFixed(0)} ms${perToken !== null ? `, then ${perToken.toFixed(perToken < 10 ? 1 : 0)} ms a token (on ${engineOf(r.backend)}, keys and values cached)` : ''}`;
+    : `${running ? 'writing… ' : ''}${outputs} token${outputs === 1 ? '' : 's'}${generation.stopped ? ' (stopped)' : ''}; the prompt's pass ${ms[0].toFixed(0)} ms${perToken !== null ? `, then ${perToken.toFixed(perToken < 10 ? 1 : 0)} ms a token (on ${engineOf(r.backend)}, ${r.long ? 'a long text\'s pass each, reusing the one before' : 'keys and values cached'})` : ''}`;
 
   // the prompt (as the model read it) and the output, token by token: click one to see its step.
   // A generation's tokens are appended as they come (a streaming step lays out one token, not

@@ -178,7 +178,11 @@ enum Command {
         /// vocabulary).
         #[arg(long, value_name = "K")]
         top_k: Option<usize>,
-        #[arg(required = true, num_args = 1..)]
+        /// One text by its token ids, not tokenised (a prompt and what `generate` wrote after
+        /// it: its `prompt_ids` then its `output_ids`); TEXT, if given, is the name it goes by.
+        #[arg(long, value_name = "ID,ID…", value_delimiter = ',', conflicts_with_all = ["pair", "chat"])]
+        ids: Option<Vec<u32>>,
+        #[arg(required_unless_present = "ids", num_args = 1..)]
         texts: Vec<String>,
     },
     /// Translate SOURCEs (one right-padded batch) with an encoder–decoder model (Marian): greedy
@@ -295,10 +299,11 @@ pub fn main() -> ExitCode {
             layer_trace,
             cross_attention,
             top_k,
+            ids,
             texts,
         } => attention(
             &model,
-            chat,
+            Tokens::of(chat, ids),
             backend,
             mask.map(Into::into),
             pair.as_deref(),
@@ -528,10 +533,30 @@ fn generate(
     print_json(&report)
 }
 
+/// How `attention` reads its texts into tokens.
+enum Tokens {
+    /// The tokenizer's way, with the special tokens it adds.
+    Tokenised,
+    /// Each text as a user message in the model's chat template.
+    Chat,
+    /// One text by these ids.
+    Ids(Vec<u32>),
+}
+
+impl Tokens {
+    fn of(chat: bool, ids: Option<Vec<u32>>) -> Self {
+        match (ids, chat) {
+            (Some(ids), _) => Self::Ids(ids),
+            (None, true) => Self::Chat,
+            (None, false) => Self::Tokenised,
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn attention(
     dir: &std::path::Path,
-    chat: bool,
+    tokens: Tokens,
     backend: BackendArg,
     mask_kind: Option<MaskKind>,
     pair: Option<&str>,
@@ -550,10 +575,19 @@ fn attention(
     }
     let mask_kind = mask_kind.unwrap_or_else(|| model.own_mask());
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let (texts, input) = if chat {
-        model.encode_chat(&refs)?
-    } else {
-        (texts.to_vec(), model.tokenizer.encode(&refs, pair)?)
+    let (texts, input) = match tokens {
+        Tokens::Chat => model.encode_chat(&refs)?,
+        Tokens::Tokenised => (texts.to_vec(), model.tokenizer.encode(&refs, pair)?),
+        Tokens::Ids(ids) => {
+            if texts.len() > 1 {
+                return Err(Error::Input(format!(
+                    "--ids gives one text: {} TEXTs given beside it",
+                    texts.len()
+                )));
+            }
+            let name = texts.first().cloned().unwrap_or_default();
+            (vec![name], model.encode_ids(&ids)?)
+        }
     };
     let texts = &texts[..];
     for (text, cut) in texts.iter().zip(&input.truncated) {
