@@ -60,6 +60,17 @@ impl Mask {
         Self(Array3::from_shape_fn((batch, t, t), |(_, i, j)| j <= i))
     }
 
+    /// Whether this is [`Mask::causal`]'s mask, read in place (at 8,192 tokens the mask to
+    /// compare with would be 67 MB).
+    pub fn is_causal(&self) -> bool {
+        let (_, n_q, n_k) = self.0.dim();
+        n_q == n_k
+            && self
+                .0
+                .outer_iter()
+                .all(|m| m.indexed_iter().all(|((i, j), &on)| on == (j <= i)))
+    }
+
     /// An explicit mask for every item of a batch.
     pub fn explicit(mask: Array3<bool>) -> Self {
         Self(mask)
@@ -173,6 +184,25 @@ mod tests {
             Mask::none(1, 2, 33).to_bits(),
             vec![u32::MAX, 1, u32::MAX, 1]
         );
+    }
+
+    /// A causal mask is known as one in place; a padded one, a square full one, a cell flipped
+    /// or another shape is not.
+    #[test]
+    fn a_causal_mask_is_read_as_one_and_no_other() {
+        assert!(Mask::causal(2, 5).is_causal() && Mask::causal(1, 1).is_causal());
+        assert!(!Mask::none(1, 5, 5).is_causal());
+        assert!(!Mask::none(1, 1, 5).is_causal(), "a step's row over 5 keys");
+        for (b, i, j) in [(0, 0, 1), (1, 4, 0), (1, 3, 3)] {
+            let mut m = Mask::causal(2, 5);
+            m.0[[b, i, j]] ^= true;
+            assert!(!m.is_causal(), "cell ({b}, {i}, {j}) flipped");
+        }
+        let valid = ndarray::array![[true, true, false]];
+        let padded = Mask::causal(1, 3)
+            .and(&Mask::padding(valid.view()))
+            .unwrap();
+        assert!(!padded.is_causal());
     }
 
     /// HF's `sliding_window_overlay`: `kv_idx > q_idx − window`, on top of the causal mask.

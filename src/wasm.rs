@@ -813,6 +813,29 @@ impl LongRun {
     }
 }
 
+/// A mask's cells as JavaScript bytes (1: attended), `(B, T, T)` flat, copied a part at a time
+/// (a long text's is T² bytes: none copied whole again in wasm memory).
+fn mask_bytes(mask: &Mask) -> Uint8Array {
+    let cells = mask.0.as_standard_layout();
+    let out = Uint8Array::new_with_length(cells.len() as u32);
+    let mut part = Vec::with_capacity(MASK_PART.min(cells.len()));
+    for (i, run) in cells
+        .as_slice()
+        .expect("a standard-layout array is contiguous")
+        .chunks(MASK_PART)
+        .enumerate()
+    {
+        part.clear();
+        part.extend(run.iter().map(|&on| u8::from(on)));
+        let at = (i * MASK_PART) as u32;
+        out.subarray(at, at + part.len() as u32).copy_from(&part);
+    }
+    out
+}
+
+/// The bytes of a mask copied to JavaScript at once ([`mask_bytes`]).
+const MASK_PART: usize = 1 << 20;
+
 /// The most of a long run's head computed at once in wasm memory, in values (32 MiB, and as
 /// much of scores): [`Session::long_head`] copies each part out before the next.
 const LONG_HEAD_PART: usize = 1 << 23;
@@ -950,6 +973,19 @@ impl Session {
         ids: Option<&[u32]>,
         mask: &str,
     ) -> Result<(Encoded, Mask, MaskKind), JsError> {
+        let (input, kind) = self.encode(texts, pair, ids, mask)?;
+        let mask = Mask::from_kind(kind, input.valid.view());
+        Ok((input, mask, kind))
+    }
+
+    /// [`Session::prepare`] but the mask: its kind.
+    fn encode(
+        &self,
+        texts: &[String],
+        pair: Option<&str>,
+        ids: Option<&[u32]>,
+        mask: &str,
+    ) -> Result<(Encoded, MaskKind), JsError> {
         let kind: MaskKind = mask.parse().map_err(js_err)?;
         let input = match ids {
             Some(ids) => self.encode_ids(ids, texts, pair)?,
@@ -959,8 +995,7 @@ impl Session {
                 tokenizer.encode(&refs, pair).map_err(js_err)?
             }
         };
-        let mask = Mask::from_kind(kind, input.valid.view());
-        Ok((input, mask, kind))
+        Ok((input, kind))
     }
 
     /// One text given by its token ids ([`Model::encode_ids`]): one text, the name it goes by,
@@ -1095,8 +1130,7 @@ impl Session {
                 .map_err(|e| JsError::new(&format!("run options: {e}")))?
         };
         let pair = pair.filter(|p| !p.trim().is_empty());
-        let (input, mask, kind) =
-            self.prepare(&texts, pair.as_deref(), options.ids.as_deref(), &mask)?;
+        let (input, kind) = self.encode(&texts, pair.as_deref(), options.ids.as_deref(), &mask)?;
         let c = &self.runner.model().config;
         let (batch, tokens) = input.ids.dim();
         let probabilities = batch * c.num_hidden_layers * c.num_attention_heads * tokens * tokens;
@@ -1125,11 +1159,14 @@ impl Session {
             progress: Progress::to(&self.progress),
         };
         self.progress.start(c.num_hidden_layers);
-        // a long run takes the place of the last: its queries and keys go before the pass
+        // a long run takes the place of the last: its queries and keys go before the pass, and
+        // its mask before this one's is made (at 8,192 tokens 67 MB each: a generation's steps,
+        // each a token longer, would not fit in the last one's)
         let keeps_heads = long && !options.no_heads_later;
         if keeps_heads {
             self.long.borrow_mut().take();
         }
+        let mask = Mask::from_kind(kind, input.valid.view());
         let cross =
             match (options.cross_attention, pair.as_deref()) {
                 (None, _) => vec![],
@@ -1151,6 +1188,7 @@ impl Session {
                     .map_err(js_err)?,
             };
         let (mut run, reused) = self.forward(engine, &input, &mask, &opts).await?;
+        drop(mask); // the trace holds its own
         let lm_logits = run.trace.lm_logits.take();
         let next_logits = run.trace.next_logits.take();
         let t = &run.trace;
@@ -1199,8 +1237,7 @@ impl Session {
             }
             set(&o, "records", items)?;
         }
-        let m: Vec<u8> = t.mask.0.iter().map(|&b| b as u8).collect();
-        set(&o, "mask", Uint8Array::from(m.as_slice()))?;
+        set(&o, "mask", mask_bytes(&t.mask))?;
         if let Some(l) = &t.logits {
             set(&o, "logits", flat(l))?;
         }
@@ -1368,11 +1405,9 @@ impl Session {
         if let Some(from) = run.trace.queries_keys.take().filter(|_| keeps_heads) {
             let id = self.next_long.get();
             self.next_long.set(id.wrapping_add(1));
-            *self.long.borrow_mut() = Some(LongRun {
-                id,
-                from,
-                mask: run.trace.mask.clone(),
-            });
+            // (the trace's own mask: the run's last use of it)
+            let mask = std::mem::replace(&mut run.trace.mask, Mask::none(0, 0, 0));
+            *self.long.borrow_mut() = Some(LongRun { id, from, mask });
         }
         Ok(o.into())
     }

@@ -274,6 +274,62 @@ pub mod values {
     pub const PRE_ACTIVATION: Value = Value::rows("pre_activation");
     /// The feed-forward's inner values, what its last projection reads.
     pub const INTERMEDIATE: Value = Value::rows("intermediate");
+    /// A gated feed-forward's up projection (its gate is [`PRE_ACTIVATION`]).
+    pub const UP: Value = Value::rows("up");
+}
+
+/// A gated feed-forward's weights, `down(act(gate(x)) ⊙ up(x))`: SwiGLU with SiLU (Llama),
+/// GeGLU with GELU-tanh (Gemma).
+#[derive(Debug, Clone, Copy)]
+pub struct GatedFeedForward<'a> {
+    /// `D → F` each.
+    pub gate: &'a Linear,
+    pub up: &'a Linear,
+    /// `F → D`.
+    pub down: &'a Linear,
+    pub act: Activation,
+}
+
+impl GatedFeedForward<'_> {
+    /// The values layer `layer` hands to the trace, when it wants them: the gate
+    /// ([`values::PRE_ACTIVATION`]), the up projection ([`values::UP`]) and the inner values
+    /// ([`values::INTERMEDIATE`]).
+    pub fn kept(layer: usize) -> [Kept; 3] {
+        [values::PRE_ACTIVATION, values::UP, values::INTERMEDIATE].map(|v| Kept::Layer(layer, v))
+    }
+
+    /// Layer `layer`'s feed-forward over `x` in the ops alone, every value whole, each inner
+    /// value handed to the trace ([`GatedFeedForward::kept`]): [`Ops::gated_feed_forward`]'s way
+    /// where an engine has no other.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, D)` → `(rows, D)`; inside, `(rows, F)` each
+    pub fn whole<O: Ops + ?Sized>(&self, ops: &mut O, x: &O::X, layer: usize) -> Result<O::X> {
+        let [gate, up, inner] = Self::kept(layer);
+        let gu = ops.project(x, &[self.gate, self.up])?; // 2 × (rows, F)
+        ops.keep(gate, &gu[0])?;
+        ops.keep(up, &gu[1])?;
+        let i = ops.gate(&gu[0], &gu[1], self.act)?; // act(gate) ⊙ up
+        ops.keep(inner, &i)?;
+        ops.linear(&i, self.down, None)
+    }
+}
+
+/// `0..t` in blocks of `size` rows (at least `least`), the last block up to `least − 1` rows
+/// longer where fewer would be left alone: `[0..t]` when `t` is at most `size`.
+pub(crate) fn row_blocks(t: usize, size: usize, least: usize) -> Vec<std::ops::Range<usize>> {
+    let size = size.max(least).max(1);
+    let mut out: Vec<std::ops::Range<usize>> =
+        (0..t).step_by(size).map(|r| r..(r + size).min(t)).collect();
+    // a short last block joins the one before it
+    if out.len() > 1 && out.last().is_some_and(|r| r.len() < least) {
+        let last = out.pop().expect("a last block");
+        out.last_mut().expect("a block before it").end = last.end;
+    }
+    if out.is_empty() {
+        out.push(0..t);
+    }
+    out
 }
 
 /// What one attention is beyond its inputs: its heads, how far back it reaches, and what its
@@ -404,6 +460,22 @@ pub trait Ops {
     /// # Shapes
     /// * `gate`, `up`: `(rows, F)` → `(rows, F)`
     fn gate(&mut self, gate: &Self::X, up: &Self::X, act: Activation) -> Result<Self::X>;
+
+    /// Layer `layer`'s gated feed-forward over `x`, `down(act(gate(x)) ⊙ up(x))`, its gate, up
+    /// projection and inner values handed to the trace when it wants them
+    /// ([`GatedFeedForward::kept`]). An engine may compute it a block of rows at a time where
+    /// the trace wants none of them: each row's values are its own.
+    ///
+    /// # Shapes
+    /// * `x`: `(rows, D)` → `(rows, D)`; inside, `(rows, F)` each
+    fn gated_feed_forward(
+        &mut self,
+        x: &Self::X,
+        ffn: &GatedFeedForward,
+        layer: usize,
+    ) -> Result<Self::X> {
+        ffn.whole(self, x, layer)
+    }
 
     /// `cap·tanh(x/cap)` element by element: values soft-capped below ±`cap` (Gemma's logits).
     ///

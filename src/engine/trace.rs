@@ -556,18 +556,7 @@ fn row_blocks(t: usize, blocks: usize) -> Vec<std::ops::Range<usize>> {
 /// `0..t` in parts of `size` rows, at least 4 (fewer take attention's few-row path, whose sums
 /// go in another order: `attend_rows`), a short last part joining the one before it.
 fn row_parts(t: usize, size: usize) -> Vec<std::ops::Range<usize>> {
-    let size = size.max(4);
-    let mut out: Vec<std::ops::Range<usize>> =
-        (0..t).step_by(size).map(|r| r..(r + size).min(t)).collect();
-    // a short last block joins the one before it
-    if out.len() > 1 && out.last().is_some_and(|r| r.len() < 4) {
-        let last = out.pop().expect("a last block");
-        out.last_mut().expect("a block before it").end = last.end;
-    }
-    if out.is_empty() {
-        out.push(0..t);
-    }
-    out
+    super::ops::row_blocks(t, size, 4)
 }
 
 /// A traced forward pass over a padded batch.

@@ -27,7 +27,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::engine::network::{run_on, EngineOps, Forward, Network, Unembedding};
 use crate::engine::ops::{
-    values, AttentionId, AttentionSpec, CacheSlot, Ids, Kept, Ops, Stack, Value,
+    values, AttentionId, AttentionSpec, CacheSlot, GatedFeedForward, Ids, Kept, Ops, Stack, Value,
 };
 use crate::error::{Error, Result};
 use crate::model::config::{
@@ -59,7 +59,6 @@ const ATTN_NORM: Value = Value::rows("attn_norm");
 const POST_ATTENTION_NORM: Value = Value::rows("post_attention_norm");
 const FFN_NORM: Value = Value::rows("ffn_norm");
 const POST_FFN_NORM: Value = Value::rows("post_ffn_norm");
-const UP: Value = Value::rows("up");
 
 fn default_vocab() -> usize {
     262_208
@@ -453,6 +452,18 @@ pub struct GemmaLayer {
     pub down_proj: Linear,
 }
 
+impl GemmaLayer {
+    /// The layer's gated feed-forward under `act`.
+    fn feed_forward(&self, act: Activation) -> GatedFeedForward<'_> {
+        GatedFeedForward {
+            gate: &self.gate_proj,
+            up: &self.up_proj,
+            down: &self.down_proj,
+            act,
+        }
+    }
+}
+
 /// All weights of a Gemma 3 text model.
 #[derive(Debug, Clone)]
 pub struct Gemma3Weights {
@@ -666,12 +677,8 @@ impl Forward for Gemma3Weights {
             let h1 = ops.add_norm(&x, &attn, &l.pre_feedforward_layernorm)?;
             ops.keep(value(values::ATTENTION_OUTPUT), &h1.sum)?;
             ops.keep(value(FFN_NORM), &h1.norm)?;
-            let gu = ops.project(&h1.norm, &[&l.gate_proj, &l.up_proj])?; // 2 × (B·T, F)
-            ops.keep(value(values::PRE_ACTIVATION), &gu[0])?;
-            ops.keep(value(UP), &gu[1])?;
-            let inner = ops.gate(&gu[0], &gu[1], activation)?; // gelu_tanh(gate) ⊙ up
-            ops.keep(value(values::INTERMEDIATE), &inner)?;
-            let mlp = ops.linear(&inner, &l.down_proj, None)?;
+            // mlp(m) = down(gelu_tanh(gate(m)) ⊙ up(m))
+            let mlp = ops.gated_feed_forward(&h1.norm, &l.feed_forward(activation), i)?;
             let mlp = ops.norm(&mlp, &l.post_feedforward_layernorm)?;
             ops.keep(value(POST_FFN_NORM), &mlp)?;
             x = ops.add(&h1.sum, &mlp)?;

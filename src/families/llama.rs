@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 use crate::engine::network::{run_on, EngineOps, Forward, Network, Unembedding};
 use crate::engine::ops::{
-    values, AttentionId, AttentionSpec, CacheSlot, Ids, Kept, Ops, Stack, Value,
+    values, AttentionId, AttentionSpec, CacheSlot, GatedFeedForward, Ids, Kept, Ops, Stack, Value,
 };
 use crate::error::{Error, Result};
 use ndarray::Array1;
@@ -447,8 +447,6 @@ pub(super) fn gguf_config(g: &GgufFile) -> Result<Config> {
 /// The norm's output entering attention, and entering the feed-forward.
 const ATTN_NORM: Value = Value::rows("attn_norm");
 const FFN_NORM: Value = Value::rows("ffn_norm");
-/// The gated feed-forward's up projection (its gate is [`values::PRE_ACTIVATION`]).
-const UP: Value = Value::rows("up");
 
 /// The key every checkpoint of the family holds, under its model prefix (`model.` in
 /// `LlamaForCausalLM`, none in `LlamaModel`).
@@ -473,6 +471,18 @@ pub struct Layer {
     pub gate_proj: Linear,
     pub up_proj: Linear,
     pub down_proj: Linear,
+}
+
+impl Layer {
+    /// The layer's gated feed-forward under `act`.
+    fn feed_forward(&self, act: Activation) -> GatedFeedForward<'_> {
+        GatedFeedForward {
+            gate: &self.gate_proj,
+            up: &self.up_proj,
+            down: &self.down_proj,
+            act,
+        }
+    }
 }
 
 /// All weights of a Llama-family model.
@@ -625,13 +635,8 @@ impl LlamaWeights {
             let h = ops.add_norm(&x, &attn, &l.post_attention_layernorm)?;
             ops.keep(value(values::ATTENTION_OUTPUT), &h.sum)?;
             ops.keep(value(FFN_NORM), &h.norm)?;
-            // x = x + mlp(post_attention_layernorm(x))
-            let gu = ops.project(&h.norm, &[&l.gate_proj, &l.up_proj])?; // 2 × (B·T, F)
-            ops.keep(value(values::PRE_ACTIVATION), &gu[0])?;
-            ops.keep(value(UP), &gu[1])?;
-            let inner = ops.gate(&gu[0], &gu[1], activation)?; // act(gate) ⊙ up
-            ops.keep(value(values::INTERMEDIATE), &inner)?;
-            let mlp = ops.linear(&inner, &l.down_proj, None)?;
+            // x = x + mlp(post_attention_layernorm(x)), mlp(m) = down(act(gate(m)) ⊙ up(m))
+            let mlp = ops.gated_feed_forward(&h.norm, &l.feed_forward(activation), i)?;
             x = ops.add(&h.sum, &mlp)?;
             ops.keep(Kept::Hidden(i + 1), &x)?;
         }

@@ -157,7 +157,8 @@ pub fn forward_reusing(
         && input.length(0) == t
         && opts.decoder_trace.is_none()
         && (!opts.next_logits || long)
-        && *mask == Mask::causal(1, t);
+        && mask.dim() == (1, t, t)
+        && mask.is_causal();
     if !reusable {
         let trace = forward(model, input, mask, opts)?;
         return Ok(Reused { trace, reused: 0 });
