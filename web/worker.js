@@ -868,9 +868,10 @@ async function* shortPasses(g) {
  * computed when looked at), with what the page's views ask for (`msg.runOptions`) and the head
  * it shows (`msg.focus`) as its runs have. The CPU engine reuses the run before it: only the
  * new position's rows are computed. Its likeliest next tokens go to `Generating.accept`, which
- * writes the first.
+ * writes the first. With `views` false (what the model writes with every head, beside a
+ * knock-out's), its runs keep no heads for the page and are not summarised.
  */
-async function* longPasses(s, g, msg, options) {
+async function* longPasses(s, g, msg, options, { views = true } = {}) {
   const ids = [...g.promptIds], prompt = g.prompt;
   // how far each pass has gone, read by the page as a run's are ('run-progress'), where a stop
   // is asked too
@@ -878,13 +879,13 @@ async function* longPasses(s, g, msg, options) {
   if (typeof SharedArrayBuffer !== 'undefined' && wasm.memory.buffer instanceof SharedArrayBuffer) {
     self.postMessage({ type: 'run-progress', id: msg.id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
   }
-  const runOptions = { ...(msg.runOptions ?? {}), headMask: options.headMask ?? '', topK: options.topK ?? 5, ids };
+  const runOptions = { ...(views ? msg.runOptions : { noHeadsLater: true }), headMask: options.headMask ?? '', topK: options.topK ?? 5, ids };
   for (;;) {
     const start = performance.now();
     const r = await runOn(s, { texts: [prompt], pair: '', mask: 'causal' }, runOptions);
     const top = r.nextTokens?.[0]?.[ids.length - 1];
     if (!top?.length) throw new Error(`the run over ${ids.length} positions gave no likeliest next tokens`);
-    const transfer = summed(s, r, msg.focus, () => {});
+    const transfer = views ? summed(s, r, msg.focus, () => {}) : [];
     const step = g.accept(top, performance.now() - start);
     yield { message: { step, run: r }, transfer };
     if (step.done) return;
@@ -902,7 +903,7 @@ async function plainGeneration(s, msg, options) {
   try {
     const value = { output_ids: [], output_text: '' };
     // a long one's runs keep no heads for the page (they would take the place of the run it shows)
-    const passes = g.long ? longPasses(s, g, { ...msg, runOptions: { noHeadsLater: true }, focus: null }, plain) : shortPasses(g);
+    const passes = g.long ? longPasses(s, g, msg, plain, { views: false }) : shortPasses(g);
     for await (const { message: { step } } of passes) {
       value.output_ids.push(step.id);
       value.output_text = step.output_text;

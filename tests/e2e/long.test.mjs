@@ -309,6 +309,17 @@ test('a long generation: each pass a long text\'s run reusing the last, the toke
   const d2 = worst(await headOf(page, ...HEAD), want.heads[0].attention.slice(0, P + 2).map((row) => row.slice(0, P + 2)), P + 2);
   assert.ok(d2 <= TOL, `step 2's head differs from the CLI's cut by ${d2}`);
   console.log(`# a long generation of ${GEN} tokens after ${P}: head ${HEAD.join(':')} vs the CLI's over the ids fed, max |Δ| ${d.toExponential(2)}; at step 2 ${d2.toExponential(2)}; passes ${passes.map((p) => `${p.T}/${p.reused}`).join(' ')}`);
+  // a head knocked out writes again with it out, beside what every head writes (their runs keep
+  // no heads for the page): the same tokens as the first generation's, every head's
+  await page.evaluate(() => window.attnscope.store.update({ off: ['0:0'] }));
+  const knocked = await page.waitForFunction(() => {
+    const g = window.attnscope.store.get().generation;
+    return g && !g.running && g.off.join() === '0:0' && (g.error ?? (g.baseline && { ids: g.result.output_ids, baseline: g.baseline.output_ids, long: g.result.long }));
+  }, null, { timeout: 300000, polling: 250 }).then((h) => h.jsonValue());
+  assert.equal(typeof knocked, 'object', `the knocked-out generation: ${knocked}`);
+  assert.equal(knocked.long, true);
+  assert.deepEqual(knocked.baseline, gen.out, 'every head writes what the first generation wrote');
+  assert.equal(knocked.ids.length, GEN);
   assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
   await page.close();
 });
