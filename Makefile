@@ -128,6 +128,7 @@ bench: setup web
 	cd tests/e2e && node gemma_bench.mjs
 	cd tests/e2e && node gpu_step_bench.mjs
 	cd tests/e2e && node long_bench.mjs
+	cd tests/e2e && node long_gen_bench.mjs
 	cd tests/e2e && node roles_bench.mjs
 	$(MAKE) --no-print-directory bench-notebook
 
