@@ -1055,9 +1055,11 @@ impl Session {
     /// with "stopped as asked"; a long run's summary (the worker's, a layer at a time) reads
     /// [`Session::stop_asked`] between its layers. The threaded build's memory is shared, so
     /// the page reads and writes them while the worker is busy with the run; the CPU engine
-    /// reports (the GPU records its pass whole).
+    /// reports (the GPU records its pass whole). They are cleared (no layer begun, of none) for
+    /// the run about to begin, so that the page never reads the last run's.
     #[wasm_bindgen(js_name = progressCells)]
     pub fn progress_cells(&self) -> u32 {
+        self.progress.start(0);
         self.progress.cells() as usize as u32
     }
 
