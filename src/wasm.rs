@@ -534,7 +534,7 @@ impl Generating {
                 "the generation is over: it takes no more passes",
             ));
         }
-        let next: Vec<NextIn> = serde_wasm_bindgen::from_value(next)
+        let next: Vec<crate::engine::TokenProb> = serde_wasm_bindgen::from_value(next)
             .map_err(|e| JsError::new(&format!("a pass's likeliest next tokens: {e}")))?;
         let vocab = self.model.config.vocab_size;
         if let Some(t) = next.iter().find(|t| t.id as usize >= vocab) {
@@ -543,22 +543,11 @@ impl Generating {
                 t.id
             )));
         }
-        let next = next
-            .into_iter()
-            .map(|t| crate::engine::TokenProb { id: t.id, p: t.p })
-            .collect();
         let first = !self.started;
         self.started = true;
         self.next = self.state.accept_next(next, step_ms).map_err(js_err)?;
         Ok(self.written(first)?.into())
     }
-}
-
-/// A likeliest next token as a run gives it (`{id, token, text, p}`: the id and p read).
-#[derive(serde::Deserialize)]
-struct NextIn {
-    id: u32,
-    p: f32,
 }
 
 impl Generating {

@@ -713,6 +713,15 @@ function longSummary(s, r, report) {
   return { ...own.done(), sink: sink.done() };
 }
 
+/** Tells the page (`{type: 'run-progress', id, cells}`) where session `s`'s run about to begin
+ *  reports its layers and reads a stop: in memory the page shares (the threaded build's), which
+ *  the page reads while this worker is busy with the run. Elsewhere nothing is told. */
+async function tellProgressCells(s, id) {
+  const { wasm } = await wasmCore;
+  if (typeof SharedArrayBuffer === 'undefined' || !(wasm.memory.buffer instanceof SharedArrayBuffer)) return;
+  self.postMessage({ type: 'run-progress', id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
+}
+
 /**
  * Run `r` as the page takes it: its summary (`summary`: every head's, computed here from its
  * records, or a long run's as the engine folded them, its layers told to `report(done, of)`)
@@ -873,12 +882,8 @@ async function* shortPasses(g) {
  */
 async function* longPasses(s, g, msg, options, { views = true } = {}) {
   const ids = [...g.promptIds], prompt = g.prompt;
-  // how far each pass has gone, read by the page as a run's are ('run-progress'), where a stop
-  // is asked too
-  const { wasm } = await wasmCore;
-  if (typeof SharedArrayBuffer !== 'undefined' && wasm.memory.buffer instanceof SharedArrayBuffer) {
-    self.postMessage({ type: 'run-progress', id: msg.id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
-  }
+  // how far each pass has gone, read by the page as a run's are, where a stop is asked too
+  await tellProgressCells(s, msg.id);
   const runOptions = { ...(views ? msg.runOptions : { noHeadsLater: true }), headMask: options.headMask ?? '', topK: options.topK ?? 5, ids };
   for (;;) {
     const start = performance.now();
@@ -958,10 +963,7 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'run') {
       const s = sessionFor(msg.key);
       const before = s.status;
-      // where the run reports its layers and reads a stop: in memory the page shares (the
-      // threaded build's), the page reads them while this worker is busy with the run
-      const shared = typeof SharedArrayBuffer !== 'undefined' && wasm.memory.buffer instanceof SharedArrayBuffer;
-      if (shared) self.postMessage({ type: 'run-progress', id: msg.id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
+      await tellProgressCells(s, msg.id);
       const r = await run(s, msg);
       const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
       const transfer = summed(s, r, msg.focus, report);

@@ -37,8 +37,9 @@ pub struct GenerateOptions {
     pub head_mask: HeadMask,
 }
 
-/// A token and its probability (the softmax of its position's logits over the vocabulary).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A token and its probability (the softmax of its position's logits over the vocabulary); read
+/// from a run's `{id, token, text, p}` too (the page's long generation: the other fields left).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
 pub struct TokenProb {
     pub id: u32,
     pub p: f32,

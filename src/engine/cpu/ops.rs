@@ -820,7 +820,9 @@ mod tests {
     /// to the one before it.
     #[test]
     fn a_feed_forward_over_blocks_of_rows_is_the_whole_ones_bits() {
-        use super::{gate, gated_feed_forward, linear, row_blocks, GatedFeedForward};
+        use super::{
+            gate, gated_feed_forward, linear, row_blocks, GatedFeedForward, FEED_FORWARD_LEAST_ROWS,
+        };
         use crate::model::quant::{GgmlType, QuantMatrix};
         use crate::model::weights::Linear;
         use crate::model::Activation;
@@ -888,7 +890,7 @@ mod tests {
                         at,
                         None,
                         "{name} {act:?}, blocks of {rows} rows ({:?}): value {at:?} differs",
-                        row_blocks(t, rows, 8)
+                        row_blocks(t, rows, FEED_FORWARD_LEAST_ROWS)
                     );
                 }
             }
