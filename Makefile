@@ -115,7 +115,8 @@ serve: setup web
 # torch for PyTorch and for the ONNX export, is skipped with a note); then the page: first
 # heatmap, memory, keystroke → heatmaps, the inside-the-encoder panels; the first heatmap cold and
 # warm on a plain static host and an isolated one (tests/e2e/first_view.mjs); a WebGPU generation's
-# step in its phases and dispatches (tests/e2e/gpu_step_bench.mjs).
+# step in its phases and dispatches (tests/e2e/gpu_step_bench.mjs); a long text: its first view and
+# keystrokes, a generation after it, a head focused on it (long_bench, long_gen_bench, focus_bench).
 bench: setup web
 	cargo run --release -- bench --model $(MODEL)
 	cd bench && { [ -d node_modules ] || npm ci --no-audit --no-fund; }
@@ -129,6 +130,7 @@ bench: setup web
 	cd tests/e2e && node gpu_step_bench.mjs
 	cd tests/e2e && node long_bench.mjs
 	cd tests/e2e && node long_gen_bench.mjs
+	cd tests/e2e && node focus_bench.mjs
 	cd tests/e2e && node roles_bench.mjs
 	$(MAKE) --no-print-directory bench-notebook
 

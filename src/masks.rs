@@ -4,7 +4,7 @@
 //! the seeds' `scores.masked_fill(mask == 0, -inf)` before `softmax`, so a masked key gets
 //! probability exactly 0.
 
-use ndarray::{Array3, ArrayView2, Axis};
+use ndarray::{s, Array3, ArrayView2, Axis};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -126,6 +126,23 @@ impl Mask {
         self.0.index_axis(Axis(0), b)
     }
 
+    /// The keys of row `q` of item `b` from its first attended one to its last (empty where the
+    /// row attends to none): every cell outside is masked. Read 16 cells at a time from the end
+    /// (a causal row's masked half is most of its cells).
+    pub fn span(&self, b: usize, q: usize) -> std::ops::Range<usize> {
+        let row = self.0.slice(s![b, q, ..]);
+        let row = row.as_slice().expect("a mask's rows are contiguous");
+        let Some(first) = row.iter().position(|&on| on) else {
+            return 0..0;
+        };
+        let mut end = row.len();
+        while end - first >= 16 && !row[end - 16..end].iter().fold(false, |a, &on| a | on) {
+            end -= 16;
+        }
+        let last = row[first..end].iter().rposition(|&on| on).unwrap_or(0);
+        first..first + last + 1
+    }
+
     /// `u32` words a row of keys takes as bits: `ceil(n_k / 32)`.
     pub fn words_per_row(n_k: usize) -> usize {
         n_k.div_ceil(32)
@@ -203,6 +220,48 @@ mod tests {
             .and(&Mask::padding(valid.view()))
             .unwrap();
         assert!(!padded.is_causal());
+    }
+
+    /// `span` against the first and last attended keys found one cell at a time, over rows of
+    /// 1 to 70 keys (below, at and past the 16 cells it reads at once) with cells on at random,
+    /// none, or one at either end.
+    #[test]
+    fn a_row_s_span_runs_from_its_first_attended_key_to_its_last() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for n_k in 1..=70 {
+            let mut rows = vec![vec![false; n_k], vec![true; n_k]];
+            for at in [0, n_k - 1, n_k / 2] {
+                let mut one = vec![false; n_k];
+                one[at] = true;
+                rows.push(one);
+            }
+            for density in [2, 8, 64] {
+                rows.push((0..n_k).map(|_| next() % density == 0).collect());
+            }
+            let mask = Mask::explicit(Array3::from_shape_fn((1, rows.len(), n_k), |(_, i, j)| {
+                rows[i][j]
+            }));
+            for (q, row) in rows.iter().enumerate() {
+                let want = match (
+                    row.iter().position(|&on| on),
+                    row.iter().rposition(|&on| on),
+                ) {
+                    (Some(first), Some(last)) => first..last + 1,
+                    _ => 0..0,
+                };
+                assert_eq!(mask.span(0, q), want, "row {q} of {n_k} keys: {row:?}");
+            }
+        }
+        let causal = Mask::causal(2, 40);
+        for q in 0..40 {
+            assert_eq!(causal.span(1, q), 0..q + 1, "causal row {q}");
+        }
     }
 
     /// HF's `sliding_window_overlay`: `kv_idx > q_idx − window`, on top of the causal mask.

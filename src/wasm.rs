@@ -1522,8 +1522,11 @@ impl Session {
     /// `{attention, scores, score_max}`, each of the first two a Float32Array of `(T, T)`,
     /// `[query][key]` (the values a run that keeps them gives: [`run_records`]), `score_max` the
     /// largest |score| (the steps view's scale: read here, where the scores are made, not over
-    /// T² values again in the page). An error when the session no longer keeps that run (it
-    /// keeps the last), or names a layer, head or item the run does not have.
+    /// T² values again in the page). `into_attention` and `into_scores`, where given and of
+    /// `T·T` values, are written over and returned (a head the page let go: memory already
+    /// touched, where a new array's first write of each page costs more than the copy itself).
+    /// An error when the session no longer keeps that run (it keeps the last), or names a
+    /// layer, head or item the run does not have.
     #[wasm_bindgen(js_name = longHead)]
     pub fn long_head(
         &self,
@@ -1531,6 +1534,8 @@ impl Session {
         item: usize,
         layer: usize,
         head: usize,
+        into_attention: Option<Float32Array>,
+        into_scores: Option<Float32Array>,
     ) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
@@ -1538,10 +1543,18 @@ impl Session {
         // computed LONG_HEAD_PART values at a time, each part copied out before the next: the
         // head whole only in JavaScript (at 8,192 tokens 268 MB of probabilities, as many of
         // scores)
-        let (attention, scores) = (
-            Float32Array::new_with_length((t * t) as u32),
-            Float32Array::new_with_length((t * t) as u32),
-        );
+        let reuse = |a: Option<Float32Array>| {
+            a.filter(|a| a.length() as usize == t * t)
+                .ok_or_else(|| Float32Array::new_with_length((t * t) as u32))
+        };
+        // A new array's values are 0, as a row's probabilities outside its mask's span are
+        // (masked_fill's −∞ through softmax): only the span is copied (a causal head's lower
+        // half). An array written over gets every value.
+        let (attention, spans) = match reuse(into_attention) {
+            Ok(given) => (given, false),
+            Err(new) => (new, true),
+        };
+        let scores = reuse(into_scores).unwrap_or_else(|new| new);
         let mut score_max = 0f32;
         let rows = (LONG_HEAD_PART / t.max(1)).max(1);
         long.from
@@ -1555,8 +1568,19 @@ impl Session {
                         )
                     })?,
                 );
+                for (i, row) in p.chunks_exact(t).enumerate() {
+                    let q = first + i;
+                    let keys = match long.mask.span(item, q) {
+                        // written over, or a row that attends to none: every value
+                        keys if !spans || keys.is_empty() => 0..t,
+                        keys => keys,
+                    };
+                    let at = (q * t + keys.start) as u32;
+                    attention
+                        .subarray(at, at + keys.len() as u32)
+                        .copy_from(&row[keys]);
+                }
                 let at = (first * t) as u32;
-                attention.subarray(at, at + p.len() as u32).copy_from(p);
                 scores.subarray(at, at + s.len() as u32).copy_from(s);
                 score_max = s.iter().fold(score_max, |m, &v| m.max(v.abs()));
                 Ok(())

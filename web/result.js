@@ -170,13 +170,20 @@ export function fromWorker(raw) {
     /** Whether item b's head (l, h) is here (always, but in a long run). */
     hasHead,
     /** A long run's head (l, h) of item b from the engine ({@link longHead}); the heads asked
-     *  for last are kept, up to `LONG_HEAD_BYTES`. */
+     *  for last are kept, up to `LONG_HEAD_BYTES`. Returns the heads it let go, `[{probs,
+     *  scores}]` (the engine may write a later head into their arrays: engine.js `longHead`). */
     addHead(b, l, h, values) {
       const key = `${b}:${l}:${h}`;
       longHeads.delete(key);
       longHeads.set(key, longHead(values, b, l, h, T));
       const bytes = () => [...longHeads.values()].reduce((n, x) => n + x.probs.byteLength + x.scores.byteLength, 0);
-      while (longHeads.size > 1 && bytes() > LONG_HEAD_BYTES) longHeads.delete(longHeads.keys().next().value);
+      const gone = [];
+      while (longHeads.size > 1 && bytes() > LONG_HEAD_BYTES) {
+        const first = longHeads.keys().next().value;
+        gone.push(longHeads.get(first));
+        longHeads.delete(first);
+      }
+      return gone.map(({ probs, scores }) => ({ probs, scores }));
     },
     head_mask: info.head_mask, metricNames: info.head_metrics,
     /** The heads' roles the run scored (src/analysis/roles.rs), and where item b's text repeats:

@@ -629,6 +629,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
 
   // a long text's run: the focused head, asked of the engine when it is not here (one head's
   // T·T, not the layer's H·T·T: a keystroke at 1,024 tokens waits on 8 MB, not 76)
+  // The arrays of the last head a run let go go back to the engine with the next head asked
+  // for, which it writes into them: at 8,192 tokens a new head's first write of each page of
+  // its 537 MB took longer than the copy itself. They go once a render has drawn every view
+  // since (no view holds them then: each drew a newer head), and are moved, not shared.
+  let spare = null; // {probs, scores, drawn}
   let headFor = '';
   function longHead(s) {
     const r = s.run;
@@ -636,8 +641,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), h = Math.min(s.head, r.H - 1), want = `${r.id}:${b}:${l}:${h}`;
     if (r.hasHead(b, l, h) || headFor === want) return;
     headFor = want;
-    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h }).then((values) => {
-      r.addHead(b, l, h, values);
+    const into = spare?.drawn ? { probs: spare.probs, scores: spare.scores } : null;
+    spare = null;
+    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into }).then((values) => {
+      const gone = r.addHead(b, l, h, values).at(-1);
+      if (gone) spare = { ...gone, drawn: false };
       if (store.get().run === r) store.update({ extras: `${r.id}:head:${b}:${l}:${h}` });
     }, (err) => {
       if (store.get().run === r) store.update({ runError: { line: `head ${l}:${h}: ${String(err.message || err)}` } });
@@ -695,6 +703,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     if (RUN_KEYS.some((k) => changed.has(k)) || trLacks || (SHOW_KEYS.some((k) => changed.has(k)) && s.run && !s.run.generated && !runHas(s.run, s))) run();
     // a generation's focused step, written: the pass over what the model was fed to there
     else if (s.run?.generated && (changed.has('run') || changed.has('generation') || SHOW_KEYS.some((k) => changed.has(k)))) stepPass();
+    if (changed.has('rendered') && spare) spare.drawn = true;
     if (['run', 'layer', 'head', 'item'].some((k) => changed.has(k))) longHead(s);
     if (['run', 'layer', 'head', 'item', 'writes'].some((k) => changed.has(k))) headReadOut(s);
     if (['run', 'table', 'rollout', 'metric'].some((k) => changed.has(k))) givenAnalyses(s);

@@ -51,6 +51,7 @@ export function pooledFrame(values, mask, s, R, F, p0 = 0) {
  * queries q0..q1 over its keys k0..k1) to at most R pixels a side, in bins of `w` positions along
  * both axes (w = ⌈max(nq, nk) / R⌉, so a cell stays square): `{values, mask (or null), rows, cols,
  * w, max, arg}`, row-major, `cols` to a row; `max` the part's largest value and `arg` (q·T + k) where.
+ * The values are probabilities: a cell `mask` hides holds 0.
  */
 export function pooledPart(values, mask, T, part, R) {
   const nq = part.q1 - part.q0, nk = part.k1 - part.k0, w = Math.max(1, Math.ceil(Math.max(nq, nk) / R));
@@ -59,18 +60,25 @@ export function pooledPart(values, mask, T, part, R) {
   let max = 0, arg = part.q0 * T + part.k0;
   for (let q = 0; q < nq; q++) {
     const at = (part.q0 + q) * T + part.k0, r = Math.floor(q / w) * cols;
+    // the row's cells from the first its mask leaves to the last: the others are masked, so hold
+    // 0 and change no bin (a causal row's keys past its query are read no more)
+    let lo = at, hi = at + nk;
+    if (mask !== null) {
+      const m = mask.subarray(at, hi), first = m.indexOf(1);
+      if (first >= 0) [lo, hi] = [at + first, at + m.lastIndexOf(1) + 1];
+    }
     // a bin's w keys of the row at a time: its largest and the first cell that holds it, so the
     // part's largest is the first in row order, as a cell at a time finds it
-    for (let c = 0, k0 = at; c < cols; c++, k0 += w) {
-      const k1 = Math.min(at + nk, k0 + w), i = r + c;
+    for (let c = Math.floor((lo - at) / w), k0 = at + c * w; k0 < hi; c++, k0 += w) {
+      const k1 = Math.min(hi, k0 + w), i = r + c;
       let top = -Infinity;
-      for (let j = k0; j < k1; j++) { const v = values[j]; top = v > top ? v : top; }
+      for (let j = Math.max(k0, lo); j < k1; j++) { const v = values[j]; top = v > top ? v : top; }
       if (top > out[i]) out[i] = top;
       if (top > max) { // a new largest (rarely): the bin's first cell that holds it
         max = top;
         for (arg = k0; values[arg] !== top; arg++);
       }
-      if (outMask !== null && outMask[i] === 0) for (let j = k0; j < k1; j++) if (mask[j] === 1) { outMask[i] = 1; break; }
+      if (outMask !== null && outMask[i] === 0) for (let j = Math.max(k0, lo); j < k1; j++) if (mask[j] === 1) { outMask[i] = 1; break; }
     }
   }
   return { values: out, mask: outMask, rows, cols, w, max, arg };

@@ -988,7 +988,8 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'read-out') { // writes read onto the vocabulary: src/wasm.rs Session.readOut
       self.postMessage({ id: msg.id, ok: true, result: sessionFor(msg.key).session.readOut(msg.writes, msg.k) });
     } else if (msg.type === 'long-head') { // a long run's head, one at a time: src/wasm.rs Session.longHead
-      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head);
+      // (into the arrays of a head the page let go, where it gave them back)
+      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head, msg.into?.probs, msg.into?.scores);
       self.postMessage({ id: msg.id, ok: true, result: h }, [h.attention.buffer, h.scores.buffer]);
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);

@@ -341,9 +341,11 @@ impl QueriesKeys {
         let t = of.queries.nrows();
         let mut probs = Array2::uninit((t, t));
         let mut kept = scores.then(|| Array2::uninit((t, t)));
+        let keys = crate::engine::cpu::head_keys(of.keys, self.heads, head)?;
         self.rows_into(
             &of,
             head,
+            &keys,
             0..t,
             probs.view_mut(),
             kept.as_mut().map(|s| s.view_mut()),
@@ -378,13 +380,14 @@ impl QueriesKeys {
         let most = parts.iter().map(|r| r.len()).max().unwrap_or(0);
         let mut probs = Array2::uninit((most, t));
         let mut kept = scores.then(|| Array2::uninit((most, t)));
+        let keys = crate::engine::cpu::head_keys(of.keys, self.heads, head)?;
         for std::ops::Range { start: first, end } in parts {
             let n = end - first;
             let (p, s) = (
                 probs.slice_mut(s![..n, ..]),
                 kept.as_mut().map(|s| s.slice_mut(s![..n, ..])),
             );
-            self.rows_into(&of, head, first..first + n, p, s)?;
+            self.rows_into(&of, head, &keys, first..first + n, p, s)?;
             // `rows_into` returned Ok, writing every value of the part's rows
             fn view(a: &Array2<MaybeUninit<f32>>, n: usize) -> ArrayView2<'_, f32> {
                 // SAFETY: the caller's `rows_into` wrote every value of the first `n` rows
@@ -398,10 +401,13 @@ impl QueriesKeys {
     /// Rows `rows` of head `head` of `of` into `probs` (and `scores`), each `(rows, T)` and
     /// possibly uninitialised, in blocks on the pool's threads, each block written into its rows
     /// (no block copied after): when this returns `Ok`, every value of both has been written.
+    /// `keys`: the head's `Kᵀ` packed (`head_keys`), read by every block.
+    #[allow(clippy::too_many_arguments)]
     fn rows_into(
         &self,
         of: &ItemLayer,
         head: usize,
+        keys: &crate::linalg::gemm::PackedB,
         rows: std::ops::Range<usize>,
         probs: ArrayViewMut2<MaybeUninit<f32>>,
         scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
@@ -436,6 +442,7 @@ impl QueriesKeys {
                         factor,
                         probs,
                         scores,
+                        Some(keys),
                     )
                 })
                 .collect::<Result<()>>()

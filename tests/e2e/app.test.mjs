@@ -344,12 +344,23 @@ test('a part of a head max-pooled a bin of a row at a time equals it pooled a ce
   let seed = 7;
   const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   let pooledCells = 0;
-  for (const [T, part, R, causal] of [[50, { q0: 0, q1: 50, k0: 0, k1: 50 }, 7, true], [61, { q0: 3, q1: 40, k0: 10, k1: 61 }, 9, false], [40, { q0: 0, q1: 40, k0: 0, k1: 40 }, 64, true], [33, { q0: 5, q1: 6, k0: 0, k1: 33 }, 4, false]]) {
+  // masks: causal, cells at random, a sliding band of 5 keys with its first 3 rows attending to
+  // none (each of the part's rows then begins and ends its cells mid-bin)
+  const masks = {
+    causal: (q, k) => k <= q,
+    random: () => rand() >= 0.3,
+    band: (q, k) => q >= 3 && k <= q && q - k < 5,
+  };
+  for (const [T, part, R, kind] of [[50, { q0: 0, q1: 50, k0: 0, k1: 50 }, 7, 'causal'], [61, { q0: 3, q1: 40, k0: 10, k1: 61 }, 9, 'random'], [40, { q0: 0, q1: 40, k0: 0, k1: 40 }, 64, 'causal'], [33, { q0: 5, q1: 6, k0: 0, k1: 33 }, 4, 'random'], [45, { q0: 0, q1: 45, k0: 0, k1: 45 }, 6, 'band'], [45, { q0: 1, q1: 30, k0: 2, k1: 41 }, 4, 'band']]) {
     // values in steps of 1/8, so that bins and rows tie on their largest
     const values = Float32Array.from({ length: T * T }, () => Math.floor(rand() * 8) / 8);
-    const mask = Uint8Array.from({ length: T * T }, (_, i) => (causal ? (i % T <= Math.floor(i / T) ? 1 : 0) : rand() < 0.3 ? 0 : 1));
-    for (const m of [mask, null]) {
-      const got = pooledPart(values, m, T, part, R), want = cellByCell(values, m, T, part, R);
+    const mask = Uint8Array.from({ length: T * T }, (_, i) => (masks[kind](Math.floor(i / T), i % T) ? 1 : 0));
+    // under a mask the values are probabilities: 0 where it hides a cell, but in a row it hides
+    // whole (whatever the engine wrote there is pooled)
+    const hidesRow = (q) => mask.subarray(q * T, (q + 1) * T).every((x) => x === 0);
+    const probs = values.map((v, i) => (mask[i] === 1 || hidesRow(Math.floor(i / T)) ? v : 0));
+    for (const [m, v] of [[mask, probs], [null, values]]) {
+      const got = pooledPart(v, m, T, part, R), want = cellByCell(v, m, T, part, R);
       assert.deepEqual({ ...got, values: Array.from(got.values), mask: got.mask && Array.from(got.mask) }, want, `T ${T}, part ${JSON.stringify(part)}, R ${R}`);
       pooledCells += want.values.length;
     }

@@ -10,6 +10,11 @@ import { chromium } from 'playwright-core';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 export const MODEL_DIR = path.join(ROOT, 'assets/models/all-MiniLM-L6-v2');
+/** The long-text benchmarks' paragraph (~72 tokens of SmolLM2's), repeated N times. */
+export const PARAGRAPH = 'The committee met on a wet Tuesday morning to decide where the new library would stand. '
+  + 'Some wanted it near the river, where the old mill had been; others argued for the square, because '
+  + 'children walk there after school and the buses stop at its corner. After two hours nobody had '
+  + 'changed their mind, so the chair suggested a walk to both places before lunch. ';
 mkdirSync(ARTIFACTS, { recursive: true });
 
 const BASE_ARGS = ['--no-sandbox', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];

@@ -12,7 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { cpSync, rmSync } from 'node:fs';
-import { startServer, launch, openPage, ready, ROOT, ARTIFACTS, attnscope } from './harness.mjs';
+import { startServer, launch, openPage, ready, ROOT, ARTIFACTS, attnscope, PARAGRAPH } from './harness.mjs';
 import { thumbBins, foldRows } from '../../web/summary.js';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
@@ -21,10 +21,6 @@ const TOL = 1e-4;
 const MIB = 1 << 20;
 
 // a plain paragraph, again and again, and its first sentence: 1,025 of SmolLM2's tokens
-const PARAGRAPH = 'The committee met on a wet Tuesday morning to decide where the new library would stand. '
-  + 'Some wanted it near the river, where the old mill had been; others argued for the square, because '
-  + 'children walk there after school and the buses stop at its corner. After two hours nobody had '
-  + 'changed their mind, so the chair suggested a walk to both places before lunch. ';
 const TEXT = `${PARAGRAPH.repeat(14)}${PARAGRAPH.split('. ')[0]}.`;
 // the tiny tokenizer's pieces are shorter: four paragraphs and 34 words are 1,026 of its tokens
 const WIDE_TEXT = `${PARAGRAPH.repeat(4)}${PARAGRAPH.split(' ').slice(0, 34).join(' ')}`;
@@ -270,6 +266,46 @@ test('a long run shows the layer it is on, over the page, and its stop ends it b
 // after a prompt of 1,446 tokens (the bound: 1,448 positions). Each pass is a run of a long text
 // over the prompt and what was written so far, reusing the one before it.
 const GEN_TEXT = `${PARAGRAPH.repeat(6)}${PARAGRAPH.split(' ').slice(0, 23).join(' ')}`;
+test('a long run\'s heads the page lets go are written over by the next ones: a head computed again into them is the same bits as it was in new arrays', async () => {
+  const url = `${server.url}#model=${encodeURIComponent(WIDE)}&s=${encodeURIComponent(GEN_TEXT)}&e=cpu&l=0&h=0`;
+  const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+  // the engine's requests for a long run's head, and whether each gave arrays back
+  await page.addInitScript(() => {
+    const post = Worker.prototype.postMessage;
+    window.longHeads = [];
+    Worker.prototype.postMessage = function (msg, ...rest) {
+      if (msg?.type === 'long-head') window.longHeads.push({ head: `${msg.layer}:${msg.head}`, into: Boolean(msg.into) });
+      return post.call(this, msg, ...rest);
+    };
+  });
+  await page.reload();
+  assert.equal(await ready(page), null);
+  await page.waitForFunction(() => window.attnscope.store.get().run?.long, null, { timeout: 300000, polling: 250 });
+  const T = await page.evaluate(() => window.attnscope.store.get().run.T);
+  assert.equal(T, 1446);
+  // each head's probabilities and scores as one FNV-1a hash of their bits
+  const bits = ([l, h]) => page.evaluate(([l, h]) => {
+    const r = window.attnscope.store.get().run, hash = (a) => new Uint32Array(a.buffer, a.byteOffset, a.length).reduce((x, w) => Math.imul(x ^ w, 16777619), 2166136261) >>> 0;
+    return { probs: hash(r.head(0, l, h)), scores: hash(r.scoresOf(0, l, h)), max: r.scoreMax(0, l, h) };
+  }, [l, h]);
+  // 16.7 MB a head at 1,446 tokens: the page holds 10 (result.js LONG_HEAD_BYTES), so the 14
+  // focused after the first let 4 go, and then the first comes again
+  const order = Array.from({ length: 14 }, (_, i) => [Math.floor((i + 1) / 16), (i + 1) % 16]);
+  const first = await bits([0, 0]);
+  for (const [l, h] of [...order, [0, 0]]) { // each focused, then every view drawn with it
+    const before = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().rendered; window.attnscope.store.update({ layer: l, head: h }); return r; }, [l, h]);
+    await page.waitForFunction(([l, h, before]) => { const s = window.attnscope.store.get(); return s.run.hasHead(0, l, h) && s.rendered !== before && s.rendered.startsWith(`${s.run.id}:`); }, [l, h, before], { timeout: 60000, polling: 50 });
+  }
+  const again = await bits([0, 0]);
+  const asked = await page.evaluate(() => window.longHeads);
+  assert.deepEqual(asked.map((x) => x.head), [...order, [0, 0]].map(([l, h]) => `${l}:${h}`), 'each head asked for once');
+  assert.ok(asked.filter((x) => x.into).length >= 3, `heads written into arrays let go: ${JSON.stringify(asked)}`);
+  assert.ok(asked.at(-1).into, 'the first head, again, into arrays let go');
+  assert.deepEqual(again, first, 'the first head computed again into arrays let go: the same bits');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('a long generation: each pass a long text\'s run reusing the last, the tokens and likeliest next tokens the CLI gives over the same ids, the focused head the CLI\'s at the last step and at an earlier one', async () => {
   const GEN = 6, HEAD = [3, 14];
   const url = `${server.url}#model=${encodeURIComponent(WIDE)}&s=${encodeURIComponent(GEN_TEXT)}&e=cpu&gen=${GEN}&l=${HEAD[0]}&h=${HEAD[1]}`;

@@ -13,7 +13,7 @@
 //   make setup && make web && node tests/e2e/long_bench.mjs      (WASM=relaxed-simd: one thread; KEYS=24)
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, ROOT, PARAGRAPH } from './harness.mjs';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 if (!existsSync(path.join(ROOT, GGUF))) {
@@ -22,10 +22,6 @@ if (!existsSync(path.join(ROOT, GGUF))) {
 }
 const WASM = process.env.WASM || 'threads';
 const KEYS = Number(process.env.KEYS || 24);
-const PARAGRAPH = 'The committee met on a wet Tuesday morning to decide where the new library would stand. '
-  + 'Some wanted it near the river, where the old mill had been; others argued for the square, because '
-  + 'children walk there after school and the buses stop at its corner. After two hours nobody had '
-  + 'changed their mind, so the chair suggested a walk to both places before lunch. ';
 const TEXT = `${PARAGRAPH.repeat(14)}${PARAGRAPH.split('. ')[0]}.`;
 const server = await startServer();
 const browser = await launch();

@@ -10,17 +10,13 @@
 //   make setup && make web && N=113 node tests/e2e/long_gen_bench.mjs      (GEN=16, CHAT=1)
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, ready, ROOT, PARAGRAPH } from './harness.mjs';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 if (!existsSync(path.join(ROOT, GGUF))) {
   console.log(`${GGUF}: missing; \`make setup\` fetches it`);
   process.exit(0);
 }
-const PARAGRAPH = 'The committee met on a wet Tuesday morning to decide where the new library would stand. '
-  + 'Some wanted it near the river, where the old mill had been; others argued for the square, because '
-  + 'children walk there after school and the buses stop at its corner. After two hours nobody had '
-  + 'changed their mind, so the chair suggested a walk to both places before lunch. ';
 const N = Number(process.env.N || 14), GEN = Number(process.env.GEN || 16), CHAT = Boolean(process.env.CHAT);
 const TEXT = PARAGRAPH.repeat(N);
 const MIB = 1 << 20;

@@ -82,6 +82,7 @@ pub fn dot_product_attention(
         Some(scores.view_mut()),
         Probs::Kept(probs.view_mut()),
         Some(output.view_mut()),
+        None,
     );
     // SAFETY: `attend_into` writes every value of the three
     unsafe {
@@ -166,6 +167,7 @@ fn attend_into(
     mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
     probs: Probs,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    packed_keys: Option<&PackedB>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
@@ -173,7 +175,14 @@ fn attend_into(
     if q.nrows() < PACKED_MIN_QUERIES {
         return attend_rows(q, k, v, mask, factor, scores, probs, output);
     }
-    let keys = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
+    let owned;
+    let keys = match packed_keys {
+        Some(keys) => keys,
+        None => {
+            owned = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
+            &owned
+        }
+    };
     let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
     let n_q = q.nrows();
     let (mut probs, mut fold) = match probs {
@@ -198,15 +207,27 @@ fn attend_into(
         // the probabilities, and the keys outside which they are all 0 (none: any key)
         let (probs, reach) = match scores.as_mut() {
             Some(scores) => {
-                // QKᵀ·factor
-                let scores = matmul_in_one_thread(
-                    q.slice(rows),
-                    &keys,
-                    factor,
-                    None,
-                    scores.slice_mut(rows),
+                // QKᵀ·factor, every score (the masked ones are shown too)
+                let scores =
+                    matmul_in_one_thread(q.slice(rows), keys, factor, None, scores.slice_mut(rows));
+                // the softmax over the keys some row of the block may read, in whole lanes of
+                // its sums (the same bits as over the row), the others' 0 written here
+                let n_k = k.nrows();
+                let panels = reached_panels(mask, n_k);
+                let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
+                let lanes = whole_lanes(from..to, n_k);
+                let mut block = block;
+                for mut row in block.rows_mut() {
+                    row.slice_mut(s![..lanes.start]).fill(MaybeUninit::new(0.0));
+                    row.slice_mut(s![lanes.end..]).fill(MaybeUninit::new(0.0));
+                }
+                softmax_rows(
+                    scores.slice(s![.., lanes.clone()]),
+                    block.slice_mut(s![.., lanes.clone()]),
+                    mask.map(|m| m.slice_move(s![.., lanes])),
                 );
-                (softmax_rows(scores.view(), block, mask), None)
+                // SAFETY: the lanes' columns were written by the softmax, the others above
+                (unsafe { block.assume_init() }, None)
             }
             // probabilities not kept: `QKᵀ` only over the keys some row of the block may read
             // (a causal block's keys up to its last row, a sliding layer's its band), the
@@ -224,7 +245,7 @@ fn attend_into(
                 let within = block.view_mut();
                 matmul_part_in_one_thread(
                     q.slice(rows),
-                    &keys,
+                    keys,
                     Part::panels(panels),
                     factor,
                     within,
@@ -241,7 +262,7 @@ fn attend_into(
                 (probs, Some(from..to))
             }
             None => {
-                let mut probs = matmul_in_one_thread(q.slice(rows), &keys, factor, None, block);
+                let mut probs = matmul_in_one_thread(q.slice(rows), keys, factor, None, block);
                 softmax_rows_in_place(probs.view_mut(), mask);
                 (probs, None)
             }
@@ -694,14 +715,41 @@ pub fn head_attention(
         scale,
         probs.view_mut(),
         kept.as_mut().map(|s| s.view_mut()),
+        None,
     )?;
     // SAFETY: `head_attention_into` returned Ok: it wrote every value of both
     unsafe { Ok((probs.assume_init(), kept.map(|s| s.assume_init()))) }
 }
 
+/// Query head `head`'s `Kᵀ` (its key head's columns of `k`) packed for the products of
+/// [`head_attention_into`]: a head computed in blocks of rows packs it once, not once a block.
+///
+/// # Shapes
+/// * `k`: `(n_k, H_kv·d)`
+pub fn head_keys(k: ArrayView2<f32>, heads: Heads, head: usize) -> Result<PackedB> {
+    heads.check("attention")?;
+    let d = k.ncols() / heads.key_value;
+    if head >= heads.query || k.ncols() != heads.key_value * d {
+        return Err(Error::Shape {
+            what: format!(
+                "head {head}'s keys (n_k, H_kv·d), {} query and {} key/value heads",
+                heads.query, heads.key_value
+            ),
+            expected: vec![k.nrows(), heads.key_value * d],
+            found: vec![k.nrows(), k.ncols()],
+        });
+    }
+    Ok(PackedB::from_transposed(self::head(
+        k,
+        head / heads.group(),
+        d,
+    )))
+}
+
 /// [`head_attention`] written into `probs` (and `scores`, where given), which may be
 /// uninitialised: when this returns `Ok`, every value of them has been written. A head's rows
-/// may go in blocks, each into its rows of one array: each row's values are its own.
+/// may go in blocks, each into its rows of one array: each row's values are its own; `keys`,
+/// where given, is [`head_keys`] of `k` for `head`, packed once for every block.
 ///
 /// # Shapes
 /// * `q`: `(n_q, H·d)`, `k`: `(n_k, H_kv·d)`, `mask`, `probs`, `scores`: `(n_q, n_k)`
@@ -715,6 +763,7 @@ pub fn head_attention_into(
     scale: ScoreFactor,
     probs: ArrayViewMut2<MaybeUninit<f32>>,
     scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    keys: Option<&PackedB>,
 ) -> Result<()> {
     heads.check("attention")?;
     let (n_q, n_k) = (q.nrows(), k.nrows());
@@ -740,6 +789,13 @@ pub fn head_attention_into(
             });
         }
     }
+    if let Some(keys) = keys.filter(|keys| keys.dim() != (d, n_k)) {
+        return Err(Error::Shape {
+            what: format!("head {head}'s packed Kᵀ (d, n_k)"),
+            expected: vec![d, n_k],
+            found: vec![keys.dim().0, keys.dim().1],
+        });
+    }
     let g = head / heads.group();
     attend_into(
         self::head(q, head, d),
@@ -751,6 +807,7 @@ pub fn head_attention_into(
         scores,
         Probs::Kept(probs),
         None,
+        keys,
     );
     Ok(())
 }
@@ -901,6 +958,7 @@ pub fn heads_into(
             scores.as_mut().map(|s| s.view_mut()),
             probs.take().expect("each head attends once"),
             (!knocked_out).then_some(context.view_mut()),
+            None,
         );
     });
     Ok(())
@@ -994,5 +1052,107 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A head that keeps its scores takes the softmax over the keys its block's rows may read
+    /// alone: each row's probabilities are the same bits as the softmax over the whole row of
+    /// its scores (masked_fill and softmax, `ops::masked_softmax`), under causal masks, sliding
+    /// windows and padding; and its rows computed in blocks against `head_keys` packed once are
+    /// the same bits as the whole head packing its own.
+    #[test]
+    fn a_head_s_softmax_over_its_reached_keys_is_the_whole_row_s() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+        let heads = Heads {
+            query: 4,
+            key_value: 2,
+        };
+        let d = 16;
+        for (n, window, padding) in [
+            (300, None, 0),
+            (300, Some(40), 0),
+            (130, Some(7), 9),
+            (70, None, 5),
+            (5, Some(2), 0),
+        ] {
+            let mut random = |rows, cols| {
+                Array2::from_shape_fn((rows, cols), |_| rng.random_range(-3.0f32..3.0))
+            };
+            let (q, k) = (random(n, 4 * d), random(n, 2 * d));
+            let mask = Array2::from_shape_fn((n, n), |(i, j)| {
+                j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
+            });
+            for head in [0, 3] {
+                let factor = ScoreScale::SqrtDk.into();
+                let (probs, scores) =
+                    head_attention(q.view(), k.view(), heads, head, mask.view(), factor, true)
+                        .unwrap();
+                let scores = scores.expect("scores asked for");
+                for i in 0..n {
+                    let mut want = vec![MaybeUninit::uninit(); n];
+                    let want = masked_softmax(
+                        scores.row(i).as_slice().unwrap(),
+                        &mut want,
+                        Some(mask.row(i).as_slice().unwrap()),
+                    );
+                    for (j, (a, b)) in probs.row(i).iter().zip(want.iter()).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "n {n}, window {window:?}, padding {padding}, head {head}: ({i}, {j})"
+                        );
+                    }
+                }
+                // in blocks of 64 rows (the last up to 3 more: fewer than PACKED_MIN_QUERIES
+                // rows take the few-row path), Kᵀ packed once
+                let keys = head_keys(k.view(), heads, head).unwrap();
+                let (mut blocked, mut blocked_scores) =
+                    (Array2::uninit((n, n)), Array2::uninit((n, n)));
+                for at in (0..n)
+                    .step_by(64)
+                    .filter(|&at| at == 0 || n - at >= PACKED_MIN_QUERIES)
+                {
+                    let end = if n - (at + 64).min(n) < PACKED_MIN_QUERIES {
+                        n
+                    } else {
+                        at + 64
+                    };
+                    let rows = at..end;
+                    head_attention_into(
+                        q.slice(s![rows.clone(), ..]),
+                        k.view(),
+                        heads,
+                        head,
+                        mask.slice(s![rows.clone(), ..]),
+                        factor,
+                        blocked.slice_mut(s![rows.clone(), ..]),
+                        Some(blocked_scores.slice_mut(s![rows, ..])),
+                        Some(&keys),
+                    )
+                    .unwrap();
+                }
+                // SAFETY: every block of rows returned Ok, writing each value of both
+                let (blocked, blocked_scores) =
+                    unsafe { (blocked.assume_init(), blocked_scores.assume_init()) };
+                for (a, b) in [(&probs, &blocked), (&scores, &blocked_scores)] {
+                    for ((ij, x), y) in a.indexed_iter().zip(b.iter()) {
+                        assert_eq!(x.to_bits(), y.to_bits(), "n {n}, head {head}: {ij:?}");
+                    }
+                }
+            }
+        }
+        let keys = head_keys(ndarray::Array2::zeros((4, 2 * d)).view(), heads, 1).unwrap();
+        let err = head_attention_into(
+            ndarray::Array2::zeros((4, 4 * d)).view(),
+            ndarray::Array2::zeros((5, 2 * d)).view(),
+            heads,
+            1,
+            ndarray::Array2::from_elem((4, 5), true).view(),
+            ScoreScale::SqrtDk.into(),
+            Array2::uninit((4, 5)).view_mut(),
+            None,
+            Some(&keys),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("packed Kᵀ"), "{err}");
     }
 }

@@ -7,7 +7,7 @@ pub mod ops;
 pub mod prefix;
 
 pub use attention::{
-    dot_product_attention, head_attention, head_attention_into, multi_head_attention,
+    dot_product_attention, head_attention, head_attention_into, head_keys, multi_head_attention,
     scaled_dot_product_attention, Attention, AttentionLinears, MultiHeadOutput,
 };
 pub use exec::{CpuOps, CpuX};
