@@ -11,6 +11,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT, PARAGRAPH } from './harness.mjs';
+import { measureViews, workerTargets, selfTimes } from './profile.mjs';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 if (!existsSync(path.join(ROOT, GGUF))) {
@@ -26,10 +27,7 @@ const browser = await launch();
 try {
   const url = `${server.url}?wasm=threads#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
   const { page } = await openPage(browser, url, { width: 1280, height: 900 });
-  await page.addInitScript(() => { // each view's render measure (web/canvas.js `measure`)
-    const m = window.__measures = [];
-    new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.name.startsWith('attnscope:')) m.push({ name: e.name.slice(10), t: e.startTime, ms: e.duration }); }).observe({ type: 'measure' });
-  });
+  await measureViews(page);
   await page.reload();
   await ready(page);
   const t0 = performance.now();
@@ -83,38 +81,14 @@ async function startProfiles(browser, page) {
   const start = async (send) => { await send('Profiler.enable'); await send('Profiler.setSamplingInterval', { interval: 500 }); await send('Profiler.start'); };
   const pageCdp = await page.context().newCDPSession(page);
   await start((m, a) => pageCdp.send(m, a));
-  const cdp = await browser.newBrowserCDPSession();
-  const { targetInfos } = await cdp.send('Target.getTargets');
-  const replies = new Map();
-  let next = 1;
-  cdp.on('Target.receivedMessageFromTarget', (e) => {
-    const m = JSON.parse(e.message);
-    if (m.id && replies.has(m.id)) { replies.get(m.id)(m); replies.delete(m.id); }
-  });
-  const workers = [];
-  for (const t of targetInfos.filter((x) => x.type === 'worker')) {
-    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: false });
-    const send = (method, params = {}) => new Promise((resolve, reject) => {
-      const id = next++;
-      replies.set(id, (m) => (m.error ? reject(new Error(`${method}: ${m.error.message}`)) : resolve(m.result)));
-      cdp.send('Target.sendMessageToTarget', { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
-    });
-    workers.push({ name: /\/web\/worker\.js/.test(t.url) ? 'the engine worker (web/worker.js)' : 'a pool thread', send });
-    await start(send);
-  }
-  const top = ({ profile }) => {
-    const own = new Map(), byId = new Map(profile.nodes.map((n) => [n.id, n]));
-    profile.samples.forEach((id, i) => {
-      const f = byId.get(id).callFrame, name = `${f.functionName.replace(/\[[0-9a-f]{16}\]/g, '').slice(0, 90) || '(anonymous)'} ${f.url.split('/').pop()}`;
-      own.set(name, (own.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000);
-    });
-    return [...own].sort((a, b) => b[1] - a[1]).slice(0, 10).map(([n, ms]) => `  ${ms.toFixed(0).padStart(6)} ms  ${n}`).join('\n');
-  };
+  const workers = await workerTargets(browser);
+  for (const t of workers.targets) await start((m, a) => workers.send(t, m, a));
+  const top = ({ profile }) => selfTimes(profile, 10).map(([n, ms]) => `  ${ms.toFixed(0).padStart(6)} ms  ${n}`).join('\n');
   return {
     async report() {
       console.log(`\nthe page's main thread, by own time over the ${FOCUS.length} focuses:\n${top(await pageCdp.send('Profiler.stop'))}`);
-      for (const w of workers) console.log(`${w.name}:\n${top(await w.send('Profiler.stop'))}`);
-      await cdp.detach();
+      for (const t of workers.targets) console.log(`${t.engine ? 'the engine worker (web/worker.js)' : 'a pool thread'}:\n${top(await workers.send(t, 'Profiler.stop'))}`);
+      await workers.detach();
     },
   };
 }

@@ -23,6 +23,7 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
 import { runWllama, describeRun } from './wllama_peer.mjs';
+import { workerTargets, selfTimes } from './profile.mjs';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
 if (!existsSync(path.join(ROOT, GGUF))) {
@@ -87,30 +88,6 @@ const median = (v) => sorted(v)[v.length >> 1];
 const p90 = (v) => sorted(v)[Math.min(v.length - 1, Math.floor(v.length * 0.9))];
 const sum = (v) => v.reduce((a, b) => a + b, 0);
 
-/** The workers' DevTools targets (the engine's, web/worker.js, and its pool threads, blobs),
- *  through the browser's CDP session: `send(target, method, params)`. */
-async function workerTargets(browser) {
-  const cdp = await browser.newBrowserCDPSession();
-  const { targetInfos } = await cdp.send('Target.getTargets');
-  const replies = new Map();
-  let next = 1;
-  cdp.on('Target.receivedMessageFromTarget', (e) => {
-    const m = JSON.parse(e.message);
-    if (m.id && replies.has(m.id)) { replies.get(m.id)(m); replies.delete(m.id); }
-  });
-  const targets = [];
-  for (const t of targetInfos.filter((x) => x.type === 'worker')) {
-    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: false });
-    targets.push({ engine: /\/web\/worker\.js/.test(t.url), sessionId });
-  }
-  const send = (target, method, params = {}) => new Promise((resolve, reject) => {
-    const id = next++;
-    replies.set(id, (m) => (m.error ? reject(new Error(`${method}: ${m.error.message}`)) : resolve(m.result)));
-    cdp.send('Target.sendMessageToTarget', { sessionId: target.sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
-  });
-  return { targets, send, detach: () => cdp.detach() };
-}
-
 /** The JS heaps in use: the page's (CDP Performance.getMetrics) and the engine worker's
  *  (Runtime.getHeapUsage; typed arrays' and wasm memory's backing stores are outside it). */
 async function heaps(page, workers) {
@@ -121,29 +98,6 @@ async function heaps(page, workers) {
   const engine = workers.targets.find((t) => t.engine);
   const w = engine ? await workers.send(engine, 'Runtime.getHeapUsage') : null;
   return { page: m.JSHeapUsedSize, worker: w?.usedSize ?? null };
-}
-
-/** A Rust function's name as the profile has it, shorter: no crate hashes, type parameters as `<…>`. */
-function shortName(name) {
-  let out = '', depth = 0;
-  for (const c of name.replace(/\[[0-9a-f]{16}\]/g, '')) {
-    if (c === '<') { if (depth++ === 1) out += '…'; if (depth > 1) continue; }
-    if (c === '>' && --depth > 0) continue;
-    if (depth <= 1) out += c;
-  }
-  return out.length > 90 ? `${out.slice(0, 89)}…` : out;
-}
-
-/** A CPU profile's self time by function, the `top` largest: [[name, ms]]. */
-function selfTimes(profile, top = 8) {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const ms = new Map();
-  for (let i = 0; i < profile.samples.length; i++) {
-    const n = byId.get(profile.samples[i]), f = n.callFrame;
-    const name = shortName(f.functionName || (f.url ? `(anonymous ${f.url.split('/').pop()}:${f.lineNumber})` : '(program)'));
-    ms.set(name, (ms.get(name) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1e3);
-  }
-  return [...ms].sort((a, b) => b[1] - a[1]).slice(0, top);
 }
 
 /**

@@ -14,6 +14,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT, PARAGRAPH } from './harness.mjs';
+import { measureViews } from './profile.mjs';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
 if (!existsSync(path.join(ROOT, GGUF))) {
@@ -28,10 +29,7 @@ const browser = await launch();
 try {
   const url = `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
   const { page } = await openPage(browser, url, { width: 1280, height: 900 });
-  await page.addInitScript(() => { // each view's render measure (web/canvas.js `measure`)
-    const m = window.__measures = [];
-    new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.name.startsWith('attnscope:')) m.push({ name: e.name.slice(10), t: e.startTime, ms: e.duration }); }).observe({ type: 'measure' });
-  });
+  await measureViews(page);
   await page.reload();
   await ready(page);
   const MiB = (b) => (b / 2 ** 20).toFixed(1);
