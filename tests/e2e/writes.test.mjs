@@ -30,6 +30,10 @@ const writesDrawn = (page, text, { knocked = '' } = {}) => page.waitForFunction(
   if (a.result?.text !== t || !a.result.logit_attribution || (r.head_mask ?? []).map(([l, h]) => `${l}:${h}`).join(',') !== off) return false;
   if (off && !r.baselineAttribution(0)) return false;
   const read = s.readOut, line = document.querySelector('#writes-view .writes-line')?.textContent ?? '';
+  // with heads knocked out, the panel drawn for this run: its line on them shown (the line above
+  // it reads the same before the new run is drawn)
+  const knock = document.querySelector('#writes-view .writes-knock');
+  if (off && (knock.hidden || !knock.textContent.includes(`${off.split(',').map((x) => `L${x.replace(':', ' H')}`).join(', ')} knocked out`))) return false;
   return /That logit is the sum/.test(line) && (off || read?.key === `${r.id}|0|${s.layer}|${s.head}`);
 }, [text, knocked], { timeout: 180000 });
 
