@@ -15,6 +15,7 @@ use crate::analysis::logit_attribution::read_out;
 use crate::analysis::positions::{learned_position_similarity, sinusoidal_similarity};
 use crate::analysis::scaling::variance_experiment;
 use crate::analysis::stack::layer_similarity;
+use crate::analysis::thumbnail::{Part, PoolFold};
 use crate::analysis::value_weighted::key_value_norms;
 use crate::analysis::{heads::METRICS, roles::ROLES, rollout, sentence_embedding};
 use crate::analysis::{AttributionOptions, HeadMetrics, HeadRoles, LogitAttribution, Repeated};
@@ -825,9 +826,10 @@ fn mask_bytes(mask: &Mask) -> Uint8Array {
 /// The bytes of a mask copied to JavaScript at once ([`mask_bytes`]).
 const MASK_PART: usize = 1 << 20;
 
-/// The most of a long run's head computed at once in wasm memory, in values (32 MiB, and as
-/// much of scores): [`Session::long_head`] copies each part out before the next.
-const LONG_HEAD_PART: usize = 1 << 23;
+/// The most of a long run's head in a part, in values (16 MiB, and as much of scores):
+/// [`Session::long_head`] copies each part out while the threads compute the next into a second
+/// part's memory (`QueriesKeys::head_in_parts`), 64 MiB in all.
+const LONG_HEAD_PART: usize = 1 << 22;
 
 /// Past this many attention probabilities (`B·L·H·T²`: 128 MiB of them, and as much again of
 /// scores) a run keeps each layer's queries and keys instead ([`AttentionKept::QueriesKeys`]),
@@ -1525,8 +1527,14 @@ impl Session {
     /// T² values again in the page). `into_attention` and `into_scores`, where given and of
     /// `T·T` values, are written over and returned (a head the page let go: memory already
     /// touched, where a new array's first write of each page costs more than the copy itself).
+    /// `pool` (`{part: {q0, q1, k0, k1}, px}`, or none) asks for the head's part max-pooled to
+    /// `px` pixels a side as its rows are made, as the head view pools it (web/summary.js
+    /// `pooledPart`): `pooled` then holds `{part, px, w, rows, cols, max, arg, values
+    /// (Float32Array), mask (Uint8Array)}` (`analysis::thumbnail::PooledPart`), so the page
+    /// need not read the head's `T²` values again on its main thread to draw it.
     /// An error when the session no longer keeps that run (it keeps the last), or names a
-    /// layer, head or item the run does not have.
+    /// layer, head, item or part the run does not have.
+    #[allow(clippy::too_many_arguments)]
     #[wasm_bindgen(js_name = longHead)]
     pub fn long_head(
         &self,
@@ -1536,13 +1544,27 @@ impl Session {
         head: usize,
         into_attention: Option<Float32Array>,
         into_scores: Option<Float32Array>,
+        pool: JsValue,
     ) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
         let t = long.mask.dim().1;
-        // computed LONG_HEAD_PART values at a time, each part copied out before the next: the
-        // head whole only in JavaScript (at 8,192 tokens 268 MB of probabilities, as many of
-        // scores)
+        #[derive(serde::Deserialize)]
+        struct Pool {
+            part: Part,
+            px: usize,
+        }
+        let mut pooled = match pool.is_undefined() || pool.is_null() {
+            true => None,
+            false => {
+                let Pool { part, px } = serde_wasm_bindgen::from_value(pool)
+                    .map_err(|e| JsError::new(&format!("longHead's pool: {e}")))?;
+                Some(PoolFold::new(part, px, t).map_err(js_err)?)
+            }
+        };
+        // computed LONG_HEAD_PART values at a time, each part copied out while the next is
+        // computed: the head whole only in JavaScript (at 8,192 tokens 268 MB of probabilities,
+        // as many of scores)
         let reuse = |a: Option<Float32Array>| {
             a.filter(|a| a.length() as usize == t * t)
                 .ok_or_else(|| Float32Array::new_with_length((t * t) as u32))
@@ -1558,38 +1580,61 @@ impl Session {
         let mut score_max = 0f32;
         let rows = (LONG_HEAD_PART / t.max(1)).max(1);
         long.from
-            .head_in_parts(item, layer, head, &long.mask, true, rows, |first, p, s| {
-                let (p, s) = (
-                    p.as_slice()
-                        .ok_or_else(|| crate::error::Error::Engine("a part's rows apart".into()))?,
-                    s.and_then(|s| s.to_slice()).ok_or_else(|| {
-                        crate::error::Error::Engine(
-                            "a head computed with its scores came without them".into(),
-                        )
-                    })?,
-                );
-                for (i, row) in p.chunks_exact(t).enumerate() {
-                    let q = first + i;
-                    let keys = match long.mask.span(item, q) {
-                        // written over, or a row that attends to none: every value
-                        keys if !spans || keys.is_empty() => 0..t,
-                        keys => keys,
-                    };
-                    let at = (q * t + keys.start) as u32;
-                    attention
-                        .subarray(at, at + keys.len() as u32)
-                        .copy_from(&row[keys]);
-                }
-                let at = (first * t) as u32;
-                scores.subarray(at, at + s.len() as u32).copy_from(s);
-                score_max = s.iter().fold(score_max, |m, &v| m.max(v.abs()));
-                Ok(())
-            })
+            .head_in_parts(
+                item,
+                layer,
+                head,
+                &long.mask,
+                true,
+                rows,
+                |first, p, s, m| {
+                    let (p, s) = (
+                        p.as_slice().ok_or_else(|| {
+                            crate::error::Error::Engine("a part's rows apart".into())
+                        })?,
+                        s.and_then(|s| s.to_slice()).ok_or_else(|| {
+                            crate::error::Error::Engine(
+                                "a head computed with its scores came without them".into(),
+                            )
+                        })?,
+                    );
+                    for (i, row) in p.chunks_exact(t).enumerate() {
+                        let q = first + i;
+                        if let Some(pooled) = pooled.as_mut() {
+                            let m = m.row(i);
+                            let m = m.as_slice().ok_or_else(|| {
+                                crate::error::Error::Engine("a mask's row apart".into())
+                            })?;
+                            pooled.row(q, row, m);
+                        }
+                        let keys = match long.mask.span(item, q) {
+                            // written over, or a row that attends to none: every value
+                            keys if !spans || keys.is_empty() => 0..t,
+                            keys => keys,
+                        };
+                        let at = (q * t + keys.start) as u32;
+                        attention
+                            .subarray(at, at + keys.len() as u32)
+                            .copy_from(&row[keys]);
+                    }
+                    let at = (first * t) as u32;
+                    scores.subarray(at, at + s.len() as u32).copy_from(s);
+                    score_max = s.iter().fold(score_max, |m, &v| m.max(v.abs()));
+                    Ok(())
+                },
+            )
             .map_err(js_err)?;
         let o = Object::new();
         set(&o, "attention", attention)?;
         set(&o, "scores", scores)?;
         set(&o, "score_max", score_max)?;
+        if let Some(p) = pooled.map(PoolFold::finish) {
+            let to = serde_wasm_bindgen::to_value(&p).map_err(|e| JsError::new(&e.to_string()))?;
+            let to: Object = to.unchecked_into();
+            set(&to, "values", Float32Array::from(p.values.as_slice()))?;
+            set(&to, "mask", Uint8Array::from(p.mask.as_slice()))?;
+            set(&o, "pooled", to)?;
+        }
         Ok(o.into())
     }
 

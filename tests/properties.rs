@@ -697,10 +697,16 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
                         probs.fill(f32::NAN);
                         scores.fill(f32::NAN);
                         let mut next = 0;
-                        from.head_in_parts(i, li, hi, &got.mask, true, rows, |first, p, sc| {
+                        from.head_in_parts(i, li, hi, &got.mask, true, rows, |first, p, sc, m| {
                             // the parts in order, each of 4 rows or more
                             assert_eq!(first, next);
                             assert!(p.nrows() >= 4.min(one.probs.nrows()));
+                            // with the layer's mask of its rows: a key it hides holds 0
+                            assert_eq!(m.dim(), p.dim());
+                            assert!(
+                                p.iter().zip(&m).all(|(&v, &on)| on || v == 0.0),
+                                "{name} item {i} head {li}:{hi}: a masked key's probability"
+                            );
                             let at = s![first..first + p.nrows(), ..];
                             probs.slice_mut(at).assign(&p);
                             scores.slice_mut(at).assign(&sc.unwrap());

@@ -23,16 +23,20 @@ function headValues(r, b, l, H, T) {
  * A long run's head from the engine (src/wasm.rs `Session.longHead`: `{attention, scores}`, each
  * T·T, and `score_max`), item b's head (l, h), checked: `{probs, scores, scoreMax}`, `scoreMax`
  * its largest |score| over every cell: what the steps view's scale reads, which the pass could
- * not fold (it computes no score its mask hides).
+ * not fold (it computes no score its mask hides). `pooled`, where the page asked for it: the
+ * head's part max-pooled for the head view as summary.js `pooledPart` gives it (or null).
  */
-export function longHead({ attention, scores, score_max: scoreMax }, b, l, h, T) {
+export function longHead({ attention, scores, score_max: scoreMax, pooled = null }, b, l, h, T) {
   for (const [name, v] of [['attention', attention], ['scores', scores]]) {
     if (!(v instanceof Float32Array) || v.length !== T * T) {
       throw new Error(`item ${b}'s head ${l}:${h} came with ${name} of ${v?.length ?? 'no'} values, where the run's heads are ${T} × ${T}`);
     }
   }
   if (!(scoreMax >= 0)) throw new Error(`item ${b}'s head ${l}:${h} came with a largest |score| of ${scoreMax}`);
-  return { probs: attention, scores, scoreMax };
+  if (pooled && !(pooled.values instanceof Float32Array && pooled.mask instanceof Uint8Array && pooled.values.length === pooled.rows * pooled.cols && pooled.mask.length === pooled.values.length)) {
+    throw new Error(`item ${b}'s head ${l}:${h} came pooled to ${pooled.rows} × ${pooled.cols} bins with ${pooled.values?.length} values and ${pooled.mask?.length} mask cells`);
+  }
+  return { probs: attention, scores, scoreMax, pooled };
 }
 
 /**
@@ -262,6 +266,10 @@ export function fromWorker(raw) {
      *  (a long run's from its head, once here: 0 before). */
     probMax: (b, l, h) => summary.probMax[(b * L + l) * H + h],
     scoreMax: (b, l, h) => (long ? headOf(b, l, h)?.scoreMax ?? 0 : summary.scoreMax[(b * L + l) * H + h]),
+    /** A long run's head as the engine pooled it for the head view (engine.js `longHead`'s
+     *  `pool`): `{part, px, w, rows, cols, max, arg, values, mask, probs}`, `probs` the head it
+     *  pooled; null where it was not asked for, or the head is not here. */
+    pooledOf: (b, l, h) => { const x = long ? headOf(b, l, h) : null; return x?.pooled ? { ...x.pooled, probs: x.probs } : null; },
     /** A long input's head, max-pooled to R × R by the worker (null for short inputs). */
     thumb: (b, l, h) => thumbOf(summary, info.shape, b, l, h),
     /** A long text's heads with the first key hidden (web/sink.js), summarised by the worker

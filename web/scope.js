@@ -635,6 +635,16 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   // since (no view holds them then: each drew a newer head), and are moved, not shared.
   let spare = null; // {probs, scores, drawn}
   let headFor = '';
+  // the part the head view would draw pooled, asked of the engine with the head, which pools it
+  // as it makes the head's rows: the page then reads none of its T² values to draw it (where
+  // the view shows the run's own heads: no words, no sink hidden, not value-weighted)
+  function headPool(s) {
+    const el = targets.head, r = s.run;
+    const opts = layout(s).head;
+    if (!el || el.hidden || !opts || shownOf(s) !== r) return null;
+    const win = s.win?.T === r.T && s.win.words === s.words ? s.win : null;
+    return head.poolWanted(el, r.T, { ...opts, win, part: partOf(r, Math.min(s.item, r.B - 1), s.part) });
+  }
   function longHead(s) {
     const r = s.run;
     if (!r?.long) return;
@@ -643,7 +653,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     headFor = want;
     const into = spare?.drawn ? { probs: spare.probs, scores: spare.scores } : null;
     spare = null;
-    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into }).then((values) => {
+    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into, pool: headPool(s) }).then((values) => {
       const gone = r.addHead(b, l, h, values).at(-1);
       if (gone) spare = { ...gone, drawn: false };
       if (store.get().run === r) store.update({ extras: `${r.id}:head:${b}:${l}:${h}` });

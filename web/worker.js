@@ -752,7 +752,7 @@ function summed(s, r, focus, report) {
 function focusedHead(s, r, focus) {
   const [B, L, H] = r.info.shape;
   const item = Math.min(focus.item, B - 1), layer = Math.min(focus.layer, L - 1), head = Math.min(focus.head, H - 1);
-  return { item, layer, head, ...s.session.longHead(r.info.long_run, item, layer, head) };
+  return { item, layer, head, ...s.session.longHead(r.info.long_run, item, layer, head, undefined, undefined, undefined) };
 }
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
@@ -988,9 +988,11 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'read-out') { // writes read onto the vocabulary: src/wasm.rs Session.readOut
       self.postMessage({ id: msg.id, ok: true, result: sessionFor(msg.key).session.readOut(msg.writes, msg.k) });
     } else if (msg.type === 'long-head') { // a long run's head, one at a time: src/wasm.rs Session.longHead
-      // (into the arrays of a head the page let go, where it gave them back)
-      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head, msg.into?.probs, msg.into?.scores);
-      self.postMessage({ id: msg.id, ok: true, result: h }, [h.attention.buffer, h.scores.buffer]);
+      // (into the arrays of a head the page let go, where it gave them back; pooled for the
+      // head view as its rows are made, where it asked: `msg.pool`)
+      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head, msg.into?.probs, msg.into?.scores, msg.pool ?? undefined);
+      const pooled = h.pooled ? [h.pooled.values.buffer, h.pooled.mask.buffer] : [];
+      self.postMessage({ id: msg.id, ok: true, result: h }, [h.attention.buffer, h.scores.buffer, ...pooled]);
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });

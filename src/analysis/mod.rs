@@ -16,7 +16,8 @@
 //!   embedding wrote to the residual stream (Elhage et al. 2021);
 //! * [`flow`]: the information-flow routes to a prediction, each head's and the residual's
 //!   edges between positions' streams layer by layer (Ferrando & Voita 2024);
-//! * [`thumbnail`]: a head max-pooled for the grid, and with its first key hidden.
+//! * [`thumbnail`]: a head max-pooled for the grid, and with its first key hidden; a part of it
+//!   max-pooled for the head view's pixels.
 //!
 //! Every mean is over a text's real tokens: padding is excluded, so a padded batch gives each
 //! text the numbers it has alone.

@@ -5,6 +5,9 @@
 //! ([`HeadThumbnails::of`]); none is copied to JavaScript. web/summary.js pools the heads the
 //! page holds whole the same way (`thumbBins`, `foldRows`), and web/sink.js hides the first key
 //! as [`HeadThumbnails::without_sink`] does.
+//!
+//! The head view's heatmap of a long text's head is pooled here too ([`PoolFold`]: the part on
+//! screen to its device pixels, as web/summary.js `pooledPart` pools a head the page holds).
 
 use ndarray::ArrayView2;
 
@@ -305,6 +308,149 @@ impl Fold {
     }
 }
 
+/// A part of a `T × T` head: its queries `q0..q1` over its keys `k0..k1` (web/result.js
+/// `partOf`; the whole head, or the window a view is zoomed to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Part {
+    pub q0: usize,
+    pub q1: usize,
+    pub k0: usize,
+    pub k1: usize,
+}
+
+/// A part of a head max-pooled to at most `px` pixels a side, as web/summary.js `pooledPart`
+/// pools a head the page holds, to the same bits: bins of `w = ⌈max(n_q, n_k) / px⌉` positions
+/// along both axes (a cell stays square), `rows × cols` of them; each bin's largest probability
+/// (0 where it has none above 0) and 1 in `mask` where the layer's mask leaves it a cell; the
+/// part's largest probability and the first cell in row order that holds it (`arg` = `q·T +
+/// k`). A long text's head is pooled so as its rows are made ([`PoolFold`], in
+/// `Session.longHead`), so the page need not read its `T²` values on the main thread to draw it.
+///
+/// # Shapes
+/// * `values`, `mask`: `(rows, cols)`, row-major
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PooledPart {
+    pub part: Part,
+    pub px: usize,
+    pub w: usize,
+    pub rows: usize,
+    pub cols: usize,
+    #[serde(skip)]
+    pub values: Vec<f32>,
+    #[serde(skip)]
+    pub mask: Vec<u8>,
+    pub max: f32,
+    pub arg: usize,
+}
+
+/// A [`PooledPart`] being folded a query row at a time, in row order. The rows of one row of
+/// bins are first folded key by key (each key's largest, and whether the mask leaves it), one
+/// vector instruction for several keys; each bin of that row of bins is read from them once the
+/// rows move past it.
+#[derive(Debug, Clone)]
+pub struct PoolFold {
+    pooled: PooledPart,
+    /// The row of bins `keys` holds (`None`: none yet).
+    bin_row: Option<usize>,
+    /// Each key of the part: its largest probability over the rows of `bin_row` so far, and
+    /// whether the mask leaves it to any of them.
+    ///
+    /// # Shapes
+    /// * `(k1 − k0,)` each
+    keys: Vec<f32>,
+    attended: Vec<bool>,
+}
+
+impl PoolFold {
+    /// Nothing pooled yet of `part` of a head over `t` positions, to `px` pixels a side; a part
+    /// outside the head, empty, or no pixel is refused by name.
+    pub fn new(part: Part, px: usize, t: usize) -> crate::error::Result<Self> {
+        let Part { q0, q1, k0, k1 } = part;
+        if q0 >= q1 || k0 >= k1 || q1 > t || k1 > t || px == 0 {
+            return Err(crate::error::Error::Input(format!(
+                "a pooled part of queries {q0}..{q1} over keys {k0}..{k1} to {px} pixels: \
+                 not a part of a head over {t} positions"
+            )));
+        }
+        let w = (q1 - q0).max(k1 - k0).div_ceil(px).max(1);
+        let (rows, cols) = ((q1 - q0).div_ceil(w), (k1 - k0).div_ceil(w));
+        Ok(Self {
+            pooled: PooledPart {
+                part,
+                px,
+                w,
+                rows,
+                cols,
+                values: vec![0f32; rows * cols],
+                mask: vec![0u8; rows * cols],
+                max: 0.0,
+                arg: q0 * t + k0,
+            },
+            bin_row: None,
+            keys: vec![0f32; k1 - k0],
+            attended: vec![false; k1 - k0],
+        })
+    }
+
+    /// Query `q`'s row: its probabilities over every key, and the layer's mask of them (a
+    /// masked key's probability is 0). Rows come in order; one outside the part is passed
+    /// over. Only the keys from the first its mask leaves in the part to the last are read:
+    /// the others hold 0 and change no bin.
+    ///
+    /// # Shapes
+    /// * `probs`, `mask`: `(T,)`
+    pub fn row(&mut self, q: usize, probs: &[f32], mask: &[bool]) {
+        let Part { q0, q1, k0, k1 } = self.pooled.part;
+        if !(q0..q1).contains(&q) {
+            return;
+        }
+        let bin_row = (q - q0) / self.pooled.w;
+        if self.bin_row != Some(bin_row) {
+            self.flush();
+            self.bin_row = Some(bin_row);
+        }
+        let span = crate::masks::attended_span(&mask[k0..k1]);
+        if span.is_empty() {
+            return; // no key left: every probability 0, no bin's cell
+        }
+        let (run, on) = (&probs[k0..k1][span.clone()], &mask[k0..k1][span.clone()]);
+        // each loop one vector instruction for several keys (the row's largest in lanes)
+        for (key, &p) in self.keys[span.clone()].iter_mut().zip(run) {
+            *key = if p > *key { p } else { *key };
+        }
+        for (a, &m) in self.attended[span.clone()].iter_mut().zip(on) {
+            *a |= m;
+        }
+        let top = largest(run);
+        if top > self.pooled.max {
+            // a new largest (rarely): the first key of the row that holds it
+            let at = run.iter().position(|&p| p == top).unwrap_or(0);
+            (self.pooled.max, self.pooled.arg) = (top, q * probs.len() + k0 + span.start + at);
+        }
+    }
+
+    /// The row of bins the keys hold, into its bins; the keys then 0 again.
+    fn flush(&mut self) {
+        let Some(r) = self.bin_row.take() else {
+            return;
+        };
+        let (w, cols) = (self.pooled.w, self.pooled.cols);
+        let bins = self.keys.chunks(w).zip(self.attended.chunks(w));
+        for (c, (keys, on)) in bins.enumerate() {
+            self.pooled.values[r * cols + c] = largest(keys);
+            self.pooled.mask[r * cols + c] = u8::from(on.contains(&true));
+        }
+        self.keys.fill(0.0);
+        self.attended.fill(false);
+    }
+
+    /// The part pooled from the rows folded.
+    pub fn finish(mut self) -> PooledPart {
+        self.flush();
+        self.pooled
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +632,118 @@ mod tests {
             assert_eq!(got.own, cell_by_cell(&probs, bins));
             assert_eq!(got.without_sink, cell_by_cell(&renormalised(&probs), bins));
         }
+    }
+
+    /// A part pooled cell by cell, as the page's pooling is specified (web/summary.js
+    /// `pooledPart`): each cell into its bin, its mask's into the bin's, the first largest in
+    /// row order.
+    fn part_cell_by_cell(
+        probs: &Array2<f32>,
+        mask: &Array2<bool>,
+        part: Part,
+        px: usize,
+    ) -> PooledPart {
+        let t = probs.ncols();
+        let mut want = PoolFold::new(part, px, t).unwrap().finish();
+        for q in part.q0..part.q1 {
+            for k in part.k0..part.k1 {
+                let i = (q - part.q0) / want.w * want.cols + (k - part.k0) / want.w;
+                let v = probs[[q, k]];
+                if v > want.values[i] {
+                    want.values[i] = v;
+                }
+                want.mask[i] |= u8::from(mask[[q, k]]);
+                if v > want.max {
+                    (want.max, want.arg) = (v, q * t + k);
+                }
+            }
+        }
+        want
+    }
+
+    /// Rows folded a part's span at a time equal the cells pooled one by one: under causal,
+    /// banded, padded and scattered masks (rows that attend to none among them), for the whole
+    /// head and windows of it, to fewer pixels than cells (bins of several) and more (bins of
+    /// one). A part outside the head is refused.
+    #[test]
+    fn a_part_pooled_by_its_rows_spans_equals_its_cells_pooled_one_by_one() {
+        use rand::{rngs::SmallRng, Rng, SeedableRng};
+        let mut rng = SmallRng::seed_from_u64(51);
+        let t = 150;
+        let masks: Vec<(&str, Array2<bool>)> = vec![
+            ("causal", Array2::from_shape_fn((t, t), |(q, k)| k <= q)),
+            (
+                "band of 9",
+                Array2::from_shape_fn((t, t), |(q, k)| k <= q && q - k < 9),
+            ),
+            (
+                "padded",
+                Array2::from_shape_fn((t, t), |(q, k)| k < 120 && q < 120),
+            ),
+            (
+                "scattered",
+                Array2::from_shape_fn((t, t), |_| rng.random_ratio(1, 5)),
+            ),
+        ];
+        for (name, mask) in &masks {
+            // a head under the mask: a masked key's probability 0, ties among the others
+            let probs = mask.mapv(|on| {
+                if on {
+                    f32::from(rng.random_range(1u8..=40)) / 40.0
+                } else {
+                    0.0
+                }
+            });
+            let whole = Part {
+                q0: 0,
+                q1: t,
+                k0: 0,
+                k1: t,
+            };
+            let windows = [
+                whole,
+                Part {
+                    q0: 37,
+                    q1: 101,
+                    k0: 5,
+                    k1: 69,
+                },
+                Part {
+                    q0: 140,
+                    q1: 150,
+                    k0: 0,
+                    k1: 150,
+                },
+            ];
+            for part in windows {
+                for px in [1, 7, 40, 64, 149, 400] {
+                    let mut got = PoolFold::new(part, px, t).unwrap();
+                    for q in 0..t {
+                        got.row(
+                            q,
+                            probs.row(q).as_slice().unwrap(),
+                            mask.row(q).as_slice().unwrap(),
+                        );
+                    }
+                    assert_eq!(
+                        got.finish(),
+                        part_cell_by_cell(&probs, mask, part, px),
+                        "{name}, {part:?}, {px} px"
+                    );
+                }
+            }
+        }
+        let outside = PoolFold::new(
+            Part {
+                q0: 0,
+                q1: 151,
+                k0: 0,
+                k1: 10,
+            },
+            10,
+            t,
+        )
+        .unwrap_err();
+        assert!(outside.to_string().contains("queries 0..151"), "{outside}");
     }
 }

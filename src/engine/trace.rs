@@ -361,8 +361,10 @@ impl QueriesKeys {
 
     /// [`QueriesKeys::head`] `rows` query rows at a time (at least 4; the last part up to 3
     /// more or fewer), each part handed to `part` (its first row, its probabilities and its
-    /// scores when `scores` says so, each `(rows, T)`) before the next is computed into the
-    /// same memory: a long text's head is never whole here (the page copies each part out).
+    /// scores when `scores` says so, and the layer's mask of its rows, each `(rows, T)`) on the
+    /// calling thread while the pool computes the next part into a second buffer: a long
+    /// text's head is never whole here (the page copies each part out, the threads meanwhile
+    /// at the next).
     #[allow(clippy::too_many_arguments)]
     pub fn head_in_parts(
         &self,
@@ -372,28 +374,63 @@ impl QueriesKeys {
         mask: &Mask,
         scores: bool,
         rows: usize,
-        mut part: impl FnMut(usize, ArrayView2<f32>, Option<ArrayView2<f32>>) -> Result<()>,
+        mut part: impl FnMut(
+            usize,
+            ArrayView2<f32>,
+            Option<ArrayView2<f32>>,
+            ArrayView2<bool>,
+        ) -> Result<()>,
     ) -> Result<()> {
         let of = self.item_layer(b, layer, head..head + 1, mask)?;
         let t = of.queries.nrows();
         let parts = row_parts(t, rows);
         let most = parts.iter().map(|r| r.len()).max().unwrap_or(0);
-        let mut probs = Array2::uninit((most, t));
-        let mut kept = scores.then(|| Array2::uninit((most, t)));
+        // two buffers of a part's rows: one handed to `part`, the next part computed into the other
+        type Buffer = (Array2<MaybeUninit<f32>>, Option<Array2<MaybeUninit<f32>>>);
+        let buffer = |rows: usize| -> Buffer {
+            (
+                Array2::uninit((rows, t)),
+                scores.then(|| Array2::uninit((rows, t))),
+            )
+        };
         let keys = crate::engine::cpu::head_keys(of.keys, self.heads, head)?;
-        for std::ops::Range { start: first, end } in parts {
-            let n = end - first;
+        let compute = |range: &std::ops::Range<usize>, into: &mut Buffer| {
+            let n = range.len();
             let (p, s) = (
-                probs.slice_mut(s![..n, ..]),
-                kept.as_mut().map(|s| s.slice_mut(s![..n, ..])),
+                into.0.slice_mut(s![..n, ..]),
+                into.1.as_mut().map(|s| s.slice_mut(s![..n, ..])),
             );
-            self.rows_into(&of, head, &keys, first..first + n, p, s)?;
-            // `rows_into` returned Ok, writing every value of the part's rows
+            self.rows_into(&of, head, &keys, range.clone(), p, s)
+        };
+        let compute = &compute;
+        let (mut here, mut next) = (buffer(most), buffer(if parts.len() > 1 { most } else { 0 }));
+        let Some(first_part) = parts.first() else {
+            return Ok(());
+        };
+        compute(first_part, &mut here)?;
+        for (i, range) in parts.iter().enumerate() {
+            let (first, n) = (range.start, range.len());
+            // `compute` returned Ok, writing every value of the part's rows
             fn view(a: &Array2<MaybeUninit<f32>>, n: usize) -> ArrayView2<'_, f32> {
-                // SAFETY: the caller's `rows_into` wrote every value of the first `n` rows
+                // SAFETY: `compute` wrote every value of the first `n` rows
                 unsafe { a.slice(s![..n, ..]).assume_init() }
             }
-            part(first, view(&probs, n), kept.as_ref().map(|s| view(s, n)))?;
+            let mut computed = Ok(());
+            let handed = rayon::in_place_scope(|scope| {
+                if let Some(after) = parts.get(i + 1) {
+                    let (next, computed) = (&mut next, &mut computed);
+                    scope.spawn(move |_| *computed = compute(after, next));
+                }
+                part(
+                    first,
+                    view(&here.0, n),
+                    here.1.as_ref().map(|s| view(s, n)),
+                    of.mask.slice(s![first..first + n, ..]),
+                )
+            });
+            handed?;
+            computed?;
+            std::mem::swap(&mut here, &mut next);
         }
         Ok(())
     }

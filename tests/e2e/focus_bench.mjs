@@ -59,13 +59,13 @@ try {
       return window.__came > 0 && s.run.hasHead(0, s.layer, s.head) && window.__measures.some((x) => x.name === 'head' && x.t >= window.__came);
     }, null, { timeout: 60000, polling: 'raf' });
     await page.waitForTimeout(400); // the views' last measures
-    const k = await page.evaluate(() => ({ views: window.__measures.filter((x) => x.t >= window.__at), at: window.__at, came: window.__came - window.__at }));
+    const k = await page.evaluate(() => ({ views: window.__measures.filter((x) => x.t >= window.__at), at: window.__at, came: window.__came - window.__at, pooledBy: document.querySelector('#head-view .heat')?.dataset.pooledBy ?? 'none' }));
     const ms = Math.max(...k.views.map((x) => x.t + x.ms)) - k.at, own = {};
     for (const x of k.views) own[x.name] = (own[x.name] ?? 0) + x.ms;
     toViews.push(ms);
     came.push(k.came);
     heat.push(own.head);
-    console.log(`layer ${layer}, head ${head}: ${ms.toFixed(0)} ms to every view; the head came at ${k.came.toFixed(0)} ms; each view's ms: ${Object.entries(own).map(([n, v]) => `${n} ${v.toFixed(0)}`).join(', ')}`);
+    console.log(`layer ${layer}, head ${head}: ${ms.toFixed(0)} ms to every view; the head came at ${k.came.toFixed(0)} ms, pooled by the ${k.pooledBy}; each view's ms: ${Object.entries(own).map(([n, v]) => `${n} ${v.toFixed(0)}`).join(', ')}`);
   }
   const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1].toFixed(0);
   console.log(`\n${first.T} tokens, ${FOCUS.length} heads focused: median ${median(toViews)} ms to every view (${Math.min(...toViews).toFixed(0)}–${Math.max(...toViews).toFixed(0)}), the head from the engine at ${median(came)} ms, the heatmap ${median(heat)} ms (goals at 8,192 tokens: 300 ms a head focus, 1 s a layer switch)`);

@@ -11,12 +11,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, readFileSync, writeFileSync } from 'node:fs';
 import { startServer, launch, openPage, ready, ROOT, ARTIFACTS, attnscope, PARAGRAPH } from './harness.mjs';
 import { thumbBins, foldRows } from '../../web/summary.js';
 
 const GGUF = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf'; // index.html's built-in choice
 const WIDE = 'assets/models/e2e-tiny-llama-wide'; // a copy of the fixture where the server serves models
+// another, its positions 4,096 (the fixture's 2,048 would cut a text past the head view's pooling)
+const WIDE_4K = 'assets/models/e2e-tiny-llama-wide-4k';
 const TOL = 1e-4;
 const MIB = 1 << 20;
 
@@ -43,6 +45,9 @@ function reference(c) {
 }
 before(async () => {
   cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama-wide'), path.join(ROOT, WIDE), { recursive: true });
+  cpSync(path.join(ROOT, 'tests/fixtures/models/tiny-llama-wide'), path.join(ROOT, WIDE_4K), { recursive: true });
+  const config = path.join(ROOT, WIDE_4K, 'config.json');
+  writeFileSync(config, JSON.stringify({ ...JSON.parse(readFileSync(config, 'utf8')), max_position_embeddings: 4096 }, null, 2));
   server = await startServer();
   browser = await launch();
 });
@@ -50,6 +55,7 @@ after(async () => {
   await browser?.close();
   server?.stop();
   rmSync(path.join(ROOT, WIDE), { recursive: true, force: true });
+  rmSync(path.join(ROOT, WIDE_4K), { recursive: true, force: true });
 });
 
 /** The page's head (layer, head) of item 0 once the page has it, rows as arrays. */
@@ -258,6 +264,69 @@ test('a long run shows the layer it is on, over the page, and its stop ends it b
   await page.fill('#sentence', 'The committee met again.');
   await page.waitForFunction(() => window.attnscope.result?.text === 'The committee met again.' && !window.attnscope.store.get().runError, null, { timeout: 60000 });
   assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
+  await page.close();
+});
+
+// The head view pools a head of more than 2,048 positions to its pixels (views/head.js poolOf):
+// for a long run the engine pools it as it makes the head's rows (src/analysis/thumbnail.rs
+// PoolFold), so the page reads none of its T² values to draw it. The tiny Llama of 64 heads
+// over 2,136 tokens.
+const POOL_TEXT = PARAGRAPH.repeat(9);
+test('a long run\'s head comes pooled for the head view by the engine, the same bits as the page pools it; with the sink hidden the page pools its own', async () => {
+  const url = `${server.url}${process.env.WASM ? `?wasm=${process.env.WASM}` : ''}#model=${encodeURIComponent(WIDE_4K)}&s=${encodeURIComponent(POOL_TEXT)}&e=cpu&l=0&h=0`;
+  const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+  await page.addInitScript(() => { // what each request for a long run's head asked pooled
+    const post = Worker.prototype.postMessage;
+    window.longHeads = [];
+    Worker.prototype.postMessage = function (msg, ...rest) {
+      if (msg?.type === 'long-head') window.longHeads.push({ head: `${msg.layer}:${msg.head}`, pool: msg.pool ?? null });
+      return post.call(this, msg, ...rest);
+    };
+  });
+  await page.reload();
+  assert.equal(await ready(page), null);
+  await page.waitForFunction(() => window.attnscope.store.get().run?.long, null, { timeout: 300000, polling: 250 });
+  const T = await page.evaluate(() => window.attnscope.store.get().run.T);
+  assert.ok(T > 2048, `${T} tokens: past the head view's pooling`);
+  /** Head (l, h) focused, then every view drawn with it: how the heatmap was pooled, and the
+   *  engine's pooled part against summary.js pooledPart over the head the page holds. */
+  const focus = (l, h) => page.evaluate(async ([l, h]) => {
+    const before = window.attnscope.store.get().rendered;
+    window.attnscope.store.update({ layer: l, head: h });
+    const s = () => window.attnscope.store.get();
+    while (!(s().run.hasHead(0, l, h) && s().rendered !== before && s().rendered.startsWith(`${s().run.id}:`))) await new Promise((r) => setTimeout(r, 50));
+    const { pooledPart } = await import('/web/summary.js');
+    const r = s().run, made = r.pooledOf(0, l, h);
+    const heat = document.querySelector('#head-view .heat');
+    if (!made) return { by: heat.dataset.pooledBy, made: null };
+    const want = pooledPart(r.head(0, l, h), r.maskOf(0, l), r.T, made.part, made.px);
+    const same = (a, b) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+    return {
+      by: heat.dataset.pooledBy, part: made.part, px: made.px, bins: [made.rows, made.cols, made.w],
+      sameShape: made.rows === want.rows && made.cols === want.cols && made.w === want.w,
+      sameValues: same(made.values, want.values), sameMask: same(made.mask, want.mask),
+      largest: [made.max, made.arg], want: [want.max, want.arg],
+      cells: made.values.filter((v) => v > 0).length,
+    };
+  }, [l, h]);
+  for (const [l, h] of [[0, 5], [2, 11], [3, 0]]) {
+    const got = await focus(l, h);
+    assert.equal(got.by, 'engine', `head ${l}:${h} drawn from the engine's pooling: ${JSON.stringify(got)}`);
+    assert.deepEqual(got.part, { q0: 0, q1: T, k0: 0, k1: T }, 'the whole head');
+    assert.ok(got.px < T && got.bins[2] >= 2, `pooled to fewer pixels than cells: ${JSON.stringify(got)}`);
+    assert.ok(got.sameShape && got.sameValues && got.sameMask, `head ${l}:${h}: the engine's bins equal pooledPart's: ${JSON.stringify(got)}`);
+    assert.deepEqual(got.largest, got.want, `head ${l}:${h}: the largest and its first cell`);
+    assert.ok(got.cells > got.bins[0], 'a causal head fills its lower half of bins');
+  }
+  // the sink hidden: the view draws heads renormalised from the engine's, which the page pools
+  await page.evaluate(() => window.attnscope.store.update({ noSink: true }));
+  const hidden = await focus(1, 7);
+  assert.equal(hidden.by, 'page', `with the sink hidden the page pools: ${JSON.stringify(hidden)}`);
+  const asked = await page.evaluate(() => window.longHeads);
+  assert.deepEqual(asked.map((x) => x.head), ['0:5', '2:11', '3:0', '1:7']);
+  assert.ok(asked.slice(0, 3).every((x) => x.pool?.px > 0), `each asked pooled: ${JSON.stringify(asked)}`);
+  assert.equal(asked[3].pool, null, 'not with the sink hidden');
+  assert.deepEqual(problems, []);
   await page.close();
 });
 

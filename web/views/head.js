@@ -335,6 +335,44 @@ function weightsIn(g, values, nk, sc, masked, after) {
   };
 }
 
+/** The room a head over `T` positions is drawn in: the target's `width`, the type's `fontPx`, and
+ *  the square's side (`size`), as render lays it out (`opts` as render's). */
+function sideOf(target, T, opts) {
+  const width = Math.max(120, target.clientWidth || 480);
+  const fontPx = opts.fontPx ?? 12;
+  let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
+  if (opts.cellsLike > T) { // beside a longer sentence: its cells' size, so this matrix is smaller
+    const like = square({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx });
+    size = Math.ceil(like.x0 + 2 + like.cell * T);
+  }
+  return { width, fontPx, size };
+}
+
+/** What a square layout `g` (matrix.js `square`) shows pooled: past POOL_CELLS cells a side, on
+ *  fewer device pixels than cells, its cells max-pooled to the matrix's device pixels (summary.js
+ *  pooledPart, as the grid pools a head: a long text's 4,000² cells are neither coloured every
+ *  one nor kept one in n by the canvas's scaling), `{part: {q0, q1, k0, k1}, px}`; else null. */
+function poolOf(g) {
+  const px = Math.floor(Math.min(g.nq, g.nk) * g.cell * dpr());
+  if (!(Math.max(g.nq, g.nk) > POOL_CELLS && px < Math.max(g.nq, g.nk))) return null;
+  return { part: { q0: g.q0, q1: g.q0 + g.nq, k0: g.k0, k1: g.k0 + g.nk }, px };
+}
+
+const samePart = (a, b) => a.q0 === b.q0 && a.q1 === b.q1 && a.k0 === b.k0 && a.k1 === b.k1;
+
+/**
+ * The part of a head over `T` positions that render would draw in `target` max-pooled, and to
+ * how many pixels (`{part, px}`, engine.js `longHead`'s `pool`), or null where it would colour
+ * each cell (a short text, zoomed in to few cells, a head shown whole, a sentence pair's part, a
+ * difference): a long run's head is then pooled by the engine as its rows are made. `opts` as
+ * render's.
+ */
+export function poolWanted(target, T, opts) {
+  if (opts.whole || opts.part || opts.compare?.same) return null;
+  const { size, fontPx } = sideOf(target, T, opts);
+  return poolOf(square({ width: size, height: size, T, win: opts.win, labels: true, fontPx }));
+}
+
 /**
  * `run`: the result contract (its heads T × T, or T × `run.nk` with `results[item].keyLabels`
  * for the columns). `opts`: {item, layer, head, scale: 'absolute' | 'head', win: {q0, k0, n} |
@@ -366,13 +404,7 @@ export function render(target, run, opts) {
   const sc = diff ? scale('difference', { max: diff.maxAbs(layer, head) || 1e-6 })
     : run.valueWeighted ? { ...probs, label: `value-weighted attention, rows renormalised${probs.max === 1 ? '' : ' (scaled to this head\'s max)'}` } : probs;
   const prev = target._view;
-  const width = Math.max(120, target.clientWidth || 480);
-  const fontPx = opts.fontPx ?? 12;
-  let size = Math.floor(Math.min(width, opts.maxHeight ?? width));
-  if (opts.cellsLike > T) { // beside a longer sentence: its cells' size, so this matrix is smaller
-    const like = square({ width: size, height: size, T: opts.cellsLike, win: null, labels: true, fontPx });
-    size = Math.ceil(like.x0 + 2 + like.cell * T);
-  }
+  const { width, fontPx, size } = sideOf(target, T, opts);
   const heat = target.querySelector('.heat');
   const overlay = target.querySelector('.overlay');
   // shown whole: in the room its measured labels leave, larger type asking for larger cells
@@ -386,19 +418,25 @@ export function render(target, run, opts) {
   // a part's block as tall as its rows need (a square's room is `size` both ways)
   const [w, height] = whole ? [g.w, g.h] : [size, g.fixed ? Math.min(size, Math.ceil(g.y0 + g.nq * g.cell + 2)) : size];
   // the cells on screen: each coloured (one device pixel a row at least: minPx), or, past
-  // POOL_CELLS of them a side, max-pooled to the matrix's device pixels (summary.js pooledPart,
-  // as the grid pools a head): a long text's 4,000² cells are neither coloured every one nor
-  // kept one in n by the canvas's scaling
-  const px = Math.floor(Math.min(g.nq, g.nk) * g.cell * dpr());
-  const pool = !whole && !part && !diff && Math.max(g.nq, g.nk) > POOL_CELLS && px < Math.max(g.nq, g.nk);
+  // POOL_CELLS of them a side, max-pooled to the matrix's device pixels (poolOf)
+  const pool = !whole && !part && !diff ? poolOf(g) : null;
   const minPx = pool ? 0 : Math.ceil((g.n * height) / g.size) + 1;
-  const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff), ...(pool ? [g.q0, g.k0, g.nq, g.nk, px] : [])].join('|');
+  const imgKey = [run.id, item, layer, head, opts.scale, Boolean(diff), ...(pool ? [g.q0, g.k0, g.nq, g.nk, pool.px] : [])].join('|');
   let img = prev?.imgKey === imgKey ? prev.img : null, imgOrigin = pool ? prev?.imgOrigin : undefined;
   if (!img && pool) {
-    const p = pooledPart(values, mask, T, { q0: g.q0, q1: g.q0 + g.nq, k0: g.k0, k1: g.k0 + g.nk }, px);
+    // a long run's head as the engine pooled it while making its rows, where the page asked
+    // for this part at these pixels (scope.js `longHead`, poolWanted) and the view draws that
+    // head itself (not a head derived from it: words, the sink hidden, value-weighted)
+    const made = run.pooledOf?.(item, layer, head);
+    const byEngine = made && made.probs === values && made.px === pool.px && samePart(made.part, pool.part);
+    const p = byEngine ? made : pooledPart(values, mask, T, pool.part, pool.px);
+    heat.dataset.pooledBy = byEngine ? 'engine' : 'page';
     img = bitmap(pixels(p.values, p.rows, sc, p.mask, p.cols), prev?.img);
     imgOrigin = { q: g.q0, k: g.k0, per: p.w };
-  } else if (!img) img = bitmap(pixels(values, T, sc, mask, nk), prev?.img);
+  } else if (!img) {
+    img = bitmap(pixels(values, T, sc, mask, nk), prev?.img);
+    delete heat.dataset.pooledBy;
+  }
   const drawKey = [imgKey, size, g.q0, g.k0, g.nq, g.nk, g.cell, g.fontPx, g.showLabels, sel.join(','), focusRow, after, Boolean(opts.weights)].join('|');
   const masked = maskedBy(mask, nk);
   const named = opts.label ? `${opts.label} (rows: ${opts.axes?.rows ?? 'queries'}, columns: ${opts.axes?.cols ?? 'keys'})`

@@ -16,6 +16,7 @@ use crate::engine::{ScoreFactor, ScoreScale};
 use crate::error::{Error, Result};
 use crate::linalg::gemm::{matmul_in_one_thread, matmul_part_in_one_thread, PackedB, Part, NR};
 use crate::linalg::{dot, isa, team};
+use crate::masks::attended_span;
 use crate::model::weights::Linear;
 
 /// Every step of `softmax(QKᵀ/√d_k + mask)·V` (or of `softmax(QKᵀ + mask)·V`, unscaled), kept
@@ -299,11 +300,13 @@ fn reached_panels(mask: Option<ArrayView2<bool>>, n_k: usize) -> std::ops::Range
     };
     let (mut first, mut last) = (n_k, 0);
     for row in mask.rows() {
-        if let Some(f) = row.iter().position(|&ok| ok) {
-            first = first.min(f);
-        }
-        if let Some(l) = row.iter().rposition(|&ok| ok) {
-            last = last.max(l + 1);
+        let span = match row.as_slice() {
+            Some(row) => attended_span(row),
+            None => attended_span(&row.to_vec()),
+        };
+        if !span.is_empty() {
+            first = first.min(span.start);
+            last = last.max(span.end);
         }
     }
     if first >= last {
