@@ -792,6 +792,35 @@ struct LongRun {
 }
 
 impl LongRun {
+    /// The scores of item `item`'s head `head` of layer `layer` in `part`, computed from the
+    /// run's queries and keys ([`QueriesKeys::scores_in`]): `{part, values}`, `values` a
+    /// Float32Array of `(q1 − q0, k1 − k0)`.
+    fn scores_in(
+        &self,
+        item: usize,
+        layer: usize,
+        head: usize,
+        part: Part,
+    ) -> Result<Object, JsError> {
+        let Part { q0, q1, k0, k1 } = part;
+        let values = self
+            .from
+            .scores_in(item, layer, head, &self.mask, q0..q1, k0..k1)
+            .map_err(js_err)?;
+        let values = values.as_standard_layout();
+        let o = Object::new();
+        set(
+            &o,
+            "part",
+            serde_wasm_bindgen::to_value(&part).map_err(|e| JsError::new(&e.to_string()))?,
+        )?;
+        let values = values
+            .as_slice()
+            .ok_or_else(|| JsError::new("a window of scores apart"))?;
+        set(&o, "values", Float32Array::from(values))?;
+        Ok(o)
+    }
+
     /// Long run `run`, where the session still keeps it.
     fn kept(kept: &Option<LongRun>, run: u32) -> Result<&LongRun, JsError> {
         kept.as_ref().filter(|r| r.id == run).ok_or_else(|| {
@@ -800,6 +829,75 @@ impl LongRun {
                  queries and keys): run the text again"
             ))
         })
+    }
+}
+
+/// `value` read as a `T`, or none where it is `undefined` or `null`; an error naming `what`
+/// where it is neither a `T` nor none.
+fn optional<T: serde::de::DeserializeOwned>(
+    value: JsValue,
+    what: &str,
+) -> Result<Option<T>, JsError> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(None);
+    }
+    serde_wasm_bindgen::from_value(value)
+        .map(Some)
+        .map_err(|e| JsError::new(&format!("{what}: {e}")))
+}
+
+/// Where [`Session::long_head`] puts a long run's head as its parts come
+/// ([`QueriesKeys::head_in_parts`]): each row's span of the pass's mask copied into `attention`
+/// (the probabilities around it are 0: a new array's are already, an array written over gets
+/// them filled), and folded into `pooled` where the page asked for the head view's pooling.
+struct LongHeadOut<'a> {
+    t: usize,
+    item: usize,
+    /// The pass's mask: each row's span.
+    mask: &'a Mask,
+    /// Whether `attention` held another head (a new array's values are 0 already).
+    written_over: bool,
+    attention: Float32Array,
+    pooled: Option<PoolFold>,
+}
+
+impl LongHeadOut<'_> {
+    /// The rows from `first` on: `probs` and the layer's `mask` of them, each `(rows, T)`.
+    fn part(
+        &mut self,
+        first: usize,
+        probs: ndarray::ArrayView2<f32>,
+        mask: ndarray::ArrayView2<bool>,
+    ) -> crate::error::Result<()> {
+        let apart = |what: &str| crate::error::Error::Engine(format!("{what} apart"));
+        let t = self.t;
+        let probs = probs.as_slice().ok_or_else(|| apart("a part's rows"))?;
+        for (i, row) in probs.chunks_exact(t).enumerate() {
+            let q = first + i;
+            if let Some(pooled) = self.pooled.as_mut() {
+                let m = mask.row(i);
+                pooled.row(q, row, m.as_slice().ok_or_else(|| apart("a mask's row"))?);
+            }
+            let keys = match self.mask.span(self.item, q) {
+                // a row that attends to none: every value
+                keys if keys.is_empty() => 0..t,
+                keys => keys,
+            };
+            let at = (q * t) as u32;
+            if self.written_over {
+                // the values around the span set to 0 in JavaScript, not copied out of wasm
+                // memory (a copy from shared memory runs at a few GB/s: half the copy a row
+                // of a causal head)
+                self.attention.fill(0.0, at, at + keys.start as u32);
+                self.attention
+                    .fill(0.0, at + keys.end as u32, at + t as u32);
+            }
+            let from = at + keys.start as u32;
+            self.attention
+                .subarray(from, from + keys.len() as u32)
+                .copy_from(&row[keys]);
+        }
+        Ok(())
     }
 }
 
@@ -1116,12 +1214,7 @@ impl Session {
         options: JsValue,
     ) -> Result<JsValue, JsError> {
         let engine: Engine = engine.parse()?;
-        let options: RunOptions = if options.is_undefined() || options.is_null() {
-            RunOptions::default()
-        } else {
-            serde_wasm_bindgen::from_value(options)
-                .map_err(|e| JsError::new(&format!("run options: {e}")))?
-        };
+        let options: RunOptions = optional(options, "run options")?.unwrap_or_default();
         let pair = pair.filter(|p| !p.trim().is_empty());
         let (input, kind) = self.encode(&texts, pair.as_deref(), options.ids.as_deref(), &mask)?;
         let c = &self.runner.model().config;
@@ -1521,17 +1614,20 @@ impl Session {
 
     /// Head `head` of layer `layer` over item `item` of long run `run` (its `info.long_run`),
     /// computed again from the run's queries and keys, its rows on the threads:
-    /// `{attention, scores, score_max}`, each of the first two a Float32Array of `(T, T)`,
-    /// `[query][key]` (the values a run that keeps them gives: [`run_records`]), `score_max` the
-    /// largest |score| (the steps view's scale: read here, where the scores are made, not over
-    /// T² values again in the page). `into_attention` and `into_scores`, where given and of
-    /// `T·T` values, are written over and returned (a head the page let go: memory already
-    /// touched, where a new array's first write of each page costs more than the copy itself).
+    /// `{attention, score_max}`, `attention` a Float32Array of `(T, T)`, `[query][key]` (the
+    /// values a run that keeps them gives: [`run_records`]), `score_max` its largest |score|
+    /// over every cell, the masked ones too (the steps view's scale, folded where the scores
+    /// are made: the page holds none of a long run's `T²` scores, only windows of them,
+    /// [`Session::long_scores`]). `into_attention`, where given and of `T·T` values, is written
+    /// over and returned (a head the page let go: memory already touched, where a new array's
+    /// first write of each page costs more than the copy itself).
     /// `pool` (`{part: {q0, q1, k0, k1}, px}`, or none) asks for the head's part max-pooled to
     /// `px` pixels a side as its rows are made, as the head view pools it (web/summary.js
     /// `pooledPart`): `pooled` then holds `{part, px, w, rows, cols, max, arg, values
     /// (Float32Array), mask (Uint8Array)}` (`analysis::thumbnail::PooledPart`), so the page
     /// need not read the head's `T²` values again on its main thread to draw it.
+    /// `scores` (`{q0, q1, k0, k1}`, or none) asks for a window of its scores with it (the
+    /// steps view's): `scores` then holds `{part, values}`, as [`Session::long_scores`] gives.
     /// An error when the session no longer keeps that run (it keeps the last), or names a
     /// layer, head, item or part the run does not have.
     #[allow(clippy::too_many_arguments)]
@@ -1543,8 +1639,8 @@ impl Session {
         layer: usize,
         head: usize,
         into_attention: Option<Float32Array>,
-        into_scores: Option<Float32Array>,
         pool: JsValue,
+        scores: JsValue,
     ) -> Result<JsValue, JsError> {
         let kept = self.long.borrow();
         let long = LongRun::kept(&kept, run)?;
@@ -1554,88 +1650,72 @@ impl Session {
             part: Part,
             px: usize,
         }
-        let mut pooled = match pool.is_undefined() || pool.is_null() {
-            true => None,
-            false => {
-                let Pool { part, px } = serde_wasm_bindgen::from_value(pool)
-                    .map_err(|e| JsError::new(&format!("longHead's pool: {e}")))?;
-                Some(PoolFold::new(part, px, t).map_err(js_err)?)
-            }
+        let pool: Option<Pool> = optional(pool, "longHead's pool")?;
+        // the window of scores first: a part the run does not have is refused before the head
+        let window: Option<Part> = optional(scores, "longHead's scores")?;
+        let scores = window
+            .map(|part| long.scores_in(item, layer, head, part))
+            .transpose()?;
+        let pooled = match pool {
+            Some(Pool { part, px }) => Some(PoolFold::new(part, px, t).map_err(js_err)?),
+            None => None,
+        };
+        // A row's probabilities outside its mask's span are 0 (masked_fill's −∞ through
+        // softmax): only the span is copied (a causal head's lower half).
+        let into = into_attention.filter(|a| a.length() as usize == t * t);
+        let mut out = LongHeadOut {
+            t,
+            item,
+            mask: &long.mask,
+            written_over: into.is_some(),
+            attention: into.unwrap_or_else(|| Float32Array::new_with_length((t * t) as u32)),
+            pooled,
         };
         // computed LONG_HEAD_PART values at a time, each part copied out while the next is
-        // computed: the head whole only in JavaScript (at 8,192 tokens 268 MB of probabilities,
-        // as many of scores)
-        let reuse = |a: Option<Float32Array>| {
-            a.filter(|a| a.length() as usize == t * t)
-                .ok_or_else(|| Float32Array::new_with_length((t * t) as u32))
-        };
-        // A new array's values are 0, as a row's probabilities outside its mask's span are
-        // (masked_fill's −∞ through softmax): only the span is copied (a causal head's lower
-        // half). An array written over gets every value.
-        let (attention, spans) = match reuse(into_attention) {
-            Ok(given) => (given, false),
-            Err(new) => (new, true),
-        };
-        let scores = reuse(into_scores).unwrap_or_else(|new| new);
-        let mut score_max = 0f32;
+        // computed: the head whole only in JavaScript (at 8,192 tokens 268 MB)
         let rows = (LONG_HEAD_PART / t.max(1)).max(1);
-        long.from
-            .head_in_parts(
-                item,
-                layer,
-                head,
-                &long.mask,
-                true,
-                rows,
-                |first, p, s, m| {
-                    let (p, s) = (
-                        p.as_slice().ok_or_else(|| {
-                            crate::error::Error::Engine("a part's rows apart".into())
-                        })?,
-                        s.and_then(|s| s.to_slice()).ok_or_else(|| {
-                            crate::error::Error::Engine(
-                                "a head computed with its scores came without them".into(),
-                            )
-                        })?,
-                    );
-                    for (i, row) in p.chunks_exact(t).enumerate() {
-                        let q = first + i;
-                        if let Some(pooled) = pooled.as_mut() {
-                            let m = m.row(i);
-                            let m = m.as_slice().ok_or_else(|| {
-                                crate::error::Error::Engine("a mask's row apart".into())
-                            })?;
-                            pooled.row(q, row, m);
-                        }
-                        let keys = match long.mask.span(item, q) {
-                            // written over, or a row that attends to none: every value
-                            keys if !spans || keys.is_empty() => 0..t,
-                            keys => keys,
-                        };
-                        let at = (q * t + keys.start) as u32;
-                        attention
-                            .subarray(at, at + keys.len() as u32)
-                            .copy_from(&row[keys]);
-                    }
-                    let at = (first * t) as u32;
-                    scores.subarray(at, at + s.len() as u32).copy_from(s);
-                    score_max = s.iter().fold(score_max, |m, &v| m.max(v.abs()));
-                    Ok(())
-                },
-            )
+        let score_max = long
+            .from
+            .head_in_parts(item, layer, head, &long.mask, rows, |first, p, m| {
+                out.part(first, p, m)
+            })
             .map_err(js_err)?;
         let o = Object::new();
-        set(&o, "attention", attention)?;
-        set(&o, "scores", scores)?;
+        set(&o, "attention", out.attention)?;
         set(&o, "score_max", score_max)?;
-        if let Some(p) = pooled.map(PoolFold::finish) {
+        if let Some(p) = out.pooled.map(PoolFold::finish) {
             let to = serde_wasm_bindgen::to_value(&p).map_err(|e| JsError::new(&e.to_string()))?;
             let to: Object = to.unchecked_into();
             set(&to, "values", Float32Array::from(p.values.as_slice()))?;
             set(&to, "mask", Uint8Array::from(p.mask.as_slice()))?;
             set(&o, "pooled", to)?;
         }
+        if let Some(scores) = scores {
+            set(&o, "scores", scores)?;
+        }
         Ok(o.into())
+    }
+
+    /// A window of head `head` of layer `layer` over item `item` of long run `run`: its scores
+    /// (`QKᵀ/√d_k` before the mask, the masked ones too) of the queries `q0..q1` against the
+    /// keys `k0..k1` of `part` (`{q0, q1, k0, k1}`), computed from the run's queries and keys,
+    /// the same bits as a run that keeps its scores gives: `{part, values}`, `values` a
+    /// Float32Array of `(q1 − q0, k1 − k0)`. A long run's page holds windows of scores, not
+    /// the `T²` of a head (the steps view's, a cell the rotary panel reads).
+    #[wasm_bindgen(js_name = longScores)]
+    pub fn long_scores(
+        &self,
+        run: u32,
+        item: usize,
+        layer: usize,
+        head: usize,
+        part: JsValue,
+    ) -> Result<JsValue, JsError> {
+        let kept = self.long.borrow();
+        let long = LongRun::kept(&kept, run)?;
+        let part: Part = serde_wasm_bindgen::from_value(part)
+            .map_err(|e| JsError::new(&format!("longScores' part: {e}")))?;
+        Ok(long.scores_in(item, layer, head, part)?.into())
     }
 
     /// Translates `sources` with an encoder–decoder model on `engine` (`cpu`, or `gpu`: the
@@ -1657,12 +1737,7 @@ impl Session {
         options: JsValue,
     ) -> Result<JsValue, JsError> {
         let engine: Engine = engine.parse()?;
-        let options: TranslateOptions = if options.is_undefined() || options.is_null() {
-            TranslateOptions::default()
-        } else {
-            serde_wasm_bindgen::from_value(options)
-                .map_err(|e| JsError::new(&format!("translate options: {e}")))?
-        };
+        let options: TranslateOptions = optional(options, "translate options")?.unwrap_or_default();
         let model = self.runner.model();
         crate::engine::translate::EncoderDecoder::translating(model).map_err(js_err)?;
         let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
@@ -1751,12 +1826,7 @@ impl Session {
         options: JsValue,
     ) -> Result<Generating, JsError> {
         let engine: Engine = engine.parse()?;
-        let options: GenerateOptions = if options.is_undefined() || options.is_null() {
-            GenerateOptions::default()
-        } else {
-            serde_wasm_bindgen::from_value(options)
-                .map_err(|e| JsError::new(&format!("generate options: {e}")))?
-        };
+        let options: GenerateOptions = optional(options, "generate options")?.unwrap_or_default();
         let model = self.runner.shared_model();
         let (text, enc) = if options.chat {
             let (mut written, enc) = model.encode_chat(&[&prompt]).map_err(js_err)?;

@@ -691,36 +691,66 @@ fn heads_computed_from_the_kept_queries_and_keys_equal_the_kept_probabilities() 
                     let one = from.head(i, li, hi, &got.mask, true).unwrap();
                     assert_eq!((&many.probs, &many.scores), (&one.probs, &one.scores));
                     // and a few rows at a time, each part handed over before the next (what
-                    // the page copies out of a long text's head), the same values
+                    // the page copies out of a long text's head), the same values; the scores
+                    // not kept, their largest |value| over every cell, the masked ones too
+                    let sc = one.scores.as_ref().unwrap();
+                    let largest = sc.iter().fold(0f32, |m, v| m.max(v.abs()));
                     for rows in [1, 5, 64] {
-                        let (mut probs, mut scores) = (one.probs.clone(), one.probs.clone());
+                        let mut probs = one.probs.clone();
                         probs.fill(f32::NAN);
-                        scores.fill(f32::NAN);
                         let mut next = 0;
-                        from.head_in_parts(i, li, hi, &got.mask, true, rows, |first, p, sc, m| {
-                            // the parts in order, each of 4 rows or more
-                            assert_eq!(first, next);
-                            assert!(p.nrows() >= 4.min(one.probs.nrows()));
-                            // with the layer's mask of its rows: a key it hides holds 0
-                            assert_eq!(m.dim(), p.dim());
-                            assert!(
-                                p.iter().zip(&m).all(|(&v, &on)| on || v == 0.0),
-                                "{name} item {i} head {li}:{hi}: a masked key's probability"
-                            );
-                            let at = s![first..first + p.nrows(), ..];
-                            probs.slice_mut(at).assign(&p);
-                            scores.slice_mut(at).assign(&sc.unwrap());
-                            next += p.nrows();
-                            Ok(())
-                        })
-                        .unwrap();
+                        let score_max = from
+                            .head_in_parts(i, li, hi, &got.mask, rows, |first, p, m| {
+                                // the parts in order, each of 4 rows or more
+                                assert_eq!(first, next);
+                                assert!(p.nrows() >= 4.min(one.probs.nrows()));
+                                // with the layer's mask of its rows: a key it hides holds 0
+                                assert_eq!(m.dim(), p.dim());
+                                assert!(
+                                    p.iter().zip(&m).all(|(&v, &on)| on || v == 0.0),
+                                    "{name} item {i} head {li}:{hi}: a masked key's probability"
+                                );
+                                probs.slice_mut(s![first..first + p.nrows(), ..]).assign(&p);
+                                next += p.nrows();
+                                Ok(())
+                            })
+                            .unwrap();
                         assert_eq!(next, one.probs.nrows(), "every row in a part");
                         assert_eq!(
-                            (&probs, &scores),
-                            (&one.probs, one.scores.as_ref().unwrap()),
+                            &probs, &one.probs,
                             "{name} item {i} head {li}:{hi}, {rows} rows a part"
                         );
+                        assert!(largest > 0.0);
+                        assert_eq!(
+                            score_max.to_bits(),
+                            largest.to_bits(),
+                            "{name} item {i} head {li}:{hi}, {rows} rows a part: the largest |score|"
+                        );
                     }
+                    // a window of its scores: the same bits as the head's, down to one cell,
+                    // and one at the end of the text (its rows taken from before it)
+                    let n = sc.nrows();
+                    for (rows, keys) in [
+                        (0..n, 0..n),
+                        (3..n.min(40), 1..n.min(9)),
+                        (n - 1..n, 0..n),
+                        (n / 2..n / 2 + 1, n / 3..n / 3 + 1),
+                        (n - 2..n, n - 2..n),
+                        (5..5, 0..n),
+                    ] {
+                        let got = from
+                            .scores_in(i, li, hi, &got.mask, rows.clone(), keys.clone())
+                            .unwrap();
+                        assert_eq!(
+                            got,
+                            sc.slice(s![rows.clone(), keys.clone()]),
+                            "{name} item {i} head {li}:{hi}: scores of {rows:?} × {keys:?}"
+                        );
+                    }
+                    let err = from
+                        .scores_in(i, li, hi, &got.mask, n - 1..n + 1, 0..n)
+                        .unwrap_err();
+                    assert!(err.to_string().contains("query rows"), "{err}");
                 }
                 for hi in 0..h {
                     let one = from.head(i, li, hi, &got.mask, true).unwrap();

@@ -4,7 +4,7 @@
 import { createStore, INTENT_DEFAULTS, MAX_BATCH, METRICS, ROLES, repeatedText, COMPARE_FIRST, INSIDE, DECODER_INSIDE, PARTS, metricLabel, metricsFor } from './store.js';
 import { cosine } from './compare.js';
 import { parseHash, writeHash } from './hash.js';
-import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven, runOptions } from './scope.js';
+import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, splitLine, textsOf, urlSource, hubSource, sourceOf, shownOf, delayedBusy, needsModel, isGiven, runOptions, zoomOf } from './scope.js';
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
@@ -16,6 +16,7 @@ import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.
 import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
 import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
+import { partShown } from './views/steps.js';
 import { readGiven, fromGiven, precisionNote } from './given.js';
 import { player, PLAY_MS } from './play.js';
 import * as runStatus from './progress.js';
@@ -1106,7 +1107,9 @@ for (const span of document.querySelectorAll('.exports')) {
       const s = store.get();
       if (!s.run) return;
       const v = view === 'head' && s.view === 'lines' ? 'lines' : view;
-      exportView(v === 'steps' ? s.run : shownOf(s), v, f, { item: Math.min(s.item, s.run.B - 1), layer: s.layer, head: s.head, scale: s.scale });
+      // a long run's steps: the window the steps view shows (the page holds its scores a window at a time)
+      const part = v === 'steps' && s.run.long ? partShown(s.run.T, zoomOf(s, s.run)) : null;
+      exportView(v === 'steps' ? s.run : shownOf(s), v, f, { item: Math.min(s.item, s.run.B - 1), layer: s.layer, head: s.head, scale: s.scale, part });
     });
     span.append(b);
   }

@@ -214,15 +214,23 @@ class Engine {
   }
 
   /** Head `head` of layer `layer` over item `item` of a long run (`info.long_run`), computed from
-   *  its kept queries and keys: `{attention, scores}`, each T·T, and `score_max` (src/wasm.rs `Session.longHead`;
-   *  result.js `addHead` takes it). `into`: a head the page let go, `{probs, scores}` (result.js
-   *  `addHead` returns them), whose arrays are moved to the engine and written over when of T·T.
+   *  its kept queries and keys: `{attention}`, T·T, and `score_max`, its largest |score| (src/wasm.rs
+   *  `Session.longHead`; result.js `addHead` takes it). `into`: the probabilities of a head the page
+   *  let go (result.js `addHead` returns them), moved to the engine and written over when of T·T.
    *  `pool`: `{part: {q0, q1, k0, k1}, px}`, the part the head view draws pooled to its pixels
    *  (views/head.js `poolWanted`), pooled as the head's rows are made: `pooled` (`{part, px, w,
-   *  rows, cols, max, arg, values, mask}`, as summary.js `pooledPart` gives it). */
-  async longHead(key, { run, item, layer, head, into = null, pool = null }) {
-    const transfer = into ? [into.probs.buffer, into.scores.buffer] : [];
-    return (await this.call({ type: 'long-head', key, run, item, layer, head, into, pool }, transfer)).result;
+   *  rows, cols, max, arg, values, mask}`, as summary.js `pooledPart` gives it). `scores`: a part
+   *  `{q0, q1, k0, k1}` of its scores wanted with it (the steps view's window): `scores`, as
+   *  {@link longScores} gives it. */
+  async longHead(key, { run, item, layer, head, into = null, pool = null, scores = null }) {
+    const transfer = into ? [into.buffer] : [];
+    return (await this.call({ type: 'long-head', key, run, item, layer, head, into, pool, scores }, transfer)).result;
+  }
+
+  /** A window of a long run's head's scores, `part` `{q0, q1, k0, k1}`: `{part, values}`, `values`
+   *  (q1 − q0)·(k1 − k0) (src/wasm.rs `Session.longScores`; result.js `addScores` takes it). */
+  async longScores(key, { run, item, layer, head, part }) {
+    return (await this.call({ type: 'long-scores', key, run, item, layer, head, part })).result;
   }
 
   /** The head metrics (B, metric, L, H) of the same input under the other score scale than `options.scale`. */

@@ -4,7 +4,8 @@
 // except the inside-the-layer panels (`panelSVG`): their canvases as pictures, their text as text.
 
 import { scale, hex, MASKED, STEPS } from './colour.js';
-import { matricesOf, translationLayer, ATTENTION_KINDS } from './result.js';
+import { matricesOf, translationLayer, ATTENTION_KINDS, scoresIn } from './result.js';
+import { windowOf } from './canvas.js';
 
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 const FONT = 'font-family="system-ui, sans-serif"';
@@ -12,10 +13,10 @@ const HATCH = `<defs><pattern id="hatch" width="6" height="6" patternUnits="user
 
 /** One T × T matrix (`values` and `mask` flat, row-major) as rects at (x, y), `cell` units a
  *  cell, with labels when `tokens`: the square case of `rectMatrix`. */
-function matrix(values, T, sc, mask, { x, y, cell, tokens = null, fontPx = 11 }) {
+function matrix(values, T, sc, mask, { x, y, cell, tokens = null, cols = tokens, fontPx = 11 }) {
   const m = {
     values: Array.from({ length: T }, (_, q) => values.subarray(q * T, (q + 1) * T)),
-    rows: tokens ?? [], cols: tokens ?? [],
+    rows: tokens ?? [], cols: cols ?? [],
     masked: mask ? (q, k) => !mask[q * T + k] : null,
   };
   return rectMatrix(m, sc, { x, y, cell, labels: Boolean(tokens), fontPx });
@@ -30,8 +31,10 @@ function legendSVG(sc, x, y, w = 200) {
 
 const svg = (w, h, body, title) => `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><title>${esc(title)}</title>${HATCH}<rect width="${w}" height="${h}" fill="#ffffff"/>${body}</svg>`;
 
-/** The focused head (`view` 'head'), the model grid ('model'), the lines ('lines') or the steps ('steps'). */
-export function toSVG(run, view, { item, layer, head, scale: per }) {
+/** The focused head (`view` 'head'), the model grid ('model'), the lines ('lines') or the steps
+ *  ('steps': the whole head's, or `part` `{q0, q1, k0, k1}` of it, a square: a long run's, the
+ *  window the steps view shows). */
+export function toSVG(run, view, { item, layer, head, scale: per, part = null }) {
   const T = run.T;
   const tokens = run.results[item].labels;
   const mask = run.maskOf(item, layer);
@@ -60,19 +63,23 @@ export function toSVG(run, view, { item, layer, head, scale: per }) {
     const v = run.head(item, layer, head);
     return linesSVG({ values: Array.from({ length: T }, (_, q) => v.subarray(q * T, (q + 1) * T)), rows: tokens, cols: tokens }, pad, title);
   }
-  // steps
-  const cell = Math.max(3, Math.min(20, Math.floor(300 / T)));
-  const s = run.scoresOf(item, layer, head);
+  // steps: n × n, the whole head's or the part asked for
+  const p = part ?? { q0: 0, q1: T, k0: 0, k1: T }, n = p.q1 - p.q0;
+  const s = scoresIn(run, item, layer, head, p);
+  if (!s) throw new Error(`head ${layer}:${head}'s scores for queries ${p.q0}–${p.q1 - 1} are not here yet: export once the steps view has drawn them`);
+  const cut = (m) => windowOf(m, T, { q0: p.q0, k0: p.k0, n });
+  const cells = cut(mask), labels = { tokens: tokens.slice(p.q0, p.q1), cols: tokens.slice(p.k0, p.k1) };
+  const cell = Math.max(3, Math.min(20, Math.floor(300 / n)));
   const sSc = scale('score', { max: run.scoreMax(item, layer, head) });
-  const side = pad + T * cell + 24;
-  const maskVals = Float32Array.from(mask, (a) => (a ? 0 : 1));
+  const side = pad + n * cell + 24;
+  const maskVals = Float32Array.from(cells, (a) => (a ? 0 : 1));
   const panels = [
-    ['QKᵀ / √d_k', matrix(s, T, sSc, null, { x: pad, y: pad + 20, cell, tokens })],
-    ['mask (1 = masked)', matrix(maskVals, T, scale('probability'), null, { x: side + pad, y: pad + 20, cell, tokens })],
-    ['masked_fill(−∞)', matrix(s, T, sSc, mask, { x: 2 * side + pad, y: pad + 20, cell, tokens })],
-    ['softmax', matrix(run.head(item, layer, head), T, probScale(layer, head), mask, { x: 3 * side + pad, y: pad + 20, cell, tokens })],
+    ['QKᵀ / √d_k', matrix(s, n, sSc, null, { x: pad, y: pad + 20, cell, ...labels })],
+    ['mask (1 = masked)', matrix(maskVals, n, scale('probability'), null, { x: side + pad, y: pad + 20, cell, ...labels })],
+    ['masked_fill(−∞)', matrix(s, n, sSc, cells, { x: 2 * side + pad, y: pad + 20, cell, ...labels })],
+    ['softmax', matrix(cut(run.head(item, layer, head)), n, probScale(layer, head), cells, { x: 3 * side + pad, y: pad + 20, cell, ...labels })],
   ].map(([t, m], i) => `<text x="${i * side + pad}" y="16" font-size="13" ${FONT}>${esc(t)}</text>${m}`);
-  const h = pad + 20 + T * cell + 70;
+  const h = pad + 20 + n * cell + 70;
   return svg(4 * side, h, panels.join('') + legendSVG(sSc, pad, h - 50) + legendSVG(probScale(layer, head), 3 * side + pad - 200, h - 50), title);
 }
 

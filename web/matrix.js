@@ -100,7 +100,8 @@ export const maskedBy = (mask, T) => mask && ((q, k) => !mask[q * T + k]);
 export function drawMatrix(ctx, g, { img, imgOrigin = { q: 0, k: 0 }, masked = null, after = null, cellText = null, rows, cols, focusRow = -1 }) {
   const w = g.nk * g.cell, h = g.nq * g.cell, per = imgOrigin.per ?? 1;
   ctx.clearRect(0, 0, ctx.canvas.width, ctx.canvas.height);
-  ctx.drawImage(img, (g.k0 - imgOrigin.k) / per, (g.q0 - imgOrigin.q) / per, g.nk / per, g.nq / per, g.x0, g.y0, w, h);
+  if (img) ctx.drawImage(img, (g.k0 - imgOrigin.k) / per, (g.q0 - imgOrigin.q) / per, g.nk / per, g.nq / per, g.x0, g.y0, w, h);
+  else { ctx.fillStyle = '#f3f4f6'; ctx.fillRect(g.x0, g.y0, w, h); } // values on their way (a long run's scores)
   if (masked && g.cell >= 5) {
     ctx.fillStyle = hatchPattern(ctx);
     ctx.beginPath();

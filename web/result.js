@@ -20,23 +20,68 @@ function headValues(r, b, l, H, T) {
 }
 
 /**
- * A long run's head from the engine (src/wasm.rs `Session.longHead`: `{attention, scores}`, each
- * T·T, and `score_max`), item b's head (l, h), checked: `{probs, scores, scoreMax}`, `scoreMax`
+ * A long run's head from the engine (src/wasm.rs `Session.longHead`: `{attention}`, T·T, and
+ * `score_max`), item b's head (l, h), checked: `{probs, scoreMax, pooled, scores}`, `scoreMax`
  * its largest |score| over every cell: what the steps view's scale reads, which the pass could
  * not fold (it computes no score its mask hides). `pooled`, where the page asked for it: the
  * head's part max-pooled for the head view as summary.js `pooledPart` gives it (or null).
+ * `scores`: the windows of its scores the page holds ({@link scoresPart}), the one that came
+ * with it where the page asked for one.
  */
-export function longHead({ attention, scores, score_max: scoreMax, pooled = null }, b, l, h, T) {
-  for (const [name, v] of [['attention', attention], ['scores', scores]]) {
-    if (!(v instanceof Float32Array) || v.length !== T * T) {
-      throw new Error(`item ${b}'s head ${l}:${h} came with ${name} of ${v?.length ?? 'no'} values, where the run's heads are ${T} × ${T}`);
-    }
+export function longHead({ attention, score_max: scoreMax, pooled = null, scores = null }, b, l, h, T) {
+  if (!(attention instanceof Float32Array) || attention.length !== T * T) {
+    throw new Error(`item ${b}'s head ${l}:${h} came with attention of ${attention?.length ?? 'no'} values, where the run's heads are ${T} × ${T}`);
   }
   if (!(scoreMax >= 0)) throw new Error(`item ${b}'s head ${l}:${h} came with a largest |score| of ${scoreMax}`);
   if (pooled && !(pooled.values instanceof Float32Array && pooled.mask instanceof Uint8Array && pooled.values.length === pooled.rows * pooled.cols && pooled.mask.length === pooled.values.length)) {
     throw new Error(`item ${b}'s head ${l}:${h} came pooled to ${pooled.rows} × ${pooled.cols} bins with ${pooled.values?.length} values and ${pooled.mask?.length} mask cells`);
   }
-  return { probs: attention, scores, scoreMax, pooled };
+  return { probs: attention, scoreMax, pooled, scores: scores ? [scoresPart(scores, b, l, h, T)] : [] };
+}
+
+/**
+ * A window of a long run's head's scores from the engine (src/wasm.rs `Session.longScores`,
+ * `{part: {q0, q1, k0, k1}, values}`), checked: the part within the run's T × T, `values` its
+ * (q1 − q0)·(k1 − k0) scores.
+ */
+export function scoresPart({ part, values }, b, l, h, T) {
+  const { q0, q1, k0, k1 } = part ?? {};
+  if (!(q0 >= 0 && q0 <= q1 && q1 <= T && k0 >= 0 && k0 <= k1 && k1 <= T) || !(values instanceof Float32Array) || values.length !== (q1 - q0) * (k1 - k0)) {
+    throw new Error(`item ${b}'s head ${l}:${h} came with scores of ${values?.length ?? 'no'} values for queries ${q0}–${q1} and keys ${k0}–${k1}, where the run's heads are ${T} × ${T}`);
+  }
+  return { part: { q0, q1, k0, k1 }, values };
+}
+
+/**
+ * `part` `{q0, q1, k0, k1}` of a head's scores from the windows of them held (`[{part, values}]`,
+ * {@link scoresPart}): the first window that covers it, its values where it is that window, else
+ * copied out of it; null where none covers it.
+ */
+export function heldScores(windows, part) {
+  const at = windows.find(({ part: w }) => w.q0 <= part.q0 && part.q1 <= w.q1 && w.k0 <= part.k0 && part.k1 <= w.k1);
+  if (!at) return null;
+  const w = at.part;
+  if (part.q0 === w.q0 && part.q1 === w.q1 && part.k0 === w.k0 && part.k1 === w.k1) return at.values;
+  return windowOfPart(at.values, w.k1 - w.k0, { q0: part.q0 - w.q0, q1: part.q1 - w.q0, k0: part.k0 - w.k0, k1: part.k1 - w.k0 });
+}
+
+/**
+ * Item b's head (l, h)'s scores in `part` `{q0, q1, k0, k1}`, (q1 − q0)·(k1 − k0) row-major, of
+ * any run the views draw: a run's that keeps every score, or the windows a long run holds
+ * (`scoresIn`); null where the run has none there (a long run's window not asked for yet: the
+ * view asks, `opts.onScores`), or keeps no scores.
+ */
+export function scoresIn(run, b, l, h, part) {
+  if (run.scoresIn) return run.scoresIn(b, l, h, part);
+  const s = run.scoresOf?.(b, l, h);
+  return s ? windowOfPart(s, run.T, part) : null;
+}
+
+/** `part` `{q0, q1, k0, k1}` of a `T`-wide row-major matrix `m`, copied out (row by row). */
+function windowOfPart(m, T, { q0, q1, k0, k1 }) {
+  const n = k1 - k0, out = new Float32Array((q1 - q0) * n);
+  for (let q = q0; q < q1; q++) out.set(m.subarray(q * T + k0, q * T + k1), (q - q0) * n);
+  return out;
 }
 
 /**
@@ -89,8 +134,12 @@ export function runHeads(records, [B, L, H, T]) {
 let runs = 0;
 
 /** How many bytes of a long run's heads the page holds, the last asked for kept first (one at
- *  least): SmolLM2-135M's at 1,024 tokens are 8 MB each, probabilities and scores. */
-const LONG_HEAD_BYTES = 160 * 2 ** 20;
+ *  least): SmolLM2-135M's at 1,024 tokens are 4 MB each (their probabilities). */
+const LONG_HEAD_BYTES = 80 * 2 ** 20;
+
+/** How many windows of scores the page holds with a long run's head (the steps view's, a cell
+ *  the rotary panel reads): the last asked for. */
+const LONG_SCORE_WINDOWS = 4;
 
 export function fromWorker(raw) {
   const { info, mask, logits, summary, headMetrics, headRoles, valueNorms, rollout, sentenceEmbedding, baselineEmbedding, hiddenStates, layerTrace, crossAttention } = raw;
@@ -101,9 +150,9 @@ export function fromWorker(raw) {
   const headOf = (b, l, h) => longHeads.get(`${b}:${l}:${h}`);
   const kept = raw.records ? runHeads(raw.records, info.shape) : null;
   const head = raw.head ?? (long ? (b, l, h) => headOf(b, l, h)?.probs ?? null : kept.head);
-  // a run with no scores (a generation's, given attention): null, as a long run's missing head
-  const scoresOf = long ? (b, l, h) => headOf(b, l, h)?.scores ?? null
-    : kept?.scoresOf ?? (() => null);
+  // a run with no scores (a generation's, given attention): null; a long run holds windows of
+  // its heads' scores, not their T² (`scoresIn`)
+  const scoresOf = long ? () => null : kept?.scoresOf ?? (() => null);
   const hasHead = (b, l, h) => !long || longHeads.has(`${b}:${l}:${h}`);
   // each layer's reach (`info.reach`: {attention: 'global' | 'sliding', window}), its mask the
   // pass's with the keys outside its window taken out: a sliding layer's own, made once
@@ -146,7 +195,7 @@ export function fromWorker(raw) {
     if (long) {
       // the heads the page has asked for; null for the others, and for a layer with none here
       Object.defineProperty(r, 'attention', { enumerable: true, get: () => heldHeads(b, info.shape, hasHead, head) });
-      Object.defineProperty(r, 'scores', { enumerable: true, get: () => heldHeads(b, info.shape, hasHead, scoresOf) });
+      r.scores = null; // windows of them only: `scoresIn`
     } else {
       lazy(r, 'attention', () => nested(head, b));
       lazy(r, 'scores', () => (kept?.scoresOf ? nested(scoresOf, b) : null));
@@ -174,20 +223,36 @@ export function fromWorker(raw) {
     /** Whether item b's head (l, h) is here (always, but in a long run). */
     hasHead,
     /** A long run's head (l, h) of item b from the engine ({@link longHead}); the heads asked
-     *  for last are kept, up to `LONG_HEAD_BYTES`. Returns the heads it let go, `[{probs,
-     *  scores}]` (the engine may write a later head into their arrays: engine.js `longHead`). */
+     *  for last are kept, up to `LONG_HEAD_BYTES`. Returns the probabilities of the heads it let
+     *  go, `[Float32Array]` (the engine may write a later head into them: engine.js `longHead`). */
     addHead(b, l, h, values) {
       const key = `${b}:${l}:${h}`;
       longHeads.delete(key);
       longHeads.set(key, longHead(values, b, l, h, T));
-      const bytes = () => [...longHeads.values()].reduce((n, x) => n + x.probs.byteLength + x.scores.byteLength, 0);
+      const bytes = () => [...longHeads.values()].reduce((n, x) => n + x.probs.byteLength, 0);
       const gone = [];
       while (longHeads.size > 1 && bytes() > LONG_HEAD_BYTES) {
         const first = longHeads.keys().next().value;
         gone.push(longHeads.get(first));
         longHeads.delete(first);
       }
-      return gone.map(({ probs, scores }) => ({ probs, scores }));
+      return gone.map(({ probs }) => probs);
+    },
+    /** A window of a long run's head's scores from the engine ({@link scoresPart}), held with
+     *  the head (the last few asked for); false where the head is not here (the window is
+     *  dropped). */
+    addScores(b, l, h, scores) {
+      const held = headOf(b, l, h);
+      if (!held) return false;
+      held.scores = [scoresPart(scores, b, l, h, T), ...held.scores.slice(0, LONG_SCORE_WINDOWS - 1)];
+      return true;
+    },
+    /** Item b's head (l, h)'s scores in `part` (module `scoresIn`): a long run's from a window
+     *  it holds that covers it, else null. */
+    scoresIn: (b, l, h, part) => {
+      if (!long) return kept?.scoresOf ? windowOfPart(kept.scoresOf(b, l, h), T, part) : null;
+      const held = headOf(b, l, h);
+      return held ? heldScores(held.scores, part) : null;
     },
     head_mask: info.head_mask, metricNames: info.head_metrics,
     /** The heads' roles the run scored (src/analysis/roles.rs), and where item b's text repeats:

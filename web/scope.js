@@ -302,6 +302,12 @@ export function shownOf(s) {
   return r && s.noSink ? withoutSink(r) : r;
 }
 
+/** The store's zoom window where it is for `run`: its length and its words setting (a window
+ *  over words means nothing over the pieces), else null (the whole head). */
+export function zoomOf(s, run) {
+  return s.win?.T === run.T && s.win.words === s.words ? s.win : null;
+}
+
 /** Whether two runs hold the same tokens (a selection of query indices still means the same). */
 const sameTokens = (a, b) => a.B === b.B && a.results.every((x, i) => x.tokens.join('\n') === b.results[i].tokens.join('\n'));
 
@@ -550,7 +556,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const shown = shownOf(s), samePieces = (s.words ? wordsOf(r) : r).id === r.id;
     const base = {
       item: Math.min(s.item, r.B - 1), layer: Math.min(s.layer, r.L - 1), head: Math.min(s.head, r.H - 1), scale: s.scale,
-      win: s.win?.T === shown.T && s.win.words === s.words ? s.win : null,
+      win: zoomOf(s, shown),
       metric: s.metric, off: new Set(s.off), compare: s.compare && !r.long ? compareOf(shown) : null,
       sel: clampSel(s.sel, shown.T),
     };
@@ -595,6 +601,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
         noQkNorm: s.noQkNorm, onNoQkNorm: (noQkNorm) => store.update({ noQkNorm }),
         onPair: (pair) => store.update({ pair }),
         onFocus: (layer, headIdx) => store.update({ layer, head: headIdx }),
+        onScores: (part) => longScores(r, base.item, base.layer, base.head, part),
         onMove: (dl, dh) => {
           const now = store.get();
           store.update({ layer: Math.max(0, Math.min(r.L - 1, now.layer + dl)), head: Math.max(0, Math.min(r.H - 1, now.head + dh)) });
@@ -629,11 +636,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
 
   // a long text's run: the focused head, asked of the engine when it is not here (one head's
   // T·T, not the layer's H·T·T: a keystroke at 1,024 tokens waits on 8 MB, not 76)
-  // The arrays of the last head a run let go go back to the engine with the next head asked
-  // for, which it writes into them: at 8,192 tokens a new head's first write of each page of
-  // its 537 MB took longer than the copy itself. They go once a render has drawn every view
+  // The probabilities of the last head a run let go go back to the engine with the next head
+  // asked for, which it writes into them: at 8,192 tokens a new head's first write of each page
+  // of its 268 MB took longer than the copy itself. They go once a render has drawn every view
   // since (no view holds them then: each drew a newer head), and are moved, not shared.
-  let spare = null; // {probs, scores, drawn}
+  let spare = null; // {probs, drawn}
   let headFor = '';
   // the part the head view would draw pooled, asked of the engine with the head, which pools it
   // as it makes the head's rows: the page then reads none of its T² values to draw it (where
@@ -642,8 +649,26 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const el = targets.head, r = s.run;
     const opts = layout(s).head;
     if (!el || el.hidden || !opts || shownOf(s) !== r) return null;
-    const win = s.win?.T === r.T && s.win.words === s.words ? s.win : null;
-    return head.poolWanted(el, r.T, { ...opts, win, part: partOf(r, Math.min(s.item, r.B - 1), s.part) });
+    return head.poolWanted(el, r.T, { ...opts, win: zoomOf(s, r), part: partOf(r, Math.min(s.item, r.B - 1), s.part) });
+  }
+  // the window of scores the steps view shows, asked of the engine with the head (a long run's
+  // page holds windows of a head's scores, not its T²)
+  function stepsPart(s) {
+    const el = targets.steps;
+    return el && !el.hidden && layout(s).steps ? steps.partShown(s.run.T, zoomOf(s, s.run)) : null;
+  }
+  // a window of a long run's head's scores a view drew without (the steps view's after a zoom
+  // or a drag, the rotary panel's cell): asked once at a time, the views drawn again when it comes
+  const scoresFor = new Set();
+  function longScores(r, b, l, h, part) {
+    const want = `${r.id}:${b}:${l}:${h}:${part.q0}:${part.q1}:${part.k0}:${part.k1}`;
+    if (!r.long || scoresFor.has(want)) return;
+    scoresFor.add(want);
+    eng().longScores(store.get().modelKey, { run: r.longRun, item: b, layer: l, head: h, part }).then((w) => {
+      if (r.addScores(b, l, h, w) && store.get().run === r) store.update({ extras: `${r.id}:scores:${want}` });
+    }, (err) => {
+      if (store.get().run === r) store.update({ runError: { line: `head ${l}:${h}'s scores: ${String(err.message || err)}` } });
+    }).finally(() => scoresFor.delete(want));
   }
   function longHead(s) {
     const r = s.run;
@@ -651,11 +676,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const b = Math.min(s.item, r.B - 1), l = Math.min(s.layer, r.L - 1), h = Math.min(s.head, r.H - 1), want = `${r.id}:${b}:${l}:${h}`;
     if (r.hasHead(b, l, h) || headFor === want) return;
     headFor = want;
-    const into = spare?.drawn ? { probs: spare.probs, scores: spare.scores } : null;
+    const into = spare?.drawn ? spare.probs : null;
     spare = null;
-    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into, pool: headPool(s) }).then((values) => {
+    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into, pool: headPool(s), scores: stepsPart(s) }).then((values) => {
       const gone = r.addHead(b, l, h, values).at(-1);
-      if (gone) spare = { ...gone, drawn: false };
+      if (gone) spare = { probs: gone, drawn: false };
       if (store.get().run === r) store.update({ extras: `${r.id}:head:${b}:${l}:${h}` });
     }, (err) => {
       if (store.get().run === r) store.update({ runError: { line: `head ${l}:${h}: ${String(err.message || err)}` } });

@@ -108,6 +108,7 @@ export function wordsOf(run) {
       ...run,
       id: `${run.id}w`, T: W, shape: [B, L, H, W, W], results, head, maskOf, words: (b) => groups[b], pieceRun: run,
       scoresOf: () => null,
+      scoresIn: () => null,
       scoreMax: () => 0,
       thumb: () => null,
       probMax: maskedMaxes(head, maskOf, B, L, H),

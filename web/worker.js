@@ -740,7 +740,7 @@ function summed(s, r, focus, report) {
   const sink = r.summary.sink; // a long run's, with the first key hidden
   if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer);
   if (sink && sink.thumbMask !== r.summary.thumbMask) transfer.push(sink.thumbMask.buffer);
-  if (r.focusHead) transfer.push(r.focusHead.attention.buffer, r.focusHead.scores.buffer);
+  if (r.focusHead) transfer.push(r.focusHead.attention.buffer);
   for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
   const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
   transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
@@ -748,7 +748,7 @@ function summed(s, r, focus, report) {
 }
 
 /** Long run `r`'s head `focus` (`{item, layer, head}`, each clamped to the run's) as the page's
- *  `long-head` gives it, with where it is: `{item, layer, head, attention, scores, score_max}`. */
+ *  `long-head` gives it, with where it is: `{item, layer, head, attention, score_max}`. */
 function focusedHead(s, r, focus) {
   const [B, L, H] = r.info.shape;
   const item = Math.min(focus.item, B - 1), layer = Math.min(focus.layer, L - 1), head = Math.min(focus.head, H - 1);
@@ -988,11 +988,15 @@ self.onmessage = async (e) => {
     } else if (msg.type === 'read-out') { // writes read onto the vocabulary: src/wasm.rs Session.readOut
       self.postMessage({ id: msg.id, ok: true, result: sessionFor(msg.key).session.readOut(msg.writes, msg.k) });
     } else if (msg.type === 'long-head') { // a long run's head, one at a time: src/wasm.rs Session.longHead
-      // (into the arrays of a head the page let go, where it gave them back; pooled for the
-      // head view as its rows are made, where it asked: `msg.pool`)
-      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head, msg.into?.probs, msg.into?.scores, msg.pool ?? undefined);
+      // (into the array of a head the page let go, where it gave it back; pooled for the head
+      // view as its rows are made, where it asked: `msg.pool`; with a window of its scores, the
+      // steps view's, where it asked: `msg.scores`)
+      const h = sessionFor(msg.key).session.longHead(msg.run, msg.item, msg.layer, msg.head, msg.into ?? undefined, msg.pool ?? undefined, msg.scores ?? undefined);
       const pooled = h.pooled ? [h.pooled.values.buffer, h.pooled.mask.buffer] : [];
-      self.postMessage({ id: msg.id, ok: true, result: h }, [h.attention.buffer, h.scores.buffer, ...pooled]);
+      self.postMessage({ id: msg.id, ok: true, result: h }, [h.attention.buffer, ...pooled, ...(h.scores ? [h.scores.values.buffer] : [])]);
+    } else if (msg.type === 'long-scores') { // a window of a long run's head's scores: src/wasm.rs Session.longScores
+      const w = sessionFor(msg.key).session.longScores(msg.run, msg.item, msg.layer, msg.head, msg.part);
+      self.postMessage({ id: msg.id, ok: true, result: w }, [w.values.buffer]);
     } else if (msg.type === 'decoder-trace') { // inside the decoder: src/wasm.rs Session.decoderTrace (the CPU engine)
       const r = sessionFor(msg.key).session.decoderTrace(msg.sources, msg.outputs, msg.layer, msg.item);
       self.postMessage({ id: msg.id, ok: true, result: r });

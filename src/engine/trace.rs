@@ -12,6 +12,7 @@ use ndarray::{
 
 use super::ops::{values, AttentionKind, Heads, Ids, Kept, Reach, Stack};
 use crate::analysis::thumbnail::HeadThumbnails;
+use crate::engine::cpu::Scores;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
 use crate::model::config::Layer;
@@ -348,7 +349,7 @@ impl QueriesKeys {
             &keys,
             0..t,
             probs.view_mut(),
-            kept.as_mut().map(|s| s.view_mut()),
+            kept.as_mut().map(|s| s.view_mut()).into(),
         )?;
         // SAFETY: `rows_into` returned Ok, writing every value of both
         unsafe {
@@ -359,87 +360,109 @@ impl QueriesKeys {
         }
     }
 
-    /// [`QueriesKeys::head`] `rows` query rows at a time (at least 4; the last part up to 3
-    /// more or fewer), each part handed to `part` (its first row, its probabilities and its
-    /// scores when `scores` says so, and the layer's mask of its rows, each `(rows, T)`) on the
-    /// calling thread while the pool computes the next part into a second buffer: a long
-    /// text's head is never whole here (the page copies each part out, the threads meanwhile
-    /// at the next).
-    #[allow(clippy::too_many_arguments)]
+    /// [`QueriesKeys::head`]'s probabilities `rows` query rows at a time (at least 4; the last
+    /// part up to 3 more or fewer), each part handed to `part` (its first row, its
+    /// probabilities and the layer's mask of its rows, each `(rows, T)`) on the calling thread
+    /// while the pool computes the next part into a second buffer: a long text's head is never
+    /// whole here (the page copies each part out, the threads meanwhile at the next). Its
+    /// scores are not kept: returns their largest |value| over every cell, the masked ones too
+    /// (the steps view's colour scale; [`QueriesKeys::scores_in`] gives a window of them).
     pub fn head_in_parts(
         &self,
         b: usize,
         layer: usize,
         head: usize,
         mask: &Mask,
-        scores: bool,
         rows: usize,
-        mut part: impl FnMut(
-            usize,
-            ArrayView2<f32>,
-            Option<ArrayView2<f32>>,
-            ArrayView2<bool>,
-        ) -> Result<()>,
-    ) -> Result<()> {
+        mut part: impl FnMut(usize, ArrayView2<f32>, ArrayView2<bool>) -> Result<()>,
+    ) -> Result<f32> {
         let of = self.item_layer(b, layer, head..head + 1, mask)?;
         let t = of.queries.nrows();
         let parts = row_parts(t, rows);
         let most = parts.iter().map(|r| r.len()).max().unwrap_or(0);
         // two buffers of a part's rows: one handed to `part`, the next part computed into the other
-        type Buffer = (Array2<MaybeUninit<f32>>, Option<Array2<MaybeUninit<f32>>>);
-        let buffer = |rows: usize| -> Buffer {
-            (
-                Array2::uninit((rows, t)),
-                scores.then(|| Array2::uninit((rows, t))),
-            )
-        };
         let keys = crate::engine::cpu::head_keys(of.keys, self.heads, head)?;
-        let compute = |range: &std::ops::Range<usize>, into: &mut Buffer| {
-            let n = range.len();
-            let (p, s) = (
-                into.0.slice_mut(s![..n, ..]),
-                into.1.as_mut().map(|s| s.slice_mut(s![..n, ..])),
-            );
-            self.rows_into(&of, head, &keys, range.clone(), p, s)
+        let compute = |range: &std::ops::Range<usize>, into: &mut Array2<MaybeUninit<f32>>| {
+            let mut largest = 0f32;
+            let probs = into.slice_mut(s![..range.len(), ..]);
+            let scores = Scores::Largest(&mut largest);
+            self.rows_into(&of, head, &keys, range.clone(), probs, scores)?;
+            Ok(largest)
         };
         let compute = &compute;
-        let (mut here, mut next) = (buffer(most), buffer(if parts.len() > 1 { most } else { 0 }));
+        let next_rows = if parts.len() > 1 { most } else { 0 };
+        let (mut here, mut next) = (Array2::uninit((most, t)), Array2::uninit((next_rows, t)));
         let Some(first_part) = parts.first() else {
-            return Ok(());
+            return Ok(0.0);
         };
-        compute(first_part, &mut here)?;
+        let mut largest = compute(first_part, &mut here)?;
         for (i, range) in parts.iter().enumerate() {
             let (first, n) = (range.start, range.len());
-            // `compute` returned Ok, writing every value of the part's rows
-            fn view(a: &Array2<MaybeUninit<f32>>, n: usize) -> ArrayView2<'_, f32> {
-                // SAFETY: `compute` wrote every value of the first `n` rows
-                unsafe { a.slice(s![..n, ..]).assume_init() }
-            }
-            let mut computed = Ok(());
+            let mut computed = Ok(0.0);
             let handed = rayon::in_place_scope(|scope| {
                 if let Some(after) = parts.get(i + 1) {
                     let (next, computed) = (&mut next, &mut computed);
                     scope.spawn(move |_| *computed = compute(after, next));
                 }
-                part(
-                    first,
-                    view(&here.0, n),
-                    here.1.as_ref().map(|s| view(s, n)),
-                    of.mask.slice(s![first..first + n, ..]),
-                )
+                // SAFETY: `compute` returned Ok, writing every value of the part's rows
+                let probs = unsafe { here.slice(s![..n, ..]).assume_init() };
+                part(first, probs, of.mask.slice(s![first..first + n, ..]))
             });
             handed?;
-            computed?;
+            largest = largest.max(computed?);
             std::mem::swap(&mut here, &mut next);
         }
-        Ok(())
+        Ok(largest)
     }
 
-    /// Rows `rows` of head `head` of `of` into `probs` (and `scores`), each `(rows, T)` and
-    /// possibly uninitialised, in blocks on the pool's threads, each block written into its rows
-    /// (no block copied after): when this returns `Ok`, every value of both has been written.
-    /// `keys`: the head's `Kᵀ` packed (`head_keys`), read by every block.
-    #[allow(clippy::too_many_arguments)]
+    /// Head `head`'s scores (`QKᵀ·factor` before the mask, as [`QueriesKeys::head`] gives
+    /// them, the same bits) of the query rows `rows` against the keys `keys`: a window of a
+    /// head whose scores are not kept (the steps view's, a cell the page reads). Its rows are
+    /// computed whole, at least 4 of them (fewer would take attention's few-row path, whose
+    /// sums go in another order), and the window's keys taken.
+    ///
+    /// # Shapes
+    /// * returns `(rows.len(), keys.len())`
+    pub fn scores_in(
+        &self,
+        b: usize,
+        layer: usize,
+        head: usize,
+        mask: &Mask,
+        rows: std::ops::Range<usize>,
+        keys: std::ops::Range<usize>,
+    ) -> Result<Array2<f32>> {
+        let of = self.item_layer(b, layer, head..head + 1, mask)?;
+        let t = of.queries.nrows();
+        if rows.start > rows.end || rows.end > t || keys.start > keys.end || keys.end > t {
+            return Err(Error::Shape {
+                what: format!(
+                    "a window of head {head}'s scores, query rows {rows:?} and keys {keys:?} of \
+                     {t} tokens"
+                ),
+                expected: vec![t, t],
+                found: vec![rows.end, keys.end],
+            });
+        }
+        // at least 4 rows, within the text where it has them
+        let end = rows.end.max((rows.start + 4).min(t));
+        let computed = end.saturating_sub(4).min(rows.start)..end;
+        let mut probs = Array2::uninit((computed.len(), t));
+        let mut scores = Array2::uninit((computed.len(), t));
+        let packed = crate::engine::cpu::head_keys(of.keys, self.heads, head)?;
+        let kept = Scores::Kept(scores.view_mut());
+        self.rows_into(&of, head, &packed, computed.clone(), probs.view_mut(), kept)?;
+        // SAFETY: `rows_into` returned Ok, writing every value
+        let scores = unsafe { scores.assume_init() };
+        let from = rows.start - computed.start;
+        Ok(scores.slice(s![from..from + rows.len(), keys]).to_owned())
+    }
+
+    /// Rows `rows` of head `head` of `of` into `probs` (and their scores as `scores` says:
+    /// [`Scores`]), each `(rows, T)` and possibly uninitialised, in blocks on the pool's
+    /// threads, each block written into its rows (no block copied after): when this returns
+    /// `Ok`, every value of both has been written. `keys`: the head's `Kᵀ` packed
+    /// (`head_keys`), read by every block.
     fn rows_into(
         &self,
         of: &ItemLayer,
@@ -447,24 +470,34 @@ impl QueriesKeys {
         keys: &crate::linalg::gemm::PackedB,
         rows: std::ops::Range<usize>,
         probs: ArrayViewMut2<MaybeUninit<f32>>,
-        scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+        scores: Scores,
     ) -> Result<()> {
         use rayon::prelude::*;
         let (q, k, mask, factor) = (of.queries, of.keys, of.mask.view(), of.factor);
+        let parts = row_blocks(rows.len(), 4 * rayon::current_num_threads().max(1));
+        // where the largest |score| is asked for: each block's, then the largest of them
+        let (mut rest_scores, largest) = match scores {
+            Scores::Kept(kept) => (Some(kept), None),
+            Scores::Largest(largest) => (None, Some(largest)),
+            Scores::Dropped => (None, None),
+        };
+        let mut each = vec![*largest.as_deref().unwrap_or(&0.0); parts.len()];
         let mut blocks = Vec::new();
-        let (mut rest, mut rest_scores) = (probs, scores);
-        for block in row_blocks(rows.len(), 4 * rayon::current_num_threads().max(1)) {
+        let mut rest = probs;
+        for (block, fold) in parts.into_iter().zip(each.iter_mut()) {
             let (here, after) = rest.split_at(Axis(0), block.len());
-            let (here_scores, after_scores) = match rest_scores {
-                Some(s) => {
-                    let (a, b) = s.split_at(Axis(0), block.len());
-                    (Some(a), Some(b))
+            rest = after;
+            let scores = match (rest_scores.take(), largest.is_some()) {
+                (Some(kept), _) => {
+                    let (here, after) = kept.split_at(Axis(0), block.len());
+                    rest_scores = Some(after);
+                    Scores::Kept(here)
                 }
-                None => (None, None),
+                (None, true) => Scores::Largest(fold),
+                (None, false) => Scores::Dropped,
             };
             let at = rows.start + block.start..rows.start + block.end;
-            blocks.push((at, here, here_scores));
-            (rest, rest_scores) = (after, after_scores);
+            blocks.push((at, here, scores));
         }
         crate::engine::cpu::forward::on_the_pool(|| {
             blocks
@@ -483,7 +516,11 @@ impl QueriesKeys {
                     )
                 })
                 .collect::<Result<()>>()
-        })
+        })?;
+        if let Some(largest) = largest {
+            *largest = each.into_iter().fold(*largest, f32::max);
+        }
+        Ok(())
     }
 
     /// The heads from `first` on that [`QueriesKeys::heads`] computes together: one a thread of

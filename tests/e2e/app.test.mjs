@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
-import { runHeads, longHead } from '../../web/result.js';
+import { runHeads, longHead, scoresPart, scoresIn, heldScores } from '../../web/result.js';
 import { pooledPart } from '../../web/summary.js';
 
 let server, browser, noGpu;
@@ -311,17 +311,33 @@ test('a run\'s records: each head is a view into its layer\'s record; a record o
   assert.throws(() => runHeads([item(0), wrong], shape), { message: "item 1's attention of layer 1 has shape [2,4,3] (24 values), where the run's heads are (2, 4, 4)" });
   assert.throws(() => runHeads([item(0), item(1).slice(0, 4)], shape), { message: 'item 1 has attention of 2 layers, where the run has 3' });
   assert.throws(() => runHeads([item(0)], shape), { message: 'the run has records of 1 items, where it ran 2' });
-  // a long run's head, asked for alone: its values, and its largest |score| as the engine gives
-  // it (long.test.mjs checks the engine's against the scores' own); without it, refused
+  // a long run's head, asked for alone: its values, its largest |score| as the engine gives it
+  // (long.test.mjs checks the engine's against the CLI's scores), and a window of its scores
+  // (queries 1–2 over keys 0–1); without its largest |score|, or with a window out of shape, refused
   const one = (name) => Float32Array.from({ length: n }, (_, j) => value(1, 2, 1, j, name));
   const most = Math.max(...Array.from(one('scores'), Math.abs));
-  const got = longHead({ attention: one('attention'), scores: one('scores'), score_max: most }, 1, 2, 1, T);
+  const win = { part: { q0: 1, q1: 3, k0: 0, k1: 2 }, values: Float32Array.from([4, 5, 8, 9], (j) => value(1, 2, 1, j, 'scores')) };
+  const got = longHead({ attention: one('attention'), score_max: most, scores: win }, 1, 2, 1, T);
   assert.equal(got.probs[3], value(1, 2, 1, 3, 'attention'));
-  assert.equal(got.scores[3], value(1, 2, 1, 3, 'scores'));
   assert.equal(got.scoreMax, most);
-  assert.throws(() => longHead({ attention: one('attention'), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with a largest |score| of undefined" });
-  assert.throws(() => longHead({ attention: one('attention') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with scores of no values, where the run's heads are 4 × 4" });
-  assert.throws(() => longHead({ attention: one('attention').subarray(1), scores: one('scores') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with attention of 15 values, where the run's heads are 4 × 4" });
+  assert.deepEqual(got.scores, [win]);
+  assert.deepEqual(longHead({ attention: one('attention'), score_max: most }, 1, 2, 1, T).scores, []);
+  assert.throws(() => longHead({ attention: one('attention') }, 1, 2, 1, T), { message: "item 1's head 2:1 came with a largest |score| of undefined" });
+  assert.throws(() => longHead({ attention: one('attention').subarray(1), score_max: most }, 1, 2, 1, T), { message: "item 1's head 2:1 came with attention of 15 values, where the run's heads are 4 × 4" });
+  assert.throws(() => longHead({ attention: one('attention'), score_max: most, scores: { ...win, values: win.values.subarray(1) } }, 1, 2, 1, T), { message: "item 1's head 2:1 came with scores of 3 values for queries 1–3 and keys 0–2, where the run's heads are 4 × 4" });
+  assert.throws(() => scoresPart({ part: { q0: 2, q1: 5, k0: 0, k1: 1 }, values: new Float32Array(3) }, 1, 2, 1, T), { message: "item 1's head 2:1 came with scores of 3 values for queries 2–5 and keys 0–1, where the run's heads are 4 × 4" });
+  // any part of the scores: of a run that keeps them all, or of the windows a long run holds
+  // (the part a window is, the part within one, none where no window covers it)
+  const part = (q0, q1, k0, k1) => ({ q0, q1, k0, k1 });
+  const cells = (p) => { const out = []; for (let q = p.q0; q < p.q1; q++) for (let k = p.k0; k < p.k1; k++) out.push(value(1, 2, 1, q * T + k, 'scores')); return out; };
+  const kept = { T, scoresOf };
+  for (const p of [part(0, 4, 0, 4), part(1, 3, 2, 4), part(3, 4, 0, 1)]) assert.deepEqual(Array.from(scoresIn(kept, 1, 2, 1, p)), cells(p), JSON.stringify(p));
+  assert.equal(scoresIn({ T, scoresOf: () => null }, 1, 2, 1, part(0, 1, 0, 1)), null);
+  const windows = [win, { part: part(0, 4, 1, 4), values: Float32Array.from(cells(part(0, 4, 1, 4))) }];
+  assert.equal(heldScores(windows, win.part), win.values, 'the window itself');
+  for (const p of [part(2, 3, 1, 2), part(1, 2, 0, 1), part(0, 4, 3, 4), part(1, 4, 2, 3)]) assert.deepEqual(Array.from(heldScores(windows, p)), cells(p), JSON.stringify(p));
+  assert.equal(heldScores(windows, part(0, 1, 0, 1)), null, 'no window covers (0, 0)');
+  assert.equal(heldScores(windows, part(0, 3, 0, 2)), null, 'nor queries 0–2 over keys 0–1');
 });
 
 test('a part of a head max-pooled a bin of a row at a time equals it pooled a cell at a time, its largest the first in row order', () => {

@@ -39,7 +39,7 @@ const references = new Map();
 function reference(c) {
   const key = `${c.model}|${c.heads.join(';')}|${c.text}`;
   if (!references.has(key)) {
-    references.set(key, attnscope(['attention', '--model', path.join(ROOT, c.model), '--heads', c.heads.map(([l, h]) => `${l}:${h}`).join(','), '--top-k', '5', '--', c.text]).results[0]);
+    references.set(key, attnscope(['attention', '--model', path.join(ROOT, c.model), '--heads', c.heads.map(([l, h]) => `${l}:${h}`).join(','), '--scores', '--top-k', '5', '--', c.text]).results[0]);
   }
   return references.get(key);
 }
@@ -135,11 +135,33 @@ for (const { engine, name, model, text, heads } of CASES) {
     assert.ok(run.thumb > 0 && run.thumb <= 64, `every head has its thumbnail (${run.thumb})`);
     for (const [i, [layer, head]] of heads.entries()) {
       const got = await headOf(page, layer, head);
-      // the head's largest |score| (the steps view's scale), as its scores say
-      const scores = await page.evaluate(([l, h]) => { const r = window.attnscope.store.get().run; return { max: r.scoreMax(0, l, h), of: Array.from(r.scoresOf(0, l, h)).reduce((m, v) => Math.max(m, Math.abs(v)), 0) }; }, [layer, head]);
-      assert.ok(scores.max > 0 && scores.max === scores.of, `head ${layer}:${head}: the summary's largest |score| ${scores.max}, its scores' ${scores.of}`);
       const cli = want.heads[i];
       assert.deepEqual([cli.layer, cli.head], [layer, head]);
+      // the page holds no T² scores of a long run's head: the steps view draws the window it
+      // shows, which the engine gives a window at a time, on the scale of the largest |score|
+      // over every cell (folded as the head is made); both the CLI's
+      const steps = await (await page.waitForFunction(([l, h]) => {
+        const r = window.attnscope.store.get().run, v = document.getElementById('steps-view')._view;
+        if (!v?.key.startsWith(`${r.id}|0|${l}|${h}|`) || !v.imgs.scores || !v.imgs.filled) return null;
+        const { q0, k0, n } = v.g, part = { q0, q1: q0 + n, k0, k1: k0 + n };
+        return { part, values: Array.from(r.scoresIn(0, l, h, part)), max: r.scoreMax(0, l, h), pending: document.querySelector('#steps-view figure[data-step="scores"] canvas').dataset.pending };
+      }, [layer, head], { timeout: 60000, polling: 100 })).jsonValue();
+      const { q0, q1, k0, k1 } = steps.part;
+      assert.ok(q1 - q0 === 64 && k1 - k0 === 64, `the steps view's window ${JSON.stringify(steps.part)}`);
+      let ds = 0;
+      for (let q = q0; q < q1; q++) for (let k = k0; k < k1; k++) ds = Math.max(ds, Math.abs(steps.values[(q - q0) * 64 + k - k0] - cli.scores[q][k]));
+      const cliMax = cli.scores.reduce((m, row) => row.reduce((x, v) => Math.max(x, Math.abs(v)), m), 0);
+      assert.ok(ds <= TOL, `${engine}: head ${layer}:${head}'s scores in the steps view's window differ from the CLI's by ${ds}`);
+      assert.ok(cliMax > 0 && Math.abs(steps.max - cliMax) <= TOL, `${engine}: head ${layer}:${head}'s largest |score| ${steps.max}, the CLI's ${cliMax}`);
+      assert.equal(steps.pending, '', 'the scores panel drawn');
+      // its steps exported: the window the steps view shows, four panels of 64 × 64 cells
+      const svg = await page.evaluate(async ([l, h, part]) => {
+        const { toSVG } = await import('/web/export.js');
+        const text = toSVG(window.attnscope.store.get().run, 'steps', { item: 0, layer: l, head: h, scale: 'absolute', part });
+        return { cells: (text.match(/<rect [^>]*data-q=/g) ?? []).length, labels: (text.match(/class="qlabel"/g) ?? []).length };
+      }, [layer, head, steps.part]);
+      assert.deepEqual(svg, { cells: 4 * 64 * 64, labels: 4 * 64 }, 'the steps exported: the window shown');
+      console.log(`# ${engine}: head ${layer}:${head}'s scores in the steps view's window ${JSON.stringify(steps.part)} vs the CLI's: max |Δ| ${ds.toExponential(2)}; the largest |score| ${steps.max} (the CLI's ${cliMax})`);
       const d = worst(got, cli.attention, run.T);
       assert.ok(d <= TOL, `${engine}: head ${layer}:${head} differs from the CLI's by ${d}`);
       console.log(`# ${engine}: head ${layer}:${head} over ${run.T} tokens vs the CLI's --heads: max |Δ| ${d.toExponential(2)}`);
@@ -343,7 +365,11 @@ test('a long run\'s heads the page lets go are written over by the next ones: a 
     const post = Worker.prototype.postMessage;
     window.longHeads = [];
     Worker.prototype.postMessage = function (msg, ...rest) {
-      if (msg?.type === 'long-head') window.longHeads.push({ head: `${msg.layer}:${msg.head}`, into: Boolean(msg.into) });
+      if (msg?.type === 'long-head') window.longHeads.push({ head: `${msg.layer}:${msg.head}`, into: Boolean(msg.into), scores: msg.scores });
+      // an array given back holds NaN in every cell: the engine writes each one (the zeros
+      // around a row's span too: a head with another mask could have left values there)
+      msg?.into?.fill(NaN);
+      if (msg?.type === 'long-scores') (window.longScores ??= []).push(`${msg.layer}:${msg.head}`);
       return post.call(this, msg, ...rest);
     };
   });
@@ -352,12 +378,12 @@ test('a long run\'s heads the page lets go are written over by the next ones: a 
   await page.waitForFunction(() => window.attnscope.store.get().run?.long, null, { timeout: 300000, polling: 250 });
   const T = await page.evaluate(() => window.attnscope.store.get().run.T);
   assert.equal(T, 1446);
-  // each head's probabilities and scores as one FNV-1a hash of their bits
+  // each head's probabilities as one FNV-1a hash of their bits, and its largest |score|
   const bits = ([l, h]) => page.evaluate(([l, h]) => {
     const r = window.attnscope.store.get().run, hash = (a) => new Uint32Array(a.buffer, a.byteOffset, a.length).reduce((x, w) => Math.imul(x ^ w, 16777619), 2166136261) >>> 0;
-    return { probs: hash(r.head(0, l, h)), scores: hash(r.scoresOf(0, l, h)), max: r.scoreMax(0, l, h) };
+    return { probs: hash(r.head(0, l, h)), max: r.scoreMax(0, l, h) };
   }, [l, h]);
-  // 16.7 MB a head at 1,446 tokens: the page holds 10 (result.js LONG_HEAD_BYTES), so the 14
+  // 8.4 MB a head at 1,446 tokens: the page holds 10 (result.js LONG_HEAD_BYTES), so the 14
   // focused after the first let 4 go, and then the first comes again
   const order = Array.from({ length: 14 }, (_, i) => [Math.floor((i + 1) / 16), (i + 1) % 16]);
   const first = await bits([0, 0]);
@@ -371,6 +397,10 @@ test('a long run\'s heads the page lets go are written over by the next ones: a 
   assert.ok(asked.filter((x) => x.into).length >= 3, `heads written into arrays let go: ${JSON.stringify(asked)}`);
   assert.ok(asked.at(-1).into, 'the first head, again, into arrays let go');
   assert.deepEqual(again, first, 'the first head computed again into arrays let go: the same bits');
+  // each head asked for with the window of its scores the steps view shows: none asked for
+  // alone but the first head's, which came with the run (before the page knew its length)
+  assert.ok(asked.every((x) => x.scores?.q1 - x.scores?.q0 === 64), `the steps view's window with each head: ${JSON.stringify(asked.map((x) => x.scores))}`);
+  assert.deepEqual(await page.evaluate(() => window.longScores), ['0:0'], 'windows of scores asked for alone');
   assert.deepEqual(problems, []);
   await page.close();
 });

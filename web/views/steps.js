@@ -6,6 +6,7 @@ import { scale, pixels, twoColour } from '../colour.js';
 import { fit, bitmap, inTasks, windowOf, axesCaption } from '../canvas.js';
 import { square, cellAt, maskedBy, drawMatrix } from '../matrix.js';
 import { noteTip } from '../glossary.js';
+import { scoresIn } from '../result.js';
 import * as legend from './legend.js';
 
 const ALLOWED = [214, 226, 248], BLOCKED = [55, 65, 81];
@@ -49,12 +50,21 @@ function build(target) {
   }
 }
 
-/** `opts`: {item, layer, head, scale, win, panelPx, fontPx, headDim}. */
+/** The part of a head the panels show over `T` tokens for the head view's window `win` (null:
+ *  the whole head): at most MAX_ROWS tokens a side, `{q0, q1, k0, k1}`. */
+export function partShown(T, win) {
+  const w = win ?? { q0: 0, k0: 0, n: T };
+  const { q0, k0, n } = square({ width: 1, height: 1, T, win: { ...w, n: Math.min(w.n, MAX_ROWS) }, labels: false, fontPx: 11 });
+  return { q0, q1: q0 + n, k0, k1: k0 + n };
+}
+
+/** `opts`: {item, layer, head, scale, win, panelPx, fontPx, headDim, onScores(part)}: a long
+ *  run's scores come a window at a time (result.js `scoresIn`), and `onScores` asks for the
+ *  window the panels show when the run does not hold it yet (they are drawn when it comes). */
 export function render(target, run, opts) {
   if (!target.querySelector('.panels')) build(target);
   const { item, layer, head } = opts;
   const T = run.T;
-  const s = run.scoresOf(item, layer, head);
   const m = run.maskOf(item, layer);
   const p = run.head(item, layer, head);
   const tokens = run.results[item].labels;
@@ -77,11 +87,14 @@ export function render(target, run, opts) {
   legend.render(target.querySelector('.legend-probs'), pScale, { masked: true });
   // each panel's picture holds just the window it shows (64 × 64 at most, not 512 × 512)
   const w = { q0: g.q0, k0: g.k0, n: g.n };
-  const sw = windowOf(s, T, w), mw = windowOf(m, T, w), pw = windowOf(p, T, w);
+  const part = { q0: g.q0, q1: g.q0 + g.n, k0: g.k0, k1: g.k0 + g.n };
+  const sw = scoresIn(run, item, layer, head, part), mw = windowOf(m, T, w), pw = windowOf(p, T, w);
+  if (!sw) opts.onScores?.(part);
   const make = {
-    scores: () => bitmap(pixels(sw, g.n, sScale), spare.scores),
+    // not here yet (a long run's window, asked for): drawn blank, and again when it comes
+    scores: () => sw && bitmap(pixels(sw, g.n, sScale), spare.scores),
     mask: () => bitmap(pixels(mw, g.n, twoColour(ALLOWED, BLOCKED)), spare.mask),
-    filled: () => bitmap(pixels(sw, g.n, sScale, mw), spare.filled),
+    filled: () => sw && bitmap(pixels(sw, g.n, sScale, mw), spare.filled),
     probs: () => bitmap(pixels(pw, g.n, pScale, mw), spare.probs),
   };
   const draw = (fig) => {
@@ -93,8 +106,15 @@ export function render(target, run, opts) {
       masked: id === 'filled' || id === 'probs' ? maskedBy(m, T) : null,
       cellText: id === 'filled' ? { minCell: 16, fontPx: Math.min(14, Math.floor(g.cell * 0.42)), text: (q, k) => (m[q * T + k] ? null : '−∞'), ink: () => '#111827' } : null,
     });
-    Object.assign(fig.querySelector('canvas').dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, labels: g.showLabels });
+    Object.assign(fig.querySelector('canvas').dataset, { x0: g.x0, y0: g.y0, cell: g.cell, q0: g.q0, k0: g.k0, n: g.n, labels: g.showLabels, pending: imgs[id] ? '' : '1' });
     fig.querySelector('.shape').textContent = shapes[id];
+    if (!imgs[id]) { // a long run's window of scores on its way: said in the panel (its caption keeps its width)
+      ctx.fillStyle = '#6b7280';
+      ctx.font = `${opts.fontPx ?? 11}px system-ui, sans-serif`;
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      ctx.fillText('computing the scores…', g.x0 + g.size / 2, g.y0 + g.size / 2);
+    }
     // under the √d_k ablation the scores are QKᵀ itself
     const title = id === 'scores' && run.scale === 'none' ? 'QKᵀ (ablation: not ÷ √d_k)' : PANELS.find((x) => x.id === id).title;
     fig.querySelector('figcaption b').textContent = title;
@@ -107,9 +127,10 @@ export function render(target, run, opts) {
     key, imgs, g, tokens,
     describe(step, { q, k }) {
       const i = q * T + k, pair = `${tokens[q]} → ${tokens[k]}`;
-      if (step === 'scores') return `${pair}: score ${fmt(s[i])}`;
+      const score = sw ? fmt(sw[(q - g.q0) * g.n + (k - g.k0)]) : 'computing…';
+      if (step === 'scores') return `${pair}: score ${score}`;
       if (step === 'mask') return `${pair}: ${m[i] ? 'may attend' : 'masked'}`;
-      if (step === 'filled') return `${pair}: ${m[i] ? fmt(s[i]) : '−∞'}`;
+      if (step === 'filled') return `${pair}: ${m[i] ? score : '−∞'}`;
       return `${pair}: ${fmt(p[i])}${m[i] ? '' : ' (masked: −∞ before softmax)'}`;
     },
   };

@@ -80,7 +80,7 @@ pub fn dot_product_attention(
         v,
         mask,
         scale.into(),
-        Some(scores.view_mut()),
+        Scores::Kept(scores.view_mut()),
         Probs::Kept(probs.view_mut()),
         Some(output.view_mut()),
         None,
@@ -146,10 +146,53 @@ impl<'a> Probs<'a> {
     }
 }
 
+/// What becomes of a head's scores, `QKᵀ·factor` before the mask, in [`attend_into`].
+pub enum Scores<'a> {
+    /// Not kept (`QKᵀ` then only over the keys the mask reaches, where the probabilities are
+    /// not kept either).
+    Dropped,
+    /// Written into the caller's array, `(n_q, n_k)`, which may be uninitialised: every one,
+    /// the masked ones too.
+    Kept(ArrayViewMut2<'a, MaybeUninit<f32>>),
+    /// Not kept: their largest |value| over every cell (the masked ones too) folded into this
+    /// (where it is larger): the steps view's colour scale of a head whose scores the page
+    /// does not hold.
+    Largest(&'a mut f32),
+}
+
+impl<'a> From<Option<ArrayViewMut2<'a, MaybeUninit<f32>>>> for Scores<'a> {
+    fn from(kept: Option<ArrayViewMut2<'a, MaybeUninit<f32>>>) -> Self {
+        kept.map_or(Scores::Dropped, Scores::Kept)
+    }
+}
+
+/// The largest of `from` and every |value| of `a` (a NaN passed over), in lanes the compiler
+/// turns into vector maxima (`f32::max` it cannot, for its NaN rule).
+fn largest_abs(a: ArrayView2<f32>, from: f32) -> f32 {
+    const LANES: usize = 8;
+    let larger = |m: f32, v: f32| if v.abs() > m { v.abs() } else { m };
+    let mut lanes = [from; LANES];
+    let mut rest = from;
+    for row in a.rows() {
+        let Some(row) = row.to_slice() else {
+            rest = row.iter().fold(rest, |m, &v| larger(m, v));
+            continue;
+        };
+        let chunks = row.chunks_exact(LANES);
+        rest = chunks.remainder().iter().fold(rest, |m, &v| larger(m, v));
+        for chunk in chunks {
+            for (m, &v) in lanes.iter_mut().zip(chunk) {
+                *m = larger(*m, v);
+            }
+        }
+    }
+    lanes.into_iter().fold(rest, larger)
+}
+
 /// The steps of [`dot_product_attention`] written into the caller's arrays (the multi-head loop
 /// writes each head straight into its slice of the trace, with no array of its own per head),
-/// which may be uninitialised: every value of each is written. `scores`: `None` when they are
-/// not kept (`QKᵀ` is then computed in the probabilities and turned into them there).
+/// which may be uninitialised: every value of each is written. `scores`: where the scores go
+/// ([`Scores`]; not kept, `QKᵀ` is computed in the probabilities and turned into them there).
 /// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). `probs`: where
 /// the probabilities go ([`Probs`]). Every query row is independent of the others, so the
 /// steps run over blocks of [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
@@ -165,7 +208,7 @@ fn attend_into(
     v: ArrayView2<f32>,
     mask: Option<ArrayView2<bool>>,
     scale: ScoreFactor,
-    mut scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    mut scores: Scores,
     probs: Probs,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
     packed_keys: Option<&PackedB>,
@@ -174,7 +217,16 @@ fn attend_into(
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
     let factor = scale.of(q.dim().1);
     if q.nrows() < PACKED_MIN_QUERIES {
-        return attend_rows(q, k, v, mask, factor, scores, probs, output);
+        return match scores {
+            Scores::Largest(largest) => {
+                let mut kept = Array2::uninit((q.nrows(), k.nrows()));
+                attend_rows(q, k, v, mask, factor, Some(kept.view_mut()), probs, output);
+                // SAFETY: `attend_rows` writes every score it is given room for
+                *largest = largest_abs(unsafe { kept.assume_init() }.view(), *largest);
+            }
+            Scores::Kept(kept) => attend_rows(q, k, v, mask, factor, Some(kept), probs, output),
+            Scores::Dropped => attend_rows(q, k, v, mask, factor, None, probs, output),
+        };
     }
     let owned;
     let keys = match packed_keys {
@@ -206,8 +258,8 @@ fn attend_into(
         }; // (block, n_k)
         let mask = mask.map(|m| m.slice_move(rows));
         // the probabilities, and the keys outside which they are all 0 (none: any key)
-        let (probs, reach) = match scores.as_mut() {
-            Some(scores) => {
+        let (probs, reach) = match &mut scores {
+            Scores::Kept(scores) => {
                 // QKᵀ·factor, every score (the masked ones are shown too)
                 let scores =
                     matmul_in_one_thread(q.slice(rows), keys, factor, None, scores.slice_mut(rows));
@@ -234,7 +286,7 @@ fn attend_into(
             // (a causal block's keys up to its last row, a sliding layer's its band), the
             // others' scores masked whatever they are (`masked_fill` writes −∞ over them), and
             // `·V` over those keys alone
-            None if !kept => {
+            Scores::Dropped if !kept => {
                 let n_k = k.nrows();
                 let panels = reached_panels(mask, n_k);
                 let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
@@ -262,9 +314,27 @@ fn attend_into(
                 );
                 (probs, Some(from..to))
             }
-            None => {
+            // every score computed in the probabilities (the largest |score| read from them
+            // there, where it is asked for), then the softmax over the keys some row of the
+            // block may read, in whole lanes of its sums (the same bits as over the row), the
+            // others' 0 written here
+            Scores::Largest(_) | Scores::Dropped => {
                 let mut probs = matmul_in_one_thread(q.slice(rows), keys, factor, None, block);
-                softmax_rows_in_place(probs.view_mut(), mask);
+                if let Scores::Largest(largest) = &mut scores {
+                    **largest = largest_abs(probs.view(), **largest);
+                }
+                let n_k = k.nrows();
+                let panels = reached_panels(mask, n_k);
+                let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
+                let lanes = whole_lanes(from..to, n_k);
+                for mut row in probs.rows_mut() {
+                    row.slice_mut(s![..lanes.start]).fill(0.0);
+                    row.slice_mut(s![lanes.end..]).fill(0.0);
+                }
+                softmax_rows_in_place(
+                    probs.slice_mut(s![.., lanes.clone()]),
+                    mask.map(|m| m.slice_move(s![.., lanes])),
+                );
                 (probs, None)
             }
         };
@@ -717,7 +787,7 @@ pub fn head_attention(
         mask,
         scale,
         probs.view_mut(),
-        kept.as_mut().map(|s| s.view_mut()),
+        kept.as_mut().map(|s| s.view_mut()).into(),
         None,
     )?;
     // SAFETY: `head_attention_into` returned Ok: it wrote every value of both
@@ -749,8 +819,8 @@ pub fn head_keys(k: ArrayView2<f32>, heads: Heads, head: usize) -> Result<Packed
     )))
 }
 
-/// [`head_attention`] written into `probs` (and `scores`, where given), which may be
-/// uninitialised: when this returns `Ok`, every value of them has been written. A head's rows
+/// [`head_attention`] written into `probs` (and its scores as `scores` says: [`Scores`]), which
+/// may be uninitialised: when this returns `Ok`, every value of them has been written. A head's rows
 /// may go in blocks, each into its rows of one array: each row's values are its own; `keys`,
 /// where given, is [`head_keys`] of `k` for `head`, packed once for every block.
 ///
@@ -765,7 +835,7 @@ pub fn head_attention_into(
     mask: ArrayView2<bool>,
     scale: ScoreFactor,
     probs: ArrayViewMut2<MaybeUninit<f32>>,
-    scores: Option<ArrayViewMut2<MaybeUninit<f32>>>,
+    scores: Scores,
     keys: Option<&PackedB>,
 ) -> Result<()> {
     heads.check("attention")?;
@@ -783,7 +853,11 @@ pub fn head_attention_into(
         });
     }
     check_mask(Some(mask), n_q, n_k)?;
-    for a in std::iter::once(&probs).chain(scores.as_ref()) {
+    let kept = match &scores {
+        Scores::Kept(kept) => Some(kept),
+        Scores::Dropped | Scores::Largest(_) => None,
+    };
+    for a in std::iter::once(&probs).chain(kept) {
         if a.dim() != (n_q, n_k) {
             return Err(Error::Shape {
                 what: "one head's attention (n_q, n_k)".into(),
@@ -958,7 +1032,7 @@ pub fn heads_into(
             head(v, g, d_v),
             mask,
             scale,
-            scores.as_mut().map(|s| s.view_mut()),
+            scores.as_mut().map(|s| s.view_mut()).into(),
             probs.take().expect("each head attends once"),
             (!knocked_out).then_some(context.view_mut()),
             None,
@@ -1060,8 +1134,9 @@ mod tests {
     /// A head that keeps its scores takes the softmax over the keys its block's rows may read
     /// alone: each row's probabilities are the same bits as the softmax over the whole row of
     /// its scores (masked_fill and softmax, `ops::masked_softmax`), under causal masks, sliding
-    /// windows and padding; and its rows computed in blocks against `head_keys` packed once are
-    /// the same bits as the whole head packing its own.
+    /// windows and padding; its rows computed in blocks against `head_keys` packed once are
+    /// the same bits as the whole head packing its own; and with its scores not kept
+    /// (`Scores::Largest`), the same probabilities and the largest |score| of every cell.
     #[test]
     fn a_head_s_softmax_over_its_reached_keys_is_the_whole_row_s() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
@@ -1108,6 +1183,27 @@ mod tests {
                 // in blocks of 64 rows (the last up to 3 more: fewer than PACKED_MIN_QUERIES
                 // rows take the few-row path), Kᵀ packed once
                 let keys = head_keys(k.view(), heads, head).unwrap();
+                // rows `rows` of the head into `probs`, its scores as `scores` says
+                let rows_into = |rows: &std::ops::Range<usize>,
+                                 probs: ArrayViewMut2<'_, MaybeUninit<f32>>,
+                                 scores: Scores<'_>| {
+                    let (q, mask) = (
+                        q.slice(s![rows.clone(), ..]),
+                        mask.slice(s![rows.clone(), ..]),
+                    );
+                    head_attention_into(
+                        q,
+                        k.view(),
+                        heads,
+                        head,
+                        mask,
+                        factor,
+                        probs,
+                        scores,
+                        Some(&keys),
+                    )
+                    .unwrap()
+                };
                 let (mut blocked, mut blocked_scores) =
                     (Array2::uninit((n, n)), Array2::uninit((n, n)));
                 for at in (0..n)
@@ -1120,18 +1216,12 @@ mod tests {
                         at + 64
                     };
                     let rows = at..end;
-                    head_attention_into(
-                        q.slice(s![rows.clone(), ..]),
-                        k.view(),
-                        heads,
-                        head,
-                        mask.slice(s![rows.clone(), ..]),
-                        factor,
-                        blocked.slice_mut(s![rows.clone(), ..]),
-                        Some(blocked_scores.slice_mut(s![rows, ..])),
-                        Some(&keys),
-                    )
-                    .unwrap();
+                    let probs = blocked.slice_mut(s![rows.clone(), ..]);
+                    rows_into(
+                        &rows,
+                        probs,
+                        Scores::Kept(blocked_scores.slice_mut(s![rows.clone(), ..])),
+                    );
                 }
                 // SAFETY: every block of rows returned Ok, writing each value of both
                 let (blocked, blocked_scores) =
@@ -1139,6 +1229,54 @@ mod tests {
                 for (a, b) in [(&probs, &blocked), (&scores, &blocked_scores)] {
                     for ((ij, x), y) in a.indexed_iter().zip(b.iter()) {
                         assert_eq!(x.to_bits(), y.to_bits(), "n {n}, head {head}: {ij:?}");
+                    }
+                }
+                // the scores not kept, their largest |value| folded over blocks of 1, 2, 5 and
+                // 64 rows in turn (under PACKED_MIN_QUERIES rows, the few-row path): every
+                // cell's, the masked ones too, and the same probabilities
+                let mut blocks = Vec::new();
+                for size in [1, 2, 5, 64].into_iter().cycle() {
+                    let at = blocks.last().map_or(0, |b: &std::ops::Range<usize>| b.end);
+                    if at == n {
+                        break;
+                    }
+                    blocks.push(at..(at + size).min(n));
+                }
+                let mut largest = -1.0f32;
+                let mut folded = Array2::uninit((n, n));
+                for rows in &blocks {
+                    rows_into(
+                        rows,
+                        folded.slice_mut(s![rows.clone(), ..]),
+                        Scores::Largest(&mut largest),
+                    );
+                }
+                // SAFETY: every block of rows returned Ok, writing each value
+                let folded = unsafe { folded.assume_init() };
+                // each block of rows alone: its own scores' largest |value|
+                let want = blocks.iter().fold(-1.0f32, |most, rows| {
+                    let (q, mask) = (
+                        q.slice(s![rows.clone(), ..]),
+                        mask.slice(s![rows.clone(), ..]),
+                    );
+                    let (_, kept) =
+                        head_attention(q, k.view(), heads, head, mask, factor, true).unwrap();
+                    let kept = kept.expect("scores asked for");
+                    kept.iter().fold(most, |m, v| m.max(v.abs()))
+                });
+                let whole = scores.iter().fold(0f32, |m, v| m.max(v.abs()));
+                assert!(
+                    want > 0.0 && (want - whole).abs() <= 1e-6 * whole,
+                    "{want} {whole}"
+                );
+                assert_eq!(largest.to_bits(), want.to_bits(), "n {n}, head {head}");
+                // the packed path's probabilities: the same bits as with the scores kept
+                for rows in blocks.iter().filter(|b| b.len() >= PACKED_MIN_QUERIES) {
+                    for i in rows.clone() {
+                        for j in 0..n {
+                            let (x, y) = (folded[[i, j]], blocked[[i, j]]);
+                            assert_eq!(x.to_bits(), y.to_bits(), "n {n}, head {head}: ({i}, {j})");
+                        }
                     }
                 }
             }
@@ -1152,7 +1290,7 @@ mod tests {
             ndarray::Array2::from_elem((4, 5), true).view(),
             ScoreScale::SqrtDk.into(),
             Array2::uninit((4, 5)).view_mut(),
-            None,
+            Scores::Dropped,
             Some(&keys),
         )
         .unwrap_err();

@@ -8,7 +8,7 @@ pub mod prefix;
 
 pub use attention::{
     dot_product_attention, head_attention, head_attention_into, head_keys, multi_head_attention,
-    scaled_dot_product_attention, Attention, AttentionLinears, MultiHeadOutput,
+    scaled_dot_product_attention, Attention, AttentionLinears, MultiHeadOutput, Scores,
 };
 pub use exec::{CpuOps, CpuX};
 pub use forward::forward;

@@ -12,6 +12,7 @@
 import { fit } from '../../canvas.js';
 import { part, focusToken, tokenPicker, begin, figure } from './draw.js';
 import { num } from './plot.js';
+import { scoresIn } from '../../result.js';
 
 const TURNED = '#d94801', PROJECTED = '#6b7280', LINE = '#2166ac';
 
@@ -58,7 +59,8 @@ export function render(target, run, opts) {
   const rows = run.results[opts.item].length;
   target._token ??= rows - 1; // the last token: the one that has turned the most
   const p = focusToken(target, opts, rows);
-  const key = [run.id, opts.item, opts.layer, opts.head, opts.width, trace?.layer, p, opts.sel?.[0]].join('|');
+  const top = strongest(run, opts, p, rows);
+  const key = [run.id, opts.item, opts.layer, opts.head, opts.width, trace?.layer, p, opts.sel?.[0], top.engine === null].join('|');
   const intro = begin(target, key);
   if (!intro) return;
   target.classList.add('rope-panel');
@@ -109,21 +111,21 @@ export function render(target, run, opts) {
     ablated ? 'The ablation is on: the engine left the query as projected, so both arrows are one.' : `Pair 0 turned ${num(shown[0].angle, 2)} rad, pair ${half - 1} ${num(shown[1].angle, 5)} rad: ${scale === 1 ? 'the arrows keep their length' : `each arrow is ${num(scale, 4)} times as long (YaRN's attention_scaling)`}.`);
   drawDials(dials.canvas, { shown, width: figW, fontPx: opts.fontPx });
 
-  // 2 · the score against distance: the focused query and the key it attends to most
-  const att = run.head(item, layer, h), probs = att.subarray(p * run.T, p * run.T + rows);
-  let j = 0;
-  for (let t = 0; t <= p; t++) if (probs[t] > probs[j]) j = t;
+  // 2 · the score against distance: the focused query and the key it attends to most, and the
+  // engine's score for the pair (a long run's asked for where the page does not hold it yet)
+  const { j, engine } = top;
+  if (engine === null) opts.onScores?.(top.cell);
   const n = Math.max(64, 2 * rows);
   const curve = scoreByDistance(qOf(p), kOf(j), inv, n, scale);
   const plain = curve[0] / (scale * scale); // Δ = 0 and no scaling: no turn at all, q·k/√d
-  const engine = run.scoresOf(item, layer, h)[p * run.T + j];
+  const dot = engine === null ? 'on its way from the engine' : num(engine);
   const dist = figure(part(target, 'inside-row inside-distance'), 'distance');
   dist.set(`Query “${tokens[p]}” (position ${p}) against key “${tokens[j]}” (position ${j}), moved apart`, `score q·k/√d at distance Δ = 0 … ${n - 1}`,
     ablated
-      ? `The ablation is on: the engine's score at their real distance (the dot, ${num(engine)}) is the unturned q·k/√d = ${num(plain)} (dashed), whatever the distance.`
-      : `The same two vectors, turned as if they stood Δ positions apart: only the distance matters. At their real distance Δ = ${p - j} the curve is the engine's score (the dot: ${num(engine)}, curve ${num(curve[p - j])}). Without the rotation the score would be ${num(plain)} at every distance (dashed).`);
+      ? `The ablation is on: the engine's score at their real distance (the dot, ${dot}) is the unturned q·k/√d = ${num(plain)} (dashed), whatever the distance.`
+      : `The same two vectors, turned as if they stood Δ positions apart: only the distance matters. At their real distance Δ = ${p - j} the curve is the engine's score (the dot: ${dot}, curve ${num(curve[p - j])}). Without the rotation the score would be ${num(plain)} at every distance (dashed).`);
   drawDistance(dist.canvas, { curve, plain, at: p - j, engine, width: Math.min(width, 900), fontPx: opts.fontPx });
-  dist.canvas.setAttribute('aria-label', `the score of query ${p} against key ${j} at distances 0 to ${n - 1}; ${num(engine)} at their real distance ${p - j}`);
+  dist.canvas.setAttribute('aria-label', `the score of query ${p} against key ${j} at distances 0 to ${n - 1}; ${dot} at their real distance ${p - j}`);
   // what the panel drew, for the tests
   target._rope = { p, j, curve: Array.from(curve), plain, engine, ablated, shown, scale };
   target.dataset.drawn = String(run.id);
@@ -194,12 +196,24 @@ function drawDials(canvas, { shown, width, fontPx = 11 }) {
   canvas.setAttribute('aria-label', `two dials: ${shown.map(({ i, angle, before, after }) => `pair ${i} turned ${num(angle, angle < 0.01 ? 5 : 2)} radians, from ${arrow(before)} to ${arrow(after)}`).join('; ')}`);
 }
 
-/** The score against distance, the engine's score as a dot at the real distance, the unturned score dashed. */
+/** Where query `p` of the focused head attends most among its keys (the item's first `rows`):
+ *  `{j, cell, engine}`, `cell` the pair as a part of the head, `engine` the engine's score for
+ *  it (null: a long run's window not held yet, result.js `scoresIn`). */
+function strongest(run, { item, layer, head }, p, rows) {
+  const probs = run.head(item, layer, head).subarray(p * run.T, p * run.T + rows);
+  let j = 0;
+  for (let t = 0; t <= p; t++) if (probs[t] > probs[j]) j = t;
+  const cell = { q0: p, q1: p + 1, k0: j, k1: j + 1 };
+  return { j, cell, engine: scoresIn(run, item, layer, head, cell)?.[0] ?? null };
+}
+
+/** The score against distance, the engine's score as a dot at the real distance (none while
+ *  it is on its way), the unturned score dashed. */
 function drawDistance(canvas, { curve, plain, at, engine, width, fontPx = 11 }) {
   const hgt = Math.round(Math.min(240, width * 0.4)), padL = 44, padB = 26, top = 10, padR = 10;
   const ctx = fit(canvas, width, hgt, 0);
   ctx.clearRect(0, 0, width, hgt);
-  let lo = Math.min(plain, engine), hi = Math.max(plain, engine);
+  let lo = Math.min(plain, engine ?? plain), hi = Math.max(plain, engine ?? plain);
   for (const v of curve) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
   const pad = (hi - lo) * 0.08 || 1;
   lo -= pad; hi += pad;
@@ -220,13 +234,13 @@ function drawDistance(canvas, { curve, plain, at, engine, width, fontPx = 11 }) 
   ctx.stroke();
   ctx.lineWidth = 1;
   ctx.fillStyle = TURNED;
-  ctx.beginPath(); ctx.arc(X(at), Y(engine), 5, 0, 2 * Math.PI); ctx.fill();
+  if (engine !== null) { ctx.beginPath(); ctx.arc(X(at), Y(engine), 5, 0, 2 * Math.PI); ctx.fill(); }
   ctx.fillStyle = '#111827';
   ctx.textAlign = 'center';
   ctx.textBaseline = 'top';
   ctx.fillText('distance Δ between query and key (positions)', padL + (width - padL - padR) / 2, hgt - padB + 8);
   canvas._describe = (x) => {
     const t = Math.round(((x - padL) / (width - padL - padR)) * (curve.length - 1));
-    return t >= 0 && t < curve.length ? `Δ = ${t}: score ${num(curve[t])}${t === at ? ` (the engine's, at their real distance: ${num(engine)})` : ''}` : null;
+    return t >= 0 && t < curve.length ? `Δ = ${t}: score ${num(curve[t])}${t === at && engine !== null ? ` (the engine's, at their real distance: ${num(engine)})` : ''}` : null;
   };
 }
