@@ -8,7 +8,7 @@ import { connect, toggleHead, toggleGroup, translationPanes, drawDecoderPanels, 
 import { combine } from './select.js';
 import { wordsOf, carrySel } from './words.js';
 import { engine } from './engine.js';
-import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, inlineText, engineOf, decoderSteps, layerNumber } from './result.js';
+import { published, publishedTranslation, withGeneration, maxAbsDiff, visibleText, inlineText, engineOf, decoderSteps, layerNumber, stepsPart } from './result.js';
 import * as translationView from './views/translation.js';
 import { EXAMPLES, TRANSLATION_EXAMPLES, DECODER_EXAMPLES } from './examples.js';
 import { exportView, exportPanel } from './export.js';
@@ -16,7 +16,6 @@ import { METRIC_NOTES, METRIC_HELP, SCALE_HELP, specialNotes } from './glossary.
 import { readsPair, stackWord, normName, ffnWords } from './architecture.js';
 import { connectGeneration, canGenerate, kvGroups } from './generation.js';
 import * as generationView from './views/generation.js';
-import { partShown } from './views/steps.js';
 import { readGiven, fromGiven, precisionNote } from './given.js';
 import { player, PLAY_MS } from './play.js';
 import * as runStatus from './progress.js';
@@ -1108,7 +1107,7 @@ for (const span of document.querySelectorAll('.exports')) {
       if (!s.run) return;
       const v = view === 'head' && s.view === 'lines' ? 'lines' : view;
       // a long run's steps: the window the steps view shows (the page holds its scores a window at a time)
-      const part = v === 'steps' && s.run.long ? partShown(s.run.T, zoomOf(s, s.run)) : null;
+      const part = v === 'steps' && s.run.long ? stepsPart(s.run.T, zoomOf(s, s.run)) : null;
       exportView(v === 'steps' ? s.run : shownOf(s), v, f, { item: Math.min(s.item, s.run.B - 1), layer: s.layer, head: s.head, scale: s.scale, part });
     });
     span.append(b);

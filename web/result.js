@@ -65,6 +65,21 @@ export function heldScores(windows, part) {
   return windowOfPart(at.values, w.k1 - w.k0, { q0: part.q0 - w.q0, q1: part.q1 - w.q0, k0: part.k0 - w.k0, k1: part.k1 - w.k0 });
 }
 
+/** The most tokens a side the steps view shows: four panels stay legible (and light to draw). */
+export const STEPS_ROWS = 64;
+
+/**
+ * The part of a head the steps view shows over `T` tokens for the head view's zoom window `win`
+ * (`{q0, k0, n}`; null: the whole head): at most STEPS_ROWS tokens a side, within the head (as
+ * matrix.js `square` clamps a window), `{q0, q1, k0, k1}`. The worker reads it too: a long run's
+ * first head comes with the steps view's window of its scores.
+ */
+export function stepsPart(T, win) {
+  const n = Math.max(1, Math.min(T, win?.n ?? T, STEPS_ROWS));
+  const q0 = Math.max(0, Math.min(T - n, win?.q0 ?? 0)), k0 = Math.max(0, Math.min(T - n, win?.k0 ?? 0));
+  return { q0, q1: q0 + n, k0, k1: k0 + n };
+}
+
 /**
  * Item b's head (l, h)'s scores in `part` `{q0, q1, k0, k1}`, (q1 − q0)·(k1 − k0) row-major, of
  * any run the views draw: a run's that keeps every score, or the windows a long run holds

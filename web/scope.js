@@ -102,7 +102,7 @@ import { wordsOf } from './words.js';
 import { withoutSink } from './sink.js';
 import { byValue } from './values.js';
 import { clampSel } from './select.js';
-import { partOf } from './result.js';
+import { partOf, stepsPart } from './result.js';
 
 export const VIEWS = {
   model: grid, head, lines, steps, heads, rollout: rolloutView, writes: writesView, flow: flowView, exercise: exerciseView, headB: head,
@@ -426,8 +426,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     const watch = watchRun((p) => onRunProgress?.(p));
     stopRun = () => { again = false; watch.stop(); };
     try {
-      // a long text's run brings the focused head with it (the views wait on no second message)
-      const focus = { item: s.item, layer: s.layer, head: s.head };
+      // a long text's run brings the focused head with it (the views wait on no second message),
+      // and the steps view's window of its scores (its zoom window, where it is for the new
+      // run's length: the worker knows it)
+      const zoom = s.win && s.win.words === s.words ? s.win : null;
+      const focus = { item: s.item, layer: s.layer, head: s.head, steps: stepsShown(s) ? { win: zoom } : null };
       const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s), focus }, (m) => watch.message(m));
       if (era !== givenShown) return;
       const latest = store.get();
@@ -653,9 +656,11 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
   // the window of scores the steps view shows, asked of the engine with the head (a long run's
   // page holds windows of a head's scores, not its T²)
-  function stepsPart(s) {
-    const el = targets.steps;
-    return el && !el.hidden && layout(s).steps ? steps.partShown(s.run.T, zoomOf(s, s.run)) : null;
+  function stepsWindow(s) {
+    return stepsShown(s) ? stepsPart(s.run.T, zoomOf(s, s.run)) : null;
+  }
+  function stepsShown(s) {
+    return Boolean(targets.steps && !targets.steps.hidden && layout(s).steps);
   }
   // a window of a long run's head's scores a view drew without (the steps view's after a zoom
   // or a drag, the rotary panel's cell): asked once at a time, the views drawn again when it comes
@@ -678,7 +683,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
     headFor = want;
     const into = spare?.drawn ? spare.probs : null;
     spare = null;
-    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into, pool: headPool(s), scores: stepsPart(s) }).then((values) => {
+    eng().longHead(s.modelKey, { run: r.longRun, item: b, layer: l, head: h, into, pool: headPool(s), scores: stepsWindow(s) }).then((values) => {
       const gone = r.addHead(b, l, h, values).at(-1);
       if (gone) spare = { probs: gone, drawn: false };
       if (store.get().run === r) store.update({ extras: `${r.id}:head:${b}:${l}:${h}` });

@@ -27,7 +27,7 @@
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
 import { summarise, headsSummary } from './summary.js';
-import { maxAbsDiff as maxDiff, runHeads } from './result.js';
+import { maxAbsDiff as maxDiff, runHeads, stepsPart } from './result.js';
 import { loadBuild } from './wasm-build.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -740,19 +740,22 @@ function summed(s, r, focus, report) {
   const sink = r.summary.sink; // a long run's, with the first key hidden
   if (sink) transfer.push(sink.probMax.buffer, sink.probArg.buffer, sink.scoreMax.buffer, sink.thumbs.buffer);
   if (sink && sink.thumbMask !== r.summary.thumbMask) transfer.push(sink.thumbMask.buffer);
-  if (r.focusHead) transfer.push(r.focusHead.attention.buffer);
+  if (r.focusHead) transfer.push(r.focusHead.attention.buffer, ...(r.focusHead.scores ? [r.focusHead.scores.values.buffer] : []));
   for (const k of ['logits', 'headMetrics', 'headRoles', 'valueNorms', 'rollout', 'sentenceEmbedding', 'baselineEmbedding', 'hiddenStates', 'layerSimilarity', 'headWrites']) if (r[k]) transfer.push(r[k].buffer);
   const arrays = (o) => Object.values(o ?? {}).flatMap((v) => (ArrayBuffer.isView(v) ? [v.buffer] : v && typeof v === 'object' ? arrays(v) : []));
   transfer.push(...arrays(r.layerTrace), ...arrays(r.flow), ...(r.crossAttention ?? []).map((c) => c.attention.buffer));
   return transfer;
 }
 
-/** Long run `r`'s head `focus` (`{item, layer, head}`, each clamped to the run's) as the page's
- *  `long-head` gives it, with where it is: `{item, layer, head, attention, score_max}`. */
+/** Long run `r`'s head `focus` (`{item, layer, head, steps?: {win}}`, each clamped to the run's)
+ *  as the page's `long-head` gives it, with where it is: `{item, layer, head, attention,
+ *  score_max}`, and `scores`, the steps view's window of them where the page shows that view
+ *  (`steps.win`: its zoom window, taken where it is for this run's length). */
 function focusedHead(s, r, focus) {
-  const [B, L, H] = r.info.shape;
+  const [B, L, H, T] = r.info.shape;
   const item = Math.min(focus.item, B - 1), layer = Math.min(focus.layer, L - 1), head = Math.min(focus.head, H - 1);
-  return { item, layer, head, ...s.session.longHead(r.info.long_run, item, layer, head, undefined, undefined, undefined) };
+  const part = focus.steps ? stepsPart(T, focus.steps.win?.T === T ? focus.steps.win : null) : undefined;
+  return { item, layer, head, ...s.session.longHead(r.info.long_run, item, layer, head, undefined, undefined, part) };
 }
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */

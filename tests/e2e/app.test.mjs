@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startServer, launch, openPage, cli, ready, maxDiff, INK, gridCells, ARTIFACTS, ROOT } from './harness.mjs';
-import { runHeads, longHead, scoresPart, scoresIn, heldScores } from '../../web/result.js';
+import { runHeads, longHead, scoresPart, scoresIn, heldScores, stepsPart } from '../../web/result.js';
 import { pooledPart } from '../../web/summary.js';
 
 let server, browser, noGpu;
@@ -338,6 +338,11 @@ test('a run\'s records: each head is a view into its layer\'s record; a record o
   for (const p of [part(2, 3, 1, 2), part(1, 2, 0, 1), part(0, 4, 3, 4), part(1, 4, 2, 3)]) assert.deepEqual(Array.from(heldScores(windows, p)), cells(p), JSON.stringify(p));
   assert.equal(heldScores(windows, part(0, 1, 0, 1)), null, 'no window covers (0, 0)');
   assert.equal(heldScores(windows, part(0, 3, 0, 2)), null, 'nor queries 0–2 over keys 0–1');
+  // the steps view's part: at most 64 tokens a side of the zoom window, within the head
+  assert.deepEqual(stepsPart(1000, null), part(0, 64, 0, 64));
+  assert.deepEqual(stepsPart(10, null), part(0, 10, 0, 10));
+  assert.deepEqual(stepsPart(1000, { q0: 980, k0: 10, n: 200 }), part(936, 1000, 10, 74));
+  assert.deepEqual(stepsPart(1000, { q0: 5, k0: 7, n: 20 }), part(5, 25, 7, 27));
 });
 
 test('a part of a head max-pooled a bin of a row at a time equals it pooled a cell at a time, its largest the first in row order', () => {

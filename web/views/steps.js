@@ -6,12 +6,11 @@ import { scale, pixels, twoColour } from '../colour.js';
 import { fit, bitmap, inTasks, windowOf, axesCaption } from '../canvas.js';
 import { square, cellAt, maskedBy, drawMatrix } from '../matrix.js';
 import { noteTip } from '../glossary.js';
-import { scoresIn } from '../result.js';
+import { scoresIn, stepsPart, STEPS_ROWS } from '../result.js';
 import * as legend from './legend.js';
 
 const ALLOWED = [214, 226, 248], BLOCKED = [55, 65, 81];
 
-const MAX_ROWS = 64;
 
 const PANELS = [
   { id: 'scores', title: 'QKᵀ / √d_k', what: 'scores' },
@@ -50,14 +49,6 @@ function build(target) {
   }
 }
 
-/** The part of a head the panels show over `T` tokens for the head view's window `win` (null:
- *  the whole head): at most MAX_ROWS tokens a side, `{q0, q1, k0, k1}`. */
-export function partShown(T, win) {
-  const w = win ?? { q0: 0, k0: 0, n: T };
-  const { q0, k0, n } = square({ width: 1, height: 1, T, win: { ...w, n: Math.min(w.n, MAX_ROWS) }, labels: false, fontPx: 11 });
-  return { q0, q1: q0 + n, k0, k1: k0 + n };
-}
-
 /** `opts`: {item, layer, head, scale, win, panelPx, fontPx, headDim, onScores(part)}: a long
  *  run's scores come a window at a time (result.js `scoresIn`), and `onScores` asks for the
  *  window the panels show when the run does not hold it yet (they are drawn when it comes). */
@@ -70,9 +61,9 @@ export function render(target, run, opts) {
   const tokens = run.results[item].labels;
 
   const size = Math.max(150, Math.min(opts.panelPx ?? 260, 520));
-  // the head view's window, at most MAX_ROWS tokens: four panels stay legible (and light to draw)
-  const win = opts.win ?? { q0: 0, k0: 0, n: T };
-  const g = square({ width: size, height: size, T, win: { ...win, n: Math.min(win.n, MAX_ROWS) }, labels: true, fontPx: opts.fontPx ?? 11 });
+  // the head view's window, at most STEPS_ROWS tokens (result.js `stepsPart`)
+  const part = stepsPart(T, opts.win);
+  const g = square({ width: size, height: size, T, win: { q0: part.q0, k0: part.k0, n: part.q1 - part.q0 }, labels: true, fontPx: opts.fontPx ?? 11 });
   const minPx = Math.ceil((g.n * size) / g.size) + 1;
   const key = [run.id, item, layer, head, opts.scale, g.q0, g.k0, g.n].join('|');
   const prev = target._view;
@@ -87,7 +78,6 @@ export function render(target, run, opts) {
   legend.render(target.querySelector('.legend-probs'), pScale, { masked: true });
   // each panel's picture holds just the window it shows (64 × 64 at most, not 512 × 512)
   const w = { q0: g.q0, k0: g.k0, n: g.n };
-  const part = { q0: g.q0, q1: g.q0 + g.n, k0: g.k0, k1: g.k0 + g.n };
   const sw = scoresIn(run, item, layer, head, part), mw = windowOf(m, T, w), pw = windowOf(p, T, w);
   if (!sw) opts.onScores?.(part);
   const make = {
