@@ -115,6 +115,8 @@ test('the page, all-MiniLM: "which head reads the previous token?" grades the he
   assert.ok(v2.text.includes(`L${asked.l} H${asked.h} puts ${pct(asked.w)} of its weight on “[CLS]”; you guessed ${pct(guess)}`), v2.text);
   assert.ok(v2.text.includes(`Weighed by value, the first token gets ${pct(asked.v)}`), v2.text);
   assert.equal(await page.isChecked('#byvalue'), true, 'the views weigh by value once checked');
+  // the link follows in a task of its own, 120 ms after the last change (web/app.js `syncHash`)
+  await page.waitForFunction(() => /ex=first-token/.test(location.hash), null, { timeout: 5000 }).catch(() => {});
   assert.match(await page.evaluate(() => location.hash), /ex=first-token/);
   clean(p);
   await page.close();
