@@ -11,18 +11,24 @@
 //   cross-origin isolated, 2 threads, on the checkpoint exported by bench/export_onnx.py;
 //   skipped with a note when that export is missing.
 //
-// Env: MODEL (a checkpoint folder), LENGTHS (16,128,512), ITERS (15: this machine is noisy).
+// * the page itself (`make serve`'s) in the same Chromium: a keystroke at the end of a text of T
+//   tokens until every view is drawn again, PAUSE ms between keystrokes as a person types
+//   (the engine's threads asleep meanwhile, as they are in use).
+//
+// Env: MODEL (a checkpoint folder), LENGTHS (16,128,512), ITERS (15: this machine is noisy),
+// PAUSE (300).
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { launch } from '../tests/e2e/harness.mjs';
+import { launch, openPage, startServer } from '../tests/e2e/harness.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MODEL = path.resolve(ROOT, process.env.MODEL ?? 'assets/models/all-MiniLM-L6-v2');
 const LENGTHS = (process.env.LENGTHS ?? '16,128,512').split(',').map(Number);
 const ITERS = Number(process.env.ITERS ?? 15);
+const PAUSE = Number(process.env.PAUSE ?? 300);
 const ONNX = path.join(MODEL, 'onnx', 'model.onnx');
 const notes = [];
 const rows = []; // {where, engine, ms: {T: ms}}
@@ -140,6 +146,40 @@ try {
     rows.push({ where: `Chromium, ${threads} thread${threads > 1 ? 's' : ''}`, engine: `attnscope wasm (${label})`, ms });
     await page.close();
   }
+  // the page itself, as a person types: a keystroke at the end of a text of T tokens until every
+  // view is drawn again (web/app.js `lastRenderAt`), on the CPU engine, its threaded build; a
+  // pause of PAUSE ms after each, as between keystrokes, where the engine's threads sleep
+  {
+    const app = await startServer();
+    const ms = {};
+    try {
+      for (const t of LENGTHS) {
+        // "the" is one word piece, and so are "door" and "doors": T tokens either way
+        const text = `${Array(t - 3).fill('the').join(' ')} door`;
+        const { page } = await openPage(browser, `${app.url}#e=cpu&s=${encodeURIComponent(text)}`, { width: 1400, height: 1000 });
+        await page.waitForFunction((t) => window.attnscope?.result?.tokens.length === t && window.attnscope.renders > 0, t, { timeout: 120000 });
+        await page.evaluate(() => document.getElementById('sentence').addEventListener('keydown', () => { window.__keyAt = performance.now(); }, true));
+        await page.focus('#sentence');
+        await page.keyboard.press('End');
+        const times = [];
+        for (let i = 0; i < ITERS + 2; i++) {
+          const renders = await page.evaluate(() => window.attnscope.renders);
+          await page.keyboard.press(i % 2 ? 'Backspace' : 's');
+          await page.waitForFunction((r) => window.attnscope.renders > r, renders, { timeout: 60000 });
+          const [took, n] = await page.evaluate(() => [window.attnscope.lastRenderAt - window.__keyAt, window.attnscope.result.tokens.length]);
+          if (n !== t) throw new Error(`the page ran ${n} tokens, not ${t}`);
+          if (i >= 2) times.push(took);
+          await page.waitForTimeout(PAUSE);
+        }
+        times.sort((a, b) => a - b);
+        ms[t] = times[times.length >> 1];
+        await page.close();
+      }
+    } finally {
+      app.stop();
+    }
+    rows.push({ where: 'Chromium, 2 threads', engine: `attnscope page, keystroke → every view drawn (${PAUSE} ms between keystrokes)`, ms });
+  }
   if (!existsSync(ONNX)) {
     notes.push(`ONNX Runtime Web skipped: no ${path.relative(ROOT, ONNX)} (python3 bench/export_onnx.py writes it; it needs torch)`);
   } else if (!existsSync(ORT_DIR)) {
@@ -196,5 +236,8 @@ for (const r of rows.filter((x) => !x.engine.startsWith('attnscope'))) {
   const a = ours(r.where);
   if (!a) continue;
   console.log(`  ${a.where} attnscope vs ${r.engine}, ${r.where}: ${LENGTHS.map((t) => `T = ${t}: ${(a.ms[t] / r.ms[t]).toFixed(2)}`).join(', ')}`);
+  // and the page, every view drawn, against the peer's pass alone
+  const page = rows.find((x) => x.engine.startsWith('attnscope page') && x.where === r.where);
+  if (page) console.log(`  ${page.where} the attnscope page, a keystroke to every view drawn, vs ${r.engine}'s pass: ${LENGTHS.map((t) => `T = ${t}: ${(page.ms[t] / r.ms[t]).toFixed(2)}`).join(', ')}`);
 }
 for (const n of notes) console.log(`note: ${n}`);

@@ -260,6 +260,37 @@ fn run_records(
     Ok(all)
 }
 
+/// Every head of run `t` summarised for the page's grid and heads table, on the pool's threads
+/// (`crate::analysis::thumbnail::HeadsSummary`): `{side, thumbs: Float32Array (heads × side ×
+/// side; side 0 and none at most 64 positions), probMax: Float32Array, probArg: Uint32Array
+/// (q·T + k), scoreMax: Float32Array}`, heads in `(b, l, h)` order, as web/summary.js
+/// `summarise` gives them.
+fn heads_summary(t: &crate::engine::Trace) -> Result<Object, JsError> {
+    let scores = t.scores.as_ref().map(|s| s.view());
+    let summary = crate::engine::cpu::pass_on_the_pool(|| {
+        crate::analysis::thumbnail::HeadsSummary::of(t.attention.view(), scores)
+    });
+    let o = Object::new();
+    set(&o, "side", summary.side as f64)?;
+    set(&o, "thumbs", Float32Array::from(summary.thumbs.as_slice()))?;
+    set(
+        &o,
+        "probMax",
+        Float32Array::from(summary.prob_max.as_slice()),
+    )?;
+    set(
+        &o,
+        "probArg",
+        js_sys::Uint32Array::from(summary.prob_arg.as_slice()),
+    )?;
+    set(
+        &o,
+        "scoreMax",
+        Float32Array::from(summary.score_max.as_slice()),
+    )?;
+    Ok(o)
+}
+
 /// Which engine answers one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Engine {
@@ -1198,7 +1229,9 @@ impl Session {
     /// `mask` (`padding`, `causal` or `none`) on `engine` (`cpu` or `gpu`), with `options` (see
     /// [`RunOptions`]; `undefined` for none). Returns `{info: RunInfo, records: [B][record] (each
     /// item's attention and, unless `scores: false`, its scores, one record a layer:
-    /// [`run_records`]; none for a long text's run), mask: Uint8Array, logits?: Float32Array,
+    /// [`run_records`]; none for a long text's run), summary: every head's for the grid and
+    /// heads table (none for a long text's run: [`heads_summary`]), mask: Uint8Array,
+    /// logits?: Float32Array,
     /// nextTokens?: [B][T][K] of {id, token, text, p} (with `topK`, for a model with an LM head),
     /// headMetrics?: Float32Array, headRoles?: Float32Array, valueNorms?: Float32Array, rollout?: Float32Array, sentenceEmbedding?: Float32Array,
     /// hiddenStates?: Float32Array, layerTrace?: {layer, input, q, k, v, context, attentionOutput,
@@ -1322,6 +1355,7 @@ impl Session {
                 items.push(&run_records(t, i, model.weights.stack(), kv_heads)?.into());
             }
             set(&o, "records", items)?;
+            set(&o, "summary", heads_summary(t)?)?;
         }
         set(&o, "mask", mask_bytes(&t.mask))?;
         if let Some(l) = &t.logits {

@@ -302,10 +302,15 @@ export function shownOf(s) {
   return r && s.noSink ? withoutSink(r) : r;
 }
 
-/** The store's zoom window where it is for `run`: its length and its words setting (a window
- *  over words means nothing over the pieces), else null (the whole head). */
+/** The store's zoom window where it is for its words setting (a window over words means
+ *  nothing over the pieces), else null, whatever the run's length. */
+const zoomOfWords = (s) => (s.win?.words === s.words ? s.win : null);
+
+/** The store's zoom window where it is for `run`: its length and its words setting, else null
+ *  (the whole head). */
 export function zoomOf(s, run) {
-  return s.win?.T === run.T && s.win.words === s.words ? s.win : null;
+  const win = zoomOfWords(s);
+  return win?.T === run.T ? win : null;
 }
 
 /** Whether two runs hold the same tokens (a selection of query indices still means the same). */
@@ -429,8 +434,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
       // a long text's run brings the focused head with it (the views wait on no second message),
       // and the steps view's window of its scores (its zoom window, where it is for the new
       // run's length: the worker knows it)
-      const zoom = s.win && s.win.words === s.words ? s.win : null;
-      const focus = { item: s.item, layer: s.layer, head: s.head, steps: stepsShown(s) ? { win: zoom } : null };
+      const focus = { item: s.item, layer: s.layer, head: s.head, steps: stepsShown(s) ? { win: zoomOfWords(s) } : null };
       const r = await eng().run(s.modelKey, { texts, pair: pairOf(s), mask: s.mask, options: runOptions(s), focus }, (m) => watch.message(m));
       if (era !== givenShown) return;
       const latest = store.get();

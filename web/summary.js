@@ -137,6 +137,19 @@ export function summarise(head, scoresOf, mask, shape) {
 }
 
 /**
+ * The summary of {@link summarise} as the engine folds it with a run it holds whole (src/wasm.rs
+ * `heads_summary`: the same values, computed on its threads), `mask` `(B, T, T)` pooled here
+ * for its thumbnails.
+ */
+export function engineSummary({ side, thumbs, probMax, probArg, scoreMax }, mask, [B, , , T]) {
+  const R = side, n = T * T, bins = thumbBins(T);
+  const thumbMask = R ? new Uint8Array(B * R * R) : null;
+  for (let b = 0; R && b < B; b++) poolMask(mask.subarray(b * n, (b + 1) * n), T, bins, thumbMask.subarray(b * R * R, (b + 1) * R * R));
+  // (q·T + k < 2³¹: the same bits read as signed)
+  return { R, thumbs: R ? thumbs : null, thumbMask, probMax, probArg: new Int32Array(probArg.buffer, probArg.byteOffset, probArg.length), scoreMax };
+}
+
+/**
  * The summary of {@link summarise} built a head at a time: `add(i, probs, scores | null)` for
  * heads i = (b·L + l)·H + h in that order, or `folded(i, …)` for heads the engine folded, then
  * `done()` gives it (a long run's heads come from the engine folded, with their first key

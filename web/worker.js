@@ -3,8 +3,10 @@
 //
 // In:  {id, type: 'load', key, name, backend, base?, files?, refresh?} (a base URL ending in .gguf,
 //      or files with one *.gguf: a GGUF file, the Llama family's one file)
-//      {id, type: 'run' | 'check', key, texts, pair, mask, focus?: {item, layer, head}} (a long
-//      run's result brings its focused head, as `long-head` would: no second message for it)
+//      {id, type: 'run' | 'check', key, texts, pair, mask, focus?: {item, layer, head, steps?: {win}}}
+//      (a long run's result brings its focused head, as `long-head` would, and with `steps` the
+//      steps view's window of its scores (`win`: its zoom window, if for this run's length): no
+//      second message for it)
 //      {id, type: 'generate', key, gen, prompt, options} (a decoder-only model writes after `prompt`
 //      one token a step, on the CPU engine; each pass posted as {type: 'generated', gen, step}, its
 //      attention's records transferred, the next computed meanwhile and posted once the page
@@ -26,8 +28,8 @@
 //      {type: 'crashed', panic} once the wasm module has trapped (a Rust panic): the page
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
 //      threaded build's threads goes to the page's BroadcastChannel `?crash=` instead.
-import { summarise, headsSummary } from './summary.js';
-import { maxAbsDiff as maxDiff, runHeads, stepsPart } from './result.js';
+import { headsSummary, engineSummary } from './summary.js';
+import { maxAbsDiff as maxDiff, stepsPart } from './result.js';
 import { loadBuild } from './wasm-build.js';
 
 const FILES = ['config.json', 'model.safetensors', 'tokenizer.json'];
@@ -723,14 +725,13 @@ async function tellProgressCells(s, id) {
 }
 
 /**
- * Run `r` as the page takes it: its summary (`summary`: every head's, computed here from its
- * records, or a long run's as the engine folded them, its layers told to `report(done, of)`)
+ * Run `r` as the page takes it: its summary (`summary`: every head's, as the engine folded
+ * them with a run it holds whole, or a long run's, its layers told to `report(done, of)`)
  * and, for a long run, the head `focus` names (`focusHead`: the page would ask for it at once).
  * Returns the buffers to transfer with it, not copy.
  */
 function summed(s, r, focus, report) {
-  const heads = r.records ? runHeads(r.records, r.info.shape) : null;
-  r.summary = heads ? summarise(heads.head, heads.scoresOf, r.mask, r.info.shape) : longSummary(s, r, report);
+  r.summary = r.summary ? engineSummary(r.summary, r.mask, r.info.shape) : longSummary(s, r, report);
   // a long run's focused head, computed now that the pass is over (the page would ask at once)
   if (r.info.long_run != null && focus) r.focusHead = focusedHead(s, r, focus);
   const transfer = [r.mask.buffer, r.summary.probMax.buffer, r.summary.probArg.buffer, r.summary.scoreMax.buffer];

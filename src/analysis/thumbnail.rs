@@ -9,9 +9,11 @@
 //! The head view's heatmap of a long text's head is pooled here too ([`PoolFold`]: the part on
 //! screen to its device pixels, as web/summary.js `pooledPart` pools a head the page holds).
 
-use ndarray::ArrayView2;
+use ndarray::{s, ArrayView2, ArrayView5};
 
+use crate::engine::cpu::attention::largest_abs;
 use crate::engine::cpu::ops::fold_lanes;
+use crate::linalg::team;
 
 /// Side of a thumbnail at most: a head over more positions is pooled.
 pub const THUMB: usize = 64;
@@ -45,6 +47,100 @@ pub struct Thumbnail {
     pub values: Vec<f32>,
     pub max: f32,
     pub arg: usize,
+}
+
+impl Thumbnail {
+    /// `probs` max-pooled in `bins` (a bin with nothing above 0 stays 0; `max` 0 at `arg` 0
+    /// for a head of zeros), without the sink-hidden one [`HeadThumbnails`] adds: the grid's
+    /// thumbnail of a head the page holds whole, as web/summary.js `foldRows` pooled it.
+    ///
+    /// # Shapes
+    /// * `probs`: `(T, n_k)`, both at most `bins.w · bins.side`; `values`: `(side, side)`
+    pub fn of(probs: ArrayView2<f32>, bins: Bins) -> Self {
+        let probs = probs.as_standard_layout();
+        let keys = probs.ncols();
+        let mut values = vec![0f32; bins.side * bins.side];
+        let (mut max, mut arg) = (0f32, 0);
+        for (q, row) in probs.rows().into_iter().enumerate() {
+            let row = row
+                .to_slice()
+                .expect("a standard-layout array's rows are contiguous");
+            let pooled = &mut values[q / bins.w * bins.side..][..bins.side];
+            // (a select, not a branch: bins of a few keys, their largest anywhere)
+            for (bin, run) in pooled.iter_mut().zip(row.chunks(bins.w)) {
+                *bin = run.iter().fold(*bin, |m, &v| if v > m { v } else { m });
+            }
+            // the row's largest, and the first cell that holds it where it is the head's so far
+            let m = largest(row);
+            if m > max {
+                max = m;
+                arg = q * keys + row.iter().position(|&v| v == m).unwrap_or(0);
+            }
+        }
+        Self { values, max, arg }
+    }
+}
+
+/// What the page's grid and heads table read of every head of a run it holds whole (web/worker.js
+/// gives it to the page as web/summary.js `summarise` would): each head's thumbnail past
+/// [`THUMB`] positions, its largest probability and where, and its largest |score|.
+///
+/// # Shapes
+/// * `thumbs`: `(heads, side, side)` (none at most [`THUMB`] positions: `side` 0); the others
+///   `(heads,)`, heads in `(b, l, h)` order; `prob_arg`: `q·T + k`
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadsSummary {
+    pub side: usize,
+    pub thumbs: Vec<f32>,
+    pub prob_max: Vec<f32>,
+    pub prob_arg: Vec<u32>,
+    pub score_max: Vec<f32>,
+}
+
+impl HeadsSummary {
+    /// The heads of `attention`, and of `scores` where the run kept them (else every largest
+    /// |score| 0), a head a task on the team or pool ([`team::for_each_part`]).
+    ///
+    /// # Shapes
+    /// * `attention`, `scores`: `(B, L, H, T, T)`
+    pub fn of<'a>(attention: ArrayView5<'a, f32>, scores: Option<ArrayView5<'a, f32>>) -> Self {
+        let (b, l, h, t, _) = attention.dim();
+        let heads = b * l * h;
+        let bins = Bins::of(t);
+        let side = if t > THUMB { bins.side } else { 0 };
+        let mut out = Self {
+            side,
+            thumbs: vec![0f32; heads * side * side],
+            prob_max: vec![0f32; heads],
+            prob_arg: vec![0u32; heads],
+            score_max: vec![0f32; heads],
+        };
+        // head i of a (B, L, H, T, T) array: (T, T)
+        let head = |a: ArrayView5<'a, f32>, i: usize| {
+            a.slice_move(s![i / (l * h), i / h % l, i % h, .., ..])
+        };
+        // each head's slots: its thumbnail (none at most THUMB positions), largest probability,
+        // where, and largest |score|
+        let thumbs: Vec<Option<&mut [f32]>> = match side {
+            0 => (0..heads).map(|_| None).collect(),
+            _ => out.thumbs.chunks_mut(side * side).map(Some).collect(),
+        };
+        let slots = (out.prob_max.iter_mut())
+            .zip(out.prob_arg.iter_mut())
+            .zip(out.score_max.iter_mut())
+            .zip(thumbs);
+        team::for_each_part(slots.enumerate(), |(i, (((max, arg), score), thumb))| {
+            let pooled = Thumbnail::of(head(attention, i), bins);
+            (*max, *arg) = (pooled.max, pooled.arg as u32);
+            if let Some(thumb) = thumb {
+                thumb.copy_from_slice(&pooled.values);
+            }
+            if let Some(scores) = scores {
+                *score = largest_abs(head(scores, i), 0.0);
+            }
+        });
+        out
+    }
 }
 
 /// A head's two thumbnails: `own`, its probabilities as the model computed them; `without_sink`,
@@ -518,6 +614,11 @@ mod tests {
             let bins = Bins::of(t);
             let got = HeadThumbnails::of(probs.view(), bins);
             assert_eq!(got.own, cell_by_cell(&probs, bins), "T = {t}");
+            assert_eq!(
+                Thumbnail::of(probs.view(), bins),
+                got.own,
+                "own alone, T = {t}"
+            );
             // and through a transposed view
             let t_view = probs.t();
             assert_eq!(
@@ -530,6 +631,48 @@ mod tests {
         let got = HeadThumbnails::of(zeros.view(), Bins::of(70));
         assert_eq!((got.own.max, got.own.arg), (0.0, 0));
         assert_eq!((got.without_sink.max, got.without_sink.arg), (0.0, 0));
+    }
+
+    #[test]
+    fn a_runs_summary_pools_each_head_as_the_page_does_and_finds_its_largest_score() {
+        use ndarray::Array5;
+        // T = 12: no thumbnails (at most THUMB positions); 100: 50 × 50
+        for t in [12, 100] {
+            let (b, l, h) = (2, 2, 3);
+            let head = |i: usize| causal(t, 5 + i);
+            let attention = Array5::from_shape_fn((b, l, h, t, t), |(bi, li, hi, q, k)| {
+                head((bi * l + li) * h + hi)[[q, k]]
+            });
+            // scores of both signs, the largest |score| a negative one in some heads
+            let scores = attention.mapv(|p| 3.0 - 7.0 * p);
+            let got = HeadsSummary::of(attention.view(), Some(scores.view()));
+            let side = if t > THUMB { Bins::of(t).side } else { 0 };
+            assert_eq!(
+                (got.side, got.thumbs.len()),
+                (side, b * l * h * side * side)
+            );
+            for i in 0..b * l * h {
+                let want = cell_by_cell(&head(i), Bins::of(t));
+                assert_eq!(
+                    (got.prob_max[i], got.prob_arg[i] as usize),
+                    (want.max, want.arg)
+                );
+                if side > 0 {
+                    assert_eq!(
+                        got.thumbs[i * side * side..][..side * side],
+                        want.values[..]
+                    );
+                }
+                let most = head(i)
+                    .iter()
+                    .fold(0f32, |m, &p| m.max((3.0 - 7.0 * p).abs()));
+                assert_eq!(got.score_max[i], most, "T = {t}, head {i}");
+            }
+            // without scores: every largest |score| 0
+            let alone = HeadsSummary::of(attention.view(), None);
+            assert!(alone.score_max.iter().all(|&s| s == 0.0));
+            assert_eq!((alone.prob_max, alone.thumbs), (got.prob_max, got.thumbs));
+        }
     }
 
     #[test]

@@ -10,14 +10,13 @@ use std::future::Future;
 use ndarray::{s, Array2, Array4, Array5, ArrayView1, ArrayView2, Axis};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
-use super::cpu::{self, on_the_pool};
+use super::cpu::{self, pass_on_the_pool};
 use super::network::EngineOps;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
 use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
 use crate::engine::network::Loaded;
 use crate::engine::GpuTiming;
 use crate::error::{Error, Result};
-use crate::linalg::team::with_team;
 use crate::masks::Mask;
 use crate::model::config::{Config, ModelKind};
 use crate::model::limits::MAX_ATTENTION_VALUES;
@@ -469,22 +468,17 @@ pub(crate) fn pass_inputs(ids: &[u32], first: usize) -> ModelInputs {
 impl<M: Loaded + Send> CpuSteps<M> {
     /// [`Steps::prefill`], on the calling thread's pool.
     pub(crate) fn prefill_now(&mut self, ids: &[u32]) -> Result<StepPass> {
-        on_the_pool(|| self.pass(ids, 0, &Mask::causal(1, ids.len())))
+        pass_on_the_pool(|| self.pass(ids, 0, &Mask::causal(1, ids.len())))
     }
 
     /// [`Steps::step`], on the calling thread's pool. In the browser its other threads wait
     /// for the step's products as a team (a step is ~200 short ones: [`crate::linalg::team`]):
     /// waking them for each was slower there. Natively rayon's own hand-overs are quick, and
     /// the team, whose other threads leave rayon's parallel loops (`q`, `k` and `v` side by
-    /// side; then the heads too) to the step's thread, measured slower (140 against 171
-    /// tokens/s on 2 threads, docs/speed.md).
+    /// side) to the step's thread, measured slower (140 against 171 tokens/s on 2 threads,
+    /// docs/speed.md).
     pub(crate) fn step_now(&mut self, n: usize, token: u32) -> Result<StepPass> {
-        let step = || self.pass(&[token], n, &Mask::none(1, 1, n + 1));
-        if cfg!(target_arch = "wasm32") {
-            on_the_pool(|| with_team(step))
-        } else {
-            on_the_pool(step)
-        }
+        pass_on_the_pool(|| self.pass(&[token], n, &Mask::none(1, 1, n + 1)))
     }
 }
 

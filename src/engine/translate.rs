@@ -11,7 +11,7 @@ use std::future::Future;
 use ndarray::{s, Array2, Array3, Array4, Array5};
 
 use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
-use super::cpu::on_the_pool;
+use super::cpu::pass_on_the_pool;
 use super::ops::{values, AttentionId, AttentionKind, Kept, PassMasks, Stack, Value};
 use super::trace::{AttentionGroup, KeptValues, ModelInputs, TargetInputs, TraceOptions};
 use crate::engine::network::Loaded;
@@ -93,7 +93,7 @@ pub(crate) trait Passes {
 pub fn translate(model: &dyn Loaded, sources: &[&str], decoding: &Decoding) -> Result<Translation> {
     let passes_of = EncoderDecoder::translating(model)?;
     let source = model.tokenizer().encode(sources, None)?;
-    on_the_pool(|| {
+    pass_on_the_pool(|| {
         let mut passes = CpuPasses::new(model, passes_of, &source)?;
         let decoding = std::pin::pin!(decode(model, &mut passes, &source, decoding));
         // the CPU's passes never wait: polled once, the future is done
@@ -535,7 +535,7 @@ fn forced_pass(
     let source = model.tokenizer().encode(sources, None)?;
     let (target, decoder, cross) = forced_inputs(model, &source, outputs)?;
     let steps = target.tokens.ncols();
-    let (groups, kept) = on_the_pool(|| {
+    let (groups, kept) = pass_on_the_pool(|| {
         let encoder = Mask::padding(source.valid.view());
         let masks = StackMasks {
             encoder: &encoder,

@@ -1,17 +1,21 @@
-//! A decoding step's team: the pool's other threads held for one step, waiting for its products
-//! by spinning rather than asleep, as llama.cpp's threads wait between a graph's operations.
+//! A pass's team: the pool's other threads held for one pass, waiting for its products by
+//! spinning rather than asleep, as llama.cpp's threads wait between a graph's operations (in the
+//! browser: `crate::engine::cpu::forward::pass_on_the_pool`).
 //!
 //! A decoding step is ~200 short products (a projection each, 0.1–1 ms). Handed to rayon, each
 //! one wakes the pool's sleeping threads; in the browser a wake is a notify through shared
 //! memory that took longer than many of the products, so the second thread joined late and
-//! waited between them (docs/speed.md, "a generation's step, by thread"). Inside
-//! [`with_team`], the thread running the step posts each product's tasks to the team
-//! ([`for_each_task`]); the others, which joined once at the step's start, claim them as they
-//! come and spin between them. The thread that posted takes tasks too, so a product finishes
-//! even when no other thread has joined.
+//! waited between them (docs/speed.md, "a generation's step, by thread"). A whole pass's steps
+//! are longer, but a wake after the threads slept a while (between two keystrokes) is slower
+//! still: 26 ms of a MiniLM pass of 60 (docs/speed.md, "a pass after a pause"). Inside
+//! [`with_team`], the thread running the pass posts each step's tasks to the team
+//! ([`for_each_task`], [`for_each_part`]); the others, which joined once at the pass's start,
+//! claim them as they come and spin between them. The thread that posted takes tasks too, so a
+//! step finishes even when no other thread has joined.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// One product's tasks, as the thread that posted them holds them while they run.
 type Task<'a> = &'a (dyn Fn(usize) + Sync);
@@ -67,11 +71,11 @@ thread_local! {
 }
 
 /// Runs `f` on the calling thread with the pool's other threads holding themselves ready for
-/// the tasks [`for_each_task`] posts until `f` returns (the products, the attention's heads).
-/// For a pass of short products only (a decoding step, a few rows typed at the end of a
-/// text): the other threads take no other work meanwhile, so rayon's own parallel loops inside
-/// `f` run on the calling thread alone. Called from outside rayon's pool, or with a pool of one
-/// thread, `f` simply runs.
+/// the tasks [`for_each_task`] posts until `f` returns (the products, the attention's heads,
+/// the norms' and activations' rows). The other threads take no other work meanwhile, so
+/// rayon's own parallel loops inside `f` (a layer's projections side by side) run on the
+/// calling thread alone, each of their products still shared. Called from outside rayon's
+/// pool, or with a pool of one thread, `f` simply runs.
 pub fn with_team<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let threads = rayon::current_num_threads();
     let Some(leader) = rayon::current_thread_index() else {
@@ -114,6 +118,9 @@ pub fn with_team<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// Runs `task(i)` for every `i` in `0..tasks`, each once: on the team the calling thread leads
 /// ([`with_team`]), else on rayon's pool. Returns when every task has.
 pub fn for_each_task(tasks: usize, task: impl Fn(usize) + Sync) {
+    if tasks == 1 {
+        return task(0); // nothing to share
+    }
     let team = LEADING.get();
     if team.is_null() || !(2..=MAX_TASKS).contains(&tasks) {
         use rayon::prelude::*;
@@ -123,6 +130,17 @@ pub fn for_each_task(tasks: usize, task: impl Fn(usize) + Sync) {
     // SAFETY: `with_team` clears `LEADING` before its team goes out of scope
     let team = unsafe { &*team };
     team.run(tasks, &task);
+}
+
+/// Runs `f` on each of `parts` once, each part a task of [`for_each_task`] (a chunk of rows
+/// that one task writes alone, say): on the team the calling thread leads, else on rayon's
+/// pool. Returns when every part is done.
+pub fn for_each_part<T: Send>(parts: impl IntoIterator<Item = T>, f: impl Fn(T) + Sync) {
+    let parts: Vec<Mutex<Option<T>>> = parts.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    for_each_task(parts.len(), |i| {
+        let part = parts[i].lock().map(|mut p| p.take());
+        f(part.ok().flatten().expect("each part is taken by one task"))
+    });
 }
 
 /// Whether the calling thread leads a team: its products may be cut finer than for rayon, a

@@ -476,6 +476,57 @@ test('run option scores: false returns the probabilities alone, the same as with
   await p.page.close();
 });
 
+test('a run\'s summary, folded by the engine on its threads, is summary.js `summarise` over its records, bit for bit: thumbnails past 64 tokens, a batch\'s padding, no scores', async () => {
+  const p = await open('#e=cpu', {}, noGpu);
+  const got = await p.page.evaluate(async () => {
+    // the wasm core as the worker runs it: the threaded build (the page is cross-origin
+    // isolated), then the SIMD128 one
+    const src = `self.onmessage = async ({ data: [origin, base] }) => {
+      try {
+        const { summarise, engineSummary } = await import(origin + '/web/summary.js');
+        const { runHeads } = await import(origin + '/web/result.js');
+        const out = [];
+        for (const [pkg, threads] of [['pkg-threads', 2], ['pkg', 1]]) {
+          const m = await import(origin + '/web/' + pkg + '/attnscope.js');
+          await m.default();
+          if (threads > 1) await m.initThreadPool(threads);
+          const get = async (f) => new Uint8Array(await (await fetch(new URL(f, base + '/'))).arrayBuffer());
+          const s = await m.loadSession('t', await get('config.json'), m.WeightsFile.fromBytes('model.safetensors', await get('model.safetensors')), await get('tokenizer.json'), 'cpu');
+          const long = 'the summary of every head is folded where the probabilities are, '.repeat(7);
+          for (const [texts, options] of [[['a short one'], {}], [[long], {}], [[long, 'and a shorter one beside it'], {}], [[long], { scores: false }]]) {
+            const r = await s.run(texts, undefined, 'padding', 'cpu', options);
+            const heads = runHeads(r.records, r.info.shape);
+            const want = summarise(heads.head, heads.scoresOf, r.mask, r.info.shape);
+            const engine = engineSummary(r.summary, r.mask, r.info.shape);
+            const same = (a, b) => (a === null ? b === null : b !== null && a.length === b.length && a.every((v, i) => Object.is(v, b[i])));
+            const fields = ['thumbs', 'thumbMask', 'probMax', 'probArg', 'scoreMax'];
+            out.push({ pkg, T: r.info.shape[3], B: r.info.shape[0], R: engine.R, wantR: want.R, differ: fields.filter((k) => !same(want[k], engine[k])), largest: Math.max(...engine.scoreMax), argType: engine.probArg.constructor.name });
+          }
+          s.free();
+        }
+        self.postMessage(out);
+      } catch (e) { self.postMessage({ error: String(e.stack || e) }); }
+    };`;
+    const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
+    const base = new URL(window.attnscope.store.get().modelSource.base, location.href).href.replace(/\/$/, '');
+    const out = await new Promise((r) => { w.onmessage = (e) => r(e.data); w.postMessage([location.origin, base]); });
+    w.terminate();
+    return out;
+  });
+  assert.equal(got.error, undefined, got.error);
+  assert.equal(got.length, 8);
+  for (const g of got) {
+    assert.deepEqual(g.differ, [], `${g.pkg}, ${g.B} × ${g.T} tokens: ${g.differ.join(', ')} differ`);
+    assert.equal(g.R, g.wantR);
+    assert.equal(g.argType, 'Int32Array');
+  }
+  // the cases: no thumbnails at a few tokens, thumbnails past 64 (alone and in a batch), and
+  // without scores every largest |score| 0
+  assert.deepEqual(got.map((g) => [g.B, g.T > 64, g.R > 0]).slice(0, 4), [[1, false, false], [1, true, true], [2, true, true], [1, true, true]]);
+  assert.ok(got[1].largest > 0 && got[3].largest === 0);
+  await p.page.close();
+});
+
 test('auto shows the first view on the CPU at once, then keeps the faster engine and says why in one line; a long run greys the stale views', async () => {
   const p = await open('');
   const { page } = p;

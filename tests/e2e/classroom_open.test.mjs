@@ -257,7 +257,8 @@ test('steps count from 1 wherever a person reads them, and positions (from 0) ar
   const tipText = await page.textContent('#inside-dec-cross > .tooltip');
   assert.match(tipText, /^step 7 \(position 6, reads “0”\) → “.+” at position 0: /);
   // the link keeps its 0-based st=, and old links open the same step
-  assert.match(await page.evaluate(() => location.hash), /[#&]st=6(&|$)/);
+  // (app.js writes the hash 120 ms after the last change: wait for it)
+  await page.waitForFunction(() => /[#&]st=6(&|$)/.test(location.hash), null, { timeout: 5000 });
   clean(problems);
   await page.close();
 });

@@ -104,7 +104,8 @@ test('SmolLM2: the routes to " Paris" are the CLI\'s; the slider and the positio
     await page.waitForFunction(() => /L23 H4: “ France” → “ is”/.test(document.querySelector('#flow-view .flow-hover').textContent));
     await page.mouse.click(pt.x, pt.y);
     await page.waitForFunction(() => { const s = window.attnscope.store.get(); return s.layer === 23 && s.head === 4; });
-    assert.ok(/flow=1/.test(await page.evaluate(() => location.hash)));
+    // (app.js writes the hash 120 ms after the last change: wait for it)
+    await page.waitForFunction(() => /flow=1/.test(location.hash), null, { timeout: 5000 });
     clean(p);
     await page.close();
   }

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
+use std::ops::Range;
 use std::sync::Mutex;
 
 use ndarray::{
@@ -168,7 +169,7 @@ impl<'a> From<Option<ArrayViewMut2<'a, MaybeUninit<f32>>>> for Scores<'a> {
 
 /// The largest of `from` and every |value| of `a` (a NaN passed over), in lanes the compiler
 /// turns into vector maxima (`f32::max` it cannot, for its NaN rule).
-fn largest_abs(a: ArrayView2<f32>, from: f32) -> f32 {
+pub(crate) fn largest_abs(a: ArrayView2<f32>, from: f32) -> f32 {
     const LANES: usize = 8;
     let larger = |m: f32, v: f32| if v.abs() > m { v.abs() } else { m };
     let mut lanes = [from; LANES];
@@ -265,15 +266,9 @@ fn attend_into(
                     matmul_in_one_thread(q.slice(rows), keys, factor, None, scores.slice_mut(rows));
                 // the softmax over the keys some row of the block may read, in whole lanes of
                 // its sums (the same bits as over the row), the others' 0 written here
-                let n_k = k.nrows();
-                let panels = reached_panels(mask, n_k);
-                let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
-                let lanes = whole_lanes(from..to, n_k);
+                let Reached { lanes, .. } = Reached::of(mask, k.nrows());
                 let mut block = block;
-                for mut row in block.rows_mut() {
-                    row.slice_mut(s![..lanes.start]).fill(MaybeUninit::new(0.0));
-                    row.slice_mut(s![lanes.end..]).fill(MaybeUninit::new(0.0));
-                }
+                zero_outside(&mut block, lanes.clone(), MaybeUninit::new(0.0));
                 softmax_rows(
                     scores.slice(s![.., lanes.clone()]),
                     block.slice_mut(s![.., lanes.clone()]),
@@ -287,14 +282,13 @@ fn attend_into(
             // others' scores masked whatever they are (`masked_fill` writes −∞ over them), and
             // `·V` over those keys alone
             Scores::Dropped if !kept => {
-                let n_k = k.nrows();
-                let panels = reached_panels(mask, n_k);
-                let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
+                let Reached {
+                    panels,
+                    keys: reached,
+                    lanes,
+                } = Reached::of(mask, k.nrows());
                 let mut block = block;
-                for mut row in block.rows_mut() {
-                    row.slice_mut(s![..from]).fill(MaybeUninit::new(0.0));
-                    row.slice_mut(s![to..]).fill(MaybeUninit::new(0.0));
-                }
+                zero_outside(&mut block, reached.clone(), MaybeUninit::new(0.0));
                 let within = block.view_mut();
                 matmul_part_in_one_thread(
                     q.slice(rows),
@@ -307,12 +301,11 @@ fn attend_into(
                 let mut probs = unsafe { block.assume_init() };
                 // softmax over the reached keys alone (in whole lanes of its sums: the same
                 // bits as over the row), the others' 0 written above
-                let lanes = whole_lanes(from..to, n_k);
                 softmax_rows_in_place(
                     probs.slice_mut(s![.., lanes.clone()]),
                     mask.map(|m| m.slice_move(s![.., lanes])),
                 );
-                (probs, Some(from..to))
+                (probs, Some(reached))
             }
             // every score computed in the probabilities (the largest |score| read from them
             // there, where it is asked for), then the softmax over the keys some row of the
@@ -323,14 +316,8 @@ fn attend_into(
                 if let Scores::Largest(largest) = &mut scores {
                     **largest = largest_abs(probs.view(), **largest);
                 }
-                let n_k = k.nrows();
-                let panels = reached_panels(mask, n_k);
-                let (from, to) = ((panels.start * NR).min(n_k), (panels.end * NR).min(n_k));
-                let lanes = whole_lanes(from..to, n_k);
-                for mut row in probs.rows_mut() {
-                    row.slice_mut(s![..lanes.start]).fill(0.0);
-                    row.slice_mut(s![lanes.end..]).fill(0.0);
-                }
+                let Reached { lanes, .. } = Reached::of(mask, k.nrows());
+                zero_outside(&mut probs, lanes.clone(), 0.0);
                 softmax_rows_in_place(
                     probs.slice_mut(s![.., lanes.clone()]),
                     mask.map(|m| m.slice_move(s![.., lanes])),
@@ -364,7 +351,7 @@ fn attend_into(
 ///
 /// # Shapes
 /// * `mask`: `(rows, n_k)`
-fn reached_panels(mask: Option<ArrayView2<bool>>, n_k: usize) -> std::ops::Range<usize> {
+fn reached_panels(mask: Option<ArrayView2<bool>>, n_k: usize) -> Range<usize> {
     let Some(mask) = mask else {
         return 0..n_k.div_ceil(NR);
     };
@@ -383,6 +370,38 @@ fn reached_panels(mask: Option<ArrayView2<bool>>, n_k: usize) -> std::ops::Range
         return 0..0; // every key masked: every probability 0 (the softmax of −∞ alone)
     }
     first / NR..last.div_ceil(NR)
+}
+
+/// The keys some row of a block may read: their panels of `Kᵀ` ([`reached_panels`]), the keys
+/// those panels hold (within `n_k`), and the whole lanes of the softmax's sums that hold those
+/// ([`whole_lanes`]: a softmax over them gives the same bits as over the row).
+struct Reached {
+    panels: Range<usize>,
+    keys: Range<usize>,
+    lanes: Range<usize>,
+}
+
+impl Reached {
+    /// # Shapes
+    /// * `mask`: `(rows, n_k)`
+    fn of(mask: Option<ArrayView2<bool>>, n_k: usize) -> Self {
+        let panels = reached_panels(mask, n_k);
+        let keys = (panels.start * NR).min(n_k)..(panels.end * NR).min(n_k);
+        let lanes = whole_lanes(keys.clone(), n_k);
+        Reached {
+            panels,
+            keys,
+            lanes,
+        }
+    }
+}
+
+/// Writes `zero` in every column of `block` outside `keep`.
+fn zero_outside<T: Clone>(block: &mut ArrayViewMut2<T>, keep: Range<usize>, zero: T) {
+    for mut row in block.rows_mut() {
+        row.slice_mut(s![..keep.start]).fill(zero.clone());
+        row.slice_mut(s![keep.end..]).fill(zero.clone());
+    }
 }
 
 /// Query rows from which [`attend_into`] packs `Kᵀ` and `V` for the matrix product: below, as
@@ -1184,7 +1203,7 @@ mod tests {
                 // rows take the few-row path), Kᵀ packed once
                 let keys = head_keys(k.view(), heads, head).unwrap();
                 // rows `rows` of the head into `probs`, its scores as `scores` says
-                let rows_into = |rows: &std::ops::Range<usize>,
+                let rows_into = |rows: &Range<usize>,
                                  probs: ArrayViewMut2<'_, MaybeUninit<f32>>,
                                  scores: Scores<'_>| {
                     let (q, mask) = (
@@ -1236,7 +1255,7 @@ mod tests {
                 // cell's, the masked ones too, and the same probabilities
                 let mut blocks = Vec::new();
                 for size in [1, 2, 5, 64].into_iter().cycle() {
-                    let at = blocks.last().map_or(0, |b: &std::ops::Range<usize>| b.end);
+                    let at = blocks.last().map_or(0, |b: &Range<usize>| b.end);
                     if at == n {
                         break;
                     }

@@ -518,7 +518,8 @@ impl Ops for CpuOps<'_> {
             check_input(x, w)?;
         }
         // the layers' products side by side: every thread has work from the start, where one
-        // product after another would wake the pool each time (slow in a browser)
+        // product after another would wake the pool each time (on a pass's team, in the
+        // browser, they run one after another, each shared among the team's threads)
         Ok(ws
             .par_iter()
             .map(|w| CpuX::new(linear(x.view(), w)))

@@ -7,6 +7,7 @@ use crate::engine::ops::{AttentionKind, PassMasks};
 use crate::engine::AttentionGroup;
 use crate::engine::{check_input, Trace, TraceOptions};
 use crate::error::Result;
+use crate::linalg::team::with_team;
 use crate::masks::Mask;
 use crate::model::Encoded;
 
@@ -22,7 +23,7 @@ pub fn forward(
     mask: &Mask,
     opts: &TraceOptions,
 ) -> Result<Trace> {
-    on_the_pool(|| forward_here(model, input, mask, opts))
+    pass_on_the_pool(|| forward_here(model, input, mask, opts))
 }
 
 /// Runs `f` on one of rayon's threads. Every parallel step of a pass (the heads, a product's
@@ -39,6 +40,19 @@ pub(crate) fn on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         return rayon::join(f, || ()).0;
     }
     f()
+}
+
+/// Runs pass `f` on one of rayon's threads ([`on_the_pool`]); in the browser, with the pool's
+/// other threads held for it as a team ([`with_team`]): they spin between its parallel steps
+/// rather than sleep. Woken for each step, they cost a MiniLM pass of 128 tokens 34 ms when
+/// it came right after another and 60 ms after 300 ms without one (as a keystroke comes): a
+/// wake from a long sleep is slower (docs/speed.md, "a pass after a pause"). Natively rayon's
+/// threads yield a while before they sleep, and its hand-overs are quick.
+pub(crate) fn pass_on_the_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    on_the_pool(|| match cfg!(target_arch = "wasm32") {
+        true => with_team(f),
+        false => f(),
+    })
 }
 
 /// [`forward`], on the calling thread.

@@ -12,6 +12,6 @@ pub use attention::{
 };
 pub use exec::{CpuOps, CpuX};
 pub use forward::forward;
-pub(crate) use forward::on_the_pool;
+pub(crate) use forward::pass_on_the_pool;
 pub use ops::{exp_nonpositive, sum_exp};
 pub use prefix::{forward_reusing, Prefixes, Reused, MAX_KEPT_BYTES, MAX_PREFIX_TOKENS};

@@ -5,12 +5,10 @@ use std::ops::Range;
 
 use ndarray::{s, Array2, ArrayView2};
 
-use rayon::prelude::*;
-
 use crate::engine::ops::{row_blocks, GatedFeedForward};
 use crate::error::{Error, Result};
 use crate::linalg::gemm::matmul_new;
-use crate::linalg::isa;
+use crate::linalg::{isa, team};
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind};
 use crate::model::Activation;
@@ -63,7 +61,7 @@ pub fn norm(x: ArrayView2<f32>, ln: &Norm) -> Array2<f32> {
     };
     match y.as_slice_mut() {
         Some(values) if d > 0 && values.len() >= LAYER_NORM_PARALLEL_MIN => {
-            values.par_chunks_mut(d * 64).for_each(norm)
+            team::for_each_part(values.chunks_mut(d * 64), norm)
         }
         Some(values) if d > 0 => norm(values),
         _ => {} // no columns: nothing to normalise
@@ -201,7 +199,7 @@ pub fn activate(x: &mut Array2<f32>, act: Activation) {
 /// `f` applied to every value of `x` in place, as [`activate`] does.
 fn each(x: &mut Array2<f32>, f: impl Fn(f32) -> f32 + Sync) {
     match x.as_slice_mut() {
-        Some(values) => values.par_chunks_mut(4096).for_each(|chunk| {
+        Some(values) => team::for_each_part(values.chunks_mut(4096), |chunk| {
             isa::vectorised(|| {
                 for v in chunk {
                     *v = f(*v);
@@ -304,10 +302,13 @@ pub fn rotate(x: ArrayView2<f32>, heads: usize, rope: &Rotary, positions: &[u32]
         }
     };
     if cols > 0 {
-        values
-            .par_chunks_mut(cols)
-            .zip(positions.par_iter())
-            .for_each(rotate_row);
+        // 16 rows a task: one row is too little work to hand to another thread
+        let tasks = values.chunks_mut(16 * cols).zip(positions.chunks(16));
+        team::for_each_part(tasks, |(rows, positions)| {
+            rows.chunks_exact_mut(cols)
+                .zip(positions)
+                .for_each(rotate_row)
+        });
     }
     y
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use ndarray::{concatenate, s, Axis};
 
 use super::exec::{CpuOps, DecoderCache, StackLayers};
-use super::forward::{forward, on_the_pool};
+use super::forward::{forward, pass_on_the_pool};
 use crate::engine::generate::pass_inputs;
 use crate::engine::network::EngineOps;
 use crate::engine::network::Loaded;
@@ -27,7 +27,6 @@ use crate::engine::ops::{AttentionKind, Kept, PassMasks};
 use crate::engine::trace::KeptValues;
 use crate::engine::{check_input, AttentionGroup, AttentionKept, Trace, TraceOptions};
 use crate::error::{Error, Result};
-use crate::linalg::team::with_team;
 use crate::masks::Mask;
 use crate::model::config::{Config, ModelKind};
 use crate::model::limits::MAX_QUERIES_KEYS;
@@ -51,11 +50,6 @@ pub const MAX_KEPT_BYTES: usize = 72 << 20;
 /// kept for typing on, unless it keeps every layer's hidden states or the LM head's logits at
 /// every position (0.2 MB a token for SmolLM2). A long text's pass is kept alone.
 pub const MAX_LONG_KEPT_BYTES: usize = 9 * MAX_QUERIES_KEYS;
-
-/// New rows below which a pass runs as a decoding step does, its products shared on a team
-/// ([`with_team`]): each weight matrix is then read a row at a time, not in tiles (the
-/// quantized product's path below 8 rows).
-const TEAM_MAX_ROWS: usize = 8;
 
 /// How many passes under different options are kept (a page runs a text under its options, and
 /// with heads knocked out also without them).
@@ -179,7 +173,7 @@ pub fn forward_reusing(
         }
         None => (DecoderCache::with_queries(), None),
     };
-    let mut pass = || -> Result<_> {
+    let pass = || -> Result<_> {
         let inputs = pass_inputs(&ids[shared..], shared);
         let stack = model.stack();
         let layers = c.num_hidden_layers;
@@ -218,14 +212,7 @@ pub fn forward_reusing(
         trace.logits = model.logits(&trace.hidden);
         Ok((trace, next))
     };
-    // a few new rows (a keystroke at the end of the text): products of a few rows each, as a
-    // decoding step's, which in the browser the pool's threads wait for as a team
-    // (`CpuSteps::step_now`)
-    let few = t - shared < TEAM_MAX_ROWS;
-    let (trace, values) = on_the_pool(|| match cfg!(target_arch = "wasm32") && few {
-        true => with_team(pass),
-        false => pass(),
-    })?;
+    let (trace, values) = pass_on_the_pool(pass)?;
     let pass = KeptPass {
         ids,
         opts: opts.clone(),

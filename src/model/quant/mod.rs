@@ -24,12 +24,11 @@
 
 use std::fmt;
 use std::mem::MaybeUninit;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use ndarray::{Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
-use rayon::prelude::*;
 
 use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
 use crate::linalg::{dot, isa, team};
@@ -365,6 +364,9 @@ thread_local! {
     static TILE: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
     /// The row a thread's task of the matrix–vector product converts a float weight row into.
     static ROW: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The product of a thread's tile of [`QuantMatrix::matmul_t`] with `xᵀ`, reused likewise.
+    static PRODUCT: std::cell::Cell<Vec<MaybeUninit<f32>>> =
+        const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Multiply-adds below which a task is not worth handing to another thread.
@@ -608,12 +610,8 @@ impl QuantMatrix {
                 .max(self.rows.div_ceil(4 * rayon::current_num_threads()))
                 .max(1)
         };
-        let parts: Vec<Mutex<ArrayViewMut2<MaybeUninit<f32>>>> = out
-            .axis_chunks_iter_mut(Axis(1), chunk)
-            .map(Mutex::new)
-            .collect();
-        team::for_each_task(parts.len(), |c| {
-            let mut out = parts[c].lock().expect("each part is taken by one task");
+        let parts = out.axis_chunks_iter_mut(Axis(1), chunk).enumerate();
+        team::for_each_part(parts, |(c, mut out)| {
             // the float types are converted into the thread's row of scratch, kept from call
             // to call (a decoding step's team takes hundreds of tasks); blocks need none
             let mut kept = ROW.take();
@@ -665,38 +663,38 @@ impl QuantMatrix {
     fn gemm_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
         let (n, cols) = x.dim();
         let xt = PackedB::from_transposed(x); // xᵀ, (cols, n)
-        out.axis_chunks_iter_mut(Axis(1), GEMM_TILE_ROWS)
-            .into_par_iter()
-            .enumerate()
-            .for_each_init(
-                || Array2::<f32>::uninit((GEMM_TILE_ROWS, n)),
-                |product, (t, mut out)| {
-                    let rows = out.ncols();
-                    // the thread's tile, kept from call to call: a new one was zeroed for each
-                    // of rayon's splits (a `memset` of up to 512 KB, 3 % of a prompt's pass)
-                    let mut tile = TILE.take();
-                    tile.resize(tile.len().max(rows * cols), 0.0);
-                    isa::vectorised(
-                        #[inline(always)]
-                        || {
-                            for (j, w) in tile.chunks_exact_mut(cols).take(rows).enumerate() {
-                                dequantize(self.ty, self.row_data(t * GEMM_TILE_ROWS + j), w);
-                            }
-                        },
-                    );
-                    let weights = ArrayView2::from_shape((rows, cols), &tile[..rows * cols])
-                        .expect("the tile holds rows × cols values");
-                    let product = product.slice_mut(ndarray::s![..rows, ..]);
-                    let product = matmul_in_one_thread(weights, &xt, 1.0, None, product); // (rows, n)
-                    for (i, mut out) in out.rows_mut().into_iter().enumerate() {
-                        let out = out.as_slice_mut().expect("a row of x · Wᵀ's columns");
-                        for (j, o) in out.iter_mut().enumerate() {
-                            o.write(product[[j, i]]);
-                        }
+        let tiles = out
+            .axis_chunks_iter_mut(Axis(1), GEMM_TILE_ROWS)
+            .enumerate();
+        team::for_each_part(tiles, |(t, mut out)| {
+            let rows = out.ncols();
+            // the thread's tile and its product, kept from call to call: a new tile was zeroed
+            // for each of rayon's splits (a `memset` of up to 512 KB, 3 % of a prompt's pass)
+            let (mut tile, mut product) = (TILE.take(), PRODUCT.take());
+            tile.resize(tile.len().max(rows * cols), 0.0);
+            product.resize_with(product.len().max(rows * n), MaybeUninit::uninit);
+            isa::vectorised(
+                #[inline(always)]
+                || {
+                    for (j, w) in tile.chunks_exact_mut(cols).take(rows).enumerate() {
+                        dequantize(self.ty, self.row_data(t * GEMM_TILE_ROWS + j), w);
                     }
-                    TILE.set(tile);
                 },
             );
+            let weights = ArrayView2::from_shape((rows, cols), &tile[..rows * cols])
+                .expect("the tile holds rows × cols values");
+            let into = ArrayViewMut2::from_shape((rows, n), &mut product[..rows * n])
+                .expect("the product holds rows × n values");
+            let into = matmul_in_one_thread(weights, &xt, 1.0, None, into); // (rows, n)
+            for (i, mut out) in out.rows_mut().into_iter().enumerate() {
+                let out = out.as_slice_mut().expect("a row of x · Wᵀ's columns");
+                for (j, o) in out.iter_mut().enumerate() {
+                    o.write(into[[j, i]]);
+                }
+            }
+            TILE.set(tile);
+            PRODUCT.set(product);
+        });
     }
 }
 
