@@ -152,6 +152,7 @@ try {
   {
     const app = await startServer();
     const ms = {};
+    let threads = 0; // the page's own pool (web/worker.js `stats`)
     try {
       for (const t of LENGTHS) {
         // "the" is one word piece, and so are "door" and "doors": T tokens either way
@@ -173,12 +174,13 @@ try {
         }
         times.sort((a, b) => a - b);
         ms[t] = times[times.length >> 1];
+        ({ threads } = await page.evaluate(() => window.attnscope.stats()));
         await page.close();
       }
     } finally {
       app.stop();
     }
-    rows.push({ where: 'Chromium, 2 threads', engine: `attnscope page, keystroke → every view drawn (${PAUSE} ms between keystrokes)`, ms });
+    rows.push({ where: `Chromium, ${threads} thread${threads > 1 ? 's' : ''}`, engine: `attnscope page, keystroke → every view drawn (${PAUSE} ms between keystrokes)`, ms });
   }
   if (!existsSync(ONNX)) {
     notes.push(`ONNX Runtime Web skipped: no ${path.relative(ROOT, ONNX)} (python3 bench/export_onnx.py writes it; it needs torch)`);

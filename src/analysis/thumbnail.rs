@@ -2,8 +2,9 @@
 //! its largest probability and where, as the page's grid and heads table show a long text's
 //! heads: folded by the CPU engine's pass as it computes each block of query rows
 //! ([`HeadFold`]), or from a head computed again from the kept queries and keys
-//! ([`HeadThumbnails::of`]); none is copied to JavaScript. web/summary.js pools the heads the
-//! page holds whole the same way (`thumbBins`, `foldRows`), and web/sink.js hides the first key
+//! ([`HeadThumbnails::of`]); none is copied to JavaScript. A run the page holds whole is pooled
+//! here too, every head's own thumbnail alone ([`HeadsSummary`]); web/summary.js pools the heads
+//! given to the page the same way (`thumbBins`, `foldRows`), and web/sink.js hides the first key
 //! as [`HeadThumbnails::without_sink`] does.
 //!
 //! The head view's heatmap of a long text's head is pooled here too ([`PoolFold`]: the part on
