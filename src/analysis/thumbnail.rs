@@ -231,6 +231,26 @@ impl HeadFold {
         }
     }
 
+    /// The bins it pools in.
+    pub fn bins(&self) -> Bins {
+        self.own.bins
+    }
+
+    /// A fold of the same bins and keys with no row folded yet: the rows of the head from a
+    /// row of bins' first on, folded apart from this fold's (a task of their own) and taken
+    /// back with [`HeadFold::join`].
+    pub fn part(&self) -> Self {
+        Self::new(self.own.bins, self.own.keys)
+    }
+
+    /// Takes in `later`, a [`HeadFold::part`] of this fold that folded rows from `from` on
+    /// (the first row of a row of bins; this fold none from it on): this fold is then the fold
+    /// of both's rows in row order, the same as one fold of every row.
+    pub fn join(&mut self, later: Self, from: usize) {
+        self.own.join(later.own, from);
+        self.without_sink.join(later.without_sink, from);
+    }
+
     /// The thumbnails folded so far.
     pub fn thumbnails(&self) -> HeadThumbnails {
         HeadThumbnails {
@@ -321,6 +341,22 @@ impl Fold {
             self.tail.values.fill(0.0);
             self.tail.largest.fill((0.0, 0));
             self.tail.row0 = row0;
+        }
+    }
+
+    /// See [`HeadFold::join`].
+    fn join(&mut self, later: Self, from: usize) {
+        let (w, side) = (self.bins.w, self.bins.side);
+        assert!(
+            later.bins == self.bins && later.keys == self.keys && from.is_multiple_of(w),
+            "a part of the same bins, from a row of bins' first row"
+        );
+        // `later` holds every row of bins from `from`'s on, this fold none of them
+        let r = (from / w).min(side);
+        self.values[r * side..].copy_from_slice(&later.values[r * side..]);
+        self.largest[r..].copy_from_slice(&later.largest[r..]);
+        if later.tail.row0 >= from {
+            self.tail = later.tail; // it folded a row: its last row of bins is the last
         }
     }
 
@@ -746,6 +782,62 @@ mod tests {
         // 64 → 65 positions: bins of 1 then 2
         let fold = HeadFold::new(Bins::of(64), 64);
         assert!(fold.resumed(Bins::of(65), 65, 64).is_none());
+    }
+
+    /// A head's rows folded in parts, each from a row of bins' first on (the tasks of a pass),
+    /// and joined in order, are the fold of every row in one: its thumbnails, and the fold
+    /// resumed for the text typed on.
+    #[test]
+    fn parts_of_a_head_folded_apart_and_joined_equal_one_fold() {
+        for (t, cuts) in [
+            (130, vec![4]),
+            (300, vec![5, 140, 245]),
+            (1025, vec![17, 510, 901]),
+            (1025, vec![1020]),
+        ] {
+            let probs = causal(t, 9);
+            let bins = Bins::of(t);
+            let whole = |rows: usize| {
+                let mut fold = HeadFold::new(bins, t);
+                for (q, row) in probs.rows().into_iter().enumerate().take(rows) {
+                    fold.row(q, 0, row.as_slice().unwrap());
+                }
+                fold
+            };
+            // the first part from row 0, each other from a multiple of w
+            let cuts: Vec<usize> = cuts.iter().map(|c| c / bins.w * bins.w).collect();
+            let mut fold = HeadFold::new(bins, t);
+            let mut parts: Vec<(HeadFold, usize)> =
+                cuts.iter().map(|&c| (fold.part(), c)).collect();
+            let ends: Vec<usize> = cuts.iter().copied().chain([t]).collect();
+            for (q, row) in probs.rows().into_iter().enumerate() {
+                let row = row.as_slice().unwrap();
+                match cuts.iter().rposition(|&c| q >= c) {
+                    Some(p) => parts[p].0.row(q, 0, row),
+                    None => fold.row(q, 0, row),
+                }
+            }
+            assert!(
+                ends.windows(2).all(|w| w[0] < w[1]),
+                "parts of at least a row"
+            );
+            for (part, from) in parts.drain(..) {
+                fold.join(part, from);
+            }
+            let want = whole(t);
+            assert_eq!(fold.thumbnails(), want.thumbnails(), "T = {t}, {cuts:?}");
+            // typed on: the last row of bins' rows are each still apart
+            let on = t + 3;
+            let (mut a, ra) = fold.resumed(Bins::of(on), on, t).expect("bins as wide");
+            let (mut b, rb) = want.resumed(Bins::of(on), on, t).expect("bins as wide");
+            assert_eq!(ra, rb);
+            let longer = causal(on, 9);
+            for (q, row) in longer.rows().into_iter().enumerate().skip(ra) {
+                a.row(q, 0, row.as_slice().unwrap());
+                b.row(q, 0, row.as_slice().unwrap());
+            }
+            assert_eq!(a.thumbnails(), b.thumbnails(), "T = {t} typed on");
+        }
     }
 
     /// What a pass folds: each row's keys from its first non-zero one to its last (any start,

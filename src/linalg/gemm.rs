@@ -27,6 +27,7 @@ use std::ops::Range;
 use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, CowArray, Ix2, Zip};
 
 use super::isa::Isa;
+use super::team;
 
 /// Columns of `B` in a panel: the micro-kernel's width (two `f32x4` in wasm; one AVX-512
 /// vector, or two AVX2 vectors, natively).
@@ -79,19 +80,49 @@ impl PackedB {
     /// # Shapes
     /// * `w`: `(n, k)`, giving `B`: `(k, n)`
     pub fn from_transposed(w: ArrayView2<f32>) -> Self {
+        Self::transposed(w, Sharing::OneThread)
+    }
+
+    /// [`PackedB::from_transposed`] with its panels packed on the team or the pool
+    /// ([`team::for_each_part`]): a prompt's `xᵀ` for each projection (a MiB or more, which
+    /// one thread packed while the others waited).
+    ///
+    /// # Shapes
+    /// * `w`: `(n, k)`, giving `B`: `(k, n)`
+    pub fn from_transposed_shared(w: ArrayView2<f32>) -> Self {
+        Self::transposed(w, Sharing::Threads)
+    }
+
+    /// `B = Wᵀ` packed, panel by panel, on the calling thread or shared.
+    fn transposed(w: ArrayView2<f32>, sharing: Sharing) -> Self {
+        /// Panels a task packs where they are shared: 8 × `NR` rows of `W`.
+        const PANELS: usize = 8;
         let (n, k) = w.dim();
         let mut data = vec![0.0; n.div_ceil(NR) * k * NR];
         let w = with_contiguous_rows(w);
-        for (panel, out) in data.chunks_exact_mut((k * NR).max(1)).enumerate() {
-            // the panel's rows of W, its columns of B
-            let rows: Vec<&[f32]> = (panel * NR..n.min(panel * NR + NR))
-                .map(|i| row_of(&w, i))
-                .collect();
-            for (p, out) in out.chunks_exact_mut(NR).enumerate() {
-                for (o, row) in out.iter_mut().zip(&rows) {
-                    *o = row[p];
+        let panel_len = (k * NR).max(1);
+        // panels `first..` of B into `out`
+        let pack = |(first, out): (usize, &mut [f32])| {
+            for (panel, out) in (first..).zip(out.chunks_exact_mut(panel_len)) {
+                // the panel's rows of W, its columns of B
+                let rows: Vec<&[f32]> = (panel * NR..n.min(panel * NR + NR))
+                    .map(|i| row_of(&w, i))
+                    .collect();
+                for (p, out) in out.chunks_exact_mut(NR).enumerate() {
+                    for (o, row) in out.iter_mut().zip(&rows) {
+                        *o = row[p];
+                    }
                 }
             }
+        };
+        match sharing {
+            Sharing::OneThread => pack((0, &mut data)),
+            Sharing::Threads => team::for_each_part(
+                data.chunks_mut(panel_len * PANELS)
+                    .enumerate()
+                    .map(|(i, out)| (i * PANELS, out)),
+                pack,
+            ),
         }
         Self { k, n, data }
     }

@@ -195,8 +195,9 @@ pub(crate) fn largest_abs(a: ArrayView2<f32>, from: f32) -> f32 {
 /// which may be uninitialised: every value of each is written. `scores`: where the scores go
 /// ([`Scores`]; not kept, `QKᵀ` is computed in the probabilities and turned into them there).
 /// `output`: `None` skips `·V` (a knocked-out head's, written by the caller). `probs`: where
-/// the probabilities go ([`Probs`]). Every query row is independent of the others, so the
-/// steps run over blocks of [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
+/// the probabilities go ([`Probs`]). `packed`: the key/value head packed by the caller, where
+/// it is. Every query row is independent of the others, so the steps run over blocks of
+/// [`QUERY_BLOCK`] rows; each row is computed as it would be alone.
 ///
 /// # Shapes
 /// * `q`: `(n_q, d_k)`, `k`: `(n_k, d_k)`, `v`: `(n_k, d_v)`, `mask`: `(n_q, n_k)`, checked by
@@ -212,7 +213,7 @@ fn attend_into(
     mut scores: Scores,
     probs: Probs,
     mut output: Option<ArrayViewMut2<MaybeUninit<f32>>>,
-    packed_keys: Option<&PackedB>,
+    packed: Option<Packed>,
 ) {
     // Dividing by √d_k keeps the dot products' variance near 1 whatever d_k is, so softmax
     // does not saturate into a one-hot row with vanishing gradients (ScoreScale::None shows it).
@@ -229,15 +230,18 @@ fn attend_into(
             Scores::Dropped => attend_rows(q, k, v, mask, factor, None, probs, output),
         };
     }
-    let owned;
-    let keys = match packed_keys {
-        Some(keys) => keys,
-        None => {
-            owned = PackedB::from_transposed(k); // Kᵀ, (d_k, n_k)
-            &owned
-        }
+    let keys = match packed {
+        Some(Packed { keys, .. }) => Cow::Borrowed(keys),
+        None => Cow::Owned(PackedB::from_transposed(k)), // Kᵀ, (d_k, n_k)
     };
-    let values = output.is_some().then(|| PackedB::from_matrix(v)); // V, (n_k, d_v)
+    let keys = keys.as_ref();
+    let values = output.is_some().then(|| match packed {
+        Some(Packed {
+            values: Some(values),
+            ..
+        }) => Cow::Borrowed(values),
+        _ => Cow::Owned(PackedB::from_matrix(v)), // V, (n_k, d_v)
+    });
     let n_q = q.nrows();
     let (mut probs, mut fold) = match probs {
         Probs::Kept(probs) => (Some(probs), None),
@@ -402,6 +406,17 @@ fn zero_outside<T: Clone>(block: &mut ArrayViewMut2<T>, keep: Range<usize>, zero
         row.slice_mut(s![..keep.start]).fill(zero.clone());
         row.slice_mut(s![keep.end..]).fill(zero.clone());
     }
+}
+
+/// A key/value head packed for the products of [`attend_into`] once for every query head and
+/// block of rows that reads it: `Kᵀ`, and `V` where `·V` is taken (else packed by the call).
+///
+/// # Shapes
+/// * `keys`: `(d_k, n_k)`, `values`: `(n_k, d_v)`
+#[derive(Clone, Copy)]
+struct Packed<'p> {
+    keys: &'p PackedB,
+    values: Option<&'p PackedB>,
 }
 
 /// Query rows from which [`attend_into`] packs `Kᵀ` and `V` for the matrix product: below, as
@@ -903,16 +918,92 @@ pub fn head_attention_into(
         scores,
         Probs::Kept(probs),
         None,
-        keys,
+        keys.map(|keys| Packed { keys, values: None }),
     );
     Ok(())
 }
 
-/// One head's part of [`heads_into`]: where its probabilities, scores and context go.
-struct HeadWork<'a, 's> {
+/// A part of a head in [`heads_into`], some of its query rows: where their probabilities,
+/// scores and context go.
+struct PartWork<'a, 's> {
+    head: usize,
+    rows: Range<usize>,
     probs: Option<Probs<'a>>,
     scores: Option<ArrayViewMut2<'s, MaybeUninit<f32>>>,
     context: ArrayViewMut2<'s, MaybeUninit<f32>>,
+}
+
+/// Tasks a thread [`heads_into`] aims for (each head's rows cut into parts to make them), so
+/// that the last ones to finish leave the others little to wait.
+const TASKS_A_THREAD: usize = 8;
+
+/// Query rows a part of a head takes at least in [`heads_into`]: a block.
+const PART_MIN_ROWS: usize = QUERY_BLOCK;
+
+/// Where [`heads_into`] cuts each head's `n_q` query rows into `parts` of about the same work
+/// (the first row of each part but the first): a row's work is the keys its mask lets it read
+/// (a causal head's later rows read more), read every [`QUERY_BLOCK`]th row. Each cut is the
+/// text's first row of a row of thumbnail bins `align` rows wide (`first_row` being the
+/// queries' first), and no part has fewer than [`PART_MIN_ROWS`] rows.
+///
+/// # Shapes
+/// * `mask`: `(n_q, n_k)`
+fn row_cuts(
+    mask: Option<ArrayView2<bool>>,
+    n_q: usize,
+    parts: usize,
+    first_row: usize,
+    align: usize,
+) -> Vec<usize> {
+    let parts = parts.min(n_q / PART_MIN_ROWS);
+    if parts < 2 {
+        return Vec::new();
+    }
+    // each block's work: its rows times the keys its first row reads, and one for the rest
+    // of a row's work
+    let work: Vec<usize> = (0..n_q)
+        .step_by(QUERY_BLOCK)
+        .map(|r| {
+            let keys = mask.map_or(0, |m| {
+                let row = m.row(r);
+                match row.as_slice() {
+                    Some(row) => attended_span(row).len(),
+                    None => attended_span(&row.to_vec()).len(),
+                }
+            });
+            (keys + 1) * QUERY_BLOCK.min(n_q - r)
+        })
+        .collect();
+    let total: usize = work.iter().sum();
+    let mut cuts = Vec::with_capacity(parts - 1);
+    let (mut done, mut block) = (0, 0);
+    for p in 1..parts {
+        while block < work.len() && done < total / parts * p {
+            done += work[block];
+            block += 1;
+        }
+        // the next row of bins' first row
+        let at = (first_row + block * QUERY_BLOCK).next_multiple_of(align) - first_row;
+        let after = cuts.last().copied().unwrap_or(0);
+        if at >= after + PART_MIN_ROWS && at + PART_MIN_ROWS <= n_q {
+            cuts.push(at);
+        }
+    }
+    cuts
+}
+
+/// `a`'s rows cut at `cuts` (each part's first row but the first's), in order.
+fn rows_at<'a, T>(mut a: ArrayViewMut2<'a, T>, cuts: &[usize]) -> Vec<ArrayViewMut2<'a, T>> {
+    let mut parts = Vec::with_capacity(cuts.len() + 1);
+    let mut done = 0;
+    for &cut in cuts {
+        let (part, rest) = a.split_at(Axis(0), cut - done);
+        parts.push(part);
+        a = rest;
+        done = cut;
+    }
+    parts.push(a);
+    parts
 }
 
 /// Each of `h` heads' `(n_q, n_k)` of `a` `(H, n_q, n_k)`, or `h` nones where there is none.
@@ -938,7 +1029,9 @@ fn head(x: ArrayView2<'_, f32>, h: usize, d: usize) -> ArrayView2<'_, f32> {
 /// `arrays` and its output into its columns of `context`: `concat(head₁ … head_H)`, before
 /// `W_o`. Heads marked in `off` are knocked out: their context is zero (their probabilities are
 /// still written). `context` may be uninitialised: when this returns `Ok`, every value of it has
-/// been written.
+/// been written. With threads, each head's rows are cut into parts of about the same work that
+/// attend as tasks of their own ([`row_cuts`]; each row is computed as it would be alone, so
+/// the bits are those of the head whole), every key/value head packed once for them.
 ///
 /// # Shapes
 /// * `q`: `(n_q, H·d_k)`, `k`: `(n_k, H_kv·d_k)`, `v`: `(n_k, H_kv·d_v)`, `mask`: `(n_q, n_k)`,
@@ -1012,51 +1105,131 @@ pub fn heads_into(
     if let Some(folds) = folds.as_ref().filter(|f| f.heads.len() != h) {
         return shape("per-head thumbnails (H,)", vec![h], &[folds.heads.len()]);
     }
-    // where each head's probabilities go, and its scores, or none where they are not kept
-    let (probs, scores) = (
-        Probs::per_head(probs.as_mut(), folds, h),
-        per_head(scores.as_mut(), h),
-    );
-    // the heads attend independently: in parallel where there are threads (on a decoding
-    // step's team too, whose other threads took none of rayon's work: a step over ~600
-    // positions spends a fifth of its time here in wasm), each writing its own columns of the
-    // concatenation
-    let work: Vec<Mutex<HeadWork>> = probs
+    // each head's rows cut into parts of about the same work, so that the heads' tasks share
+    // the threads evenly (9 heads on 2 threads: one would take 5 and the other wait a head's
+    // time, each layer); a part folds its rows apart from a row of bins' first on
+    let threads = rayon::current_num_threads();
+    let parts = if threads < 2 {
+        1
+    } else {
+        (TASKS_A_THREAD * threads).div_ceil(h)
+    };
+    let (first_row, align) = match &folds {
+        Some(f) => (f.first_row, f.heads.first().map_or(1, |fold| fold.bins().w)),
+        None => (0, 1),
+    };
+    let cuts = row_cuts(mask, n_q, parts, first_row, align);
+    let bounds: Vec<usize> = std::iter::once(0)
+        .chain(cuts.iter().copied())
+        .chain([n_q])
+        .collect();
+    // each head's later parts' folds, joined into its own when every part is done
+    let mut folds = folds;
+    let mut later: Vec<Vec<HeadFold>> = match &folds {
+        Some(f) => f
+            .heads
+            .iter()
+            .map(|fold| cuts.iter().map(|_| fold.part()).collect())
+            .collect(),
+        None => Vec::new(),
+    };
+    // each key/value head's `Kᵀ` and `V` packed once for its query heads' parts (none for a
+    // few query rows, a decoding step's, which read them as they are)
+    let mut packed: Vec<Option<(PackedB, PackedB)>> = (0..kv).map(|_| None).collect();
+    if n_q >= PACKED_MIN_QUERIES {
+        team::for_each_part(packed.iter_mut().enumerate(), |(g, slot)| {
+            *slot = Some((
+                PackedB::from_transposed(head(k, g, d_k)), // Kᵀ, (d_k, n_k)
+                PackedB::from_matrix(head(v, g, d_v)),     // V, (n_k, d_v)
+            ));
+        });
+    }
+    // where each part's probabilities go, and its scores, or none where they are not kept
+    let reborrowed = folds.as_mut().map(|f| Folds {
+        heads: &mut *f.heads,
+        first_row: f.first_row,
+    });
+    let mut work: Vec<Mutex<PartWork>> = Vec::with_capacity(h * parts);
+    let each_head = Probs::per_head(probs.as_mut(), reborrowed, h)
         .into_iter()
-        .zip(scores)
+        .zip(per_head(scores.as_mut(), h))
         .zip(context.axis_chunks_iter_mut(Axis(1), d_v))
-        .map(|((probs, scores), context)| {
-            Mutex::new(HeadWork {
+        .zip(
+            later
+                .iter_mut()
+                .map(Some)
+                .chain(std::iter::repeat_with(|| None)),
+        );
+    for (i, (((probs, scores), context), later)) in each_head.enumerate() {
+        let probs: Vec<Probs> = match probs {
+            Probs::Kept(a) => rows_at(a, &cuts).into_iter().map(Probs::Kept).collect(),
+            Probs::Folded { fold, first_row } => std::iter::once(fold)
+                .chain(later.into_iter().flat_map(|folds| folds.iter_mut()))
+                .zip(&bounds)
+                .map(|(fold, &from)| Probs::Folded {
+                    fold,
+                    first_row: first_row + from,
+                })
+                .collect(),
+            Probs::Dropped => bounds[1..].iter().map(|_| Probs::Dropped).collect(),
+        };
+        let scores: Vec<_> = match scores {
+            Some(a) => rows_at(a, &cuts).into_iter().map(Some).collect(),
+            None => bounds[1..].iter().map(|_| None).collect(),
+        };
+        let parts = probs.into_iter().zip(scores).zip(rows_at(context, &cuts));
+        for (p, ((probs, scores), context)) in parts.enumerate() {
+            work.push(Mutex::new(PartWork {
+                head: i,
+                rows: bounds[p]..bounds[p + 1],
                 probs: Some(probs),
                 scores,
                 context,
-            })
-        })
-        .collect();
-    team::for_each_task(h, |h| {
-        let mut work = work[h].lock().expect("each head is taken by one task");
-        let HeadWork {
+            }));
+        }
+    }
+    // the parts attend independently: in parallel where there are threads (on a decoding
+    // step's team too, whose other threads took none of rayon's work: a step over ~600
+    // positions spends a fifth of its time here in wasm), each writing its own rows of its
+    // head's columns of the concatenation
+    team::for_each_task(work.len(), |i| {
+        let mut work = work[i].lock().expect("each part is taken by one task");
+        let PartWork {
+            head: h,
+            rows,
             probs,
             scores,
             context,
         } = &mut *work;
-        let knocked_out = off.get(h).copied().unwrap_or(false);
+        let knocked_out = off.get(*h).copied().unwrap_or(false);
         if knocked_out {
             context.fill(MaybeUninit::new(0.0)); // its context is zero
         }
-        let g = h / heads.group();
+        let g = *h / heads.group();
+        let packed = packed[g].as_ref();
         attend_into(
-            head(q, h, d_k),
+            head(q, *h, d_k).slice_move(s![rows.clone(), ..]),
             head(k, g, d_k),
             head(v, g, d_v),
-            mask,
+            mask.map(|m| m.slice_move(s![rows.clone(), ..])),
             scale,
             scores.as_mut().map(|s| s.view_mut()).into(),
-            probs.take().expect("each head attends once"),
+            probs.take().expect("each part attends once"),
             (!knocked_out).then_some(context.view_mut()),
-            None,
+            packed.map(|(keys, values)| Packed {
+                keys,
+                values: Some(values),
+            }),
         );
     });
+    drop(work);
+    if let Some(f) = folds {
+        for (fold, parts) in f.heads.iter_mut().zip(later) {
+            for (part, &from) in parts.into_iter().zip(&cuts) {
+                fold.join(part, f.first_row + from);
+            }
+        }
+    }
     Ok(())
 }
 
@@ -1148,6 +1321,114 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Each head's rows cut into parts, each part a task (several threads), give the same bits
+    /// as each head whole (one thread): probabilities, scores, context and thumbnails, the
+    /// queries the text's first rows or its last ones (a pass that reuses the last), under
+    /// causal masks, sliding windows and padding, with grouped heads and a head knocked out.
+    #[test]
+    fn heads_cut_into_parts_give_the_bits_of_heads_whole() {
+        use crate::analysis::thumbnail::Bins;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let heads = Heads {
+            query: 4,
+            key_value: 2,
+        };
+        let d = 16;
+        let pool = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+        };
+        let (one, three) = (pool(1), pool(3));
+        for (n, from, window, padding) in [
+            (900, 0, None, 0),
+            (1025, 300, None, 0),
+            (700, 3, Some(100), 0),
+            (600, 0, None, 40),
+        ] {
+            let mut random = |rows, cols| {
+                Array2::from_shape_fn((rows, cols), |_| rng.random_range(-2.0f32..2.0))
+            };
+            let (q, k, v) = (random(n, 4 * d), random(n, 2 * d), random(n, 2 * d));
+            let mask = Array2::from_shape_fn((n, n), |(i, j)| {
+                j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
+            });
+            let n_q = n - from;
+            let (q, mask) = (q.slice(s![from.., ..]), mask.slice(s![from.., ..]));
+            let run = |keep: bool| {
+                let mut probs = Array3::uninit((4, n_q, n));
+                let mut scores = Array3::uninit((4, n_q, n));
+                let mut context = Array2::uninit((n_q, 4 * d));
+                let mut folds = vec![HeadFold::new(Bins::of(n), n); 4];
+                let arrays = HeadArrays {
+                    probs: keep.then(|| probs.view_mut()),
+                    scores: keep.then(|| scores.view_mut()),
+                    folds: (!keep).then_some(Folds {
+                        heads: &mut folds[..],
+                        first_row: from,
+                    }),
+                };
+                heads_into(
+                    q,
+                    k.view(),
+                    v.view(),
+                    heads,
+                    Some(mask),
+                    &[false, false, true, false],
+                    ScoreScale::SqrtDk.into(),
+                    arrays,
+                    context.view_mut(),
+                )
+                .unwrap();
+                let bits = |a: Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                let bits3 = |a: Array3<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                // SAFETY: `heads_into` returned Ok, writing every value of the context, and of
+                // the probabilities and scores where they were kept
+                unsafe {
+                    (
+                        bits(context.assume_init()),
+                        keep.then(|| (bits3(probs.assume_init()), bits3(scores.assume_init()))),
+                        folds.iter().map(HeadFold::thumbnails).collect::<Vec<_>>(),
+                    )
+                }
+            };
+            for keep in [true, false] {
+                let whole = one.install(|| run(keep));
+                let parts = three.install(|| {
+                    // the parts this pass cuts each head into
+                    let cuts = row_cuts(Some(mask), n_q, 6, from, Bins::of(n).w);
+                    assert!(cuts.len() >= 2, "n {n} from {from}: {cuts:?}");
+                    run(keep)
+                });
+                let what = format!("n {n}, from {from}, window {window:?}, padding {padding}");
+                assert!(whole.0 == parts.0, "{what}: the context");
+                assert!(whole.1 == parts.1, "{what}: the probabilities and scores");
+                assert!(whole.2 == parts.2, "{what}: the thumbnails");
+            }
+        }
+    }
+
+    /// Each head's rows are cut where the work before them is an equal share: a causal head's
+    /// later rows read more keys, so its first part has more rows than its last; each cut is
+    /// a row of bins' first row, in the text's rows.
+    #[test]
+    fn a_head_is_cut_into_parts_of_equal_work_at_rows_of_bins() {
+        let n = 1024;
+        let causal = Array2::from_shape_fn((n, n), |(i, j)| j <= i);
+        let cuts = row_cuts(Some(causal.view()), n, 2, 0, 1);
+        // half the keys a causal head reads are read by its first 1/√2 of rows
+        assert_eq!(cuts, [768]);
+        let cuts = row_cuts(None, n, 4, 0, 1);
+        assert_eq!(cuts, [256, 512, 768]);
+        // from the text's row 10, bins of 17 rows: each cut 10 rows before a multiple of 17
+        let cuts = row_cuts(None, n, 4, 10, 17);
+        assert!(cuts.iter().all(|c| (c + 10) % 17 == 0), "{cuts:?}");
+        // no part under a block
+        assert!(row_cuts(None, 127, 8, 0, 1).is_empty());
+        assert_eq!(row_cuts(None, 128, 8, 0, 1), [64]);
     }
 
     /// A head that keeps its scores takes the softmax over the keys its block's rows may read

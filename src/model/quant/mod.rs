@@ -662,7 +662,7 @@ impl QuantMatrix {
     /// `(rows, n)` product is written transposed into its columns of `out`.
     fn gemm_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
         let (n, cols) = x.dim();
-        let xt = PackedB::from_transposed(x); // xᵀ, (cols, n)
+        let xt = PackedB::from_transposed_shared(x); // xᵀ, (cols, n)
         let tiles = out
             .axis_chunks_iter_mut(Axis(1), GEMM_TILE_ROWS)
             .enumerate();
@@ -686,10 +686,12 @@ impl QuantMatrix {
             let into = ArrayViewMut2::from_shape((rows, n), &mut product[..rows * n])
                 .expect("the product holds rows × n values");
             let into = matmul_in_one_thread(weights, &xt, 1.0, None, into); // (rows, n)
+            let into = into.as_slice().expect("the product's rows × n, in order");
             for (i, mut out) in out.rows_mut().into_iter().enumerate() {
                 let out = out.as_slice_mut().expect("a row of x · Wᵀ's columns");
-                for (j, o) in out.iter_mut().enumerate() {
-                    o.write(into[[j, i]]);
+                // column i of the product, (rows,)
+                for (o, &v) in out.iter_mut().zip(into[i..].iter().step_by(n)) {
+                    o.write(v);
                 }
             }
             TILE.set(tile);
