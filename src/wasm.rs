@@ -270,24 +270,24 @@ fn heads_summary(t: &crate::engine::Trace) -> Result<Object, JsError> {
     let summary = crate::engine::cpu::pass_on_the_pool(|| {
         crate::analysis::thumbnail::HeadsSummary::of(t.attention.view(), scores)
     });
-    let o = Object::new();
+    let o = thumbnails_object(&summary.thumbs, &summary.prob_max, &summary.prob_arg)?;
     set(&o, "side", summary.side as f64)?;
-    set(&o, "thumbs", Float32Array::from(summary.thumbs.as_slice()))?;
-    set(
-        &o,
-        "probMax",
-        Float32Array::from(summary.prob_max.as_slice()),
-    )?;
-    set(
-        &o,
-        "probArg",
-        js_sys::Uint32Array::from(summary.prob_arg.as_slice()),
-    )?;
     set(
         &o,
         "scoreMax",
         Float32Array::from(summary.score_max.as_slice()),
     )?;
+    Ok(o)
+}
+
+/// Heads' thumbnails side by side, their largest probabilities and where (`q·T + k`), as the
+/// page's summaries hold them: `{thumbs (Float32Array), probMax (Float32Array), probArg
+/// (Uint32Array)}`.
+fn thumbnails_object(thumbs: &[f32], max: &[f32], arg: &[u32]) -> Result<Object, JsError> {
+    let o = Object::new();
+    set(&o, "thumbs", Float32Array::from(thumbs))?;
+    set(&o, "probMax", Float32Array::from(max))?;
+    set(&o, "probArg", js_sys::Uint32Array::from(arg))?;
     Ok(o)
 }
 
@@ -1616,7 +1616,6 @@ impl Session {
             }
         };
         let summary = |pick: fn(&HeadThumbnails) -> &Thumbnail| {
-            let o = Object::new();
             // the heads' thumbnails side by side, copied into JavaScript once
             let cells = folded.first().map_or(0, |f| pick(f).values.len());
             let mut thumbs = Vec::with_capacity(folded.len() * cells);
@@ -1632,10 +1631,7 @@ impl Session {
             }
             let max: Vec<f32> = folded.iter().map(|f| pick(f).max).collect();
             let arg: Vec<u32> = folded.iter().map(|f| pick(f).arg as u32).collect();
-            set(&o, "thumbs", Float32Array::from(thumbs.as_slice()))?;
-            set(&o, "probMax", Float32Array::from(max.as_slice()))?;
-            set(&o, "probArg", js_sys::Uint32Array::from(arg.as_slice()))?;
-            Ok::<_, JsError>(o)
+            thumbnails_object(&thumbs, &max, &arg)
         };
         let (own, sink) = (summary(|f| &f.own)?, summary(|f| &f.without_sink)?);
         let o = Object::new();

@@ -109,9 +109,12 @@ export function foldRows(values, stride, q0, q1, keys, { w, side }, out, outMask
   }
 }
 
-/** A T × T mask (1: attended) pooled into `out` (side × side, bins as {@link thumbBins} gives
- *  them): 1 where a bin has an attended cell. */
-function poolMask(mask, T, { w, side }, out) {
+/** Item `b`'s T × T of `mask` `(B, T, T)` (1: attended) pooled into its side × side of
+ *  `thumbMask` `(B, side, side)` (bins as {@link thumbBins} gives them): 1 where a bin has an
+ *  attended cell. */
+function poolMask(mask, b, T, { w, side }, thumbMask) {
+  const out = thumbMask.subarray(b * side * side, (b + 1) * side * side);
+  mask = mask.subarray(b * T * T, (b + 1) * T * T);
   for (let q = 0; q < T; q++) {
     const at = q * T, r = Math.floor(q / w) * side;
     // a bin of keys at a time: the first attended cell in it marks it
@@ -142,9 +145,9 @@ export function summarise(head, scoresOf, mask, shape) {
  * for its thumbnails.
  */
 export function engineSummary({ side, thumbs, probMax, probArg, scoreMax }, mask, [B, , , T]) {
-  const R = side, n = T * T, bins = thumbBins(T);
+  const R = side, bins = thumbBins(T);
   const thumbMask = R ? new Uint8Array(B * R * R) : null;
-  for (let b = 0; R && b < B; b++) poolMask(mask.subarray(b * n, (b + 1) * n), T, bins, thumbMask.subarray(b * R * R, (b + 1) * R * R));
+  for (let b = 0; R && b < B; b++) poolMask(mask, b, T, bins, thumbMask);
   // (q·T + k < 2³¹: the same bits read as signed)
   return { R, thumbs: R ? thumbs : null, thumbMask, probMax, probArg: new Int32Array(probArg.buffer, probArg.byteOffset, probArg.length), scoreMax };
 }
@@ -164,8 +167,7 @@ export function headsSummary(mask, [B, L, H, T], pooled = null) {
   const thumbMask = R ? pooled ?? new Uint8Array(B * R * R) : null;
   /** The mask pooled once an item, with its first head (by the summary that owns it). */
   const maskFor = (i) => {
-    const b = Math.floor(i / (L * H));
-    if (i % (L * H) === 0 && !pooled) poolMask(mask.subarray(b * n, (b + 1) * n), T, bins, thumbMask.subarray(b * R * R, (b + 1) * R * R));
+    if (i % (L * H) === 0 && !pooled) poolMask(mask, Math.floor(i / (L * H)), T, bins, thumbMask);
   };
   return {
     add(i, p, s) {
