@@ -21,11 +21,7 @@ pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
     match (&l.weight, l.packed()) {
         (_, Some(packed)) => matmul_new(x, packed, 1.0, Some(l.bias.view())),
         // block by block from the quantized bytes (src/model/quant/)
-        (Matrix::Quantized(q), None) => {
-            let mut y = q.matmul_t(x);
-            y += &l.bias;
-            y
-        }
+        (Matrix::Quantized(q), None) => q.linear(x, l.bias.view()),
         (Matrix::F32(_), None) => unreachable!("an f32 layer packs its weights"),
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use ndarray::{Array2, Array3, ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 
 use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
 use crate::linalg::{dot, isa, team};
@@ -493,6 +493,35 @@ impl QuantMatrix {
     /// If `x` does not have `cols` columns (the callers' shapes are checked where the model is
     /// loaded).
     pub fn matmul_t(&self, x: ArrayView2<f32>) -> Array2<f32> {
+        self.product(x, None)
+    }
+
+    /// `x · Wᵀ + b`, as [`QuantMatrix::matmul_t`] and then the bias added, to the same bits; a
+    /// prompt's bias is added by each tile's thread as it writes its values (added after, it
+    /// was a pass over the whole output on one thread: most of a long prompt's projections
+    /// have a bias of zeros).
+    ///
+    /// # Shapes
+    /// * `x`: `(n, cols)`, `bias`: `(rows,)` → `(n, rows)`
+    ///
+    /// # Panics
+    /// As [`QuantMatrix::matmul_t`], or if `bias` does not hold `rows` values.
+    pub fn linear(&self, x: ArrayView2<f32>, bias: ArrayView1<f32>) -> Array2<f32> {
+        assert_eq!(
+            bias.len(),
+            self.rows,
+            "x · Wᵀ + b: b for {} rows",
+            self.rows
+        );
+        let bias = bias.as_standard_layout();
+        let bias = bias
+            .as_slice()
+            .expect("a standard-layout array is contiguous");
+        self.product(x, Some(bias))
+    }
+
+    /// `x · Wᵀ`, plus `bias` where given (see [`QuantMatrix::linear`]).
+    fn product(&self, x: ArrayView2<f32>, bias: Option<&[f32]>) -> Array2<f32> {
         let (n, cols) = x.dim();
         assert_eq!(
             cols, self.cols,
@@ -501,19 +530,27 @@ impl QuantMatrix {
         );
         let x = x.as_standard_layout();
         let x = x.view();
+        let with_bias = |mut y: Array2<f32>| {
+            if let Some(bias) = bias {
+                y += &ArrayView1::from(bias);
+            }
+            y
+        };
         if cols == 0 {
-            return Array2::zeros((n, self.rows));
+            return with_bias(Array2::zeros((n, self.rows)));
         }
         let mut out = Array2::<f32>::uninit((n, self.rows));
         if n > 0 && self.rows > 0 {
             if n < GEMM_MIN_INPUTS {
                 self.matvec_into(x, out.view_mut());
             } else {
-                self.gemm_into(x, out.view_mut());
+                self.gemm_into(x, bias, out.view_mut());
+                // SAFETY: the product writes every value of `out`, its bias added
+                return unsafe { out.assume_init() };
             }
         }
         // SAFETY: both products write every value of `out` (there is none when n or rows is 0)
-        unsafe { out.assume_init() }
+        with_bias(unsafe { out.assume_init() })
     }
 
     /// `x · Wᵀ` in parts: for each row of `x` and each weight row, its dot products over each
@@ -660,7 +697,12 @@ impl QuantMatrix {
     /// operand, read as it is, and `xᵀ` is packed once for every tile. (Packing each tile as the
     /// right operand transposed it value by value: a fifth of a prompt's pass.) Each tile's
     /// `(rows, n)` product is written transposed into its columns of `out`.
-    fn gemm_into(&self, x: ArrayView2<f32>, mut out: ArrayViewMut2<MaybeUninit<f32>>) {
+    fn gemm_into(
+        &self,
+        x: ArrayView2<f32>,
+        bias: Option<&[f32]>,
+        mut out: ArrayViewMut2<MaybeUninit<f32>>,
+    ) {
         let (n, cols) = x.dim();
         let xt = PackedB::from_transposed_shared(x); // xᵀ, (cols, n)
         let tiles = out
@@ -690,8 +732,19 @@ impl QuantMatrix {
             for (i, mut out) in out.rows_mut().into_iter().enumerate() {
                 let out = out.as_slice_mut().expect("a row of x · Wᵀ's columns");
                 // column i of the product, (rows,)
-                for (o, &v) in out.iter_mut().zip(into[i..].iter().step_by(n)) {
-                    o.write(v);
+                let column = into[i..].iter().step_by(n);
+                match bias {
+                    Some(bias) => {
+                        let bias = &bias[t * GEMM_TILE_ROWS..][..rows];
+                        for ((o, &v), &b) in out.iter_mut().zip(column).zip(bias) {
+                            o.write(v + b);
+                        }
+                    }
+                    None => {
+                        for (o, &v) in out.iter_mut().zip(column) {
+                            o.write(v);
+                        }
+                    }
                 }
             }
             TILE.set(tile);
@@ -1410,7 +1463,7 @@ pub(crate) fn block_integers(ty: GgmlType, b: &[u8], q: &mut [u8], scales: &mut 
 mod tests {
     use super::*;
     use half::bf16;
-    use ndarray::{s, Array2};
+    use ndarray::{s, Array1, Array2};
 
     /// A deterministic byte stream (xorshift), for blocks of arbitrary bits.
     fn bytes(n: usize, seed: u64) -> Vec<u8> {
@@ -1560,6 +1613,27 @@ mod tests {
                 got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                 "{h:#06x}: {got} vs {want}"
             );
+        }
+    }
+
+    /// `x · Wᵀ + b` with the bias added as each tile is written (a prompt) or after (a few
+    /// rows) is the same bits as the product with the bias added after it, its 70 rows two
+    /// tiles and a part.
+    #[test]
+    fn a_product_with_its_bias_added_as_it_is_written_is_the_same_bits() {
+        for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K] {
+            let cols = 2 * ty.block_len().max(32);
+            let m = matrix(ty, 70, cols, 3 + ty.code() as u64);
+            let bias = Array1::from_shape_fn(70, |j| (j as f32 - 31.5) / 9.0);
+            for n in [0, 1, 7, 8, 33] {
+                let x = x(n, cols);
+                let want = m.matmul_t(x.view()) + &bias;
+                let got = m.linear(x.view(), bias.view());
+                assert_eq!(got.dim(), (n, 70));
+                for ((at, g), w) in got.indexed_iter().zip(&want) {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{ty} n={n} at {at:?}: {g} vs {w}");
+                }
+            }
         }
     }
 
