@@ -1238,6 +1238,14 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// A causal mask of `n` positions, each row within `window` keys of itself (none: every
+    /// key before it), the last `padding` keys masked (a padded item's).
+    fn causal_band(n: usize, window: Option<usize>, padding: usize) -> Array2<bool> {
+        Array2::from_shape_fn((n, n), |(i, j)| {
+            j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
+        })
+    }
+
     /// A pass that keeps no probability computes `QKᵀ` and `·V` of each block of rows only
     /// over the keys its rows may read: its context is the same bits as the pass that keeps
     /// every probability, over blocks whose reach skips keys at either end (a causal mask's
@@ -1267,9 +1275,7 @@ mod tests {
             };
             let (q, k, v) = (random(n, 4 * d), random(n, 2 * d), random(n, 2 * d));
             // causal, within the window, the padded last keys masked
-            let mask = Array2::from_shape_fn((n, n), |(i, j)| {
-                j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
-            });
+            let mask = causal_band(n, window, padding);
             let bins = Bins::of(n);
             let run = |keep: bool| {
                 let mut probs = Array3::uninit((4, n, n));
@@ -1353,9 +1359,7 @@ mod tests {
                 Array2::from_shape_fn((rows, cols), |_| rng.random_range(-2.0f32..2.0))
             };
             let (q, k, v) = (random(n, 4 * d), random(n, 2 * d), random(n, 2 * d));
-            let mask = Array2::from_shape_fn((n, n), |(i, j)| {
-                j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
-            });
+            let mask = causal_band(n, window, padding);
             let n_q = n - from;
             let (q, mask) = (q.slice(s![from.., ..]), mask.slice(s![from.., ..]));
             let run = |keep: bool| {
@@ -1456,9 +1460,7 @@ mod tests {
                 Array2::from_shape_fn((rows, cols), |_| rng.random_range(-3.0f32..3.0))
             };
             let (q, k) = (random(n, 4 * d), random(n, 2 * d));
-            let mask = Array2::from_shape_fn((n, n), |(i, j)| {
-                j <= i && window.is_none_or(|w| i < j + w) && j < n - padding
-            });
+            let mask = causal_band(n, window, padding);
             for head in [0, 3] {
                 let factor = ScoreScale::SqrtDk.into();
                 let (probs, scores) =
