@@ -3,7 +3,6 @@
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::Mutex;
 
 use ndarray::{
     s, Array2, Array3, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut1, ArrayViewMut2,
@@ -928,7 +927,7 @@ pub fn head_attention_into(
 struct PartWork<'a, 's> {
     head: usize,
     rows: Range<usize>,
-    probs: Option<Probs<'a>>,
+    probs: Probs<'a>,
     scores: Option<ArrayViewMut2<'s, MaybeUninit<f32>>>,
     context: ArrayViewMut2<'s, MaybeUninit<f32>>,
 }
@@ -1149,7 +1148,7 @@ pub fn heads_into(
         heads: &mut *f.heads,
         first_row: f.first_row,
     });
-    let mut work: Vec<Mutex<PartWork>> = Vec::with_capacity(h * parts);
+    let mut work: Vec<PartWork> = Vec::with_capacity(h * parts);
     let each_head = Probs::per_head(probs.as_mut(), reborrowed, h)
         .into_iter()
         .zip(per_head(scores.as_mut(), h))
@@ -1179,50 +1178,48 @@ pub fn heads_into(
         };
         let parts = probs.into_iter().zip(scores).zip(rows_at(context, &cuts));
         for (p, ((probs, scores), context)) in parts.enumerate() {
-            work.push(Mutex::new(PartWork {
+            work.push(PartWork {
                 head: i,
                 rows: bounds[p]..bounds[p + 1],
-                probs: Some(probs),
+                probs,
                 scores,
                 context,
-            }));
+            });
         }
     }
     // the parts attend independently: in parallel where there are threads (on a decoding
     // step's team too, whose other threads took none of rayon's work: a step over ~600
     // positions spends a fifth of its time here in wasm), each writing its own rows of its
     // head's columns of the concatenation
-    team::for_each_task(work.len(), |i| {
-        let mut work = work[i].lock().expect("each part is taken by one task");
+    team::for_each_part(work, |part| {
         let PartWork {
             head: h,
             rows,
             probs,
             scores,
-            context,
-        } = &mut *work;
-        let knocked_out = off.get(*h).copied().unwrap_or(false);
+            mut context,
+        } = part;
+        let knocked_out = off.get(h).copied().unwrap_or(false);
         if knocked_out {
             context.fill(MaybeUninit::new(0.0)); // its context is zero
         }
-        let g = *h / heads.group();
+        let g = h / heads.group();
         let packed = packed[g].as_ref();
         attend_into(
-            head(q, *h, d_k).slice_move(s![rows.clone(), ..]),
+            head(q, h, d_k).slice_move(s![rows.clone(), ..]),
             head(k, g, d_k),
             head(v, g, d_v),
-            mask.map(|m| m.slice_move(s![rows.clone(), ..])),
+            mask.map(|m| m.slice_move(s![rows, ..])),
             scale,
-            scores.as_mut().map(|s| s.view_mut()).into(),
-            probs.take().expect("each part attends once"),
-            (!knocked_out).then_some(context.view_mut()),
+            scores.into(),
+            probs,
+            (!knocked_out).then_some(context),
             packed.map(|(keys, values)| Packed {
                 keys,
                 values: Some(values),
             }),
         );
     });
-    drop(work);
     if let Some(f) = folds {
         for (fold, parts) in f.heads.iter_mut().zip(later) {
             for (part, &from) in parts.into_iter().zip(&cuts) {
