@@ -28,7 +28,7 @@ use crate::analysis::{
     ItemHeads, LogitAttribution, Repeated, SpecialIds, TranslationValueWeighted, ValueWeighted,
 };
 use crate::engine::network::Loaded;
-use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, ScoreScale, Trace};
+use crate::engine::{AttentionKept, EmbeddingTrace, LayerTrace, Numerics, ScoreScale, Trace};
 use crate::masks::MaskKind;
 use crate::model::{Activation, Encoded, LayerNormOrder};
 use crate::Model;
@@ -415,11 +415,19 @@ pub struct Report<'a> {
     /// Whether QK-norm was left out (the ablation; absent when the heads were normed).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_qk_norm: bool,
+    /// How the 4-bit matrices were multiplied: absent for the exact numerics, `"fast"` for
+    /// 8-bit activations ([`Numerics::Fast`]).
+    #[serde(skip_serializing_if = "is_exact")]
+    pub numerics: Numerics,
     pub results: Vec<ItemReport<'a>>,
 }
 
 fn is_sqrt_dk(s: &ScoreScale) -> bool {
     *s == ScoreScale::SqrtDk
+}
+
+fn is_exact(n: &Numerics) -> bool {
+    *n == Numerics::Exact
 }
 
 impl<'a> Report<'a> {
@@ -554,6 +562,7 @@ impl<'a> Report<'a> {
             scale: ScoreScale::SqrtDk,
             no_rope: false,
             no_qk_norm: false,
+            numerics: Numerics::Exact,
             results,
         })
     }
@@ -601,6 +610,8 @@ pub struct RunInfo<'a> {
     pub no_rope: bool,
     /// Whether QK-norm was left out (the ablation).
     pub no_qk_norm: bool,
+    /// How the 4-bit matrices were multiplied: `"exact"` or `"fast"` ([`Numerics`]).
+    pub numerics: Numerics,
     /// The names of the head metrics beside the run (`headMetrics`, `(B, metric, L, H)`), in
     /// that order; empty when none were asked for.
     pub head_metrics: &'static [&'static str],

@@ -23,8 +23,8 @@ use crate::checkpoint::ChatFiles;
 use crate::engine::ops::{AttentionKind, Stack};
 use crate::engine::progress::{PassProgress, Progress};
 use crate::engine::{
-    cpu, AttentionKept, BackendChoice, Decoding, HeadMask, QueriesKeys, Run, Runner, ScoreScale,
-    TraceOptions,
+    cpu, AttentionKept, BackendChoice, Decoding, HeadMask, Numerics, QueriesKeys, Run, Runner,
+    ScoreScale, TraceOptions,
 };
 use crate::masks::{Mask, MaskKind};
 use crate::model::{limits, Encoded, WeightsFile, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
@@ -328,6 +328,9 @@ struct RunOptions {
     no_rope: bool,
     /// Leave out QK-norm (the ablation, [`TraceOptions::no_qk_norm`]).
     no_qk_norm: bool,
+    /// How the CPU engine multiplies by 4-bit matrices: `"exact"` (the default) or `"fast"`
+    /// ([`Numerics`]).
+    numerics: Numerics,
     /// Every layer's scores, `QKᵀ/√d_k` before the mask (`scores`, `(B, L, H, T, T)`); unless
     /// `false`, as the page's steps and summaries read them. `false` returns the probabilities
     /// alone, as ONNX Runtime returns a BERT's attentions (`make bench` compares them so).
@@ -390,6 +393,8 @@ struct GenerateOptions {
     chat: bool,
     /// Heads knocked out while writing, `L:H[,L:H…]` (as a run's `headMask`).
     head_mask: String,
+    /// `"exact"` or `"fast"`, as a run's `numerics`.
+    numerics: Numerics,
 }
 
 impl Default for GenerateOptions {
@@ -399,6 +404,7 @@ impl Default for GenerateOptions {
             top_k: 5,
             chat: false,
             head_mask: String::new(),
+            numerics: Numerics::Exact,
         }
     }
 }
@@ -1269,6 +1275,7 @@ impl Session {
             decoder_trace: None,
             no_rope: options.no_rope,
             no_qk_norm: options.no_qk_norm,
+            numerics: options.numerics,
             attention: match long {
                 true => AttentionKept::QueriesKeys,
                 false => AttentionKept::Probabilities,
@@ -1339,6 +1346,7 @@ impl Session {
             scale: opts.scale,
             no_rope: opts.no_rope,
             no_qk_norm: opts.no_qk_norm,
+            numerics: opts.numerics,
             head_metrics: if options.head_metrics { &METRICS } else { &[] },
             head_roles: if options.head_roles { &ROLES } else { &[] },
             repeats: match options.head_roles {
@@ -1871,6 +1879,7 @@ impl Session {
             top_k: options.top_k,
             stop_at_eos: true,
             head_mask: HeadMask::parse(&options.head_mask).map_err(js_err)?,
+            numerics: options.numerics,
         };
         // past the attention a generation keeps, a long one: each pass a run of a long text,
         // which checks what it keeps itself

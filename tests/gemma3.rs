@@ -146,6 +146,7 @@ fn gemma_3_270m_equals_hf_on_the_cpu_engine() {
                 top_k: 1,
                 stop_at_eos: true,
                 head_mask: Default::default(),
+                numerics: Default::default(),
             };
             let g = generate(m, &item.token_ids, &opts).unwrap();
             assert_eq!(&g.output_ids, out, "prompt {i}: greedy ids");
@@ -170,6 +171,7 @@ fn gemma_3_270m_equals_hf_on_the_gpu_engine() {
                 top_k: 1,
                 stop_at_eos: true,
                 head_mask: Default::default(),
+                numerics: Default::default(),
             };
             let g = block_on(engine.generate(m, &item.token_ids, &opts)).unwrap();
             assert_eq!(&g.output_ids, out, "prompt {i}: greedy ids on the GPU");

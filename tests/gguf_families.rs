@@ -115,6 +115,7 @@ fn gemma_3_and_qwen3_from_q4_k_files_generate_as_hf_does_on_both_engines() {
             top_k: 5,
             stop_at_eos: true,
             head_mask: Default::default(),
+            numerics: Default::default(),
         };
         let cpu_gen = generate(m, &meta.prompt_ids, &opts).unwrap();
         let gpu_gen = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();

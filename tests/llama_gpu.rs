@@ -154,6 +154,7 @@ fn greedy_generation_on_the_gpu_equals_hfs_generate_and_the_cpu_engines() {
             top_k: 5,
             stop_at_eos: true,
             head_mask: Default::default(),
+            numerics: Default::default(),
         };
         let g = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();
         assert_eq!(g.output_ids, meta.output_ids, "{name}: greedy ids");
@@ -236,6 +237,7 @@ fn a_generation_with_heads_knocked_out_on_the_gpu_equals_the_cpu_engines() {
         &prompt,
         &GenerateOptions {
             head_mask: HeadMask::none(),
+            numerics: Default::default(),
             ..opts.clone()
         },
     ))
@@ -260,6 +262,7 @@ fn gpt2_generates_on_the_gpu_as_on_the_cpu() {
         top_k: 3,
         stop_at_eos: true,
         head_mask: Default::default(),
+        numerics: Default::default(),
     };
     let g = block_on(gpu_engine(m).generate(m, &prompt, &opts)).unwrap();
     let c = generate(m, &prompt, &opts).unwrap();
@@ -280,6 +283,7 @@ fn the_runner_generates_on_the_gpu_it_was_given() {
         top_k: 1,
         stop_at_eos: true,
         head_mask: Default::default(),
+        numerics: Default::default(),
     };
     let run = block_on(runner.generate(&[1, 20, 30, 40], &opts)).unwrap();
     assert!(run.backend.starts_with("gpu: "), "{}", run.backend);
@@ -411,6 +415,7 @@ fn every_gguf_type_equals_hf_on_the_gpu_engine_its_matrices_kept_quantized() {
         top_k: 5,
         stop_at_eos: true,
         head_mask: Default::default(),
+        numerics: Default::default(),
     };
     let g = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();
     assert_eq!(g.output_ids, meta.output_ids, "Q4_K on the GPU: greedy ids");
@@ -441,6 +446,7 @@ fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_gpu_engine() {
                 top_k: 1,
                 stop_at_eos: true,
                 head_mask: Default::default(),
+                numerics: Default::default(),
             };
             let g = block_on(engine.generate(m, &item.token_ids, &opts)).unwrap();
             eprintln!("smollm2 gpu generation: step ms {:.1?}", g.step_ms);

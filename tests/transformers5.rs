@@ -122,6 +122,7 @@ fn greedy_generation_after_the_chat_template_equals_hf_on_both_engines() {
             top_k: 5,
             stop_at_eos: true,
             head_mask: Default::default(),
+            numerics: Default::default(),
         };
         let cpu_gen = generate(m, &meta.prompt_ids, &opts).unwrap();
         let gpu_gen = block_on(gpu_engine(m).generate(m, &meta.prompt_ids, &opts)).unwrap();

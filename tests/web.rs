@@ -501,6 +501,7 @@ fn generate_case(json: &str) -> (Vec<u32>, Vec<u32>, GenerateOptions) {
         top_k: 5,
         stop_at_eos: true,
         head_mask: Default::default(),
+        numerics: Default::default(),
     };
     (ids("prompt_ids"), ids("output_ids"), opts)
 }

@@ -181,6 +181,7 @@ function syncInputs(s) {
   $('batch-wrap').hidden = !s.batch;
   $('sentence').closest('label').hidden = s.batch;
   $('engine').value = s.engine;
+  $('numerics').value = s.numerics;
   $('view').value = s.view;
   $('part').value = s.part;
   $('scale').value = s.scale;
@@ -732,6 +733,7 @@ on('words', 'change', (e) => { // the selection follows: a piece's word, or a wo
   store.update({ words, sel, win: null, hover: null });
 });
 on('engine', 'change', (e) => store.update({ engine: e.target.value }));
+on('numerics', 'change', (e) => store.update({ numerics: e.target.value === 'fast' ? 'fast' : 'exact' }));
 on('metric', 'change', (e) => { store.update({ metric: e.target.value }); describeChoices(); });
 on('knock-reset', 'click', () => store.update({ off: [] }));
 on('nosink', 'change', (e) => store.update({ noSink: e.target.checked }));

@@ -312,7 +312,7 @@ export function connectGeneration(store, eng, optionsOf = () => ({}), onRunProgr
     store.update({ generation: { id, running: true, result: null, stopped: false, error: null, off, baseline: null }, gen: maxNew, genMax: maxNew, chat, ...(keepStep ? {} : { step: null }) });
     let result = null;
     // (a long generation runs each pass as the page's runs: what the views ask of one, and the head shown)
-    const asked = { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat, headMask: off.join(',') }, runOptions: optionsOf(s), focus: focusOf(s) };
+    const asked = { prompt: s.sentences[0] ?? '', options: { maxNewTokens: maxNew, topK: 5, chat, headMask: off.join(','), ...(s.numerics === 'fast' ? { numerics: 'fast' } : {}) }, runOptions: optionsOf(s), focus: focusOf(s) };
     // a long generation's prompt pass: how far it has gone (a run's box), a stop between two layers
     const watch = watchRun((p) => onRunProgress?.(p));
     const handle = eng.generate(s.modelKey, asked, ({ step, run }) => {

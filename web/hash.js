@@ -55,6 +55,7 @@ export function parseHash(hash) {
   s.noScale = h.get('noscale') === '1';
   s.noRope = h.get('norope') === '1';
   s.noQkNorm = h.get('noqknorm') === '1';
+  s.numerics = h.get('num') === 'fast' ? 'fast' : 'exact';
   s.noSink = h.get('nosink') === '1';
   s.byValue = h.get('vw') === '1';
   s.sel = parseSel(h.get('q') ?? '');
@@ -99,6 +100,7 @@ export function writeHash(s) {
   if (s.noScale) h.set('noscale', '1');
   if (s.noRope) h.set('norope', '1');
   if (s.noQkNorm) h.set('noqknorm', '1');
+  if (s.numerics === 'fast') h.set('num', 'fast');
   if (s.noSink) h.set('nosink', '1');
   if (s.byValue) h.set('vw', '1');
   if (s.sel?.length) h.set('q', s.sel.join(','));

@@ -314,6 +314,8 @@ export function fromWorker(raw) {
     noRope: Boolean(info.no_rope),
     /** Whether the run left QK-norm out (the ablation). */
     noQkNorm: Boolean(info.no_qk_norm),
+    /** How the CPU engine multiplied by 4-bit matrices: 'exact' or 'fast' (8-bit activations). */
+    numerics: info.numerics ?? 'exact',
     /** One head metric of item b under the other score scale (÷√d_k or not), (L·H) flat, or null. */
     /** The head metrics under the other score scale, (B, metric, L, H), once the √d_k panel has asked for them. */
     otherScaleMetrics: null,
@@ -446,6 +448,7 @@ export function published(run, b) {
     model: run.model, backend: run.backend, fallback: run.fallback, elapsed_ms: run.elapsed_ms, elapsedMs: run.elapsed_ms,
     model_type: run.model_type, mask_kind: run.mask_kind, ...(run.mask_ablation ? { mask_ablation: true } : {}),
     ...(run.head_mask?.length ? { head_mask: run.head_mask } : {}), // as the CLI's, [layer, head] knocked out
+    ...(run.numerics === 'fast' ? { numerics: 'fast' } : {}), // as the CLI's: absent for the exact numerics
     reused: run.reused, // the first positions the CPU engine took from its last pass (typing at the end)
     // given attention's: float32, or bfloat16 or uint16 as a file stored it; the model's numbers of its layers
     ...(run.given ? { precision: run.precision, layers: Array.from({ length: run.L }, (_, l) => layerNumber(run, l)) } : {}),

@@ -197,6 +197,8 @@ export function runOptions(s) {
     // the rotation left out: only a model that has one (the link may say so for any)
     ...(s.noRope && s.modelInfo?.architecture?.positions?.type === 'rotary' ? { noRope: true } : {}),
     ...(s.noQkNorm && s.modelInfo?.architecture?.layers?.some((l) => l.qk_norm) ? { noQkNorm: true } : {}),
+    // the fast numerics: 8-bit activations times the 4-bit matrices (the CPU engine's; exact elsewhere)
+    ...(s.numerics === 'fast' ? { numerics: 'fast' } : {}),
     headMetrics: eager || Boolean(s.metric) || s.table || open('scale'), rollout: s.rollout, sentenceEmbedding: true,
     // the heads' roles, where a text repeats (a few floats a head; none where it does not)
     headRoles: eager || Boolean(s.metric) || s.table || Boolean(ex.headRoles),
@@ -737,7 +739,7 @@ export function connect(store, { targets, layout, dropOld = true, modelFocus = n
   }
 
   const RENDER_KEYS = ['extras', 'run', 'noSink', 'byValue', 'item', 'layer', 'head', 'scale', 'win', 'hover', 'view', 'presenter', 'size', 'embed', 'metric', 'table', 'rollout', 'writes', 'flow', 'readOut', 'exercise', 'guess', 'checked', 'sel', 'words', 'inside', 'scaling', 'positions', 'part'];
-  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm'];
+  const RUN_KEYS = ['sentences', 'pair', 'mask', 'batch', 'modelVersion', 'off', 'compare', 'compareText', 'noScale', 'noRope', 'noQkNorm', 'numerics'];
   const SHOW_KEYS = ['metric', 'table', 'rollout', 'inside', 'layer', 'byValue', 'writes', 'flow', 'exercise']; // a new run only when the last one lacks what they show
   store.subscribe((s, changed) => {
     decoderInside(s);

@@ -49,6 +49,8 @@ export const INTENT_DEFAULTS = {
   // `gen=N` writes them on load), and whether the sentence goes in as a chat's user message
   gen: 0, chat: false,
   attn: 'cross', // which of a translation's attentions its views show (ATTENTIONS)
+  // how the CPU engine multiplies by 4-bit matrices: 'exact' (f32) or 'fast' (8-bit activations)
+  numerics: 'exact',
   engine: 'auto', view: 'both', scale: 'absolute', model: '', presenter: false, embed: '',
   // a checkpoint on the Hugging Face Hub by its id (`hf`), from the Hub or a mirror (`hub`)
   hf: '', hub: '',

@@ -669,7 +669,7 @@ async function run(s, msg) {
   let known = null;
   if (options.headMask && (embedding || next || writes)) {
     // (a long text's plain run keeps no heads for later: the page shows the knocked-out run's)
-    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), ...(options.ids ? { ids: options.ids } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), ...(writes ? { logitAttribution: writes } : {}), noHeadsLater: true };
+    const plain = { scale: options.scale, ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), ...(options.numerics ? { numerics: options.numerics } : {}), ...(options.ids ? { ids: options.ids } : {}), ...(embedding ? { sentenceEmbedding: true } : {}), ...(next ? { topK: next } : {}), ...(writes ? { logitAttribution: writes } : {}), noHeadsLater: true };
     known = recall(s, msg, plain);
     if ((embedding && !known?.sentenceEmbedding) || (next && known?.nextTokens?.topK !== next) || (writes && known?.logitAttribution?.targets !== targetsKey(writes))) {
       const p = await runOn(s, msg, plain);
@@ -761,7 +761,7 @@ function focusedHead(s, r, focus) {
 
 /** The head metrics under the other score scale than `options.scale`: entropy with and without ÷√d_k. */
 async function otherScale(s, msg, options) {
-  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), headMetrics: true, noHeadsLater: true };
+  const other = { headMask: options.headMask, scale: options.scale === 'none' ? 'sqrt_dk' : 'none', ...(options.noRope ? { noRope: true } : {}), ...(options.noQkNorm ? { noQkNorm: true } : {}), ...(options.numerics ? { numerics: options.numerics } : {}), headMetrics: true, noHeadsLater: true };
   const known = recall(s, msg, other)?.headMetrics;
   if (known) return known.slice();
   const r = await runOn(s, msg, other);
@@ -774,7 +774,7 @@ async function otherScale(s, msg, options) {
 // the last few runs of a session, by what decides them: the input, the heads knocked out, the
 // score scale and the rotation.
 const RECENT = 8;
-const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope), Boolean(o.noQkNorm), o.ids ?? null]);
+const recentKey = (msg, o) => JSON.stringify([msg.texts, msg.pair || '', msg.mask, o.headMask || '', o.scale || 'sqrt_dk', Boolean(o.noRope), Boolean(o.noQkNorm), o.numerics ?? 'exact', o.ids ?? null]);
 /** Which tokens an attribution was asked of (`logitAttribution.targets`; none: the likeliest). */
 const targetsKey = (a) => JSON.stringify(a?.targets ?? []);
 
@@ -888,7 +888,7 @@ async function* longPasses(s, g, msg, options, { views = true } = {}) {
   const ids = [...g.promptIds], prompt = g.prompt;
   // how far each pass has gone, read by the page as a run's are, where a stop is asked too
   await tellProgressCells(s, msg.id);
-  const runOptions = { ...(views ? msg.runOptions : { noHeadsLater: true }), headMask: options.headMask ?? '', topK: options.topK ?? 5, ids };
+  const runOptions = { ...(views ? msg.runOptions : { noHeadsLater: true }), ...(options.numerics ? { numerics: options.numerics } : {}), headMask: options.headMask ?? '', topK: options.topK ?? 5, ids };
   for (;;) {
     const start = performance.now();
     const r = await runOn(s, { texts: [prompt], pair: '', mask: 'causal' }, runOptions);

@@ -13,7 +13,7 @@ use super::cpu::exec::{CpuOps, DecoderCache, StackLayers};
 use super::cpu::{self, pass_on_the_pool};
 use super::network::EngineOps;
 use super::ops::{AttentionKind, Kept, PassMasks, Stack};
-use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, TraceOptions};
+use super::trace::{AttentionGroup, HeadMask, KeptValues, ModelInputs, Numerics, TraceOptions};
 use crate::engine::network::Loaded;
 use crate::engine::GpuTiming;
 use crate::error::{Error, Result};
@@ -34,6 +34,8 @@ pub struct GenerateOptions {
     pub stop_at_eos: bool,
     /// Heads knocked out in every pass, the prompt's and each step's (see [`HeadMask`]).
     pub head_mask: HeadMask,
+    /// How the CPU engine multiplies by 4-bit matrices (see [`Numerics`]).
+    pub numerics: Numerics,
 }
 
 /// A token and its probability (the softmax of its position's logits over the vocabulary); read
@@ -426,6 +428,7 @@ impl<M: Loaded> CpuSteps<M> {
             opts: TraceOptions {
                 next_logits: true,
                 head_mask: opts.head_mask.clone(),
+                numerics: opts.numerics,
                 ..TraceOptions::default()
             },
             top_k: opts.top_k,

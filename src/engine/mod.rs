@@ -18,7 +18,8 @@ pub use backend::{BackendChoice, GenerationRun, GpuTiming, Run, Runner};
 pub use generate::{generate, top_k, GenerateOptions, Generation, GpuPasses, TokenProb};
 pub use trace::{
     AttentionGroup, AttentionKept, EmbeddingTrace, HeadAttention, HeadMask, LayerTrace,
-    ModelInputs, QueriesKeys, ScoreFactor, ScoreScale, TargetInputs, Trace, TraceOptions, Writes,
+    ModelInputs, Numerics, QueriesKeys, ScoreFactor, ScoreScale, TargetInputs, Trace, TraceOptions,
+    Writes,
 };
 pub use translate::{decoder_trace, translate, DecoderTrace, Decoding, Translation};
 

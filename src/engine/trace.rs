@@ -189,6 +189,36 @@ pub struct TraceOptions {
     /// Where the CPU engine reports each self-attention layer it begins, and where it reads
     /// whether to stop ([`super::progress`]); nothing it computes depends on it.
     pub progress: super::progress::Progress,
+    /// How the CPU engine multiplies by a model's 4-bit matrices ([`Numerics`]).
+    pub numerics: Numerics,
+}
+
+/// How the CPU engine multiplies activations by a model's quantized matrices.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Numerics {
+    /// In f32, each weight dequantized exactly: what HF computes on the same file (attention
+    /// within 1e-4 of it).
+    #[default]
+    Exact,
+    /// The activations rounded to 8 bits (32 values to a scale) and multiplied by the 4-bit
+    /// matrices (`Q4_0`, `Q4_1`) in integers, as llama.cpp does: several times quicker in
+    /// WebAssembly, and no longer equal to HF (the SmolLM2 golden test prints by how much).
+    /// Other matrices, the attention itself and the GPU engine stay exact.
+    Fast,
+}
+
+impl std::str::FromStr for Numerics {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "exact" => Ok(Self::Exact),
+            "fast" => Ok(Self::Fast),
+            _ => Err(format!("unknown numerics {s:?} (expected exact or fast)")),
+        }
+    }
 }
 
 /// What a pass keeps of its self-attention.

@@ -11,7 +11,7 @@ use ndarray::{s, ArcArray1, ArcArray2, ArcArrayD, Array1, ArrayD, IxDyn};
 use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use super::limits::{file_too_big, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_BYTES};
-use super::quant::QuantMatrix;
+use super::quant::{FastMatrix, QuantMatrix};
 use crate::error::{Error, Result};
 use crate::linalg::gemm::PackedB;
 
@@ -452,6 +452,8 @@ pub struct Linear {
     pub bias: Array1<f32>,
     /// `Wᵀ` packed: when the layer is built, or on the CPU engine's first use of a tied one.
     packed: OnceLock<PackedB>,
+    /// `W` laid out for the fast numerics, on their first use ([`Linear::fast`]).
+    fast: OnceLock<Option<FastMatrix>>,
     /// The embedding table whose rows are this layer's weights (an LM head tied to the token
     /// embeddings): an engine that copies the table may use its copy.
     pub tied: Option<ParamId>,
@@ -468,6 +470,7 @@ impl Linear {
             weight: Matrix::F32(weight),
             bias,
             packed: OnceLock::from(packed),
+            fast: OnceLock::new(),
             tied: None,
         }
     }
@@ -483,6 +486,7 @@ impl Linear {
             weight: Matrix::Quantized(weight),
             bias,
             packed: OnceLock::new(),
+            fast: OnceLock::new(),
             tied: None,
         }
     }
@@ -499,6 +503,7 @@ impl Linear {
             weight: Matrix::F32(w_in_out.reversed_axes()),
             bias,
             packed: OnceLock::from(packed),
+            fast: OnceLock::new(),
             tied: None,
         }
     }
@@ -515,6 +520,7 @@ impl Linear {
             weight: table.weight.clone(),
             bias: bias.unwrap_or_else(|| Array1::zeros(table.weight.nrows())),
             packed: OnceLock::new(),
+            fast: OnceLock::new(),
             tied: Some(table.id),
         }
     }
@@ -534,6 +540,15 @@ impl Linear {
             self.packed
                 .get_or_init(|| PackedB::from_transposed(w.view())),
         )
+    }
+
+    /// A 4-bit `W` laid out for the fast numerics ([`FastMatrix`], made on the first call);
+    /// `None` for any other.
+    pub fn fast(&self) -> Option<&FastMatrix> {
+        let Matrix::Quantized(q) = &self.weight else {
+            return None;
+        };
+        self.fast.get_or_init(|| FastMatrix::of(q)).as_ref()
     }
 }
 

@@ -477,6 +477,27 @@ pub fn assert_smollm2_prompt(
     want: &HashMap<String, ArrayD<f32>>,
     trace: &Trace,
 ) {
+    let (att, p) = smollm2_differences(i, item, want, trace);
+    eprintln!("smollm2 prompt {i} {what}: attention {att:.2e}, top-10 next tokens {p:.2e}");
+    assert!(
+        att <= ATTENTION_TOL,
+        "{what} prompt {i}: attention differs by {att}"
+    );
+    assert!(
+        p <= ATTENTION_TOL,
+        "{what} prompt {i}: next-token probabilities differ by {p}"
+    );
+}
+
+/// How far a trace of SmolLM2's prompt `i` is from HF's: the largest difference of an
+/// attention probability, and of the probability of one of HF's ten likeliest next tokens at
+/// any position.
+pub fn smollm2_differences(
+    i: usize,
+    item: &SmolItem,
+    want: &HashMap<String, ArrayD<f32>>,
+    trace: &Trace,
+) -> (f32, f32) {
     let att = max_abs_diff(
         trace.attention.slice(s![0, .., .., .., ..]).into_dyn(),
         want[&format!("attention_{i}")].view(),
@@ -489,15 +510,7 @@ pub fn assert_smollm2_prompt(
             p = p.max((probs[[0, pos, id as usize]] - top[[pos, j]]).abs());
         }
     }
-    eprintln!("smollm2 prompt {i} {what}: attention {att:.2e}, top-10 next tokens {p:.2e}");
-    assert!(
-        att <= ATTENTION_TOL,
-        "{what} prompt {i}: attention differs by {att}"
-    );
-    assert!(
-        p <= ATTENTION_TOL,
-        "{what} prompt {i}: next-token probabilities differ by {p}"
-    );
+    (att, p)
 }
 
 /// A golden case's batch, tokenised by attnscope (the ids checked against HF's), and its mask.
@@ -565,6 +578,7 @@ pub fn knockout_generation() -> (
         head_mask: attnscope::engine::HeadMask::from_pairs(
             g.meta.head_mask.iter().map(|&[l, h]| (l, h)),
         ),
+        numerics: Default::default(),
     };
     (g, m, prompt, opts)
 }

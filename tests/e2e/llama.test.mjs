@@ -823,3 +823,42 @@ test('<attn-scope view="generate" gen="8">: the element writes the tokens HF wri
   clean(problems);
   await page.close();
 });
+
+test('SmolLM2 in the fast numerics (the Numerics control, in the link): layer 0\'s 8-bit products in the page are the CLI\'s --numerics fast to the bit in the relaxed-SIMD and the SIMD128 builds, and its attention is near the CLI\'s, not the exact one', async () => {
+  const SMOL = 'assets/models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf';
+  const text = 'Attention lets every word look at the others';
+  const cli = (numerics) => attnscope(['attention', '--model', path.join(ROOT, SMOL), '--numerics', numerics, '--layer-trace', '0', '--', text]).results[0];
+  const fast = cli('fast'), exact = cli('exact');
+  const moved = maxDiff(fast.attention, exact.attention);
+  assert.ok(moved > 1e-3 && moved < 0.15, `the fast numerics move the attention by ${moved}`);
+  for (const wasm of ['relaxed-simd', 'simd128']) {
+    const url = `${server.url}?wasm=${wasm}#model=${encodeURIComponent(SMOL)}&s=${encodeURIComponent(text)}&e=cpu&l=0`;
+    const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+    assert.equal(await ready(page), null);
+    await page.waitForFunction((t) => window.attnscope.result?.text === t, text, { timeout: 120000 });
+    assert.equal(await page.evaluate(() => window.attnscope.result.numerics), undefined, 'exact, as the CLI says it: not at all');
+    await page.selectOption('#numerics', 'fast');
+    await page.waitForFunction(() => window.attnscope.result?.numerics === 'fast' && window.attnscope.store.get().run?.traceOf(0), null, { timeout: 120000 });
+    await page.waitForFunction(() => /num=fast/.test(location.hash), null, { timeout: 5000 });
+    const got = await page.evaluate(() => {
+      const r = window.attnscope.store.get().run, t = r.traceOf(0);
+      return { layer: t.layer, attention: window.attnscope.result.attention.map((l) => l.map((h) => h.map((row) => Array.from(row)))), ...Object.fromEntries(['attnNorm', 'q', 'k', 'v'].map((n) => [n, Array.from(t.get(n).values)])) };
+    });
+    assert.equal(got.layer, 0);
+    // the products' input is the CLI's to the bit, and so are the products: the 8-bit rounding
+    // and the kernel (relaxed SIMD's dot products, or the portable loop) are native's
+    for (const [name, key] of [['attnNorm', 'attn_norm'], ['q', 'q'], ['k', 'k'], ['v', 'v']]) {
+      const want = fast.layer_trace[key].flat(3).map(Math.fround); // the JSON's shortest f32s
+      assert.equal(got[name].length, want.length, name);
+      const differ = got[name].filter((x, i) => x !== want[i]).length;
+      assert.equal(differ, 0, `${wasm}: ${differ} of layer 0's ${name} values are not the CLI's`);
+    }
+    // later layers part by what the exact parts (rotary, softmax) round differently across
+    // builds, which the 8-bit rounding then magnifies: near the CLI's fast attention
+    const d = maxDiff(got.attention, fast.attention);
+    assert.ok(d < moved, `${wasm}: the page's fast attention is ${d} from the CLI's, the exact one ${moved}`);
+    console.log(`SmolLM2 ${wasm} fast numerics: layer 0's q, k, v the CLI's to the bit; the attention ${d.toExponential(2)} from the CLI's, the exact ${moved.toExponential(2)}`);
+    clean(problems);
+    await page.close();
+  }
+});

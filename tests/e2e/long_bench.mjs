@@ -10,7 +10,8 @@
 // pass and each view's own ms (web/scope.js `measure`); PROFILE=1 adds the main thread's functions
 // by their own time a keystroke (CDP Profiler). Issue 51's goals for 1,024 tokens: 3 s to every
 // view, 150 ms a keystroke at the end.
-//   make setup && make web && node tests/e2e/long_bench.mjs      (WASM=relaxed-simd: one thread; KEYS=24)
+//   make setup && make web && node tests/e2e/long_bench.mjs      (WASM=relaxed-simd: one thread; KEYS=24;
+//   NUMERICS=fast: the 8-bit activations of the page's "fast" numerics)
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT, PARAGRAPH } from './harness.mjs';
@@ -23,11 +24,13 @@ if (!existsSync(path.join(ROOT, GGUF))) {
 }
 const WASM = process.env.WASM || 'threads';
 const KEYS = Number(process.env.KEYS || 24);
+const NUMERICS = process.env.NUMERICS === 'fast' ? 'fast' : 'exact';
 const TEXT = `${PARAGRAPH.repeat(14)}${PARAGRAPH.split('. ')[0]}.`;
 const server = await startServer();
 const browser = await launch();
 try {
-  const url = `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
+  const url = `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu${NUMERICS === 'fast' ? '&num=fast' : ''}`;
+  console.log(`numerics: ${NUMERICS}`);
   const { page } = await openPage(browser, url, { width: 1280, height: 900 });
   await measureViews(page);
   await page.reload();

@@ -193,6 +193,7 @@ pub fn generation(
         top_k: 5,
         stop_at_eos: false,
         head_mask: Default::default(),
+        numerics: Default::default(),
     };
     // the GPU only when named (`auto` is the CPU's figure, as `bench/llm.py` reads it)
     let choice = match backend {

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use attnscope::analysis::{AttributionOptions, TranslationValueWeighted};
 use attnscope::engine::{
-    AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Runner, ScoreScale,
-    TraceOptions,
+    AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Numerics, Runner,
+    ScoreScale, TraceOptions,
 };
 use attnscope::report::{GenerationReport, Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
@@ -159,6 +159,11 @@ enum Command {
         /// says "no_qk_norm": true.
         #[arg(long)]
         no_qk_norm: bool,
+        /// How the CPU engine multiplies by a GGUF file's 4-bit matrices: exact (f32, equal to HF)
+        /// or fast (the activations rounded to 8 bits, products in integers, as llama.cpp; no
+        /// longer equal to HF); the JSON says "numerics": "fast".
+        #[arg(long, value_name = "exact|fast", default_value = "exact")]
+        numerics: Numerics,
         /// Include every layer's output [L+1][T][D], the embeddings' first (HF's
         /// output_hidden_states).
         #[arg(long)]
@@ -237,6 +242,11 @@ enum Command {
         /// Knock these heads out while writing (0-based), as `attention --head-mask`.
         #[arg(long, value_name = "L:H[,L:H…]", value_parser = parse_head_mask)]
         head_mask: Option<HeadMask>,
+        /// How the CPU engine multiplies by a GGUF file's 4-bit matrices: exact (f32, equal to HF)
+        /// or fast (the activations rounded to 8 bits, products in integers, as llama.cpp; no
+        /// longer equal to HF); as `attention --numerics`.
+        #[arg(long, value_name = "exact|fast", default_value = "exact")]
+        numerics: Numerics,
         prompt: String,
     },
     /// Time the forward pass at several sequence lengths.
@@ -295,6 +305,7 @@ pub fn main() -> ExitCode {
             no_scale,
             no_rope,
             no_qk_norm,
+            numerics,
             hidden_states,
             layer_trace,
             cross_attention,
@@ -331,6 +342,7 @@ pub fn main() -> ExitCode {
                 values: value_weighted || flow,
                 writes: logit_attribution || flow,
                 progress: Default::default(), // the CLI shows none
+                numerics,
             },
             cross_attention,
             ReportOptions {
@@ -375,6 +387,7 @@ pub fn main() -> ExitCode {
             top_k,
             chat,
             head_mask,
+            numerics,
             prompt,
         } => generate(
             &model,
@@ -384,6 +397,7 @@ pub fn main() -> ExitCode {
                 top_k,
                 stop_at_eos: true,
                 head_mask: head_mask.unwrap_or_default(),
+                numerics,
             },
             chat,
             &prompt,
@@ -619,6 +633,7 @@ fn attention(
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     report.scale = opts.scale;
     report.no_rope = opts.no_rope;
+    report.numerics = opts.numerics;
     report.no_qk_norm = opts.no_qk_norm;
     if let (Some(layer), Some(second)) = (cross_attention, pair) {
         for (item, first) in report.results.iter_mut().zip(texts) {

@@ -10,7 +10,8 @@ use rayon::prelude::*;
 
 use super::attention::{heads_into, Folds, HeadArrays};
 use super::ops::{
-    activate, gate, gated_feed_forward, linear, norm, norm_heads, rotate, soft_capped,
+    activate, fast_linear, gate, gated_feed_forward, linear, linear_in, norm, norm_heads, rotate,
+    soft_capped,
 };
 use crate::analysis::thumbnail::{Bins, HeadFold};
 use crate::engine::ops::{
@@ -18,8 +19,9 @@ use crate::engine::ops::{
     CacheSlot, GatedFeedForward, Ids, Kept, Ops, PassMasks, Reach, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
-use crate::engine::{ModelInputs, ScoreFactor, TraceOptions};
+use crate::engine::{ModelInputs, Numerics, ScoreFactor, TraceOptions};
 use crate::error::{Error, Result};
+use crate::model::quant::Q8Rows;
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
@@ -506,7 +508,7 @@ impl Ops for CpuOps<'_> {
 
     fn linear(&mut self, x: &CpuX, w: &Linear, act: Option<Activation>) -> Result<CpuX> {
         check_input(x, w)?;
-        let mut y = linear(x.view(), w);
+        let mut y = linear_in(x.view(), w, self.opts.numerics);
         if let Some(act) = act {
             activate(&mut y, act);
         }
@@ -516,6 +518,14 @@ impl Ops for CpuOps<'_> {
     fn project(&mut self, x: &CpuX, ws: &[&Linear]) -> Result<Vec<CpuX>> {
         for w in ws {
             check_input(x, w)?;
+        }
+        // the fast numerics round x to 8 bits once for every layer that takes it
+        if self.opts.numerics == Numerics::Fast && ws.iter().all(|w| w.fast().is_some()) {
+            let x = Q8Rows::quantize(x.view());
+            return Ok(ws
+                .iter()
+                .map(|w| CpuX::new(fast_linear(&x, w).expect("a 4-bit layer")))
+                .collect());
         }
         // the layers' products side by side: every thread has work from the start, where one
         // product after another would wake the pool each time (on a pass's team, in the
@@ -603,6 +613,7 @@ impl Ops for CpuOps<'_> {
             x.view(),
             ffn,
             FEED_FORWARD_ROWS,
+            self.opts.numerics,
         )))
     }
 

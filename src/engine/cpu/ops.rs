@@ -6,9 +6,11 @@ use std::ops::Range;
 use ndarray::{s, Array2, ArrayView2};
 
 use crate::engine::ops::{row_blocks, GatedFeedForward};
+use crate::engine::Numerics;
 use crate::error::{Error, Result};
 use crate::linalg::gemm::matmul_new;
 use crate::linalg::{isa, team};
+use crate::model::quant::Q8Rows;
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Matrix, Norm, NormKind};
 use crate::model::Activation;
@@ -24,6 +26,30 @@ pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
         (Matrix::Quantized(q), None) => q.linear(x, l.bias.view()),
         (Matrix::F32(_), None) => unreachable!("an f32 layer packs its weights"),
     }
+}
+
+/// `x·Wᵀ + b` in `numerics`: the fast ones where `W` is a 4-bit matrix ([`fast_linear`]), else
+/// exactly ([`linear`]).
+///
+/// # Shapes
+/// * `x`: `(T, in)` → `(T, out)`
+pub fn linear_in(x: ArrayView2<f32>, l: &Linear, numerics: Numerics) -> Array2<f32> {
+    let fast = match (numerics, l.fast()) {
+        (Numerics::Fast, Some(_)) => fast_linear(&Q8Rows::quantize(x), l),
+        _ => None,
+    };
+    fast.unwrap_or_else(|| linear(x, l))
+}
+
+/// `x·Wᵀ + b` in the fast numerics ([`Numerics::Fast`]), `x` already rounded to 8 bits; `None`
+/// where `W` is not a 4-bit matrix (the caller multiplies exactly).
+///
+/// # Shapes
+/// * `x`: `(T, in)` → `(T, out)`
+pub fn fast_linear(x: &Q8Rows, l: &Linear) -> Option<Array2<f32>> {
+    let w = l.fast()?;
+    let bias = l.bias.as_slice().expect("a layer's bias is contiguous");
+    Some(w.linear(x, Some(bias)))
 }
 
 /// LayerNorm (biased variance, as PyTorch) or RMSNorm over each row, as `ln.kind` says,
@@ -242,17 +268,30 @@ pub fn gate(gate: ArrayView2<f32>, up: ArrayView2<f32>, act: Activation) -> Arra
 ///
 /// # Shapes
 /// * `x`: `(T, D)` → `(T, D)`
-pub fn gated_feed_forward(x: ArrayView2<f32>, ffn: &GatedFeedForward, rows: usize) -> Array2<f32> {
+pub fn gated_feed_forward(
+    x: ArrayView2<f32>,
+    ffn: &GatedFeedForward,
+    rows: usize,
+    numerics: Numerics,
+) -> Array2<f32> {
     let blocks = row_blocks(x.nrows(), rows, FEED_FORWARD_LEAST_ROWS);
     let mut y = Array2::<f32>::zeros((x.nrows(), ffn.down.weight.nrows()));
     for r in blocks {
         let x = x.slice(s![r.clone(), ..]);
-        // the two products side by side, as `CpuOps::project` runs them
-        let (g, up) = rayon::join(|| linear(x, ffn.gate), || linear(x, ffn.up)); // (rows, F) each
+        let (g, up) = match (numerics, ffn.gate.fast().and(ffn.up.fast())) {
+            // the fast numerics round x to 8 bits once for the two
+            (Numerics::Fast, Some(_)) => {
+                let x = Q8Rows::quantize(x);
+                let fast = |l| fast_linear(&x, l).expect("a 4-bit layer");
+                (fast(ffn.gate), fast(ffn.up))
+            }
+            // the two products side by side, as `CpuOps::project` runs them
+            _ => rayon::join(|| linear(x, ffn.gate), || linear(x, ffn.up)), // (rows, F) each
+        };
         let inner = gate(g.view(), up.view(), ffn.act);
         drop((g, up));
         y.slice_mut(s![r, ..])
-            .assign(&linear(inner.view(), ffn.down));
+            .assign(&linear_in(inner.view(), ffn.down, numerics));
     }
     y
 }
@@ -878,7 +917,8 @@ mod tests {
                     down,
                 );
                 for rows in [8, 13, 64, 99, 100, 1000] {
-                    let blocks = gated_feed_forward(x.view(), &ffn, rows);
+                    let blocks =
+                        gated_feed_forward(x.view(), &ffn, rows, crate::engine::Numerics::Exact);
                     let at = whole
                         .iter()
                         .zip(&blocks)

@@ -33,6 +33,9 @@ use ndarray::{Array2, Array3, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 use crate::linalg::gemm::{matmul_in_one_thread, PackedB};
 use crate::linalg::{dot, isa, team};
 
+pub use fast::{FastMatrix, Q8Rows};
+
+mod fast;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 #[cfg(target_arch = "x86_64")]
@@ -1480,7 +1483,7 @@ mod tests {
 
     /// `rows × cols` random blocks of `ty`, each block's `f16` scales set to small finite values
     /// (random bits would make infinities and NaNs).
-    fn matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> QuantMatrix {
+    pub(super) fn matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> QuantMatrix {
         let mut b = bytes(bytes_for(ty, rows, cols).unwrap(), seed);
         let scale_at: &[usize] = match ty {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => &[],
