@@ -841,6 +841,10 @@ pub struct GenerationReport<'a> {
     /// The heads knocked out while writing, `[layer, head]` (absent when none were).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub head_mask: Vec<[usize; 2]>,
+    /// How the 4-bit matrices were multiplied: absent for the exact numerics, `"fast"` for
+    /// 8-bit activations ([`Numerics::Fast`]).
+    #[serde(skip_serializing_if = "is_exact")]
+    pub numerics: Numerics,
 }
 
 impl<'a> GenerationReport<'a> {
@@ -871,6 +875,7 @@ impl<'a> GenerationReport<'a> {
                 .collect(),
             step_ms: &g.step_ms,
             head_mask: vec![],
+            numerics: Numerics::Exact,
         }
     }
 }

@@ -1346,7 +1346,7 @@ impl Session {
             scale: opts.scale,
             no_rope: opts.no_rope,
             no_qk_norm: opts.no_qk_norm,
-            numerics: opts.numerics,
+            numerics: crate::engine::numerics_of(&run.backend, opts.numerics),
             head_metrics: if options.head_metrics { &METRICS } else { &[] },
             head_roles: if options.head_roles { &ROLES } else { &[] },
             repeats: match options.head_roles {

@@ -1288,3 +1288,56 @@ fn flow_gives_the_routes_to_the_last_position() {
     assert_eq!(code, 1);
     assert!(err.contains("pre-norm decoder"), "{err}");
 }
+
+#[test]
+fn the_fast_numerics_say_so_and_move_a_q4_1_model_a_little_but_not_on_the_gpu() {
+    let path = root().join("tests/fixtures/models/tiny-llama-gguf/tiny-llama-Q4_1.gguf");
+    let model = path.display().to_string();
+    let run = |numerics: &str, backend: &str| {
+        let (code, json, err) = attnscope(&[
+            "attention",
+            "--model",
+            &model,
+            "--numerics",
+            numerics,
+            "--backend",
+            backend,
+            "--",
+            "the quick brown fox jumps over the lazy dog",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        json
+    };
+    let (exact, fast, gpu) = (run("exact", "cpu"), run("fast", "cpu"), run("fast", "gpu"));
+    assert_eq!(exact.get("numerics"), None, "the exact numerics go unsaid");
+    assert_eq!(fast["numerics"], "fast");
+    assert_eq!(
+        gpu.get("numerics"),
+        None,
+        "the GPU engine's numerics are exact"
+    );
+    let (e, f) = (
+        &exact["results"][0]["attention"],
+        &fast["results"][0]["attention"],
+    );
+    let [l, h, t, _] = dims(e)[..] else {
+        panic!("(L, H, T, T)")
+    };
+    let mut max = 0.0f64;
+    for l in 0..l {
+        for h in 0..h {
+            for q in 0..t {
+                for k in 0..t {
+                    max = max.max((cell(e, l, h, q, k) - cell(f, l, h, q, k)).abs());
+                }
+            }
+        }
+    }
+    assert!(
+        max > 1e-6 && max < 0.1,
+        "the fast numerics moved the attention by {max}"
+    );
+    let bad = attnscope(&["attention", "--model", &model, "--numerics", "quick", "hi"]);
+    assert_ne!(bad.0, 0);
+    assert!(bad.2.contains("unknown numerics \"quick\""), "{}", bad.2);
+}

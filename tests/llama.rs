@@ -7,7 +7,7 @@
 
 use crate::common::*;
 use attnscope::analysis::HeadMetrics;
-use attnscope::engine::{cpu, generate, GenerateOptions, HeadMask, TraceOptions};
+use attnscope::engine::{cpu, generate, GenerateOptions, HeadMask, Numerics, TraceOptions};
 use attnscope::model::config::{LmHead, Positions};
 use attnscope::report::item_attention;
 use attnscope::Mask;
@@ -722,18 +722,7 @@ fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_cpu_engine() {
         let trace = cpu::forward(&m, &input, &mask, &opts).unwrap();
         assert_smollm2_prompt("cpu", i, item, &want, &trace);
         if let Some(out) = &item.output_ids {
-            let g = generate(
-                &m,
-                &item.token_ids,
-                &GenerateOptions {
-                    max_new_tokens: meta.max_new_tokens,
-                    top_k: 1,
-                    stop_at_eos: true,
-                    head_mask: Default::default(),
-                    numerics: Default::default(),
-                },
-            )
-            .unwrap();
+            let g = greedy(&m, &item.token_ids, meta.max_new_tokens, Numerics::Exact);
             assert_eq!(&g.output_ids, out, "prompt {i}: greedy ids");
             assert_eq!(
                 m.tokenizer.decode(&g.output_ids),
@@ -749,9 +738,25 @@ fn smollm2_from_its_q4_1_gguf_equals_hf_on_the_cpu_engine() {
         .ends_with("<|im_start|>user\nWhat is attention?<|im_end|>\n<|im_start|>assistant\n"));
 }
 
+/// The greedy tokens after `ids` (EOS stops them), as HF's `generate` wrote the fixture's.
+fn greedy(
+    m: &attnscope::Model,
+    ids: &[u32],
+    max_new_tokens: usize,
+    numerics: Numerics,
+) -> attnscope::engine::Generation {
+    let opts = GenerateOptions {
+        max_new_tokens,
+        top_k: 1,
+        stop_at_eos: true,
+        head_mask: Default::default(),
+        numerics,
+    };
+    generate(m, ids, &opts).unwrap()
+}
+
 #[test]
 fn smollm2_in_the_fast_numerics_stays_near_hf_and_says_how_near() {
-    use attnscope::engine::Numerics;
     let meta: SmolMeta = golden_meta("smollm2_prompts");
     let want = golden_tensors("smollm2_prompts");
     let path = root().join(&meta.gguf_file);
@@ -786,18 +791,7 @@ fn smollm2_in_the_fast_numerics_stays_near_hf_and_says_how_near() {
             "prompt {i}: next-token p differs by {p}"
         );
         if let Some(out) = &item.output_ids {
-            let g = generate(
-                &m,
-                &item.token_ids,
-                &GenerateOptions {
-                    max_new_tokens: meta.max_new_tokens,
-                    top_k: 1,
-                    stop_at_eos: true,
-                    head_mask: Default::default(),
-                    numerics: Numerics::Fast,
-                },
-            )
-            .unwrap();
+            let g = greedy(&m, &item.token_ids, meta.max_new_tokens, Numerics::Fast);
             let same = g
                 .output_ids
                 .iter()

@@ -9,7 +9,9 @@ use web_time::Instant;
 
 #[cfg(feature = "gpu")]
 use super::gpu::{GpuDevice, GpuEngine};
-use super::{cpu, Decoding, GenerateOptions, Generation, Trace, TraceOptions, Translation};
+use super::{
+    cpu, Decoding, GenerateOptions, Generation, Numerics, Trace, TraceOptions, Translation,
+};
 use crate::engine::network::Loaded;
 use crate::error::{Error, Result};
 use crate::masks::Mask;
@@ -78,6 +80,15 @@ pub struct GenerationRun {
     pub backend: String,
     /// Why the CPU ran although the GPU was wanted.
     pub fallback: Option<String>,
+}
+
+/// The numerics a run on `backend` (a [`Run`]'s or [`GenerationRun`]'s) computed in when
+/// `asked` was asked for: the GPU engine's are always exact.
+pub fn numerics_of(backend: &str, asked: Numerics) -> Numerics {
+    match backend {
+        "cpu" => asked,
+        _ => Numerics::Exact,
+    }
 }
 
 /// A model (a loaded checkpoint: `crate::Model`) and the engine that runs it.

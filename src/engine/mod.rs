@@ -14,7 +14,7 @@ pub mod progress;
 mod trace;
 pub mod translate;
 
-pub use backend::{BackendChoice, GenerationRun, GpuTiming, Run, Runner};
+pub use backend::{numerics_of, BackendChoice, GenerationRun, GpuTiming, Run, Runner};
 pub use generate::{generate, top_k, GenerateOptions, Generation, GpuPasses, TokenProb};
 pub use trace::{
     AttentionGroup, AttentionKept, EmbeddingTrace, HeadAttention, HeadMask, LayerTrace,

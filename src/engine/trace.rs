@@ -204,9 +204,9 @@ pub enum Numerics {
     #[default]
     Exact,
     /// The activations rounded to 8 bits (32 values to a scale) and multiplied by the 4-bit
-    /// matrices (`Q4_0`, `Q4_1`) in integers, as llama.cpp does: several times quicker in
-    /// WebAssembly, and no longer equal to HF (the SmolLM2 golden test prints by how much).
-    /// Other matrices, the attention itself and the GPU engine stay exact.
+    /// matrices (`Q4_0`, `Q4_1`) in integers, as llama.cpp does (`crate::model::quant::
+    /// FastMatrix`): quicker in WebAssembly, and no longer equal to HF (the SmolLM2 golden test
+    /// prints by how much). Other matrices, the attention itself and the GPU engine stay exact.
     Fast,
 }
 

@@ -7,7 +7,8 @@
 // the heatmap's own ms (web/views/head.js); the medians, then PROFILE=1 adds the page's and each
 // worker thread's functions by their own time over the 12 (CDP Profiler). Issue 51's goals at
 // 8,192 tokens: a layer switch ≤ 1 s, a head focus ≤ 0.3 s.
-//   make setup && make web && N=113 node tests/e2e/focus_bench.mjs      (PROFILE=1)
+//   make setup && make web && N=113 node tests/e2e/focus_bench.mjs      (PROFILE=1; NUMERICS=fast: the
+//   page's fast numerics, 8-bit activations)
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT, PARAGRAPH } from './harness.mjs';
@@ -19,13 +20,15 @@ if (!existsSync(path.join(ROOT, GGUF))) {
   process.exit(0);
 }
 const N = Number(process.env.N || 53);
+const FAST = process.env.NUMERICS === 'fast';
 const TEXT = `${PARAGRAPH.repeat(N)}${PARAGRAPH.split('. ')[0]}.`;
 // (layer, head) in turn; the page opens on 3:1
 const FOCUS = [[3, 2], [3, 5], [10, 5], [20, 0], [20, 4], [29, 8], [29, 1], [15, 3], [15, 7], [5, 0], [25, 6], [8, 8]];
 const server = await startServer();
 const browser = await launch();
 try {
-  const url = `${server.url}?wasm=threads#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
+  const url = `${server.url}?wasm=threads#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu${FAST ? '&num=fast' : ''}`;
+  console.log(`numerics: ${FAST ? 'fast' : 'exact'}`);
   const { page } = await openPage(browser, url, { width: 1280, height: 900 });
   await measureViews(page);
   await page.reload();

@@ -18,7 +18,7 @@
 // Then its peer in the same browser: llama.cpp in wasm (@wllama/wllama, wllama_peer.mjs) on the
 // same GGUF, the 64-token prompt and 64 greedy tokens on 2 threads, twice, beside the page's
 // figures (the issue's bars: the page ≥ 1.5× wllama's decode speed with its views, ≥ 2× without).
-//   make setup && make web && node tests/e2e/llm_bench.mjs      (ENGINES=cpu,gpu PROFILE=1 WASM=…)
+//   make setup && make web && node tests/e2e/llm_bench.mjs      (ENGINES=cpu,gpu PROFILE=1 WASM=… NUMERICS=fast)
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, launch, openPage, ready, ROOT } from './harness.mjs';
@@ -39,6 +39,8 @@ const PROMPTS = [{ tokens: 64, text: promptOf(61) }, { tokens: 256, text: prompt
 const NEW = 64;
 const POLL_MS = 50; // how often the bench looks for the end of a generation (the figures are the page's own times)
 const ENGINES = (process.env.ENGINES ?? 'cpu').split(',');
+// NUMERICS=fast: the page's fast numerics (8-bit activations, as wllama's llama.cpp rounds them)
+const FAST = process.env.NUMERICS === 'fast';
 const MiB = (n) => (n / 1048576).toFixed(1);
 
 // In the page before its scripts: each `generated` step's arrival from the worker and the end
@@ -110,7 +112,7 @@ async function heaps(page, workers) {
 async function generate(page, worker, { bare = false } = {}) {
   await worker.evaluate(() => { self.__bench.in = []; self.__bench.posts = []; });
   await page.fill('#gen-max', String(NEW));
-  const start = await page.evaluate(({ bare, NEW }) => {
+  const start = await page.evaluate(({ bare, NEW, FAST }) => {
     const b = Object.assign(window.__bench, { steps: [], measures: [], longtasks: [], renders: [], bareDone: null });
     const t = performance.timeOrigin + performance.now();
     // each time the views are given a newer step of the generation (web/generation.js draws at most once a frame)
@@ -119,9 +121,9 @@ async function generate(page, worker, { bare = false } = {}) {
     if (!bare) { document.getElementById('gen-go').click(); return t; }
     const s = window.attnscope.store.get();
     b.bareId = 1e9 + Math.floor(Math.random() * 1e6);
-    b.worker.postMessage({ id: b.bareId, type: 'generate', key: s.modelKey, gen: b.bareId, prompt: s.sentences[0], options: { maxNewTokens: NEW, topK: 5, chat: false } });
+    b.worker.postMessage({ id: b.bareId, type: 'generate', key: s.modelKey, gen: b.bareId, prompt: s.sentences[0], options: { maxNewTokens: NEW, topK: 5, chat: false, ...(FAST ? { numerics: 'fast' } : {}) } });
     return t;
-  }, { bare, NEW });
+  }, { bare, NEW, FAST });
   if (bare) {
     await page.waitForFunction(() => window.__bench.bareDone, null, { timeout: 600000, polling: POLL_MS });
     const done = await page.evaluate(() => window.__bench.bareDone);
@@ -215,7 +217,7 @@ let env, wllama;
 try {
   for (const engine of ENGINES) {
     const [short, long] = PROMPTS;
-    const url = `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent(short.text)}&e=${engine}`;
+    const url = `${server.url}?wasm=${WASM}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent(short.text)}&e=${engine}${FAST ? '&num=fast' : ''}`;
     const { page, problems } = await openPage(browser, null);
     await page.addInitScript(instrumentPage);
     const workerUp = new Promise((resolve) => page.on('worker', (w) => { if (/\/web\/worker\.js/.test(w.url())) resolve(w); }));

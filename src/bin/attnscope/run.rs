@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use attnscope::analysis::{AttributionOptions, TranslationValueWeighted};
 use attnscope::engine::{
-    AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Numerics, Runner,
-    ScoreScale, TraceOptions,
+    numerics_of, AttentionKept, BackendChoice, Decoding, GenerateOptions, HeadMask, Numerics,
+    Runner, ScoreScale, TraceOptions,
 };
 use attnscope::report::{GenerationReport, Report, ReportOptions};
 use attnscope::{Error, Mask, MaskKind, Model};
@@ -244,7 +244,7 @@ enum Command {
         head_mask: Option<HeadMask>,
         /// How the CPU engine multiplies by a GGUF file's 4-bit matrices: exact (f32, equal to HF)
         /// or fast (the activations rounded to 8 bits, products in integers, as llama.cpp; no
-        /// longer equal to HF); as `attention --numerics`.
+        /// longer equal to HF); the JSON says "numerics": "fast".
         #[arg(long, value_name = "exact|fast", default_value = "exact")]
         numerics: Numerics,
         prompt: String,
@@ -544,6 +544,7 @@ fn generate(
     let mut report = GenerationReport::new(runner.model(), &run.backend, &text, &run.generation);
     report.fallback = run.fallback.as_deref();
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
+    report.numerics = numerics_of(&run.backend, opts.numerics);
     print_json(&report)
 }
 
@@ -633,7 +634,7 @@ fn attention(
     report.head_mask = opts.head_mask.pairs().map(|(l, h)| [l, h]).collect();
     report.scale = opts.scale;
     report.no_rope = opts.no_rope;
-    report.numerics = opts.numerics;
+    report.numerics = numerics_of(&run.backend, opts.numerics);
     report.no_qk_norm = opts.no_qk_norm;
     if let (Some(layer), Some(second)) = (cross_attention, pair) {
         for (item, first) in report.results.iter_mut().zip(texts) {

@@ -81,13 +81,13 @@ impl Q8Rows {
         let mut q = vec![0i8; n * cols];
         let mut d = vec![0f32; runs];
         let mut sums = vec![0f32; runs];
-        // a few hundred rows a task: the rounding is a pass over x, the product cols / 4 of them
-        let per_task = (BLOCK * 256).max(cols);
+        // tasks of whole rows, about 8,192 values each (at least one row)
+        let values = ((BLOCK * 256) / cols.max(1)).max(1) * cols.max(BLOCK);
         let parts = q
-            .chunks_mut(per_task / cols * cols)
-            .zip(d.chunks_mut(per_task / cols * cols / BLOCK))
-            .zip(sums.chunks_mut(per_task / cols * cols / BLOCK))
-            .zip(xs.chunks(per_task / cols * cols));
+            .chunks_mut(values)
+            .zip(d.chunks_mut(values / BLOCK))
+            .zip(sums.chunks_mut(values / BLOCK))
+            .zip(xs.chunks(values));
         team::for_each_part(parts, |(((q, d), sums), x)| {
             isa::vectorised(
                 #[inline(always)]
@@ -327,7 +327,7 @@ impl FastMatrix {
             return unsafe { out.assume_init() };
         }
         // tasks of whole groups of eight rows, a few a thread, none too small
-        let per_output = n * cols;
+        let per_output = (n * cols).max(1);
         let outputs = QUAD * QUADS;
         let chunk = if team::leading() {
             // a prompt's tasks wide enough to read each run of x for 32 outputs
@@ -434,6 +434,15 @@ fn kernel<const R: usize>(w: &Weights, x: &[(&[i8], &[f32], &[f32]); R], out: &m
     {
         relaxed::kernel(w, x, out)
     }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `Avx2::best` found the instruction set on this CPU
+        match avx2::Avx2::best() {
+            Some(avx2::Avx2::Vnni) => return unsafe { avx2::kernel_vnni(w, x, out) },
+            Some(avx2::Avx2::Plain) => return unsafe { avx2::kernel(w, x, out) },
+            None => {}
+        }
+    }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
     {
         portable(w, x, out)
@@ -493,14 +502,17 @@ mod relaxed {
         for k in 0..QUADS {
             assert!(w.nibbles[k].len() >= blocks * 64 && w.m[k].len() >= blocks * QUAD);
         }
-        for r in 0..R {
-            assert!(x[r].0.len() >= blocks * BLOCK && x[r].1.len() >= blocks);
-            assert!(x[r].2.len() >= blocks);
+        for (q, d, sums) in x {
+            assert!(q.len() >= blocks * BLOCK && d.len() >= blocks && sums.len() >= blocks);
         }
         let low = u8x16_splat(0x0F);
         let mut acc = [[f32x4_splat(0.0); QUADS]; R];
         for b in 0..blocks {
+            // the low nibbles' products and the high ones' apart: two chains of dependent dot
+            // products, not one twice as long (10 % quicker: 52.9 billion products a second
+            // against 48.2, in Chromium on the test host)
             let mut sums = [[i32x4_splat(0); QUADS]; R];
+            let mut high = [[i32x4_splat(0); QUADS]; R];
             for p in 0..4 {
                 let mut lo = [low; QUADS];
                 let mut hi = [low; QUADS];
@@ -520,7 +532,7 @@ mod relaxed {
                     };
                     for k in 0..QUADS {
                         sums[r][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xl, lo[k], sums[r][k]);
-                        sums[r][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xh, hi[k], sums[r][k]);
+                        high[r][k] = i32x4_relaxed_dot_i8x16_i7x16_add(xh, hi[k], high[r][k]);
                     }
                 }
             }
@@ -540,16 +552,152 @@ mod relaxed {
                             v128_load32_splat(x[r].2.as_ptr().add(b) as *const u32),
                         )
                     };
-                    let scaled = f32x4_mul(f32x4_convert_i32x4(sums[r][k]), f32x4_mul(d, dx));
+                    let sum = i32x4_add(sums[r][k], high[r][k]);
+                    let scaled = f32x4_mul(f32x4_convert_i32x4(sum), f32x4_mul(d, dx));
                     acc[r][k] = f32x4_add(f32x4_add(acc[r][k], scaled), f32x4_mul(m, sx));
                 }
             }
         }
-        for r in 0..R {
-            for k in 0..QUADS {
+        for (out, acc) in out.iter_mut().zip(acc) {
+            for (k, acc) in acc.into_iter().enumerate() {
                 // SAFETY: out's row holds QUADS · 4 values
-                unsafe { v128_store(out[r].as_mut_ptr().add(k * QUAD) as *mut v128, acc[r][k]) };
+                unsafe { v128_store(out.as_mut_ptr().add(k * QUAD) as *mut v128, acc) };
             }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! [`super::kernel`] in AVX2, the two groups' eight rows side by side in one register:
+    //! `vpmaddubsw` multiplies the weights' bytes by `x`'s in pairs and `vpmaddwd` adds the
+    //! pairs' pairs, which is relaxed SIMD's dot product four lanes at a time (a pair's sum, at
+    //! most 2·15·127, does not saturate); with AVX-512 VNNI, `vpdpbusd` does both at once, as
+    //! in the page. LLVM does not vectorise the portable loop: it took 16 s where the exact
+    //! numerics take 1.3 (SmolLM2, 1,000 tokens).
+    use std::arch::x86_64::*;
+
+    use super::{Weights, BLOCK, QUAD};
+
+    /// The instruction sets of the kernel.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Avx2 {
+        /// AVX2 with AVX-512 VNNI's dot products on its 256-bit registers.
+        Vnni,
+        /// AVX2's multiply-adds of bytes, then of pairs.
+        Plain,
+    }
+
+    impl Avx2 {
+        /// The best this CPU runs (detected once).
+        pub(super) fn best() -> Option<Avx2> {
+            static BEST: std::sync::OnceLock<Option<Avx2>> = std::sync::OnceLock::new();
+            *BEST.get_or_init(|| {
+                let vnni =
+                    is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
+                match (is_x86_feature_detected!("avx2"), vnni) {
+                    (true, true) => Some(Avx2::Vnni),
+                    (true, false) => Some(Avx2::Plain),
+                    _ => None,
+                }
+            })
+        }
+    }
+
+    /// # Safety
+    /// The CPU must run AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn kernel<const R: usize>(
+        w: &Weights,
+        x: &[(&[i8], &[f32], &[f32]); R],
+        out: &mut [[f32; 8]; R],
+    ) {
+        // SAFETY: the CPU runs AVX2 (the caller's promise)
+        unsafe { body::<R, false>(w, x, out) }
+    }
+
+    /// # Safety
+    /// The CPU must run AVX2, AVX-512 VNNI and AVX-512 VL.
+    #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
+    pub(super) unsafe fn kernel_vnni<const R: usize>(
+        w: &Weights,
+        x: &[(&[i8], &[f32], &[f32]); R],
+        out: &mut [[f32; 8]; R],
+    ) {
+        // SAFETY: the CPU runs them (the caller's promise)
+        unsafe { body::<R, true>(w, x, out) }
+    }
+
+    /// The kernel, inlined into the function of its instruction set.
+    #[inline(always)]
+    unsafe fn body<const R: usize, const VNNI: bool>(
+        w: &Weights,
+        x: &[(&[i8], &[f32], &[f32]); R],
+        out: &mut [[f32; 8]; R],
+    ) {
+        let blocks = w.d[0].len() / QUAD;
+        for k in 0..2 {
+            assert!(w.nibbles[k].len() >= blocks * 64 && w.m[k].len() >= blocks * QUAD);
+        }
+        for (q, d, sums) in x {
+            assert!(q.len() >= blocks * BLOCK && d.len() >= blocks && sums.len() >= blocks);
+        }
+        let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
+        let mut acc = [_mm256_setzero_ps(); R];
+        for b in 0..blocks {
+            let mut sums = [_mm256_setzero_si256(); R];
+            let mut high = [_mm256_setzero_si256(); R];
+            for p in 0..4 {
+                // SAFETY: the groups' blocks hold 64 bytes each (asserted above)
+                let v = unsafe {
+                    let at =
+                        |k: usize| w.nibbles[k].as_ptr().add(b * 64 + p * 16) as *const __m128i;
+                    _mm256_set_m128i(_mm_loadu_si128(at(1)), _mm_loadu_si128(at(0)))
+                };
+                let (lo, hi) = (
+                    _mm256_and_si256(v, low),
+                    _mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                );
+                for r in 0..R {
+                    // SAFETY: the row holds its blocks' 32 values each (asserted above)
+                    let (xl, xh) = unsafe {
+                        let q = x[r].0.as_ptr().add(b * BLOCK + p * 4);
+                        (
+                            _mm256_set1_epi32((q as *const i32).read_unaligned()),
+                            _mm256_set1_epi32((q.add(16) as *const i32).read_unaligned()),
+                        )
+                    };
+                    // the weights' bytes (0..16) as the unsigned operand, x's as the signed one
+                    let dot = |acc: __m256i, w: __m256i, x: __m256i| {
+                        if VNNI {
+                            _mm256_dpbusd_epi32(acc, w, x)
+                        } else {
+                            let pairs = _mm256_maddubs_epi16(w, x);
+                            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones))
+                        }
+                    };
+                    sums[r] = dot(sums[r], lo, xl);
+                    high[r] = dot(high[r], hi, xh);
+                }
+            }
+            // SAFETY: the groups' blocks have four scales and four offsets (asserted above)
+            let (d, m) = unsafe {
+                let at = |v: &[f32]| _mm_loadu_ps(v.as_ptr().add(b * QUAD));
+                (
+                    _mm256_set_m128(at(w.d[1]), at(w.d[0])),
+                    _mm256_set_m128(at(w.m[1]), at(w.m[0])),
+                )
+            };
+            for r in 0..R {
+                let (dx, sx) = (_mm256_set1_ps(x[r].1[b]), _mm256_set1_ps(x[r].2[b]));
+                let sum = _mm256_cvtepi32_ps(_mm256_add_epi32(sums[r], high[r]));
+                let scaled = _mm256_mul_ps(sum, _mm256_mul_ps(d, dx));
+                acc[r] = _mm256_add_ps(_mm256_add_ps(acc[r], scaled), _mm256_mul_ps(m, sx));
+            }
+        }
+        for r in 0..R {
+            // SAFETY: out's row holds eight values
+            unsafe { _mm256_storeu_ps(out[r].as_mut_ptr(), acc[r]) };
         }
     }
 }
@@ -620,6 +768,47 @@ mod tests {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_kernel_gives_the_portable_loops_bits() {
+        if !is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let (rows, cols) = (8, 96);
+        for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+            let fast = FastMatrix::of(&matrix(ty, rows, cols, 3)).expect("a 4-bit type");
+            let x = Array2::from_shape_fn((4, cols), |(i, c)| {
+                ((i * 13 + c * 5) % 29) as f32 / 3.0 - 4.5
+            });
+            let q = Q8Rows::quantize(x.view());
+            let blocks = cols / BLOCK;
+            let w = Weights {
+                nibbles: [&fast.nibbles[..blocks * 64], &fast.nibbles[blocks * 64..]],
+                d: [&fast.d[..blocks * QUAD], &fast.d[blocks * QUAD..]],
+                m: [&fast.m[..blocks * QUAD], &fast.m[blocks * QUAD..]],
+            };
+            let xr: [_; 4] = std::array::from_fn(|r| q.row(r));
+            let (mut want, mut got) = ([[0f32; 8]; 4], [[0f32; 8]; 4]);
+            portable(&w, &xr, &mut want);
+            // SAFETY: the CPU runs AVX2 (checked above)
+            unsafe { avx2::kernel(&w, &xr, &mut got) };
+            let mut kernels = vec![("avx2", got)];
+            if avx2::Avx2::best() == Some(avx2::Avx2::Vnni) {
+                // SAFETY: the CPU runs AVX-512 VNNI and VL
+                unsafe { avx2::kernel_vnni(&w, &xr, &mut got) };
+                kernels.push(("vnni", got));
+            }
+            for (name, got) in kernels {
+                for r in 0..4 {
+                    for o in 0..8 {
+                        let (g, e) = (got[r][o].to_bits(), want[r][o].to_bits());
+                        assert_eq!(g, e, "{name}: {ty} [{r}, {o}]");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn rounding_to_8_bits_keeps_each_run_within_half_a_step() {
         let x = Array2::from_shape_fn((3, 64), |(i, c)| (c as f32 - 20.0) * (i as f32 + 0.5));
@@ -644,6 +833,15 @@ mod tests {
         let q = Q8Rows::quantize(z.view());
         assert_eq!(q.row(0).1[0], 0.0);
         assert!(q.row(0).1[1].is_nan());
+    }
+
+    #[test]
+    fn rows_of_no_values_give_the_bias() {
+        let fast = FastMatrix::of(&matrix(GgmlType::Q4_1, 5, 0, 2)).expect("a 4-bit type");
+        let q = Q8Rows::quantize(Array2::<f32>::zeros((3, 0)).view());
+        let bias = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let y = fast.linear(&q, Some(&bias));
+        assert_eq!(y, Array2::from_shape_fn((3, 5), |(_, o)| bias[o]));
     }
 
     #[test]
