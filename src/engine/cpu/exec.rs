@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::attention::{heads_into, Folds, HeadArrays};
 use super::ops::{
-    activate, fast_linear, gate, gated_feed_forward, linear, linear_in, norm, norm_heads, rotate,
+    activate, fast_products, gate, gated_feed_forward, linear, linear_in, norm, norm_heads, rotate,
     soft_capped,
 };
 use crate::analysis::thumbnail::{Bins, HeadFold};
@@ -19,9 +19,8 @@ use crate::engine::ops::{
     CacheSlot, GatedFeedForward, Ids, Kept, Ops, PassMasks, Reach, Stack,
 };
 use crate::engine::trace::{AttentionGroup, KeptValues};
-use crate::engine::{ModelInputs, Numerics, ScoreFactor, TraceOptions};
+use crate::engine::{ModelInputs, ScoreFactor, TraceOptions};
 use crate::error::{Error, Result};
-use crate::model::quant::Q8Rows;
 use crate::model::rope::Rotary;
 use crate::model::weights::{Linear, Norm, Table};
 use crate::model::Activation;
@@ -520,12 +519,8 @@ impl Ops for CpuOps<'_> {
             check_input(x, w)?;
         }
         // the fast numerics round x to 8 bits once for every layer that takes it
-        if self.opts.numerics == Numerics::Fast && ws.iter().all(|w| w.fast().is_some()) {
-            let x = Q8Rows::quantize(x.view());
-            return Ok(ws
-                .iter()
-                .map(|w| CpuX::new(fast_linear(&x, w).expect("a 4-bit layer")))
-                .collect());
+        if let Some(ys) = fast_products(x.view(), ws, self.opts.numerics) {
+            return Ok(ys.into_iter().map(CpuX::new).collect());
         }
         // the layers' products side by side: every thread has work from the start, where one
         // product after another would wake the pool each time (on a pass's team, in the

@@ -28,28 +28,43 @@ pub fn linear(x: ArrayView2<f32>, l: &Linear) -> Array2<f32> {
     }
 }
 
-/// `x·Wᵀ + b` in `numerics`: the fast ones where `W` is a 4-bit matrix ([`fast_linear`]), else
-/// exactly ([`linear`]).
+/// `x·Wᵀ + b` in `numerics`: the fast ones where `W` is a 4-bit matrix ([`fast_products`]),
+/// else exactly ([`linear`]).
 ///
 /// # Shapes
 /// * `x`: `(T, in)` → `(T, out)`
 pub fn linear_in(x: ArrayView2<f32>, l: &Linear, numerics: Numerics) -> Array2<f32> {
-    let fast = match (numerics, l.fast()) {
-        (Numerics::Fast, Some(_)) => fast_linear(&Q8Rows::quantize(x), l),
-        _ => None,
-    };
-    fast.unwrap_or_else(|| linear(x, l))
+    match fast_products(x, &[l], numerics) {
+        Some(mut y) => y.pop().expect("one layer's product"),
+        None => linear(x, l),
+    }
 }
 
-/// `x·Wᵀ + b` in the fast numerics ([`Numerics::Fast`]), `x` already rounded to 8 bits; `None`
-/// where `W` is not a 4-bit matrix (the caller multiplies exactly).
+/// Each layer's `x·Wᵀ + b` in the fast numerics ([`Numerics::Fast`]), `x` rounded to 8 bits
+/// once for them all; `None` in the exact numerics, or where a `W` is not a 4-bit matrix (the
+/// caller multiplies exactly).
 ///
 /// # Shapes
-/// * `x`: `(T, in)` → `(T, out)`
-pub fn fast_linear(x: &Q8Rows, l: &Linear) -> Option<Array2<f32>> {
-    let w = l.fast()?;
-    let bias = l.bias.as_slice().expect("a layer's bias is contiguous");
-    Some(w.linear(x, Some(bias)))
+/// * `x`: `(T, in)` → each `(T, out)`
+pub fn fast_products(
+    x: ArrayView2<f32>,
+    ls: &[&Linear],
+    numerics: Numerics,
+) -> Option<Vec<Array2<f32>>> {
+    if numerics != Numerics::Fast {
+        return None;
+    }
+    let ws = ls.iter().map(|l| l.fast()).collect::<Option<Vec<_>>>()?;
+    let x = Q8Rows::quantize(x);
+    Some(
+        ws.iter()
+            .zip(ls)
+            .map(|(w, l)| {
+                let bias = l.bias.as_slice().expect("a layer's bias is contiguous");
+                w.linear(&x, Some(bias))
+            })
+            .collect(),
+    )
 }
 
 /// LayerNorm (biased variance, as PyTorch) or RMSNorm over each row, as `ln.kind` says,
@@ -278,15 +293,14 @@ pub fn gated_feed_forward(
     let mut y = Array2::<f32>::zeros((x.nrows(), ffn.down.weight.nrows()));
     for r in blocks {
         let x = x.slice(s![r.clone(), ..]);
-        let (g, up) = match (numerics, ffn.gate.fast().and(ffn.up.fast())) {
-            // the fast numerics round x to 8 bits once for the two
-            (Numerics::Fast, Some(_)) => {
-                let x = Q8Rows::quantize(x);
-                let fast = |l| fast_linear(&x, l).expect("a 4-bit layer");
-                (fast(ffn.gate), fast(ffn.up))
+        // (rows, F) each: in the fast numerics x rounded once for the two; else the two
+        // products side by side, as `CpuOps::project` runs them
+        let (g, up) = match fast_products(x, &[ffn.gate, ffn.up], numerics) {
+            Some(both) => {
+                let [g, up]: [Array2<f32>; 2] = both.try_into().expect("two products");
+                (g, up)
             }
-            // the two products side by side, as `CpuOps::project` runs them
-            _ => rayon::join(|| linear(x, ffn.gate), || linear(x, ffn.up)), // (rows, F) each
+            None => rayon::join(|| linear(x, ffn.gate), || linear(x, ffn.up)),
         };
         let inner = gate(g.view(), up.view(), ffn.act);
         drop((g, up));

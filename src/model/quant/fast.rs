@@ -13,7 +13,7 @@
 //! one instruction (`i32x4.relaxed_dot_i8x16_i7x16_add_s`, `vpdpbusd` on x86) takes 16 of those
 //! products where `f32x4.relaxed_madd` takes 4: in Chromium on this project's test host, one
 //! thread, 124 billion products a second against 31 in a bare loop, and this kernel, its
-//! nibbles unpacked and each block's scales applied, 48 billion. The weights are exact; only
+//! nibbles unpacked and each block's scales applied, 53 billion. The weights are exact; only
 //! `x` is rounded, so the results differ from the exact numerics by what rounding `x` to 8 bits
 //! makes of them: the SmolLM2 golden test (`tests/llama.rs`) prints it against HF.
 //!
@@ -24,7 +24,7 @@ use std::mem::MaybeUninit;
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 
-use super::{half_at, GgmlType, QuantMatrix};
+use super::{half_at, write_row, GgmlType, QuantMatrix, TASK_MIN_WORK, TEAM_TASK_MIN_WORK};
 use crate::linalg::{isa, team};
 
 /// Values in a block, of the weights and of `x`.
@@ -42,9 +42,6 @@ const X_ROWS: usize = 4;
 /// Rows of `x` a task walks through before moving to its next weights: a run of `x` that stays
 /// in the cache while its weights are read.
 const X_CHUNK: usize = 64;
-
-/// Multiply-adds below which a task is not worth handing to another thread.
-const TASK_MIN_WORK: usize = 1 << 16;
 
 /// Rows of activations rounded to 8 bits, 32 values at a time: `x ≈ d·q` per run.
 ///
@@ -331,7 +328,7 @@ impl FastMatrix {
         let outputs = QUAD * QUADS;
         let chunk = if team::leading() {
             // a prompt's tasks wide enough to read each run of x for 32 outputs
-            (TASK_MIN_WORK / 2)
+            TEAM_TASK_MIN_WORK
                 .div_ceil(per_output)
                 .max(if n >= X_CHUNK { 32 } else { 1 })
         } else {
@@ -356,26 +353,13 @@ impl FastMatrix {
         mut out: ArrayViewMut2<MaybeUninit<f32>>,
     ) {
         let (n, width) = out.dim();
-        let blocks = self.cols / BLOCK;
-        let per_group = blocks * 64;
         isa::vectorised(
             #[inline(always)]
             || {
                 for rows in (0..n).step_by(X_CHUNK) {
                     let rows = rows..n.min(rows + X_CHUNK);
                     for o in (0..width).step_by(QUAD * QUADS) {
-                        let g = (first + o) / QUAD;
-                        let w = Weights {
-                            nibbles: std::array::from_fn(|k| {
-                                &self.nibbles[(g + k) * per_group..][..per_group]
-                            }),
-                            d: std::array::from_fn(|k| {
-                                &self.d[(g + k) * blocks * QUAD..][..blocks * QUAD]
-                            }),
-                            m: std::array::from_fn(|k| {
-                                &self.m[(g + k) * blocks * QUAD..][..blocks * QUAD]
-                            }),
-                        };
+                        let w = self.weights((first + o) / QUAD);
                         let keep = (width - o).min(QUAD * QUADS);
                         let bias = bias.map(|b| &b[first + o..][..keep]);
                         let mut i = rows.start;
@@ -394,18 +378,7 @@ impl FastMatrix {
                                 let mut row = out.row_mut(i + r);
                                 let row =
                                     &mut row.as_slice_mut().expect("a row's columns")[o..o + keep];
-                                match bias {
-                                    Some(b) => {
-                                        for ((to, &v), &b) in row.iter_mut().zip(sums).zip(b) {
-                                            to.write(v + b);
-                                        }
-                                    }
-                                    None => {
-                                        for (to, &v) in row.iter_mut().zip(sums) {
-                                            to.write(v);
-                                        }
-                                    }
-                                }
+                                write_row(row, sums, bias);
                             }
                             i += take;
                         }
@@ -421,6 +394,40 @@ struct Weights<'a> {
     nibbles: [&'a [u8]; QUADS],
     d: [&'a [f32]; QUADS],
     m: [&'a [f32]; QUADS],
+}
+
+impl FastMatrix {
+    /// Groups `g` and `g + 1`'s weights.
+    fn weights(&self, g: usize) -> Weights<'_> {
+        let blocks = self.cols / BLOCK;
+        let (bytes, scales) = (blocks * 64, blocks * QUAD);
+        Weights {
+            nibbles: std::array::from_fn(|k| &self.nibbles[(g + k) * bytes..][..bytes]),
+            d: std::array::from_fn(|k| &self.d[(g + k) * scales..][..scales]),
+            m: std::array::from_fn(|k| &self.m[(g + k) * scales..][..scales]),
+        }
+    }
+}
+
+impl Weights<'_> {
+    /// The blocks of a row, checked against `x`'s: the SIMD kernels read by pointer.
+    ///
+    /// # Panics
+    /// If a group or a row of `x` holds fewer.
+    #[cfg(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "relaxed-simd")
+    ))]
+    fn blocks(&self, x: &[(&[i8], &[f32], &[f32])]) -> usize {
+        let blocks = self.d[0].len() / QUAD;
+        for k in 0..QUADS {
+            assert!(self.nibbles[k].len() >= blocks * 64 && self.m[k].len() >= blocks * QUAD);
+        }
+        for (q, d, sums) in x {
+            assert!(q.len() >= blocks * BLOCK && d.len() >= blocks && sums.len() >= blocks);
+        }
+        blocks
+    }
 }
 
 /// `R` rows of `x` dotted with eight weight rows into `out`: per block, `Σ q·q_x` in integers,
@@ -449,7 +456,8 @@ fn kernel<const R: usize>(w: &Weights, x: &[(&[i8], &[f32], &[f32]); R], out: &m
     }
 }
 
-/// [`kernel`] as plain loops (LLVM vectorises the integer sums).
+/// [`kernel`] as plain loops: the reference every kernel gives the bits of (slow: LLVM vectorises
+/// none of it).
 #[cfg_attr(
     all(target_arch = "wasm32", target_feature = "relaxed-simd"),
     allow(dead_code)
@@ -498,13 +506,7 @@ mod relaxed {
         x: &[(&[i8], &[f32], &[f32]); R],
         out: &mut [[f32; 8]; R],
     ) {
-        let blocks = w.d[0].len() / QUAD;
-        for k in 0..QUADS {
-            assert!(w.nibbles[k].len() >= blocks * 64 && w.m[k].len() >= blocks * QUAD);
-        }
-        for (q, d, sums) in x {
-            assert!(q.len() >= blocks * BLOCK && d.len() >= blocks && sums.len() >= blocks);
-        }
+        let blocks = w.blocks(x); // (checked: the loads below are unchecked)
         let low = u8x16_splat(0x0F);
         let mut acc = [[f32x4_splat(0.0); QUADS]; R];
         for b in 0..blocks {
@@ -635,13 +637,7 @@ mod avx2 {
         x: &[(&[i8], &[f32], &[f32]); R],
         out: &mut [[f32; 8]; R],
     ) {
-        let blocks = w.d[0].len() / QUAD;
-        for k in 0..2 {
-            assert!(w.nibbles[k].len() >= blocks * 64 && w.m[k].len() >= blocks * QUAD);
-        }
-        for (q, d, sums) in x {
-            assert!(q.len() >= blocks * BLOCK && d.len() >= blocks && sums.len() >= blocks);
-        }
+        let blocks = w.blocks(x); // (checked: the loads below are unchecked)
         let (low, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1));
         let mut acc = [_mm256_setzero_ps(); R];
         for b in 0..blocks {
@@ -781,12 +777,7 @@ mod tests {
                 ((i * 13 + c * 5) % 29) as f32 / 3.0 - 4.5
             });
             let q = Q8Rows::quantize(x.view());
-            let blocks = cols / BLOCK;
-            let w = Weights {
-                nibbles: [&fast.nibbles[..blocks * 64], &fast.nibbles[blocks * 64..]],
-                d: [&fast.d[..blocks * QUAD], &fast.d[blocks * QUAD..]],
-                m: [&fast.m[..blocks * QUAD], &fast.m[blocks * QUAD..]],
-            };
+            let w = fast.weights(0);
             let xr: [_; 4] = std::array::from_fn(|r| q.row(r));
             let (mut want, mut got) = ([[0f32; 8]; 4], [[0f32; 8]; 4]);
             portable(&w, &xr, &mut want);

@@ -732,27 +732,40 @@ impl QuantMatrix {
                 .expect("the product holds rows × n values");
             let into = matmul_in_one_thread(weights, &xt, 1.0, None, into); // (rows, n)
             let into = into.as_slice().expect("the product's rows × n, in order");
+            let bias = bias.map(|b| &b[t * GEMM_TILE_ROWS..][..rows]);
             for (i, mut out) in out.rows_mut().into_iter().enumerate() {
                 let out = out.as_slice_mut().expect("a row of x · Wᵀ's columns");
                 // column i of the product, (rows,)
-                let column = into[i..].iter().step_by(n);
-                match bias {
-                    Some(bias) => {
-                        let bias = &bias[t * GEMM_TILE_ROWS..][..rows];
-                        for ((o, &v), &b) in out.iter_mut().zip(column).zip(bias) {
-                            o.write(v + b);
-                        }
-                    }
-                    None => {
-                        for (o, &v) in out.iter_mut().zip(column) {
-                            o.write(v);
-                        }
-                    }
-                }
+                write_row(out, into[i..].iter().step_by(n), bias);
             }
             TILE.set(tile);
             PRODUCT.set(product);
         });
+    }
+}
+
+/// `values` written into `out`, each plus its `bias` where given: two loops, as adding a bias of
+/// zero would turn −0.0 into +0.0 (not the same bits as no bias).
+///
+/// # Shapes
+/// * `out`, `values`, `bias`: the same length
+#[inline(always)]
+fn write_row<'a>(
+    out: &mut [MaybeUninit<f32>],
+    values: impl IntoIterator<Item = &'a f32>,
+    bias: Option<&[f32]>,
+) {
+    match bias {
+        Some(bias) => {
+            for ((o, &v), &b) in out.iter_mut().zip(values).zip(bias) {
+                o.write(v + b);
+            }
+        }
+        None => {
+            for (o, &v) in out.iter_mut().zip(values) {
+                o.write(v);
+            }
+        }
     }
 }
 
