@@ -153,11 +153,27 @@ fn bad_bytes_are_errors_not_panics() {
     assert!(e.to_string().contains("model.safetensors"), "{e}");
 }
 
+/// A session of the tiny BERT checkpoint on the CPU engine, its weights `file`, as the
+/// worker loads one (`loadSession`): the JS object.
+async fn tiny_bert_session(file: &attnscope::wasm::WeightsBuffer) -> wasm_bindgen::JsValue {
+    let session = attnscope::wasm::load_session(
+        "tiny".into(),
+        include_bytes!("fixtures/models/tiny-bert/config.json"),
+        file,
+        include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
+        "cpu".into(),
+        None,
+        None,
+    )
+    .unwrap();
+    wasm_bindgen_futures::JsFuture::from(session).await.unwrap()
+}
+
 /// The worker's way in: the weights written into a `WeightsFile` chunk by chunk, then a session
 /// loaded from it; a chunk past the end, or a file over the limit, is an error naming the file.
 #[wasm_bindgen_test]
 async fn weights_written_in_chunks_load_a_session() {
-    use attnscope::wasm::{load_session, WeightsBuffer};
+    use attnscope::wasm::WeightsBuffer;
     use wasm_bindgen::{JsCast, JsValue};
     let message = |e: wasm_bindgen::JsError| {
         JsValue::from(e)
@@ -180,17 +196,7 @@ async fn weights_written_in_chunks_load_a_session() {
         e.starts_with("tiny/model.safetensors: 3 bytes at offset"),
         "{e}"
     );
-    let session = load_session(
-        "tiny".into(),
-        include_bytes!("fixtures/models/tiny-bert/config.json"),
-        &file,
-        include_bytes!("fixtures/models/tiny-bert/tokenizer.json"),
-        "cpu".into(),
-        None,
-        None,
-    )
-    .unwrap();
-    let session = wasm_bindgen_futures::JsFuture::from(session).await.unwrap();
+    let session = tiny_bert_session(&file).await;
     assert!(session.is_object());
     let over = attnscope::model::limits::MAX_WEIGHTS_BYTES + 1;
     let e = message(
@@ -203,6 +209,95 @@ async fn weights_written_in_chunks_load_a_session() {
             "up/model.safetensors: not a valid safetensors file: the file is {over} bytes"
         )),
         "{e}"
+    );
+}
+
+/// A run's records copied into the spare buffers the worker made ready (`setSpareBuffers`) are
+/// the records copied into new arrays, value for value: each a view of its length from its
+/// buffer's start, the buffer a spare that holds it; a spare too small for any is left, and a
+/// spare is used once.
+#[wasm_bindgen_test]
+async fn records_copied_into_spare_buffers_are_the_records_copied_into_new_ones() {
+    use attnscope::wasm::WeightsBuffer;
+    use js_sys::{Array, Float32Array, Function, Promise, Reflect};
+    use wasm_bindgen::{JsCast, JsValue};
+    use wasm_bindgen_futures::JsFuture;
+    let bytes: &[u8] = include_bytes!("fixtures/models/tiny-bert/model.safetensors");
+    let mut file = WeightsBuffer::new("tiny/model.safetensors".into(), bytes.len()).unwrap();
+    file.write(0, &js_sys::Uint8Array::from(bytes)).unwrap();
+    let session = tiny_bert_session(&file).await;
+    let method = |name: &str| -> Function {
+        Reflect::get(&session, &name.into())
+            .unwrap()
+            .dyn_into()
+            .unwrap()
+    };
+    let texts = Array::of1(&"the cat sat on the mat".into());
+    let args = [
+        texts.into(),
+        JsValue::UNDEFINED,
+        "padding".into(),
+        "cpu".into(),
+        JsValue::UNDEFINED,
+    ];
+    // every record's values of item 0 (attention and scores, a layer each)
+    let run = || async {
+        let promise: Promise = method("run")
+            .apply(&session, &args.iter().collect::<Array>())
+            .unwrap()
+            .dyn_into()
+            .unwrap();
+        let r = JsFuture::from(promise).await.unwrap();
+        let records: Array = Reflect::get(&Reflect::get(&r, &"records".into()).unwrap(), &0.into())
+            .unwrap()
+            .dyn_into()
+            .unwrap();
+        records
+            .iter()
+            .map(|rec| {
+                Reflect::get(&rec, &"values".into())
+                    .unwrap()
+                    .unchecked_into()
+            })
+            .collect::<Vec<Float32Array>>()
+    };
+    let fresh = run().await;
+    let lengths: Vec<u32> = fresh.iter().map(|v| v.length()).collect();
+    // (H, T, T) each: any spare that holds one holds every one
+    assert!(
+        fresh.len() >= 4 && lengths.iter().all(|&n| n == lengths[0]),
+        "{lengths:?}"
+    );
+    // a spare for each record but the last, NaN-filled and one value longer, and one too small
+    let n = lengths[0];
+    let tiny = Float32Array::new_with_length(1);
+    let spares: Vec<Float32Array> = (1..fresh.len())
+        .map(|_| Float32Array::new_with_length(n + 1))
+        .chain([tiny.clone()])
+        .collect();
+    for s in &spares {
+        s.fill(f32::NAN, 0, s.length());
+    }
+    method("setSpareBuffers")
+        .call1(&session, &spares.iter().collect::<Array>())
+        .unwrap();
+    let again = run().await;
+    let used = |v: &Float32Array| spares.iter().any(|s| s.buffer() == v.buffer());
+    for (i, (a, b)) in fresh.iter().zip(&again).enumerate() {
+        assert_eq!(a.to_vec(), b.to_vec(), "record {i}'s values");
+        assert_eq!((b.byte_offset(), b.length()), (0, n), "record {i}'s view");
+        assert_eq!(used(b), i + 1 < fresh.len(), "record {i} in a spare");
+        assert!(
+            b.buffer() != tiny.buffer(),
+            "record {i} in the spare too small"
+        );
+    }
+    // the spares went with the last run: the next copies into new arrays
+    let third = run().await;
+    assert!(third.iter().all(|v| !used(v)));
+    assert_eq!(
+        third.iter().map(Float32Array::to_vec).collect::<Vec<_>>(),
+        fresh.iter().map(Float32Array::to_vec).collect::<Vec<_>>()
     );
 }
 

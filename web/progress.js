@@ -6,9 +6,10 @@
 // stop request), every POLL_MS, and asks for a stop by writing the third.
 
 const POLL_MS = 100;
-/** The page says where a run is at most this often: each change the box draws costs the page a
- *  frame, on the cores the engine's threads use (a software compositor's ~0.7 s over a 10-s run
- *  of SmolLM2 at 1,024 tokens, when it told every layer). */
+/** The page says where a run is at most this often, and first this long after the run began:
+ *  each change the box draws costs the page a frame, on the cores the engine's threads use (a
+ *  software compositor's ~0.7 s over a 10-s run of SmolLM2 at 1,024 tokens, when it told every
+ *  layer), and a keystroke's run (tens of milliseconds) shows no box that flickers off again. */
 const TELL_MS = 500;
 
 /**
@@ -19,7 +20,7 @@ const TELL_MS = 500;
  * with "stopped as asked".
  */
 export function watchRun(onChange) {
-  let cells = null, heads = null, timer = 0, told = null, toldAt = 0;
+  let cells = null, heads = null, timer = 0, told = null, toldAt = performance.now();
   const tell = () => {
     const now = performance.now();
     if (now - toldAt < TELL_MS) return;

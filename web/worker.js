@@ -748,6 +748,30 @@ function summed(s, r, focus, report) {
   return transfer;
 }
 
+/** The most bytes of buffers a session keeps ready for its next run's records. */
+const SPARE_BYTES = 64 << 20;
+/** How long after a run's result the buffers for the next are made: not while the page draws
+ *  that result (the views of a keystroke's run take ~6–10 ms), on the cores it draws on. */
+const SPARE_AFTER_MS = 40;
+/** How many tokens longer the next run's text may be for its records to fit the buffers made
+ *  ready after this one's (a keystroke adds one, a word a few). */
+const SPARE_TOKENS = 4;
+
+/**
+ * Buffers for session `s`'s next run's records (src/wasm.rs `Session.setSpareBuffers`), made
+ * while the worker waits for it: one for each of the last run's (`lengths`, over `T` tokens),
+ * with room for SPARE_TOKENS more tokens, each written to once, so that the run copies its
+ * records into memory the browser has already given the worker. Nothing when they would be
+ * over SPARE_BYTES (a run that large takes far longer than its copies).
+ */
+function spareBuffers(s, lengths, T) {
+  if (![...sessions.values()].includes(s)) return; // dropped meanwhile
+  const room = ((T + SPARE_TOKENS) / Math.max(T, 1)) ** 2;
+  const sizes = lengths.map((n) => Math.ceil(n * room));
+  if (sizes.reduce((a, n) => a + 4 * n, 0) > SPARE_BYTES) { s.session.setSpareBuffers([]); return; }
+  s.session.setSpareBuffers(sizes.map((n) => new Float32Array(n).fill(0)));
+}
+
 /** Long run `r`'s head `focus` (`{item, layer, head, steps?: {win}}`, each clamped to the run's)
  *  as the page's `long-head` gives it, with where it is: `{item, layer, head, attention,
  *  score_max}`, and `scores`, the steps view's window of them where the page shows that view
@@ -971,8 +995,10 @@ self.onmessage = async (e) => {
       const r = await run(s, msg);
       const report = (done, of) => self.postMessage({ type: 'run-progress', id: msg.id, heads: [done, of] });
       const transfer = summed(s, r, msg.focus, report);
+      const lengths = (r.records ?? []).flat().map((rec) => rec.values.length);
       self.postMessage({ id: msg.id, ok: true, result: r, status: s.status !== before ? s.status : undefined }, transfer);
       s.answered?.();
+      setTimeout(() => spareBuffers(s, lengths, r.info.shape[3]), SPARE_AFTER_MS);
     } else if (msg.type === 'translate') { // an encoder–decoder model: src/wasm.rs Session.translate
       const s = sessionFor(msg.key);
       let r;

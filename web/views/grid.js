@@ -452,7 +452,7 @@ export function render(target, run, opts) {
         continue;
       }
       const p = !t ? pooled(run.head(opts.item, l, h), run.maskOf(opts.item, l), T, R) : framed(t.n) ? { ...pooledFrame(t.values, t.mask, t.n, R, THUMB), max: t.max, arg: t.arg }
-        : t.n > R ? { ...pooled(t.values, t.mask, t.n, R), max: t.max, arg: t.arg } : t;
+        : t.n > R ? { ...pooledFrame(t.values, t.mask, t.n, R, t.n), max: t.max, arg: t.arg } : t; // (the worker's largest)
       const { max, arg } = p;
       sctx.putImageData(pixels(p.values, p.n, probScale(max), p.mask), h * sheet.slot, l * sheet.slot);
       sheet.n[i] = sheet.rows[i] = p.n;
