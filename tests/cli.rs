@@ -44,6 +44,20 @@ fn cell(att: &Value, l: usize, h: usize, q: usize, k: usize) -> f64 {
     att[l][h][q][k].as_f64().unwrap()
 }
 
+/// The largest |a − b| over two nested arrays of numbers of one shape.
+fn max_diff(a: &Value, b: &Value) -> f64 {
+    match (a.as_array(), b.as_array()) {
+        (Some(a), Some(b)) => {
+            assert_eq!(a.len(), b.len(), "the shapes differ");
+            a.iter()
+                .zip(b)
+                .map(|(a, b)| max_diff(a, b))
+                .fold(0.0, f64::max)
+        }
+        _ => (a.as_f64().unwrap() - b.as_f64().unwrap()).abs(),
+    }
+}
+
 #[test]
 fn attention_prints_the_contract() {
     let (code, json, _) = attnscope(&[
@@ -292,16 +306,8 @@ fn the_gpu_backend_names_its_adapter_and_equals_the_cpu() {
         &gpu["results"][1]["attention"],
         &cpu["results"][1]["attention"],
     );
-    let mut max = 0.0f64;
-    for l in 0..6 {
-        for h in 0..12 {
-            for q in 0..7 {
-                for k in 0..7 {
-                    max = max.max((cell(g, l, h, q, k) - cell(c, l, h, q, k)).abs());
-                }
-            }
-        }
-    }
+    assert_eq!(dims(g), [6, 12, 7, 7]);
+    let max = max_diff(g, c);
     assert!(max <= 1e-4, "gpu and cpu differ by {max}");
 }
 
@@ -1320,19 +1326,8 @@ fn the_fast_numerics_say_so_and_move_a_q4_1_model_a_little_but_not_on_the_gpu() 
         &exact["results"][0]["attention"],
         &fast["results"][0]["attention"],
     );
-    let [l, h, t, _] = dims(e)[..] else {
-        panic!("(L, H, T, T)")
-    };
-    let mut max = 0.0f64;
-    for l in 0..l {
-        for h in 0..h {
-            for q in 0..t {
-                for k in 0..t {
-                    max = max.max((cell(e, l, h, q, k) - cell(f, l, h, q, k)).abs());
-                }
-            }
-        }
-    }
+    assert_eq!(dims(e).len(), 4, "(L, H, T, T)");
+    let max = max_diff(e, f);
     assert!(
         max > 1e-6 && max < 0.1,
         "the fast numerics moved the attention by {max}"

@@ -443,11 +443,9 @@ fn kernel<const R: usize>(w: &Weights, x: &[(&[i8], &[f32], &[f32]); R], out: &m
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: `Avx2::best` found the instruction set on this CPU
-        match avx2::Avx2::best() {
-            Some(avx2::Avx2::Vnni) => return unsafe { avx2::kernel_vnni(w, x, out) },
-            Some(avx2::Avx2::Plain) => return unsafe { avx2::kernel(w, x, out) },
-            None => {}
+        if let Some(isa) = avx2::Avx2::best() {
+            // SAFETY: `Avx2::best` found the instruction set on this CPU
+            return unsafe { isa.run(w, x, out) };
         }
     }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
@@ -594,22 +592,46 @@ mod avx2 {
         /// The best this CPU runs (detected once).
         pub(super) fn best() -> Option<Avx2> {
             static BEST: std::sync::OnceLock<Option<Avx2>> = std::sync::OnceLock::new();
-            *BEST.get_or_init(|| {
-                let vnni =
-                    is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
-                match (is_x86_feature_detected!("avx2"), vnni) {
-                    (true, true) => Some(Avx2::Vnni),
-                    (true, false) => Some(Avx2::Plain),
-                    _ => None,
+            *BEST.get_or_init(|| Avx2::available().first().copied())
+        }
+
+        /// Every one this CPU runs, the best first (the tests walk them all), as
+        /// `super::super::x86::Kernel::available`.
+        pub(super) fn available() -> Vec<Avx2> {
+            let mut kernels = Vec::new();
+            if is_x86_feature_detected!("avx2") {
+                if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl") {
+                    kernels.push(Avx2::Vnni);
                 }
-            })
+                kernels.push(Avx2::Plain);
+            }
+            kernels
+        }
+
+        /// [`super::kernel`] on this instruction set.
+        ///
+        /// # Safety
+        /// The CPU must run it (it is one of [`Avx2::available`]).
+        pub(super) unsafe fn run<const R: usize>(
+            self,
+            w: &Weights,
+            x: &[(&[i8], &[f32], &[f32]); R],
+            out: &mut [[f32; 8]; R],
+        ) {
+            // SAFETY: the CPU runs it (the caller's promise)
+            unsafe {
+                match self {
+                    Avx2::Vnni => kernel_vnni(w, x, out),
+                    Avx2::Plain => kernel(w, x, out),
+                }
+            }
         }
     }
 
     /// # Safety
     /// The CPU must run AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn kernel<const R: usize>(
+    unsafe fn kernel<const R: usize>(
         w: &Weights,
         x: &[(&[i8], &[f32], &[f32]); R],
         out: &mut [[f32; 8]; R],
@@ -621,7 +643,7 @@ mod avx2 {
     /// # Safety
     /// The CPU must run AVX2, AVX-512 VNNI and AVX-512 VL.
     #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
-    pub(super) unsafe fn kernel_vnni<const R: usize>(
+    unsafe fn kernel_vnni<const R: usize>(
         w: &Weights,
         x: &[(&[i8], &[f32], &[f32]); R],
         out: &mut [[f32; 8]; R],
@@ -767,9 +789,6 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_avx2_kernel_gives_the_portable_loops_bits() {
-        if !is_x86_feature_detected!("avx2") {
-            return;
-        }
         let (rows, cols) = (8, 96);
         for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
             let fast = FastMatrix::of(&matrix(ty, rows, cols, 3)).expect("a 4-bit type");
@@ -779,21 +798,16 @@ mod tests {
             let q = Q8Rows::quantize(x.view());
             let w = fast.weights(0);
             let xr: [_; 4] = std::array::from_fn(|r| q.row(r));
-            let (mut want, mut got) = ([[0f32; 8]; 4], [[0f32; 8]; 4]);
+            let mut want = [[0f32; 8]; 4];
             portable(&w, &xr, &mut want);
-            // SAFETY: the CPU runs AVX2 (checked above)
-            unsafe { avx2::kernel(&w, &xr, &mut got) };
-            let mut kernels = vec![("avx2", got)];
-            if avx2::Avx2::best() == Some(avx2::Avx2::Vnni) {
-                // SAFETY: the CPU runs AVX-512 VNNI and VL
-                unsafe { avx2::kernel_vnni(&w, &xr, &mut got) };
-                kernels.push(("vnni", got));
-            }
-            for (name, got) in kernels {
+            for isa in avx2::Avx2::available() {
+                let mut got = [[0f32; 8]; 4];
+                // SAFETY: the CPU runs it (one of those available)
+                unsafe { isa.run(&w, &xr, &mut got) };
                 for r in 0..4 {
                     for o in 0..8 {
                         let (g, e) = (got[r][o].to_bits(), want[r][o].to_bits());
-                        assert_eq!(g, e, "{name}: {ty} [{r}, {o}]");
+                        assert_eq!(g, e, "{isa:?}: {ty} [{r}, {o}]");
                     }
                 }
             }
