@@ -249,10 +249,21 @@ export function generationRun(result, step, layers, reach = []) {
 const VIEWS_SHARE = 1 / 6;
 
 /**
+ * The least time between two showings of the text written while tokens stream: 20 a second, as
+ * streaming chat pages throttle theirs. Each showing lays out, paints and commits a frame of the
+ * page, ~5 ms of a core here, on the cores the engine's threads decode on: showing each of
+ * SmolLM2's ~45 tokens a second took a step from ~15 ms to ~21 with the views on 2 threads
+ * (docs/speed.md, "2026-12-07 (late)"). The first token is shown as it comes, the last when the
+ * generation ends.
+ */
+const TEXT_MS = 50;
+
+/**
  * Connects generating to a store (the page's): `start(maxNew, chat)` writes after the sentence
  * with the loaded model, one step at a time in the worker, each step's text and attention put
- * in the store as it comes (`generation`: {id, running, result, stopped, error}, each token;
- * `run`: the attention views' run at the newest step, or at the focused `step` once done);
+ * in the store as it comes (`generation`: {id, running, result, stopped, error}, the text at
+ * most every TEXT_MS while it streams; `run`: the attention views' run at the newest step, or
+ * at the focused `step` once done);
  * `stop()` ends it early. While tokens stream, the attention views take a newer step at most
  * once a frame, and only once the page has been free long enough since their last update that
  * it took at most VIEWS_SHARE of the page's time (its frame's style, layout, paint and commit
@@ -271,8 +282,8 @@ export function connectGeneration(store, eng, optionsOf = () => ({}), onRunProgr
   const layersOf = (s) => s.modelInfo.layers;
   const reachOf = (s) => (s.modelInfo.architecture?.layers ?? []).map(({ attention, window }) => ({ attention, window }));
   const focusOf = (s) => ({ item: 0, layer: s.layer, head: s.head });
-  /** Drops a generation's pending redraw of the views. */
-  const halt = (g) => { cancelAnimationFrame(g.frame); clearTimeout(g.timer); };
+  /** Drops a generation's pending redraw of the views and showing of its text. */
+  const halt = (g) => { cancelAnimationFrame(g.frame); clearTimeout(g.timer); clearTimeout(g.text); };
 
   /**
    * The views' run of generation `g` (the store's, done) at step `step`: a long generation's
@@ -320,10 +331,18 @@ export function connectGeneration(store, eng, optionsOf = () => ({}), onRunProgr
       if (run) step.run = run;
       if (result) result.add(step); else result = new GenerationResult(step, maxNew, off);
       watch.done(); // the prompt's pass told: each step after it is a row's, and the text streams
-      store.update({ generation: { ...store.get().generation, result } }); // the text, token by token
+      // the text as written: now, or TEXT_MS after it was last shown (the tokens since with it)
+      const wait = g.textAt + TEXT_MS - performance.now();
+      if (wait <= 0) showText(); else g.text ||= setTimeout(showText, wait);
       if (!current.frame && !current.timer) current.frame = requestAnimationFrame(draw);
     }, (m) => watch.message(m));
-    const g = { id, handle: { ...handle, stop: () => { handle.stop(); watch.stop(); } }, frame: 0, timer: 0, ready: 0, measuring: false };
+    const g = { id, handle: { ...handle, stop: () => { handle.stop(); watch.stop(); } }, frame: 0, timer: 0, ready: 0, measuring: false, text: 0, textAt: -Infinity };
+    function showText() {
+      clearTimeout(g.text);
+      g.text = 0;
+      g.textAt = performance.now();
+      if (current === g) store.update({ generation: { ...store.get().generation, result } });
+    }
     handle.done.finally(() => watch.done()).catch(() => {});
     current = g;
     // the attention views at the newest step, once a frame at most, not before `ready`

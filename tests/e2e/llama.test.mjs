@@ -487,19 +487,31 @@ for (const [cells, narrow] of [['cells wider than a thumbnail', false], ['cells 
   });
 }
 
-test('Llama: Generate writes token by token (each step shown as it comes), Stop ends it, chat wraps the prompt in the template', async () => {
+test('Llama: Generate streams the text (the first token as it comes, then at most 20 showings a second), Stop ends it, chat wraps the prompt in the template', async () => {
   const { page, problems } = await open(`${server.url}assets/models/e2e-tiny-llama/`, 'time flies like an arrow', 'e=cpu');
-  // every count of written tokens the page shows, as it shows them
+  // every count of written tokens the page shows, when, and whether it was still writing
   await page.evaluate(() => {
     window.seen = [];
-    new MutationObserver(() => window.seen.push(document.querySelectorAll('#generate-view .gen-token').length))
+    new MutationObserver(() => window.seen.push({ n: document.querySelectorAll('#generate-view .gen-token').length, t: performance.now(), writing: Boolean(window.attnscope.store.get().generation?.running) }))
       .observe(document.getElementById('generate-view'), { childList: true, subtree: true });
   });
+  await page.fill('#gen-max', '96');
+  await page.click('#gen-go');
+  await page.waitForFunction(() => window.attnscope.result?.output_ids?.length > 0 && !window.attnscope.result.running, null, { timeout: 60000 });
+  const written = await page.evaluate(() => window.attnscope.result.output_ids.length);
+  // each new count shown: the first token at once, the text while it streams no sooner than
+  // 50 ms after it was last shown (web/generation.js TEXT_MS), and every token at the end
+  const shows = await page.evaluate(() => window.seen.filter((x, i, all) => x.n > 0 && x.n !== all[i - 1]?.n));
+  assert.equal(shows[0].n, 1, `the first token shown as it came (${JSON.stringify(shows)})`);
+  assert.equal(shows.at(-1).n, written, 'every token written shown at the end');
+  assert.ok(shows.every((x, i) => i === 0 || x.n > shows[i - 1].n), `the text only grows: ${shows.map((x) => x.n)}`);
+  const streaming = shows.filter((x) => x.writing);
+  assert.ok(streaming.length >= 2 && streaming.at(-1).n < written, `shown while writing, before the end: ${JSON.stringify(shows)}`);
+  for (let i = 1; i < streaming.length; i++) assert.ok(streaming[i].t - streaming[i - 1].t >= 45, `showings ${(streaming[i].t - streaming[i - 1].t).toFixed(1)} ms apart while writing (${streaming[i - 1].n} → ${streaming[i].n} tokens)`);
+  // a generation of 6 tokens, as the rest of the test reads it
   await page.fill('#gen-max', '6');
   await page.click('#gen-go');
   await page.waitForFunction(() => window.attnscope.result?.output_ids?.length === 6 && !window.attnscope.result.running, null, { timeout: 60000 });
-  const seen = await page.evaluate(() => [...new Set(window.seen)]);
-  for (let n = 1; n <= 6; n++) assert.ok(seen.includes(n), `the page showed ${n} written tokens on the way (saw ${seen})`);
   // the header's time says what it measures: the whole generation, the line's parts summed
   const times = await page.evaluate(() => ({ badge: document.getElementById('backend').textContent, ms: window.attnscope.result.generate.step_ms }));
   const total = times.ms.reduce((a, b) => a + b, 0);
