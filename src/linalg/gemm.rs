@@ -433,7 +433,9 @@ unsafe fn product(
     let count = panels.len();
     // the panels shared out among the threads, where there is enough work to share
     let parts = if sharing == Sharing::Threads && m * n * k >= PARALLEL_MIN_WORK {
-        rayon::current_num_threads().min(count).max(1)
+        (rayon::current_num_threads() * TASKS_PER_THREAD)
+            .min(count)
+            .max(1)
     } else {
         1
     };
@@ -455,6 +457,12 @@ unsafe fn product(
 /// `m·n·k` from which a product is shared among threads (below it, the hand-over costs more
 /// than it saves).
 const PARALLEL_MIN_WORK: usize = 1 << 18;
+
+/// How many tasks a thread's share of a product is cut into. The threads claim them as they
+/// go, so a thread the system sets aside for a while (in the browser: the page's own work for
+/// a keystroke, on the same two cores) leaves its last tasks to the others; with one task a
+/// thread, the whole product waited for it.
+const TASKS_PER_THREAD: usize = 4;
 
 /// One product, as raw parts for the micro-kernels.
 struct Job<'a> {
