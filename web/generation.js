@@ -251,10 +251,10 @@ const VIEWS_SHARE = 1 / 6;
 /**
  * The least time between two showings of the text written while tokens stream: 20 a second, as
  * streaming chat pages throttle theirs. Each showing lays out, paints and commits a frame of the
- * page, ~5 ms of a core here, on the cores the engine's threads decode on: showing each of
- * SmolLM2's ~45 tokens a second took a step from ~15 ms to ~21 with the views on 2 threads
- * (docs/speed.md, "2026-12-07 (late)"). The first token is shown as it comes, the last when the
- * generation ends.
+ * page, ~5 ms of a core here, on the cores the engine's threads decode on: SmolLM2's step on 2
+ * threads with every view took a median 23.8 ms with each token shown, 21.0 at 20 showings a
+ * second (~15 with no view; docs/speed.md, "2026-12-07 (late)"). The first token is shown as it
+ * comes, the last when the generation ends.
  */
 const TEXT_MS = 50;
 
