@@ -1215,16 +1215,24 @@ impl Session {
 
 #[wasm_bindgen]
 impl Session {
-    /// Where in wasm memory (a byte address) the run under way reports its progress: three
-    /// `u32`, the self-attention layers its pass has begun, its layers, and a stop request
-    /// (not 0: stop; the page writes it). The pass stops before its next layer, the run failing
-    /// with "stopped as asked"; a long run's summary (the worker's, a layer at a time) reads
+    /// Where in wasm memory (a byte address) the run under way reports its progress: seven
+    /// `u32`, the self-attention layers its pass has begun, its layers, a stop request (not 0:
+    /// stop; the page writes it), then the layers whose heads it has folded whole (a long run's
+    /// pass folds each head's thumbnail as it computes it), their thumbnails' side, the heads a
+    /// layer and the thumbnails' address (`(layers, heads, side, side)` f32 from there, the
+    /// first item's own thumbnails: [`PassProgress::folded`]), so that the page draws each layer
+    /// as the pass ends it. The pass stops before its next layer, the run failing with "stopped
+    /// as asked"; a long run's summary (the worker's, a layer at a time) reads
     /// [`Session::stop_asked`] between its layers. The threaded build's memory is shared, so
     /// the page reads and writes them while the worker is busy with the run; the CPU engine
     /// reports (the GPU records its pass whole). They are cleared (no layer begun, of none) for
-    /// the run about to begin, so that the page never reads the last run's.
+    /// the run about to begin, so that the page never reads the last run's; the thumbnails'
+    /// room is made here, before the memory the page was given grows.
     #[wasm_bindgen(js_name = progressCells)]
     pub fn progress_cells(&self) -> u32 {
+        let c = &self.runner.model().config;
+        self.progress
+            .make_room(c.num_hidden_layers, c.num_attention_heads);
         self.progress.start(0);
         self.progress.cells() as usize as u32
     }

@@ -427,9 +427,26 @@ fn reused_of(last: Option<&[u32]>, ids: &[u32]) -> usize {
 /// word retyped, a word taken back, a word changed in the middle (a row of bins begun again),
 /// and past a multiple
 /// of 64 positions, where the bins widen and every row is folded again; under sliding windows
-/// too (tiny Gemma 3).
+/// too (tiny Gemma 3). Each pass shows every layer's heads as it ends it, in the cells the page
+/// reads (`PassProgress`): the thumbnails it keeps, bit for bit.
 #[test]
 fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
+    use attnscope::engine::progress::{PassProgress, Progress};
+    use std::sync::Arc;
+    // the cells as the page reads them (src/wasm.rs `Session.progressCells`): six u32, the
+    // thumbnails' address, and `(layers, heads, side, side)` values from there
+    let shown = |p: &PassProgress| -> ([u32; 6], Vec<f32>) {
+        // SAFETY: `cells()` is the `repr(C)` struct's start: six `AtomicU32`, then an
+        // `AtomicUsize` (offset 24, aligned) holding the thumbnails' address, where the pass
+        // wrote the values of its folded layers
+        unsafe {
+            let c = p.cells();
+            let six: [u32; 6] = std::slice::from_raw_parts(c, 6).try_into().unwrap();
+            let at = *(c.add(6) as *const usize) as *const f32;
+            let n = (six[3] * six[4] * six[4] * six[5]) as usize;
+            (six, std::slice::from_raw_parts(at, n).to_vec())
+        }
+    };
     let words =
         |n: usize| ["the", "cat", "sat", "on", "a", "mat"].repeat(n.div_ceil(6))[..n].join(" ");
     for (name, steps) in [
@@ -437,9 +454,13 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
         ("v5-gemma3", [20, 22, 23, 25, 26, 26, 27, 27]),
     ] {
         let m = model(name);
+        let cells = Arc::new(PassProgress::default());
+        let (layers, heads) = (m.config.num_hidden_layers, m.config.num_attention_heads);
+        cells.make_room(layers, heads);
         let opts = TraceOptions {
             attention: AttentionKept::QueriesKeys,
             next_logits: true,
+            progress: Progress::to(&cells),
             ..TraceOptions::default()
         };
         let mut prefixes = cpu::Prefixes::default();
@@ -458,6 +479,7 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
             assert!(t <= m.config.max_position_embeddings, "{name}: {t} tokens");
             let mask = Mask::causal(1, t);
             let ids = input.ids.row(0).to_vec();
+            cells.start(layers);
             let r = cpu::forward_reusing(m, &input, &mask, &opts, &mut prefixes).unwrap();
             let shared = reused_of(last.as_deref(), &ids);
             assert_eq!(r.reused, shared, "{name} step {i}: positions reused");
@@ -484,6 +506,25 @@ fn a_long_text_typed_on_resumes_its_thumbnails_and_equals_the_whole_pass() {
                 want.thumbnails.as_ref().unwrap(),
             );
             assert_eq!(gt.len(), wt.len(), "{what}: the heads' thumbnails");
+            let side = Bins::of(t).side;
+            let (six, values) = shown(&cells);
+            assert_eq!(
+                six,
+                [
+                    layers as u32,
+                    layers as u32,
+                    0,
+                    layers as u32,
+                    side as u32,
+                    heads as u32
+                ],
+                "{what}: the cells after the pass: every layer folded and shown"
+            );
+            let kept: Vec<f32> = gt.iter().flat_map(|g| g.own.values.clone()).collect();
+            assert!(
+                values == kept,
+                "{what}: the thumbnails shown are not the pass's own"
+            );
             let h = want.heads.query;
             for (at, (g, w)) in gt.iter().zip(wt).enumerate() {
                 let head = want

@@ -3,7 +3,15 @@
 // tells the summary's layers in messages; the pass's it cannot (it is busy with the pass), so
 // where the wasm memory is shared (the threaded build) the page reads them itself from the
 // session's progress cells (src/wasm.rs `Session.progressCells`: the layers begun, the layers, a
-// stop request), every POLL_MS, and asks for a stop by writing the third.
+// stop request, then the layers whose heads a long pass has folded whole, their thumbnails'
+// side, the heads a layer and where the thumbnails lie), every POLL_MS, and asks for a stop by
+// writing the third. A long text's pass on the CPU engine folds each head's thumbnail as it
+// computes it, so the box draws each layer's heads as the pass ends the layer: the text's first
+// attention on screen while the later layers compute.
+
+import { scale, pixels } from './colour.js';
+import { dpr } from './canvas.js';
+import { pooledFrame } from './summary.js';
 
 const POLL_MS = 100;
 /** The page says where a run is at most this often, and first this long after the run began:
@@ -12,23 +20,40 @@ const POLL_MS = 100;
  *  layer), and a keystroke's run (tens of milliseconds) shows no box that flickers off again. */
 const TELL_MS = 500;
 
+/** The progress cells (`u32` each, src/engine/progress.rs `PassProgress`): the layers begun, the
+ *  layers, a stop request, the layers folded, their thumbnails' side, the heads a layer, and the
+ *  thumbnails' byte address. */
+const CELLS = 7;
+
+/** The heads of the layers a long pass has folded so far, from `cells` in `buffer`:
+ *  {layers, of, heads, side, values (Float32Array over the shared memory, `(layers, heads, side,
+ *  side)`: read at once, the next pass writes over them)}, or null. */
+function foldedOf(cells, buffer, of) {
+  const layers = Atomics.load(cells, 3); // (written last, after the thumbnails)
+  if (layers === 0) return null;
+  const side = cells[4], heads = cells[5], at = cells[6] >>> 0, n = layers * heads * side * side;
+  if (side === 0 || heads === 0 || at === 0 || at + 4 * n > buffer.byteLength) return null;
+  return { layers, of, heads, side, values: new Float32Array(buffer, at, n) };
+}
+
 /**
  * Watches one run: `message(m)` takes its `run-progress` messages (web/engine.js `run`), and
- * `onChange(p)` hears of each change, `p`: {phase: 'pass' | 'heads', done, of, canStop} (`done`
- * of `of` layers begun; `canStop`: a stop can be asked), or null before anything is known and
- * once `done()` is called. `stop()` asks the run to stop before its next layer; it then fails
+ * `onChange(p)` hears of each change, `p`: {phase: 'pass' | 'heads', done, of, canStop, folded}
+ * (`done` of `of` layers begun; `canStop`: a stop can be asked; `folded`: the heads of each
+ * layer the pass has ended, as `foldedOf` reads them, or null), or null before anything is known
+ * and once `done()` is called. `stop()` asks the run to stop before its next layer; it then fails
  * with "stopped as asked".
  */
 export function watchRun(onChange) {
-  let cells = null, heads = null, timer = 0, told = null, toldAt = performance.now();
+  let cells = null, buffer = null, heads = null, timer = 0, told = null, toldAt = performance.now();
   const tell = () => {
     const now = performance.now();
     if (now - toldAt < TELL_MS) return;
     toldAt = now;
     const [begun, layers] = cells ? [Atomics.load(cells, 0), Atomics.load(cells, 1)] : [0, 0];
-    const p = heads ? { phase: 'heads', done: heads[0], of: heads[1], canStop: Boolean(cells) }
-      : begun > 0 ? { phase: 'pass', done: begun, of: layers, canStop: true } : null;
-    const key = p && `${p.phase} ${p.done} ${p.of}`;
+    const p = heads ? { phase: 'heads', done: heads[0], of: heads[1], canStop: Boolean(cells), folded: null }
+      : begun > 0 ? { phase: 'pass', done: begun, of: layers, canStop: true, folded: foldedOf(cells, buffer, layers) } : null;
+    const key = p && `${p.phase} ${p.done} ${p.of} ${p.folded?.layers ?? 0}`;
     if (key === told) return;
     told = key;
     onChange(p);
@@ -36,7 +61,8 @@ export function watchRun(onChange) {
   return {
     message(m) {
       if (m.cells) {
-        cells = new Int32Array(m.cells.buffer, m.cells.at, 3);
+        cells = new Int32Array(m.cells.buffer, m.cells.at, CELLS);
+        buffer = m.cells.buffer;
         clearInterval(timer);
         timer = setInterval(tell, POLL_MS);
       }
@@ -59,15 +85,71 @@ export function progressLine(p) {
 
 /**
  * The box that shows a run's progress `p` (or nothing: null), over the page (index.html
- * `#run-status`: its text, a bar, a stop button). Drawn straight from the watcher, not through
- * the store: a change of layer touches this box alone, so the page lays out and paints nothing
- * else while the engine's threads work.
+ * `#run-status`: the heads of the layers the pass has ended, its text, a bar, a stop button).
+ * Drawn straight from the watcher, not through the store: a change of layer touches this box
+ * alone, so the page lays out and paints nothing else while the engine's threads work.
  */
 export function render(target, p) {
   target.hidden = !p;
-  if (!p) return;
+  const figure = target.querySelector('.run-layers');
+  figure.hidden = !p?.folded;
+  if (!p) {
+    delete figure.querySelector('canvas').dataset.key; // the next run's drawn afresh
+    return;
+  }
   target.dataset.phase = p.phase;
   target.querySelector('.run-text').textContent = `Computing ${progressLine(p)}…`;
   Object.assign(target.querySelector('progress'), { max: p.of, value: p.done });
   target.querySelector('.stop-run').hidden = !p.canStop;
+  if (p.folded) drawFolded(figure, p.folded);
+}
+
+/** The largest and smallest side of a head's square in the box, in CSS pixels. */
+const CELL_MAX = 16, CELL_MIN = 3;
+
+/** A layer's slot before the pass has ended it. */
+const SLOT = '#e5e7eb';
+
+/**
+ * The heads of the layers folded so far (`f`: foldedOf's), a column a layer from the left (as the
+ * bar fills) and a square a head from the top, each its thumbnail max-pooled to the square's
+ * device pixels and coloured as the grid pools and colours it on the absolute scale (white 0,
+ * dark 1); the layers not yet ended are grey slots. Only the layers not drawn yet are drawn.
+ */
+function drawFolded(figure, f) {
+  const canvas = figure.querySelector('canvas'), r = dpr(), gap = 1;
+  const cell = Math.max(CELL_MIN, Math.min(CELL_MAX, Math.floor(Math.min((innerWidth - 48) / f.of - gap, (innerHeight * 0.25) / f.heads - gap))));
+  const key = `${f.of}x${f.heads}x${f.side}x${cell}x${r}`;
+  const at = (i) => Math.round(i * (cell + gap) * r), px = Math.round(cell * r);
+  const ctx = canvas.getContext('2d');
+  ctx.imageSmoothingEnabled = false;
+  if (canvas.dataset.key !== key || f.layers < +canvas.dataset.layers) {
+    const w = f.of * (cell + gap) - gap, h = f.heads * (cell + gap) - gap;
+    Object.assign(canvas, { width: Math.round(w * r), height: Math.round(h * r) });
+    Object.assign(canvas.style, { width: `${w}px`, height: `${h}px` });
+    Object.assign(canvas.dataset, { key, layers: 0 });
+    ctx.fillStyle = SLOT;
+    for (let l = 0; l < f.of; l++) for (let h = 0; h < f.heads; h++) ctx.fillRect(at(l), at(h), px, px);
+  }
+  const sc = scale('probability'), n = f.side * f.side;
+  for (let l = +canvas.dataset.layers; l < f.layers; l++) {
+    for (let h = 0; h < f.heads; h++) {
+      const from = (l * f.heads + h) * n, values = f.values.subarray(from, from + n);
+      // (as the grid draws a thumbnail wider than its cell: web/views/grid.js)
+      const p = px < f.side ? pooledFrame(values, null, f.side, px, f.side) : { values, n: f.side };
+      const image = pixels(p.values, p.n, sc);
+      if (p.n === px) ctx.putImageData(image, at(l), at(h));
+      else ctx.drawImage(tileOf(image), at(l), at(h), px, px);
+    }
+  }
+  canvas.dataset.layers = f.layers;
+  figure.querySelector('figcaption').textContent = `The heads of ${f.layers === 1 ? 'layer 1' : `layers 1–${f.layers}`} of ${f.of}, as the pass ends each: a column a layer, a square a head`;
+}
+
+/** A canvas holding `image` (to be drawn scaled). */
+function tileOf(image) {
+  const tile = document.createElement('canvas');
+  Object.assign(tile, { width: image.width, height: image.height });
+  tile.getContext('2d').putImageData(image, 0, 0);
+  return tile;
 }

@@ -22,8 +22,9 @@
 // Out: {id, ok: true, ...} | {id, ok: false, error}
 //      {type: 'progress', key, file, loaded, total}
 //      {type: 'run-progress', id, cells: {buffer, at}} as run `id` begins, where the wasm memory is
-//      shared (the threaded build): its three progress cells (src/wasm.rs `Session.progressCells`),
-//      which the page reads and where it asks the run to stop; {type: 'run-progress', id, heads:
+//      shared (the threaded build): its progress cells (src/wasm.rs `Session.progressCells`),
+//      which the page reads (the layer the pass is on, the heads of each layer it has ended) and
+//      where it asks the run to stop; {type: 'run-progress', id, heads:
 //      [done, of]} as a long run's summary begins each layer's heads
 //      {type: 'crashed', panic} once the wasm module has trapped (a Rust panic): the page
 //      replaces this worker (web/engine.js), which answers nothing more. A panic on one of the
@@ -721,7 +722,8 @@ function longSummary(s, r, report) {
 async function tellProgressCells(s, id) {
   const { wasm } = await wasmCore;
   if (typeof SharedArrayBuffer === 'undefined' || !(wasm.memory.buffer instanceof SharedArrayBuffer)) return;
-  self.postMessage({ type: 'run-progress', id, cells: { buffer: wasm.memory.buffer, at: s.session.progressCells() } });
+  const at = s.session.progressCells(); // (first: it may grow the memory, whose buffer is sent)
+  self.postMessage({ type: 'run-progress', id, cells: { buffer: wasm.memory.buffer, at } });
 }
 
 /**

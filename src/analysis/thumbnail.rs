@@ -236,6 +236,12 @@ impl HeadFold {
         self.own.bins
     }
 
+    /// Its own thumbnail's bins as folded so far, `(side, side)` row-major (the values of
+    /// [`HeadFold::thumbnails`]' `own`, with no copy).
+    pub fn own_values(&self) -> &[f32] {
+        &self.own.values
+    }
+
     /// A fold of the same bins and keys with no row folded yet: the rows of the head from a
     /// row of bins' first on, folded apart from this fold's (a task of their own) and taken
     /// back with [`HeadFold::join`].

@@ -1,29 +1,79 @@
-//! How far a pass has gone, and whether it should stop: three cells that another thread reads
-//! and writes while the pass runs. In the page's threaded build they lie in the wasm memory the
-//! page shares with the engine's worker, so the page reads the layer a long pass is on and asks it
-//! to stop, though the worker is busy with the pass (src/wasm.rs `Session.progressCells`).
+//! How far a pass has gone, and whether it should stop: cells that another thread reads and
+//! writes while the pass runs. In the page's threaded build they lie in the wasm memory the page
+//! shares with the engine's worker, so the page reads the layer a long pass is on, draws the heads
+//! of each layer it has finished, and asks it to stop, though the worker is busy with the pass
+//! (src/wasm.rs `Session.progressCells`).
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
+use crate::analysis::thumbnail::{HeadFold, THUMB};
 use crate::error::{Error, Result};
 
-/// The cells, in this order in memory (`u32` each): the layers the pass has begun, its layers, and
-/// a stop request (not 0: stop).
+/// The cells, in this order in memory (`u32` each in wasm32): the layers the pass has begun, its
+/// layers, a stop request (not 0: stop), then what [`PassProgress::folded`] shows: the layers
+/// whose heads' thumbnails it holds, their side, the heads a layer, and where the thumbnails lie
+/// (a byte address; 0: nowhere).
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct PassProgress {
     begun: AtomicU32,
     layers: AtomicU32,
     stop: AtomicU32,
+    folded: AtomicU32,
+    side: AtomicU32,
+    heads: AtomicU32,
+    thumbs_at: AtomicUsize,
+    /// The thumbnails, `(layers, heads, side, side)`: made once, big enough for the session's
+    /// model ([`PassProgress::make_room`]), so that they lie where the page was told before the
+    /// pass grows the memory.
+    thumbs: Mutex<Vec<f32>>,
 }
 
 impl PassProgress {
-    /// A pass of `layers` layers begins: none begun, no stop asked.
+    /// A pass of `layers` layers begins: none begun, none folded, no stop asked.
     pub fn start(&self, layers: usize) {
         self.begun.store(0, Ordering::Relaxed);
         self.layers.store(layers as u32, Ordering::Relaxed);
+        self.folded.store(0, Ordering::Relaxed);
         self.stop.store(0, Ordering::Release);
+    }
+
+    /// Room for the thumbnails of `layers` layers of `heads` heads each, at most [`THUMB`]
+    /// cells a side, made where there is less (a long pass folds each head's thumbnail as it
+    /// computes it: [`PassProgress::folded`] shows each layer's as it ends).
+    pub fn make_room(&self, layers: usize, heads: usize) {
+        let mut thumbs = self.thumbs.lock().unwrap_or_else(|e| e.into_inner());
+        let n = layers * heads * THUMB * THUMB;
+        if thumbs.len() < n {
+            *thumbs = vec![0f32; n];
+        }
+        self.thumbs_at
+            .store(thumbs.as_ptr() as usize, Ordering::Release);
+    }
+
+    /// The pass has folded every head of layer `layer` (its first item's, `heads`, each over
+    /// the whole text): their own thumbnails go where the cells say, and the layer counts as
+    /// folded, where the layers before it are (a pass computes them in order) and there is room.
+    /// A pass over the queries and keys alone (a long text's) folds them; others show none.
+    pub(crate) fn folded(&self, layer: usize, heads: &[HeadFold]) {
+        let Some(side) = heads.first().map(|f| f.bins().side) else {
+            return;
+        };
+        let n = side * side;
+        let mut thumbs = self.thumbs.lock().unwrap_or_else(|e| e.into_inner());
+        let at = layer * heads.len() * n;
+        if self.folded.load(Ordering::Relaxed) as usize != layer
+            || thumbs.len() < at + heads.len() * n
+        {
+            return;
+        }
+        for (to, fold) in thumbs[at..].chunks_exact_mut(n).zip(heads) {
+            to.copy_from_slice(fold.own_values());
+        }
+        self.side.store(side as u32, Ordering::Relaxed);
+        self.heads.store(heads.len() as u32, Ordering::Relaxed);
+        self.folded.store(layer as u32 + 1, Ordering::Release);
     }
 
     /// Asks the pass to stop before its next layer.
@@ -54,7 +104,8 @@ impl PassProgress {
         )
     }
 
-    /// Where the cells begin in memory (the page's view of them: three `u32`).
+    /// Where the cells begin in memory (the page's view of them: six `u32`, then the
+    /// thumbnails' address, a `usize`).
     pub fn cells(&self) -> *const u32 {
         (self as *const Self).cast()
     }
@@ -76,6 +127,14 @@ impl Progress {
         match &self.0 {
             Some(p) => p.begin(layer),
             None => Ok(()),
+        }
+    }
+
+    /// Self-attention layer `layer` of the pass has folded `heads` whole
+    /// ([`PassProgress::folded`]).
+    pub(crate) fn folded(&self, layer: usize, heads: &[HeadFold]) {
+        if let Some(p) = &self.0 {
+            p.folded(layer, heads);
         }
     }
 }
@@ -123,5 +182,78 @@ mod tests {
         // the cells as the page reads them: three u32 from `cells()`
         let cells = unsafe { std::slice::from_raw_parts(p.cells(), 3) };
         assert_eq!(cells, [1, 6, 0]);
+    }
+
+    /// The cells and thumbnails as the page reads them: six `u32`, the thumbnails' address,
+    /// then `(layers, heads, side, side)` values from it.
+    fn shown(p: &PassProgress) -> ([u32; 6], Vec<f32>) {
+        // SAFETY: `cells()` is the `repr(C)` struct's start: six `AtomicU32` then an
+        // `AtomicUsize` (offset 24, aligned), and the address it holds is the thumbnails' own
+        let (cells, at) = unsafe {
+            let c = p.cells();
+            let six: [u32; 6] = std::slice::from_raw_parts(c, 6).try_into().unwrap();
+            (six, *(c.add(6) as *const usize))
+        };
+        let n = (cells[3] * cells[4] * cells[4] * cells[5]) as usize;
+        if n == 0 {
+            return (cells, vec![]);
+        }
+        // SAFETY: the pass wrote `n` values there (the folded layers' heads), in room made for more
+        let values = unsafe { std::slice::from_raw_parts(at as *const f32, n) }.to_vec();
+        (cells, values)
+    }
+
+    #[test]
+    fn each_layer_folded_shows_its_heads_thumbnails_in_order_where_the_cells_say() {
+        use crate::analysis::thumbnail::Bins;
+        let p = Arc::new(PassProgress::default());
+        p.make_room(3, 2);
+        p.start(3);
+        let progress = Progress::to(&p);
+        // two heads over 5 positions (one bin a position): head j's row q puts (q + j + 1) / 10
+        // on key q
+        let t = 5;
+        let layer = |scale: f32| -> Vec<HeadFold> {
+            (0..2)
+                .map(|j| {
+                    let mut f = HeadFold::new(Bins::of(t), t);
+                    for q in 0..t {
+                        let mut row = vec![0f32; t];
+                        row[q] = scale * (q + j + 1) as f32 / 10.0;
+                        f.row(q, 0, &row);
+                    }
+                    f
+                })
+                .collect()
+        };
+        assert_eq!(shown(&p).0, [0, 3, 0, 0, 0, 0], "nothing folded yet");
+        let (first, second) = (layer(1.0), layer(0.5));
+        progress.folded(1, &second);
+        assert_eq!(
+            shown(&p).0[3],
+            0,
+            "a layer after one not yet folded is not shown"
+        );
+        progress.folded(0, &first);
+        progress.folded(1, &second);
+        let (cells, values) = shown(&p);
+        assert_eq!(
+            cells,
+            [0, 3, 0, 2, 5, 2],
+            "two layers of two heads of 5 × 5 cells"
+        );
+        let want: Vec<f32> = [&first, &second]
+            .iter()
+            .flat_map(|l| l.iter().flat_map(|f| f.thumbnails().own.values))
+            .collect();
+        assert_eq!(values, want, "each layer's heads' own thumbnails, in order");
+        assert_eq!(values[6], 0.2, "layer 0, head 0, row 1's diagonal");
+        p.start(3);
+        assert_eq!(shown(&p).0[3], 0, "a new pass shows none of the last one's");
+        // no room made (the CLI's, a native pass): nothing is shown
+        let bare = Arc::new(PassProgress::default());
+        bare.start(3);
+        Progress::to(&bare).folded(0, &first);
+        assert_eq!(shown(&bare).0[3], 0);
     }
 }

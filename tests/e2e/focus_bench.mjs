@@ -6,7 +6,8 @@
 // the store's update to the last view it drew, with the time the head came from the engine and
 // the heatmap's own ms (web/views/head.js); the medians, then PROFILE=1 adds the page's and each
 // worker thread's functions by their own time over the 12 (CDP Profiler). Issue 51's goals at
-// 8,192 tokens: a layer switch ≤ 1 s, a head focus ≤ 0.3 s.
+// 8,192 tokens: the first view ≤ 10 s (the first layer's heads, drawn as the pass ends it), a
+// layer switch ≤ 1 s, a head focus ≤ 0.3 s.
 //   make setup && make web && N=113 node tests/e2e/focus_bench.mjs      (PROFILE=1; NUMERICS=fast: the
 //   page's fast numerics, 8-bit activations)
 import { existsSync } from 'node:fs';
@@ -35,6 +36,13 @@ try {
   await ready(page);
   const t0 = performance.now();
   await page.fill('#sentence', TEXT);
+  // the first attention on screen: the box over the page draws each layer's heads as the pass
+  // ends the layer (web/progress.js)
+  const firstLayer = await page.waitForFunction(() => {
+    const c = document.querySelector('#run-status .run-layers canvas');
+    return !c.closest('figure').hidden && +c.dataset.layers >= 1 && document.querySelector('#run-status .run-text').textContent;
+  }, null, { timeout: 900000, polling: 50 }).then((h) => h.jsonValue());
+  console.log(`the first layer's heads drawn in ${((performance.now() - t0) / 1000).toFixed(1)} s ("${firstLayer}")`);
   await page.waitForFunction((t) => {
     const s = window.attnscope.store.get();
     return window.attnscope.result?.text === t && s.run?.long && s.run.hasHead(0, Math.min(s.layer, s.run.L - 1), Math.min(s.head, s.run.H - 1)) && s.rendered?.startsWith(`${s.run.id}:`);

@@ -642,8 +642,9 @@ impl Ops for CpuOps<'_> {
         k: &CpuX,
         v: &CpuX,
     ) -> Result<CpuX> {
+        let progress = &self.opts.progress;
         if id.kind == AttentionKind::SelfAttention {
-            self.opts.progress.begin(id.layer)?; // where a stop was asked, the pass ends here
+            progress.begin(id.layer)?; // where a stop was asked, the pass ends here
         }
         let b = self.batch();
         let new_rows = self.per_item("attention queries", q)?;
@@ -756,6 +757,11 @@ impl Ops for CpuOps<'_> {
             )?;
         }
         g.written[layer] = true;
+        if queries_keys && id.kind == AttentionKind::SelfAttention {
+            // the first item's heads, folded whole: shown while the pass goes on
+            let h = heads.query;
+            progress.folded(layer, &g.folds[layer * h..(layer + 1) * h]);
+        }
         // SAFETY: `heads_into` returned Ok for every item, writing every row of the context
         let context = unsafe { context.assume_init() };
         if rows == new_rows {
