@@ -144,10 +144,11 @@ showPanes(store.get());
 store.subscribe((s, changed) => { if (PANE_KEYS.some((k) => changed.has(k))) showPanes(s); });
 // a long run's progress, in a box over the page (it moves nothing): the layer its pass or its
 // heads' summary is on, and a stop where the page can ask for one (web/progress.js)
-const scope = connect(store, { targets, layout, engineFollows: true, onRunProgress: (p) => runStatus.render($('run-status'), p) }); // the engine select shows the engine that runs
+const showRun = (p) => runStatus.render($('run-status'), p, { scale: store.get().scale }); // (its layers coloured as the grid)
+const scope = connect(store, { targets, layout, engineFollows: true, onRunProgress: showRun }); // the engine select shows the engine that runs
 
 // ---------- generating (a decoder-only model with an LM head) ----------
-const generating = connectGeneration(store, engine(), runOptions, (p) => runStatus.render($('run-status'), p));
+const generating = connectGeneration(store, engine(), runOptions, showRun);
 const GENERATE_KEYS = ['generation', 'step', 'modelInfo', 'playing', 'chat', 'gen'];
 store.subscribe((s, changed) => {
   if (!GENERATE_KEYS.some((k) => changed.has(k))) return;

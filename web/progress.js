@@ -89,7 +89,7 @@ export function progressLine(p) {
  * Drawn straight from the watcher, not through the store: a change of layer touches this box
  * alone, so the page lays out and paints nothing else while the engine's threads work.
  */
-export function render(target, p) {
+export function render(target, p, { scale: by = 'absolute' } = {}) {
   target.hidden = !p;
   const figure = target.querySelector('.run-layers');
   figure.hidden = !p?.folded;
@@ -101,7 +101,7 @@ export function render(target, p) {
   target.querySelector('.run-text').textContent = `Computing ${progressLine(p)}…`;
   Object.assign(target.querySelector('progress'), { max: p.of, value: p.done });
   target.querySelector('.stop-run').hidden = !p.canStop;
-  if (p.folded) drawFolded(figure, p.folded);
+  if (p.folded) drawFolded(figure, p.folded, by);
 }
 
 /** The largest and smallest side of a head's square in the box, in CSS pixels. */
@@ -113,13 +113,14 @@ const SLOT = '#e5e7eb';
 /**
  * The heads of the layers folded so far (`f`: foldedOf's), a column a layer from the left (as the
  * bar fills) and a square a head from the top, each its thumbnail max-pooled to the square's
- * device pixels and coloured as the grid pools and colours it on the absolute scale (white 0,
- * dark 1); the layers not yet ended are grey slots. Only the layers not drawn yet are drawn.
+ * device pixels and coloured as the grid pools and colours it on the page's scale (`by`:
+ * 'absolute', white 0 to dark 1, or 'head', to each head's largest); the layers not yet ended are
+ * grey slots. Only the layers not drawn yet are drawn.
  */
-function drawFolded(figure, f) {
+function drawFolded(figure, f, by) {
   const canvas = figure.querySelector('canvas'), r = dpr(), gap = 1;
   const cell = Math.max(CELL_MIN, Math.min(CELL_MAX, Math.floor(Math.min((innerWidth - 48) / f.of - gap, (innerHeight * 0.25) / f.heads - gap))));
-  const key = `${f.of}x${f.heads}x${f.side}x${cell}x${r}`;
+  const key = `${f.of}x${f.heads}x${f.side}x${cell}x${r}x${by}`;
   const at = (i) => Math.round(i * (cell + gap) * r), px = Math.round(cell * r);
   const ctx = canvas.getContext('2d');
   ctx.imageSmoothingEnabled = false;
@@ -131,10 +132,12 @@ function drawFolded(figure, f) {
     ctx.fillStyle = SLOT;
     for (let l = 0; l < f.of; l++) for (let h = 0; h < f.heads; h++) ctx.fillRect(at(l), at(h), px, px);
   }
-  const sc = scale('probability'), n = f.side * f.side;
+  const absolute = scale('probability'), n = f.side * f.side;
   for (let l = +canvas.dataset.layers; l < f.layers; l++) {
     for (let h = 0; h < f.heads; h++) {
       const from = (l * f.heads + h) * n, values = f.values.subarray(from, from + n);
+      // (a thumbnail's largest bin is its head's largest probability)
+      const sc = by === 'head' ? scale('probability', { max: values.reduce((m, v) => (v > m ? v : m), 0) }) : absolute;
       // (as the grid draws a thumbnail wider than its cell: web/views/grid.js)
       const p = px < f.side ? pooledFrame(values, null, f.side, px, f.side) : { values, n: f.side };
       const image = pixels(p.values, p.n, sc);

@@ -292,54 +292,61 @@ test('a long run shows the layer it is on, over the page, and its stop ends it b
 // A long pass on the CPU engine folds each head's thumbnail as it computes it, and shows each
 // layer's as it ends it in the progress cells (src/engine/progress.rs `PassProgress::folded`):
 // the box over the page draws the layers' heads while the later layers compute, and what it drew
-// is the picture of the thumbnails the whole run gives, pooled and coloured as the grid does.
-test('a long run draws each layer\'s heads in its progress box as the pass ends the layer, the picture of the thumbnails the whole run gives', async () => {
+// is the picture of the thumbnails the whole run gives, pooled and coloured as the grid does
+// (0–1 for every head, or each to its largest).
+test('a long run draws each layer\'s heads in its progress box as the pass ends the layer, the picture of the thumbnails the whole run gives, on either colour scale', async () => {
   const url = `${server.url}#model=${encodeURIComponent(GGUF)}&s=${encodeURIComponent('The committee met.')}&e=cpu`;
   const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
   assert.equal(await ready(page), null);
-  await page.fill('#sentence', TEXT);
-  const early = await page.waitForFunction(() => {
-    const box = document.getElementById('run-status'), figure = box.querySelector('.run-layers'), c = figure.querySelector('canvas');
-    return !box.hidden && !figure.hidden && +c.dataset.layers >= 1 && { layers: +c.dataset.layers, begun: box.querySelector('progress').value, caption: figure.querySelector('figcaption').textContent, text: window.attnscope.result.text };
-  }, null, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
-  assert.ok(early.layers < 30 && early.layers <= early.begun, `drawn while the pass goes on: ${early.layers} layers drawn, ${early.begun} begun`);
-  assert.equal(early.text, 'The committee met.', 'the views still show the text before');
-  assert.match(early.caption, /^The heads of (layer 1|layers 1–\d+) of 30, as the pass ends each: a column a layer, a square a head$/);
-  await page.screenshot({ path: path.join(ARTIFACTS, 'long-progress-layers.png') });
-  await page.waitForFunction((t) => window.attnscope.result?.text === t && !window.attnscope.store.get().busy, TEXT, { timeout: 300000, polling: 100 });
-  // each head's square, pooled and coloured here on its own from the whole run's thumbnail
-  // (each device pixel the largest of the bins it covers, on the absolute scale)
-  const drawn = await page.evaluate(async () => {
-    const { scale } = await import('/web/colour.js');
-    const live = document.querySelector('#run-status .run-layers canvas'), r = window.devicePixelRatio;
-    const layers = +live.dataset.layers, run = window.attnscope.store.get().run, { L, H } = run, side = run.thumb(0, 0, 0).n;
-    const cell = (live.width / r + 1) / L - 1, px = Math.round(cell * r), at = (i) => Math.round(i * (cell + 1) * r);
-    const data = live.getContext('2d').getImageData(0, 0, live.width, live.height).data, sc = scale('probability');
-    let differ = 0, first = null, coloured = 0;
-    for (let l = 0; l < L; l++) {
-      for (let h = 0; h < H; h++) {
-        const t = l < layers ? run.thumb(0, l, h).values : null, pooled = new Float32Array(px * px);
-        if (t) for (let q = 0; q < side; q++) for (let k = 0; k < side; k++) {
-          const i = Math.floor((q * px) / side) * px + Math.floor((k * px) / side);
-          pooled[i] = Math.max(pooled[i], t[q * side + k]);
-        }
-        for (let i = 0; i < px; i++) {
-          for (let j = 0; j < px; j++) {
-            const want = t ? sc.table[sc.index(pooled[i * px + j])] : [229, 231, 235]; // (a layer not drawn: its grey slot)
-            const o = ((at(h) + i) * live.width + at(l) + j) * 4, got = [data[o], data[o + 1], data[o + 2]];
-            if (got.some((c, ch) => c !== want[ch])) { differ++; first ??= { l, h, i, j, got, want }; }
-            if (t && got[0] < 200) coloured++;
+  let before = 'The committee met.';
+  for (const [by, text] of [['absolute', TEXT], ['head', `Then: ${TEXT}`]]) { // (nothing shared: a whole pass)
+    await page.evaluate((sc) => window.attnscope.store.update({ scale: sc }), by);
+    await page.fill('#sentence', text);
+    const early = await page.waitForFunction(() => {
+      const box = document.getElementById('run-status'), figure = box.querySelector('.run-layers'), c = figure.querySelector('canvas');
+      return !box.hidden && !figure.hidden && +c.dataset.layers >= 1 && { layers: +c.dataset.layers, begun: box.querySelector('progress').value, caption: figure.querySelector('figcaption').textContent, text: window.attnscope.result.text };
+    }, null, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
+    assert.ok(early.layers < 30 && early.layers <= early.begun, `drawn while the pass goes on: ${early.layers} layers drawn, ${early.begun} begun`);
+    assert.equal(early.text, before, 'the views still show the text before');
+    assert.match(early.caption, /^The heads of (layer 1|layers 1–\d+) of 30, as the pass ends each: a column a layer, a square a head$/);
+    await page.screenshot({ path: path.join(ARTIFACTS, `long-progress-layers-${by}.png`) });
+    await page.waitForFunction((t) => window.attnscope.result?.text === t && !window.attnscope.store.get().busy, text, { timeout: 300000, polling: 100 });
+    before = text;
+    // each head's square, pooled and coloured here on its own from the whole run's thumbnail
+    // (each device pixel the largest of the bins it covers; 0–1, or 0 to the head's largest)
+    const drawn = await page.evaluate(async (by) => {
+      const { scale } = await import('/web/colour.js');
+      const live = document.querySelector('#run-status .run-layers canvas'), r = window.devicePixelRatio;
+      const layers = +live.dataset.layers, run = window.attnscope.store.get().run, { L, H } = run, side = run.thumb(0, 0, 0).n;
+      const cell = (live.width / r + 1) / L - 1, px = Math.round(cell * r), at = (i) => Math.round(i * (cell + 1) * r);
+      const data = live.getContext('2d').getImageData(0, 0, live.width, live.height).data;
+      let differ = 0, first = null, coloured = 0;
+      for (let l = 0; l < L; l++) {
+        for (let h = 0; h < H; h++) {
+          const t = l < layers ? run.thumb(0, l, h) : null, pooled = new Float32Array(px * px);
+          if (t) for (let q = 0; q < side; q++) for (let k = 0; k < side; k++) {
+            const i = Math.floor((q * px) / side) * px + Math.floor((k * px) / side);
+            pooled[i] = Math.max(pooled[i], t.values[q * side + k]);
+          }
+          const sc = scale('probability', { max: by === 'head' && t ? t.max : 1 });
+          for (let i = 0; i < px; i++) {
+            for (let j = 0; j < px; j++) {
+              const want = t ? sc.table[sc.index(pooled[i * px + j])] : [229, 231, 235]; // (a layer not drawn: its grey slot)
+              const o = ((at(h) + i) * live.width + at(l) + j) * 4, got = [data[o], data[o + 1], data[o + 2]];
+              if (got.some((c, ch) => c !== want[ch])) { differ++; first ??= { l, h, i, j, got, want }; }
+              if (t && got[0] < 200) coloured++;
+            }
           }
         }
       }
-    }
-    return { layers, side, px, differ, first, coloured };
-  });
-  assert.ok(drawn.layers >= early.layers, `${drawn.layers} layers drawn in the end`);
-  assert.ok(drawn.px < drawn.side, `squares of ${drawn.px} pixels, thumbnails of ${drawn.side} cells: pooled`);
-  assert.equal(drawn.differ, 0, `the box's heads, as the whole run's thumbnails pool and colour: first at ${JSON.stringify(drawn.first)}`);
-  assert.ok(drawn.coloured > 0, 'some attention is drawn');
-  console.log(`# the box drew the heads of layer ${early.layers} while the pass began layer ${early.begun}, and ${drawn.layers} of 30 in all, pixel for pixel the run's thumbnails pooled to ${drawn.px} pixels`);
+      return { layers, side, px, differ, first, coloured };
+    }, by);
+    assert.ok(drawn.layers >= early.layers, `${drawn.layers} layers drawn in the end`);
+    assert.ok(drawn.px < drawn.side, `squares of ${drawn.px} pixels, thumbnails of ${drawn.side} cells: pooled`);
+    assert.equal(drawn.differ, 0, `${by}: the box's heads, as the whole run's thumbnails pool and colour: first at ${JSON.stringify(drawn.first)}`);
+    assert.ok(drawn.coloured > 0, 'some attention is drawn');
+    console.log(`# ${by}: the box drew the heads of layer ${early.layers} while the pass began layer ${early.begun}, and ${drawn.layers} of 30 in all, pixel for pixel the run's thumbnails pooled to ${drawn.px} pixels`);
+  }
   assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
   await page.close();
 });
