@@ -123,7 +123,6 @@ function drawFolded(figure, f, by) {
   const key = `${f.of}x${f.heads}x${f.side}x${cell}x${r}x${by}`;
   const at = (i) => Math.round(i * (cell + gap) * r), px = Math.round(cell * r);
   const ctx = canvas.getContext('2d');
-  ctx.imageSmoothingEnabled = false;
   if (canvas.dataset.key !== key || f.layers < +canvas.dataset.layers) {
     const w = f.of * (cell + gap) - gap, h = f.heads * (cell + gap) - gap;
     Object.assign(canvas, { width: Math.round(w * r), height: Math.round(h * r) });
@@ -132,6 +131,7 @@ function drawFolded(figure, f, by) {
     ctx.fillStyle = SLOT;
     for (let l = 0; l < f.of; l++) for (let h = 0; h < f.heads; h++) ctx.fillRect(at(l), at(h), px, px);
   }
+  ctx.imageSmoothingEnabled = false; // (after a resize, which resets it)
   const absolute = scale('probability'), n = f.side * f.side;
   for (let l = +canvas.dataset.layers; l < f.layers; l++) {
     for (let h = 0; h < f.heads; h++) {
