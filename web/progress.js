@@ -10,7 +10,7 @@
 // attention on screen while the later layers compute.
 
 import { scale, pixels } from './colour.js';
-import { dpr } from './canvas.js';
+import { dpr, bitmap } from './canvas.js';
 import { pooledFrame } from './summary.js';
 
 const POLL_MS = 100;
@@ -142,17 +142,9 @@ function drawFolded(figure, f, by) {
       const p = px < f.side ? pooledFrame(values, null, f.side, px, f.side) : { values, n: f.side };
       const image = pixels(p.values, p.n, sc);
       if (p.n === px) ctx.putImageData(image, at(l), at(h));
-      else ctx.drawImage(tileOf(image), at(l), at(h), px, px);
+      else ctx.drawImage(bitmap(image), at(l), at(h), px, px);
     }
   }
   canvas.dataset.layers = f.layers;
   figure.querySelector('figcaption').textContent = `The heads of ${f.layers === 1 ? 'layer 1' : `layers 1–${f.layers}`} of ${f.of}, as the pass ends each: a column a layer, a square a head`;
-}
-
-/** A canvas holding `image` (to be drawn scaled). */
-function tileOf(image) {
-  const tile = document.createElement('canvas');
-  Object.assign(tile, { width: image.width, height: image.height });
-  tile.getContext('2d').putImageData(image, 0, 0);
-  return tile;
 }
