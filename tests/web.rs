@@ -825,6 +825,49 @@ fn products_equal_the_dequantized_rows(rows: usize, cols: usize) {
     }
 }
 
+/// The engine's matrix product as wasm runs it (`linalg/gemm.rs`, the `f32x4` micro-kernel and
+/// its own writes of a whole panel's width), value by value against the sum in f64: rows of
+/// `A` that fill the kernel's tiles and rows that do not, panels whole and a last one narrower,
+/// a depth within one pass and across three (each pass after the first adds to what the last
+/// wrote), with and without `α` and a bias.
+#[wasm_bindgen_test]
+fn matrix_products_in_wasm_equal_the_sums_in_f64() {
+    use attnscope::linalg::gemm::{matmul_in_one_thread, PackedB};
+    use ndarray::{Array1, Array2};
+    for (m, k, n) in [
+        (4, 8, 8),
+        (7, 64, 19),
+        (9, 385, 16),
+        (13, 1000, 24),
+        (1, 3, 5),
+    ] {
+        let a = Array2::from_shape_fn((m, k), |(i, p)| {
+            ((i * 31 + p * 17) % 29) as f32 / 14.0 - 1.0
+        });
+        let b = Array2::from_shape_fn((k, n), |(p, j)| ((p * 13 + j * 7) % 23) as f32 / 11.0 - 1.0);
+        let bias = Array1::from_shape_fn(n, |j| j as f32 * 0.25 - 1.0);
+        let packed = PackedB::from_matrix(b.view());
+        for (alpha, bias) in [(1.0f32, None), (0.125, Some(bias.view()))] {
+            let mut c = Array2::uninit((m, n));
+            let c = matmul_in_one_thread(a.view(), &packed, alpha, bias, c.view_mut());
+            for ((i, j), &got) in c.indexed_iter() {
+                let dot: f64 = (0..k)
+                    .map(|p| f64::from(a[[i, p]]) * f64::from(b[[p, j]]))
+                    .sum();
+                let size: f64 = (0..k)
+                    .map(|p| f64::from((a[[i, p]] * b[[p, j]]).abs()))
+                    .sum();
+                let want = dot * f64::from(alpha) + bias.map_or(0.0, |b| f64::from(b[j]));
+                assert!(
+                    (f64::from(got) - want).abs() <= 1e-5 * (size + 1.0),
+                    "({m}, {k}) × ({k}, {n}), α {alpha}, bias {}: C[{i}, {j}] = {got}, the sum in f64 {want}",
+                    bias.is_some()
+                );
+            }
+        }
+    }
+}
+
 /// The tiny Llama's text, and the tiny Gemma 3's and Qwen3's (tools/make_fixtures.py).
 const LLAMA_TEXT: &str = "time flies like an arrow";
 const FAMILY_TEXT: &str = "time flies like an arrow and fruit flies like a banana";
