@@ -1225,7 +1225,8 @@ impl Session {
     /// as asked"; a long run's summary (the worker's, a layer at a time) reads
     /// [`Session::stop_asked`] between its layers. The threaded build's memory is shared, so
     /// the page reads and writes them while the worker is busy with the run; the CPU engine
-    /// reports (the GPU records its pass whole). They are cleared (no layer begun, of none) for
+    /// reports (the GPU records its pass whole, and a long run's heads show as its summary
+    /// computes them again: [`Session::summary_heads`]). They are cleared (no layer begun, of none) for
     /// the run about to begin, so that the page never reads the last run's; the thumbnails'
     /// room is made here, before the memory the page was given grows.
     #[wasm_bindgen(js_name = progressCells)]
@@ -1678,6 +1679,12 @@ impl Session {
                         .map(|one| HeadThumbnails::of(one.probs.view(), bins))
                         .collect::<Vec<_>>()
                 });
+                // the page's progress box draws each layer as its last head is in (the CPU
+                // engine's pass shows its layers itself), the first item's
+                if item == 0 {
+                    let own = computed.iter().map(|f| f.own.values.as_slice());
+                    self.progress.folded_heads(layer, first, h, bins.side, own);
+                }
                 &computed
             }
         };

@@ -825,6 +825,114 @@ fn products_equal_the_dequantized_rows(rows: usize, cols: usize) {
     }
 }
 
+/// A long run on WebGPU (its pass recorded whole, its layers untold) and then its summary as the
+/// worker makes it (`summaryHeads`, a few heads a call, each computed again from the kept queries
+/// and keys): the page's progress cells (`progressCells`) show each layer once its last head is
+/// folded, and then its heads' own thumbnails, the summary's, where the cells say. The tiny
+/// Llama of 4 layers × 16 heads over 800 positions (its heads' 41M probabilities past the
+/// long-run threshold).
+#[wasm_bindgen_test]
+async fn a_long_webgpu_runs_summary_shows_each_layer_in_the_progress_cells_as_it_folds_it() {
+    use attnscope::wasm::WeightsBuffer;
+    use js_sys::{Array, Float32Array, Function, Object, Promise, Reflect};
+    use wasm_bindgen::{JsCast, JsValue};
+    use wasm_bindgen_futures::JsFuture;
+    let bytes: &[u8] = include_bytes!("fixtures/models/tiny-llama-wide/model.safetensors");
+    let mut file = WeightsBuffer::new("wide/model.safetensors".into(), bytes.len()).unwrap();
+    file.write(0, &js_sys::Uint8Array::from(bytes)).unwrap();
+    let session = attnscope::wasm::load_session(
+        "wide".into(),
+        include_bytes!("fixtures/models/tiny-llama-wide/config.json"),
+        &file,
+        include_bytes!("fixtures/models/tiny-llama-wide/tokenizer.json"),
+        "gpu".into(),
+        None,
+        None,
+    )
+    .unwrap();
+    let session = JsFuture::from(session).await.unwrap();
+    let get = |o: &JsValue, k: &str| Reflect::get(o, &k.into()).unwrap();
+    let call = |name: &str, args: &[JsValue]| -> JsValue {
+        let f: Function = get(&session, name).dyn_into().unwrap();
+        f.apply(&session, &args.iter().collect::<Array>()).unwrap()
+    };
+    // SAFETY (of each read): the cells are the session's `PassProgress`, six u32 and then the
+    // thumbnails' address, in this module's own memory
+    let cells_at = call("progressCells", &[]).as_f64().unwrap() as usize;
+    let cells = || -> [u32; 6] {
+        unsafe { std::slice::from_raw_parts(cells_at as *const u32, 6) }
+            .try_into()
+            .unwrap()
+    };
+    let ids: Array = (0..800u32)
+        .map(|i| JsValue::from(3 + (i * 37 + i / 7) % 390))
+        .collect();
+    let options = Object::new();
+    Reflect::set(&options, &"ids".into(), &ids).unwrap();
+    let texts = Array::of1(&"".into());
+    let promise: Promise = call(
+        "run",
+        &[
+            texts.into(),
+            JsValue::UNDEFINED,
+            "causal".into(),
+            "gpu".into(),
+            options.into(),
+        ],
+    )
+    .dyn_into()
+    .unwrap();
+    let r = JsFuture::from(promise).await.unwrap();
+    let info = get(&r, "info");
+    assert!(
+        get(&info, "backend")
+            .as_string()
+            .unwrap()
+            .starts_with("gpu"),
+        "{:?}",
+        get(&info, "backend")
+    );
+    let run = get(&info, "long_run").as_f64().expect("a long run") as u32;
+    assert_eq!(cells()[3], 0, "a WebGPU pass shows no layer folded");
+    let (mut own, mut side) = (Vec::new(), 0);
+    for layer in 0..4u32 {
+        let mut first = 0;
+        while first < 16 {
+            let some = call(
+                "summaryHeads",
+                &[run.into(), 0.into(), layer.into(), first.into()],
+            );
+            let heads = get(&some, "heads").as_f64().unwrap() as u32;
+            side = get(&some, "side").as_f64().unwrap() as u32;
+            let thumbs: Float32Array = get(&get(&some, "own"), "thumbs").dyn_into().unwrap();
+            assert_eq!(
+                thumbs.length(),
+                heads * side * side,
+                "layer {layer}, heads {first}…"
+            );
+            own.extend(thumbs.to_vec());
+            first += heads;
+            let shown = if first == 16 { layer + 1 } else { layer };
+            assert_eq!(
+                cells()[3],
+                shown,
+                "layer {layer}, {first} of its 16 heads folded: the layers shown"
+            );
+        }
+    }
+    assert_eq!(
+        cells(),
+        [0, 4, 0, 4, side, 16],
+        "4 layers of 16 heads shown, no stop asked"
+    );
+    let at = unsafe { *(cells_at as *const u32).add(6).cast::<usize>() };
+    let shown = unsafe { std::slice::from_raw_parts(at as *const f32, own.len()) };
+    assert!(
+        side > 0 && shown == own.as_slice(),
+        "the cells' thumbnails are the summary's own, bit for bit"
+    );
+}
+
 /// The engine's matrix product as wasm runs it (`linalg/gemm.rs`, the `f32x4` micro-kernel and
 /// its own writes of a whole panel's width), value by value against the sum in f64: rows of
 /// `A` that fill the kernel's tiles and rows that do not, panels whole and a last one narrower,

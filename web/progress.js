@@ -7,7 +7,9 @@
 // side, the heads a layer and where the thumbnails lie), every POLL_MS, and asks for a stop by
 // writing the third. A long text's pass on the CPU engine folds each head's thumbnail as it
 // computes it, so the box draws each layer's heads as the pass ends the layer: the text's first
-// attention on screen while the later layers compute.
+// attention on screen while the later layers compute. After a WebGPU pass (recorded whole, its
+// layers untold) the summary computes each head again from the queries and keys, and the box
+// draws each layer as the summary ends it.
 
 import { scale, pixels } from './colour.js';
 import { dpr, bitmap } from './canvas.js';
@@ -51,8 +53,9 @@ export function watchRun(onChange) {
     if (now - toldAt < TELL_MS) return;
     toldAt = now;
     const [begun, layers] = cells ? [Atomics.load(cells, 0), Atomics.load(cells, 1)] : [0, 0];
-    const p = heads ? { phase: 'heads', done: heads[0], of: heads[1], canStop: Boolean(cells), folded: null }
-      : begun > 0 ? { phase: 'pass', done: begun, of: layers, canStop: true, folded: foldedOf(cells, buffer, layers) } : null;
+    const folded = cells ? foldedOf(cells, buffer, layers) : null;
+    const p = heads ? { phase: 'heads', done: heads[0], of: heads[1], canStop: Boolean(cells), folded }
+      : begun > 0 ? { phase: 'pass', done: begun, of: layers, canStop: true, folded } : null;
     const key = p && `${p.phase} ${p.done} ${p.of} ${p.folded?.layers ?? 0}`;
     if (key === told) return;
     told = key;
@@ -146,5 +149,5 @@ function drawFolded(figure, f, by) {
     }
   }
   canvas.dataset.layers = f.layers;
-  figure.querySelector('figcaption').textContent = `The heads of ${f.layers === 1 ? 'layer 1' : `layers 1–${f.layers}`} of ${f.of}, as the pass ends each: a column a layer, a square a head`;
+  figure.querySelector('figcaption').textContent = `The heads of ${f.layers === 1 ? 'layer 1' : `layers 1–${f.layers}`} of ${f.of}, as each layer is done: a column a layer, a square a head`;
 }

@@ -1,8 +1,9 @@
 //! How far a pass has gone, and whether it should stop: cells that another thread reads and
 //! writes while the pass runs. In the page's threaded build they lie in the wasm memory the page
 //! shares with the engine's worker, so the page reads the layer a long pass is on, draws the heads
-//! of each layer it has finished, and asks it to stop, though the worker is busy with the pass
-//! (src/wasm.rs `Session.progressCells`).
+//! of each layer it has finished (after a WebGPU pass, each layer whose heads the summary has
+//! computed again), and asks it to stop, though the worker is busy with the pass (src/wasm.rs
+//! `Session.progressCells`).
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,27 +54,53 @@ impl PassProgress {
     }
 
     /// The pass has folded every head of layer `layer` (its first item's, `heads`, each over
-    /// the whole text): their own thumbnails go where the cells say, and the layer counts as
-    /// folded, where the layers before it are (a pass computes them in order) and there is room.
-    /// A pass over the queries and keys alone (a long text's) folds them; others show none.
+    /// the whole text): their own thumbnails are shown ([`PassProgress::folded_heads`]). A pass
+    /// over the queries and keys alone (a long text's) folds them; others show none.
     pub(crate) fn folded(&self, layer: usize, heads: &[HeadFold]) {
-        let Some(side) = heads.first().map(|f| f.bins().side) else {
-            return;
-        };
-        let n = side * side;
-        let mut thumbs = self.thumbs.lock().unwrap_or_else(|e| e.into_inner());
-        let at = layer * heads.len() * n;
+        if let Some(side) = heads.first().map(|f| f.bins().side) {
+            let thumbs = heads.iter().map(HeadFold::own_values);
+            self.folded_heads(layer, 0, heads.len(), side, thumbs);
+        }
+    }
+
+    /// Heads `first..` of layer `layer` (its first item's, of `of` a layer), each its own
+    /// thumbnail of `side × side`, folded: by a long pass on the CPU engine as it ends the layer
+    /// ([`PassProgress::folded`]), or by the summary after a WebGPU pass, which computes each
+    /// head again from the queries and keys a few at a time. They go where the cells say, and
+    /// the layer counts as folded once its last head is in, where the layers before it are (both
+    /// fold them in order) and there is room; a layer's later heads must have its first's side.
+    pub fn folded_heads<'a>(
+        &self,
+        layer: usize,
+        first: usize,
+        of: usize,
+        side: usize,
+        thumbs: impl Iterator<Item = &'a [f32]>,
+    ) {
+        let thumbs: Vec<&[f32]> = thumbs.collect();
+        let (n, count) = (side * side, thumbs.len());
+        let mut room = self.thumbs.lock().unwrap_or_else(|e| e.into_inner());
+        let at = (layer * of + first) * n;
+        let same = first == 0
+            || (self.side.load(Ordering::Relaxed) as usize == side
+                && self.heads.load(Ordering::Relaxed) as usize == of);
         if self.folded.load(Ordering::Relaxed) as usize != layer
-            || thumbs.len() < at + heads.len() * n
+            || !same
+            || count == 0
+            || first + count > of
+            || room.len() < at + count * n
+            || thumbs.iter().any(|v| v.len() != n)
         {
             return;
         }
-        for (to, fold) in thumbs[at..].chunks_exact_mut(n).zip(heads) {
-            to.copy_from_slice(fold.own_values());
+        for (to, values) in room[at..].chunks_exact_mut(n).zip(thumbs) {
+            to.copy_from_slice(values);
         }
         self.side.store(side as u32, Ordering::Relaxed);
-        self.heads.store(heads.len() as u32, Ordering::Relaxed);
-        self.folded.store(layer as u32 + 1, Ordering::Release);
+        self.heads.store(of as u32, Ordering::Relaxed);
+        if first + count == of {
+            self.folded.store(layer as u32 + 1, Ordering::Release);
+        }
     }
 
     /// Asks the pass to stop before its next layer.
@@ -255,5 +282,54 @@ mod tests {
         bare.start(3);
         Progress::to(&bare).folded(0, &first);
         assert_eq!(shown(&bare).0[3], 0);
+    }
+
+    #[test]
+    fn a_layer_folded_a_few_heads_at_a_time_shows_when_its_last_head_is_in() {
+        // a WebGPU pass's summary: three heads a layer, of 2 × 2 cells, two heads a call
+        let p = PassProgress::default();
+        p.make_room(2, 3);
+        p.start(2);
+        let head = |layer: usize, h: usize| -> Vec<f32> {
+            (0..4).map(|i| (layer * 100 + h * 10 + i) as f32).collect()
+        };
+        let thumbs = |layer: usize, heads: std::ops::Range<usize>| {
+            heads.map(|h| head(layer, h)).collect::<Vec<_>>()
+        };
+        let fold = |layer: usize, heads: std::ops::Range<usize>| {
+            let first = heads.start;
+            let t = thumbs(layer, heads);
+            p.folded_heads(layer, first, 3, 2, t.iter().map(Vec::as_slice));
+        };
+        fold(0, 0..2);
+        assert_eq!(shown(&p).0[3], 0, "a layer shows once its last head is in");
+        fold(1, 0..2);
+        fold(0, 2..3);
+        assert_eq!(
+            shown(&p).0[3],
+            1,
+            "a later layer's heads, folded before this one's last, are not kept"
+        );
+        fold(1, 0..2);
+        fold(1, 2..3);
+        let (cells, values) = shown(&p);
+        assert_eq!(
+            cells,
+            [0, 2, 0, 2, 2, 3],
+            "two layers of three heads of 2 × 2 cells"
+        );
+        let want: Vec<f32> = (0..2)
+            .flat_map(|l| (0..3).flat_map(move |h| head(l, h)))
+            .collect();
+        assert_eq!(values, want, "each head where the page reads it");
+        p.start(2);
+        fold(0, 0..2);
+        let other: Vec<f32> = vec![7.0; 9];
+        p.folded_heads(0, 2, 3, 3, std::iter::once(other.as_slice()));
+        assert_eq!(
+            shown(&p).0[3],
+            0,
+            "a head of another side than its layer's first is not shown"
+        );
     }
 }

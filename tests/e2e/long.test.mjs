@@ -308,7 +308,7 @@ test('a long run draws each layer\'s heads in its progress box as the pass ends 
     }, null, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
     assert.ok(early.layers < 30 && early.layers <= early.begun, `drawn while the pass goes on: ${early.layers} layers drawn, ${early.begun} begun`);
     assert.equal(early.text, before, 'the views still show the text before');
-    assert.match(early.caption, /^The heads of (layer 1|layers 1–\d+) of 30, as the pass ends each: a column a layer, a square a head$/);
+    assert.match(early.caption, /^The heads of (layer 1|layers 1–\d+) of 30, as each layer is done: a column a layer, a square a head$/);
     await page.screenshot({ path: path.join(ARTIFACTS, `long-progress-layers-${by}.png`) });
     await page.waitForFunction((t) => window.attnscope.result?.text === t && !window.attnscope.store.get().busy, text, { timeout: 300000, polling: 100 });
     before = text;
