@@ -325,3 +325,41 @@ fn heads_from_the_gpu_s_queries_and_keys_equal_the_cpu_s_probabilities() {
         );
     }
 }
+
+/// A watched pass on the GPU goes to it a layer at a time and tells each layer as the GPU
+/// begins it: after the pass every layer is begun, and its attention and hidden states are the
+/// bits of the pass submitted whole; a stop asked before it runs none, by name.
+#[test]
+fn a_watched_gpu_pass_tells_its_layers_and_computes_the_same_bits() {
+    use attnscope::engine::progress::{PassProgress, Progress};
+    use std::sync::Arc;
+    let m = model("tiny-llama");
+    let layers = m.config.num_hidden_layers;
+    let input = m
+        .tokenizer
+        .encode(&["the cat sat on the mat"], None)
+        .unwrap();
+    let mask = Mask::from_kind(MaskKind::Causal, input.valid.view());
+    let gpu = gpu_engine(m);
+    let whole = pollster::block_on(gpu.forward(m, &input, &mask, &TraceOptions::default()))
+        .unwrap()
+        .0;
+    let cells = Arc::new(PassProgress::default());
+    let opts = TraceOptions {
+        progress: Progress::to(&cells),
+        ..TraceOptions::default()
+    };
+    cells.start(layers);
+    let (got, _) = pollster::block_on(gpu.forward(m, &input, &mask, &opts)).unwrap();
+    assert_eq!(cells.at(), (layers, layers), "every layer begun");
+    assert_eq!(got.attention, whole.attention, "the same probabilities");
+    assert_eq!(got.hidden, whole.hidden, "the same hidden states");
+    cells.start(layers);
+    cells.ask_to_stop();
+    let err = pollster::block_on(gpu.forward(m, &input, &mask, &opts)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("stopped as asked, after 0 of {layers} layers")
+    );
+    assert_eq!(cells.at(), (0, layers), "no layer begun");
+}

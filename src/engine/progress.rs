@@ -123,6 +123,14 @@ impl PassProgress {
         Ok(())
     }
 
+    /// Layer `layer` (0-based) begins on the GPU, the layers before it done: told after the
+    /// fact (the work was submitted whole), so a stop asked is not read here.
+    pub(crate) fn begun_on_gpu(&self, layer: usize) {
+        let layers = self.layers.load(Ordering::Relaxed);
+        self.begun
+            .fetch_max((layer as u32 + 1).min(layers), Ordering::Relaxed);
+    }
+
     /// The layers begun and the pass's layers.
     pub fn at(&self) -> (usize, usize) {
         (
@@ -155,6 +163,11 @@ impl Progress {
             Some(p) => p.begin(layer),
             None => Ok(()),
         }
+    }
+
+    /// The cells reported to, if any.
+    pub(crate) fn cells(&self) -> Option<&Arc<PassProgress>> {
+        self.0.as_ref()
     }
 
     /// Self-attention layer `layer` of the pass has folded `heads` whole

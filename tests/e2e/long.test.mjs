@@ -122,8 +122,17 @@ for (const { engine, name, model, text, heads } of CASES) {
       const r = s.run;
       if (changed.has('run') && r?.long && !window.firstHead) window.firstHead = { at: `${Math.min(s.layer, r.L - 1)}:${Math.min(s.head, r.H - 1)}`, here: r.hasHead(0, Math.min(s.layer, r.L - 1), Math.min(s.head, r.H - 1)) };
     }));
+    // what the progress box says while the run works (web/progress.js)
+    await page.evaluate(() => {
+      window.boxSaid = [];
+      const said = document.querySelector('#run-status .run-text');
+      new MutationObserver(() => window.boxSaid.push(said.textContent)).observe(said, { childList: true, characterData: true, subtree: true });
+    });
     await page.fill('#sentence', text);
     await page.waitForFunction((t) => window.attnscope.result?.text === t, text, { timeout: 900000, polling: 500 });
+    // the pass told its layers as it went (a WebGPU pass as the GPU begins each)
+    const said = await page.evaluate(() => window.boxSaid);
+    assert.ok(said.some((x) => /^Computing layer \d+ of \d+…$/.test(x)), `the box told the pass's layers: ${JSON.stringify(said)}`);
     // the run brought its focused head with it: the views wait on no second message
     const first = await page.evaluate(() => window.firstHead);
     assert.ok(first.here, `the focused head ${first.at} came with the run`);

@@ -134,6 +134,7 @@ impl<'e> GpuPasses<'e> {
                 b,
                 writes,
                 start,
+                None,
             )
             .await?;
         Ok(Pass {

@@ -14,6 +14,7 @@ use crate::engine::cpu::exec::StackLayers;
 use crate::engine::network::EngineOps;
 use crate::engine::network::Loaded;
 use crate::engine::ops::{AttentionId, AttentionKind, Ids, PassMasks, Stack};
+use crate::engine::progress::PassProgress;
 use crate::engine::trace::{AttentionGroup, KeptValues};
 use crate::engine::translate::EncoderDecoder;
 use crate::engine::{
@@ -156,9 +157,28 @@ impl GpuEngine {
         };
         let inputs = model.inputs(input);
         let masks = PassMasks::single(stack, mask);
+        opts.progress.begin(0)?; // where a stop was asked, no pass
+        let watched = opts.progress.cells();
         let pass = self
-            .replay(&ws.recording, &ws.staging, &inputs, &masks, b, &[], start)
+            .replay(
+                &ws.recording,
+                &ws.staging,
+                &inputs,
+                &masks,
+                b,
+                &[],
+                start,
+                watched,
+            )
             .await?;
+        if let Some(p) = opts.progress.cells().filter(|p| p.stop_asked()) {
+            // asked while the GPU worked, which no one can interrupt: its pass is not kept
+            let layers = p.at().1;
+            return Err(Error::Stopped {
+                layer: layers,
+                layers,
+            });
+        }
         let (mut groups, kept, mut timing) = pass;
         let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
         let reading = Instant::now();
@@ -219,6 +239,9 @@ impl GpuEngine {
     /// Runs a recorded pass once: writes its ids, its masks and `writes` (other host-written
     /// buffers, such as a decoding's cache rows), submits it, and reads back every attention
     /// group, `(B, L, H, n_q, n_k)`, and what it kept, by name. `start`: when the caller began.
+    /// A `watched` pass goes to the GPU a layer at a time, each layer told to the cells as the
+    /// GPU begins it (the work before it done: the page's progress box, the layer a long pass
+    /// is on); others in one submission.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn replay(
         &self,
@@ -229,6 +252,7 @@ impl GpuEngine {
         b: usize,
         writes: &[(&wgpu::Buffer, Vec<u32>)],
         start: Instant,
+        watched: Option<&Arc<PassProgress>>,
     ) -> Result<(Vec<AttentionGroup>, KeptValues, GpuTiming)> {
         let mut timing = GpuTiming::default();
         let q = &self.kernels.dev.queue;
@@ -279,7 +303,22 @@ impl GpuEngine {
         timing.upload_ms = start.elapsed().as_secs_f64() * 1e3;
 
         let computing = Instant::now();
-        let mut enc = self.kernels.encode(&rec.dispatches);
+        // a watched pass: the dispatches up to layer 1's self-attention, then up to layer 2's,
+        // …, then the last layer's and the reads, each submitted as it is encoded
+        let mut cuts: Vec<usize> = match watched {
+            Some(_) => rec.layer_starts.iter().skip(1).copied().collect(),
+            None => vec![],
+        };
+        cuts.push(rec.dispatches.len());
+        let mut from = 0;
+        for (layer, &to) in cuts[..cuts.len() - 1].iter().enumerate() {
+            q.submit([self.kernels.encode(&rec.dispatches[from..to]).finish()]);
+            if let Some(cells) = watched.cloned() {
+                q.on_submitted_work_done(move || cells.begun_on_gpu(layer + 1));
+            }
+            from = to;
+        }
+        let mut enc = self.kernels.encode(&rec.dispatches[from..]);
         let mut offsets = Vec::with_capacity(rec.reads.len());
         let mut offset = 0u64;
         for r in &rec.reads {

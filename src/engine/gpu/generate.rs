@@ -130,6 +130,7 @@ impl<E: Borrow<GpuEngine>, M: Loaded> GpuSteps<E, M> {
                 1,
                 &[(&self.cache.rows_at, rows_at)],
                 start,
+                None,
             )
             .await?;
         let all = AttentionGroup::take(&mut groups, Stack::Decoder, AttentionKind::SelfAttention)?;

@@ -494,6 +494,11 @@ impl<'a> Plan<'a> {
         }
     }
 
+    /// The dispatches recorded so far.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
     fn push(
         &mut self,
         kernel: Kernel,

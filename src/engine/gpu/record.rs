@@ -85,6 +85,10 @@ pub(super) struct GroupRead {
 /// reads back afterwards.
 pub(super) struct Recording {
     pub dispatches: Vec<Dispatch>,
+    /// Where each layer's self-attention begins among the dispatches (of the first stack's
+    /// layers, in order): a watched pass goes to the GPU a layer at a time
+    /// ([`crate::engine::gpu::GpuEngine::forward`]).
+    pub layer_starts: Vec<usize>,
     /// The ids each [`Ids`] the pass gathers by, `(B·n,)` u32 each.
     pub ids: Vec<(Ids, wgpu::Buffer)>,
     pub groups: Vec<GroupRead>,
@@ -160,6 +164,8 @@ pub struct Recorder<'a> {
     groups: Vec<Group>,
     kept: Vec<(Kept, GpuX)>,
     cache: Option<&'a mut GpuCache>,
+    /// [`Recording::layer_starts`].
+    layer_starts: Vec<usize>,
 }
 
 impl<'a> Recorder<'a> {
@@ -192,6 +198,7 @@ impl<'a> Recorder<'a> {
             groups: vec![],
             kept: vec![],
             cache,
+            layer_starts: vec![],
         }
     }
 
@@ -351,6 +358,7 @@ impl<'a> Recorder<'a> {
         keep.extend(self.slots.iter().map(|s| s.buffer.clone()));
         Ok(Recording {
             dispatches,
+            layer_starts: self.layer_starts,
             ids: self.ids,
             groups,
             reads,
@@ -719,6 +727,9 @@ impl Ops for Recorder<'_> {
             });
         }
         let layer = id.layer;
+        if id.kind == AttentionKind::SelfAttention && layer == self.layer_starts.len() {
+            self.layer_starts.push(self.plan.len());
+        }
         let layout = AttentionLayout {
             batch: b,
             heads: h,
