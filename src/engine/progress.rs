@@ -123,8 +123,9 @@ impl PassProgress {
         Ok(())
     }
 
-    /// Layer `layer` (0-based) begins on the GPU, the layers before it done: told after the
-    /// fact (the work was submitted whole), so a stop asked is not read here.
+    /// Layer `layer` (0-based) begins on the GPU, the work before it done: told as the GPU
+    /// finishes that work, the rest already submitted, so a stop asked is not read here (the
+    /// pass reads it at its end).
     pub(crate) fn begun_on_gpu(&self, layer: usize) {
         let layers = self.layers.load(Ordering::Relaxed);
         self.begun
