@@ -470,10 +470,13 @@ pub struct Generating {
 /// The passes of a generation the page drives, on the engine the session runs.
 enum GenerationSteps {
     Cpu(crate::engine::generate::CpuSteps<std::sync::Arc<Model>>),
+    /// (boxed: its recorded passes make it the larger by far)
     Gpu(
-        crate::engine::gpu::GpuSteps<
-            std::rc::Rc<crate::engine::gpu::GpuEngine>,
-            std::sync::Arc<Model>,
+        Box<
+            crate::engine::gpu::GpuSteps<
+                std::rc::Rc<crate::engine::gpu::GpuEngine>,
+                std::sync::Arc<Model>,
+            >,
         >,
     ),
 }
@@ -1952,10 +1955,10 @@ impl Session {
         check_prompt(&model, &ids, &opts).map_err(js_err)?;
         let long = keeps_attention(&model.config, positions(&ids, &opts)).is_err();
         let steps = match (engine, self.runner.shared_gpu()) {
-            (Engine::Gpu, Some(gpu)) if !long => GenerationSteps::Gpu(
+            (Engine::Gpu, Some(gpu)) if !long => GenerationSteps::Gpu(Box::new(
                 crate::engine::gpu::GpuSteps::new(gpu, model.clone(), ids.len(), &opts)
                     .map_err(js_err)?,
-            ),
+            )),
             _ => GenerationSteps::Cpu(crate::engine::generate::CpuSteps::new(model.clone(), &opts)),
         };
         Ok(Generating {

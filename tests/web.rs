@@ -825,12 +825,12 @@ fn products_equal_the_dequantized_rows(rows: usize, cols: usize) {
     }
 }
 
-/// A long run on WebGPU (its pass recorded whole, its layers untold) and then its summary as the
-/// worker makes it (`summaryHeads`, a few heads a call, each computed again from the kept queries
-/// and keys): the page's progress cells (`progressCells`) show each layer once its last head is
-/// folded, and then its heads' own thumbnails, the summary's, where the cells say. The tiny
-/// Llama of 4 layers × 16 heads over 800 positions (its heads' 41M probabilities past the
-/// long-run threshold).
+/// A long run on WebGPU (its pass tells each layer begun and folds no heads) and then its
+/// summary as the worker makes it (`summaryHeads`, a few heads a call, each computed again from
+/// the kept queries and keys): the page's progress cells (`progressCells`) show each layer once
+/// its last head is folded, and then its heads' own thumbnails, the summary's, where the cells
+/// say. The tiny Llama of 4 layers × 16 heads over 800 positions (its heads' 41M probabilities
+/// past the long-run threshold).
 #[wasm_bindgen_test]
 async fn a_long_webgpu_runs_summary_shows_each_layer_in_the_progress_cells_as_it_folds_it() {
     use attnscope::wasm::WeightsBuffer;
@@ -893,7 +893,11 @@ async fn a_long_webgpu_runs_summary_shows_each_layer_in_the_progress_cells_as_it
         get(&info, "backend")
     );
     let run = get(&info, "long_run").as_f64().expect("a long run") as u32;
-    assert_eq!(cells()[3], 0, "a WebGPU pass shows no layer folded");
+    assert_eq!(
+        cells()[..4],
+        [4, 4, 0, 0],
+        "the pass told every layer begun, and none folded"
+    );
     let (mut own, mut side) = (Vec::new(), 0);
     for layer in 0..4u32 {
         let mut first = 0;
@@ -922,7 +926,7 @@ async fn a_long_webgpu_runs_summary_shows_each_layer_in_the_progress_cells_as_it
     }
     assert_eq!(
         cells(),
-        [0, 4, 0, 4, side, 16],
+        [4, 4, 0, 4, side, 16],
         "4 layers of 16 heads shown, no stop asked"
     );
     let at = unsafe { *(cells_at as *const u32).add(6).cast::<usize>() };

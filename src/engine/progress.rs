@@ -124,8 +124,7 @@ impl PassProgress {
     }
 
     /// Layer `layer` (0-based) begins on the GPU, the work before it done: told as the GPU
-    /// finishes that work, the rest already submitted, so a stop asked is not read here (the
-    /// pass reads it at its end).
+    /// finishes that work (a stop asked is read by the pass, which submits the next layers).
     pub(crate) fn begun_on_gpu(&self, layer: usize) {
         let layers = self.layers.load(Ordering::Relaxed);
         self.begun

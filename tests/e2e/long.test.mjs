@@ -298,6 +298,32 @@ test('a long run shows the layer it is on, over the page, and its stop ends it b
   await page.close();
 });
 
+// A WebGPU pass the page watches goes to the GPU a layer at a time (src/engine/gpu/forward.rs
+// `replay`), two layers' work queued ahead: the box says the layer the GPU is on, and a stop is
+// read as each layer's work ends, so the pass ends there rather than after its last layer. The
+// tiny Llama over ~2,400 tokens: SwiftShader takes ~7 s a layer.
+test('a long WebGPU pass shows the layer the GPU is on, and its stop ends it before its last layer: the views keep the text before, and the next run runs', async () => {
+  const url = `${server.url}#model=${encodeURIComponent(WIDE_4K)}&s=${encodeURIComponent('The committee met.')}&e=gpu`;
+  const { page, problems } = await openPage(browser, url, { width: 1280, height: 900 });
+  assert.equal(await ready(page), null);
+  const before = await page.evaluate(() => window.attnscope.store.get().run.id);
+  await page.fill('#sentence', PARAGRAPH.repeat(10));
+  const shown = await page.waitForFunction(() => {
+    const box = document.getElementById('run-status');
+    return !box.hidden && box.dataset.phase === 'pass' && !box.querySelector('.stop-run').hidden && box.querySelector('.run-text').textContent;
+  }, null, { timeout: 300000, polling: 20 }).then((h) => h.jsonValue());
+  assert.match(shown, /^Computing layer [1-3] of 4…$/);
+  await page.click('#run-status .stop-run');
+  const line = await page.waitForFunction(() => { const s = window.attnscope.store.get(); return !s.busy && s.runError?.line; }, null, { timeout: 120000, polling: 50 }).then((h) => h.jsonValue());
+  assert.match(line, /^The run stopped as asked, after [1-3] of 4 layers: the views still show the text before\.$/);
+  const after = await page.evaluate(() => ({ id: window.attnscope.store.get().run.id, text: window.attnscope.result.text, box: document.getElementById('run-status').hidden }));
+  assert.deepEqual(after, { id: before, text: 'The committee met.', box: true }, 'what was shown stays, the progress gone');
+  await page.fill('#sentence', 'The committee met again.');
+  await page.waitForFunction(() => window.attnscope.result?.text === 'The committee met again.' && !window.attnscope.store.get().runError, null, { timeout: 120000 });
+  assert.deepEqual(problems.filter((x) => !/favicon/.test(x)), []);
+  await page.close();
+});
+
 // A long pass on the CPU engine folds each head's thumbnail as it computes it, and shows each
 // layer's as it ends it in the progress cells (src/engine/progress.rs `PassProgress::folded`):
 // the box over the page draws the layers' heads while the later layers compute, and what it drew

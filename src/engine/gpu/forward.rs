@@ -172,7 +172,7 @@ impl GpuEngine {
             )
             .await?;
         if let Some(p) = opts.progress.cells().filter(|p| p.stop_asked()) {
-            // asked while the GPU worked, which no one can interrupt: its pass is not kept
+            // asked while the GPU ran its last layers, already submitted: the pass is not kept
             let layers = p.at().1;
             return Err(Error::Stopped {
                 layer: layers,
@@ -241,7 +241,8 @@ impl GpuEngine {
     /// group, `(B, L, H, n_q, n_k)`, and what it kept, by name. `start`: when the caller began.
     /// A `watched` pass goes to the GPU a layer at a time, each layer told to the cells as the
     /// GPU begins it (the work before it done: the page's progress box, the layer a long pass
-    /// is on); others in one submission.
+    /// is on), and ends with [`Error::Stopped`] where a stop was asked, read as each layer's
+    /// work ends (two layers' work queued ahead of it); others in one submission.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn replay(
         &self,
@@ -304,17 +305,40 @@ impl GpuEngine {
 
         let computing = Instant::now();
         // a watched pass: the dispatches up to layer 1's self-attention, then up to layer 2's,
-        // …, then the last layer's and the reads, each submitted as it is encoded
+        // …, then the last layer's and the reads, each submitted as it is encoded, at most
+        // `AHEAD` of them queued before the GPU ends the first: a stop asked is read as each
+        // one ends, and what is not yet submitted never runs
+        const AHEAD: usize = 2;
         let mut cuts: Vec<usize> = match watched {
             Some(_) => rec.layer_starts.iter().skip(1).copied().collect(),
             None => vec![],
         };
         cuts.push(rec.dispatches.len());
+        let mut queued = std::collections::VecDeque::new();
         let mut from = 0;
-        for (layer, &to) in cuts[..cuts.len() - 1].iter().enumerate() {
+        for (part, &to) in cuts.iter().enumerate() {
+            if let Some(cells) = watched.filter(|_| queued.len() == AHEAD) {
+                let (ended, done) = queued.pop_front().expect("AHEAD parts queued");
+                self.kernels.done(done).await?;
+                if cells.stop_asked() {
+                    let layers = cells.at().1;
+                    return Err(Error::Stopped {
+                        layer: ended + 1,
+                        layers,
+                    });
+                }
+            }
+            if to == rec.dispatches.len() {
+                break; // the last part goes with the reads
+            }
             q.submit([self.kernels.encode(&rec.dispatches[from..to]).finish()]);
             if let Some(cells) = watched.cloned() {
-                q.on_submitted_work_done(move || cells.begun_on_gpu(layer + 1));
+                let (tx, done) = futures_channel::oneshot::channel();
+                q.on_submitted_work_done(move || {
+                    cells.begun_on_gpu(part + 1);
+                    let _ = tx.send(());
+                });
+                queued.push_back((part, done));
             }
             from = to;
         }

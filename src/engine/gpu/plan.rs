@@ -159,6 +159,16 @@ impl GpuKernels {
         self.dev.check()
     }
 
+    /// Waits for `done`, which a callback of `Queue::on_submitted_work_done` sends (natively
+    /// the device is polled until its queue is empty; on the web the callback arrives through
+    /// the event loop).
+    pub async fn done(&self, done: futures_channel::oneshot::Receiver<()>) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.wait()?;
+        done.await
+            .map_err(|_| Error::Gpu("the GPU's work was cancelled (device lost?)".into()))
+    }
+
     /// Maps `len` bytes of a staging buffer and copies them out. On the web the map callback
     /// arrives through the event loop: we await it through a channel (`poll` is a no-op there).
     pub async fn read(&self, staging: &wgpu::Buffer, len: u64) -> Result<Vec<f32>> {
