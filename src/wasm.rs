@@ -1227,8 +1227,8 @@ impl Session {
     /// as the pass ends it. The pass stops before its next layer, the run failing with "stopped
     /// as asked"; a long run's summary (the worker's, a layer at a time) reads
     /// [`Session::stop_asked`] between its layers. The threaded build's memory is shared, so
-    /// the page reads and writes them while the worker is busy with the run; the CPU engine
-    /// reports (the GPU records its pass whole, and a long run's heads show as its summary
+    /// the page reads and writes them while the worker is busy with the run; both engines
+    /// report (a WebGPU pass as the GPU begins each layer, and a long run's heads as its summary
     /// computes them again: [`Session::summary_heads`]). They are cleared (no layer begun, of none) for
     /// the run about to begin, so that the page never reads the last run's; the thumbnails'
     /// room is made here, before the memory the page was given grows.

@@ -7,9 +7,9 @@
 // side, the heads a layer and where the thumbnails lie), every POLL_MS, and asks for a stop by
 // writing the third. A long text's pass on the CPU engine folds each head's thumbnail as it
 // computes it, so the box draws each layer's heads as the pass ends the layer: the text's first
-// attention on screen while the later layers compute. After a WebGPU pass (recorded whole, its
-// layers untold) the summary computes each head again from the queries and keys, and the box
-// draws each layer as the summary ends it.
+// attention on screen while the later layers compute. A WebGPU pass tells each layer as the GPU
+// begins it and folds no heads; its summary computes each head again from the queries and keys,
+// and the box draws each layer as the summary ends it.
 
 import { scale, pixels } from './colour.js';
 import { dpr, bitmap } from './canvas.js';

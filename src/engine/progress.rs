@@ -119,16 +119,14 @@ impl PassProgress {
         if self.stop_asked() {
             return Err(Error::Stopped { layer, layers });
         }
-        self.begun.fetch_max(layer as u32 + 1, Ordering::Relaxed);
+        self.mark_begun(layer);
         Ok(())
     }
 
-    /// Layer `layer` (0-based) begins on the GPU, the work before it done: told as the GPU
-    /// finishes that work (a stop asked is read by the pass, which submits the next layers).
-    pub(crate) fn begun_on_gpu(&self, layer: usize) {
-        let layers = self.layers.load(Ordering::Relaxed);
-        self.begun
-            .fetch_max((layer as u32 + 1).min(layers), Ordering::Relaxed);
+    /// Layer `layer` (0-based) counts as begun, no stop read: a WebGPU pass tells it as the GPU
+    /// finishes the work before it (the pass reads a stop itself, as it submits the next layers).
+    pub(crate) fn mark_begun(&self, layer: usize) {
+        self.begun.fetch_max(layer as u32 + 1, Ordering::Relaxed);
     }
 
     /// The layers begun and the pass's layers.

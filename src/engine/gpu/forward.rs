@@ -171,14 +171,6 @@ impl GpuEngine {
                 watched,
             )
             .await?;
-        if let Some(p) = opts.progress.cells().filter(|p| p.stop_asked()) {
-            // asked while the GPU ran its last layers, already submitted: the pass is not kept
-            let layers = p.at().1;
-            return Err(Error::Stopped {
-                layer: layers,
-                layers,
-            });
-        }
         let (mut groups, kept, mut timing) = pass;
         let attention = AttentionGroup::take(&mut groups, stack, AttentionKind::SelfAttention)?;
         let reading = Instant::now();
@@ -242,7 +234,8 @@ impl GpuEngine {
     /// A `watched` pass goes to the GPU a layer at a time, each layer told to the cells as the
     /// GPU begins it (the work before it done: the page's progress box, the layer a long pass
     /// is on), and ends with [`Error::Stopped`] where a stop was asked, read as each layer's
-    /// work ends (two layers' work queued ahead of it); others in one submission.
+    /// work ends (two layers' work queued ahead of it) and once more at the pass's end (the last
+    /// layers, already submitted, are not kept); others in one submission.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn replay(
         &self,
@@ -309,6 +302,15 @@ impl GpuEngine {
         // `AHEAD` of them queued before the GPU ends the first: a stop asked is read as each
         // one ends, and what is not yet submitted never runs
         const AHEAD: usize = 2;
+        // the pass stopped after `done` layers, where a stop was asked
+        let stopped = |done: usize| {
+            let cells = watched.filter(|c| c.stop_asked())?;
+            let layers = cells.at().1;
+            Some(Error::Stopped {
+                layer: done.min(layers),
+                layers,
+            })
+        };
         let mut cuts: Vec<usize> = match watched {
             Some(_) => rec.layer_starts.iter().skip(1).copied().collect(),
             None => vec![],
@@ -317,15 +319,11 @@ impl GpuEngine {
         let mut queued = std::collections::VecDeque::new();
         let mut from = 0;
         for (part, &to) in cuts.iter().enumerate() {
-            if let Some(cells) = watched.filter(|_| queued.len() == AHEAD) {
+            if queued.len() == AHEAD {
                 let (ended, done) = queued.pop_front().expect("AHEAD parts queued");
                 self.kernels.done(done).await?;
-                if cells.stop_asked() {
-                    let layers = cells.at().1;
-                    return Err(Error::Stopped {
-                        layer: ended + 1,
-                        layers,
-                    });
+                if let Some(e) = stopped(ended + 1) {
+                    return Err(e);
                 }
             }
             if to == rec.dispatches.len() {
@@ -335,7 +333,7 @@ impl GpuEngine {
             if let Some(cells) = watched.cloned() {
                 let (tx, done) = futures_channel::oneshot::channel();
                 q.on_submitted_work_done(move || {
-                    cells.begun_on_gpu(part + 1);
+                    cells.mark_begun(part + 1);
                     let _ = tx.send(());
                 });
                 queued.push_back((part, done));
@@ -353,6 +351,9 @@ impl GpuEngine {
         }
         q.submit([enc.finish()]);
         let data = self.kernels.read(staging, offset).await?;
+        if let Some(e) = stopped(usize::MAX) {
+            return Err(e); // asked while the GPU ran the last layers, submitted already
+        }
         let reading = Instant::now();
         timing.compute_ms = (reading - computing).as_secs_f64() * 1e3;
 
